@@ -1,0 +1,145 @@
+// swift-tools-version:6.2
+//
+// E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
+// Layers (dependencies point only downward; only E3DBPrimitives imports C):
+//   L5 e3dbkit (CLI)
+//   L4 E3DBKit (umbrella)
+//   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
+//   L2 E3DBKeys  E3DBCanonicalJSON
+//   L1 E3DBPrimitives
+//   L0 CE3DBSodium  CE3DBBlake2
+import PackageDescription
+
+let upcoming: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "E3DBKit",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "E3DBKit", targets: ["E3DBKit"]),
+        .library(name: "E3DBPrimitives", targets: ["E3DBPrimitives"]),
+        .library(name: "E3DBCanonicalJSON", targets: ["E3DBCanonicalJSON"]),
+        .library(name: "E3DBKeys", targets: ["E3DBKeys"]),
+        .library(name: "E3DBDocuments", targets: ["E3DBDocuments"]),
+        .library(name: "E3DBFiles", targets: ["E3DBFiles"]),
+        .library(name: "E3DBIdentity", targets: ["E3DBIdentity"]),
+        .executable(name: "e3dbkit", targets: ["e3dbkit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // L0: system libraries, found with pkg-config. Never products.
+        .systemLibrary(
+            name: "CE3DBSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"]), .yum(["libsodium-devel"])]
+        ),
+        .systemLibrary(
+            name: "CE3DBBlake2",
+            pkgConfig: "libb2",
+            providers: [.apt(["libb2-dev"]), .brew(["libb2"]), .yum(["libb2-devel"])]
+        ),
+
+        // L1: the only module that touches C.
+        .target(
+            name: "E3DBPrimitives",
+            dependencies: [
+                "CE3DBSodium",
+                "CE3DBBlake2",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: upcoming + [.strictMemorySafety()]
+        ),
+
+        // L2
+        .target(name: "E3DBCanonicalJSON", swiftSettings: upcoming),
+        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives"], swiftSettings: upcoming),
+
+        // L3
+        .target(
+            name: "E3DBDocuments",
+            dependencies: ["E3DBPrimitives", "E3DBKeys", "E3DBCanonicalJSON"],
+            swiftSettings: upcoming
+        ),
+        .target(name: "E3DBFiles", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: upcoming),
+        .target(
+            name: "E3DBIdentity",
+            dependencies: ["E3DBPrimitives", "E3DBKeys"],
+            swiftSettings: upcoming
+        ),
+
+        // L4: umbrella
+        .target(
+            name: "E3DBKit",
+            dependencies: [
+                "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity",
+            ],
+            swiftSettings: upcoming
+        ),
+
+        // L5: command line
+        .executableTarget(
+            name: "e3dbkit",
+            dependencies: [
+                "E3DBKit", "E3DBVectors", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: upcoming
+        ),
+
+        // Test support and vector suites (not products). E3DBVectors holds one runner per committed vector
+        // suite; the tests and `e3dbkit vectors verify` both run them, so there is one source of truth.
+        .target(name: "E3DBTestSupport", swiftSettings: upcoming),
+        .target(
+            name: "E3DBVectors",
+            dependencies: ["E3DBKit", "E3DBTestSupport"],
+            swiftSettings: upcoming
+        ),
+
+        .testTarget(
+            name: "E3DBPrimitivesTests",
+            dependencies: ["E3DBPrimitives", "E3DBTestSupport", "E3DBVectors"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBCanonicalJSONTests",
+            dependencies: [
+                "E3DBCanonicalJSON", "E3DBTestSupport", "E3DBVectors",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBKeysTests",
+            dependencies: ["E3DBKeys", "E3DBTestSupport", "E3DBVectors"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBDocumentsTests",
+            dependencies: ["E3DBDocuments", "E3DBTestSupport", "E3DBVectors"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBFilesTests",
+            dependencies: ["E3DBFiles", "E3DBTestSupport", "E3DBVectors"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBIdentityTests",
+            dependencies: ["E3DBIdentity", "E3DBTestSupport", "E3DBVectors"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBKitCLITests",
+            dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBVectors"],
+            swiftSettings: upcoming
+        ),
+    ]
+)

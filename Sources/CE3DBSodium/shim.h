@@ -1,0 +1,4 @@
+#ifndef CE3DBSODIUM_SHIM_H
+#define CE3DBSODIUM_SHIM_H
+#include <sodium.h>
+#endif

@@ -1,0 +1,1 @@
+// E3DBCanonicalJSON: work in progress; see the project's issues.

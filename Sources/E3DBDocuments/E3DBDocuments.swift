@@ -1,0 +1,1 @@
+// E3DBDocuments: work in progress; see the project's issues.

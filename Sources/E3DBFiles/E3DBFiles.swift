@@ -1,0 +1,1 @@
+// E3DBFiles: work in progress; see the project's issues.

@@ -1,0 +1,1 @@
+// E3DBIdentity: work in progress; see the project's issues.

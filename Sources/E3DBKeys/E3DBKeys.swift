@@ -1,0 +1,1 @@
+// E3DBKeys: work in progress; see the project's issues.

@@ -1,0 +1,1 @@
+// E3DBPrimitives: libsodium primitives (in progress).

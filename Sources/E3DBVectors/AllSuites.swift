@@ -1,0 +1,7 @@
+/// Every committed vector suite, in the order `e3dbkit vectors verify` prints them.
+/// Each layer adds its suites here.
+public enum AllVectorSuites {
+    public static var all: [VectorSuite] {
+        []
+    }
+}

@@ -1,0 +1,84 @@
+import E3DBTestSupport
+import Foundation
+
+/// One case of a vector suite: an id (the file's `tcId`, prefixed with the file when a suite has several) and a
+/// check that throws ``VectorMismatch`` when the implementation disagrees with the vector.
+public struct VectorCase: Sendable, CustomStringConvertible {
+    public let suite: String
+    public let id: String
+    public let comment: String
+    private let body: @Sendable () throws -> Void
+
+    public init(suite: String, id: String, comment: String = "", body: @escaping @Sendable () throws -> Void) {
+        self.suite = suite
+        self.id = id
+        self.comment = comment
+        self.body = body
+    }
+
+    /// Runs the check. Throws ``VectorMismatch`` (or the underlying error) on failure.
+    public func check() throws { try body() }
+
+    public var description: String { comment.isEmpty ? "\(suite) #\(id)" : "\(suite) #\(id) (\(comment))" }
+}
+
+/// A named collection of vector cases, loaded from files.
+public struct VectorSuite: Sendable {
+    public let name: String
+    /// True when the suite reads `../shared/vectors` and is skipped without it.
+    public let needsShared: Bool
+    private let loader: @Sendable (VectorLocations) throws -> [VectorCase]
+
+    public init(
+        name: String,
+        needsShared: Bool = false,
+        loader: @escaping @Sendable (VectorLocations) throws -> [VectorCase]
+    ) {
+        self.name = name
+        self.needsShared = needsShared
+        self.loader = loader
+    }
+
+    /// Whether the suite can run with these locations.
+    public func isAvailable(_ locations: VectorLocations = .default) -> Bool {
+        !needsShared || locations.sharedVectors != nil
+    }
+
+    /// The cases, or an empty list when the suite needs `../shared` and it is absent.
+    public func cases(_ locations: VectorLocations = .default) throws -> [VectorCase] {
+        guard isAvailable(locations) else { return [] }
+        return try loader(locations)
+    }
+}
+
+/// A disagreement between the implementation and a vector.
+public struct VectorMismatch: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Throws ``VectorMismatch`` unless `actual == expected`.
+public func expectVector<T: Equatable>(
+    _ actual: T,
+    _ expected: T,
+    _ what: @autoclosure () -> String
+) throws {
+    guard actual == expected else {
+        throw VectorMismatch("\(what()): expected \(expected), got \(actual)")
+    }
+}
+
+/// Throws ``VectorMismatch`` unless `body` throws an error accepted by `matches`.
+public func expectVectorFailure(
+    _ what: @autoclosure () -> String,
+    matches: (any Error) -> Bool,
+    _ body: () throws -> Void
+) throws {
+    do {
+        try body()
+    } catch {
+        guard matches(error) else { throw VectorMismatch("\(what()): wrong error \(error)") }
+        return
+    }
+    throw VectorMismatch("\(what()): expected a failure, but it succeeded")
+}

@@ -1,0 +1,1 @@
+// Tests for E3DBCanonicalJSON are added with that layer.

@@ -1,0 +1,1 @@
+// Tests for E3DBDocuments are added with that layer.

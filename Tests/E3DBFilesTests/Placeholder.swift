@@ -1,0 +1,1 @@
+// Tests for E3DBFiles are added with that layer.

@@ -1,0 +1,1 @@
+// Tests for E3DBIdentity are added with that layer.

@@ -1,0 +1,1 @@
+// Tests for E3DBKeys are added with that layer.

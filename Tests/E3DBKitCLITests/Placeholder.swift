@@ -1,0 +1,1 @@
+// Tests for E3DBKitCLI are added with that layer.

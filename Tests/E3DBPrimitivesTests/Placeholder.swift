@@ -1,0 +1,1 @@
+// Tests for E3DBPrimitives are added with that layer.

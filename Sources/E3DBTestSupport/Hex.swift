@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Hexadecimal helpers for vector files. Not for secrets in production code.
 public enum Hex {

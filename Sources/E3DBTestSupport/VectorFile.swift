@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The Wycheproof-shaped envelope every file under `TestVectors/` uses:
 /// `{"algorithm", "source", "generator", "numberOfTests", "tests": [{"tcId", "comment", "result", "flags", ...}]}`.

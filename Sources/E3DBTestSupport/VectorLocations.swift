@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Where the project's own vectors (`TestVectors/`) and the external vectors (`../shared/vectors/`) live.
 ///

@@ -1,5 +1,5 @@
-import E3DBTestSupport
-import Foundation
+public import E3DBTestSupport
+
 
 /// One case of a vector suite: an id (the file's `tcId`, prefixed with the file when a suite has several) and a
 /// check that throws ``VectorMismatch`` when the implementation disagrees with the vector.

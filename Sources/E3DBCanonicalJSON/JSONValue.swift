@@ -261,3 +261,40 @@ extension JSONObject: CustomStringConvertible {
     /// The canonical serialization (UTF-16 key order).
     public var description: String { CanonicalJSON.serialize(.object(self)) }
 }
+
+extension JSONValue: Encodable {
+    /// Encodes the value with any `Encoder` (objects through keyed containers, in insertion order).
+    /// - Parameter encoder: the encoder.
+    /// - Throws: whatever the encoder throws (for example for non-finite numbers).
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .null:
+            var c = encoder.singleValueContainer()
+            try c.encodeNil()
+        case .bool(let b):
+            var c = encoder.singleValueContainer()
+            try c.encode(b)
+        case .number(let d):
+            var c = encoder.singleValueContainer()
+            try c.encode(d)
+        case .string(let s):
+            var c = encoder.singleValueContainer()
+            try c.encode(s)
+        case .array(let items):
+            var c = encoder.unkeyedContainer()
+            for item in items { try c.encode(item) }
+        case .object(let object):
+            try object.encode(to: encoder)
+        }
+    }
+}
+
+extension JSONObject: Encodable {
+    /// Encodes the members through a keyed container, in insertion order.
+    /// - Parameter encoder: the encoder.
+    /// - Throws: whatever the encoder throws.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: StringKey.self)
+        for member in storage { try c.encode(member.value, forKey: StringKey(stringValue: member.key)) }
+    }
+}

@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBPrimitives
 
 /// An E3DB access key (AK): the 32-byte secretbox key shared by every record of one

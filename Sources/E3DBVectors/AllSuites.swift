@@ -2,7 +2,7 @@
 /// Each layer adds its suites here.
 public enum AllVectorSuites {
     public static var all: [VectorSuite] {
-        []
+        PrimitivesSuites.all
             + CanonicalJSONSuites.all
     }
 }

@@ -10,10 +10,9 @@ public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConver
         /// The raw value.
         public var description: String { rawValue }
 
-        /// The input is not well-formed UTF-8 (overlong form, encoded surrogate, truncated sequence, > U+10FFFF)
-        /// or starts with a byte order mark.
+        /// The input is not well-formed UTF-8 (overlong form, encoded surrogate, truncated sequence, > U+10FFFF).
         public static let invalidUTF8 = Code(rawValue: "invalidUTF8")
-        /// A character that cannot start or continue a value here.
+        /// A character that cannot start or continue a value here (including a leading byte order mark).
         public static let unexpectedCharacter = Code(rawValue: "unexpectedCharacter")
         /// The input ended inside a value.
         public static let unexpectedEnd = Code(rawValue: "unexpectedEnd")
@@ -65,7 +64,7 @@ public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConver
     }
 }
 
-/// Resource limits for ``CanonicalJSON/parse(_:limits:)-(some Collection<UInt8>,_)``.
+/// Resource limits for `CanonicalJSON.parse`.
 public struct ParseLimits: Sendable, Hashable {
     /// The deepest allowed nesting of arrays and objects. A top-level scalar has depth 0, `[]` depth 1.
     /// The parser and serializer recurse once per level, so keep this well below what the thread's stack allows.

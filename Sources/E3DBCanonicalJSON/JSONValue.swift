@@ -72,7 +72,7 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
     public init(stringLiteral value: String) { self = .string(value) }
     /// An array.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    /// An object. A repeated key keeps the last value (see ``JSONObject/init(_:)``).
+    /// An object. A repeated key keeps the last value (as in ``JSONObject``).
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(JSONObject(elements.map { (key: $0.0, value: $0.1) }))
     }
@@ -166,7 +166,7 @@ public struct JSONObject: Sendable {
     }
 
     /// An object with `members` in order. When a key repeats, the later value replaces the earlier one and keeps
-    /// the earlier position (as ECMAScript property assignment does). Use ``CanonicalJSON/parse(_:limits:)-(String,_)`` to reject
+    /// the earlier position (as ECMAScript property assignment does). Use `CanonicalJSON.parse` to reject
     /// duplicate keys instead.
     public init(_ members: some Sequence<Member>) {
         self.init()

@@ -19,7 +19,7 @@ swift build >/dev/null
 graphs=".build/docs/symbol-graphs"
 rm -rf "$graphs" && mkdir -p "$graphs"
 swift package dump-symbol-graph --minimum-access-level public --skip-synthesized-members >/dev/null
-source_graphs="$(swift build --show-bin-path)/symbolgraph"
+source_graphs="$(dirname "$(swift build --show-bin-path)")/symbolgraph"
 status=0
 for module in "${modules[@]}"; do
     mkdir -p "$graphs/$module"

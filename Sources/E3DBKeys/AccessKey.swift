@@ -1,42 +1,44 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBPrimitives
 
 /// An E3DB access key (AK): the 32-byte secretbox key shared by every record of one
-/// `(writer, user, record type)` and wrapped for each reader as an ``EncryptedAccessKey``.
+/// `(writer, user, record type)` and by a file's data-key wrapping. Each authorized reader holds it wrapped
+/// for them as an encrypted access key (EAK, ``EncryptedAccessKey``).
 ///
-/// The bytes live in wiped storage (`SecureBytes`); `description`, `debugDescription` and `customMirror` are
-/// redacted.
+/// The key lives in wiped storage; `description`, `debugDescription` and `customMirror` are redacted.
 public struct AccessKey: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// The number of bytes in an access key (32).
+    /// 32: the key size.
     public static let byteCount = SecretBox.keyByteCount
 
-    /// The access key as a secretbox key.
+    /// The key as a secretbox key.
     public let secretBoxKey: SecretBox.Key
 
-    /// A new random access key.
+    /// A fresh random access key.
     public init() { self.secretBoxKey = SecretBox.Key() }
 
     /// Wraps an existing secretbox key.
-    /// - Parameter secretBoxKey: the key.
-    public init(_ secretBoxKey: SecretBox.Key) { self.secretBoxKey = secretBoxKey }
+    public init(_ key: SecretBox.Key) { self.secretBoxKey = key }
 
-    /// An access key from 32 raw bytes.
-    /// - Parameter rawRepresentation: exactly 32 bytes.
-    /// - Throws: `E3DBError` `.invalidKeyLength` for any other length.
+    /// Copies 32 key bytes.
+    /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
     public init(rawRepresentation: some Sequence<UInt8>) throws(E3DBError) {
         self.secretBoxKey = try SecretBox.Key(rawRepresentation: rawRepresentation)
     }
 
-    /// An access key from wiped storage holding 32 bytes.
-    /// - Parameter bytes: exactly 32 bytes.
-    /// - Throws: `E3DBError` `.invalidKeyLength` for any other length.
+    /// Takes 32 bytes of wiped storage (no copy).
+    /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
     public init(_ bytes: SecureBytes) throws(E3DBError) {
         self.secretBoxKey = try SecretBox.Key(bytes)
     }
+
+    /// Decodes the unpadded base64url form the SDKs store (43 characters).
+    /// - Throws: ``E3DBError/Code/invalidBase64`` or ``E3DBError/Code/invalidKeyLength``.
+    public init(base64URLEncoded text: some StringProtocol) throws(E3DBError) {
+        self.secretBoxKey = try SecretBox.Key(base64URLEncoded: text)
+    }
+
+    /// The key as unpadded base64url.
+    /// - Warning: The returned `String` is ordinary memory and cannot be wiped.
+    public var base64URLEncoded: String { secretBoxKey.base64URLEncoded }
 
     /// Calls `body` with the 32 key bytes. Do not copy them out of the closure.
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {

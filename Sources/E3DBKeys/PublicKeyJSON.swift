@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBPrimitives
 
 /// The JSON shape `{"curve25519": "<b64u>"}` in which E3DB carries a Curve25519 (box) public key

@@ -1,0 +1,138 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import E3DBPrimitives
+public import E3DBKeys
+
+/// Record field encryption, `edk "." edkN "." ef "." efN` (spec §3.1), identical in all E3DB SDKs:
+///
+/// ```
+/// dk  = 32 random bytes (fresh per field)     ef  = secretbox(utf8(value), efN, dk)
+/// edk = secretbox(dk, edkN, access key)       field = b64u(edk).b64u(edkN).b64u(ef).b64u(efN)
+/// ```
+public enum FieldCipher {
+    /// Byte count of `edk` (the sealed 32-byte data key): 48.
+    public static let encryptedDataKeyByteCount = SecretBox.keyByteCount + SecretBox.tagByteCount
+    /// Random bytes one field consumes: data key and two nonces (80).
+    public static let randomByteCount = SecretBox.keyByteCount + 2 * SecretBox.nonceByteCount
+
+    /// Encrypts one value with a fresh random data key and nonces.
+    /// - Parameters:
+    ///   - value: the plaintext (encrypted as its UTF-8 bytes; empty values are allowed).
+    ///   - accessKey: the record type's access key.
+    /// - Returns: the field string.
+    public static func encrypt(_ value: String, accessKey: AccessKey) -> String {
+        let random = SecureBytes(randomCount: randomByteCount)
+        return random.withUnsafeBytes { encrypt(value, accessKey: accessKey, randomness: $0) }
+    }
+
+    /// Encrypts one value with a given data key and nonces, to reproduce known answers.
+    /// - Warning: never reuse a data key or nonce; use ``encrypt(_:accessKey:)`` in production.
+    /// - Parameters:
+    ///   - value: the plaintext.
+    ///   - accessKey: the access key.
+    ///   - dataKey: the 32-byte per-field data key.
+    ///   - dataKeyNonce: the nonce sealing the data key (`edkN`).
+    ///   - fieldNonce: the nonce sealing the value (`efN`).
+    /// - Returns: the field string.
+    public static func encrypt(
+        _ value: String,
+        accessKey: AccessKey,
+        dataKey: SecretBox.Key,
+        dataKeyNonce: SecretBox.Nonce,
+        fieldNonce: SecretBox.Nonce
+    ) -> String {
+        let ef = SecretBox.seal(Data(value.utf8), using: dataKey, nonce: fieldNonce)
+        let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: dataKeyNonce)
+        return Base64URL.encode(edk.ciphertext) + "." + Base64URL.encode(dataKeyNonce.rawRepresentation) + "."
+            + Base64URL.encode(ef.ciphertext) + "." + Base64URL.encode(fieldNonce.rawRepresentation)
+    }
+
+    /// Encrypts with 80 caller-supplied random bytes: data key (32), `edkN` (24), `efN` (24).
+    static func encrypt(_ value: String, accessKey: AccessKey, randomness r: UnsafeRawBufferPointer) -> String {
+        let k = SecretBox.keyByteCount
+        let n = SecretBox.nonceByteCount
+        // Force-unwrap-free: the slices have exactly the required lengths, so these initializers cannot fail;
+        // fall back to fresh randomness if they ever did.
+        let dataKey = (try? SecretBox.Key(rawRepresentation: r[0..<k])) ?? SecretBox.Key()
+        let edkN = (try? SecretBox.Nonce(rawRepresentation: r[k..<(k + n)])) ?? SecretBox.Nonce()
+        let efN = (try? SecretBox.Nonce(rawRepresentation: r[(k + n)..<(k + 2 * n)])) ?? SecretBox.Nonce()
+        return encrypt(value, accessKey: accessKey, dataKey: dataKey, dataKeyNonce: edkN, fieldNonce: efN)
+    }
+
+    /// Decrypts one field string.
+    ///
+    /// Checks, in order: exactly four parts; each part's base64url and decoded length (`edk` 48, `edkN` 24,
+    /// `ef` at least 16, `efN` 24); the data key's authentication; the value's authentication; UTF-8 validity
+    /// (a leading U+FEFF is kept).
+    /// - Parameters:
+    ///   - field: `edk.edkN.ef.efN`.
+    ///   - accessKey: the access key.
+    ///   - decoding: ``Base64Decoding/strict`` (default) or ``Base64Decoding/lenient``.
+    ///   - name: the record key, included in errors as `context.field`.
+    /// - Returns: the plaintext value.
+    /// - Throws: `E3DBError`: `.invalidField` (not 4 parts); `.invalidBase64` or `.invalidLength` with
+    ///   `context.part` `edk`, `edkN`, `ef` or `efN`; `.authenticationFailed` with part `edk` (wrong access key or
+    ///   changed `edk`/`edkN`) or `ef` (changed `ef`/`efN`); `.invalidUTF8` (part `ef`).
+    public static func decrypt(
+        _ field: some StringProtocol,
+        accessKey: AccessKey,
+        decoding: Base64Decoding = .strict,
+        name: String? = nil
+    ) throws(E3DBError) -> String {
+        let parts = field.split(separator: ".", maxSplits: 4, omittingEmptySubsequences: false)
+        guard parts.count == 4 else {
+            throw E3DBError(
+                .invalidField, "a record field has 4 '.'-separated parts, found \(parts.count)"
+                    + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, expected: 4, actual: parts.count))
+        }
+        let edk = try decoding.decode(parts[0], part: "edk", field: name)
+        try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
+        let edkN = try decoding.decode(parts[1], part: "edkN", field: name)
+        try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+        let ef = try decoding.decode(parts[2], part: "ef", field: name)
+        try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
+        let efN = try decoding.decode(parts[3], part: "efN", field: name)
+        try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
+
+        let dataKey: SecretBox.Key
+        do {
+            let box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: edkN), ciphertext: edk)
+            dataKey = try SecretBox.Key(SecretBox.openSecret(box, using: accessKey.secretBoxKey))
+        } catch {
+            throw E3DBError(
+                .authenticationFailed, "the data key does not open with this access key"
+                    + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, part: "edk"))
+        }
+        let plaintext: Data
+        do {
+            let box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: efN), ciphertext: ef)
+            plaintext = try SecretBox.open(box, using: dataKey)
+        } catch {
+            throw E3DBError(
+                .authenticationFailed, "the field value does not authenticate" + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, part: "ef"))
+        }
+        guard let value = String(validating: plaintext, as: UTF8.self) else {
+            throw E3DBError(
+                .invalidUTF8, "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, part: "ef"))
+        }
+        return value
+    }
+
+    private static func check(
+        _ ok: Bool, _ part: String, _ expected: Int, _ actual: Int, _ name: String?, atLeast: Bool = false
+    ) throws(E3DBError) {
+        guard !ok else { return }
+        throw E3DBError(
+            .invalidLength,
+            "\(part) must be \(atLeast ? "at least " : "")\(expected) bytes, found \(actual)"
+                + (name.map { " (field \"\($0)\")" } ?? ""),
+            context: .init(field: name, part: part, expected: expected, actual: actual))
+    }
+}

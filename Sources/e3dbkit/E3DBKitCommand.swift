@@ -9,6 +9,7 @@ struct E3DBKitCommand: AsyncParsableCommand {
         subcommands: [
             HashCommand.self,
             VectorsCommand.self,
+            CanonicalizeCommand.self,
         ]
     )
 }

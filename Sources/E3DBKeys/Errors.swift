@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 public import E3DBPrimitives
 
@@ -28,8 +28,7 @@ public enum Base64Decoding: Sendable, Hashable {
 
     /// Decodes `text`, naming `part` in the error.
     /// - Throws: `E3DBError` `.invalidBase64` with `context.part` set to `part`.
-    @usableFromInline
-    func decode(_ text: some StringProtocol, part: String, field: String? = nil) throws(E3DBError) -> Data {
+    package func decode(_ text: some StringProtocol, part: String, field: String? = nil) throws(E3DBError) -> Data {
         do {
             switch self {
             case .strict: return try Base64URL.decode(text)

@@ -138,6 +138,13 @@ READER_ID = "0e8eb8c6-839f-46ca-9843-801c539e490f"
 
 def envelope(algorithm, source, tests):
     for i, t in enumerate(tests, 1):
+        expected = t.pop("expectedError", None)
+        if expected is not None:
+            t["error"] = expected["code"]
+            if "part" in expected:
+                t["errorPart"] = expected["part"]
+            if "field" in expected:
+                t["errorField"] = expected["field"]
         t["tcId"] = i
         t.setdefault("flags", [])
         ordered = {"tcId": i, "comment": t.pop("comment"), "result": t.pop("result"), "flags": t.pop("flags")}
@@ -156,7 +163,9 @@ def write(root, rel, obj):
     path = os.path.join(root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1)
+        # ASCII-only output: every non-ASCII character (a leading U+FEFF included) is a \u escape, so no JSON
+        # reader can drop or normalize it.
+        json.dump(obj, f, ensure_ascii=True, indent=1)
         f.write("\n")
     print(f"wrote {rel}: {obj['numberOfTests']} tests")
 
@@ -665,7 +674,7 @@ def gen_records():
     neg("data value is a number", d, err("invalidDocument", field="name"), ["Structure"])
     neg("data member duplicated in the JSON text",
         json.dumps(base, ensure_ascii=False).replace('"data": {', '"data": {"name": "x", ', 1),
-        err("invalidDocument", field="name"), ["Structure"])
+        err("invalidDocument"), ["Structure"])
     neg("not JSON", "{\"data\":", err("invalidDocument"), ["Structure"])
     neg("top level is an array", "[]", err("invalidDocument"), ["Structure"])
     d = json.loads(json.dumps(base))
@@ -909,7 +918,8 @@ def gen_notes():
     neg("writer signing key replaced", b, err("invalidSignature", "signature", field="signature"))
     b = copy()
     b["data"]["secret"], b["data"]["other"] = b["data"]["other"], b["data"]["secret"]
-    neg("encrypted fields swapped between keys", b, err("invalidSignature", "signature", field="other"))
+    neg("encrypted fields swapped between keys (fields are checked in order, so the first one fails)", b,
+        err("invalidSignature", "signature", field="secret"))
     b = copy()
     b["encrypted_access_key"] = flip_char(b["encrypted_access_key"], 3)
     neg("encrypted access key changed", b, err("authenticationFailed", "eak"))

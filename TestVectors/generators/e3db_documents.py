@@ -188,6 +188,33 @@ def flip_char(s, index):
     return s[:index] + alphabet[i ^ 0x20] + s[index + 1:]
 
 
+B64U = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def strict_b64u_ok(text):
+    """RFC 4648 §5 without padding, with zero trailing bits (libsodium's and Go's strict rules)."""
+    if len(text) % 4 == 1 or any(c not in B64U for c in text):
+        return False
+    rem = len(text) % 4
+    if rem == 0:
+        return True
+    last = B64U.index(text[-1])
+    return last & (0x0F if rem == 2 else 0x03) == 0
+
+
+def field_error(parts):
+    """The error the spec's checking order gives for a four-part field whose keys are right: per part in order,
+    base64url then decoded length; then the data-key layer, then the value layer."""
+    names = ("edk", "edkN", "ef", "efN")
+    for name, text in zip(names, parts):
+        if not strict_b64u_ok(text):
+            return err("invalidBase64", name)
+        n = len(b64u_decode(text))
+        if (name == "edk" and n != 48) or (name in ("edkN", "efN") and n != 24) or (name == "ef" and n < 16):
+            return err("invalidLength", name)
+    return None
+
+
 def python_accepts(fn):
     try:
         fn()
@@ -447,20 +474,16 @@ def gen_fields():
     other = Crypto.encrypt_field("other", ak).split(".")
     neg("edk/edkN from another field (wrong data key for ef)", ".".join([other[0], other[1], ef, efN]),
         err("authenticationFailed", "ef"), ["Modified"])
-    lengths = {"edk": 48, "edkN": 24, "ef": None, "efN": 24}
     for idx, name in enumerate(("edk", "edkN", "ef", "efN")):
-        p = [edk, edkN, ef, efN]
-        p[idx] = p[idx][:-4]
-        neg(f"{name} truncated by 4 characters", ".".join(p), err("invalidLength", name), ["Truncated"])
-        p = [edk, edkN, ef, efN]
-        p[idx] = ""
-        neg(f"{name} empty", ".".join(p), err("invalidLength", name), ["Truncated"])
-        p = [edk, edkN, ef, efN]
-        p[idx] = p[idx] + "A"
-        neg(f"{name} length 1 mod 4", ".".join(p), err("invalidBase64", name), ["Base64"])
-        p = [edk, edkN, ef, efN]
-        p[idx] = p[idx][:3] + "!" + p[idx][4:]
-        neg(f"{name} contains '!'", ".".join(p), err("invalidBase64", name), ["Base64"])
+        for label, change in (("truncated by 4 characters", lambda x: x[:-4]), ("empty", lambda x: ""),
+                              ("extended by 'A'", lambda x: x + "A"), ("with '!'", lambda x: x[:3] + "!" + x[4:]),
+                              ("truncated by 1 character", lambda x: x[:-1])):
+            p = [edk, edkN, ef, efN]
+            p[idx] = change(p[idx])
+            # Structural errors come from the checking order; a structurally valid change fails authentication
+            # at the layer the part belongs to.
+            e = field_error(p) or err("authenticationFailed", "edk" if idx < 2 else "ef")
+            neg(f"{name} {label}", ".".join(p), e, ["Truncated" if "trunc" in label or label == "empty" else "Base64"])
     neg("ef shorter than the 16-byte tag (15 bytes)", ".".join([edk, edkN, b64u(bytes(15)), efN]),
         err("invalidLength", "ef"), ["Truncated"])
     neg("edk of 64 bytes", ".".join([b64u(bytes(64)), edkN, ef, efN]), err("invalidLength", "edk"), ["Truncated"])
@@ -677,10 +700,12 @@ def gen_records():
         err("invalidDocument"), ["Structure"])
     neg("not JSON", "{\"data\":", err("invalidDocument"), ["Structure"])
     neg("top level is an array", "[]", err("invalidDocument"), ["Structure"])
-    d = json.loads(json.dumps(base))
+    empty_plain = next(t for t in tests if t["comment"] == "empty values")
+    d = json.loads(empty_plain["encryptedDocument"])
     d["meta"]["plain"] = None
     neg("plain null (Java writes null for a missing plain; signed form is {})", d, None, ["PlainNull"],
-        result="valid")
+        result="valid", accessKey=empty_plain["accessKey"], data=empty_plain["data"], plain=[],
+        type=empty_plain["type"])
     del tests[-1]["expectedError"]
     return envelope("E3DB record (EncryptedDocument with rec_sig)",
                     PEER + " Client.__encrypt_record/__decrypt_record_with_key for the fields; rec_sig made with "

@@ -45,7 +45,7 @@ extension JSONValue: Hashable {
             hasher.combine(d == 0 ? 0 : d)
         case .string(let s):
             hasher.combine(3 as UInt8)
-            hasher.combine(s)  // canonical-equivalence hash: code-unit-equal strings hash equal
+            hashCodeUnits(s, into: &hasher)
         case .array(let a):
             hasher.combine(4 as UInt8)
             hasher.combine(a)
@@ -128,13 +128,22 @@ extension JSONValue {
 
 /// A key compared by its code units (UTF-8 and UTF-16 code-unit equality coincide for valid strings).
 ///
-/// Hashing uses `String`'s own hash, which is the same for canonically equivalent strings; code-unit-equal strings
-/// are canonically equivalent, so equal keys always hash equal.
+/// Hashes the UTF-8 code units directly (cheaper than `String`'s normalizing hash, and consistent with the
+/// code-unit equality).
 struct CodeUnitKey: Hashable, Sendable {
     let string: String
     init(_ string: String) { self.string = string }
     static func == (lhs: CodeUnitKey, rhs: CodeUnitKey) -> Bool { lhs.string.utf8.elementsEqual(rhs.string.utf8) }
-    func hash(into hasher: inout Hasher) { hasher.combine(string) }
+    func hash(into hasher: inout Hasher) { hashCodeUnits(string, into: &hasher) }
+}
+
+/// Feeds the UTF-8 code units of `string` (and its length) to `hasher`.
+func hashCodeUnits(_ string: String, into hasher: inout Hasher) {
+    let utf8 = string.utf8
+    hasher.combine(utf8.count)
+    if utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+        for byte in utf8 { hasher.combine(byte) }
+    }
 }
 
 /// A JSON object: members with keys that are distinct by UTF-16 code units.
@@ -180,8 +189,10 @@ public struct JSONObject: Sendable {
     @discardableResult
     mutating func insertIfAbsent(key: String, value: JSONValue) -> Bool {
         let k = CodeUnitKey(key)
-        if index[k] != nil { return false }
-        index[k] = storage.count
+        if let existing = index.updateValue(storage.count, forKey: k) {
+            index[k] = existing
+            return false
+        }
         storage.append((key: key, value: value))
         return true
     }
@@ -241,7 +252,7 @@ extension JSONObject: Hashable {
         var combined = 0
         for member in storage {
             var h = Hasher()
-            h.combine(member.key)
+            hashCodeUnits(member.key, into: &h)
             h.combine(member.value)
             combined = combined &+ h.finalize()
         }

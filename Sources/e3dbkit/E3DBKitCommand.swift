@@ -8,6 +8,7 @@ struct E3DBKitCommand: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             HashCommand.self,
+            CanonicalizeCommand.self,
             VectorsCommand.self,
             CanonicalizeCommand.self,
             KeygenCommand.self,

@@ -10,7 +10,6 @@ struct E3DBKitCommand: AsyncParsableCommand {
             HashCommand.self,
             CanonicalizeCommand.self,
             VectorsCommand.self,
-            CanonicalizeCommand.self,
             KeygenCommand.self,
             EAKCommand.self,
             RecordCommand.self,

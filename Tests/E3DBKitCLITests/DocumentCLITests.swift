@@ -21,8 +21,8 @@ final class ScratchDirectory {
 
 @Suite("e3dbkit keys, records, signing and notes")
 struct DocumentCLITests {
-    func run(_ args: [String], stdin: Data = Data()) throws -> E3DBKitBinary.Result {
-        try E3DBKitBinary.run(args, stdin: stdin)
+    func run(_ args: [String], stdin: Data = Data()) throws -> CLIRunner.Result {
+        try CLIRunner.run(args, stdin: stdin)
     }
 
     func keygen(_ dir: ScratchDirectory, _ name: String) throws -> (path: String, identity: ClientIdentity) {
@@ -164,7 +164,7 @@ struct PythonInteropTests {
             return
         }
         let dir = try ScratchDirectory()
-        let gen = try E3DBKitBinary.run(["vectors", "generate", dir.url.path])
+        let gen = try CLIRunner.run(["vectors", "generate", dir.url.path])
         #expect(gen.status == 0, "\(gen.stderr)")
         let checker = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/check_swift_output.py")
         let result = try Self.shell(python, [checker.path, dir.url.path])

@@ -220,16 +220,7 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
         order: KeyOrder = .utf16
     ) -> EncryptedDocument {
         let meta = ClientMeta(writerID: writerID, userID: userID ?? writerID, type: type, plain: plain)
-        var encrypted = RecordData()
-        let n = FieldCipher.randomByteCount
-        let random = SecureBytes(randomCount: n * data.count)
-        random.withUnsafeBytes { r in
-            for (i, member) in data.enumerated() {
-                let slice = UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
-                encrypted.insert(
-                    key: member.key, value: FieldCipher.encrypt(member.value, accessKey: accessKey, randomness: slice))
-            }
-        }
+        let encrypted = FieldCipher.encrypt(data, accessKey: accessKey)
         let sig = RecordSignature.sign(meta: meta, data: data, with: signingKey, order: order)
         return EncryptedDocument(meta: meta, data: encrypted, recordSignature: sig)
     }
@@ -274,11 +265,7 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
         order: KeyOrder = .utf16,
         decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> DecryptedDocument {
-        var plaintext = RecordData()
-        for (key, field) in data {
-            plaintext.insert(
-                key: key, value: try FieldCipher.decrypt(field, accessKey: accessKey, decoding: decoding, name: key))
-        }
+        let plaintext = try FieldCipher.decrypt(data, accessKey: accessKey, decoding: decoding)
         try RecordSignature.verify(recordSignature, meta: meta, data: plaintext, with: verifyingKey, order: order)
         return DecryptedDocument(meta: meta, data: plaintext)
     }
@@ -381,3 +368,8 @@ extension SignedDocument: DocumentJSONDecodable where Document: DocumentJSONDeco
 
 extension SignedDocument: Equatable where Document: Equatable {}
 extension SignedDocument: Hashable where Document: Hashable {}
+
+extension UUID: @retroactive Signable {
+    /// A UUID signs as its lowercase string, as every E3DB SDK writes it.
+    public var signableJSON: JSONValue { .string(uuidString.lowercased()) }
+}

@@ -28,6 +28,42 @@ public enum FieldCipher {
         return random.withUnsafeBytes { encrypt(value, accessKey: accessKey, randomness: $0) }
     }
 
+    /// Encrypts every value of a record's data map, each with a fresh data key; all the randomness for the map
+    /// (80 bytes per field) comes from one `SecureRandom` call.
+    /// - Parameters:
+    ///   - data: the plaintext map.
+    ///   - accessKey: the access key.
+    /// - Returns: the map of field strings, in the same order.
+    public static func encrypt(_ data: RecordData, accessKey: AccessKey) -> RecordData {
+        var encrypted = RecordData()
+        let n = randomByteCount
+        let random = SecureBytes(randomCount: n * data.count)
+        random.withUnsafeBytes { r in
+            for (i, member) in data.enumerated() {
+                let slice = UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
+                encrypted.insert(key: member.key, value: encrypt(member.value, accessKey: accessKey, randomness: slice))
+            }
+        }
+        return encrypted
+    }
+
+    /// Decrypts every field of a record's data map.
+    /// - Parameters:
+    ///   - data: the map of field strings.
+    ///   - accessKey: the access key.
+    ///   - decoding: base64url strictness.
+    /// - Returns: the plaintext map, in the same order.
+    /// - Throws: the errors of ``decrypt(_:accessKey:decoding:name:)``, with `context.field` naming the key.
+    public static func decrypt(
+        _ data: RecordData, accessKey: AccessKey, decoding: Base64Decoding = .strict
+    ) throws(E3DBError) -> RecordData {
+        var plaintext = RecordData()
+        for (key, field) in data {
+            plaintext.insert(key: key, value: try decrypt(field, accessKey: accessKey, decoding: decoding, name: key))
+        }
+        return plaintext
+    }
+
     /// Encrypts one value with a given data key and nonces, to reproduce known answers.
     /// - Warning: never reuse a data key or nonce; use ``encrypt(_:accessKey:)`` in production.
     /// - Parameters:

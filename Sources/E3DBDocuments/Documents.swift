@@ -369,7 +369,7 @@ extension SignedDocument: DocumentJSONDecodable where Document: DocumentJSONDeco
 extension SignedDocument: Equatable where Document: Equatable {}
 extension SignedDocument: Hashable where Document: Hashable {}
 
-extension UUID: @retroactive Signable {
+extension UUID: Signable {
     /// A UUID signs as its lowercase string, as every E3DB SDK writes it.
     public var signableJSON: JSONValue { .string(uuidString.lowercased()) }
 }

@@ -80,22 +80,41 @@ public enum FieldCipher {
         dataKeyNonce: SecretBox.Nonce,
         fieldNonce: SecretBox.Nonce
     ) -> String {
-        let ef = SecretBox.seal(Data(value.utf8), using: dataKey, nonce: fieldNonce)
+        var value = value
+        let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: fieldNonce) }
         let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: dataKeyNonce)
-        return Base64URL.encode(edk.ciphertext) + "." + Base64URL.encode(dataKeyNonce.rawRepresentation) + "."
-            + Base64URL.encode(ef.ciphertext) + "." + Base64URL.encode(fieldNonce.rawRepresentation)
+        return assemble(edk.ciphertext, dataKeyNonce.rawRepresentation, ef.ciphertext, fieldNonce.rawRepresentation)
     }
 
     /// Encrypts with 80 caller-supplied random bytes: data key (32), `edkN` (24), `efN` (24).
     static func encrypt(_ value: String, accessKey: AccessKey, randomness r: UnsafeRawBufferPointer) -> String {
         let k = SecretBox.keyByteCount
         let n = SecretBox.nonceByteCount
-        // Force-unwrap-free: the slices have exactly the required lengths, so these initializers cannot fail;
-        // fall back to fresh randomness if they ever did.
+        // The slices have exactly the required lengths, so these initializers cannot fail; fall back to fresh
+        // randomness rather than trap if they ever did.
         let dataKey = (try? SecretBox.Key(rawRepresentation: r[0..<k])) ?? SecretBox.Key()
         let edkN = (try? SecretBox.Nonce(rawRepresentation: r[k..<(k + n)])) ?? SecretBox.Nonce()
         let efN = (try? SecretBox.Nonce(rawRepresentation: r[(k + n)..<(k + 2 * n)])) ?? SecretBox.Nonce()
-        return encrypt(value, accessKey: accessKey, dataKey: dataKey, dataKeyNonce: edkN, fieldNonce: efN)
+        var value = value
+        let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: efN) }
+        let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: edkN)
+        return assemble(edk.ciphertext, edkN.rawRepresentation, ef.ciphertext, efN.rawRepresentation)
+    }
+
+    /// `b64u(a).b64u(b).b64u(c).b64u(d)` built in one reserved string.
+    static func assemble(_ a: Data, _ b: Data, _ c: Data, _ d: Data) -> String {
+        var out = String()
+        out.reserveCapacity(
+            Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
+                + Base64URL.encodedLength(of: c.count) + Base64URL.encodedLength(of: d.count) + 3)
+        out += Base64URL.encode(a)
+        out += "."
+        out += Base64URL.encode(b)
+        out += "."
+        out += Base64URL.encode(c)
+        out += "."
+        out += Base64URL.encode(d)
+        return out
     }
 
     /// Decrypts one field string.

@@ -131,3 +131,56 @@ struct DocumentsTests {
         }
     }
 }
+
+@Suite("E3DBDocuments robustness")
+struct RobustnessTests {
+    /// A deterministic generator so a failure can be reproduced.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("random byte mutations of documents, EAKInfo and notes give typed errors or verified results")
+    func mutations() throws {
+        var rng = SplitMix(state: 0xE3DB)
+        let writer = ClientIdentity.generate(clientID: UUID())
+        let (_, info) = try EAKInfo.makeWriterKey(for: writer)
+        let doc = try EncryptedDocument.encrypt(
+            type: "t", data: ["name": "Zoë 😀", "empty": ""], plain: ["p": "q"], identity: writer, eakInfo: info)
+        let note = try EncryptedNote.encrypt(
+            data: ["k": "v"], recipientEncryptionKey: writer.publicKey, recipientSigningKey: nil,
+            writerBoxKey: writer.boxKey, writerSigningKey: try writer.requireSigningKey())
+        let inputs: [(Data, (Data) throws -> Void)] = [
+            (doc.jsonData(), { _ = try EncryptedDocument(jsonData: $0).decrypt(identity: writer, eakInfo: info) }),
+            (info.jsonData(), { _ = try EAKInfo(jsonData: $0).unwrap(with: writer.boxKey) }),
+            (note.jsonData(), { _ = try EncryptedNote(jsonData: $0).decrypt(readerKey: writer.boxKey) }),
+        ]
+        var rejected = 0
+        for (original, attempt) in inputs {
+            for _ in 0..<400 {
+                var bytes = original
+                let count = Int.random(in: 1...3, using: &rng)
+                for _ in 0..<count {
+                    let i = Int.random(in: 0..<bytes.count, using: &rng)
+                    bytes[i] = UInt8.random(in: 0...255, using: &rng)
+                }
+                do {
+                    try attempt(bytes)
+                } catch is E3DBError {
+                    rejected += 1
+                } catch {
+                    Issue.record("untyped error \(error)")
+                }
+            }
+        }
+        // Almost every mutation must be caught (a few land in insignificant places such as JSON whitespace-free
+        // positions that keep the meaning, e.g. a changed ignored member).
+        #expect(rejected > 1100)
+    }
+}

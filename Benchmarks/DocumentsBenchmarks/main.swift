@@ -82,13 +82,14 @@ struct Sodium {
         let size = (count + 2) / 3 * 4 + 1
         var out = [CChar](repeating: 0, count: size)
         _ = bin2base64(&out, size, bytes, count, Sodium.urlSafeNoPadding)
-        return String(cString: out)
+        return String(decoding: out[0..<(size - 1)].prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    func unb64(_ text: Substring, into out: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
+    func unb64(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
         var length = 0
-        let s = String(text)
-        let status = s.withCString { base642bin(out, capacity, $0, s.utf8.count, nil, &length, nil, Sodium.urlSafeNoPadding) }
+        let status = text.withMemoryRebound(to: CChar.self) {
+            base642bin(out, capacity, $0.baseAddress, $0.count, nil, &length, nil, Sodium.urlSafeNoPadding)
+        }
         return status == 0 ? length : -1
     }
 
@@ -108,20 +109,31 @@ struct Sodium {
         return b64(edk, 48) + "." + b64(edkN, 24) + "." + b64(ef, ef.count) + "." + b64(efN, 24)
     }
 
+    /// One field, the way a C SDK reads it: find the dots (memchr-style), four base64 decodes into stack-sized
+    /// buffers, two secretbox opens.
     func decryptField(_ field: String, ak: UnsafePointer<UInt8>) -> String? {
-        let parts = field.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
-        var edk = [UInt8](repeating: 0, count: 64), edkN = [UInt8](repeating: 0, count: 32)
-        var ef = [UInt8](repeating: 0, count: parts[2].utf8.count), efN = [UInt8](repeating: 0, count: 32)
-        guard unb64(parts[0], into: &edk, capacity: 64) == 48, unb64(parts[1], into: &edkN, capacity: 32) == 24,
-            case let efCount = unb64(parts[2], into: &ef, capacity: ef.count), efCount >= 16,
-            unb64(parts[3], into: &efN, capacity: 32) == 24
-        else { return nil }
-        var dk = [UInt8](repeating: 0, count: 32)
-        guard open(&dk, edk, 48, edkN, ak) == 0 else { return nil }
-        var m = [UInt8](repeating: 0, count: efCount - 16)
-        guard open(&m, ef, UInt64(efCount), efN, dk) == 0 else { return nil }
-        return String(decoding: m, as: UTF8.self)
+        var field = field
+        return field.withUTF8 { buf -> String? in
+            var dots: [Int] = []
+            dots.reserveCapacity(3)
+            for i in buf.indices where buf[i] == UInt8(ascii: ".") { dots.append(i) }
+            guard dots.count == 3 else { return nil }
+            let p0 = UnsafeBufferPointer(rebasing: buf[0..<dots[0]])
+            let p1 = UnsafeBufferPointer(rebasing: buf[(dots[0] + 1)..<dots[1]])
+            let p2 = UnsafeBufferPointer(rebasing: buf[(dots[1] + 1)..<dots[2]])
+            let p3 = UnsafeBufferPointer(rebasing: buf[(dots[2] + 1)..<buf.count])
+            var edk = [UInt8](repeating: 0, count: 64), edkN = [UInt8](repeating: 0, count: 32)
+            var ef = [UInt8](repeating: 0, count: p2.count), efN = [UInt8](repeating: 0, count: 32)
+            guard unb64(p0, into: &edk, capacity: 64) == 48, unb64(p1, into: &edkN, capacity: 32) == 24,
+                case let efCount = unb64(p2, into: &ef, capacity: ef.count), efCount >= 16,
+                unb64(p3, into: &efN, capacity: 32) == 24
+            else { return nil }
+            var dk = [UInt8](repeating: 0, count: 32)
+            guard open(&dk, edk, 48, edkN, ak) == 0 else { return nil }
+            var m = [UInt8](repeating: 0, count: efCount - 16)
+            guard open(&m, ef, UInt64(efCount), efN, dk) == 0 else { return nil }
+            return String(validating: m, as: UTF8.self)
+        }
     }
 }
 

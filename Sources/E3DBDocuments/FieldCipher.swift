@@ -137,21 +137,12 @@ public enum FieldCipher {
         decoding: Base64Decoding = .strict,
         name: String? = nil
     ) throws(E3DBError) -> String {
-        let parts = field.split(separator: ".", maxSplits: 4, omittingEmptySubsequences: false)
-        guard parts.count == 4 else {
-            throw E3DBError(
-                .invalidField, "a record field has 4 '.'-separated parts, found \(parts.count)"
-                    + (name.map { " (field \"\($0)\")" } ?? ""),
-                context: .init(field: name, expected: 4, actual: parts.count))
+        var text = String(field)
+        let result = text.withUTF8 { buf in
+            Result { () throws(E3DBError) -> (Data, Data, Data, Data) in try decodeParts(buf, decoding, name) }
         }
-        let edk = try decoding.decode(parts[0], part: "edk", field: name)
-        try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
-        let edkN = try decoding.decode(parts[1], part: "edkN", field: name)
-        try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
-        let ef = try decoding.decode(parts[2], part: "ef", field: name)
-        try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
-        let efN = try decoding.decode(parts[3], part: "efN", field: name)
-        try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
+        let (edk, edkN, ef, efN) = try result.get()
+
 
         let dataKey: SecretBox.Key
         do {
@@ -172,12 +163,54 @@ public enum FieldCipher {
                 .authenticationFailed, "the field value does not authenticate" + (name.map { " (field \"\($0)\")" } ?? ""),
                 context: .init(field: name, part: "ef"))
         }
-        guard let value = String(validating: plaintext, as: UTF8.self) else {
+        let validated = plaintext.withUnsafeBytes { String(validating: $0.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
+        guard let value = validated else {
             throw E3DBError(
                 .invalidUTF8, "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
                 context: .init(field: name, part: "ef"))
         }
         return value
+    }
+
+    /// Splits a field's UTF-8 bytes on '.' and decodes and length-checks the four parts.
+    private static func decodeParts(
+        _ buf: UnsafeBufferPointer<UInt8>, _ decoding: Base64Decoding, _ name: String?
+    ) throws(E3DBError) -> (Data, Data, Data, Data) {
+        // Split on '.' by bytes (a Character-level split is several times slower).
+        var dots = (0, 0, 0)
+        var count = 0
+        for i in buf.indices where buf[i] == UInt8(ascii: ".") {
+            count += 1
+            switch count {
+            case 1: dots.0 = i
+            case 2: dots.1 = i
+            case 3: dots.2 = i
+            default: break
+            }
+        }
+        guard count == 3 else {
+            throw E3DBError(
+                .invalidField, "a record field has 4 '.'-separated parts, found \(count + 1)"
+                    + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, expected: 4, actual: count + 1))
+        }
+        func part(_ range: Range<Int>, _ label: String) throws(E3DBError) -> Data {
+            guard let data = FieldBase64.decode(UnsafeBufferPointer(rebasing: buf[range]), decoding) else {
+                throw E3DBError(
+                    .invalidBase64, "\(label) is not valid base64url" + (name.map { " (field \"\($0)\")" } ?? ""),
+                    context: .init(field: name, part: label))
+            }
+            return data
+        }
+        let edk = try part(0..<dots.0, "edk")
+        try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
+        let edkN = try part((dots.0 + 1)..<dots.1, "edkN")
+        try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+        let ef = try part((dots.1 + 1)..<dots.2, "ef")
+        try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
+        let efN = try part((dots.2 + 1)..<buf.count, "efN")
+        try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
+        return (edk, edkN, ef, efN)
     }
 
     private static func check(

@@ -35,7 +35,7 @@ public enum FieldCipher {
     ///   - accessKey: the access key.
     /// - Returns: the map of field strings, in the same order.
     public static func encrypt(_ data: RecordData, accessKey: AccessKey) -> RecordData {
-        var encrypted = RecordData()
+        var encrypted = RecordData(capacity: data.count)
         let n = randomByteCount
         let random = SecureBytes(randomCount: n * data.count)
         random.withUnsafeBytes { r in
@@ -57,7 +57,7 @@ public enum FieldCipher {
     public static func decrypt(
         _ data: RecordData, accessKey: AccessKey, decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> RecordData {
-        var plaintext = RecordData()
+        var plaintext = RecordData(capacity: data.count)
         for (key, field) in data {
             plaintext.insert(key: key, value: try decrypt(field, accessKey: accessKey, decoding: decoding, name: key))
         }
@@ -92,9 +92,11 @@ public enum FieldCipher {
         let n = SecretBox.nonceByteCount
         // The slices have exactly the required lengths, so these initializers cannot fail; fall back to fresh
         // randomness rather than trap if they ever did.
-        let dataKey = (try? SecretBox.Key(rawRepresentation: r[0..<k])) ?? SecretBox.Key()
-        let edkN = (try? SecretBox.Nonce(rawRepresentation: r[k..<(k + n)])) ?? SecretBox.Nonce()
-        let efN = (try? SecretBox.Nonce(rawRepresentation: r[(k + n)..<(k + 2 * n)])) ?? SecretBox.Nonce()
+        let dataKey = (try? SecretBox.Key(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[0..<k]))) ?? SecretBox.Key()
+        let edkN = (try? SecretBox.Nonce(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])))
+            ?? SecretBox.Nonce()
+        let efN = (try? SecretBox.Nonce(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])))
+            ?? SecretBox.Nonce()
         var value = value
         let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: efN) }
         let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: edkN)

@@ -12,12 +12,30 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     public typealias Member = (key: String, value: String)
 
     private var storage: [Member]
-    private var index: [[UInt8]: Int]
+    private var index: [CodeUnitKey: Int]
+
+    /// A dictionary key that compares and hashes a string by its UTF-8 code units (not by canonical equivalence).
+    struct CodeUnitKey: Hashable {
+        let string: String
+        init(_ string: String) { self.string = string }
+        static func == (a: CodeUnitKey, b: CodeUnitKey) -> Bool { a.string.utf8.elementsEqual(b.string.utf8) }
+        func hash(into hasher: inout Hasher) {
+            var s = string
+            s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        }
+    }
 
     /// An empty map.
     public init() {
         storage = []
         index = [:]
+    }
+
+    /// An empty map with room for `capacity` members.
+    init(capacity: Int) {
+        storage = []
+        storage.reserveCapacity(capacity)
+        index = Dictionary(minimumCapacity: capacity)
     }
 
     /// A map from members in order.
@@ -51,7 +69,7 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
 
     @discardableResult
     mutating func insert(key: String, value: String) -> Bool {
-        let k = Array(key.utf8)
+        let k = CodeUnitKey(key)
         if index[k] != nil { return false }
         index[k] = storage.count
         storage.append((key: key, value: value))
@@ -69,14 +87,14 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
 
     /// The value for `key` (matched by code units). Setting nil removes the member; setting a new key appends.
     public subscript(key: String) -> String? {
-        get { index[Array(key.utf8)].map { storage[$0].value } }
+        get { index[CodeUnitKey(key)].map { storage[$0].value } }
         set {
-            let k = Array(key.utf8)
+            let k = CodeUnitKey(key)
             if let newValue {
                 if let i = index[k] { storage[i].value = newValue } else { insert(key: key, value: newValue) }
             } else if let i = index.removeValue(forKey: k) {
                 storage.remove(at: i)
-                for j in i..<storage.count { index[Array(storage[j].key.utf8)] = j }
+                for j in i..<storage.count { index[CodeUnitKey(storage[j].key)] = j }
             }
         }
     }

@@ -19,5 +19,17 @@ let package = Package(
             name: "FuzzBase64URL",
             dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
         ),
+        .executableTarget(
+            name: "FuzzSecretStream",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzBLAKE2b",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzSealedBoxes",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
     ]
 )

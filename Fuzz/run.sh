@@ -4,6 +4,8 @@
 #   Fuzz/run.sh TARGET [SECONDS]   fuzz one target (default 60 s)
 #   Fuzz/run.sh all SECONDS        fuzz every target in turn, SECONDS each
 #   Fuzz/run.sh replay             run every file of Corpus/*/ and FailCases/*/ through every target once
+#   Fuzz/run.sh ci                 what scripts/test.sh runs: replay, then every target for FUZZ_CI_SECONDS
+#                                  (default 20) each; skipped with a note where libFuzzer is unavailable (macOS)
 #   Fuzz/run.sh build [TARGET]     only build
 #   Fuzz/run.sh list               print the targets
 #
@@ -71,6 +73,15 @@ case "${1:-}" in
     list) targets ;;
     build) build "${2:-}" ;;
     replay) replay ;;
+    ci)
+        if [ "$(uname -s)" != "Linux" ] && [ -z "${FUZZ_FORCE:-}" ]; then
+            echo "Fuzz/run.sh ci: libFuzzer is only set up on Linux here; skipped (set FUZZ_FORCE=1 to try)" >&2
+            exit 0
+        fi
+        build
+        replay
+        for target in $(targets); do fuzz "$target" "${FUZZ_CI_SECONDS:-20}"; done
+        ;;
     all)
         seconds="${2:?usage: Fuzz/run.sh all SECONDS}"
         for target in $(targets); do fuzz "$target" "$seconds"; done

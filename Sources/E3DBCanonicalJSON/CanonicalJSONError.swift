@@ -65,7 +65,7 @@ public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConver
     }
 }
 
-/// Resource limits for ``CanonicalJSON/parse(_:limits:)-(some Collection<UInt8>,_)``.
+/// Resource limits for the `CanonicalJSON.parse(_:limits:)` functions.
 public struct ParseLimits: Sendable, Hashable {
     /// The deepest allowed nesting of arrays and objects. A top-level scalar has depth 0, `[]` depth 1.
     /// The parser and serializer recurse once per level, so keep this well below what the thread's stack allows.

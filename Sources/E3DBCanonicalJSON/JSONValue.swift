@@ -72,7 +72,7 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
     public init(stringLiteral value: String) { self = .string(value) }
     /// An array.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    /// An object. A repeated key keeps the last value (see ``JSONObject/init(_:)``).
+    /// An object. A repeated key keeps the last value (as `JSONObject.init(_:)` does).
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(JSONObject(elements.map { (key: $0.0, value: $0.1) }))
     }

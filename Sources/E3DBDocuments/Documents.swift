@@ -114,7 +114,7 @@ public enum RecordSignature {
     /// - Parameters:
     ///   - meta: the metadata.
     ///   - data: the plaintext data.
-    ///   - order: ``KeyOrder/utf16`` (Java, old Swift, default) or ``KeyOrder/javaScript`` (js-sdk).
+    ///   - order: `KeyOrder.utf16` (Java, old Swift, default) or `KeyOrder.javaScript` (js-sdk).
     /// - Returns: the UTF-8 message bytes.
     public static func message(meta: ClientMeta, data: RecordData, order: KeyOrder = .utf16) -> [UInt8] {
         meta.canonicalBytes(order: order) + data.canonicalBytes(order: order)
@@ -207,7 +207,7 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
     ///   - userID: the user (default: the writer).
     ///   - accessKey: the access key for `(writer, user, type)`.
     ///   - signingKey: the writer's Ed25519 key, which makes `rec_sig`.
-    ///   - order: key order of the signed message (default ``KeyOrder/utf16``; ``KeyOrder/javaScript`` for js-sdk).
+    ///   - order: key order of the signed message (default `KeyOrder.utf16`; `KeyOrder.javaScript` for js-sdk).
     /// - Returns: the encrypted document.
     public static func encrypt(
         type: String,
@@ -257,7 +257,7 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
     ///   - order: key order of the signed message.
     ///   - decoding: base64url strictness for the fields.
     /// - Returns: the decrypted document.
-    /// - Throws: `E3DBError` from ``FieldCipher/decrypt(_:accessKey:decoding:name:)`` with `context.field` set to
+    /// - Throws: `E3DBError` from `FieldCipher.decrypt(_:accessKey:decoding:name:)` with `context.field` set to
     ///   the record key, or `.invalidSignature` (part `rec_sig`).
     public func decrypt(
         accessKey: AccessKey,
@@ -316,7 +316,7 @@ public struct SignedDocument<Document: Signable & Sendable>: Sendable, Signable 
     /// - Parameters:
     ///   - document: the document.
     ///   - key: the signing key.
-    ///   - order: key order (default ``KeyOrder/utf16``).
+    ///   - order: key order (default `KeyOrder.utf16`).
     public init(signing document: Document, with key: Ed25519.PrivateKey, order: KeyOrder = .utf16) {
         self.document = document
         self.signature = Base64URL.encode(key.signature(for: document.canonicalBytes(order: order)))

@@ -65,7 +65,7 @@ public enum FieldCipher {
     }
 
     /// Encrypts one value with a given data key and nonces, to reproduce known answers.
-    /// - Warning: never reuse a data key or nonce; use ``encrypt(_:accessKey:)`` in production.
+    /// - Warning: never reuse a data key or nonce; use `encrypt(_:accessKey:)` in production.
     /// - Parameters:
     ///   - value: the plaintext.
     ///   - accessKey: the access key.
@@ -127,7 +127,7 @@ public enum FieldCipher {
     /// - Parameters:
     ///   - field: `edk.edkN.ef.efN`.
     ///   - accessKey: the access key.
-    ///   - decoding: ``Base64Decoding/strict`` (default) or ``Base64Decoding/lenient``.
+    ///   - decoding: `Base64Decoding.strict` (default) or `Base64Decoding.lenient`.
     ///   - name: the record key, included in errors as `context.field`.
     /// - Returns: the plaintext value.
     /// - Throws: `E3DBError`: `.invalidField` (not 4 parts); `.invalidBase64` or `.invalidLength` with

@@ -20,7 +20,7 @@ public enum TSV1 {
     /// - Parameters:
     ///   - path: the request path as sent (percent-encoding kept).
     ///   - query: the canonical query (see ``canonicalQuery(_:)``), empty for none.
-    ///   - method: the HTTP method, e.g. `GET`.
+    ///   - httpMethod: the HTTP method, e.g. `GET`.
     ///   - timestamp: Unix seconds.
     ///   - nonce: a fresh random UUID per request (lowercase is written as given).
     ///   - clientID: the client ID; written as given (lowercase it: old Swift's uppercase `uid:` differs).
@@ -45,7 +45,7 @@ public enum TSV1 {
     /// - Parameters:
     ///   - path: the request path.
     ///   - query: the raw query string (canonicalized here with ``canonicalQuery(_:)``).
-    ///   - method: the HTTP method.
+    ///   - httpMethod: the HTTP method.
     ///   - clientID: the client ID.
     ///   - signingKey: the client's Ed25519 key.
     /// - Returns: the header value.

@@ -19,19 +19,19 @@ public struct AccessKey: Sendable, CustomStringConvertible, CustomDebugStringCon
     public init(_ key: SecretBox.Key) { self.secretBoxKey = key }
 
     /// Copies 32 key bytes.
-    /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
+    /// - Throws: `.invalidKeyLength` when not 32 bytes.
     public init(rawRepresentation: some Sequence<UInt8>) throws(E3DBError) {
         self.secretBoxKey = try SecretBox.Key(rawRepresentation: rawRepresentation)
     }
 
     /// Takes 32 bytes of wiped storage (no copy).
-    /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
+    /// - Throws: `.invalidKeyLength` when not 32 bytes.
     public init(_ bytes: SecureBytes) throws(E3DBError) {
         self.secretBoxKey = try SecretBox.Key(bytes)
     }
 
     /// Decodes the unpadded base64url form the SDKs store (43 characters).
-    /// - Throws: ``E3DBError/Code/invalidBase64`` or ``E3DBError/Code/invalidKeyLength``.
+    /// - Throws: `.invalidBase64` or `.invalidKeyLength`.
     public init(base64URLEncoded text: some StringProtocol) throws(E3DBError) {
         self.secretBoxKey = try SecretBox.Key(base64URLEncoded: text)
     }

@@ -4,5 +4,8 @@ public enum AllVectorSuites {
     public static var all: [VectorSuite] {
         PrimitivesSuites.all
             + CanonicalJSONSuites.all
+            + KeysSuites.all
+            + DocumentsSuites.all
+            + IdentitySuites.all
     }
 }

@@ -102,6 +102,8 @@ let benchmarks: @Sendable () -> Void = {
         ] {
             let sealedBytes = directSecretboxSeal(bytes, nonce: nonceBytes, key: keyBytes)
             let sealed = try SecretBox.SealedBox(nonce: nonce, ciphertext: sealedBytes)
+            precondition(SecretBox.seal(Data(bytes), using: key, nonce: nonce) == sealed, "secretbox ciphertexts differ")
+            precondition(try SecretBox.open(sealed, using: key) == Data(bytes), "secretbox plaintexts differ")
             pair(
                 label, config(scaling),
                 api: { benchmark in
@@ -227,6 +229,8 @@ let benchmarks: @Sendable () -> Void = {
 
         let sealedBytes = try directBoxSeal(message32, nonce: nonceBytes, publicKey: bobPublic, secretKey: aliceSecret)
         let sealed = try Box.SealedBox(nonce: nonce, ciphertext: sealedBytes)
+        precondition(try Box.seal(data32, to: bob.publicKey, from: alice, nonce: nonce) == sealed, "box ciphertexts differ")
+        precondition(try Box.open(sealed, from: alice.publicKey, to: bob) == data32, "box plaintexts differ")
         pair(
             "Box open 32B", config(.one),
             api: { benchmark in
@@ -270,6 +274,7 @@ let benchmarks: @Sendable () -> Void = {
 
         let signature = directSign(message32, secretKey: signingKey)
         let signatureData = Data(signature)
+        precondition(signer.signature(for: data32) == signatureData, "Ed25519 signatures differ")
         pair(
             "Ed25519 verify 32B", config(.one),
             api: { benchmark in
@@ -290,6 +295,9 @@ let benchmarks: @Sendable () -> Void = {
     // MARK: base64url (unpadded), 32 bytes <-> 43 characters
 
     let encoded = Base64URL.encode(message32)
+    // Both sides must produce the same bytes, or the comparison means nothing.
+    precondition(encoded == directBase64URLEncode(message32), "base64url encodings differ")
+    precondition((try? [UInt8](Base64URL.decode(encoded))) == message32, "base64url decode differs")
     pair(
         "Base64URL encode 32B", config(.kilo),
         api: { benchmark in

@@ -1,5 +1,6 @@
-// Placeholder so the benchmark package builds: the canonical JSON (E3DBCanonicalJSON) benchmarks vs. the peer serializers are filled in by the work on
-// issue 2 (performance) for this area. Until then this target registers no benchmarks.
+// Placeholder so that the benchmark package builds. The benchmarks of the canonical JSON (E3DBCanonicalJSON)
+// against the peer serializers
+// are filled in by the CanonicalJSON work on issue 2 (performance); until then this target registers nothing.
 import Benchmark
 
 let benchmarks: @Sendable () -> Void = {

@@ -1,5 +1,6 @@
-// Placeholder so the benchmark package builds: the documents (E3DBDocuments) encrypt/decrypt/sign benchmarks vs. direct libsodium are filled in by the work on
-// issue 2 (performance) for this area. Until then this target registers no benchmarks.
+// Placeholder so that the benchmark package builds. The benchmarks of the documents (E3DBDocuments) encrypt,
+// decrypt and sign against direct libsodium
+// are filled in by the Documents work on issue 2 (performance); until then this target registers nothing.
 import Benchmark
 
 let benchmarks: @Sendable () -> Void = {

@@ -25,10 +25,7 @@ public enum Base64URL {
     /// - Throws: ``E3DBError/Code/invalidBase64`` with the offending character offset in `context.offset`
     ///   (a character outside the alphabet, padding, an impossible length, or non-zero trailing bits).
     public static func decode(_ text: some StringProtocol) throws(E3DBError) -> Data {
-        var utf8 = Array(text.utf8)
-        return try unsafe utf8.withUnsafeMutableBufferPointer { buffer throws(E3DBError) in
-            try unsafe Base64Core.decode(UnsafeBufferPointer(buffer), mode: .strictURL)
-        }
+        try Base64Core.decode(text, mode: .strictURL)
     }
 
     /// Decodes URL-safe base64, also accepting `=` padding and the standard alphabet (`+`, `/`).
@@ -36,10 +33,7 @@ public enum Base64URL {
     /// - Throws: ``E3DBError/Code/invalidBase64`` for any other character, misplaced padding or an impossible
     ///   length.
     public static func decodeLenient(_ text: some StringProtocol) throws(E3DBError) -> Data {
-        var utf8 = Array(text.utf8)
-        return try unsafe utf8.withUnsafeMutableBufferPointer { buffer throws(E3DBError) in
-            try unsafe Base64Core.decode(UnsafeBufferPointer(buffer), mode: .lenient)
-        }
+        try Base64Core.decode(text, mode: .lenient)
     }
 
     /// The length of the unpadded encoding of `byteCount` bytes.
@@ -56,10 +50,7 @@ public enum Base64 {
     /// Decodes padded standard base64 (padding required, no whitespace, zero trailing bits).
     /// - Throws: ``E3DBError/Code/invalidBase64``.
     public static func decode(_ text: some StringProtocol) throws(E3DBError) -> Data {
-        var utf8 = Array(text.utf8)
-        return try unsafe utf8.withUnsafeMutableBufferPointer { buffer throws(E3DBError) in
-            try unsafe Base64Core.decode(UnsafeBufferPointer(buffer), mode: .strictStandardPadded)
-        }
+        try Base64Core.decode(text, mode: .strictStandardPadded)
     }
 }
 
@@ -152,6 +143,18 @@ enum Base64Core {
             valid |= plus | slash
         }
         return v | ~valid
+    }
+
+    /// Decodes the UTF-8 of `text` in place when it is contiguous (native `String`s), else from a copy.
+    static func decode(_ text: some StringProtocol, mode: Mode) throws(E3DBError) -> Data {
+        let inPlace: Result<Data, E3DBError>? = text.utf8.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(E3DBError) in try unsafe decode(buffer, mode: mode) }
+        }
+        if let inPlace { return try inPlace.get() }
+        let utf8 = Array(text.utf8)
+        return try unsafe utf8.withUnsafeBufferPointer { buffer throws(E3DBError) in
+            try unsafe decode(buffer, mode: mode)
+        }
     }
 
     @unsafe

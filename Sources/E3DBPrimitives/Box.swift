@@ -212,26 +212,34 @@ public enum Box: Sendable {
     /// - Returns: The sealed box (nonce and tag‖ciphertext).
     /// - Throws: ``E3DBError/Code/weakPublicKey`` when the recipient key is a low-order point.
     /// - Warning: An explicit nonce must never be reused with the same key pair.
+    @inlinable
     public static func seal(
         _ message: some DataProtocol,
         to recipient: PublicKey,
         from sender: PrivateKey,
         nonce: Nonce = Nonce()
     ) throws(E3DBError) -> SealedBox {
+        let result: Result<SealedBox, E3DBError> = unsafe withBytes(message) { m in
+            Result { () throws(E3DBError) in try unsafe seal(bytes: m, to: recipient, from: sender, nonce: nonce) }
+        }
+        return try result.get()
+    }
+
+    /// The non-generic body of ``seal(_:to:from:nonce:)``.
+    @usableFromInline @unsafe
+    static func seal(
+        bytes m: UnsafeRawBufferPointer,
+        to recipient: PublicKey,
+        from sender: PrivateKey,
+        nonce: Nonce
+    ) throws(E3DBError) -> SealedBox {
         Sodium.ensure()
-        var out = Data(count: message.count + tagByteCount)
-        let status: Int32 = unsafe withBytes(message) { m in
-            unsafe out.withUnsafeMutableBytes { c in
-                unsafe nonce.rawRepresentation.withUnsafeBytes { n in
-                    unsafe recipient.rawRepresentation.withUnsafeBytes { pk in
-                        unsafe sender.storage.withUnsafeBytes { sk in
-                            unsafe crypto_box_easy(
-                                c.u8,
-                                m.u8, UInt64(m.count),
-                                n.u8,
-                                pk.u8,
-                                sk.u8)
-                        }
+        var status: Int32 = 0
+        let out = unsafe uninitializedData(count: m.count + tagByteCount) { c in
+            status = unsafe nonce.rawRepresentation.withUnsafeBytes { n in
+                unsafe recipient.rawRepresentation.withUnsafeBytes { pk in
+                    unsafe sender.storage.withUnsafeBytes { sk in
+                        unsafe crypto_box_easy(c.u8, m.u8, UInt64(m.count), n.u8, pk.u8, sk.u8)
                     }
                 }
             }
@@ -244,8 +252,11 @@ public enum Box: Sendable {
     /// - Returns: The plaintext.
     /// - Throws: ``E3DBError/Code/authenticationFailed`` for a wrong key, wrong nonce or tampered bytes.
     public static func open(_ box: SealedBox, from sender: PublicKey, to recipient: PrivateKey) throws(E3DBError) -> Data {
-        var out = Data(count: box.ciphertext.count - tagByteCount)
-        let status = unsafe out.withUnsafeMutableBytes { m in unsafe open(box, from: sender, to: recipient, into: m) }
+        var status: Int32 = 0
+        // libsodium verifies the tag before it writes plaintext; on failure the buffer is freed unread.
+        let out = unsafe uninitializedData(count: box.ciphertext.count - tagByteCount) { m in
+            status = unsafe open(box, from: sender, to: recipient, into: m)
+        }
         guard status == 0 else { throw E3DBError(.authenticationFailed, "box authentication failed") }
         return out
     }

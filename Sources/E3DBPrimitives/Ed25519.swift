@@ -96,17 +96,20 @@ public enum Ed25519: Sendable {
 
         /// Signs `message` (`crypto_sign_detached`).
         /// - Returns: The 64-byte signature.
+        @inlinable
         public func signature(for message: some DataProtocol) -> Data {
+            unsafe withBytes(message) { m in unsafe signature(bytes: m) }
+        }
+
+        /// The non-generic body of ``signature(for:)``.
+        @usableFromInline @unsafe
+        func signature(bytes m: UnsafeRawBufferPointer) -> Data {
             Sodium.ensure()
-            var sig = Data(count: Ed25519.signatureByteCount)
-            unsafe withBytes(message) { m in
-                unsafe sig.withUnsafeMutableBytes { s in
-                    unsafe storage.withUnsafeBytes { sk in
-                        _ = unsafe crypto_sign_detached(s.u8, nil, m.u8, UInt64(m.count), sk.u8)
-                    }
+            return unsafe uninitializedData(count: Ed25519.signatureByteCount) { s in
+                unsafe storage.withUnsafeBytes { sk in
+                    _ = unsafe crypto_sign_detached(s.u8, nil, m.u8, UInt64(m.count), sk.u8)
                 }
             }
-            return sig
         }
     }
 
@@ -136,17 +139,21 @@ public enum Ed25519: Sendable {
 
         /// Whether `signature` is a valid signature of `message` by this key (`crypto_sign_verify_detached`).
         /// A signature that is not exactly 64 bytes is invalid.
+        @inlinable
         public func isValidSignature(_ signature: some DataProtocol, for message: some DataProtocol) -> Bool {
             guard signature.count == Ed25519.signatureByteCount else { return false }
-            Sodium.ensure()
-            let status: Int32 = unsafe withBytes(signature) { s in
-                unsafe withBytes(message) { m in
-                    unsafe rawRepresentation.withUnsafeBytes { pk in
-                        unsafe crypto_sign_verify_detached(s.u8, m.u8, UInt64(m.count), pk.u8)
-                    }
-                }
+            return unsafe withBytes(signature) { s in
+                unsafe withBytes(message) { m in unsafe isValidSignature(bytes: s, message: m) }
             }
-            return status == 0
+        }
+
+        /// The non-generic body of ``isValidSignature(_:for:)``; `s` is 64 bytes.
+        @usableFromInline @unsafe
+        func isValidSignature(bytes s: UnsafeRawBufferPointer, message m: UnsafeRawBufferPointer) -> Bool {
+            Sodium.ensure()
+            return unsafe rawRepresentation.withUnsafeBytes { pk in
+                unsafe crypto_sign_verify_detached(s.u8, m.u8, UInt64(m.count), pk.u8)
+            } == 0
         }
     }
 }

@@ -147,25 +147,23 @@ public enum SecretBox: Sendable {
     ///   - nonce: A fresh random nonce unless you pass one.
     /// - Returns: The sealed box.
     /// - Warning: An explicit nonce must never be reused with the same key.
+    @inlinable
     public static func seal(_ message: some DataProtocol, using key: Key, nonce: Nonce = Nonce()) -> SealedBox {
-        var out = Data(count: message.count + tagByteCount)
-        unsafe withBytes(message) { m in
-            unsafe out.withUnsafeMutableBytes { c in
-                unsafe seal(m, into: c, nonce: nonce.rawRepresentation, key: key.storage)
-            }
+        unsafe withBytes(message) { m in unsafe seal(bytes: m, using: key, nonce: nonce) }
+    }
+
+    /// The non-generic body of ``seal(_:using:nonce:)``.
+    @usableFromInline @unsafe
+    static func seal(bytes m: UnsafeRawBufferPointer, using key: Key, nonce: Nonce) -> SealedBox {
+        let out = unsafe uninitializedData(count: m.count + tagByteCount) { c in
+            unsafe seal(m, into: c, nonce: nonce.rawRepresentation, key: key.storage)
         }
         return SealedBox(uncheckedNonce: nonce, ciphertext: out)
     }
 
     /// Seals key material held in wiped storage (for wrapping data keys).
     public static func seal(_ secret: SecureBytes, using key: Key, nonce: Nonce = Nonce()) -> SealedBox {
-        var out = Data(count: secret.count + tagByteCount)
-        unsafe secret.withUnsafeBytes { m in
-            unsafe out.withUnsafeMutableBytes { c in
-                unsafe seal(m, into: c, nonce: nonce.rawRepresentation, key: key.storage)
-            }
-        }
-        return SealedBox(uncheckedNonce: nonce, ciphertext: out)
+        unsafe secret.withUnsafeBytes { m in unsafe seal(bytes: m, using: key, nonce: nonce) }
     }
 
     /// Low-level seal into caller-provided memory: `c` must hold `m.count + 16` bytes and `nonce` 24 bytes.
@@ -183,8 +181,11 @@ public enum SecretBox: Sendable {
     /// - Returns: The plaintext.
     /// - Throws: ``E3DBError/Code/authenticationFailed`` for a wrong key, wrong nonce or tampered bytes.
     public static func open(_ box: SealedBox, using key: Key) throws(E3DBError) -> Data {
-        var out = Data(count: box.ciphertext.count - tagByteCount)
-        let status = unsafe out.withUnsafeMutableBytes { m in unsafe open(box, into: m, key: key.storage) }
+        var status: Int32 = 0
+        // libsodium verifies the tag before it writes plaintext; on failure the buffer is freed unread.
+        let out = unsafe uninitializedData(count: box.ciphertext.count - tagByteCount) { m in
+            status = unsafe open(box, into: m, key: key.storage)
+        }
         guard status == 0 else { throw E3DBError(.authenticationFailed, "secretbox authentication failed") }
         return out
     }

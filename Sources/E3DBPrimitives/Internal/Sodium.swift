@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 internal import CE3DBSodium
 
 /// One-time libsodium initialisation. Every entry point that calls libsodium touches `Sodium.ready` first.
@@ -18,7 +23,10 @@ enum Sodium {
 }
 
 /// Runs `body` over the bytes of `data`, without copying when they are contiguous.
-@inline(__always)
+///
+/// `@inlinable` so that public generic entry points that call it specialise in the caller's module (for `Data`
+/// and `[UInt8]` the contiguous path is then a direct call instead of an unspecialised generic dispatch).
+@inlinable
 func withBytes<D: Sequence<UInt8>, R>(_ data: D, _ body: (UnsafeRawBufferPointer) -> R) -> R {
     if let result = data.withContiguousStorageIfAvailable({ buffer in unsafe body(UnsafeRawBufferPointer(buffer)) }) {
         return result
@@ -46,4 +54,16 @@ extension UnsafeMutableRawBufferPointer {
     @unsafe @inline(__always) var u8: UnsafeMutablePointer<UInt8> {
         unsafe baseAddress?.assumingMemoryBound(to: UInt8.self) ?? EmptyBuffer.address
     }
+}
+
+/// `Data` of `count` bytes written by `body`, without zero-filling the buffer first (`Data(count:)` does).
+/// `body` must initialise all `count` bytes; the storage is freed with the `Data`.
+func uninitializedData(count: Int, _ body: (UnsafeMutableRawBufferPointer) -> Void) -> Data {
+    guard count > 0 else {
+        unsafe body(UnsafeMutableRawBufferPointer(start: EmptyBuffer.address, count: 0))
+        return Data()
+    }
+    let pointer = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 16)
+    unsafe body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+    return unsafe Data(bytesNoCopy: pointer, count: count, deallocator: .custom { pointer, _ in unsafe pointer.deallocate() })
 }

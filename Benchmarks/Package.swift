@@ -1,0 +1,44 @@
+// swift-tools-version:6.2
+//
+// E3DBKit benchmarks: a separate package so that package-benchmark (and its malloc interposer) never becomes a
+// dependency of the library. Run them with `scripts/benchmarks.sh` from the repository root, or
+// `cd Benchmarks && swift package --disable-sandbox benchmark --target PrimitivesBenchmarks`.
+//
+// Every benchmark of a library call sits beside the same operation done directly (libsodium through
+// CBenchSodium, or the peer), so each table row has a ratio measured in the same run.
+import PackageDescription
+
+let package = Package(
+    name: "E3DBKitBenchmarks",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        .package(name: "E3DBKit", path: ".."),
+        .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // Direct libsodium calls for the baselines (the root package's CE3DBSodium is not a product).
+        .systemLibrary(
+            name: "CBenchSodium",
+            path: "CBenchSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"]), .yum(["libsodium-devel"])]
+        ),
+    ]
+)
+
+/// A benchmark executable at `Benchmarks/<name>/`, discovered by the benchmark plugin.
+func benchmark(_ name: String, dependencies: [Target.Dependency]) -> Target {
+    .executableTarget(
+        name: name,
+        dependencies: [.product(name: "Benchmark", package: "package-benchmark")] + dependencies,
+        path: name,
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+    )
+}
+
+package.targets += [
+    benchmark("PrimitivesBenchmarks", dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit"), "CBenchSodium"]),
+    benchmark("CanonicalJSONBenchmarks", dependencies: [.product(name: "E3DBCanonicalJSON", package: "E3DBKit")]),
+    benchmark("DocumentsBenchmarks", dependencies: [.product(name: "E3DBDocuments", package: "E3DBKit"), "CBenchSodium"]),
+    benchmark("FilesBenchmarks", dependencies: [.product(name: "E3DBFiles", package: "E3DBKit"), "CBenchSodium"]),
+]

@@ -141,43 +141,17 @@ public enum FieldCipher {
     ) throws(E3DBError) -> String {
         var text = String(field)
         let result = text.withUTF8 { buf in
-            Result { () throws(E3DBError) -> (Data, Data, Data, Data) in try decodeParts(buf, decoding, name) }
+            Result { () throws(E3DBError) -> String in try decrypt(utf8: buf, accessKey: accessKey, decoding, name) }
         }
-        let (edk, edkN, ef, efN) = try result.get()
-
-
-        let dataKey: SecretBox.Key
-        do {
-            let box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: edkN), ciphertext: edk)
-            dataKey = try SecretBox.Key(SecretBox.openSecret(box, using: accessKey.secretBoxKey))
-        } catch {
-            throw E3DBError(
-                .authenticationFailed, "the data key does not open with this access key"
-                    + (name.map { " (field \"\($0)\")" } ?? ""),
-                context: .init(field: name, part: "edk"))
-        }
-        let plaintext: Data
-        do {
-            let box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: efN), ciphertext: ef)
-            plaintext = try SecretBox.open(box, using: dataKey)
-        } catch {
-            throw E3DBError(
-                .authenticationFailed, "the field value does not authenticate" + (name.map { " (field \"\($0)\")" } ?? ""),
-                context: .init(field: name, part: "ef"))
-        }
-        let validated = plaintext.withUnsafeBytes { String(validating: $0.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
-        guard let value = validated else {
-            throw E3DBError(
-                .invalidUTF8, "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
-                context: .init(field: name, part: "ef"))
-        }
-        return value
+        return try result.get()
     }
 
-    /// Splits a field's UTF-8 bytes on '.' and decodes and length-checks the four parts.
-    private static func decodeParts(
-        _ buf: UnsafeBufferPointer<UInt8>, _ decoding: Base64Decoding, _ name: String?
-    ) throws(E3DBError) -> (Data, Data, Data, Data) {
+    /// Decrypts from the field's UTF-8 bytes. The four parts are decoded into one temporary buffer (on the stack
+    /// for ordinary sizes), the data key is opened straight into wiped storage, and the value is opened into a
+    /// temporary buffer that is validated as UTF-8: no per-part `Data`, one heap object for the data key.
+    private static func decrypt(
+        utf8 buf: UnsafeBufferPointer<UInt8>, accessKey: AccessKey, _ decoding: Base64Decoding, _ name: String?
+    ) throws(E3DBError) -> String {
         // Split on '.' by bytes (a Character-level split is several times slower).
         var dots = (0, 0, 0)
         var count = 0
@@ -196,23 +170,68 @@ public enum FieldCipher {
                     + (name.map { " (field \"\($0)\")" } ?? ""),
                 context: .init(field: name, expected: 4, actual: count + 1))
         }
-        func part(_ range: Range<Int>, _ label: String) throws(E3DBError) -> Data {
-            guard let data = FieldBase64.decode(UnsafeBufferPointer(rebasing: buf[range]), decoding) else {
-                throw E3DBError(
-                    .invalidBase64, "\(label) is not valid base64url" + (name.map { " (field \"\($0)\")" } ?? ""),
-                    context: .init(field: name, part: label))
+        let ranges = [0..<dots.0, (dots.0 + 1)..<dots.1, (dots.1 + 1)..<dots.2, (dots.2 + 1)..<buf.count]
+        let capacity = ranges.reduce(0) { $0 + Base64URL.maximumDecodedLength(ofEncodedLength: $1.count) }
+        let outcome = withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 16) { scratch in
+            Result { () throws(E3DBError) -> String in
+                var offset = 0
+                func part(_ index: Int, _ label: String) throws(E3DBError) -> UnsafeRawBufferPointer {
+                    let room = Base64URL.maximumDecodedLength(ofEncodedLength: ranges[index].count)
+                    let out = UnsafeMutableRawBufferPointer(rebasing: scratch[offset..<(offset + room)])
+                    let written: Int
+                    do {
+                        written = try Base64URL.decode(
+                            utf8: UnsafeBufferPointer(rebasing: buf[ranges[index]]), into: out, lenient: decoding == .lenient)
+                    } catch {
+                        throw E3DBError(
+                            .invalidBase64, "\(label) is not valid base64url" + (name.map { " (field \"\($0)\")" } ?? ""),
+                            context: .init(field: name, part: label, offset: error.context.offset))
+                    }
+                    offset += room
+                    return UnsafeRawBufferPointer(rebasing: out[0..<written])
+                }
+                let edk = try part(0, "edk")
+                try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
+                let edkN = try part(1, "edkN")
+                try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+                let ef = try part(2, "ef")
+                try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
+                let efN = try part(3, "efN")
+                try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
+
+                let dataKey: SecretBox.Key
+                do {
+                    dataKey = try SecretBox.Key(SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
+                } catch {
+                    throw E3DBError(
+                        .authenticationFailed, "the data key does not open with this access key"
+                            + (name.map { " (field \"\($0)\")" } ?? ""),
+                        context: .init(field: name, part: "edk"))
+                }
+                let plainCount = ef.count - SecretBox.tagByteCount
+                let opened = withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) { plain in
+                    Result { () throws(E3DBError) -> String? in
+                        do {
+                            _ = try SecretBox.open(ef, nonce: efN, using: dataKey, into: plain)
+                        } catch {
+                            throw E3DBError(
+                                .authenticationFailed,
+                                "the field value does not authenticate" + (name.map { " (field \"\($0)\")" } ?? ""),
+                                context: .init(field: name, part: "ef"))
+                        }
+                        // Validated (never repaired) UTF-8; a leading U+FEFF is kept.
+                        return String(validating: UnsafeRawBufferPointer(rebasing: plain[0..<plainCount]).bindMemory(to: UInt8.self), as: UTF8.self)
+                    }
+                }
+                guard let value = try opened.get() else {
+                    throw E3DBError(
+                        .invalidUTF8, "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
+                        context: .init(field: name, part: "ef"))
+                }
+                return value
             }
-            return data
         }
-        let edk = try part(0..<dots.0, "edk")
-        try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
-        let edkN = try part((dots.0 + 1)..<dots.1, "edkN")
-        try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
-        let ef = try part((dots.1 + 1)..<dots.2, "ef")
-        try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
-        let efN = try part((dots.2 + 1)..<buf.count, "efN")
-        try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
-        return (edk, edkN, ef, efN)
+        return try outcome.get()
     }
 
     private static func check(

@@ -38,6 +38,27 @@ public enum Base64URL {
 
     /// The length of the unpadded encoding of `byteCount` bytes.
     public static func encodedLength(of byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
+
+    /// An upper bound on the number of bytes `encodedLength` characters decode to (for sizing buffers).
+    public static func maximumDecodedLength(ofEncodedLength encodedLength: Int) -> Int {
+        Base64Core.maximumDecodedLength(encodedLength)
+    }
+
+    /// Decodes base64url from UTF-8 bytes into caller-provided memory, for allocation-free parsers.
+    /// - Parameters:
+    ///   - utf8: The encoded text as UTF-8.
+    ///   - output: At least ``maximumDecodedLength(ofEncodedLength:)`` bytes.
+    ///   - lenient: Apply the rules of ``decodeLenient(_:)`` instead of the strict ``decode(_:)``.
+    /// - Returns: The number of decoded bytes written.
+    /// - Throws: ``E3DBError/Code/invalidBase64`` (with the character offset), ``E3DBError/Code/invalidLength``
+    ///   when `output` is too small.
+    public static func decode(
+        utf8: UnsafeBufferPointer<UInt8>,
+        into output: UnsafeMutableRawBufferPointer,
+        lenient: Bool = false
+    ) throws(E3DBError) -> Int {
+        try unsafe Base64Core.decode(utf8, mode: lenient ? .lenient : .strictURL, into: output)
+    }
 }
 
 /// Standard base64 with `=` padding (RFC 4648 §4), which E3DB uses only for file checksums (`Content-MD5`).
@@ -159,6 +180,24 @@ enum Base64Core {
 
     @unsafe
     static func decode(_ input: UnsafeBufferPointer<UInt8>, mode: Mode) throws(E3DBError) -> Data {
+        var out = Data(count: maximumDecodedLength(input.count))
+        let result = unsafe out.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in
+            Result { () throws(E3DBError) in try unsafe decode(input, mode: mode, into: raw) }
+        }
+        out.count = try result.get()
+        return out
+    }
+
+    /// An upper bound on the decoded size of `encodedLength` characters.
+    @inline(__always) static func maximumDecodedLength(_ encodedLength: Int) -> Int { encodedLength / 4 * 3 + 2 }
+
+    /// Decodes into `output`, which must hold at least ``maximumDecodedLength(_:)`` bytes; returns the count.
+    @unsafe
+    static func decode(
+        _ input: UnsafeBufferPointer<UInt8>,
+        mode: Mode,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws(E3DBError) -> Int {
         var n = input.count
         let url = mode != .strictStandardPadded
         let standard = mode != .strictURL
@@ -189,11 +228,13 @@ enum Base64Core {
             )
         }
         let outCount = n / 4 * 3 + (n % 4 == 0 ? 0 : n % 4 - 1)
-        var out = Data(count: outCount)
+        guard output.count >= outCount else {
+            throw E3DBError.length(.invalidLength, "base64 output buffer (at least)", expected: outCount, actual: output.count)
+        }
         var badOffset = -1
         var trailing: UInt8 = 0
-        unsafe out.withUnsafeMutableBytes { raw in
-            let o = unsafe raw.bindMemory(to: UInt8.self)
+        do {
+            let o = unsafe output.assumingMemoryBound(to: UInt8.self)
             var i = 0
             var j = 0
             var invalid: UInt8 = 0
@@ -240,6 +281,6 @@ enum Base64Core {
         if trailing != 0 && mode != .lenient {
             throw E3DBError(.invalidBase64, "non-zero trailing bits in the last character", context: .init(offset: n - 1))
         }
-        return out
+        return outCount
     }
 }

@@ -39,6 +39,20 @@ func benchmark(_ name: String, dependencies: [Target.Dependency]) -> Target {
 package.targets += [
     benchmark("PrimitivesBenchmarks", dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit"), "CBenchSodium"]),
     benchmark("CanonicalJSONBenchmarks", dependencies: [.product(name: "E3DBCanonicalJSON", package: "E3DBKit")]),
-    benchmark("DocumentsBenchmarks", dependencies: [.product(name: "E3DBDocuments", package: "E3DBKit"), "CBenchSodium"]),
     benchmark("FilesBenchmarks", dependencies: [.product(name: "E3DBFiles", package: "E3DBKit"), "CBenchSodium"]),
+]
+
+// Record throughput: the E3DBDocuments API beside a C-style loop making the same libsodium calls one by one
+// (randombytes_buf per key and nonce, crypto_secretbox_easy, sodium_bin2base64, ...), in the same process and run.
+// A plain executable: it prints its own table of records per second and ratios.
+package.targets += [
+    .executableTarget(
+        name: "DocumentsThroughput",
+        dependencies: [
+            .product(name: "E3DBDocuments", package: "E3DBKit"),
+            .product(name: "E3DBKeys", package: "E3DBKit"),
+            .product(name: "E3DBPrimitives", package: "E3DBKit"),
+        ],
+        path: "DocumentsThroughput"
+    )
 ]

@@ -13,7 +13,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "$#" -gt 0 ]; then
     targets=("$@")
 else
-    targets=(PrimitivesBenchmarks CanonicalJSONBenchmarks DocumentsBenchmarks FilesBenchmarks)
+    targets=(PrimitivesBenchmarks CanonicalJSONBenchmarks FilesBenchmarks)
 fi
 
 out="$(mktemp -d)"
@@ -35,3 +35,10 @@ echo "- Swift: $(swift --version 2>/dev/null | head -1)"
 echo "- Date (UTC): $(date -u +%Y-%m-%dT%H:%MZ)"
 echo
 python3 "$root/scripts/benchmark-table.py" "$out" "${targets[@]}"
+if [ "$#" -eq 0 ]; then
+    # Record throughput is a plain executable with its own same-run table (API vs C-style libsodium loop).
+    echo
+    echo "## Documents"
+    echo
+    swift run -c release --package-path "$root/Benchmarks" DocumentsThroughput 2>/dev/null
+fi

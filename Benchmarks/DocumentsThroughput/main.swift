@@ -4,7 +4,7 @@
 //
 // libsodium is reached with dlopen/dlsym, so this target needs no C module of its own.
 //
-// Run: swift run -c release --package-path Benchmarks DocumentsBenchmarks [iterations]
+// Run: swift run -c release --package-path Benchmarks DocumentsThroughput [iterations]
 import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives

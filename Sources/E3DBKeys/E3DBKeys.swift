@@ -1,1 +1,0 @@
-// E3DBKeys: work in progress; see the project's issues.

@@ -1,0 +1,51 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+internal import CE3DBSodium
+
+/// Anonymous public-key encryption: libsodium sealed boxes (`crypto_box_seal`).
+///
+/// The sender uses an ephemeral key pair, so the recipient learns nothing about who sealed the message.
+/// The output is `ephemeral_pk(32) || box(…)`, 48 bytes longer than the message.
+public enum AnonymousBox: Sendable {
+    /// 48: bytes added to the message.
+    public static let overheadByteCount = 48
+
+    /// Seals `message` for `recipient`.
+    public static func seal(_ message: some DataProtocol, to recipient: Box.PublicKey) -> Data {
+        Sodium.ensure()
+        var out = Data(count: message.count + overheadByteCount)
+        unsafe withBytes(message) { m in
+            unsafe out.withUnsafeMutableBytes { c in
+                unsafe recipient.rawRepresentation.withUnsafeBytes { pk in
+                    _ = unsafe crypto_box_seal(c.u8, m.u8, UInt64(m.count), pk.u8)
+                }
+            }
+        }
+        return out
+    }
+
+    /// Opens a sealed box with the recipient's key pair.
+    /// - Throws: ``E3DBError/Code/invalidLength`` when shorter than 48 bytes,
+    ///   ``E3DBError/Code/authenticationFailed`` when it does not open.
+    public static func open(_ sealed: some DataProtocol, recipient: Box.PrivateKey) throws(E3DBError) -> Data {
+        guard sealed.count >= overheadByteCount else {
+            throw E3DBError.length(.invalidLength, "sealed box (at least)", expected: overheadByteCount, actual: sealed.count)
+        }
+        Sodium.ensure()
+        var out = Data(count: sealed.count - overheadByteCount)
+        let status: Int32 = unsafe withBytes(sealed) { c in
+            unsafe out.withUnsafeMutableBytes { m in
+                unsafe recipient.publicKey.rawRepresentation.withUnsafeBytes { pk in
+                    unsafe recipient.storage.withUnsafeBytes { sk in
+                        unsafe crypto_box_seal_open(m.u8, c.u8, UInt64(c.count), pk.u8, sk.u8)
+                    }
+                }
+            }
+        }
+        guard status == 0 else { throw E3DBError(.authenticationFailed, "sealed box authentication failed") }
+        return out
+    }
+}

@@ -1,0 +1,242 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+
+/// URL-safe base64 without padding (RFC 4648 §5, `=` removed): the encoding of every E3DB key, nonce,
+/// ciphertext and signature.
+///
+/// Encoding always produces the canonical unpadded form. Two decoders read it:
+/// - ``decode(_:)`` is strict, like libsodium and Go: only `A–Z a–z 0–9 - _`, no padding, no whitespace, and
+///   the unused trailing bits must be zero, so every byte string has exactly one accepted encoding.
+/// - ``decodeLenient(_:)`` also accepts `=` padding and the standard alphabet (`+`, `/`), as the Java, Python
+///   and Node SDKs do, for reading data they wrote. It still rejects every other character.
+///
+/// Both run in time that depends only on the input length, not on the characters (no table lookups indexed by
+/// secret data), because keys pass through them.
+public enum Base64URL {
+    /// Encodes `bytes` as unpadded URL-safe base64.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        unsafe withBytes(bytes) { unsafe Base64Core.encode($0, urlSafe: true, pad: false) }
+    }
+
+    /// Decodes strict unpadded URL-safe base64.
+    /// - Throws: ``E3DBError/Code/invalidBase64`` with the offending character offset in `context.offset`
+    ///   (a character outside the alphabet, padding, an impossible length, or non-zero trailing bits).
+    public static func decode(_ text: some StringProtocol) throws(E3DBError) -> Data {
+        var utf8 = Array(text.utf8)
+        return try unsafe utf8.withUnsafeMutableBufferPointer { buffer throws(E3DBError) in
+            try unsafe Base64Core.decode(UnsafeBufferPointer(buffer), mode: .strictURL)
+        }
+    }
+
+    /// Decodes URL-safe base64, also accepting `=` padding and the standard alphabet (`+`, `/`).
+    /// Non-zero trailing bits are ignored, as the lenient SDKs do.
+    /// - Throws: ``E3DBError/Code/invalidBase64`` for any other character, misplaced padding or an impossible
+    ///   length.
+    public static func decodeLenient(_ text: some StringProtocol) throws(E3DBError) -> Data {
+        var utf8 = Array(text.utf8)
+        return try unsafe utf8.withUnsafeMutableBufferPointer { buffer throws(E3DBError) in
+            try unsafe Base64Core.decode(UnsafeBufferPointer(buffer), mode: .lenient)
+        }
+    }
+
+    /// The length of the unpadded encoding of `byteCount` bytes.
+    public static func encodedLength(of byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
+}
+
+/// Standard base64 with `=` padding (RFC 4648 §4), which E3DB uses only for file checksums (`Content-MD5`).
+public enum Base64 {
+    /// Encodes `bytes` as padded standard base64.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        unsafe withBytes(bytes) { unsafe Base64Core.encode($0, urlSafe: false, pad: true) }
+    }
+
+    /// Decodes padded standard base64 (padding required, no whitespace, zero trailing bits).
+    /// - Throws: ``E3DBError/Code/invalidBase64``.
+    public static func decode(_ text: some StringProtocol) throws(E3DBError) -> Data {
+        var utf8 = Array(text.utf8)
+        return try unsafe utf8.withUnsafeMutableBufferPointer { buffer throws(E3DBError) in
+            try unsafe Base64Core.decode(UnsafeBufferPointer(buffer), mode: .strictStandardPadded)
+        }
+    }
+}
+
+/// Branch-free base64 arithmetic shared by the encoders and decoders.
+enum Base64Core {
+    enum Mode {
+        case strictURL
+        case lenient
+        case strictStandardPadded
+    }
+
+    /// 0xFF when `a < b` (both 0...255), else 0.
+    @inline(__always) static func lessThan(_ a: UInt8, _ b: UInt8) -> UInt8 {
+        UInt8(truncatingIfNeeded: (Int16(a) &- Int16(b)) >> 8)
+    }
+
+    @inline(__always) static func equal(_ a: UInt8, _ b: UInt8) -> UInt8 {
+        let x = UInt16(a ^ b)
+        return UInt8(truncatingIfNeeded: (x &- 1) >> 8)
+    }
+
+    /// Maps a 6-bit value to its character without data-dependent branches or lookups.
+    @inline(__always) static func character(_ v: UInt8, urlSafe: Bool) -> UInt8 {
+        var c = v &+ 65  // 0...25 -> 'A'...'Z'
+        c &+= lessThan(25, v) & 6  // 26...51 -> 'a'...'z' (v + 71)
+        c &-= lessThan(51, v) & 75  // 52...61 -> '0'...'9' (v - 4)
+        c &-= lessThan(61, v) & (urlSafe ? 13 : 15)  // 62 -> '-' or '+'
+        c &+= lessThan(62, v) & (urlSafe ? 49 : 3)  // 63 -> '_' or '/'
+        return c
+    }
+
+    @unsafe
+    static func encode(_ input: UnsafeRawBufferPointer, urlSafe: Bool, pad: Bool) -> String {
+        let n = input.count
+        let full = n / 3
+        let rest = n - full * 3
+        let length = pad ? (n + 2) / 3 * 4 : (n * 4 + 2) / 3
+        return unsafe String(unsafeUninitializedCapacity: length) { out in
+            var o = 0
+            var i = 0
+            for _ in 0..<full {
+                let b0 = unsafe input[i], b1 = unsafe input[i + 1], b2 = unsafe input[i + 2]
+                unsafe out[o] = character(b0 >> 2, urlSafe: urlSafe)
+                unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe: urlSafe)
+                unsafe out[o + 2] = character((b1 & 15) << 2 | b2 >> 6, urlSafe: urlSafe)
+                unsafe out[o + 3] = character(b2 & 63, urlSafe: urlSafe)
+                i += 3
+                o += 4
+            }
+            if rest == 1 {
+                let b0 = unsafe input[i]
+                unsafe out[o] = character(b0 >> 2, urlSafe: urlSafe)
+                unsafe out[o + 1] = character((b0 & 3) << 4, urlSafe: urlSafe)
+                o += 2
+                if pad {
+                    unsafe out[o] = 61
+                    unsafe out[o + 1] = 61
+                    o += 2
+                }
+            } else if rest == 2 {
+                let b0 = unsafe input[i], b1 = unsafe input[i + 1]
+                unsafe out[o] = character(b0 >> 2, urlSafe: urlSafe)
+                unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe: urlSafe)
+                unsafe out[o + 2] = character((b1 & 15) << 2, urlSafe: urlSafe)
+                o += 3
+                if pad {
+                    unsafe out[o] = 61
+                    o += 1
+                }
+            }
+            return o
+        }
+    }
+
+    /// Returns the 6-bit value of `c`, or 0xFF when `c` is not in the accepted alphabet.
+    @inline(__always) static func value(_ c: UInt8, url: Bool, standard: Bool) -> UInt8 {
+        let upper = ~lessThan(c, 65) & lessThan(c, 91)  // A-Z
+        let lower = ~lessThan(c, 97) & lessThan(c, 123)  // a-z
+        let digit = ~lessThan(c, 48) & lessThan(c, 58)  // 0-9
+        var v: UInt8 = (upper & (c &- 65)) | (lower & (c &- 71)) | (digit & (c &+ 4))
+        var valid = upper | lower | digit
+        if url {
+            let dash = equal(c, 45), underscore = equal(c, 95)
+            v |= (dash & 62) | (underscore & 63)
+            valid |= dash | underscore
+        }
+        if standard {
+            let plus = equal(c, 43), slash = equal(c, 47)
+            v |= (plus & 62) | (slash & 63)
+            valid |= plus | slash
+        }
+        return v | ~valid
+    }
+
+    @unsafe
+    static func decode(_ input: UnsafeBufferPointer<UInt8>, mode: Mode) throws(E3DBError) -> Data {
+        var n = input.count
+        let url = mode != .strictStandardPadded
+        let standard = mode != .strictURL
+        // Padding: only where allowed, only at the end, at most two, and only to a multiple of four.
+        var padding = 0
+        while n > 0, unsafe input[n - 1] == 61, padding < 3 {
+            n -= 1
+            padding += 1
+        }
+        switch mode {
+        case .strictURL:
+            if padding > 0 {
+                throw E3DBError(.invalidBase64, "padding is not allowed in unpadded base64url", context: .init(offset: n))
+            }
+        case .lenient, .strictStandardPadded:
+            if padding > 0 && (padding > 2 || (n + padding) % 4 != 0) {
+                throw E3DBError(.invalidBase64, "invalid base64 padding", context: .init(offset: n))
+            }
+            if mode == .strictStandardPadded && n % 4 != 0 && padding == 0 {
+                throw E3DBError(.invalidBase64, "standard base64 must be padded to a multiple of 4", context: .init(offset: n))
+            }
+        }
+        if n % 4 == 1 {
+            throw E3DBError(
+                .invalidBase64,
+                "impossible base64 length \(input.count)",
+                context: .init(actual: input.count, offset: n - 1)
+            )
+        }
+        let outCount = n / 4 * 3 + (n % 4 == 0 ? 0 : n % 4 - 1)
+        var out = Data(count: outCount)
+        var badOffset = -1
+        var trailing: UInt8 = 0
+        unsafe out.withUnsafeMutableBytes { raw in
+            let o = unsafe raw.bindMemory(to: UInt8.self)
+            var i = 0
+            var j = 0
+            var invalid: UInt8 = 0
+            while i + 4 <= n {
+                let a = value(unsafe input[i], url: url, standard: standard)
+                let b = value(unsafe input[i + 1], url: url, standard: standard)
+                let c = value(unsafe input[i + 2], url: url, standard: standard)
+                let d = value(unsafe input[i + 3], url: url, standard: standard)
+                invalid |= (a | b | c | d) & 0x80
+                unsafe o[j] = a << 2 | b >> 4
+                unsafe o[j + 1] = b << 4 | c >> 2
+                unsafe o[j + 2] = c << 6 | d
+                i += 4
+                j += 3
+                if invalid != 0 && badOffset < 0 { badOffset = i - 4 }
+            }
+            let rest = n - i
+            if rest >= 2 {
+                let a = value(unsafe input[i], url: url, standard: standard)
+                let b = value(unsafe input[i + 1], url: url, standard: standard)
+                invalid |= (a | b) & 0x80
+                unsafe o[j] = a << 2 | b >> 4
+                if rest == 3 {
+                    let c = value(unsafe input[i + 2], url: url, standard: standard)
+                    invalid |= c & 0x80
+                    unsafe o[j + 1] = b << 4 | c >> 2
+                    trailing = c & 0x03
+                } else {
+                    trailing = b & 0x0f
+                }
+                if invalid != 0 && badOffset < 0 { badOffset = i }
+            }
+        }
+        if badOffset >= 0 {
+            // Locate the first bad character only on the error path (timing no longer matters).
+            var at = badOffset
+            while at < n, value(unsafe input[at], url: url, standard: standard) & 0x80 == 0 { at += 1 }
+            throw E3DBError(
+                .invalidBase64,
+                "character \(at < n ? "0x" + String(unsafe input[at], radix: 16) : "?") is not valid base64\(url ? "url" : "")",
+                context: .init(offset: at)
+            )
+        }
+        if trailing != 0 && mode != .lenient {
+            throw E3DBError(.invalidBase64, "non-zero trailing bits in the last character", context: .init(offset: n - 1))
+        }
+        return out
+    }
+}

@@ -1,0 +1,133 @@
+/// The error every E3DBKit layer above canonical JSON throws.
+///
+/// An error has a ``code`` (a stable identifier to match on), a human ``message`` and non-secret ``context``
+/// (which field, which part, expected and actual length, byte offset, chunk index, version). Messages and context
+/// never contain key, plaintext or ciphertext bytes.
+///
+/// Codes are an extensible struct, so layers add their own without breaking callers:
+/// ```swift
+/// extension E3DBError.Code { public static let fileTruncated = Self(rawValue: "fileTruncated") }
+/// ```
+/// Two errors compare equal when their codes are equal, so tests can write
+/// `#expect(throws: E3DBError(.authenticationFailed)) { ... }`.
+///
+/// - Note: Authentication failure is a single code: libsodium cannot tell a wrong key from tampered bytes.
+public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A stable identifier for a kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible, RawRepresentable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+    }
+
+    /// Non-secret details about where a failure happened.
+    public struct Context: Sendable, Equatable {
+        /// The record, note or document field involved.
+        public var field: String?
+        /// The part of a structured value (`"edk"`, `"nonce"`, `"header"`, …).
+        public var part: String?
+        /// The expected length or count.
+        public var expected: Int?
+        /// The length or count found.
+        public var actual: Int?
+        /// A byte (or character) offset into the input.
+        public var offset: Int?
+        /// A chunk index in a stream, counting from 0.
+        public var chunkIndex: Int?
+        /// A format version.
+        public var version: String?
+
+        public init(
+            field: String? = nil,
+            part: String? = nil,
+            expected: Int? = nil,
+            actual: Int? = nil,
+            offset: Int? = nil,
+            chunkIndex: Int? = nil,
+            version: String? = nil
+        ) {
+            self.field = field
+            self.part = part
+            self.expected = expected
+            self.actual = actual
+            self.offset = offset
+            self.chunkIndex = chunkIndex
+            self.version = version
+        }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A human-readable, non-secret explanation.
+    public let message: String
+    /// Where it went wrong.
+    public let context: Context
+
+    /// Creates an error.
+    /// - Parameters:
+    ///   - code: The failure kind.
+    ///   - message: A non-secret explanation; defaults to the code's name.
+    ///   - context: Non-secret details.
+    public init(_ code: Code, _ message: String = "", context: Context = .init()) {
+        self.code = code
+        self.message = message.isEmpty ? code.rawValue : message
+        self.context = context
+    }
+
+    public static func == (lhs: E3DBError, rhs: E3DBError) -> Bool { lhs.code == rhs.code }
+
+    public var description: String {
+        var parts: [String] = []
+        if let field = context.field { parts.append("field \(String(reflecting: field))") }
+        if let part = context.part { parts.append("part \(part)") }
+        if let chunk = context.chunkIndex { parts.append("chunk \(chunk)") }
+        if let offset = context.offset { parts.append("offset \(offset)") }
+        if let expected = context.expected { parts.append("expected \(expected)") }
+        if let actual = context.actual { parts.append("actual \(actual)") }
+        if let version = context.version { parts.append("version \(String(reflecting: version))") }
+        let where_ = parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")"
+        return "E3DBError.\(code.rawValue): \(message)\(where_)"
+    }
+}
+
+extension E3DBError.Code {
+    /// A key has the wrong number of bytes.
+    public static let invalidKeyLength = Self(rawValue: "invalidKeyLength")
+    /// A nonce or stream header has the wrong number of bytes.
+    public static let invalidNonceLength = Self(rawValue: "invalidNonceLength")
+    /// An input (ciphertext, signature, output size) has an invalid length.
+    public static let invalidLength = Self(rawValue: "invalidLength")
+    /// A MAC did not verify: wrong key, wrong nonce or tampered bytes.
+    public static let authenticationFailed = Self(rawValue: "authenticationFailed")
+    /// Text is not valid base64 of the expected variant.
+    public static let invalidBase64 = Self(rawValue: "invalidBase64")
+    /// A signature did not verify.
+    public static let invalidSignature = Self(rawValue: "invalidSignature")
+    /// A key's parts disagree (an Ed25519 secret key whose public half does not match its seed).
+    public static let inconsistentKey = Self(rawValue: "inconsistentKey")
+    /// A parameter is outside its allowed range.
+    public static let invalidParameter = Self(rawValue: "invalidParameter")
+    /// A stream was used after its final chunk.
+    public static let streamFinished = Self(rawValue: "streamFinished")
+    /// A stream chunk is shorter than its authentication overhead.
+    public static let streamTruncated = Self(rawValue: "streamTruncated")
+    /// The system random number generator failed.
+    public static let randomFailure = Self(rawValue: "randomFailure")
+    /// A key derivation failed (bad parameters or out of memory).
+    public static let kdfFailure = Self(rawValue: "kdfFailure")
+}
+
+extension E3DBError {
+    static func length(
+        _ code: Code,
+        _ what: String,
+        expected: Int,
+        actual: Int
+    ) -> E3DBError {
+        E3DBError(
+            code,
+            "\(what) must be \(expected) bytes, got \(actual)",
+            context: .init(part: what, expected: expected, actual: actual)
+        )
+    }
+}

@@ -1,1 +1,0 @@
-// E3DBPrimitives: libsodium primitives (in progress).

@@ -1,0 +1,61 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+internal import CE3DBSodium
+internal import Crypto
+
+/// The other hashes E3DB formats need: SHA-256 (PKCE), SHA-512, and MD5 (the `Content-MD5` file checksum).
+///
+/// SHA-2 comes from libsodium, MD5 from swift-crypto (`Insecure.MD5`). MD5 is here only because the E3DB upload
+/// protocol requires it; it is not a security primitive.
+public enum Hashes: Sendable {
+    /// SHA-256 of `data` (32 bytes).
+    public static func sha256(_ data: some DataProtocol) -> Data {
+        Sodium.ensure()
+        var out = Data(count: 32)
+        unsafe withBytes(data) { d in
+            unsafe out.withUnsafeMutableBytes { o in _ = unsafe crypto_hash_sha256(o.u8, d.u8, UInt64(d.count)) }
+        }
+        return out
+    }
+
+    /// SHA-512 of `data` (64 bytes).
+    public static func sha512(_ data: some DataProtocol) -> Data {
+        Sodium.ensure()
+        var out = Data(count: 64)
+        unsafe withBytes(data) { d in
+            unsafe out.withUnsafeMutableBytes { o in _ = unsafe crypto_hash_sha512(o.u8, d.u8, UInt64(d.count)) }
+        }
+        return out
+    }
+
+    /// MD5 of `data` (16 bytes). Not collision resistant: for E3DB checksums only.
+    public static func md5(_ data: some DataProtocol) -> Data {
+        var hasher = MD5()
+        hasher.update(data: data)
+        return hasher.finalize()
+    }
+
+    /// Streaming MD5 (value type).
+    public struct MD5: Sendable {
+        private var inner = Insecure.MD5()
+
+        /// Starts a hash.
+        public init() {}
+
+        /// Adds `data`.
+        public mutating func update(data: some DataProtocol) {
+            unsafe withBytes(data) { d in unsafe inner.update(bufferPointer: d) }
+        }
+
+        /// Adds the bytes at `buffer`.
+        public mutating func update(bufferPointer buffer: UnsafeRawBufferPointer) {
+            unsafe inner.update(bufferPointer: buffer)
+        }
+
+        /// The 16-byte digest.
+        public func finalize() -> Data { Data(inner.finalize()) }
+    }
+}

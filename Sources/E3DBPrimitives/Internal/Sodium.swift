@@ -1,0 +1,49 @@
+internal import CE3DBSodium
+
+/// One-time libsodium initialisation. Every entry point that calls libsodium touches `Sodium.ready` first.
+enum Sodium {
+    /// `sodium_init()` result, evaluated once (thread-safe `static let`).
+    static let ready: Void = {
+        let status = sodium_init()
+        // sodium_init fails only when the system has no usable randomness source; nothing can work then.
+        precondition(status >= 0, "libsodium failed to initialise (sodium_init returned \(status))")
+        precondition(
+            sodium_library_version_major() > 10
+                || (sodium_library_version_major() == 10 && sodium_library_version_minor() >= 3),
+            "libsodium 1.0.18 or newer is required"
+        )
+    }()
+
+    @inline(__always) static func ensure() { _ = ready }
+}
+
+/// Runs `body` over the bytes of `data`, without copying when they are contiguous.
+@inline(__always)
+func withBytes<D: Sequence<UInt8>, R>(_ data: D, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    if let result = data.withContiguousStorageIfAvailable({ buffer in unsafe body(UnsafeRawBufferPointer(buffer)) }) {
+        return result
+    }
+    let copy = Array(data)
+    return unsafe copy.withUnsafeBytes { unsafe body($0) }
+}
+
+/// A valid address for empty buffers: libsodium's parameters are declared non-null even when the length is 0.
+/// Nothing ever reads or writes through it with a non-zero length.
+enum EmptyBuffer {
+    // nonisolated(unsafe): allocated once, never freed, never dereferenced (every use passes a length of 0).
+    nonisolated(unsafe) static let address = UnsafeMutablePointer<UInt8>.allocate(capacity: 16)
+}
+
+extension UnsafeRawBufferPointer {
+    /// The base address as a byte pointer; ``EmptyBuffer/address`` for an empty buffer.
+    @unsafe @inline(__always) var u8: UnsafePointer<UInt8> {
+        unsafe baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(EmptyBuffer.address)
+    }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    /// The base address as a mutable byte pointer; ``EmptyBuffer/address`` for an empty buffer.
+    @unsafe @inline(__always) var u8: UnsafeMutablePointer<UInt8> {
+        unsafe baseAddress?.assumingMemoryBound(to: UInt8.self) ?? EmptyBuffer.address
+    }
+}

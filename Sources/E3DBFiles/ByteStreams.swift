@@ -1,4 +1,4 @@
-public import E3DBPrimitives
+import E3DBPrimitives
 
 #if canImport(FoundationEssentials)
 public import FoundationEssentials

@@ -1,4 +1,4 @@
-public import E3DBPrimitives
+import E3DBPrimitives
 import Dispatch
 
 #if canImport(FoundationEssentials)
@@ -116,13 +116,13 @@ struct ChecksumState {
 
     mutating func updateCiphertext(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }
-        cipherB2?.update(data: bytes)
-        cipherMD5?.update(data: bytes)
+        cipherB2?.update(bufferPointer: bytes)
+        cipherMD5?.update(bufferPointer: bytes)
     }
 
     mutating func updatePlaintext(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }
-        plainB2?.update(data: bytes)
+        plainB2?.update(bufferPointer: bytes)
     }
 
     mutating func finalize() -> FileChecksums {

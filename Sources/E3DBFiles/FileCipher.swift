@@ -1,10 +1,10 @@
-public import E3DBPrimitives
+@_spi(Testing) public import E3DBPrimitives
 public import E3DBKeys
 
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 
 /// Encrypts and decrypts E3DB files (format version 3) in constant memory, computing checksums in the same pass.
@@ -42,7 +42,7 @@ public enum E3DBFileCipher {
         options: FileEncryptionOptions = FileEncryptionOptions()
     ) throws(E3DBError) -> FileEncryptionResult {
         let result: FileEncryptionResult
-        do {
+        do throws(E3DBError) {
             result = try encryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
             do { try sink.finish() } catch { throw ioError("committing the encrypted output failed", error) }
         } catch {
@@ -63,7 +63,7 @@ public enum E3DBFileCipher {
         try control.checkCancelled()
         let streamKey = SecretStream.Key()
         let prefix = try makePrefix(dataKey: streamKey, accessKey: accessKey)
-        var encryptor = try SecretStream.Encryptor(key: streamKey)
+        var encryptor = SecretStream.Encryptor(key: streamKey)
         let fullPrefix = prefix + encryptor.header.rawRepresentation
         return try encryptChunks(
             prefix: fullPrefix, encryptor: &encryptor, from: &source, to: &sink, checksums: options.checksums,
@@ -74,7 +74,7 @@ public enum E3DBFileCipher {
     static func makePrefix(
         dataKey: SecretStream.Key, accessKey: AccessKey, nonce: SecretBox.Nonce = SecretBox.Nonce()
     ) throws(E3DBError) -> Data {
-        let sealed = try sealDataKey(dataKey, accessKey: accessKey, nonce: nonce)
+        let sealed = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: nonce)
         let text = "3." + Base64URL.encode(sealed.ciphertext) + "." + Base64URL.encode(nonce.rawRepresentation) + "."
         let bytes = Data(text.utf8)
         guard bytes.count == E3DBFileFormat.textHeaderSize else {
@@ -166,7 +166,7 @@ public enum E3DBFileCipher {
         options: FileDecryptionOptions = FileDecryptionOptions()
     ) throws(E3DBError) -> FileDecryptionResult {
         let result: FileDecryptionResult
-        do {
+        do throws(E3DBError) {
             result = try decryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
             do { try sink.finish() } catch { throw ioError("committing the decrypted output failed", error) }
         } catch {
@@ -274,10 +274,8 @@ public enum E3DBFileCipher {
     /// Validates the 124-byte prefix, opens the data key and starts the stream.
     static func openPrefix(_ prefix: Data, accessKey: AccessKey) throws(E3DBError) -> SecretStream.Decryptor {
         let textCount = min(prefix.count, E3DBFileFormat.textHeaderSize)
-        try prefix.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(E3DBError) in
-            try TextHeader.validate(
-                UnsafeRawBufferPointer(rebasing: raw[0..<textCount]), atEnd: prefix.count < E3DBFileFormat.textHeaderSize)
-        }
+        try TextHeader.validate(
+            [UInt8](prefix.prefix(textCount)), atEnd: prefix.count < E3DBFileFormat.textHeaderSize)
         guard prefix.count == E3DBFileFormat.prefixSize else {
             throw E3DBError(
                 .fileTruncated,
@@ -299,12 +297,33 @@ public enum E3DBFileCipher {
         }
         let dataKey = try openDataKey(edk: edk, nonce: nonceBytes, accessKey: accessKey)
         let streamHeader = Data(prefix[(start + 100)..<(start + 124)])
+        return SecretStream.Decryptor(key: dataKey, header: try SecretStream.Header(rawRepresentation: streamHeader))
+    }
+
+    /// Opens the file's data key (`edk`, sealed by secretbox under `nonce` with the access key).
+    static func openDataKey(edk: Data, nonce: Data, accessKey: AccessKey) throws(E3DBError) -> SecretStream.Key {
+        let box: SecretBox.SealedBox
         do {
-            return try SecretStream.Decryptor(key: dataKey, header: SecretStream.Header(rawRepresentation: streamHeader))
+            box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: nonce), ciphertext: edk)
         } catch {
             throw E3DBError(
-                .malformedFileHeader, "the secretstream header is unusable: \(error.message)",
-                context: .at(offset: 100, part: "stream header"))
+                .malformedFileHeader, "the header's edk or edkN has the wrong length: \(error.message)",
+                context: .at(offset: 2, part: "edk"))
+        }
+        let secret: SecureBytes
+        do {
+            secret = try SecretBox.openSecret(box, using: accessKey.secretBoxKey)
+        } catch {
+            throw E3DBError(
+                .wrongAccessKey,
+                "the file's data key does not open with this access key (wrong access key, or edk/edkN altered)",
+                context: .at(offset: 2, part: "edk"))
+        }
+        do {
+            return try SecretStream.Key(secret)
+        } catch {
+            throw E3DBError(
+                .wrongAccessKey, "the file's data key has the wrong length", context: .at(offset: 2, part: "edk"))
         }
     }
 
@@ -343,6 +362,37 @@ public enum E3DBFileCipher {
                 .unexpectedChunkTag, "chunk \(index) carries a tag other than MESSAGE or FINAL",
                 context: .at(offset: offset, chunk: index, part: "tag"))
         }
+    }
+
+    // MARK: Deterministic encryption (known-answer tests)
+
+    /// Encrypts with a caller-chosen data key, edk nonce and stream header, to reproduce another SDK's output byte
+    /// for byte in tests. Never use in production: reusing these values with the same access key repeats keystream.
+    @_spi(Testing)
+    public static func encryptDeterministically(
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        dataKey: SecretStream.Key,
+        edkNonce: SecretBox.Nonce,
+        streamHeader: SecretStream.Header,
+        options: FileEncryptionOptions = FileEncryptionOptions()
+    ) throws(E3DBError) -> FileEncryptionResult {
+        let result: FileEncryptionResult
+        do throws(E3DBError) {
+            let control = RunControl(
+                progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
+            let prefix = try makePrefix(dataKey: dataKey, accessKey: accessKey, nonce: edkNonce)
+            var encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
+            result = try encryptChunks(
+                prefix: prefix + streamHeader.rawRepresentation, encryptor: &encryptor, from: &source, to: &sink,
+                checksums: options.checksums, concurrent: options.concurrentChecksums, control: control)
+            do { try sink.finish() } catch { throw ioError("committing the encrypted output failed", error) }
+        } catch {
+            sink.abort()
+            throw error
+        }
+        return result
     }
 
     static func write(_ bytes: UnsafeRawBufferPointer, to sink: inout some FileByteSink) throws(E3DBError) {

@@ -1,3 +1,5 @@
+import E3DBPrimitives
+
 /// Constants and sizes of E3DB file format version 3.
 ///
 /// Layout: the 100-byte text header `3.<b64u(edk)>.<b64u(edkN)>.`, the 24-byte secretstream header, then chunks.
@@ -60,7 +62,7 @@ enum TextHeader {
 
     /// Validates `bytes` (a prefix of the file; `atEnd` when the input ended there).
     /// Throws the first problem; returns normally when the prefix is a complete, well-formed 100-byte header.
-    static func validate(_ bytes: UnsafeRawBufferPointer, atEnd: Bool) throws(E3DBError) {
+    static func validate(_ bytes: [UInt8], atEnd: Bool) throws(E3DBError) {
         // Version field: ASCII digits up to the first '.'.
         var index = 0
         while index < bytes.count, bytes[index] != UInt8(ascii: ".") {
@@ -93,7 +95,7 @@ enum TextHeader {
             throw E3DBError(
                 .malformedFileHeader, "the version field is empty", context: .at(offset: 0, part: "version"))
         }
-        let versionText = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<index]), as: UTF8.self)
+        let versionText = String(decoding: bytes[0..<index], as: UTF8.self)
         guard versionText == E3DBFileFormat.version else {
             throw E3DBError(
                 .unsupportedFileVersion,

@@ -1,4 +1,4 @@
-public import E3DBPrimitives
+import E3DBPrimitives
 
 /// Settings for encrypting a file.
 public struct FileEncryptionOptions: Sendable {

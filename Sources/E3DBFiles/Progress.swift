@@ -1,4 +1,5 @@
 import Dispatch
+import E3DBPrimitives
 
 /// How far a file operation has got.
 public struct FileProgress: Sendable, Hashable {

@@ -89,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBVectors", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "E3DBKit", "E3DBVectors", "E3DBTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: upcoming
         ),

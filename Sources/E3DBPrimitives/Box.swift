@@ -183,7 +183,7 @@ public enum Box: Sendable {
         let storage: SecureBytes
 
         /// Computes the key shared by `recipient` (public) and `sender` (private); symmetric in the two roles.
-        /// - Throws: ``E3DBError/Code/authenticationFailed`` when the public key is a low-order point.
+        /// - Throws: ``E3DBError/Code/weakPublicKey`` when the public key is a low-order point.
         public init(recipient: PublicKey, sender: PrivateKey) throws(E3DBError) {
             Sodium.ensure()
             var status: Int32 = 0
@@ -198,7 +198,7 @@ public enum Box: Sendable {
                 }
             }
             guard status == 0 else {
-                throw E3DBError(.authenticationFailed, "the public key is a low-order point")
+                throw E3DBError(.weakPublicKey, "the public key is a low-order point")
             }
         }
     }
@@ -210,7 +210,7 @@ public enum Box: Sendable {
     ///   - sender: The writer's private key.
     ///   - nonce: A fresh random nonce unless you pass one.
     /// - Returns: The sealed box (nonce and tag‖ciphertext).
-    /// - Throws: ``E3DBError/Code/authenticationFailed`` when the recipient key is a low-order point.
+    /// - Throws: ``E3DBError/Code/weakPublicKey`` when the recipient key is a low-order point.
     /// - Warning: An explicit nonce must never be reused with the same key pair.
     public static func seal(
         _ message: some DataProtocol,
@@ -236,7 +236,7 @@ public enum Box: Sendable {
                 }
             }
         }
-        guard status == 0 else { throw E3DBError(.authenticationFailed, "the recipient key is a low-order point") }
+        guard status == 0 else { throw E3DBError(.weakPublicKey, "the recipient key is a low-order point") }
         return SealedBox(uncheckedNonce: nonce, ciphertext: out)
     }
 
@@ -283,6 +283,66 @@ public enum Box: Sendable {
                 }
             }
         }
+    }
+}
+
+extension Box {
+    /// Seals `message` with a precomputed shared key (`crypto_box_easy_afternm`).
+    /// - Warning: An explicit nonce must never be reused with the same shared key.
+    public static func seal(_ message: some DataProtocol, using key: SharedKey, nonce: Nonce = Nonce()) -> SealedBox {
+        Sodium.ensure()
+        var out = Data(count: message.count + tagByteCount)
+        unsafe withBytes(message) { m in
+            unsafe out.withUnsafeMutableBytes { c in
+                unsafe nonce.rawRepresentation.withUnsafeBytes { n in
+                    unsafe key.storage.withUnsafeBytes { k in
+                        _ = unsafe crypto_box_easy_afternm(c.u8, m.u8, UInt64(m.count), n.u8, k.u8)
+                    }
+                }
+            }
+        }
+        return SealedBox(uncheckedNonce: nonce, ciphertext: out)
+    }
+
+    /// Opens a box with a precomputed shared key (`crypto_box_open_easy_afternm`).
+    /// - Throws: ``E3DBError/Code/authenticationFailed``.
+    public static func open(_ box: SealedBox, using key: SharedKey) throws(E3DBError) -> Data {
+        Sodium.ensure()
+        var out = Data(count: box.ciphertext.count - tagByteCount)
+        let status: Int32 = unsafe out.withUnsafeMutableBytes { m in
+            unsafe box.ciphertext.withUnsafeBytes { c in
+                unsafe box.nonce.rawRepresentation.withUnsafeBytes { n in
+                    unsafe key.storage.withUnsafeBytes { k in
+                        unsafe crypto_box_open_easy_afternm(m.u8, c.u8, UInt64(c.count), n.u8, k.u8)
+                    }
+                }
+            }
+        }
+        guard status == 0 else { throw E3DBError(.authenticationFailed, "box authentication failed") }
+        return out
+    }
+}
+
+extension Box.PrivateKey {
+    /// Raw X25519 (`crypto_scalarmult`): the 32-byte shared point, before HSalsa20.
+    ///
+    /// E3DB formats never use it directly; it is here for interoperability tests (RFC 7748, Wycheproof).
+    /// Prefer ``Box/SharedKey``.
+    /// - Throws: ``E3DBError/Code/weakPublicKey`` when the result is all zeros (a low-order public key).
+    public func rawSharedSecret(with publicKey: Box.PublicKey) throws(E3DBError) -> SecureBytes {
+        Sodium.ensure()
+        var status: Int32 = 0
+        let out = unsafe SecureBytes(count: 32) { q in
+            unsafe storage.withUnsafeBytes { n in
+                unsafe publicKey.rawRepresentation.withUnsafeBytes { p in
+                    status = unsafe crypto_scalarmult(q.u8, n.u8, p.u8)
+                }
+            }
+        }
+        guard status == 0 else {
+            throw E3DBError(.weakPublicKey, "the public key is a low-order point (all-zero shared secret)")
+        }
+        return out
     }
 }
 

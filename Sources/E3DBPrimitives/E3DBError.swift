@@ -109,8 +109,12 @@ extension E3DBError.Code {
     public static let invalidParameter = Self(rawValue: "invalidParameter")
     /// A stream was used after its final chunk.
     public static let streamFinished = Self(rawValue: "streamFinished")
+    /// A stream ended without its final chunk.
+    public static let missingFinalChunk = Self(rawValue: "missingFinalChunk")
     /// A stream chunk is shorter than its authentication overhead.
     public static let streamTruncated = Self(rawValue: "streamTruncated")
+    /// A public key is a low-order point, which would give an all-zero shared secret.
+    public static let weakPublicKey = Self(rawValue: "weakPublicKey")
     /// The system random number generator failed.
     public static let randomFailure = Self(rawValue: "randomFailure")
     /// A key derivation failed (bad parameters or out of memory).

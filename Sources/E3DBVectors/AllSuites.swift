@@ -2,6 +2,6 @@
 /// Each layer adds its suites here.
 public enum AllVectorSuites {
     public static var all: [VectorSuite] {
-        []
+        PrimitivesSuites.all
     }
 }

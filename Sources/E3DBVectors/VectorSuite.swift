@@ -64,7 +64,7 @@ public func expectVector<T: Equatable>(
     _ what: @autoclosure () -> String
 ) throws {
     guard actual == expected else {
-        throw VectorMismatch("\(what()): expected \(expected), got \(actual)")
+        throw VectorMismatch("\(what()): expected \(render(expected)), got \(render(actual))")
     }
 }
 
@@ -81,4 +81,17 @@ public func expectVectorFailure(
         return
     }
     throw VectorMismatch("\(what()): expected a failure, but it succeeded")
+}
+
+/// Shows byte values as hex (so a mismatch is readable), everything else as `String(describing:)`.
+func render(_ value: some Any) -> String {
+    if let bytes = value as? any Sequence<UInt8>, !(value is String) {
+        let all = Array(bytes)
+        let hex = all.prefix(64).map { byte in
+            let digits = String(byte, radix: 16)
+            return digits.count == 1 ? "0" + digits : digits
+        }.joined()
+        return all.count > 64 ? "\(hex)... (\(all.count) bytes)" : hex
+    }
+    return String(describing: value)
 }

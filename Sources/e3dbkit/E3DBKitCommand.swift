@@ -6,6 +6,9 @@ struct E3DBKitCommand: AsyncParsableCommand {
         commandName: "e3dbkit",
         abstract: "End-to-end encrypted E3DB data: keys, records, documents, notes and files.",
         version: "0.1.0",
-        subcommands: []
+        subcommands: [
+            HashCommand.self,
+            VectorsCommand.self,
+        ]
     )
 }

@@ -1,1 +1,0 @@
-// Tests for E3DBKitCLI are added with that layer.

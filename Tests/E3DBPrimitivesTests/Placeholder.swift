@@ -1,1 +1,0 @@
-// Tests for E3DBPrimitives are added with that layer.

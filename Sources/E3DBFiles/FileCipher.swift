@@ -196,8 +196,10 @@ public enum E3DBFileCipher {
 
         // Headers: read 124 bytes (or to the end), validate in order of offset.
         let prefixBuffer = slots.ciphertext(0)
+        let limit = options.expectedEncryptedSize
+        let prefixWant = min(E3DBFileFormat.prefixSize, limit ?? .max)
         let prefixCount = try readFully(
-            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<E3DBFileFormat.prefixSize]))
+            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<max(0, prefixWant)]))
         let prefix = Data(UnsafeRawBufferPointer(rebasing: prefixBuffer[0..<prefixCount]))
         var decryptor = try openPrefix(prefix, accessKey: accessKey)
         pipeline.submitOwned(ciphertext: prefix)
@@ -211,8 +213,10 @@ public enum E3DBFileCipher {
         while true {
             try control.checkCancelled()
             slots.acquire(current)
-            let input = slots.ciphertext(current)
-            let n = try readFully(&source, into: input)
+            let slot = slots.ciphertext(current)
+            let want = limit.map { min(slot.count, max(0, $0 - offset)) } ?? slot.count
+            let input = UnsafeMutableRawBufferPointer(rebasing: slot[0..<want])
+            let n = want == 0 ? 0 : try readFully(&source, into: input)
             if n == 0 {
                 slots.release(current)
                 break
@@ -234,6 +238,27 @@ public enum E3DBFileCipher {
         }
 
         var zeroChunk = false
+        if let limit, offset == limit {
+            // Anything beyond the declared size is trailing data, wherever the FINAL chunk ended.
+            let probe = slots.plaintext((current + 1) % slots.count)
+            slots.acquire((current + 1) % slots.count)
+            let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
+            slots.release((current + 1) % slots.count)
+            if extra > 0 {
+                throw E3DBError(
+                    .trailingData, "the input is longer than its expected size of \(limit) bytes",
+                    context: .at(offset: limit, chunk: chunks))
+            }
+        }
+        if let limit, sawFinal, offset != limit {
+            var context = E3DBError.Context.at(offset: offset, chunk: chunks)
+            context.field = "size"
+            context.expected = limit
+            context.actual = offset
+            throw E3DBError(
+                .checksumMismatch, "the file authenticated but is \(offset) bytes, not the expected \(limit)",
+                context: context)
+        }
         if sawFinal {
             let probe = slots.plaintext((current + 1) % slots.count)
             slots.acquire((current + 1) % slots.count)
@@ -348,7 +373,8 @@ public enum E3DBFileCipher {
         } catch {
             let why =
                 cipher.count < full
-                ? "the last chunk (\(cipher.count) bytes) did not authenticate: the file was cut inside it or altered"
+                ? "the last chunk (\(cipher.count) bytes) did not authenticate: it was altered, cut, or had data "
+                    + "appended (pass expectedEncryptedSize to tell appended data apart)"
                 : "it was altered, or chunks were reordered or duplicated"
             throw E3DBError(
                 .chunkAuthenticationFailed, "chunk \(index) at byte \(offset) did not authenticate: \(why)",

@@ -53,6 +53,11 @@ public struct FileDecryptionOptions: Sendable {
     public var checksums: FileChecksumKinds
     /// A checksum the encrypted input must have; verified before anything is committed.
     public var expectedChecksum: ExpectedFileChecksum?
+    /// The encrypted size the input must have (E3DB `FileMeta.size`), if known. Bytes beyond it are reported as
+    /// ``E3DBError/Code/trailingData`` even when the FINAL chunk is short (without it, bytes appended to a short
+    /// FINAL chunk merge with it and are reported as ``E3DBError/Code/chunkAuthenticationFailed``); a file that
+    /// authenticates at another size is a ``E3DBError/Code/checksumMismatch`` (field `size`).
+    public var expectedEncryptedSize: Int?
     /// How to treat a file with no chunk (see ``ZeroChunkFilePolicy``). Default ``ZeroChunkFilePolicy/acceptIfChecksumVerified``.
     public var zeroChunkFiles: ZeroChunkFilePolicy
     /// Hash on a second thread while the cipher runs on the caller's thread. Default true.
@@ -67,6 +72,7 @@ public struct FileDecryptionOptions: Sendable {
     /// - Parameters:
     ///   - checksums: checksums to compute (default none).
     ///   - expectedChecksum: checksum to verify before committing, or nil.
+    ///   - expectedEncryptedSize: the input's expected size (`FileMeta.size`), or nil.
     ///   - zeroChunkFiles: policy for 124-byte files with no chunk.
     ///   - concurrentChecksums: hash on a second thread (default true).
     ///   - progress: progress callback, or nil.
@@ -74,6 +80,7 @@ public struct FileDecryptionOptions: Sendable {
     public init(
         checksums: FileChecksumKinds = [],
         expectedChecksum: ExpectedFileChecksum? = nil,
+        expectedEncryptedSize: Int? = nil,
         zeroChunkFiles: ZeroChunkFilePolicy = .acceptIfChecksumVerified,
         concurrentChecksums: Bool = true,
         progress: (@Sendable (FileProgress) -> Void)? = nil,
@@ -81,6 +88,7 @@ public struct FileDecryptionOptions: Sendable {
     ) {
         self.checksums = checksums
         self.expectedChecksum = expectedChecksum
+        self.expectedEncryptedSize = expectedEncryptedSize
         self.zeroChunkFiles = zeroChunkFiles
         self.concurrentChecksums = concurrentChecksums
         self.progress = progress

@@ -3,5 +3,6 @@
 public enum AllVectorSuites {
     public static var all: [VectorSuite] {
         PrimitivesSuites.all
+            + FilesSuites.all
     }
 }

@@ -129,6 +129,10 @@ def header_flip_error(ct, offset, bit):
     return "wrongAccessKey" if (ct[offset] ^ (1 << bit)) in B64U else "malformedFileHeader"
 
 
+def ct_hex_tail(ct, n):
+    return ct[-n:].hex()
+
+
 def chunk_count(n):
     return max(1, -(-n // CHUNK))
 
@@ -224,6 +228,7 @@ def main():
 
     # Invalid cases: mutations of a valid case, with the error E3DBKit reports.
     three_id, three = valid_by_size[131073]
+    two_id, two = valid_by_size[131072]
     empty_id, _ = valid_by_size[0]
     c0 = PREFIX
     c1 = PREFIX + CHUNK + ABYTES
@@ -243,7 +248,11 @@ def main():
          "cut in the middle of the second chunk"),
         (three_id, {"kind": "truncate", "length": len(three) - 1}, "chunkAuthenticationFailed",
          "last byte of the FINAL chunk missing"),
-        (three_id, {"kind": "append", "hex": "00"}, "trailingData", "one byte after the FINAL chunk"),
+        (three_id, {"kind": "append", "hex": "00"}, "chunkAuthenticationFailed",
+         "one byte after a short FINAL chunk: it merges with the chunk, which no longer authenticates"),
+        (two_id, {"kind": "append", "hex": "00"}, "trailingData", "one byte after a full FINAL chunk"),
+        (two_id, {"kind": "append", "hex": ct_hex_tail(two, 18)}, "trailingData",
+         "a copy of the last 18 bytes after a full FINAL chunk"),
         (three_id, {"kind": "swapChunks", "a": 0, "b": 1}, "chunkAuthenticationFailed", "first two chunks swapped"),
         (three_id, {"kind": "duplicateChunk", "index": 0}, "chunkAuthenticationFailed", "first chunk duplicated"),
         (three_id, {"kind": "flipBit", "offset": 0, "bit": 1}, "unsupportedFileVersion", "version '3' becomes '1'"),

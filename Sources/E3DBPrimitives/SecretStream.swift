@@ -230,7 +230,7 @@ public enum SecretStream: Sendable {
         ///   - chunk: The chunk bytes.
         ///   - output: At least `chunk.count - 17` bytes.
         /// - Returns: The plaintext length and the tag.
-        /// - Throws: As ``open(_:)-1uykn``, plus ``E3DBError/Code/invalidLength`` when `output` is too small.
+        /// - Throws: As the `Data` variant of `open`, plus ``E3DBError/Code/invalidLength`` when `output` is too small.
         public mutating func open(
             _ chunk: UnsafeRawBufferPointer,
             into output: UnsafeMutableRawBufferPointer

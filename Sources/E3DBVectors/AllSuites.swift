@@ -3,6 +3,7 @@
 public enum AllVectorSuites {
     public static var all: [VectorSuite] {
         PrimitivesSuites.all
+            + CanonicalJSONSuites.all
             + FilesSuites.all
     }
 }

@@ -9,6 +9,7 @@ struct E3DBKitCommand: AsyncParsableCommand {
         subcommands: [
             FileCommand.self,
             HashCommand.self,
+            CanonicalizeCommand.self,
             VectorsCommand.self,
         ]
     )

@@ -1,0 +1,39 @@
+// swift-tools-version:6.2
+//
+// libFuzzer targets for E3DBKit. Not part of the main package: build and run them with Fuzz/run.sh, which uses
+//   swift build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
+// One executable target per fuzz target, Sources/<Target>/main.swift, exporting LLVMFuzzerTestOneInput.
+import PackageDescription
+
+let package = Package(
+    name: "E3DBKitFuzz",
+    dependencies: [
+        .package(name: "E3DBKit", path: "..")
+    ],
+    targets: [
+        .executableTarget(
+            name: "FuzzCanonicalJSON",
+            dependencies: [.product(name: "E3DBCanonicalJSON", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzFileDecrypt",
+            dependencies: [.product(name: "E3DBFiles", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzBase64URL",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzSecretStream",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzBLAKE2b",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzSealedBoxes",
+            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+        ),
+    ]
+)

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds and runs the libFuzzer targets of E3DBKit.
+#
+#   Fuzz/run.sh TARGET [SECONDS]   fuzz one target (default 60 s)
+#   Fuzz/run.sh all SECONDS        fuzz every target in turn, SECONDS each
+#   Fuzz/run.sh replay             run every file of Corpus/*/ and FailCases/*/ through every target once
+#   Fuzz/run.sh ci                 what scripts/test.sh runs: replay, then every target for FUZZ_CI_SECONDS
+#                                  (default 20) each; skipped with a note where libFuzzer is unavailable (macOS)
+#   Fuzz/run.sh build [TARGET]     only build
+#   Fuzz/run.sh list               print the targets
+#
+# Extra libFuzzer flags can be passed in FUZZ_FLAGS (e.g. FUZZ_FLAGS="-jobs=1 -rss_limit_mb=4096").
+# The working corpus is Fuzz/Corpus-work/<TARGET>/ (not committed), seeded from the committed Fuzz/Corpus/<TARGET>/;
+# crashes go to Fuzz/artifacts/<TARGET>/. Copy a reproducer into Fuzz/FailCases/<TARGET>/ when you fix it.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+
+targets() { find Sources -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort; }
+
+dict_for() {
+    case "$1" in
+        FuzzCanonicalJSON) echo "$here/json.dict" ;;
+        *) echo "$here/e3db.dict" ;;
+    esac
+}
+
+build() {
+    # One flag set, exactly: `--sanitize=fuzzer` plus `-Xswiftc -sanitize=fuzzer,address`. Passing the two
+    # sanitizers as separate --sanitize flags silently loses coverage instrumentation.
+    local product_args=()
+    if [ "$#" -gt 0 ]; then product_args=(--product "$1"); fi
+    swift build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address "${product_args[@]}" >&2
+}
+
+binary() { echo "$(swift build -c release --show-bin-path)/$1"; }
+
+fuzz() {
+    local target="$1" seconds="$2"
+    build "$target"
+    mkdir -p "Corpus-work/$target" "artifacts/$target" "Corpus/$target"
+    # shellcheck disable=SC2086
+    SWIFT_BACKTRACE=enable=no "$(binary "$target")" \
+        -max_total_time="$seconds" \
+        -dict="$(dict_for "$target")" \
+        -artifact_prefix="artifacts/$target/" \
+        -print_final_stats=1 \
+        ${FUZZ_FLAGS:-} \
+        "Corpus-work/$target" "Corpus/$target"
+}
+
+replay() {
+    local inputs=()
+    while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find Corpus FailCases -type f ! -name '.gitkeep' -print0 | sort -z)
+    if [ "${#inputs[@]}" -eq 0 ]; then echo "no inputs to replay" >&2; return 0; fi
+    local status=0
+    for target in $(targets); do
+        build "$target"
+        echo "== $target: replaying ${#inputs[@]} inputs" >&2
+        # File arguments make libFuzzer run each file once and exit.
+        if ! SWIFT_BACKTRACE=enable=no "$(binary "$target")" -runs=1 "${inputs[@]}" >"artifacts/replay-$target.log" 2>&1; then
+            echo "!! $target failed on replay; see Fuzz/artifacts/replay-$target.log" >&2
+            status=1
+        else
+            echo "   ok ($(grep -c '^Running:' "artifacts/replay-$target.log") executed)" >&2
+        fi
+    done
+    return "$status"
+}
+
+mkdir -p artifacts
+case "${1:-}" in
+    list) targets ;;
+    build) build "${2:-}" ;;
+    replay) replay ;;
+    ci)
+        if [ "$(uname -s)" != "Linux" ] && [ -z "${FUZZ_FORCE:-}" ]; then
+            echo "Fuzz/run.sh ci: libFuzzer is only set up on Linux here; skipped (set FUZZ_FORCE=1 to try)" >&2
+            exit 0
+        fi
+        build
+        replay
+        for target in $(targets); do fuzz "$target" "${FUZZ_CI_SECONDS:-20}"; done
+        ;;
+    all)
+        seconds="${2:?usage: Fuzz/run.sh all SECONDS}"
+        for target in $(targets); do fuzz "$target" "$seconds"; done
+        ;;
+    "" | -h | --help)
+        sed -n '2,14p' "$0"
+        ;;
+    *)
+        if ! targets | grep -qx "$1"; then echo "unknown target $1; targets: $(targets | tr '\n' ' ')" >&2; exit 2; fi
+        fuzz "$1" "${2:-60}"
+        ;;
+esac

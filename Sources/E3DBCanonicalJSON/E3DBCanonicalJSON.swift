@@ -1,1 +1,0 @@
-// E3DBCanonicalJSON: work in progress; see the project's issues.

@@ -1,0 +1,401 @@
+/// The strict RFC 8259 parser behind ``CanonicalJSON/parse(_:limits:)-(some Collection<UInt8>,_)``.
+///
+/// It accepts exactly the JSON grammar over well-formed UTF-8 (no BOM, no comments, no trailing commas, no
+/// `NaN`), and additionally rejects what would make a canonical form ambiguous: duplicate keys (by code
+/// units), lone surrogates, and numbers beyond the double range.
+struct Parser: ~Copyable {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var pos = 0
+    private let maxDepth: Int
+    private var scratch: [UInt8] = []
+
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    // MARK: Entry
+
+    mutating func parseDocument() throws(CanonicalJSONError) -> JSONValue {
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+            throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
+        }
+        skipWhitespace()
+        let value = try parseValue(depth: 0)
+        skipWhitespace()
+        if pos < bytes.count {
+            throw CanonicalJSONError(.trailingData, "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+        }
+        return value
+    }
+
+    // MARK: Values
+
+    private mutating func parseValue(depth: Int) throws(CanonicalJSONError) -> JSONValue {
+        guard pos < bytes.count else {
+            throw CanonicalJSONError(.unexpectedEnd, "input ended where a value was expected", offset: pos)
+        }
+        switch bytes[pos] {
+        case UInt8(ascii: "\""):
+            return .string(try parseString())
+        case UInt8(ascii: "{"):
+            return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["):
+            return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return .number(try parseNumber())
+        default:
+            throw CanonicalJSONError(.unexpectedCharacter, "unexpected \(describe(bytes[pos])) where a value was expected", offset: pos)
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws(CanonicalJSONError) {
+        let start = pos
+        let text = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        for expected in text {
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside the literal \(literal) that starts at byte \(start)", offset: pos)
+            }
+            guard bytes[pos] == expected else {
+                throw CanonicalJSONError(.unexpectedCharacter, "unexpected \(describe(bytes[pos])) inside the literal \(literal)", offset: pos)
+            }
+            pos += 1
+        }
+    }
+
+    private mutating func parseArray(depth: Int) throws(CanonicalJSONError) -> JSONValue {
+        guard depth <= maxDepth else {
+            throw CanonicalJSONError(.nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
+        }
+        pos += 1  // [
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "]") {
+            pos += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an array; expected ',' or ']'", offset: pos)
+            }
+            switch bytes[pos] {
+            case UInt8(ascii: ","):
+                pos += 1
+            case UInt8(ascii: "]"):
+                pos += 1
+                return .array(elements)
+            default:
+                throw CanonicalJSONError(.unexpectedCharacter, "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
+            }
+        }
+    }
+
+    private mutating func parseObject(depth: Int) throws(CanonicalJSONError) -> JSONValue {
+        guard depth <= maxDepth else {
+            throw CanonicalJSONError(.nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
+        }
+        pos += 1  // {
+        var object = JSONObject()
+        skipWhitespace()
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
+            pos += 1
+            return .object(object)
+        }
+        while true {
+            skipWhitespace()
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
+            }
+            guard bytes[pos] == UInt8(ascii: "\"") else {
+                throw CanonicalJSONError(.unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+            }
+            let keyOffset = pos
+            let key = try parseString()
+            skipWhitespace()
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
+            }
+            guard bytes[pos] == UInt8(ascii: ":") else {
+                throw CanonicalJSONError(.unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+            }
+            pos += 1
+            skipWhitespace()
+            let value = try parseValue(depth: depth)
+            guard object.insertIfAbsent(key: key, value: value) else {
+                throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: keyOffset)
+            }
+            skipWhitespace()
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
+            }
+            switch bytes[pos] {
+            case UInt8(ascii: ","):
+                pos += 1
+            case UInt8(ascii: "}"):
+                pos += 1
+                return .object(object)
+            default:
+                throw CanonicalJSONError(.unexpectedCharacter, "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+            }
+        }
+    }
+
+    // MARK: Strings
+
+    /// Parses a string starting at the opening quote; leaves `pos` after the closing quote.
+    private mutating func parseString() throws(CanonicalJSONError) -> String {
+        let open = pos
+        pos += 1
+        let contentStart = pos
+        var escaped = false
+        scratch.removeAll(keepingCapacity: true)
+        var runStart = pos  // start of the not-yet-copied literal run (only meaningful once `escaped`)
+        while true {
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
+            }
+            let byte = bytes[pos]
+            if byte == UInt8(ascii: "\"") {
+                let string: String
+                if escaped {
+                    scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
+                    string = scratch.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }
+                } else {
+                    string = String(decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<pos]), as: UTF8.self)
+                }
+                pos += 1
+                return string
+            } else if byte == UInt8(ascii: "\\") {
+                if !escaped {
+                    escaped = true
+                }
+                scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
+                try parseEscape()
+                runStart = pos
+            } else if byte < 0x20 {
+                throw CanonicalJSONError(.controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
+            } else if byte < 0x80 {
+                pos += 1
+            } else {
+                try validateUTF8Sequence()
+            }
+        }
+    }
+
+    /// Validates one multi-byte UTF-8 sequence at `pos` (lead byte >= 0x80) and advances past it.
+    private mutating func validateUTF8Sequence() throws(CanonicalJSONError) {
+        let start = pos
+        let lead = bytes[pos]
+        let count: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: count = 2
+        case 0xE0: count = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: count = 3
+        case 0xED: count = 3; high = 0x9F
+        case 0xF0: count = 4; low = 0x90
+        case 0xF1...0xF3: count = 4
+        case 0xF4: count = 4; high = 0x8F
+        default:
+            throw CanonicalJSONError(.invalidUTF8, "byte 0x\(hex2(lead)) cannot start a UTF-8 sequence", offset: start)
+        }
+        for i in 1..<count {
+            guard start + i < bytes.count else {
+                throw CanonicalJSONError(.invalidUTF8, "truncated UTF-8 sequence", offset: start)
+            }
+            let b = bytes[start + i]
+            let (lo, hi) = i == 1 ? (low, high) : (UInt8(0x80), UInt8(0xBF))
+            guard b >= lo && b <= hi else {
+                throw CanonicalJSONError(
+                    .invalidUTF8, "ill-formed UTF-8 sequence (lead byte 0x\(hex2(lead)), then 0x\(hex2(b)))", offset: start)
+            }
+        }
+        pos = start + count
+    }
+
+    /// Decodes the escape at `pos` (a backslash) into `scratch`; leaves `pos` after it.
+    private mutating func parseEscape() throws(CanonicalJSONError) {
+        let start = pos
+        guard pos + 1 < bytes.count else {
+            throw CanonicalJSONError(.unexpectedEnd, "input ended inside an escape sequence", offset: pos)
+        }
+        let c = bytes[pos + 1]
+        pos += 2
+        switch c {
+        case UInt8(ascii: "\""): scratch.append(0x22)
+        case UInt8(ascii: "\\"): scratch.append(0x5C)
+        case UInt8(ascii: "/"): scratch.append(0x2F)
+        case UInt8(ascii: "b"): scratch.append(0x08)
+        case UInt8(ascii: "f"): scratch.append(0x0C)
+        case UInt8(ascii: "n"): scratch.append(0x0A)
+        case UInt8(ascii: "r"): scratch.append(0x0D)
+        case UInt8(ascii: "t"): scratch.append(0x09)
+        case UInt8(ascii: "u"):
+            let unit = try readHex4(escapeStart: start)
+            var scalar = UInt32(unit)
+            if unit >= 0xD800 && unit <= 0xDBFF {
+                guard pos + 1 < bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
+                    throw CanonicalJSONError(
+                        .loneSurrogate, "high surrogate \\u\(hex4(unit)) is not followed by a low-surrogate escape", offset: start)
+                }
+                let second = pos
+                pos += 2
+                let next = try readHex4(escapeStart: second)
+                guard next >= 0xDC00 && next <= 0xDFFF else {
+                    throw CanonicalJSONError(
+                        .loneSurrogate, "high surrogate \\u\(hex4(unit)) is followed by \\u\(hex4(next)), not a low surrogate", offset: start)
+                }
+                scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(next) - 0xDC00)
+            } else if unit >= 0xDC00 && unit <= 0xDFFF {
+                throw CanonicalJSONError(.loneSurrogate, "low surrogate \\u\(hex4(unit)) without a preceding high surrogate", offset: start)
+            }
+            appendUTF8(scalar)
+        default:
+            throw CanonicalJSONError(.invalidEscape, "invalid escape \\\(describeBare(c)) in a string", offset: start)
+        }
+    }
+
+    private mutating func readHex4(escapeStart: Int) throws(CanonicalJSONError) -> UInt16 {
+        var value: UInt16 = 0
+        for _ in 0..<4 {
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside a \\u escape", offset: pos)
+            }
+            let b = bytes[pos]
+            let digit: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
+            default:
+                throw CanonicalJSONError(.invalidEscape, "\\u escape needs four hex digits, found \(describe(b))", offset: pos)
+            }
+            value = value << 4 | UInt16(digit)
+            pos += 1
+        }
+        return value
+    }
+
+    private mutating func appendUTF8(_ scalar: UInt32) {
+        switch scalar {
+        case 0..<0x80:
+            scratch.append(UInt8(scalar))
+        case 0x80..<0x800:
+            scratch.append(UInt8(0xC0 | (scalar >> 6)))
+            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
+        case 0x800..<0x10000:
+            scratch.append(UInt8(0xE0 | (scalar >> 12)))
+            scratch.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
+        default:
+            scratch.append(UInt8(0xF0 | (scalar >> 18)))
+            scratch.append(UInt8(0x80 | ((scalar >> 12) & 0x3F)))
+            scratch.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
+        }
+    }
+
+    // MARK: Numbers
+
+    private mutating func parseNumber() throws(CanonicalJSONError) -> Double {
+        let start = pos
+        var negative = false
+        if bytes[pos] == UInt8(ascii: "-") {
+            negative = true
+            pos += 1
+        }
+        guard pos < bytes.count else {
+            throw CanonicalJSONError(.invalidNumber, "a number needs digits after '-'", offset: pos)
+        }
+        let intStart = pos
+        if bytes[pos] == UInt8(ascii: "0") {
+            pos += 1
+            if pos < bytes.count, isDigit(bytes[pos]) {
+                throw CanonicalJSONError(.invalidNumber, "a number must not have a leading zero", offset: pos)
+            }
+        } else if isDigit(bytes[pos]) {
+            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        } else {
+            throw CanonicalJSONError(.invalidNumber, "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
+        }
+        let intEnd = pos
+        var isInteger = true
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: ".") {
+            isInteger = false
+            pos += 1
+            guard pos < bytes.count, isDigit(bytes[pos]) else {
+                throw CanonicalJSONError(
+                    .invalidNumber, "a decimal point must be followed by a digit", offset: pos)
+            }
+            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        }
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
+            isInteger = false
+            pos += 1
+            if pos < bytes.count, bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
+            guard pos < bytes.count, isDigit(bytes[pos]) else {
+                throw CanonicalJSONError(.invalidNumber, "an exponent needs at least one digit", offset: pos)
+            }
+            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        }
+        if isInteger && intEnd - intStart <= 15 {
+            var v: Int64 = 0
+            for i in intStart..<intEnd { v = v * 10 + Int64(bytes[i] - UInt8(ascii: "0")) }
+            let d = Double(v)
+            return negative ? -d : d
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
+        guard let value = Double(text) else {
+            throw CanonicalJSONError(.invalidNumber, "number could not be converted", offset: start)
+        }
+        guard value.isFinite else {
+            throw CanonicalJSONError(.numberOutOfRange, "number is outside the range of an IEEE 754 double", offset: start)
+        }
+        return value
+    }
+
+    // MARK: Helpers
+
+    private mutating func skipWhitespace() {
+        while pos < bytes.count {
+            switch bytes[pos] {
+            case 0x20, 0x0A, 0x0D, 0x09: pos += 1
+            default: return
+            }
+        }
+    }
+
+    private func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+}
+
+private let hexDigitsUpper: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+func hex2(_ b: UInt8) -> String {
+    String(decoding: [hexDigitsUpper[Int(b >> 4)], hexDigitsUpper[Int(b & 0xF)]], as: UTF8.self)
+}
+
+func hex4(_ u: UInt16) -> String { hex2(UInt8(u >> 8)) + hex2(UInt8(u & 0xFF)) }
+
+/// `'x'` for printable ASCII, `byte 0xNN` otherwise. Never more than one character of input.
+func describe(_ b: UInt8) -> String {
+    if b >= 0x21 && b < 0x7F { return "'\(Character(Unicode.Scalar(b)))'" }
+    return "byte 0x\(hex2(b))"
+}
+
+private func describeBare(_ b: UInt8) -> String {
+    if b >= 0x21 && b < 0x7F { return String(Character(Unicode.Scalar(b))) }
+    return "(byte 0x\(hex2(b)))"
+}

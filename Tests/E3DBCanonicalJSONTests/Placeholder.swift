@@ -1,1 +1,0 @@
-// Tests for E3DBCanonicalJSON are added with that layer.

@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+/// Runs the built `e3dbkit` binary (a sibling of the test bundle in the build products directory).
+enum CLIRunner {
+    struct Result {
+        let status: Int32
+        let stdout: Data
+        let stderr: String
+        var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+    }
+
+    /// The build products directory holding the test bundle and `e3dbkit`.
+    static var productsDirectory: URL {
+        #if os(macOS)
+        if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") }) {
+            return bundle.bundleURL.deletingLastPathComponent()
+        }
+        #endif
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent()
+    }
+
+    static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
+
+    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
+
+    /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit.
+    static func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
+        let outPipe = Pipe(), errPipe = Pipe(), inPipe = Pipe()
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        process.standardInput = inPipe
+        try process.run()
+        if let stdin { inPipe.fileHandleForWriting.write(stdin) }
+        try inPipe.fileHandleForWriting.close()
+        // Read both pipes concurrently so a large output on one cannot block the child.
+        nonisolated(unsafe) var errData = Data()
+        let errReader = Thread { errData = errPipe.fileHandleForReading.readDataToEndOfFile() }
+        errReader.start()
+        let outData = outPipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !errReader.isFinished { usleep(1000) }
+        return Result(status: process.terminationStatus, stdout: outData, stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    /// A fresh temporary directory, removed by the caller.
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}

@@ -1,0 +1,67 @@
+import E3DBKit
+import Foundation
+import Testing
+
+@Suite("CLI: hash and vectors", .enabled(if: CLIRunner.isAvailable, "the e3dbkit binary is not built"))
+struct PrimitivesCLITests {
+    @Test func hashMatchesB2sumFormat() throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = SecureRandom.bytes(count: 200_000)
+        let file = dir.appendingPathComponent("data.bin")
+        try data.write(to: file)
+        let result = try CLIRunner.run(["hash", file.path])
+        #expect(result.status == 0)
+        let digest = try BLAKE2b.hash(data: data, outputByteCount: 64)
+        let hex = digest.map { String(format: "%02x", $0) }.joined()
+        #expect(result.stdoutText == "\(hex)  \(file.path)\n")
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/b2sum") {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/b2sum")
+            process.arguments = [file.path]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            let b2 = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(result.stdout == b2, "byte-identical to GNU b2sum")
+        }
+    }
+
+    @Test func hashReadsStdinWithLength() throws {
+        let result = try CLIRunner.run(["hash", "-l", "256"], stdin: Data("abc".utf8))
+        #expect(result.status == 0)
+        let hex = try BLAKE2b.hash(data: Data("abc".utf8), outputByteCount: 32).map { String(format: "%02x", $0) }.joined()
+        #expect(result.stdoutText == "\(hex)  -\n")
+    }
+
+    @Test func hashRejectsBadLengthAndMissingFiles() throws {
+        #expect(try CLIRunner.run(["hash", "-l", "100"]).status == 64)
+        let missing = try CLIRunner.run(["hash", "/nonexistent/e3dbkit-test"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("cannot open"))
+    }
+
+    @Test func vectorsVerifyPrintsATable() throws {
+        let result = try CLIRunner.run(["vectors", "verify", "--filter", "primitives/"])
+        #expect(result.status == 0, "\(result.stdoutText)")
+        #expect(result.stdoutText.contains("primitives/box"))
+        #expect(result.stdoutText.contains(" 0 failed"))
+    }
+
+    @Test func vectorsVerifyFailsOnABrokenVector() throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let original = try String(contentsOf: root.appendingPathComponent("TestVectors/primitives/hashes.json"), encoding: .utf8)
+        // Corrupt one expected digest.
+        let broken = original.replacingOccurrences(of: "\"md5Base64\": \"DPb7oJVFD4O0cXsAkVRltA==\"", with: "\"md5Base64\": \"AAAAAAAAAAAAAAAAAAAAAA==\"")
+        #expect(broken != original)
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("primitives"), withIntermediateDirectories: true)
+        try broken.write(to: dir.appendingPathComponent("primitives/hashes.json"), atomically: true, encoding: .utf8)
+        let result = try CLIRunner.run(["vectors", "verify", dir.path, "--filter", "primitives/hashes"])
+        #expect(result.status == 1)
+        #expect(result.stdoutText.contains("1 failed"))
+        #expect(result.stdoutText.contains("FAIL primitives/hashes #7"))
+    }
+}

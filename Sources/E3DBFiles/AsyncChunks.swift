@@ -127,10 +127,10 @@ public struct E3DBFileEncryptedChunks<Base: AsyncSequence>: AsyncSequence where 
             return sealed
         }
 
-        private func sealFinal(_ chunk: Data, _ state: AsyncEncryptState) throws(E3DBError) -> Data {
+        private func sealFinal(_ chunk: Data, _ state: AsyncEncryptState) throws -> Data {
             var out = Data(count: chunk.count + E3DBFileFormat.chunkOverhead)
-            let count = try out.withUnsafeMutableBytes { (o: UnsafeMutableRawBufferPointer) throws(E3DBError) -> Int in
-                try chunk.withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(E3DBError) -> Int in
+            let count = try out.withUnsafeMutableBytes { (o: UnsafeMutableRawBufferPointer) throws -> Int in
+                try chunk.withUnsafeBytes { (p: UnsafeRawBufferPointer) throws -> Int in
                     try state.encryptor.seal(p, tag: .final, into: o)
                 }
             }
@@ -212,7 +212,7 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
                         : "the input ends after chunk \(index - 1) at byte \(offset) without a chunk tagged FINAL",
                     context: .at(offset: offset, chunk: index, part: "chunks"))
             }
-            let (count, tag) = try cipher.withUnsafeBytes { (c: UnsafeRawBufferPointer) throws(E3DBError) in
+            let (count, tag) = try cipher.withUnsafeBytes { (c: UnsafeRawBufferPointer) throws in
                 try E3DBFileCipher.openChunk(
                     c, into: output.buffer, decryptor: &state.decryptor, index: index, offset: offset)
             }

@@ -15,7 +15,7 @@ struct Pieces: AsyncSequence, Sendable {
         var offset = 0
         mutating func next() async -> Data? {
             guard offset < bytes.count else { return nil }
-            let end = min(bytes.count, offset + size)
+            let end = Swift.min(bytes.count, offset + size)
             defer { offset = end }
             return Data(bytes[(bytes.startIndex + offset)..<(bytes.startIndex + end)])
         }
@@ -63,7 +63,7 @@ struct AsyncChunkTests {
         }
     }
 
-    @Test func asyncDecryptionIsStrict() async {
+    @Test func asyncDecryptionIsStrict() async throws {
         let file = Fixture.file
         #expect(await asyncFailure(Data(file.prefix(Fixture.c1)))?.code == .fileTruncated)
         #expect(await asyncFailure(Data(file.prefix(Fixture.c0)))?.code == .fileTruncated)
@@ -82,7 +82,7 @@ struct AsyncChunkTests {
         #expect(await asyncFailure(full) == nil)
     }
 
-    @Test func lastChunkIsHeldUntilTheEndIsVerified() async {
+    @Test func lastChunkIsHeldUntilTheEndIsVerified() async throws {
         // With one trailing byte after a full FINAL chunk, the FINAL chunk's plaintext is never yielded.
         let plain = Data(repeating: 9, count: 65_536)
         var file = Data()

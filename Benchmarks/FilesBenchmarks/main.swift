@@ -17,7 +17,7 @@ let plaintext = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_
 let accessKey = AccessKey()
 let chunk = E3DBFileFormat.plaintextChunkSize
 
-func best(_ label: String, _ body: () throws -> Void) rethrows -> Double {
+@MainActor func best(_ label: String, _ body: () throws -> Void) rethrows -> Double {
     var times: [Double] = []
     for _ in 0..<runs {
         let start = DispatchTime.now().uptimeNanoseconds
@@ -30,7 +30,7 @@ func best(_ label: String, _ body: () throws -> Void) rethrows -> Double {
     return throughput
 }
 
-func pushOnly() throws {
+@MainActor func pushOnly() throws {
     var encryptor = SecretStream.Encryptor(key: SecretStream.Key())
     let out = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk + 17, alignment: 64)
     defer { out.deallocate() }
@@ -46,7 +46,7 @@ func pushOnly() throws {
     }
 }
 
-func encrypt(_ kinds: FileChecksumKinds, concurrent: Bool = true) throws -> Data? {
+@MainActor func encrypt(_ kinds: FileChecksumKinds, concurrent: Bool = true) throws -> Data? {
     var source = MemoryByteSource(plaintext)
     var sink = DiscardingByteSink()
     _ = try E3DBFileCipher.encrypt(
@@ -62,24 +62,26 @@ _ = try E3DBFileCipher.encrypt(from: &encryptedSource, to: &encryptedSink, acces
 let encrypted = encryptedSink.committed ?? Data()
 
 // The pull baseline needs the stream key, so it runs over its own stream of the same size.
-let pullKey = SecretStream.Key()
-var pullEncryptor = SecretStream.Encryptor(key: pullKey)
-let pullHeader = pullEncryptor.header
-var pullStream = Data()
-do {
+@MainActor func makePullStream(_ key: SecretStream.Key) throws -> (SecretStream.Header, Data) {
+    var encryptor = SecretStream.Encryptor(key: key)
+    let header = encryptor.header
+    var stream = Data()
     var offset = 0
     while offset < plaintext.count {
         let end = min(plaintext.count, offset + chunk)
         if end == plaintext.count {
-            pullStream += pullEncryptor.finish(plaintext[offset..<end])
+            stream += encryptor.finish(plaintext[offset..<end])
             break
         }
-        pullStream += try pullEncryptor.seal(plaintext[offset..<end], tag: .message)
+        stream += try encryptor.seal(plaintext[offset..<end], tag: .message)
         offset = end
     }
+    return (header, stream)
 }
+let pullKey = SecretStream.Key()
+let (pullHeader, pullStream) = try makePullStream(pullKey)
 
-func pullOnly() throws {
+@MainActor func pullOnly() throws {
     var decryptor = SecretStream.Decryptor(key: pullKey, header: pullHeader)
     let out = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
     defer { out.deallocate() }
@@ -93,7 +95,7 @@ func pullOnly() throws {
     }
 }
 
-func decrypt(_ kinds: FileChecksumKinds, concurrent: Bool = true) throws {
+@MainActor func decrypt(_ kinds: FileChecksumKinds, concurrent: Bool = true) throws {
     var source = MemoryByteSource(encrypted)
     var sink = DiscardingByteSink()
     _ = try E3DBFileCipher.decrypt(
@@ -101,7 +103,7 @@ func decrypt(_ kinds: FileChecksumKinds, concurrent: Bool = true) throws {
         options: FileDecryptionOptions(checksums: kinds, concurrentChecksums: concurrent))
 }
 
-func hashOnly() throws {
+@MainActor func hashOnly() throws {
     var b2 = try BLAKE2b(outputByteCount: 64)
     b2.update(data: encrypted)
     _ = b2.finalize()

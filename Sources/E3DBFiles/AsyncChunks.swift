@@ -69,7 +69,7 @@ final class AsyncEncryptState {
 ///
 /// The first element is the 124-byte header; each later element is one sealed chunk (65,553 bytes, the last one
 /// shorter and tagged FINAL). Memory is bounded by one chunk plus the largest base element. Task cancellation
-/// stops it with ``E3DBError/Code/cancelled``. Use ``E3DBFileCipher`` for checksums in the same pass.
+/// stops it with `.cancelled`. Use ``E3DBFileCipher`` for checksums in the same pass.
 public struct E3DBFileEncryptedChunks<Base: AsyncSequence>: AsyncSequence where Base.Element: DataProtocol {
     /// Each element is a piece of the encrypted file.
     public typealias Element = Data
@@ -105,7 +105,7 @@ public struct E3DBFileEncryptedChunks<Base: AsyncSequence>: AsyncSequence where 
 
         /// The next piece of the encrypted file, or nil after the FINAL chunk.
         ///
-        /// - Throws: ``E3DBError/Code/cancelled``, or any error of the base sequence.
+        /// - Throws: `.cancelled`, or any error of the base sequence.
         public mutating func next() async throws -> Data? {
             guard !done else { return nil }
             if Task.isCancelled { throw E3DBError(.cancelled, "the file encryption was cancelled") }

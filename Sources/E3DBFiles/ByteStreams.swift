@@ -15,7 +15,7 @@ public protocol FileByteSource {
     ///
     /// - Parameter buffer: where to put the bytes; never empty.
     /// - Returns: the number of bytes written to `buffer`; 0 means end of input.
-    /// - Throws: any I/O error; the cipher reports it as ``E3DBError/Code/fileIOFailed``.
+    /// - Throws: any I/O error; the cipher reports it as `.fileIOFailed`.
     mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int
 
     /// How many bytes the source will deliver in all, when known. Used only for progress reports.
@@ -37,13 +37,13 @@ public protocol FileByteSink {
     /// Appends `bytes`.
     ///
     /// - Parameter bytes: the next bytes of output; valid only during the call.
-    /// - Throws: any I/O error; the cipher reports it as ``E3DBError/Code/fileIOFailed`` and calls ``abort()``.
+    /// - Throws: any I/O error; the cipher reports it as `.fileIOFailed` and calls ``abort()``.
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws
 
     /// Commits the output: everything written is complete and verified.
     ///
     /// - Throws: any I/O error (for example a failed rename); the cipher reports it as
-    ///   ``E3DBError/Code/fileIOFailed``.
+    ///   `.fileIOFailed`.
     mutating func finish() throws
 
     /// Discards the output after a failure. Must not throw.

@@ -15,7 +15,7 @@ import Foundation
 ///
 /// Decryption is strict and atomic: output is committed (sink finished, temporary file renamed) only after the
 /// chunk tagged FINAL authenticates, the input ends right after it, and any expected checksum matches. Every
-/// failure throws an ``E3DBError`` whose code says what went wrong and whose context says where.
+/// failure throws an `E3DBError` whose code says what went wrong and whose context says where.
 public enum E3DBFileCipher {
     /// Slots in the buffer ring shared with the checksum thread.
     static let slotCount = 4
@@ -33,8 +33,8 @@ public enum E3DBFileCipher {
     ///   - accessKey: the access key of the record type the file belongs to.
     ///   - options: checksums, progress and cancellation.
     /// - Returns: sizes, chunk count and checksums (`checksums.md5Base64` is E3DB's `FileMeta.checksum`).
-    /// - Throws: `E3DBError` with ``E3DBError/Code/fileIOFailed`` (source or sink failed),
-    ///   ``E3DBError/Code/cancelled``, or a primitives code if libsodium fails.
+    /// - Throws: `E3DBError` with `.fileIOFailed` (source or sink failed),
+    ///   `.cancelled`, or a primitives code if libsodium fails.
     public static func encrypt(
         from source: inout some FileByteSource,
         to sink: inout some FileByteSink,
@@ -155,10 +155,10 @@ public enum E3DBFileCipher {
     ///   - accessKey: the access key the file's data key was sealed with.
     ///   - options: checksums, expected checksum, zero-chunk policy, progress and cancellation.
     /// - Returns: sizes, chunk count and checksums.
-    /// - Throws: `E3DBError` with ``E3DBError/Code/unsupportedFileVersion``, ``E3DBError/Code/malformedFileHeader``,
-    ///   ``E3DBError/Code/wrongAccessKey``, ``E3DBError/Code/fileTruncated``, ``E3DBError/Code/trailingData``,
-    ///   ``E3DBError/Code/chunkAuthenticationFailed``, ``E3DBError/Code/unexpectedChunkTag``,
-    ///   ``E3DBError/Code/checksumMismatch``, ``E3DBError/Code/fileIOFailed`` or ``E3DBError/Code/cancelled``.
+    /// - Throws: `E3DBError` with `.unsupportedFileVersion`, `.malformedFileHeader`,
+    ///   `.wrongAccessKey`, `.fileTruncated`, `.trailingData`,
+    ///   `.chunkAuthenticationFailed`, `.unexpectedChunkTag`,
+    ///   `.checksumMismatch`, `.fileIOFailed` or `.cancelled`.
     public static func decrypt(
         from source: inout some FileByteSource,
         to sink: inout some FileByteSink,

@@ -8,7 +8,7 @@ import Darwin
 public import E3DBPrimitives
 public import E3DBKeys
 
-/// A POSIX error from a file operation (wrapped in ``E3DBError/Code/fileIOFailed`` by the cipher).
+/// A POSIX error from a file operation (wrapped in `.fileIOFailed` by the cipher).
 public struct FileSystemError: Error, Sendable, CustomStringConvertible {
     /// The operation that failed (`open`, `read`, `write`, `rename`, ...).
     public let operation: String
@@ -195,8 +195,8 @@ extension E3DBFileCipher {
     ///   - accessKey: the access key.
     ///   - options: checksums, progress, cancellation.
     /// - Returns: sizes, chunk count and checksums.
-    /// - Throws: `E3DBError` with ``E3DBError/Code/fileIOFailed`` (cannot open, read, write or rename) or
-    ///   ``E3DBError/Code/cancelled``.
+    /// - Throws: `E3DBError` with `.fileIOFailed` (cannot open, read, write or rename) or
+    ///   `.cancelled`.
     public static func encryptFile(
         atPath inputPath: String, toPath outputPath: String, accessKey: AccessKey,
         options: FileEncryptionOptions = FileEncryptionOptions()
@@ -274,7 +274,7 @@ extension E3DBFileCipher {
     ///   - source: the bytes to hash (treated as ciphertext).
     ///   - kinds: which checksums; `.plaintextBLAKE2b512` is ignored.
     /// - Returns: the checksums and the byte count.
-    /// - Throws: ``E3DBError/Code/fileIOFailed``.
+    /// - Throws: `.fileIOFailed`.
     public static func checksums(
         of source: inout some FileByteSource, kinds: FileChecksumKinds = [.ciphertextBLAKE2b512, .ciphertextMD5]
     ) throws(E3DBError) -> (checksums: FileChecksums, byteCount: Int) {

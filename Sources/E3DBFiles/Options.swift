@@ -37,7 +37,7 @@ public struct FileEncryptionOptions: Sendable {
 /// Old Swift and Java SDKs wrote such a file for an empty plaintext. It cannot be told apart from any E3DB file
 /// cut right after its headers, so reading it as empty is only safe when a checksum vouches for it.
 public enum ZeroChunkFilePolicy: Sendable, Hashable {
-    /// Always reject with ``E3DBError/Code/fileTruncated`` (as the Java, Python and Go decryptors do).
+    /// Always reject with `.fileTruncated` (as the Java, Python and Go decryptors do).
     case reject
     /// Accept as empty only when an ``ExpectedFileChecksum`` is given and matches (the default): the checksum
     /// from `FileMeta` proves the file was uploaded that way and not cut.
@@ -54,9 +54,9 @@ public struct FileDecryptionOptions: Sendable {
     /// A checksum the encrypted input must have; verified before anything is committed.
     public var expectedChecksum: ExpectedFileChecksum?
     /// The encrypted size the input must have (E3DB `FileMeta.size`), if known. Bytes beyond it are reported as
-    /// ``E3DBError/Code/trailingData`` even when the FINAL chunk is short (without it, bytes appended to a short
-    /// FINAL chunk merge with it and are reported as ``E3DBError/Code/chunkAuthenticationFailed``); a file that
-    /// authenticates at another size is a ``E3DBError/Code/checksumMismatch`` (field `size`).
+    /// `.trailingData` even when the FINAL chunk is short (without it, bytes appended to a short
+    /// FINAL chunk merge with it and are reported as `.chunkAuthenticationFailed`); a file that
+    /// authenticates at another size is a `.checksumMismatch` (field `size`).
     public var expectedEncryptedSize: Int?
     /// How to treat a file with no chunk (see ``ZeroChunkFilePolicy``). Default ``ZeroChunkFilePolicy/acceptIfChecksumVerified``.
     public var zeroChunkFiles: ZeroChunkFilePolicy

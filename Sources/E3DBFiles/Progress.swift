@@ -28,7 +28,7 @@ public struct FileProgress: Sendable, Hashable {
 /// A thread-safe flag that cancels a running file operation from another thread or task.
 ///
 /// Operations also stop when the Swift task running them is cancelled. A cancelled operation throws
-/// ``E3DBError/Code/cancelled`` and commits nothing.
+/// `.cancelled` and commits nothing.
 public final class FileCancellation: @unchecked Sendable {
     // A serial queue as the lock keeps this portable without Synchronization (macOS 15+).
     private let queue = DispatchQueue(label: "E3DBFiles.cancellation")

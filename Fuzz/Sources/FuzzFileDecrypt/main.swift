@@ -6,7 +6,7 @@
 //
 // Invariants: decryption either succeeds and commits, or throws an E3DBError and commits nothing (the sink is
 // aborted, never finished); the outcome (plaintext or error code) is the same for the fuzzer's split and for one
-// whole read; a success has a FINAL chunk, so its plaintext length matches the file size formula.
+// whole read; a success has at least one chunk and 124 + plaintext + 17 * chunks == input length.
 import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
@@ -58,8 +58,10 @@ private func decrypt(_ file: Data, sizes: (Int, Int), key: AccessKey) -> Outcome
         require(sink.finished && !sink.aborted, "success without commit")
         require(result.encryptedSize == file.count, "encrypted size \(result.encryptedSize) != input \(file.count)")
         require(
-            E3DBFileFormat.encryptedSize(forPlaintextSize: sink.written.count) == file.count,
-            "plaintext length does not fit the size formula")
+            E3DBFileFormat.prefixSize + sink.written.count + E3DBFileFormat.chunkOverhead * result.chunkCount
+                == file.count,
+            "plaintext length and chunk count do not add up to the file size")
+        require(result.chunkCount >= 1, "success without a chunk")
         return .plaintext(sink.written)
     } catch {
         require(!sink.finished && sink.aborted, "failure \(error.code) but output committed")

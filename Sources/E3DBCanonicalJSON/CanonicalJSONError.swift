@@ -10,10 +10,9 @@ public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConver
         /// The raw value.
         public var description: String { rawValue }
 
-        /// The input is not well-formed UTF-8 (overlong form, encoded surrogate, truncated sequence, > U+10FFFF)
-        /// or starts with a byte order mark.
+        /// The input is not well-formed UTF-8 (overlong form, encoded surrogate, truncated sequence, > U+10FFFF).
         public static let invalidUTF8 = Code(rawValue: "invalidUTF8")
-        /// A character that cannot start or continue a value here.
+        /// A character that cannot start or continue a value here (including a leading byte order mark).
         public static let unexpectedCharacter = Code(rawValue: "unexpectedCharacter")
         /// The input ended inside a value.
         public static let unexpectedEnd = Code(rawValue: "unexpectedEnd")

@@ -166,11 +166,22 @@ public struct JSONObject: Sendable {
     }
 
     /// An object with `members` in order. When a key repeats, the later value replaces the earlier one and keeps
-    /// the earlier position (as ECMAScript property assignment does). Use ``CanonicalJSON/parse(_:limits:)-(String,_)`` to reject
+    /// the earlier position (as ECMAScript property assignment does). Use `CanonicalJSON.parse` to reject
     /// duplicate keys instead.
     public init(_ members: some Sequence<Member>) {
-        self.init()
-        for member in members { self[member.key] = member.value }
+        let expected = members.underestimatedCount
+        storage = []
+        storage.reserveCapacity(expected)
+        index = Dictionary(minimumCapacity: expected)
+        for member in members {
+            let key = CodeUnitKey(member.key)
+            if let existing = index.updateValue(storage.count, forKey: key) {
+                index[key] = existing  // a repeated key: keep the first position, take the last value
+                storage[existing].value = member.value
+            } else {
+                storage.append(member)
+            }
+        }
     }
 
     /// An object from a Swift dictionary (whose keys are already distinct under `String ==`).

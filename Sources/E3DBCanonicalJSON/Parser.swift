@@ -1,4 +1,4 @@
-/// The strict RFC 8259 parser behind ``CanonicalJSON/parse(_:limits:)-(some Collection<UInt8>,_)``.
+/// The strict RFC 8259 parser behind `CanonicalJSON.parse`.
 ///
 /// It accepts exactly the JSON grammar over well-formed UTF-8 (no BOM, no comments, no trailing commas, no
 /// `NaN`), and additionally rejects what would make a canonical form ambiguous: duplicate keys (by code

@@ -4,6 +4,12 @@ public enum AllVectorSuites {
     public static var all: [VectorSuite] {
         PrimitivesSuites.all
             + CanonicalJSONSuites.all
+<<<<<<< HEAD
             + FilesSuites.all
+=======
+            + KeysSuites.all
+            + DocumentsSuites.all
+            + IdentitySuites.all
+>>>>>>> main
     }
 }

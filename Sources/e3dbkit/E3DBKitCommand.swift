@@ -11,6 +11,12 @@ struct E3DBKitCommand: AsyncParsableCommand {
             HashCommand.self,
             CanonicalizeCommand.self,
             VectorsCommand.self,
+            KeygenCommand.self,
+            EAKCommand.self,
+            RecordCommand.self,
+            SignCommand.self,
+            VerifyCommand.self,
+            NoteCommand.self,
         ]
     )
 }

@@ -9,7 +9,7 @@ struct VectorsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vectors",
         abstract: "Check E3DBKit against the committed cross-language test vectors.",
-        subcommands: [VerifyVectorsCommand.self]
+        subcommands: [VerifyVectorsCommand.self, GenerateVectorsCommand.self]
     )
 }
 

@@ -1,1 +1,0 @@
-// E3DBDocuments: work in progress; see the project's issues.

@@ -1,0 +1,20 @@
+public import E3DBPrimitives
+
+extension E3DBError.Code {
+    /// A record field is not `edk.edkN.ef.efN` (exactly four `.`-separated parts).
+    public static let invalidField = Self(rawValue: "invalidField")
+    /// A decrypted value is not valid UTF-8 (part `ef`).
+    public static let invalidUTF8 = Self(rawValue: "invalidUTF8")
+    /// A document's JSON is malformed; `context.field` names the member when known.
+    public static let invalidDocument = Self(rawValue: "invalidDocument")
+    /// A note's JSON is malformed; `context.field` names the member when known.
+    public static let invalidNote = Self(rawValue: "invalidNote")
+    /// A value is not TFSP1-signed where a signature is required (`context.field` names the note field).
+    public static let unsignedField = Self(rawValue: "unsignedField")
+    /// A TFSP1 header is malformed (`context.part` is `length` for a bad length field).
+    public static let invalidSignedField = Self(rawValue: "invalidSignedField")
+    /// A TFSP1 salt differs from the expected (note object) salt.
+    public static let saltMismatch = Self(rawValue: "saltMismatch")
+    /// A note was written with a signing key other than the expected writer key.
+    public static let writerKeyMismatch = Self(rawValue: "writerKeyMismatch")
+}

@@ -1,0 +1,228 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import E3DBPrimitives
+public import E3DBKeys
+
+/// Record field encryption, `edk "." edkN "." ef "." efN` (spec §3.1), identical in all E3DB SDKs:
+///
+/// ```
+/// dk  = 32 random bytes (fresh per field)     ef  = secretbox(utf8(value), efN, dk)
+/// edk = secretbox(dk, edkN, access key)       field = b64u(edk).b64u(edkN).b64u(ef).b64u(efN)
+/// ```
+public enum FieldCipher {
+    /// Byte count of `edk` (the sealed 32-byte data key): 48.
+    public static let encryptedDataKeyByteCount = SecretBox.keyByteCount + SecretBox.tagByteCount
+    /// Random bytes one field consumes: data key and two nonces (80).
+    public static let randomByteCount = SecretBox.keyByteCount + 2 * SecretBox.nonceByteCount
+
+    /// Encrypts one value with a fresh random data key and nonces.
+    /// - Parameters:
+    ///   - value: the plaintext (encrypted as its UTF-8 bytes; empty values are allowed).
+    ///   - accessKey: the record type's access key.
+    /// - Returns: the field string.
+    public static func encrypt(_ value: String, accessKey: AccessKey) -> String {
+        let random = SecureBytes(randomCount: randomByteCount)
+        return random.withUnsafeBytes { encrypt(value, accessKey: accessKey, randomness: $0) }
+    }
+
+    /// Encrypts every value of a record's data map, each with a fresh data key; all the randomness for the map
+    /// (80 bytes per field) comes from one `SecureRandom` call.
+    /// - Parameters:
+    ///   - data: the plaintext map.
+    ///   - accessKey: the access key.
+    /// - Returns: the map of field strings, in the same order.
+    public static func encrypt(_ data: RecordData, accessKey: AccessKey) -> RecordData {
+        var encrypted = RecordData(capacity: data.count)
+        let n = randomByteCount
+        let random = SecureBytes(randomCount: n * data.count)
+        random.withUnsafeBytes { r in
+            for (i, member) in data.enumerated() {
+                let slice = UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
+                encrypted.insert(key: member.key, value: encrypt(member.value, accessKey: accessKey, randomness: slice))
+            }
+        }
+        return encrypted
+    }
+
+    /// Decrypts every field of a record's data map.
+    /// - Parameters:
+    ///   - data: the map of field strings.
+    ///   - accessKey: the access key.
+    ///   - decoding: base64url strictness.
+    /// - Returns: the plaintext map, in the same order.
+    /// - Throws: the errors of ``decrypt(_:accessKey:decoding:name:)``, with `context.field` naming the key.
+    public static func decrypt(
+        _ data: RecordData, accessKey: AccessKey, decoding: Base64Decoding = .strict
+    ) throws(E3DBError) -> RecordData {
+        var plaintext = RecordData(capacity: data.count)
+        for (key, field) in data {
+            plaintext.insert(key: key, value: try decrypt(field, accessKey: accessKey, decoding: decoding, name: key))
+        }
+        return plaintext
+    }
+
+    /// Encrypts one value with a given data key and nonces, to reproduce known answers.
+    /// - Warning: never reuse a data key or nonce; use `encrypt(_:accessKey:)` in production.
+    /// - Parameters:
+    ///   - value: the plaintext.
+    ///   - accessKey: the access key.
+    ///   - dataKey: the 32-byte per-field data key.
+    ///   - dataKeyNonce: the nonce sealing the data key (`edkN`).
+    ///   - fieldNonce: the nonce sealing the value (`efN`).
+    /// - Returns: the field string.
+    public static func encrypt(
+        _ value: String,
+        accessKey: AccessKey,
+        dataKey: SecretBox.Key,
+        dataKeyNonce: SecretBox.Nonce,
+        fieldNonce: SecretBox.Nonce
+    ) -> String {
+        var value = value
+        let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: fieldNonce) }
+        let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: dataKeyNonce)
+        return assemble(edk.ciphertext, dataKeyNonce.rawRepresentation, ef.ciphertext, fieldNonce.rawRepresentation)
+    }
+
+    /// Encrypts with 80 caller-supplied random bytes: data key (32), `edkN` (24), `efN` (24).
+    static func encrypt(_ value: String, accessKey: AccessKey, randomness r: UnsafeRawBufferPointer) -> String {
+        let k = SecretBox.keyByteCount
+        let n = SecretBox.nonceByteCount
+        // The slices have exactly the required lengths, so these initializers cannot fail; fall back to fresh
+        // randomness rather than trap if they ever did.
+        let dataKey = (try? SecretBox.Key(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[0..<k]))) ?? SecretBox.Key()
+        let edkN = (try? SecretBox.Nonce(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])))
+            ?? SecretBox.Nonce()
+        let efN = (try? SecretBox.Nonce(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])))
+            ?? SecretBox.Nonce()
+        var value = value
+        let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: efN) }
+        let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: edkN)
+        return assemble(edk.ciphertext, edkN.rawRepresentation, ef.ciphertext, efN.rawRepresentation)
+    }
+
+    /// `b64u(a).b64u(b).b64u(c).b64u(d)` built in one reserved string.
+    static func assemble(_ a: Data, _ b: Data, _ c: Data, _ d: Data) -> String {
+        var out = String()
+        out.reserveCapacity(
+            Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
+                + Base64URL.encodedLength(of: c.count) + Base64URL.encodedLength(of: d.count) + 3)
+        out += Base64URL.encode(a)
+        out += "."
+        out += Base64URL.encode(b)
+        out += "."
+        out += Base64URL.encode(c)
+        out += "."
+        out += Base64URL.encode(d)
+        return out
+    }
+
+    /// Decrypts one field string.
+    ///
+    /// Checks, in order: exactly four parts; each part's base64url and decoded length (`edk` 48, `edkN` 24,
+    /// `ef` at least 16, `efN` 24); the data key's authentication; the value's authentication; UTF-8 validity
+    /// (a leading U+FEFF is kept).
+    /// - Parameters:
+    ///   - field: `edk.edkN.ef.efN`.
+    ///   - accessKey: the access key.
+    ///   - decoding: `Base64Decoding.strict` (default) or `Base64Decoding.lenient`.
+    ///   - name: the record key, included in errors as `context.field`.
+    /// - Returns: the plaintext value.
+    /// - Throws: `E3DBError`: `.invalidField` (not 4 parts); `.invalidBase64` or `.invalidLength` with
+    ///   `context.part` `edk`, `edkN`, `ef` or `efN`; `.authenticationFailed` with part `edk` (wrong access key or
+    ///   changed `edk`/`edkN`) or `ef` (changed `ef`/`efN`); `.invalidUTF8` (part `ef`).
+    public static func decrypt(
+        _ field: some StringProtocol,
+        accessKey: AccessKey,
+        decoding: Base64Decoding = .strict,
+        name: String? = nil
+    ) throws(E3DBError) -> String {
+        var text = String(field)
+        let result = text.withUTF8 { buf in
+            Result { () throws(E3DBError) -> (Data, Data, Data, Data) in try decodeParts(buf, decoding, name) }
+        }
+        let (edk, edkN, ef, efN) = try result.get()
+
+
+        let dataKey: SecretBox.Key
+        do {
+            let box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: edkN), ciphertext: edk)
+            dataKey = try SecretBox.Key(SecretBox.openSecret(box, using: accessKey.secretBoxKey))
+        } catch {
+            throw E3DBError(
+                .authenticationFailed, "the data key does not open with this access key"
+                    + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, part: "edk"))
+        }
+        let plaintext: Data
+        do {
+            let box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: efN), ciphertext: ef)
+            plaintext = try SecretBox.open(box, using: dataKey)
+        } catch {
+            throw E3DBError(
+                .authenticationFailed, "the field value does not authenticate" + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, part: "ef"))
+        }
+        let validated = plaintext.withUnsafeBytes { String(validating: $0.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
+        guard let value = validated else {
+            throw E3DBError(
+                .invalidUTF8, "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, part: "ef"))
+        }
+        return value
+    }
+
+    /// Splits a field's UTF-8 bytes on '.' and decodes and length-checks the four parts.
+    private static func decodeParts(
+        _ buf: UnsafeBufferPointer<UInt8>, _ decoding: Base64Decoding, _ name: String?
+    ) throws(E3DBError) -> (Data, Data, Data, Data) {
+        // Split on '.' by bytes (a Character-level split is several times slower).
+        var dots = (0, 0, 0)
+        var count = 0
+        for i in buf.indices where buf[i] == UInt8(ascii: ".") {
+            count += 1
+            switch count {
+            case 1: dots.0 = i
+            case 2: dots.1 = i
+            case 3: dots.2 = i
+            default: break
+            }
+        }
+        guard count == 3 else {
+            throw E3DBError(
+                .invalidField, "a record field has 4 '.'-separated parts, found \(count + 1)"
+                    + (name.map { " (field \"\($0)\")" } ?? ""),
+                context: .init(field: name, expected: 4, actual: count + 1))
+        }
+        func part(_ range: Range<Int>, _ label: String) throws(E3DBError) -> Data {
+            guard let data = FieldBase64.decode(UnsafeBufferPointer(rebasing: buf[range]), decoding) else {
+                throw E3DBError(
+                    .invalidBase64, "\(label) is not valid base64url" + (name.map { " (field \"\($0)\")" } ?? ""),
+                    context: .init(field: name, part: label))
+            }
+            return data
+        }
+        let edk = try part(0..<dots.0, "edk")
+        try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
+        let edkN = try part((dots.0 + 1)..<dots.1, "edkN")
+        try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+        let ef = try part((dots.1 + 1)..<dots.2, "ef")
+        try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
+        let efN = try part((dots.2 + 1)..<buf.count, "efN")
+        try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
+        return (edk, edkN, ef, efN)
+    }
+
+    private static func check(
+        _ ok: Bool, _ part: String, _ expected: Int, _ actual: Int, _ name: String?, atLeast: Bool = false
+    ) throws(E3DBError) {
+        guard !ok else { return }
+        throw E3DBError(
+            .invalidLength,
+            "\(part) must be \(atLeast ? "at least " : "")\(expected) bytes, found \(actual)"
+                + (name.map { " (field \"\($0)\")" } ?? ""),
+            context: .init(field: name, part: part, expected: expected, actual: actual))
+    }
+}

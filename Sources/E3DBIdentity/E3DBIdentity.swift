@@ -1,1 +1,0 @@
-// E3DBIdentity: work in progress; see the project's issues.

@@ -1,0 +1,147 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import E3DBPrimitives
+
+/// TSV1 request signing, the `Authorization` header of E3DB/TozID requests (spec §8.1):
+///
+/// ```
+/// header = "TSV1-ED25519-BLAKE2B; " b64u(pk) "; " unixSeconds "; " nonce "; uid:" clientID
+/// toSign = path "; " query "; " METHOD "; " header
+/// Authorization = header "; " b64u(Ed25519(BLAKE2b-256(utf8(toSign))))      // the raw 32-byte digest is signed
+/// ```
+public enum TSV1 {
+    /// `TSV1-ED25519-BLAKE2B`.
+    public static let method = "TSV1-ED25519-BLAKE2B"
+
+    /// The `Authorization` header value.
+    /// - Parameters:
+    ///   - path: the request path as sent (percent-encoding kept).
+    ///   - query: the canonical query (see ``canonicalQuery(_:)``), empty for none.
+    ///   - httpMethod: the HTTP method, e.g. `GET`.
+    ///   - timestamp: Unix seconds.
+    ///   - nonce: a fresh random UUID per request (lowercase is written as given).
+    ///   - clientID: the client ID; written as given (lowercase it: old Swift's uppercase `uid:` differs).
+    ///   - signingKey: the client's Ed25519 key.
+    /// - Returns: the header value.
+    public static func authorization(
+        path: String,
+        query: String,
+        method httpMethod: String,
+        timestamp: Int64,
+        nonce: String,
+        clientID: String,
+        signingKey: Ed25519.PrivateKey
+    ) -> String {
+        let header = "\(method); \(signingKey.publicKey.base64URLEncoded); \(timestamp); \(nonce); uid:\(clientID)"
+        let toSign = "\(path); \(query); \(httpMethod); \(header)"
+        let digest = (try? BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32)) ?? Data()
+        return header + "; " + Base64URL.encode(signingKey.signature(for: digest))
+    }
+
+    /// The header value for a request at the current time with a random nonce.
+    /// - Parameters:
+    ///   - path: the request path.
+    ///   - query: the raw query string (canonicalized here with ``canonicalQuery(_:)``).
+    ///   - httpMethod: the HTTP method.
+    ///   - clientID: the client ID.
+    ///   - signingKey: the client's Ed25519 key.
+    /// - Returns: the header value.
+    public static func authorization(
+        path: String, query: String, method httpMethod: String, clientID: UUID, signingKey: Ed25519.PrivateKey
+    ) -> String {
+        authorization(
+            path: path, query: canonicalQuery(query), method: httpMethod,
+            timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().uuidString.lowercased(),
+            clientID: clientID.uuidString.lowercased(), signingKey: signingKey)
+    }
+
+    /// Canonicalizes a query string as the Python SDK does: split on `&`, percent- and `+`-decode names and
+    /// values, sort the pairs (name, then value), and re-encode them (`quote_plus`: unreserved characters
+    /// literal, space as `+`). For simple ASCII queries all SDKs agree with this form.
+    /// - Parameter query: the raw query, without `?`.
+    /// - Returns: the canonical query.
+    public static func canonicalQuery(_ query: String) -> String {
+        guard !query.isEmpty else { return "" }
+        var pairs: [([UInt8], [UInt8])] = []
+        for piece in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = piece.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = decode(parts[0])
+            let value = parts.count > 1 ? decode(parts[1]) : []
+            pairs.append((name, value))
+        }
+        pairs.sort { a, b in
+            let ka = String(decoding: a.0, as: UTF8.self).unicodeScalars.map(\.value)
+            let kb = String(decoding: b.0, as: UTF8.self).unicodeScalars.map(\.value)
+            if ka != kb { return ka.lexicographicallyPrecedes(kb) }
+            let va = String(decoding: a.1, as: UTF8.self).unicodeScalars.map(\.value)
+            let vb = String(decoding: b.1, as: UTF8.self).unicodeScalars.map(\.value)
+            return va.lexicographicallyPrecedes(vb)
+        }
+        return pairs.map { encode($0.0) + "=" + encode($0.1) }.joined(separator: "&")
+    }
+
+    private static func decode(_ text: Substring) -> [UInt8] {
+        var out: [UInt8] = []
+        let bytes = Array(text.utf8)
+        var i = 0
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == UInt8(ascii: "+") {
+                out.append(UInt8(ascii: " "))
+            } else if c == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hex(bytes[i + 1]), let l = hex(bytes[i + 2]) {
+                out.append(h << 4 | l)
+                i += 2
+            } else {
+                out.append(c)
+            }
+            i += 1
+        }
+        return out
+    }
+
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private static func encode(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for b in bytes {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"),
+                UInt8(ascii: "~"):
+                out.append(b)
+            case UInt8(ascii: " "): out.append(UInt8(ascii: "+"))
+            default:
+                out.append(UInt8(ascii: "%"))
+                out.append(digits[Int(b >> 4)])
+                out.append(digits[Int(b & 0xf)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// PKCE (RFC 7636 S256) as the identity login uses it (spec §8.3):
+/// `verifier = b64u(32 random bytes)`, `challenge = b64u(SHA-256(utf8(verifier)))`.
+public enum PKCE {
+    /// A new verifier (43 characters).
+    public static func makeVerifier() -> String { Base64URL.encode(SecureRandom.bytes(count: 32)) }
+
+    /// The verifier for given random bytes (to reproduce known answers).
+    public static func verifier(fromRandomBytes bytes: some Sequence<UInt8>) -> String { Base64URL.encode(Array(bytes)) }
+
+    /// The S256 challenge for a verifier.
+    public static func challenge(for verifier: String) -> String {
+        Base64URL.encode(Hashes.sha256(Data(verifier.utf8)))
+    }
+}

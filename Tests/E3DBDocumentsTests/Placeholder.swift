@@ -1,1 +1,0 @@
-// Tests for E3DBDocuments are added with that layer.

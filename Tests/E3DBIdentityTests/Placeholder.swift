@@ -1,1 +1,0 @@
-// Tests for E3DBIdentity are added with that layer.

@@ -1,1 +1,0 @@
-// Tests for E3DBKeys are added with that layer.

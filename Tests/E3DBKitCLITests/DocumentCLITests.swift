@@ -1,0 +1,202 @@
+import E3DBKit
+import E3DBTestSupport
+import E3DBVectors
+import Foundation
+import Testing
+
+/// A scratch directory removed at the end of a test.
+final class ScratchDirectory {
+    let url: URL
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-docs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    func write(_ name: String, _ text: String) throws -> String {
+        try Data(text.utf8).write(to: url.appendingPathComponent(name))
+        return path(name)
+    }
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+@Suite("e3dbkit keys, records, signing and notes")
+struct DocumentCLITests {
+    func run(_ args: [String], stdin: Data = Data()) throws -> CLIRunner.Result {
+        try CLIRunner.run(args, stdin: stdin)
+    }
+
+    func keygen(_ dir: ScratchDirectory, _ name: String) throws -> (path: String, identity: ClientIdentity) {
+        let path = dir.path(name)
+        let r = try run(["keygen", "--out", path, "--client-id", UUID().uuidString])
+        #expect(r.status == 0, "\(r.stderr)")
+        return (path, try ClientIdentity(configJSON: Data(contentsOf: URL(fileURLWithPath: path))))
+    }
+
+    @Test("keygen writes a 0600 identity and refuses to overwrite without --force")
+    func keygenFile() throws {
+        let dir = try ScratchDirectory()
+        let (path, identity) = try keygen(dir, "id.json")
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(identity.signingKey != nil && identity.clientID != nil)
+        let again = try run(["keygen", "--out", path])
+        #expect(again.status != 0)
+        #expect(again.stderr.contains("--force"))
+        #expect(try run(["keygen", "--out", path, "--force"]).status == 0)
+        #expect(try run(["keygen", "--out", dir.path("x"), "--client-id", "nope"]).status == 65)
+    }
+
+    @Test("eak wrap, share, unwrap; record encrypt/decrypt; tampering exits 2")
+    func recordRoundTrip() throws {
+        let dir = try ScratchDirectory()
+        let (writerPath, _) = try keygen(dir, "writer.json")
+        let (readerPath, reader) = try keygen(dir, "reader.json")
+        let wrap = try run(["eak", "wrap", "--identity", writerPath])
+        #expect(wrap.status == 0, "\(wrap.stderr)")
+        let writerEAK = try dir.write("writer-eak.json", String(decoding: wrap.stdout, as: UTF8.self))
+        let share = try run(["eak", "share", "--identity", writerPath, "--reader-public-key",
+            reader.publicKey.base64URLEncoded, writerEAK])
+        #expect(share.status == 0, "\(share.stderr)")
+        let readerEAK = try dir.write("reader-eak.json", String(decoding: share.stdout, as: UTF8.self))
+        let data = try dir.write("data.json", "{\"name\":\"Zoë 😀\",\"e\\u0301\":\"1\",\"é\":\"2\"}")
+        let plain = try dir.write("plain.json", "{\"p\":\"q\"}")
+        let enc = try run(["record", "encrypt", "--type", "t", "--identity", writerPath, "--eak-info", writerEAK,
+            "--plain", plain, data])
+        #expect(enc.status == 0, "\(enc.stderr)")
+        let docPath = try dir.write("doc.json", String(decoding: enc.stdout, as: UTF8.self))
+        let dec = try run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, docPath])
+        #expect(dec.status == 0, "\(dec.stderr)")
+        let out = String(decoding: dec.stdout, as: UTF8.self)
+        #expect(out.contains("\"name\":\"Zoë 😀\"") && out.contains("\"e\u{301}\":\"1\"") && out.contains("\"é\":\"2\""))
+        // The access keys agree.
+        let a = try run(["eak", "unwrap", "--identity", writerPath, writerEAK])
+        let b = try run(["eak", "unwrap", "--identity", readerPath, readerEAK])
+        #expect(a.status == 0 && a.stdout == b.stdout && a.stdout.count == 44)
+        // The writer cannot open the reader's EAK: exit 2.
+        #expect(try run(["eak", "unwrap", "--identity", writerPath, readerEAK]).status == 2)
+        // Tampered meta: signature failure, exit 2, nothing on stdout.
+        let tampered = try dir.write("bad.json", String(decoding: enc.stdout, as: UTF8.self).replacingOccurrences(
+            of: "\"type\":\"t\"", with: "\"type\":\"u\""))
+        let bad = try run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, tampered])
+        #expect(bad.status == 2)
+        #expect(bad.stdout.isEmpty)
+        #expect(bad.stderr.contains("rec_sig"))
+        // Malformed document: 65.
+        let junk = try dir.write("junk.json", "{\"data\":")
+        #expect(try run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, junk]).status == 65)
+    }
+
+    @Test("sign and verify any JSON; nesting; wrong key exits 2")
+    func signVerify() throws {
+        let dir = try ScratchDirectory()
+        let (idPath, identity) = try keygen(dir, "id.json")
+        let signed = try run(["sign", "--identity", idPath], stdin: Data("{\"b\":[1,true,null],\"a\":\"x\"}".utf8))
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let twice = try run(["sign", "--identity", idPath], stdin: signed.stdout)
+        let pk = identity.publicSigningKey!.base64URLEncoded
+        let ok = try run(["verify", "--public-key", pk, "--depth", "2"], stdin: twice.stdout)
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(String(decoding: ok.stdout, as: UTF8.self) == "{\"a\":\"x\",\"b\":[1,true,null]}\n")
+        let other = Ed25519.PrivateKey().publicKey.base64URLEncoded
+        #expect(try run(["verify", "--public-key", other], stdin: signed.stdout).status == 2)
+        // Deterministic: signing again gives the same bytes.
+        #expect(try run(["sign", "--identity", idPath], stdin: Data("{\"a\":\"x\",\"b\":[1,true,null]}".utf8)).stdout == signed.stdout)
+    }
+
+    @Test("note encrypt/decrypt, writer key check")
+    func notes() throws {
+        let dir = try ScratchDirectory()
+        let (writerPath, writer) = try keygen(dir, "w.json")
+        let (readerPath, reader) = try keygen(dir, "r.json")
+        let enc = try run(["note", "encrypt", "--identity", writerPath, "--recipient-public-key",
+            reader.publicKey.base64URLEncoded], stdin: Data("{\"secret\":\"data\"}".utf8))
+        #expect(enc.status == 0, "\(enc.stderr)")
+        let dec = try run(["note", "decrypt", "--identity", readerPath, "--writer-signing-key",
+            writer.publicSigningKey!.base64URLEncoded], stdin: enc.stdout)
+        #expect(dec.status == 0, "\(dec.stderr)")
+        #expect(String(decoding: dec.stdout, as: UTF8.self) == "{\"secret\":\"data\"}\n")
+        let wrongWriter = try run(["note", "decrypt", "--identity", readerPath, "--writer-signing-key",
+            reader.publicSigningKey!.base64URLEncoded], stdin: enc.stdout)
+        #expect(wrongWriter.status == 65)
+        #expect(try run(["note", "decrypt", "--identity", writerPath], stdin: enc.stdout).status == 2)
+    }
+}
+
+@Suite("Interop with Tozny's Python SDK")
+struct PythonInteropTests {
+    /// The project's Python with the vector peers, created with scripts/python-env.sh; nil when python3 is absent.
+    static func python() throws -> String? {
+        let root = VectorLocations.projectRoot
+        let venv = root.appendingPathComponent(".venv/bin/python").path
+        if FileManager.default.isExecutableFile(atPath: venv) { return venv }
+        let which = Process()
+        which.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        which.arguments = ["python3", "--version"]
+        which.standardOutput = FileHandle.nullDevice
+        which.standardError = FileHandle.nullDevice
+        do { try which.run() } catch { return nil }
+        which.waitUntilExit()
+        guard which.terminationStatus == 0 else { return nil }
+        let setup = try shell(root.appendingPathComponent("scripts/python-env.sh").path, [])
+        guard setup.status == 0 else { throw VectorMismatch("scripts/python-env.sh failed: \(setup.err)") }
+        return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
+    }
+
+    static func shell(_ executable: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = args
+        let out = Pipe()
+        let err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    @Test("Swift → Python: the Python SDK decrypts and verifies everything e3dbkit vectors generate writes")
+    func swiftToPython() throws {
+        guard let python = try Self.python() else {
+            print("skipped: python3 is not installed, so the Python SDK cannot check Swift output")
+            return
+        }
+        let dir = try ScratchDirectory()
+        let gen = try CLIRunner.run(["vectors", "generate", dir.url.path])
+        #expect(gen.status == 0, "\(gen.stderr)")
+        let checker = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/check_swift_output.py")
+        let result = try Self.shell(python, [checker.path, dir.url.path])
+        #expect(result.status == 0, "\(result.out)\n\(result.err)")
+        #expect(result.out.contains(" passed, 0 failed"), "\(result.out)")
+    }
+
+    @Test("Python → Swift: regenerating the vectors is byte-identical and every suite passes on the fresh copy")
+    func pythonToSwift() throws {
+        guard let python = try Self.python() else {
+            print("skipped: python3 is not installed, so the vectors cannot be regenerated")
+            return
+        }
+        let dir = try ScratchDirectory()
+        let generator = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/e3db_documents.py")
+        let result = try Self.shell(python, [generator.path, dir.url.path])
+        #expect(result.status == 0, "\(result.err)")
+        for file in ["keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "documents/record_fields.json",
+            "documents/records.json", "documents/signed_documents.json", "documents/tfsp1.json", "documents/notes.json",
+            "identity/derivation.json", "identity/tsv1.json", "identity/pkce.json"]
+        {
+            let fresh = try Data(contentsOf: dir.url.appendingPathComponent(file))
+            let committed = try Data(contentsOf: VectorLocations.default.projectFile(file))
+            #expect(fresh == committed, "\(file) differs from a fresh regeneration")
+        }
+        let locations = VectorLocations(testVectors: dir.url)
+        var failures: [String] = []
+        for suite in KeysSuites.all + DocumentsSuites.all + IdentitySuites.all {
+            for c in try suite.cases(locations) {
+                do { try c.check() } catch { failures.append("\(c): \(error)") }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+    }
+}

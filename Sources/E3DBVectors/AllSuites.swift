@@ -4,12 +4,9 @@ public enum AllVectorSuites {
     public static var all: [VectorSuite] {
         PrimitivesSuites.all
             + CanonicalJSONSuites.all
-<<<<<<< HEAD
-            + FilesSuites.all
-=======
             + KeysSuites.all
             + DocumentsSuites.all
             + IdentitySuites.all
->>>>>>> main
+            + FilesSuites.all
     }
 }

@@ -16,6 +16,10 @@ let package = Package(
             dependencies: [.product(name: "E3DBCanonicalJSON", package: "E3DBKit")]
         ),
         .executableTarget(
+            name: "FuzzFileDecrypt",
+            dependencies: [.product(name: "E3DBFiles", package: "E3DBKit")]
+        ),
+        .executableTarget(
             name: "FuzzBase64URL",
             dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
         ),

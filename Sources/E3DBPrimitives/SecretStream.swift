@@ -112,6 +112,25 @@ public enum SecretStream: Sendable {
             self.header = Header(trusted: header)
         }
 
+        /// Starts a stream with a caller-chosen header, for known-answer tests only (never in production: a
+        /// repeated header with the same key repeats the keystream).
+        ///
+        /// libsodium's `init_push` is `randombytes_buf(header)` followed by exactly the state set-up `init_pull`
+        /// performs on that header, so this reproduces byte for byte what an encryptor whose random generator
+        /// produced `header` writes.
+        @_spi(Testing)
+        public init(key: Key, deterministicHeader header: Header) {
+            Sodium.ensure()
+            let state = State()
+            unsafe header.rawRepresentation.withUnsafeBytes { h in
+                unsafe key.storage.withUnsafeBytes { k in
+                    _ = unsafe crypto_secretstream_xchacha20poly1305_init_pull(state.pointer, h.u8, k.u8)
+                }
+            }
+            self.state = state
+            self.header = header
+        }
+
         /// Seals one chunk.
         /// - Parameters:
         ///   - message: The plaintext of this chunk.

@@ -7,5 +7,6 @@ public enum AllVectorSuites {
             + KeysSuites.all
             + DocumentsSuites.all
             + IdentitySuites.all
+            + FilesSuites.all
     }
 }

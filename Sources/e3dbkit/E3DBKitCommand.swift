@@ -7,6 +7,7 @@ struct E3DBKitCommand: AsyncParsableCommand {
         abstract: "End-to-end encrypted E3DB data: keys, records, documents, notes and files.",
         version: "0.1.0",
         subcommands: [
+            FileCommand.self,
             HashCommand.self,
             CanonicalizeCommand.self,
             VectorsCommand.self,

@@ -1,1 +1,0 @@
-// E3DBFiles: work in progress; see the project's issues.

@@ -1,0 +1,435 @@
+@_spi(Testing) public import E3DBPrimitives
+public import E3DBKeys
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Encrypts and decrypts E3DB files (format version 3) in constant memory, computing checksums in the same pass.
+///
+/// Streaming works over any ``FileByteSource`` and ``FileByteSink``; ``encryptFile(atPath:toPath:accessKey:options:)``
+/// and ``decryptFile(atPath:toPath:accessKey:options:)`` work on paths, the `fileDescriptor` variants on open
+/// descriptors, and ``E3DBFileEncryptedChunks`` / ``E3DBFileDecryptedChunks`` adapt async sequences.
+///
+/// Decryption is strict and atomic: output is committed (sink finished, temporary file renamed) only after the
+/// chunk tagged FINAL authenticates, the input ends right after it, and any expected checksum matches. Every
+/// failure throws an `E3DBError` whose code says what went wrong and whose context says where.
+public enum E3DBFileCipher {
+    /// Slots in the buffer ring shared with the checksum thread.
+    static let slotCount = 4
+
+    // MARK: Encryption
+
+    /// Encrypts everything `source` delivers into `sink` as an E3DB v3 file, under a fresh random data key sealed
+    /// with `accessKey`.
+    ///
+    /// The sink is finished on success and aborted on any failure.
+    ///
+    /// - Parameters:
+    ///   - source: the plaintext.
+    ///   - sink: receives the encrypted file.
+    ///   - accessKey: the access key of the record type the file belongs to.
+    ///   - options: checksums, progress and cancellation.
+    /// - Returns: sizes, chunk count and checksums (`checksums.md5Base64` is E3DB's `FileMeta.checksum`).
+    /// - Throws: `E3DBError` with `.fileIOFailed` (source or sink failed),
+    ///   `.cancelled`, or a primitives code if libsodium fails.
+    public static func encrypt(
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        options: FileEncryptionOptions = FileEncryptionOptions()
+    ) throws(E3DBError) -> FileEncryptionResult {
+        let result: FileEncryptionResult
+        do throws(E3DBError) {
+            result = try encryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
+            do { try sink.finish() } catch { throw ioError("committing the encrypted output failed", error) }
+        } catch {
+            sink.abort()
+            throw error
+        }
+        return result
+    }
+
+    static func encryptBody(
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        options: FileEncryptionOptions
+    ) throws(E3DBError) -> FileEncryptionResult {
+        let control = RunControl(
+            progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
+        try control.checkCancelled()
+        let streamKey = SecretStream.Key()
+        let prefix = try makePrefix(dataKey: streamKey, accessKey: accessKey)
+        var encryptor = SecretStream.Encryptor(key: streamKey)
+        let fullPrefix = prefix + encryptor.header.rawRepresentation
+        return try encryptChunks(
+            prefix: fullPrefix, encryptor: &encryptor, from: &source, to: &sink, checksums: options.checksums,
+            concurrent: options.concurrentChecksums, control: control)
+    }
+
+    /// The 100-byte text header `3.<b64u(edk)>.<b64u(edkN)>.` for `dataKey` sealed with `accessKey`.
+    static func makePrefix(
+        dataKey: SecretStream.Key, accessKey: AccessKey, nonce: SecretBox.Nonce = SecretBox.Nonce()
+    ) throws(E3DBError) -> Data {
+        let sealed = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: nonce)
+        let text = "3." + Base64URL.encode(sealed.ciphertext) + "." + Base64URL.encode(nonce.rawRepresentation) + "."
+        let bytes = Data(text.utf8)
+        guard bytes.count == E3DBFileFormat.textHeaderSize else {
+            throw E3DBError(.invalidLength, "internal error: the text header is \(bytes.count) bytes, not 100")
+        }
+        return bytes
+    }
+
+    static func encryptChunks(
+        prefix: Data,
+        encryptor: inout SecretStream.Encryptor,
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        checksums: FileChecksumKinds,
+        concurrent: Bool,
+        control: RunControl
+    ) throws(E3DBError) -> FileEncryptionResult {
+        let pipeline = try ChecksumPipeline(kinds: checksums, concurrent: concurrent)
+        let slots = SlotRing(count: slotCount)
+        defer {
+            pipeline.drain()
+            slots.wipe()
+        }
+        try write(prefix, to: &sink)
+        pipeline.submitOwned(ciphertext: prefix)
+
+        let chunkSize = E3DBFileFormat.plaintextChunkSize
+        var consumed = 0
+        var produced = prefix.count
+        var chunks = 0
+        var current = 0
+        slots.acquire(current)
+        var currentCount = try readFully(&source, into: slots.plaintext(current))
+        while true {
+            try control.checkCancelled()
+            let next = (current + 1) % slots.count
+            var nextCount = 0
+            var isLast = currentCount < chunkSize
+            if !isLast {
+                // Look ahead one chunk: a full chunk followed by end of input carries FINAL.
+                slots.acquire(next)
+                nextCount = try readFully(&source, into: slots.plaintext(next))
+                if nextCount == 0 {
+                    isLast = true
+                    slots.release(next)
+                }
+            }
+            let plain = UnsafeRawBufferPointer(rebasing: slots.plaintext(current)[0..<currentCount])
+            let out = slots.ciphertext(current)
+            let sealedCount = try encryptor.seal(plain, tag: isLast ? .final : .message, into: out)
+            let sealed = UnsafeRawBufferPointer(rebasing: out[0..<sealedCount])
+            try write(sealed, to: &sink)
+            pipeline.submit(
+                ciphertext: sealed, plaintext: pipeline.wantsPlaintext ? plain : nil, done: slots.handOff(current))
+            consumed += currentCount
+            produced += sealedCount
+            chunks += 1
+            control.report(consumed, chunks: chunks)
+            if isLast { break }
+            current = next
+            currentCount = nextCount
+        }
+        return FileEncryptionResult(
+            plaintextSize: consumed, encryptedSize: produced, chunkCount: chunks, checksums: pipeline.finish())
+    }
+
+    // MARK: Decryption
+
+    /// Decrypts an E3DB v3 file from `source` into `sink`, strictly.
+    ///
+    /// Plaintext is written to the sink chunk by chunk as each chunk authenticates, but the sink is finished only
+    /// after the FINAL chunk authenticated, the input ended right after it, and `options.expectedChecksum` (if
+    /// any) matched. On any failure the sink is aborted.
+    ///
+    /// - Parameters:
+    ///   - source: the encrypted file.
+    ///   - sink: receives the plaintext.
+    ///   - accessKey: the access key the file's data key was sealed with.
+    ///   - options: checksums, expected checksum, zero-chunk policy, progress and cancellation.
+    /// - Returns: sizes, chunk count and checksums.
+    /// - Throws: `E3DBError` with `.unsupportedFileVersion`, `.malformedFileHeader`,
+    ///   `.wrongAccessKey`, `.fileTruncated`, `.trailingData`,
+    ///   `.chunkAuthenticationFailed`, `.unexpectedChunkTag`,
+    ///   `.checksumMismatch`, `.fileIOFailed` or `.cancelled`.
+    public static func decrypt(
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        options: FileDecryptionOptions = FileDecryptionOptions()
+    ) throws(E3DBError) -> FileDecryptionResult {
+        let result: FileDecryptionResult
+        do throws(E3DBError) {
+            result = try decryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
+            do { try sink.finish() } catch { throw ioError("committing the decrypted output failed", error) }
+        } catch {
+            sink.abort()
+            throw error
+        }
+        return result
+    }
+
+    static func decryptBody(
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        options: FileDecryptionOptions
+    ) throws(E3DBError) -> FileDecryptionResult {
+        let control = RunControl(
+            progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
+        try control.checkCancelled()
+        var kinds = options.checksums
+        if let expected = options.expectedChecksum { kinds.insert(expected.kind) }
+        let pipeline = try ChecksumPipeline(kinds: kinds, concurrent: options.concurrentChecksums)
+        let slots = SlotRing(count: slotCount)
+        defer {
+            pipeline.drain()
+            slots.wipe()
+        }
+
+        // Headers: read 124 bytes (or to the end), validate in order of offset.
+        let prefixBuffer = slots.ciphertext(0)
+        let limit = options.expectedEncryptedSize
+        let prefixWant = min(E3DBFileFormat.prefixSize, limit ?? .max)
+        let prefixCount = try readFully(
+            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<max(0, prefixWant)]))
+        let prefix = Data(UnsafeRawBufferPointer(rebasing: prefixBuffer[0..<prefixCount]))
+        var decryptor = try openPrefix(prefix, accessKey: accessKey)
+        pipeline.submitOwned(ciphertext: prefix)
+
+        let header = E3DBFileFormat.prefixSize
+        var offset = header
+        var plaintextSize = 0
+        var chunks = 0
+        var sawFinal = false
+        var current = 0
+        while true {
+            try control.checkCancelled()
+            slots.acquire(current)
+            let slot = slots.ciphertext(current)
+            let want = limit.map { min(slot.count, max(0, $0 - offset)) } ?? slot.count
+            let input = UnsafeMutableRawBufferPointer(rebasing: slot[0..<want])
+            let n = want == 0 ? 0 : try readFully(&source, into: input)
+            if n == 0 {
+                slots.release(current)
+                break
+            }
+            let cipher = UnsafeRawBufferPointer(rebasing: input[0..<n])
+            let output = slots.plaintext(current)
+            let (count, tag) = try openChunk(cipher, into: output, decryptor: &decryptor, index: chunks, offset: offset)
+            if tag == .final { sawFinal = true }
+            let plain = UnsafeRawBufferPointer(rebasing: output[0..<count])
+            try write(plain, to: &sink)
+            pipeline.submit(
+                ciphertext: cipher, plaintext: pipeline.wantsPlaintext ? plain : nil, done: slots.handOff(current))
+            offset += n
+            plaintextSize += count
+            chunks += 1
+            control.report(offset, chunks: chunks)
+            if sawFinal { break }
+            current = (current + 1) % slots.count
+        }
+
+        var zeroChunk = false
+        if let limit, offset == limit {
+            // Anything beyond the declared size is trailing data, wherever the FINAL chunk ended.
+            let probe = slots.plaintext((current + 1) % slots.count)
+            slots.acquire((current + 1) % slots.count)
+            let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
+            slots.release((current + 1) % slots.count)
+            if extra > 0 {
+                throw E3DBError(
+                    .trailingData, "the input is longer than its expected size of \(limit) bytes",
+                    context: .at(offset: limit, chunk: chunks))
+            }
+        }
+        if let limit, sawFinal, offset != limit {
+            var context = E3DBError.Context.at(offset: offset, chunk: chunks)
+            context.field = "size"
+            context.expected = limit
+            context.actual = offset
+            throw E3DBError(
+                .checksumMismatch, "the file authenticated but is \(offset) bytes, not the expected \(limit)",
+                context: context)
+        }
+        if sawFinal {
+            let probe = slots.plaintext((current + 1) % slots.count)
+            slots.acquire((current + 1) % slots.count)
+            let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
+            slots.release((current + 1) % slots.count)
+            if extra > 0 {
+                throw E3DBError(
+                    .trailingData, "data follows the chunk tagged FINAL, at byte \(offset)",
+                    context: .at(offset: offset, chunk: chunks))
+            }
+        } else if chunks == 0 {
+            switch options.zeroChunkFiles {
+            case .accept:
+                zeroChunk = true
+            case .acceptIfChecksumVerified where options.expectedChecksum != nil:
+                zeroChunk = true
+            default:
+                throw E3DBError(
+                    .fileTruncated,
+                    "the file has headers but no chunk: it was cut after its headers, or is an empty file written "
+                        + "by the old Swift or Java SDK (accept those with ZeroChunkFilePolicy, ideally with the "
+                        + "expected checksum)",
+                    context: .at(offset: offset, chunk: 0, part: "chunks"))
+            }
+        } else {
+            throw E3DBError(
+                .fileTruncated,
+                "the input ends after chunk \(chunks - 1) at byte \(offset) without a chunk tagged FINAL",
+                context: .at(offset: offset, chunk: chunks, part: "chunks"))
+        }
+        let sums = pipeline.finish()
+        if let expected = options.expectedChecksum { try expected.verify(sums) }
+        return FileDecryptionResult(
+            plaintextSize: plaintextSize, encryptedSize: offset, chunkCount: chunks, checksums: sums,
+            wasZeroChunkFile: zeroChunk)
+    }
+
+    /// Validates the 124-byte prefix, opens the data key and starts the stream.
+    static func openPrefix(_ prefix: Data, accessKey: AccessKey) throws(E3DBError) -> SecretStream.Decryptor {
+        let textCount = min(prefix.count, E3DBFileFormat.textHeaderSize)
+        try TextHeader.validate(
+            [UInt8](prefix.prefix(textCount)), atEnd: prefix.count < E3DBFileFormat.textHeaderSize)
+        guard prefix.count == E3DBFileFormat.prefixSize else {
+            throw E3DBError(
+                .fileTruncated,
+                "the input ends inside the 24-byte secretstream header after \(prefix.count) bytes",
+                context: .at(offset: prefix.count, part: "stream header"))
+        }
+        let start = prefix.startIndex
+        let edkText = String(decoding: prefix[(start + 2)..<(start + 66)], as: UTF8.self)
+        let nonceText = String(decoding: prefix[(start + 67)..<(start + 99)], as: UTF8.self)
+        let edk: Data
+        let nonceBytes: Data
+        do {
+            edk = try Base64URL.decode(edkText)
+            nonceBytes = try Base64URL.decode(nonceText)
+        } catch {
+            throw E3DBError(
+                .malformedFileHeader, "the header's edk or edkN is not valid base64url",
+                context: .at(offset: 2, part: "edk"))
+        }
+        let dataKey = try openDataKey(edk: edk, nonce: nonceBytes, accessKey: accessKey)
+        let streamHeader = Data(prefix[(start + 100)..<(start + 124)])
+        return SecretStream.Decryptor(key: dataKey, header: try SecretStream.Header(rawRepresentation: streamHeader))
+    }
+
+    /// Opens the file's data key (`edk`, sealed by secretbox under `nonce` with the access key).
+    static func openDataKey(edk: Data, nonce: Data, accessKey: AccessKey) throws(E3DBError) -> SecretStream.Key {
+        let box: SecretBox.SealedBox
+        do {
+            box = try SecretBox.SealedBox(nonce: SecretBox.Nonce(rawRepresentation: nonce), ciphertext: edk)
+        } catch {
+            throw E3DBError(
+                .malformedFileHeader, "the header's edk or edkN has the wrong length: \(error.message)",
+                context: .at(offset: 2, part: "edk"))
+        }
+        let secret: SecureBytes
+        do {
+            secret = try SecretBox.openSecret(box, using: accessKey.secretBoxKey)
+        } catch {
+            throw E3DBError(
+                .wrongAccessKey,
+                "the file's data key does not open with this access key (wrong access key, or edk/edkN altered)",
+                context: .at(offset: 2, part: "edk"))
+        }
+        do {
+            return try SecretStream.Key(secret)
+        } catch {
+            throw E3DBError(
+                .wrongAccessKey, "the file's data key has the wrong length", context: .at(offset: 2, part: "edk"))
+        }
+    }
+
+    /// Opens one chunk with the strict rules of the format.
+    static func openChunk(
+        _ cipher: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer,
+        decryptor: inout SecretStream.Decryptor,
+        index: Int,
+        offset: Int
+    ) throws(E3DBError) -> (Int, SecretStream.Tag) {
+        let full = E3DBFileFormat.ciphertextChunkSize
+        guard cipher.count >= E3DBFileFormat.chunkOverhead else {
+            throw E3DBError(
+                .fileTruncated,
+                "the input ends \(cipher.count) bytes into chunk \(index), too short to be a chunk (17 bytes minimum)",
+                context: .at(offset: offset + cipher.count, chunk: index, part: "chunk"))
+        }
+        let opened: (count: Int, tag: SecretStream.Tag)
+        do {
+            opened = try decryptor.open(cipher, into: output)
+        } catch {
+            let why =
+                cipher.count < full
+                ? "the last chunk (\(cipher.count) bytes) did not authenticate: it was altered, cut, or had data "
+                    + "appended (pass expectedEncryptedSize to tell appended data apart)"
+                : "it was altered, or chunks were reordered or duplicated"
+            throw E3DBError(
+                .chunkAuthenticationFailed, "chunk \(index) at byte \(offset) did not authenticate: \(why)",
+                context: .at(offset: offset, chunk: index, part: cipher.count < full ? "last chunk" : "chunk"))
+        }
+        switch opened.tag {
+        case .message, .final:
+            return opened
+        default:
+            throw E3DBError(
+                .unexpectedChunkTag, "chunk \(index) carries a tag other than MESSAGE or FINAL",
+                context: .at(offset: offset, chunk: index, part: "tag"))
+        }
+    }
+
+    // MARK: Deterministic encryption (known-answer tests)
+
+    /// Encrypts with a caller-chosen data key, edk nonce and stream header, to reproduce another SDK's output byte
+    /// for byte in tests. Never use in production: reusing these values with the same access key repeats keystream.
+    @_spi(Testing)
+    public static func encryptDeterministically(
+        from source: inout some FileByteSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        dataKey: SecretStream.Key,
+        edkNonce: SecretBox.Nonce,
+        streamHeader: SecretStream.Header,
+        options: FileEncryptionOptions = FileEncryptionOptions()
+    ) throws(E3DBError) -> FileEncryptionResult {
+        let result: FileEncryptionResult
+        do throws(E3DBError) {
+            let control = RunControl(
+                progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
+            let prefix = try makePrefix(dataKey: dataKey, accessKey: accessKey, nonce: edkNonce)
+            var encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
+            result = try encryptChunks(
+                prefix: prefix + streamHeader.rawRepresentation, encryptor: &encryptor, from: &source, to: &sink,
+                checksums: options.checksums, concurrent: options.concurrentChecksums, control: control)
+            do { try sink.finish() } catch { throw ioError("committing the encrypted output failed", error) }
+        } catch {
+            sink.abort()
+            throw error
+        }
+        return result
+    }
+
+    static func write(_ bytes: UnsafeRawBufferPointer, to sink: inout some FileByteSink) throws(E3DBError) {
+        do { try sink.write(bytes) } catch { throw ioError("writing the output failed", error) }
+    }
+
+    static func write(_ bytes: Data, to sink: inout some FileByteSink) throws(E3DBError) {
+        do {
+            try bytes.withUnsafeBytes { try sink.write($0) }
+        } catch {
+            throw ioError("writing the output failed", error)
+        }
+    }
+}

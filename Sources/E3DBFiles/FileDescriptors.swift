@@ -1,0 +1,320 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import E3DBPrimitives
+public import E3DBKeys
+
+/// A POSIX error from a file operation (wrapped in `.fileIOFailed` by the cipher).
+public struct FileSystemError: Error, Sendable, CustomStringConvertible {
+    /// The operation that failed (`open`, `read`, `write`, `rename`, ...).
+    public let operation: String
+    /// `errno`.
+    public let errno: Int32
+    /// The path involved, if any.
+    public let path: String?
+
+    /// The text of the error.
+    public var description: String {
+        let reason = String(cString: strerror(errno))
+        return path.map { "\(operation) \($0): \(reason)" } ?? "\(operation): \(reason)"
+    }
+}
+
+/// A ``FileByteSource`` reading an open file descriptor (file, pipe, socket). It does not close the descriptor.
+public struct FileDescriptorSource: FileByteSource, Sendable {
+    /// The descriptor read from.
+    public let fileDescriptor: Int32
+    /// The remaining size when the descriptor is a regular file (for progress), else nil.
+    public let totalByteCount: Int?
+
+    /// Creates a source over `fileDescriptor`, reading from its current offset.
+    ///
+    /// - Parameter fileDescriptor: an open, readable descriptor.
+    public init(fileDescriptor: Int32) {
+        self.fileDescriptor = fileDescriptor
+        var info = stat()
+        if fstat(fileDescriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+            let position = lseek(fileDescriptor, 0, SEEK_CUR)
+            totalByteCount = position >= 0 ? max(0, Int(info.st_size) - Int(position)) : Int(info.st_size)
+        } else {
+            totalByteCount = nil
+        }
+    }
+
+    /// See ``FileByteSource/read(into:)``. Retries on `EINTR`.
+    public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        while true {
+            #if canImport(Darwin)
+            let n = Darwin.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            #elseif canImport(Glibc)
+            let n = Glibc.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            #else
+            let n = Musl.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            #endif
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw FileSystemError(operation: "read", errno: errno, path: nil)
+        }
+    }
+}
+
+/// A ``FileByteSink`` writing to an open file descriptor. It does not close the descriptor.
+///
+/// A descriptor cannot be un-written: on ``abort()`` a regular file is truncated back to where writing started
+/// (so no unverified plaintext remains in it); for a pipe or socket the reader must discard what it received when
+/// the operation throws. Prefer the path APIs, which write a temporary file and rename it.
+public struct FileDescriptorSink: FileByteSink, Sendable {
+    /// The descriptor written to.
+    public let fileDescriptor: Int32
+    private let startOffset: Int
+    private let isRegularFile: Bool
+
+    /// Creates a sink over `fileDescriptor`, writing from its current offset.
+    ///
+    /// - Parameter fileDescriptor: an open, writable descriptor.
+    public init(fileDescriptor: Int32) {
+        self.fileDescriptor = fileDescriptor
+        var info = stat()
+        isRegularFile = fstat(fileDescriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        startOffset = isRegularFile ? max(0, Int(lseek(fileDescriptor, 0, SEEK_CUR))) : 0
+    }
+
+    /// See ``FileByteSink/write(_:)``. Writes everything, retrying on short writes and `EINTR`.
+    public mutating func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try writeAll(fileDescriptor, bytes)
+    }
+
+    /// See ``FileByteSink/finish()``. Nothing to commit for a descriptor.
+    public mutating func finish() throws {}
+
+    /// See ``FileByteSink/abort()``. Truncates a regular file back to its starting offset.
+    public mutating func abort() {
+        guard isRegularFile else { return }
+        _ = ftruncate(fileDescriptor, off_t(startOffset))
+        _ = lseek(fileDescriptor, off_t(startOffset), SEEK_SET)
+    }
+}
+
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+    var done = 0
+    while done < bytes.count {
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[done...])
+        #if canImport(Darwin)
+        let n = Darwin.write(fd, rest.baseAddress, rest.count)
+        #elseif canImport(Glibc)
+        let n = Glibc.write(fd, rest.baseAddress, rest.count)
+        #else
+        let n = Musl.write(fd, rest.baseAddress, rest.count)
+        #endif
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw FileSystemError(operation: "write", errno: errno, path: nil)
+        }
+        done += n
+    }
+}
+
+/// A ``FileByteSink`` that writes a temporary file beside `path` and renames it over `path` only on ``finish()``.
+///
+/// The temporary file is created in the destination's directory (so the rename is atomic) with mode 0600, named
+/// `.<name>.e3dbkit-<random>.tmp`; ``abort()`` (or deinit without finish) removes it. After a crash it may remain
+/// and can be deleted.
+public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
+    /// The final path.
+    public let path: String
+    /// The temporary path written until ``finish()``.
+    public let temporaryPath: String
+    private var fd: Int32
+    private var done = false
+
+    /// Creates the temporary file.
+    ///
+    /// - Parameter path: where the output goes; an existing file there is replaced on ``finish()``.
+    /// - Throws: ``FileSystemError`` if the temporary file cannot be created.
+    public init(path: String) throws {
+        self.path = path
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let suffix = hexString(SecureRandom.bytes(count: 8))
+        temporaryPath = "\(directory).\(name).e3dbkit-\(suffix).tmp"
+        fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd < 0 { throw FileSystemError(operation: "create", errno: errno, path: temporaryPath) }
+    }
+
+    deinit { abort() }
+
+    /// See ``FileByteSink/write(_:)``.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        do {
+            try writeAll(fd, bytes)
+        } catch let error as FileSystemError {
+            throw FileSystemError(operation: error.operation, errno: error.errno, path: temporaryPath)
+        }
+    }
+
+    /// Flushes the temporary file to disk and renames it to ``path``.
+    public func finish() throws {
+        guard !done else { return }
+        if fsync(fd) != 0 { throw FileSystemError(operation: "fsync", errno: errno, path: temporaryPath) }
+        if close(fd) != 0 {
+            fd = -1
+            throw FileSystemError(operation: "close", errno: errno, path: temporaryPath)
+        }
+        fd = -1
+        if rename(temporaryPath, path) != 0 {
+            throw FileSystemError(operation: "rename", errno: errno, path: path)
+        }
+        done = true
+    }
+
+    /// Closes and removes the temporary file.
+    public func abort() {
+        guard !done else { return }
+        done = true
+        if fd >= 0 {
+            // Shrink first so no plaintext blocks linger if unlink fails.
+            _ = ftruncate(fd, 0)
+            _ = close(fd)
+            fd = -1
+        }
+        _ = unlink(temporaryPath)
+    }
+}
+
+extension E3DBFileCipher {
+    /// Encrypts the file at `inputPath` into `outputPath` (written as a temporary file beside it, then renamed).
+    ///
+    /// - Parameters:
+    ///   - inputPath: the plaintext file.
+    ///   - outputPath: where the encrypted file goes; replaced atomically on success, untouched on failure.
+    ///   - accessKey: the access key.
+    ///   - options: checksums, progress, cancellation.
+    /// - Returns: sizes, chunk count and checksums.
+    /// - Throws: `E3DBError` with `.fileIOFailed` (cannot open, read, write or rename) or
+    ///   `.cancelled`.
+    public static func encryptFile(
+        atPath inputPath: String, toPath outputPath: String, accessKey: AccessKey,
+        options: FileEncryptionOptions = FileEncryptionOptions()
+    ) throws(E3DBError) -> FileEncryptionResult {
+        let input = try openForReading(inputPath)
+        defer { _ = close(input) }
+        var source = FileDescriptorSource(fileDescriptor: input)
+        var sink = try atomicSink(outputPath)
+        return try encrypt(from: &source, to: &sink, accessKey: accessKey, options: options)
+    }
+
+    /// Decrypts the file at `inputPath` into `outputPath`, strictly and atomically: the plaintext goes to a
+    /// temporary file (mode 0600) beside `outputPath` that is renamed only after the whole file authenticated.
+    ///
+    /// - Parameters:
+    ///   - inputPath: the encrypted file.
+    ///   - outputPath: where the plaintext goes; untouched on failure.
+    ///   - accessKey: the access key.
+    ///   - options: expected checksum, zero-chunk policy, progress, cancellation.
+    /// - Returns: sizes, chunk count and checksums.
+    /// - Throws: the codes of ``decrypt(from:to:accessKey:options:)``.
+    public static func decryptFile(
+        atPath inputPath: String, toPath outputPath: String, accessKey: AccessKey,
+        options: FileDecryptionOptions = FileDecryptionOptions()
+    ) throws(E3DBError) -> FileDecryptionResult {
+        let input = try openForReading(inputPath)
+        defer { _ = close(input) }
+        var source = FileDescriptorSource(fileDescriptor: input)
+        var sink = try atomicSink(outputPath)
+        return try decrypt(from: &source, to: &sink, accessKey: accessKey, options: options)
+    }
+
+    /// Encrypts from one open descriptor to another (neither is closed).
+    ///
+    /// - Parameters:
+    ///   - input: a readable descriptor, read from its current offset to its end.
+    ///   - output: a writable descriptor; a regular file is truncated back on failure.
+    ///   - accessKey: the access key.
+    ///   - options: checksums, progress, cancellation.
+    /// - Returns: sizes, chunk count and checksums.
+    /// - Throws: as ``encrypt(from:to:accessKey:options:)``.
+    public static func encrypt(
+        fileDescriptor input: Int32, to output: Int32, accessKey: AccessKey,
+        options: FileEncryptionOptions = FileEncryptionOptions()
+    ) throws(E3DBError) -> FileEncryptionResult {
+        var source = FileDescriptorSource(fileDescriptor: input)
+        var sink = FileDescriptorSink(fileDescriptor: output)
+        return try encrypt(from: &source, to: &sink, accessKey: accessKey, options: options)
+    }
+
+    /// Decrypts from one open descriptor to another (neither is closed).
+    ///
+    /// - Warning: plaintext reaches `output` chunk by chunk. On failure a regular file is truncated back to where
+    ///   writing started; a pipe's reader must discard what it got when this throws.
+    /// - Parameters:
+    ///   - input: a readable descriptor.
+    ///   - output: a writable descriptor.
+    ///   - accessKey: the access key.
+    ///   - options: expected checksum, zero-chunk policy, progress, cancellation.
+    /// - Returns: sizes, chunk count and checksums.
+    /// - Throws: as ``decrypt(from:to:accessKey:options:)``.
+    public static func decrypt(
+        fileDescriptor input: Int32, to output: Int32, accessKey: AccessKey,
+        options: FileDecryptionOptions = FileDecryptionOptions()
+    ) throws(E3DBError) -> FileDecryptionResult {
+        var source = FileDescriptorSource(fileDescriptor: input)
+        var sink = FileDescriptorSink(fileDescriptor: output)
+        return try decrypt(from: &source, to: &sink, accessKey: accessKey, options: options)
+    }
+
+    /// Computes checksums of everything `source` delivers (for example an encrypted file before upload: its MD5
+    /// is `FileMeta.checksum`, its BLAKE2b-512 equals `b2sum`).
+    ///
+    /// - Parameters:
+    ///   - source: the bytes to hash (treated as ciphertext).
+    ///   - kinds: which checksums; `.plaintextBLAKE2b512` is ignored.
+    /// - Returns: the checksums and the byte count.
+    /// - Throws: `.fileIOFailed`.
+    public static func checksums(
+        of source: inout some FileByteSource, kinds: FileChecksumKinds = [.ciphertextBLAKE2b512, .ciphertextMD5]
+    ) throws(E3DBError) -> (checksums: FileChecksums, byteCount: Int) {
+        let pipeline = try ChecksumPipeline(kinds: kinds.subtracting(.plaintextBLAKE2b512), concurrent: true)
+        let slots = SlotRing(count: slotCount)
+        defer {
+            pipeline.drain()
+            slots.wipe()
+        }
+        var total = 0
+        var current = 0
+        while true {
+            slots.acquire(current)
+            let n = try readFully(&source, into: slots.ciphertext(current))
+            if n == 0 {
+                slots.release(current)
+                break
+            }
+            pipeline.submit(
+                ciphertext: UnsafeRawBufferPointer(rebasing: slots.ciphertext(current)[0..<n]), plaintext: nil,
+                done: slots.handOff(current))
+            total += n
+            current = (current + 1) % slots.count
+        }
+        return (pipeline.finish(), total)
+    }
+
+    static func openForReading(_ path: String) throws(E3DBError) -> Int32 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw E3DBError(.fileIOFailed, "\(FileSystemError(operation: "open", errno: errno, path: path))")
+        }
+        return fd
+    }
+
+    static func atomicSink(_ path: String) throws(E3DBError) -> AtomicFileSink {
+        do {
+            return try AtomicFileSink(path: path)
+        } catch {
+            throw ioError("cannot create the output", error)
+        }
+    }
+}

@@ -1,0 +1,319 @@
+import ArgumentParser
+import E3DBKit
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `e3dbkit file ...`: E3DB file format v3 (streaming, constant memory).
+struct FileCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "file",
+        abstract: "Encrypt, decrypt and checksum E3DB files (format v3, 64 KiB secretstream chunks).",
+        subcommands: [FileEncryptCommand.self, FileDecryptCommand.self, FileChecksumCommand.self]
+    )
+}
+
+/// Options shared by encrypt and decrypt.
+struct FileCipherOptions: ParsableArguments {
+    @Option(name: .customLong("access-key-file"), help: "File holding the access key as base64url (as the SDKs store it).")
+    var accessKeyFile: String
+
+    @Flag(name: [.short, .long], help: "No progress bar and no summary on stderr.")
+    var quiet = false
+
+    @Argument(help: "Input file, or - for standard input.")
+    var input: String
+
+    @Argument(help: "Output file, or - for standard output. Written to a temporary file and renamed on success.")
+    var output: String
+
+    func accessKey() throws -> AccessKey {
+        guard let data = FileManager.default.contents(atPath: accessKeyFile) else {
+            throw CLIError("cannot read the access key file \(accessKeyFile)", exitCode: ExitStatus.noInput)
+        }
+        var bytes = [UInt8](data)
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
+        do {
+            return try AccessKey(base64URLEncoded: String(decoding: bytes, as: UTF8.self))
+        } catch {
+            throw CLIError(
+                "the access key file \(accessKeyFile) does not hold a 32-byte access key in base64url (\(error.code))",
+                exitCode: ExitStatus.dataError)
+        }
+    }
+}
+
+/// Maps file-layer errors to exit codes: 2 for any authentication or integrity failure.
+func fileError(_ error: E3DBError, _ doing: String) -> CLIError {
+    let message = "\(doing): \(error.message)\(CLIError.where(error))"
+    if error.isIntegrityFailure { return CLIError(message, exitCode: ExitStatus.authentication) }
+    if error.code == .fileIOFailed { return CLIError(message, exitCode: ExitStatus.failure) }
+    return CLIError(message, exitCode: ExitStatus.dataError)
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal, at most ten times a second.
+final class ProgressBar: @unchecked Sendable {
+    private let enabled: Bool
+    private let label: String
+    private var last = 0.0
+    private var drawn = false
+
+    init(label: String, quiet: Bool) {
+        self.label = label
+        self.enabled = !quiet && isatty(2) == 1
+    }
+
+    var callback: (@Sendable (FileProgress) -> Void)? {
+        guard enabled else { return nil }
+        return { [self] progress in self.update(progress) }
+    }
+
+    private func update(_ p: FileProgress) {
+        let now = Date().timeIntervalSince1970
+        let done = p.totalBytes.map { p.bytesProcessed >= $0 } ?? false
+        guard now - last >= 0.1 || done else { return }
+        last = now
+        var line = "\r\(label) "
+        if let fraction = p.fractionCompleted {
+            let width = 30
+            let filled = Int(fraction * Double(width))
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] "
+            line += String(format: "%3d%% ", Int(fraction * 100))
+        }
+        line += ProgressBar.size(p.bytesProcessed)
+        if let total = p.totalBytes { line += " / " + ProgressBar.size(total) }
+        FileHandle.standardError.write(Data(line.utf8))
+        drawn = true
+    }
+
+    func end() {
+        if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    static func size(_ bytes: Int) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}
+
+/// Plaintext for standard output: spooled to an unlinked temporary file and copied out only on `finish()`, so a
+/// failed decryption writes nothing to stdout.
+final class StdoutSpoolSink: FileByteSink {
+    private var fd: Int32
+
+    init() throws {
+        let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array((directory + "/e3dbkit-spool-XXXXXX").utf8CString)
+        fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
+        guard fd >= 0 else { throw CLIError("cannot create a spool file in \(directory)", exitCode: ExitStatus.cannotCreate) }
+        let path = String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        unlink(path)
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var sink = FileDescriptorSink(fileDescriptor: fd)
+        try sink.write(bytes)
+    }
+
+    func finish() throws {
+        guard lseek(fd, 0, SEEK_SET) == 0 else { throw CLIError("cannot rewind the spool file") }
+        var source = FileDescriptorSource(fileDescriptor: fd)
+        var out = FileDescriptorSink(fileDescriptor: 1)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 16)
+        defer {
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            buffer.deallocate()
+        }
+        while true {
+            let n = try source.read(into: buffer)
+            if n == 0 { break }
+            try out.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+        abort()
+    }
+
+    func abort() {
+        guard fd >= 0 else { return }
+        _ = ftruncate(fd, 0)
+        close(fd)
+        fd = -1
+    }
+}
+
+struct FileEncryptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "encrypt",
+        abstract: "Encrypt a file as an E3DB v3 file under a fresh data key sealed with the access key.",
+        discussion: """
+            Prints the E3DB FileMeta values (checksum = padded base64 MD5 of the encrypted file, size) and the \
+            encrypted file's BLAKE2b-512 (what b2sum prints) on stdout, or on stderr when OUT is -. Memory stays \
+            constant for any size.
+            """
+    )
+
+    @OptionGroup var options: FileCipherOptions
+
+    func run() throws {
+        do {
+            try execute()
+        } catch {
+            exitWithError(error)
+        }
+    }
+
+    func execute() throws {
+        let key = try options.accessKey()
+        let bar = ProgressBar(label: "encrypt", quiet: options.quiet)
+        let cipherOptions = FileEncryptionOptions(progress: bar.callback)
+        let result: FileEncryptionResult
+        do {
+            let input = try openInput(options.input)
+            defer { if input != 0 { close(input) } }
+            var source = FileDescriptorSource(fileDescriptor: input)
+            if options.output == "-" {
+                var sink = FileDescriptorSink(fileDescriptor: 1)
+                result = try E3DBFileCipher.encrypt(from: &source, to: &sink, accessKey: key, options: cipherOptions)
+            } else {
+                var sink = try createOutput(options.output)
+                result = try E3DBFileCipher.encrypt(from: &source, to: &sink, accessKey: key, options: cipherOptions)
+            }
+        } catch let error as E3DBError {
+            bar.end()
+            throw fileError(error, "encrypting \(options.input)")
+        }
+        bar.end()
+        let summary = """
+            checksum: \(result.checksums.md5Base64 ?? "")
+            size: \(result.encryptedSize)
+            blake2b-512: \(result.checksums.blake2b512Hex ?? "")
+
+            """
+        if options.output == "-" {
+            if !options.quiet { FileHandle.standardError.write(Data(summary.utf8)) }
+        } else {
+            FileHandle.standardOutput.write(Data(summary.utf8))
+        }
+    }
+}
+
+struct FileDecryptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decrypt",
+        abstract: "Decrypt an E3DB v3 file, strictly; the output appears only if the whole file authenticates.",
+        discussion: """
+            Exit status 2 for any authentication or integrity failure (wrong access key, altered, truncated or \
+            extended file, checksum mismatch); no output file is left behind. When OUT is -, the plaintext is \
+            spooled to an unlinked temporary file and written to stdout only after verification.
+            """
+    )
+
+    @OptionGroup var options: FileCipherOptions
+
+    @Option(help: "Expected E3DB checksum (padded base64 MD5 of the encrypted file, FileMeta.checksum).")
+    var expectedChecksum: String?
+
+    @Option(help: "Expected encrypted size in bytes (FileMeta.size).")
+    var expectedSize: Int?
+
+    @Flag(help: "Read a file with no chunk (what old Swift and Java SDKs wrote for empty files) as empty.")
+    var acceptZeroChunk = false
+
+    func run() throws {
+        do {
+            try execute()
+        } catch {
+            exitWithError(error)
+        }
+    }
+
+    func execute() throws {
+        let key = try options.accessKey()
+        let bar = ProgressBar(label: "decrypt", quiet: options.quiet)
+        let cipherOptions = FileDecryptionOptions(
+            expectedChecksum: expectedChecksum.map { .md5Base64($0) },
+            expectedEncryptedSize: expectedSize,
+            zeroChunkFiles: acceptZeroChunk ? .accept : .acceptIfChecksumVerified,
+            progress: bar.callback)
+        do {
+            let input = try openInput(options.input)
+            defer { if input != 0 { close(input) } }
+            var source = FileDescriptorSource(fileDescriptor: input)
+            if options.output == "-" {
+                var sink = try StdoutSpoolSink()
+                _ = try E3DBFileCipher.decrypt(from: &source, to: &sink, accessKey: key, options: cipherOptions)
+            } else {
+                var sink = try createOutput(options.output)
+                _ = try E3DBFileCipher.decrypt(from: &source, to: &sink, accessKey: key, options: cipherOptions)
+            }
+        } catch let error as E3DBError {
+            bar.end()
+            throw fileError(error, "decrypting \(options.input)")
+        }
+        bar.end()
+    }
+}
+
+struct FileChecksumCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "checksum",
+        abstract: "Print an encrypted file's E3DB checksum (padded base64 MD5), size and BLAKE2b-512.",
+        discussion: "The BLAKE2b-512 line equals what b2sum prints for the file."
+    )
+
+    @Argument(help: "The file, or - for standard input.")
+    var file: String
+
+    func run() throws {
+        do {
+            try execute()
+        } catch {
+            exitWithError(error)
+        }
+    }
+
+    func execute() throws {
+        do {
+            let input = try openInput(file)
+            defer { if input != 0 { close(input) } }
+            var source = FileDescriptorSource(fileDescriptor: input)
+            let (sums, count) = try E3DBFileCipher.checksums(of: &source)
+            print("checksum: \(sums.md5Base64 ?? "")")
+            print("size: \(count)")
+            print("blake2b-512: \(sums.blake2b512Hex ?? "")")
+        } catch let error as E3DBError {
+            throw fileError(error, "reading \(file)")
+        }
+    }
+}
+
+/// Opens `path` for reading (`-` is standard input).
+func openInput(_ path: String) throws -> Int32 {
+    if path == "-" { return 0 }
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+        throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))", exitCode: ExitStatus.noInput)
+    }
+    return fd
+}
+
+/// A temporary file beside `path`, renamed over it on success.
+func createOutput(_ path: String) throws -> AtomicFileSink {
+    do {
+        return try AtomicFileSink(path: path)
+    } catch {
+        throw CLIError("cannot create \(path): \(error)", exitCode: ExitStatus.cannotCreate)
+    }
+}

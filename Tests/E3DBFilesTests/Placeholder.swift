@@ -1,1 +1,0 @@
-// Tests for E3DBFiles are added with that layer.

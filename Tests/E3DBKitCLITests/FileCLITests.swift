@@ -1,0 +1,150 @@
+import E3DBKit
+import E3DBTestSupport
+import Foundation
+import Testing
+
+/// `e3dbkit file ...` end to end: runs the built binary with Process.
+@Suite("e3dbkit file", .enabled(if: CLI.binary != nil, "e3dbkit binary not built"))
+struct FileCLITests {
+    let directory: URL
+    let keyFile: URL
+    let key = AccessKey()
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        keyFile = directory.appendingPathComponent("key")
+        try Data((key.base64URLEncoded + "\n").utf8).write(to: keyFile)
+    }
+
+    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    func entries() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+    }
+
+    @Test(arguments: [0, 1, 65_536, 200_000])
+    func encryptDecryptRoundTrip(size: Int) throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try plain.write(to: URL(fileURLWithPath: path("plain")))
+        let enc = try CLI.run(["file", "encrypt", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        #expect(enc.status == 0, "\(enc.stderr)")
+        let encrypted = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        #expect(encrypted.count == E3DBFileFormat.encryptedSize(forPlaintextSize: size))
+        #expect(enc.stdout.contains("checksum: \(Base64.encode(Hashes.md5(encrypted)))"))
+        #expect(enc.stdout.contains("size: \(encrypted.count)"))
+        let b2 = Hex.encode(try BLAKE2b.hash(data: encrypted, outputByteCount: 64))
+        #expect(enc.stdout.contains("blake2b-512: \(b2)"))
+        #expect(enc.stderr.isEmpty, "no progress bar when stderr is not a terminal")
+
+        let dec = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("enc"), path("dec")])
+        #expect(dec.status == 0, "\(dec.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path("dec"))) == plain)
+
+        let sum = try CLI.run(["file", "checksum", path("enc")])
+        #expect(sum.status == 0)
+        #expect(sum.stdout == "checksum: \(Base64.encode(Hashes.md5(encrypted)))\nsize: \(encrypted.count)\nblake2b-512: \(b2)\n")
+        #expect(try entries() == ["dec", "enc", "key", "plain"], "no temporary files left")
+    }
+
+    @Test func standardInputAndOutput() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data((0..<150_000).map { UInt8(truncatingIfNeeded: $0) })
+        let enc = try CLI.run(["file", "encrypt", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
+        #expect(enc.status == 0, "\(enc.stderr)")
+        #expect(enc.stdoutData.count == E3DBFileFormat.encryptedSize(forPlaintextSize: plain.count))
+        let dec = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "-", "-"], stdin: enc.stdoutData)
+        #expect(dec.status == 0, "\(dec.stderr)")
+        #expect(dec.stdoutData == plain)
+        let sum = try CLI.run(["file", "checksum", "-"], stdin: enc.stdoutData)
+        #expect(sum.stdout.hasPrefix("checksum: \(Base64.encode(Hashes.md5(enc.stdoutData)))\n"))
+    }
+
+    @Test func integrityFailuresExitTwoAndLeaveNoOutput() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data(repeating: 7, count: 140_000)
+        try plain.write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        var flipped = good
+        flipped[70_000] ^= 1
+        let otherKey = directory.appendingPathComponent("other")
+        try Data(AccessKey().base64URLEncoded.utf8).write(to: otherKey)
+        let cases: [(String, Data, String, [String])] = [
+            ("truncated at a chunk boundary", Data(good.prefix(124 + 65_553)), keyFile.path, []),
+            ("truncated mid-chunk", Data(good.prefix(100_000)), keyFile.path, []),
+            ("tampered", flipped, keyFile.path, []),
+            ("appended", good + Data([0]), keyFile.path, ["--expected-size", "\(good.count)"]),
+            ("wrong key", good, otherKey.path, []),
+            ("wrong checksum", good, keyFile.path, ["--expected-checksum", Base64.encode(Hashes.md5(Data()))]),
+            ("version 1", Data("1".utf8) + good.dropFirst(), keyFile.path, []),
+        ]
+        for (name, bytes, key, extra) in cases {
+            try bytes.write(to: URL(fileURLWithPath: path("bad")))
+            let out = try CLI.run(["file", "decrypt", "--access-key-file", key] + extra + [path("bad"), path("out")])
+            #expect(out.status == 2, "\(name): \(out.stderr)")
+            #expect(out.stderr.hasPrefix("e3dbkit: decrypting"), "\(name)")
+            #expect(!FileManager.default.fileExists(atPath: path("out")), "\(name): output left behind")
+            let toStdout = try CLI.run(["file", "decrypt", "--access-key-file", key] + extra + [path("bad"), "-"])
+            #expect(toStdout.status == 2 && toStdout.stdoutData.isEmpty, "\(name): plaintext on stdout")
+        }
+        #expect(try entries() == ["bad", "enc", "key", "other", "plain"], "no temporary files left")
+    }
+
+    @Test func usageErrors() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])
+        #expect(missing.status == 66)
+        try Data("not a key".utf8).write(to: URL(fileURLWithPath: path("badkey")))
+        try Data("x".utf8).write(to: URL(fileURLWithPath: path("in")))
+        let badKey = try CLI.run(["file", "encrypt", "--access-key-file", path("badkey"), path("in"), path("out")])
+        #expect(badKey.status == 65)
+        #expect(!badKey.stderr.contains("not a key"), "key material echoed")
+    }
+}
+
+enum CLI {
+    struct Output {
+        let status: Int32
+        let stdoutData: Data
+        let stderr: String
+        var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
+    }
+
+    /// The e3dbkit binary built beside the test bundle.
+    static let binary: URL? = {
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments.first ?? "")
+        var candidates = [testBinary.deletingLastPathComponent().appendingPathComponent("e3dbkit")]
+        candidates.append(testBinary.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("e3dbkit"))
+        candidates.append(VectorLocations.projectRoot.appendingPathComponent(".build/debug/e3dbkit"))
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }()
+
+    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Output {
+        guard let binary else { throw VectorFormatError("e3dbkit binary not found") }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        let writer = Thread {
+            if let stdin { input.fileHandleForWriting.write(stdin) }
+            try? input.fileHandleForWriting.close()
+        }
+        writer.start()
+        // Read both pipes concurrently so a full pipe never blocks the child.
+        nonisolated(unsafe) var errData = Data()
+        let errReader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
+        errReader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while errReader.isExecuting || !errReader.isFinished { usleep(1000) }
+        return Output(status: process.terminationStatus, stdoutData: outData, stderr: String(decoding: errData, as: UTF8.self))
+    }
+}

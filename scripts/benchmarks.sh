@@ -13,7 +13,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "$#" -gt 0 ]; then
     targets=("$@")
 else
-    targets=(PrimitivesBenchmarks CanonicalJSONBenchmarks FilesBenchmarks)
+    targets=(PrimitivesBenchmarks CanonicalJSONBenchmarks)
 fi
 
 out="$(mktemp -d)"
@@ -41,4 +41,8 @@ if [ "$#" -eq 0 ]; then
     echo "## Documents"
     echo
     swift run -c release --package-path "$root/Benchmarks" DocumentsThroughput 2>/dev/null
+    echo
+    echo "## Files"
+    echo
+    swift run -c release --package-path "$root/Benchmarks" FilesThroughput 2>/dev/null
 fi

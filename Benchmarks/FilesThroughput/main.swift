@@ -1,10 +1,10 @@
-// FilesBenchmarks: E3DBFiles streaming encryption/decryption with checksums versus a loop that only calls
+// FilesThroughput: E3DBFiles streaming encryption/decryption with checksums versus a loop that only calls
 // libsodium's secretstream push (or pull) on the same data, in the same run. Prints throughput and the ratio.
 //
 // The baseline calls `SecretStream.Encryptor.seal(_:tag:into:)` / `Decryptor.open(_:into:)`, E3DBPrimitives'
 // zero-copy wrappers that call `crypto_secretstream_xchacha20poly1305_push` / `_pull` directly.
 //
-// Run: swift run -c release FilesBenchmarks [MiB]   (default 256 MiB, best of 5 runs each)
+// Run: swift run -c release --package-path Benchmarks FilesThroughput [MiB]   (default 256 MiB, best of 5 runs each)
 import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives

@@ -20,6 +20,7 @@ TARGETS = {
     "BLAKE2b 1MiB one-shot": 0.95, "BLAKE2b 1MiB streaming": 0.95,
     "Box seal 32B": 0.9, "Box open 32B": 0.9, "SecretBox seal 32B": 0.9, "SecretBox open 32B": 0.9,
     "Ed25519 sign 32B": 0.9,
+    "SecretBox seal 32B into buffer": 0.9, "SecretBox open 32B into buffer": 0.9,
     # Issue 3: the canonical serializer at >= 2x JSONEncoder with .sortedKeys.
     "Canonical small record": 2.0, "Canonical 1MiB document": 2.0,
 }

@@ -83,41 +83,71 @@ public enum FieldCipher {
         var value = value
         let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: fieldNonce) }
         let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: dataKeyNonce)
-        return assemble(edk.ciphertext, dataKeyNonce.rawRepresentation, ef.ciphertext, fieldNonce.rawRepresentation)
+        return edk.ciphertext.withUnsafeBytes { a in
+            dataKeyNonce.rawRepresentation.withUnsafeBytes { b in
+                ef.ciphertext.withUnsafeBytes { c in
+                    fieldNonce.rawRepresentation.withUnsafeBytes { d in assemble(a, b, c, d) }
+                }
+            }
+        }
     }
 
     /// Encrypts with 80 caller-supplied random bytes: data key (32), `edkN` (24), `efN` (24).
+    ///
+    /// Both parts are sealed into one temporary buffer and the field string is written in a single allocation;
+    /// the data key is used from the (wiped) randomness buffer through one `SecretBox.Key`.
     static func encrypt(_ value: String, accessKey: AccessKey, randomness r: UnsafeRawBufferPointer) -> String {
         let k = SecretBox.keyByteCount
         let n = SecretBox.nonceByteCount
-        // The slices have exactly the required lengths, so these initializers cannot fail; fall back to fresh
-        // randomness rather than trap if they ever did.
-        let dataKey = (try? SecretBox.Key(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[0..<k]))) ?? SecretBox.Key()
-        let edkN = (try? SecretBox.Nonce(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])))
-            ?? SecretBox.Nonce()
-        let efN = (try? SecretBox.Nonce(rawRepresentation: UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])))
-            ?? SecretBox.Nonce()
+        let t = SecretBox.tagByteCount
+        let keyBytes = UnsafeRawBufferPointer(rebasing: r[0..<k])
+        let edkN = UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
+        let efN = UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])
+        // The slices have exactly the required lengths, so this cannot fail; fall back to a fresh random key
+        // rather than trap if it ever did (the field stays decryptable: the key is sealed below).
+        let dataKey = (try? SecretBox.Key(rawRepresentation: keyBytes)) ?? SecretBox.Key()
         var value = value
-        let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: efN) }
-        let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: edkN)
-        return assemble(edk.ciphertext, edkN.rawRepresentation, ef.ciphertext, efN.rawRepresentation)
+        return value.withUTF8 { plain in
+            let edkCount = k + t
+            let efCount = plain.count + t
+            return withUnsafeTemporaryAllocation(byteCount: edkCount + efCount, alignment: 16) { scratch in
+                let edk = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<edkCount])
+                let ef = UnsafeMutableRawBufferPointer(rebasing: scratch[edkCount..<(edkCount + efCount)])
+                // Lengths are exact by construction, so the buffer APIs cannot throw here.
+                dataKey.withUnsafeBytes { dk in
+                    _ = try? SecretBox.seal(dk, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
+                }
+                _ = try? SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                return assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
+            }
+        }
     }
 
-    /// `b64u(a).b64u(b).b64u(c).b64u(d)` built in one reserved string.
-    static func assemble(_ a: Data, _ b: Data, _ c: Data, _ d: Data) -> String {
-        var out = String()
-        out.reserveCapacity(
-            Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
-                + Base64URL.encodedLength(of: c.count) + Base64URL.encodedLength(of: d.count) + 3)
-        out += Base64URL.encode(a)
-        out += "."
-        out += Base64URL.encode(b)
-        out += "."
-        out += Base64URL.encode(c)
-        out += "."
-        out += Base64URL.encode(d)
-        return out
+    /// `b64u(a).b64u(b).b64u(c).b64u(d)`, written straight into one string's storage.
+    static func assemble(
+        _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer,
+        _ d: UnsafeRawBufferPointer
+    ) -> String {
+        let length = 3 + Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
+            + Base64URL.encodedLength(of: c.count) + Base64URL.encodedLength(of: d.count)
+        return String(unsafeUninitializedCapacity: length) { out in
+            var o = 0
+            func put(_ part: UnsafeRawBufferPointer, dot: Bool) {
+                if dot {
+                    out[o] = UInt8(ascii: ".")
+                    o += 1
+                }
+                // The capacity is exact by construction, so the encoder cannot run out of room.
+                o += (try? Base64URL.encode(part, into: UnsafeMutableBufferPointer(rebasing: out[o...]))) ?? 0
+            }
+            put(a, dot: false)
+            put(b, dot: true)
+            put(c, dot: true)
+            put(d, dot: true)
+            return o
+        }
     }
+
 
     /// Decrypts one field string.
     ///

@@ -39,6 +39,24 @@ public enum Base64URL {
     /// The length of the unpadded encoding of `byteCount` bytes.
     public static func encodedLength(of byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
 
+    /// Encodes `bytes` as unpadded base64url into caller-provided memory, for building larger strings without
+    /// intermediate allocations.
+    /// - Parameters:
+    ///   - bytes: The bytes to encode.
+    ///   - output: At least ``encodedLength(of:)`` bytes; receives ASCII characters.
+    /// - Returns: The number of characters written.
+    /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small.
+    public static func encode(
+        _ bytes: UnsafeRawBufferPointer,
+        into output: UnsafeMutableBufferPointer<UInt8>
+    ) throws(E3DBError) -> Int {
+        let needed = encodedLength(of: bytes.count)
+        guard output.count >= needed else {
+            throw E3DBError.length(.invalidLength, "base64url output buffer (at least)", expected: needed, actual: output.count)
+        }
+        return unsafe Base64Core.encode(bytes, urlSafe: true, pad: false, into: output)
+    }
+
     /// An upper bound on the number of bytes `encodedLength` characters decode to (for sizing buffers).
     public static func maximumDecodedLength(ofEncodedLength encodedLength: Int) -> Int {
         Base64Core.maximumDecodedLength(encodedLength)
@@ -106,10 +124,24 @@ enum Base64Core {
     @unsafe
     static func encode(_ input: UnsafeRawBufferPointer, urlSafe: Bool, pad: Bool) -> String {
         let n = input.count
-        let full = n / 3
-        let rest = n - full * 3
         let length = pad ? (n + 2) / 3 * 4 : (n * 4 + 2) / 3
         return unsafe String(unsafeUninitializedCapacity: length) { out in
+            unsafe encode(input, urlSafe: urlSafe, pad: pad, into: out)
+        }
+    }
+
+    /// Encodes into `out`, which must hold the encoded length; returns the number of characters written.
+    @unsafe
+    static func encode(
+        _ input: UnsafeRawBufferPointer,
+        urlSafe: Bool,
+        pad: Bool,
+        into out: UnsafeMutableBufferPointer<UInt8>
+    ) -> Int {
+        let n = input.count
+        let full = n / 3
+        let rest = n - full * 3
+        do {
             var o = 0
             var i = 0
             for _ in 0..<full {

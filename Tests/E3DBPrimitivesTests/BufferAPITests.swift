@@ -86,4 +86,18 @@ struct BufferAPITests {
             }
         }
     }
+
+    @Test func base64EncodeIntoBuffer() throws {
+        for n in 0..<80 {
+            let bytes = SecureRandom.bytes(count: n)
+            var out = [UInt8](repeating: 0, count: Base64URL.encodedLength(of: n))
+            let written = try bytes.withUnsafeBytes { b in try out.withUnsafeMutableBufferPointer { o in try Base64URL.encode(b, into: o) } }
+            #expect(written == out.count)
+            #expect(String(decoding: out, as: UTF8.self) == Base64URL.encode(bytes))
+        }
+        var tiny = [UInt8](repeating: 0, count: 3)
+        #expect(throws: E3DBError(.invalidLength)) {
+            _ = try Data([1, 2, 3]).withUnsafeBytes { b in try tiny.withUnsafeMutableBufferPointer { o in try Base64URL.encode(b, into: o) } }
+        }
+    }
 }

@@ -35,5 +35,19 @@ let package = Package(
             name: "FuzzSealedBoxes",
             dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
         ),
+        .executableTarget(
+            name: "FuzzKeys",
+            dependencies: [
+                .product(name: "E3DBKeys", package: "E3DBKit"), .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            ]
+        ),
+        .executableTarget(
+            name: "FuzzDocuments",
+            dependencies: [
+                .product(name: "E3DBDocuments", package: "E3DBKit"), .product(name: "E3DBKeys", package: "E3DBKit"),
+                .product(name: "E3DBPrimitives", package: "E3DBKit"),
+                .product(name: "E3DBCanonicalJSON", package: "E3DBKit"),
+            ]
+        ),
     ]
 )

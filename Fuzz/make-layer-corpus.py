@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the primitives fuzz targets from TestVectors/primitives.
+"""Writes the seed corpora of the primitives, keys and documents fuzz targets from TestVectors/.
 
 FuzzSecretStream: hostile-mode inputs (0x00, header, then length-prefixed chunks) from the secretstream vectors
 whose chunks fit a one-byte length, and round-trip-mode inputs (0x01, then control-prefixed messages).
 FuzzBLAKE2b: (output size, key length, split) prefixes with the key and message of BLAKE2b vectors.
 FuzzSealedBoxes: the combined forms of the box and secretbox vectors, and sealed boxes, behind each kind byte.
+FuzzKeys: EAK strings (mode 0) and EAKInfo JSON texts (mode 1) from TestVectors/keys.
+FuzzDocuments: field strings (0), values (1), EncryptedDocument JSON (2), SignedDocument JSON (3), note JSON (4)
+and TFSP1 strings (5) from TestVectors/documents.
 
 Deterministic; files are named by the SHA-1 of their content. Run from the project root:
-  python3 Fuzz/make-primitives-corpus.py
+  python3 Fuzz/make-layer-corpus.py
 """
 import importlib.util
 import json
@@ -20,9 +23,46 @@ make_corpus = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(make_corpus)
 
 
-def vectors(name):
-    with open(os.path.join(ROOT, "TestVectors", "primitives", name), encoding="utf-8") as f:
+def vectors(name, folder="primitives"):
+    with open(os.path.join(ROOT, "TestVectors", folder, name), encoding="utf-8") as f:
         return json.load(f)["tests"]
+
+
+def utf8(text):
+    return text.encode("utf-8", "surrogatepass")
+
+
+def keys():
+    items = []
+    for t in vectors("eak.json", "keys")[::2]:
+        if isinstance(t.get("eak"), str):
+            items.append(b"\x00" + utf8(t["eak"]))
+    for t in vectors("eakinfo.json", "keys"):
+        if isinstance(t.get("json"), str):
+            items.append(b"\x01" + utf8(t["json"]))
+    return items
+
+
+def documents():
+    items = []
+    for t in vectors("record_fields.json", "documents")[::6]:
+        if isinstance(t.get("field"), str):
+            items.append(b"\x00" + utf8(t["field"]))
+        if isinstance(t.get("value"), str):
+            items.append(b"\x01" + utf8(t["value"])[:200])
+    for t in vectors("records.json", "documents")[::5]:
+        if isinstance(t.get("encryptedDocument"), str) and len(t["encryptedDocument"]) < 4000:
+            items.append(b"\x02" + utf8(t["encryptedDocument"]))
+    for t in vectors("signed_documents.json", "documents")[::5]:
+        if isinstance(t.get("signedDocument"), str) and len(t["signedDocument"]) < 4000:
+            items.append(b"\x03" + utf8(t["signedDocument"]))
+    for t in vectors("notes.json", "documents"):
+        if isinstance(t.get("note"), str) and len(t["note"]) < 4000:
+            items.append(b"\x04" + utf8(t["note"]))
+    for t in vectors("tfsp1.json", "documents")[::4]:
+        if isinstance(t.get("signed"), str):
+            items.append(b"\x05" + utf8(t["signed"])[:400])
+    return items
 
 
 def secretstream():
@@ -66,5 +106,6 @@ def sealed_boxes():
 
 
 if __name__ == "__main__":
-    for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes())]:
+    for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes()),
+                          ("FuzzKeys", keys()), ("FuzzDocuments", documents())]:
         print(target, make_corpus.write(target, items))

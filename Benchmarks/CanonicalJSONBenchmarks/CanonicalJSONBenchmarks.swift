@@ -79,9 +79,13 @@ let benchmarks: @Sendable () -> Void = {
     do {
         recordValue = try JSONValueEncoder().encode(record)
         // Same bytes on both sides, or the comparison means nothing.
-        precondition(try encoder.encode(recordValue) == Data(CanonicalJSON.serializedBytes(recordValue)))
-        precondition(try encoder.encode(record) == Data(JSONValueEncoder().canonicalBytes(record)))
-        precondition(try encoder.encode(document) == Data(CanonicalJSON.serializedBytes(document)))
+        let recordFoundation = try encoder.encode(recordValue)
+        let encodableFoundation = try encoder.encode(record)
+        let encodableCanonical = try JSONValueEncoder().canonicalBytes(record)
+        let documentFoundation = try encoder.encode(document)
+        precondition(recordFoundation == Data(CanonicalJSON.serializedBytes(recordValue)), "record bytes differ")
+        precondition(encodableFoundation == Data(encodableCanonical), "Encodable record bytes differ")
+        precondition(documentFoundation == Data(CanonicalJSON.serializedBytes(document)), "document bytes differ")
     } catch {
         preconditionFailure("benchmark set-up failed: \(error)")
     }

@@ -35,21 +35,32 @@ public enum E3DBFileCipher {
     /// - Returns: sizes, chunk count and checksums (`checksums.md5Base64` is E3DB's `FileMeta.checksum`).
     /// - Throws: `E3DBError` with `.fileIOFailed` (source or sink failed),
     ///   `.cancelled`, or a primitives code if libsodium fails.
-    public static func encrypt(
+    public static func encrypt<S: FileByteSink>(
         from source: inout some FileByteSource,
-        to sink: inout some FileByteSink,
+        to sink: inout S,
         accessKey: AccessKey,
         options: FileEncryptionOptions = FileEncryptionOptions()
     ) throws(E3DBError) -> FileEncryptionResult {
-        let result: FileEncryptionResult
+        try committing(to: &sink, "encrypted") { (sink: inout S) throws(E3DBError) in
+            try encryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
+        }
+    }
+
+    /// Runs `body`, then finishes `sink`; on any failure (of `body` or of finishing) aborts `sink` instead, so
+    /// output is committed only on success.
+    static func committing<S: FileByteSink, R>(
+        to sink: inout S,
+        _ what: String,
+        _ body: (inout S) throws(E3DBError) -> R
+    ) throws(E3DBError) -> R {
         do throws(E3DBError) {
-            result = try encryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
-            do { try sink.finish() } catch { throw ioError("committing the encrypted output failed", error) }
+            let result = try body(&sink)
+            do { try sink.finish() } catch { throw ioError("committing the \(what) output failed", error) }
+            return result
         } catch {
             sink.abort()
             throw error
         }
-        return result
     }
 
     static func encryptBody(
@@ -159,21 +170,15 @@ public enum E3DBFileCipher {
     ///   `.wrongAccessKey`, `.fileTruncated`, `.trailingData`,
     ///   `.chunkAuthenticationFailed`, `.unexpectedChunkTag`,
     ///   `.checksumMismatch`, `.fileIOFailed` or `.cancelled`.
-    public static func decrypt(
+    public static func decrypt<S: FileByteSink>(
         from source: inout some FileByteSource,
-        to sink: inout some FileByteSink,
+        to sink: inout S,
         accessKey: AccessKey,
         options: FileDecryptionOptions = FileDecryptionOptions()
     ) throws(E3DBError) -> FileDecryptionResult {
-        let result: FileDecryptionResult
-        do throws(E3DBError) {
-            result = try decryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
-            do { try sink.finish() } catch { throw ioError("committing the decrypted output failed", error) }
-        } catch {
-            sink.abort()
-            throw error
+        try committing(to: &sink, "decrypted") { (sink: inout S) throws(E3DBError) in
+            try decryptBody(from: &source, to: &sink, accessKey: accessKey, options: options)
         }
-        return result
     }
 
     static func decryptBody(
@@ -395,30 +400,24 @@ public enum E3DBFileCipher {
     /// Encrypts with a caller-chosen data key, edk nonce and stream header, to reproduce another SDK's output byte
     /// for byte in tests. Never use in production: reusing these values with the same access key repeats keystream.
     @_spi(Testing)
-    public static func encryptDeterministically(
+    public static func encryptDeterministically<S: FileByteSink>(
         from source: inout some FileByteSource,
-        to sink: inout some FileByteSink,
+        to sink: inout S,
         accessKey: AccessKey,
         dataKey: SecretStream.Key,
         edkNonce: SecretBox.Nonce,
         streamHeader: SecretStream.Header,
         options: FileEncryptionOptions = FileEncryptionOptions()
     ) throws(E3DBError) -> FileEncryptionResult {
-        let result: FileEncryptionResult
-        do throws(E3DBError) {
+        try committing(to: &sink, "encrypted") { (sink: inout S) throws(E3DBError) in
             let control = RunControl(
                 progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
             let prefix = try makePrefix(dataKey: dataKey, accessKey: accessKey, nonce: edkNonce)
             var encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
-            result = try encryptChunks(
+            return try encryptChunks(
                 prefix: prefix + streamHeader.rawRepresentation, encryptor: &encryptor, from: &source, to: &sink,
                 checksums: options.checksums, concurrent: options.concurrentChecksums, control: control)
-            do { try sink.finish() } catch { throw ioError("committing the encrypted output failed", error) }
-        } catch {
-            sink.abort()
-            throw error
         }
-        return result
     }
 
     static func write(_ bytes: UnsafeRawBufferPointer, to sink: inout some FileByteSink) throws(E3DBError) {

@@ -48,13 +48,8 @@ struct FileCipherOptions: ParsableArguments {
     }
 }
 
-/// Maps file-layer errors to exit codes: 2 for any authentication or integrity failure.
-func fileError(_ error: E3DBError, _ doing: String) -> CLIError {
-    let message = "\(doing): \(error.message)\(CLIError.where(error))"
-    if error.isIntegrityFailure { return CLIError(message, exitCode: ExitStatus.authentication) }
-    if error.code == .fileIOFailed { return CLIError(message, exitCode: ExitStatus.failure) }
-    return CLIError(message, exitCode: ExitStatus.dataError)
-}
+/// Maps file-layer errors to exit codes (2 for any authentication or integrity failure), as every command does.
+func fileError(_ error: E3DBError, _ doing: String) -> CLIError { CLIError(error, while: doing) }
 
 /// A progress bar on stderr, drawn only when stderr is a terminal, at most ten times a second.
 final class ProgressBar: @unchecked Sendable {

@@ -33,13 +33,21 @@ struct CLIError: Error, CustomStringConvertible {
         self.exitCode = exitCode
     }
 
-    /// Maps a library error to the CLI's exit codes: authentication failures exit 2, malformed input 65.
+    /// Maps a library error to the CLI's exit codes, for every command: authentication and integrity failures
+    /// (including every file-format integrity code) exit 2, I/O failures 1, malformed input 65.
     init(_ error: E3DBError, while doing: String) {
         self.message = "\(doing): \(error.message)\(CLIError.where(error))"
-        self.exitCode = CLIError.authenticationCodes.contains(error.code) ? ExitStatus.authentication : ExitStatus.dataError
+        if error.isIntegrityFailure || CLIError.authenticationCodes.contains(error.code) {
+            self.exitCode = ExitStatus.authentication
+        } else if error.code == .fileIOFailed {
+            self.exitCode = ExitStatus.failure
+        } else {
+            self.exitCode = ExitStatus.dataError
+        }
     }
 
-    /// Library codes that mean "the data or key did not verify" rather than "the input is malformed".
+    /// Codes outside the file layer that mean "the data or key did not verify" rather than "the input is
+    /// malformed" (the file layer's own are `E3DBError.isIntegrityFailure`).
     static let authenticationCodes: Set<E3DBError.Code> = [
         .authenticationFailed, .invalidSignature, .streamTruncated, .streamFinished, .missingFinalChunk,
     ]

@@ -2,19 +2,19 @@ public import E3DBPrimitives
 
 extension E3DBError.Code {
     /// A record field is not `edk.edkN.ef.efN` (exactly four `.`-separated parts).
-    public static let invalidField = Self(rawValue: "invalidField")
+    public static let invalidField = Self("invalidField", category: .malformedInput)
     /// A decrypted value is not valid UTF-8 (part `ef`).
-    public static let invalidUTF8 = Self(rawValue: "invalidUTF8")
+    public static let invalidUTF8 = Self("invalidUTF8", category: .malformedInput)
     /// A document's JSON is malformed; `context.field` names the member when known.
-    public static let invalidDocument = Self(rawValue: "invalidDocument")
+    public static let invalidDocument = Self("invalidDocument", category: .malformedInput)
     /// A note's JSON is malformed; `context.field` names the member when known.
-    public static let invalidNote = Self(rawValue: "invalidNote")
+    public static let invalidNote = Self("invalidNote", category: .malformedInput)
     /// A value is not TFSP1-signed where a signature is required (`context.field` names the note field).
-    public static let unsignedField = Self(rawValue: "unsignedField")
+    public static let unsignedField = Self("unsignedField", category: .verification)
     /// A TFSP1 header is malformed (`context.part` is `length` for a bad length field).
-    public static let invalidSignedField = Self(rawValue: "invalidSignedField")
+    public static let invalidSignedField = Self("invalidSignedField", category: .verification)
     /// A TFSP1 salt differs from the expected (note object) salt.
-    public static let saltMismatch = Self(rawValue: "saltMismatch")
+    public static let saltMismatch = Self("saltMismatch", category: .verification)
     /// A note was written with a signing key other than the expected writer key.
-    public static let writerKeyMismatch = Self(rawValue: "writerKeyMismatch")
+    public static let writerKeyMismatch = Self("writerKeyMismatch", category: .verification)
 }

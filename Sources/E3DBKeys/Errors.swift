@@ -7,13 +7,13 @@ public import E3DBPrimitives
 
 extension E3DBError.Code {
     /// An encrypted access key string is not `b64u(ciphertext).b64u(nonce)` (wrong number of `.`-separated parts).
-    public static let invalidEAK = Self(rawValue: "invalidEAK")
+    public static let invalidEAK = Self("invalidEAK", category: .malformedInput)
     /// An EAKInfo JSON object is malformed; `context.field` names the member.
-    public static let invalidEAKInfo = Self(rawValue: "invalidEAKInfo")
+    public static let invalidEAKInfo = Self("invalidEAKInfo", category: .malformedInput)
     /// A client credential (identity) JSON object is malformed or inconsistent; `context.field` names the member.
-    public static let invalidClientConfig = Self(rawValue: "invalidClientConfig")
+    public static let invalidClientConfig = Self("invalidClientConfig", category: .malformedInput)
     /// An operation needs a key the identity or EAKInfo does not carry (for example no signing key).
-    public static let missingKey = Self(rawValue: "missingKey")
+    public static let missingKey = Self("missingKey", category: .invalidArgument)
 }
 
 /// How base64url text from another SDK is decoded.

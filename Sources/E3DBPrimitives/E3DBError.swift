@@ -6,18 +6,49 @@
 ///
 /// Codes are an extensible struct, so layers add their own without breaking callers:
 /// ```swift
-/// extension E3DBError.Code { public static let fileTruncated = Self(rawValue: "fileTruncated") }
+/// extension E3DBError.Code { public static let fileTruncated = Self("fileTruncated", category: .verification) }
 /// ```
 /// Two errors compare equal when their codes are equal, so tests can write
 /// `#expect(throws: E3DBError(.authenticationFailed)) { ... }`.
 ///
 /// - Note: Authentication failure is a single code: libsodium cannot tell a wrong key from tampered bytes.
 public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A stable identifier for a kind of failure.
+    /// What kind of failure a code stands for, so that callers (the CLI's exit codes, a server's status codes)
+    /// map every code, including codes added later by other layers, through one table.
+    public enum Category: String, Sendable, Hashable, CaseIterable {
+        /// The data or a key did not verify: a MAC, signature, checksum or file-integrity check failed, or the
+        /// data is not what its signer wrote. Tampering and a wrong key both land here.
+        case verification
+        /// The input is not well formed (bad JSON, base64, lengths, structure).
+        case malformedInput
+        /// The caller asked for something that cannot be done with what it passed (an out-of-range parameter, an
+        /// identity without the key the operation needs).
+        case invalidArgument
+        /// Reading or writing failed.
+        case io
+        /// The operation was cancelled.
+        case cancelled
+        /// The system failed (random number generator, memory).
+        case system
+    }
+
+    /// A stable identifier for a kind of failure, with its ``Category``.
+    ///
+    /// Equality and hashing use ``rawValue`` only.
     public struct Code: Hashable, Sendable, CustomStringConvertible, RawRepresentable {
         public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+        /// What kind of failure this is.
+        public let category: Category
+        /// Creates a code in the ``Category/malformedInput`` category.
+        public init(rawValue: String) { self.init(rawValue, category: .malformedInput) }
+        /// Creates a code.
+        public init(_ rawValue: String, category: Category) {
+            self.rawValue = rawValue
+            self.category = category
+        }
         public var description: String { rawValue }
+        public static func == (lhs: Code, rhs: Code) -> Bool { lhs.rawValue == rhs.rawValue }
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
     }
 
     /// Non-secret details about where a failure happened.
@@ -92,33 +123,33 @@ public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension E3DBError.Code {
     /// A key has the wrong number of bytes.
-    public static let invalidKeyLength = Self(rawValue: "invalidKeyLength")
+    public static let invalidKeyLength = Self("invalidKeyLength", category: .malformedInput)
     /// A nonce or stream header has the wrong number of bytes.
-    public static let invalidNonceLength = Self(rawValue: "invalidNonceLength")
+    public static let invalidNonceLength = Self("invalidNonceLength", category: .malformedInput)
     /// An input (ciphertext, signature, output size) has an invalid length.
-    public static let invalidLength = Self(rawValue: "invalidLength")
+    public static let invalidLength = Self("invalidLength", category: .malformedInput)
     /// A MAC did not verify: wrong key, wrong nonce or tampered bytes.
-    public static let authenticationFailed = Self(rawValue: "authenticationFailed")
+    public static let authenticationFailed = Self("authenticationFailed", category: .verification)
     /// Text is not valid base64 of the expected variant.
-    public static let invalidBase64 = Self(rawValue: "invalidBase64")
+    public static let invalidBase64 = Self("invalidBase64", category: .malformedInput)
     /// A signature did not verify.
-    public static let invalidSignature = Self(rawValue: "invalidSignature")
+    public static let invalidSignature = Self("invalidSignature", category: .verification)
     /// A key's parts disagree (an Ed25519 secret key whose public half does not match its seed).
-    public static let inconsistentKey = Self(rawValue: "inconsistentKey")
+    public static let inconsistentKey = Self("inconsistentKey", category: .malformedInput)
     /// A parameter is outside its allowed range.
-    public static let invalidParameter = Self(rawValue: "invalidParameter")
+    public static let invalidParameter = Self("invalidParameter", category: .invalidArgument)
     /// A stream was used after its final chunk.
-    public static let streamFinished = Self(rawValue: "streamFinished")
+    public static let streamFinished = Self("streamFinished", category: .verification)
     /// A stream ended without its final chunk.
-    public static let missingFinalChunk = Self(rawValue: "missingFinalChunk")
+    public static let missingFinalChunk = Self("missingFinalChunk", category: .verification)
     /// A stream chunk is shorter than its authentication overhead.
-    public static let streamTruncated = Self(rawValue: "streamTruncated")
+    public static let streamTruncated = Self("streamTruncated", category: .verification)
     /// A public key is a low-order point, which would give an all-zero shared secret.
-    public static let weakPublicKey = Self(rawValue: "weakPublicKey")
+    public static let weakPublicKey = Self("weakPublicKey", category: .malformedInput)
     /// The system random number generator failed.
-    public static let randomFailure = Self(rawValue: "randomFailure")
+    public static let randomFailure = Self("randomFailure", category: .system)
     /// A key derivation failed (bad parameters or out of memory).
-    public static let kdfFailure = Self(rawValue: "kdfFailure")
+    public static let kdfFailure = Self("kdfFailure", category: .system)
 }
 
 extension E3DBError {

@@ -33,24 +33,22 @@ struct CLIError: Error, CustomStringConvertible {
         self.exitCode = exitCode
     }
 
-    /// Maps a library error to the CLI's exit codes, for every command: authentication and integrity failures
-    /// (including every file-format integrity code) exit 2, I/O failures 1, malformed input 65.
+    /// Maps a library error to the CLI's exit codes through its category, for every command: verification
+    /// failures exit 2, malformed input 65, unusable arguments 64, I/O and system failures 1.
     init(_ error: E3DBError, while doing: String) {
         self.message = "\(doing): \(error.message)\(CLIError.where(error))"
-        if error.isIntegrityFailure || CLIError.authenticationCodes.contains(error.code) {
-            self.exitCode = ExitStatus.authentication
-        } else if error.code == .fileIOFailed {
-            self.exitCode = ExitStatus.failure
-        } else {
-            self.exitCode = ExitStatus.dataError
-        }
+        self.exitCode = CLIError.exitCode(for: error.code.category)
     }
 
-    /// Codes outside the file layer that mean "the data or key did not verify" rather than "the input is
-    /// malformed" (the file layer's own are `E3DBError.isIntegrityFailure`).
-    static let authenticationCodes: Set<E3DBError.Code> = [
-        .authenticationFailed, .invalidSignature, .streamTruncated, .streamFinished, .missingFinalChunk,
-    ]
+    /// The one table from error categories to exit codes.
+    static func exitCode(for category: E3DBError.Category) -> ExitCode {
+        switch category {
+        case .verification: ExitStatus.authentication
+        case .malformedInput: ExitStatus.dataError
+        case .invalidArgument: ExitCode.validationFailure
+        case .io, .system, .cancelled: ExitStatus.failure
+        }
+    }
 
     static func `where`(_ error: E3DBError) -> String {
         var parts: [String] = []

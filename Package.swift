@@ -18,7 +18,7 @@ let upcoming: [SwiftSetting] = [
 
 let package = Package(
     name: "E3DBKit",
-    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "E3DBKit", targets: ["E3DBKit"]),
         .library(name: "E3DBPrimitives", targets: ["E3DBPrimitives"]),
@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "E3DBDocuments", targets: ["E3DBDocuments"]),
         .library(name: "E3DBFiles", targets: ["E3DBFiles"]),
         .library(name: "E3DBIdentity", targets: ["E3DBIdentity"]),
+        .library(name: "E3DBBLAKE2bReference", targets: ["E3DBBLAKE2bReference"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
     ],
     dependencies: [
@@ -52,11 +53,19 @@ let package = Package(
             name: "E3DBPrimitives",
             dependencies: [
                 "CE3DBSodium",
-                "CE3DBBlake2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: upcoming + [.strictMemorySafety()]
+        ),
+
+        // libb2's BLAKE2b, the independent oracle that tests, vector checks and the BLAKE2b fuzz target compare
+        // libsodium's against. A product only so that the Fuzz package can link it; no other product needs it,
+        // so importing E3DBPrimitives needs libsodium alone.
+        .target(
+            name: "E3DBBLAKE2bReference",
+            dependencies: ["CE3DBBlake2", "E3DBPrimitives"],
+            swiftSettings: upcoming
         ),
 
         // L2
@@ -89,23 +98,24 @@ let package = Package(
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBVectors", "E3DBTestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "E3DBKit", "E3DBVectors", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: upcoming
         ),
 
-        // Test support and vector suites (not products). E3DBVectors holds one runner per committed vector
-        // suite; the tests and `e3dbkit vectors verify` both run them, so there is one source of truth.
-        .target(name: "E3DBTestSupport", swiftSettings: upcoming),
+        // Vector suites (not a product): one runner per committed vector file, run by both the tests and
+        // `e3dbkit vectors verify`, so there is one source of truth. No test code and no #filePath: the CLI links it.
         .target(
             name: "E3DBVectors",
-            dependencies: ["E3DBKit", "E3DBTestSupport"],
+            dependencies: ["E3DBKit"],
             swiftSettings: upcoming
         ),
+        // Test support (never linked by a product): the checkout's location from #filePath.
+        .target(name: "E3DBTestSupport", dependencies: ["E3DBVectors"], swiftSettings: upcoming),
 
         .testTarget(
             name: "E3DBPrimitivesTests",
-            dependencies: ["E3DBPrimitives", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBPrimitives", "E3DBBLAKE2bReference", "E3DBTestSupport", "E3DBVectors"],
             swiftSettings: upcoming
         ),
         .testTarget(

@@ -10,7 +10,7 @@ import PackageDescription
 
 let package = Package(
     name: "E3DBKitBenchmarks",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "E3DBKit", path: ".."),
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),

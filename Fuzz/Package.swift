@@ -29,7 +29,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "FuzzBLAKE2b",
-            dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
+            dependencies: [
+                .product(name: "E3DBPrimitives", package: "E3DBKit"),
+                .product(name: "E3DBBLAKE2bReference", package: "E3DBKit"),
+            ]
         ),
         .executableTarget(
             name: "FuzzSealedBoxes",

@@ -119,52 +119,6 @@ let benchmarks: @Sendable () -> Void = {
                 })
         }
 
-        // The allocation-free buffer API (SecretBox.seal/open(_:nonce:using:into:)) against the same libsodium
-        // calls, both writing into one preallocated buffer: what the Data-returning API costs beyond libsodium is
-        // its result allocations, and this pair shows the API without them.
-        let sealed32 = directSecretboxSeal(message32, nonce: nonceBytes, key: keyBytes)
-        nonisolated(unsafe) let sealBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64, alignment: 16)
-        nonisolated(unsafe) let openBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64, alignment: 16)
-        try message32.withUnsafeBytes { m in
-            try nonceBytes.withUnsafeBytes { n in _ = try SecretBox.seal(m, nonce: n, using: key, into: sealBuffer) }
-        }
-        precondition(Array(sealBuffer.prefix(48)) == sealed32, "secretbox buffer ciphertexts differ")
-        pair(
-            "SecretBox seal 32B into buffer", config(.kilo),
-            api: { benchmark in
-                try message32.withUnsafeBytes { m in
-                    try nonceBytes.withUnsafeBytes { n in
-                        for _ in benchmark.scaledIterations {
-                            blackHole(try SecretBox.seal(m, nonce: n, using: key, into: sealBuffer))
-                        }
-                    }
-                }
-            },
-            direct: { benchmark in
-                for _ in benchmark.scaledIterations {
-                    blackHole(crypto_secretbox_easy(
-                        sealBuffer.baseAddress!.assumingMemoryBound(to: UInt8.self), message32, UInt64(message32.count),
-                        nonceBytes, keyBytes))
-                }
-            })
-        pair(
-            "SecretBox open 32B into buffer", config(.kilo),
-            api: { benchmark in
-                try sealed32.withUnsafeBytes { c in
-                    try nonceBytes.withUnsafeBytes { n in
-                        for _ in benchmark.scaledIterations {
-                            blackHole(try SecretBox.open(c, nonce: n, using: key, into: openBuffer))
-                        }
-                    }
-                }
-            },
-            direct: { benchmark in
-                for _ in benchmark.scaledIterations {
-                    blackHole(crypto_secretbox_open_easy(
-                        openBuffer.baseAddress!.assumingMemoryBound(to: UInt8.self), sealed32, UInt64(sealed32.count),
-                        nonceBytes, keyBytes))
-                }
-            })
     } catch {
         fatalError("secretbox setup failed: \(error)")
     }

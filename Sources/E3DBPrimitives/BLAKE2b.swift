@@ -48,7 +48,7 @@ public struct BLAKE2b: Sendable {
         return out
     }
 
-    static func validate(outputByteCount: Int, key: SecureBytes?) throws(E3DBError) {
+    package static func validate(outputByteCount: Int, key: SecureBytes?) throws(E3DBError) {
         guard (minimumOutputByteCount...maximumOutputByteCount).contains(outputByteCount) else {
             throw E3DBError(
                 .invalidParameter, "BLAKE2b output must be 16...64 bytes, got \(outputByteCount)",

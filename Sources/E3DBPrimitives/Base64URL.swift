@@ -46,7 +46,7 @@ public enum Base64URL {
     ///   - output: At least ``encodedLength(of:)`` bytes; receives ASCII characters.
     /// - Returns: The number of characters written.
     /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small.
-    public static func encode(
+    package static func encode(
         _ bytes: UnsafeRawBufferPointer,
         into output: UnsafeMutableBufferPointer<UInt8>
     ) throws(E3DBError) -> Int {
@@ -70,7 +70,7 @@ public enum Base64URL {
     /// - Returns: The number of decoded bytes written.
     /// - Throws: ``E3DBError/Code/invalidBase64`` (with the character offset), ``E3DBError/Code/invalidLength``
     ///   when `output` is too small.
-    public static func decode(
+    package static func decode(
         utf8: UnsafeBufferPointer<UInt8>,
         into output: UnsafeMutableRawBufferPointer,
         lenient: Bool = false

@@ -10,7 +10,7 @@ extension SecretBox {
     /// - Returns: The number of bytes written (`message.count + 16`).
     /// - Throws: ``E3DBError/Code/invalidNonceLength`` or ``E3DBError/Code/invalidLength`` (output too small).
     /// - Warning: Never reuse a nonce with the same key.
-    public static func seal(
+    package static func seal(
         _ message: UnsafeRawBufferPointer,
         nonce: UnsafeRawBufferPointer,
         using key: Key,
@@ -40,7 +40,7 @@ extension SecretBox {
     /// - Returns: The plaintext length (`ciphertext.count - 16`).
     /// - Throws: ``E3DBError/Code/invalidNonceLength``, ``E3DBError/Code/invalidLength`` (ciphertext shorter than
     ///   the tag, or output too small), ``E3DBError/Code/authenticationFailed``.
-    public static func open(
+    package static func open(
         _ ciphertext: UnsafeRawBufferPointer,
         nonce: UnsafeRawBufferPointer,
         using key: Key,
@@ -73,7 +73,7 @@ extension SecretBox {
     ///   - key: The wrapping key.
     /// - Returns: The unwrapped bytes in ``SecureBytes``.
     /// - Throws: As ``open(_:nonce:using:into:)``.
-    public static func openSecret(
+    package static func openSecret(
         _ ciphertext: UnsafeRawBufferPointer,
         nonce: UnsafeRawBufferPointer,
         using key: Key

@@ -1,5 +1,5 @@
 import E3DBKit
-import E3DBTestSupport
+
 import Foundation
 
 /// Vector suites for E3DBCanonicalJSON: the project's own Node/rfc8785 vectors (`TestVectors/canonical-json/`)

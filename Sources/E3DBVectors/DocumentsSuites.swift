@@ -2,7 +2,7 @@ import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
-import E3DBTestSupport
+
 import Foundation
 
 /// Vector suites for E3DBDocuments: `TestVectors/documents/*.json`, made by

@@ -1,7 +1,7 @@
 @_spi(Testing) public import E3DBFiles
 public import E3DBKeys
 import E3DBPrimitives
-public import E3DBTestSupport
+
 public import Foundation
 
 /// Vector suite for E3DBFiles: `TestVectors/files/e3db_file_v3.json`, made by Tozny's Python SDK (e3db 2.3.0)

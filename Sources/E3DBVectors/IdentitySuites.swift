@@ -1,6 +1,6 @@
 import E3DBIdentity
 import E3DBPrimitives
-import E3DBTestSupport
+
 import Foundation
 
 /// Vector suites for E3DBIdentity: `TestVectors/identity/*.json` from Tozny's Python SDK (e3db 2.3.0).

@@ -1,6 +1,6 @@
 import E3DBKeys
 import E3DBPrimitives
-import E3DBTestSupport
+
 import Foundation
 
 /// Vector suites for E3DBKeys: `TestVectors/keys/*.json`, made by `TestVectors/generators/e3db_documents.py`

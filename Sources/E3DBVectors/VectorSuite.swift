@@ -1,4 +1,4 @@
-public import E3DBTestSupport
+
 
 
 /// One case of a vector suite: an id (the file's `tcId`, prefixed with the file when a suite has several) and a

@@ -1,6 +1,5 @@
 import ArgumentParser
 import E3DBKit
-import E3DBTestSupport
 import E3DBVectors
 import Foundation
 
@@ -19,9 +18,10 @@ struct VerifyVectorsCommand: ParsableCommand {
         commandName: "verify",
         abstract: "Run every committed vector suite and print passed/failed counts per suite.",
         discussion: """
-            DIR is the project's TestVectors directory (default: the one in the checkout this binary was built \
-            from). Suites that need the external vectors in ../shared/vectors are skipped with a note when that \
-            directory is absent. Exits 1 if any case fails.
+            DIR is the project's TestVectors directory (default: the TestVectors directory of the E3DBKit checkout \
+            that contains the current directory; an installed binary run elsewhere needs DIR). Suites that need \
+            the external vectors in ../shared/vectors (beside the project root, or --shared) are skipped with a \
+            note when that directory is absent. Exits 1 if any case fails, 66 if there is no vectors directory.
             """
     )
 
@@ -41,6 +41,16 @@ struct VerifyVectorsCommand: ParsableCommand {
         let locations = VectorLocations(
             testVectors: directory.map { URL(fileURLWithPath: $0, isDirectory: true) },
             sharedVectors: shared.map { URL(fileURLWithPath: $0, isDirectory: true) })
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: locations.testVectors.path, isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else {
+            throw CLIError(
+                directory == nil
+                    ? "no TestVectors directory: run inside an E3DBKit checkout or pass the directory"
+                    : "\(locations.testVectors.path) is not a directory",
+                exitCode: ExitStatus.noInput)
+        }
         if locations.sharedVectors == nil {
             print("note: \(VectorLocations.sharedMissingMessage)")
         }

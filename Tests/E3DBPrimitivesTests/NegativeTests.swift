@@ -1,3 +1,4 @@
+import E3DBBLAKE2bReference
 import E3DBPrimitives
 import Foundation
 import Testing

@@ -4,6 +4,7 @@
 // (0 = unkeyed, else 16...64 or an invalid size), byte 2 a split point for the streaming hasher. The key follows,
 // then the message. Invariants: one-shot, streaming (split anywhere, and a forked copy) and libb2 agree byte for
 // byte; invalid sizes are rejected by both with the same error code.
+import E3DBBLAKE2bReference
 import E3DBPrimitives
 import Foundation
 

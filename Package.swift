@@ -149,6 +149,7 @@ let package = Package(
         .testTarget(
             name: "E3DBKitCLITests",
             dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBVectors"],
+            exclude: ["cli_interop.py"],
             swiftSettings: upcoming
         ),
     ]

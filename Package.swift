@@ -61,7 +61,7 @@ let package = Package(
 
         // L2
         .target(name: "E3DBCanonicalJSON", swiftSettings: upcoming),
-        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives"], swiftSettings: upcoming),
+        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives", "E3DBCanonicalJSON"], swiftSettings: upcoming),
 
         // L3
         .target(

@@ -58,7 +58,7 @@ struct KeysTests {
         #expect(again.publicSigningKey == writer.publicSigningKey)
         let v1 = ClientIdentity(clientID: nil, boxKey: Box.PrivateKey(), signingKey: nil)
         let text = String(decoding: v1.configJSON(), as: UTF8.self)
-        #expect(text.contains("\"version\": \"1\""))
+        #expect(text.contains("\"version\":\"1\""))
         #expect(throws: E3DBError(.missingKey)) { try v1.requireSigningKey() }
         #expect(throws: E3DBError(.missingKey)) { try EAKInfo.makeWriterKey(for: v1) }
     }

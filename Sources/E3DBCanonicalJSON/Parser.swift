@@ -402,6 +402,16 @@ private func describeBare(_ b: UInt8) -> String {
 
 // MARK: Objects with raw string members
 
+/// A parse error of ``CanonicalJSON/parseObject(_:rawMembers:limits:)`` with the top-level member it happened in:
+/// the duplicated name for a repeated member, the enclosing member for a problem inside a member's value, nil
+/// when it happened outside any member value (syntax between members, a bad member name).
+package struct ObjectParseError: Error, Sendable {
+    /// The parser's error (code and byte offset).
+    package let error: CanonicalJSONError
+    /// The top-level member name, when known.
+    package let member: String?
+}
+
 /// Where a string member's text sits in the input: its UTF-8 bytes between the quotes, not decoded.
 package struct RawJSONString: Sendable, Hashable {
     /// The byte range of the content (the quotes excluded) in the parser's input.
@@ -417,6 +427,18 @@ extension Parser {
     /// across both sets.
     mutating func parseTopLevelObject(
         rawMembers: Set<String>
+    ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
+        var member: String?
+        do {
+            return try parseTopLevelObject(rawMembers: rawMembers, current: &member)
+        } catch {
+            throw ObjectParseError(error: error, member: member)
+        }
+    }
+
+    private mutating func parseTopLevelObject(
+        rawMembers: Set<String>,
+        current: inout String?
     ) throws(CanonicalJSONError) -> (object: JSONObject, raw: [String: RawJSONString]) {
         if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
             throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
@@ -454,6 +476,7 @@ extension Parser {
                 }
                 pos += 1
                 skipWhitespace()
+                current = key
                 let duplicate: Bool
                 if rawMembers.contains(key), pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") {
                     let start = pos + 1
@@ -466,6 +489,7 @@ extension Parser {
                 if duplicate {
                     throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: keyOffset)
                 }
+                current = nil
                 skipWhitespace()
                 guard pos < bytes.count else {
                     throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
@@ -527,15 +551,18 @@ extension CanonicalJSON {
     /// Parses a JSON object with the strict rules of ``parse(_:limits:)``, leaving the string values of the
     /// members named in `rawMembers` undecoded (see ``RawJSONString``), for inputs that carry secrets.
     /// A named member whose value is not a string is parsed into the object like any other member.
+    /// - Throws: ``ObjectParseError``: the parser's error and the top-level member it happened in.
     package static func parseObject(
         _ utf8: UnsafeBufferPointer<UInt8>,
         rawMembers: Set<String>,
         limits: ParseLimits = .default
-    ) throws(CanonicalJSONError) -> (object: JSONObject, raw: [String: RawJSONString]) {
+    ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
         guard utf8.count <= limits.maxInputBytes else {
-            throw CanonicalJSONError(
-                .inputTooLarge, "input of \(utf8.count) bytes exceeds the limit of \(limits.maxInputBytes) bytes",
-                offset: limits.maxInputBytes)
+            throw ObjectParseError(
+                error: CanonicalJSONError(
+                    .inputTooLarge, "input of \(utf8.count) bytes exceeds the limit of \(limits.maxInputBytes) bytes",
+                    offset: limits.maxInputBytes),
+                member: nil)
         }
         var parser = Parser(bytes: utf8, maxDepth: limits.maxDepth)
         return try parser.parseTopLevelObject(rawMembers: rawMembers)

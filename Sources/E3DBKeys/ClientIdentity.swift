@@ -89,6 +89,11 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
     /// The members whose string values are secrets: they are decoded from the input bytes straight into wiped
     /// storage and never become a Swift `String`.
     private static let secretMembers: Set<String> = ["private_key", "private_signing_key", "private_sig_key", "api_secret"]
+    /// The members this type reads (and `client_name`, which old Swift writes), which errors may name.
+    private static let knownMembers: Set<String> = secretMembers.union([
+        "public_key", "public_signing_key", "public_sig_key", "client_id", "api_key_id", "client_email", "api_url",
+        "base_api_url", "version", "client_name",
+    ])
 
     /// Reads a client credential JSON file.
     ///
@@ -120,10 +125,9 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         do {
             (object, raw) = try CanonicalJSON.parseObject(utf8, rawMembers: secretMembers)
         } catch {
-            // Only the code and offset: a parser message may quote one input character, which could be key text.
-            throw E3DBError(
-                .invalidClientConfig, "the client configuration is not a strict JSON object (\(error.code.rawValue))",
-                context: .init(offset: error.offset))
+            // Only the code, the offset and a known member name: a parser message may quote one input character,
+            // which could be key text.
+            throw error.keysError(.invalidClientConfig, what: "client configuration", knownMembers: knownMembers)
         }
         func bad(_ field: String, _ why: String) -> E3DBError {
             E3DBError(.invalidClientConfig, "client configuration member \"\(field)\" \(why)", context: .init(field: field))

@@ -84,15 +84,21 @@ public struct EAKInfo: Sendable, Hashable {
     ///   `access_key_wrappers[i].<member>` for wrapper `i`), or without a field (and with `context.offset`) when
     ///   the input is not strict JSON (duplicate members, invalid UTF-8, lone surrogates...) or not an object.
     public init(jsonData: some DataProtocol, decoding: Base64Decoding = .strict) throws(E3DBError) {
-        let value: JSONValue
-        do {
-            value = try CanonicalJSON.parse(Array(jsonData))
-        } catch {
-            throw E3DBError(
-                .invalidEAKInfo, "EAKInfo is not strict JSON (\(error.code.rawValue))", context: .init(offset: error.offset))
+        let bytes = Array(jsonData)
+        let parsed = bytes.withUnsafeBufferPointer { utf8 in
+            Result { () throws(ObjectParseError) in try CanonicalJSON.parseObject(utf8, rawMembers: []).object }
         }
-        try self.init(json: value, decoding: decoding)
+        switch parsed {
+        case .success(let object): try self.init(json: .object(object), decoding: decoding)
+        case .failure(let error):
+            throw error.keysError(.invalidEAKInfo, what: "EAKInfo", knownMembers: Self.knownMembers)
+        }
     }
+
+    /// The members errors may name.
+    static let knownMembers: Set<String> = [
+        "eak", "authorizer_id", "authorizer_public_key", "signer_id", "signer_signing_key", "access_key_wrappers",
+    ]
 
     /// The shapes ``jsonData(shape:)`` can write.
     public enum Shape: Sendable, Hashable {

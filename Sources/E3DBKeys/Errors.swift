@@ -4,6 +4,7 @@ package import FoundationEssentials
 package import Foundation
 #endif
 public import E3DBPrimitives
+internal import E3DBCanonicalJSON
 
 extension E3DBError.Code {
     /// An encrypted access key string is not `b64u(ciphertext).b64u(nonce)` (wrong number of `.`-separated parts).
@@ -56,5 +57,19 @@ extension E3DBError {
         var context = self.context
         context.part = part
         return E3DBError(code, message, context: context)
+    }
+}
+
+extension ObjectParseError {
+    /// The typed error for a strict-parse failure of `what` (an identity or EAKInfo): the parser's code and byte
+    /// offset, and the top-level member when it is one of `knownMembers`. Never the parser's message, which may
+    /// quote an input character (possibly key text), and never an unknown member name.
+    func keysError(_ code: E3DBError.Code, what: String, knownMembers: Set<String>) -> E3DBError {
+        let reason = error.code.rawValue
+        guard let member, knownMembers.contains(member) else {
+            return E3DBError(code, "the \(what) is not a strict JSON object (\(reason))", context: .init(offset: error.offset))
+        }
+        let why = error.code == .duplicateKey ? "appears more than once" : "is not strict JSON (\(reason))"
+        return E3DBError(code, "\(what) member \"\(member)\" \(why)", context: .init(field: member, offset: error.offset))
     }
 }

@@ -161,7 +161,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             } catch {
                 throw E3DBError(
                     .invalidClientConfig,
-                    "client configuration member \"\(name)\" is not base64url (at character offset \(error.context.offset ?? 0))",
+                    "client configuration member \"\(name)\" is not base64url (bad character at offset \(error.context.offset ?? 0) of its value)",
                     context: .init(field: name, offset: error.context.offset))
             }
         }

@@ -172,9 +172,11 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             throw bad("private_key", "is not a 32-byte base64url Curve25519 key")
         }
         if let publicText = try string("public_key"), !publicText.isEmpty {
-            guard let pk = try? Box.PublicKey(base64URLEncoded: publicText), pk == box.publicKey else {
-                throw bad("public_key", "does not match private_key")
+            let pk: Box.PublicKey
+            do { pk = try Box.PublicKey(base64URLEncoded: publicText) } catch {
+                throw bad("public_key", "is not a 32-byte base64url Curve25519 key")
             }
+            guard pk == box.publicKey else { throw bad("public_key", "does not match private_key") }
         }
         var signing: Ed25519.PrivateKey?
         let signingName = present("private_signing_key") ? "private_signing_key" : "private_sig_key"
@@ -190,9 +192,11 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             }
             signing = key
             if let publicSigningText, !publicSigningText.isEmpty {
-                guard let pk = try? Ed25519.PublicKey(base64URLEncoded: publicSigningText), pk == key.publicKey else {
-                    throw bad(publicSigningName, "does not match \(signingName)")
+                let pk: Ed25519.PublicKey
+                do { pk = try Ed25519.PublicKey(base64URLEncoded: publicSigningText) } catch {
+                    throw bad(publicSigningName, "is not a 32-byte base64url Ed25519 key")
                 }
+                guard pk == key.publicKey else { throw bad(publicSigningName, "does not match \(signingName)") }
             }
         }
         var clientID: UUID?

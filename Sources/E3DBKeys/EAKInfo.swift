@@ -176,12 +176,12 @@ public struct EAKInfo: Sendable, Hashable {
         }
         guard let id = UUID(uuidString: try string("authorizer_id")) else { throw bad("authorizer_id", "is not a UUID") }
         self.authorizerID = id
-        guard let authorizerText = try keyText("authorizer_public_key", alg: "curve25519", optional: false),
-            let authorizerKey = try? Box.PublicKey(base64URLEncoded: authorizerText)
-        else {
+        guard let authorizerText = try keyText("authorizer_public_key", alg: "curve25519", optional: false) else {
+            throw bad("authorizer_public_key", "is missing")
+        }
+        do { self.authorizerPublicKey = try Box.PublicKey(base64URLEncoded: authorizerText) } catch {
             throw bad("authorizer_public_key", "is not a 32-byte base64url Curve25519 key")
         }
-        self.authorizerPublicKey = authorizerKey
         switch object["signer_id"] {
         case nil, .null?: self.signerID = nil
         case .string(let s)?:
@@ -190,10 +190,9 @@ public struct EAKInfo: Sendable, Hashable {
         default: throw bad("signer_id", "is not a string")
         }
         if let signerText = try keyText("signer_signing_key", alg: "ed25519", optional: true) {
-            guard let key = try? Ed25519.PublicKey(base64URLEncoded: signerText) else {
+            do { self.signerSigningKey = try Ed25519.PublicKey(base64URLEncoded: signerText) } catch {
                 throw bad("signer_signing_key", "is not a 32-byte base64url Ed25519 key")
             }
-            self.signerSigningKey = key
         } else {
             self.signerSigningKey = nil
         }

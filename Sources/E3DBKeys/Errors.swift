@@ -28,7 +28,8 @@ public enum Base64Decoding: Sendable, Hashable {
     case lenient
 
     /// Decodes `text`, naming `part` in the error.
-    /// - Throws: `E3DBError` `.invalidBase64` with `context.part` set to `part`.
+    /// - Throws: `E3DBError` `.invalidBase64` with `context.part` set to `part` and `context.offset` the offset of
+    ///   the first bad character in `text` (never the character itself).
     package func decode(_ text: some StringProtocol, part: String, field: String? = nil) throws(E3DBError) -> Data {
         do {
             switch self {
@@ -38,7 +39,7 @@ public enum Base64Decoding: Sendable, Hashable {
         } catch {
             throw E3DBError(
                 .invalidBase64, "\(part) is not valid base64url" + (field.map { " (field \"\($0)\")" } ?? ""),
-                context: .init(field: field, part: part))
+                context: .init(field: field, part: part, offset: error.context.offset))
         }
     }
 }

@@ -402,7 +402,7 @@ private func describeBare(_ b: UInt8) -> String {
 
 // MARK: Objects with raw string members
 
-/// A parse error of ``CanonicalJSON/parseObject(_:rawMembers:limits:)`` with the top-level member it happened in:
+/// A parse error of `CanonicalJSON.parseObject(_:rawMembers:limits:)` with the top-level member it happened in:
 /// the duplicated name for a repeated member, the enclosing member for a problem inside a member's value, nil
 /// when it happened outside any member value (syntax between members, a bad member name).
 package struct ObjectParseError: Error, Sendable {
@@ -549,9 +549,9 @@ extension Parser {
 
 extension CanonicalJSON {
     /// Parses a JSON object with the strict rules of ``parse(_:limits:)``, leaving the string values of the
-    /// members named in `rawMembers` undecoded (see ``RawJSONString``), for inputs that carry secrets.
+    /// members named in `rawMembers` undecoded (see `RawJSONString`), for inputs that carry secrets.
     /// A named member whose value is not a string is parsed into the object like any other member.
-    /// - Throws: ``ObjectParseError``: the parser's error and the top-level member it happened in.
+    /// - Throws: `ObjectParseError`: the parser's error and the top-level member it happened in.
     package static func parseObject(
         _ utf8: UnsafeBufferPointer<UInt8>,
         rawMembers: Set<String>,

@@ -217,7 +217,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
     }
 
     /// The client credential JSON (js-sdk/Go/Python member names, lowercase client ID, `version` "2" with
-    /// signing keys and "1" without), built as a ``JSONValue`` and written in canonical form (sorted members, no
+    /// signing keys and "1" without), built as a `JSONValue` and written in canonical form (sorted members, no
     /// insignificant whitespace) followed by a newline.
     /// - Warning: the result contains the private keys. Write it only to a file with mode 0600.
     /// - Returns: UTF-8 JSON text ending in a newline.

@@ -109,7 +109,7 @@ public struct EAKInfo: Sendable, Hashable {
     }
 
     /// The JSON text: members sorted, lowercase UUIDs, absent signer members omitted, `access_key_wrappers`
-    /// written only when there are wrappers. Built as a ``JSONValue`` and written in canonical form.
+    /// written only when there are wrappers. Built as a `JSONValue` and written in canonical form.
     /// - Parameter shape: ``Shape/api`` (default) or ``Shape/javaFlat``.
     /// - Returns: UTF-8 JSON.
     public func jsonData(shape: Shape = .api) -> Data {
@@ -235,7 +235,7 @@ extension EAKInfo: Codable {
     }
 }
 
-/// A ``JSONValue`` read from any `Decoder`, so that Codable decoding goes through the same member checks as
+/// A `JSONValue` read from any `Decoder`, so that Codable decoding goes through the same member checks as
 /// ``EAKInfo/init(jsonData:decoding:)``.
 struct DecodedJSONValue: Decodable {
     let value: JSONValue

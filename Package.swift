@@ -5,7 +5,7 @@
 //   L5 e3dbkit (CLI)
 //   L4 E3DBKit (umbrella)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
-//   L2 E3DBKeys  E3DBCanonicalJSON
+//   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
 //   L1 E3DBPrimitives
 //   L0 CE3DBSodium  CE3DBBlake2
 import PackageDescription
@@ -70,7 +70,7 @@ let package = Package(
 
         // L2
         .target(name: "E3DBCanonicalJSON", swiftSettings: upcoming),
-        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives"], swiftSettings: upcoming),
+        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives", "E3DBCanonicalJSON"], swiftSettings: upcoming),
 
         // L3
         .target(

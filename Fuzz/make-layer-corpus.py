@@ -5,7 +5,8 @@ FuzzSecretStream: hostile-mode inputs (0x00, header, then length-prefixed chunks
 whose chunks fit a one-byte length, and round-trip-mode inputs (0x01, then control-prefixed messages).
 FuzzBLAKE2b: (output size, key length, split) prefixes with the key and message of BLAKE2b vectors.
 FuzzSealedBoxes: the combined forms of the box and secretbox vectors, and sealed boxes, behind each kind byte.
-FuzzKeys: EAK strings (mode 0) and EAKInfo JSON texts (mode 1) from TestVectors/keys.
+FuzzKeys: EAK strings (mode 0), EAKInfo JSON texts (mode 1), client credential JSON (mode 2) and group-wrapped
+EAKInfo JSON (mode 3, keys/group_wrappers.json) from TestVectors/keys.
 FuzzDocuments: field strings (0), values (1), EncryptedDocument JSON (2), SignedDocument JSON (3), note JSON (4)
 and TFSP1 strings (5) from TestVectors/documents.
 
@@ -40,6 +41,11 @@ def keys():
     for t in vectors("eakinfo.json", "keys"):
         if isinstance(t.get("json"), str):
             items.append(b"\x01" + utf8(t["json"]))
+    for t in vectors("client_config.json", "keys"):
+        if isinstance(t.get("json"), str):
+            items.append(b"\x02" + utf8(t["json"]))
+    for t in vectors("group_wrappers.json", "keys"):
+        items.append(b"\x03" + utf8(t["json"]))
     return items
 
 

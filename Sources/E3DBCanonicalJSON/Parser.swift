@@ -399,3 +399,172 @@ private func describeBare(_ b: UInt8) -> String {
     if b >= 0x21 && b < 0x7F { return String(Character(Unicode.Scalar(b))) }
     return "(byte 0x\(hex2(b)))"
 }
+
+// MARK: Objects with raw string members
+
+/// A parse error of `CanonicalJSON.parseObject(_:rawMembers:limits:)` with the top-level member it happened in:
+/// the duplicated name for a repeated member, the enclosing member for a problem inside a member's value, nil
+/// when it happened outside any member value (syntax between members, a bad member name).
+package struct ObjectParseError: Error, Sendable {
+    /// The parser's error (code and byte offset).
+    package let error: CanonicalJSONError
+    /// The top-level member name, when known.
+    package let member: String?
+}
+
+/// Where a string member's text sits in the input: its UTF-8 bytes between the quotes, not decoded.
+package struct RawJSONString: Sendable, Hashable {
+    /// The byte range of the content (the quotes excluded) in the parser's input.
+    package let range: Range<Int>
+    /// True when the content has at least one backslash escape, so the raw bytes are not the string's UTF-8.
+    package let hasEscapes: Bool
+}
+
+extension Parser {
+    /// Parses a top-level object strictly. String values of members named in `rawMembers` are validated
+    /// (UTF-8, escapes, surrogates) but not materialised: only their byte range is returned, so that a secret
+    /// never becomes a Swift `String`. Every other member is parsed into `object`. Duplicate names are rejected
+    /// across both sets.
+    mutating func parseTopLevelObject(
+        rawMembers: Set<String>
+    ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
+        var member: String?
+        do {
+            return try parseTopLevelObject(rawMembers: rawMembers, current: &member)
+        } catch {
+            throw ObjectParseError(error: error, member: member)
+        }
+    }
+
+    private mutating func parseTopLevelObject(
+        rawMembers: Set<String>,
+        current: inout String?
+    ) throws(CanonicalJSONError) -> (object: JSONObject, raw: [String: RawJSONString]) {
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+            throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
+        }
+        skipWhitespace()
+        guard pos < bytes.count else {
+            throw CanonicalJSONError(.unexpectedEnd, "input ended where an object was expected", offset: pos)
+        }
+        guard bytes[pos] == UInt8(ascii: "{") else {
+            throw CanonicalJSONError(.unexpectedCharacter, "expected an object, found \(describe(bytes[pos]))", offset: pos)
+        }
+        pos += 1
+        var object = JSONObject()
+        var raw: [String: RawJSONString] = [:]
+        skipWhitespace()
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
+            pos += 1
+        } else {
+            members: while true {
+                skipWhitespace()
+                guard pos < bytes.count else {
+                    throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
+                }
+                guard bytes[pos] == UInt8(ascii: "\"") else {
+                    throw CanonicalJSONError(.unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+                }
+                let keyOffset = pos
+                let key = try parseString()
+                skipWhitespace()
+                guard pos < bytes.count else {
+                    throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
+                }
+                guard bytes[pos] == UInt8(ascii: ":") else {
+                    throw CanonicalJSONError(.unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+                }
+                pos += 1
+                skipWhitespace()
+                current = key
+                let duplicate: Bool
+                if rawMembers.contains(key), pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") {
+                    let start = pos + 1
+                    let escaped = try skipString()
+                    duplicate = object[key] != nil || raw.updateValue(RawJSONString(range: start..<(pos - 1), hasEscapes: escaped), forKey: key) != nil
+                } else {
+                    let value = try parseValue(depth: 1)
+                    duplicate = raw[key] != nil || !object.insertIfAbsent(key: key, value: value)
+                }
+                if duplicate {
+                    throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: keyOffset)
+                }
+                current = nil
+                skipWhitespace()
+                guard pos < bytes.count else {
+                    throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
+                }
+                switch bytes[pos] {
+                case UInt8(ascii: ","):
+                    pos += 1
+                case UInt8(ascii: "}"):
+                    pos += 1
+                    break members
+                default:
+                    throw CanonicalJSONError(.unexpectedCharacter, "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+                }
+            }
+        }
+        skipWhitespace()
+        if pos < bytes.count {
+            throw CanonicalJSONError(.trailingData, "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+        }
+        return (object, raw)
+    }
+
+    /// Validates the string at `pos` like `parseString` and leaves `pos` after the closing quote, without
+    /// building a `String`. Escapes are validated into `scratch`, which is cleared (zeroed) afterwards.
+    /// - Returns: whether the string had an escape.
+    private mutating func skipString() throws(CanonicalJSONError) -> Bool {
+        let open = pos
+        pos += 1
+        var escaped = false
+        defer {
+            if !scratch.isEmpty {
+                for i in scratch.indices { scratch[i] = 0 }
+                scratch.removeAll(keepingCapacity: true)
+            }
+        }
+        while true {
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
+            }
+            let byte = bytes[pos]
+            if byte == UInt8(ascii: "\"") {
+                pos += 1
+                return escaped
+            } else if byte == UInt8(ascii: "\\") {
+                escaped = true
+                try parseEscape()
+            } else if byte < 0x20 {
+                throw CanonicalJSONError(.controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
+            } else if byte < 0x80 {
+                pos += 1
+            } else {
+                try validateUTF8Sequence()
+            }
+        }
+    }
+}
+
+extension CanonicalJSON {
+    /// Parses a JSON object with the strict rules of ``parse(_:limits:)``, leaving the string values of the
+    /// members named in `rawMembers` undecoded (see `RawJSONString`), for inputs that carry secrets.
+    /// A named member whose value is not a string is parsed into the object like any other member.
+    /// - Throws: `ObjectParseError`: the parser's error and the top-level member it happened in.
+    package static func parseObject(
+        _ utf8: UnsafeBufferPointer<UInt8>,
+        rawMembers: Set<String>,
+        limits: ParseLimits = .default
+    ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
+        guard utf8.count <= limits.maxInputBytes else {
+            throw ObjectParseError(
+                error: CanonicalJSONError(
+                    .inputTooLarge, "input of \(utf8.count) bytes exceeds the limit of \(limits.maxInputBytes) bytes",
+                    offset: limits.maxInputBytes),
+                member: nil)
+        }
+        var parser = Parser(bytes: utf8, maxDepth: limits.maxDepth)
+        return try parser.parseTopLevelObject(rawMembers: rawMembers)
+    }
+}

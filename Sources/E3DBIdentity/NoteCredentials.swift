@@ -57,8 +57,9 @@ public struct NoteCredentials: Sendable {
     }
 
     /// `b64u(BLAKE2b-256(utf8(text)))`, the E3DB `hash` helper used for note names.
-    public static func hashName(_ text: String) -> String {
-        Base64URL.encode((try? BLAKE2b.hash(data: Data(text.utf8), outputByteCount: 32)) ?? Data())
+    /// - Throws: `E3DBError` from BLAKE2b if hashing fails (it never falls back to an empty digest).
+    public static func hashName(_ text: String) throws(E3DBError) -> String {
+        Base64URL.encode(try BLAKE2b.hash(data: Data(text.utf8), outputByteCount: 32))
     }
 
     /// Derives the credentials.
@@ -68,7 +69,7 @@ public struct NoteCredentials: Sendable {
     ///   - realm: the realm name.
     ///   - kind: the credential kind (default password).
     /// - Returns: the credentials.
-    /// - Throws: `E3DBError` `.kdfFailure` if PBKDF2 fails.
+    /// - Throws: `E3DBError` `.kdfFailure` if PBKDF2 fails, or the BLAKE2b error if the note name cannot be hashed.
     public static func derive(username: String, password: String, realm: String, kind: Kind = .password) throws(E3DBError)
         -> NoteCredentials
     {
@@ -81,6 +82,6 @@ public struct NoteCredentials: Sendable {
         let signSeed = try PBKDF2.sha512(
             password: passwordBytes, salt: signSalt, rounds: rounds, outputByteCount: Ed25519.seedByteCount)
         let signing = try Ed25519.PrivateKey(seed: signSeed)
-        return NoteCredentials(nameSeed: seed, noteName: hashName(seed), boxKey: box, signingKey: signing)
+        return NoteCredentials(nameSeed: seed, noteName: try hashName(seed), boxKey: box, signingKey: signing)
     }
 }

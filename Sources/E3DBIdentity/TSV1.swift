@@ -26,6 +26,8 @@ public enum TSV1 {
     ///   - clientID: the client ID; written as given (lowercase it: old Swift's uppercase `uid:` differs).
     ///   - signingKey: the client's Ed25519 key.
     /// - Returns: the header value.
+    /// - Throws: `E3DBError` from BLAKE2b if the request cannot be hashed (no header is signed over an empty
+    ///   digest then).
     public static func authorization(
         path: String,
         query: String,
@@ -34,10 +36,10 @@ public enum TSV1 {
         nonce: String,
         clientID: String,
         signingKey: Ed25519.PrivateKey
-    ) -> String {
+    ) throws(E3DBError) -> String {
         let header = "\(method); \(signingKey.publicKey.base64URLEncoded); \(timestamp); \(nonce); uid:\(clientID)"
         let toSign = "\(path); \(query); \(httpMethod); \(header)"
-        let digest = (try? BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32)) ?? Data()
+        let digest = try BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32)
         return header + "; " + Base64URL.encode(signingKey.signature(for: digest))
     }
 
@@ -49,10 +51,11 @@ public enum TSV1 {
     ///   - clientID: the client ID.
     ///   - signingKey: the client's Ed25519 key.
     /// - Returns: the header value.
+    /// - Throws: `E3DBError` from BLAKE2b if the request cannot be hashed.
     public static func authorization(
         path: String, query: String, method httpMethod: String, clientID: UUID, signingKey: Ed25519.PrivateKey
-    ) -> String {
-        authorization(
+    ) throws(E3DBError) -> String {
+        try authorization(
             path: path, query: canonicalQuery(query), method: httpMethod,
             timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().uuidString.lowercased(),
             clientID: clientID.uuidString.lowercased(), signingKey: signingKey)

@@ -4,6 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import E3DBPrimitives
+internal import E3DBCanonicalJSON
 
 /// A client's identity: its client ID, Curve25519 box key pair and (for version 2 clients) Ed25519 signing
 /// key pair, with the API credentials of the client credential file.
@@ -85,126 +86,158 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
 
     // MARK: JSON
 
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    private struct Members: Decodable {
-        var strings: [String: String] = [:]
-        init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: AnyKey.self)
-            for key in c.allKeys {
-                if let s = try? c.decode(String.self, forKey: key) {
-                    strings[key.stringValue] = s
-                } else if let n = try? c.decode(Int.self, forKey: key) {
-                    strings[key.stringValue] = String(n)
-                }
-            }
-        }
-    }
+    /// The members whose string values are secrets: they are decoded from the input bytes straight into wiped
+    /// storage and never become a Swift `String`.
+    private static let secretMembers: Set<String> = ["private_key", "private_signing_key", "private_sig_key", "api_secret"]
+    /// The members this type reads (and `client_name`, which old Swift writes), which errors may name.
+    private static let knownMembers: Set<String> = secretMembers.union([
+        "public_key", "public_signing_key", "public_sig_key", "client_id", "api_key_id", "client_email", "api_url",
+        "base_api_url", "version", "client_name",
+    ])
 
     /// Reads a client credential JSON file.
     ///
-    /// Empty signing-key strings (Python writes `""` for version 1 clients) mean "no signing key".
+    /// The text is parsed with the strict parser of E3DBCanonicalJSON (no duplicate members, well-formed UTF-8,
+    /// no lone surrogates, no byte order mark) into wiped storage. The private keys and the API secret are decoded
+    /// from the UTF-8 bytes of their JSON strings straight into wiped storage: they never pass through a `String`.
+    /// Every known member must have its JSON type: strings (or null) for the keys, IDs, email, URL and secret; a
+    /// string or number for `version`. Unknown members are ignored. Empty signing-key strings (Python writes `""`
+    /// for version 1 clients) mean "no signing key". Accepted names: `public_signing_key`/`private_signing_key`
+    /// and the old Swift SDK's `public_sig_key`/`private_sig_key`; `api_url` or `base_api_url`.
     /// - Parameter configJSON: the UTF-8 JSON text.
     /// - Throws: `E3DBError` `.invalidClientConfig` with `context.field` naming the member: a missing or
-    ///   malformed `private_key`, a `public_key` that does not match it, a `private_signing_key` that is not the
-    ///   64-byte `seed || public key`, a `public_signing_key` that does not match, or a `client_id` that is not a
-    ///   UUID; without a field when the text is not a JSON object.
+    ///   malformed `private_key`, a member of the wrong JSON type, a secret member written with JSON escapes, a
+    ///   `public_key` that does not match the private key, a `private_signing_key` that is not the 64-byte
+    ///   `seed || public key`, a `public_signing_key` that does not match, or a `client_id` that is not a UUID;
+    ///   without a field (and with `context.offset`) when the text is not a strict JSON object. Messages never
+    ///   contain key bytes.
     public init(configJSON: some DataProtocol) throws(E3DBError) {
-        let members: [String: String]
+        // The text holds private keys: work on a wiped copy.
+        let text = SecureBytes(copying: configJSON)
+        self = try text.withUnsafeBytes { (raw) throws(E3DBError) in
+            try Self.parse(raw.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
+    private static func parse(_ utf8: UnsafeBufferPointer<UInt8>) throws(E3DBError) -> ClientIdentity {
+        let object: JSONObject
+        let raw: [String: RawJSONString]
         do {
-            members = try JSONDecoder().decode(Members.self, from: Data(configJSON)).strings
+            (object, raw) = try CanonicalJSON.parseObject(utf8, rawMembers: secretMembers)
         } catch {
-            throw E3DBError(.invalidClientConfig, "the client configuration is not a JSON object")
+            // Only the code, the offset and a known member name: a parser message may quote one input character,
+            // which could be key text.
+            throw error.keysError(.invalidClientConfig, what: "client configuration", knownMembers: knownMembers)
         }
         func bad(_ field: String, _ why: String) -> E3DBError {
             E3DBError(.invalidClientConfig, "client configuration member \"\(field)\" \(why)", context: .init(field: field))
         }
-        guard let privateText = members["private_key"], !privateText.isEmpty else {
-            throw bad("private_key", "is missing")
-        }
-        guard let box = try? Box.PrivateKey(base64URLEncoded: privateText) else {
-            throw bad("private_key", "is not a 32-byte base64url Curve25519 key")
-        }
-        if let publicText = members["public_key"], !publicText.isEmpty {
-            guard let pk = try? Box.PublicKey(base64URLEncoded: publicText), pk == box.publicKey else {
-                throw bad("public_key", "does not match private_key")
+        func present(_ name: String) -> Bool { raw[name] != nil || object[name] != nil }
+        /// A string member (nil when absent or null).
+        func string(_ name: String) throws(E3DBError) -> String? {
+            switch object[name] {
+            case nil, .null?: return nil
+            case .string(let s)?: return s
+            default: throw bad(name, "is not a string")
             }
         }
+        /// The raw UTF-8 bytes of a secret string member (nil when absent, null or empty).
+        func secretText(_ name: String) throws(E3DBError) -> UnsafeBufferPointer<UInt8>? {
+            if let member = raw[name] {
+                guard !member.hasEscapes else {
+                    throw bad(name, "contains a JSON escape sequence; secrets must be written as plain text")
+                }
+                return member.range.isEmpty ? nil : UnsafeBufferPointer(rebasing: utf8[member.range])
+            }
+            switch object[name] {
+            case nil, .null?: return nil
+            default: throw bad(name, "is not a string")
+            }
+        }
+        func secretKey(_ name: String) throws(E3DBError) -> SecureBytes? {
+            guard let text = try secretText(name) else { return nil }
+            do {
+                return try Base64URL.decodeSecret(utf8: text)
+            } catch {
+                throw E3DBError(
+                    .invalidClientConfig,
+                    "client configuration member \"\(name)\" is not base64url (bad character at offset \(error.context.offset ?? 0) of its value)",
+                    context: .init(field: name, offset: error.context.offset))
+            }
+        }
+
+        guard let privateBytes = try secretKey("private_key") else { throw bad("private_key", "is missing") }
+        let box: Box.PrivateKey
+        do { box = try Box.PrivateKey(privateBytes) } catch {
+            throw bad("private_key", "is not a 32-byte base64url Curve25519 key")
+        }
+        if let publicText = try string("public_key"), !publicText.isEmpty {
+            let pk: Box.PublicKey
+            do { pk = try Box.PublicKey(base64URLEncoded: publicText) } catch {
+                throw bad("public_key", "is not a 32-byte base64url Curve25519 key")
+            }
+            guard pk == box.publicKey else { throw bad("public_key", "does not match private_key") }
+        }
         var signing: Ed25519.PrivateKey?
-        let signingText = members["private_signing_key"] ?? members["private_sig_key"]
-        let signingName = members["private_signing_key"] != nil ? "private_signing_key" : "private_sig_key"
-        if let signingText, !signingText.isEmpty {
-            guard let key = try? Ed25519.PrivateKey(base64URLEncoded: signingText) else {
+        let signingName = present("private_signing_key") ? "private_signing_key" : "private_sig_key"
+        let publicSigningName = present("public_signing_key") ? "public_signing_key" : "public_sig_key"
+        // Both spellings are type-checked, even the one that is not used.
+        for name in ["private_signing_key", "private_sig_key"] where name != signingName { _ = try secretText(name) }
+        for name in ["public_signing_key", "public_sig_key"] where name != publicSigningName { _ = try string(name) }
+        let publicSigningText = try string(publicSigningName)
+        if let signingBytes = try secretKey(signingName) {
+            let key: Ed25519.PrivateKey
+            do { key = try Ed25519.PrivateKey(signingBytes) } catch {
                 throw bad(signingName, "is not a consistent 64-byte base64url Ed25519 key (seed || public key)")
             }
             signing = key
-            let publicName = members["public_signing_key"] != nil ? "public_signing_key" : "public_sig_key"
-            if let publicText = members[publicName], !publicText.isEmpty {
-                guard let pk = try? Ed25519.PublicKey(base64URLEncoded: publicText), pk == key.publicKey else {
-                    throw bad(publicName, "does not match \(signingName)")
+            if let publicSigningText, !publicSigningText.isEmpty {
+                let pk: Ed25519.PublicKey
+                do { pk = try Ed25519.PublicKey(base64URLEncoded: publicSigningText) } catch {
+                    throw bad(publicSigningName, "is not a 32-byte base64url Ed25519 key")
                 }
+                guard pk == key.publicKey else { throw bad(publicSigningName, "does not match \(signingName)") }
             }
         }
         var clientID: UUID?
-        if let idText = members["client_id"], !idText.isEmpty {
+        if let idText = try string("client_id"), !idText.isEmpty {
             guard let id = UUID(uuidString: idText) else { throw bad("client_id", "is not a UUID") }
             clientID = id
         }
-        self.init(
-            clientID: clientID, boxKey: box, signingKey: signing, apiKeyID: members["api_key_id"],
-            apiSecret: members["api_secret"].map { SecureBytes(copying: Array($0.utf8)) },
-            clientEmail: members["client_email"], apiURL: members["api_url"] ?? members["base_api_url"])
+        switch object["version"] {
+        case nil, .null?, .string?, .number?: break
+        default: throw bad("version", "is not a string or a number")
+        }
+        let apiSecret = try secretText("api_secret").map { SecureBytes(copying: $0) }
+        let apiURL = try string("api_url")
+        let baseAPIURL = try string("base_api_url")
+        return ClientIdentity(
+            clientID: clientID, boxKey: box, signingKey: signing, apiKeyID: try string("api_key_id"),
+            apiSecret: apiSecret, clientEmail: try string("client_email"), apiURL: apiURL ?? baseAPIURL)
     }
 
-    /// The client credential JSON (js-sdk/Go/Python member names, sorted members, lowercase client ID,
-    /// `version` "2" with signing keys and "1" without).
+    /// The client credential JSON (js-sdk/Go/Python member names, lowercase client ID, `version` "2" with
+    /// signing keys and "1" without), built as a `JSONValue` and written in canonical form (sorted members, no
+    /// insignificant whitespace) followed by a newline.
     /// - Warning: the result contains the private keys. Write it only to a file with mode 0600.
     /// - Returns: UTF-8 JSON text ending in a newline.
     public func configJSON() -> Data {
-        var members: [(String, String)] = []
-        if let apiKeyID { members.append(("api_key_id", apiKeyID)) }
-        if let apiSecret { members.append(("api_secret", apiSecret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })) }
-        if let apiURL { members.append(("api_url", apiURL)) }
-        if let clientEmail { members.append(("client_email", clientEmail)) }
-        if let clientID { members.append(("client_id", clientID.uuidString.lowercased())) }
-        members.append(("private_key", boxKey.base64URLEncoded))
+        var members: [JSONObject.Member] = [
+            ("private_key", .string(boxKey.base64URLEncoded)),
+            ("public_key", .string(publicKey.base64URLEncoded)),
+            ("version", .string(signingKey == nil ? "1" : "2")),
+        ]
+        if let apiKeyID { members.append(("api_key_id", .string(apiKeyID))) }
+        if let apiSecret {
+            members.append(("api_secret", .string(apiSecret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })))
+        }
+        if let apiURL { members.append(("api_url", .string(apiURL))) }
+        if let clientEmail { members.append(("client_email", .string(clientEmail))) }
+        if let clientID { members.append(("client_id", .string(clientID.uuidString.lowercased()))) }
         if let signingKey {
-            members.append(("private_signing_key", signingKey.base64URLEncoded))
+            members.append(("private_signing_key", .string(signingKey.base64URLEncoded)))
+            members.append(("public_signing_key", .string(signingKey.publicKey.base64URLEncoded)))
         }
-        members.append(("public_key", publicKey.base64URLEncoded))
-        if let signingKey {
-            members.append(("public_signing_key", signingKey.publicKey.base64URLEncoded))
-        }
-        members.append(("version", signingKey == nil ? "1" : "2"))
-        members.sort { $0.0 < $1.0 }
-        let body = members.map { "  \(jsonString($0.0)): \(jsonString($0.1))" }.joined(separator: ",\n")
-        return Data(("{\n" + body + "\n}\n").utf8)
+        return Data(CanonicalJSON.serializedBytes(.object(JSONObject(members))) + [0x0A])
     }
-}
-
-/// A JSON string literal for `s` (ECMAScript `JSON.stringify` escaping).
-package func jsonString(_ s: String) -> String {
-    var out = "\""
-    out.reserveCapacity(s.utf8.count + 2)
-    for scalar in s.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\u{08}": out += "\\b"
-        case "\u{09}": out += "\\t"
-        case "\u{0A}": out += "\\n"
-        case "\u{0C}": out += "\\f"
-        case "\u{0D}": out += "\\r"
-        case let c where c.value < 0x20:
-            let hex = String(c.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
 }

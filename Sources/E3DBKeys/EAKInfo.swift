@@ -4,6 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import E3DBPrimitives
+internal import E3DBCanonicalJSON
 
 /// An encrypted access key with the identities and keys needed to open it and to verify what it protects,
 /// as returned by `GET /v1/storage/access_keys/{writer}/{user}/{reader}/{type}` (spec §2.4):
@@ -13,10 +14,14 @@ public import E3DBPrimitives
 ///  "signer_id":"<uuid>","signer_signing_key":{"ed25519":"<b64u>"}}
 /// ```
 ///
-/// Decoding also accepts `signer_*` members that are absent or null, js-sdk's `{"ed25519":null}`, uppercase
-/// UUIDs (old Swift), and the Java SDK's flat shape (`"authorizer_public_key":"<b64u>"`,
-/// `"signer_signing_key":"<b64u>"`). Encoding writes the API shape with lowercase UUIDs, sorted members and no
-/// null members; ``jsonData(shape:)`` can write the Java shape.
+/// A key shared through a group also carries `access_key_wrappers` (spec §2.3, ``AccessKeyWrapper``), and
+/// ``unwrap(with:)`` follows that membership key chain.
+///
+/// Decoding uses the strict parser of E3DBCanonicalJSON (duplicate members, invalid UTF-8 and lone surrogates
+/// are rejected) and checks every known member's JSON type. It also accepts `signer_*` members that are absent or
+/// null, js-sdk's `{"ed25519":null}`, uppercase UUIDs (old Swift), and the Java SDK's flat shape
+/// (`"authorizer_public_key":"<b64u>"`, `"signer_signing_key":"<b64u>"`). Encoding writes the API shape with
+/// lowercase UUIDs, sorted members and no null members; ``jsonData(shape:)`` can write the Java shape.
 public struct EAKInfo: Sendable, Hashable {
     /// The wrapped access key.
     public var eak: EncryptedAccessKey
@@ -28,6 +33,9 @@ public struct EAKInfo: Sendable, Hashable {
     public var signerID: UUID?
     /// The signer's Ed25519 public key, which verifies `rec_sig`, if known.
     public var signerSigningKey: Ed25519.PublicKey?
+    /// The group wrappers (`access_key_wrappers`, spec §2.3), outermost first; empty for a key wrapped directly
+    /// for the reader.
+    public var accessKeyWrappers: [AccessKeyWrapper]
 
     /// An EAKInfo from its parts.
     public init(
@@ -35,39 +43,62 @@ public struct EAKInfo: Sendable, Hashable {
         authorizerID: UUID,
         authorizerPublicKey: Box.PublicKey,
         signerID: UUID? = nil,
-        signerSigningKey: Ed25519.PublicKey? = nil
+        signerSigningKey: Ed25519.PublicKey? = nil,
+        accessKeyWrappers: [AccessKeyWrapper] = []
     ) {
         self.eak = eak
         self.authorizerID = authorizerID
         self.authorizerPublicKey = authorizerPublicKey
         self.signerID = signerID
         self.signerSigningKey = signerSigningKey
+        self.accessKeyWrappers = accessKeyWrappers
     }
 
-    /// Unwraps the access key with the reader's private key and ``authorizerPublicKey``.
+    /// Unwraps the access key with the reader's private key, following the group wrappers (spec §2.3).
+    ///
+    /// Without wrappers: `AK = box_open(eak, authorizer_public_key, reader)`. With wrappers, starting from
+    /// `private = reader` and `public = authorizer_public_key`, each wrapper in order gives
+    /// `private = box_open(membership_key, public, private)` (a 32-byte group secret key) and then
+    /// `public = wrapper.public_key`; finally `AK = box_open(eak, public, private)`.
     /// - Parameter reader: the reader's Curve25519 private key.
     /// - Returns: the access key.
-    /// - Throws: `E3DBError` `.authenticationFailed` (part `eak`) for a wrong key or a changed EAK.
+    /// - Throws: `E3DBError` `.authenticationFailed` with `context.field` `access_key_wrappers[i].membership_key`
+    ///   when wrapper `i` does not open (not for this reader, or changed), or with part `eak` for a wrong key or
+    ///   a changed EAK.
     public func unwrap(with reader: Box.PrivateKey) throws(E3DBError) -> AccessKey {
-        try eak.unwrap(reader: reader, authorizer: authorizerPublicKey)
+        var privateKey = reader
+        var publicKey = authorizerPublicKey
+        for (index, wrapper) in accessKeyWrappers.enumerated() {
+            privateKey = try wrapper.openGroupKey(from: publicKey, with: privateKey, index: index)
+            publicKey = wrapper.publicKey
+        }
+        return try eak.unwrap(reader: privateKey, authorizer: publicKey)
     }
 
-    /// Parses EAKInfo JSON (API, js-sdk, old Swift or Java shape).
+    /// Parses EAKInfo JSON (API, js-sdk, old Swift or Java shape, with or without group wrappers).
     /// - Parameters:
     ///   - jsonData: UTF-8 JSON.
-    ///   - decoding: base64url strictness for the EAK and keys.
+    ///   - decoding: base64url strictness for the EAK and the wrappers' membership keys.
     /// - Throws: `E3DBError` `.invalidEAKInfo` with `context.field` naming the bad member (`eak`,
-    ///   `authorizer_id`, `authorizer_public_key`, `signer_id`, `signer_signing_key`), or without a field when
-    ///   the input is not a JSON object.
+    ///   `authorizer_id`, `authorizer_public_key`, `signer_id`, `signer_signing_key`, `access_key_wrappers`, or
+    ///   `access_key_wrappers[i].<member>` for wrapper `i`), or without a field (and with `context.offset`) when
+    ///   the input is not strict JSON (duplicate members, invalid UTF-8, lone surrogates...) or not an object.
     public init(jsonData: some DataProtocol, decoding: Base64Decoding = .strict) throws(E3DBError) {
-        let raw: Raw
-        do {
-            raw = try JSONDecoder().decode(Raw.self, from: Data(jsonData))
-        } catch {
-            throw E3DBError(.invalidEAKInfo, "EAKInfo is not a JSON object")
+        let bytes = Array(jsonData)
+        let parsed = bytes.withUnsafeBufferPointer { utf8 in
+            Result { () throws(ObjectParseError) in try CanonicalJSON.parseObject(utf8, rawMembers: []).object }
         }
-        try self.init(raw: raw, decoding: decoding)
+        switch parsed {
+        case .success(let object): try self.init(json: .object(object), decoding: decoding)
+        case .failure(let error):
+            throw error.keysError(.invalidEAKInfo, what: "EAKInfo", knownMembers: Self.knownMembers)
+        }
     }
+
+    /// The members errors may name.
+    static let knownMembers: Set<String> = [
+        "eak", "authorizer_id", "authorizer_public_key", "signer_id", "signer_signing_key", "access_key_wrappers",
+    ]
 
     /// The shapes ``jsonData(shape:)`` can write.
     public enum Shape: Sendable, Hashable {
@@ -77,93 +108,65 @@ public struct EAKInfo: Sendable, Hashable {
         case javaFlat
     }
 
-    /// The JSON text: members sorted, lowercase UUIDs, absent signer members omitted.
+    /// The JSON text: members sorted, lowercase UUIDs, absent signer members omitted, `access_key_wrappers`
+    /// written only when there are wrappers. Built as a `JSONValue` and written in canonical form.
     /// - Parameter shape: ``Shape/api`` (default) or ``Shape/javaFlat``.
     /// - Returns: UTF-8 JSON.
     public func jsonData(shape: Shape = .api) -> Data {
-        var members: [(String, String)] = [
-            ("authorizer_id", quoted(authorizerID.uuidString.lowercased())),
-            ("authorizer_public_key", keyJSON(authorizerPublicKey.base64URLEncoded, "curve25519", shape)),
-            ("eak", quoted(eak.stringValue)),
+        Data(CanonicalJSON.serializedBytes(jsonValue(shape: shape)))
+    }
+
+    func jsonValue(shape: Shape) -> JSONValue {
+        func key(_ text: String, _ name: String) -> JSONValue {
+            shape == .api ? .object(JSONObject([(key: name, value: .string(text))])) : .string(text)
+        }
+        var members: [JSONObject.Member] = [
+            ("authorizer_id", .string(authorizerID.uuidString.lowercased())),
+            ("authorizer_public_key", key(authorizerPublicKey.base64URLEncoded, "curve25519")),
+            ("eak", .string(eak.stringValue)),
         ]
-        if let signerID { members.append(("signer_id", quoted(signerID.uuidString.lowercased()))) }
-        if let signerSigningKey {
-            members.append(("signer_signing_key", keyJSON(signerSigningKey.base64URLEncoded, "ed25519", shape)))
+        if let signerID { members.append(("signer_id", .string(signerID.uuidString.lowercased()))) }
+        if let signerSigningKey { members.append(("signer_signing_key", key(signerSigningKey.base64URLEncoded, "ed25519"))) }
+        if !accessKeyWrappers.isEmpty {
+            members.append(("access_key_wrappers", .array(accessKeyWrappers.map(\.jsonValue))))
         }
-        let body = members.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",")
-        return Data(("{" + body + "}").utf8)
+        return .object(JSONObject(members))
     }
 
-    private func quoted(_ s: String) -> String { "\"" + s + "\"" }  // base64url and UUIDs need no escaping
-    private func keyJSON(_ key: String, _ name: String, _ shape: Shape) -> String {
-        shape == .api ? "{\"\(name)\":\"\(key)\"}" : quoted(key)
-    }
-
-    /// Undecoded members, so that errors can name the member.
-    struct Raw: Decodable {
-        enum KeyValue { case absent, null, string(String), object(String?), invalid }
-        var eak: String?
-        var eakInvalid = false
-        var authorizerID: String?
-        var authorizerIDInvalid = false
-        var authorizerPublicKey: KeyValue = .absent
-        var signerID: KeyValue = .absent
-        var signerSigningKey: KeyValue = .absent
-
-        enum CodingKeys: String, CodingKey {
-            case eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key
+    /// Reads the members of a parsed EAKInfo object, checking each known member's type.
+    init(json value: JSONValue, decoding: Base64Decoding) throws(E3DBError) {
+        guard case .object(let object) = value else {
+            throw E3DBError(.invalidEAKInfo, "EAKInfo is not a JSON object")
         }
-        struct AlgKey: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-
-        init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            if c.contains(.eak) {
-                if let s = try? c.decode(String.self, forKey: .eak) { eak = s } else { eakInvalid = true }
-            }
-            if c.contains(.authorizer_id) {
-                if let s = try? c.decode(String.self, forKey: .authorizer_id) { authorizerID = s } else {
-                    authorizerIDInvalid = true
-                }
-            }
-            authorizerPublicKey = Self.key(c, .authorizer_public_key, alg: "curve25519")
-            signerSigningKey = Self.key(c, .signer_signing_key, alg: "ed25519")
-            if c.contains(.signer_id) {
-                if (try? c.decodeNil(forKey: .signer_id)) == true {
-                    signerID = .null
-                } else if let s = try? c.decode(String.self, forKey: .signer_id) {
-                    signerID = .string(s)
-                } else {
-                    signerID = .invalid
-                }
-            }
-        }
-
-        static func key(_ c: KeyedDecodingContainer<CodingKeys>, _ k: CodingKeys, alg: String) -> KeyValue {
-            guard c.contains(k) else { return .absent }
-            if (try? c.decodeNil(forKey: k)) == true { return .null }
-            if let s = try? c.decode(String.self, forKey: k) { return .string(s) }
-            if let nested = try? c.nestedContainer(keyedBy: AlgKey.self, forKey: k) {
-                let name = AlgKey(stringValue: alg)
-                guard nested.contains(name) else { return .invalid }
-                if (try? nested.decodeNil(forKey: name)) == true { return .object(nil) }
-                if let s = try? nested.decode(String.self, forKey: name) { return .object(s) }
-            }
-            return .invalid
-        }
-    }
-
-    init(raw: Raw, decoding: Base64Decoding) throws(E3DBError) {
         func bad(_ field: String, _ why: String) -> E3DBError {
             E3DBError(.invalidEAKInfo, "EAKInfo member \"\(field)\" \(why)", context: .init(field: field))
         }
-        guard let eakText = raw.eak, !raw.eakInvalid else {
-            throw bad("eak", raw.eakInvalid ? "is not a string" : "is missing")
+        func string(_ name: String) throws(E3DBError) -> String {
+            switch object[name] {
+            case .string(let s)?: return s
+            case nil: throw bad(name, "is missing")
+            default: throw bad(name, "is not a string")
+            }
         }
+        /// A key as a bare string (Java) or `{alg: string}`; nil for null, absent or `{alg: null}` when allowed.
+        func keyText(_ name: String, alg: String, optional: Bool) throws(E3DBError) -> String? {
+            switch object[name] {
+            case nil, .null?:
+                if optional { return nil }
+                throw bad(name, object[name] == nil ? "is missing" : "is null")
+            case .string(let s)?: return s
+            case .object(let nested)?:
+                switch nested[alg] {
+                case .string(let s)?: return s
+                case .null? where optional: return nil
+                case nil: throw bad(name, "has no \(alg) key")
+                default: throw bad(name, "member \"\(alg)\" is not a string")
+                }
+            default: throw bad(name, "is neither a string nor a {\"\(alg)\": ...} object")
+            }
+        }
+
+        let eakText = try string("eak")
         do {
             self.eak = try EncryptedAccessKey(eakText, decoding: decoding)
         } catch {
@@ -171,51 +174,56 @@ public struct EAKInfo: Sendable, Hashable {
                 .invalidEAKInfo, "EAKInfo member \"eak\" is malformed: \(error.message)",
                 context: .init(field: "eak", part: error.context.part))
         }
-        guard let idText = raw.authorizerID, !raw.authorizerIDInvalid else {
-            throw bad("authorizer_id", raw.authorizerIDInvalid ? "is not a string" : "is missing")
-        }
-        guard let id = UUID(uuidString: idText) else { throw bad("authorizer_id", "is not a UUID") }
+        guard let id = UUID(uuidString: try string("authorizer_id")) else { throw bad("authorizer_id", "is not a UUID") }
         self.authorizerID = id
-        switch raw.authorizerPublicKey {
-        case .string(let s), .object(let s?):
-            guard let key = try? Box.PublicKey(base64URLEncoded: s) else {
-                throw bad("authorizer_public_key", "is not a 32-byte base64url Curve25519 key")
-            }
-            self.authorizerPublicKey = key
-        case .absent: throw bad("authorizer_public_key", "is missing")
-        default: throw bad("authorizer_public_key", "has no curve25519 key")
+        guard let authorizerText = try keyText("authorizer_public_key", alg: "curve25519", optional: false) else {
+            throw bad("authorizer_public_key", "is missing")
         }
-        switch raw.signerID {
-        case .absent, .null: self.signerID = nil
-        case .string(let s):
+        do { self.authorizerPublicKey = try Box.PublicKey(base64URLEncoded: authorizerText) } catch {
+            throw bad("authorizer_public_key", "is not a 32-byte base64url Curve25519 key")
+        }
+        switch object["signer_id"] {
+        case nil, .null?: self.signerID = nil
+        case .string(let s)?:
             guard let id = UUID(uuidString: s) else { throw bad("signer_id", "is not a UUID") }
             self.signerID = id
         default: throw bad("signer_id", "is not a string")
         }
-        switch raw.signerSigningKey {
-        case .absent, .null, .object(nil): self.signerSigningKey = nil
-        case .string(let s), .object(let s?):
-            guard let key = try? Ed25519.PublicKey(base64URLEncoded: s) else {
+        if let signerText = try keyText("signer_signing_key", alg: "ed25519", optional: true) {
+            do { self.signerSigningKey = try Ed25519.PublicKey(base64URLEncoded: signerText) } catch {
                 throw bad("signer_signing_key", "is not a 32-byte base64url Ed25519 key")
             }
-            self.signerSigningKey = key
-        case .invalid: throw bad("signer_signing_key", "has no ed25519 key")
+        } else {
+            self.signerSigningKey = nil
+        }
+        switch object["access_key_wrappers"] {
+        case nil, .null?: self.accessKeyWrappers = []
+        case .array(let elements)?:
+            var wrappers: [AccessKeyWrapper] = []
+            for (index, element) in elements.enumerated() {
+                wrappers.append(try AccessKeyWrapper(json: element, index: index, decoding: decoding))
+            }
+            self.accessKeyWrappers = wrappers
+        default: throw bad("access_key_wrappers", "is not an array")
         }
     }
 }
 
 extension EAKInfo: Codable {
-    /// Decodes any accepted shape (see the type documentation).
+    /// Decodes any accepted shape (see the type documentation) from any `Decoder`.
+    ///
+    /// Prefer ``init(jsonData:decoding:)`` for JSON text: a `Decoder` cannot report duplicate members.
     /// - Throws: `E3DBError` `.invalidEAKInfo` naming the member, or a `DecodingError` when the value is not an object.
     public init(from decoder: any Decoder) throws {
-        try self.init(raw: Raw(from: decoder), decoding: .strict)
+        try self.init(json: DecodedJSONValue(from: decoder).value, decoding: .strict)
     }
 
     enum CodingKeys: String, CodingKey {
-        case eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key
+        case eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key, access_key_wrappers
     }
 
-    /// Encodes the API shape: lowercase UUIDs, nil signer members omitted (old Swift cannot decode nulls there).
+    /// Encodes the API shape: lowercase UUIDs, nil signer members omitted (old Swift cannot decode nulls there),
+    /// `access_key_wrappers` only when there are wrappers.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(authorizerID.uuidString.lowercased(), forKey: .authorizer_id)
@@ -223,5 +231,44 @@ extension EAKInfo: Codable {
         try c.encode(eak, forKey: .eak)
         try c.encodeIfPresent(signerID?.uuidString.lowercased(), forKey: .signer_id)
         try c.encodeIfPresent(signerSigningKey.map(Ed25519PublicKeyJSON.init), forKey: .signer_signing_key)
+        if !accessKeyWrappers.isEmpty { try c.encode(accessKeyWrappers, forKey: .access_key_wrappers) }
+    }
+}
+
+/// A `JSONValue` read from any `Decoder`, so that Codable decoding goes through the same member checks as
+/// ``EAKInfo/init(jsonData:decoding:)``.
+struct DecodedJSONValue: Decodable {
+    let value: JSONValue
+
+    struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        if let object = try? decoder.container(keyedBy: AnyKey.self) {
+            var members: [JSONObject.Member] = []
+            for key in object.allKeys {
+                members.append((key.stringValue, try object.decode(DecodedJSONValue.self, forKey: key).value))
+            }
+            value = .object(JSONObject(members))
+        } else if var array = try? decoder.unkeyedContainer() {
+            var elements: [JSONValue] = []
+            while !array.isAtEnd { elements.append(try array.decode(DecodedJSONValue.self).value) }
+            value = .array(elements)
+        } else {
+            let single = try decoder.singleValueContainer()
+            if single.decodeNil() {
+                value = .null
+            } else if let b = try? single.decode(Bool.self) {
+                value = .bool(b)
+            } else if let s = try? single.decode(String.self) {
+                value = .string(s)
+            } else {
+                value = .number(try single.decode(Double.self))
+            }
+        }
     }
 }

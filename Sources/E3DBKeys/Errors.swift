@@ -4,6 +4,7 @@ package import FoundationEssentials
 package import Foundation
 #endif
 public import E3DBPrimitives
+internal import E3DBCanonicalJSON
 
 extension E3DBError.Code {
     /// An encrypted access key string is not `b64u(ciphertext).b64u(nonce)` (wrong number of `.`-separated parts).
@@ -27,7 +28,8 @@ public enum Base64Decoding: Sendable, Hashable {
     case lenient
 
     /// Decodes `text`, naming `part` in the error.
-    /// - Throws: `E3DBError` `.invalidBase64` with `context.part` set to `part`.
+    /// - Throws: `E3DBError` `.invalidBase64` with `context.part` set to `part` and `context.offset` the offset of
+    ///   the first bad character in `text` (never the character itself).
     package func decode(_ text: some StringProtocol, part: String, field: String? = nil) throws(E3DBError) -> Data {
         do {
             switch self {
@@ -37,7 +39,7 @@ public enum Base64Decoding: Sendable, Hashable {
         } catch {
             throw E3DBError(
                 .invalidBase64, "\(part) is not valid base64url" + (field.map { " (field \"\($0)\")" } ?? ""),
-                context: .init(field: field, part: part))
+                context: .init(field: field, part: part, offset: error.context.offset))
         }
     }
 }
@@ -56,5 +58,19 @@ extension E3DBError {
         var context = self.context
         context.part = part
         return E3DBError(code, message, context: context)
+    }
+}
+
+extension ObjectParseError {
+    /// The typed error for a strict-parse failure of `what` (an identity or EAKInfo): the parser's code and byte
+    /// offset, and the top-level member when it is one of `knownMembers`. Never the parser's message, which may
+    /// quote an input character (possibly key text), and never an unknown member name.
+    func keysError(_ code: E3DBError.Code, what: String, knownMembers: Set<String>) -> E3DBError {
+        let reason = error.code.rawValue
+        guard let member, knownMembers.contains(member) else {
+            return E3DBError(code, "the \(what) is not a strict JSON object (\(reason))", context: .init(offset: error.offset))
+        }
+        let why = error.code == .duplicateKey ? "appears more than once" : "is not strict JSON (\(reason))"
+        return E3DBError(code, "\(what) member \"\(member)\" \(why)", context: .init(field: member, offset: error.offset))
     }
 }

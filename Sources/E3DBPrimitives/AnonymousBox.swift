@@ -14,15 +14,22 @@ public enum AnonymousBox: Sendable {
     public static let overheadByteCount = 48
 
     /// Seals `message` for `recipient`.
-    public static func seal(_ message: some DataProtocol, to recipient: Box.PublicKey) -> Data {
+    /// - Throws: ``E3DBError/Code/weakPublicKey`` when `recipient` is a low-order point (libsodium refuses it,
+    ///   since the shared secret would be all zeros); nothing is returned then.
+    public static func seal(_ message: some DataProtocol, to recipient: Box.PublicKey) throws(E3DBError) -> Data {
         Sodium.ensure()
         var out = Data(count: message.count + overheadByteCount)
-        unsafe withBytes(message) { m in
+        let status: Int32 = unsafe withBytes(message) { m in
             unsafe out.withUnsafeMutableBytes { c in
                 unsafe recipient.rawRepresentation.withUnsafeBytes { pk in
-                    _ = unsafe crypto_box_seal(c.u8, m.u8, UInt64(m.count), pk.u8)
+                    unsafe crypto_box_seal(c.u8, m.u8, UInt64(m.count), pk.u8)
                 }
             }
+        }
+        guard status == 0 else {
+            throw E3DBError(
+                .weakPublicKey, "the recipient public key is a low-order point; a sealed box to it would not be secret",
+                context: .init(part: "recipient"))
         }
         return out
     }

@@ -77,6 +77,37 @@ public enum Base64URL {
     ) throws(E3DBError) -> Int {
         try unsafe Base64Core.decode(utf8, mode: lenient ? .lenient : .strictURL, into: output)
     }
+
+    /// Decodes base64url from UTF-8 bytes straight into wiped storage, for secrets: no intermediate `Data`,
+    /// `Array` or `String` holds the decoded bytes.
+    /// - Parameters:
+    ///   - utf8: The encoded text as UTF-8.
+    ///   - lenient: Apply the rules of ``decodeLenient(_:)`` instead of the strict ``decode(_:)``.
+    /// - Returns: The decoded bytes.
+    /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
+    public static func decodeSecret(utf8: UnsafeBufferPointer<UInt8>, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
+        var count = 0
+        let scratch = try unsafe SecureBytes(count: maximumDecodedLength(ofEncodedLength: utf8.count)) {
+            (out) throws(E3DBError) in
+            count = try unsafe Base64Core.decode(utf8, mode: lenient ? .lenient : .strictURL, into: out)
+        }
+        return unsafe SecureBytes(count: count) { out in
+            unsafe scratch.withUnsafeBytes { unsafe out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+    }
+
+    /// Decodes strict base64url text into wiped storage (see ``decodeSecret(utf8:lenient:)``).
+    /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
+    public static func decodeSecret(_ text: some StringProtocol, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
+        let inPlace: Result<SecureBytes, E3DBError>? = text.utf8.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(E3DBError) in try unsafe decodeSecret(utf8: buffer, lenient: lenient) }
+        }
+        if let inPlace { return try inPlace.get() }
+        let copy = SecureBytes(copying: text.utf8)
+        return try unsafe copy.withUnsafeBytes { (raw) throws(E3DBError) in
+            try unsafe decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self), lenient: lenient)
+        }
+    }
 }
 
 /// Standard base64 with `=` padding (RFC 4648 §4), which E3DB uses only for file checksums (`Content-MD5`).
@@ -304,9 +335,10 @@ enum Base64Core {
             // Locate the first bad character only on the error path (timing no longer matters).
             var at = badOffset
             while at < n, value(unsafe input[at], url: url, standard: standard) & 0x80 == 0 { at += 1 }
+            // The character itself is never shown: the input may be a key (D12).
             throw E3DBError(
                 .invalidBase64,
-                "character \(at < n ? "0x" + String(unsafe input[at], radix: 16) : "?") is not valid base64\(url ? "url" : "")",
+                "the character at offset \(at) is not in the base64\(url ? "url" : "") alphabet",
                 context: .init(offset: at)
             )
         }

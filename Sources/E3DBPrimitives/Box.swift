@@ -71,11 +71,20 @@ public enum Box: Sendable {
             self.publicKey = PublicKey(trusted: PrivateKey.publicKey(of: sk))
         }
 
+        /// Takes 32 secret key bytes from wiped storage (no copy) and computes the public key.
+        /// - Throws: ``E3DBError/Code/invalidKeyLength`` when `bytes` is not 32 bytes.
+        public init(_ bytes: SecureBytes) throws(E3DBError) {
+            guard bytes.count == Box.keyByteCount else {
+                throw E3DBError.length(.invalidKeyLength, "box private key", expected: Box.keyByteCount, actual: bytes.count)
+            }
+            self.storage = bytes
+            self.publicKey = PublicKey(trusted: PrivateKey.publicKey(of: bytes))
+        }
+
         /// Loads a secret key from unpadded base64url (the form every E3DB SDK stores).
         /// - Throws: ``E3DBError/Code/invalidBase64`` or ``E3DBError/Code/invalidKeyLength``.
         public init(base64URLEncoded text: some StringProtocol) throws(E3DBError) {
-            let bytes = try SecureBytes(copying: Base64URL.decode(text))
-            unsafe try self.init(rawRepresentation: bytes.withUnsafeBytes { unsafe Array($0) })
+            try self.init(Base64URL.decodeSecret(text))
         }
 
         /// The secret key as unpadded base64url, for writing E3DB client configurations.

@@ -58,8 +58,19 @@ public enum Ed25519: Sendable {
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 64 bytes, ``E3DBError/Code/inconsistentKey``
         ///   when the halves disagree.
         public init(rawRepresentation: some Sequence<UInt8>) throws(E3DBError) {
-            let sk = try FixedBytes.secret(
-                rawRepresentation, count: Ed25519.privateKeyByteCount, code: .invalidKeyLength, what: "ed25519 private key")
+            try self.init(SecureBytes(copying: rawRepresentation))
+        }
+
+        /// Loads a 64-byte libsodium secret key (`seed || public key`) from wiped storage.
+        ///
+        /// The public half must be the one the seed derives (see ``init(rawRepresentation:)``).
+        /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 64 bytes, ``E3DBError/Code/inconsistentKey``
+        ///   when the halves disagree.
+        public init(_ sk: SecureBytes) throws(E3DBError) {
+            guard sk.count == Ed25519.privateKeyByteCount else {
+                throw E3DBError.length(
+                    .invalidKeyLength, "ed25519 private key", expected: Ed25519.privateKeyByteCount, actual: sk.count)
+            }
             let seed = unsafe SecureBytes(count: Ed25519.seedByteCount) { s in
                 unsafe sk.withUnsafeBytes { unsafe s.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
             }
@@ -74,8 +85,7 @@ public enum Ed25519: Sendable {
         /// - Throws: ``E3DBError/Code/invalidBase64``, ``E3DBError/Code/invalidKeyLength`` or
         ///   ``E3DBError/Code/inconsistentKey``.
         public init(base64URLEncoded text: some StringProtocol) throws(E3DBError) {
-            let bytes = try SecureBytes(copying: Base64URL.decode(text))
-            unsafe try self.init(rawRepresentation: bytes.withUnsafeBytes { unsafe Array($0) })
+            try self.init(Base64URL.decodeSecret(text))
         }
 
         /// The 64-byte secret key as unpadded base64url.

@@ -48,7 +48,7 @@ public enum SecretBox: Sendable {
         /// Decodes a key from unpadded base64url.
         /// - Throws: ``E3DBError/Code/invalidBase64`` or ``E3DBError/Code/invalidKeyLength``.
         public init(base64URLEncoded text: some StringProtocol) throws(E3DBError) {
-            try self.init(SecureBytes(copying: Base64URL.decode(text)))
+            try self.init(Base64URL.decodeSecret(text))
         }
 
         /// The key as unpadded base64url.

@@ -35,7 +35,7 @@ public enum IdentitySuites {
         let key = try Ed25519.PrivateKey(base64URLEncoded: t.signingKey)
         try expectVector(key.publicKey.base64URLEncoded, t.publicKey, "public signing key")
         try expectVector(TSV1.canonicalQuery(t.query), t.query, "canonical query is stable")
-        let header = TSV1.authorization(
+        let header = try TSV1.authorization(
             path: t.path, query: t.query, method: t.method, timestamp: t.timestamp, nonce: t.nonce,
             clientID: t.clientId, signingKey: key)
         try expectVector(header, t.authorization, "Authorization header")

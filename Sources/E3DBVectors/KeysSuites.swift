@@ -4,9 +4,10 @@ import E3DBPrimitives
 import Foundation
 
 /// Vector suites for E3DBKeys: `TestVectors/keys/*.json`, made by `TestVectors/generators/e3db_documents.py`
-/// with Tozny's Python SDK (e3db 2.3.0).
+/// with Tozny's Python SDK (e3db 2.3.0), and `keys/group_wrappers.json` by `TestVectors/generators/group_keys.py`
+/// with PyNaCl.
 public enum KeysSuites {
-    public static let all: [VectorSuite] = [eak, eakInfo, clientConfig]
+    public static let all: [VectorSuite] = [eak, eakInfo, clientConfig, groupWrappers]
 
     static func suite<T: IdentifiedVector>(
         _ name: String, file: String, _ make: @escaping @Sendable (T) throws -> Void
@@ -89,6 +90,40 @@ public enum KeysSuites {
                 String(decoding: try encoder.encode(info), as: UTF8.self),
                 String(decoding: info.jsonData(), as: UTF8.self), "Codable encoding")
             try expectVector(try JSONDecoder().decode(EAKInfo.self, from: info.jsonData()), info, "Codable decoding")
+        } else {
+            try expectE3DBError(t.error, field: t.errorField) { _ = try EAKInfo(jsonData: Data(t.json.utf8)) }
+        }
+    }
+
+    // MARK: group wrappers
+
+    struct GroupWrapperTest: IdentifiedVector {
+        let tcId: Int, comment: String, result: VectorResult
+        let json: String, readerSecretKey: String, accessKey: String?, wrapperCount: Int?
+        let stage: String?, error: String?, errorField: String?, errorPart: String?
+    }
+
+    public static let groupWrappers = suite("keys/group_wrappers", file: "keys/group_wrappers.json") {
+        (t: GroupWrapperTest) in
+        let reader = try Box.PrivateKey(base64URLEncoded: t.readerSecretKey)
+        if t.result == .valid {
+            let info = try EAKInfo(jsonData: Data(t.json.utf8))
+            try expectVector(info.accessKeyWrappers.count, t.wrapperCount ?? -1, "wrapper count")
+            let expected = try Hex.decode(t.accessKey ?? "")
+            try expectVector(info.unwrap(with: reader).withUnsafeBytes { Data($0) }, expected, "access key")
+            // The wrappers survive both written shapes, Codable, and a lenient parse.
+            try expectVector(try EAKInfo(jsonData: info.jsonData()), info, "API shape round trip")
+            try expectVector(try EAKInfo(jsonData: info.jsonData(shape: .javaFlat)), info, "Java shape round trip")
+            try expectVector(try EAKInfo(jsonData: Data(t.json.utf8), decoding: .lenient), info, "lenient parse")
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            try expectVector(
+                String(decoding: try encoder.encode(info), as: UTF8.self),
+                String(decoding: info.jsonData(), as: UTF8.self), "Codable encoding")
+            try expectVector(try JSONDecoder().decode(EAKInfo.self, from: info.jsonData()), info, "Codable decoding")
+        } else if t.stage == "unwrap" {
+            let info = try EAKInfo(jsonData: Data(t.json.utf8))
+            try expectE3DBError(t.error, part: t.errorPart, field: t.errorField) { _ = try info.unwrap(with: reader) }
         } else {
             try expectE3DBError(t.error, field: t.errorField) { _ = try EAKInfo(jsonData: Data(t.json.utf8)) }
         }

@@ -73,7 +73,7 @@ public enum PrimitivesSuites {
         try expectVector(recipient.publicKey.rawRepresentation, try Hex.decode(t.recipientPublic), "public key")
         if t.result == .valid {
             try expectVector(try AnonymousBox.open(Hex.decode(t.sealed), recipient: recipient), try Hex.decode(t.msg), "opened")
-            let mine = AnonymousBox.seal(try Hex.decode(t.msg), to: recipient.publicKey)
+            let mine = try AnonymousBox.seal(try Hex.decode(t.msg), to: recipient.publicKey)
             try expectVector(try AnonymousBox.open(mine, recipient: recipient), try Hex.decode(t.msg), "own round trip")
         } else {
             try expectError(t.error) { _ = try AnonymousBox.open(Hex.decode(t.sealed), recipient: recipient) }

@@ -301,7 +301,7 @@ struct SwiftVectorWriter {
                 "method": .string(method), "timestamp": .number(Double(ts)), "nonce": .string(nonce),
                 "clientId": .string(writerID.uuidString.lowercased()),
                 "authorization": .string(
-                    TSV1.authorization(
+                    try TSV1.authorization(
                         path: path, query: TSV1.canonicalQuery(query), method: method, timestamp: ts, nonce: nonce,
                         clientID: writerID.uuidString.lowercased(), signingKey: signer)),
             ])

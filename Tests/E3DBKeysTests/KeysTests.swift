@@ -58,7 +58,7 @@ struct KeysTests {
         #expect(again.publicSigningKey == writer.publicSigningKey)
         let v1 = ClientIdentity(clientID: nil, boxKey: Box.PrivateKey(), signingKey: nil)
         let text = String(decoding: v1.configJSON(), as: UTF8.self)
-        #expect(text.contains("\"version\": \"1\""))
+        #expect(text.contains("\"version\":\"1\""))
         #expect(throws: E3DBError(.missingKey)) { try v1.requireSigningKey() }
         #expect(throws: E3DBError(.missingKey)) { try EAKInfo.makeWriterKey(for: v1) }
     }
@@ -103,5 +103,56 @@ struct KeysTests {
         #expect(cache.accessKey(for: a) == nil)
         cache.removeAll()
         #expect(cache.count == 0)
+    }
+}
+
+@Suite("Group access key wrappers")
+struct GroupWrapperTests {
+    /// Builds reader -> group -> AK with the public API, as a group admin and a sharer would (spec §8.5).
+    func groupShared() throws -> (reader: ClientIdentity, ak: AccessKey, info: EAKInfo) {
+        let reader = ClientIdentity.generate(clientID: UUID())
+        let admin = ClientIdentity.generate(clientID: UUID())
+        let sharer = ClientIdentity.generate(clientID: UUID())
+        let group = Box.PrivateKey()
+        // The membership key is the group's secret key boxed for the member, the same shape as an EAK.
+        let groupSecret = try AccessKey(SecureBytes(copying: group.withUnsafeBytes { Array($0) }))
+        let membership = try EncryptedAccessKey.wrap(groupSecret, for: reader.publicKey, by: admin.boxKey)
+        let ak = AccessKey()
+        let eak = try EncryptedAccessKey.wrap(ak, for: group.publicKey, by: sharer.boxKey)
+        let wrapper = AccessKeyWrapper(
+            membershipKey: membership, publicKey: sharer.publicKey, accessKeyID: "ak-1", groupPublicKey: group.publicKey)
+        let info = EAKInfo(
+            eak: eak, authorizerID: admin.clientID!, authorizerPublicKey: admin.publicKey, accessKeyWrappers: [wrapper])
+        return (reader, ak, info)
+    }
+
+    @Test("a group-wrapped EAKInfo unwraps, re-encodes with its wrappers, and can be re-shared directly")
+    func unwrapAndShare() throws {
+        let (reader, ak, info) = try groupShared()
+        let expected = ak.withUnsafeBytes { Data($0) }
+        #expect(try info.unwrap(with: reader.boxKey).withUnsafeBytes { Data($0) } == expected)
+        let text = String(decoding: info.jsonData(), as: UTF8.self)
+        #expect(text.contains("\"access_key_wrappers\":[{\"access_key_id\":\"ak-1\""))
+        #expect(try EAKInfo(jsonData: info.jsonData()) == info)
+        let other = ClientIdentity.generate(clientID: UUID())
+        let direct = try info.share(with: other.publicKey, as: reader)
+        #expect(direct.accessKeyWrappers.isEmpty)
+        #expect(try direct.unwrap(with: other.boxKey).withUnsafeBytes { Data($0) } == expected)
+    }
+
+    @Test("a wrapper for someone else fails naming the wrapper; dropping the wrappers fails on the eak")
+    func wrongReader() throws {
+        let (_, _, info) = try groupShared()
+        let stranger = ClientIdentity.generate(clientID: UUID())
+        do {
+            _ = try info.unwrap(with: stranger.boxKey)
+            Issue.record("opened")
+        } catch {
+            #expect(error.code == .authenticationFailed)
+            #expect(error.context.field == "access_key_wrappers[0].membership_key")
+        }
+        var bare = info
+        bare.accessKeyWrappers = []
+        #expect(throws: E3DBError(.authenticationFailed)) { try bare.unwrap(with: stranger.boxKey) }
     }
 }

@@ -13,4 +13,7 @@ struct KeysVectorTests {
 
     @Test("client configuration JSON", arguments: try KeysSuites.clientConfig.cases())
     func clientConfig(_ c: VectorCase) throws { try c.check() }
+
+    @Test("group access key wrappers (PyNaCl)", arguments: try KeysSuites.groupWrappers.cases())
+    func groupWrappers(_ c: VectorCase) throws { try c.check() }
 }

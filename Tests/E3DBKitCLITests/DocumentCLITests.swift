@@ -196,7 +196,11 @@ struct PythonInteropTests {
         let generator = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/e3db_documents.py")
         let result = try Self.shell(python, [generator.path, dir.url.path])
         #expect(result.status == 0, "\(result.err)")
-        for file in ["keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "documents/record_fields.json",
+        let groupGenerator = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/group_keys.py")
+        let groupResult = try Self.shell(python, [groupGenerator.path, dir.url.path])
+        #expect(groupResult.status == 0, "\(groupResult.err)")
+        for file in ["keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "keys/group_wrappers.json",
+            "documents/record_fields.json",
             "documents/records.json", "documents/signed_documents.json", "documents/tfsp1.json", "documents/notes.json",
             "identity/derivation.json", "identity/tsv1.json", "identity/pkce.json"]
         {

@@ -1,5 +1,6 @@
 import E3DBBLAKE2bReference
 import E3DBPrimitives
+import E3DBTestSupport
 import Foundation
 import Testing
 
@@ -84,7 +85,7 @@ struct TamperTests {
 
     @Test func everyBitOfAnAnonymousBoxIsAuthenticated() throws {
         let bob = Box.PrivateKey()
-        let sealed = AnonymousBox.seal(Data("hi".utf8), to: bob.publicKey)
+        let sealed = try AnonymousBox.seal(Data("hi".utf8), to: bob.publicKey)
         for bit in 0..<(sealed.count * 8) {
             var bad = sealed
             bad[bit / 8] ^= UInt8(1 << (bit % 8))
@@ -123,6 +124,18 @@ struct TamperTests {
         expectCode(.weakPublicKey) { _ = try Box.seal(Data(), to: zero, from: Box.PrivateKey()) }
         expectCode(.weakPublicKey) { _ = try Box.SharedKey(recipient: zero, sender: Box.PrivateKey()) }
         expectCode(.weakPublicKey) { _ = try Box.PrivateKey().rawSharedSecret(with: zero) }
+    }
+
+    /// `crypto_box_seal`'s status is checked: a low-order recipient key (0, 1, an order-8 point) is refused
+    /// instead of returning an all-zero, unopenable "sealed box".
+    @Test(arguments: [
+        String(repeating: "00", count: 32),
+        "01" + String(repeating: "00", count: 31),
+        "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800",
+    ])
+    func anonymousBoxRefusesLowOrderRecipients(_ hex: String) throws {
+        let weak = try Box.PublicKey(rawRepresentation: Hex.decode(hex))
+        #expect(throws: E3DBError(.weakPublicKey)) { try AnonymousBox.seal(Data("secret".utf8), to: weak) }
     }
 }
 
@@ -300,6 +313,40 @@ struct Base64Tests {
         } catch {
             #expect(error.code == .invalidBase64)
             #expect(error.context.offset == 4)
+            #expect(!error.message.contains("."), "the message names the offset, not the character")
+        }
+    }
+
+    /// D12: a decode error never shows a byte of the input (it may be a key), only the offset.
+    @Test func errorsNeverEchoTheCharacter() throws {
+        var raw = [UInt8](repeating: UInt8(ascii: "A"), count: 20) + [0xDE, 0xAD] + [UInt8](repeating: 0x41, count: 10)
+        let text = String(decoding: raw, as: UTF8.self)
+        for lenient in [false, true] {
+            do {
+                _ = try lenient ? Base64URL.decodeLenient(text) : Base64URL.decode(text)
+                Issue.record("accepted raw bytes")
+            } catch {
+                #expect(error.code == .invalidBase64)
+                #expect(error.context.offset == 20)
+                let shown = error.description.lowercased()
+                #expect(!shown.contains("0xde") && !shown.contains("222") && !shown.contains("\u{07AD}"), "\(shown)")
+            }
+        }
+        raw[20] = UInt8(ascii: "*")
+        #expect(throws: E3DBError(.invalidBase64)) { try Base64URL.decodeSecret(String(decoding: raw, as: UTF8.self)) }
+        do {
+            _ = try Base64URL.decodeSecret(String(decoding: raw, as: UTF8.self))
+        } catch {
+            #expect(!error.description.contains("*"))
+            #expect(error.context.offset == 20)
+        }
+    }
+
+    @Test func decodeSecretMatchesDecode() throws {
+        for n in 0..<70 {
+            let data = SecureRandom.bytes(count: n)
+            let secret = try Base64URL.decodeSecret(Base64URL.encode(data))
+            #expect(secret.withUnsafeBytes { Data($0) } == data)
         }
     }
 

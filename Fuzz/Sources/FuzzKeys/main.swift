@@ -1,11 +1,14 @@
-// Fuzz target: E3DBKeys parsers. Byte 0 picks the surface; the rest is the input.
+// Fuzz target: E3DBKeys parsers. Byte 0 picks the surface (its low two bits); the rest is the input.
 //
-// - EAK strings (`b64u(ct).b64u(nonce)`): whatever the strict parser accepts, the lenient one accepts with the
-//   same bytes; an accepted EAK prints back to a string that parses to the same EAK; unwrapping with fixed keys
-//   either fails with a typed E3DBError or yields a 32-byte access key. Every failure is an E3DBError.
-// - EAKInfo JSON (API, js-sdk, old Swift and Java flat shapes): an accepted EAKInfo re-encodes (both shapes when
-//   it has a signer) to JSON that decodes to an equal EAKInfo; unwrapping with a fixed reader key fails with a
-//   typed error or yields a key.
+// - 0: EAK strings (`b64u(ct).b64u(nonce)`): whatever the strict parser accepts, the lenient one accepts with
+//   the same bytes; an accepted EAK prints back to a string that parses to the same EAK; unwrapping with fixed
+//   keys either fails with a typed E3DBError or yields a 32-byte access key. Every failure is an E3DBError.
+// - 1: EAKInfo JSON (API, js-sdk, old Swift and Java flat shapes, group wrappers), unwrapped with a fixed reader
+//   key; 3: the same with the reader key of TestVectors/keys/group_wrappers.json, so that seeds from that file
+//   open their membership key chain. An accepted EAKInfo re-encodes (both shapes) to JSON that parses to an equal
+//   EAKInfo (wrappers included), and the re-encoded one unwraps to the same key or fails with the same code.
+// - 2: client credential JSON: an accepted identity writes JSON that reads back to the same keys and members,
+//   and writing that again gives the same bytes.
 import E3DBKeys
 import E3DBPrimitives
 import Foundation
@@ -38,23 +41,59 @@ private func eakString(_ text: String) {
     }
 }
 
-private func eakInfo(_ data: Data) {
-    guard let info = try? EAKInfo(jsonData: data) else { return }
+/// The reader of TestVectors/keys/group_wrappers.json: `crypto_box_seed_keypair(0x21 * 32)`.
+private func groupReader() -> Box.PrivateKey {
+    do { return try Box.PrivateKey(seed: SecureBytes(copying: [UInt8](repeating: 0x21, count: 32))) } catch {
+        fatalError("\(error)")
+    }
+}
+
+private func unwrapOutcome(_ info: EAKInfo, _ reader: Box.PrivateKey) -> Result<Data, E3DBError> {
+    Result { () throws(E3DBError) in try info.unwrap(with: reader).withUnsafeBytes { Data($0) } }
+}
+
+private func sameOutcome(_ a: Result<Data, E3DBError>, _ b: Result<Data, E3DBError>) -> Bool {
+    switch (a, b) {
+    case (.success(let x), .success(let y)): return x == y
+    case (.failure(let x), .failure(let y)): return x.code == y.code && x.context.field == y.context.field
+    default: return false
+    }
+}
+
+private func eakInfo(_ data: Data, reader: Box.PrivateKey) {
+    let info: EAKInfo
+    do { info = try EAKInfo(jsonData: data) } catch {
+        _ = error.code  // typed by construction (throws(E3DBError))
+        return
+    }
+    let outcome = unwrapOutcome(info, reader)
+    if case .success(let key) = outcome { require(key.count == 32, "unwrapped key size") }
     for shape in [EAKInfo.Shape.api, .javaFlat] {
-        // The Java flat shape needs a signer; a missing one is the encoder's business, not a crash.
         let json = info.jsonData(shape: shape)
-        if let again = try? EAKInfo(jsonData: json) {
-            require(again.eak == info.eak, "EAK changed through \(shape) JSON")
-            require(again.authorizerID == info.authorizerID, "authorizer changed through \(shape) JSON")
-        } else {
-            require(shape == .javaFlat, "API-shape JSON of an accepted EAKInfo does not decode")
+        guard let again = try? EAKInfo(jsonData: json) else {
+            fatalError("\(shape) JSON of an accepted EAKInfo does not parse")
         }
+        require(again == info, "EAKInfo changed through \(shape) JSON")
+        require(again.accessKeyWrappers == info.accessKeyWrappers, "wrappers changed through \(shape) JSON")
+        require(again.jsonData(shape: shape) == json, "\(shape) JSON is not stable")
+        require(sameOutcome(unwrapOutcome(again, reader), outcome), "unwrap differs after \(shape) JSON")
     }
-    do {
-        _ = try info.unwrap(with: fixedKey(1))
-    } catch {
+}
+
+private func clientConfig(_ data: Data) {
+    let identity: ClientIdentity
+    do { identity = try ClientIdentity(configJSON: data) } catch {
         _ = error.code
+        return
     }
+    let json = identity.configJSON()
+    guard let again = try? ClientIdentity(configJSON: json) else { fatalError("written identity JSON does not parse") }
+    require(again.publicKey == identity.publicKey, "box key changed")
+    require(again.publicSigningKey == identity.publicSigningKey, "signing key changed")
+    require(again.clientID == identity.clientID, "client_id changed")
+    require(again.apiKeyID == identity.apiKeyID && again.clientEmail == identity.clientEmail, "members changed")
+    require(again.apiURL == identity.apiURL, "api_url changed")
+    require(again.configJSON() == json, "identity JSON is not stable")
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -62,10 +101,11 @@ public func fuzzKeys(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let rest = Data(bytes.dropFirst())
-    if mode & 1 == 0 {
-        eakString(String(decoding: rest, as: UTF8.self))
-    } else {
-        eakInfo(rest)
+    switch mode & 3 {
+    case 0: eakString(String(decoding: rest, as: UTF8.self))
+    case 1: eakInfo(rest, reader: fixedKey(1))
+    case 2: clientConfig(rest)
+    default: eakInfo(rest, reader: groupReader())
     }
     return 0
 }

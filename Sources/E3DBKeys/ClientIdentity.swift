@@ -16,6 +16,9 @@ internal import E3DBCanonicalJSON
 /// - Warning: the private keys and the API secret are secrets. They are held in wiped storage, but the JSON
 ///   text returned by ``configJSON()`` contains them: write it only to files with mode 0600.
 public struct ClientIdentity: Sendable, CustomStringConvertible {
+    /// The API URL the other SDKs default to, written into credential files that name none.
+    public static let defaultAPIURL = "https://api.e3db.com"
+
     /// The client ID (nil for a key pair that is not registered yet).
     public var clientID: UUID?
     /// The Curve25519 key pair used to wrap and unwrap access keys.
@@ -208,17 +211,23 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         case nil, .null?, .string?, .number?: break
         default: throw bad("version", "is not a string or a number")
         }
-        let apiSecret = try secretText("api_secret").map { SecureBytes(copying: $0) }
+        // Empty API credentials (what a key-only credential file holds) mean "none".
+        let apiSecret = try secretText("api_secret").map { SecureBytes(copying: $0) }.flatMap { $0.count == 0 ? nil : $0 }
         let apiURL = try string("api_url")
         let baseAPIURL = try string("base_api_url")
+        func nonEmpty(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
         return ClientIdentity(
-            clientID: clientID, boxKey: box, signingKey: signing, apiKeyID: try string("api_key_id"),
-            apiSecret: apiSecret, clientEmail: try string("client_email"), apiURL: apiURL ?? baseAPIURL)
+            clientID: clientID, boxKey: box, signingKey: signing, apiKeyID: nonEmpty(try string("api_key_id")),
+            apiSecret: apiSecret, clientEmail: nonEmpty(try string("client_email")), apiURL: apiURL ?? baseAPIURL)
     }
 
     /// The client credential JSON (js-sdk/Go/Python member names, lowercase client ID, `version` "2" with
     /// signing keys and "1" without), built as a `JSONValue` and written in canonical form (sorted members, no
     /// insignificant whitespace) followed by a newline.
+    ///
+    /// Every member the other SDKs read is present, so the file loads unchanged in each of them (the Python SDK's
+    /// `Client` indexes `api_key_id`, `api_secret` and `api_url` directly): an identity without API credentials
+    /// writes them as empty strings, and `api_url` defaults to ``defaultAPIURL``.
     /// - Warning: the result contains the private keys. Write it only to a file with mode 0600.
     /// - Returns: UTF-8 JSON text ending in a newline.
     public func configJSON() -> Data {
@@ -227,12 +236,11 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             ("public_key", .string(publicKey.base64URLEncoded)),
             ("version", .string(signingKey == nil ? "1" : "2")),
         ]
-        if let apiKeyID { members.append(("api_key_id", .string(apiKeyID))) }
-        if let apiSecret {
-            members.append(("api_secret", .string(apiSecret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })))
-        }
-        if let apiURL { members.append(("api_url", .string(apiURL))) }
-        if let clientEmail { members.append(("client_email", .string(clientEmail))) }
+        members.append(("api_key_id", .string(apiKeyID ?? "")))
+        members.append(
+            ("api_secret", .string(apiSecret?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } ?? "")))
+        members.append(("api_url", .string(apiURL ?? Self.defaultAPIURL)))
+        members.append(("client_email", .string(clientEmail ?? "")))
         if let clientID { members.append(("client_id", .string(clientID.uuidString.lowercased()))) }
         if let signingKey {
             members.append(("private_signing_key", .string(signingKey.base64URLEncoded)))

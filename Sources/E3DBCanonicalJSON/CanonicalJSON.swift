@@ -7,6 +7,11 @@ public enum KeyOrder: Sendable, Hashable, CaseIterable {
     /// decimal integers `0` ... `4294967294`) first, in numeric order, then the other keys in UTF-16 order.
     /// Only the member order changes; arrays stay arrays (js-sdk would turn them into `{"0":...}` objects).
     case javaScript
+    /// The order a JavaScript engine enumerates an object it parsed or built: array-index keys first, in numeric
+    /// order, then the other keys in insertion order, unsorted. js-sdk's `RecordInfo.stringify` (the record
+    /// signature, spec §4.5) writes `plain` and `data` this way. The insertion order is the member order of the
+    /// `JSONObject` (for parsed JSON, the order in the text).
+    case javaScriptInsertion
 }
 
 /// Strict JSON parsing and canonical (RFC 8785 / E3DB `Signable`) serialization. Standard library only.
@@ -227,7 +232,7 @@ enum KeySorter {
             let start = bytes.count
             bytes.append(contentsOf: m.key.utf8)
             let count = bytes.count - start
-            let index = order == .javaScript ? arrayIndexValue(bytes, start: start, count: count) : noIndex
+            let index = order == .utf16 ? noIndex : arrayIndexValue(bytes, start: start, count: count)
             spans.append((start, count, index))
         }
         var indices = Array(0..<members.count)
@@ -236,6 +241,7 @@ enum KeySorter {
                 let sa = spans[a]
                 let sb = spans[b]
                 if sa.arrayIndex != sb.arrayIndex { return sa.arrayIndex < sb.arrayIndex }
+                if order == .javaScriptInsertion { return a < b }
                 return utf16Less(buf, sa.start, sa.count, sb.start, sb.count)
             }
         }
@@ -294,14 +300,17 @@ extension CanonicalJSON {
     ///   - a: a member key.
     ///   - b: another member key.
     ///   - order: the key order.
-    /// - Returns: true when a member named `a` is written before one named `b`.
+    /// - Returns: true when a member named `a` is written before one named `b`. For
+    ///   ``KeyOrder/javaScriptInsertion`` only array-index keys have a fixed place; two other keys keep their
+    ///   insertion order, so neither precedes the other here (false).
     public static func keyPrecedes(_ a: String, _ b: String, order: KeyOrder = .utf16) -> Bool {
         let ua = Array(a.utf8)
         let ub = Array(b.utf8)
-        if order == .javaScript {
+        if order != .utf16 {
             let ia = KeySorter.arrayIndexValue(ua, start: 0, count: ua.count)
             let ib = KeySorter.arrayIndexValue(ub, start: 0, count: ub.count)
             if ia != ib { return ia < ib }
+            if order == .javaScriptInsertion { return false }
         }
         let joined = ua + ub
         return joined.withUnsafeBufferPointer { KeySorter.utf16Less($0, 0, ua.count, ua.count, ub.count) }

@@ -90,17 +90,30 @@ public struct ClientMeta: Sendable, Hashable, DocumentJSONDecodable {
     }
 }
 
-/// A decrypted record: metadata and plaintext data, returned only after the record signature verified.
+/// A decrypted record: metadata and plaintext data, returned only after every field decrypted and `rec_sig`
+/// passed the ``RecordVerification`` in force (``signatureStatus`` says what was checked).
 public struct DecryptedDocument: Sendable, Hashable, Signable {
     /// The metadata.
     public var meta: ClientMeta
     /// The plaintext data.
     public var data: RecordData
+    /// What decryption established about `rec_sig`; nil for a document built from its parts. Not part of the
+    /// document's JSON, equality or hash.
+    public var signatureStatus: RecordSignatureStatus?
 
     /// A document from its parts.
     public init(meta: ClientMeta, data: RecordData) {
         self.meta = meta
         self.data = data
+    }
+
+    /// Equal metadata and data.
+    public static func == (a: DecryptedDocument, b: DecryptedDocument) -> Bool { a.meta == b.meta && a.data == b.data }
+
+    /// Hashes the metadata and data.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(meta)
+        hasher.combine(data)
     }
 
     /// `{"data":{…},"meta":{…}}`.
@@ -128,22 +141,18 @@ public enum RecordSignature {
         Base64URL.encode(key.signature(for: message(meta: meta, data: data, order: order)))
     }
 
-    /// Verifies a record signature.
+    /// Verifies a record signature over the canonical message in `order`.
     /// - Throws: `E3DBError` `.invalidSignature` (part `rec_sig`) when the signature is malformed or wrong.
     public static func verify(
         _ signature: String, meta: ClientMeta, data: RecordData, with key: Ed25519.PublicKey, order: KeyOrder = .utf16
     ) throws(E3DBError) {
-        guard let raw = try? Base64URL.decode(signature), raw.count == Ed25519.signatureByteCount,
-            key.isValidSignature(raw, for: message(meta: meta, data: data, order: order))
-        else {
-            throw E3DBError(
-                .invalidSignature, "the record signature (rec_sig) does not verify", context: .init(part: "rec_sig"))
-        }
+        _ = try RecordVerification(order: order).check(signature, meta: meta, data: data, key: key)
     }
 }
 
-/// An offline-encrypted record: `{"data":{key: "edk.edkN.ef.efN"},"meta":{…},"rec_sig":"…"}`
-/// (Swift `EncryptedDocument`, Java `LocalEncryptedRecord`, js-sdk `Record`).
+/// An encrypted record: `{"data":{key: "edk.edkN.ef.efN"},"meta":{…},"rec_sig":"…"}`
+/// (Swift `EncryptedDocument`, Java `LocalEncryptedRecord`, js-sdk `Record`). `rec_sig` is absent from records
+/// written online by the Python and Go SDKs; see ``SignaturePolicy``.
 ///
 /// ``jsonData()`` writes the canonical form (sorted members, lowercase UUIDs, no whitespace), which is also
 /// the best transport form: js-sdk re-derives signatures from the JSON it receives.
@@ -152,22 +161,24 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
     public var meta: ClientMeta
     /// The encrypted fields: key → `edk.edkN.ef.efN`.
     public var data: RecordData
-    /// `b64u` of the Ed25519 record signature.
-    public var recordSignature: String
+    /// `b64u` of the Ed25519 record signature, or nil for an unsigned record.
+    public var recordSignature: String?
 
     /// A document from its parts.
-    public init(meta: ClientMeta, data: RecordData, recordSignature: String) {
+    public init(meta: ClientMeta, data: RecordData, recordSignature: String?) {
         self.meta = meta
         self.data = data
         self.recordSignature = recordSignature
     }
 
-    /// The canonical form, `{"data":…,"meta":…,"rec_sig":…}`.
+    /// The canonical form, `{"data":…,"meta":…,"rec_sig":…}` (without `rec_sig` when unsigned).
     public var signableJSON: JSONValue {
-        .object(["data": data.signableJSON, "meta": meta.signableJSON, "rec_sig": .string(recordSignature)])
+        var object: JSONObject = ["data": data.signableJSON, "meta": meta.signableJSON]
+        if let recordSignature { object["rec_sig"] = .string(recordSignature) }
+        return .object(object)
     }
 
-    /// Parses an encrypted document.
+    /// Parses an encrypted document. A missing or `null` `rec_sig` makes an unsigned record.
     /// - Throws: `E3DBError` `.invalidDocument` naming `data`, `meta`, `rec_sig` or the bad member.
     public init(documentJSON value: JSONValue) throws(E3DBError) {
         guard case .object(let o) = value else {
@@ -179,12 +190,13 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
         guard let m = o["meta"] else {
             throw E3DBError(.invalidDocument, "\"meta\" is missing", context: .init(field: "meta"))
         }
-        guard case .string(let sig)? = o["rec_sig"] else {
-            throw E3DBError(.invalidDocument, "\"rec_sig\" is missing or not a string", context: .init(field: "rec_sig"))
+        switch o["rec_sig"] {
+        case nil, .null?: self.recordSignature = nil
+        case .string(let sig)?: self.recordSignature = sig
+        case _?: throw E3DBError(.invalidDocument, "\"rec_sig\" is not a string", context: .init(field: "rec_sig"))
         }
         self.data = try RecordData(jsonValue: d, what: "data")
         self.meta = try ClientMeta(documentJSON: m)
-        self.recordSignature = sig
     }
 
     /// Parses JSON text.
@@ -250,27 +262,84 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
             type: type, data: data, plain: plain, writerID: id, accessKey: ak, signingKey: signingKey, order: order)
     }
 
-    /// Decrypts every field, then verifies `rec_sig` over the plaintext; returns data only if it verifies.
+    /// Decrypts every field, then checks `rec_sig` over the plaintext as `verification` says; returns data only
+    /// if every check passed.
+    /// - Parameters:
+    ///   - accessKey: the access key.
+    ///   - verifyingKey: the writer's Ed25519 public key (not needed for unsigned records under
+    ///     ``SignaturePolicy/verifyIfPresent`` or for ``SignaturePolicy/ignore``).
+    ///   - verification: signature policy, key order and accepted variants (default: strict).
+    ///   - decoding: base64url strictness for the fields.
+    /// - Returns: the decrypted document; its ``DecryptedDocument/signatureStatus`` says what was verified.
+    /// - Throws: `E3DBError` from `FieldCipher.decrypt(_:accessKey:decoding:name:)` with `context.field` set to
+    ///   the record key, `.missingSignature`, `.missingKey` or `.invalidSignature` (part `rec_sig`).
+    public func decrypt(
+        accessKey: AccessKey,
+        verifyingKey: Ed25519.PublicKey?,
+        verification: RecordVerification = .strict,
+        decoding: Base64Decoding = .strict
+    ) throws(E3DBError) -> DecryptedDocument {
+        let plaintext = try FieldCipher.decrypt(data, accessKey: accessKey, decoding: decoding)
+        let status = try verification.check(recordSignature, meta: meta, data: plaintext, key: verifyingKey)
+        var document = DecryptedDocument(meta: meta, data: plaintext)
+        document.signatureStatus = status
+        return document
+    }
+
+    /// Decrypts every field and verifies `rec_sig` (required) in key order `order`.
     /// - Parameters:
     ///   - accessKey: the access key.
     ///   - verifyingKey: the writer's Ed25519 public key.
     ///   - order: key order of the signed message.
     ///   - decoding: base64url strictness for the fields.
     /// - Returns: the decrypted document.
-    /// - Throws: `E3DBError` from `FieldCipher.decrypt(_:accessKey:decoding:name:)` with `context.field` set to
-    ///   the record key, or `.invalidSignature` (part `rec_sig`).
+    /// - Throws: the errors of ``decrypt(accessKey:verifyingKey:verification:decoding:)``.
     public func decrypt(
         accessKey: AccessKey,
         verifyingKey: Ed25519.PublicKey,
-        order: KeyOrder = .utf16,
+        order: KeyOrder,
         decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> DecryptedDocument {
-        let plaintext = try FieldCipher.decrypt(data, accessKey: accessKey, decoding: decoding)
-        try RecordSignature.verify(recordSignature, meta: meta, data: plaintext, with: verifyingKey, order: order)
-        return DecryptedDocument(meta: meta, data: plaintext)
+        try decrypt(
+            accessKey: accessKey, verifyingKey: verifyingKey, verification: RecordVerification(order: order),
+            decoding: decoding)
     }
 
     /// Decrypts with a reader identity and the EAKInfo; the signer key of the EAKInfo verifies `rec_sig`.
+    ///
+    /// When the EAKInfo names a `signer_id` and `verification.requireWriterIsSigner` is set (the default),
+    /// `meta.writer_id` must equal it: otherwise anyone whose EAKInfo the reader holds could sign a record that
+    /// claims another writer. An authorizer (`authorizer_id`) may differ from the writer.
+    /// - Parameters:
+    ///   - identity: the reader.
+    ///   - eakInfo: the reader's EAKInfo for this record type.
+    ///   - verifyingKey: overrides the EAKInfo's `signer_signing_key`.
+    ///   - verification: signature policy, key order, variants and the writer check (default: strict).
+    ///   - decoding: base64url strictness.
+    /// - Returns: the decrypted document.
+    /// - Throws: `E3DBError` `.writerSignerMismatch`, `.missingKey` when a signature must be checked and no signer
+    ///   key is known, `.authenticationFailed` (part `eak`) and the errors of
+    ///   ``decrypt(accessKey:verifyingKey:verification:decoding:)``.
+    public func decrypt(
+        identity: ClientIdentity,
+        eakInfo: EAKInfo,
+        verifyingKey: Ed25519.PublicKey? = nil,
+        verification: RecordVerification = .strict,
+        decoding: Base64Decoding = .strict
+    ) throws(E3DBError) -> DecryptedDocument {
+        if verification.requireWriterIsSigner, let signer = eakInfo.signerID, signer != meta.writerID {
+            throw E3DBError(
+                .writerSignerMismatch,
+                "meta.writer_id \(meta.writerID.uuidString.lowercased()) is not the EAKInfo's signer_id \(signer.uuidString.lowercased())",
+                context: .init(field: "writer_id"))
+        }
+        let ak = try eakInfo.unwrap(with: identity.boxKey)
+        return try decrypt(
+            accessKey: ak, verifyingKey: verifyingKey ?? eakInfo.signerSigningKey, verification: verification,
+            decoding: decoding)
+    }
+
+    /// Decrypts with a reader identity and the EAKInfo, `rec_sig` required in key order `order`.
     /// - Parameters:
     ///   - identity: the reader.
     ///   - eakInfo: the reader's EAKInfo for this record type.
@@ -278,22 +347,17 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
     ///   - order: key order of the signed message.
     ///   - decoding: base64url strictness.
     /// - Returns: the decrypted document.
-    /// - Throws: `E3DBError` `.missingKey` when no signer key is known, `.authenticationFailed` (part `eak`) and
-    ///   the errors of ``decrypt(accessKey:verifyingKey:order:decoding:)``.
+    /// - Throws: the errors of ``decrypt(identity:eakInfo:verifyingKey:verification:decoding:)``.
     public func decrypt(
         identity: ClientIdentity,
         eakInfo: EAKInfo,
         verifyingKey: Ed25519.PublicKey? = nil,
-        order: KeyOrder = .utf16,
+        order: KeyOrder,
         decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> DecryptedDocument {
-        guard let key = verifyingKey ?? eakInfo.signerSigningKey else {
-            throw E3DBError(
-                .missingKey, "the EAKInfo has no signer_signing_key to verify rec_sig; pass the writer's key",
-                context: .init(field: "signer_signing_key"))
-        }
-        let ak = try eakInfo.unwrap(with: identity.boxKey)
-        return try decrypt(accessKey: ak, verifyingKey: key, order: order, decoding: decoding)
+        try decrypt(
+            identity: identity, eakInfo: eakInfo, verifyingKey: verifyingKey, verification: RecordVerification(order: order),
+            decoding: decoding)
     }
 }
 
@@ -328,8 +392,13 @@ public struct SignedDocument<Document: Signable & Sendable>: Sendable, Signable 
     ///   - order: key order used when signing.
     /// - Throws: `E3DBError` `.invalidSignature` (part `sig`).
     public func verify(with key: Ed25519.PublicKey, order: KeyOrder = .utf16) throws(E3DBError) {
-        guard let raw = try? Base64URL.decode(signature), raw.count == Ed25519.signatureByteCount,
-            key.isValidSignature(raw, for: document.canonicalBytes(order: order))
+        let raw: Data
+        do {
+            raw = try Base64URL.decode(signature)
+        } catch {
+            throw E3DBError(.invalidSignature, "the document signature (sig) is not base64url", context: .init(part: "sig"))
+        }
+        guard raw.count == Ed25519.signatureByteCount, key.isValidSignature(raw, for: document.canonicalBytes(order: order))
         else {
             throw E3DBError(.invalidSignature, "the document signature (sig) does not verify", context: .init(part: "sig"))
         }

@@ -18,3 +18,12 @@ extension E3DBError.Code {
     /// A note was written with a signing key other than the expected writer key.
     public static let writerKeyMismatch = Self("writerKeyMismatch", category: .verification)
 }
+
+extension E3DBError.Code {
+    /// A record has no `rec_sig` although the signature policy requires one (``SignaturePolicy/required``).
+    public static let missingSignature = Self("missingSignature", category: .verification)
+    /// A record's `meta.writer_id` is not the `signer_id` of the EAKInfo whose signing key verifies it.
+    public static let writerSignerMismatch = Self("writerSignerMismatch", category: .verification)
+    /// A decrypted note does not hold exactly the fields the caller expected (fields removed or added).
+    public static let unexpectedFields = Self("unexpectedFields", category: .verification)
+}

@@ -133,7 +133,7 @@ struct EAKWrapCommand: ParsableCommand {
     @Option(help: "A file holding the base64url access key to wrap (default: a new random key).")
     var accessKey: String?
 
-    @Option(help: "The reader's Curve25519 public key, base64url (default: the identity's own key).")
+    @Option(parsing: .unconditional, help: "The reader's Curve25519 public key, base64url (default: the identity's own key).")
     var readerPublicKey: String?
 
     @Option(help: "EAKInfo shape to write: api (default) or java.")
@@ -202,7 +202,7 @@ struct EAKShareCommand: ParsableCommand {
     @Option(help: "Your identity JSON file (you must be the reader of the EAKInfo).")
     var identity: String
 
-    @Option(help: "The new reader's Curve25519 public key, base64url.")
+    @Option(parsing: .unconditional, help: "The new reader's Curve25519 public key, base64url.")
     var readerPublicKey: String
 
     @Argument(help: "The EAKInfo JSON file ('-' for stdin).")

@@ -21,10 +21,10 @@ struct NoteEncryptCommand: ParsableCommand {
     @Option(help: "The writer's identity JSON file.")
     var identity: String
 
-    @Option(help: "The recipient's Curve25519 public key, base64url.")
+    @Option(parsing: .unconditional, help: "The recipient's Curve25519 public key, base64url.")
     var recipientPublicKey: String
 
-    @Option(help: "The recipient's Ed25519 public key, base64url (recorded in the note).")
+    @Option(parsing: .unconditional, help: "The recipient's Ed25519 public key, base64url (recorded in the note).")
     var recipientSigningKey: String?
 
     @Argument(help: "The data JSON file, an object of strings ('-' for stdin).")
@@ -60,7 +60,7 @@ struct NoteDecryptCommand: ParsableCommand {
     @Option(help: "The recipient's identity JSON file.")
     var identity: String
 
-    @Option(help: "Require the note to be signed by this Ed25519 public key, base64url.")
+    @Option(parsing: .unconditional, help: "Require the note to be signed by this Ed25519 public key, base64url.")
     var writerSigningKey: String?
 
     @Flag(help: "Accept unsigned legacy fields (as js-sdk and Python do).")

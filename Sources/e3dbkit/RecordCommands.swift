@@ -54,14 +54,91 @@ struct RecordEncryptCommand: ParsableCommand {
     }
 }
 
+/// `--signature-policy` values.
+enum SignaturePolicyOption: String, ExpressibleByArgument, CaseIterable {
+    case required
+    case verifyIfPresent = "verify-if-present"
+    case ignore
+
+    var policy: SignaturePolicy {
+        switch self {
+        case .required: .required
+        case .verifyIfPresent: .verifyIfPresent
+        case .ignore: .ignore
+        }
+    }
+}
+
+/// How `record decrypt` treats rec_sig and the writer (shared by the single-record and batch modes).
+struct RecordDecryptOptions: ParsableArguments {
+    @Option(parsing: .unconditional, help: "The writer's Ed25519 public key (default: signer_signing_key of the EAKInfo).")
+    var verifyingKey: String?
+
+    @Option(help: "Key order of the signed message: utf16 (default) or js (js-sdk Signable).")
+    var order: OrderOption = .utf16
+
+    @Option(
+        help: ArgumentHelp(
+            """
+            What to do with rec_sig: required (default), verify-if-present (unsigned records are accepted, a \
+            rec_sig that does not verify is still rejected) or ignore (not checked).
+            """,
+            valueName: "policy"))
+    var signaturePolicy: SignaturePolicyOption?
+
+    @Flag(help: "Accept records without rec_sig, as the Python and Go SDKs write them (--signature-policy verify-if-present).")
+    var allowUnsigned = false
+
+    @Flag(help: "Also accept a rec_sig made by js-sdk over plain and data in their JSON order (unsorted).")
+    var acceptInsertionOrder = false
+
+    @Flag(help: "Also accept js-sdk file records, whose rec_sig signs meta followed by null (data must be empty).")
+    var acceptNullData = false
+
+    @Flag(help: "Do not require meta.writer_id to equal the EAKInfo's signer_id.")
+    var allowWriterMismatch = false
+
+    @Flag(help: "Accept padded or standard-alphabet base64 in fields.")
+    var lenient = false
+
+    func validate() throws {
+        if allowUnsigned, let signaturePolicy, signaturePolicy != .verifyIfPresent {
+            throw ValidationError("--allow-unsigned means --signature-policy verify-if-present; give one of them")
+        }
+    }
+
+    /// The library options these flags select.
+    var verification: RecordVerification {
+        var variants: RecordSignatureVariants = []
+        if acceptInsertionOrder { variants.insert(.javaScriptInsertionOrder) }
+        if acceptNullData { variants.insert(.fileRecordNullData) }
+        let policy = signaturePolicy?.policy ?? (allowUnsigned ? .verifyIfPresent : .required)
+        return RecordVerification(
+            policy: policy, order: order.keyOrder, variants: variants, requireWriterIsSigner: !allowWriterMismatch)
+    }
+
+    /// `{"data":…,"meta":…,"verification":{"policy":…,"rec_sig":…}}`: the document and what was checked.
+    static func outputJSON(_ document: DecryptedDocument, policy: SignaturePolicy) -> JSONValue {
+        var verification: JSONObject = ["policy": .string(policy.rawValue)]
+        if let status = document.signatureStatus { verification["rec_sig"] = .string(status.rawValue) }
+        return .object(["data": document.data.signableJSON, "meta": document.meta.signableJSON,
+            "verification": .object(verification)])
+    }
+}
+
 /// `e3dbkit record decrypt`.
 struct RecordDecryptCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decrypt",
-        abstract: "Decrypt a record and verify rec_sig; prints {\"data\":…,\"meta\":…}.",
+        abstract: "Decrypt a record and verify rec_sig; prints {\"data\":…,\"meta\":…,\"verification\":…}.",
         discussion: """
-            Nothing is printed unless every field decrypts and the signature verifies. Exit codes: 0 success; \
-            2 a field, the EAK or the signature failed to verify; 65 malformed input.
+            Nothing is printed unless every field decrypts and rec_sig passes the signature policy. By default \
+            rec_sig is required: records written by the Python and Go SDKs carry none, so read them with \
+            --allow-unsigned. "verification" in the output names the policy and what happened to rec_sig \
+            (verified, verified-insertion-order, verified-null-data, absent or not-checked). When the EAKInfo \
+            names a signer_id, meta.writer_id must equal it unless --allow-writer-mismatch is given. \
+            Exit codes: 0 success; 2 a field, the EAK or the signature failed to verify, rec_sig is missing \
+            under the required policy, or the writer is not the signer; 65 malformed input.
             """
     )
 
@@ -71,14 +148,7 @@ struct RecordDecryptCommand: ParsableCommand {
     @Option(help: "The reader's EAKInfo JSON file.")
     var eakInfo: String
 
-    @Option(help: "The writer's Ed25519 public key (default: signer_signing_key of the EAKInfo).")
-    var verifyingKey: String?
-
-    @Option(help: "Key order of the signed message: utf16 (default) or js (js-sdk).")
-    var order: OrderOption = .utf16
-
-    @Flag(help: "Accept padded or standard-alphabet base64 in fields.")
-    var lenient = false
+    @OptionGroup var options: RecordDecryptOptions
 
     @Argument(help: "The EncryptedDocument JSON file ('-' for stdin).")
     var document: String = "-"
@@ -86,13 +156,17 @@ struct RecordDecryptCommand: ParsableCommand {
     func run() throws {
         try DocumentCLI.run("decrypting the record") {
             let me = try DocumentCLI.identity(identity)
-            let info = try DocumentCLI.eakInfo(eakInfo, lenient: lenient)
-            let key = try verifyingKey.map { try DocumentCLI.signingPublicKey($0, what: "reading --verifying-key") }
+            let info = try DocumentCLI.eakInfo(eakInfo, lenient: options.lenient)
+            let key = try options.verifyingKey.map {
+                try DocumentCLI.signingPublicKey($0, what: "reading --verifying-key")
+            }
             let doc = try EncryptedDocument(jsonData: CLIIO.readAll(document))
+            let verification = options.verification
             let plain = try doc.decrypt(
-                identity: me, eakInfo: info, verifyingKey: key, order: order.keyOrder,
-                decoding: lenient ? .lenient : .strict)
-            DocumentCLI.output(plain.canonicalString())
+                identity: me, eakInfo: info, verifyingKey: key, verification: verification,
+                decoding: options.lenient ? .lenient : .strict)
+            DocumentCLI.output(
+                CanonicalJSON.serialize(RecordDecryptOptions.outputJSON(plain, policy: verification.policy)))
         }
     }
 }

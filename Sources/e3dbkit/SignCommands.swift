@@ -44,7 +44,7 @@ struct VerifyCommand: ParsableCommand {
             """
     )
 
-    @Option(help: "The signer's Ed25519 public key, base64url.")
+    @Option(parsing: .unconditional, help: "The signer's Ed25519 public key, base64url.")
     var publicKey: String?
 
     @Option(help: "An identity JSON file whose public signing key to use.")

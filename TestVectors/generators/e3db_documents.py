@@ -682,7 +682,7 @@ def gen_records():
         accessKey=RNG.bytes(32).hex())
     d = json.loads(json.dumps(base))
     del d["rec_sig"]
-    neg("rec_sig missing", d, err("invalidDocument", field="rec_sig"), ["Structure"])
+    neg("rec_sig missing (the default policy requires it)", d, err("missingSignature", part="rec_sig"), ["Signature"])
     d = json.loads(json.dumps(base))
     d["rec_sig"] = d["rec_sig"][:-4]
     neg("rec_sig truncated", d, err("invalidSignature", "rec_sig"), ["Signature"])

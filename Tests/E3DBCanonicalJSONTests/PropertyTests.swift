@@ -104,16 +104,32 @@ struct PropertyTests {
         }
     }
 
-    @Test("member order never depends on insertion order")
+    @Test("member order never depends on insertion order, except in JavaScript insertion order")
     func insertionOrder() async {
         await propertyCheck(count: 300, input: Self.words, Gen<UInt64>.value(in: 0...UInt64.max)) { words, seed throws in
             let value = JSONBuilder.build(words)
             let shuffled = JSONBuilder.permuted(value, seed: seed)
             #expect(shuffled == value)
-            for order in KeyOrder.allCases {
+            for order in KeyOrder.allCases where order != .javaScriptInsertion {
                 #expect(CanonicalJSON.serializedBytes(shuffled, order: order) == CanonicalJSON.serializedBytes(value, order: order))
             }
         }
+    }
+
+    @Test("JavaScript insertion order: array indices first in numeric order, then the others as inserted")
+    func javaScriptInsertionOrder() throws {
+        let object = JSONObject([
+            (key: "z", value: .string("1")), (key: "10", value: .string("2")), (key: "a", value: .string("3")),
+            (key: "9", value: .string("4")), (key: "01", value: .string("5")), (key: "4294967295", value: .string("6")),
+            (key: "4294967294", value: .string("7")),
+        ])
+        let text = String(decoding: CanonicalJSON.serializedBytes(.object(object), order: .javaScriptInsertion), as: UTF8.self)
+        #expect(text == #"{"9":"4","10":"2","4294967294":"7","z":"1","a":"3","01":"5","4294967295":"6"}"#)
+        #expect(try CanonicalJSON.isCanonical(Array(text.utf8), order: .javaScriptInsertion))
+        #expect(try !CanonicalJSON.isCanonical(Array(#"{"a":"1","9":"2"}"#.utf8), order: .javaScriptInsertion))
+        #expect(CanonicalJSON.keyPrecedes("9", "a", order: .javaScriptInsertion))
+        #expect(!CanonicalJSON.keyPrecedes("b", "a", order: .javaScriptInsertion))
+        #expect(!CanonicalJSON.keyPrecedes("a", "b", order: .javaScriptInsertion))
     }
 
     @Test("sorted keys are in UTF-16 code-unit order")

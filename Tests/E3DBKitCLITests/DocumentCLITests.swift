@@ -86,6 +86,69 @@ struct DocumentCLITests {
         #expect(try run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, junk]).status == 65)
     }
 
+    @Test("record decrypt: signature policy options, the verification member, and the writer check")
+    func signaturePolicies() throws {
+        let dir = try ScratchDirectory()
+        let (writerPath, writer) = try keygen(dir, "writer.json")
+        let wrap = try run(["eak", "wrap", "--identity", writerPath])
+        let eak = try dir.write("eak.json", String(decoding: wrap.stdout, as: UTF8.self))
+        let data = try dir.write("data.json", "{\"b\":\"2\",\"a\":\"1\"}")
+        let enc = try run(["record", "encrypt", "--type", "t", "--identity", writerPath, "--eak-info", eak, data])
+        #expect(enc.status == 0, "\(enc.stderr)")
+        let signed = try dir.write("signed.json", String(decoding: enc.stdout, as: UTF8.self))
+        var object = try #require(CanonicalJSON.parse(Array(enc.stdout)).objectValue)
+        object["rec_sig"] = nil
+        let unsigned = try dir.write("unsigned.json", CanonicalJSON.serialize(.object(object)))
+        let base = ["record", "decrypt", "--identity", writerPath, "--eak-info", eak]
+
+        let strict = try run(base + [signed])
+        #expect(strict.status == 0, "\(strict.stderr)")
+        #expect(String(decoding: strict.stdout, as: UTF8.self).contains(
+            #""verification":{"policy":"required","rec_sig":"verified"}"#))
+        let refused = try run(base + [unsigned])
+        #expect(refused.status == 2 && refused.stdout.isEmpty && refused.stderr.contains("--allow-unsigned") == false)
+        #expect(refused.stderr.contains("rec_sig"))
+        for flags in [["--allow-unsigned"], ["--signature-policy", "verify-if-present"]] {
+            let r = try run(base + flags + [unsigned])
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(String(decoding: r.stdout, as: UTF8.self).contains(
+                #""data":{"a":"1","b":"2"}"#))
+            #expect(String(decoding: r.stdout, as: UTF8.self).contains(
+                #""verification":{"policy":"verify-if-present","rec_sig":"absent"}"#))
+        }
+        let ignored = try run(base + ["--signature-policy", "ignore", unsigned])
+        #expect(String(decoding: ignored.stdout, as: UTF8.self).contains(#""rec_sig":"not-checked""#))
+        #expect(try run(base + ["--signature-policy", "bogus", unsigned]).status == 64)
+        #expect(try run(base + ["--signature-policy", "ignore", "--allow-unsigned", unsigned]).status == 64)
+        // A present rec_sig that does not verify is still refused under --allow-unsigned.
+        let tampered = try dir.write("tampered.json", String(decoding: enc.stdout, as: UTF8.self)
+            .replacingOccurrences(of: "\"type\":\"t\"", with: "\"type\":\"u\""))
+        let bad = try run(base + ["--allow-unsigned", tampered])
+        #expect(bad.status == 2 && bad.stdout.isEmpty)
+
+        // D3: a record that claims another writer than the EAKInfo's signer exits 2, unless allowed.
+        var claimed = try #require(CanonicalJSON.parse(Array(enc.stdout)).objectValue)
+        var meta = try #require(claimed["meta"]?.objectValue)
+        meta["writer_id"] = .string(UUID().uuidString.lowercased())
+        claimed["meta"] = .object(meta)
+        claimed["rec_sig"] = nil
+        let other = try dir.write("other-writer.json", CanonicalJSON.serialize(.object(claimed)))
+        let mismatch = try run(base + ["--allow-unsigned", other])
+        #expect(mismatch.status == 2 && mismatch.stderr.contains("signer_id"), "\(mismatch.stderr)")
+        #expect(try run(base + ["--allow-unsigned", "--allow-writer-mismatch", other]).status == 0)
+        _ = writer
+    }
+
+    @Test("key options take base64url values that begin with '-'")
+    func keysStartingWithDash() throws {
+        var key = Ed25519.PrivateKey()
+        while !key.publicKey.base64URLEncoded.hasPrefix("-") { key = Ed25519.PrivateKey() }
+        let doc = SignedDocument(signing: JSONValue.string("x"), with: key)
+        let verify = try run(["verify", "--public-key", key.publicKey.base64URLEncoded], stdin: doc.jsonData())
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(String(decoding: verify.stdout, as: UTF8.self) == "\"x\"\n")
+    }
+
     @Test("sign and verify any JSON; nesting; wrong key exits 2")
     func signVerify() throws {
         let dir = try ScratchDirectory()

@@ -14,11 +14,25 @@ public struct NoteDecryptionOptions: Sendable, Hashable {
     public var allowUnsignedFields: Bool
     /// When set, the note's `writer_signing_key` must equal this key.
     public var expectedWriterSigningKey: Ed25519.PublicKey?
+    /// When set, the decrypted note must hold exactly these field names (compared by code units), or decryption
+    /// fails with `.unexpectedFields`. TFSP1 signs each field on its own and nothing signs the set of fields, so
+    /// anyone who can edit the note body can remove fields without breaking a signature (D1); this is how a
+    /// reader that knows what to expect detects it.
+    public var expectedFields: [String]?
+    /// Accept js-sdk's legacy note signature: a bare base64url Ed25519 signature (not TFSP1) over the canonical
+    /// js-sdk `NoteInfo` (`{"data":{…},"note_keys":{…}}`, spec §4.5), with unsigned fields. It binds every field
+    /// and the note keys. Default false.
+    public var allowLegacyNoteSignature: Bool
 
     /// Options; the defaults are strict.
-    public init(allowUnsignedFields: Bool = false, expectedWriterSigningKey: Ed25519.PublicKey? = nil) {
+    public init(
+        allowUnsignedFields: Bool = false, expectedWriterSigningKey: Ed25519.PublicKey? = nil,
+        expectedFields: [String]? = nil, allowLegacyNoteSignature: Bool = false
+    ) {
         self.allowUnsignedFields = allowUnsignedFields
         self.expectedWriterSigningKey = expectedWriterSigningKey
+        self.expectedFields = expectedFields
+        self.allowLegacyNoteSignature = allowLegacyNoteSignature
     }
 }
 
@@ -102,13 +116,63 @@ public struct EncryptedNote: Sendable, Hashable {
     /// - Returns: the plaintext fields.
     /// - Throws: `E3DBError` `.writerKeyMismatch`; `.authenticationFailed` (part `eak`, or `edk`/`ef` with the
     ///   field); `.unsignedField`, `.invalidSignedField`, `.saltMismatch`, `.invalidSignature` with
-    ///   `context.field` naming the note field (`signature` for the note signature).
+    ///   `context.field` naming the note field (`signature` for the note signature); `.unexpectedFields`.
     public func decrypt(readerKey: Box.PrivateKey, options: NoteDecryptionOptions = .init()) throws(E3DBError) -> RecordData {
         if let expected = options.expectedWriterSigningKey, expected != writerSigningKey {
             throw E3DBError(
                 .writerKeyMismatch, "the note was signed by another writer key", context: .init(field: "writer_signing_key"))
         }
         let ak = try encryptedAccessKey.unwrap(reader: readerKey, authorizer: writerEncryptionKey)
+        let plaintext: RecordData
+        if options.allowLegacyNoteSignature && LegacyNoteSignature.isLegacy(signature) {
+            plaintext = try decryptLegacy(accessKey: ak)
+        } else {
+            plaintext = try decryptSigned(accessKey: ak, options: options)
+        }
+        if let expected = options.expectedFields { try Self.check(plaintext, hasExactly: expected) }
+        return plaintext
+    }
+
+    /// Fails unless `data` holds exactly the names in `expected`.
+    static func check(_ data: RecordData, hasExactly expected: [String]) throws(E3DBError) {
+        let wanted = Set(expected.map { Array($0.utf8) })
+        let present = Set(data.keys.map { Array($0.utf8) })
+        guard wanted != present else { return }
+        func names(_ set: Set<[UInt8]>) -> String {
+            set.map { "\"" + String(decoding: $0, as: UTF8.self) + "\"" }.sorted().joined(separator: ", ")
+        }
+        var parts: [String] = []
+        let missing = wanted.subtracting(present)
+        let extra = present.subtracting(wanted)
+        if !missing.isEmpty { parts.append("missing \(names(missing))") }
+        if !extra.isEmpty { parts.append("unexpected \(names(extra))") }
+        throw E3DBError(
+            .unexpectedFields, "the note does not hold the expected fields: " + parts.joined(separator: "; "),
+            context: .init(field: missing.first.map { String(decoding: $0, as: UTF8.self) }))
+    }
+
+    /// js-sdk legacy notes: plaintext fields, one signature over the `NoteInfo`.
+    func decryptLegacy(accessKey ak: AccessKey) throws(E3DBError) -> RecordData {
+        var plaintext = RecordData()
+        for (key, field) in data {
+            plaintext.insert(key: key, value: try FieldCipher.decrypt(field, accessKey: ak, name: key))
+        }
+        let message = LegacyNoteSignature.message(data: plaintext, note: self)
+        let raw: Data
+        do {
+            raw = try Base64URL.decode(signature)
+        } catch {
+            throw E3DBError(.invalidSignature, "the legacy note signature is not base64url", context: .init(field: "signature"))
+        }
+        guard raw.count == Ed25519.signatureByteCount, writerSigningKey.isValidSignature(raw, for: message) else {
+            throw E3DBError(
+                .invalidSignature, "the legacy note signature (NoteInfo) does not verify", context: .init(field: "signature"))
+        }
+        return plaintext
+    }
+
+    /// TFSP1 notes: the `signature` field gives the object salt, every field is verified under it.
+    func decryptSigned(accessKey ak: AccessKey, options: NoteDecryptionOptions) throws(E3DBError) -> RecordData {
         let objectSalt: String?
         do {
             let verified = try TFSP1.verify(
@@ -153,16 +217,25 @@ public struct EncryptedNote: Sendable, Hashable {
             throw E3DBError(.invalidNote, error.message, context: error.context)
         }
         self.signature = try string("signature")
-        self.mode = (try? string("mode")) ?? "Sodium"
-        self.recipientSigningKey = try? string("recipient_signing_key")
-        guard let wsk = try? Ed25519.PublicKey(base64URLEncoded: string("writer_signing_key")) else {
-            throw bad("writer_signing_key", "is not a base64url Ed25519 public key")
+        func optionalString(_ field: String) throws(E3DBError) -> String? {
+            switch o[field] {
+            case nil, .null?: return nil
+            case .string(let s)?: return s
+            case _?: throw bad(field, "is not a string")
+            }
         }
-        self.writerSigningKey = wsk
-        guard let wek = try? Box.PublicKey(base64URLEncoded: string("writer_encryption_key")) else {
-            throw bad("writer_encryption_key", "is not a base64url Curve25519 public key")
+        self.mode = try optionalString("mode") ?? "Sodium"
+        self.recipientSigningKey = try optionalString("recipient_signing_key")
+        do {
+            self.writerSigningKey = try Ed25519.PublicKey(base64URLEncoded: string("writer_signing_key"))
+        } catch {
+            throw bad("writer_signing_key", "is not a base64url Ed25519 public key (\(error.message))")
         }
-        self.writerEncryptionKey = wek
+        do {
+            self.writerEncryptionKey = try Box.PublicKey(base64URLEncoded: string("writer_encryption_key"))
+        } catch {
+            throw bad("writer_encryption_key", "is not a base64url Curve25519 public key (\(error.message))")
+        }
         let eakText = try string("encrypted_access_key")
         do {
             self.encryptedAccessKey = try EncryptedAccessKey(eakText)
@@ -190,5 +263,36 @@ public struct EncryptedNote: Sendable, Hashable {
         o["writer_encryption_key"] = .string(writerEncryptionKey.base64URLEncoded)
         o["encrypted_access_key"] = .string(encryptedAccessKey.stringValue)
         return Data(CanonicalJSON.serializedBytes(.object(o)))
+    }
+}
+
+/// js-sdk's legacy note signature (spec §4.5): Ed25519 over the canonical js-sdk `NoteInfo`,
+/// `{"data":{<plaintext fields>},"note_keys":{"encrypted_access_key","mode","recipient_signing_key",
+/// "writer_encryption_key","writer_signing_key"}}`, with members in js-sdk `Signable` order
+/// (`KeyOrder.javaScript`) and absent keys left out. Notes from before TFSP1 carry it as a bare base64url
+/// `signature`.
+public enum LegacyNoteSignature {
+    /// True when `signature` is a bare base64url string (what js-sdk checks before verifying a `NoteInfo`).
+    public static func isLegacy(_ signature: String) -> Bool {
+        !signature.isEmpty && signature.utf8.allSatisfy { b in
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
+        }
+    }
+
+    /// The signed message for a note's plaintext fields and its keys.
+    /// - Parameters:
+    ///   - data: the plaintext fields.
+    ///   - note: the note whose keys are signed.
+    /// - Returns: the UTF-8 bytes that are signed.
+    public static func message(data: RecordData, note: EncryptedNote) -> [UInt8] {
+        var keys: JSONObject = [
+            "encrypted_access_key": .string(note.encryptedAccessKey.stringValue),
+            "mode": .string(note.mode),
+            "writer_encryption_key": .string(note.writerEncryptionKey.base64URLEncoded),
+            "writer_signing_key": .string(note.writerSigningKey.base64URLEncoded),
+        ]
+        if let recipient = note.recipientSigningKey { keys["recipient_signing_key"] = .string(recipient) }
+        return CanonicalJSON.serializedBytes(
+            .object(["data": data.signableJSON, "note_keys": .object(keys)]), order: .javaScript)
     }
 }

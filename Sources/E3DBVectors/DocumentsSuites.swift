@@ -8,7 +8,7 @@ import Foundation
 /// Vector suites for E3DBDocuments: `TestVectors/documents/*.json`, made by
 /// `TestVectors/generators/e3db_documents.py` with Tozny's Python SDK (e3db 2.3.0), PyNaCl, rfc8785 and Node.
 public enum DocumentsSuites {
-    public static let all: [VectorSuite] = [recordFields, records, signedDocuments, tfsp1, notes]
+    public static let all: [VectorSuite] = [recordFields, records, signedDocuments, tfsp1, notes, jsVariants]
 
     static func suite<T: IdentifiedVector>(
         _ name: String, file: String, _ make: @escaping @Sendable (T) throws -> Void
@@ -198,5 +198,75 @@ public enum DocumentsSuites {
         try expectVector(data, try pairs(t.expectedData ?? []), "note data")
         let again = try EncryptedNote(jsonData: note.jsonData())
         try expectVector(try again.decrypt(readerKey: reader), data, "re-serialized note")
+    }
+
+    // MARK: js-sdk variants
+
+    struct JSVariantTest: IdentifiedVector {
+        let tcId: Int, comment: String, result: VectorResult
+        let kind: String, variants: [String]
+        let accessKey: String?, writerSigningPublicKey: String?, encryptedDocument: String?, expectedStatus: String?
+        let jsMessage: String?
+        let readerSecretKey: String?, note: String?, data: [[String]]?
+        let error: String?, errorPart: String?, errorField: String?
+    }
+
+    static func required<T>(_ value: T?, _ name: String) throws -> T {
+        guard let value else { throw VectorFormatError("the case has no \(name)") }
+        return value
+    }
+
+    /// `TestVectors/documents/js_variants.json`: records signed over js-sdk's insertion order or `meta ‖ null`,
+    /// unsigned Python records, and legacy NoteInfo-signed notes, each accepted only with its option.
+    public static let jsVariants = suite("documents/js_variants", file: "documents/js_variants.json") {
+        (t: JSVariantTest) in
+        switch t.kind {
+        case "record":
+            let ak = try AccessKey(rawRepresentation: Hex.decode(try required(t.accessKey, "accessKey")))
+            let key = try Ed25519.PublicKey(base64URLEncoded: try required(t.writerSigningPublicKey, "writerSigningPublicKey"))
+            var verification = RecordVerification()
+            for v in t.variants {
+                switch v {
+                case "javaScriptInsertionOrder": verification.variants.insert(.javaScriptInsertionOrder)
+                case "fileRecordNullData": verification.variants.insert(.fileRecordNullData)
+                case "verifyIfPresent": verification.policy = .verifyIfPresent
+                default: throw VectorFormatError("unknown variant \(v)")
+                }
+            }
+            let doc = try EncryptedDocument(jsonData: Data(try required(t.encryptedDocument, "encryptedDocument").utf8))
+            guard t.result == .valid else {
+                try expectE3DBError(t.error, part: t.errorPart, field: t.errorField) {
+                    _ = try doc.decrypt(accessKey: ak, verifyingKey: key, verification: verification)
+                }
+                return
+            }
+            let plain = try doc.decrypt(accessKey: ak, verifyingKey: key, verification: verification)
+            try expectVector(plain.signatureStatus?.rawValue, t.expectedStatus, "rec_sig status")
+            if let message = t.jsMessage {
+                let ours = plain.signatureStatus == .verifiedNullData
+                    ? doc.meta.canonicalBytes(order: .javaScriptInsertion) + Array("null".utf8)
+                    : RecordSignature.message(meta: doc.meta, data: plain.data, order: .javaScriptInsertion)
+                try expectVector(String(decoding: ours, as: UTF8.self), message, "js-sdk message")
+            }
+        case "note":
+            let reader = try Box.PrivateKey(base64URLEncoded: try required(t.readerSecretKey, "readerSecretKey"))
+            let note = try EncryptedNote(jsonData: Data(try required(t.note, "note").utf8))
+            let options = NoteDecryptionOptions(allowLegacyNoteSignature: t.variants.contains("legacyNoteSignature"))
+            guard t.result == .valid else {
+                try expectE3DBError(t.error, part: t.errorPart, field: t.errorField) {
+                    _ = try note.decrypt(readerKey: reader, options: options)
+                }
+                return
+            }
+            let data = try note.decrypt(readerKey: reader, options: options)
+            try expectVector(data, try pairs(try required(t.data, "data")), "note data")
+            if let message = t.jsMessage {
+                try expectVector(
+                    String(decoding: LegacyNoteSignature.message(data: data, note: note), as: UTF8.self), message,
+                    "NoteInfo message")
+            }
+        default:
+            throw VectorFormatError("unknown kind \(t.kind)")
+        }
     }
 }

@@ -52,8 +52,10 @@ struct NoteDecryptCommand: ParsableCommand {
         commandName: "decrypt",
         abstract: "Decrypt a note and verify every field; prints the data as JSON.",
         discussion: """
-            Strict by default: every field and the note signature must be TFSP1-signed. Exit codes: 0 success; \
-            2 a signature or decryption failed; 65 malformed or unsigned input.
+            Strict by default: every field and the note signature must be TFSP1-signed. TFSP1 signs fields one \
+            by one, so a note whose fields were removed still verifies: name the fields you expect with \
+            --expect-field (repeat it) to detect that. Exit codes: 0 success; 2 a signature or decryption failed, \
+            a field is unsigned, or the fields differ from --expect-field; 65 malformed input.
             """
     )
 
@@ -65,6 +67,13 @@ struct NoteDecryptCommand: ParsableCommand {
 
     @Flag(help: "Accept unsigned legacy fields (as js-sdk and Python do).")
     var allowUnsigned = false
+
+    @Flag(help: "Accept js-sdk's legacy note signature (a bare Ed25519 signature over NoteInfo, unsigned fields).")
+    var allowLegacySignature = false
+
+    @Option(help: ArgumentHelp("A field the note must hold; repeat for each. The note must hold exactly these.",
+        valueName: "name"))
+    var expectField: [String] = []
 
     @Argument(help: "The note JSON file ('-' for stdin).")
     var note: String = "-"
@@ -78,7 +87,10 @@ struct NoteDecryptCommand: ParsableCommand {
             let parsed = try EncryptedNote(jsonData: CLIIO.readAll(note))
             let data = try parsed.decrypt(
                 readerKey: me.boxKey,
-                options: .init(allowUnsignedFields: allowUnsigned, expectedWriterSigningKey: expected))
+                options: .init(
+                    allowUnsignedFields: allowUnsigned, expectedWriterSigningKey: expected,
+                    expectedFields: expectField.isEmpty ? nil : expectField,
+                    allowLegacyNoteSignature: allowLegacySignature))
             DocumentCLI.output(data.canonicalString())
         }
     }

@@ -1100,6 +1100,139 @@ def gen_client_configs():
     return envelope("E3DB client credential JSON", PEER + " e3db.Config; old Swift field names per spec §1.3", tests)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# js-sdk variants (spec §4.5): records signed over their unsorted JSON order, file records signed over
+# "meta || null", and legacy notes signed over NoteInfo. The Python SDK encrypts; Node (js_sdk_signing.mjs, the
+# engine's own JSON.parse/JSON.stringify and node:crypto Ed25519) makes the messages and signatures.
+
+
+def node_sign(items, seed=WRITER_SIGN[1][:32]):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js_sdk_signing.mjs")
+    res = subprocess.run(["node", script], input=json.dumps({"seed": seed.hex(), "items": items}).encode(),
+                         capture_output=True, check=True)
+    out = json.loads(res.stdout)
+    assert out["publicKey"] == b64u(WRITER_SIGN[0]), "Node derived another public key from the seed"
+    for item, r in zip(items, out["results"]):
+        # Python checks Node's signature over Node's message.
+        nacl.signing.VerifyKey(WRITER_SIGN[0]).verify(r["message"].encode(), b64u_decode(r["signature"]))
+    return out["results"]
+
+
+def compact(obj):
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def gen_js_variants():
+    reseed("e3dbkit-js-variants-v1")
+    tests = []
+    ak = RNG.bytes(32)
+    common = {"accessKey": ak.hex(), "writerSigningPublicKey": b64u(WRITER_SIGN[0])}
+
+    def record_case(comment, doc, variants, status=None, error=None, message=None, flags=()):
+        t = dict(common, comment=comment, kind="record", variants=variants,
+                 encryptedDocument=compact(doc), flags=list(flags))
+        if message is not None:
+            t["jsMessage"] = message
+        if status is not None:
+            t.update(result="valid", expectedStatus=status)
+        else:
+            t.update(result="invalid", expectedError=error)
+        tests.append(t)
+
+    # 1. js-sdk RecordInfo: plain and data in the order the writer built them, array-index keys first.
+    data_pairs = [("name", "Zo\u00eb \U0001F600"), ("10", "ten"), ("b", "2"), ("9", "nine"), ("a", "1"),
+                  ("\uff5e", "tilde"), ("\U0001F600", "smile")]
+    plain = {"z": "last", "7": "seven", "a": "first"}
+    enc, _ = python_encrypt_record("contact", data_pairs, plain, ak)
+    meta = {"writer_id": WRITER_ID, "user_id": WRITER_ID, "type": "contact", "plain": plain}
+    signed = node_sign([{"kind": "recordInfo", "meta": compact(meta), "data": compact(dict(data_pairs))}])[0]
+    # The canonical order differs, so the strict default must refuse the record.
+    assert signed["message"] != canonical(meta) + canonical(dict(data_pairs))
+    doc = {"data": enc, "meta": meta, "rec_sig": signed["signature"]}
+    record_case("js-sdk RecordInfo (insertion order), accepted with the variant", doc, ["javaScriptInsertionOrder"],
+                status="verified-insertion-order", message=signed["message"], flags=["JsSdk"])
+    record_case("js-sdk RecordInfo (insertion order), refused by the strict default", doc, [],
+                error=err("invalidSignature", "rec_sig"), flags=["JsSdk"])
+    moved = dict(doc, data=dict(reversed(list(enc.items()))))
+    record_case("js-sdk RecordInfo with the data members reordered in transit: refused even with the variant",
+                moved, ["javaScriptInsertionOrder"], error=err("invalidSignature", "rec_sig"), flags=["JsSdk"])
+    # 2. A record that js-sdk signed with integer-like keys only in plain.
+    pairs2 = [("x", "1"), ("y", "2")]
+    plain2 = {"b": "1", "10": "x", "a": "2", "2": "y"}
+    enc2, _ = python_encrypt_record("note-like", pairs2, plain2, ak)
+    meta2 = {"writer_id": WRITER_ID, "user_id": WRITER_ID, "type": "note-like", "plain": plain2}
+    signed2 = node_sign([{"kind": "recordInfo", "meta": compact(meta2), "data": compact(dict(pairs2))}])[0]
+    record_case("js-sdk RecordInfo, array-index keys in plain hoisted by the engine",
+                {"data": enc2, "meta": meta2, "rec_sig": signed2["signature"]}, ["javaScriptInsertionOrder"],
+                status="verified-insertion-order", message=signed2["message"], flags=["JsSdk"])
+    # 3. js-sdk file records: rec_sig over meta || "null", data empty.
+    meta3 = {"writer_id": WRITER_ID, "user_id": WRITER_ID, "type": "file", "plain": {"kind": "pdf", "1": "x"},
+             "file_meta": {"size": 152, "checksum": "bm90IGEgcmVhbCBjaGVja3N1bQ==", "compression": "raw"}}
+    signed3 = node_sign([{"kind": "fileRecordInfo", "meta": compact(meta3)}])[0]
+    assert signed3["message"].endswith("}null")
+    doc3 = {"data": {}, "meta": meta3, "rec_sig": signed3["signature"]}
+    record_case("js-sdk file record (meta || null), accepted with the variant", doc3, ["fileRecordNullData"],
+                status="verified-null-data", message=signed3["message"], flags=["JsSdk"])
+    record_case("js-sdk file record (meta || null), refused by the strict default", doc3, [],
+                error=err("invalidSignature", "rec_sig"), flags=["JsSdk"])
+    enc3, _ = python_encrypt_record("file", [("smuggled", "value")], {}, ak)
+    record_case("a meta || null signature on a record with data: refused (the data would be unsigned)",
+                dict(doc3, data=enc3), ["fileRecordNullData"], error=err("invalidSignature", "rec_sig"),
+                flags=["JsSdk"])
+    # 4. Python SDK record: no rec_sig.
+    enc4, _ = python_encrypt_record("contact", [("a", "1")], {}, ak)
+    doc4 = {"data": enc4, "meta": {"writer_id": WRITER_ID, "user_id": WRITER_ID, "type": "contact", "plain": {}}}
+    record_case("Python SDK record without rec_sig, verify-if-present", doc4, ["verifyIfPresent"], status="absent",
+                flags=["Unsigned"])
+    record_case("Python SDK record without rec_sig, required by default", doc4, [],
+                error=err("missingSignature", "rec_sig"), flags=["Unsigned"])
+
+    # 5. Legacy js-sdk notes: plaintext fields, one Ed25519 signature over NoteInfo.
+    def legacy_note(pairs, recipient_signing=True):
+        note_ak = RNG.bytes(32)
+        eak = python_wrap(note_ak, READER_BOX[0], WRITER_BOX[1])
+        enc_fields, _ = python_encrypt_record("note", pairs, {}, note_ak)
+        keys = {"mode": "Sodium", "writer_signing_key": b64u(WRITER_SIGN[0]),
+                "writer_encryption_key": b64u(WRITER_BOX[0]), "encrypted_access_key": eak}
+        if recipient_signing:
+            keys["recipient_signing_key"] = b64u(OTHER_SIGN[0])
+        signed = node_sign([{"kind": "noteInfo", "data": compact(dict(pairs)), "noteKeys": compact(keys)}])[0]
+        body = dict(keys, data=enc_fields, signature=signed["signature"])
+        return body, signed["message"]
+
+    def note_case(comment, body, options, data=None, error=None, message=None, flags=("LegacyNote",)):
+        t = dict(comment=comment, kind="note", variants=options, readerSecretKey=b64u(READER_BOX[1]),
+                 note=compact(body), flags=list(flags))
+        if message is not None:
+            t["jsMessage"] = message
+        if data is not None:
+            t.update(result="valid", data=[list(p) for p in data])
+        else:
+            t.update(result="invalid", expectedError=error)
+        tests.append(t)
+
+    pairs5 = [("secret", "s3cr3t"), ("10", "ten"), ("9", "nine"), ("note", "caf\u00e9")]
+    body5, msg5 = legacy_note(pairs5)
+    note_case("legacy NoteInfo signature, accepted with the option", body5, ["legacyNoteSignature"], data=pairs5,
+              message=msg5)
+    note_case("legacy NoteInfo signature, refused by the strict default (the signature is not TFSP1)", body5, [],
+              error=err("unsignedField", field="signature"))
+    stripped = json.loads(json.dumps(body5))
+    del stripped["data"]["secret"]
+    note_case("legacy note with a field removed: the NoteInfo signature no longer verifies", stripped,
+              ["legacyNoteSignature"], error=err("invalidSignature", field="signature"))
+    retargeted = dict(body5, recipient_signing_key=b64u(WRITER_SIGN[0]))
+    note_case("legacy note with recipient_signing_key replaced: refused", retargeted, ["legacyNoteSignature"],
+              error=err("invalidSignature", field="signature"))
+    body6, msg6 = legacy_note([("only", "field")], recipient_signing=False)
+    note_case("legacy note without recipient_signing_key (absent members are not signed)", body6,
+              ["legacyNoteSignature"], data=[("only", "field")], message=msg6)
+    return envelope("E3DB js-sdk signature variants",
+                    "e3db 2.3.0 (Python SDK) encrypts; Node's JSON and node:crypto Ed25519 sign "
+                    "(TestVectors/generators/js_sdk_signing.mjs, after js-sdk RecordInfo, writeFile and NoteInfo)",
+                    tests)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(here)
@@ -1111,6 +1244,7 @@ def main():
     write(root, "documents/signed_documents.json", gen_signed())
     write(root, "documents/tfsp1.json", gen_tfsp1())
     write(root, "documents/notes.json", gen_notes())
+    write(root, "documents/js_variants.json", gen_js_variants())
     write(root, "identity/derivation.json", gen_derivation())
     write(root, "identity/tsv1.json", gen_tsv1())
     write(root, "identity/pkce.json", gen_pkce())

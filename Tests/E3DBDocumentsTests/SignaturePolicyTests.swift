@@ -149,4 +149,63 @@ struct SignaturePolicyTests {
         #expect(try withData.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)).data
             == ["x": "y"])
     }
+
+    @Test("D1: a note with fields removed still verifies field by field; expectedFields detects it")
+    func expectedNoteFields() throws {
+        let bob = ClientIdentity.generate(clientID: UUID())
+        let note = try EncryptedNote.encrypt(
+            data: ["a": "1", "ab": "2", "secret": "3"], recipientEncryptionKey: bob.publicKey,
+            recipientSigningKey: bob.publicSigningKey, writerBoxKey: alice.boxKey, writerSigningKey: #require(alice.signingKey))
+        var stripped = note
+        stripped.data["secret"] = nil
+        // The format cannot see it (TFSP1 does not bind the set of fields) ...
+        #expect(try stripped.decrypt(readerKey: bob.boxKey) == ["a": "1", "ab": "2"])
+        // ... a reader that knows the fields can.
+        let options = NoteDecryptionOptions(expectedFields: ["a", "ab", "secret"])
+        #expect(try note.decrypt(readerKey: bob.boxKey, options: options).count == 3)
+        var caught: E3DBError?
+        do { _ = try stripped.decrypt(readerKey: bob.boxKey, options: options) } catch { caught = error }
+        #expect(caught?.code == .unexpectedFields && caught?.context.field == "secret")
+        #expect(caught?.message.contains("missing \"secret\"") == true)
+        do { _ = try note.decrypt(readerKey: bob.boxKey, options: .init(expectedFields: ["a"])) } catch { caught = error }
+        #expect(caught?.code == .unexpectedFields && caught?.message.contains("unexpected \"ab\", \"secret\"") == true)
+        // Names compare by code units: "é" and "e\u{301}" are different fields.
+        let accents = try EncryptedNote.encrypt(
+            data: ["é": "x"], recipientEncryptionKey: bob.publicKey, recipientSigningKey: nil,
+            writerBoxKey: alice.boxKey, writerSigningKey: #require(alice.signingKey))
+        #expect(throws: E3DBError.self) {
+            try accents.decrypt(readerKey: bob.boxKey, options: .init(expectedFields: ["e\u{301}"]))
+        }
+    }
+
+    @Test("legacy NoteInfo notes: only with the option; the signature binds every field and key")
+    func legacyNotes() throws {
+        let bob = ClientIdentity.generate(clientID: UUID())
+        let signingKey = try #require(alice.signingKey)
+        var note = try EncryptedNote.encrypt(
+            data: ["x": "placeholder"], recipientEncryptionKey: bob.publicKey, recipientSigningKey: nil,
+            writerBoxKey: alice.boxKey, writerSigningKey: signingKey)
+        let ak = try note.encryptedAccessKey.unwrap(reader: bob.boxKey, authorizer: alice.publicKey)
+        let plain: RecordData = ["10": "ten", "9": "nine", "b": "bee"]
+        note.data = FieldCipher.encrypt(plain, accessKey: ak)
+        note.signature = Base64URL.encode(signingKey.signature(for: LegacyNoteSignature.message(data: plain, note: note)))
+        #expect(LegacyNoteSignature.isLegacy(note.signature))
+        let text = String(decoding: LegacyNoteSignature.message(data: plain, note: note), as: UTF8.self)
+        #expect(text.hasPrefix(#"{"data":{"9":"nine","10":"ten","b":"bee"},"note_keys":{"encrypted_access_key":"#))
+        #expect(throws: E3DBError.self) { try note.decrypt(readerKey: bob.boxKey) }
+        let legacy = NoteDecryptionOptions(allowLegacyNoteSignature: true)
+        #expect(try note.decrypt(readerKey: bob.boxKey, options: legacy) == plain)
+        var tampered = note
+        tampered.mode = "sodium"
+        #expect(code { _ = try tampered.decrypt(readerKey: bob.boxKey, options: legacy) } == .invalidSignature)
+        tampered = note
+        tampered.data["b"] = nil
+        #expect(code { _ = try tampered.decrypt(readerKey: bob.boxKey, options: legacy) } == .invalidSignature)
+        // A TFSP1 note is still read the TFSP1 way with the option on.
+        let modern = try EncryptedNote.encrypt(
+            data: plain, recipientEncryptionKey: bob.publicKey, recipientSigningKey: nil, writerBoxKey: alice.boxKey,
+            writerSigningKey: signingKey)
+        #expect(!LegacyNoteSignature.isLegacy(modern.signature))
+        #expect(try modern.decrypt(readerKey: bob.boxKey, options: legacy) == plain)
+    }
 }

@@ -19,4 +19,7 @@ struct DocumentsVectorTests {
 
     @Test("notes", arguments: try DocumentsSuites.notes.cases())
     func notes(_ c: VectorCase) throws { try c.check() }
+
+    @Test("js-sdk variants and unsigned records", arguments: try DocumentsSuites.jsVariants.cases())
+    func jsVariants(_ c: VectorCase) throws { try c.check() }
 }

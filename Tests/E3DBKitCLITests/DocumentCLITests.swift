@@ -139,6 +139,40 @@ struct DocumentCLITests {
         _ = writer
     }
 
+    @Test("note decrypt --expect-field detects removed fields (D1); --allow-legacy-signature reads js-sdk NoteInfo notes")
+    func noteFieldsAndLegacy() throws {
+        let dir = try ScratchDirectory()
+        let (writerPath, writer) = try keygen(dir, "w.json")
+        let (readerPath, reader) = try keygen(dir, "r.json")
+        let enc = try run(["note", "encrypt", "--identity", writerPath, "--recipient-public-key",
+            reader.publicKey.base64URLEncoded], stdin: Data("{\"a\":\"1\",\"secret\":\"2\"}".utf8))
+        #expect(enc.status == 0, "\(enc.stderr)")
+        var body = try #require(CanonicalJSON.parse(Array(enc.stdout)).objectValue)
+        var fields = try #require(body["data"]?.objectValue)
+        fields["secret"] = nil
+        body["data"] = .object(fields)
+        let stripped = try dir.write("stripped.json", CanonicalJSON.serialize(.object(body)))
+        let full = try dir.write("full.json", String(decoding: enc.stdout, as: UTF8.self))
+        let expect = ["--expect-field", "a", "--expect-field", "secret"]
+        #expect(try run(["note", "decrypt", "--identity", readerPath] + expect + [full]).status == 0)
+        #expect(try run(["note", "decrypt", "--identity", readerPath, stripped]).status == 0)
+        let caught = try run(["note", "decrypt", "--identity", readerPath] + expect + [stripped])
+        #expect(caught.status == 2 && caught.stdout.isEmpty && caught.stderr.contains("missing \"secret\""))
+
+        // A legacy note: plaintext fields and one signature over NoteInfo.
+        var note = try EncryptedNote(jsonData: enc.stdout)
+        let ak = try note.encryptedAccessKey.unwrap(reader: reader.boxKey, authorizer: writer.publicKey)
+        let plain: RecordData = ["a": "1", "secret": "2"]
+        note.data = FieldCipher.encrypt(plain, accessKey: ak)
+        note.signature = Base64URL.encode(try #require(writer.signingKey).signature(
+            for: LegacyNoteSignature.message(data: plain, note: note)))
+        let legacy = try dir.write("legacy.json", String(decoding: note.jsonData(), as: UTF8.self))
+        #expect(try run(["note", "decrypt", "--identity", readerPath, legacy]).status == 2)
+        let ok = try run(["note", "decrypt", "--identity", readerPath, "--allow-legacy-signature", legacy])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(String(decoding: ok.stdout, as: UTF8.self) == "{\"a\":\"1\",\"secret\":\"2\"}\n")
+    }
+
     @Test("key options take base64url values that begin with '-'")
     func keysStartingWithDash() throws {
         var key = Ed25519.PrivateKey()
@@ -265,6 +299,7 @@ struct PythonInteropTests {
         for file in ["keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "keys/group_wrappers.json",
             "documents/record_fields.json",
             "documents/records.json", "documents/signed_documents.json", "documents/tfsp1.json", "documents/notes.json",
+            "documents/js_variants.json",
             "identity/derivation.json", "identity/tsv1.json", "identity/pkce.json"]
         {
             let fresh = try Data(contentsOf: dir.url.appendingPathComponent(file))

@@ -103,9 +103,11 @@ public enum FieldCipher {
         let keyBytes = UnsafeRawBufferPointer(rebasing: r[0..<k])
         let edkN = UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
         let efN = UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])
-        // The slices have exactly the required lengths, so this cannot fail; fall back to a fresh random key
-        // rather than trap if it ever did (the field stays decryptable: the key is sealed below).
-        let dataKey = (try? SecretBox.Key(rawRepresentation: keyBytes)) ?? SecretBox.Key()
+        // The slices have exactly the required lengths, so these calls cannot fail; if one ever did, that is a
+        // bug in this function, and it stops rather than fall back to another key or to empty output.
+        let dataKey = invariant("a 32-byte data key slice") { () throws(E3DBError) in
+            try SecretBox.Key(rawRepresentation: keyBytes)
+        }
         var value = value
         return value.withUTF8 { plain in
             let edkCount = k + t
@@ -115,9 +117,13 @@ public enum FieldCipher {
                 let ef = UnsafeMutableRawBufferPointer(rebasing: scratch[edkCount..<(edkCount + efCount)])
                 // Lengths are exact by construction, so the buffer APIs cannot throw here.
                 dataKey.withUnsafeBytes { dk in
-                    _ = try? SecretBox.seal(dk, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
+                    invariant("sealing the data key into its exact buffer") { () throws(E3DBError) in
+                        _ = try SecretBox.seal(dk, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
+                    }
                 }
-                _ = try? SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                invariant("sealing the value into its exact buffer") { () throws(E3DBError) in
+                    _ = try SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                }
                 return assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
             }
         }
@@ -138,7 +144,9 @@ public enum FieldCipher {
                     o += 1
                 }
                 // The capacity is exact by construction, so the encoder cannot run out of room.
-                o += (try? Base64URL.encode(part, into: UnsafeMutableBufferPointer(rebasing: out[o...]))) ?? 0
+                o += invariant("base64url into an exact buffer") { () throws(E3DBError) in
+                    try Base64URL.encode(part, into: UnsafeMutableBufferPointer(rebasing: out[o...]))
+                }
             }
             put(a, dot: false)
             put(b, dot: true)
@@ -273,5 +281,16 @@ public enum FieldCipher {
             "\(part) must be \(atLeast ? "at least " : "")\(expected) bytes, found \(actual)"
                 + (name.map { " (field \"\($0)\")" } ?? ""),
             context: .init(field: name, part: part, expected: expected, actual: actual))
+    }
+}
+
+/// Runs `body`, which cannot fail by construction; a failure is a bug in E3DBKit, never a property of the input,
+/// so it stops the process instead of continuing with a substitute key, digest or empty output.
+@inline(__always)
+func invariant<T>(_ what: StaticString, _ body: () throws(E3DBError) -> T) -> T {
+    do {
+        return try body()
+    } catch {
+        preconditionFailure("E3DBKit internal invariant broken: \(what) (\(error.code.rawValue))")
     }
 }

@@ -23,7 +23,9 @@ public enum TFSP1 {
 
     /// `b64u(BLAKE2b-256(utf8(salt || key || value)))`.
     public static func hash(salt: String, key: String, value: String) -> String {
-        let digest = (try? BLAKE2b.hash(data: Data((salt + key + value).utf8), outputByteCount: 32)) ?? Data()
+        let digest = invariant("BLAKE2b-256 has a valid output length") { () throws(E3DBError) in
+            try BLAKE2b.hash(data: Data((salt + key + value).utf8), outputByteCount: 32)
+        }
         return Base64URL.encode(digest)
     }
 
@@ -102,9 +104,13 @@ public enum TFSP1 {
         let sigBytes = bytes[sigStart..<(sigStart + signatureLength)]
         let value = String(decoding: bytes[(sigStart + signatureLength)...], as: UTF8.self)
         let h = hash(salt: salt, key: key, value: value)
-        guard let raw = try? Base64URL.decode(String(decoding: sigBytes, as: UTF8.self)),
-            raw.count == Ed25519.signatureByteCount, publicKey.isValidSignature(raw, for: Data(h.utf8))
-        else {
+        let raw: Data
+        do {
+            raw = try Base64URL.decode(String(decoding: sigBytes, as: UTF8.self))
+        } catch {
+            throw E3DBError(.invalidSignature, "the TFSP1 signature is not base64url", context: .init(part: "signature"))
+        }
+        guard raw.count == Ed25519.signatureByteCount, publicKey.isValidSignature(raw, for: Data(h.utf8)) else {
             throw E3DBError(.invalidSignature, "the TFSP1 signature does not verify", context: .init(part: "signature"))
         }
         return Verified(value: value, salt: salt)

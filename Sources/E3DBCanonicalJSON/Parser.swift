@@ -364,7 +364,55 @@ struct Parser: ~Copyable {
         guard value.isFinite else {
             throw CanonicalJSONError(.numberOutOfRange, "number is outside the range of an IEEE 754 double", offset: start)
         }
+        if value == 0 {
+            // A literal with a non-zero digit that becomes 0 (1e-400) would sign as 0: refused like 1e400.
+            let mantissaEnd = bytes[intStart..<pos].firstIndex { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } ?? pos
+            if bytes[intStart..<mantissaEnd].contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+                throw CanonicalJSONError(
+                    .numberOutOfRange, "number is too small for an IEEE 754 double and would become 0", offset: start)
+            }
+        }
+        if isInteger && !Self.isExact(value.magnitude, digits: bytes[intStart..<intEnd]) {
+            // 9007199254740993 would sign as 9007199254740992, and a signature over one would verify the other.
+            throw CanonicalJSONError(
+                .numberOutOfRange,
+                "integer has more precision than an IEEE 754 double (beyond 2^53 it would be rounded); write it as a string",
+                offset: start)
+        }
         return value
+    }
+
+    /// Whether the integer literal `digits` names the double `magnitude` without losing precision: it is either
+    /// the double's exact value or its ECMAScript (canonical) form, which for doubles from 2^53 to 1e21 is the
+    /// shortest round-trip digits padded with zeros ("18446744073709552000"). So canonical output always parses
+    /// back, and a literal such as 9007199254740993, which would silently become ...992, does not.
+    static func isExact(_ magnitude: Double, digits: some Collection<UInt8>) -> Bool {
+        if magnitude < 9_007_199_254_740_992 { return true }  // every integer below 2^53 is exactly a double
+        if CanonicalJSON.formatNumber(magnitude).utf8.elementsEqual(digits) { return true }
+        return exactDigits(of: magnitude).elementsEqual(digits)
+    }
+
+    /// The exact decimal digits of an integral double (significand times a power of two).
+    static func exactDigits(of value: Double) -> [UInt8] {
+        var little: [UInt8] = []  // decimal digits, least significant first
+        var significand = value.significandBitPattern | (1 << 52)
+        while significand > 0 {
+            little.append(UInt8(significand % 10))
+            significand /= 10
+        }
+        let shift = Int(value.exponent) - 52
+        if shift > 0 {
+            for _ in 0..<shift {
+                var carry: UInt8 = 0
+                for i in little.indices {
+                    let d = little[i] &* 2 &+ carry
+                    little[i] = d % 10
+                    carry = d / 10
+                }
+                if carry > 0 { little.append(carry) }
+            }
+        }
+        return little.reversed().map { $0 + UInt8(ascii: "0") }
     }
 
     // MARK: Helpers

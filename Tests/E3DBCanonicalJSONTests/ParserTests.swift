@@ -153,7 +153,7 @@ struct ParserTests {
 
     @Test("parses every JSON type, escapes and whitespace")
     func accepts() throws {
-        let text = " {\"s\":\"a\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", \"n\":[0,-0,1.5e3,-2E-2,1e-400],\r\n\"t\":true,\"f\":false,\"z\":null,\"o\":{}} "
+        let text = " {\"s\":\"a\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", \"n\":[0,-0,1.5e3,-2E-2,0e-400],\r\n\"t\":true,\"f\":false,\"z\":null,\"o\":{}} "
         let value = try CanonicalJSON.parse(text)
         #expect(value["s"] == .string("a\"\\/\u{8}\u{C}\n\r\té😀"))
         #expect(value["n"] == [0, 0, 1500, -0.02, 0])
@@ -163,9 +163,30 @@ struct ParserTests {
         #expect(value["o"] == .object([:]))
     }
 
+    @Test("D18: numbers that would silently change are refused; canonical forms of large doubles parse")
+    func imprecise() throws {
+        for text in ["9007199254740993", "-9007199254740993", "18446744073709551617", "1e-400", "-1e-400", "0.1e-330",
+            "123456789012345678901234567890"]
+        {
+            do {
+                _ = try CanonicalJSON.parse(text)
+                Issue.record("\(text) was accepted")
+            } catch {
+                #expect(error.code == .numberOutOfRange, "\(text)")
+            }
+        }
+        #expect(try CanonicalJSON.parse("9007199254740992") == .number(9_007_199_254_740_992))
+        #expect(try CanonicalJSON.parse("18446744073709551616") == .number(18_446_744_073_709_551_616))
+        #expect(try CanonicalJSON.parse("18446744073709552000") == .number(18_446_744_073_709_551_616))
+        #expect(try CanonicalJSON.parse("9.007199254740993e15") == .number(9_007_199_254_740_992))
+        #expect(try CanonicalJSON.parse("0e-400") == .number(0))
+        #expect(try CanonicalJSON.parse("1e22") == .number(1e22))
+        #expect(try CanonicalJSON.parse("10000000000000000000000") == .number(1e22))
+    }
+
     @Test("large integers take the correctly rounded double")
     func integers() throws {
-        #expect(try CanonicalJSON.parse("9007199254740993") == .number(9_007_199_254_740_992))
+        #expect(try CanonicalJSON.parse("9007199254740994") == .number(9_007_199_254_740_994))
         #expect(try CanonicalJSON.parse("123456789012345") == .number(123_456_789_012_345))
         #expect(try CanonicalJSON.parse("-0").numberValue?.sign == .minus)
         #expect(try CanonicalJSON.parse("1.7976931348623157e308") == .number(.greatestFiniteMagnitude))

@@ -48,7 +48,7 @@ public enum CanonicalJSON {
     /// - Returns: the value.
     /// - Throws: ``CanonicalJSONError`` with the byte offset of the problem: `invalidUTF8`, `unexpectedCharacter`,
     ///   `unexpectedEnd`, `invalidEscape`, `loneSurrogate`, `controlCharacter`, `invalidNumber`, `numberOutOfRange`,
-    ///   `duplicateKey`, `nestingTooDeep`, `inputTooLarge` or `trailingData`.
+    ///   `duplicateKey`, `nestingTooDeep`, `inputTooLarge`, `tooManyValues` or `trailingData`.
     public static func parse(
         _ utf8: some Collection<UInt8>,
         limits: ParseLimits = .default
@@ -97,7 +97,7 @@ public enum CanonicalJSON {
         _ buffer: UnsafeBufferPointer<UInt8>,
         limits: ParseLimits
     ) -> Result<JSONValue, CanonicalJSONError> {
-        var parser = Parser(bytes: buffer, maxDepth: max(0, limits.maxDepth))
+        var parser = Parser(bytes: buffer, maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
         do throws(CanonicalJSONError) {
             return .success(try parser.parseDocument())
         } catch {

@@ -32,6 +32,8 @@ public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConver
         public static let nestingTooDeep = Code(rawValue: "nestingTooDeep")
         /// The input is longer than ``ParseLimits/maxInputBytes``.
         public static let inputTooLarge = Code(rawValue: "inputTooLarge")
+        /// The input holds more values than ``ParseLimits/maxValues``.
+        public static let tooManyValues = Code(rawValue: "tooManyValues")
         /// Non-whitespace after the single top-level value.
         public static let trailingData = Code(rawValue: "trailingData")
         /// ``JSONValueEncoder``: a value JSON cannot represent exactly (non-finite float, integer beyond ±2^53).
@@ -71,16 +73,23 @@ public struct ParseLimits: Sendable, Hashable {
     public var maxDepth: Int
     /// The largest accepted input, in bytes.
     public var maxInputBytes: Int
+    /// The most values (scalars, arrays, objects and object members' values, each counted once) in one input. A
+    /// parsed value costs far more memory than its few bytes of text (`{}` is 2 bytes), so this, not the input
+    /// size, bounds the memory a hostile shape can claim (D9: 66 MB of `[{"a":{}},…]` once took 1.8 GB). The
+    /// default, 1,048,576, admits a record or note of about 500,000 fields.
+    public var maxValues: Int
 
     /// Creates limits.
     /// - Parameters:
     ///   - maxDepth: deepest nesting of arrays and objects (default 512).
     ///   - maxInputBytes: largest input in bytes (default 64 MiB).
-    public init(maxDepth: Int = 512, maxInputBytes: Int = 64 << 20) {
+    ///   - maxValues: most values in one input (default 1,048,576).
+    public init(maxDepth: Int = 512, maxInputBytes: Int = 64 << 20, maxValues: Int = 1 << 20) {
         self.maxDepth = maxDepth
         self.maxInputBytes = maxInputBytes
+        self.maxValues = maxValues
     }
 
-    /// Depth 512, 64 MiB.
+    /// Depth 512, 64 MiB, 1,048,576 values.
     public static let `default` = ParseLimits()
 }

@@ -7,11 +7,15 @@ struct Parser: ~Copyable {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var pos = 0
     private let maxDepth: Int
+    private var valuesLeft: Int
+    private let maxValues: Int
     private var scratch: [UInt8] = []
 
-    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int = Int.max) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.maxValues = maxValues
+        self.valuesLeft = maxValues
     }
 
     // MARK: Entry
@@ -34,6 +38,10 @@ struct Parser: ~Copyable {
     private mutating func parseValue(depth: Int) throws(CanonicalJSONError) -> JSONValue {
         guard pos < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended where a value was expected", offset: pos)
+        }
+        valuesLeft -= 1
+        guard valuesLeft >= 0 else {
+            throw CanonicalJSONError(.tooManyValues, "the input holds more than \(maxValues) values", offset: pos)
         }
         switch bytes[pos] {
         case UInt8(ascii: "\""):
@@ -612,7 +620,7 @@ extension CanonicalJSON {
                     offset: limits.maxInputBytes),
                 member: nil)
         }
-        var parser = Parser(bytes: utf8, maxDepth: limits.maxDepth)
+        var parser = Parser(bytes: utf8, maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
         return try parser.parseTopLevelObject(rawMembers: rawMembers)
     }
 }

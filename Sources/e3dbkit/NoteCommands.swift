@@ -40,7 +40,10 @@ struct NoteEncryptCommand: ParsableCommand {
             let note = try EncryptedNote.encrypt(
                 data: DocumentCLI.recordData(data, what: "data"), recipientEncryptionKey: recipient,
                 recipientSigningKey: signing, writerBoxKey: me.boxKey, writerSigningKey: me.requireSigningKey())
-            FileHandle.standardOutput.write(note.jsonData())
+            let text = note.jsonData()
+            try DocumentLimits.checkOutput(
+                byteCount: text.count, valueCount: note.data.count + note.otherMembers.count + 8, what: "note")
+            FileHandle.standardOutput.write(text)
             FileHandle.standardOutput.write(Data("\n".utf8))
         }
     }

@@ -48,7 +48,9 @@ struct RecordEncryptCommand: ParsableCommand {
             let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
             let doc = try EncryptedDocument.encrypt(
                 type: type, data: values, plain: plainValues, identity: me, eakInfo: info, order: order.keyOrder)
-            FileHandle.standardOutput.write(doc.jsonData())
+            let text = doc.jsonData()
+            try DocumentLimits.checkOutput(doc.signableJSON, byteCount: text.count, what: "record")
+            FileHandle.standardOutput.write(text)
             FileHandle.standardOutput.write(Data("\n".utf8))
         }
     }

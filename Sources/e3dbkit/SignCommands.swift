@@ -28,7 +28,10 @@ struct SignCommand: ParsableCommand {
             } catch let error as CanonicalJSONError {
                 throw CLIError("the document is not valid JSON: \(error)", exitCode: ExitStatus.dataError)
             }
-            DocumentCLI.output(SignedDocument(signing: value, with: key, order: order.keyOrder).canonicalString())
+            let signed = SignedDocument(signing: value, with: key, order: order.keyOrder)
+            let text = signed.canonicalString()
+            try DocumentLimits.checkOutput(signed.signableJSON, byteCount: text.utf8.count, what: "signed document")
+            DocumentCLI.output(text)
         }
     }
 }

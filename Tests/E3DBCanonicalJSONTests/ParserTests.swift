@@ -184,6 +184,19 @@ struct ParserTests {
         #expect(try CanonicalJSON.parse("10000000000000000000000") == .number(1e22))
     }
 
+    @Test("D9: memory is bounded by the number of values, whatever the shape")
+    func valueLimit() throws {
+        let limits = ParseLimits(maxValues: 10)
+        #expect(try CanonicalJSON.parse("[1,2,3,4,5,6,7,8,9]", limits: limits) != .null)
+        do {
+            _ = try CanonicalJSON.parse("[{},{},{},{},{},{},{},{},{},{}]", limits: limits)
+            Issue.record("eleven values were accepted")
+        } catch {
+            #expect(error.code == .tooManyValues && error.offset == 28)
+        }
+        #expect(ParseLimits.default.maxValues == 1 << 20)
+    }
+
     @Test("large integers take the correctly rounded double")
     func integers() throws {
         #expect(try CanonicalJSON.parse("9007199254740994") == .number(9_007_199_254_740_994))

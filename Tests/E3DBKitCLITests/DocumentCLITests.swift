@@ -173,6 +173,23 @@ struct DocumentCLITests {
         #expect(String(decoding: ok.stdout, as: UTF8.self) == "{\"a\":\"1\",\"secret\":\"2\"}\n")
     }
 
+    @Test("D7: sign refuses to write what verify would refuse; the input at the limit still signs")
+    func outputWithinReadLimits() throws {
+        let dir = try ScratchDirectory()
+        let (idPath, identity) = try keygen(dir, "id.json")
+        let max = ParseLimits.default.maxValues
+        // max - 1 numbers in an array: exactly max values, which parse; signing adds the wrapper and "sig".
+        let atLimit = Data(("[" + Array(repeating: "0", count: max - 1).joined(separator: ",") + "]").utf8)
+        let refused = try run(["sign", "--identity", idPath], stdin: atLimit)
+        #expect(refused.status == 65 && refused.stdout.isEmpty, "\(refused.stderr)")
+        #expect(refused.stderr.contains("values, more than the \(max) that reading accepts"))
+        let smaller = Data(("[" + Array(repeating: "0", count: max - 3).joined(separator: ",") + "]").utf8)
+        let signed = try run(["sign", "--identity", idPath], stdin: smaller)
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let verified = try run(["verify", "--public-key=" + identity.publicSigningKey!.base64URLEncoded], stdin: signed.stdout)
+        #expect(verified.status == 0, "\(verified.stderr)")
+    }
+
     @Test("key options take base64url values that begin with '-'")
     func keysStartingWithDash() throws {
         var key = Ed25519.PrivateKey()

@@ -195,10 +195,17 @@ public struct JSONObject: Sendable {
         storage.append((key: key, value: value))
     }
 
+    /// An empty object with room for `capacity` members.
+    public init(minimumCapacity capacity: Int) {
+        storage = []
+        storage.reserveCapacity(capacity)
+        index = Dictionary(minimumCapacity: capacity)
+    }
+
     /// Inserts `value` for `key` unless the key is present.
     /// - Returns: false when a member with this key (by code units) already exists; the object is unchanged.
     @discardableResult
-    mutating func insertIfAbsent(key: String, value: JSONValue) -> Bool {
+    public mutating func insertIfAbsent(key: String, value: JSONValue) -> Bool {
         let k = CodeUnitKey(key)
         if let existing = index.updateValue(storage.count, forKey: k) {
             index[k] = existing

@@ -11,32 +11,15 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     /// One member.
     public typealias Member = (key: String, value: String)
 
-    private var storage: [Member]
-    private var index: [CodeUnitKey: Int]
-
-    /// A dictionary key that compares and hashes a string by its UTF-8 code units (not by canonical equivalence).
-    struct CodeUnitKey: Hashable {
-        let string: String
-        init(_ string: String) { self.string = string }
-        static func == (a: CodeUnitKey, b: CodeUnitKey) -> Bool { a.string.utf8.elementsEqual(b.string.utf8) }
-        func hash(into hasher: inout Hasher) {
-            var s = string
-            s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-        }
-    }
+    /// The members as a JSON object (the project's ordered JSON model) whose values are all strings; every
+    /// initializer and mutation keeps that invariant.
+    public private(set) var jsonObject: JSONObject
 
     /// An empty map.
-    public init() {
-        storage = []
-        index = [:]
-    }
+    public init() { jsonObject = JSONObject() }
 
     /// An empty map with room for `capacity` members.
-    init(capacity: Int) {
-        storage = []
-        storage.reserveCapacity(capacity)
-        index = Dictionary(minimumCapacity: capacity)
-    }
+    init(capacity: Int) { jsonObject = JSONObject(minimumCapacity: capacity) }
 
     /// A map from members in order.
     /// - Parameter members: key-value pairs; keys must be distinct by code units.
@@ -55,7 +38,7 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     /// - Note: a Swift dictionary has already merged canonically equivalent keys (`"é"` and `"e\u{301}"`);
     ///   use ``init(_:)`` with pairs to keep such keys distinct.
     public init(_ dictionary: [String: String]) {
-        self.init()
+        self.init(capacity: dictionary.count)
         for (key, value) in dictionary.sorted(by: { CanonicalJSON.keyPrecedes($0.key, $1.key) }) {
             insert(key: key, value: value)
         }
@@ -69,38 +52,43 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
 
     @discardableResult
     mutating func insert(key: String, value: String) -> Bool {
-        let k = CodeUnitKey(key)
-        if index[k] != nil { return false }
-        index[k] = storage.count
-        storage.append((key: key, value: value))
-        return true
+        jsonObject.insertIfAbsent(key: key, value: .string(value))
     }
 
     /// The members in insertion order.
-    public var members: [Member] { storage }
+    public var members: [Member] { Array(self) }
     /// The keys in insertion order.
-    public var keys: [String] { storage.map(\.key) }
+    public var keys: [String] { jsonObject.keys }
     /// The number of members.
-    public var count: Int { storage.count }
+    public var count: Int { jsonObject.count }
     /// True without members.
-    public var isEmpty: Bool { storage.isEmpty }
+    public var isEmpty: Bool { jsonObject.isEmpty }
 
     /// The value for `key` (matched by code units). Setting nil removes the member; setting a new key appends.
     public subscript(key: String) -> String? {
-        get { index[CodeUnitKey(key)].map { storage[$0].value } }
-        set {
-            let k = CodeUnitKey(key)
-            if let newValue {
-                if let i = index[k] { storage[i].value = newValue } else { insert(key: key, value: newValue) }
-            } else if let i = index.removeValue(forKey: k) {
-                storage.remove(at: i)
-                for j in i..<storage.count { index[CodeUnitKey(storage[j].key)] = j }
+        get {
+            if case .string(let s)? = jsonObject[key] { return s }
+            return nil
+        }
+        set { jsonObject[key] = newValue.map { .string($0) } }
+    }
+
+    /// Iterates members in insertion order.
+    public struct Iterator: IteratorProtocol {
+        var base: IndexingIterator<[JSONObject.Member]>
+
+        /// The next member.
+        public mutating func next() -> Member? {
+            while let member = base.next() {
+                // Every value is a string by construction; anything else would be skipped, never invented.
+                if case .string(let s) = member.value { return (key: member.key, value: s) }
             }
+            return nil
         }
     }
 
     /// Iterates members in insertion order.
-    public func makeIterator() -> IndexingIterator<[Member]> { storage.makeIterator() }
+    public func makeIterator() -> Iterator { Iterator(base: jsonObject.makeIterator()) }
 
     /// Builds a map from a JSON object whose values are all strings.
     /// - Parameters:
@@ -112,47 +100,28 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
         guard case .object(let object) = value else {
             throw E3DBError(.invalidDocument, "\"\(what)\" is not a JSON object", context: .init(field: what))
         }
-        self.init()
         for member in object {
-            guard case .string(let s) = member.value else {
+            guard case .string = member.value else {
                 throw E3DBError(
                     .invalidDocument, "the value of \"\(member.key)\" in \"\(what)\" is not a string",
                     context: .init(field: member.key))
             }
-            insert(key: member.key, value: s)
         }
+        self.jsonObject = object
     }
 }
 
 extension RecordData: Hashable {
     /// Order-independent equality; keys and values compare by code units.
-    public static func == (a: RecordData, b: RecordData) -> Bool {
-        guard a.count == b.count else { return false }
-        for (key, value) in a.storage {
-            guard let other = b[key], other.utf8.elementsEqual(value.utf8) else { return false }
-        }
-        return true
-    }
+    public static func == (a: RecordData, b: RecordData) -> Bool { a.jsonObject == b.jsonObject }
 
-    /// Hashes the member count and an order-independent combination of the members.
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(count)
-        var sum = 0
-        for (key, value) in storage {
-            var h = Hasher()
-            h.combine(Array(key.utf8))
-            h.combine(Array(value.utf8))
-            sum = sum &+ h.finalize()
-        }
-        hasher.combine(sum)
-    }
+    /// Hashes consistently with ``==(_:_:)``.
+    public func hash(into hasher: inout Hasher) { hasher.combine(jsonObject) }
 }
 
 extension RecordData: Signable {
     /// The map as a JSON object (canonical serialization sorts it).
-    public var signableJSON: JSONValue {
-        .object(JSONObject(storage.lazy.map { (key: $0.key, value: JSONValue.string($0.value)) }))
-    }
+    public var signableJSON: JSONValue { .object(jsonObject) }
 }
 
 extension RecordData: CustomStringConvertible {

@@ -4,13 +4,18 @@
 //    E3DBError; strict success implies lenient success with the same value.
 // 1: round trip: the input as a field value is encrypted and decrypted back unchanged (any UTF-8 repaired text).
 // 2: EncryptedDocument JSON: an accepted document re-serializes to JSON that parses to an equal document, and
-//    decrypting it with fixed keys fails with a typed error or returns data only after the signature verified.
+//    decrypting it with fixed keys under every signature policy and variant fails with a typed error or returns
+//    data whose status matches the policy; the policies are ordered (strict success implies success everywhere,
+//    failure under `ignore` implies failure everywhere), and an unsigned document never verifies strictly.
 // 3: SignedDocument<EncryptedDocument> JSON: accepted documents round-trip; verification with a fixed key is a
 //    typed failure or success, never a crash.
 // 4: EncryptedNote JSON: accepted notes round-trip through JSON; decryption with a fixed reader key fails with a
 //    typed error (strict and legacy-tolerant options).
 // 5: TFSP1: `verify` of arbitrary text under a fixed key fails with a typed error or returns; signing the input
 //    as a value and verifying returns it with the salt used.
+// 6: js-sdk insertion order: the input split into fields becomes a record signed over its insertion-order
+//    message; it verifies with the variant (as insertion order, or canonical when both orders agree) and its
+//    canonical JSON text keeps the order that was signed only when it is the sorted one.
 import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBKeys
@@ -46,7 +51,7 @@ public func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let rest = Data(bytes.dropFirst())
     let text = String(decoding: rest, as: UTF8.self)
     let keys = makeKeys()
-    switch mode % 6 {
+    switch mode % 7 {
     case 0:
         let strict = try? FieldCipher.decrypt(text, accessKey: keys.access)
         let lenient = try? FieldCipher.decrypt(text, accessKey: keys.access, decoding: .lenient)
@@ -57,10 +62,39 @@ public func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     case 2:
         guard let document = try? EncryptedDocument(jsonData: rest) else { return 0 }
         require((try? EncryptedDocument(jsonData: document.jsonData())) == document, "EncryptedDocument JSON round trip")
-        do {
-            _ = try document.decrypt(accessKey: keys.access, verifyingKey: keys.signing.publicKey)
-        } catch {
-            _ = error.code
+        let policies: [RecordVerification] = [
+            .strict, .init(policy: .verifyIfPresent), .init(policy: .ignore),
+            .init(variants: [.javaScriptInsertionOrder, .fileRecordNullData]),
+            .init(order: .javaScript, variants: .javaScriptInsertionOrder),
+        ]
+        var outcomes: [Result<DecryptedDocument, E3DBError>] = []
+        for verification in policies {
+            do {
+                outcomes.append(.success(try document.decrypt(
+                    accessKey: keys.access, verifyingKey: keys.signing.publicKey, verification: verification)))
+            } catch {
+                outcomes.append(.failure(error))
+            }
+        }
+        if case .success(let strict) = outcomes[0] {
+            require(strict.signatureStatus == .verified, "strict success without a verified signature")
+            for outcome in outcomes {
+                if case .failure(let error) = outcome { require(false, "strict succeeded, another policy failed: \(error.code)") }
+            }
+        }
+        if case .failure = outcomes[2] {
+            for outcome in outcomes {
+                if case .success = outcome { require(false, "ignore failed but another policy succeeded") }
+            }
+        }
+        if case .success(let ignored) = outcomes[2] { require(ignored.signatureStatus == .notChecked, "ignore status") }
+        if document.recordSignature == nil {
+            if case .failure(let error) = outcomes[0] {
+                require(error.code != .invalidSignature, "an unsigned document failed with invalidSignature")
+            } else {
+                require(false, "an unsigned document verified strictly")
+            }
+            if case .success(let lenient) = outcomes[1] { require(lenient.signatureStatus == .absent, "absent status") }
         }
     case 3:
         guard let signed = try? SignedDocument<EncryptedDocument>(jsonData: rest) else { return 0 }
@@ -74,13 +108,42 @@ public func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     case 4:
         guard let note = try? EncryptedNote(jsonData: rest) else { return 0 }
         require((try? EncryptedNote(jsonData: note.jsonData())) == note, "EncryptedNote JSON round trip")
-        for options in [NoteDecryptionOptions(), NoteDecryptionOptions(allowUnsignedFields: true)] {
+        let keysOfNote = note.data.keys
+        for options in [
+            NoteDecryptionOptions(), NoteDecryptionOptions(allowUnsignedFields: true),
+            NoteDecryptionOptions(allowLegacyNoteSignature: true),
+            NoteDecryptionOptions(allowUnsignedFields: true, expectedFields: keysOfNote.dropLast().map { $0 }),
+        ] {
             do {
                 _ = try note.decrypt(readerKey: keys.box, options: options)
             } catch {
                 _ = error.code
             }
         }
+    case 6:
+        var pairs: [(String, String)] = []
+        for (i, part) in text.split(separator: "\u{0}", omittingEmptySubsequences: false).enumerated() {
+            pairs.append((String(part), "value \(i)"))
+        }
+        guard let data = try? RecordData(pairs) else { return 0 }
+        let writer = UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16))
+        let meta = ClientMeta(writerID: writer, userID: writer, type: "fuzz", plain: data)
+        let message = RecordSignature.message(meta: meta, data: data, order: .javaScriptInsertion)
+        let document = EncryptedDocument(
+            meta: meta, data: FieldCipher.encrypt(data, accessKey: keys.access),
+            recordSignature: Base64URL.encode(keys.signing.signature(for: message)))
+        let sameAsSorted = message == RecordSignature.message(meta: meta, data: data)
+        do {
+            let plain = try document.decrypt(
+                accessKey: keys.access, verifyingKey: keys.signing.publicKey,
+                verification: .init(variants: .javaScriptInsertionOrder))
+            require(plain.data == data, "insertion-order record decrypted to other data")
+            require(plain.signatureStatus == (sameAsSorted ? .verified : .verifiedInsertionOrder), "insertion status")
+        } catch {
+            require(false, "an insertion-order record did not verify with the variant: \(error.code)")
+        }
+        let strict = try? document.decrypt(accessKey: keys.access, verifyingKey: keys.signing.publicKey)
+        require((strict != nil) == sameAsSorted, "strict verification of an insertion-order record")
     default:
         do {
             _ = try TFSP1.verify(key: "k", signed: text, publicKey: keys.signing.publicKey)

@@ -34,34 +34,21 @@ struct CanonicalizeCommand: ParsableCommand {
     var order: Order = .utf16
 
     func run() throws {
-        let input: Data
-        do {
-            if file == "-" {
-                input = FileHandle.standardInput.readDataToEndOfFile()
-            } else {
-                input = try Data(contentsOf: URL(fileURLWithPath: file))
-            }
-        } catch {
-            FileHandle.standardError.write(Data("e3dbkit canonicalize: cannot read \(file)\n".utf8))
-            throw ExitCode(66)
-        }
+        let input = try CLIInput.read(file, what: "JSON input")
         let value: JSONValue
         do {
             value = try CanonicalJSON.parse(input)
         } catch {
-            FileHandle.standardError.write(Data("e3dbkit canonicalize: \(file == "-" ? "stdin" : file): \(error)\n".utf8))
-            throw ExitCode(65)
+            throw CLIError("canonicalize: \(file == "-" ? "stdin" : file): \(error)", exitCode: ExitStatus.dataError)
         }
         let canonical = CanonicalJSON.serializedBytes(value, order: order.keyOrder)
         if check {
             guard canonical.elementsEqual(input) else {
                 let firstDifference = zip(canonical, input).prefix { $0 == $1 }.count
-                FileHandle.standardError.write(
-                    Data("e3dbkit canonicalize: not canonical (first difference at byte \(firstDifference))\n".utf8))
-                throw ExitCode(1)
+                throw CLIError("canonicalize: not canonical (first difference at byte \(firstDifference))")
             }
             return
         }
-        FileHandle.standardOutput.write(Data(canonical))
+        try StandardOutput.write(canonical)
     }
 }

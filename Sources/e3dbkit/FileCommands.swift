@@ -9,7 +9,7 @@ import Darwin
 #endif
 
 /// `e3dbkit file ...`: E3DB file format v3 (streaming, constant memory).
-struct FileCommand: ParsableCommand {
+struct FileCommand: CommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "file",
         abstract: "Encrypt, decrypt and checksum E3DB files (format v3, 64 KiB secretstream chunks).",
@@ -32,19 +32,7 @@ struct FileCipherOptions: ParsableArguments {
     var output: String
 
     func accessKey() throws -> AccessKey {
-        guard let data = FileManager.default.contents(atPath: accessKeyFile) else {
-            throw CLIError("cannot read the access key file \(accessKeyFile)", exitCode: ExitStatus.noInput)
-        }
-        var bytes = [UInt8](data)
-        defer { for i in bytes.indices { bytes[i] = 0 } }
-        while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
-        do {
-            return try AccessKey(base64URLEncoded: String(decoding: bytes, as: UTF8.self))
-        } catch {
-            throw CLIError(
-                "the access key file \(accessKeyFile) does not hold a 32-byte access key in base64url (\(error.code))",
-                exitCode: ExitStatus.dataError)
-        }
+        try DocumentCLI.accessKey(accessKeyFile)
     }
 }
 
@@ -82,12 +70,12 @@ final class ProgressBar: @unchecked Sendable {
         }
         line += ProgressBar.size(p.bytesProcessed)
         if let total = p.totalBytes { line += " / " + ProgressBar.size(total) }
-        FileHandle.standardError.write(Data(line.utf8))
+        StandardError.write(line)
         drawn = true
     }
 
     func end() {
-        if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+        if drawn { StandardError.write("\n") }
     }
 
     static func size(_ bytes: Int) -> String {
@@ -111,7 +99,7 @@ final class StdoutSpoolSink: FileByteSink {
         let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         var template = Array((directory + "/e3dbkit-spool-XXXXXX").utf8CString)
         fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
-        guard fd >= 0 else { throw CLIError("cannot create a spool file in \(directory)", exitCode: ExitStatus.cannotCreate) }
+        guard fd >= 0 else { throw CLIError("cannot create a spool file in \(directory)", exitCode: ExitStatus.failure) }
         let path = String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         unlink(path)
     }
@@ -162,11 +150,7 @@ struct FileEncryptCommand: ParsableCommand {
     @OptionGroup var options: FileCipherOptions
 
     func run() throws {
-        do {
-            try execute()
-        } catch {
-            exitWithError(error)
-        }
+        try execute()
     }
 
     func execute() throws {
@@ -197,9 +181,9 @@ struct FileEncryptCommand: ParsableCommand {
 
             """
         if options.output == "-" {
-            if !options.quiet { FileHandle.standardError.write(Data(summary.utf8)) }
+            if !options.quiet { StandardError.write(summary) }
         } else {
-            FileHandle.standardOutput.write(Data(summary.utf8))
+            try StandardOutput.write(summary)
         }
     }
 }
@@ -227,11 +211,7 @@ struct FileDecryptCommand: ParsableCommand {
     var acceptZeroChunk = false
 
     func run() throws {
-        do {
-            try execute()
-        } catch {
-            exitWithError(error)
-        }
+        try execute()
     }
 
     func execute() throws {
@@ -272,11 +252,7 @@ struct FileChecksumCommand: ParsableCommand {
     var file: String
 
     func run() throws {
-        do {
-            try execute()
-        } catch {
-            exitWithError(error)
-        }
+        try execute()
     }
 
     func execute() throws {
@@ -285,23 +261,18 @@ struct FileChecksumCommand: ParsableCommand {
             defer { if input != 0 { close(input) } }
             var source = FileDescriptorSource(fileDescriptor: input)
             let (sums, count) = try E3DBFileCipher.checksums(of: &source)
-            print("checksum: \(sums.md5Base64 ?? "")")
-            print("size: \(count)")
-            print("blake2b-512: \(sums.blake2b512Hex ?? "")")
+            try StandardOutput.line("checksum: \(sums.md5Base64 ?? "")")
+            try StandardOutput.line("size: \(count)")
+            try StandardOutput.line("blake2b-512: \(sums.blake2b512Hex ?? "")")
         } catch let error as E3DBError {
             throw fileError(error, "reading \(file)")
         }
     }
 }
 
-/// Opens `path` for reading (`-` is standard input).
+/// Opens `path` for reading (`-` is standard input; any readable path, FIFOs included).
 func openInput(_ path: String) throws -> Int32 {
-    if path == "-" { return 0 }
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-        throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))", exitCode: ExitStatus.noInput)
-    }
-    return fd
+    try CLIInput.open(path, what: "input").fd
 }
 
 /// A temporary file beside `path`, renamed over it on success.
@@ -309,6 +280,6 @@ func createOutput(_ path: String) throws -> AtomicFileSink {
     do {
         return try AtomicFileSink(path: path)
     } catch {
-        throw CLIError("cannot create \(path): \(error)", exitCode: ExitStatus.cannotCreate)
+        throw CLIError("cannot create \(path): \(error)", exitCode: ExitStatus.failure)
     }
 }

@@ -2,6 +2,12 @@ import ArgumentParser
 import E3DBKit
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `e3dbkit hash [FILE ...]`: BLAKE2b of files or stdin in GNU `b2sum` format.
 struct HashCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,32 +32,41 @@ struct HashCommand: ParsableCommand {
     }
 
     func run() throws {
-        var failed = false
+        var failure: CLIError?
         for name in files.isEmpty ? ["-"] : files {
+            let digest: Data
             do {
-                let digest = try HashCommand.digest(of: name, outputByteCount: length / 8)
-                print("\(digest.map { String(format: "%02x", $0) }.joined())  \(name)")
-            } catch {
-                FileHandle.standardError.write(Data("e3dbkit: \(name): \(error)\n".utf8))
-                failed = true
+                digest = try HashCommand.digest(of: name, outputByteCount: length / 8)
+            } catch let error as CLIError {
+                // b2sum goes on with the other files; the exit code is the first failure's.
+                StandardError.line("e3dbkit: \(error.message)")
+                if failure == nil { failure = error }
+                continue
             }
+            try StandardOutput.line("\(digest.map { String(format: "%02x", $0) }.joined())  \(name)")
         }
-        if failed { throw ExitCode.failure }
+        if let failure { throw ExitCode(failure.exitCode.rawValue) }
     }
 
+    /// BLAKE2b of a file (any readable path) or of stdin, read in 64 KiB blocks.
     static func digest(of path: String, outputByteCount: Int) throws -> Data {
-        let handle: FileHandle
-        if path == "-" {
-            handle = FileHandle.standardInput
-        } else {
-            guard let opened = FileHandle(forReadingAtPath: path) else {
-                throw CLIError("cannot open \(path)", exitCode: ExitStatus.noInput)
-            }
-            handle = opened
+        let (fd, owned) = try CLIInput.open(path, what: "input")
+        defer { if owned { close(fd) } }
+        var hasher: BLAKE2b
+        do {
+            hasher = try BLAKE2b(outputByteCount: outputByteCount)
+        } catch {
+            throw CLIError(error, while: "hashing")
         }
-        var hasher = try BLAKE2b(outputByteCount: outputByteCount)
-        while let block = try handle.read(upToCount: 65_536), !block.isEmpty {
-            hasher.update(data: block)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw CLIError("cannot read \(CLIInput.display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
+            }
+            if count == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
         }
         return hasher.finalize()
     }

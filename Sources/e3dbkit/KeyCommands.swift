@@ -17,7 +17,7 @@ enum DocumentCLI {
     /// Reads an EAKInfo JSON file.
     static func eakInfo(_ path: String, lenient: Bool = false) throws -> EAKInfo {
         do {
-            return try EAKInfo(jsonData: CLIIO.readAll(path), decoding: lenient ? .lenient : .strict)
+            return try EAKInfo(jsonData: CLIIO.readAll(path, what: "EAKInfo"), decoding: lenient ? .lenient : .strict)
         } catch let error as E3DBError {
             throw CLIError(error, while: "reading EAKInfo \(path)")
         }
@@ -27,7 +27,7 @@ enum DocumentCLI {
     static func recordData(_ path: String, what: String) throws -> RecordData {
         let value: JSONValue
         do {
-            value = try CanonicalJSON.parse(CLIIO.readAll(path))
+            value = try CanonicalJSON.parse(CLIIO.readAll(path, what: what))
         } catch let error as CanonicalJSONError {
             throw CLIError("\(what) \(path) is not valid JSON: \(error)", exitCode: ExitStatus.dataError)
         }
@@ -52,13 +52,32 @@ enum DocumentCLI {
         do {
             try body()
         } catch let error as E3DBError {
-            exitWithError(CLIError(error, while: doing))
-        } catch {
-            exitWithError(error)
+            throw CLIError(error, while: doing)
         }
     }
 
-    static func output(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
+    /// Reads an access key file: base64url (43 characters, surrounding whitespace ignored) straight into wiped
+    /// storage. The message on failure never shows a byte of the file.
+    static func accessKey(_ path: String) throws -> AccessKey {
+        let secret = try CLIIO.readSecret(path, what: "access key file")
+        do {
+            return try secret.withUnsafeBytes { (raw) throws(E3DBError) in
+                try AccessKey(Base64URL.decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self)))
+            }
+        } catch {
+            throw CLIError(
+                "the access key file \(CLIInput.display(path)) does not hold a 32-byte access key in base64url "
+                    + "(\(error.code))", exitCode: ExitStatus.dataError)
+        }
+    }
+
+    static func output(_ text: String) throws { try StandardOutput.line(text) }
+}
+
+/// `eak wrap --shape` values.
+enum ShapeOption: String, ExpressibleByArgument, CaseIterable {
+    case api
+    case java
 }
 
 /// Key order option shared by the signing commands.
@@ -93,21 +112,17 @@ struct KeygenCommand: ParsableCommand {
         var id: UUID?
         if let clientID {
             guard let parsed = UUID(uuidString: clientID) else {
-                exitWithError(CLIError("--client-id is not a UUID", exitCode: ExitStatus.dataError))
+                throw CLIError("--client-id is not a UUID", exitCode: ExitStatus.usage)
             }
             id = parsed
         }
         let identity = ClientIdentity.generate(clientID: id)
-        do {
-            try CLIIO.writeSecret(identity.configJSON(), to: out, overwrite: force)
-        } catch {
-            exitWithError(error)
-        }
+        try CLIIO.writeSecret(identity.configJSON(), to: out, overwrite: force)
     }
 }
 
 /// `e3dbkit eak …`: wrap, unwrap and share access keys.
-struct EAKCommand: ParsableCommand {
+struct EAKCommand: CommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "eak",
         abstract: "Wrap, unwrap and re-share E3DB access keys (EAKInfo JSON).",
@@ -137,7 +152,7 @@ struct EAKWrapCommand: ParsableCommand {
     var readerPublicKey: String?
 
     @Option(help: "EAKInfo shape to write: api (default) or java.")
-    var shape: String = "api"
+    var shape: ShapeOption = .api
 
     func run() throws {
         try DocumentCLI.run("wrapping the access key") {
@@ -145,8 +160,7 @@ struct EAKWrapCommand: ParsableCommand {
             let id = try me.requireClientID()
             let ak: AccessKey
             if let accessKey {
-                let text = try CLIIO.readSecretText(accessKey, what: "access key")
-                ak = try AccessKey(base64URLEncoded: text)
+                ak = try DocumentCLI.accessKey(accessKey)
             } else {
                 ak = AccessKey()
             }
@@ -155,8 +169,7 @@ struct EAKWrapCommand: ParsableCommand {
             let info = EAKInfo(
                 eak: eak, authorizerID: id, authorizerPublicKey: me.publicKey,
                 signerID: me.signingKey == nil ? nil : id, signerSigningKey: me.publicSigningKey)
-            FileHandle.standardOutput.write(info.jsonData(shape: shape == "java" ? .javaFlat : .api))
-            FileHandle.standardOutput.write(Data("\n".utf8))
+            try StandardOutput.line(info.jsonData(shape: shape == .java ? .javaFlat : .api))
         }
     }
 }
@@ -178,6 +191,9 @@ struct EAKUnwrapCommand: ParsableCommand {
     @Option(name: .shortAndLong, help: "Output file for the access key (mode 0600; '-' for stdout).")
     var out: String = "-"
 
+    @Flag(help: "Replace an existing output file (or symlink).")
+    var force = false
+
     @Flag(help: "Accept padded or standard-alphabet base64 in the EAK.")
     var lenient = false
 
@@ -186,7 +202,7 @@ struct EAKUnwrapCommand: ParsableCommand {
             let me = try DocumentCLI.identity(identity)
             let info = try DocumentCLI.eakInfo(eakInfo, lenient: lenient)
             let ak = try info.unwrap(with: me.boxKey)
-            try CLIIO.writeSecret(Data((ak.base64URLEncoded + "\n").utf8), to: out, overwrite: true)
+            try CLIIO.writeSecret(Data((ak.base64URLEncoded + "\n").utf8), to: out, overwrite: force)
         }
     }
 }
@@ -213,8 +229,7 @@ struct EAKShareCommand: ParsableCommand {
             let me = try DocumentCLI.identity(identity)
             let info = try DocumentCLI.eakInfo(eakInfo)
             let reader = try DocumentCLI.boxPublicKey(readerPublicKey, what: "reading --reader-public-key")
-            FileHandle.standardOutput.write(try info.share(with: reader, as: me).jsonData())
-            FileHandle.standardOutput.write(Data("\n".utf8))
+            try StandardOutput.line(try info.share(with: reader, as: me).jsonData())
         }
     }
 }

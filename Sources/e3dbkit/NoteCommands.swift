@@ -3,7 +3,7 @@ import E3DBKit
 import Foundation
 
 /// `e3dbkit note …`: encrypted, TFSP1-signed notes.
-struct NoteCommand: ParsableCommand {
+struct NoteCommand: CommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "note",
         abstract: "Encrypt and decrypt E3DB notes (TFSP1-signed fields).",
@@ -43,8 +43,7 @@ struct NoteEncryptCommand: ParsableCommand {
             let text = note.jsonData()
             try DocumentLimits.checkOutput(
                 byteCount: text.count, valueCount: note.data.count + note.otherMembers.count + 8, what: "note")
-            FileHandle.standardOutput.write(text)
-            FileHandle.standardOutput.write(Data("\n".utf8))
+            try StandardOutput.line(text)
         }
     }
 }
@@ -87,14 +86,14 @@ struct NoteDecryptCommand: ParsableCommand {
             let expected = try writerSigningKey.map {
                 try DocumentCLI.signingPublicKey($0, what: "reading --writer-signing-key")
             }
-            let parsed = try EncryptedNote(jsonData: CLIIO.readAll(note))
+            let parsed = try EncryptedNote(jsonData: CLIIO.readAll(note, what: "note"))
             let data = try parsed.decrypt(
                 readerKey: me.boxKey,
                 options: .init(
                     allowUnsignedFields: allowUnsigned, expectedWriterSigningKey: expected,
                     expectedFields: expectField.isEmpty ? nil : expectField,
                     allowLegacyNoteSignature: allowLegacySignature))
-            DocumentCLI.output(data.canonicalString())
+            try DocumentCLI.output(data.canonicalString())
         }
     }
 }

@@ -3,7 +3,7 @@ import E3DBKit
 import Foundation
 
 /// `e3dbkit record …`: offline record encryption and decryption.
-struct RecordCommand: ParsableCommand {
+struct RecordCommand: CommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "record",
         abstract: "Encrypt and decrypt E3DB records (EncryptedDocument JSON with rec_sig).",
@@ -31,7 +31,7 @@ struct RecordEncryptCommand: ParsableCommand {
     @Option(help: "The writer's EAKInfo JSON file.")
     var eakInfo: String
 
-    @Option(help: "A JSON object of strings for meta.plain.")
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
     var plain: String?
 
     @Option(help: "Key order of the signed message: utf16 (default) or js (js-sdk).")
@@ -50,8 +50,7 @@ struct RecordEncryptCommand: ParsableCommand {
                 type: type, data: values, plain: plainValues, identity: me, eakInfo: info, order: order.keyOrder)
             let text = doc.jsonData()
             try DocumentLimits.checkOutput(doc.signableJSON, byteCount: text.count, what: "record")
-            FileHandle.standardOutput.write(text)
-            FileHandle.standardOutput.write(Data("\n".utf8))
+            try StandardOutput.line(text)
         }
     }
 }
@@ -162,12 +161,12 @@ struct RecordDecryptCommand: ParsableCommand {
             let key = try options.verifyingKey.map {
                 try DocumentCLI.signingPublicKey($0, what: "reading --verifying-key")
             }
-            let doc = try EncryptedDocument(jsonData: CLIIO.readAll(document))
+            let doc = try EncryptedDocument(jsonData: CLIIO.readAll(document, what: "record"))
             let verification = options.verification
             let plain = try doc.decrypt(
                 identity: me, eakInfo: info, verifyingKey: key, verification: verification,
                 decoding: options.lenient ? .lenient : .strict)
-            DocumentCLI.output(
+            try DocumentCLI.output(
                 CanonicalJSON.serialize(RecordDecryptOptions.outputJSON(plain, policy: verification.policy)))
         }
     }

@@ -24,14 +24,14 @@ struct SignCommand: ParsableCommand {
             let key = try DocumentCLI.identity(identity).requireSigningKey()
             let value: JSONValue
             do {
-                value = try CanonicalJSON.parse(CLIIO.readAll(document))
+                value = try CanonicalJSON.parse(CLIIO.readAll(document, what: "document"))
             } catch let error as CanonicalJSONError {
                 throw CLIError("the document is not valid JSON: \(error)", exitCode: ExitStatus.dataError)
             }
             let signed = SignedDocument(signing: value, with: key, order: order.keyOrder)
             let text = signed.canonicalString()
             try DocumentLimits.checkOutput(signed.signableJSON, byteCount: text.utf8.count, what: "signed document")
-            DocumentCLI.output(text)
+            try DocumentCLI.output(text)
         }
     }
 }
@@ -62,6 +62,15 @@ struct VerifyCommand: ParsableCommand {
     @Argument(help: "The SignedDocument JSON ('-' for stdin).")
     var document: String = "-"
 
+    func validate() throws {
+        switch (publicKey, identity) {
+        case (nil, nil): throw ValidationError("pass --public-key or --identity")
+        case (.some, .some): throw ValidationError("pass only one of --public-key and --identity")
+        default: break
+        }
+        guard depth >= 1 else { throw ValidationError("--depth must be 1 or more") }
+    }
+
     func run() throws {
         try DocumentCLI.run("verifying") {
             let key: Ed25519.PublicKey
@@ -70,15 +79,15 @@ struct VerifyCommand: ParsableCommand {
             } else if let identity, let pk = try DocumentCLI.identity(identity).publicSigningKey {
                 key = pk
             } else {
-                throw CLIError("pass --public-key or an --identity with a signing key", exitCode: ExitStatus.dataError)
+                throw CLIError("the identity \(identity ?? "") has no public signing key", exitCode: ExitStatus.dataError)
             }
-            var current = try SignedDocument<JSONValue>(jsonData: CLIIO.readAll(document))
+            var current = try SignedDocument<JSONValue>(jsonData: CLIIO.readAll(document, what: "signed document"))
             try current.verify(with: key, order: order.keyOrder)
-            for _ in 1..<max(depth, 1) {
+            for _ in 1..<depth {
                 current = try SignedDocument<JSONValue>(documentJSON: current.document)
                 try current.verify(with: key, order: order.keyOrder)
             }
-            DocumentCLI.output(current.document.canonicalString())
+            try DocumentCLI.output(current.document.canonicalString())
         }
     }
 }

@@ -30,9 +30,9 @@ struct GenerateVectorsCommand: ParsableCommand {
             try SwiftVectorWriter(directory: URL(fileURLWithPath: directory, isDirectory: true), locations: locations)
                 .writeAll()
         } catch let error as E3DBError {
-            exitWithError(CLIError(error, while: "generating vectors"))
-        } catch {
-            exitWithError(error)
+            throw CLIError(error, while: "generating vectors")
+        } catch let error as CocoaError {
+            throw CLIError("cannot create \(directory): \(error.localizedDescription)", exitCode: ExitStatus.failure)
         }
     }
 }
@@ -63,37 +63,13 @@ struct SwiftVectorWriter {
             "tests": .array(numbered),
         ])
         try Self.replaceFile(directory.appendingPathComponent(name), with: CanonicalJSON.serializedBytes(file))
-        print("wrote \(name): \(tests.count) tests")
+        try StandardOutput.line("wrote \(name): \(tests.count) tests")
     }
 
     /// Writes `bytes` to a new private (0600) temporary file beside `url`, then renames it over `url`: an existing
     /// symlink at `url` is replaced, never written through (the files hold test keys).
     static func replaceFile(_ url: URL, with bytes: [UInt8]) throws {
-        let temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".vectors-\(UInt64.random(in: 0...UInt64.max)).tmp").path
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CLIError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        var written = 0
-        var failure: Int32 = 0
-        bytes.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
-            while written < buffer.count {
-                let n = posixWrite(fd, base + written, buffer.count - written)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                written += n
-            }
-        }
-        if failure == 0 && fsync(fd) != 0 { failure = errno }
-        if close(fd) != 0 && failure == 0 { failure = errno }
-        if failure == 0 && rename(temporary, url.path) != 0 { failure = errno }
-        if failure != 0 {
-            unlink(temporary)
-            throw CLIError("cannot write \(url.path): \(String(cString: strerror(failure)))")
-        }
+        try OutputFile.write(bytes, to: url.path, mode: 0o600, force: true)
     }
 
     static func pairs(_ data: RecordData) -> JSONValue {
@@ -308,9 +284,4 @@ struct SwiftVectorWriter {
         }
         try write("tsv1.json", algorithm: "TSV1", tsv1)
     }
-}
-
-/// `write(2)`, named so that it does not clash with `SwiftVectorWriter.write`.
-private func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    write(fd, buffer, count)
 }

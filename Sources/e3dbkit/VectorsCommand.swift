@@ -4,7 +4,7 @@ import E3DBVectors
 import Foundation
 
 /// `e3dbkit vectors ...`: run or write cross-language test vectors.
-struct VectorsCommand: ParsableCommand {
+struct VectorsCommand: CommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "vectors",
         abstract: "Check E3DBKit against the committed cross-language test vectors.",
@@ -52,7 +52,7 @@ struct VerifyVectorsCommand: ParsableCommand {
                 exitCode: ExitStatus.noInput)
         }
         if locations.sharedVectors == nil {
-            print("note: \(VectorLocations.sharedMissingMessage)")
+            try StandardOutput.line("note: \(VectorLocations.sharedMissingMessage)")
         }
         var rows: [(String, Int, Int, Int, String)] = []
         var failures: [String] = []
@@ -85,17 +85,17 @@ struct VerifyVectorsCommand: ParsableCommand {
         let width = max(5, rows.map(\.0.count).max() ?? 5)
         func pad(_ s: String, _ n: Int) -> String { s + String(repeating: " ", count: max(0, n - s.count)) }
         func left(_ s: String, _ n: Int) -> String { String(repeating: " ", count: max(0, n - s.count)) + s }
-        print(pad("suite", width) + "  " + left("cases", 6) + "  " + left("passed", 6) + "  " + left("failed", 6))
-        print(String(repeating: "-", count: width + 24))
+        try StandardOutput.line(pad("suite", width) + "  " + left("cases", 6) + "  " + left("passed", 6) + "  " + left("failed", 6))
+        try StandardOutput.line(String(repeating: "-", count: width + 24))
         for row in rows {
-            print(pad(row.0, width) + "  " + left("\(row.1)", 6) + "  " + left("\(row.2)", 6) + "  " + left("\(row.3)", 6)
+            try StandardOutput.line(pad(row.0, width) + "  " + left("\(row.1)", 6) + "  " + left("\(row.2)", 6) + "  " + left("\(row.3)", 6)
                 + (row.4.isEmpty ? "" : "  (\(row.4))"))
         }
         let totalPassed = rows.map(\.2).reduce(0, +)
         let totalFailed = rows.map(\.3).reduce(0, +)
-        print(String(repeating: "-", count: width + 24))
-        for failure in failures { print("FAIL \(failure)") }
-        print("vectors: \(totalPassed) passed, \(totalFailed) failed")
+        try StandardOutput.line(String(repeating: "-", count: width + 24))
+        for failure in failures { try StandardOutput.line("FAIL \(failure)") }
+        try StandardOutput.line("vectors: \(totalPassed) passed, \(totalFailed) failed")
         if totalFailed > 0 { throw ExitCode.failure }
     }
 }

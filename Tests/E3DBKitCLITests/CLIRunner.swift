@@ -23,10 +23,17 @@ enum CLIRunner {
 
     static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
 
+    struct MissingBinary: Error, CustomStringConvertible {
+        let path: String
+        var description: String { "the e3dbkit binary is not built at \(path): run swift build first" }
+    }
+
     static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
 
     /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit.
+    /// - Throws: when the binary is missing, so that every CLI test fails (never skips) without it.
     static func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> Result {
+        guard isAvailable else { throw MissingBinary(path: binary.path) }
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments

@@ -43,7 +43,7 @@ struct DocumentCLITests {
         #expect(again.status != 0)
         #expect(again.stderr.contains("--force"))
         #expect(try run(["keygen", "--out", path, "--force"]).status == 0)
-        #expect(try run(["keygen", "--out", dir.path("x"), "--client-id", "nope"]).status == 65)
+        #expect(try run(["keygen", "--out", dir.path("x"), "--client-id", "nope"]).status == 64)
     }
 
     @Test("eak wrap, share, unwrap; record encrypt/decrypt; tampering exits 2")

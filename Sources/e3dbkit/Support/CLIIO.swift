@@ -8,18 +8,18 @@ import Glibc
 import Darwin
 #endif
 
-/// Exit codes shared by every subcommand (sysexits.h where one fits).
+/// Exit codes shared by every subcommand (sysexits.h where one fits): the one table in the README.
 enum ExitStatus {
-    /// A generic failure.
+    /// A generic failure: I/O (an output that cannot be written or created), the system, cancellation.
     static let failure = ExitCode(1)
     /// Authentication or integrity failure: a MAC, signature or checksum did not verify.
     static let authentication = ExitCode(2)
+    /// A usage error: a missing, conflicting or malformed option (EX_USAGE, ArgumentParser's validation code).
+    static let usage = ExitCode.validationFailure
     /// Malformed input data (EX_DATAERR).
     static let dataError = ExitCode(65)
-    /// An input file could not be opened (EX_NOINPUT).
+    /// An input file could not be opened or read (EX_NOINPUT).
     static let noInput = ExitCode(66)
-    /// An output file could not be created (EX_CANTCREAT).
-    static let cannotCreate = ExitCode(73)
 }
 
 /// A one-line error on stderr followed by an exit code; the CLI's way to fail without a stack trace.
@@ -45,7 +45,7 @@ struct CLIError: Error, CustomStringConvertible {
         switch category {
         case .verification: ExitStatus.authentication
         case .malformedInput: ExitStatus.dataError
-        case .invalidArgument: ExitCode.validationFailure
+        case .invalidArgument: ExitStatus.usage
         case .io, .system, .cancelled: ExitStatus.failure
         }
     }
@@ -60,81 +60,27 @@ struct CLIError: Error, CustomStringConvertible {
     }
 }
 
-/// Prints `error` as one line on stderr and exits with its code. Every command's `run()` ends up here on failure.
-func exitWithError(_ error: any Error) -> Never {
-    switch error {
-    case let error as CLIError:
-        FileHandle.standardError.write(Data("e3dbkit: \(error.message)\n".utf8))
-        exit(error.exitCode.rawValue)
-    case let error as E3DBError:
-        let cli = CLIError(error, while: "error")
-        FileHandle.standardError.write(Data("e3dbkit: \(cli.message)\n".utf8))
-        exit(cli.exitCode.rawValue)
-    default:
-        FileHandle.standardError.write(Data("e3dbkit: \(error)\n".utf8))
-        exit(ExitStatus.failure.rawValue)
-    }
-}
-
+/// The whole-input helpers the commands use (``CLIInput`` and ``OutputFile`` underneath).
 enum CLIIO {
-    /// Reads a whole input: a path, or `-` for stdin.
-    static func readAll(_ path: String) throws -> Data {
-        if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw CLIError("cannot read \(path)", exitCode: ExitStatus.noInput)
-        }
-        return data
+    /// Reads a whole input: any readable path, or `-` for stdin (bounded by the documents' read limit).
+    static func readAll(_ path: String, what: String = "input") throws -> Data {
+        try CLIInput.read(path, what: what)
     }
 
-    /// Reads a secret from a file (or `-` for stdin) into wiped storage, dropping one trailing newline.
+    /// Reads a secret from a file (or `-` for stdin) into wiped storage, without surrounding whitespace.
     /// Secrets are never taken from argv, where `ps` and shell history can see them.
     static func readSecret(_ path: String, what: String) throws -> SecureBytes {
-        var data = try readAll(path)
-        defer { data.resetBytes(in: 0..<data.count) }
-        while let last = data.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") {
-            data.removeLast()
-        }
-        guard !data.isEmpty else { throw CLIError("\(what) file \(path) is empty", exitCode: ExitStatus.dataError) }
-        return SecureBytes(copying: data)
+        try CLIInput.readSecret(path, what: what)
     }
 
-    /// Reads a secret text (base64url key, JSON identity) as a String. The caller's String cannot be wiped.
-    static func readSecretText(_ path: String, what: String) throws -> String {
-        let bytes = try readSecret(path, what: what)
-        return bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-    }
-
-    /// Writes `data` to stdout (`-`) or atomically to a file created with `mode` (0600 for secrets).
-    static func write(_ data: Data, to path: String, mode: mode_t = 0o644, overwrite: Bool = true) throws {
-        if path == "-" {
-            FileHandle.standardOutput.write(data)
-            return
-        }
-        if !overwrite && FileManager.default.fileExists(atPath: path) {
-            throw CLIError("\(path) exists; pass --force to overwrite", exitCode: ExitStatus.cannotCreate)
-        }
-        let url = URL(fileURLWithPath: path)
-        let directory = url.deletingLastPathComponent().path
-        let temporary = (directory.isEmpty ? "." : directory) + "/.\(url.lastPathComponent).\(UUID().uuidString).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode)
-        guard fd >= 0 else { throw CLIError("cannot create \(path): \(String(cString: strerror(errno)))", exitCode: ExitStatus.cannotCreate) }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        do {
-            try handle.write(contentsOf: data)
-            try handle.synchronize()
-            try handle.close()
-        } catch {
-            unlink(temporary)
-            throw CLIError("cannot write \(path): \(error)", exitCode: ExitStatus.cannotCreate)
-        }
-        guard rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw CLIError("cannot create \(path): \(String(cString: strerror(errno)))", exitCode: ExitStatus.cannotCreate)
-        }
+    /// Writes `data` to stdout (`-`) or to a new file created with `mode` (0600 for secrets), replacing an
+    /// existing path only when `overwrite` is set.
+    static func write(_ data: Data, to path: String, mode: mode_t = 0o644, overwrite: Bool) throws {
+        try OutputFile.write(data, to: path, mode: mode, force: overwrite)
     }
 
     /// Writes a secret file with mode 0600.
     static func writeSecret(_ data: Data, to path: String, overwrite: Bool) throws {
-        try write(data, to: path, mode: 0o600, overwrite: overwrite)
+        try OutputFile.write(data, to: path, mode: 0o600, force: overwrite)
     }
 }

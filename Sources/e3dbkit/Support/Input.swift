@@ -1,0 +1,140 @@
+import E3DBKit
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Whole inputs read with `open(2)` and `read(2)`: any path that can be opened for reading works, including
+/// `/dev/stdin`, FIFOs and `<(…)` process substitution, and `-` is standard input.
+///
+/// Inputs are bounded: documents by ``documentLimit`` (the documents' own read limit), secrets by
+/// ``secretLimit``. A larger input is malformed (exit 65) and is not read past the limit. Standard input can be
+/// claimed once per command: a second `-` is a usage error (exit 64) instead of an empty read.
+enum CLIInput {
+    /// The largest JSON document an input may hold (64 MiB, the documents' read limit).
+    static let documentLimit = DocumentLimits.parse.maxInputBytes
+    /// The largest secret file (identity JSON, access key): 1 MiB.
+    static let secretLimit = 1 << 20
+
+    private static let stdinClaim = Mutex<String?>(nil)
+
+    /// Marks standard input as used by `what`; throws a usage error when another input already took it.
+    static func claimStandardInput(for what: String) throws {
+        try stdinClaim.withLock { (owner: inout String?) throws(CLIError) in
+            if let owner {
+                throw CLIError(
+                    "standard input ('-') is already the \(owner); it cannot also be the \(what)",
+                    exitCode: ExitStatus.usage)
+            }
+            owner = what
+        }
+    }
+
+    /// Opens `path` (or claims standard input for `-`) for reading.
+    /// - Returns: The descriptor and whether the caller must close it.
+    static func open(_ path: String, what: String) throws -> (fd: Int32, owned: Bool) {
+        if path == "-" {
+            try claimStandardInput(for: what)
+            return (STDIN_FILENO, false)
+        }
+        let fd = systemOpen(path)
+        guard fd >= 0 else {
+            throw CLIError("cannot open the \(what) \(path): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
+        }
+        var info = stat()
+        if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            close(fd)
+            throw CLIError("cannot read the \(what) \(path): it is a directory", exitCode: ExitStatus.noInput)
+        }
+        return (fd, true)
+    }
+
+    /// Reads all of `path` (at most `limit` bytes).
+    static func read(_ path: String, what: String, limit: Int = documentLimit) throws -> Data {
+        let (fd, owned) = try open(path, what: what)
+        defer { if owned { close(fd) } }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw CLIError(
+                    "cannot read the \(what) \(display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
+            }
+            if count == 0 { break }
+            guard data.count + count <= limit else {
+                throw CLIError(
+                    "the \(what) \(display(path)) is larger than \(limit) bytes", exitCode: ExitStatus.dataError)
+            }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        return data
+    }
+
+    /// Reads a secret from `path` into wiped storage, without leading or trailing ASCII whitespace (spaces, tabs,
+    /// CR, LF), the same for every command. The bytes never pass through ordinary memory: they are read straight
+    /// into a wiped buffer and copied from there into one of the right size.
+    static func readSecret(_ path: String, what: String, limit: Int = secretLimit) throws -> SecureBytes {
+        let (fd, owned) = try open(path, what: what)
+        defer { if owned { close(fd) } }
+        var length = 0
+        var failure: CLIError?
+        let buffer = SecureBytes(count: limit + 1) { (raw: UnsafeMutableRawBufferPointer) in
+            while length <= limit, let base = raw.baseAddress {
+                let count = systemRead(fd, base + length, limit + 1 - length)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    failure = CLIError(
+                        "cannot read the \(what) \(display(path)): \(Descriptor.message(errno))",
+                        exitCode: ExitStatus.noInput)
+                    return
+                }
+                if count == 0 { return }
+                length += count
+            }
+        }
+        if let failure { throw failure }
+        guard length <= limit else {
+            throw CLIError("the \(what) \(display(path)) is larger than \(limit) bytes", exitCode: ExitStatus.dataError)
+        }
+        return try buffer.withUnsafeBytes { (raw) throws(CLIError) -> SecureBytes in
+            var start = 0
+            var end = length
+            while start < end, isSpace(raw[start]) { start += 1 }
+            while end > start, isSpace(raw[end - 1]) { end -= 1 }
+            guard end > start else {
+                throw CLIError("the \(what) \(display(path)) is empty", exitCode: ExitStatus.dataError)
+            }
+            return SecureBytes(count: end - start) { target in
+                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+            }
+        }
+    }
+
+    static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    }
+
+    static func display(_ path: String) -> String { path == "-" ? "from standard input" : path }
+
+    private static func systemOpen(_ path: String) -> Int32 {
+        #if canImport(Glibc)
+        Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        #else
+        Darwin.open(path, O_RDONLY | O_CLOEXEC)
+        #endif
+    }
+
+    private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+        #if canImport(Glibc)
+        Glibc.read(fd, buffer, count)
+        #else
+        Darwin.read(fd, buffer, count)
+        #endif
+    }
+}

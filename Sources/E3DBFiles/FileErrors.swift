@@ -6,10 +6,10 @@ public import E3DBPrimitives
 extension E3DBError.Code {
     /// The file's version field is a number other than `3` (E3DB versions `1` and `2` are not supported).
     /// `context.version` holds the version text.
-    public static let unsupportedFileVersion = Self("unsupportedFileVersion", category: .verification)
+    public static let unsupportedFileVersion = Self("unsupportedFileVersion", category: .malformedInput)
     /// The 100-byte text header `3.<edk>.<edkN>.` is not well formed. `context.offset` is the first bad byte and
     /// `context.part` names the field (`version`, `edk`, `edkN`, `separator`).
-    public static let malformedFileHeader = Self("malformedFileHeader", category: .verification)
+    public static let malformedFileHeader = Self("malformedFileHeader", category: .malformedInput)
     /// The file's data key does not open with the access key given: the access key is wrong, or the header's
     /// edk/edkN were altered (the two cannot be told apart).
     public static let wrongAccessKey = Self("wrongAccessKey", category: .verification)

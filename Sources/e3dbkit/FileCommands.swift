@@ -194,7 +194,8 @@ struct FileDecryptCommand: ParsableCommand {
         abstract: "Decrypt an E3DB v3 file, strictly; the output appears only if the whole file authenticates.",
         discussion: """
             Exit status 2 for any authentication or integrity failure (wrong access key, altered, truncated or \
-            extended file, checksum mismatch); no output file is left behind. When OUT is -, the plaintext is \
+            extended file, checksum mismatch), 65 when the input is not an E3DB v3 file (its version or header is \
+            malformed); no output file is left behind. When OUT is -, the plaintext is \
             spooled to an unlinked temporary file and written to stdout only after verification.
             """
     )

@@ -79,7 +79,7 @@ struct VerifyCommand: ParsableCommand {
             } else if let identity, let pk = try DocumentCLI.identity(identity).publicSigningKey {
                 key = pk
             } else {
-                throw CLIError("the identity \(identity ?? "") has no public signing key", exitCode: ExitStatus.dataError)
+                throw CLIError("the identity \(identity ?? "") has no public signing key", exitCode: ExitStatus.usage)
             }
             var current = try SignedDocument<JSONValue>(jsonData: CLIIO.readAll(document, what: "signed document"))
             try current.verify(with: key, order: order.keyOrder)

@@ -261,5 +261,18 @@ struct CLIInputOutputTests {
         let notJSON = dir.appendingPathComponent("bad.json")
         try Data("{".utf8).write(to: notJSON)
         #expect(try run(["eak", "unwrap", "--identity", identity, notJSON.path]).status == 65)
+        let key = dir.appendingPathComponent("ak.txt")
+        try Data(AccessKey().base64URLEncoded.utf8).write(to: key)
+        let notE3DB = try run(["file", "decrypt", "-q", "--access-key-file", key.path, notJSON.path, "-"])
+        #expect(notE3DB.status == 65, "\(notE3DB.stderr)")
+        let noSigningKey = dir.appendingPathComponent("nosig.json")
+        let boxKey = Box.PrivateKey()
+        let noSigningJSON: JSONValue = .object([
+            "version": .number(1), "client_id": .string("11111111-2222-3333-4444-555555555555"),
+            "public_key": .string(boxKey.publicKey.base64URLEncoded), "private_key": .string(boxKey.base64URLEncoded),
+        ])
+        try Data(CanonicalJSON.serializedBytes(noSigningJSON)).write(to: noSigningKey)
+        let verifyNoKey = try run(["verify", "--identity", noSigningKey.path, "-"], stdin: Data("{}".utf8))
+        #expect(verifyNoKey.status == 64, "\(verifyNoKey.stderr)")
     }
 }

@@ -3,7 +3,7 @@
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
 // Layers (dependencies point only downward; only E3DBPrimitives imports C):
 //   L5 e3dbkit (CLI)
-//   L4 E3DBKit (umbrella)
+//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
 //   L1 E3DBPrimitives
@@ -28,12 +28,14 @@ let package = Package(
         .library(name: "E3DBFiles", targets: ["E3DBFiles"]),
         .library(name: "E3DBIdentity", targets: ["E3DBIdentity"]),
         .library(name: "E3DBBLAKE2bReference", targets: ["E3DBBLAKE2bReference"]),
+        .library(name: "E3DBStore", targets: ["E3DBStore"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // L0: system libraries, found with pkg-config. Never products.
@@ -94,11 +96,22 @@ let package = Package(
             swiftSettings: upcoming
         ),
 
+        // L4: the embedded encrypted store (SQLite through GRDB)
+        .target(
+            name: "E3DBStore",
+            dependencies: [
+                "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: upcoming
+        ),
+
         // L5: command line
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBVectors", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "E3DBKit", "E3DBStore", "E3DBVectors",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: upcoming
         ),
@@ -150,6 +163,11 @@ let package = Package(
             name: "E3DBKitCLITests",
             dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBVectors"],
             exclude: ["cli_interop.py"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBStoreTests",
+            dependencies: ["E3DBStore", "E3DBKit", "E3DBTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: upcoming
         ),
     ]

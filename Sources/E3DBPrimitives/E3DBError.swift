@@ -67,6 +67,8 @@ public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
         public var chunkIndex: Int?
         /// A format version.
         public var version: String?
+        /// The stored item involved: a record id, an attachment path, a collection (the store's errors).
+        public var item: String?
 
         public init(
             field: String? = nil,
@@ -75,7 +77,8 @@ public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
             actual: Int? = nil,
             offset: Int? = nil,
             chunkIndex: Int? = nil,
-            version: String? = nil
+            version: String? = nil,
+            item: String? = nil
         ) {
             self.field = field
             self.part = part
@@ -84,6 +87,7 @@ public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
             self.offset = offset
             self.chunkIndex = chunkIndex
             self.version = version
+            self.item = item
         }
     }
 

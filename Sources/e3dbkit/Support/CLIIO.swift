@@ -52,6 +52,7 @@ struct CLIError: Error, CustomStringConvertible {
 
     static func `where`(_ error: E3DBError) -> String {
         var parts: [String] = []
+        if let item = error.context.item { parts.append(item) }
         if let field = error.context.field { parts.append("field \(String(reflecting: field))") }
         if let part = error.context.part { parts.append(part) }
         if let chunk = error.context.chunkIndex { parts.append("chunk \(chunk)") }

@@ -1,0 +1,662 @@
+import E3DBCanonicalJSON
+import E3DBFiles
+public import E3DBDocuments
+import E3DBKeys
+public import E3DBPrimitives
+public import Foundation
+import GRDB
+import Synchronization
+
+/// An embedded encrypted store: E3DB records in one SQLite database (WAL mode) under a key hierarchy.
+///
+/// A passphrase (Argon2id) or a raw key opens the store's master key; the master key wraps one E3DB access key
+/// per collection and derives the key that binds every record to its place. Each record is an E3DB
+/// `EncryptedDocument` (fields `edk.edkN.ef.efN` under the collection's access key), so a record taken out of the
+/// store decrypts in the other SDKs. Its type, `plain` metadata, id, version and timestamps stay in plaintext and
+/// are queryable, as in E3DB (docs/store.md lists what the file reveals).
+///
+/// ```swift
+/// let store = try EncryptedStore.create(at: url, credential: .passphrase(secret), kdf: .moderate)
+/// let ref = try store.put(collection: "notes", type: "note", data: ["body": "hello"])
+/// let record = try store.get(collection: "notes", id: ref.id)
+/// ```
+///
+/// Reads authenticate every record in its place (collection, id, version, timestamps) with a keyed BLAKE2b MAC
+/// before decrypting it; a moved or edited record is ``E3DBError/Code/recordTampered`` naming the record.
+/// The type is safe to share between threads and tasks: SQLite's WAL lets readers run beside one writer.
+public final class EncryptedStore: Sendable {
+    /// The database file's name inside the store directory.
+    public static let databaseFileName = "store.sqlite"
+
+    /// The store's directory.
+    public let directory: URL
+    /// The store's id (the `writer_id` and `user_id` of its records).
+    public let storeID: UUID
+
+    let pool: DatabasePool
+    private let state: Mutex<UnlockedState?>
+
+    struct UnlockedState {
+        var keys: StoreKeys
+        var accessKeys: [String: (key: AccessKey, version: Int)]
+    }
+
+    private init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys) {
+        self.directory = directory
+        self.storeID = storeID
+        self.pool = pool
+        self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
+    }
+
+    // MARK: Create and open
+
+    /// Creates a new, empty store in `directory` (created if missing; it must not hold a store).
+    /// - Parameters:
+    ///   - directory: the store's directory.
+    ///   - credential: a passphrase or a raw 32-byte key.
+    ///   - kdf: the Argon2id cost for a passphrase (ignored for a raw key).
+    /// - Throws: ``E3DBError/Code/storeExists``, `databaseError`, KDF errors.
+    public static func create(
+        at directory: URL, credential: StoreCredential, kdf: KDFPreset = .moderate
+    ) throws(E3DBError) -> EncryptedStore {
+        try create(at: directory, credential: credential, kdfParameters: kdf.parameters)
+    }
+
+    /// Creates a new store with explicit Argon2id parameters (for tests and tuning).
+    public static func create(
+        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters
+    ) throws(E3DBError) -> EncryptedStore {
+        let path = directory.appendingPathComponent(databaseFileName).path
+        if FileManager.default.fileExists(atPath: path) {
+            throw E3DBError(.storeExists, "a store already exists in \(directory.path)")
+        }
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw E3DBError(.databaseError, "cannot create \(directory.path): \(error.localizedDescription)")
+        }
+        let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
+        var parameters: Argon2id.Parameters?
+        if case .passphrase = credential { parameters = kdfParameters }
+        let kek = try StoreKeys.keyEncryptionKey(credential, salt: salt, parameters: parameters)
+        let master = SecretBox.Key()
+        let keys = try StoreKeys(master: master)
+        let storeID = UUID()
+        let pool = try openPool(path: path)
+        try databaseCall("creating the store") {
+            try StoreSchema.migrator.migrate(pool)
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO store_meta (singleton, format, store_id, kdf, kdf_ops, kdf_mem, kdf_salt,
+                            wrapped_master, created) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        StoreSchema.formatVersion, storeID.uuidString.lowercased(),
+                        parameters == nil ? "raw" : "argon2id13", parameters?.opsLimit, parameters?.memoryLimit, salt,
+                        StoreKeys.wrap(master, under: kek), StoreTime.format(StoreTime.now()),
+                    ])
+            }
+        }
+        return EncryptedStore(directory: directory, storeID: storeID, pool: pool, keys: keys)
+    }
+
+    /// Opens an existing store.
+    /// - Throws: ``E3DBError/Code/storeNotFound``; ``E3DBError/Code/wrongKey`` when the credential does not open
+    ///   the master key (checked before any record is read); `storeCorrupted`, `unsupportedStoreVersion`,
+    ///   `databaseError`.
+    public static func open(at directory: URL, credential: StoreCredential) throws(E3DBError) -> EncryptedStore {
+        let path = directory.appendingPathComponent(databaseFileName).path
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw E3DBError(.storeNotFound, "there is no store in \(directory.path)")
+        }
+        let pool = try openPool(path: path)
+        try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
+        let header = try readHeader(pool)
+        let kek = try StoreKeys.keyEncryptionKey(credential, salt: header.salt, parameters: header.parameters)
+        let master = try StoreKeys.unwrap(
+            header.wrappedMaster, under: kek,
+            failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
+        return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: try StoreKeys(master: master))
+    }
+
+    struct Header {
+        let storeID: UUID
+        let parameters: Argon2id.Parameters?
+        let salt: Data
+        let wrappedMaster: Data
+    }
+
+    static func readHeader(_ pool: DatabasePool) throws(E3DBError) -> Header {
+        let row = try databaseCall("reading the store header") {
+            try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM store_meta WHERE singleton = 1") }
+        }
+        guard let row else { throw E3DBError(.storeCorrupted, "the store has no header row") }
+        guard let format = row["format"] as Int?, format >= 1 else {
+            throw E3DBError(.storeCorrupted, "the store header has no format version")
+        }
+        guard format <= StoreSchema.formatVersion else {
+            throw E3DBError(
+                .unsupportedStoreVersion, "the store is format \(format); this library reads up to \(StoreSchema.formatVersion)",
+                context: .init(version: String(format)))
+        }
+        guard let idText = row["store_id"] as String?, let storeID = UUID(uuidString: idText),
+            let kdf = row["kdf"] as String?, let salt = row["kdf_salt"] as Data?, salt.count == Argon2id.saltByteCount,
+            let wrapped = row["wrapped_master"] as Data?
+        else {
+            throw E3DBError(.storeCorrupted, "the store header is damaged")
+        }
+        var parameters: Argon2id.Parameters?
+        switch kdf {
+        case "raw": parameters = nil
+        case "argon2id13":
+            guard let ops = row["kdf_ops"] as Int?, let mem = row["kdf_mem"] as Int?, ops > 0, mem > 0 else {
+                throw E3DBError(.storeCorrupted, "the store header's Argon2id parameters are damaged")
+            }
+            parameters = Argon2id.Parameters(opsLimit: ops, memoryLimit: mem)
+        default:
+            throw E3DBError(.storeCorrupted, "the store header names an unknown KDF")
+        }
+        return Header(storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: wrapped)
+    }
+
+    static func openPool(path: String) throws(E3DBError) -> DatabasePool {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // Keep SQLite's temporary tables and sort files in memory, and zero deleted content.
+            try db.execute(sql: "PRAGMA temp_store = MEMORY; PRAGMA secure_delete = ON")
+        }
+        return try databaseCall("opening \(path)") { try DatabasePool(path: path, configuration: configuration) }
+    }
+
+    // MARK: Keys
+
+    /// Wipes every key from memory. Every later call fails with ``E3DBError/Code/storeLocked`` until
+    /// ``unlock(_:)``.
+    public func lock() {
+        state.withLock { $0 = nil }
+    }
+
+    /// Whether the store's keys are in memory.
+    public var isLocked: Bool { state.withLock { $0 == nil } }
+
+    /// Opens the master key again after ``lock()``.
+    /// - Throws: ``E3DBError/Code/wrongKey``.
+    public func unlock(_ credential: StoreCredential) throws(E3DBError) {
+        let header = try EncryptedStore.readHeader(pool)
+        let kek = try StoreKeys.keyEncryptionKey(credential, salt: header.salt, parameters: header.parameters)
+        let master = try StoreKeys.unwrap(
+            header.wrappedMaster, under: kek,
+            failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
+        let keys = try StoreKeys(master: master)
+        state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
+    }
+
+    /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of
+    /// records (O(1)); a crash leaves either the old or the new credential working.
+    /// - Parameters:
+    ///   - credential: the new passphrase or raw key.
+    ///   - kdf: the Argon2id cost for a new passphrase.
+    public func changeCredential(to credential: StoreCredential, kdf: KDFPreset = .moderate) throws(E3DBError) {
+        try changeCredential(to: credential, kdfParameters: kdf.parameters)
+    }
+
+    /// Changes the passphrase or key with explicit Argon2id parameters.
+    public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters) throws(E3DBError) {
+        let keys = try currentKeys()
+        let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
+        var parameters: Argon2id.Parameters?
+        if case .passphrase = credential { parameters = kdfParameters }
+        let kek = try StoreKeys.keyEncryptionKey(credential, salt: salt, parameters: parameters)
+        let wrapped = StoreKeys.wrap(keys.master, under: kek)
+        try databaseCall("changing the store key") {
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        UPDATE store_meta SET kdf = ?, kdf_ops = ?, kdf_mem = ?, kdf_salt = ?, wrapped_master = ?
+                        WHERE singleton = 1
+                        """,
+                    arguments: [
+                        parameters == nil ? "raw" : "argon2id13", parameters?.opsLimit, parameters?.memoryLimit, salt,
+                        wrapped,
+                    ])
+            }
+        }
+    }
+
+    func currentKeys() throws(E3DBError) -> StoreKeys {
+        guard let keys = state.withLock({ $0?.keys }) else {
+            throw E3DBError(.storeLocked, "the store is locked")
+        }
+        return keys
+    }
+
+    /// The access key of `collection`, created (random, wrapped by the master key) when `create` is set.
+    func accessKey(for collection: String, create: Bool) throws(E3DBError) -> (key: AccessKey, version: Int) {
+        let cached = try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> (key: AccessKey, version: Int)? in
+            guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
+            return state.accessKeys[collection]
+        }
+        if let cached { return cached }
+        let keys = try currentKeys()
+        let row = try databaseCall("reading collection \(collection)") {
+            try pool.read { db in
+                try Row.fetchOne(db, sql: "SELECT key_version, wrapped_key FROM collections WHERE name = ?", arguments: [collection])
+            }
+        }
+        let result: (key: AccessKey, version: Int)
+        if let row {
+            guard let version = row["key_version"] as Int?, let wrapped = row["wrapped_key"] as Data? else {
+                throw E3DBError(.storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
+            }
+            let key = try StoreKeys.unwrap(
+                wrapped, under: keys.master,
+                failure: E3DBError(
+                    .recordTampered, "the access key of collection \(collection) does not authenticate",
+                    context: .init(item: collection)))
+            result = (AccessKey(key), version)
+        } else if create {
+            let key = AccessKey()
+            let wrapped = StoreKeys.wrap(key.secretBoxKey, under: keys.master)
+            try databaseCall("creating collection \(collection)") {
+                try pool.write { db in
+                    try db.execute(
+                        sql: "INSERT OR IGNORE INTO collections (name, key_version, wrapped_key, created) VALUES (?, 1, ?, ?)",
+                        arguments: [collection, wrapped, StoreTime.format(StoreTime.now())])
+                }
+            }
+            // Another writer may have won the race: read what is stored.
+            return try accessKey(for: collection, create: false)
+        } else {
+            throw E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+        }
+        state.withLock { $0?.accessKeys[collection] = result }
+        return result
+    }
+
+    // MARK: Records
+
+    /// Encrypts and stores a new record.
+    /// - Parameters:
+    ///   - collection: the collection (created on first use, with a new access key).
+    ///   - type: the record type (plaintext).
+    ///   - data: the fields to encrypt.
+    ///   - plain: plaintext, queryable metadata.
+    /// - Returns: the new record's id and version (1).
+    @discardableResult
+    public func put(collection: String, type: String, data: RecordData, plain: RecordData = RecordData()) throws(E3DBError)
+        -> RecordReference
+    {
+        try put(collection: collection, records: [(type, data, plain)])[0]
+    }
+
+    /// Encrypts and stores several records in one transaction (all or none).
+    public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)]) throws(E3DBError)
+        -> [RecordReference]
+    {
+        let keys = try currentKeys()
+        let access = try accessKey(for: collection, create: true)
+        let now = StoreTime.format(StoreTime.now())
+        var rows: [(RecordReference, String, Data, Data, RecordData)] = []
+        rows.reserveCapacity(records.count)
+        for record in records {
+            let id = UUID()
+            let document = EncryptedDocument(
+                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
+                data: FieldCipher.encrypt(record.data, accessKey: access.key), recordSignature: nil)
+            let bytes = document.jsonData()
+            let mac = try bindingMAC(
+                keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
+                updated: now, document: bytes)
+            rows.append((RecordReference(id: id, version: 1), record.type, bytes, mac, record.plain))
+        }
+        try databaseCall("writing to collection \(collection)") {
+            try pool.write { db in
+                for (reference, type, bytes, mac, plain) in rows {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
+                            VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            reference.id.uuidString.lowercased(), collection, type, access.version, now, now, bytes, mac,
+                        ])
+                    try insertPlain(db, seq: db.lastInsertedRowID, plain: plain)
+                }
+            }
+        }
+        return rows.map(\.0)
+    }
+
+    /// Reads, authenticates and decrypts one record.
+    /// - Throws: ``E3DBError/Code/recordNotFound``, ``E3DBError/Code/recordTampered`` (naming the record), field
+    ///   decryption errors.
+    public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
+        let row = try databaseCall("reading record \(id.uuidString.lowercased())") {
+            try pool.read { db in
+                try Row.fetchOne(
+                    db, sql: "SELECT * FROM records WHERE id = ? AND collection = ?",
+                    arguments: [id.uuidString.lowercased(), collection])
+            }
+        }
+        guard let row else {
+            throw E3DBError(
+                .recordNotFound, "no record \(id.uuidString.lowercased()) in collection \(collection)",
+                context: .init(item: id.uuidString.lowercased()))
+        }
+        return try decode(row, collection: collection)
+    }
+
+    /// Replaces a record's data and `plain`; its version goes up by one.
+    /// - Parameter expectedVersion: the version the caller read; another version is ``E3DBError/Code/versionConflict``.
+    @discardableResult
+    public func update(
+        collection: String, id: UUID, expectedVersion: Int, type: String? = nil, data: RecordData,
+        plain: RecordData = RecordData()
+    ) throws(E3DBError) -> RecordReference {
+        let keys = try currentKeys()
+        let access = try accessKey(for: collection, create: false)
+        let idText = id.uuidString.lowercased()
+        let now = StoreTime.format(StoreTime.now())
+        let newVersion = expectedVersion + 1
+        return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
+            try pool.write { db -> RecordReference in
+                guard let row = try Row.fetchOne(
+                    db, sql: "SELECT seq, type, version, created FROM records WHERE id = ? AND collection = ?",
+                    arguments: [idText, collection])
+                else {
+                    throw E3DBError(
+                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+                }
+                let current: Int = row["version"]
+                guard current == expectedVersion else {
+                    throw E3DBError(
+                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                        context: .init(expected: expectedVersion, actual: current, item: idText))
+                }
+                let seq: Int64 = row["seq"]
+                let created: String = row["created"]
+                let recordType = type ?? row["type"]
+                let document = EncryptedDocument(
+                    meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
+                    data: FieldCipher.encrypt(data, accessKey: access.key), recordSignature: nil)
+                let bytes = document.jsonData()
+                let mac = try bindingMAC(
+                    keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
+                    created: created, updated: now, document: bytes)
+                try db.execute(
+                    sql: """
+                        UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
+                        WHERE seq = ? AND version = ?
+                        """,
+                    arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, expectedVersion])
+                guard db.changesCount == 1 else {
+                    throw E3DBError(.versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+                }
+                try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
+                try insertPlain(db, seq: seq, plain: plain)
+                return RecordReference(id: id, version: newVersion)
+            }
+        }
+    }
+
+    /// Deletes a record.
+    /// - Parameter expectedVersion: when given, another version is ``E3DBError/Code/versionConflict``.
+    public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) throws(E3DBError) {
+        let idText = id.uuidString.lowercased()
+        _ = try currentKeys()
+        try databaseCall("deleting record \(idText)") {
+            try pool.write { db in
+                guard let current = try Int.fetchOne(
+                    db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+                else {
+                    throw E3DBError(
+                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+                }
+                if let expectedVersion, current != expectedVersion {
+                    throw E3DBError(
+                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                        context: .init(expected: expectedVersion, actual: current, item: idText))
+                }
+                try db.execute(sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+            }
+        }
+    }
+
+    /// The records matching `query`, decrypted, read in pages of `pageSize` so memory stays bounded however many
+    /// match. Each page is one read transaction; records written meanwhile may or may not appear.
+    public func records(matching query: RecordQuery, pageSize: Int = 256) -> StoreRecordSequence {
+        StoreRecordSequence(store: self, query: query, pageSize: max(1, pageSize))
+    }
+
+    /// All records matching `query` at once (for small results; see ``records(matching:pageSize:)``).
+    public func find(_ query: RecordQuery) throws(E3DBError) -> [StoredRecord] {
+        var result: [StoredRecord] = []
+        var after: Int64?
+        while true {
+            let page = try fetchPage(query, after: after, count: 512)
+            result.append(contentsOf: page.records)
+            if let limit = query.limit, result.count >= limit { return Array(result.prefix(limit)) }
+            guard let last = page.lastSeq, page.records.count == 512 else { return result }
+            after = last
+        }
+    }
+
+    /// The number of records in `collection` (all collections when nil).
+    public func count(collection: String? = nil) throws(E3DBError) -> Int {
+        try databaseCall("counting records") {
+            try pool.read { db in
+                if let collection {
+                    return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records WHERE collection = ?", arguments: [collection]) ?? 0
+                }
+                return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") ?? 0
+            }
+        }
+    }
+
+    /// The collections' names, sorted.
+    public func collections() throws(E3DBError) -> [String] {
+        try databaseCall("listing collections") {
+            try pool.read { db in try String.fetchAll(db, sql: "SELECT name FROM collections ORDER BY name") }
+        }
+    }
+
+    struct Page {
+        var records: [StoredRecord]
+        var lastSeq: Int64?
+    }
+
+    func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
+        var sql = "SELECT r.* FROM records r WHERE r.collection = ?"
+        var arguments: [(any DatabaseValueConvertible)?] = [query.collection]
+        if !query.types.isEmpty {
+            sql += " AND r.type IN (" + Array(repeating: "?", count: query.types.count).joined(separator: ",") + ")"
+            arguments.append(contentsOf: query.types.map { $0 as (any DatabaseValueConvertible)? })
+        }
+        for condition in query.plain {
+            switch condition {
+            case .equals(let key, let value):
+                sql += " AND r.seq IN (SELECT record_seq FROM record_plain WHERE key = ? AND value = ?)"
+                arguments += [key, value]
+            case .hasPrefix(let key, let prefix):
+                // A range on the index: prefix <= value < prefix + U+10FFFF (byte order of UTF-8 text).
+                sql += " AND r.seq IN (SELECT record_seq FROM record_plain WHERE key = ? AND value >= ? AND value < ?)"
+                arguments += [key, prefix, prefix + "\u{10FFFF}"]
+            case .between(let key, let lower, let upper):
+                sql += " AND r.seq IN (SELECT record_seq FROM record_plain WHERE key = ?"
+                arguments.append(key)
+                if let lower {
+                    sql += " AND value >= ?"
+                    arguments.append(lower)
+                }
+                if let upper {
+                    sql += " AND value <= ?"
+                    arguments.append(upper)
+                }
+                sql += ")"
+            }
+        }
+        if let after {
+            sql += query.descending ? " AND r.seq < ?" : " AND r.seq > ?"
+            arguments.append(after)
+        }
+        sql += query.descending ? " ORDER BY r.seq DESC" : " ORDER BY r.seq"
+        sql += " LIMIT ?"
+        arguments.append(count)
+        let statementArguments = StatementArguments(arguments)
+        let rows = try databaseCall("querying collection \(query.collection)") {
+            try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: statementArguments) }
+        }
+        var records: [StoredRecord] = []
+        records.reserveCapacity(rows.count)
+        for row in rows { records.append(try decode(row, collection: query.collection)) }
+        return Page(records: records, lastSeq: rows.last.map { $0["seq"] })
+    }
+
+    // MARK: Binding and decoding
+
+    /// Keyed BLAKE2b-256 over the record's place (store, collection, id, version, key version, timestamps) and
+    /// its document bytes.
+    func bindingMAC(
+        _ keys: StoreKeys, collection: String, id: UUID, version: Int, keyVersion: Int, created: String,
+        updated: String, document: Data
+    ) throws(E3DBError) -> Data {
+        let place: JSONValue = .array([
+            .string("E3DBStore record v1"), .string(storeID.uuidString.lowercased()), .string(collection),
+            .string(id.uuidString.lowercased()), .number(Double(version)), .number(Double(keyVersion)),
+            .string(created), .string(updated),
+        ])
+        var hasher = try BLAKE2b(outputByteCount: 32, key: keys.recordMACKey)
+        hasher.update(data: CanonicalJSON.serializedBytes(place))
+        hasher.update(data: [0x0A])
+        hasher.update(data: document)
+        return hasher.finalize()
+    }
+
+    func decode(_ row: Row, collection: String) throws(E3DBError) -> StoredRecord {
+        let keys = try currentKeys()
+        guard let idText = row["id"] as String?, let id = UUID(uuidString: idText) else {
+            throw E3DBError(.storeCorrupted, "a record row has no valid id")
+        }
+        let item = idText.lowercased()
+        guard let version = row["version"] as Int?, let keyVersion = row["key_version"] as Int?,
+            let created = row["created"] as String?, let updated = row["updated"] as String?,
+            let bytes = row["document"] as Data?, let mac = row["mac"] as Data?
+        else {
+            throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
+        }
+        let expected = try bindingMAC(
+            keys, collection: collection, id: id, version: version, keyVersion: keyVersion, created: created,
+            updated: updated, document: bytes)
+        guard ConstantTime.equals(expected, mac) else {
+            throw E3DBError(
+                .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
+                context: .init(item: item))
+        }
+        let access = try accessKey(for: collection, create: false)
+        guard access.version == keyVersion else {
+            throw E3DBError(
+                .storeCorrupted, "record \(item) is under key version \(keyVersion), the collection's is \(access.version)",
+                context: .init(item: item))
+        }
+        let document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
+        let plain = try withItem(item) { () throws(E3DBError) in
+            try document.decrypt(accessKey: access.key, verifyingKey: nil, verification: .init(policy: .ignore))
+        }
+        guard let createdDate = StoreTime.parse(created), let updatedDate = StoreTime.parse(updated) else {
+            throw E3DBError(.storeCorrupted, "record \(item) has damaged timestamps", context: .init(item: item))
+        }
+        return StoredRecord(
+            id: id, collection: collection, version: version, created: createdDate, updated: updatedDate,
+            meta: plain.meta, data: plain.data)
+    }
+
+    func insertPlain(_ db: Database, seq: Int64, plain: RecordData) throws {
+        for (key, value) in plain {
+            try db.execute(
+                sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)", arguments: [seq, key, value])
+        }
+    }
+}
+
+/// Adds the record's id to an error from the documents layer.
+func withItem<T>(_ item: String, _ body: () throws(E3DBError) -> T) throws(E3DBError) -> T {
+    do {
+        return try body()
+    } catch {
+        var context = error.context
+        context.item = item
+        throw E3DBError(error.code, "record \(item): \(error.message)", context: context)
+    }
+}
+
+/// Runs a GRDB call, turning its errors into `E3DBError` (`databaseError`; E3DBErrors thrown inside pass through).
+func databaseCall<T>(_ doing: String, _ body: () throws -> T) throws(E3DBError) -> T {
+    do {
+        return try body()
+    } catch let error as E3DBError {
+        throw error
+    } catch let error as DatabaseError {
+        throw E3DBError(.databaseError, "\(doing): SQLite error \(error.resultCode.rawValue): \(error.message ?? "")")
+    } catch {
+        throw E3DBError(.databaseError, "\(doing): \(error)")
+    }
+}
+
+/// Records of a query, decrypted page by page (bounded memory).
+public struct StoreRecordSequence: AsyncSequence, Sendable {
+    public typealias Element = StoredRecord
+    let store: EncryptedStore
+    let query: RecordQuery
+    let pageSize: Int
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let store: EncryptedStore
+        let query: RecordQuery
+        let pageSize: Int
+        var buffer: [StoredRecord] = []
+        var index = 0
+        var after: Int64?
+        var returned = 0
+        var finished = false
+
+        public mutating func next() async throws(E3DBError) -> StoredRecord? {
+            try advance()
+        }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(E3DBError) -> StoredRecord? {
+            try advance()
+        }
+
+        mutating func advance() throws(E3DBError) -> StoredRecord? {
+            if let limit = query.limit, returned >= limit { return nil }
+            if index == buffer.count {
+                if finished { return nil }
+                try Task.checkCancellationAsE3DBError()
+                let page = try store.fetchPage(query, after: after, count: pageSize)
+                buffer = page.records
+                index = 0
+                after = page.lastSeq
+                finished = page.records.count < pageSize
+                if buffer.isEmpty { return nil }
+            }
+            defer {
+                index += 1
+                returned += 1
+            }
+            return buffer[index]
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(store: store, query: query, pageSize: pageSize)
+    }
+}
+
+extension Task where Success == Never, Failure == Never {
+    static func checkCancellationAsE3DBError() throws(E3DBError) {
+        if Task.isCancelled { throw E3DBError(.cancelled, "the scan was cancelled") }
+    }
+}

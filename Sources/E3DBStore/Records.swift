@@ -1,0 +1,106 @@
+public import E3DBCanonicalJSON
+public import E3DBDocuments
+public import Foundation
+
+/// A record read back from the store, decrypted and authenticated in its place.
+public struct StoredRecord: Sendable, Hashable {
+    /// The record's id (lowercase UUID text in E3DB's JSON).
+    public let id: UUID
+    /// The collection it belongs to.
+    public let collection: String
+    /// Its version: 1 when written, one more on every update.
+    public let version: Int
+    /// When it was first written and last changed (stored in plaintext, bound to the record).
+    public let created: Date
+    public let updated: Date
+    /// E3DB's client meta: writer (the store's id), type and `plain` (stored in plaintext, queryable).
+    public let meta: ClientMeta
+    /// The decrypted fields.
+    public let data: RecordData
+
+    /// `{"data":…,"meta":…}` as `e3dbkit store get` prints it: E3DB's meta members plus `record_id`, `version`,
+    /// `created` and `last_modified` (as the E3DB API returns them).
+    public var jsonValue: JSONValue {
+        var meta = self.meta.signableJSON.objectValue ?? JSONObject()
+        meta["record_id"] = .string(id.uuidString.lowercased())
+        meta["version"] = .string(String(version))
+        meta["created"] = .string(StoreTime.format(created))
+        meta["last_modified"] = .string(StoreTime.format(updated))
+        return .object(["meta": .object(meta), "data": data.signableJSON])
+    }
+}
+
+/// Where a write left a record: its id and new version.
+public struct RecordReference: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let version: Int
+
+    public init(id: UUID, version: Int) {
+        self.id = id
+        self.version = version
+    }
+
+    /// `{"id":…,"version":…}`.
+    public var jsonValue: JSONValue {
+        .object(["id": .string(id.uuidString.lowercased()), "version": .number(Double(version))])
+    }
+}
+
+/// A condition on a record's plaintext `plain` metadata (keys and values are compared as UTF-8 text).
+public enum PlainCondition: Sendable, Hashable {
+    /// `plain[key] == value`.
+    case equals(String, String)
+    /// `plain[key]` starts with the prefix.
+    case hasPrefix(String, String)
+    /// `lower <= plain[key] <= upper` in UTF-8 byte order (either bound may be open).
+    case between(String, lower: String?, upper: String?)
+
+    var key: String {
+        switch self {
+        case .equals(let key, _), .hasPrefix(let key, _), .between(let key, _, _): key
+        }
+    }
+}
+
+/// Which records to read: one collection, optionally restricted by type and `plain` conditions, in write order.
+public struct RecordQuery: Sendable, Hashable {
+    /// The collection to read.
+    public var collection: String
+    /// Record types to include (any when empty).
+    public var types: [String]
+    /// Conditions on `plain`, all of which must hold.
+    public var plain: [PlainCondition]
+    /// The largest number of records to return (all when nil).
+    public var limit: Int?
+    /// Newest first instead of oldest first.
+    public var descending: Bool
+
+    public init(
+        collection: String, types: [String] = [], plain: [PlainCondition] = [], limit: Int? = nil,
+        descending: Bool = false
+    ) {
+        self.collection = collection
+        self.types = types
+        self.plain = plain
+        self.limit = limit
+        self.descending = descending
+    }
+}
+
+/// Timestamps as the E3DB API writes them: RFC 3339 UTC with milliseconds.
+enum StoreTime {
+    static func format(_ date: Date) -> String {
+        var style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        style.timeZone = TimeZone(identifier: "UTC") ?? .current
+        return date.formatted(style)
+    }
+
+    static func parse(_ text: String) -> Date? {
+        try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+    }
+
+    /// Now, rounded to the millisecond (what the text form keeps).
+    static func now() -> Date {
+        Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded() / 1000)
+    }
+}

@@ -1,0 +1,55 @@
+import GRDB
+
+/// The store's SQLite schema, as versioned GRDB migrations. Names and layout are documented in docs/store.md.
+enum StoreSchema {
+    /// The store format this library writes and reads.
+    static let formatVersion = 1
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            // One row: the store's id, format, KDF (NULL parameters for a raw-key store) and wrapped master key.
+            try db.execute(
+                sql: """
+                    CREATE TABLE store_meta (
+                        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                        format INTEGER NOT NULL,
+                        store_id TEXT NOT NULL,
+                        kdf TEXT NOT NULL,
+                        kdf_ops INTEGER,
+                        kdf_mem INTEGER,
+                        kdf_salt BLOB NOT NULL,
+                        wrapped_master BLOB NOT NULL,
+                        created TEXT NOT NULL
+                    ) STRICT;
+                    CREATE TABLE collections (
+                        name TEXT PRIMARY KEY,
+                        key_version INTEGER NOT NULL,
+                        wrapped_key BLOB NOT NULL,
+                        created TEXT NOT NULL
+                    ) STRICT;
+                    CREATE TABLE records (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        id TEXT NOT NULL UNIQUE,
+                        collection TEXT NOT NULL REFERENCES collections(name),
+                        type TEXT NOT NULL,
+                        version INTEGER NOT NULL,
+                        key_version INTEGER NOT NULL,
+                        created TEXT NOT NULL,
+                        updated TEXT NOT NULL,
+                        document BLOB NOT NULL,
+                        mac BLOB NOT NULL
+                    ) STRICT;
+                    CREATE INDEX records_by_collection_type ON records(collection, type, seq);
+                    CREATE TABLE record_plain (
+                        record_seq INTEGER NOT NULL REFERENCES records(seq) ON DELETE CASCADE,
+                        key TEXT NOT NULL,
+                        value TEXT NOT NULL,
+                        PRIMARY KEY (record_seq, key)
+                    ) STRICT, WITHOUT ROWID;
+                    CREATE INDEX record_plain_by_value ON record_plain(key, value, record_seq);
+                    """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,29 @@
+public import E3DBPrimitives
+
+extension E3DBError.Code {
+    /// The passphrase or key does not open the store: its master key did not authenticate. Reported at open,
+    /// before any record is read.
+    public static let wrongKey = Self("wrongKey", category: .verification)
+    /// There is no store at the path given.
+    public static let storeNotFound = Self("storeNotFound", category: .invalidArgument)
+    /// A store already exists where a new one was to be created.
+    public static let storeExists = Self("storeExists", category: .invalidArgument)
+    /// The store's own tables hold something its format does not allow (a damaged or foreign database).
+    public static let storeCorrupted = Self("storeCorrupted", category: .malformedInput)
+    /// The store's format version is newer than this library reads.
+    public static let unsupportedStoreVersion = Self("unsupportedStoreVersion", category: .malformedInput)
+    /// The store was locked (``EncryptedStore/lock()``); its keys are gone from memory.
+    public static let storeLocked = Self("storeLocked", category: .invalidArgument)
+    /// No record with this id in this collection. `context.item` names it.
+    public static let recordNotFound = Self("recordNotFound", category: .invalidArgument)
+    /// No collection of that name.
+    public static let collectionNotFound = Self("collectionNotFound", category: .invalidArgument)
+    /// The record changed since the version the caller read (safe update or delete). `context.item` names it,
+    /// `context.expected` and `context.actual` hold the versions.
+    public static let versionConflict = Self("versionConflict", category: .invalidArgument)
+    /// A stored record does not authenticate in its place: its bytes were edited, or it was moved from another
+    /// row, collection or version. `context.item` names the record.
+    public static let recordTampered = Self("recordTampered", category: .verification)
+    /// SQLite failed (I/O, a full disk, a busy database).
+    public static let databaseError = Self("databaseError", category: .io)
+}

@@ -1,0 +1,104 @@
+public import E3DBPrimitives
+import E3DBKeys
+import Foundation
+
+/// What opens a store: a passphrase (stretched with Argon2id) or a raw 32-byte key. Both stay in wiped storage.
+public enum StoreCredential: Sendable {
+    /// A passphrase, stretched with Argon2id under the store's salt and parameters.
+    case passphrase(SecureBytes)
+    /// A raw 32-byte key-encryption key (no KDF: an app that keeps its key in a keychain or an HSM).
+    case key(SecureBytes)
+}
+
+/// Argon2id cost presets, libsodium's `crypto_pwhash` constants (measured open times in docs/store.md).
+public enum KDFPreset: String, Sendable, CaseIterable {
+    /// 2 passes over 64 MiB.
+    case interactive
+    /// 3 passes over 256 MiB.
+    case moderate
+    /// 4 passes over 1 GiB.
+    case sensitive
+
+    /// The Argon2id parameters of this preset.
+    public var parameters: Argon2id.Parameters {
+        switch self {
+        case .interactive: .interactive
+        case .moderate: .moderate
+        case .sensitive: .sensitive
+        }
+    }
+}
+
+/// The store's key hierarchy: the credential's key (KEK) wraps the master key; the master key wraps one access
+/// key per collection and derives the record-binding MAC key.
+struct StoreKeys: Sendable {
+    let master: SecretBox.Key
+    let recordMACKey: SecureBytes
+
+    init(master: SecretBox.Key) throws(E3DBError) {
+        self.master = master
+        self.recordMACKey = try StoreKeys.derive(from: master, label: "record-binding")
+    }
+
+    /// A 32-byte subkey: keyed BLAKE2b-256 of a fixed, labelled context under the master key.
+    static func derive(from master: SecretBox.Key, label: String) throws(E3DBError) -> SecureBytes {
+        let context = Array("E3DBStore v1 subkey \(label)".utf8)
+        var hasher = try BLAKE2b(outputByteCount: 32, key: master.secureBytes)
+        hasher.update(data: context)
+        var digest = hasher.finalize()
+        defer { digest.resetBytes(in: 0..<digest.count) }
+        return SecureBytes(copying: digest)
+    }
+
+    /// The key-encryption key for `credential`, with the store's KDF parameters.
+    static func keyEncryptionKey(
+        _ credential: StoreCredential, salt: Data, parameters: Argon2id.Parameters?
+    ) throws(E3DBError) -> SecretBox.Key {
+        switch credential {
+        case .key(let bytes):
+            guard bytes.count == SecretBox.keyByteCount else {
+                throw E3DBError(
+                    .invalidKeyLength, "a store key is 32 bytes",
+                    context: .init(expected: SecretBox.keyByteCount, actual: bytes.count))
+            }
+            return try SecretBox.Key(bytes)
+        case .passphrase(let passphrase):
+            guard let parameters else {
+                throw E3DBError(.wrongKey, "this store is opened with a raw key, not a passphrase")
+            }
+            guard passphrase.count > 0 else {
+                throw E3DBError(.invalidParameter, "the passphrase is empty")
+            }
+            let derived = try passphrase.withUnsafeBytes { (raw) throws(E3DBError) in
+                try Argon2id.deriveKey(
+                    password: UnsafeRawBufferPointer(raw), salt: salt, outputByteCount: 32, parameters: parameters)
+            }
+            return try SecretBox.Key(derived)
+        }
+    }
+
+    /// Seals the master key under a key-encryption key.
+    static func wrap(_ key: SecretBox.Key, under kek: SecretBox.Key) -> Data {
+        SecretBox.seal(key.secureBytes, using: kek).combined
+    }
+
+    /// Opens a wrapped key; a MAC failure is `failure` (wrongKey for the master key, recordTampered elsewhere).
+    static func unwrap(_ wrapped: Data, under kek: SecretBox.Key, failure: E3DBError) throws(E3DBError) -> SecretBox.Key {
+        let box: SecretBox.SealedBox
+        do {
+            box = try SecretBox.SealedBox(combined: wrapped)
+        } catch {
+            throw E3DBError(.storeCorrupted, "a wrapped key is not a sealed box (\(wrapped.count) bytes)")
+        }
+        let opened: SecureBytes
+        do {
+            opened = try SecretBox.openSecret(box, using: kek)
+        } catch {
+            throw failure
+        }
+        guard opened.count == SecretBox.keyByteCount else {
+            throw E3DBError(.storeCorrupted, "a wrapped key does not hold 32 bytes")
+        }
+        return try SecretBox.Key(opened)
+    }
+}

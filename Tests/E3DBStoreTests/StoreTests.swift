@@ -1,0 +1,291 @@
+import E3DBKit
+import E3DBStore
+import Foundation
+import GRDB
+import Testing
+
+/// A fresh directory for one store, removed at the end of the test.
+final class StoreDirectory {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbstore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    var database: String { url.appendingPathComponent(EncryptedStore.databaseFileName).path }
+}
+
+/// Cheap Argon2id parameters so that tests do not spend seconds per open (the presets are measured elsewhere).
+let testKDF = Argon2id.Parameters(opsLimit: 1, memoryLimit: 1 << 16)
+
+func passphrase(_ text: String) -> StoreCredential { .passphrase(SecureBytes(copying: Array(text.utf8))) }
+
+func expectStoreError(_ code: E3DBError.Code, item: String? = nil, _ body: () throws -> Void) {
+    do {
+        try body()
+        Issue.record("expected \(code.rawValue), got success")
+    } catch let error as E3DBError {
+        #expect(error.code == code, "\(error)")
+        if let item { #expect(error.context.item == item, "\(error)") }
+    } catch {
+        Issue.record("expected \(code.rawValue), got \(error)")
+    }
+}
+
+@Suite("E3DBStore: keys, records and binding")
+struct StoreTests {
+    @Test("records round-trip; the store reopens with its passphrase and refuses a wrong one before reading data")
+    func roundTripAndWrongKey() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("correct horse"), kdfParameters: testKDF)
+        let data: RecordData = ["name": "Ada", "note": "naïve ☃ \u{0}"]
+        let reference = try store.put(collection: "people", type: "person", data: data, plain: ["team": "blue"])
+        #expect(reference.version == 1)
+        let record = try store.get(collection: "people", id: reference.id)
+        #expect(record.data == data)
+        #expect(record.meta.plain == ["team": "blue"])
+        #expect(record.meta.type == "person")
+        #expect(record.meta.writerID == store.storeID)
+
+        let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("correct horse"))
+        #expect(try reopened.get(collection: "people", id: reference.id).data == data)
+        #expect(reopened.storeID == store.storeID)
+        expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("wrong horse")) }
+        expectStoreError(.wrongKey) {
+            _ = try EncryptedStore.open(at: dir.url, credential: .key(SecureBytes(randomCount: 32)))
+        }
+        expectStoreError(.storeExists) {
+            _ = try EncryptedStore.create(at: dir.url, credential: passphrase("x"), kdfParameters: testKDF)
+        }
+        let empty = try StoreDirectory()
+        expectStoreError(.storeNotFound) { _ = try EncryptedStore.open(at: empty.url, credential: passphrase("x")) }
+    }
+
+    @Test("a raw-key store opens with its key only; keys of the wrong length are refused")
+    func rawKey() throws {
+        let dir = try StoreDirectory()
+        let key = SecureBytes(randomCount: 32)
+        let store = try EncryptedStore.create(at: dir.url, credential: .key(key))
+        let reference = try store.put(collection: "c", type: "t", data: ["k": "v"])
+        let reopened = try EncryptedStore.open(at: dir.url, credential: .key(key))
+        #expect(try reopened.get(collection: "c", id: reference.id).data == ["k": "v"])
+        expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("k")) }
+        expectStoreError(.invalidKeyLength) {
+            _ = try EncryptedStore.open(at: dir.url, credential: .key(SecureBytes(randomCount: 16)))
+        }
+    }
+
+    @Test("updates and deletes are versioned: a stale version is a conflict, a deleted record is gone")
+    func versions() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let first = try store.put(collection: "c", type: "t", data: ["a": "1"], plain: ["k": "v1"])
+        let second = try store.update(collection: "c", id: first.id, expectedVersion: 1, data: ["a": "2"], plain: ["k": "v2"])
+        #expect(second.version == 2)
+        let read = try store.get(collection: "c", id: first.id)
+        #expect(read.version == 2 && read.data == ["a": "2"] && read.meta.plain == ["k": "v2"])
+        #expect(read.updated >= read.created)
+        let id = first.id.uuidString.lowercased()
+        expectStoreError(.versionConflict, item: id) {
+            try store.update(collection: "c", id: first.id, expectedVersion: 1, data: ["a": "3"])
+        }
+        expectStoreError(.versionConflict, item: id) { try store.delete(collection: "c", id: first.id, expectedVersion: 1) }
+        try store.delete(collection: "c", id: first.id, expectedVersion: 2)
+        expectStoreError(.recordNotFound, item: id) { _ = try store.get(collection: "c", id: first.id) }
+        expectStoreError(.recordNotFound) { try store.delete(collection: "c", id: first.id) }
+        #expect(try store.find(RecordQuery(collection: "c", plain: [.equals("k", "v2")])).isEmpty)
+    }
+
+    @Test("two writers updating one record at one version: exactly one succeeds")
+    func concurrentWriters() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let reference = try store.put(collection: "c", type: "t", data: ["n": "0"])
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            for (i, handle) in [store, other, store, other].enumerated() {
+                group.addTask {
+                    (try? handle.update(collection: "c", id: reference.id, expectedVersion: 1, data: ["n": "\(i)"])) != nil
+                }
+            }
+            var results: [Bool] = []
+            for await outcome in group { results.append(outcome) }
+            return results
+        }
+        #expect(outcomes.filter { $0 }.count == 1)
+        #expect(try store.get(collection: "c", id: reference.id).version == 2)
+    }
+
+    @Test("an edited, moved or re-versioned record is recordTampered naming it")
+    func binding() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let a = try store.put(collection: "c", type: "t", data: ["secret": "alpha"])
+        let b = try store.put(collection: "c", type: "t", data: ["secret": "bravo"])
+        _ = try store.put(collection: "d", type: "t", data: ["secret": "charlie"])
+        let aID = a.id.uuidString.lowercased(), bID = b.id.uuidString.lowercased()
+        let raw = try DatabaseQueue(path: dir.database)
+
+        // Swap the two documents and their MACs: each row now holds the other's valid ciphertext.
+        try raw.write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, document, mac FROM records WHERE collection = 'c' ORDER BY seq")
+            try db.execute(sql: "UPDATE records SET document = ?, mac = ? WHERE id = ?", arguments: [rows[1]["document"], rows[1]["mac"], aID])
+            try db.execute(sql: "UPDATE records SET document = ?, mac = ? WHERE id = ?", arguments: [rows[0]["document"], rows[0]["mac"], bID])
+        }
+        expectStoreError(.recordTampered, item: aID) { _ = try store.get(collection: "c", id: a.id) }
+        expectStoreError(.recordTampered, item: bID) { _ = try store.get(collection: "c", id: b.id) }
+
+        // A fresh pair: edit one byte of a document.
+        let c = try store.put(collection: "c", type: "t", data: ["secret": "delta"])
+        let cID = c.id.uuidString.lowercased()
+        try raw.write { db in
+            var document: Data = try Data.fetchOne(db, sql: "SELECT document FROM records WHERE id = ?", arguments: [cID]) ?? Data()
+            document[document.count / 2] ^= 0x01
+            try db.execute(sql: "UPDATE records SET document = ? WHERE id = ?", arguments: [document, cID])
+        }
+        expectStoreError(.recordTampered, item: cID) { _ = try store.get(collection: "c", id: c.id) }
+
+        // Another version number, another collection.
+        let e = try store.put(collection: "c", type: "t", data: ["secret": "echo"])
+        let eID = e.id.uuidString.lowercased()
+        try raw.write { db in try db.execute(sql: "UPDATE records SET version = 7 WHERE id = ?", arguments: [eID]) }
+        expectStoreError(.recordTampered, item: eID) { _ = try store.get(collection: "c", id: e.id) }
+        let f = try store.put(collection: "c", type: "t", data: ["secret": "foxtrot"])
+        let fID = f.id.uuidString.lowercased()
+        try raw.write { db in try db.execute(sql: "UPDATE records SET collection = 'd' WHERE id = ?", arguments: [fID]) }
+        expectStoreError(.recordTampered, item: fID) { _ = try store.get(collection: "d", id: f.id) }
+        // A scan stops at the first record that does not authenticate, naming it.
+        expectStoreError(.recordTampered) { _ = try store.find(RecordQuery(collection: "c")) }
+    }
+
+    @Test("changing the passphrase rewrites one wrapped key and nothing else; the old one stops working")
+    func changePassphrase() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("old"), kdfParameters: testKDF)
+        var references: [RecordReference] = []
+        for i in 0..<50 { references.append(try store.put(collection: "c", type: "t", data: ["i": "\(i)"])) }
+        let raw = try DatabaseQueue(path: dir.database)
+        let before = try raw.read { db in try Row.fetchAll(db, sql: "SELECT * FROM records ORDER BY seq") }
+        try store.changeCredential(to: passphrase("new"), kdfParameters: testKDF)
+        let after = try raw.read { db in try Row.fetchAll(db, sql: "SELECT * FROM records ORDER BY seq") }
+        #expect(before == after, "records were rewritten by a passphrase change")
+        expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("old")) }
+        let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("new"))
+        for (i, reference) in references.enumerated() {
+            #expect(try reopened.get(collection: "c", id: reference.id).data == ["i": "\(i)"])
+        }
+        // To a raw key and back.
+        let key = SecureBytes(randomCount: 32)
+        try reopened.changeCredential(to: .key(key))
+        expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("new")) }
+        #expect(try EncryptedStore.open(at: dir.url, credential: .key(key)).count() == 50)
+    }
+
+    @Test("lock() wipes the keys: every call fails until unlock with the right credential")
+    func lockAndUnlock() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let reference = try store.put(collection: "c", type: "t", data: ["k": "v"])
+        store.lock()
+        #expect(store.isLocked)
+        expectStoreError(.storeLocked) { _ = try store.get(collection: "c", id: reference.id) }
+        expectStoreError(.storeLocked) { try store.put(collection: "c", type: "t", data: ["k": "v"]) }
+        expectStoreError(.wrongKey) { try store.unlock(passphrase("q")) }
+        #expect(store.isLocked)
+        try store.unlock(passphrase("p"))
+        #expect(try store.get(collection: "c", id: reference.id).data == ["k": "v"])
+    }
+
+    @Test("queries by type and plain (equality, prefix, range), ordered, limited and paged")
+    func queries() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var batch: [(type: String, data: RecordData, plain: RecordData)] = []
+        for i in 0..<300 {
+            let day = String(format: "2026-11-%02d", i % 30 + 1)
+            batch.append((i % 3 == 0 ? "invoice" : "receipt", ["n": "\(i)"], ["day": day, "customer": "c\(i % 7)"]))
+        }
+        let references = try store.put(collection: "ledger", records: batch)
+        _ = try store.put(collection: "other", type: "invoice", data: ["n": "x"])
+
+        let invoices = try store.find(RecordQuery(collection: "ledger", types: ["invoice"]))
+        #expect(invoices.count == 100)
+        #expect(invoices.map(\.data["n"]) == stride(from: 0, to: 300, by: 3).map { "\($0)" })
+        let c3 = try store.find(RecordQuery(collection: "ledger", plain: [.equals("customer", "c3")]))
+        #expect(c3.count == (0..<300).filter { $0 % 7 == 3 }.count)
+        #expect(c3.allSatisfy { $0.meta.plain["customer"] == "c3" })
+        let early = try store.find(RecordQuery(collection: "ledger", plain: [.between("day", lower: "2026-11-01", upper: "2026-11-05")]))
+        #expect(early.count == (0..<300).filter { $0 % 30 < 5 }.count)
+        let prefixed = try store.find(RecordQuery(collection: "ledger", plain: [.hasPrefix("day", "2026-11-1")]))
+        #expect(prefixed.count == (0..<300).filter { (10...19).contains($0 % 30 + 1) }.count)
+        let both = try store.find(RecordQuery(
+            collection: "ledger", types: ["receipt"], plain: [.equals("customer", "c1"), .hasPrefix("day", "2026-11-0")]))
+        #expect(both.count == (0..<300).filter { $0 % 3 != 0 && $0 % 7 == 1 && $0 % 30 + 1 <= 9 }.count)
+        let newest = try store.find(RecordQuery(collection: "ledger", limit: 5, descending: true))
+        #expect(newest.map(\.id) == references.suffix(5).reversed().map(\.id))
+
+        var streamed: [UUID] = []
+        for try await record in store.records(matching: RecordQuery(collection: "ledger"), pageSize: 7) {
+            streamed.append(record.id)
+        }
+        #expect(streamed == references.map(\.id))
+        var limited = 0
+        for try await _ in store.records(matching: RecordQuery(collection: "ledger", limit: 10), pageSize: 3) { limited += 1 }
+        #expect(limited == 10)
+        #expect(try store.collections() == ["ledger", "other"])
+        #expect(try store.count(collection: "ledger") == 300)
+    }
+
+    @Test("the stored document is an E3DB EncryptedDocument: meta in clear, every field edk.edkN.ef.efN")
+    func recordsAreE3DBDocuments() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let reference = try store.put(collection: "c", type: "t", data: ["field": "value"], plain: ["p": "q"])
+        let raw = try DatabaseQueue(path: dir.database)
+        let bytes = try raw.read { db in
+            try Data.fetchOne(db, sql: "SELECT document FROM records WHERE id = ?", arguments: [reference.id.uuidString.lowercased()])
+        }
+        let document = try EncryptedDocument(jsonData: try #require(bytes))
+        #expect(document.meta.type == "t")
+        #expect(document.meta.plain == ["p": "q"])
+        for (_, field) in document.data { #expect(field.split(separator: ".").count == 4) }
+    }
+
+    @Test("no plaintext value reaches any file of the store (database, WAL, shared memory) after a workload")
+    func noPlaintextOnDisk() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var secrets: [String] = []
+        var references: [RecordReference] = []
+        for i in 0..<200 {
+            let secret = "PLAINTEXT-\(i)-\(UUID().uuidString)"
+            secrets.append(secret)
+            references.append(try store.put(collection: "c", type: "t", data: ["s": secret, "n": "\(i)"], plain: ["bucket": "\(i % 5)"]))
+        }
+        for (i, reference) in references.prefix(50).enumerated() {
+            let secret = "UPDATED-\(i)-\(UUID().uuidString)"
+            secrets.append(secret)
+            try store.update(collection: "c", id: reference.id, expectedVersion: 1, data: ["s": secret])
+        }
+        for reference in references.suffix(20) { try store.delete(collection: "c", id: reference.id) }
+        try store.changeCredential(to: passphrase("q"), kdfParameters: testKDF)
+        _ = try store.find(RecordQuery(collection: "c", plain: [.equals("bucket", "3")]))
+
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.url.path)
+        #expect(files.contains(EncryptedStore.databaseFileName))
+        var scanned = 0
+        for name in files {
+            let contents = try Data(contentsOf: dir.url.appendingPathComponent(name))
+            scanned += contents.count
+            for secret in secrets {
+                #expect(contents.range(of: Data(secret.utf8)) == nil, "\(secret) found in \(name)")
+                // The distinctive part alone, in case SQLite split a value.
+                #expect(contents.range(of: Data(secret.suffix(36).utf8)) == nil, "part of \(secret) found in \(name)")
+            }
+        }
+        #expect(scanned > 0)
+    }
+}

@@ -168,6 +168,7 @@ let package = Package(
         .testTarget(
             name: "E3DBStoreTests",
             dependencies: ["E3DBStore", "E3DBKit", "E3DBTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            exclude: ["store_interop.py"],
             swiftSettings: upcoming
         ),
     ]

@@ -80,7 +80,9 @@ public final class EncryptedStore: Sendable {
         if case .passphrase = credential { parameters = kdfParameters }
         let kek = try StoreKeys.keyEncryptionKey(credential, salt: salt, parameters: parameters)
         let master = SecretBox.Key()
-        let keys = try StoreKeys(master: master)
+        let boxKey = Box.PrivateKey()
+        let wrappedBox = StoreKeys.wrap(boxKey, under: master)
+        let keys = try StoreKeys(master: master, wrappedBoxKey: wrappedBox)
         let storeID = UUID()
         let pool = try openPool(path: path)
         try databaseCall("creating the store") {
@@ -89,12 +91,14 @@ public final class EncryptedStore: Sendable {
                 try db.execute(
                     sql: """
                         INSERT INTO store_meta (singleton, format, store_id, kdf, kdf_ops, kdf_mem, kdf_salt,
-                            wrapped_master, created) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)
+                            wrapped_master, box_public, wrapped_box_private, created)
+                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         StoreSchema.formatVersion, storeID.uuidString.lowercased(),
                         parameters == nil ? "raw" : "argon2id13", parameters?.opsLimit, parameters?.memoryLimit, salt,
-                        StoreKeys.wrap(master, under: kek), StoreTime.format(StoreTime.now()),
+                        StoreKeys.wrap(master, under: kek), boxKey.publicKey.rawRepresentation, wrappedBox,
+                        StoreTime.format(StoreTime.now()),
                     ])
             }
         }
@@ -117,7 +121,8 @@ public final class EncryptedStore: Sendable {
         let master = try StoreKeys.unwrap(
             header.wrappedMaster, under: kek,
             failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
-        return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: try StoreKeys(master: master))
+        let keys = try StoreKeys(master: master, wrappedBoxKey: header.wrappedBoxKey)
+        return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: keys)
     }
 
     struct Header {
@@ -125,6 +130,7 @@ public final class EncryptedStore: Sendable {
         let parameters: Argon2id.Parameters?
         let salt: Data
         let wrappedMaster: Data
+        let wrappedBoxKey: Data
     }
 
     static func readHeader(_ pool: DatabasePool) throws(E3DBError) -> Header {
@@ -142,7 +148,7 @@ public final class EncryptedStore: Sendable {
         }
         guard let idText = row["store_id"] as String?, let storeID = UUID(uuidString: idText),
             let kdf = row["kdf"] as String?, let salt = row["kdf_salt"] as Data?, salt.count == Argon2id.saltByteCount,
-            let wrapped = row["wrapped_master"] as Data?
+            let wrapped = row["wrapped_master"] as Data?, let wrappedBox = row["wrapped_box_private"] as Data?
         else {
             throw E3DBError(.storeCorrupted, "the store header is damaged")
         }
@@ -157,7 +163,8 @@ public final class EncryptedStore: Sendable {
         default:
             throw E3DBError(.storeCorrupted, "the store header names an unknown KDF")
         }
-        return Header(storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: wrapped)
+        return Header(
+            storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: wrapped, wrappedBoxKey: wrappedBox)
     }
 
     static func openPool(path: String) throws(E3DBError) -> DatabasePool {
@@ -190,7 +197,7 @@ public final class EncryptedStore: Sendable {
         let master = try StoreKeys.unwrap(
             header.wrappedMaster, under: kek,
             failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
-        let keys = try StoreKeys(master: master)
+        let keys = try StoreKeys(master: master, wrappedBoxKey: header.wrappedBoxKey)
         state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
     }
 

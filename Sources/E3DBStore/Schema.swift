@@ -8,7 +8,8 @@ enum StoreSchema {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            // One row: the store's id, format, KDF (NULL parameters for a raw-key store) and wrapped master key.
+            // One row: the store's id, format, KDF (NULL parameters for a raw-key store), wrapped master key, and the
+            // store's Curve25519 key pair (the authorizer of the EAKs it shares), its private half wrapped.
             try db.execute(
                 sql: """
                     CREATE TABLE store_meta (
@@ -20,6 +21,8 @@ enum StoreSchema {
                         kdf_mem INTEGER,
                         kdf_salt BLOB NOT NULL,
                         wrapped_master BLOB NOT NULL,
+                        box_public BLOB NOT NULL,
+                        wrapped_box_private BLOB NOT NULL,
                         created TEXT NOT NULL
                     ) STRICT;
                     CREATE TABLE collections (

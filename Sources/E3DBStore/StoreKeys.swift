@@ -34,10 +34,22 @@ public enum KDFPreset: String, Sendable, CaseIterable {
 struct StoreKeys: Sendable {
     let master: SecretBox.Key
     let recordMACKey: SecureBytes
+    /// The store's Curve25519 key: the authorizer of the EAKs it writes when it shares a collection.
+    let boxKey: Box.PrivateKey
 
-    init(master: SecretBox.Key) throws(E3DBError) {
+    init(master: SecretBox.Key, wrappedBoxKey: Data) throws(E3DBError) {
         self.master = master
         self.recordMACKey = try StoreKeys.derive(from: master, label: "record-binding")
+        let box = try StoreKeys.unwrap(
+            wrappedBoxKey, under: master,
+            failure: E3DBError(.storeCorrupted, "the store's box key does not authenticate under its master key"))
+        self.boxKey = try Box.PrivateKey(box.secureBytes)
+    }
+
+    /// Seals a box private key under the master key.
+    static func wrap(_ key: Box.PrivateKey, under master: SecretBox.Key) -> Data {
+        let bytes = key.withUnsafeBytes { raw in SecureBytes(count: raw.count) { $0.copyMemory(from: raw) } }
+        return SecretBox.seal(bytes, using: master).combined
     }
 
     /// A 32-byte subkey: keyed BLAKE2b-256 of a fixed, labelled context under the master key.

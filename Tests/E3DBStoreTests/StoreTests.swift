@@ -1,5 +1,6 @@
 import E3DBKit
 import E3DBStore
+import E3DBTestSupport
 import Foundation
 import GRDB
 import Testing
@@ -287,5 +288,102 @@ struct StoreTests {
             }
         }
         #expect(scanned > 0)
+    }
+}
+
+@Suite("E3DBStore: sharing, export and import with Tozny's Python SDK")
+struct StoreSharingTests {
+    static func python() -> String? {
+        let venv = VectorLocations.projectRoot.appendingPathComponent(".venv/bin/python").path
+        return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        nonisolated(unsafe) var errData = Data()
+        let reader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
+        reader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !reader.isFinished { usleep(1000) }
+        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+
+    static var script: String {
+        VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBStoreTests/store_interop.py").path
+    }
+
+    static func lines(_ text: String) throws -> [JSONValue] {
+        try text.split(separator: "\n").map { try CanonicalJSON.parse(Data($0.utf8)) }
+    }
+
+    @Test("an export decrypts in the Python SDK with the reader's key; an import of it reads back the same records")
+    func exportToPython() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var expected: [JSONValue] = []
+        for i in 0..<25 {
+            let data: RecordData = ["n": "\(i)", "text": "naïve ☃ \(i) \u{1F600}"]
+            let plain: RecordData = ["i": "\(i)"]
+            try store.put(collection: "shared", type: "memo", data: data, plain: plain)
+            expected.append(.object(["data": data.signableJSON, "plain": plain.signableJSON, "type": .string("memo")]))
+        }
+        try store.put(collection: "private", type: "memo", data: ["secret": "not exported"])
+        let reader = ClientIdentity.generate(clientID: UUID())
+        let exportDir = dir.url.appendingPathComponent("export")
+        let export = try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
+        #expect(export.recordCount == 25)
+        expectStoreError(.storeExists) { try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey) }
+        expectStoreError(.collectionNotFound) {
+            try store.export(collection: "missing", to: dir.url.appendingPathComponent("x"), readerPublicKey: reader.publicKey)
+        }
+
+        // Another store imports it with the reader's key.
+        let otherDir = try StoreDirectory()
+        let other = try EncryptedStore.create(at: otherDir.url, credential: passphrase("q"), kdfParameters: testKDF)
+        let imported = try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
+        #expect(imported.count == 25)
+        let records = try other.find(RecordQuery(collection: "inbox"))
+        #expect(records.map { JSONValue.object(["data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type)]) } == expected)
+        #expect(records.allSatisfy { $0.meta.writerID == store.storeID })
+        expectStoreError(.storeExists) { try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox") }
+        let stranger = ClientIdentity.generate(clientID: UUID())
+        expectStoreError(.authenticationFailed, item: "eak.json") {
+            try other.importCollection(from: exportDir, reader: stranger.boxKey, as: "stolen")
+        }
+
+        guard let python = Self.python() else {
+            Issue.record("the project's Python environment (.venv, scripts/python-env.sh) is missing")
+            return
+        }
+        let result = try Self.run(python, [Self.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(try Self.lines(result.out) == expected)
+    }
+
+    @Test("records the Python SDK wrote for a client import into a store and read back")
+    func importFromPython() throws {
+        guard let python = Self.python() else {
+            Issue.record("the project's Python environment (.venv, scripts/python-env.sh) is missing")
+            return
+        }
+        let dir = try StoreDirectory()
+        let reader = ClientIdentity.generate(clientID: UUID())
+        let pyDir = dir.url.appendingPathComponent("python")
+        let result = try Self.run(python, [Self.script, "write", pyDir.path, reader.publicKey.base64URLEncoded, "12"])
+        #expect(result.status == 0, "\(result.err)")
+        let expected = try Self.lines(result.out)
+        let store = try EncryptedStore.create(at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)
+        let references = try store.importCollection(from: pyDir, reader: reader.boxKey, as: "from-python")
+        #expect(references.count == 12)
+        let records = try store.find(RecordQuery(collection: "from-python", plain: [.equals("source", "python")]))
+        #expect(records.map { JSONValue.object(["data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type)]) } == expected)
+        #expect(try store.find(RecordQuery(collection: "from-python", plain: [.equals("i", "3")])).count == 1)
     }
 }

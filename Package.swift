@@ -161,7 +161,7 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBKitCLITests",
-            dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBVectors", .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["cli_interop.py"],
             swiftSettings: upcoming
         ),

@@ -446,7 +446,7 @@ public final class EncryptedStore: Sendable {
             let page = try fetchPage(query, after: after, count: 512)
             result.append(contentsOf: page.records)
             if let limit = query.limit, result.count >= limit { return Array(result.prefix(limit)) }
-            guard let last = page.lastSeq, page.records.count == 512 else { return result }
+            guard let last = page.lastSeq, page.rowCount == 512 else { return result }
             after = last
         }
     }
@@ -471,8 +471,11 @@ public final class EncryptedStore: Sendable {
     }
 
     struct Page {
+        /// The records that matched every condition.
         var records: [StoredRecord]
+        /// The last row read, and how many rows were read (before field conditions).
         var lastSeq: Int64?
+        var rowCount: Int
     }
 
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
@@ -518,8 +521,11 @@ public final class EncryptedStore: Sendable {
         }
         var records: [StoredRecord] = []
         records.reserveCapacity(rows.count)
-        for row in rows { records.append(try decode(row, collection: query.collection)) }
-        return Page(records: records, lastSeq: rows.last.map { $0["seq"] })
+        for row in rows {
+            let record = try decode(row, collection: query.collection)
+            if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
+        }
+        return Page(records: records, lastSeq: rows.last.map { $0["seq"] }, rowCount: rows.count)
     }
 
     // MARK: Binding and decoding
@@ -639,15 +645,14 @@ public struct StoreRecordSequence: AsyncSequence, Sendable {
 
         mutating func advance() throws(E3DBError) -> StoredRecord? {
             if let limit = query.limit, returned >= limit { return nil }
-            if index == buffer.count {
+            while index == buffer.count {
                 if finished { return nil }
                 try Task.checkCancellationAsE3DBError()
                 let page = try store.fetchPage(query, after: after, count: pageSize)
                 buffer = page.records
                 index = 0
                 after = page.lastSeq
-                finished = page.records.count < pageSize
-                if buffer.isEmpty { return nil }
+                finished = page.rowCount < pageSize
             }
             defer {
                 index += 1
@@ -665,5 +670,76 @@ public struct StoreRecordSequence: AsyncSequence, Sendable {
 extension Task where Success == Never, Failure == Never {
     static func checkCancellationAsE3DBError() throws(E3DBError) {
         if Task.isCancelled { throw E3DBError(.cancelled, "the scan was cancelled") }
+    }
+}
+
+/// What ``EncryptedStore/verify()`` found.
+public struct StoreVerificationReport: Sendable {
+    /// The number of records checked.
+    public let recordsChecked: Int
+    /// One error per record (or collection) that did not authenticate or decrypt, each naming it in
+    /// `context.item`.
+    public let problems: [E3DBError]
+}
+
+/// Counts and sizes, for `e3dbkit store stats`.
+public struct StoreStatistics: Sendable {
+    /// Records per collection, by name.
+    public let recordsPerCollection: [String: Int]
+    /// The database's size in bytes (pages × page size, without the WAL).
+    public let databaseBytes: Int
+}
+
+extension EncryptedStore {
+    /// Authenticates and decrypts every record of every collection, going on after a failure, so that every
+    /// damaged record is reported (by id).
+    public func verify() throws(E3DBError) -> StoreVerificationReport {
+        var checked = 0
+        var problems: [E3DBError] = []
+        for collection in try collections() {
+            do {
+                _ = try accessKey(for: collection, create: false)
+            } catch {
+                problems.append(error)
+                continue
+            }
+            var after: Int64 = 0
+            while true {
+                let rows = try databaseCall("verifying collection \(collection)") {
+                    try pool.read { db in
+                        try Row.fetchAll(
+                            db, sql: "SELECT * FROM records WHERE collection = ? AND seq > ? ORDER BY seq LIMIT 512",
+                            arguments: [collection, after])
+                    }
+                }
+                for row in rows {
+                    checked += 1
+                    do {
+                        _ = try decode(row, collection: collection)
+                    } catch {
+                        problems.append(error)
+                    }
+                }
+                guard let last = rows.last else { break }
+                after = last["seq"]
+            }
+        }
+        return StoreVerificationReport(recordsChecked: checked, problems: problems)
+    }
+
+    /// Records per collection and the database size.
+    public func statistics() throws(E3DBError) -> StoreStatistics {
+        try databaseCall("reading statistics") {
+            try pool.read { db in
+                var counts: [String: Int] = [:]
+                for name in try String.fetchAll(db, sql: "SELECT name FROM collections") { counts[name] = 0 }
+                for row in try Row.fetchAll(db, sql: "SELECT collection, COUNT(*) AS n FROM records GROUP BY collection") {
+                    counts[row["collection"]] = row["n"]
+                }
+                let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+                return StoreStatistics(recordsPerCollection: counts, databaseBytes: pages * pageSize)
+            }
+        }
     }
 }

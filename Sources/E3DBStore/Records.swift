@@ -62,6 +62,19 @@ public enum PlainCondition: Sendable, Hashable {
     }
 }
 
+/// A condition on a decrypted field, checked after decryption (the store reads the candidates the other
+/// conditions select and keeps those whose field matches).
+public enum FieldCondition: Sendable, Hashable {
+    /// `data[field] == value`.
+    case equals(String, String)
+
+    func matches(_ data: RecordData) -> Bool {
+        switch self {
+        case .equals(let field, let value): data[field] == value
+        }
+    }
+}
+
 /// Which records to read: one collection, optionally restricted by type and `plain` conditions, in write order.
 public struct RecordQuery: Sendable, Hashable {
     /// The collection to read.
@@ -70,18 +83,21 @@ public struct RecordQuery: Sendable, Hashable {
     public var types: [String]
     /// Conditions on `plain`, all of which must hold.
     public var plain: [PlainCondition]
+    /// Conditions on encrypted fields, all of which must hold (checked after decryption).
+    public var fields: [FieldCondition]
     /// The largest number of records to return (all when nil).
     public var limit: Int?
     /// Newest first instead of oldest first.
     public var descending: Bool
 
     public init(
-        collection: String, types: [String] = [], plain: [PlainCondition] = [], limit: Int? = nil,
-        descending: Bool = false
+        collection: String, types: [String] = [], plain: [PlainCondition] = [], fields: [FieldCondition] = [],
+        limit: Int? = nil, descending: Bool = false
     ) {
         self.collection = collection
         self.types = types
         self.plain = plain
+        self.fields = fields
         self.limit = limit
         self.descending = descending
     }

@@ -15,7 +15,8 @@ struct E3DBKitCommand: CommandGroup {
         discussion: """
             Exit codes, the same for every command: 0 success; 1 an I/O or system failure (an output that cannot \
             be written or created, a full disk, a closed pipe); 2 a MAC, signature or checksum did not verify; 64 \
-            a usage error; 65 malformed input; 66 an input that cannot be opened or read.
+            a usage error; 65 malformed input; 66 an input that cannot be opened or read; 77 a store's passphrase or \
+            key is wrong.
             """,
         version: "0.1.0",
         subcommands: [
@@ -29,6 +30,7 @@ struct E3DBKitCommand: CommandGroup {
             SignCommand.self,
             VerifyCommand.self,
             NoteCommand.self,
+            StoreCommand.self,
         ]
     )
 }

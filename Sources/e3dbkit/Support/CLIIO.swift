@@ -1,5 +1,6 @@
 import ArgumentParser
 import E3DBKit
+import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
@@ -20,6 +21,8 @@ enum ExitStatus {
     static let dataError = ExitCode(65)
     /// An input file could not be opened or read (EX_NOINPUT).
     static let noInput = ExitCode(66)
+    /// A store's passphrase or key is wrong (EX_NOPERM).
+    static let wrongKey = ExitCode(77)
 }
 
 /// A one-line error on stderr followed by an exit code; the CLI's way to fail without a stack trace.
@@ -37,7 +40,7 @@ struct CLIError: Error, CustomStringConvertible {
     /// failures exit 2, malformed input 65, unusable arguments 64, I/O and system failures 1.
     init(_ error: E3DBError, while doing: String) {
         self.message = "\(doing): \(error.message)\(CLIError.where(error))"
-        self.exitCode = CLIError.exitCode(for: error.code.category)
+        self.exitCode = error.code == .wrongKey ? ExitStatus.wrongKey : CLIError.exitCode(for: error.code.category)
     }
 
     /// The one table from error categories to exit codes.

@@ -1,0 +1,132 @@
+import E3DBKit
+import Foundation
+import GRDB
+import Testing
+
+/// `e3dbkit store`: every command through the binary, with its failure exits.
+@Suite("CLI: e3dbkit store")
+struct StoreCLITests {
+    let dir: URL
+    let passphrase: String
+    let store: String
+
+    init() throws {
+        dir = try CLIRunner.temporaryDirectory()
+        passphrase = dir.appendingPathComponent("pass").path
+        try Data("correct horse battery\n".utf8).write(to: URL(fileURLWithPath: passphrase))
+        store = dir.appendingPathComponent("store").path
+    }
+
+    func run(_ arguments: [String], stdin: Data? = nil) throws -> CLIRunner.Result {
+        try CLIRunner.run(arguments, stdin: stdin)
+    }
+
+    func storeRun(_ command: String, _ arguments: [String], passphrase: String? = nil, stdin: Data? = nil) throws -> CLIRunner.Result {
+        try run(["store", command, "--store", store, "--passphrase-file", passphrase ?? self.passphrase] + arguments, stdin: stdin)
+    }
+
+    func json(_ result: CLIRunner.Result) throws -> JSONValue {
+        try CanonicalJSON.parse(result.stdout)
+    }
+
+    func file(_ name: String, _ text: String) throws -> String {
+        let path = dir.appendingPathComponent(name).path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("init, put, get, find, ndjson, delete with versions; a wrong passphrase exits 77")
+    func records() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let created = try storeRun("init", ["--kdf", "interactive"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(try json(created)["kdf"] == .string("argon2id-interactive"))
+        #expect(try storeRun("init", ["--kdf", "interactive"]).status == 64)
+
+        let data = try file("d.json", #"{"name":"Ada","ssn":"078-05-1120"}"#)
+        let plain = try file("p.json", #"{"team":"blue"}"#)
+        let put = try storeRun("put", ["--collection", "people", "--type", "person", "--plain", plain, data])
+        #expect(put.status == 0, "\(put.stderr)")
+        guard case .string(let id) = try json(put)["id"] ?? .null else { Issue.record("no id"); return }
+        #expect(try json(put)["version"] == .number(1))
+
+        let got = try storeRun("get", ["--collection", "people", id])
+        #expect(got.status == 0, "\(got.stderr)")
+        #expect(try json(got)["data"] == .object(["name": "Ada", "ssn": "078-05-1120"]))
+        #expect(try json(got)["meta"]?["plain"] == .object(["team": "blue"]))
+        #expect(try json(got)["meta"]?["type"] == .string("person"))
+        #expect(try json(got)["meta"]?["record_id"] == .string(id))
+
+        let batch = try storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"1\"}\r\n\n{\"n\":\"2\"}\n".utf8))
+        #expect(batch.status == 0, "\(batch.stderr)")
+        #expect(batch.stdoutText.split(separator: "\n").count == 2)
+        let badBatch = try storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"3\"}\n{\"n\":4}\n".utf8))
+        #expect(badBatch.status == 65)
+        #expect(badBatch.stderr.contains("line 2"))
+
+        let all = try storeRun("find", ["--collection", "people"])
+        #expect(all.stdoutText.split(separator: "\n").count == 3, "a failed batch stores nothing")
+        let byField = try storeRun("find", ["--collection", "people", "--where", "n=2"])
+        #expect(byField.stdoutText.split(separator: "\n").count == 1)
+        #expect(byField.stdoutText.contains(#""n":"2""#))
+        let byPlain = try storeRun("find", ["--collection", "people", "--plain", "team=blue"])
+        #expect(byPlain.stdoutText.split(separator: "\n").count == 1)
+        #expect(try storeRun("find", ["--collection", "people", "--where", "novalue"]).status == 64)
+
+        let wrong = try file("wrong", "wrong horse")
+        let denied = try storeRun("get", ["--collection", "people", id], passphrase: wrong)
+        #expect(denied.status == 77)
+        #expect(denied.stdout.isEmpty)
+        #expect(try storeRun("get", ["--collection", "people", "not-a-uuid"]).status == 64)
+        #expect(try storeRun("get", ["--collection", "people", UUID().uuidString]).status == 64)
+
+        #expect(try storeRun("delete", ["--collection", "people", "--version", "2", id]).status == 64)
+        #expect(try storeRun("delete", ["--collection", "people", "--version", "1", id]).status == 0)
+        #expect(try storeRun("get", ["--collection", "people", id]).status == 64)
+        #expect(try run(["store", "get", "--store", store, "--collection", "people", id], stdin: Data()).status == 64,
+            "no passphrase source and no terminal")
+    }
+
+    @Test("passwd, export for a reader, import, verify reports a tampered record by id (exit 2), stats")
+    func keysSharingAndVerify() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try storeRun("init", ["--kdf", "interactive"]).status == 0)
+        let data = try file("d.json", #"{"secret":"s1"}"#)
+        var ids: [String] = []
+        for _ in 0..<3 {
+            let put = try storeRun("put", ["--collection", "c", data])
+            if case .string(let id) = try json(put)["id"] ?? .null { ids.append(id) }
+        }
+        #expect(ids.count == 3)
+        let newPass = try file("new", "new passphrase")
+        #expect(try storeRun("passwd", ["--new-passphrase-file", newPass, "--kdf", "interactive"]).status == 0)
+        #expect(try storeRun("stats", []).status == 77)
+        let stats = try storeRun("stats", [], passphrase: newPass)
+        #expect(try json(stats)["collections"] == .object(["c": .number(3)]))
+
+        let reader = dir.appendingPathComponent("reader.json").path
+        #expect(try run(["keygen", "--out", reader, "--client-id", UUID().uuidString]).status == 0)
+        let exportDir = dir.appendingPathComponent("export").path
+        let exported = try storeRun("export", ["--collection", "c", "--reader-identity", reader, "--out", exportDir], passphrase: newPass)
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(try json(exported)["records"] == .number(3))
+        // The exported key opens with the reader's identity through the ordinary commands.
+        let ak = try run(["eak", "unwrap", "--identity", reader, exportDir + "/eak.json"])
+        #expect(ak.status == 0, "\(ak.stderr)")
+        let imported = try storeRun("import", ["--identity", reader, "--collection", "copy", exportDir], passphrase: newPass)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdoutText.split(separator: "\n").count == 3)
+
+        #expect(try storeRun("verify", [], passphrase: newPass).status == 0)
+        let database = try DatabaseQueue(path: store + "/store.sqlite")
+        try database.write { db in
+            try db.execute(sql: "UPDATE records SET version = version + 1 WHERE id = ?", arguments: [ids[1]])
+        }
+        let verified = try storeRun("verify", [], passphrase: newPass)
+        #expect(verified.status == 2)
+        #expect(verified.stderr.contains(ids[1]))
+        #expect(verified.stderr.contains("recordTampered"))
+        #expect(try json(verified)["problems"] == .number(1))
+        #expect(try storeRun("get", ["--collection", "c", ids[1]], passphrase: newPass).status == 2)
+    }
+}

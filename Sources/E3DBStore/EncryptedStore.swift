@@ -306,7 +306,7 @@ public final class EncryptedStore: Sendable {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
         let now = StoreTime.format(StoreTime.now())
-        var rows: [(RecordReference, String, Data, Data, RecordData)] = []
+        var rows: [(RecordReference, String, Data, Data, RecordData, RecordData)] = []
         rows.reserveCapacity(records.count)
         for record in records {
             let id = UUID()
@@ -317,11 +317,11 @@ public final class EncryptedStore: Sendable {
             let mac = try bindingMAC(
                 keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
                 updated: now, document: bytes)
-            rows.append((RecordReference(id: id, version: 1), record.type, bytes, mac, record.plain))
+            rows.append((RecordReference(id: id, version: 1), record.type, bytes, mac, record.plain, record.data))
         }
         try databaseCall("writing to collection \(collection)") {
             try pool.write { db in
-                for (reference, type, bytes, mac, plain) in rows {
+                for (reference, type, bytes, mac, plain, data) in rows {
                     try db.execute(
                         sql: """
                             INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
@@ -330,7 +330,9 @@ public final class EncryptedStore: Sendable {
                         arguments: [
                             reference.id.uuidString.lowercased(), collection, type, access.version, now, now, bytes, mac,
                         ])
-                    try insertPlain(db, seq: db.lastInsertedRowID, plain: plain)
+                    let seq = db.lastInsertedRowID
+                    try insertPlain(db, seq: seq, plain: plain)
+                    try insertTokens(db, keys: keys, collection: collection, seq: seq, data: data)
                 }
             }
         }
@@ -404,6 +406,8 @@ public final class EncryptedStore: Sendable {
                 }
                 try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
                 try insertPlain(db, seq: seq, plain: plain)
+                try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
+                try insertTokens(db, keys: keys, collection: collection, seq: seq, data: data)
                 return RecordReference(id: id, version: newVersion)
             }
         }
@@ -508,6 +512,9 @@ public final class EncryptedStore: Sendable {
                 sql += ")"
             }
         }
+        let restriction = try indexRestriction(query, keys: try currentKeys())
+        sql += restriction.sql
+        arguments.append(contentsOf: restriction.arguments.map { $0 as (any DatabaseValueConvertible)? })
         if let after {
             sql += query.descending ? " AND r.seq < ?" : " AND r.seq > ?"
             arguments.append(after)

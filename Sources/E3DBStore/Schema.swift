@@ -53,6 +53,28 @@ enum StoreSchema {
                     CREATE INDEX record_plain_by_value ON record_plain(key, value, record_seq);
                     """)
         }
+        migrator.registerMigration("v2-blind-indexes") { db in
+            // Blind indexes: definitions, and one truncated keyed-BLAKE2b token per record and index.
+            try db.execute(
+                sql: """
+                    CREATE TABLE blind_indexes (
+                        collection TEXT NOT NULL REFERENCES collections(name),
+                        name TEXT NOT NULL,
+                        fields TEXT NOT NULL,
+                        bits INTEGER NOT NULL,
+                        created TEXT NOT NULL,
+                        PRIMARY KEY (collection, name)
+                    ) STRICT;
+                    CREATE TABLE blind_index_entries (
+                        collection TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        token BLOB NOT NULL,
+                        record_seq INTEGER NOT NULL REFERENCES records(seq) ON DELETE CASCADE
+                    ) STRICT;
+                    CREATE INDEX blind_index_lookup ON blind_index_entries(collection, name, token);
+                    CREATE INDEX blind_index_by_record ON blind_index_entries(record_seq);
+                    """)
+        }
         return migrator
     }
 }

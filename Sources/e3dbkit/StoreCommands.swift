@@ -20,7 +20,7 @@ struct StoreCommand: CommandGroup {
             or key exits 77. See docs/store.md.
             """,
         subcommands: [
-            StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self,
+            StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self, StoreIndexCommand.self,
             StoreDeleteCommand.self, StorePasswdCommand.self, StoreExportCommand.self, StoreImportCommand.self,
             StoreVerifyCommand.self, StoreStatsCommand.self,
         ]
@@ -302,6 +302,46 @@ struct StoreFindCommand: AsyncParsableCommand {
         } catch let error as E3DBError {
             throw CLIError(error, while: "reading \(collection)")
         }
+    }
+}
+
+struct StoreIndexCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "index",
+        abstract: "Create a blind index on encrypted fields and fill it; prints {\"bits\":…,\"name\":…,\"records\":N}.",
+        discussion: """
+            'store find --where FIELD=VALUE' then reads only the records whose token matches. Tokens are keyed \
+            BLAKE2b truncated to --bits: fewer bits reveal less to someone holding the file and give more false \
+            positives, which are removed after decryption. Repeat --field for a compound index.
+            """)
+
+    @OptionGroup var keys: StoreKeyOptions
+
+    @Option(help: "The collection.")
+    var collection: String
+
+    @Option(help: "A field to index (repeat for a compound index).")
+    var field: [String]
+
+    @Option(help: "The token length in bits (1...256).")
+    var bits: Int = 32
+
+    @Option(help: "The index's name (default: the fields joined with '+').")
+    var name: String?
+
+    func validate() throws {
+        guard (1...256).contains(bits) else { throw ValidationError("--bits must be 1...256") }
+        guard !field.isEmpty else { throw ValidationError("pass at least one --field") }
+    }
+
+    func run() throws {
+        let store = try keys.open()
+        let (index, records) = try storeCall("indexing \(collection)") {
+            try store.createIndex(collection: collection, fields: field, name: name, bits: bits)
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "name": .string(index.name), "bits": .number(Double(index.bits)), "records": .number(Double(records)),
+        ])))
     }
 }
 

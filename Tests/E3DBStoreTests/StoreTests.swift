@@ -387,3 +387,80 @@ struct StoreSharingTests {
         #expect(try store.find(RecordQuery(collection: "from-python", plain: [.equals("i", "3")])).count == 1)
     }
 }
+
+@Suite("E3DBStore: blind indexes")
+struct BlindIndexTests {
+    @Test("equality search through simple and compound indexes returns exactly the matches, also with 1-bit tokens")
+    func search() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var batch: [(type: String, data: RecordData, plain: RecordData)] = []
+        for i in 0..<400 {
+            batch.append(("t", ["email": "user\(i % 50)@example.com", "city": "city\(i % 4)", "n": "\(i)"], [:]))
+        }
+        _ = try store.put(collection: "users", records: batch)
+        let (email, covered) = try store.createIndex(collection: "users", fields: ["email"], bits: 16)
+        #expect(covered == 400)
+        #expect(email.name == "email")
+        _ = try store.createIndex(collection: "users", fields: ["city"], name: "coarse", bits: 1)
+        _ = try store.createIndex(collection: "users", fields: ["email", "city"], bits: 24)
+        #expect(try store.indexes(collection: "users").map(\.name) == ["coarse", "email", "email+city"])
+        expectStoreError(.storeExists) { _ = try store.createIndex(collection: "users", fields: ["email"]) }
+        expectStoreError(.invalidParameter) { _ = try store.createIndex(collection: "users", fields: ["x"], bits: 0) }
+        expectStoreError(.collectionNotFound) { _ = try store.createIndex(collection: "nobody", fields: ["x"]) }
+
+        // Records written after the index get tokens too.
+        try store.put(collection: "users", type: "t", data: ["email": "user7@example.com", "city": "city3", "n": "new"])
+
+        let byEmail = try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user7@example.com")]))
+        #expect(byEmail.count == 9)
+        #expect(byEmail.allSatisfy { $0.data["email"] == "user7@example.com" })
+        let byCity = try store.find(RecordQuery(collection: "users", fields: [.equals("city", "city2")]))
+        #expect(byCity.count == 100, "1-bit tokens match about half the records; the false positives are removed")
+        #expect(byCity.allSatisfy { $0.data["city"] == "city2" })
+        let both = try store.find(RecordQuery(
+            collection: "users", fields: [.equals("email", "user7@example.com"), .equals("city", "city3")]))
+        let bothNumbers: [String] = both.map { $0.data["n"] ?? "" }.sorted()
+        var expectedNumbers: [String] = (0..<400).filter { $0 % 50 == 7 && $0 % 4 == 3 }.map { String($0) }
+        expectedNumbers.append("new")
+        #expect(bothNumbers == expectedNumbers.sorted())
+        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "nobody@example.com")])).isEmpty)
+
+        // Updates move a record's tokens; deletes remove them.
+        let target = try #require(byEmail.first)
+        try store.update(collection: "users", id: target.id, expectedVersion: 1, data: ["email": "moved@example.com", "city": "city0"])
+        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user7@example.com")])).count == 8)
+        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).map(\.id) == [target.id])
+        try store.delete(collection: "users", id: target.id)
+        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).isEmpty)
+
+        // The tokens in the file: truncated to the index's bits, distinct keys per index, no plaintext.
+        let raw = try DatabaseQueue(path: dir.database)
+        let tokens = try raw.read { db in
+            try Row.fetchAll(db, sql: "SELECT name, token FROM blind_index_entries")
+        }
+        #expect(tokens.count == 400 * 3)
+        for row in tokens {
+            let token: Data = row["token"]
+            switch row["name"] as String {
+            case "email": #expect(token.count == 2)
+            case "coarse": #expect(token.count == 1 && token[0] & 0x7F == 0)
+            default: #expect(token.count == 3)
+            }
+        }
+        // The index is what selects the candidates: a damaged record outside them is never read by an indexed
+        // search, while a search without an index reads (and stops at) it.
+        let victim = try #require(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user8@example.com")])).first)
+        try raw.write { db in
+            try db.execute(sql: "UPDATE records SET version = 9 WHERE id = ?", arguments: [victim.id.uuidString.lowercased()])
+        }
+        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user9@example.com")])).count == 8)
+        expectStoreError(.recordTampered) { _ = try store.find(RecordQuery(collection: "users", fields: [.equals("n", "5")])) }
+        try raw.write { db in
+            try db.execute(sql: "UPDATE records SET version = 1 WHERE id = ?", arguments: [victim.id.uuidString.lowercased()])
+        }
+        try store.dropIndex(collection: "users", name: "coarse")
+        #expect(try store.indexes(collection: "users").map(\.name) == ["email", "email+city"])
+        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("city", "city1")])).count == 100)
+    }
+}

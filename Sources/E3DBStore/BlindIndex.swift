@@ -1,0 +1,171 @@
+import E3DBCanonicalJSON
+import E3DBDocuments
+public import E3DBPrimitives
+import Foundation
+import GRDB
+
+/// A blind index: equality search on encrypted fields without decrypting them.
+///
+/// Each record gets a token per index: keyed BLAKE2b-256 of the NFC-normalized values of the index's fields (a
+/// canonical JSON array, so compound indexes cannot be confused with single ones), under a key derived from the
+/// master key for this collection and index, truncated to ``bits``. Truncation bounds what someone holding the
+/// file learns (equal tokens reveal only probably-equal values, and many values share a token), at the cost of
+/// false positives, which the store removes after decryption. See docs/store.md for the leakage and the choice of
+/// `bits`.
+public struct BlindIndex: Sendable, Hashable {
+    /// The index's name (unique in its collection).
+    public let name: String
+    /// The fields it covers, in order (one for a simple index, several for a compound one).
+    public let fields: [String]
+    /// The token length in bits (1...256).
+    public let bits: Int
+
+    public init(name: String, fields: [String], bits: Int) {
+        self.name = name
+        self.fields = fields
+        self.bits = bits
+    }
+
+    /// The token of `data` under `key`, or nil when a field of the index is missing from the record.
+    func token(_ data: RecordData, key: SecureBytes) throws(E3DBError) -> Data? {
+        var values: [JSONValue] = []
+        for field in fields {
+            guard let value = data[field] else { return nil }
+            values.append(.string(value.precomposedStringWithCanonicalMapping))
+        }
+        return try BlindIndex.token(of: values, key: key, bits: bits)
+    }
+
+    static func token(of values: [JSONValue], key: SecureBytes, bits: Int) throws(E3DBError) -> Data {
+        var hasher = try BLAKE2b(outputByteCount: 32, key: key)
+        hasher.update(data: CanonicalJSON.serializedBytes(.array(values)))
+        var digest = hasher.finalize()
+        let bytes = (bits + 7) / 8
+        digest = digest.prefix(bytes)
+        let spare = bytes * 8 - bits
+        if spare > 0, let last = digest.indices.last { digest[last] &= UInt8(0xFF << spare & 0xFF) }
+        return Data(digest)
+    }
+
+    /// The per-index key: derived from the master key, the collection and the index name.
+    static func key(_ keys: StoreKeys, collection: String, name: String) throws(E3DBError) -> SecureBytes {
+        let label = CanonicalJSON.serialize(.array([.string("blind-index"), .string(collection), .string(name)]))
+        return try StoreKeys.derive(from: keys.master, label: label)
+    }
+}
+
+extension EncryptedStore {
+    /// Creates a blind index on `fields` of `collection` and fills it from the existing records, in one
+    /// transaction.
+    /// - Parameters:
+    ///   - collection: the collection.
+    ///   - fields: one field, or several for a compound index.
+    ///   - name: the index's name (default: the fields joined with `+`).
+    ///   - bits: the token length, 1...256 (default 32).
+    /// - Returns: the index and the number of records it covers.
+    /// - Throws: `invalidParameter` for no fields or bits outside 1...256, `storeExists` for an existing name,
+    ///   `collectionNotFound`, record errors while filling it.
+    @discardableResult
+    public func createIndex(collection: String, fields: [String], name: String? = nil, bits: Int = 32)
+        throws(E3DBError) -> (index: BlindIndex, records: Int)
+    {
+        guard !fields.isEmpty, Set(fields).count == fields.count else {
+            throw E3DBError(.invalidParameter, "an index needs one or more distinct fields")
+        }
+        guard (1...256).contains(bits) else {
+            throw E3DBError(.invalidParameter, "an index's bits must be 1...256", context: .init(actual: bits))
+        }
+        let keys = try currentKeys()
+        _ = try accessKey(for: collection, create: false)
+        let index = BlindIndex(name: name ?? fields.joined(separator: "+"), fields: fields, bits: bits)
+        let indexKey = try BlindIndex.key(keys, collection: collection, name: index.name)
+        let fieldsJSON = CanonicalJSON.serialize(.array(fields.map { .string($0) }))
+        let count = try databaseCall("creating index \(index.name)") { () throws -> Int in
+            try pool.write { db -> Int in
+                if try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, index.name]) == true
+                {
+                    throw E3DBError(.storeExists, "index \(index.name) exists in \(collection)", context: .init(item: index.name))
+                }
+                try db.execute(
+                    sql: "INSERT INTO blind_indexes (collection, name, fields, bits, created) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [collection, index.name, fieldsJSON, bits, StoreTime.format(StoreTime.now())])
+                var filled = 0
+                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
+                while let row = try rows.next() {
+                    let record = try decode(row, collection: collection)
+                    if let token = try index.token(record.data, key: indexKey) {
+                        try db.execute(
+                            sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES (?, ?, ?, ?)",
+                            arguments: [collection, index.name, token, row["seq"] as Int64])
+                    }
+                    filled += 1
+                }
+                return filled
+            }
+        }
+        return (index, count)
+    }
+
+    /// The blind indexes of `collection`.
+    public func indexes(collection: String) throws(E3DBError) -> [BlindIndex] {
+        try databaseCall("reading indexes") { try pool.read { db in try loadIndexes(db, collection: collection) } }
+    }
+
+    /// Removes a blind index and its tokens.
+    public func dropIndex(collection: String, name: String) throws(E3DBError) {
+        try databaseCall("dropping index \(name)") {
+            try pool.write { db in
+                try db.execute(sql: "DELETE FROM blind_index_entries WHERE collection = ? AND name = ?", arguments: [collection, name])
+                try db.execute(sql: "DELETE FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, name])
+                guard db.changesCount == 1 else {
+                    throw E3DBError(.invalidParameter, "there is no index \(name) in \(collection)", context: .init(item: name))
+                }
+            }
+        }
+    }
+
+    func loadIndexes(_ db: Database, collection: String) throws -> [BlindIndex] {
+        try Row.fetchAll(db, sql: "SELECT name, fields, bits FROM blind_indexes WHERE collection = ? ORDER BY name", arguments: [collection])
+            .map { row in
+                let fieldsText: String = row["fields"]
+                guard case .array(let items) = try CanonicalJSON.parse(Data(fieldsText.utf8)) else {
+                    throw E3DBError(.storeCorrupted, "index \(row["name"] as String? ?? "?") is damaged")
+                }
+                let fields = items.compactMap { item -> String? in if case .string(let s) = item { s } else { nil } }
+                return BlindIndex(name: row["name"], fields: fields, bits: row["bits"])
+            }
+    }
+
+    /// Writes the tokens of one record for every index of its collection (inside the caller's transaction).
+    func insertTokens(_ db: Database, keys: StoreKeys, collection: String, seq: Int64, data: RecordData) throws {
+        for index in try loadIndexes(db, collection: collection) {
+            let key = try BlindIndex.key(keys, collection: collection, name: index.name)
+            if let token = try index.token(data, key: key) {
+                try db.execute(
+                    sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES (?, ?, ?, ?)",
+                    arguments: [collection, index.name, token, seq])
+            }
+        }
+    }
+
+    /// SQL restricting a query to the candidates of the indexes that its field conditions cover.
+    func indexRestriction(_ query: RecordQuery, keys: StoreKeys) throws(E3DBError) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
+        var wanted: [String: String] = [:]
+        for condition in query.fields {
+            if case .equals(let field, let value) = condition { wanted[field] = value }
+        }
+        guard !wanted.isEmpty else { return ("", []) }
+        let indexes = try indexes(collection: query.collection)
+        var sql = ""
+        var arguments: [any DatabaseValueConvertible] = []
+        for index in indexes where index.fields.allSatisfy({ wanted[$0] != nil }) {
+            let key = try BlindIndex.key(keys, collection: query.collection, name: index.name)
+            let values = index.fields.map { JSONValue.string(wanted[$0, default: ""].precomposedStringWithCanonicalMapping) }
+            let token = try BlindIndex.token(of: values, key: key, bits: index.bits)
+            sql += " AND r.seq IN (SELECT record_seq FROM blind_index_entries WHERE collection = ? AND name = ? AND token = ?)"
+            arguments += [query.collection, index.name, token]
+        }
+        return (sql, arguments)
+    }
+}

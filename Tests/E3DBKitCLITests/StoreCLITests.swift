@@ -138,3 +138,82 @@ struct StoreCLITests {
         #expect(try storeRun("get", ["--collection", "c", ids[1]], passphrase: newPass).status == 2)
     }
 }
+
+/// `kill -9` at random moments of bulk inserts, index builds and passphrase changes: the store always opens
+/// afterwards, every committed transaction is whole, nothing half-written is visible.
+@Suite("CLI: e3dbkit store survives kill -9")
+struct StoreCrashTests {
+    /// Starts `e3dbkit` with `arguments` and stdin from `input`, kills it with SIGKILL after `delay` seconds
+    /// (if it is still running) and returns whether it had finished by itself.
+    static func runAndKill(_ arguments: [String], input: URL, delay: Double) throws -> Bool {
+        let process = Process()
+        process.executableURL = CLIRunner.binary
+        process.arguments = arguments
+        process.standardInput = try FileHandle(forReadingFrom: input)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard CLIRunner.isAvailable else { throw CLIRunner.MissingBinary(path: CLIRunner.binary.path) }
+        try process.run()
+        usleep(useconds_t(delay * 1_000_000))
+        let finished = !process.isRunning
+        if !finished { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return finished
+    }
+
+    @Test("bulk inserts, index builds and passphrase changes killed at random points")
+    func killNine() throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store").path
+        let passA = dir.appendingPathComponent("a"), passB = dir.appendingPathComponent("b")
+        try Data("passphrase A".utf8).write(to: passA)
+        try Data("passphrase B".utf8).write(to: passB)
+        #expect(try CLIRunner.run(["store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive"]).status == 0)
+        let batchSize = 2000
+        var lines = ""
+        for i in 0..<batchSize { lines += "{\"n\":\"\(i)\",\"v\":\"value \(i) \(UUID().uuidString)\"}\n" }
+        let input = dir.appendingPathComponent("batch.ndjson")
+        try Data(lines.utf8).write(to: input)
+        let empty = dir.appendingPathComponent("empty")
+        try Data().write(to: empty)
+
+        var generator = SystemRandomNumberGenerator()
+        var current = passA, other = passB
+        var killed = 0, finished = 0
+        for round in 0..<12 {
+            let delay = Double.random(in: 0.02...0.6, using: &generator)
+            let arguments: [String]
+            switch round % 3 {
+            case 0, 1:
+                arguments = ["store", "put", "--store", store, "--passphrase-file", current.path, "--collection", "bulk", "--ndjson", "-"]
+            default:
+                arguments = ["store", "passwd", "--store", store, "--passphrase-file", current.path,
+                    "--new-passphrase-file", other.path, "--kdf", "interactive"]
+            }
+            if try Self.runAndKill(arguments, input: round % 3 == 2 ? empty : input, delay: delay) { finished += 1 } else { killed += 1 }
+
+            // Exactly one of the passphrases opens the store.
+            let withCurrent = try CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", current.path])
+            let withOther = try CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", other.path])
+            #expect((withCurrent.status == 0) != (withOther.status == 0), "round \(round): \(withCurrent.stderr) \(withOther.stderr)")
+            if withOther.status == 0 { swap(&current, &other) }
+            let stats = withCurrent.status == 0 ? withCurrent : withOther
+            let count: Int
+            if case .object(let collections)? = try CanonicalJSON.parse(stats.stdout)["collections"],
+                case .number(let n)? = collections["bulk"]
+            {
+                count = Int(n)
+            } else {
+                count = 0
+            }
+            #expect(count % batchSize == 0, "round \(round): \(count) records is not a whole number of batches")
+        }
+        let verify = try CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(killed > 0, "no run was killed mid-way (finished: \(finished))")
+        let indexed = try CLIRunner.run(["store", "index", "--store", store, "--passphrase-file", current.path,
+            "--collection", "bulk", "--field", "n"])
+        #expect(indexed.status == 0 || indexed.stderr.contains("no collection"), "\(indexed.stderr)")
+    }
+}

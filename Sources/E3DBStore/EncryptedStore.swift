@@ -38,7 +38,7 @@ public final class EncryptedStore: Sendable {
 
     struct UnlockedState {
         var keys: StoreKeys
-        var accessKeys: [String: (key: AccessKey, version: Int)]
+        var accessKeys: [String: CollectionKeys]
     }
 
     private init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys) {
@@ -240,44 +240,85 @@ public final class EncryptedStore: Sendable {
         return keys
     }
 
-    /// The access key of `collection`, created (random, wrapped by the master key) when `create` is set.
+    /// The keys of a collection: the current one (new writes) and, during a rotation, older ones.
+    struct CollectionKeys {
+        var current: Int
+        var keys: [Int: AccessKey]
+        var currentKey: (key: AccessKey, version: Int) { (keys[current] ?? AccessKey(), current) }
+    }
+
+    /// The current access key of `collection`, created (random, wrapped by the master key) when `create` is set.
     func accessKey(for collection: String, create: Bool) throws(E3DBError) -> (key: AccessKey, version: Int) {
-        let cached = try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> (key: AccessKey, version: Int)? in
+        try collectionKeys(collection, create: create).currentKey
+    }
+
+    /// The access key of `collection` at `version` (a record's `key_version`).
+    func accessKey(for collection: String, version: Int, item: String) throws(E3DBError) -> AccessKey {
+        if let key = try collectionKeys(collection, create: false).keys[version] { return key }
+        // A rotation in another connection may have added a key since it was cached.
+        invalidateKeys(collection)
+        guard let key = try collectionKeys(collection, create: false).keys[version] else {
+            throw E3DBError(
+                .storeCorrupted, "record \(item) is under key version \(version), which collection \(collection) lacks",
+                context: .init(item: item))
+        }
+        return key
+    }
+
+    func invalidateKeys(_ collection: String) {
+        state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
+    }
+
+    func collectionKeys(_ collection: String, create: Bool) throws(E3DBError) -> CollectionKeys {
+        let cached = try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> CollectionKeys? in
             guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
             return state.accessKeys[collection]
         }
         if let cached { return cached }
         let keys = try currentKeys()
-        let row = try databaseCall("reading collection \(collection)") {
-            try pool.read { db in
-                try Row.fetchOne(db, sql: "SELECT key_version, wrapped_key FROM collections WHERE name = ?", arguments: [collection])
+        let rows = try databaseCall("reading collection \(collection)") {
+            try pool.read { db -> (Int?, [Row]) in
+                let current = try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+                let keyRows = try Row.fetchAll(
+                    db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?", arguments: [collection])
+                return (current, keyRows)
             }
         }
-        let result: (key: AccessKey, version: Int)
-        if let row {
-            guard let version = row["key_version"] as Int?, let wrapped = row["wrapped_key"] as Data? else {
-                throw E3DBError(.storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
+        guard let current = rows.0 else {
+            guard create else {
+                throw E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
             }
-            let key = try StoreKeys.unwrap(
-                wrapped, under: keys.master,
-                failure: E3DBError(
-                    .recordTampered, "the access key of collection \(collection) does not authenticate",
-                    context: .init(item: collection)))
-            result = (AccessKey(key), version)
-        } else if create {
             let key = AccessKey()
             let wrapped = StoreKeys.wrap(key.secretBoxKey, under: keys.master)
             try databaseCall("creating collection \(collection)") {
                 try pool.write { db in
                     try db.execute(
-                        sql: "INSERT OR IGNORE INTO collections (name, key_version, wrapped_key, created) VALUES (?, 1, ?, ?)",
-                        arguments: [collection, wrapped, StoreTime.format(StoreTime.now())])
+                        sql: "INSERT OR IGNORE INTO collections (name, key_version, created) VALUES (?, 1, ?)",
+                        arguments: [collection, StoreTime.format(StoreTime.now())])
+                    if db.changesCount == 1 {
+                        try db.execute(
+                            sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
+                            arguments: [collection, wrapped])
+                    }
                 }
             }
             // Another writer may have won the race: read what is stored.
-            return try accessKey(for: collection, create: false)
-        } else {
-            throw E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+            return try collectionKeys(collection, create: false)
+        }
+        var result = CollectionKeys(current: current, keys: [:])
+        for row in rows.1 {
+            guard let version = row["version"] as Int?, let wrapped = row["wrapped_key"] as Data? else {
+                throw E3DBError(.storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
+            }
+            let key = try StoreKeys.unwrap(
+                wrapped, under: keys.master,
+                failure: E3DBError(
+                    .recordTampered, "an access key of collection \(collection) does not authenticate",
+                    context: .init(item: collection)))
+            result.keys[version] = AccessKey(key)
+        }
+        guard result.keys[current] != nil else {
+            throw E3DBError(.storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
         }
         state.withLock { $0?.accessKeys[collection] = result }
         return result
@@ -575,15 +616,10 @@ public final class EncryptedStore: Sendable {
                 .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
                 context: .init(item: item))
         }
-        let access = try accessKey(for: collection, create: false)
-        guard access.version == keyVersion else {
-            throw E3DBError(
-                .storeCorrupted, "record \(item) is under key version \(keyVersion), the collection's is \(access.version)",
-                context: .init(item: item))
-        }
+        let accessKey = try accessKey(for: collection, version: keyVersion, item: item)
         let document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
         let plain = try withItem(item) { () throws(E3DBError) in
-            try document.decrypt(accessKey: access.key, verifyingKey: nil, verification: .init(policy: .ignore))
+            try document.decrypt(accessKey: accessKey, verifyingKey: nil, verification: .init(policy: .ignore))
         }
         guard let createdDate = StoreTime.parse(created), let updatedDate = StoreTime.parse(updated) else {
             throw E3DBError(.storeCorrupted, "record \(item) has damaged timestamps", context: .init(item: item))

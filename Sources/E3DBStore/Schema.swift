@@ -28,8 +28,13 @@ enum StoreSchema {
                     CREATE TABLE collections (
                         name TEXT PRIMARY KEY,
                         key_version INTEGER NOT NULL,
-                        wrapped_key BLOB NOT NULL,
                         created TEXT NOT NULL
+                    ) STRICT;
+                    CREATE TABLE collection_keys (
+                        collection TEXT NOT NULL REFERENCES collections(name),
+                        version INTEGER NOT NULL,
+                        wrapped_key BLOB NOT NULL,
+                        PRIMARY KEY (collection, version)
                     ) STRICT;
                     CREATE TABLE records (
                         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -44,6 +49,7 @@ enum StoreSchema {
                         mac BLOB NOT NULL
                     ) STRICT;
                     CREATE INDEX records_by_collection_type ON records(collection, type, seq);
+                    CREATE INDEX records_by_key_version ON records(collection, key_version);
                     CREATE TABLE record_plain (
                         record_seq INTEGER NOT NULL REFERENCES records(seq) ON DELETE CASCADE,
                         key TEXT NOT NULL,

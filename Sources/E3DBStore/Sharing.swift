@@ -47,6 +47,13 @@ extension EncryptedStore {
         -> StoreExport
     {
         let info = try share(collection: collection, with: readerPublicKey)
+        let status = try keyStatus(collection: collection)
+        guard status.recordsUnderOlderKeys == 0 else {
+            throw E3DBError(
+                .invalidParameter,
+                "collection \(collection) is being rotated (\(status.recordsUnderOlderKeys) records under an older key); "
+                    + "finish the rotation first", context: .init(item: collection))
+        }
         let recordsURL = directory.appendingPathComponent("records.ndjson")
         let eakURL = directory.appendingPathComponent("eak.json")
         for url in [recordsURL, eakURL] where FileManager.default.fileExists(atPath: url.path) {
@@ -144,8 +151,10 @@ extension EncryptedStore {
                     throw E3DBError(.storeExists, "collection \(collection) exists", context: .init(item: collection))
                 }
                 try db.execute(
-                    sql: "INSERT INTO collections (name, key_version, wrapped_key, created) VALUES (?, 1, ?, ?)",
-                    arguments: [collection, wrapped, now])
+                    sql: "INSERT INTO collections (name, key_version, created) VALUES (?, 1, ?)", arguments: [collection, now])
+                try db.execute(
+                    sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
+                    arguments: [collection, wrapped])
                 for (reference, type, bytes, mac, plain) in rows {
                     try db.execute(
                         sql: """

@@ -21,7 +21,7 @@ struct StoreCommand: CommandGroup {
             """,
         subcommands: [
             StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self, StoreIndexCommand.self,
-            StoreDeleteCommand.self, StorePasswdCommand.self, StoreExportCommand.self, StoreImportCommand.self,
+            StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self, StoreImportCommand.self,
             StoreVerifyCommand.self, StoreStatsCommand.self,
         ]
     )
@@ -393,6 +393,38 @@ struct StorePasswdCommand: ParsableCommand {
         let credential = try StoreKeyOptions.credential(
             passphraseFile: newPassphraseFile, keyFile: newKeyFile, confirm: true, what: "new passphrase")
         try storeCall("changing the key of \(keys.store)") { try store.changeCredential(to: credential, kdf: kdf.preset) }
+    }
+}
+
+struct StoreRotateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate",
+        abstract: "Rotate a collection's access key: re-encrypt every record under a new key (resumable).",
+        discussion: """
+            A new key becomes current at once; records move to it in batches, each one transaction. If interrupted, \
+            run it again: it goes on with the same key. Prints {"key_version":…,"records":N}; progress on stderr \
+            (not with --quiet).
+            """)
+
+    @OptionGroup var keys: StoreKeyOptions
+
+    @Option(help: "The collection.")
+    var collection: String
+
+    @Flag(name: [.short, .long], help: "No progress on stderr.")
+    var quiet = false
+
+    func run() throws {
+        let store = try keys.open()
+        let quiet = self.quiet
+        let result = try storeCall("rotating \(collection)") {
+            try store.rotateKey(collection: collection) { progress in
+                if !quiet { StandardError.line("rotate: \(progress.recordsDone)/\(progress.recordsTotal)") }
+            }
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "key_version": .number(Double(result.keyVersion)), "records": .number(Double(result.recordsDone)),
+        ])))
     }
 }
 

@@ -3,6 +3,7 @@ import E3DBStore
 import E3DBTestSupport
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 /// A fresh directory for one store, removed at the end of the test.
@@ -462,5 +463,72 @@ struct BlindIndexTests {
         try store.dropIndex(collection: "users", name: "coarse")
         #expect(try store.indexes(collection: "users").map(\.name) == ["email", "email+city"])
         #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("city", "city1")])).count == 100)
+    }
+}
+
+@Suite("E3DBStore: collection key rotation")
+struct RotationTests {
+    @Test("rotation re-encrypts every record under a new key, keeps the data and the indexes, and drops the old key")
+    func rotate() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var batch: [(type: String, data: RecordData, plain: RecordData)] = []
+        for i in 0..<120 { batch.append(("t", ["n": "\(i)", "k": "k\(i % 10)"], [:])) }
+        let references = try store.put(collection: "c", records: batch)
+        _ = try store.createIndex(collection: "c", fields: ["k"], bits: 16)
+        let raw = try DatabaseQueue(path: dir.database)
+        let before = try raw.read { db in try Data.fetchAll(db, sql: "SELECT document FROM records ORDER BY seq") }
+        let seen = Mutex<[Int]>([])
+        let result = try store.rotateKey(collection: "c", batchSize: 50) { progress in
+            seen.withLock { $0.append(progress.recordsDone) }
+            #expect(progress.recordsTotal == 120)
+        }
+        #expect(result.keyVersion == 2 && result.recordsDone == 120)
+        #expect(seen.withLock { $0 } == [50, 100, 120])
+        let after = try raw.read { db in try Data.fetchAll(db, sql: "SELECT document FROM records ORDER BY seq") }
+        #expect(zip(before, after).allSatisfy { $0 != $1 }, "every ciphertext changed")
+        #expect(try raw.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM collection_keys") } == 1)
+        #expect(try store.keyStatus(collection: "c") == (2, 0))
+        for (i, reference) in references.enumerated() {
+            #expect(try store.get(collection: "c", id: reference.id).data == ["n": "\(i)", "k": "k\(i % 10)"])
+        }
+        #expect(try store.find(RecordQuery(collection: "c", fields: [.equals("k", "k3")])).count == 12)
+        let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        #expect(try reopened.verify().problems.isEmpty)
+        #expect(try reopened.rotateKey(collection: "c").keyVersion == 3)
+    }
+
+    @Test("an interrupted rotation leaves every record readable and resumes with the same key")
+    func resume() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var batch: [(type: String, data: RecordData, plain: RecordData)] = []
+        for i in 0..<60 { batch.append(("t", ["n": "\(i)"], [:])) }
+        let references = try store.put(collection: "c", records: batch)
+        let interrupted = Task {
+            try store.rotateKey(collection: "c", batchSize: 10) { progress in
+                if progress.recordsDone >= 20 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        do {
+            _ = try await interrupted.value
+            Issue.record("the rotation was not interrupted")
+        } catch let error as E3DBError {
+            #expect(error.code == .cancelled)
+        }
+        let status = try store.keyStatus(collection: "c")
+        #expect(status.keyVersion == 2 && status.recordsUnderOlderKeys == 40)
+        // Both key versions read; new writes use the new key; export waits for the rotation.
+        for (i, reference) in references.enumerated() { #expect(try store.get(collection: "c", id: reference.id).data == ["n": "\(i)"]) }
+        try store.put(collection: "c", type: "t", data: ["n": "during"])
+        expectStoreError(.invalidParameter) {
+            try store.export(collection: "c", to: dir.url.appendingPathComponent("x"), readerPublicKey: Box.PrivateKey().publicKey)
+        }
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let resumed = try other.rotateKey(collection: "c", batchSize: 7)
+        #expect(resumed.keyVersion == 2 && resumed.recordsDone == 40)
+        #expect(try other.keyStatus(collection: "c") == (2, 0))
+        #expect(try other.verify().recordsChecked == 61)
+        #expect(try other.verify().problems.isEmpty)
     }
 }

@@ -35,6 +35,8 @@ public final class EncryptedStore: Sendable {
 
     let pool: DatabasePool
     private let state: Mutex<UnlockedState?>
+    /// Decrypted records by binding MAC (nil while locked): bounded, cleared on lock.
+    let cache: Mutex<RecordCache?>
 
     struct UnlockedState {
         var keys: StoreKeys
@@ -46,7 +48,19 @@ public final class EncryptedStore: Sendable {
         self.storeID = storeID
         self.pool = pool
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
+        self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
+
+    /// How many decrypted records the cache keeps (YapDatabase keeps 250 objects per connection).
+    public static let defaultCacheCapacity = 256
+
+    /// Changes the cache's capacity (0 turns it off); the cached records are dropped.
+    public func setCacheCapacity(_ capacity: Int) {
+        cache.withLock { $0 = RecordCache(capacity: max(0, capacity)) }
+    }
+
+    /// The number of decrypted records in the cache.
+    public var cachedRecordCount: Int { cache.withLock { $0?.count ?? 0 } }
 
     // MARK: Create and open
 
@@ -184,6 +198,7 @@ public final class EncryptedStore: Sendable {
     /// ``unlock(_:)``.
     public func lock() {
         state.withLock { $0 = nil }
+        cache.withLock { $0?.removeAll() }
     }
 
     /// Whether the store's keys are in memory.
@@ -523,7 +538,8 @@ public final class EncryptedStore: Sendable {
         var rowCount: Int
     }
 
-    func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
+    /// The SQL selecting the rows of `query` (after `after`, at most `count`).
+    func querySQL(_ query: RecordQuery, after: Int64?, count: Int?) throws(E3DBError) -> (String, StatementArguments) {
         var sql = "SELECT r.* FROM records r WHERE r.collection = ?"
         var arguments: [(any DatabaseValueConvertible)?] = [query.collection]
         if !query.types.isEmpty {
@@ -561,9 +577,15 @@ public final class EncryptedStore: Sendable {
             arguments.append(after)
         }
         sql += query.descending ? " ORDER BY r.seq DESC" : " ORDER BY r.seq"
-        sql += " LIMIT ?"
-        arguments.append(count)
-        let statementArguments = StatementArguments(arguments)
+        if let count {
+            sql += " LIMIT ?"
+            arguments.append(count)
+        }
+        return (sql, StatementArguments(arguments))
+    }
+
+    func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
+        let (sql, statementArguments) = try querySQL(query, after: after, count: count)
         let rows = try databaseCall("querying collection \(query.collection)") {
             try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: statementArguments) }
         }
@@ -597,14 +619,17 @@ public final class EncryptedStore: Sendable {
     }
 
     func decode(_ row: Row, collection: String) throws(E3DBError) -> StoredRecord {
+        try decode(StoredRow(row), collection: collection)
+    }
+
+    func decode(_ row: StoredRow, collection: String) throws(E3DBError) -> StoredRecord {
         let keys = try currentKeys()
-        guard let idText = row["id"] as String?, let id = UUID(uuidString: idText) else {
+        guard let idText = row.id, let id = UUID(uuidString: idText) else {
             throw E3DBError(.storeCorrupted, "a record row has no valid id")
         }
         let item = idText.lowercased()
-        guard let version = row["version"] as Int?, let keyVersion = row["key_version"] as Int?,
-            let created = row["created"] as String?, let updated = row["updated"] as String?,
-            let bytes = row["document"] as Data?, let mac = row["mac"] as Data?
+        guard let version = row.version, let keyVersion = row.keyVersion, let created = row.created,
+            let updated = row.updated, let bytes = row.document, let mac = row.mac
         else {
             throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
         }
@@ -616,6 +641,8 @@ public final class EncryptedStore: Sendable {
                 .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
                 context: .init(item: item))
         }
+        // The MAC authenticates the whole row, so a cached record with this MAC is this row, decrypted earlier.
+        if let cached = cache.withLock({ $0?.value(for: mac) }) { return cached }
         let accessKey = try accessKey(for: collection, version: keyVersion, item: item)
         let document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
         let plain = try withItem(item) { () throws(E3DBError) in
@@ -624,9 +651,11 @@ public final class EncryptedStore: Sendable {
         guard let createdDate = StoreTime.parse(created), let updatedDate = StoreTime.parse(updated) else {
             throw E3DBError(.storeCorrupted, "record \(item) has damaged timestamps", context: .init(item: item))
         }
-        return StoredRecord(
+        let record = StoredRecord(
             id: id, collection: collection, version: version, created: createdDate, updated: updatedDate,
             meta: plain.meta, data: plain.data)
+        cache.withLock { $0?.insert(record, for: mac) }
+        return record
     }
 
     func insertPlain(_ db: Database, seq: Int64, plain: RecordData) throws {
@@ -634,6 +663,29 @@ public final class EncryptedStore: Sendable {
             try db.execute(
                 sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)", arguments: [seq, key, value])
         }
+    }
+}
+
+/// The columns of a `records` row, read without trusting them (a Sendable copy of a GRDB `Row`).
+struct StoredRow: Sendable, Equatable {
+    let seq: Int64?
+    let id: String?
+    let version: Int?
+    let keyVersion: Int?
+    let created: String?
+    let updated: String?
+    let document: Data?
+    let mac: Data?
+
+    init(_ row: Row) {
+        seq = row["seq"]
+        id = row["id"]
+        version = row["version"]
+        keyVersion = row["key_version"]
+        created = row["created"]
+        updated = row["updated"]
+        document = row["document"]
+        mac = row["mac"]
     }
 }
 

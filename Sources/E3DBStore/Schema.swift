@@ -81,6 +81,17 @@ enum StoreSchema {
                     CREATE INDEX blind_index_by_record ON blind_index_entries(record_seq);
                     """)
         }
+        migrator.registerMigration("v3-settings") { db in
+            // Encrypted settings: each value sealed (with its key name inside) under a key derived from the master.
+            try db.execute(
+                sql: """
+                    CREATE TABLE settings (
+                        key TEXT PRIMARY KEY,
+                        sealed BLOB NOT NULL,
+                        updated TEXT NOT NULL
+                    ) STRICT;
+                    """)
+        }
         return migrator
     }
 }

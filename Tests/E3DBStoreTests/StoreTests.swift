@@ -532,3 +532,82 @@ struct RotationTests {
         #expect(try other.verify().problems.isEmpty)
     }
 }
+
+@Suite("E3DBStore: settings, cache and observation")
+struct StoreExtrasTests {
+    struct Preferences: Codable, Equatable {
+        var theme: String
+        var fontSize: Int
+        var recent: [String]
+    }
+
+    @Test("settings: typed Codable values sealed under the master key, bound to their key name")
+    func settings() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let preferences = Preferences(theme: "dark SECRET-THEME", fontSize: 14, recent: ["a", "b"])
+        try store.setSetting(preferences, forKey: "preferences")
+        try store.setSetting(42, forKey: "answer")
+        #expect(try store.setting(Preferences.self, forKey: "preferences") == preferences)
+        #expect(try store.setting(Int.self, forKey: "answer") == 42)
+        #expect(try store.setting(Int.self, forKey: "missing") == nil)
+        expectStoreError(.settingTypeMismatch, item: "answer") { _ = try store.setting(Preferences.self, forKey: "answer") }
+        #expect(try store.settingKeys() == ["answer", "preferences"])
+        let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        #expect(try reopened.setting(Preferences.self, forKey: "preferences") == preferences)
+
+        // A sealed value moved to another key name does not open there.
+        let raw = try DatabaseQueue(path: dir.database)
+        try raw.write { db in
+            try db.execute(sql: "UPDATE settings SET sealed = (SELECT sealed FROM settings WHERE key = 'preferences') WHERE key = 'answer'")
+        }
+        expectStoreError(.recordTampered, item: "answer") { _ = try store.setting(Int.self, forKey: "answer") }
+        try store.removeSetting(forKey: "answer")
+        #expect(try store.settingKeys() == ["preferences"])
+        let contents = try Data(contentsOf: URL(fileURLWithPath: dir.database))
+        #expect(contents.range(of: Data("SECRET-THEME".utf8)) == nil)
+    }
+
+    @Test("the cache serves repeated reads, never a changed or tampered row, and empties on lock")
+    func cache() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        store.setCacheCapacity(8)
+        var references: [RecordReference] = []
+        for i in 0..<20 { references.append(try store.put(collection: "c", type: "t", data: ["n": "\(i)"])) }
+        for reference in references { _ = try store.get(collection: "c", id: reference.id) }
+        #expect(store.cachedRecordCount <= 8 && store.cachedRecordCount > 0)
+        let last = try #require(references.last)
+        #expect(try store.get(collection: "c", id: last.id).data == ["n": "19"])
+        // Another connection updates the record: the next read sees the new version.
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        try other.update(collection: "c", id: last.id, expectedVersion: 1, data: ["n": "changed"])
+        #expect(try store.get(collection: "c", id: last.id).data == ["n": "changed"])
+        // Tampering is caught even for a cached record.
+        let raw = try DatabaseQueue(path: dir.database)
+        try raw.write { db in try db.execute(sql: "UPDATE records SET version = 5 WHERE id = ?", arguments: [last.id.uuidString.lowercased()]) }
+        expectStoreError(.recordTampered) { _ = try store.get(collection: "c", id: last.id) }
+        store.lock()
+        #expect(store.cachedRecordCount == 0)
+    }
+
+    @Test("observation: a new result after each committed change to the query's records (changes elsewhere are skipped)")
+    func observation() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        try store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
+        var iterator = store.observe(RecordQuery(collection: "c", plain: [.equals("list", "home")])).makeAsyncIterator()
+        let initial = try await iterator.next()
+        #expect(initial?.map { $0.data["title"] } == ["first"])
+        let second = try store.put(collection: "c", type: "todo", data: ["title": "second"], plain: ["list": "home"])
+        let afterInsert = try await iterator.next()
+        #expect(afterInsert?.map { $0.data["title"] } == ["first", "second"])
+        try store.put(collection: "c", type: "todo", data: ["title": "elsewhere"], plain: ["list": "work"])
+        try store.update(collection: "c", id: second.id, expectedVersion: 1, data: ["title": "second, edited"], plain: ["list": "home"])
+        let afterUpdate = try await iterator.next()
+        #expect(afterUpdate?.map { $0.data["title"] } == ["first", "second, edited"])
+        try store.delete(collection: "c", id: second.id)
+        let afterDelete = try await iterator.next()
+        #expect(afterDelete?.map { $0.data["title"] } == ["first"])
+    }
+}

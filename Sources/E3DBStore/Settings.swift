@@ -1,0 +1,94 @@
+public import E3DBPrimitives
+import Foundation
+import GRDB
+
+extension E3DBError.Code {
+    /// A setting's value does not decode as the type asked for.
+    public static let settingTypeMismatch = Self("settingTypeMismatch", category: .invalidArgument)
+}
+
+extension EncryptedStore {
+    /// Stores `value` (any `Encodable`, as JSON) under `key`, sealed with a key derived from the master key; the
+    /// key name is sealed with the value, so a value moved to another key does not open there.
+    public func setSetting(_ value: some Encodable, forKey key: String) throws(E3DBError) {
+        let keys = try currentKeys()
+        let payload: Data
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            payload = try encoder.encode(SettingEnvelope(key: key, value: AnyEncodable(value)))
+        } catch {
+            throw E3DBError(.invalidParameter, "the value of setting \(key) does not encode as JSON: \(error)", context: .init(item: key))
+        }
+        var plaintext = payload
+        defer { plaintext.resetBytes(in: 0..<plaintext.count) }
+        let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
+        let sealed = SecretBox.seal(SecureBytes(copying: plaintext), using: sealingKey).combined
+        try databaseCall("writing setting \(key)") {
+            try pool.write { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO settings (key, sealed, updated) VALUES (?, ?, ?)",
+                    arguments: [key, sealed, StoreTime.format(StoreTime.now())])
+            }
+        }
+    }
+
+    /// The value stored under `key`, decoded as `type`, or nil when there is none.
+    /// - Throws: `recordTampered` when the sealed value does not open under this key name,
+    ///   `settingTypeMismatch` when it is not a `T`.
+    public func setting<T: Decodable>(_ type: T.Type, forKey key: String) throws(E3DBError) -> T? {
+        let keys = try currentKeys()
+        let sealed = try databaseCall("reading setting \(key)") {
+            try pool.read { db in try Data.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key]) }
+        }
+        guard let sealed else { return nil }
+        let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
+        let tampered = E3DBError(.recordTampered, "setting \(key) does not authenticate", context: .init(item: key))
+        let box: SecretBox.SealedBox
+        do { box = try SecretBox.SealedBox(combined: sealed) } catch { throw tampered }
+        let opened: SecureBytes
+        do { opened = try SecretBox.openSecret(box, using: sealingKey) } catch { throw tampered }
+        var copy = opened.withUnsafeBytes { Data($0) }
+        defer { copy.resetBytes(in: 0..<copy.count) }
+        // The key name first: a value moved from another key is tampering, whatever its type.
+        guard let named = try? JSONDecoder().decode(SettingName.self, from: copy), named.key == key else { throw tampered }
+        do {
+            return try JSONDecoder().decode(SettingEnvelope<T>.self, from: copy).value
+        } catch {
+            throw E3DBError(.settingTypeMismatch, "setting \(key) is not a \(T.self)", context: .init(item: key))
+        }
+    }
+
+    /// Removes the setting under `key` (nothing happens when there is none).
+    public func removeSetting(forKey key: String) throws(E3DBError) {
+        _ = try currentKeys()
+        try databaseCall("removing setting \(key)") {
+            try pool.write { db in try db.execute(sql: "DELETE FROM settings WHERE key = ?", arguments: [key]) }
+        }
+    }
+
+    /// The names of the stored settings, sorted.
+    public func settingKeys() throws(E3DBError) -> [String] {
+        try databaseCall("listing settings") {
+            try pool.read { db in try String.fetchAll(db, sql: "SELECT key FROM settings ORDER BY key") }
+        }
+    }
+}
+
+struct SettingName: Decodable {
+    let key: String
+}
+
+struct SettingEnvelope<Value> {
+    let key: String
+    let value: Value
+}
+
+extension SettingEnvelope: Encodable where Value: Encodable {}
+extension SettingEnvelope: Decodable where Value: Decodable {}
+
+struct AnyEncodable: Encodable {
+    let base: any Encodable
+    init(_ base: any Encodable) { self.base = base }
+    func encode(to encoder: any Encoder) throws { try base.encode(to: encoder) }
+}

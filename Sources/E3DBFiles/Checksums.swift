@@ -1,4 +1,4 @@
-import E3DBPrimitives
+public import E3DBPrimitives
 import Dispatch
 
 #if canImport(FoundationEssentials)
@@ -61,6 +61,41 @@ public enum ExpectedFileChecksum: Sendable, Hashable {
         case .md5Base64: return .ciphertextMD5
         case .ciphertextBLAKE2b512: return .ciphertextBLAKE2b512
         case .plaintextBLAKE2b512: return .plaintextBLAKE2b512
+        }
+    }
+
+    /// Checks the expected value's form before anything is read: an MD5 must be 24 characters of padded standard
+    /// base64 holding 16 bytes, a BLAKE2b-512 digest 64 bytes.
+    ///
+    /// - Throws: `E3DBError` with `.invalidParameter` (field `expectedChecksum`).
+    public func validate() throws(E3DBError) {
+        var context = E3DBError.Context()
+        context.field = "expectedChecksum"
+        switch self {
+        case .md5Base64(let text):
+            let decoded: Data
+            do {
+                decoded = try Base64.decode(text)
+            } catch {
+                throw E3DBError(
+                    .invalidParameter,
+                    "the expected checksum is not padded standard base64 (an MD5 is 24 characters ending in ==)",
+                    context: context)
+            }
+            guard decoded.count == 16 else {
+                context.expected = 16
+                context.actual = decoded.count
+                throw E3DBError(
+                    .invalidParameter, "the expected checksum holds \(decoded.count) bytes, not the 16 of an MD5",
+                    context: context)
+            }
+        case .ciphertextBLAKE2b512(let digest), .plaintextBLAKE2b512(let digest):
+            guard digest.count == 64 else {
+                context.expected = 64
+                context.actual = digest.count
+                throw E3DBError(
+                    .invalidParameter, "the expected BLAKE2b-512 is \(digest.count) bytes, not 64", context: context)
+            }
         }
     }
 

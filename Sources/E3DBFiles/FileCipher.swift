@@ -190,6 +190,7 @@ public enum E3DBFileCipher {
         let control = RunControl(
             progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
         try control.checkCancelled()
+        try options.validate()
         var kinds = options.checksums
         if let expected = options.expectedChecksum { kinds.insert(expected.kind) }
         let pipeline = try ChecksumPipeline(kinds: kinds, concurrent: options.concurrentChecksums)
@@ -200,11 +201,14 @@ public enum E3DBFileCipher {
         }
 
         // Headers: read 124 bytes (or to the end), validate in order of offset.
-        let prefixBuffer = slots.ciphertext(0)
         let limit = options.expectedEncryptedSize
-        let prefixWant = min(E3DBFileFormat.prefixSize, limit ?? .max)
+        if let limit, let total = source.totalByteCount, total > limit {
+            throw longerThanExpected(limit, chunk: nil)
+        }
+        let prefixBuffer = slots.ciphertext(0)
         let prefixCount = try readFully(
-            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<max(0, prefixWant)]))
+            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<E3DBFileFormat.prefixSize]))
+        if let limit, prefixCount > limit { throw longerThanExpected(limit, chunk: nil) }
         let prefix = Data(UnsafeRawBufferPointer(rebasing: prefixBuffer[0..<prefixCount]))
         var decryptor = try openPrefix(prefix, accessKey: accessKey)
         pipeline.submitOwned(ciphertext: prefix)
@@ -218,14 +222,13 @@ public enum E3DBFileCipher {
         while true {
             try control.checkCancelled()
             slots.acquire(current)
-            let slot = slots.ciphertext(current)
-            let want = limit.map { min(slot.count, max(0, $0 - offset)) } ?? slot.count
-            let input = UnsafeMutableRawBufferPointer(rebasing: slot[0..<want])
-            let n = want == 0 ? 0 : try readFully(&source, into: input)
+            let input = slots.ciphertext(current)
+            let n = try readFully(&source, into: input)
             if n == 0 {
                 slots.release(current)
                 break
             }
+            if let limit, offset + n > limit { throw longerThanExpected(limit, chunk: chunks) }
             let cipher = UnsafeRawBufferPointer(rebasing: input[0..<n])
             let output = slots.plaintext(current)
             let (count, tag) = try openChunk(cipher, into: output, decryptor: &decryptor, index: chunks, offset: offset)
@@ -243,36 +246,25 @@ public enum E3DBFileCipher {
         }
 
         var zeroChunk = false
-        if let limit, offset == limit {
-            // Anything beyond the declared size is trailing data, wherever the FINAL chunk ended.
-            let probe = slots.plaintext((current + 1) % slots.count)
-            slots.acquire((current + 1) % slots.count)
-            let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
-            slots.release((current + 1) % slots.count)
-            if extra > 0 {
-                throw E3DBError(
-                    .trailingData, "the input is longer than its expected size of \(limit) bytes",
-                    context: .at(offset: limit, chunk: chunks))
-            }
-        }
-        if let limit, sawFinal, offset != limit {
-            var context = E3DBError.Context.at(offset: offset, chunk: chunks)
-            context.field = "size"
-            context.expected = limit
-            context.actual = offset
-            throw E3DBError(
-                .checksumMismatch, "the file authenticated but is \(offset) bytes, not the expected \(limit)",
-                context: context)
-        }
         if sawFinal {
             let probe = slots.plaintext((current + 1) % slots.count)
             slots.acquire((current + 1) % slots.count)
             let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
             slots.release((current + 1) % slots.count)
             if extra > 0 {
+                if let limit, offset >= limit { throw longerThanExpected(limit, chunk: chunks) }
                 throw E3DBError(
                     .trailingData, "data follows the chunk tagged FINAL, at byte \(offset)",
                     context: .at(offset: offset, chunk: chunks))
+            }
+            if let limit, offset != limit {
+                var context = E3DBError.Context.at(offset: offset, chunk: chunks)
+                context.field = "size"
+                context.expected = limit
+                context.actual = offset
+                throw E3DBError(
+                    .checksumMismatch, "the file authenticated but is \(offset) bytes, not the expected \(limit)",
+                    context: context)
             }
         } else if chunks == 0 {
             switch options.zeroChunkFiles {
@@ -299,6 +291,14 @@ public enum E3DBFileCipher {
         return FileDecryptionResult(
             plaintextSize: plaintextSize, encryptedSize: offset, chunkCount: chunks, checksums: sums,
             wasZeroChunkFile: zeroChunk)
+    }
+
+    /// The error for an input that goes on past `expectedEncryptedSize`.
+    static func longerThanExpected(_ limit: Int, chunk: Int?) -> E3DBError {
+        var context = E3DBError.Context.at(offset: limit, chunk: chunk, part: "size")
+        context.expected = limit
+        return E3DBError(
+            .trailingData, "the input is longer than its expected size of \(limit) bytes", context: context)
     }
 
     /// Validates the 124-byte prefix, opens the data key and starts the stream.
@@ -376,10 +376,18 @@ public enum E3DBFileCipher {
         do {
             opened = try decryptor.open(cipher, into: output)
         } catch {
+            // A FINAL chunk shorter than a full chunk merges with whatever follows it in one read. If a proper
+            // prefix of these bytes authenticates as a FINAL chunk, the file is intact and the rest is appended.
+            if let length = decryptor.finalChunkLength(in: cipher) {
+                throw E3DBError(
+                    .trailingData,
+                    "data follows the chunk tagged FINAL: chunk \(index) ends at byte \(offset + length), and "
+                        + "\(cipher.count - length) more bytes follow it",
+                    context: .at(offset: offset + length, chunk: index + 1))
+            }
             let why =
                 cipher.count < full
-                ? "the last chunk (\(cipher.count) bytes) did not authenticate: it was altered, cut, or had data "
-                    + "appended (pass expectedEncryptedSize to tell appended data apart)"
+                ? "the last chunk (\(cipher.count) bytes) did not authenticate: it was altered or cut"
                 : "it was altered, or chunks were reordered or duplicated"
             throw E3DBError(
                 .chunkAuthenticationFailed, "chunk \(index) at byte \(offset) did not authenticate: \(why)",

@@ -192,11 +192,11 @@ public enum SecretStream: Sendable {
 
     /// Opens a stream chunk by chunk. After a ``Tag/final`` chunk, further chunks are rejected.
     public struct Decryptor: ~Copyable {
-        private let state: State
+        let state: State
         /// True once a ``Tag/final`` chunk has been opened.
-        public private(set) var isFinished = false
-        /// The number of chunks opened so far.
-        public private(set) var chunkIndex = 0
+        public internal(set) var isFinished = false
+        /// The number of chunks opened (or skipped) so far.
+        public internal(set) var chunkIndex = 0
 
         /// Starts reading a stream (`init_pull`).
         public init(key: Key, header: Header) {
@@ -244,7 +244,7 @@ public enum SecretStream: Sendable {
             return (needed, try finishPull(result))
         }
 
-        private func checkOpenable(_ count: Int) throws(E3DBError) {
+        func checkOpenable(_ count: Int) throws(E3DBError) {
             guard !isFinished else {
                 throw E3DBError(
                     .streamFinished, "data after the final chunk", context: .init(chunkIndex: chunkIndex))

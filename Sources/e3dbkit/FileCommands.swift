@@ -226,6 +226,20 @@ struct FileDecryptCommand: ParsableCommand {
     @Flag(help: "Read a file with no chunk (what old Swift and Java SDKs wrote for empty files) as empty.")
     var acceptZeroChunk = false
 
+    func validate() throws {
+        if let expectedChecksum {
+            do {
+                try ExpectedFileChecksum.md5Base64(expectedChecksum).validate()
+            } catch {
+                throw ValidationError(
+                    "--expected-checksum must be FileMeta.checksum: 24 characters of padded standard base64 (an MD5)")
+            }
+        }
+        if let expectedSize, expectedSize < 0 {
+            throw ValidationError("--expected-size must not be negative")
+        }
+    }
+
     func run() throws {
         do {
             try execute()

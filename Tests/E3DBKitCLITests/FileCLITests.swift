@@ -92,6 +92,39 @@ struct FileCLITests {
         #expect(try entries() == ["bad", "enc", "key", "other", "plain"], "no temporary files left")
     }
 
+    /// D13: a malformed --expected-checksum is a usage error (64) before anything is decrypted; an --expected-size
+    /// shorter than the file is reported as such (2, "longer than its expected size"), not as a damaged file.
+    @Test func expectedChecksumAndSizeArguments() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data([9]).write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        #expect(good.count == 142)
+        for bad in ["garbage", "DPb7oJVFD4O0cXsAkVRltA", "0cf6fba095450f83b4717d910154", "-x"] {
+            let out = try CLI.run(
+                ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-checksum=\(bad)", path("enc"),
+                 path("out")])
+            #expect(out.status == 64, "\(bad): \(out.stderr)")
+            #expect(out.stderr.contains("--expected-checksum"), "\(bad): \(out.stderr)")
+        }
+        for size in [0, 50, 141] {
+            let out = try CLI.run(
+                ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-size", "\(size)", path("enc"),
+                 path("out")])
+            #expect(out.status == 2, "\(size): \(out.stderr)")
+            #expect(out.stderr.contains("longer than its expected size of \(size) bytes"), "\(size): \(out.stderr)")
+        }
+        let negative = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--expected-size=-1", path("enc"), path("out")])
+        #expect(negative.status == 64)
+        let right = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--expected-size", "142", "--expected-checksum",
+             Base64.encode(Hashes.md5(good)), path("enc"), path("out")])
+        #expect(right.status == 0, "\(right.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path("out"))) == Data([9]))
+        #expect(try entries() == ["enc", "key", "out", "plain"])
+    }
+
     @Test func usageErrors() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])

@@ -47,18 +47,25 @@ public struct FileDescriptorSource: FileByteSource, Sendable {
 
     /// See ``FileByteSource/read(into:)``. Retries on `EINTR`.
     public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        while true {
+        try retryingInterrupted("read") {
             #if canImport(Darwin)
-            let n = Darwin.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            Darwin.read(fileDescriptor, buffer.baseAddress, buffer.count)
             #elseif canImport(Glibc)
-            let n = Glibc.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            Glibc.read(fileDescriptor, buffer.baseAddress, buffer.count)
             #else
-            let n = Musl.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            Musl.read(fileDescriptor, buffer.baseAddress, buffer.count)
             #endif
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
-            throw FileSystemError(operation: "read", errno: errno, path: nil)
         }
+    }
+}
+
+/// Runs a system call until it does not fail with `EINTR`; a negative result throws ``FileSystemError``.
+func retryingInterrupted(_ operation: String, _ call: () -> Int) throws -> Int {
+    while true {
+        let n = call()
+        if n >= 0 { return n }
+        if errno == EINTR { continue }
+        throw FileSystemError(operation: operation, errno: errno, path: nil)
     }
 }
 
@@ -116,6 +123,49 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
         }
         done += n
     }
+}
+
+/// Files with no name until they are committed.
+package enum UnnamedFile {
+    #if os(Linux) && (arch(x86_64) || arch(arm64))
+    /// Linux `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`); Glibc does not export the macro to Swift.
+    static let temporaryFileFlag: Int32 = 0o20_000_000 | O_DIRECTORY
+    #endif
+
+    /// Opens a new file with no name in `directory` (Linux `O_TMPFILE`), mode 0600, or returns -1 with `errno`
+    /// set (`EOPNOTSUPP`, `EISDIR`, `EINVAL` when the platform or the file system cannot).
+    ///
+    /// - Parameters:
+    ///   - directory: where the file's blocks live (and where it may later be linked).
+    ///   - readable: open read-write instead of write-only.
+    /// - Returns: the descriptor, or -1.
+    package static func open(inDirectory directory: String, readable: Bool) -> Int32 {
+        #if os(Linux) && (arch(x86_64) || arch(arm64))
+        let access = readable ? O_RDWR : O_WRONLY
+        return openFile(directory, temporaryFileFlag | access | O_CLOEXEC, 0o600)
+        #else
+        errno = EOPNOTSUPP
+        return -1
+        #endif
+    }
+
+    /// Gives the unnamed file `fd` the name `path` (`linkat` through `/proc/self/fd`); fails with `EEXIST` if
+    /// `path` exists.
+    ///
+    /// - Returns: 0, or -1 with `errno` set.
+    package static func link(_ fd: Int32, to path: String) -> Int32 {
+        #if os(Linux)
+        return linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+        #else
+        errno = EOPNOTSUPP
+        return -1
+        #endif
+    }
+}
+
+/// `open(2)` under another name (inside `UnnamedFile`, `open` is the member).
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
 }
 
 /// A ``FileByteSink`` that writes a temporary file beside `path` and renames it over `path` only on ``finish()``.

@@ -125,6 +125,80 @@ struct FileCLITests {
         #expect(try entries() == ["enc", "key", "out", "plain"])
     }
 
+    /// `file decrypt … -` authenticates everything before writing a byte: a tampered last chunk leaves stdout
+    /// empty (exit 2), from a regular file and from a pipe. A regular file needs no spool at all (TMPDIR points
+    /// to a directory that does not exist); a pipe needs a writable TMPDIR for its ciphertext spool.
+    @Test func standardOutputGetsNothingUnlessTheWholeFileAuthenticates() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try plain.write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        var bad = good
+        bad[bad.count - 3] ^= 0x40
+        try bad.write(to: URL(fileURLWithPath: path("bad")))
+        let noTmp = ["TMPDIR": path("missing-tmp")]
+        let fromFile = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, path("bad"), "-"], environment: noTmp)
+        #expect(fromFile.status == 2, "\(fromFile.stderr)")
+        #expect(fromFile.stdoutData.isEmpty)
+        let fromPipe = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: bad,
+            environment: ["TMPDIR": directory.path])
+        #expect(fromPipe.status == 2, "\(fromPipe.stderr)")
+        #expect(fromPipe.stdoutData.isEmpty)
+        let goodFile = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, path("enc"), "-"], environment: noTmp)
+        #expect(goodFile.status == 0, "\(goodFile.stderr)")
+        #expect(goodFile.stdoutData == plain)
+        let goodPipe = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: good,
+            environment: ["TMPDIR": directory.path])
+        #expect(goodPipe.stdoutData == plain)
+        #expect(try entries() == ["bad", "enc", "key", "plain"], "no spool file left behind")
+    }
+
+    @Test func rangeDecryption() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
+        try plain.write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        for (text, range) in [("0-0", 0...0), ("65535-65536", 65_535...65_536), ("100000-", 100_000...199_999),
+            ("0-199999", 0...199_999), ("199999-199999", 199_999...199_999)] {
+            let out = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", text, path("enc"), "-"])
+            #expect(out.status == 0, "\(text): \(out.stderr)")
+            #expect(out.stdoutData == plain[range], "\(text)")
+        }
+        let toFile = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "70000-70099", path("enc"), path("part")])
+        #expect(toFile.status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path("part"))) == plain[70_000...70_099])
+        for malformed in ["", "5", "-5", "10-5", "a-b", "1-2-3", " 1-2", "1.0-2", "99999999999999999999-1"] {
+            let out = try CLI.run(
+                ["file", "decrypt", "--access-key-file", keyFile.path, "--range=\(malformed)", path("enc"), "-"])
+            #expect(out.status == 64, "'\(malformed)': \(out.status) \(out.stderr)")
+            #expect(out.stdoutData.isEmpty)
+        }
+        let stdin = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", "-", "-"])
+        #expect(stdin.status == 64)
+        let outOfBounds = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "199999-200000", path("enc"), "-"])
+        #expect(outOfBounds.status == 64, "\(outOfBounds.stderr)")
+        #expect(outOfBounds.stderr.contains("not within the plaintext of 200000 bytes"), "\(outOfBounds.stderr)")
+        // A tampered chunk inside the range: exit 2, nothing on stdout, no output file.
+        var bad = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        bad[124 + 65_553 + 1000] ^= 1
+        try bad.write(to: URL(fileURLWithPath: path("bad")))
+        let tampered = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-70000", path("bad"), "-"])
+        #expect(tampered.status == 2)
+        #expect(tampered.stdoutData.isEmpty)
+        let tamperedFile = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-70000", path("bad"), path("out")])
+        #expect(tamperedFile.status == 2)
+        #expect(try entries() == ["bad", "enc", "key", "part", "plain"])
+    }
+
     @Test func usageErrors() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])
@@ -154,11 +228,14 @@ enum CLI {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }()
 
-    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Output {
+    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> Output {
         guard let binary else { throw VectorFormatError("e3dbkit binary not found") }
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         let input = Pipe()

@@ -203,6 +203,7 @@ struct FileEncryptCommand: ParsableCommand {
     }
 
     func execute() throws {
+        FileSignals.install()
         let key = try options.accessKey()
         let bar = ProgressBar(label: "encrypt", quiet: options.quiet)
         let cipherOptions = FileEncryptionOptions(progress: bar.callback)
@@ -298,6 +299,7 @@ struct FileDecryptCommand: ParsableCommand {
     }
 
     func execute() throws {
+        FileSignals.install()
         let key = try options.accessKey()
         if let range {
             try decryptRange(range, key: key)

@@ -199,6 +199,48 @@ struct FileCLITests {
         #expect(try entries() == ["bad", "enc", "key", "part", "plain"])
     }
 
+    /// D2, D17: `file encrypt` and `file decrypt` to a path, interrupted mid-run (they wait on a pipe that has
+    /// delivered 1 MiB of a larger input), leave no output and no temporary file. SIGINT, SIGTERM and SIGHUP end the
+    /// process by that signal; SIGQUIT exits 131 without the runtime's crash report; SIGKILL cannot be handled,
+    /// and on Linux the unnamed (O_TMPFILE) output leaves nothing either.
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGKILL])
+    func interruptedCommandsLeaveNoFiles(signal signo: Int32) throws {
+        #if !os(Linux)
+        if signo == SIGKILL { return }
+        #endif
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = signal(SIGPIPE, SIG_IGN)
+        let plain = Data((0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 17) })
+        let encrypted = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
+        #expect(encrypted.status == 0)
+        for (command, input) in [("encrypt", plain), ("decrypt", encrypted.stdoutData)] {
+            let process = Process()
+            process.executableURL = CLIRunner.binary
+            process.arguments = ["file", command, "-q", "--access-key-file", keyFile.path, "-", path("out")]
+            let stdin = Pipe()
+            let stderr = Pipe()
+            process.standardInput = stdin
+            process.standardError = stderr
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            // Returns once the CLI has read all but at most a pipe buffer of it: the run is under way.
+            try stdin.fileHandleForWriting.write(contentsOf: input.prefix(1 << 20))
+            usleep(200_000)
+            kill(process.processIdentifier, signo)
+            process.waitUntilExit()
+            try? stdin.fileHandleForWriting.close()
+            let message = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if signo == SIGQUIT {
+                #expect(process.terminationReason == .exit && process.terminationStatus == 131, "\(command)")
+                #expect(!message.contains("crashed") && !message.contains("Backtrac"), "\(command): \(message)")
+            } else {
+                #expect(process.terminationReason == .uncaughtSignal, "\(command)")
+                #expect(process.terminationStatus == signo, "\(command)")
+            }
+            #expect(try entries() == ["key"], "\(command) interrupted by signal \(signo) left files behind")
+        }
+    }
+
     @Test func usageErrors() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])

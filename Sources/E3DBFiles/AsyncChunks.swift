@@ -318,17 +318,11 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
     }
 }
 
-/// A reusable 64 KiB plaintext buffer, wiped when released.
+/// A reusable 64 KiB plaintext buffer in the primitives' wiped storage (`SecureBytes`).
 final class SendableScratch: @unchecked Sendable {
-    let buffer: UnsafeMutableRawBufferPointer = {
-        let b = UnsafeMutableRawBufferPointer.allocate(byteCount: E3DBFileFormat.plaintextChunkSize, alignment: 16)
-        b.initializeMemory(as: UInt8.self, repeating: 0)
-        return b
-    }()
-    deinit {
-        wipeMemory(buffer)
-        buffer.deallocate()
-    }
+    private let storage = SecureBytes(count: E3DBFileFormat.plaintextChunkSize) { _ in }
+    /// The storage's bytes; valid as long as this object.
+    var buffer: UnsafeMutableRawBufferPointer { storage.withUnsafeMutableBytes { $0 } }
 }
 
 extension AsyncSequence where Element: DataProtocol {

@@ -1,5 +1,6 @@
-@_spi(Testing) public import E3DBPrimitives
+public import E3DBPrimitives
 public import E3DBKeys
+import Dispatch
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -74,10 +75,10 @@ public enum E3DBFileCipher {
         try control.checkCancelled()
         let streamKey = SecretStream.Key()
         let prefix = try makePrefix(dataKey: streamKey, accessKey: accessKey)
-        var encryptor = SecretStream.Encryptor(key: streamKey)
+        let encryptor = SecretStream.Encryptor(key: streamKey)
         let fullPrefix = prefix + encryptor.header.rawRepresentation
         return try encryptChunks(
-            prefix: fullPrefix, encryptor: &encryptor, from: &source, to: &sink, checksums: options.checksums,
+            prefix: fullPrefix, encryptor: encryptor, from: &source, to: &sink, checksums: options.checksums,
             concurrent: options.concurrentChecksums, control: control)
     }
 
@@ -96,7 +97,7 @@ public enum E3DBFileCipher {
 
     static func encryptChunks(
         prefix: Data,
-        encryptor: inout SecretStream.Encryptor,
+        encryptor: consuming SecretStream.Encryptor,
         from source: inout some FileByteSource,
         to sink: inout some FileByteSink,
         checksums: FileChecksumKinds,
@@ -135,16 +136,21 @@ public enum E3DBFileCipher {
             }
             let plain = UnsafeRawBufferPointer(rebasing: slots.plaintext(current)[0..<currentCount])
             let out = slots.ciphertext(current)
-            let sealedCount = try encryptor.seal(plain, tag: isLast ? .final : .message, into: out)
-            let sealed = UnsafeRawBufferPointer(rebasing: out[0..<sealedCount])
-            try write(sealed, to: &sink)
-            pipeline.submit(
-                ciphertext: sealed, plaintext: pipeline.wantsPlaintext ? plain : nil, done: slots.handOff(current))
-            consumed += currentCount
-            produced += sealedCount
-            chunks += 1
-            control.report(consumed, chunks: chunks)
-            if isLast { break }
+            /// Writes and hashes the sealed chunk, and counts it.
+            func deliver(_ sealedCount: Int) throws(E3DBError) {
+                let sealed = UnsafeRawBufferPointer(rebasing: out[0..<sealedCount])
+                try emit(sealed, to: &sink, ciphertext: sealed, plaintext: plain, pipeline: pipeline, done: slots.handOff(current))
+                consumed += currentCount
+                produced += sealedCount
+                chunks += 1
+                control.report(consumed, chunks: chunks)
+            }
+            if isLast {
+                // finish consumes the encryptor: nothing can be sealed after the FINAL chunk.
+                try deliver(try encryptor.finish(plain, into: out))
+                break
+            }
+            try deliver(try encryptor.seal(plain, tag: .message, into: out))
             current = next
             currentCount = nextCount
         }
@@ -234,9 +240,7 @@ public enum E3DBFileCipher {
             let (count, tag) = try openChunk(cipher, into: output, decryptor: &decryptor, index: chunks, offset: offset)
             if tag == .final { sawFinal = true }
             let plain = UnsafeRawBufferPointer(rebasing: output[0..<count])
-            try write(plain, to: &sink)
-            pipeline.submit(
-                ciphertext: cipher, plaintext: pipeline.wantsPlaintext ? plain : nil, done: slots.handOff(current))
+            try emit(plain, to: &sink, ciphertext: cipher, plaintext: plain, pipeline: pipeline, done: slots.handOff(current))
             offset += n
             plaintextSize += count
             chunks += 1
@@ -407,8 +411,7 @@ public enum E3DBFileCipher {
 
     /// Encrypts with a caller-chosen data key, edk nonce and stream header, to reproduce another SDK's output byte
     /// for byte in tests. Never use in production: reusing these values with the same access key repeats keystream.
-    @_spi(Testing)
-    public static func encryptDeterministically<S: FileByteSink>(
+    package static func encryptDeterministically<S: FileByteSink>(
         from source: inout some FileByteSource,
         to sink: inout S,
         accessKey: AccessKey,
@@ -421,11 +424,21 @@ public enum E3DBFileCipher {
             let control = RunControl(
                 progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
             let prefix = try makePrefix(dataKey: dataKey, accessKey: accessKey, nonce: edkNonce)
-            var encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
+            let encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
             return try encryptChunks(
-                prefix: prefix + streamHeader.rawRepresentation, encryptor: &encryptor, from: &source, to: &sink,
+                prefix: prefix + streamHeader.rawRepresentation, encryptor: encryptor, from: &source, to: &sink,
                 checksums: options.checksums, concurrent: options.concurrentChecksums, control: control)
         }
+    }
+
+    /// Writes `output` to the sink, then hands the chunk's ciphertext and plaintext (if wanted) to the checksum
+    /// pipeline, which signals `done` when it no longer needs the slot.
+    static func emit(
+        _ output: UnsafeRawBufferPointer, to sink: inout some FileByteSink, ciphertext: UnsafeRawBufferPointer,
+        plaintext: UnsafeRawBufferPointer, pipeline: ChecksumPipeline, done: DispatchSemaphore
+    ) throws(E3DBError) {
+        try write(output, to: &sink)
+        pipeline.submit(ciphertext: ciphertext, plaintext: pipeline.wantsPlaintext ? plaintext : nil, done: done)
     }
 
     static func write(_ bytes: UnsafeRawBufferPointer, to sink: inout some FileByteSink) throws(E3DBError) {

@@ -342,21 +342,19 @@ struct StrictDecryptionTests {
 
     /// Files no SDK writes, built with the stream primitives: wrong tags and missing FINAL.
     @Test func unusualTagsAreRejected() throws {
+        /// Seals chunks of zeros with the given tags; a FINAL tag ends the stream (the encryptor is consumed).
         func build(_ chunks: [(Int, SecretStream.Tag)]) throws -> Data {
             let dk = SecretStream.Key()
             var file = try E3DBFileCipher.makePrefix(dataKey: dk, accessKey: Fixture.key)
             var encryptor = SecretStream.Encryptor(key: dk)
             file += encryptor.header.rawRepresentation
             for (size, tag) in chunks {
-                let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
-                let out = UnsafeMutableRawBufferPointer.allocate(byteCount: size + 17, alignment: 1)
-                defer {
-                    plain.deallocate()
-                    out.deallocate()
+                let plain = Data(count: size)
+                if tag == .final {
+                    file += encryptor.finish(plain)
+                    break
                 }
-                plain.initializeMemory(as: UInt8.self, repeating: 0)
-                let n = try encryptor.seal(UnsafeRawBufferPointer(plain), tag: tag, into: out)
-                file += Data(UnsafeRawBufferPointer(rebasing: out[0..<n]))
+                file += try encryptor.seal(plain, tag: tag)
             }
             return file
         }
@@ -365,7 +363,7 @@ struct StrictDecryptionTests {
         #expect(Fixture.failure(try build([(full, .rekey), (1, .final)]))?.code == .unexpectedChunkTag)
         #expect(Fixture.failure(try build([(10, .message)]))?.code == .fileTruncated)
         #expect(Fixture.failure(try build([(full, .message), (full, .message)]))?.code == .fileTruncated)
-        #expect(Fixture.failure(try build([(full, .final), (3, .message)]))?.code == .trailingData)
+        #expect(Fixture.failure(try build([(full, .final)]) + Data(count: 20))?.code == .trailingData)
         // A short non-final chunk shifts every later chunk boundary: authentication fails.
         #expect(Fixture.failure(try build([(100, .message), (5, .final)]))?.code == .chunkAuthenticationFailed)
         #expect(Fixture.failure(try build([(0, .final)])) == nil)

@@ -82,12 +82,12 @@ final class ProgressBar: @unchecked Sendable {
         }
         line += ProgressBar.size(p.bytesProcessed)
         if let total = p.totalBytes { line += " / " + ProgressBar.size(total) }
-        FileHandle.standardError.write(Data(line.utf8))
+        writeToStandardError(line)
         drawn = true
     }
 
     func end() {
-        if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+        if drawn { writeToStandardError("\n") }
     }
 
     static func size(_ bytes: Int) -> String {
@@ -208,6 +208,7 @@ struct FileEncryptCommand: ParsableCommand {
         let bar = ProgressBar(label: "encrypt", quiet: options.quiet)
         let cipherOptions = FileEncryptionOptions(progress: bar.callback)
         let result: FileEncryptionResult
+        var pending: CommitAfterSummarySink?
         do {
             let input = try openInput(options.input)
             defer { if input != 0 { close(input) } }
@@ -216,8 +217,9 @@ struct FileEncryptCommand: ParsableCommand {
                 var sink = FileDescriptorSink(fileDescriptor: 1)
                 result = try E3DBFileCipher.encrypt(from: &source, to: &sink, accessKey: key, options: cipherOptions)
             } else {
-                var sink = try createOutput(options.output)
+                var sink = CommitAfterSummarySink(try createOutput(options.output))
                 result = try E3DBFileCipher.encrypt(from: &source, to: &sink, accessKey: key, options: cipherOptions)
+                pending = sink
             }
         } catch let error as E3DBError {
             bar.end()
@@ -230,11 +232,54 @@ struct FileEncryptCommand: ParsableCommand {
             blake2b-512: \(result.checksums.blake2b512Hex ?? "")
 
             """
-        if options.output == "-" {
-            if !options.quiet { FileHandle.standardError.write(Data(summary.utf8)) }
-        } else {
-            FileHandle.standardOutput.write(Data(summary.utf8))
+        guard let pending else {
+            if !options.quiet { writeToStandardError(summary) }
+            return
         }
+        // D5: the FileMeta values must not be lost: the output is committed only once they are on stdout.
+        do {
+            try writeToStandardOutput(summary)
+        } catch {
+            pending.output.abort()
+            throw error
+        }
+        do {
+            try pending.output.finish()
+        } catch {
+            pending.output.abort()
+            throw CLIError("cannot create \(options.output): \(error)", exitCode: ExitStatus.cannotCreate)
+        }
+    }
+}
+
+/// Encryption output whose commit waits for the CLI: `finish()` (called by the cipher once the file is complete)
+/// does nothing, and the CLI commits `output` after it has printed the FileMeta values.
+struct CommitAfterSummarySink: FileByteSink {
+    let output: AtomicFileSink
+    init(_ output: AtomicFileSink) { self.output = output }
+    func write(_ bytes: UnsafeRawBufferPointer) throws { try output.write(bytes) }
+    func finish() throws {}
+    func abort() { output.abort() }
+}
+
+/// Writes `text` to standard output completely, or throws (exit 1) instead of trapping when stdout is full or
+/// closed (D5, D10).
+func writeToStandardOutput(_ text: String) throws {
+    var out = FileDescriptorSink(fileDescriptor: 1)
+    do {
+        try Data(text.utf8).withUnsafeBytes { try out.write($0) }
+    } catch {
+        throw CLIError("cannot write to standard output: \(error)")
+    }
+}
+
+/// Writes `text` to standard error, ignoring failures (there is nowhere left to report them).
+func writeToStandardError(_ text: String) {
+    var err = FileDescriptorSink(fileDescriptor: 2)
+    do {
+        try Data(text.utf8).withUnsafeBytes { try err.write($0) }
+    } catch {
+        // Standard error itself failed: there is nowhere left to report it.
     }
 }
 
@@ -410,9 +455,8 @@ struct FileChecksumCommand: ParsableCommand {
             defer { if input != 0 { close(input) } }
             var source = FileDescriptorSource(fileDescriptor: input)
             let (sums, count) = try E3DBFileCipher.checksums(of: &source)
-            print("checksum: \(sums.md5Base64 ?? "")")
-            print("size: \(count)")
-            print("blake2b-512: \(sums.blake2b512Hex ?? "")")
+            try writeToStandardOutput(
+                "checksum: \(sums.md5Base64 ?? "")\nsize: \(count)\nblake2b-512: \(sums.blake2b512Hex ?? "")\n")
         } catch let error as E3DBError {
             throw fileError(error, "reading \(file)")
         }

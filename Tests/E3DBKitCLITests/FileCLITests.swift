@@ -241,6 +241,36 @@ struct FileCLITests {
         }
     }
 
+    /// D5, D10: when stdout cannot be written (/dev/full), `file encrypt` exits 1 without committing its output
+    /// (the FileMeta values would be lost), and `file checksum` exits 1 instead of 0.
+    @Test func unwritableStandardOutputFailsCleanly() throws {
+        #if os(Linux)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data(repeating: 3, count: 100_000).write(to: URL(fileURLWithPath: path("plain")))
+        func runToDevFull(_ arguments: [String]) throws -> (Int32, String) {
+            let process = Process()
+            process.executableURL = CLIRunner.binary
+            process.arguments = arguments
+            let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+            let err = Pipe()
+            process.standardOutput = full
+            process.standardError = err
+            try process.run()
+            let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, message)
+        }
+        let (encryptStatus, encryptMessage) = try runToDevFull(
+            ["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        #expect(encryptStatus == 1, "\(encryptMessage)")
+        #expect(encryptMessage.contains("cannot write to standard output"), "\(encryptMessage)")
+        #expect(try entries() == ["key", "plain"], "output committed although its FileMeta values were lost")
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let (checksumStatus, checksumMessage) = try runToDevFull(["file", "checksum", path("enc")])
+        #expect(checksumStatus == 1, "\(checksumMessage)")
+        #endif
+    }
+
     @Test func usageErrors() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])

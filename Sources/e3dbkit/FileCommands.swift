@@ -413,9 +413,19 @@ struct FileDecryptCommand: ParsableCommand {
                         : "decrypting \(options.input): the file is \(source.byteCount) bytes, not the expected \(expectedSize)",
                     exitCode: ExitStatus.authentication)
             }
-            // START- reads to the end of the plaintext; if the length is impossible, the read reports why.
-            let plaintextSize = (try? FileChunkLayout(encryptedSize: source.byteCount).plaintextSize) ?? 0
-            let closed = range.start...max(range.start, range.end ?? (plaintextSize - 1))
+            // START- reads to the end of the plaintext. When the length is impossible, read START alone: the
+            // range read checks the headers first and then reports the length problem.
+            let closed: ClosedRange<Int>
+            if let end = range.end {
+                closed = range.start...end
+            } else {
+                do {
+                    let plaintextSize = try FileChunkLayout(encryptedSize: source.byteCount).plaintextSize
+                    closed = range.start...max(range.start, plaintextSize - 1)
+                } catch {
+                    closed = range.start...range.start
+                }
+            }
             if options.output == "-" {
                 var discard = DiscardingByteSink()
                 _ = try E3DBFileCipher.decryptRange(closed, from: source, to: &discard, accessKey: key)

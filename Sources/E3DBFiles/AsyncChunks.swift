@@ -196,11 +196,11 @@ public struct E3DBFileEncryptedChunks<Base: AsyncSequence>: AsyncSequence where 
 
 /// The state of one decryption.
 final class AsyncDecryptState {
-    var decryptor: SecretStream.Decryptor
+    var decryptor: SecretStream.Decryptor?
     var sums: ChecksumState
     var plaintextSize = 0
     init(_ decryptor: consuming SecretStream.Decryptor, prefix: Data, checksums: FileChecksumKinds) throws(E3DBError) {
-        self.decryptor = decryptor
+        self.decryptor = consume decryptor
         sums = try ChecksumState(checksums)
         prefix.withUnsafeBytes { sums.updateCiphertext($0) }
     }

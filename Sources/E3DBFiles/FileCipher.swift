@@ -216,7 +216,7 @@ public enum E3DBFileCipher {
             &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<E3DBFileFormat.prefixSize]))
         if let limit, prefixCount > limit { throw longerThanExpected(limit, chunk: nil) }
         let prefix = Data(UnsafeRawBufferPointer(rebasing: prefixBuffer[0..<prefixCount]))
-        var decryptor = try openPrefix(prefix, accessKey: accessKey)
+        var decryptor: SecretStream.Decryptor? = try openPrefix(prefix, accessKey: accessKey)
         pipeline.submitOwned(ciphertext: prefix)
 
         let header = E3DBFileFormat.prefixSize
@@ -362,10 +362,13 @@ public enum E3DBFileCipher {
     }
 
     /// Opens one chunk with the strict rules of the format.
+    ///
+    /// The stream is taken out of `decryptor` and handed back only after a MESSAGE chunk: a FINAL chunk (or any
+    /// failure) consumes it, so nothing can be opened after the end of the file.
     static func openChunk(
         _ cipher: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer,
-        decryptor: inout SecretStream.Decryptor,
+        decryptor: inout SecretStream.Decryptor?,
         index: Int,
         offset: Int
     ) throws(E3DBError) -> (Int, SecretStream.Tag) {
@@ -376,13 +379,18 @@ public enum E3DBFileCipher {
                 "the input ends \(cipher.count) bytes into chunk \(index), too short to be a chunk (17 bytes minimum)",
                 context: .at(offset: offset + cipher.count, chunk: index, part: "chunk"))
         }
+        guard var stream = decryptor.take() else {
+            throw E3DBError(
+                .trailingData, "chunk \(index) at byte \(offset) follows the chunk tagged FINAL",
+                context: .at(offset: offset, chunk: index))
+        }
         let opened: (count: Int, tag: SecretStream.Tag)
         do {
-            opened = try decryptor.open(cipher, into: output)
+            opened = try stream.open(cipher, into: output)
         } catch {
             // A FINAL chunk shorter than a full chunk merges with whatever follows it in one read. If a proper
             // prefix of these bytes authenticates as a FINAL chunk, the file is intact and the rest is appended.
-            if let length = decryptor.finalChunkLength(in: cipher) {
+            if let length = stream.finalChunkLength(in: cipher) {
                 throw E3DBError(
                     .trailingData,
                     "data follows the chunk tagged FINAL: chunk \(index) ends at byte \(offset + length), and "
@@ -398,7 +406,10 @@ public enum E3DBFileCipher {
                 context: .at(offset: offset, chunk: index, part: cipher.count < full ? "last chunk" : "chunk"))
         }
         switch opened.tag {
-        case .message, .final:
+        case .message:
+            decryptor = consume stream
+            return opened
+        case .final:
             return opened
         default:
             throw E3DBError(

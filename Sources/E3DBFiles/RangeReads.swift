@@ -234,7 +234,7 @@ extension E3DBFileCipher {
         let prefixCount = try readFullyAt(
             source, at: 0,
             into: UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<min(max(0, size), E3DBFileFormat.prefixSize)]))
-        var decryptor = try openPrefix(
+        var stream = try openPrefix(
             Data(UnsafeRawBufferPointer(rebasing: cipherBuffer[0..<prefixCount])), accessKey: accessKey)
         var bytesRead = prefixCount
         let layout = try FileChunkLayout(encryptedSize: size)
@@ -261,10 +261,11 @@ extension E3DBFileCipher {
             let end = layout.offset(ofChunk: index) + E3DBFileFormat.ciphertextChunkSize
             let n = try readFullyAt(source, at: end - SecretStream.macByteCount, into: mac)
             guard n == SecretStream.macByteCount else { throw shrank(size, at: end) }
-            try decryptor.skipMessageChunk(mac: UnsafeRawBufferPointer(mac))
+            try stream.skipMessageChunk(mac: UnsafeRawBufferPointer(mac))
             bytesRead += n
         }
 
+        var decryptor: SecretStream.Decryptor? = consume stream
         for index in first...last {
             let offset = layout.offset(ofChunk: index)
             let length = layout.size(ofChunk: index)

@@ -191,3 +191,36 @@ struct RangeReadTests {
         #expect(Self.failure(0...10, short + Data([1, 2, 3])) == nil)
     }
 }
+
+@Suite("E3DB file v3: the stream is consumed by the FINAL chunk")
+struct StreamConsumptionTests {
+    @Test func finalChunkConsumesTheDecryptor() throws {
+        let file = try RangeReadTests.encrypted(RangeReadTests.plaintext(70_000))
+        let prefix = Data(file.prefix(E3DBFileFormat.prefixSize))
+        var decryptor: SecretStream.Decryptor? = try E3DBFileCipher.openPrefix(prefix, accessKey: RangeReadTests.key)
+        let output = UnsafeMutableRawBufferPointer.allocate(byteCount: E3DBFileFormat.plaintextChunkSize, alignment: 16)
+        let input = UnsafeMutableRawBufferPointer.allocate(byteCount: E3DBFileFormat.ciphertextChunkSize, alignment: 16)
+        defer {
+            output.deallocate()
+            input.deallocate()
+        }
+        let bounds = [124..<(124 + 65_553), (124 + 65_553)..<file.count]
+        var tags: [SecretStream.Tag] = []
+        for (index, range) in bounds.enumerated() {
+            file.copyBytes(to: input, from: range)
+            let chunk = UnsafeRawBufferPointer(rebasing: input[0..<range.count])
+            let (_, tag) = try E3DBFileCipher.openChunk(chunk, into: output, decryptor: &decryptor, index: index, offset: 0)
+            tags.append(tag)
+            #expect((decryptor != nil) == (tag == .message), "the stream is handed back only after MESSAGE")
+        }
+        #expect(tags == [.message, .final])
+        // Nothing can be opened after FINAL: the stream is gone.
+        let last = UnsafeRawBufferPointer(rebasing: input[0..<bounds[1].count])
+        do {
+            _ = try E3DBFileCipher.openChunk(last, into: output, decryptor: &decryptor, index: 2, offset: 0)
+            Issue.record("a chunk was opened after FINAL")
+        } catch {
+            #expect(error.code == .trailingData)
+        }
+    }
+}

@@ -193,10 +193,13 @@ public enum PendingTemporaryFiles {
 
     /// Removes every registered file (`unlink`). Async-signal-safe: atomic exchanges and `unlink(2)` only.
     public static func removeAll() {
-        for i in 0..<capacity {
-            let bits = slots[i].exchange(0, ordering: .acquiringAndReleasing)
-            if let path = UnsafePointer<CChar>(bitPattern: bits) { _ = unlink(path) }
-        }
+        for i in 0..<capacity { remove(slot: i) }
+    }
+
+    /// Claims slot `index` and unlinks its file, if any. Async-signal-safe.
+    static func remove(slot index: Int) {
+        let bits = slots[index].exchange(0, ordering: .acquiringAndReleasing)
+        if let path = UnsafePointer<CChar>(bitPattern: bits) { _ = unlink(path) }
     }
 
     /// Registers `path`; returns its slot, or nil when the registry is full (the file is then only removed by

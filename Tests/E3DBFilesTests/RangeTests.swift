@@ -224,3 +224,54 @@ struct StreamConsumptionTests {
         }
     }
 }
+
+@Suite("E3DB file v3: temporary outputs")
+struct TemporaryOutputTests {
+    static func directory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3db-atomic-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    @Test func atomicSinkShowsNothingUntilCommitAndLeavesNothingOnAbort() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let target = dir.appendingPathComponent(String(repeating: "n", count: 250)).path  // a long name works
+        let sink = try AtomicFileSink(path: target)
+        try Data(repeating: 1, count: 1000).withUnsafeBytes { try sink.write($0) }
+        let during = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        #if os(Linux)
+        #expect(sink.isUnnamedUntilCommit)
+        #endif
+        #expect(during == (sink.isUnnamedUntilCommit ? [] : [URL(fileURLWithPath: sink.temporaryPath).lastPathComponent]))
+        try sink.finish()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [URL(fileURLWithPath: target).lastPathComponent])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data(repeating: 1, count: 1000))
+
+        let aborted = try AtomicFileSink(path: dir.appendingPathComponent("other").path)
+        try Data(repeating: 2, count: 10).withUnsafeBytes { try aborted.write($0) }
+        aborted.abort()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [URL(fileURLWithPath: target).lastPathComponent])
+    }
+
+    /// `removeAll()` is `remove(slot:)` over every slot; only this test's slots are removed here, since other
+    /// tests in the process may be committing files at the same moment.
+    @Test func registeredTemporaryFilesAreRemovedFromTheirSlots() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        PendingTemporaryFiles.prepare()
+        let paths = (0..<3).map { dir.appendingPathComponent(".e3dbkit-test\($0).tmp").path }
+        var slots: [Int?] = []
+        for path in paths {
+            #expect(FileManager.default.createFile(atPath: path, contents: Data([1])))
+            slots.append(PendingTemporaryFiles.register(path))
+        }
+        #expect(slots.allSatisfy { $0 != nil })
+        // Unregistering (what a commit or an abort does) frees the slot and leaves the file to its owner.
+        PendingTemporaryFiles.unregister(slots[1])
+        #expect(FileManager.default.fileExists(atPath: paths[1]))
+        // Removing a slot unlinks its file.
+        for slot in [slots[0], slots[2]].compactMap({ $0 }) { PendingTemporaryFiles.remove(slot: slot) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [".e3dbkit-test1.tmp"])
+    }
+}

@@ -28,7 +28,7 @@ struct FileCipherOptions: ParsableArguments {
     @Argument(help: "Input file, or - for standard input.")
     var input: String
 
-    @Argument(help: "Output file, or - for standard output. Written to a temporary file and renamed on success.")
+    @Argument(help: "Output file, or - for standard output. Written to an unnamed or temporary file and renamed on success.")
     var output: String
 
     func accessKey() throws -> AccessKey {
@@ -187,8 +187,8 @@ struct FileEncryptCommand: ParsableCommand {
         abstract: "Encrypt a file as an E3DB v3 file under a fresh data key sealed with the access key.",
         discussion: """
             Prints the E3DB FileMeta values (checksum = padded base64 MD5 of the encrypted file, size) and the \
-            encrypted file's BLAKE2b-512 (what b2sum prints) on stdout, or on stderr when OUT is -. Memory stays \
-            constant for any size.
+            encrypted file's BLAKE2b-512 (what b2sum prints) on stdout, or on stderr when OUT is -; OUT is \
+            committed only once they are printed. Memory stays constant for any size.
             """
     )
 
@@ -289,8 +289,10 @@ struct FileDecryptCommand: ParsableCommand {
         abstract: "Decrypt an E3DB v3 file, strictly; the output appears only if the whole file authenticates.",
         discussion: """
             Exit status 2 for any authentication or integrity failure (wrong access key, altered, truncated or \
-            extended file, checksum mismatch); no output file is left behind. When OUT is -, the plaintext is \
-            spooled to an unlinked temporary file and written to stdout only after verification.
+            extended file, checksum mismatch); no output file is left behind, also when interrupted. When OUT is \
+            -, nothing is written to stdout before the whole file authenticated, and no plaintext is written to \
+            disk: a regular file is read twice (verify, then decrypt), a pipe is first copied as ciphertext to an \
+            unlinked temporary file in $TMPDIR.
             """
     )
 

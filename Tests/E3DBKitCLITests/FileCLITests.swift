@@ -181,6 +181,18 @@ struct FileCLITests {
         }
         let stdin = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", "-", "-"])
         #expect(stdin.status == 64)
+        #if os(Linux)
+        // A FIFO cannot be read at an offset: a usage error, not a hang or a partial read.
+        #expect(mkfifo(path("fifo"), 0o600) == 0)
+        let writer = Thread {
+            if let handle = FileHandle(forWritingAtPath: path("fifo")) { try? handle.close() }
+        }
+        writer.start()
+        let fifo = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", path("fifo"), "-"])
+        #expect(fifo.status == 64, "\(fifo.stderr)")
+        #expect(fifo.stderr.contains("regular file"), "\(fifo.stderr)")
+        try FileManager.default.removeItem(atPath: path("fifo"))
+        #endif
         let outOfBounds = try CLI.run(
             ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "199999-200000", path("enc"), "-"])
         #expect(outOfBounds.status == 64, "\(outOfBounds.stderr)")

@@ -1,5 +1,6 @@
 public import E3DBPrimitives
 import Dispatch
+import Synchronization
 
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
@@ -174,6 +175,21 @@ struct SendableBuffer: @unchecked Sendable {
     let pointer: UnsafeRawBufferPointer
 }
 
+/// Signals a semaphore when the last of `count` lanes has arrived.
+final class Countdown: Sendable {
+    private let remaining: Atomic<Int>
+    private let done: DispatchSemaphore?
+
+    init(_ count: Int, done: DispatchSemaphore?) {
+        remaining = Atomic(count)
+        self.done = done
+    }
+
+    func arrive() {
+        if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done?.signal() }
+    }
+}
+
 /// One running checksum, fed either the ciphertext or the plaintext, on its own serial queue (or inline).
 final class ChecksumLane: @unchecked Sendable {
     // Touched only on `queue` (concurrent mode) or the caller's thread (inline mode), never both.
@@ -232,15 +248,24 @@ final class ChecksumPipeline: @unchecked Sendable {
             done?.signal()
             return
         }
-        let group = DispatchGroup()
+        // The last lane to finish with the buffer signals `done` itself (no extra hop through another queue).
+        var work: [(ChecksumLane, DispatchQueue, SendableBuffer)] = []
         for lane in lanes {
             guard let queue = lane.queue else { continue }
             let bytes = lane.readsPlaintext ? plaintext.map { SendableBuffer(pointer: $0) } : SendableBuffer(pointer: ciphertext)
             guard let bytes else { continue }
-            queue.async(group: group) { lane.update(bytes.pointer) }
+            work.append((lane, queue, bytes))
         }
-        if let done {
-            group.notify(queue: .global(qos: .userInitiated)) { done.signal() }
+        guard !work.isEmpty else {
+            done?.signal()
+            return
+        }
+        let countdown = Countdown(work.count, done: done)
+        for (lane, queue, bytes) in work {
+            queue.async {
+                lane.update(bytes.pointer)
+                countdown.arrive()
+            }
         }
     }
 

@@ -59,6 +59,7 @@ package.targets += [
     .executableTarget(
         name: "FilesThroughput",
         dependencies: [
+            "CBenchSodium",
             .product(name: "E3DBFiles", package: "E3DBKit"),
             .product(name: "E3DBKeys", package: "E3DBKit"),
             .product(name: "E3DBPrimitives", package: "E3DBKit"),

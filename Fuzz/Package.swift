@@ -20,6 +20,13 @@ let package = Package(
             dependencies: [.product(name: "E3DBFiles", package: "E3DBKit")]
         ),
         .executableTarget(
+            name: "FuzzFileRange",
+            dependencies: [
+                .product(name: "E3DBFiles", package: "E3DBKit"), .product(name: "E3DBKeys", package: "E3DBKit"),
+                .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            ]
+        ),
+        .executableTarget(
             name: "FuzzBase64URL",
             dependencies: [.product(name: "E3DBPrimitives", package: "E3DBKit")]
         ),

@@ -9,6 +9,9 @@ FuzzKeys: EAK strings (mode 0), EAKInfo JSON texts (mode 1), client credential J
 EAKInfo JSON (mode 3, keys/group_wrappers.json) from TestVectors/keys.
 FuzzDocuments: field strings (0), values (1), EncryptedDocument JSON (2), SignedDocument JSON (3), note JSON (4)
 and TFSP1 strings (5) from TestVectors/documents.
+FuzzFileRange: the files of TestVectors/files/e3db_file_v3.json sealed with the fuzz key (32 x 0x11: the one-chunk
+and the three-chunk Appendix A.6 files), each behind a few 6-byte range prefixes (first byte, length - 1, both
+24-bit little endian): chunk boundaries, single bytes, the whole plaintext, past the end.
 
 Deterministic; files are named by the SHA-1 of their content. Run from the project root:
   python3 Fuzz/make-layer-corpus.py
@@ -111,7 +114,27 @@ def sealed_boxes():
     return items
 
 
+def file_range():
+    items = []
+    fuzz_key = "ERERERERERERERERERERERERERERERERERERERERERE"
+    for t in vectors("e3db_file_v3.json", folder="files"):
+        if t.get("accessKey") != fuzz_key or t.get("result") != "valid" or "ciphertext" not in t:
+            continue
+        file = bytes.fromhex(t["ciphertext"])
+        size = t["plaintextSize"]
+        ranges = [(0, size), (0, 1), (size - 1, 1), (size // 2, 3), (size, 1), (0, size + 1)]
+        if size > 65536:  # keep the committed corpus small: four seeds of the three-chunk file
+            ranges = [(0, size), (65535, 2), (2 * 65536 - 5, 65536 + 10), (size - 1, 1)]
+        for start, count in ranges:
+            if start < 0 or count < 1:
+                continue
+            prefix = start.to_bytes(3, "little") + (count - 1).to_bytes(3, "little")
+            items.append(prefix + file)
+    return items
+
+
 if __name__ == "__main__":
     for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes()),
-                          ("FuzzKeys", keys()), ("FuzzDocuments", documents())]:
+                          ("FuzzKeys", keys()), ("FuzzDocuments", documents()),
+                          ("FuzzFileRange", file_range())]:
         print(target, make_corpus.write(target, items))

@@ -1,10 +1,11 @@
 // FilesThroughput: E3DBFiles streaming encryption/decryption with checksums versus a loop that only calls
 // libsodium's secretstream push (or pull) on the same data, in the same run. Prints throughput and the ratio.
 //
-// The baseline calls `SecretStream.Encryptor.seal(_:tag:into:)` / `Decryptor.open(_:into:)`, E3DBPrimitives'
-// zero-copy wrappers that call `crypto_secretstream_xchacha20poly1305_push` / `_pull` directly.
+// The baselines call libsodium's `crypto_secretstream_xchacha20poly1305_push` / `_pull` directly (CBenchSodium)
+// on 64 KiB chunks in place, with no copy (E3DBPrimitives' raw-buffer wrappers are package-only).
 //
 // Run: swift run -c release --package-path Benchmarks FilesThroughput [MiB]   (default 256 MiB, best of 5 runs each)
+import CBenchSodium
 import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
@@ -30,21 +31,34 @@ let chunk = E3DBFileFormat.plaintextChunkSize
     return throughput
 }
 
-@MainActor func pushOnly() throws {
-    var encryptor = SecretStream.Encryptor(key: SecretStream.Key())
-    let out = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk + 17, alignment: 64)
-    defer { out.deallocate() }
-    try plaintext.withUnsafeBytes { (all: UnsafeRawBufferPointer) in
+/// The stream key of the baselines (benchmark data, not a secret).
+let baselineKey = [UInt8](repeating: 0x5c, count: 32)
+
+/// Pushes every 64 KiB chunk of `plaintext` through libsodium; returns the header and, if `keep`, the stream.
+@MainActor func pushAll(keep: Bool) -> ([UInt8], Data) {
+    _ = sodium_init()
+    var state = crypto_secretstream_xchacha20poly1305_state()
+    var header = [UInt8](repeating: 0, count: 24)
+    _ = crypto_secretstream_xchacha20poly1305_init_push(&state, &header, baselineKey)
+    var out = [UInt8](repeating: 0, count: chunk + 17)
+    var stream = Data()
+    plaintext.withUnsafeBytes { (all: UnsafeRawBufferPointer) in
+        let bytes = all.bindMemory(to: UInt8.self)
         var offset = 0
-        while offset < all.count {
-            let end = min(all.count, offset + chunk)
-            _ = try encryptor.seal(
-                UnsafeRawBufferPointer(rebasing: all[offset..<end]), tag: end == all.count ? .final : .message,
-                into: out)
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + chunk)
+            let tag: UInt8 = end == bytes.count ? 3 : 0  // TAG_FINAL : TAG_MESSAGE
+            var written: UInt64 = 0
+            _ = crypto_secretstream_xchacha20poly1305_push(
+                &state, &out, &written, bytes.baseAddress.map { $0 + offset }, UInt64(end - offset), nil, 0, tag)
+            if keep { stream.append(contentsOf: out[0..<Int(written)]) }
             offset = end
         }
     }
+    return (header, stream)
 }
+
+@MainActor func pushOnly() throws { _ = pushAll(keep: false) }
 
 @MainActor func encrypt(_ kinds: FileChecksumKinds, concurrent: Bool = true) throws -> Data? {
     var source = MemoryByteSource(plaintext)
@@ -61,35 +75,21 @@ var encryptedSink = MemoryByteSink()
 _ = try E3DBFileCipher.encrypt(from: &encryptedSource, to: &encryptedSink, accessKey: accessKey)
 let encrypted = encryptedSink.committed ?? Data()
 
-// The pull baseline needs the stream key, so it runs over its own stream of the same size.
-@MainActor func makePullStream(_ key: SecretStream.Key) throws -> (SecretStream.Header, Data) {
-    var encryptor = SecretStream.Encryptor(key: key)
-    let header = encryptor.header
-    var stream = Data()
-    var offset = 0
-    while offset < plaintext.count {
-        let end = min(plaintext.count, offset + chunk)
-        if end == plaintext.count {
-            stream += encryptor.finish(plaintext[offset..<end])
-            break
-        }
-        stream += try encryptor.seal(plaintext[offset..<end], tag: .message)
-        offset = end
-    }
-    return (header, stream)
-}
-let pullKey = SecretStream.Key()
-let (pullHeader, pullStream) = try makePullStream(pullKey)
+// The pull baseline runs over its own stream of the same size (it needs the stream key).
+let (pullHeader, pullStream) = pushAll(keep: true)
 
 @MainActor func pullOnly() throws {
-    var decryptor = SecretStream.Decryptor(key: pullKey, header: pullHeader)
-    let out = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
-    defer { out.deallocate() }
-    try pullStream.withUnsafeBytes { (all: UnsafeRawBufferPointer) in
+    var state = crypto_secretstream_xchacha20poly1305_state()
+    _ = crypto_secretstream_xchacha20poly1305_init_pull(&state, pullHeader, baselineKey)
+    var out = [UInt8](repeating: 0, count: chunk)
+    pullStream.withUnsafeBytes { (all: UnsafeRawBufferPointer) in
+        let bytes = all.bindMemory(to: UInt8.self)
         var offset = 0
-        while offset < all.count {
-            let end = min(all.count, offset + chunk + 17)
-            _ = try decryptor.open(UnsafeRawBufferPointer(rebasing: all[offset..<end]), into: out)
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + chunk + 17)
+            var tag: UInt8 = 0
+            _ = crypto_secretstream_xchacha20poly1305_pull(
+                &state, &out, nil, &tag, bytes.baseAddress.map { $0 + offset }, UInt64(end - offset), nil, 0)
             offset = end
         }
     }

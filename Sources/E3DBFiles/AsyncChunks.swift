@@ -1,5 +1,6 @@
 public import E3DBKeys
 import E3DBPrimitives
+import Synchronization
 
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
@@ -54,14 +55,47 @@ struct AsyncByteReader<Base: AsyncIteratorProtocol> where Base.Element: DataProt
     }
 }
 
+/// What an async file sequence computed (sizes, chunk count, checksums), available once an iteration has ended
+/// normally.
+///
+/// The sequence owns one report; ``result`` is nil until an iteration ends without throwing (after the FINAL chunk
+/// for encryption; after the whole file is verified for decryption), and then holds that iteration's outcome.
+/// Safe to read from any task or thread.
+public final class FileStreamReport<Result: Sendable>: Sendable {
+    private let storage = Mutex<Result?>(nil)
+
+    /// Creates an empty report.
+    public init() {}
+
+    /// The outcome of the last iteration that ended normally, or nil.
+    public var result: Result? { storage.withLock { $0 } }
+
+    func store(_ result: Result) { storage.withLock { $0 = result } }
+}
+
 /// The state of one encryption, kept in a class because the stream state is noncopyable.
 final class AsyncEncryptState {
-    var encryptor: SecretStream.Encryptor
+    var encryptor: SecretStream.Encryptor?
     let prefix: Data
-    init(accessKey: AccessKey) throws(E3DBError) {
+    var sums: ChecksumState
+    var plaintextSize = 0
+    var encryptedSize = 0
+    var chunks = 0
+    init(accessKey: AccessKey, checksums: FileChecksumKinds) throws(E3DBError) {
         let key = SecretStream.Key()
-        encryptor = SecretStream.Encryptor(key: key)
+        let encryptor = SecretStream.Encryptor(key: key)
         prefix = try E3DBFileCipher.makePrefix(dataKey: key, accessKey: accessKey) + encryptor.header.rawRepresentation
+        self.encryptor = consume encryptor
+        sums = try ChecksumState(checksums)
+        account(plaintext: Data(), ciphertext: prefix, isChunk: false)
+    }
+
+    func account(plaintext: Data, ciphertext: Data, isChunk: Bool) {
+        plaintext.withUnsafeBytes { sums.updatePlaintext($0) }
+        ciphertext.withUnsafeBytes { sums.updateCiphertext($0) }
+        plaintextSize += plaintext.count
+        encryptedSize += ciphertext.count
+        if isChunk { chunks += 1 }
     }
 }
 
@@ -69,38 +103,58 @@ final class AsyncEncryptState {
 ///
 /// The first element is the 124-byte header; each later element is one sealed chunk (65,553 bytes, the last one
 /// shorter and tagged FINAL). Memory is bounded by one chunk plus the largest base element. Task cancellation
-/// stops it with `.cancelled`. Use ``E3DBFileCipher`` for checksums in the same pass.
+/// stops it with `.cancelled`.
+///
+/// The checksums asked for are computed in the same pass, exactly as ``E3DBFileCipher/encrypt(from:to:accessKey:options:)``
+/// computes them (ciphertext BLAKE2b-512 and MD5 by default; `md5Base64` is `FileMeta.checksum`); they are in
+/// ``report`` once the sequence has ended.
 public struct E3DBFileEncryptedChunks<Base: AsyncSequence>: AsyncSequence where Base.Element: DataProtocol {
     /// Each element is a piece of the encrypted file.
     public typealias Element = Data
     let base: Base
     let accessKey: AccessKey
+    let checksums: FileChecksumKinds
+    /// Sizes, chunk count and checksums, set when an iteration has yielded the FINAL chunk.
+    public let report = FileStreamReport<FileEncryptionResult>()
 
     /// Encrypts the plaintext that `base` yields.
     ///
     /// - Parameters:
     ///   - base: plaintext buffers of any sizes.
     ///   - accessKey: the access key.
-    public init(_ base: Base, accessKey: AccessKey) {
+    ///   - checksums: checksums to compute (default ciphertext BLAKE2b-512 and MD5, as the other APIs).
+    public init(
+        _ base: Base, accessKey: AccessKey, checksums: FileChecksumKinds = [.ciphertextBLAKE2b512, .ciphertextMD5]
+    ) {
         self.base = base
         self.accessKey = accessKey
+        self.checksums = checksums
     }
 
     /// Creates the iterator.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(reader: AsyncByteReader(base.makeAsyncIterator()), accessKey: accessKey)
+        Iterator(
+            reader: AsyncByteReader(base.makeAsyncIterator()), accessKey: accessKey, checksums: checksums,
+            report: report)
     }
 
     /// The iterator; not for sharing between tasks.
     public struct Iterator: AsyncIteratorProtocol {
         var reader: AsyncByteReader<Base.AsyncIterator>
         let accessKey: AccessKey
+        let checksums: FileChecksumKinds
+        let report: FileStreamReport<FileEncryptionResult>
         var state: AsyncEncryptState?
         var done = false
 
-        init(reader: AsyncByteReader<Base.AsyncIterator>, accessKey: AccessKey) {
+        init(
+            reader: AsyncByteReader<Base.AsyncIterator>, accessKey: AccessKey, checksums: FileChecksumKinds,
+            report: FileStreamReport<FileEncryptionResult>
+        ) {
             self.reader = reader
             self.accessKey = accessKey
+            self.checksums = checksums
+            self.report = report
         }
 
         /// The next piece of the encrypted file, or nil after the FINAL chunk.
@@ -110,39 +164,46 @@ public struct E3DBFileEncryptedChunks<Base: AsyncSequence>: AsyncSequence where 
             guard !done else { return nil }
             if Task.isCancelled { throw E3DBError(.cancelled, "the file encryption was cancelled") }
             guard let state else {
-                let fresh = try AsyncEncryptState(accessKey: accessKey)
+                let fresh = try AsyncEncryptState(accessKey: accessKey, checksums: checksums)
                 state = fresh
                 return fresh.prefix
             }
             let chunk = try await reader.take(E3DBFileFormat.plaintextChunkSize)
             var isLast = chunk.count < E3DBFileFormat.plaintextChunkSize
             if !isLast { isLast = try await !reader.hasMore() }
+            guard var encryptor = state.encryptor.take() else {
+                throw E3DBError(.streamFinished, "the file encryption already ended")
+            }
             let sealed: Data
             if isLast {
                 done = true
-                sealed = try sealFinal(chunk, state)
+                sealed = encryptor.finish(chunk)
             } else {
-                sealed = try state.encryptor.seal(chunk, tag: .message)
+                sealed = try encryptor.seal(chunk, tag: .message)
+                state.encryptor = consume encryptor
+            }
+            state.account(plaintext: chunk, ciphertext: sealed, isChunk: true)
+            if isLast {
+                report.store(
+                    FileEncryptionResult(
+                        plaintextSize: state.plaintextSize, encryptedSize: state.encryptedSize,
+                        chunkCount: state.chunks, checksums: state.sums.finalize()))
             }
             return sealed
-        }
-
-        private func sealFinal(_ chunk: Data, _ state: AsyncEncryptState) throws -> Data {
-            var out = Data(count: chunk.count + E3DBFileFormat.chunkOverhead)
-            let count = try out.withUnsafeMutableBytes { (o: UnsafeMutableRawBufferPointer) throws -> Int in
-                try chunk.withUnsafeBytes { (p: UnsafeRawBufferPointer) throws -> Int in
-                    try state.encryptor.seal(p, tag: .final, into: o)
-                }
-            }
-            return out.prefix(count)
         }
     }
 }
 
 /// The state of one decryption.
 final class AsyncDecryptState {
-    var decryptor: SecretStream.Decryptor
-    init(_ decryptor: consuming SecretStream.Decryptor) { self.decryptor = decryptor }
+    var decryptor: SecretStream.Decryptor?
+    var sums: ChecksumState
+    var plaintextSize = 0
+    init(_ decryptor: consuming SecretStream.Decryptor, prefix: Data, checksums: FileChecksumKinds) throws(E3DBError) {
+        self.decryptor = consume decryptor
+        sums = try ChecksumState(checksums)
+        prefix.withUnsafeBytes { sums.updateCiphertext($0) }
+    }
 }
 
 /// An async sequence of plaintext chunks, decrypting an async sequence of E3DB v3 file bytes strictly.
@@ -155,40 +216,57 @@ final class AsyncDecryptState {
 ///   is complete only if iteration ends without throwing. Treat output as provisional until then (for example,
 ///   play media from it but do not save or act on it). Files with no chunk are rejected
 ///   (``ZeroChunkFilePolicy/reject``).
+///
+/// The checksums asked for (none by default) are computed as ``E3DBFileCipher/decrypt(from:to:accessKey:options:)``
+/// computes them and are in ``report`` once the whole file is verified.
 public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where Base.Element: DataProtocol {
     /// Each element is one chunk's plaintext (65,536 bytes, the last one shorter).
     public typealias Element = Data
     let base: Base
     let accessKey: AccessKey
+    let checksums: FileChecksumKinds
+    /// Sizes, chunk count and checksums, set when an iteration has verified the whole file.
+    public let report = FileStreamReport<FileDecryptionResult>()
 
     /// Decrypts the encrypted file that `base` yields.
     ///
     /// - Parameters:
     ///   - base: encrypted bytes in buffers of any sizes.
     ///   - accessKey: the access key.
-    public init(_ base: Base, accessKey: AccessKey) {
+    ///   - checksums: checksums to compute (default none, as ``FileDecryptionOptions``).
+    public init(_ base: Base, accessKey: AccessKey, checksums: FileChecksumKinds = []) {
         self.base = base
         self.accessKey = accessKey
+        self.checksums = checksums
     }
 
     /// Creates the iterator.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(reader: AsyncByteReader(base.makeAsyncIterator()), accessKey: accessKey)
+        Iterator(
+            reader: AsyncByteReader(base.makeAsyncIterator()), accessKey: accessKey, checksums: checksums,
+            report: report)
     }
 
     /// The iterator; not for sharing between tasks.
     public struct Iterator: AsyncIteratorProtocol {
         var reader: AsyncByteReader<Base.AsyncIterator>
         let accessKey: AccessKey
+        let checksums: FileChecksumKinds
+        let report: FileStreamReport<FileDecryptionResult>
         var state: AsyncDecryptState?
         var offset = 0
         var index = 0
         var done = false
         let output = SendableScratch()
 
-        init(reader: AsyncByteReader<Base.AsyncIterator>, accessKey: AccessKey) {
+        init(
+            reader: AsyncByteReader<Base.AsyncIterator>, accessKey: AccessKey, checksums: FileChecksumKinds,
+            report: FileStreamReport<FileDecryptionResult>
+        ) {
             self.reader = reader
             self.accessKey = accessKey
+            self.checksums = checksums
+            self.report = report
         }
 
         /// The next chunk's plaintext, or nil once the whole file is verified.
@@ -199,7 +277,8 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
             if Task.isCancelled { throw E3DBError(.cancelled, "the file decryption was cancelled") }
             if state == nil {
                 let prefix = try await reader.take(E3DBFileFormat.prefixSize)
-                state = AsyncDecryptState(try E3DBFileCipher.openPrefix(prefix, accessKey: accessKey))
+                state = try AsyncDecryptState(
+                    try E3DBFileCipher.openPrefix(prefix, accessKey: accessKey), prefix: prefix, checksums: checksums)
                 offset = E3DBFileFormat.prefixSize
             }
             guard let state else { return nil }
@@ -218,6 +297,10 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
             }
             offset += cipher.count
             index += 1
+            let plain = UnsafeRawBufferPointer(rebasing: output.buffer[0..<count])
+            cipher.withUnsafeBytes { state.sums.updateCiphertext($0) }
+            state.sums.updatePlaintext(plain)
+            state.plaintextSize += count
             if tag == .final {
                 if try await reader.hasMore() {
                     throw E3DBError(
@@ -225,39 +308,43 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
                         context: .at(offset: offset, chunk: index))
                 }
                 done = true
+                report.store(
+                    FileDecryptionResult(
+                        plaintextSize: state.plaintextSize, encryptedSize: offset, chunkCount: index,
+                        checksums: state.sums.finalize(), wasZeroChunkFile: false))
             }
-            return Data(UnsafeRawBufferPointer(rebasing: output.buffer[0..<count]))
+            return Data(plain)
         }
     }
 }
 
-/// A reusable 64 KiB plaintext buffer, wiped when released.
+/// A reusable 64 KiB plaintext buffer in the primitives' wiped storage (`SecureBytes`).
 final class SendableScratch: @unchecked Sendable {
-    let buffer: UnsafeMutableRawBufferPointer = {
-        let b = UnsafeMutableRawBufferPointer.allocate(byteCount: E3DBFileFormat.plaintextChunkSize, alignment: 16)
-        b.initializeMemory(as: UInt8.self, repeating: 0)
-        return b
-    }()
-    deinit {
-        wipeMemory(buffer)
-        buffer.deallocate()
-    }
+    private let storage = SecureBytes(count: E3DBFileFormat.plaintextChunkSize) { _ in }
+    /// The storage's bytes; valid as long as this object.
+    var buffer: UnsafeMutableRawBufferPointer { storage.withUnsafeMutableBytes { $0 } }
 }
 
 extension AsyncSequence where Element: DataProtocol {
     /// This sequence's bytes encrypted as an E3DB v3 file (see ``E3DBFileEncryptedChunks``).
     ///
-    /// - Parameter accessKey: the access key.
+    /// - Parameters:
+    ///   - accessKey: the access key.
+    ///   - checksums: checksums for the sequence's ``E3DBFileEncryptedChunks/report``.
     /// - Returns: an async sequence of encrypted pieces.
-    public func e3dbFileEncrypted(accessKey: AccessKey) -> E3DBFileEncryptedChunks<Self> {
-        E3DBFileEncryptedChunks(self, accessKey: accessKey)
+    public func e3dbFileEncrypted(
+        accessKey: AccessKey, checksums: FileChecksumKinds = [.ciphertextBLAKE2b512, .ciphertextMD5]
+    ) -> E3DBFileEncryptedChunks<Self> {
+        E3DBFileEncryptedChunks(self, accessKey: accessKey, checksums: checksums)
     }
 
     /// This sequence's bytes (an E3DB v3 file) decrypted chunk by chunk (see ``E3DBFileDecryptedChunks``).
     ///
-    /// - Parameter accessKey: the access key.
+    /// - Parameters:
+    ///   - accessKey: the access key.
+    ///   - checksums: checksums for the sequence's ``E3DBFileDecryptedChunks/report``.
     /// - Returns: an async sequence of plaintext chunks.
-    public func e3dbFileDecrypted(accessKey: AccessKey) -> E3DBFileDecryptedChunks<Self> {
-        E3DBFileDecryptedChunks(self, accessKey: accessKey)
+    public func e3dbFileDecrypted(accessKey: AccessKey, checksums: FileChecksumKinds = []) -> E3DBFileDecryptedChunks<Self> {
+        E3DBFileDecryptedChunks(self, accessKey: accessKey, checksums: checksums)
     }
 }

@@ -132,11 +132,18 @@ public struct DiscardingByteSink: FileByteSink, Sendable {
 func readFully(
     _ source: inout some FileByteSource, into buffer: UnsafeMutableRawBufferPointer
 ) throws(E3DBError) -> Int {
+    try fill(buffer) { part, _ in try source.read(into: part) }
+}
+
+/// Calls `read(rest, filled)` until `buffer` is full or it returns 0; returns the bytes filled.
+func fill(
+    _ buffer: UnsafeMutableRawBufferPointer, _ read: (UnsafeMutableRawBufferPointer, Int) throws -> Int
+) throws(E3DBError) -> Int {
     var filled = 0
     while filled < buffer.count {
         let n: Int
         do {
-            n = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+            n = try read(UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), filled)
         } catch {
             throw ioError("reading the input failed", error)
         }

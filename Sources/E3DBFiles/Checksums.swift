@@ -1,5 +1,6 @@
-import E3DBPrimitives
+public import E3DBPrimitives
 import Dispatch
+import Synchronization
 
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
@@ -61,6 +62,41 @@ public enum ExpectedFileChecksum: Sendable, Hashable {
         case .md5Base64: return .ciphertextMD5
         case .ciphertextBLAKE2b512: return .ciphertextBLAKE2b512
         case .plaintextBLAKE2b512: return .plaintextBLAKE2b512
+        }
+    }
+
+    /// Checks the expected value's form before anything is read: an MD5 must be 24 characters of padded standard
+    /// base64 holding 16 bytes, a BLAKE2b-512 digest 64 bytes.
+    ///
+    /// - Throws: `E3DBError` with `.invalidParameter` (field `expectedChecksum`).
+    public func validate() throws(E3DBError) {
+        var context = E3DBError.Context()
+        context.field = "expectedChecksum"
+        switch self {
+        case .md5Base64(let text):
+            let decoded: Data
+            do {
+                decoded = try Base64.decode(text)
+            } catch {
+                throw E3DBError(
+                    .invalidParameter,
+                    "the expected checksum is not padded standard base64 (an MD5 is 24 characters ending in ==)",
+                    context: context)
+            }
+            guard decoded.count == 16 else {
+                context.expected = 16
+                context.actual = decoded.count
+                throw E3DBError(
+                    .invalidParameter, "the expected checksum holds \(decoded.count) bytes, not the 16 of an MD5",
+                    context: context)
+            }
+        case .ciphertextBLAKE2b512(let digest), .plaintextBLAKE2b512(let digest):
+            guard digest.count == 64 else {
+                context.expected = 64
+                context.actual = digest.count
+                throw E3DBError(
+                    .invalidParameter, "the expected BLAKE2b-512 is \(digest.count) bytes, not 64", context: context)
+            }
         }
     }
 
@@ -139,65 +175,126 @@ struct SendableBuffer: @unchecked Sendable {
     let pointer: UnsafeRawBufferPointer
 }
 
-/// Computes checksums on a second thread while the caller's thread runs the cipher (double buffering).
-///
-/// Buffers are handed over in order with ``submit(ciphertext:plaintext:whenDone:)``; the worker hashes them in
-/// the same order on a serial queue and signals `whenDone` so the cipher may reuse the memory. With
-/// `concurrent == false` (or nothing to hash) it hashes inline on the caller's thread.
-final class ChecksumPipeline: @unchecked Sendable {
-    // Touched only on `queue` (concurrent mode) or the caller's thread (inline mode), never both.
-    private var state: ChecksumState
-    private let queue: DispatchQueue?
+/// Signals a semaphore when the last of `count` lanes has arrived.
+final class Countdown: Sendable {
+    private let remaining: Atomic<Int>
+    private let done: DispatchSemaphore?
 
-    init(kinds: FileChecksumKinds, concurrent: Bool) throws(E3DBError) {
-        state = try ChecksumState(kinds)
-        queue = concurrent && !state.isEmpty ? DispatchQueue(label: "E3DBFiles.checksum", qos: .userInitiated) : nil
+    init(_ count: Int, done: DispatchSemaphore?) {
+        remaining = Atomic(count)
+        self.done = done
     }
 
-    var isActive: Bool { !state.isEmpty }
-    var wantsPlaintext: Bool { state.plainB2 != nil }
+    func arrive() {
+        if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done?.signal() }
+    }
+}
+
+/// One running checksum, fed either the ciphertext or the plaintext, on its own serial queue (or inline).
+final class ChecksumLane: @unchecked Sendable {
+    // Touched only on `queue` (concurrent mode) or the caller's thread (inline mode), never both.
+    let readsPlaintext: Bool
+    private var state: ChecksumState
+    let queue: DispatchQueue?
+
+    init(_ kind: FileChecksumKinds, concurrent: Bool) throws(E3DBError) {
+        readsPlaintext = kind == .plaintextBLAKE2b512
+        state = try ChecksumState(kind)
+        queue = concurrent ? DispatchQueue(label: "E3DBFiles.checksum", qos: .userInitiated) : nil
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        if readsPlaintext { state.updatePlaintext(bytes) } else { state.updateCiphertext(bytes) }
+    }
+
+    /// The finished checksum; call after the lane's queue has drained.
+    func finalize() -> FileChecksums { state.finalize() }
+}
+
+/// Computes checksums on other threads while the caller's thread runs the cipher: one serial queue per checksum
+/// (ciphertext BLAKE2b-512, ciphertext MD5, plaintext BLAKE2b-512), so that on a machine with cores to spare the
+/// hashes run beside each other and beside the cipher.
+///
+/// Buffers are handed over in order with ``submit(ciphertext:plaintext:done:)``; each lane hashes them in the same
+/// order, and `done` is signalled when every lane is finished with the buffer, so the cipher may reuse the memory.
+/// With `concurrent == false` (or nothing to hash) it hashes inline on the caller's thread.
+final class ChecksumPipeline: @unchecked Sendable {
+    private let lanes: [ChecksumLane]
+    private let concurrent: Bool
+
+    init(kinds: FileChecksumKinds, concurrent: Bool) throws(E3DBError) {
+        var lanes: [ChecksumLane] = []
+        for kind in [FileChecksumKinds.ciphertextBLAKE2b512, .ciphertextMD5, .plaintextBLAKE2b512]
+        where kinds.contains(kind) {
+            lanes.append(try ChecksumLane(kind, concurrent: concurrent))
+        }
+        self.lanes = lanes
+        self.concurrent = concurrent && !lanes.isEmpty
+    }
+
+    var isActive: Bool { !lanes.isEmpty }
+    var wantsPlaintext: Bool { lanes.contains { $0.readsPlaintext } }
 
     /// Hashes `ciphertext` (and `plaintext`, if given) after everything submitted before, then signals `done`.
     func submit(ciphertext: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer?, done: DispatchSemaphore?) {
-        guard !state.isEmpty else {
+        guard concurrent else {
+            for lane in lanes {
+                if lane.readsPlaintext {
+                    if let plaintext { lane.update(plaintext) }
+                } else {
+                    lane.update(ciphertext)
+                }
+            }
             done?.signal()
             return
         }
-        guard let queue else {
-            state.updateCiphertext(ciphertext)
-            if let plaintext { state.updatePlaintext(plaintext) }
+        // The last lane to finish with the buffer signals `done` itself (no extra hop through another queue).
+        var work: [(ChecksumLane, DispatchQueue, SendableBuffer)] = []
+        for lane in lanes {
+            guard let queue = lane.queue else { continue }
+            let bytes = lane.readsPlaintext ? plaintext.map { SendableBuffer(pointer: $0) } : SendableBuffer(pointer: ciphertext)
+            guard let bytes else { continue }
+            work.append((lane, queue, bytes))
+        }
+        guard !work.isEmpty else {
             done?.signal()
             return
         }
-        let c = SendableBuffer(pointer: ciphertext)
-        let p = plaintext.map { SendableBuffer(pointer: $0) }
-        queue.async {
-            self.state.updateCiphertext(c.pointer)
-            if let p { self.state.updatePlaintext(p.pointer) }
-            done?.signal()
+        let countdown = Countdown(work.count, done: done)
+        for (lane, queue, bytes) in work {
+            queue.async {
+                lane.update(bytes.pointer)
+                countdown.arrive()
+            }
         }
     }
 
-    /// Hashes bytes the caller owns (the headers), synchronously with respect to ordering.
+    /// Hashes bytes the caller owns (the headers), in order with what was submitted before.
     func submitOwned(ciphertext: Data) {
-        guard !state.isEmpty else { return }
-        guard let queue else {
-            ciphertext.withUnsafeBytes { state.updateCiphertext($0) }
-            return
-        }
-        queue.async {
-            ciphertext.withUnsafeBytes { self.state.updateCiphertext($0) }
+        for lane in lanes where !lane.readsPlaintext {
+            guard let queue = lane.queue else {
+                ciphertext.withUnsafeBytes { lane.update($0) }
+                continue
+            }
+            queue.async { ciphertext.withUnsafeBytes { lane.update($0) } }
         }
     }
 
     /// Waits for all submitted work and returns the checksums.
     func finish() -> FileChecksums {
-        guard let queue else { return state.finalize() }
-        return queue.sync { self.state.finalize() }
+        drain()
+        var sums = FileChecksums()
+        for lane in lanes {
+            let one = lane.finalize()
+            sums.ciphertextBLAKE2b512 = sums.ciphertextBLAKE2b512 ?? one.ciphertextBLAKE2b512
+            sums.ciphertextMD5 = sums.ciphertextMD5 ?? one.ciphertextMD5
+            sums.plaintextBLAKE2b512 = sums.plaintextBLAKE2b512 ?? one.plaintextBLAKE2b512
+        }
+        return sums
     }
 
-    /// Waits for all submitted work (used before freeing buffers after a failure).
+    /// Waits for all submitted hashing (used before freeing or wiping buffers, also after a failure).
     func drain() {
-        queue?.sync {}
+        for lane in lanes { lane.queue?.sync {} }
     }
 }

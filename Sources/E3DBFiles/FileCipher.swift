@@ -1,5 +1,6 @@
-@_spi(Testing) public import E3DBPrimitives
+public import E3DBPrimitives
 public import E3DBKeys
+import Dispatch
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -74,10 +75,10 @@ public enum E3DBFileCipher {
         try control.checkCancelled()
         let streamKey = SecretStream.Key()
         let prefix = try makePrefix(dataKey: streamKey, accessKey: accessKey)
-        var encryptor = SecretStream.Encryptor(key: streamKey)
+        let encryptor = SecretStream.Encryptor(key: streamKey)
         let fullPrefix = prefix + encryptor.header.rawRepresentation
         return try encryptChunks(
-            prefix: fullPrefix, encryptor: &encryptor, from: &source, to: &sink, checksums: options.checksums,
+            prefix: fullPrefix, encryptor: encryptor, from: &source, to: &sink, checksums: options.checksums,
             concurrent: options.concurrentChecksums, control: control)
     }
 
@@ -96,7 +97,7 @@ public enum E3DBFileCipher {
 
     static func encryptChunks(
         prefix: Data,
-        encryptor: inout SecretStream.Encryptor,
+        encryptor: consuming SecretStream.Encryptor,
         from source: inout some FileByteSource,
         to sink: inout some FileByteSink,
         checksums: FileChecksumKinds,
@@ -135,16 +136,21 @@ public enum E3DBFileCipher {
             }
             let plain = UnsafeRawBufferPointer(rebasing: slots.plaintext(current)[0..<currentCount])
             let out = slots.ciphertext(current)
-            let sealedCount = try encryptor.seal(plain, tag: isLast ? .final : .message, into: out)
-            let sealed = UnsafeRawBufferPointer(rebasing: out[0..<sealedCount])
-            try write(sealed, to: &sink)
-            pipeline.submit(
-                ciphertext: sealed, plaintext: pipeline.wantsPlaintext ? plain : nil, done: slots.handOff(current))
-            consumed += currentCount
-            produced += sealedCount
-            chunks += 1
-            control.report(consumed, chunks: chunks)
-            if isLast { break }
+            /// Writes and hashes the sealed chunk, and counts it.
+            func deliver(_ sealedCount: Int) throws(E3DBError) {
+                let sealed = UnsafeRawBufferPointer(rebasing: out[0..<sealedCount])
+                try emit(sealed, to: &sink, ciphertext: sealed, plaintext: plain, pipeline: pipeline, done: slots.handOff(current))
+                consumed += currentCount
+                produced += sealedCount
+                chunks += 1
+                control.report(consumed, chunks: chunks)
+            }
+            if isLast {
+                // finish consumes the encryptor: nothing can be sealed after the FINAL chunk.
+                try deliver(try encryptor.finish(plain, into: out))
+                break
+            }
+            try deliver(try encryptor.seal(plain, tag: .message, into: out))
             current = next
             currentCount = nextCount
         }
@@ -190,6 +196,7 @@ public enum E3DBFileCipher {
         let control = RunControl(
             progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
         try control.checkCancelled()
+        try options.validate()
         var kinds = options.checksums
         if let expected = options.expectedChecksum { kinds.insert(expected.kind) }
         let pipeline = try ChecksumPipeline(kinds: kinds, concurrent: options.concurrentChecksums)
@@ -200,13 +207,16 @@ public enum E3DBFileCipher {
         }
 
         // Headers: read 124 bytes (or to the end), validate in order of offset.
-        let prefixBuffer = slots.ciphertext(0)
         let limit = options.expectedEncryptedSize
-        let prefixWant = min(E3DBFileFormat.prefixSize, limit ?? .max)
+        if let limit, let total = source.totalByteCount, total > limit {
+            throw longerThanExpected(limit, chunk: nil)
+        }
+        let prefixBuffer = slots.ciphertext(0)
         let prefixCount = try readFully(
-            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<max(0, prefixWant)]))
+            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<E3DBFileFormat.prefixSize]))
+        if let limit, prefixCount > limit { throw longerThanExpected(limit, chunk: nil) }
         let prefix = Data(UnsafeRawBufferPointer(rebasing: prefixBuffer[0..<prefixCount]))
-        var decryptor = try openPrefix(prefix, accessKey: accessKey)
+        var decryptor: SecretStream.Decryptor? = try openPrefix(prefix, accessKey: accessKey)
         pipeline.submitOwned(ciphertext: prefix)
 
         let header = E3DBFileFormat.prefixSize
@@ -218,22 +228,19 @@ public enum E3DBFileCipher {
         while true {
             try control.checkCancelled()
             slots.acquire(current)
-            let slot = slots.ciphertext(current)
-            let want = limit.map { min(slot.count, max(0, $0 - offset)) } ?? slot.count
-            let input = UnsafeMutableRawBufferPointer(rebasing: slot[0..<want])
-            let n = want == 0 ? 0 : try readFully(&source, into: input)
+            let input = slots.ciphertext(current)
+            let n = try readFully(&source, into: input)
             if n == 0 {
                 slots.release(current)
                 break
             }
+            if let limit, offset + n > limit { throw longerThanExpected(limit, chunk: chunks) }
             let cipher = UnsafeRawBufferPointer(rebasing: input[0..<n])
             let output = slots.plaintext(current)
             let (count, tag) = try openChunk(cipher, into: output, decryptor: &decryptor, index: chunks, offset: offset)
             if tag == .final { sawFinal = true }
             let plain = UnsafeRawBufferPointer(rebasing: output[0..<count])
-            try write(plain, to: &sink)
-            pipeline.submit(
-                ciphertext: cipher, plaintext: pipeline.wantsPlaintext ? plain : nil, done: slots.handOff(current))
+            try emit(plain, to: &sink, ciphertext: cipher, plaintext: plain, pipeline: pipeline, done: slots.handOff(current))
             offset += n
             plaintextSize += count
             chunks += 1
@@ -243,36 +250,25 @@ public enum E3DBFileCipher {
         }
 
         var zeroChunk = false
-        if let limit, offset == limit {
-            // Anything beyond the declared size is trailing data, wherever the FINAL chunk ended.
-            let probe = slots.plaintext((current + 1) % slots.count)
-            slots.acquire((current + 1) % slots.count)
-            let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
-            slots.release((current + 1) % slots.count)
-            if extra > 0 {
-                throw E3DBError(
-                    .trailingData, "the input is longer than its expected size of \(limit) bytes",
-                    context: .at(offset: limit, chunk: chunks))
-            }
-        }
-        if let limit, sawFinal, offset != limit {
-            var context = E3DBError.Context.at(offset: offset, chunk: chunks)
-            context.field = "size"
-            context.expected = limit
-            context.actual = offset
-            throw E3DBError(
-                .checksumMismatch, "the file authenticated but is \(offset) bytes, not the expected \(limit)",
-                context: context)
-        }
         if sawFinal {
             let probe = slots.plaintext((current + 1) % slots.count)
             slots.acquire((current + 1) % slots.count)
             let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
             slots.release((current + 1) % slots.count)
             if extra > 0 {
+                if let limit, offset >= limit { throw longerThanExpected(limit, chunk: chunks) }
                 throw E3DBError(
                     .trailingData, "data follows the chunk tagged FINAL, at byte \(offset)",
                     context: .at(offset: offset, chunk: chunks))
+            }
+            if let limit, offset != limit {
+                var context = E3DBError.Context.at(offset: offset, chunk: chunks)
+                context.field = "size"
+                context.expected = limit
+                context.actual = offset
+                throw E3DBError(
+                    .checksumMismatch, "the file authenticated but is \(offset) bytes, not the expected \(limit)",
+                    context: context)
             }
         } else if chunks == 0 {
             switch options.zeroChunkFiles {
@@ -299,6 +295,14 @@ public enum E3DBFileCipher {
         return FileDecryptionResult(
             plaintextSize: plaintextSize, encryptedSize: offset, chunkCount: chunks, checksums: sums,
             wasZeroChunkFile: zeroChunk)
+    }
+
+    /// The error for an input that goes on past `expectedEncryptedSize`.
+    static func longerThanExpected(_ limit: Int, chunk: Int?) -> E3DBError {
+        var context = E3DBError.Context.at(offset: limit, chunk: chunk, part: "size")
+        context.expected = limit
+        return E3DBError(
+            .trailingData, "the input is longer than its expected size of \(limit) bytes", context: context)
     }
 
     /// Validates the 124-byte prefix, opens the data key and starts the stream.
@@ -358,10 +362,13 @@ public enum E3DBFileCipher {
     }
 
     /// Opens one chunk with the strict rules of the format.
+    ///
+    /// The stream is taken out of `decryptor` and handed back only after a MESSAGE chunk: a FINAL chunk (or any
+    /// failure) consumes it, so nothing can be opened after the end of the file.
     static func openChunk(
         _ cipher: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer,
-        decryptor: inout SecretStream.Decryptor,
+        decryptor: inout SecretStream.Decryptor?,
         index: Int,
         offset: Int
     ) throws(E3DBError) -> (Int, SecretStream.Tag) {
@@ -372,21 +379,37 @@ public enum E3DBFileCipher {
                 "the input ends \(cipher.count) bytes into chunk \(index), too short to be a chunk (17 bytes minimum)",
                 context: .at(offset: offset + cipher.count, chunk: index, part: "chunk"))
         }
+        guard var stream = decryptor.take() else {
+            throw E3DBError(
+                .trailingData, "chunk \(index) at byte \(offset) follows the chunk tagged FINAL",
+                context: .at(offset: offset, chunk: index))
+        }
         let opened: (count: Int, tag: SecretStream.Tag)
         do {
-            opened = try decryptor.open(cipher, into: output)
+            opened = try stream.open(cipher, into: output)
         } catch {
+            // A FINAL chunk shorter than a full chunk merges with whatever follows it in one read. If a proper
+            // prefix of these bytes authenticates as a FINAL chunk, the file is intact and the rest is appended.
+            if let length = stream.finalChunkLength(in: cipher) {
+                throw E3DBError(
+                    .trailingData,
+                    "data follows the chunk tagged FINAL: chunk \(index) ends at byte \(offset + length), and "
+                        + "\(cipher.count - length) more bytes follow it",
+                    context: .at(offset: offset + length, chunk: index + 1))
+            }
             let why =
                 cipher.count < full
-                ? "the last chunk (\(cipher.count) bytes) did not authenticate: it was altered, cut, or had data "
-                    + "appended (pass expectedEncryptedSize to tell appended data apart)"
+                ? "the last chunk (\(cipher.count) bytes) did not authenticate: it was altered or cut"
                 : "it was altered, or chunks were reordered or duplicated"
             throw E3DBError(
                 .chunkAuthenticationFailed, "chunk \(index) at byte \(offset) did not authenticate: \(why)",
                 context: .at(offset: offset, chunk: index, part: cipher.count < full ? "last chunk" : "chunk"))
         }
         switch opened.tag {
-        case .message, .final:
+        case .message:
+            decryptor = consume stream
+            return opened
+        case .final:
             return opened
         default:
             throw E3DBError(
@@ -399,8 +422,7 @@ public enum E3DBFileCipher {
 
     /// Encrypts with a caller-chosen data key, edk nonce and stream header, to reproduce another SDK's output byte
     /// for byte in tests. Never use in production: reusing these values with the same access key repeats keystream.
-    @_spi(Testing)
-    public static func encryptDeterministically<S: FileByteSink>(
+    package static func encryptDeterministically<S: FileByteSink>(
         from source: inout some FileByteSource,
         to sink: inout S,
         accessKey: AccessKey,
@@ -413,11 +435,21 @@ public enum E3DBFileCipher {
             let control = RunControl(
                 progress: options.progress, cancellation: options.cancellation, totalBytes: source.totalByteCount)
             let prefix = try makePrefix(dataKey: dataKey, accessKey: accessKey, nonce: edkNonce)
-            var encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
+            let encryptor = SecretStream.Encryptor(key: dataKey, deterministicHeader: streamHeader)
             return try encryptChunks(
-                prefix: prefix + streamHeader.rawRepresentation, encryptor: &encryptor, from: &source, to: &sink,
+                prefix: prefix + streamHeader.rawRepresentation, encryptor: encryptor, from: &source, to: &sink,
                 checksums: options.checksums, concurrent: options.concurrentChecksums, control: control)
         }
+    }
+
+    /// Writes `output` to the sink, then hands the chunk's ciphertext and plaintext (if wanted) to the checksum
+    /// pipeline, which signals `done` when it no longer needs the slot.
+    static func emit(
+        _ output: UnsafeRawBufferPointer, to sink: inout some FileByteSink, ciphertext: UnsafeRawBufferPointer,
+        plaintext: UnsafeRawBufferPointer, pipeline: ChecksumPipeline, done: DispatchSemaphore
+    ) throws(E3DBError) {
+        try write(output, to: &sink)
+        pipeline.submit(ciphertext: ciphertext, plaintext: pipeline.wantsPlaintext ? plaintext : nil, done: done)
     }
 
     static func write(_ bytes: UnsafeRawBufferPointer, to sink: inout some FileByteSink) throws(E3DBError) {

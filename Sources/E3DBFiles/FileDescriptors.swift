@@ -7,6 +7,7 @@ import Darwin
 #endif
 public import E3DBPrimitives
 public import E3DBKeys
+import Synchronization
 
 /// A POSIX error from a file operation (wrapped in `.fileIOFailed` by the cipher).
 public struct FileSystemError: Error, Sendable, CustomStringConvertible {
@@ -47,18 +48,25 @@ public struct FileDescriptorSource: FileByteSource, Sendable {
 
     /// See ``FileByteSource/read(into:)``. Retries on `EINTR`.
     public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        while true {
+        try retryingInterrupted("read") {
             #if canImport(Darwin)
-            let n = Darwin.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            Darwin.read(fileDescriptor, buffer.baseAddress, buffer.count)
             #elseif canImport(Glibc)
-            let n = Glibc.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            Glibc.read(fileDescriptor, buffer.baseAddress, buffer.count)
             #else
-            let n = Musl.read(fileDescriptor, buffer.baseAddress, buffer.count)
+            Musl.read(fileDescriptor, buffer.baseAddress, buffer.count)
             #endif
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
-            throw FileSystemError(operation: "read", errno: errno, path: nil)
         }
+    }
+}
+
+/// Runs a system call until it does not fail with `EINTR`; a negative result throws ``FileSystemError``.
+func retryingInterrupted(_ operation: String, _ call: () -> Int) throws -> Int {
+    while true {
+        let n = call()
+        if n >= 0 { return n }
+        if errno == EINTR { continue }
+        throw FileSystemError(operation: operation, errno: errno, path: nil)
     }
 }
 
@@ -118,18 +126,122 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
     }
 }
 
-/// A ``FileByteSink`` that writes a temporary file beside `path` and renames it over `path` only on ``finish()``.
+/// Files with no name until they are committed.
+package enum UnnamedFile {
+    #if os(Linux) && (arch(x86_64) || arch(arm64))
+    /// Linux `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`); Glibc does not export the macro to Swift.
+    static let temporaryFileFlag: Int32 = 0o20_000_000 | O_DIRECTORY
+    #endif
+
+    /// Opens a new file with no name in `directory` (Linux `O_TMPFILE`), mode 0600, or returns -1 with `errno`
+    /// set (`EOPNOTSUPP`, `EISDIR`, `EINVAL` when the platform or the file system cannot).
+    ///
+    /// - Parameters:
+    ///   - directory: where the file's blocks live (and where it may later be linked).
+    ///   - readable: open read-write instead of write-only.
+    /// - Returns: the descriptor, or -1.
+    package static func open(inDirectory directory: String, readable: Bool) -> Int32 {
+        #if os(Linux) && (arch(x86_64) || arch(arm64))
+        let access = readable ? O_RDWR : O_WRONLY
+        return openFile(directory, temporaryFileFlag | access | O_CLOEXEC, 0o600)
+        #else
+        errno = EOPNOTSUPP
+        return -1
+        #endif
+    }
+
+    /// Gives the unnamed file `fd` the name `path` (`linkat` through `/proc/self/fd`); fails with `EEXIST` if
+    /// `path` exists.
+    ///
+    /// - Returns: 0, or -1 with `errno` set.
+    package static func link(_ fd: Int32, to path: String) -> Int32 {
+        #if os(Linux)
+        return linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+        #else
+        errno = EOPNOTSUPP
+        return -1
+        #endif
+    }
+}
+
+/// `open(2)` under another name (inside `UnnamedFile`, `open` is the member).
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
+}
+
+/// Temporary files that exist on disk but are not committed yet, so that a signal handler can remove them.
 ///
-/// The temporary file is created in the destination's directory (so the rename is atomic) with mode 0600, named
-/// `.<name>.e3dbkit-<random>.tmp`; ``abort()`` (or deinit without finish) removes it. After a crash it may remain
-/// and can be deleted.
+/// ``AtomicFileSink`` registers its temporary path here for as long as the file has a name (on Linux with
+/// `O_TMPFILE` only for the instant between linking and renaming it at commit; elsewhere from creation to commit or
+/// abort). A program that installs handlers for SIGINT, SIGTERM or SIGHUP calls ``removeAll()`` from them (the
+/// `e3dbkit` CLI does). SIGKILL cannot be handled: on Linux the output is unnamed until commit, so nothing
+/// remains; elsewhere a `.e3dbkit-<hex>.tmp` file may remain and can be deleted.
+public enum PendingTemporaryFiles {
+    static let capacity = 64
+
+    /// C strings (from `strdup`) as bit patterns; 0 marks a free slot. Whoever exchanges a pointer out of a slot
+    /// owns it, so a signal handler and the thread unregistering never both use it.
+    nonisolated(unsafe) static let slots: UnsafeMutablePointer<Atomic<Int>> = {
+        let slots = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: capacity)
+        for i in 0..<capacity { (slots + i).initialize(to: Atomic(0)) }
+        return slots
+    }()
+
+    /// Sets up the registry. Call it before installing a signal handler that calls ``removeAll()``, so the handler
+    /// never runs the one-time initialisation.
+    public static func prepare() { _ = slots }
+
+    /// Removes every registered file (`unlink`). Async-signal-safe: atomic exchanges and `unlink(2)` only.
+    public static func removeAll() {
+        for i in 0..<capacity { remove(slot: i) }
+    }
+
+    /// Claims slot `index` and unlinks its file, if any. Async-signal-safe.
+    static func remove(slot index: Int) {
+        let bits = slots[index].exchange(0, ordering: .acquiringAndReleasing)
+        if let path = UnsafePointer<CChar>(bitPattern: bits) { _ = unlink(path) }
+    }
+
+    /// Registers `path`; returns its slot, or nil when the registry is full (the file is then only removed by
+    /// ``AtomicFileSink/abort()``).
+    static func register(_ path: String) -> Int? {
+        guard let copy = strdup(path) else { return nil }
+        let bits = Int(bitPattern: copy)
+        for i in 0..<capacity where slots[i].compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
+            return i
+        }
+        free(copy)
+        return nil
+    }
+
+    /// Forgets slot `index` (the file was renamed or removed).
+    static func unregister(_ index: Int?) {
+        guard let index else { return }
+        let bits = slots[index].exchange(0, ordering: .acquiringAndReleasing)
+        if let path = UnsafeMutablePointer<CChar>(bitPattern: bits) { free(path) }
+    }
+}
+
+/// A ``FileByteSink`` that writes a temporary file in `path`'s directory and renames it over `path` only on
+/// ``finish()``.
+///
+/// On Linux the temporary file is created with `O_TMPFILE`: it has no name while it is written, so an interrupted
+/// or killed process (even by SIGKILL) leaves nothing behind; ``finish()`` links it as `.e3dbkit-<hex>.tmp` and
+/// renames that over `path`. Elsewhere (or on a file system without `O_TMPFILE`) the file is created under that
+/// name, mode 0600, and registered with ``PendingTemporaryFiles`` so signal handlers can remove it. ``abort()``
+/// (or deinit without finish) removes it.
 public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
     /// The final path.
     public let path: String
-    /// The temporary path written until ``finish()``.
+    /// The temporary path: the name the output has before the rename (from creation on, unless
+    /// ``isUnnamedUntilCommit``).
     public let temporaryPath: String
+    /// True when the output has no name until ``finish()`` (Linux `O_TMPFILE`).
+    public let isUnnamedUntilCommit: Bool
     private var fd: Int32
     private var done = false
+    private var hasName: Bool
+    private var registration: Int?
 
     /// Creates the temporary file.
     ///
@@ -139,11 +251,24 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
         self.path = path
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[...$0]) } ?? ""
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let suffix = hexString(SecureRandom.bytes(count: 8))
-        temporaryPath = "\(directory).\(name).e3dbkit-\(suffix).tmp"
+        temporaryPath = "\(directory).e3dbkit-\(suffix).tmp"
+        let unnamed = UnnamedFile.open(inDirectory: directory.isEmpty ? "." : directory, readable: false)
+        if unnamed >= 0 {
+            fd = unnamed
+            isUnnamedUntilCommit = true
+            hasName = false
+            return
+        }
+        isUnnamedUntilCommit = false
+        registration = PendingTemporaryFiles.register(temporaryPath)
         fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd < 0 { throw FileSystemError(operation: "create", errno: errno, path: temporaryPath) }
+        hasName = fd >= 0
+        if fd < 0 {
+            let code = errno
+            PendingTemporaryFiles.unregister(registration)
+            throw FileSystemError(operation: "create", errno: code, path: temporaryPath)
+        }
     }
 
     deinit { abort() }
@@ -157,10 +282,20 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
         }
     }
 
-    /// Flushes the temporary file to disk and renames it to ``path``.
+    /// Flushes the temporary file to disk, gives it its temporary name if it has none, and renames it to ``path``.
     public func finish() throws {
         guard !done else { return }
         if fsync(fd) != 0 { throw FileSystemError(operation: "fsync", errno: errno, path: temporaryPath) }
+        if !hasName {
+            registration = PendingTemporaryFiles.register(temporaryPath)
+            if UnnamedFile.link(fd, to: temporaryPath) != 0 {
+                let code = errno
+                PendingTemporaryFiles.unregister(registration)
+                registration = nil
+                throw FileSystemError(operation: "link", errno: code, path: temporaryPath)
+            }
+            hasName = true
+        }
         if close(fd) != 0 {
             fd = -1
             throw FileSystemError(operation: "close", errno: errno, path: temporaryPath)
@@ -169,6 +304,8 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
         if rename(temporaryPath, path) != 0 {
             throw FileSystemError(operation: "rename", errno: errno, path: path)
         }
+        PendingTemporaryFiles.unregister(registration)
+        registration = nil
         done = true
     }
 
@@ -182,7 +319,9 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
             _ = close(fd)
             fd = -1
         }
-        _ = unlink(temporaryPath)
+        if hasName { _ = unlink(temporaryPath) }
+        PendingTemporaryFiles.unregister(registration)
+        registration = nil
     }
 }
 

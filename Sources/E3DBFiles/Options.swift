@@ -51,12 +51,14 @@ public enum ZeroChunkFilePolicy: Sendable, Hashable {
 public struct FileDecryptionOptions: Sendable {
     /// Checksums to compute in the same pass (default none; an ``expectedChecksum`` adds its own kind).
     public var checksums: FileChecksumKinds
-    /// A checksum the encrypted input must have; verified before anything is committed.
+    /// A checksum the encrypted input must have; verified before anything is committed. Its form is checked
+    /// before any input is read (`.invalidParameter`, see ``ExpectedFileChecksum/validate()``).
     public var expectedChecksum: ExpectedFileChecksum?
-    /// The encrypted size the input must have (E3DB `FileMeta.size`), if known. Bytes beyond it are reported as
-    /// `.trailingData` even when the FINAL chunk is short (without it, bytes appended to a short
-    /// FINAL chunk merge with it and are reported as `.chunkAuthenticationFailed`); a file that
-    /// authenticates at another size is a `.checksumMismatch` (field `size`).
+    /// The encrypted size the input must have (E3DB `FileMeta.size`), if known. An input longer than this is
+    /// reported as `.trailingData` ("longer than its expected size", offset = the expected size) as soon as
+    /// the extra bytes are read (at once for a regular file), before any chunk beyond the size is opened; a file
+    /// that authenticates at a smaller size is a `.checksumMismatch` (field `size`). A negative value is
+    /// `.invalidParameter`.
     public var expectedEncryptedSize: Int?
     /// How to treat a file with no chunk (see ``ZeroChunkFilePolicy``). Default ``ZeroChunkFilePolicy/acceptIfChecksumVerified``.
     public var zeroChunkFiles: ZeroChunkFilePolicy
@@ -93,6 +95,19 @@ public struct FileDecryptionOptions: Sendable {
         self.concurrentChecksums = concurrentChecksums
         self.progress = progress
         self.cancellation = cancellation
+    }
+}
+
+extension FileDecryptionOptions {
+    /// Rejects settings that cannot describe any file, before any input is read.
+    func validate() throws(E3DBError) {
+        if let size = expectedEncryptedSize, size < 0 {
+            var context = E3DBError.Context()
+            context.field = "expectedEncryptedSize"
+            context.actual = size
+            throw E3DBError(.invalidParameter, "the expected encrypted size is negative", context: context)
+        }
+        try expectedChecksum?.validate()
     }
 }
 

@@ -1,11 +1,15 @@
 import Dispatch
+import E3DBPrimitives
 
 /// Fixed buffers shared by the cipher (caller's thread) and the checksum thread.
 ///
 /// Each slot has a plaintext buffer (65,536 B), a ciphertext buffer (65,553 B) and a semaphore that is free when
-/// no hashing of the slot is pending. Memory is bounded: `count * 131,089` bytes, wiped on ``wipe()``.
+/// no hashing of the slot is pending. Memory is bounded: `count * 131,089` bytes, in the primitives' wiped storage
+/// (`SecureBytes`: zeroed with `sodium_memzero` on ``wipe()`` and when released).
 final class SlotRing {
     let count: Int
+    private let plainStorage: SecureBytes
+    private let cipherStorage: SecureBytes
     private let plain: UnsafeMutableRawBufferPointer
     private let cipher: UnsafeMutableRawBufferPointer
     private let free: [DispatchSemaphore]
@@ -13,10 +17,11 @@ final class SlotRing {
 
     init(count: Int) {
         self.count = count
-        plain = .allocate(byteCount: count * E3DBFileFormat.plaintextChunkSize, alignment: 64)
-        cipher = .allocate(byteCount: count * E3DBFileFormat.ciphertextChunkSize, alignment: 64)
-        plain.initializeMemory(as: UInt8.self, repeating: 0)
-        cipher.initializeMemory(as: UInt8.self, repeating: 0)
+        plainStorage = SecureBytes(count: count * E3DBFileFormat.plaintextChunkSize) { _ in }
+        cipherStorage = SecureBytes(count: count * E3DBFileFormat.ciphertextChunkSize) { _ in }
+        // The storage lives as long as the ring; the pointers never escape it.
+        plain = plainStorage.withUnsafeMutableBytes { $0 }
+        cipher = cipherStorage.withUnsafeMutableBytes { $0 }
         // Start at 0 and signal once: libdispatch traps if a semaphore is freed below its initial value.
         free = (0..<count).map { _ in
             let s = DispatchSemaphore(value: 0)
@@ -26,11 +31,6 @@ final class SlotRing {
         held = Array(repeating: false, count: count)
     }
 
-    deinit {
-        wipe()
-        plain.deallocate()
-        cipher.deallocate()
-    }
 
     func plaintext(_ i: Int) -> UnsafeMutableRawBufferPointer {
         let size = E3DBFileFormat.plaintextChunkSize
@@ -66,16 +66,7 @@ final class SlotRing {
 
     /// Zeroes all buffers (plaintext is secret). Call only when no hashing is pending.
     func wipe() {
-        wipeMemory(plain)
-        wipeMemory(cipher)
+        plainStorage.wipe()
+        cipherStorage.wipe()
     }
-}
-
-/// Overwrites `buffer` with zeros through a volatile-like loop the optimizer keeps (the buffer is freed later).
-@inline(never)
-func wipeMemory(_ buffer: UnsafeMutableRawBufferPointer) {
-    guard let base = buffer.baseAddress else { return }
-    let bytes = base.assumingMemoryBound(to: UInt8.self)
-    for i in 0..<buffer.count { bytes[i] = 0 }
-    withExtendedLifetime(buffer) {}
 }

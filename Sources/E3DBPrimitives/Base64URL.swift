@@ -85,7 +85,7 @@ public enum Base64URL {
     ///   - lenient: Apply the rules of ``decodeLenient(_:)`` instead of the strict ``decode(_:)``.
     /// - Returns: The decoded bytes.
     /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
-    public static func decodeSecret(utf8: UnsafeBufferPointer<UInt8>, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
+    package static func decodeSecret(utf8: UnsafeBufferPointer<UInt8>, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
         var count = 0
         let scratch = try unsafe SecureBytes(count: maximumDecodedLength(ofEncodedLength: utf8.count)) {
             (out) throws(E3DBError) in
@@ -96,7 +96,7 @@ public enum Base64URL {
         }
     }
 
-    /// Decodes strict base64url text into wiped storage (see ``decodeSecret(utf8:lenient:)``).
+    /// Decodes strict (or, with `lenient`, lenient) base64url text into wiped storage, with no unwiped copy.
     /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
     public static func decodeSecret(_ text: some StringProtocol, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
         let inPlace: Result<SecureBytes, E3DBError>? = text.utf8.withContiguousStorageIfAvailable { buffer in

@@ -118,8 +118,7 @@ public enum SecretStream: Sendable {
         /// libsodium's `init_push` is `randombytes_buf(header)` followed by exactly the state set-up `init_pull`
         /// performs on that header, so this reproduces byte for byte what an encryptor whose random generator
         /// produced `header` writes.
-        @_spi(Testing)
-        public init(key: Key, deterministicHeader header: Header) {
+        package init(key: Key, deterministicHeader header: Header) {
             Sodium.ensure()
             let state = State()
             unsafe header.rawRepresentation.withUnsafeBytes { h in
@@ -144,17 +143,40 @@ public enum SecretStream: Sendable {
             return sealChunk(message, tag: tag)
         }
 
-        /// Seals one chunk into caller-provided memory, for zero-copy pipelines.
+        /// Seals one chunk into caller-provided memory, for zero-copy pipelines (package only: raw pointers).
         /// - Parameters:
         ///   - message: The plaintext.
-        ///   - tag: The chunk tag (``Tag/final`` is allowed here; the caller must then stop using the encryptor).
+        ///   - tag: The chunk tag; not ``Tag/final`` (use ``finish(_:into:)``, which consumes the encryptor).
         ///   - output: At least `message.count + 17` bytes.
         /// - Returns: The number of bytes written (`message.count + 17`).
-        /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small.
-        public mutating func seal(
+        /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small, ``E3DBError/Code/invalidParameter``
+        ///   when `tag` is ``Tag/final``.
+        package mutating func seal(
             _ message: UnsafeRawBufferPointer,
             tag: Tag,
             into output: UnsafeMutableRawBufferPointer
+        ) throws(E3DBError) -> Int {
+            guard tag != .final else {
+                throw E3DBError(.invalidParameter, "seal the final chunk with finish(_:into:), which ends the stream")
+            }
+            return try unsafe push(message, tag: tag, into: output)
+        }
+
+        /// Seals the last chunk, tagged ``Tag/final``, into caller-provided memory and ends the stream (the
+        /// encryptor is consumed, so nothing can be sealed after it).
+        /// - Parameters:
+        ///   - message: The plaintext.
+        ///   - output: At least `message.count + 17` bytes.
+        /// - Returns: The number of bytes written (`message.count + 17`).
+        /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small.
+        package consuming func finish(
+            _ message: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+        ) throws(E3DBError) -> Int {
+            try unsafe push(message, tag: .final, into: output)
+        }
+
+        private func push(
+            _ message: UnsafeRawBufferPointer, tag: Tag, into output: UnsafeMutableRawBufferPointer
         ) throws(E3DBError) -> Int {
             let needed = message.count + SecretStream.overheadByteCount
             guard output.count >= needed else {
@@ -192,11 +214,11 @@ public enum SecretStream: Sendable {
 
     /// Opens a stream chunk by chunk. After a ``Tag/final`` chunk, further chunks are rejected.
     public struct Decryptor: ~Copyable {
-        private let state: State
+        let state: State
         /// True once a ``Tag/final`` chunk has been opened.
-        public private(set) var isFinished = false
-        /// The number of chunks opened so far.
-        public private(set) var chunkIndex = 0
+        public internal(set) var isFinished = false
+        /// The number of chunks opened (or skipped) so far.
+        public internal(set) var chunkIndex = 0
 
         /// Starts reading a stream (`init_pull`).
         public init(key: Key, header: Header) {
@@ -225,13 +247,13 @@ public enum SecretStream: Sendable {
             return (out, tag)
         }
 
-        /// Opens one chunk into caller-provided memory, for zero-copy pipelines.
+        /// Opens one chunk into caller-provided memory, for zero-copy pipelines (package only: raw pointers).
         /// - Parameters:
         ///   - chunk: The chunk bytes.
         ///   - output: At least `chunk.count - 17` bytes.
         /// - Returns: The plaintext length and the tag.
         /// - Throws: As the `Data` variant of `open`, plus ``E3DBError/Code/invalidLength`` when `output` is too small.
-        public mutating func open(
+        package mutating func open(
             _ chunk: UnsafeRawBufferPointer,
             into output: UnsafeMutableRawBufferPointer
         ) throws(E3DBError) -> (count: Int, tag: Tag) {
@@ -244,7 +266,7 @@ public enum SecretStream: Sendable {
             return (needed, try finishPull(result))
         }
 
-        private func checkOpenable(_ count: Int) throws(E3DBError) {
+        func checkOpenable(_ count: Int) throws(E3DBError) {
             guard !isFinished else {
                 throw E3DBError(
                     .streamFinished, "data after the final chunk", context: .init(chunkIndex: chunkIndex))

@@ -1,4 +1,4 @@
-@_spi(Testing) public import E3DBFiles
+public import E3DBFiles
 public import E3DBKeys
 import E3DBPrimitives
 

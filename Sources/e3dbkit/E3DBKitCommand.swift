@@ -52,6 +52,13 @@ enum CLIMain {
     static func main() async {
         // A closed pipe is a write error (EPIPE) that the commands report, not a silent death by signal.
         signal(SIGPIPE, SIG_IGN)
+        // A parent may have started us with terminating signals blocked (a dispatch worker thread's mask is
+        // inherited through fork/exec): unblock them, so that Ctrl-C, SIGTERM and SIGHUP work; threads started
+        // later inherit this mask.
+        var terminating = sigset_t()
+        sigemptyset(&terminating)
+        for signo in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&terminating, signo) }
+        pthread_sigmask(SIG_UNBLOCK, &terminating, nil)
         let status: Int32
         do {
             var command = try E3DBKitCommand.parseAsRoot()

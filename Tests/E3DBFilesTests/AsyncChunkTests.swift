@@ -99,3 +99,93 @@ struct AsyncChunkTests {
         #expect(yielded == 0)
     }
 }
+
+/// The async sequences report the same checksums, sizes and chunk counts as every other API, on the same file.
+@Suite("E3DB file v3: checksums agree across APIs")
+struct ChecksumAgreementTests {
+    @Test(arguments: [0, 1, 65_536, 150_001])
+    func everyAPIReportsTheSameChecksums(size: Int) async throws {
+        let plain = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 5) })
+        let expectedChunks = E3DBFileFormat.chunkCount(forPlaintextSize: size)
+
+        // Async encryption, all checksums.
+        let encryption = Pieces(bytes: plain, size: 10_000).e3dbFileEncrypted(accessKey: Fixture.key, checksums: .all)
+        #expect(encryption.report.result == nil)
+        var file = Data()
+        for try await piece in encryption { file += piece }
+        let asyncEncrypted = try #require(encryption.report.result)
+        let independent = FileChecksums(
+            ciphertextBLAKE2b512: try BLAKE2b.hash(data: file, outputByteCount: 64),
+            ciphertextMD5: Hashes.md5(file),
+            plaintextBLAKE2b512: try BLAKE2b.hash(data: plain, outputByteCount: 64))
+        #expect(asyncEncrypted.checksums == independent)
+        #expect(asyncEncrypted.checksums.md5Base64 == Base64.encode(Hashes.md5(file)))
+        #expect(asyncEncrypted.encryptedSize == file.count && asyncEncrypted.plaintextSize == size)
+        #expect(asyncEncrypted.chunkCount == expectedChunks)
+
+        // Synchronous decryption of the same bytes, inline and on the checksum thread.
+        for concurrent in [true, false] {
+            var source = MemoryByteSource(file, maxReadSize: 3_000)
+            var sink = MemoryByteSink()
+            let sync = try E3DBFileCipher.decrypt(
+                from: &source, to: &sink, accessKey: Fixture.key,
+                options: FileDecryptionOptions(checksums: .all, concurrentChecksums: concurrent))
+            #expect(sync.checksums == independent)
+            #expect(sync.encryptedSize == file.count && sync.plaintextSize == size && sync.chunkCount == expectedChunks)
+        }
+
+        // Async decryption.
+        let decryption = Pieces(bytes: file, size: 4_321).e3dbFileDecrypted(accessKey: Fixture.key, checksums: .all)
+        var decrypted = Data()
+        for try await chunk in decryption { decrypted += chunk }
+        #expect(decrypted == plain)
+        let asyncDecrypted = try #require(decryption.report.result)
+        #expect(asyncDecrypted.checksums == independent)
+        #expect(asyncDecrypted.encryptedSize == file.count && asyncDecrypted.plaintextSize == size)
+        #expect(asyncDecrypted.chunkCount == expectedChunks)
+
+        // Checksums of the encrypted bytes alone, and the path API.
+        var raw = MemoryByteSource(file)
+        let (sums, count) = try E3DBFileCipher.checksums(of: &raw)
+        #expect(count == file.count)
+        #expect(sums.ciphertextBLAKE2b512 == independent.ciphertextBLAKE2b512 && sums.ciphertextMD5 == independent.ciphertextMD5)
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3db-sums-\(UUID().uuidString)")
+        defer {
+            try? FileManager.default.removeItem(at: url)
+            try? FileManager.default.removeItem(at: url.appendingPathExtension("out"))
+        }
+        try file.write(to: url)
+        let fromPath = try E3DBFileCipher.decryptFile(
+            atPath: url.path, toPath: url.appendingPathExtension("out").path, accessKey: Fixture.key,
+            options: FileDecryptionOptions(checksums: .all))
+        #expect(fromPath.checksums == independent)
+
+        // Synchronous encryption (a fresh data key, so other bytes): its report matches its own output.
+        var plainSource = MemoryByteSource(plain)
+        var encryptedSink = MemoryByteSink()
+        let syncEncrypted = try E3DBFileCipher.encrypt(
+            from: &plainSource, to: &encryptedSink, accessKey: Fixture.key, options: FileEncryptionOptions(checksums: .all))
+        let other = try #require(encryptedSink.committed)
+        #expect(syncEncrypted.checksums.ciphertextMD5 == Hashes.md5(other))
+        #expect(syncEncrypted.checksums.plaintextBLAKE2b512 == asyncEncrypted.checksums.plaintextBLAKE2b512)
+        #expect(syncEncrypted.chunkCount == asyncEncrypted.chunkCount && syncEncrypted.encryptedSize == file.count)
+    }
+
+    @Test func defaultsMatchTheSynchronousDefaults() async throws {
+        let encryption = Pieces(bytes: Data(repeating: 1, count: 1000), size: 100).e3dbFileEncrypted(accessKey: Fixture.key)
+        for try await _ in encryption {}
+        let sums = try #require(encryption.report.result).checksums
+        #expect(sums.ciphertextBLAKE2b512 != nil && sums.ciphertextMD5 != nil && sums.plaintextBLAKE2b512 == nil)
+        #expect(FileEncryptionOptions().checksums == [.ciphertextBLAKE2b512, .ciphertextMD5])
+    }
+
+    @Test func aFailedIterationReportsNothing() async throws {
+        var bad = Fixture.file
+        bad[bad.count - 1] ^= 1
+        let decryption = Pieces(bytes: bad, size: 9_999).e3dbFileDecrypted(accessKey: Fixture.key, checksums: .all)
+        await #expect(throws: E3DBError.self) {
+            for try await _ in decryption {}
+        }
+        #expect(decryption.report.result == nil)
+    }
+}

@@ -163,18 +163,30 @@ struct StrictDecryptionTests {
             #expect(error?.code == .trailingData)
             #expect(error?.context.offset == full.count)
         }
-        // A short FINAL chunk: appended bytes merge with it, so it no longer authenticates...
-        for extra in [Data([0]), Data(Fixture.file.suffix(18)), Data(repeating: 0xff, count: 70_000)] {
+        // A short FINAL chunk: appended bytes arrive in the same read as it, yet they are still reported as
+        // trailing data at the end of the FINAL chunk (not as an authentication failure of chunk 2).
+        let extras = [
+            Data([0]), Data(Fixture.file.suffix(18)), Data(Fixture.file.suffix(17)), Data(repeating: 0xff, count: 16),
+            Data(repeating: 0xff, count: 65_535), Data(repeating: 0xff, count: 70_000), Self.chunk(0),
+        ]
+        for extra in extras {
             let error = Fixture.failure(Fixture.file + extra, readSize: readSize)
-            #expect(error?.code == .chunkAuthenticationFailed)
-            #expect(error?.context.chunkIndex == 2)
-            // ...unless the expected size (FileMeta.size) is known: then it is trailing data.
+            #expect(error?.code == .trailingData, "\(extra.count) bytes appended: \(String(describing: error))")
+            #expect(error?.context.offset == Fixture.file.count)
+            #expect(error?.context.chunkIndex == 3)
+            // With the expected size (FileMeta.size) known, it is the same code, at the same offset.
             let sized = Fixture.failure(
                 Fixture.file + extra, readSize: readSize,
                 options: .init(expectedEncryptedSize: Fixture.file.count))
             #expect(sized?.code == .trailingData)
             #expect(sized?.context.offset == Fixture.file.count)
         }
+        // A damaged short FINAL chunk followed by data is still an authentication failure of that chunk.
+        var damaged = Fixture.file
+        damaged[damaged.count - 1] ^= 1
+        let error = Fixture.failure(damaged + Data([1, 2, 3]), readSize: readSize)
+        #expect(error?.code == .chunkAuthenticationFailed)
+        #expect(error?.context.chunkIndex == 2)
         #expect(Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: Fixture.file.count)) == nil)
         #expect(
             Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: Fixture.file.count + 5))?
@@ -266,6 +278,49 @@ struct StrictDecryptionTests {
                 .code == .checksumMismatch)
     }
 
+    /// D13: a malformed expected checksum is refused before any input is read, and a counting source proves it.
+    @Test(arguments: ["garbage", "", "DPb7oJVFD4O0cXsAkVRltA", "DPb7oJVFD4O0cXsAkVRltA=", "0cf6fba095450f83b471",
+        "DPb7oJVFD4O0cXsAkVRltA==\n", "DPb7oJVFD4O0cXsAkVRltA==DPb7oJVFD4O0cXsAkVRltA=="])
+    func malformedExpectedChecksumIsAnInvalidParameter(text: String) {
+        var source = CountingSource(Fixture.file)
+        var sink = MemoryByteSink()
+        #expect {
+            _ = try E3DBFileCipher.decrypt(
+                from: &source, to: &sink, accessKey: Fixture.key, options: .init(expectedChecksum: .md5Base64(text)))
+        } throws: { ($0 as? E3DBError)?.code == .invalidParameter && ($0 as? E3DBError)?.context.field == "expectedChecksum" }
+        #expect(source.bytesRead == 0)
+        #expect(sink.committed == nil)
+        #expect(Fixture.failure(Fixture.file, options: .init(expectedChecksum: .plaintextBLAKE2b512(Data(count: 32))))?
+            .code == .invalidParameter)
+        #expect(Fixture.failure(Fixture.file, options: .init(expectedEncryptedSize: -1))?.code == .invalidParameter)
+    }
+
+    /// D13: an expected size shorter than the file is "longer than its expected size" (trailing data at that
+    /// size), whatever region the size falls in, for split and unsplit input and for a source of known length.
+    @Test(arguments: Fixture.readSizes)
+    func expectedSizeShorterThanTheFileIsTrailingData(readSize: Int) {
+        let sizes = [0, 1, 50, 99, 123, 124, 125, 140, Fixture.c1 - 1, Fixture.c1, Fixture.c1 + 1, Fixture.c2,
+            Fixture.file.count - 1]
+        for size in sizes {
+            let error = Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: size))
+            #expect(error?.code == .trailingData, "expected size \(size): \(String(describing: error))")
+            #expect(error?.context.offset == size)
+            #expect(error?.message.contains("longer than its expected size of \(size) bytes") == true)
+            var unknown = CountingSource(Fixture.file, maxReadSize: readSize)
+            var sink = MemoryByteSink()
+            #expect {
+                _ = try E3DBFileCipher.decrypt(
+                    from: &unknown, to: &sink, accessKey: Fixture.key, options: .init(expectedEncryptedSize: size))
+            } throws: { ($0 as? E3DBError)?.code == .trailingData && ($0 as? E3DBError)?.context.offset == size }
+        }
+        // One-byte file (142 bytes) as in the review: 0, 50, 141.
+        let one = (try? Fixture.roundTrip(Data([7])).0) ?? Data()
+        for size in [0, 50, 141] {
+            #expect(Fixture.failure(one, options: .init(expectedEncryptedSize: size))?.code == .trailingData)
+        }
+        #expect(Fixture.failure(one, options: .init(expectedEncryptedSize: 142)) == nil)
+    }
+
     @Test func zeroChunkFilePolicy() throws {
         let zero = Data(Fixture.file.prefix(Fixture.c0))
         #expect(Fixture.failure(zero)?.code == .fileTruncated)
@@ -287,21 +342,19 @@ struct StrictDecryptionTests {
 
     /// Files no SDK writes, built with the stream primitives: wrong tags and missing FINAL.
     @Test func unusualTagsAreRejected() throws {
+        /// Seals chunks of zeros with the given tags; a FINAL tag ends the stream (the encryptor is consumed).
         func build(_ chunks: [(Int, SecretStream.Tag)]) throws -> Data {
             let dk = SecretStream.Key()
             var file = try E3DBFileCipher.makePrefix(dataKey: dk, accessKey: Fixture.key)
             var encryptor = SecretStream.Encryptor(key: dk)
             file += encryptor.header.rawRepresentation
             for (size, tag) in chunks {
-                let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
-                let out = UnsafeMutableRawBufferPointer.allocate(byteCount: size + 17, alignment: 1)
-                defer {
-                    plain.deallocate()
-                    out.deallocate()
+                let plain = Data(count: size)
+                if tag == .final {
+                    file += encryptor.finish(plain)
+                    break
                 }
-                plain.initializeMemory(as: UInt8.self, repeating: 0)
-                let n = try encryptor.seal(UnsafeRawBufferPointer(plain), tag: tag, into: out)
-                file += Data(UnsafeRawBufferPointer(rebasing: out[0..<n]))
+                file += try encryptor.seal(plain, tag: tag)
             }
             return file
         }
@@ -310,9 +363,21 @@ struct StrictDecryptionTests {
         #expect(Fixture.failure(try build([(full, .rekey), (1, .final)]))?.code == .unexpectedChunkTag)
         #expect(Fixture.failure(try build([(10, .message)]))?.code == .fileTruncated)
         #expect(Fixture.failure(try build([(full, .message), (full, .message)]))?.code == .fileTruncated)
-        #expect(Fixture.failure(try build([(full, .final), (3, .message)]))?.code == .trailingData)
+        #expect(Fixture.failure(try build([(full, .final)]) + Data(count: 20))?.code == .trailingData)
         // A short non-final chunk shifts every later chunk boundary: authentication fails.
         #expect(Fixture.failure(try build([(100, .message), (5, .final)]))?.code == .chunkAuthenticationFailed)
         #expect(Fixture.failure(try build([(0, .final)])) == nil)
+    }
+}
+
+/// A source that counts what it delivered and does not report its length (like a pipe).
+struct CountingSource: FileByteSource {
+    var inner: MemoryByteSource
+    var bytesRead = 0
+    init(_ bytes: Data, maxReadSize: Int = .max) { inner = MemoryByteSource(bytes, maxReadSize: maxReadSize) }
+    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let n = try inner.read(into: buffer)
+        bytesRead += n
+        return n
     }
 }

@@ -94,6 +94,197 @@ struct FileCLITests {
         #expect(try entries() == ["bad", "enc", "key", "other", "plain"], "no temporary files left")
     }
 
+    /// D13: a malformed --expected-checksum is a usage error (64) before anything is decrypted; an --expected-size
+    /// shorter than the file is reported as such (2, "longer than its expected size"), not as a damaged file.
+    @Test func expectedChecksumAndSizeArguments() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data([9]).write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        #expect(good.count == 142)
+        for bad in ["garbage", "DPb7oJVFD4O0cXsAkVRltA", "0cf6fba095450f83b4717d910154", "-x"] {
+            let out = try CLI.run(
+                ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-checksum=\(bad)", path("enc"),
+                 path("out")])
+            #expect(out.status == 64, "\(bad): \(out.stderr)")
+            #expect(out.stderr.contains("--expected-checksum"), "\(bad): \(out.stderr)")
+        }
+        for size in [0, 50, 141] {
+            let out = try CLI.run(
+                ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-size", "\(size)", path("enc"),
+                 path("out")])
+            #expect(out.status == 2, "\(size): \(out.stderr)")
+            #expect(out.stderr.contains("longer than its expected size of \(size) bytes"), "\(size): \(out.stderr)")
+        }
+        let negative = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--expected-size=-1", path("enc"), path("out")])
+        #expect(negative.status == 64)
+        let right = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--expected-size", "142", "--expected-checksum",
+             Base64.encode(Hashes.md5(good)), path("enc"), path("out")])
+        #expect(right.status == 0, "\(right.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path("out"))) == Data([9]))
+        #expect(try entries() == ["enc", "key", "out", "plain"])
+    }
+
+    /// `file decrypt … -` authenticates everything before writing a byte: a tampered last chunk leaves stdout
+    /// empty (exit 2), from a regular file and from a pipe. A regular file needs no spool at all (TMPDIR points
+    /// to a directory that does not exist); a pipe needs a writable TMPDIR for its ciphertext spool.
+    @Test func standardOutputGetsNothingUnlessTheWholeFileAuthenticates() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try plain.write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        var bad = good
+        bad[bad.count - 3] ^= 0x40
+        try bad.write(to: URL(fileURLWithPath: path("bad")))
+        let noTmp = ["TMPDIR": path("missing-tmp")]
+        let fromFile = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, path("bad"), "-"], environment: noTmp)
+        #expect(fromFile.status == 2, "\(fromFile.stderr)")
+        #expect(fromFile.stdoutData.isEmpty)
+        let fromPipe = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: bad,
+            environment: ["TMPDIR": directory.path])
+        #expect(fromPipe.status == 2, "\(fromPipe.stderr)")
+        #expect(fromPipe.stdoutData.isEmpty)
+        let goodFile = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, path("enc"), "-"], environment: noTmp)
+        #expect(goodFile.status == 0, "\(goodFile.stderr)")
+        #expect(goodFile.stdoutData == plain)
+        let goodPipe = try CLI.run(
+            ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: good,
+            environment: ["TMPDIR": directory.path])
+        #expect(goodPipe.stdoutData == plain)
+        #expect(try entries() == ["bad", "enc", "key", "plain"], "no spool file left behind")
+    }
+
+    @Test func rangeDecryption() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
+        try plain.write(to: URL(fileURLWithPath: path("plain")))
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        for (text, range) in [("0-0", 0...0), ("65535-65536", 65_535...65_536), ("100000-", 100_000...199_999),
+            ("0-199999", 0...199_999), ("199999-199999", 199_999...199_999)] {
+            let out = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", text, path("enc"), "-"])
+            #expect(out.status == 0, "\(text): \(out.stderr)")
+            #expect(out.stdoutData == plain[range], "\(text)")
+        }
+        let toFile = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "70000-70099", path("enc"), path("part")])
+        #expect(toFile.status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path("part"))) == plain[70_000...70_099])
+        for malformed in ["", "5", "-5", "10-5", "a-b", "1-2-3", " 1-2", "1.0-2", "99999999999999999999-1"] {
+            let out = try CLI.run(
+                ["file", "decrypt", "--access-key-file", keyFile.path, "--range=\(malformed)", path("enc"), "-"])
+            #expect(out.status == 64, "'\(malformed)': \(out.status) \(out.stderr)")
+            #expect(out.stdoutData.isEmpty)
+        }
+        let stdin = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", "-", "-"])
+        #expect(stdin.status == 64)
+        #if os(Linux)
+        // A FIFO cannot be read at an offset: a usage error, not a hang or a partial read.
+        #expect(mkfifo(path("fifo"), 0o600) == 0)
+        let writer = Thread {
+            if let handle = FileHandle(forWritingAtPath: path("fifo")) { try? handle.close() }
+        }
+        writer.start()
+        let fifo = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", path("fifo"), "-"])
+        #expect(fifo.status == 64, "\(fifo.stderr)")
+        #expect(fifo.stderr.contains("regular file"), "\(fifo.stderr)")
+        try FileManager.default.removeItem(atPath: path("fifo"))
+        #endif
+        let outOfBounds = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "199999-200000", path("enc"), "-"])
+        #expect(outOfBounds.status == 64, "\(outOfBounds.stderr)")
+        #expect(outOfBounds.stderr.contains("not within the plaintext of 200000 bytes"), "\(outOfBounds.stderr)")
+        // A tampered chunk inside the range: exit 2, nothing on stdout, no output file.
+        var bad = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
+        bad[124 + 65_553 + 1000] ^= 1
+        try bad.write(to: URL(fileURLWithPath: path("bad")))
+        let tampered = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-70000", path("bad"), "-"])
+        #expect(tampered.status == 2)
+        #expect(tampered.stdoutData.isEmpty)
+        let tamperedFile = try CLI.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-70000", path("bad"), path("out")])
+        #expect(tamperedFile.status == 2)
+        #expect(try entries() == ["bad", "enc", "key", "part", "plain"])
+    }
+
+    /// D2, D17: `file encrypt` and `file decrypt` to a path, interrupted mid-run (they wait on a pipe that has
+    /// delivered 1 MiB of a larger input), leave no output and no temporary file. SIGINT, SIGTERM and SIGHUP end the
+    /// process by that signal; SIGQUIT exits 131 without the runtime's crash report; SIGKILL cannot be handled,
+    /// and on Linux the unnamed (O_TMPFILE) output leaves nothing either.
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGKILL])
+    func interruptedCommandsLeaveNoFiles(signal signo: Int32) throws {
+        #if !os(Linux)
+        if signo == SIGKILL { return }
+        #endif
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = signal(SIGPIPE, SIG_IGN)
+        let plain = Data((0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 17) })
+        let encrypted = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
+        #expect(encrypted.status == 0)
+        for (command, input) in [("encrypt", plain), ("decrypt", encrypted.stdoutData)] {
+            let process = Process()
+            process.executableURL = CLIRunner.binary
+            process.arguments = ["file", command, "-q", "--access-key-file", keyFile.path, "-", path("out")]
+            let stdin = Pipe()
+            let stderr = Pipe()
+            process.standardInput = stdin
+            process.standardError = stderr
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            // Returns once the CLI has read all but at most a pipe buffer of it: the run is under way.
+            try stdin.fileHandleForWriting.write(contentsOf: input.prefix(1 << 20))
+            usleep(200_000)
+            kill(process.processIdentifier, signo)
+            process.waitUntilExit()
+            try? stdin.fileHandleForWriting.close()
+            let message = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if signo == SIGQUIT {
+                #expect(process.terminationReason == .exit && process.terminationStatus == 131, "\(command)")
+                #expect(!message.contains("crashed") && !message.contains("Backtrac"), "\(command): \(message)")
+            } else {
+                #expect(process.terminationReason == .uncaughtSignal, "\(command)")
+                #expect(process.terminationStatus == signo, "\(command)")
+            }
+            #expect(try entries() == ["key"], "\(command) interrupted by signal \(signo) left files behind")
+        }
+    }
+
+    /// D5, D10: when stdout cannot be written (/dev/full), `file encrypt` exits 1 without committing its output
+    /// (the FileMeta values would be lost), and `file checksum` exits 1 instead of 0.
+    @Test func unwritableStandardOutputFailsCleanly() throws {
+        #if os(Linux)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data(repeating: 3, count: 100_000).write(to: URL(fileURLWithPath: path("plain")))
+        func runToDevFull(_ arguments: [String]) throws -> (Int32, String) {
+            let process = Process()
+            process.executableURL = CLIRunner.binary
+            process.arguments = arguments
+            let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+            let err = Pipe()
+            process.standardOutput = full
+            process.standardError = err
+            try process.run()
+            let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, message)
+        }
+        let (encryptStatus, encryptMessage) = try runToDevFull(
+            ["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        #expect(encryptStatus == 1, "\(encryptMessage)")
+        #expect(encryptMessage.contains("cannot write to standard output"), "\(encryptMessage)")
+        #expect(try entries() == ["key", "plain"], "output committed although its FileMeta values were lost")
+        _ = try CLI.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let (checksumStatus, checksumMessage) = try runToDevFull(["file", "checksum", path("enc")])
+        #expect(checksumStatus == 1, "\(checksumMessage)")
+        #endif
+    }
+
     @Test func usageErrors() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = try CLI.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])
@@ -123,11 +314,14 @@ enum CLI {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }()
 
-    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Output {
+    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> Output {
         guard let binary else { throw VectorFormatError("e3dbkit binary not found") }
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         let input = Pipe()

@@ -164,9 +164,33 @@ struct SecretStreamTests {
         expectCode(.streamFinished) { _ = try decryptor.open(chunks[2]) }
     }
 
-    @Test func finalTagRefusedBySeal() {
-        var encryptor = SecretStream.Encryptor(key: SecretStream.Key())
-        expectCode(.invalidParameter) { _ = try encryptor.seal(Data(), tag: .final) }
+    @Test func finalTagRefusedBySeal() throws {
+        var refusing = SecretStream.Encryptor(key: SecretStream.Key())
+        expectCode(.invalidParameter) { _ = try refusing.seal(Data(), tag: .final) }
+        // The buffer variant refuses FINAL too; only the consuming finish(_:into:) seals it.
+        let key = SecretStream.Key()
+        var encryptor = SecretStream.Encryptor(key: key)
+        let header = encryptor.header
+        let message = UnsafeMutableRawBufferPointer.allocate(byteCount: 33, alignment: 1)
+        let out = UnsafeMutableRawBufferPointer.allocate(byteCount: 50, alignment: 1)
+        defer {
+            message.deallocate()
+            out.deallocate()
+        }
+        message.initializeMemory(as: UInt8.self, repeating: 4)
+        out.initializeMemory(as: UInt8.self, repeating: 0)
+        do {
+            _ = try encryptor.seal(UnsafeRawBufferPointer(message), tag: .final, into: out)
+            Issue.record("seal(_:tag:into:) accepted FINAL")
+        } catch {
+            #expect(error.code == .invalidParameter)
+        }
+        #expect(Data(out) == Data(count: 50), "nothing sealed when FINAL is refused")
+        let written = try encryptor.finish(UnsafeRawBufferPointer(message), into: out)
+        #expect(written == 50)
+        var decryptor = SecretStream.Decryptor(key: key, header: header)
+        let opened = try decryptor.open(Data(out))
+        #expect(opened.tag == .final && opened.message == Data(message) && decryptor.isFinished)
     }
 
     @Test func shortChunkIsTruncated() throws {

@@ -52,6 +52,9 @@ public struct NDJSONLineSplitter: Sendable {
     /// The number the next line will get.
     public var nextLineNumber: Int { nextNumber }
 
+    /// Bytes of an unfinished line held between calls; never more than ``maxLineBytes`` + 1.
+    public var bufferedByteCount: Int { buffer.count }
+
     /// Feeds bytes; calls `emit` for every line they complete, in order.
     /// - Parameters:
     ///   - chunk: the next bytes of the input.
@@ -318,6 +321,9 @@ public struct RecordBatchSummary: Sendable, Equatable {
     public var firstFailure: RecordBatchFailure?
     /// True when fail-fast stopped the run at a failed line (nothing after it was read or written).
     public var stoppedEarly = false
+
+    /// An empty summary.
+    public init() {}
 }
 
 /// Runs a ``RecordLineProcessor`` over NDJSON input: one output line per input line, in input order, with

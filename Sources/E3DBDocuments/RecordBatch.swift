@@ -178,9 +178,13 @@ public struct RecordLineEncryptor: RecordLineProcessor {
     public let plain: RecordData
     /// Key order of the signed message.
     public let order: KeyOrder
-    private let writerID: UUID
     private let accessKey: AccessKey
     private let signingKey: Ed25519.PrivateKey
+    /// The metadata is the same for every line: its canonical forms (for the output and the signed message)
+    /// and value count are computed once.
+    private let metaOutput: [UInt8]
+    private let metaSigned: [UInt8]
+    private let metaValueCount: Int
 
     /// An encryptor for `identity`, with the access key of its own EAKInfo.
     /// - Parameters:
@@ -197,9 +201,13 @@ public struct RecordLineEncryptor: RecordLineProcessor {
         self.type = type
         self.plain = plain
         self.order = order
-        self.writerID = try identity.requireClientID()
+        let writerID = try identity.requireClientID()
         self.signingKey = try identity.requireSigningKey()
         self.accessKey = try eakInfo.unwrap(with: identity.boxKey)
+        let meta = ClientMeta(writerID: writerID, userID: writerID, type: type, plain: plain)
+        self.metaOutput = meta.canonicalBytes()
+        self.metaSigned = meta.canonicalBytes(order: order)
+        self.metaValueCount = meta.signableJSON.valueCount
     }
 
     /// Encrypts and signs one record.
@@ -208,13 +216,25 @@ public struct RecordLineEncryptor: RecordLineProcessor {
     /// - Throws: `E3DBError` `.invalidDocument` (not JSON, not an object of strings), `.documentTooLarge`.
     public func process(line: [UInt8]) throws(E3DBError) -> [UInt8] {
         let data = try RecordData(jsonValue: parseDocumentJSON(line), what: "data")
-        let document = EncryptedDocument.encrypt(
-            type: type, data: data, plain: plain, writerID: writerID, accessKey: accessKey, signingKey: signingKey,
-            order: order)
-        let json = document.signableJSON
-        let bytes = CanonicalJSON.serializedBytes(json)
-        try DocumentLimits.checkOutput(json, byteCount: bytes.count, what: "record")
-        return bytes
+        // What EncryptedDocument.encrypt does, with the metadata's canonical bytes computed once:
+        // rec_sig = sign(canonical(meta) || canonical(data)), fields under fresh data keys.
+        let signature = Base64URL.encode(signingKey.signature(for: metaSigned + data.canonicalBytes(order: order)))
+        let encrypted = FieldCipher.encrypt(data, accessKey: accessKey)
+        // The canonical document {"data":…,"meta":…,"rec_sig":"…"}: members in sorted order, the signature is
+        // base64url (nothing to escape).
+        var out: [UInt8] = []
+        out.reserveCapacity(line.count * 2 + metaOutput.count + 128)
+        out.append(contentsOf: #"{"data":"#.utf8)
+        out.append(contentsOf: encrypted.canonicalBytes())
+        out.append(contentsOf: #","meta":"#.utf8)
+        out.append(contentsOf: metaOutput)
+        out.append(contentsOf: #","rec_sig":""#.utf8)
+        out.append(contentsOf: signature.utf8)
+        out.append(contentsOf: #""}"#.utf8)
+        // Values: the document, data and its members, meta and its members, rec_sig.
+        try DocumentLimits.checkOutput(
+            byteCount: out.count, valueCount: 3 + encrypted.count + metaValueCount, what: "record")
+        return out
     }
 }
 
@@ -261,17 +281,31 @@ public struct RecordLineDecryptor: RecordLineProcessor {
         if let requiredWriter { try document.checkWriter(isSigner: requiredWriter) }
         let plain = try document.decrypt(
             accessKey: accessKey, verifyingKey: verifyingKey, verification: verification, decoding: decoding)
-        return CanonicalJSON.serializedBytes(Self.outputJSON(plain, policy: verification.policy))
+        // outputJSON's canonical form, {"data":…,"meta":…,"verification":{…}}, written member by member.
+        var out: [UInt8] = []
+        out.reserveCapacity(line.count + 128)
+        out.append(contentsOf: #"{"data":"#.utf8)
+        out.append(contentsOf: plain.data.canonicalBytes())
+        out.append(contentsOf: #","meta":"#.utf8)
+        out.append(contentsOf: plain.meta.canonicalBytes())
+        out.append(contentsOf: #","verification":"#.utf8)
+        out.append(contentsOf: CanonicalJSON.serializedBytes(Self.verificationJSON(plain, policy: verification.policy)))
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    private static func verificationJSON(_ document: DecryptedDocument, policy: SignaturePolicy) -> JSONValue {
+        var verification: JSONObject = ["policy": .string(policy.rawValue)]
+        if let status = document.signatureStatus { verification["rec_sig"] = .string(status.rawValue) }
+        return .object(verification)
     }
 
     /// `{"data":…,"meta":…,"verification":{"policy":…,"rec_sig":…}}`: a decrypted record and what was checked
     /// (the output of `e3dbkit record decrypt`, single and batch).
     public static func outputJSON(_ document: DecryptedDocument, policy: SignaturePolicy) -> JSONValue {
-        var verification: JSONObject = ["policy": .string(policy.rawValue)]
-        if let status = document.signatureStatus { verification["rec_sig"] = .string(status.rawValue) }
-        return .object([
+        .object([
             "data": document.data.signableJSON, "meta": document.meta.signableJSON,
-            "verification": .object(verification),
+            "verification": verificationJSON(document, policy: policy),
         ])
     }
 }

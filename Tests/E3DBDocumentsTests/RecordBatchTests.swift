@@ -3,7 +3,22 @@ import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
 import Foundation
+import Synchronization
 import Testing
+
+/// Echoes each line after a short sleep, recording how many lines are being processed at once.
+final class ConcurrencyProbe: RecordLineProcessor {
+    let running = Atomic<Int>(0)
+    let peak = Atomic<Int>(0)
+
+    func process(line: [UInt8]) throws(E3DBError) -> [UInt8] {
+        let now = running.add(1, ordering: .sequentiallyConsistent).newValue
+        peak.max(now, ordering: .sequentiallyConsistent)
+        usleep(300)
+        running.subtract(1, ordering: .sequentiallyConsistent)
+        return line
+    }
+}
 
 @Suite("NDJSON batch mode for records")
 struct RecordBatchTests {
@@ -282,5 +297,15 @@ struct RecordBatchTests {
                 })
         }
         #expect(writes == 3)
+    }
+
+    @Test("the workers really run at once, never more of them than jobs, and order is kept", arguments: [2, 3])
+    func workersRunConcurrently(jobs: Int) {
+        let probe = ConcurrencyProbe()
+        let input = (1...600).flatMap { Array("\($0)\n".utf8) }
+        let (output, summary) = RecordBatch.process(input, processor: probe, options: .init(jobs: jobs, linesPerBatch: 5))
+        #expect(output == input && summary.lines == 600 && summary.failures == 0)
+        let peak = probe.peak.load(ordering: .sequentiallyConsistent)
+        #expect(peak >= 2 && peak <= jobs, "peak \(peak)")
     }
 }

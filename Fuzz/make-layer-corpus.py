@@ -8,7 +8,8 @@ FuzzSealedBoxes: the combined forms of the box and secretbox vectors, and sealed
 FuzzKeys: EAK strings (mode 0), EAKInfo JSON texts (mode 1), client credential JSON (mode 2) and group-wrapped
 EAKInfo JSON (mode 3, keys/group_wrappers.json) from TestVectors/keys.
 FuzzDocuments: field strings (0), values (1), EncryptedDocument JSON (2), SignedDocument JSON (3), note JSON (4)
-and TFSP1 strings (5) from TestVectors/documents.
+and TFSP1 strings (5) from TestVectors/documents; FuzzNDJSON: NDJSON batches of record data and of encrypted
+records from TestVectors/documents under several option bytes.
 
 Deterministic; files are named by the SHA-1 of their content. Run from the project root:
   python3 Fuzz/make-layer-corpus.py
@@ -71,6 +72,25 @@ def documents():
     return items
 
 
+def ndjson():
+    """FuzzNDJSON: byte 0 options (jobs, fail-fast, line limit), byte 1 piece size, then NDJSON."""
+    records = [t["encryptedDocument"] for t in vectors("records.json", "documents")
+               if isinstance(t.get("encryptedDocument"), str) and len(t["encryptedDocument"]) < 2000][:6]
+    bodies = [
+        b'{"a":"1"}\n{"b":"x","c":"y"}\r\n\n{"z":""}\n',
+        b'{"name":"Zo\xc3\xab","e\\u0301":"1"}\n[]\n{"a":1}\n\n \t\r\n',
+        b'{"k":"' + b"v" * 40 + b'"}\n{"s":"t"}',
+        b"\n\n{}\n",
+        utf8("\n".join(records) + "\n"),
+        utf8("\r\n".join(records[:2])) + b"\r\n\r\n",
+    ]
+    items = []
+    for i, body in enumerate(bodies):
+        for options in (0x39, 0x3A | 0x04, 0x08 * (i % 6) | 0x01):
+            items.append(bytes([options, (7 * i + 3) % 256]) + body)
+    return items
+
+
 def secretstream():
     items = []
     for t in vectors("secretstream.json"):
@@ -113,5 +133,6 @@ def sealed_boxes():
 
 if __name__ == "__main__":
     for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes()),
-                          ("FuzzKeys", keys()), ("FuzzDocuments", documents())]:
+                          ("FuzzKeys", keys()), ("FuzzDocuments", documents()),
+                          ("FuzzNDJSON", ndjson())]:
         print(target, make_corpus.write(target, items))

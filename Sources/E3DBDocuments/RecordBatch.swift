@@ -11,7 +11,7 @@ public import E3DBKeys
 // Batch mode for records: NDJSON in, NDJSON out, one output line per input line, in input order.
 
 /// One line of NDJSON input: its number (from 1) and its bytes without the line terminator, or the error that
-/// the splitter already found (``E3DBError/Code/lineTooLong``, ``E3DBError/Code/blankLine``).
+/// the splitter already found (`lineTooLong`, `blankLine`).
 public struct NDJSONLine: Sendable {
     /// The line number, counting from 1.
     public let number: Int
@@ -28,10 +28,10 @@ public struct NDJSONLine: Sendable {
 /// Splits a byte stream into NDJSON lines with bounded memory.
 ///
 /// Lines end in `\n`; a `\r` before it is dropped. The last line may lack its `\n`. A line longer than
-/// ``maxLineBytes`` is reported as ``E3DBError/Code/lineTooLong`` and the rest of it is skipped without being
+/// ``maxLineBytes`` is reported as `lineTooLong` and the rest of it is skipped without being
 /// stored, so the splitter never holds more than ``maxLineBytes`` + 1 bytes. Blank lines (empty or only spaces,
 /// tabs and `\r`) at the end of the input are ignored; a blank line followed by a non-blank one is reported as
-/// ``E3DBError/Code/blankLine`` under its own number. Every line number from 1 to the last non-blank line is
+/// `blankLine` under its own number. Every line number from 1 to the last non-blank line is
 /// emitted exactly once, in order.
 public struct NDJSONLineSplitter: Sendable {
     /// The longest accepted line in bytes, without its terminator.
@@ -353,7 +353,7 @@ public struct RecordBatchSummary: Sendable, Equatable {
     public var failures = 0
     /// The first failure, if any.
     public var firstFailure: RecordBatchFailure?
-    /// True when fail-fast stopped the run at a failed line (nothing after it was read or written).
+    /// True when fail-fast stopped the run at a failed line: nothing after it was written and reading stopped.
     public var stoppedEarly = false
 
     /// An empty summary.

@@ -29,7 +29,7 @@ public struct RecordSignatureVariants: OptionSet, Sendable, Hashable {
     public init(rawValue: Int) { self.rawValue = rawValue }
 
     /// js-sdk's `RecordInfo`: `plain` and `data` unsorted, in the order of the record's JSON (array-index keys
-    /// first), as ``KeyOrder/javaScriptInsertion`` writes them. Tried after the canonical order.
+    /// first), as `KeyOrder.javaScriptInsertion` writes them. Tried after the canonical order.
     public static let javaScriptInsertionOrder = RecordSignatureVariants(rawValue: 1 << 0)
     /// js-sdk file records (`writeFile`, `updateFileRecord`): the message is `canonical(meta) ‖ "null"`, so
     /// the data map is not signed. Accepted only for records whose `data` is empty.

@@ -219,21 +219,35 @@ public struct RecordLineEncryptor: RecordLineProcessor {
         // What EncryptedDocument.encrypt does, with the metadata's canonical bytes computed once:
         // rec_sig = sign(canonical(meta) || canonical(data)), fields under fresh data keys.
         let signature = Base64URL.encode(signingKey.signature(for: metaSigned + data.canonicalBytes(order: order)))
-        let encrypted = FieldCipher.encrypt(data, accessKey: accessKey)
-        // The canonical document {"data":…,"meta":…,"rec_sig":"…"}: members in sorted order, the signature is
-        // base64url (nothing to escape).
+        // The canonical document {"data":…,"meta":…,"rec_sig":"…"}: members in sorted order. The encrypted fields
+        // go straight into the output in UTF-16 key order (the canonical order); as base64url and dots they need
+        // no escaping, and the signature is base64url too. The randomness for the whole record comes from one
+        // call, as in FieldCipher.encrypt(_:accessKey:).
+        let members = data.members
+        let sorted = members.indices.sorted { members[$0].key.utf16.lexicographicallyPrecedes(members[$1].key.utf16) }
         var out: [UInt8] = []
-        out.reserveCapacity(line.count * 2 + metaOutput.count + 128)
-        out.append(contentsOf: #"{"data":"#.utf8)
-        out.append(contentsOf: encrypted.canonicalBytes())
-        out.append(contentsOf: #","meta":"#.utf8)
+        out.reserveCapacity(line.count * 5 + members.count * 150 + metaOutput.count + 128)
+        out.append(contentsOf: #"{"data":{"#.utf8)
+        let n = FieldCipher.randomByteCount
+        let random = SecureBytes(randomCount: n * members.count)
+        random.withUnsafeBytes { r in
+            for (position, i) in sorted.enumerated() {
+                if position > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: CanonicalJSON.serializedBytes(.string(members[i].key)))
+                out.append(contentsOf: #":""#.utf8)
+                let slice = UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
+                out.append(contentsOf: FieldCipher.encrypt(members[i].value, accessKey: accessKey, randomness: slice).utf8)
+                out.append(UInt8(ascii: "\""))
+            }
+        }
+        out.append(contentsOf: #"},"meta":"#.utf8)
         out.append(contentsOf: metaOutput)
         out.append(contentsOf: #","rec_sig":""#.utf8)
         out.append(contentsOf: signature.utf8)
         out.append(contentsOf: #""}"#.utf8)
         // Values: the document, data and its members, meta and its members, rec_sig.
         try DocumentLimits.checkOutput(
-            byteCount: out.count, valueCount: 3 + encrypted.count + metaValueCount, what: "record")
+            byteCount: out.count, valueCount: 3 + members.count + metaValueCount, what: "record")
         return out
     }
 }

@@ -211,6 +211,23 @@ struct RecordBatchTests {
         }
     }
 
+    @Test("encrypted lines are canonical for keys that need escaping or sort differently in UTF-16 and code points")
+    func canonicalKeys() throws {
+        let (_, info) = try EAKInfo.makeWriterKey(for: alice)
+        // U+FF61 sorts after U+1F600 in code points but before it in UTF-16 (surrogates are 0xD83D...).
+        let data = try RecordData([
+            ("\u{FF61}", "a"), ("😀", "b"), ("q\"\n\u{1}\\", "c"), ("", "d"), ("e\u{301}", "e"), ("é", "f"),
+        ])
+        let encryptor = try RecordLineEncryptor(type: "t", plain: ["z": "1", "a": "2"], identity: alice, eakInfo: info)
+        let line = try encryptor.process(line: data.canonicalBytes())
+        let document = try EncryptedDocument(jsonData: line)
+        #expect(line == document.canonicalBytes())
+        #expect(document.data.keys == ["", "e\u{301}", "q\"\n\u{1}\\", "é", "😀", "\u{FF61}"])
+        let decrypted = try document.decrypt(identity: alice, eakInfo: info)
+        #expect(decrypted.data == data && decrypted.signatureStatus == .verified)
+        #expect(decrypted.meta.plain == ["a": "2", "z": "1"])
+    }
+
     @Test("verification failures are per line: tampered meta, missing rec_sig, wrong writer")
     func verificationFailures() throws {
         let (ak, info) = try EAKInfo.makeWriterKey(for: alice)

@@ -293,15 +293,26 @@ public struct RecordLineDecryptor: RecordLineProcessor {
     public func process(line: [UInt8]) throws(E3DBError) -> [UInt8] {
         let document = try EncryptedDocument(jsonData: line)
         if let requiredWriter { try document.checkWriter(isSigner: requiredWriter) }
-        let plain = try document.decrypt(
-            accessKey: accessKey, verifyingKey: verifyingKey, verification: verification, decoding: decoding)
+        // What EncryptedDocument.decrypt(accessKey:verifyingKey:verification:decoding:) does, serializing meta and
+        // data once: in the default UTF-16 order the signed message is exactly the output's two members.
+        let data = try FieldCipher.decrypt(document.data, accessKey: accessKey, decoding: decoding)
+        let metaBytes = document.meta.canonicalBytes()
+        let dataBytes = data.canonicalBytes()
+        let status = try verification.check(
+            document.recordSignature, meta: document.meta, data: data, key: verifyingKey
+        ) {
+            verification.order == .utf16
+                ? metaBytes + dataBytes : RecordSignature.message(meta: document.meta, data: data, order: verification.order)
+        }
+        var plain = DecryptedDocument(meta: document.meta, data: data)
+        plain.signatureStatus = status
         // outputJSON's canonical form, {"data":…,"meta":…,"verification":{…}}, written member by member.
         var out: [UInt8] = []
         out.reserveCapacity(line.count + 128)
         out.append(contentsOf: #"{"data":"#.utf8)
-        out.append(contentsOf: plain.data.canonicalBytes())
+        out.append(contentsOf: dataBytes)
         out.append(contentsOf: #","meta":"#.utf8)
-        out.append(contentsOf: plain.meta.canonicalBytes())
+        out.append(contentsOf: metaBytes)
         out.append(contentsOf: #","verification":"#.utf8)
         out.append(contentsOf: CanonicalJSON.serializedBytes(Self.verificationJSON(plain, policy: verification.policy)))
         out.append(UInt8(ascii: "}"))

@@ -96,6 +96,17 @@ public struct RecordVerification: Sendable, Hashable {
     public func check(
         _ signature: String?, meta: ClientMeta, data: RecordData, key: Ed25519.PublicKey?
     ) throws(E3DBError) -> RecordSignatureStatus {
+        try check(signature, meta: meta, data: data, key: key) {
+            RecordSignature.message(meta: meta, data: data, order: order)
+        }
+    }
+
+    /// ``check(_:meta:data:key:)`` with the canonical message (in ``order``) supplied by the caller, who may
+    /// already hold its bytes; the variants are still derived from `meta` and `data`.
+    func check(
+        _ signature: String?, meta: ClientMeta, data: RecordData, key: Ed25519.PublicKey?,
+        canonicalMessage: () -> [UInt8]
+    ) throws(E3DBError) -> RecordSignatureStatus {
         if policy == .ignore { return .notChecked }
         guard let signature else {
             if policy == .verifyIfPresent { return .absent }
@@ -121,7 +132,7 @@ public struct RecordVerification: Sendable, Hashable {
                 .invalidSignature, "the record signature (rec_sig) is \(raw.count) bytes, not 64",
                 context: .init(part: "rec_sig"))
         }
-        if key.isValidSignature(raw, for: RecordSignature.message(meta: meta, data: data, order: order)) {
+        if key.isValidSignature(raw, for: canonicalMessage()) {
             return .verified
         }
         if variants.contains(.javaScriptInsertionOrder),

@@ -261,6 +261,12 @@ struct RecordBatchTests {
         let (output2, summary2) = RecordBatch.process(input, processor: relaxed)
         #expect(summary2.failures == 1 && summary2.firstFailure?.line == 2)
         #expect(lines(output2)[2].contains("\"rec_sig\":\"absent\""))
+        // ignore: every line reads, rec_sig not checked; the forged writer still fails the writer check.
+        let ignoring = try RecordLineDecryptor(identity: alice, eakInfo: info, verification: .init(policy: .ignore))
+        let (output3, summary3) = RecordBatch.process(input, processor: ignoring)
+        #expect(summary3.failures == 1 && summary3.firstFailure?.line == 4)
+        #expect(summary3.firstFailure?.error.code == .writerSignerMismatch)
+        #expect(lines(output3)[1].contains("\"policy\":\"ignore\",\"rec_sig\":\"not-checked\""))
     }
 
     @Test("fail-fast stops at the first failure; the lines before it and its error line are written",

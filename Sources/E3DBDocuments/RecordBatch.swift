@@ -586,11 +586,14 @@ private struct Runner<Processor: RecordLineProcessor> {
         }
     }
 
-    /// Waits for batches still being processed (after a write error or fail-fast), without writing them.
+    /// Waits for batches still being processed (after a write error or fail-fast), without writing them, then
+    /// for every worker queue to be idle, so that no worker still holds the processor (and its keys) or a batch
+    /// once the run has returned.
     mutating func waitForAll() {
         for batch in pending { batch.done.wait() }
         pending = []
         pendingBytes = 0
+        for queue in queues { queue.sync {} }
     }
 
     private mutating func emit(_ batch: LineBatch, _ write: Write, _ failed: Failed) throws(E3DBError) {

@@ -5,6 +5,12 @@
 // One executable target per fuzz target, Sources/<Target>/main.swift, exporting LLVMFuzzerTestOneInput.
 import PackageDescription
 
+/// The documents-layer targets (FuzzDocuments, FuzzNDJSON) link the same modules.
+let documentsDependencies: [Target.Dependency] = [
+    .product(name: "E3DBDocuments", package: "E3DBKit"), .product(name: "E3DBKeys", package: "E3DBKit"),
+    .product(name: "E3DBPrimitives", package: "E3DBKit"), .product(name: "E3DBCanonicalJSON", package: "E3DBKit"),
+]
+
 let package = Package(
     name: "E3DBKitFuzz",
     dependencies: [
@@ -53,11 +59,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "FuzzDocuments",
-            dependencies: [
-                .product(name: "E3DBDocuments", package: "E3DBKit"), .product(name: "E3DBKeys", package: "E3DBKit"),
-                .product(name: "E3DBPrimitives", package: "E3DBKit"),
-                .product(name: "E3DBCanonicalJSON", package: "E3DBKit"),
-            ]
+            dependencies: documentsDependencies
+        ),
+        .executableTarget(
+            name: "FuzzNDJSON",
+            dependencies: documentsDependencies
         ),
     ]
 )

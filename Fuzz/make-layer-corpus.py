@@ -12,6 +12,8 @@ and TFSP1 strings (5) from TestVectors/documents.
 FuzzFileRange: the files of TestVectors/files/e3db_file_v3.json sealed with the fuzz key (32 x 0x11: the one-chunk
 and the three-chunk Appendix A.6 files), each behind a few 6-byte range prefixes (first byte, length - 1, both
 24-bit little endian): chunk boundaries, single bytes, the whole plaintext, past the end.
+FuzzNDJSON: NDJSON batches of record data and of encrypted records from TestVectors/documents under several
+option bytes.
 
 Deterministic; files are named by the SHA-1 of their content. Run from the project root:
   python3 Fuzz/make-layer-corpus.py
@@ -71,6 +73,25 @@ def documents():
     for t in vectors("tfsp1.json", "documents")[::4]:
         if isinstance(t.get("signed"), str):
             items.append(b"\x05" + utf8(t["signed"])[:400])
+    return items
+
+
+def ndjson():
+    """FuzzNDJSON: byte 0 options (jobs, fail-fast, line limit), byte 1 piece size, then NDJSON."""
+    records = [t["encryptedDocument"] for t in vectors("records.json", "documents")
+               if isinstance(t.get("encryptedDocument"), str) and len(t["encryptedDocument"]) < 2000][:6]
+    bodies = [
+        b'{"a":"1"}\n{"b":"x","c":"y"}\r\n\n{"z":""}\n',
+        b'{"name":"Zo\xc3\xab","e\\u0301":"1"}\n[]\n{"a":1}\n\n \t\r\n',
+        b'{"k":"' + b"v" * 40 + b'"}\n{"s":"t"}',
+        b"\n\n{}\n",
+        utf8("\n".join(records) + "\n"),
+        utf8("\r\n".join(records[:2])) + b"\r\n\r\n",
+    ]
+    items = []
+    for i, body in enumerate(bodies):
+        for options in (0x39, 0x3A | 0x04, 0x08 * (i % 6) | 0x01):
+            items.append(bytes([options, (7 * i + 3) % 256]) + body)
     return items
 
 
@@ -136,5 +157,5 @@ def file_range():
 if __name__ == "__main__":
     for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes()),
                           ("FuzzKeys", keys()), ("FuzzDocuments", documents()),
-                          ("FuzzFileRange", file_range())]:
+                          ("FuzzFileRange", file_range()), ("FuzzNDJSON", ndjson())]:
         print(target, make_corpus.write(target, items))

@@ -20,7 +20,7 @@ targets() { find Sources -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort; 
 
 dict_for() {
     case "$1" in
-        FuzzCanonicalJSON) echo "$here/json.dict" ;;
+        FuzzCanonicalJSON | FuzzNDJSON) echo "$here/json.dict" ;;
         *) echo "$here/e3db.dict" ;;
     esac
 }

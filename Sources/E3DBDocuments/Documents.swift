@@ -327,16 +327,22 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
         verification: RecordVerification = .strict,
         decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> DecryptedDocument {
-        if verification.requireWriterIsSigner, let signer = eakInfo.signerID, signer != meta.writerID {
-            throw E3DBError(
-                .writerSignerMismatch,
-                "meta.writer_id \(meta.writerID.uuidString.lowercased()) is not the EAKInfo's signer_id \(signer.uuidString.lowercased())",
-                context: .init(field: "writer_id"))
+        if verification.requireWriterIsSigner, let signer = eakInfo.signerID {
+            try checkWriter(isSigner: signer)
         }
         let ak = try eakInfo.unwrap(with: identity.boxKey)
         return try decrypt(
             accessKey: ak, verifyingKey: verifyingKey ?? eakInfo.signerSigningKey, verification: verification,
             decoding: decoding)
+    }
+
+    /// Throws `.writerSignerMismatch` unless `meta.writer_id` is `signer`.
+    func checkWriter(isSigner signer: UUID) throws(E3DBError) {
+        guard signer != meta.writerID else { return }
+        throw E3DBError(
+            .writerSignerMismatch,
+            "meta.writer_id \(meta.writerID.uuidString.lowercased()) is not the EAKInfo's signer_id \(signer.uuidString.lowercased())",
+            context: .init(field: "writer_id"))
     }
 
     /// Decrypts with a reader identity and the EAKInfo, `rec_sig` required in key order `order`.

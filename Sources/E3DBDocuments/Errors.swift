@@ -27,3 +27,12 @@ extension E3DBError.Code {
     /// A decrypted note does not hold exactly the fields the caller expected (fields removed or added).
     public static let unexpectedFields = Self("unexpectedFields", category: .verification)
 }
+
+extension E3DBError.Code {
+    /// An NDJSON line is longer than the batch's maximum line length (``NDJSONLineSplitter``); the rest of the
+    /// line is skipped without being stored.
+    public static let lineTooLong = Self("lineTooLong", category: .malformedInput)
+    /// An NDJSON line is blank (empty or only spaces, tabs and `\r`). Blank lines are accepted only at the end
+    /// of the input.
+    public static let blankLine = Self("blankLine", category: .malformedInput)
+}

@@ -29,7 +29,7 @@ public struct RecordSignatureVariants: OptionSet, Sendable, Hashable {
     public init(rawValue: Int) { self.rawValue = rawValue }
 
     /// js-sdk's `RecordInfo`: `plain` and `data` unsorted, in the order of the record's JSON (array-index keys
-    /// first), as `KeyOrder.javaScriptInsertion` (E3DBCanonicalJSON) writes them. Tried after the canonical order.
+    /// first), as `KeyOrder.javaScriptInsertion` writes them. Tried after the canonical order.
     public static let javaScriptInsertionOrder = RecordSignatureVariants(rawValue: 1 << 0)
     /// js-sdk file records (`writeFile`, `updateFileRecord`): the message is `canonical(meta) ‖ "null"`, so
     /// the data map is not signed. Accepted only for records whose `data` is empty.
@@ -96,6 +96,17 @@ public struct RecordVerification: Sendable, Hashable {
     public func check(
         _ signature: String?, meta: ClientMeta, data: RecordData, key: Ed25519.PublicKey?
     ) throws(E3DBError) -> RecordSignatureStatus {
+        try check(signature, meta: meta, data: data, key: key) {
+            RecordSignature.message(meta: meta, data: data, order: order)
+        }
+    }
+
+    /// ``check(_:meta:data:key:)`` with the canonical message (in ``order``) supplied by the caller, who may
+    /// already hold its bytes; the variants are still derived from `meta` and `data`.
+    func check(
+        _ signature: String?, meta: ClientMeta, data: RecordData, key: Ed25519.PublicKey?,
+        canonicalMessage: () -> [UInt8]
+    ) throws(E3DBError) -> RecordSignatureStatus {
         if policy == .ignore { return .notChecked }
         guard let signature else {
             if policy == .verifyIfPresent { return .absent }
@@ -121,7 +132,7 @@ public struct RecordVerification: Sendable, Hashable {
                 .invalidSignature, "the record signature (rec_sig) is \(raw.count) bytes, not 64",
                 context: .init(part: "rec_sig"))
         }
-        if key.isValidSignature(raw, for: RecordSignature.message(meta: meta, data: data, order: order)) {
+        if key.isValidSignature(raw, for: canonicalMessage()) {
             return .verified
         }
         if variants.contains(.javaScriptInsertionOrder),

@@ -18,7 +18,11 @@ struct RecordEncryptCommand: ParsableCommand {
         abstract: "Encrypt and sign a record; prints the EncryptedDocument JSON (canonical, lowercase UUIDs).",
         discussion: """
             DATA is a JSON object of strings. The access key comes from the writer's own EAKInfo (see \
-            'e3dbkit eak wrap'); the identity's signing key makes rec_sig.
+            'e3dbkit eak wrap'); the identity's signing key makes rec_sig. With --ndjson every input line is one \
+            such object (--type and --plain apply to all) and every output line is what a single encrypt prints; \
+            a line that fails becomes {"error":{"category":…,"code":…,"line":N,"message":…}} and a line on \
+            stderr. Exit codes: 0 success (every line); otherwise that of the first failure (65 malformed input, \
+            2 verification, 64 invalid argument, 1 I/O).
             """
     )
 
@@ -37,13 +41,22 @@ struct RecordEncryptCommand: ParsableCommand {
     @Option(help: "Key order of the signed message: utf16 (default) or js (js-sdk).")
     var order: OrderOption = .utf16
 
-    @Argument(help: "The data JSON file ('-' for stdin).")
+    @OptionGroup var batch: RecordBatchFlags
+
+    @Argument(help: "The data JSON file, or with --ndjson the NDJSON file ('-' for stdin).")
     var data: String = "-"
 
     func run() throws {
         try DocumentCLI.run("encrypting the record") {
             let me = try DocumentCLI.identity(identity)
             let info = try DocumentCLI.eakInfo(eakInfo)
+            if batch.ndjson {
+                let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
+                let encryptor = try RecordLineEncryptor(
+                    type: type, plain: plainValues, identity: me, eakInfo: info, order: order.keyOrder)
+                try RecordBatchCLI.run(encryptor, input: data, flags: batch, doing: "encrypting the record")
+                return
+            }
             let values = try DocumentCLI.recordData(data, what: "data")
             let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
             let doc = try EncryptedDocument.encrypt(
@@ -118,13 +131,6 @@ struct RecordDecryptOptions: ParsableArguments {
             policy: policy, order: order.keyOrder, variants: variants, requireWriterIsSigner: !allowWriterMismatch)
     }
 
-    /// `{"data":…,"meta":…,"verification":{"policy":…,"rec_sig":…}}`: the document and what was checked.
-    static func outputJSON(_ document: DecryptedDocument, policy: SignaturePolicy) -> JSONValue {
-        var verification: JSONObject = ["policy": .string(policy.rawValue)]
-        if let status = document.signatureStatus { verification["rec_sig"] = .string(status.rawValue) }
-        return .object(["data": document.data.signableJSON, "meta": document.meta.signableJSON,
-            "verification": .object(verification)])
-    }
 }
 
 /// `e3dbkit record decrypt`.
@@ -139,7 +145,10 @@ struct RecordDecryptCommand: ParsableCommand {
             (verified, verified-insertion-order, verified-null-data, absent or not-checked). When the EAKInfo \
             names a signer_id, meta.writer_id must equal it unless --allow-writer-mismatch is given. \
             Exit codes: 0 success; 2 a field, the EAK or the signature failed to verify, rec_sig is missing \
-            under the required policy, or the writer is not the signer; 65 malformed input.
+            under the required policy, or the writer is not the signer; 65 malformed input. With --ndjson every \
+            input line is one EncryptedDocument and every output line is what a single decrypt prints, or \
+            {"error":{"category":…,"code":…,"line":N,"message":…}} for a line that fails (with a line on \
+            stderr); the exit code is that of the first failure.
             """
     )
 
@@ -151,7 +160,9 @@ struct RecordDecryptCommand: ParsableCommand {
 
     @OptionGroup var options: RecordDecryptOptions
 
-    @Argument(help: "The EncryptedDocument JSON file ('-' for stdin).")
+    @OptionGroup var batch: RecordBatchFlags
+
+    @Argument(help: "The EncryptedDocument JSON file, or with --ndjson the NDJSON file ('-' for stdin).")
     var document: String = "-"
 
     func run() throws {
@@ -161,13 +172,20 @@ struct RecordDecryptCommand: ParsableCommand {
             let key = try options.verifyingKey.map {
                 try DocumentCLI.signingPublicKey($0, what: "reading --verifying-key")
             }
-            let doc = try EncryptedDocument(jsonData: CLIIO.readAll(document, what: "record"))
             let verification = options.verification
+            if batch.ndjson {
+                let decryptor = try RecordLineDecryptor(
+                    identity: me, eakInfo: info, verifyingKey: key, verification: verification,
+                    decoding: options.lenient ? .lenient : .strict)
+                try RecordBatchCLI.run(decryptor, input: document, flags: batch, doing: "decrypting the record")
+                return
+            }
+            let doc = try EncryptedDocument(jsonData: CLIIO.readAll(document, what: "record"))
             let plain = try doc.decrypt(
                 identity: me, eakInfo: info, verifyingKey: key, verification: verification,
                 decoding: options.lenient ? .lenient : .strict)
             try DocumentCLI.output(
-                CanonicalJSON.serialize(RecordDecryptOptions.outputJSON(plain, policy: verification.policy)))
+                CanonicalJSON.serialize(RecordLineDecryptor.outputJSON(plain, policy: verification.policy)))
         }
     }
 }

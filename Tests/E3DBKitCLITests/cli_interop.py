@@ -11,9 +11,10 @@ anything failed.
 Directions:
   Python SDK -> e3dbkit: EAKs (API-shaped EAKInfo, as the service returns them), unsigned records (what the Python
   and Go SDKs and most stored records are), records signed over the canonical form (PyNaCl + rfc8785, as js-sdk,
-  Java and old Swift sign), notes (TFSP1), a credential file written in the Python SDK's shape.
-  e3dbkit -> Python SDK: EAKs, records (with rec_sig, and with it removed), notes, the credential file `keygen`
-  writes (loaded by e3db.Config and used to unwrap).
+  Java and old Swift sign), NDJSON batches of unsigned records (`record decrypt --ndjson`), notes (TFSP1), a
+  credential file written in the Python SDK's shape.
+  e3dbkit -> Python SDK: EAKs, records (with rec_sig, and with it removed), `record encrypt --ndjson` batches,
+  notes, the credential file `keygen` writes (loaded by e3db.Config and used to unwrap).
 """
 import base64
 import json
@@ -193,6 +194,20 @@ def _():
             write_json("py_swapped.json", doc), expect=2)
 
 
+@check("Python unsigned records as NDJSON -> e3dbkit record decrypt --ndjson --allow-unsigned, in order")
+def _():
+    rows = [dict(DATA, n=str(i)) for i in range(40)]
+    lines = [json.dumps(python_encrypt_record(alice, "contact", row, PLAIN, AK), ensure_ascii=False) for row in rows]
+    lines[7] = lines[7].replace('"contact"', '"other"')  # unsigned, so this only changes the type, still readable
+    out = e3dbkit("record", "decrypt", "--identity", bob.identity, "--eak-info", BOB_INFO, "--allow-unsigned",
+                  "--ndjson", "--jobs", "2", "-", stdin=("\n".join(lines) + "\n").encode())
+    got = [json.loads(line) for line in out.decode().splitlines()]
+    assert len(got) == 40, f"{len(got)} output lines"
+    assert [g["data"] for g in got] == rows, "data differs or is out of order"
+    assert all(g["verification"] == {"policy": "verify-if-present", "rec_sig": "absent"} for g in got)
+    assert got[7]["meta"]["type"] == "other"
+
+
 @check("Python note (Client.create_encrypted_note) -> e3dbkit note decrypt")
 def _():
     note = Client.create_encrypted_note(dict(DATA), bob.pk, bob.spk, EncryptionKeyPair(alice.pk, alice.sk),
@@ -259,6 +274,21 @@ def _():
                                                                                   b64u_decode(doc["rec_sig"]))
     del doc["rec_sig"]
     assert python_decrypt_record(doc, SWIFT_AK) == DATA
+
+
+@check("e3dbkit record encrypt --ndjson -> Python SDK decrypts every line; PyNaCl verifies every rec_sig")
+def _():
+    rows = [dict(DATA, n=str(i)) for i in range(30)]
+    plain = write_json("swift_plain_batch.json", PLAIN)
+    out = e3dbkit("record", "encrypt", "--type", "contact", "--identity", SWIFT, "--eak-info", SWIFT_INFO_SELF,
+                  "--plain", plain, "--ndjson", "--jobs", "2", "-",
+                  stdin="".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows).encode())
+    docs = [json.loads(line) for line in out.decode().splitlines()]
+    assert len(docs) == 30, f"{len(docs)} output lines"
+    key = nacl.signing.VerifyKey(b64u_decode(swift_config["public_signing_key"]))
+    for row, doc in zip(rows, docs):
+        assert python_decrypt_record(doc, SWIFT_AK) == row
+        key.verify(rfc8785.dumps(canonical_meta(doc["meta"])) + rfc8785.dumps(row), b64u_decode(doc["rec_sig"]))
 
 
 @check("e3dbkit note encrypt -> Python SDK Client.decrypt_note")

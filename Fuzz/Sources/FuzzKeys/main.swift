@@ -92,7 +92,8 @@ private func clientConfig(_ data: Data) {
     require(again.publicSigningKey == identity.publicSigningKey, "signing key changed")
     require(again.clientID == identity.clientID, "client_id changed")
     require(again.apiKeyID == identity.apiKeyID && again.clientEmail == identity.clientEmail, "members changed")
-    require(again.apiURL == identity.apiURL, "api_url changed")
+    // A file without api_url is written with the default one (the Python SDK's Client indexes it directly).
+    require(again.apiURL == (identity.apiURL ?? ClientIdentity.defaultAPIURL), "api_url changed")
     require(again.configJSON() == json, "identity JSON is not stable")
 }
 

@@ -185,6 +185,8 @@ public struct RecordLineEncryptor: RecordLineProcessor {
     private let metaOutput: [UInt8]
     private let metaSigned: [UInt8]
     private let metaValueCount: Int
+    /// Keys and nonces for all lines: OS-seeded ChaCha20 output, one system call per 64 KiB (`RandomReservoir`).
+    private let randomness = RandomReservoir()
 
     /// An encryptor for `identity`, with the access key of its own EAKInfo.
     /// - Parameters:
@@ -229,7 +231,7 @@ public struct RecordLineEncryptor: RecordLineProcessor {
         out.reserveCapacity(line.count * 5 + members.count * 150 + metaOutput.count + 128)
         out.append(contentsOf: #"{"data":{"#.utf8)
         let n = FieldCipher.randomByteCount
-        let random = SecureBytes(randomCount: n * members.count)
+        let random = SecureBytes(count: n * members.count) { randomness.fill($0) }
         random.withUnsafeBytes { r in
             for (position, i) in sorted.enumerated() {
                 if position > 0 { out.append(UInt8(ascii: ",")) }

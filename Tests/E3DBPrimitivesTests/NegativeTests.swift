@@ -388,3 +388,41 @@ struct Base64Tests {
         }
     }
 }
+
+@Suite("RandomReservoir")
+struct RandomReservoirTests {
+    @Test("hands out each byte once, across refills and threads; never zeros")
+    func distinctOutputs() async throws {
+        let reservoir = RandomReservoir()
+        // 3 × 64 KiB + a bit: crosses refills, with requests that straddle the end of a block.
+        var chunks: [[UInt8]] = []
+        for size in [1, 31, 800, 65_000, 70_000, 80_000] {
+            var out = [UInt8](repeating: 0, count: size)
+            out.withUnsafeMutableBytes { reservoir.fill($0) }
+            chunks.append(out)
+        }
+        let all = chunks.flatMap { $0 }
+        #expect(all.count == 215_832)
+        // Uniform bytes: every value appears, none dominates.
+        var counts = [Int](repeating: 0, count: 256)
+        for byte in all { counts[Int(byte)] += 1 }
+        #expect(counts.allSatisfy { $0 > 600 && $0 < 1100 }, "\(counts.min() ?? 0)...\(counts.max() ?? 0)")
+        // No 32-byte window is handed out twice, also with four threads drawing at once.
+        let samples = await withTaskGroup(of: [[UInt8]].self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    (0..<2_000).map { _ in
+                        var key = [UInt8](repeating: 0, count: 32)
+                        key.withUnsafeMutableBytes { reservoir.fill($0) }
+                        return key
+                    }
+                }
+            }
+            var result: [[UInt8]] = []
+            for await part in group { result += part }
+            return result
+        }
+        #expect(Set(samples).count == 8_000)
+        #expect(!samples.contains([UInt8](repeating: 0, count: 32)))
+    }
+}

@@ -94,11 +94,7 @@ extension EncryptedStore {
                 let rows = try Row.fetchCursor(db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
                 while let row = try rows.next() {
                     let record = try decode(row, collection: collection)
-                    if let token = try index.token(record.data, key: indexKey) {
-                        try db.execute(
-                            sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES (?, ?, ?, ?)",
-                            arguments: [collection, index.name, token, row["seq"] as Int64])
-                    }
+                    try insertTokens(db, indexes: [(index, indexKey)], collection: collection, seq: row["seq"], data: record.data)
                     filled += 1
                 }
                 return filled
@@ -137,10 +133,18 @@ extension EncryptedStore {
             }
     }
 
-    /// Writes the tokens of one record for every index of its collection (inside the caller's transaction).
-    func insertTokens(_ db: Database, keys: StoreKeys, collection: String, seq: Int64, data: RecordData) throws {
-        for index in try loadIndexes(db, collection: collection) {
-            let key = try BlindIndex.key(keys, collection: collection, name: index.name)
+    /// The indexes of `collection` with their keys: loaded and derived once per write transaction.
+    func indexKeys(_ db: Database, keys: StoreKeys, collection: String) throws -> [(index: BlindIndex, key: SecureBytes)] {
+        try loadIndexes(db, collection: collection).map { index in
+            (index, try BlindIndex.key(keys, collection: collection, name: index.name))
+        }
+    }
+
+    /// Writes the tokens of one record for `indexes` (inside the caller's transaction).
+    func insertTokens(
+        _ db: Database, indexes: [(index: BlindIndex, key: SecureBytes)], collection: String, seq: Int64, data: RecordData
+    ) throws {
+        for (index, key) in indexes {
             if let token = try index.token(data, key: key) {
                 try db.execute(
                     sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES (?, ?, ?, ?)",

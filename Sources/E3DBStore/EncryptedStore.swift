@@ -89,11 +89,8 @@ public final class EncryptedStore: Sendable {
         } catch {
             throw E3DBError(.databaseError, "cannot create \(directory.path): \(error.localizedDescription)")
         }
-        let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
-        var parameters: Argon2id.Parameters?
-        if case .passphrase = credential { parameters = kdfParameters }
-        let kek = try StoreKeys.keyEncryptionKey(credential, salt: salt, parameters: parameters)
         let master = SecretBox.Key()
+        let wrapping = try StoreKeys.wrapping(master, for: credential, kdfParameters: kdfParameters)
         let boxKey = Box.PrivateKey()
         let wrappedBox = StoreKeys.wrap(boxKey, under: master)
         let keys = try StoreKeys(master: master, wrappedBoxKey: wrappedBox)
@@ -109,9 +106,9 @@ public final class EncryptedStore: Sendable {
                         VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
-                        StoreSchema.formatVersion, storeID.uuidString.lowercased(),
-                        parameters == nil ? "raw" : "argon2id13", parameters?.opsLimit, parameters?.memoryLimit, salt,
-                        StoreKeys.wrap(master, under: kek), boxKey.publicKey.rawRepresentation, wrappedBox,
+                        StoreSchema.formatVersion, storeID.uuidString.lowercased(), wrapping.kdfName,
+                        wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
+                        wrapping.wrappedMaster, boxKey.publicKey.rawRepresentation, wrappedBox,
                         StoreTime.format(StoreTime.now()),
                     ])
             }
@@ -131,11 +128,7 @@ public final class EncryptedStore: Sendable {
         let pool = try openPool(path: path)
         try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
         let header = try readHeader(pool)
-        let kek = try StoreKeys.keyEncryptionKey(credential, salt: header.salt, parameters: header.parameters)
-        let master = try StoreKeys.unwrap(
-            header.wrappedMaster, under: kek,
-            failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
-        let keys = try StoreKeys(master: master, wrappedBoxKey: header.wrappedBoxKey)
+        let keys = try StoreKeys.unlock(header, with: credential)
         return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: keys)
     }
 
@@ -207,12 +200,7 @@ public final class EncryptedStore: Sendable {
     /// Opens the master key again after ``lock()``.
     /// - Throws: ``E3DBError/Code/wrongKey``.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
-        let header = try EncryptedStore.readHeader(pool)
-        let kek = try StoreKeys.keyEncryptionKey(credential, salt: header.salt, parameters: header.parameters)
-        let master = try StoreKeys.unwrap(
-            header.wrappedMaster, under: kek,
-            failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
-        let keys = try StoreKeys(master: master, wrappedBoxKey: header.wrappedBoxKey)
+        let keys = try StoreKeys.unlock(EncryptedStore.readHeader(pool), with: credential)
         state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
     }
 
@@ -227,12 +215,7 @@ public final class EncryptedStore: Sendable {
 
     /// Changes the passphrase or key with explicit Argon2id parameters.
     public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters) throws(E3DBError) {
-        let keys = try currentKeys()
-        let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
-        var parameters: Argon2id.Parameters?
-        if case .passphrase = credential { parameters = kdfParameters }
-        let kek = try StoreKeys.keyEncryptionKey(credential, salt: salt, parameters: parameters)
-        let wrapped = StoreKeys.wrap(keys.master, under: kek)
+        let wrapping = try StoreKeys.wrapping(try currentKeys().master, for: credential, kdfParameters: kdfParameters)
         try databaseCall("changing the store key") {
             try pool.write { db in
                 try db.execute(
@@ -241,8 +224,8 @@ public final class EncryptedStore: Sendable {
                         WHERE singleton = 1
                         """,
                     arguments: [
-                        parameters == nil ? "raw" : "argon2id13", parameters?.opsLimit, parameters?.memoryLimit, salt,
-                        wrapped,
+                        wrapping.kdfName, wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
+                        wrapping.wrappedMaster,
                     ])
             }
         }
@@ -362,7 +345,7 @@ public final class EncryptedStore: Sendable {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
         let now = StoreTime.format(StoreTime.now())
-        var rows: [(RecordReference, String, Data, Data, RecordData, RecordData)] = []
+        var rows: [NewRecordRow] = []
         rows.reserveCapacity(records.count)
         for record in records {
             let id = UUID()
@@ -373,26 +356,17 @@ public final class EncryptedStore: Sendable {
             let mac = try bindingMAC(
                 keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
                 updated: now, document: bytes)
-            rows.append((RecordReference(id: id, version: 1), record.type, bytes, mac, record.plain, record.data))
+            rows.append(NewRecordRow(
+                reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version,
+                time: now, document: bytes, mac: mac, plain: record.plain, data: record.data))
         }
         try databaseCall("writing to collection \(collection)") {
             try pool.write { db in
-                for (reference, type, bytes, mac, plain, data) in rows {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
-                            VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            reference.id.uuidString.lowercased(), collection, type, access.version, now, now, bytes, mac,
-                        ])
-                    let seq = db.lastInsertedRowID
-                    try insertPlain(db, seq: seq, plain: plain)
-                    try insertTokens(db, keys: keys, collection: collection, seq: seq, data: data)
-                }
+                let indexes = try indexKeys(db, keys: keys, collection: collection)
+                for row in rows { try insertRecord(db, row, collection: collection, indexes: indexes) }
             }
         }
-        return rows.map(\.0)
+        return rows.map(\.reference)
     }
 
     /// Reads, authenticates and decrypts one record.
@@ -463,7 +437,9 @@ public final class EncryptedStore: Sendable {
                 try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
                 try insertPlain(db, seq: seq, plain: plain)
                 try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
-                try insertTokens(db, keys: keys, collection: collection, seq: seq, data: data)
+                try insertTokens(
+                    db, indexes: indexKeys(db, keys: keys, collection: collection), collection: collection, seq: seq,
+                    data: data)
                 return RecordReference(id: id, version: newVersion)
             }
         }
@@ -656,6 +632,38 @@ public final class EncryptedStore: Sendable {
             meta: plain.meta, data: plain.data)
         cache.withLock { $0?.insert(record, for: mac) }
         return record
+    }
+
+    /// A new record (version 1) ready to be inserted.
+    struct NewRecordRow {
+        let reference: RecordReference
+        let type: String
+        let keyVersion: Int
+        /// Its created and updated time.
+        let time: String
+        let document: Data
+        let mac: Data
+        let plain: RecordData
+        /// The plaintext fields, for the blind-index tokens.
+        let data: RecordData
+    }
+
+    /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
+    func insertRecord(
+        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)]
+    ) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
+                VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                row.reference.id.uuidString.lowercased(), collection, row.type, row.keyVersion, row.time, row.time,
+                row.document, row.mac,
+            ])
+        let seq = db.lastInsertedRowID
+        try insertPlain(db, seq: seq, plain: row.plain)
+        try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)
     }
 
     func insertPlain(_ db: Database, seq: Int64, plain: RecordData) throws {

@@ -2,13 +2,8 @@ import E3DBDocuments
 public import E3DBKeys
 public import E3DBPrimitives
 public import Foundation
+import E3DBFiles
 import GRDB
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// What ``EncryptedStore/export(collection:to:readerPublicKey:)`` wrote.
 public struct StoreExport: Sendable, Hashable {
@@ -39,7 +34,8 @@ extension EncryptedStore {
     /// Writes `collection` for another E3DB client: `DIR/records.ndjson` (every record as the `EncryptedDocument`
     /// the store holds, one per line, each authenticated in its place first) and `DIR/eak.json` (the access key
     /// wrapped for the reader). Any E3DB SDK decrypts the records with the reader's private key and the EAKInfo.
-    /// Both files are written to temporary names and renamed into place; existing files are not replaced.
+    /// Both files are written through `AtomicFileSink` and appear only when complete; the call refuses to start
+    /// when either already exists.
     /// - Throws: ``E3DBError/Code/collectionNotFound``, `recordTampered` for a record that does not authenticate
     ///   (nothing is published then), `databaseError` for I/O failures.
     @discardableResult
@@ -115,7 +111,7 @@ extension EncryptedStore {
         let info = try withItem("eak.json") { () throws(E3DBError) in try EAKInfo(jsonData: eakData) }
         let accessKey = try withItem("eak.json") { () throws(E3DBError) in try info.unwrap(with: reader) }
         let recordsData = try readFile(directory.appendingPathComponent("records.ndjson"))
-        var documents: [(EncryptedDocument, Data)] = []
+        var documents: [(EncryptedDocument, Data, RecordData)] = []
         var lineNumber = 0
         for line in recordsData.split(separator: 0x0A, omittingEmptySubsequences: false) {
             lineNumber += 1
@@ -124,26 +120,25 @@ extension EncryptedStore {
             if bytes.isEmpty { continue }
             let item = "records.ndjson:\(lineNumber)"
             let document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
-            _ = try withItem(item) { () throws(E3DBError) in
+            let plaintext = try withItem(item) { () throws(E3DBError) in
                 try document.decrypt(
                     accessKey: accessKey, verifyingKey: info.signerSigningKey,
                     verification: RecordVerification(
                         policy: info.signerSigningKey == nil ? .ignore : .verifyIfPresent, requireWriterIsSigner: false))
             }
-            documents.append((document, document.jsonData()))
+            documents.append((document, document.jsonData(), plaintext.data))
         }
         let wrapped = StoreKeys.wrap(accessKey.secretBoxKey, under: keys.master)
         let now = StoreTime.format(StoreTime.now())
-        var references: [RecordReference] = []
-        var rows: [(RecordReference, String, Data, Data, RecordData)] = []
-        for (document, bytes) in documents {
+        var rows: [NewRecordRow] = []
+        for (document, bytes, data) in documents {
             let id = UUID()
             let mac = try bindingMAC(
                 keys, collection: collection, id: id, version: 1, keyVersion: 1, created: now, updated: now,
                 document: bytes)
-            let reference = RecordReference(id: id, version: 1)
-            rows.append((reference, document.meta.type, bytes, mac, document.meta.plain))
-            references.append(reference)
+            rows.append(NewRecordRow(
+                reference: RecordReference(id: id, version: 1), type: document.meta.type, keyVersion: 1, time: now,
+                document: bytes, mac: mac, plain: document.meta.plain, data: data))
         }
         try databaseCall("importing collection \(collection)") {
             try pool.write { db in
@@ -155,18 +150,11 @@ extension EncryptedStore {
                 try db.execute(
                     sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
                     arguments: [collection, wrapped])
-                for (reference, type, bytes, mac, plain) in rows {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
-                            VALUES (?, ?, ?, 1, 1, ?, ?, ?, ?)
-                            """,
-                        arguments: [reference.id.uuidString.lowercased(), collection, type, now, now, bytes, mac])
-                    try insertPlain(db, seq: db.lastInsertedRowID, plain: plain)
-                }
+                // A new collection has no blind indexes yet.
+                for row in rows { try insertRecord(db, row, collection: collection, indexes: []) }
             }
         }
-        return references
+        return rows.map(\.reference)
     }
 
     func readFile(_ url: URL) throws(E3DBError) -> Data {
@@ -178,52 +166,34 @@ extension EncryptedStore {
     }
 }
 
-/// A file written under a temporary name beside its final one and renamed into place on `commit()`; removed
-/// when not committed.
-final class ExportFile {
+/// An export file written through the file layer's `AtomicFileSink` (unnamed until committed on Linux, removed
+/// when not committed), with the store's error type.
+struct ExportFile {
     let finalURL: URL
-    let temporaryURL: URL
-    let handle: FileHandle
-    var committed = false
+    let sink: AtomicFileSink
 
     init(finalURL: URL) throws(E3DBError) {
         self.finalURL = finalURL
-        self.temporaryURL = finalURL.deletingLastPathComponent()
-            .appendingPathComponent(".\(finalURL.lastPathComponent).\(UUID().uuidString.prefix(8)).tmp")
-        guard FileManager.default.createFile(atPath: temporaryURL.path, contents: nil),
-            let handle = FileHandle(forWritingAtPath: temporaryURL.path)
-        else {
-            throw E3DBError(.databaseError, "cannot create \(temporaryURL.path)")
+        do {
+            sink = try AtomicFileSink(path: finalURL.path)
+        } catch {
+            throw E3DBError(.databaseError, "cannot create \(finalURL.path): \(error)")
         }
-        self.handle = handle
     }
 
     func append(_ data: Data) throws(E3DBError) {
         do {
-            try handle.write(contentsOf: data)
+            try data.withUnsafeBytes { try sink.write($0) }
         } catch {
-            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error.localizedDescription)")
+            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)")
         }
     }
 
     func commit() throws(E3DBError) {
         do {
-            try handle.synchronize()
-            try handle.close()
+            try sink.finish()
         } catch {
-            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error.localizedDescription)")
-        }
-        guard link(temporaryURL.path, finalURL.path) == 0 else {
-            throw E3DBError(.databaseError, "cannot create \(finalURL.path) (it may exist)")
-        }
-        unlink(temporaryURL.path)
-        committed = true
-    }
-
-    deinit {
-        if !committed {
-            try? handle.close()
-            unlink(temporaryURL.path)
+            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)")
         }
     }
 }

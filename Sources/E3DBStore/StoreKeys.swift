@@ -89,6 +89,34 @@ struct StoreKeys: Sendable {
         }
     }
 
+    /// The columns that store the master key under a new credential: a fresh salt, the KDF parameters (nil for a
+    /// raw key) and the master key sealed under the credential's key.
+    struct CredentialWrapping {
+        let salt: Data
+        let parameters: Argon2id.Parameters?
+        let wrappedMaster: Data
+        var kdfName: String { parameters == nil ? "raw" : "argon2id13" }
+    }
+
+    static func wrapping(
+        _ master: SecretBox.Key, for credential: StoreCredential, kdfParameters: Argon2id.Parameters
+    ) throws(E3DBError) -> CredentialWrapping {
+        let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
+        var parameters: Argon2id.Parameters?
+        if case .passphrase = credential { parameters = kdfParameters }
+        let kek = try keyEncryptionKey(credential, salt: salt, parameters: parameters)
+        return CredentialWrapping(salt: salt, parameters: parameters, wrappedMaster: wrap(master, under: kek))
+    }
+
+    /// Opens the master key of a store header with `credential` (wrongKey when it does not open).
+    static func unlock(_ header: EncryptedStore.Header, with credential: StoreCredential) throws(E3DBError) -> StoreKeys {
+        let kek = try keyEncryptionKey(credential, salt: header.salt, parameters: header.parameters)
+        let master = try unwrap(
+            header.wrappedMaster, under: kek,
+            failure: E3DBError(.wrongKey, "the passphrase or key does not open this store"))
+        return try StoreKeys(master: master, wrappedBoxKey: header.wrappedBoxKey)
+    }
+
     /// Seals the master key under a key-encryption key.
     static func wrap(_ key: SecretBox.Key, under kek: SecretBox.Key) -> Data {
         SecretBox.seal(key.secureBytes, using: kek).combined

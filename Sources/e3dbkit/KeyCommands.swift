@@ -59,16 +59,29 @@ enum DocumentCLI {
     /// Reads an access key file: base64url (43 characters, surrounding whitespace ignored) straight into wiped
     /// storage. The message on failure never shows a byte of the file.
     static func accessKey(_ path: String) throws -> AccessKey {
-        let secret = try CLIIO.readSecret(path, what: "access key file")
+        let bytes = try keyFile(path, what: "access key file", key: "access key")
+        do { return try AccessKey(bytes) } catch { throw CLIError(error, while: "reading \(path)") }
+    }
+
+    /// Reads a file holding a 32-byte key as base64url into wiped storage; the error names the file, never a byte.
+    static func keyFile(_ path: String, what: String, key: String) throws -> SecureBytes {
+        let secret = try CLIIO.readSecret(path, what: what)
+        let decoded: SecureBytes
         do {
-            return try secret.withUnsafeBytes { (raw) throws(E3DBError) in
-                try AccessKey(Base64URL.decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self)))
+            decoded = try secret.withUnsafeBytes { (raw) throws(E3DBError) in
+                try Base64URL.decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self))
             }
         } catch {
             throw CLIError(
-                "the access key file \(CLIInput.display(path)) does not hold a 32-byte access key in base64url "
-                    + "(\(error.code))", exitCode: ExitStatus.dataError)
+                "the \(what) \(CLIInput.display(path)) does not hold a 32-byte \(key) in base64url (\(error.code))",
+                exitCode: ExitStatus.dataError)
         }
+        guard decoded.count == 32 else {
+            throw CLIError(
+                "the \(what) \(CLIInput.display(path)) does not hold a 32-byte \(key) in base64url (invalidKeyLength)",
+                exitCode: ExitStatus.dataError)
+        }
+        return decoded
     }
 
     static func output(_ text: String) throws { try StandardOutput.line(text) }

@@ -58,21 +58,7 @@ struct StoreKeyOptions: ParsableArguments {
     }
 
     static func credential(passphraseFile: String?, keyFile: String?, confirm: Bool, what: String) throws -> StoreCredential {
-        if let keyFile {
-            let text = try CLIIO.readSecret(keyFile, what: "key file")
-            do {
-                let key = try text.withUnsafeBytes { (raw) throws(E3DBError) in
-                    try Base64URL.decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self))
-                }
-                guard key.count == 32 else {
-                    throw CLIError("the key file \(keyFile) does not hold 32 bytes", exitCode: ExitStatus.dataError)
-                }
-                return .key(key)
-            } catch let error as E3DBError {
-                throw CLIError(
-                    "the key file \(CLIInput.display(keyFile)) is not base64url (\(error.code))", exitCode: ExitStatus.dataError)
-            }
-        }
+        if let keyFile { return .key(try DocumentCLI.keyFile(keyFile, what: "key file", key: "store key")) }
         if let passphraseFile { return .passphrase(try CLIIO.readSecret(passphraseFile, what: "passphrase file")) }
         let first = try TerminalPrompt.secret("\(what): ")
         if confirm {

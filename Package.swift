@@ -3,7 +3,8 @@
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
 // Layers (dependencies point only downward; only E3DBPrimitives imports C):
 //   L5 e3dbkit (CLI)
-//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)
+//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB; never a module that can decrypt)
+//   L3½ E3DBAPI (wire types, TSV1; E3DBPrimitives only)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
 //   L1 E3DBPrimitives
@@ -29,6 +30,8 @@ let package = Package(
         .library(name: "E3DBIdentity", targets: ["E3DBIdentity"]),
         .library(name: "E3DBBLAKE2bReference", targets: ["E3DBBLAKE2bReference"]),
         .library(name: "E3DBStore", targets: ["E3DBStore"]),
+        .library(name: "E3DBAPI", targets: ["E3DBAPI"]),
+        .library(name: "E3DBServer", targets: ["E3DBServer"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
     ],
     dependencies: [
@@ -36,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // L0: system libraries, found with pkg-config. Never products.
@@ -83,15 +88,19 @@ let package = Package(
         .target(name: "E3DBFiles", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: upcoming),
         .target(
             name: "E3DBIdentity",
-            dependencies: ["E3DBPrimitives", "E3DBKeys"],
+            dependencies: ["E3DBPrimitives", "E3DBKeys", "E3DBAPI"],
             swiftSettings: upcoming
         ),
+
+        // L3½: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
+        .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: upcoming),
 
         // L4: umbrella
         .target(
             name: "E3DBKit",
             dependencies: [
                 "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity",
+                "E3DBAPI",
             ],
             swiftSettings: upcoming
         ),
@@ -106,11 +115,25 @@ let package = Package(
             swiftSettings: upcoming
         ),
 
+        // L4: the E3DB-compatible API server. It must never depend on a module that can unwrap an access key or
+        // decrypt a field (E3DBDocuments, E3DBKeys, E3DBFiles, E3DBIdentity, E3DBStore): it stores ciphertext by
+        // construction. E3DBPrimitives gives it hashes, random bytes and Ed25519 verification.
+        .target(
+            name: "E3DBServer",
+            dependencies: [
+                "E3DBAPI", "E3DBPrimitives",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: upcoming
+        ),
+
         // L5: command line
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBVectors",
+                "E3DBKit", "E3DBStore", "E3DBServer", "E3DBVectors",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: upcoming
@@ -169,6 +192,12 @@ let package = Package(
             name: "E3DBStoreTests",
             dependencies: ["E3DBStore", "E3DBKit", "E3DBTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["store_interop.py"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBServerTests",
+            dependencies: ["E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport"],
+            exclude: ["python_sdk_driver.py"],
             swiftSettings: upcoming
         ),
     ]

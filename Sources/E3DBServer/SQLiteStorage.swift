@@ -1,0 +1,520 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+internal import GRDB
+import E3DBPrimitives
+
+/// The embedded backend: one SQLite database in WAL mode through GRDB (a pool: concurrent readers, one writer),
+/// versioned migrations, cached statements.
+public final class SQLiteStorage: ServerStorage {
+    private let pool: DatabasePool
+
+    /// Opens (creating if needed) `DIR/server.sqlite`.
+    /// - Parameter directory: the data directory (created with mode 0700 if missing).
+    /// - Throws: `StorageError(.unavailable)` when the database cannot be opened.
+    public init(directory: URL) throws {
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            var config = Configuration()
+            config.busyMode = .timeout(10)
+            config.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            pool = try DatabasePool(path: directory.appendingPathComponent("server.sqlite").path, configuration: config)
+        } catch {
+            throw StorageError(.unavailable, "cannot open the SQLite database in the data directory: \(error)")
+        }
+    }
+
+    public func close() async throws { try pool.close() }
+
+    private static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE server_settings (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+                CREATE TABLE registration_tokens (token_hash BLOB PRIMARY KEY, uses_left INTEGER, created INTEGER NOT NULL);
+                CREATE TABLE clients (
+                    client_id TEXT PRIMARY KEY, name TEXT NOT NULL, public_key TEXT NOT NULL, signing_key TEXT,
+                    api_key_id TEXT NOT NULL UNIQUE, api_secret_hash BLOB NOT NULL, enabled INTEGER NOT NULL,
+                    has_backup INTEGER NOT NULL, registration_token_hash BLOB NOT NULL, created INTEGER NOT NULL);
+                CREATE TABLE access_tokens (token_hash BLOB PRIMARY KEY, client_id TEXT NOT NULL, expires INTEGER NOT NULL);
+                CREATE TABLE tsv1_nonces (nonce TEXT PRIMARY KEY, expires INTEGER NOT NULL);
+                CREATE TABLE access_keys (
+                    writer_id TEXT NOT NULL, user_id TEXT NOT NULL, reader_id TEXT NOT NULL, type TEXT NOT NULL,
+                    eak TEXT NOT NULL, authorizer_id TEXT NOT NULL, authorizer_public_key TEXT NOT NULL,
+                    signer_id TEXT, signer_signing_key TEXT,
+                    PRIMARY KEY (writer_id, user_id, reader_id, type));
+                CREATE TABLE policies (
+                    user_id TEXT NOT NULL, writer_id TEXT NOT NULL, reader_id TEXT NOT NULL, type TEXT NOT NULL,
+                    can_read INTEGER NOT NULL, can_authorize INTEGER NOT NULL, authorized_by TEXT,
+                    PRIMARY KEY (user_id, writer_id, reader_id, type));
+                CREATE INDEX policies_reader ON policies (reader_id);
+                CREATE INDEX policies_writer ON policies (writer_id);
+                CREATE TABLE records (
+                    idx INTEGER PRIMARY KEY AUTOINCREMENT, record_id TEXT NOT NULL UNIQUE, writer_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL, type TEXT NOT NULL, plain TEXT NOT NULL, data TEXT NOT NULL, rec_sig TEXT,
+                    file_meta TEXT, created INTEGER NOT NULL, last_modified INTEGER NOT NULL, version TEXT NOT NULL);
+                CREATE INDEX records_writer ON records (writer_id, idx);
+                CREATE TABLE pending_files (
+                    pending_id TEXT PRIMARY KEY, writer_id TEXT NOT NULL, user_id TEXT NOT NULL, type TEXT NOT NULL,
+                    plain TEXT NOT NULL, data TEXT NOT NULL, rec_sig TEXT, file_meta TEXT, checksum TEXT NOT NULL,
+                    size INTEGER NOT NULL, uploaded INTEGER NOT NULL, created INTEGER NOT NULL);
+                CREATE TABLE notes (
+                    note_id TEXT PRIMARY KEY, id_string TEXT UNIQUE, writer_client_id TEXT,
+                    recipient_signing_key TEXT NOT NULL, writer_signing_key TEXT NOT NULL, max_views INTEGER,
+                    views INTEGER NOT NULL, expires_at INTEGER, created INTEGER NOT NULL, body TEXT NOT NULL);
+                """)
+            try db.execute(sql: "INSERT INTO server_settings (key, value) VALUES ('secret', ?)",
+                           arguments: [Data(SecureRandom.bytes(count: 32))])
+        }
+        return m
+    }
+
+    public func migrate() async throws {
+        do { try Self.migrator.migrate(pool) } catch {
+            throw StorageError(.unavailable, "migrating the SQLite database failed: \(error)")
+        }
+    }
+
+    public func serverSecret() async throws -> Data {
+        try await pool.read { db in
+            guard let d = try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'secret'"),
+                  d.count == 32 else { throw StorageError(.corrupted, "the server secret is missing; run migrate") }
+            return d
+        }
+    }
+
+    // MARK: Registration tokens
+
+    public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (?, ?, ?)",
+                           arguments: [hash, uses, created])
+        }
+    }
+
+    public func useRegistrationToken(hash: Data) async throws -> Bool {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
+                arguments: [hash]) else { return false }
+            let left: Int? = row[0]
+            if let left {
+                guard left > 0 else { return false }
+                try db.cachedStatement(sql: "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE token_hash = ?")
+                    .execute(arguments: [hash])
+            }
+            return true
+        }
+    }
+
+    public func registrationTokenExists(hash: Data) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM registration_tokens WHERE token_hash = ?", arguments: [hash]) ?? false
+        }
+    }
+
+    public func backupClientID() async throws -> String? {
+        try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'backup_client'")
+                .map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    public func setBackupClientID(_ id: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
+                           arguments: [Data(id.utf8)])
+        }
+    }
+
+    // MARK: Clients
+
+    private static let clientColumns =
+        "client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup, registration_token_hash, created"
+
+    private static func client(_ r: Row) -> ClientRow {
+        ClientRow(clientID: r[0], name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4], apiSecretHash: r[5],
+                  enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
+    }
+
+    public func insertClient(_ c: ClientRow) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
+                                       c.enabled, c.hasBackup, c.registrationTokenHash, c.created])
+        }
+    }
+
+    public func client(id: String) async throws -> ClientRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
+                             arguments: [id]).map(Self.client)
+        }
+    }
+
+    public func client(apiKeyID: String) async throws -> ClientRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE api_key_id = ?"),
+                             arguments: [apiKeyID]).map(Self.client)
+        }
+    }
+
+    public func setHasBackup(clientID: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID])
+        }
+    }
+
+    // MARK: Tokens and nonces
+
+    public func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws {
+        try await pool.write { db in
+            try db.cachedStatement(sql: "INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (?, ?, ?)")
+                .execute(arguments: [hash, clientID, expires])
+        }
+    }
+
+    public func accessTokenClient(hash: Data, now: Int64) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(
+                db.cachedStatement(sql: "SELECT client_id FROM access_tokens WHERE token_hash = ? AND expires > ?"),
+                arguments: [hash, now])
+        }
+    }
+
+    public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
+        try await pool.write { db in
+            if Int.random(in: 0..<256) == 0 {
+                try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
+                try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
+            }
+            if let old = try Int64.fetchOne(db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
+                                            arguments: [nonce]) {
+                guard old < now else { return false }
+                try db.execute(sql: "UPDATE tsv1_nonces SET expires = ? WHERE nonce = ?", arguments: [expires, nonce])
+                return true
+            }
+            try db.cachedStatement(sql: "INSERT INTO tsv1_nonces (nonce, expires) VALUES (?, ?)")
+                .execute(arguments: [nonce, expires])
+            return true
+        }
+    }
+
+    // MARK: Access keys
+
+    public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: """
+                SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
+                WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
+                """), arguments: [t.writerID, t.userID, t.readerID, t.type]).map {
+                AccessKeyRow(tuple: t, eak: $0[0], authorizerID: $0[1], authorizerPublicKey: $0[2], signerID: $0[3],
+                             signerSigningKey: $0[4])
+            }
+        }
+    }
+
+    public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id,
+                    authorizer_public_key, signer_id, signer_signing_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [r.tuple.writerID, r.tuple.userID, r.tuple.readerID, r.tuple.type, r.eak,
+                                 r.authorizerID, r.authorizerPublicKey, r.signerID, r.signerSigningKey])
+            return db.changesCount == 1
+        }
+    }
+
+    public func deleteAccessKey(_ t: AccessTuple) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
+                           arguments: [t.writerID, t.userID, t.readerID, t.type])
+        }
+    }
+
+    // MARK: Policies
+
+    private static func policy(_ r: Row) -> PolicyRow {
+        PolicyRow(tuple: AccessTuple(writerID: r[1], userID: r[0], readerID: r[2], type: r[3]), canRead: r[4],
+                  canAuthorize: r[5], authorizedBy: r[6])
+    }
+    private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
+
+    public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: """
+                SELECT \(Self.policyColumns) FROM policies
+                WHERE user_id = ? AND writer_id = ? AND reader_id = ? AND type = ?
+                """), arguments: [t.userID, t.writerID, t.readerID, t.type]).map(Self.policy)
+        }
+    }
+
+    public func upsertPolicy(_ p: PolicyRow) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO policies (\(Self.policyColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [p.tuple.userID, p.tuple.writerID, p.tuple.readerID, p.tuple.type, p.canRead,
+                                 p.canAuthorize, p.authorizedBy])
+        }
+    }
+
+    public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                UPDATE policies SET can_authorize = 0, authorized_by = NULL
+                WHERE user_id = ? AND writer_id = ? AND reader_id = ?
+                """, arguments: [userID, writerID, readerID])
+        }
+    }
+
+    public func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow] {
+        let condition = switch listing {
+        case .outgoing: "writer_id = ? AND can_read = 1"
+        case .incoming: "reader_id = ? AND can_read = 1"
+        case .proxies: "authorized_by = ? AND can_authorize = 1"
+        case .granted: "reader_id = ? AND can_authorize = 1"
+        }
+        return try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.policyColumns) FROM policies WHERE \(condition) ORDER BY rowid",
+                             arguments: [clientID]).map(Self.policy)
+        }
+    }
+
+    // MARK: Records
+
+    private static let recordColumns =
+        "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
+
+    private static func record(_ r: Row) -> RecordRow {
+        RecordRow(index: r[0], recordID: r[1], writerID: r[2], userID: r[3], type: r[4], plainJSON: r[5],
+                  dataJSON: r[6], recSig: r[7], fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
+    }
+
+    private static func insert(_ r: RecordRow, _ db: Database) throws -> RecordRow {
+        try db.cachedStatement(sql: """
+            INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
+                last_modified, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [r.recordID, r.writerID, r.userID, r.type, r.plainJSON, r.dataJSON, r.recSig,
+                                     r.fileMetaJSON, r.created, r.lastModified, r.version])
+        var out = r
+        out.index = db.lastInsertedRowID
+        return out
+    }
+
+    public func insertRecord(_ row: RecordRow) async throws -> RecordRow {
+        try await pool.write { db in try Self.insert(row, db) }
+    }
+
+    public func record(id: String) async throws -> RecordRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
+                             arguments: [id]).map(Self.record)
+        }
+    }
+
+    public func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
+                             recSig: String?, newVersion: String, now: Int64) async throws -> VersionedOutcome {
+        try await pool.write { db in
+            guard let current = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
+                arguments: [id]).map(Self.record) else { return .notFound }
+            guard current.version == expectedVersion else { return .conflict }
+            var updated = current
+            if let plainJSON { updated.plainJSON = plainJSON }
+            updated.dataJSON = dataJSON
+            updated.recSig = recSig
+            updated.version = newVersion
+            updated.lastModified = max(now, current.lastModified + 1)
+            try db.cachedStatement(sql: """
+                UPDATE records SET plain = ?, data = ?, rec_sig = ?, version = ?, last_modified = ? WHERE record_id = ?
+                """).execute(arguments: [updated.plainJSON, updated.dataJSON, updated.recSig, updated.version,
+                                         updated.lastModified, id])
+            return .done(updated)
+        }
+    }
+
+    public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
+        try await pool.write { db in
+            guard let current = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
+                arguments: [id]).map(Self.record) else { return .notFound }
+            if let expectedVersion, current.version != expectedVersion { return .conflict }
+            try db.execute(sql: "DELETE FROM records WHERE record_id = ?", arguments: [id])
+            return .done(current)
+        }
+    }
+
+    public func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
+        var sql = "SELECT \(Self.recordColumns) FROM records r WHERE r.idx > ? AND "
+        var args: [(any DatabaseValueConvertible)?] = [afterIndex]
+        if scope.includeShared {
+            sql += """
+                (r.writer_id = ? OR EXISTS (SELECT 1 FROM policies p WHERE p.user_id = r.user_id
+                 AND p.writer_id = r.writer_id AND p.reader_id = ? AND p.type = r.type AND p.can_read = 1))
+                """
+            args += [scope.caller, scope.caller]
+        } else {
+            sql += "r.writer_id = ?"
+            args.append(scope.caller)
+        }
+        for (column, values) in [("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
+                                 ("record_id", scope.recordIDs), ("type", scope.types)] where !values.isEmpty {
+            sql += " AND r.\(column) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
+            args += values.map { $0 }
+        }
+        sql += " ORDER BY r.idx LIMIT ?"
+        args.append(limit)
+        let arguments = StatementArguments(args)
+        let query = sql
+        return try await pool.read { db in
+            try Row.fetchAll(db, sql: query, arguments: arguments).map(Self.record)
+        }
+    }
+
+    // MARK: Files
+
+    public func insertPendingFile(_ p: PendingFileRow) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO pending_files (pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta,
+                    checksum, size, uploaded, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [p.pendingID, p.record.writerID, p.record.userID, p.record.type, p.record.plainJSON,
+                                 p.record.dataJSON, p.record.recSig, p.record.fileMetaJSON, p.checksum, p.size,
+                                 p.uploaded, p.created])
+        }
+    }
+
+    private static func pending(_ r: Row) -> PendingFileRow {
+        let id: String = r[0]
+        let created: Int64 = r[11]
+        return PendingFileRow(
+            pendingID: id,
+            record: RecordRow(recordID: id, writerID: r[1], userID: r[2], type: r[3], plainJSON: r[4], dataJSON: r[5],
+                              recSig: r[6], fileMetaJSON: r[7], created: created, lastModified: created, version: ""),
+            checksum: r[8], size: r[9], uploaded: r[10], created: created)
+    }
+
+    public func pendingFile(id: String) async throws -> PendingFileRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: """
+                SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
+                    created FROM pending_files WHERE pending_id = ?
+                """, arguments: [id]).map(Self.pending)
+        }
+    }
+
+    public func markUploaded(pendingID: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID])
+        }
+    }
+
+    public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
+        try await pool.write { db in
+            guard let p = try Row.fetchOne(db, sql: """
+                SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
+                    created FROM pending_files WHERE pending_id = ?
+                """, arguments: [id]).map(Self.pending) else { return nil }
+            var record = p.record
+            record.created = now
+            record.lastModified = now
+            record.version = version
+            let stored = try Self.insert(record, db)
+            try db.execute(sql: "DELETE FROM pending_files WHERE pending_id = ?", arguments: [id])
+            return stored
+        }
+    }
+
+    // MARK: Notes
+
+    private static let noteColumns = """
+        note_id, id_string, writer_client_id, recipient_signing_key, writer_signing_key, max_views, views, expires_at,
+        created, body
+        """
+
+    private static func note(_ r: Row) -> NoteRow {
+        NoteRow(noteID: r[0], idString: r[1], writerClientID: r[2], recipientSigningKey: r[3], writerSigningKey: r[4],
+                maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
+    }
+
+    private static func insert(_ n: NoteRow, _ db: Database) throws {
+        try db.execute(sql: "INSERT INTO notes (\(noteColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       arguments: [n.noteID, n.idString, n.writerClientID, n.recipientSigningKey, n.writerSigningKey,
+                                   n.maxViews, n.views, n.expiresAt, n.created, n.bodyJSON])
+    }
+
+    public func insertNote(_ n: NoteRow) async throws -> Bool {
+        try await pool.write { db in
+            if let name = n.idString,
+               try Bool.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id_string = ?", arguments: [name]) == true {
+                return false
+            }
+            try Self.insert(n, db)
+            return true
+        }
+    }
+
+    public func note(id: String) async throws -> NoteRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?", arguments: [id])
+                .map(Self.note)
+        }
+    }
+
+    public func note(name: String) async throws -> NoteRow? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE id_string = ?", arguments: [name])
+                .map(Self.note)
+        }
+    }
+
+    public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
+        try await pool.write { db in
+            guard var n = try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?",
+                                           arguments: [id]).map(Self.note) else { return nil }
+            if let e = n.expiresAt, e <= now {
+                try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+                return nil
+            }
+            n.views += 1
+            if let m = n.maxViews, m > 0, n.views >= m {
+                try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+            } else {
+                try db.execute(sql: "UPDATE notes SET views = ? WHERE note_id = ?", arguments: [n.views, id])
+            }
+            return n
+        }
+    }
+
+    public func replaceNote(_ n: NoteRow) async throws {
+        try await pool.write { db in
+            if let name = n.idString {
+                try db.execute(sql: "DELETE FROM notes WHERE id_string = ?", arguments: [name])
+            }
+            try Self.insert(n, db)
+        }
+    }
+
+    public func deleteNote(id: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+            return db.changesCount == 1
+        }
+    }
+
+    public func statistics() async throws -> [String: Int] {
+        try await pool.read { db in
+            var out: [String: Int] = [:]
+            for table in ["clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
+                          "notes", "access_tokens", "tsv1_nonces"] {
+                out[table] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0
+            }
+            return out
+        }
+    }
+}

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 public import E3DBPrimitives
 
@@ -38,7 +38,7 @@ extension TSV1 {
     ///   - authorization: the header value.
     ///   - rawPath: the request path exactly as received (percent-encoding kept).
     ///   - rawQuery: the raw query without `?`, empty for none.
-    ///   - method: the HTTP method.
+    ///   - httpMethod: the HTTP method.
     ///   - now: the verifier's clock, Unix seconds.
     ///   - window: the accepted clock difference in seconds either way (default 300).
     /// - Returns: the verified key, client id, nonce and timestamp.

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
 public import Foundation
-#endif
 
 /// A registered client as the server keeps it. The API secret is stored only as its SHA-256.
 public struct ClientRow: Sendable, Hashable {

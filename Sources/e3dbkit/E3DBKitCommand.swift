@@ -31,6 +31,7 @@ struct E3DBKitCommand: CommandGroup {
             VerifyCommand.self,
             NoteCommand.self,
             StoreCommand.self,
+            ServerCommand.self,
         ]
     )
 }

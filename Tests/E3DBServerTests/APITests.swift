@@ -2,11 +2,7 @@ import E3DBAPI
 import E3DBPrimitives
 import Testing
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
-#endif
 
 @Suite("Wire timestamps")
 struct APITimestampTests {
@@ -53,7 +49,7 @@ struct TSV1VerificationTests {
                                 method: "GET", now: 1_000)
         #expect(v.clientID == nil)
         #expect(v.signingKey == key.publicKey)
-        let js = try header(path: "/v2/storage/notes", query: "b=(x)&a=1")
+        let js = try header(path: "/v2/storage/notes", query: "a=1&b=(x)")  // js: the raw pairs, sorted
         _ = try TSV1.verify(authorization: js, rawPath: "/v2/storage/notes", rawQuery: "b=(x)&a=1", method: "GET",
                             now: 1_000)
         // Old Swift signs the decoded path and an uppercase uid.

@@ -1,0 +1,127 @@
+import Foundation
+import E3DBPrimitives
+import Hummingbird
+public import Logging
+import NIOCore
+
+/// The E3DB-compatible API server and its administration (`e3dbkit server`).
+public enum E3DBServer {
+    /// Opens the configured backend: PostgreSQL when `postgresURL` is set, else SQLite in the data directory.
+    /// - Parameters:
+    ///   - configuration: the data directory and the optional PostgreSQL URL.
+    ///   - logger: where the backend logs.
+    /// - Returns: the storage, not yet migrated.
+    /// - Throws: `StorageError` when the backend cannot be opened.
+    public static func openStorage(_ configuration: ServerConfiguration, logger: Logger) throws -> any ServerStorage {
+        if let url = configuration.postgresURL {
+            return try makePostgresStorage(url: url, logger: logger)
+        }
+        return try SQLiteStorage(directory: configuration.dataDirectory)
+    }
+
+    /// Runs the versioned migrations of the configured backend.
+    /// - Parameters:
+    ///   - configuration: the data directory and the optional PostgreSQL URL.
+    ///   - logger: where the backend logs.
+    /// - Throws: `StorageError` when the backend cannot be opened or migrated.
+    public static func migrate(_ configuration: ServerConfiguration, logger: Logger) async throws {
+        let storage = try openStorage(configuration, logger: logger)
+        try await storage.migrate()
+        try await storage.close()
+    }
+
+    /// Creates a registration token and returns it (only its SHA-256 is stored).
+    /// - Parameters:
+    ///   - configuration: the data directory and the optional PostgreSQL URL.
+    ///   - uses: how many registrations it allows; `nil` for unlimited.
+    ///   - logger: where the backend logs.
+    /// - Returns: the token (64 hex characters), shown once.
+    /// - Throws: `StorageError` when the backend fails.
+    public static func createRegistrationToken(_ configuration: ServerConfiguration, uses: Int?, logger: Logger)
+        async throws -> String {
+        let storage = try openStorage(configuration, logger: logger)
+        try await storage.migrate()
+        let token = hex(SecureRandom.bytes(count: 32))
+        try await storage.createRegistrationToken(hash: Hashes.sha256(Data(token.utf8)), uses: uses,
+                                                  created: APITimestampClock.now())
+        try await storage.close()
+        return token
+    }
+
+    /// Makes a registered client the account's backup client: its id is sent in `X-Backup-Client` on every
+    /// registration, and clients registered with `backup` share their credentials with it (spec api §3.2). The
+    /// operator holds its private key.
+    /// - Parameters:
+    ///   - configuration: the data directory and the optional PostgreSQL URL.
+    ///   - clientID: the registered client's id (any case).
+    ///   - logger: where the backend logs.
+    /// - Throws: `StorageError` when the client is not registered.
+    public static func setBackupClient(_ configuration: ServerConfiguration, clientID: String, logger: Logger)
+        async throws {
+        let storage = try openStorage(configuration, logger: logger)
+        try await storage.migrate()
+        guard let id = canonicalUUID(clientID), try await storage.client(id: id) != nil else {
+            try await storage.close()
+            throw StorageError(.unavailable, "no registered client has the id \(clientID.prefix(40))")
+        }
+        try await storage.setBackupClientID(id)
+        try await storage.close()
+    }
+
+    /// Row counts of the configured backend.
+    /// - Parameters:
+    ///   - configuration: the data directory and the optional PostgreSQL URL.
+    ///   - logger: where the backend logs.
+    /// - Returns: rows per table.
+    /// - Throws: `StorageError` when the backend fails.
+    public static func statistics(_ configuration: ServerConfiguration, logger: Logger) async throws -> [String: Int] {
+        let storage = try openStorage(configuration, logger: logger)
+        try await storage.migrate()
+        let stats = try await storage.statistics()
+        try await storage.close()
+        return stats
+    }
+
+    /// Runs the server until SIGTERM or SIGINT (in-flight requests finish first).
+    /// - Parameters:
+    ///   - configuration: where to listen and what to store where.
+    ///   - logger: structured logs (never a secret, a token or a ciphertext).
+    ///   - onListening: called with the bound host and port once the server accepts connections.
+    /// - Throws: `StorageError` when the backend cannot be opened, or the server's start-up error.
+    public static func run(_ configuration: ServerConfiguration, logger: Logger,
+                           onListening: @escaping @Sendable (String, Int) -> Void) async throws {
+        let storage = try openStorage(configuration, logger: logger)
+        try await storage.migrate()
+        let files = try LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
+        let service = E3DBService(storage: storage, files: files, configuration: configuration,
+                                  secret: try await storage.serverSecret(), logger: logger)
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
+        let app = Application(
+            responder: responder,
+            server: .http1(configuration: .init(idleTimeout: .seconds(120))),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port),
+                                 serverName: nil),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? configuration.port
+                onListening(configuration.host, port)
+            },
+            logger: logger)
+        do {
+            try await app.runService()
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+        try await storage.close()
+    }
+}
+
+/// Wall-clock microseconds for administrative rows.
+enum APITimestampClock {
+    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
+}
+
+/// Replaced by the PostgreSQL backend when it is linked.
+func makePostgresStorage(url: String, logger: Logger) throws -> any ServerStorage {
+    throw StorageError(.unavailable, "the PostgreSQL backend is not built into this server yet")
+}

@@ -1,0 +1,108 @@
+import Foundation
+import E3DBAPI
+import E3DBPrimitives
+import HTTPTypes
+import Hummingbird
+
+extension E3DBService {
+    /// Builds the stored row of a note written by a verified TSV1 caller (spec api §7).
+    private func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest) throws -> NoteRow {
+        guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
+            throw HTTPFailure.forbidden("the TSV1 key must be the note's writer_signing_key")
+        }
+        guard Self.validKey(note.recipientSigningKey), Self.validKey(note.writerSigningKey),
+              Self.validKey(note.writerEncryptionKey) else {
+            throw HTTPFailure.badRequest("the note's keys must be base64url 32-byte keys")
+        }
+        guard !note.data.isEmpty else { throw HTTPFailure.badRequest("a note needs at least one data field") }
+        let now = clock.now()
+        var stored = note
+        stored.noteID = newUUID()
+        // Names are a registered client's feature: an anonymous note is returned with id_string "".
+        let name = verified.clientID == nil ? nil : (note.idString?.isEmpty == false ? note.idString : nil)
+        stored.idString = name ?? ""
+        stored.clientID = verified.clientID ?? note.clientID.flatMap(canonicalUUID)
+        stored.createdAt = APITimestamp.format(micros: now)
+        stored.views = nil
+        stored.plain = note.plain ?? [:]
+        var expiresAt: Int64?
+        if note.expires == true, let text = note.expiration, let t = APITimestamp.parse(text),
+           t > APITimestamp.parse("0001-01-01T00:00:00Z")! {
+            expiresAt = t
+        }
+        let maxViews = note.maxViews.flatMap { $0 > 0 ? $0 : nil }
+        return NoteRow(
+            noteID: stored.noteID!, idString: name, writerClientID: stored.clientID,
+            recipientSigningKey: note.recipientSigningKey, writerSigningKey: note.writerSigningKey, maxViews: maxViews,
+            views: 0, expiresAt: expiresAt, created: now,
+            bodyJSON: String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self))
+    }
+
+    private func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
+        var note: API.Note
+        do { note = try JSONDecoder().decode(API.Note.self, from: Data(row.bodyJSON.utf8)) } catch {
+            throw StorageError(.corrupted, "a stored note does not decode")
+        }
+        note.views = row.views
+        return try JSONBody.response(note, status: status)
+    }
+
+    func writeNote(_ r: APIRequest) async throws -> Response {
+        let verified = try await verifyTSV1(r)
+        let note = try JSONBody.decode(API.Note.self, from: try await body(r), what: "note")
+        let row = try noteRow(note, verified: verified)
+        guard try await storage.insertNote(row) else {
+            throw HTTPFailure.conflict("a note with this id_string already exists")
+        }
+        return try noteResponse(row, status: .created)
+    }
+
+    func readNote(_ r: APIRequest) async throws -> Response {
+        let verified = try await verifyTSV1(r)
+        let ids = r.queryValues("note_id"), names = r.queryValues("id_string")
+        guard ids.count + names.count == 1 else {
+            throw HTTPFailure.badRequest("give exactly one of note_id and id_string")
+        }
+        let found: NoteRow?
+        if let id = ids.first {
+            guard let id = canonicalUUID(id) else { throw HTTPFailure.badRequest("note_id is not a UUID") }
+            found = try await storage.note(id: id)
+        } else {
+            found = try await storage.note(name: names[0])
+        }
+        guard let note = found else { throw HTTPFailure.notFound("no such note") }
+        guard note.recipientSigningKey == verified.signingKey.base64URLEncoded else {
+            throw HTTPFailure.forbidden("the TSV1 key is not the note's recipient_signing_key")
+        }
+        guard let viewed = try await storage.viewNote(id: note.noteID, now: clock.now()) else {
+            throw HTTPFailure.notFound("no such note")
+        }
+        return try noteResponse(viewed, status: .ok)
+    }
+
+    func replaceNote(_ r: APIRequest) async throws -> Response {
+        let verified = try await verifyTSV1(r)
+        let note = try JSONBody.decode(API.Note.self, from: try await body(r), what: "note")
+        guard verified.clientID != nil, let name = note.idString, !name.isEmpty else {
+            throw HTTPFailure.badRequest("replacing a note needs a registered client and an id_string")
+        }
+        if let existing = try await storage.note(name: name),
+           existing.writerSigningKey != verified.signingKey.base64URLEncoded {
+            throw HTTPFailure.forbidden("only the note's writer may replace it")
+        }
+        let row = try noteRow(note, verified: verified)
+        try await storage.replaceNote(row)
+        return try noteResponse(row, status: .ok)
+    }
+
+    func deleteNote(_ r: APIRequest, id: String) async throws -> Response {
+        let verified = try await verifyTSV1(r)
+        guard let id = canonicalUUID(id) else { throw HTTPFailure.badRequest("the note id is not a UUID") }
+        guard let note = try await storage.note(id: id) else { throw HTTPFailure.notFound("no such note") }
+        guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
+            throw HTTPFailure.forbidden("only the note's writer may delete it")
+        }
+        guard try await storage.deleteNote(id: id) else { throw HTTPFailure.notFound("no such note") }
+        return Response(status: .noContent)
+    }
+}

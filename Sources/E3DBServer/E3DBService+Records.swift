@@ -1,0 +1,250 @@
+import Foundation
+import E3DBAPI
+import E3DBPrimitives
+import HTTPTypes
+import Hummingbird
+
+extension E3DBService {
+    // MARK: Rendering
+
+    static func jsonText(_ map: [String: String]) throws -> String {
+        let e = JSONBody.encoder()
+        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        return String(decoding: try e.encode(map), as: UTF8.self)
+    }
+
+    static func map(_ json: String) throws -> [String: String] {
+        do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {
+            throw StorageError(.corrupted, "a stored record's JSON does not decode")
+        }
+    }
+
+    func meta(_ row: RecordRow, plain: [String: String]?? = .none, fileURL: String? = nil) throws -> API.Meta {
+        var fileMeta: API.FileMeta?
+        if let fm = row.fileMetaJSON {
+            do { fileMeta = try JSONDecoder().decode(API.FileMeta.self, from: Data(fm.utf8)) } catch {
+                throw StorageError(.corrupted, "a stored file record's file_meta does not decode")
+            }
+            fileMeta?.fileURL = fileURL
+        }
+        let plainValue: [String: String]? = switch plain {
+        case .none: try Self.map(row.plainJSON)
+        case .some(let p): p
+        }
+        return API.Meta(
+            recordID: row.recordID, writerID: row.writerID, userID: row.userID, type: row.type, plain: plainValue,
+            created: APITimestamp.format(micros: row.created), lastModified: APITimestamp.format(micros: row.lastModified),
+            version: row.version, fileMeta: fileMeta)
+    }
+
+    func record(_ row: RecordRow, fields: [String]? = nil, plain: [String: String]?? = .none, fileURL: String? = nil)
+        throws -> API.Record {
+        var data = try Self.map(row.dataJSON)
+        if let fields, !fields.isEmpty { data = data.filter { fields.contains($0.key) } }
+        return API.Record(meta: try meta(row, plain: plain, fileURL: fileURL), data: data, recSig: row.recSig)
+    }
+
+    /// Whether `caller` may read `row` (spec api §4.7): its writer, or a current `read` policy.
+    func mayRead(_ caller: String, _ row: RecordRow) async throws -> Bool {
+        if caller == row.writerID { return true }
+        let p = try await storage.policy(AccessTuple(writerID: row.writerID, userID: row.userID, readerID: caller,
+                                                     type: row.type))
+        return p?.canRead == true
+    }
+
+    /// Checks the writer rules of a record write: `writer_id` is the caller, `user_id` the writer, `type` non-empty.
+    private func checkWriter(_ meta: API.Meta, caller: ClientRow) throws {
+        guard canonicalUUID(meta.writerID) == caller.clientID else {
+            throw HTTPFailure.forbidden("meta.writer_id must be the authenticated client")
+        }
+        guard canonicalUUID(meta.userID) == caller.clientID else {
+            throw HTTPFailure.badRequest("meta.user_id must equal meta.writer_id")
+        }
+        guard !meta.type.isEmpty else { throw HTTPFailure.badRequest("meta.type must not be empty") }
+    }
+
+    // MARK: Records
+
+    func writeRecord(_ r: APIRequest) async throws -> Response {
+        let caller = try await authenticate(r)
+        let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "record")
+        try checkWriter(req.meta, caller: caller)
+        guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
+        guard req.meta.fileMeta == nil else {
+            throw HTTPFailure.badRequest("file records are written through /v1/storage/files")
+        }
+        let now = clock.now()
+        let row = try await storage.insertRecord(RecordRow(
+            recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
+            plainJSON: try Self.jsonText(req.meta.plain ?? [:]), dataJSON: try Self.jsonText(req.data),
+            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID()))
+        return try JSONBody.response(record(row), status: .created)
+    }
+
+    func readRecord(_ r: APIRequest, id: String) async throws -> Response {
+        let caller = try await authenticate(r)
+        guard let id = canonicalUUID(id), let row = try await storage.record(id: id),
+              try await mayRead(caller.clientID, row) else {
+            throw HTTPFailure.notFound("no such record, or it is not shared with this client")
+        }
+        return try JSONBody.response(record(row, fields: r.queryValues("field")))
+    }
+
+    func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
+        let caller = try await authenticate(r)
+        let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "record")
+        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
+              current.writerID == caller.clientID else {
+            throw HTTPFailure.forbidden("no such record, or this client did not write it")
+        }
+        let outcome = try await storage.updateRecord(
+            id: id, expectedVersion: version.lowercased(), plainJSON: try req.meta.plain.map(Self.jsonText),
+            dataJSON: try Self.jsonText(req.data), recSig: req.recSig, newVersion: newUUID(), now: clock.now())
+        switch outcome {
+        case .done(let row):
+            // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
+            return try JSONBody.response(record(row, plain: .some(req.meta.plain)))
+        case .conflict: throw HTTPFailure.conflict("the record's version is not \(version.prefix(40))")
+        case .notFound: throw HTTPFailure.forbidden("no such record")
+        }
+    }
+
+    func deleteRecord(_ r: APIRequest, id: String, version: String?) async throws -> Response {
+        let caller = try await authenticate(r)
+        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
+              current.writerID == caller.clientID else {
+            throw HTTPFailure.forbidden("no such record, or this client did not write it")
+        }
+        switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {
+        case .done(let row):
+            if row.fileMetaJSON != nil { files.remove(id: row.recordID) }
+            return Response(status: .noContent)
+        case .conflict: throw HTTPFailure.conflict("the record's version is not \(version?.prefix(40) ?? "")")
+        case .notFound: throw HTTPFailure.forbidden("no such record")
+        }
+    }
+
+    // MARK: Files
+
+    /// A capability URL for one operation on one body, valid until `expires` (Unix seconds):
+    /// `token = hex(BLAKE2b-256 keyed by the server secret, "op\nid\nexpires")`.
+    func capabilityToken(op: String, id: String, expires: Int64) throws -> String {
+        let message = Data("\(op)\n\(id)\n\(expires)".utf8)
+        return hex(try BLAKE2b.hash(data: message, outputByteCount: 32, key: secret))
+    }
+
+    func capabilityURL(_ r: APIRequest, op: String, id: String) throws -> String {
+        let expires = clock.now() / 1_000_000 + configuration.capabilityLifetime
+        let token = try capabilityToken(op: op, id: id, expires: expires)
+        let base: String
+        if let configured = configuration.publicURL {
+            base = configured.hasSuffix("/") ? String(configured.dropLast()) : configured
+        } else {
+            let host = r.request.head.authority ?? (configuration.host + ":" + String(configuration.port))
+            base = "http://\(host)"
+        }
+        return "\(base)/v1/storage/blobs/\(id)?op=\(op)&expires=\(expires)&token=\(token)"
+    }
+
+    func checkCapability(_ r: APIRequest, op: String, id: String) throws {
+        guard r.queryValues("op").first == op, let expiresText = r.queryValues("expires").first,
+              let expires = Int64(expiresText), let token = r.queryValues("token").first else {
+            throw HTTPFailure.forbidden("this URL is not a valid \(op) capability")
+        }
+        guard expires >= clock.now() / 1_000_000 else { throw HTTPFailure.forbidden("this \(op) URL has expired") }
+        let expected = try capabilityToken(op: op, id: id, expires: expires)
+        guard expected.utf8.count == token.utf8.count,
+              zip(expected.utf8, token.utf8).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
+            throw HTTPFailure.forbidden("this URL is not a valid \(op) capability")
+        }
+    }
+
+    func createPendingFile(_ r: APIRequest) async throws -> Response {
+        let caller = try await authenticate(r)
+        let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "file record")
+        try checkWriter(req.meta, caller: caller)
+        guard let fm = req.meta.fileMeta, let checksum = fm.checksum, let md5 = Data(base64Encoded: checksum),
+              md5.count == 16 else {
+            throw HTTPFailure.badRequest("meta.file_meta.checksum must be the base64 MD5 of the encrypted file")
+        }
+        guard let size = fm.size, size >= 0, size <= configuration.maxFileSize else {
+            throw HTTPFailure.badRequest("meta.file_meta.size must be between 0 and \(configuration.maxFileSize)")
+        }
+        let id = newUUID()
+        let now = clock.now()
+        let name = (fm.fileName?.isEmpty == false ? fm.fileName : nil) ?? "\(id)-\(now)"
+        let stored = API.FileMeta(fileURL: nil, fileName: name, checksum: checksum, compression: fm.compression ?? "raw",
+                                  size: size)
+        let fileMetaJSON = String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self)
+        try await storage.insertPendingFile(PendingFileRow(
+            pendingID: id,
+            record: RecordRow(recordID: id, writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
+                              plainJSON: try Self.jsonText(req.meta.plain ?? [:]), dataJSON: try Self.jsonText(req.data),
+                              recSig: req.recSig, fileMetaJSON: fileMetaJSON, created: now, lastModified: now,
+                              version: ""),
+            checksum: checksum, size: size, uploaded: false, created: now))
+        return try JSONBody.response(API.PendingFile(id: id, fileURL: try capabilityURL(r, op: "upload", id: id)),
+                                     status: .accepted)
+    }
+
+    func uploadBody(_ r: APIRequest, id: String) async throws -> Response {
+        guard let id = canonicalUUID(id) else { throw HTTPFailure.notFound("no such upload") }
+        try checkCapability(r, op: "upload", id: id)
+        guard let pending = try await storage.pendingFile(id: id) else { throw HTTPFailure.notFound("no such upload") }
+        guard !pending.uploaded else { throw HTTPFailure.conflict("this file was already uploaded") }
+        if let declared = r.header(HTTPField.Name("Content-MD5")!), declared != pending.checksum {
+            throw HTTPFailure.badRequest("Content-MD5 is not the checksum declared for this file")
+        }
+        guard let md5 = Data(base64Encoded: pending.checksum) else {
+            throw StorageError(.corrupted, "a pending file's checksum does not decode")
+        }
+        do {
+            try await files.store(id: id, chunks: r.request.body, expectedSize: pending.size, expectedMD5: md5)
+        } catch let error as FileBodyError {
+            switch error {
+            case .sizeMismatch(let expected, let actual):
+                throw HTTPFailure.badRequest("the body is \(actual > expected ? "longer" : "shorter") than the declared \(expected) bytes")
+            case .checksumMismatch: throw HTTPFailure.badRequest("the body's MD5 is not the declared checksum (BadDigest)")
+            case .notFound, .io: throw StorageError(.unavailable, "storing a file body failed")
+            }
+        }
+        try await storage.markUploaded(pendingID: id)
+        return Response(status: .ok)
+    }
+
+    func commitFile(_ r: APIRequest, id: String) async throws -> Response {
+        let caller = try await authenticate(r)
+        guard let id = canonicalUUID(id), let pending = try await storage.pendingFile(id: id),
+              pending.record.writerID == caller.clientID else {
+            throw HTTPFailure.notFound("no such pending file")
+        }
+        guard pending.uploaded else { throw HTTPFailure.badRequest("the file body has not been uploaded") }
+        guard let row = try await storage.commitPendingFile(id: id, now: clock.now(), version: newUUID()) else {
+            throw HTTPFailure.notFound("no such pending file")
+        }
+        return try JSONBody.response(record(row), status: .created)
+    }
+
+    func readFile(_ r: APIRequest, id: String) async throws -> Response {
+        let caller = try await authenticate(r)
+        guard let id = canonicalUUID(id), let row = try await storage.record(id: id), row.fileMetaJSON != nil,
+              try await mayRead(caller.clientID, row) else {
+            throw HTTPFailure.notFound("no such file record, or it is not shared with this client")
+        }
+        return try JSONBody.response(record(row, fileURL: try capabilityURL(r, op: "download", id: id)))
+    }
+
+    func downloadBody(_ r: APIRequest, id: String) async throws -> Response {
+        guard let id = canonicalUUID(id) else { throw HTTPFailure.notFound("no such file") }
+        try checkCapability(r, op: "download", id: id)
+        guard try await storage.record(id: id) != nil, let size = try? files.size(id: id) else {
+            throw HTTPFailure.notFound("no such file")
+        }
+        let files = self.files
+        let body = ResponseBody(contentLength: Int(size)) { writer in
+            try await files.read(id: id) { buffer in try await writer.write(buffer) }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
+    }
+}

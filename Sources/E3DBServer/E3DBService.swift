@@ -1,0 +1,422 @@
+import Foundation
+import E3DBAPI
+import E3DBPrimitives
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The E3DB API: authentication, authorization and every endpoint of spec api §2, over a ``ServerStorage`` and a
+/// ``FileBodyStore``. It stores what clients send (ciphertext, plaintext metadata, encrypted access keys,
+/// policies) and has no code that could open any of it.
+final class E3DBService: Sendable {
+    let storage: any ServerStorage
+    let files: any FileBodyStore
+    let configuration: ServerConfiguration
+    let secret: SecureBytes
+    let clock = MonotonicClock()
+    let logger: Logger
+
+    init(storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
+         logger: Logger) {
+        self.storage = storage
+        self.files = files
+        self.configuration = configuration
+        self.secret = SecureBytes(copying: secret)
+        self.logger = logger
+    }
+
+    // MARK: Entry point
+
+    func respond(to request: Request) async -> Response {
+        let started = ContinuousClock.now
+        var route = "unknown"
+        let response: Response
+        do {
+            let api = try APIRequest(request)
+            response = try await dispatch(api, route: &route)
+        } catch let failure as HTTPFailure {
+            response = JSONBody.error(failure.status, failure.message)
+        } catch let error as StorageError {
+            logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
+            response = JSONBody.error(.serviceUnavailable, "the storage backend failed; try again")
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            response = JSONBody.error(.contentTooLarge, "the request body is larger than the server accepts")
+        } catch {
+            logger.error("request failed", metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
+            response = JSONBody.error(.badRequest, "the request could not be processed")
+        }
+        let elapsed = ContinuousClock.now - started
+        logger.info("request", metadata: [
+            "method": .string(request.method.rawValue), "route": .string(route),
+            "status": .stringConvertible(response.status.code),
+            "ms": .string(String(format: "%.2f", Double(elapsed.components.attoseconds) / 1e15
+                                 + Double(elapsed.components.seconds) * 1000)),
+        ])
+        return response
+    }
+
+    private func dispatch(_ r: APIRequest, route: inout String) async throws -> Response {
+        let s = r.segments
+        let m = r.method
+        func match(_ pattern: [String]) -> Bool {
+            guard pattern.count == s.count else { return false }
+            for (p, v) in zip(pattern, s) where p != "*" && p != v { return false }
+            route = "/" + pattern.joined(separator: "/")
+            return true
+        }
+        switch m {
+        case .post where match(["v1", "auth", "token"]): return try await token(r)
+        case .post where match(["v1", "account", "e3db", "clients", "register"]): return try await register(r)
+        case .post where match(["v1", "account", "backup", "*", "*"]): return try await backup(r, token: s[3], clientID: s[4])
+        case .get where match(["v1", "storage", "clients", "*"]): return try await clientInfo(r, id: s[3])
+        case _ where match(["v1", "storage", "access_keys", "*", "*", "*", "*"]):
+            return try await accessKey(r, writer: s[3], user: s[4], reader: s[5], type: s[6])
+        case .put where match(["v1", "storage", "policy", "*", "*", "*", "*"]):
+            return try await putPolicy(r, user: s[3], writer: s[4], reader: s[5], type: s[6])
+        case .delete where match(["v1", "storage", "policy", "*", "*", "*"]):
+            return try await deleteAuthorizers(r, user: s[3], writer: s[4], reader: s[5])
+        case .get where match(["v1", "storage", "policy", "*"]): return try await listPolicies(r, which: s[3])
+        case .post where match(["v1", "storage", "records"]): return try await writeRecord(r)
+        case .get where match(["v1", "storage", "records", "*"]): return try await readRecord(r, id: s[3])
+        case .put where match(["v1", "storage", "records", "safe", "*", "*"]):
+            return try await updateRecord(r, id: s[4], version: s[5])
+        case .delete where match(["v1", "storage", "records", "safe", "*", "*"]):
+            return try await deleteRecord(r, id: s[4], version: s[5])
+        case .delete where match(["v1", "storage", "records", "*"]): return try await deleteRecord(r, id: s[3], version: nil)
+        case .post where match(["v1", "storage", "files"]): return try await createPendingFile(r)
+        case .patch where match(["v1", "storage", "files", "*"]): return try await commitFile(r, id: s[3])
+        case .get where match(["v1", "storage", "files", "*"]): return try await readFile(r, id: s[3])
+        case .put where match(["v1", "storage", "blobs", "*"]): return try await uploadBody(r, id: s[3])
+        case .get where match(["v1", "storage", "blobs", "*"]): return try await downloadBody(r, id: s[3])
+        case .post where match(["v1", "storage", "search"]): return try await searchV1(r)
+        case .post where match(["v2", "search"]): return try await searchV2(r)
+        case .post where match(["v2", "storage", "notes"]): return try await writeNote(r)
+        case .get where match(["v2", "storage", "notes"]): return try await readNote(r)
+        case .put where match(["v2", "storage", "notes"]): return try await replaceNote(r)
+        case .delete where match(["v2", "storage", "notes", "*"]): return try await deleteNote(r, id: s[3])
+        case .get where match(["healthz"]): return JSONBody.raw(#"{"status":"ok"}"#)
+        default:
+            route = "unmatched"
+            throw HTTPFailure.notFound("no such endpoint: \(m.rawValue) \(s.prefix(3).joined(separator: "/"))")
+        }
+    }
+
+    // MARK: Bodies and authentication
+
+    func body(_ r: APIRequest, limit: Int? = nil) async throws -> Data {
+        let max = limit ?? configuration.maxBodySize
+        if let declared = r.header(.contentLength).flatMap(Int.init), declared > max {
+            throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+        }
+        var request = r.request
+        do {
+            let buffer = try await request.collectBody(upTo: max)
+            return Data(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+        }
+    }
+
+    static func sha256(_ text: String) -> Data { Hashes.sha256(Data(text.utf8)) }
+
+    /// The calling client of a storage endpoint: a Bearer token, or a TSV1 header naming a registered client.
+    func authenticate(_ r: APIRequest) async throws -> ClientRow {
+        guard let header = r.header(.authorization) else {
+            throw HTTPFailure.unauthorized("this endpoint needs an Authorization header (Bearer or TSV1)")
+        }
+        if header.hasPrefix("Bearer ") || header.hasPrefix("bearer ") {
+            let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+            guard let id = try await storage.accessTokenClient(hash: Self.sha256(token), now: clock.now()),
+                  let client = try await storage.client(id: id), client.enabled else {
+                throw HTTPFailure.unauthorized("the bearer token is unknown or expired")
+            }
+            return client
+        }
+        let verified = try await verifyTSV1(r, header: header)
+        guard let id = verified.clientID, let client = try await storage.client(id: id) else {
+            throw HTTPFailure.unauthorized("this endpoint needs a registered client (TSV1 uid)")
+        }
+        return client
+    }
+
+    /// Verifies a TSV1 header: signature over the request, timestamp window, nonce replay, and, when `uid` names a
+    /// client with a signing key, that key.
+    func verifyTSV1(_ r: APIRequest, header: String? = nil) async throws -> TSV1.VerifiedRequest {
+        guard let header = header ?? r.header(.authorization), header.hasPrefix(TSV1.method) else {
+            throw HTTPFailure.unauthorized("this endpoint needs a TSV1 Authorization header")
+        }
+        let now = clock.now() / 1_000_000
+        let verified: TSV1.VerifiedRequest
+        do {
+            verified = try TSV1.verify(authorization: header, rawPath: r.rawPath, rawQuery: r.rawQuery,
+                                       method: r.method.rawValue, now: now, window: configuration.tsv1Window)
+        } catch {
+            throw HTTPFailure.unauthorized("TSV1: \(error.message)")
+        }
+        let expires = (verified.timestamp + configuration.tsv1Window + 1) * 1_000_000
+        guard try await storage.useNonce(verified.nonce, expires: expires, now: now * 1_000_000) else {
+            throw HTTPFailure.unauthorized("TSV1: the nonce was already used")
+        }
+        if let id = verified.clientID {
+            guard let client = try await storage.client(id: id) else {
+                throw HTTPFailure.unauthorized("TSV1: uid names no registered client")
+            }
+            if let registered = client.signingKey, registered != verified.signingKey.base64URLEncoded {
+                throw HTTPFailure.unauthorized("TSV1: the key is not the client's registered signing key")
+            }
+        }
+        return verified
+    }
+
+    // MARK: Token, registration, backup, lookup
+
+    private func token(_ r: APIRequest) async throws -> Response {
+        guard let header = r.header(.authorization), header.lowercased().hasPrefix("basic "),
+              let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+              let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") else {
+            throw HTTPFailure.unauthorized("the token endpoint needs HTTP Basic authentication with the API key pair")
+        }
+        let keyID = String(text[..<colon])
+        let secretText = String(text[text.index(after: colon)...])
+        // The body is a form whatever its Content-Type (js and Java send odd ones); grant_type may be absent.
+        let form = String(decoding: try await body(r, limit: 64 << 10), as: UTF8.self)
+        for pair in form.split(separator: "&") where pair.hasPrefix("grant_type=") {
+            guard pair.dropFirst(11) == "client_credentials" else {
+                throw HTTPFailure.badRequest("grant_type must be client_credentials")
+            }
+        }
+        guard let client = try await storage.client(apiKeyID: keyID), client.enabled,
+              constantTimeEquals(Self.sha256(secretText), client.apiSecretHash) else {
+            throw HTTPFailure.unauthorized("the API key pair is not valid")
+        }
+        let token = hex(SecureRandom.bytes(count: 32))
+        let now = clock.now()
+        let expires = now + Int64(configuration.tokenLifetime) * 1_000_000
+        try await storage.insertAccessToken(hash: Self.sha256(token), clientID: client.clientID, expires: expires)
+        return try JSONBody.response(API.TokenResponse(
+            accessToken: token, expiresIn: configuration.tokenLifetime, expiresAt: APITimestamp.format(micros: expires)))
+    }
+
+    private func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
+        guard a.count == b.count else { return false }
+        var diff: UInt8 = 0
+        for (x, y) in zip(a, b) { diff |= x ^ y }
+        return diff == 0
+    }
+
+    static func validKey(_ b64u: String) -> Bool { (try? Base64URL.decode(b64u))?.count == 32 }
+
+    private func register(_ r: APIRequest) async throws -> Response {
+        let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r), what: "registration")
+        guard Self.validKey(req.client.publicKey.curve25519) else {
+            throw HTTPFailure.badRequest("client.public_key.curve25519 must be a base64url 32-byte key")
+        }
+        if let sk = req.client.signingKey, !Self.validKey(sk.ed25519) {
+            throw HTTPFailure.badRequest("client.signing_key.ed25519 must be a base64url 32-byte key")
+        }
+        let tokenHash = Self.sha256(req.token)
+        guard try await storage.useRegistrationToken(hash: tokenHash) else {
+            throw HTTPFailure.unauthorized("the registration token is unknown or used up")
+        }
+        let apiSecret = hex(SecureRandom.bytes(count: 32))
+        let row = ClientRow(
+            clientID: newUUID(), name: req.client.name, publicKey: req.client.publicKey.curve25519,
+            signingKey: req.client.signingKey?.ed25519, apiKeyID: hex(SecureRandom.bytes(count: 32)),
+            apiSecretHash: Self.sha256(apiSecret), registrationTokenHash: tokenHash, created: clock.now())
+        try await storage.insertClient(row)
+        let backup = try await storage.backupClientID() ?? ""
+        return try JSONBody.response(
+            API.RegistrationResponse(
+                clientID: row.clientID, apiKeyID: row.apiKeyID, apiSecret: apiSecret, name: row.name,
+                publicKey: req.client.publicKey, signingKey: req.client.signingKey),
+            status: .created, headers: [HTTPField.Name("X-Backup-Client")!: backup])
+    }
+
+    private func backup(_ r: APIRequest, token: String, clientID: String) async throws -> Response {
+        guard let id = canonicalUUID(clientID), let client = try await storage.client(id: id) else {
+            throw HTTPFailure.notFound("no such client")
+        }
+        if r.header(.authorization) != nil {
+            let caller = try await authenticate(r)
+            guard caller.clientID == id else { throw HTTPFailure.forbidden("a client may only mark its own backup") }
+        } else {
+            // js posts this with no authentication: accept it when the token is the one that registered the client.
+            guard client.registrationTokenHash == Self.sha256(token) else {
+                throw HTTPFailure.forbidden("the registration token did not register this client")
+            }
+        }
+        try await storage.setHasBackup(clientID: id)
+        return JSONBody.raw("{}", status: .created)
+    }
+
+    private func clientInfo(_ r: APIRequest, id: String) async throws -> Response {
+        _ = try await authenticate(r)
+        // Python's test expects 404 for a malformed id as well as an unknown one.
+        guard let id = canonicalUUID(id), let c = try await storage.client(id: id) else {
+            throw HTTPFailure.notFound("no such client")
+        }
+        return try JSONBody.response(API.ClientInfo(
+            clientID: c.clientID, publicKey: .init(curve25519: c.publicKey),
+            signingKey: c.signingKey.map { .init(ed25519: $0) }))
+    }
+
+    // MARK: Access keys and policies
+
+    private func tuple(writer: String, user: String, reader: String, type: String) throws -> AccessTuple {
+        guard let w = canonicalUUID(writer), let u = canonicalUUID(user), let rd = canonicalUUID(reader) else {
+            throw HTTPFailure.badRequest("writer, user and reader must be UUIDs")
+        }
+        guard !type.isEmpty else { throw HTTPFailure.badRequest("the record type must not be empty") }
+        return AccessTuple(writerID: w, userID: u, readerID: rd, type: type)
+    }
+
+    /// Whether `caller` may act for the writer of `t`: it is the writer (and user), or holds an `authorizer`
+    /// permission on (user, writer, type).
+    private func mayAuthorize(_ caller: String, _ t: AccessTuple) async throws -> Bool {
+        if caller == t.writerID && caller == t.userID { return true }
+        let p = try await storage.policy(AccessTuple(writerID: t.writerID, userID: t.userID, readerID: caller, type: t.type))
+        return p?.canAuthorize == true
+    }
+
+    private func accessKey(_ r: APIRequest, writer: String, user: String, reader: String, type: String) async throws
+        -> Response {
+        let caller = try await authenticate(r)
+        let t = try tuple(writer: writer, user: user, reader: reader, type: type)
+        switch r.method {
+        case .get:
+            guard t.readerID == caller.clientID else {
+                throw HTTPFailure.forbidden("a client may only read access keys addressed to it")
+            }
+            guard let row = try await storage.accessKey(t) else { throw HTTPFailure.notFound("no access key") }
+            return try JSONBody.response(eakInfo(row))
+        case .put:
+            guard try await mayAuthorize(caller.clientID, t) else {
+                throw HTTPFailure.forbidden("only the writer or its authorizer may store this access key")
+            }
+            let req = try JSONBody.decode(API.PutAccessKeyRequest.self, from: try await body(r), what: "access key")
+            guard !req.eak.isEmpty, req.eak.utf8.count <= 4096 else {
+                throw HTTPFailure.badRequest("eak must be a non-empty string of at most 4096 bytes")
+            }
+            let row = AccessKeyRow(
+                tuple: t, eak: req.eak, authorizerID: caller.clientID, authorizerPublicKey: caller.publicKey,
+                signerID: caller.signingKey == nil ? nil : caller.clientID, signerSigningKey: caller.signingKey)
+            guard try await storage.insertAccessKey(row) else {
+                throw HTTPFailure.conflict("an access key for this writer, user, reader and type already exists")
+            }
+            return JSONBody.raw("{}", status: .created)
+        case .delete:
+            guard try await mayAuthorize(caller.clientID, t) else {
+                throw HTTPFailure.forbidden("only the writer or its authorizer may delete this access key")
+            }
+            try await storage.deleteAccessKey(t)
+            return Response(status: .noContent)
+        default:
+            throw HTTPFailure.init(.methodNotAllowed, "access keys take GET, PUT and DELETE")
+        }
+    }
+
+    func eakInfo(_ row: AccessKeyRow) -> API.EAKInfo {
+        API.EAKInfo(eak: row.eak, authorizerID: row.authorizerID,
+                    authorizerPublicKey: .init(curve25519: row.authorizerPublicKey), signerID: row.signerID,
+                    signerSigningKey: row.signerSigningKey.map { .init(ed25519: $0) })
+    }
+
+    private func putPolicy(_ r: APIRequest, user: String, writer: String, reader: String, type: String) async throws
+        -> Response {
+        let caller = try await authenticate(r)
+        let t = try tuple(writer: writer, user: user, reader: reader, type: type)
+        guard t.userID == t.writerID else { throw HTTPFailure.badRequest("user and writer must be the same client") }
+        let req = try JSONBody.decode(API.PolicyRequest.self, from: try await body(r), what: "policy")
+        func verbs(_ list: [[String: AnyJSON]]?) throws -> Set<String> {
+            var out = Set<String>()
+            for element in list ?? [] {
+                for key in element.keys {
+                    guard key == "read" || key == "authorizer" else {
+                        throw HTTPFailure.badRequest("unknown policy verb \(key.prefix(40)); expected read or authorizer")
+                    }
+                    out.insert(key)
+                }
+            }
+            return out
+        }
+        let allow = try verbs(req.allow)
+        let deny = try verbs(req.deny)
+        guard !allow.isEmpty || !deny.isEmpty else {
+            throw HTTPFailure.badRequest("a policy needs allow or deny with at least one verb")
+        }
+        let isWriter = caller.clientID == t.writerID
+        if !isWriter {
+            guard allow.union(deny) == ["read"], try await mayAuthorize(caller.clientID, t) else {
+                throw HTTPFailure.forbidden("only the writer, or its authorizer for read, may set this policy")
+            }
+        }
+        var row = try await storage.policy(t)
+            ?? PolicyRow(tuple: t, canRead: false, canAuthorize: false, authorizedBy: nil)
+        if allow.contains("read") { row.canRead = true }
+        if deny.contains("read") { row.canRead = false }
+        if allow.contains("authorizer") {
+            row.canAuthorize = true
+            row.authorizedBy = caller.clientID
+        }
+        if deny.contains("authorizer") {
+            row.canAuthorize = false
+            row.authorizedBy = nil
+        }
+        try await storage.upsertPolicy(row)
+        return JSONBody.raw("{}", status: .created)
+    }
+
+    private func deleteAuthorizers(_ r: APIRequest, user: String, writer: String, reader: String) async throws
+        -> Response {
+        let caller = try await authenticate(r)
+        let t = try tuple(writer: writer, user: user, reader: reader, type: "-")
+        guard caller.clientID == t.writerID, t.userID == t.writerID else {
+            throw HTTPFailure.forbidden("only the writer may remove its authorizers")
+        }
+        try await storage.removeAuthorizations(userID: t.userID, writerID: t.writerID, readerID: t.readerID)
+        return JSONBody.raw("{}", status: .ok)
+    }
+
+    private func listPolicies(_ r: APIRequest, which: String) async throws -> Response {
+        let caller = try await authenticate(r)
+        let listing: PolicyListing
+        switch which {
+        case "outgoing": listing = .outgoing
+        case "incoming": listing = .incoming
+        case "proxies": listing = .proxies
+        case "granted": listing = .granted
+        default: throw HTTPFailure.notFound("no such policy listing")
+        }
+        let rows = try await storage.listPolicies(listing, clientID: caller.clientID)
+        var names: [String: String] = [:]
+        func name(_ id: String) async throws -> String {
+            if let n = names[id] { return n }
+            let n = try await storage.client(id: id)?.name ?? ""
+            names[id] = n
+            return n
+        }
+        switch listing {
+        case .outgoing:
+            var out: [API.OutgoingSharing] = []
+            for p in rows {
+                out.append(.init(readerID: p.tuple.readerID, readerName: try await name(p.tuple.readerID),
+                                 recordType: p.tuple.type))
+            }
+            return try JSONBody.response(out)
+        case .incoming:
+            var out: [API.IncomingSharing] = []
+            for p in rows {
+                out.append(.init(writerID: p.tuple.writerID, writerName: try await name(p.tuple.writerID),
+                                 recordType: p.tuple.type))
+            }
+            return try JSONBody.response(out)
+        case .proxies, .granted:
+            return try JSONBody.response(rows.map {
+                API.AuthorizerPolicy(authorizerID: $0.tuple.readerID, writerID: $0.tuple.writerID,
+                                     userID: $0.tuple.userID, recordType: $0.tuple.type,
+                                     authorizedBy: $0.authorizedBy ?? $0.tuple.writerID)
+            })
+        }
+    }
+}

@@ -1,0 +1,129 @@
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import NIOCore
+import E3DBPrimitives
+
+/// Why a file body was refused.
+public enum FileBodyError: Error, Sendable, Equatable {
+    /// More or fewer bytes than declared.
+    case sizeMismatch(expected: Int64, actual: Int64)
+    /// The MD5 of the body is not the declared checksum.
+    case checksumMismatch
+    /// The body is not stored.
+    case notFound
+    /// Reading or writing the storage failed (`errno`-level detail, no content).
+    case io(String)
+}
+
+/// Where encrypted file bodies live: a directory shared by every server process today; an object store can
+/// implement this later. Bodies are opaque ciphertext (E3DB file v3); the server never opens them.
+public protocol FileBodyStore: Sendable {
+    /// Stores a body streamed from `chunks`, checking its size and MD5 on the way; nothing is visible under
+    /// `id` unless both match (the body is written to a temporary file, synced, then renamed).
+    func store(id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
+               expectedMD5: Data) async throws
+    /// The size of a stored body.
+    func size(id: String) throws -> Int64
+    /// Streams a stored body to `write`, in chunks of at most 256 KiB.
+    func read(id: String, into write: (ByteBuffer) async throws -> Void) async throws
+    /// Removes a body (no error when it is missing).
+    func remove(id: String)
+}
+
+/// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/`.
+public struct LocalFileBodyStore: FileBodyStore {
+    let directory: URL
+    let temporary: URL
+
+    /// Creates the directories if needed (mode 0700).
+    public init(directory: URL) throws {
+        self.directory = directory
+        self.temporary = directory.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+    }
+
+    private func path(_ id: String) -> String { directory.appendingPathComponent(id).path }
+
+    public func store(id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
+                      expectedMD5: Data) async throws {
+        let tmp = temporary.appendingPathComponent(UUID().uuidString.lowercased()).path
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FileBodyError.io("cannot create a temporary upload file (errno \(errno))") }
+        var committed = false
+        defer {
+            close(fd)
+            if !committed { unlink(tmp) }
+        }
+        var md5 = Hashes.MD5()
+        var written: Int64 = 0
+        for try await chunk in chunks {
+            written += Int64(chunk.readableBytes)
+            guard written <= expectedSize else {
+                throw FileBodyError.sizeMismatch(expected: expectedSize, actual: written)
+            }
+            try chunk.withUnsafeReadableBytes { raw in
+                md5.update(bufferPointer: raw)
+                var offset = 0
+                while offset < raw.count {
+                    let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw FileBodyError.io("writing an upload failed (errno \(errno))")
+                    }
+                    offset += n
+                }
+            }
+        }
+        guard written == expectedSize else { throw FileBodyError.sizeMismatch(expected: expectedSize, actual: written) }
+        guard md5.finalize() == expectedMD5 else { throw FileBodyError.checksumMismatch }
+        guard fsync(fd) == 0 else { throw FileBodyError.io("syncing an upload failed (errno \(errno))") }
+        guard rename(tmp, path(id)) == 0 else { throw FileBodyError.io("storing an upload failed (errno \(errno))") }
+        committed = true
+        let dir = open(directory.path, O_RDONLY | O_CLOEXEC)
+        if dir >= 0 {
+            _ = fsync(dir)
+            close(dir)
+        }
+    }
+
+    public func size(id: String) throws -> Int64 {
+        var st = stat()
+        guard stat(path(id), &st) == 0 else { throw FileBodyError.notFound }
+        return Int64(st.st_size)
+    }
+
+    public func read(id: String, into write: (ByteBuffer) async throws -> Void) async throws {
+        let fd = open(path(id), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileBodyError.notFound }
+        defer { close(fd) }
+        let chunkSize = 256 << 10
+        while true {
+            var buffer = ByteBufferAllocator().buffer(capacity: chunkSize)
+            var failed = false
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
+                var r: Int
+                repeat { r = posixRead(fd, raw.baseAddress, chunkSize) } while r < 0 && errno == EINTR
+                failed = r < 0
+                return max(r, 0)
+            }
+            if failed { throw FileBodyError.io("reading a stored file failed (errno \(errno))") }
+            if n == 0 { return }
+            try await write(buffer)
+        }
+    }
+
+    public func remove(id: String) { unlink(path(id)) }
+}
+
+private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    #if canImport(Glibc)
+    Glibc.read(fd, buffer, count)
+    #else
+    Darwin.read(fd, buffer, count)
+    #endif
+}

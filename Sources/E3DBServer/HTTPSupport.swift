@@ -1,0 +1,128 @@
+import Foundation
+import E3DBAPI
+import HTTPTypes
+import Hummingbird
+
+/// A refusal with the status the SDKs expect and a message for the `{"error": …}` body. Messages never hold a
+/// secret, a token or a ciphertext.
+struct HTTPFailure: Error {
+    var status: HTTPResponse.Status
+    var message: String
+    init(_ status: HTTPResponse.Status, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+    static func badRequest(_ m: String) -> Self { .init(.badRequest, m) }
+    static func unauthorized(_ m: String) -> Self { .init(.unauthorized, m) }
+    static func forbidden(_ m: String) -> Self { .init(.forbidden, m) }
+    static func notFound(_ m: String) -> Self { .init(.notFound, m) }
+    static func conflict(_ m: String) -> Self { .init(.conflict, m) }
+}
+
+/// JSON in and out.
+enum JSONBody {
+    static func encoder() -> JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = [.withoutEscapingSlashes]
+        return e
+    }
+
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok,
+                         headers extra: HTTPFields = [:]) throws -> Response {
+        let data = try encoder().encode(value)
+        var headers = extra
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func raw(_ json: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: ByteBuffer(string: json)))
+    }
+
+    static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
+        let body = (try? encoder().encode(API.ErrorBody(error: message))) ?? Data(#"{"error":"error"}"#.utf8)
+        return Response(status: status, headers: [.contentType: "application/json"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason
+    /// (member names only, never values) when it does not fit.
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data, what: String) throws -> T {
+        do { return try JSONDecoder().decode(type, from: data) } catch let error as DecodingError {
+            throw HTTPFailure.badRequest("the \(what) body is not valid: \(describe(error))")
+        } catch {
+            throw HTTPFailure.badRequest("the \(what) body is not valid JSON")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ p: [any CodingKey]) -> String {
+            p.isEmpty ? "the top level" : p.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let ctx): return "missing member \(path(ctx.codingPath + [key]))"
+        case .typeMismatch(_, let ctx): return "wrong type at \(path(ctx.codingPath))"
+        case .valueNotFound(_, let ctx): return "null at \(path(ctx.codingPath))"
+        case .dataCorrupted(let ctx): return ctx.codingPath.isEmpty ? "not JSON" : "bad value at \(path(ctx.codingPath))"
+        @unknown default: return "not decodable"
+        }
+    }
+}
+
+/// A request as the routes see it: path segments (repeated slashes collapsed, each percent-decoded), the raw path
+/// and query (TSV1 signs them as sent) and the query parameters.
+struct APIRequest {
+    let request: Request
+    let segments: [String]
+    let rawPath: String
+    let rawQuery: String
+    let query: [(String, String)]
+
+    init(_ request: Request) throws {
+        self.request = request
+        rawPath = request.uri.path
+        rawQuery = request.uri.query ?? ""
+        var segs: [String] = []
+        for s in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
+            guard let d = TSV1.percentDecoded(String(s)) else {
+                throw HTTPFailure.badRequest("the request path has a malformed percent escape")
+            }
+            segs.append(d)
+        }
+        segments = segs
+        query = rawQuery.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func dec(_ s: Substring) -> String {
+                TSV1.percentDecoded(s.replacingOccurrences(of: "+", with: " ")) ?? String(s)
+            }
+            return (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
+        }
+    }
+
+    var method: HTTPRequest.Method { request.method }
+
+    func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
+
+    func header(_ name: HTTPField.Name) -> String? { request.headers[name] }
+}
+
+/// Lowercase canonical form of a UUID string, or `nil` when it is not one (any case accepted: old Swift sends
+/// uppercase).
+func canonicalUUID(_ text: String) -> String? {
+    UUID(uuidString: text).map { $0.uuidString.lowercased() }
+}
+
+/// A new random UUID, lowercase.
+func newUUID() -> String { UUID().uuidString.lowercased() }
+
+/// Lowercase hex.
+func hex(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    for b in bytes {
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 15)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

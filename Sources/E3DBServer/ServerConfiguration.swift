@@ -1,0 +1,29 @@
+public import Foundation
+
+/// How `e3dbkit server run` is set up.
+public struct ServerConfiguration: Sendable {
+    /// Interface to bind (default loopback).
+    public var host: String = "127.0.0.1"
+    /// TCP port; 0 picks a free one.
+    public var port: Int = 8000
+    /// The data directory: `server.sqlite` (SQLite backend) and `files/` (file bodies, both backends).
+    public var dataDirectory: URL
+    /// A PostgreSQL URL selects the PostgreSQL backend.
+    public var postgresURL: String?
+    /// The externally reachable base URL for capability (upload/download) URLs; by default built from the
+    /// request's `Host` header.
+    public var publicURL: String?
+    /// Largest JSON request body, bytes (default 16 MiB: records of 8 MiB and more must fit).
+    public var maxBodySize: Int = 16 << 20
+    /// Largest file body, bytes (default 8 GiB).
+    public var maxFileSize: Int64 = 8 << 30
+    /// Bearer-token lifetime, seconds.
+    public var tokenLifetime: Int = 3600
+    /// Accepted TSV1 clock difference either way, seconds.
+    public var tsv1Window: Int64 = 300
+    /// Lifetime of upload and download URLs, seconds.
+    public var capabilityLifetime: Int64 = 3600
+
+    /// A configuration with defaults for everything but the data directory.
+    public init(dataDirectory: URL) { self.dataDirectory = dataDirectory }
+}

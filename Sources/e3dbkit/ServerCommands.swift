@@ -1,0 +1,183 @@
+import ArgumentParser
+import E3DBServer
+import Foundation
+import Logging
+
+/// `e3dbkit server …`: the E3DB-compatible API server.
+struct ServerCommand: CommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "server",
+        abstract: "A self-hostable E3DB API server (SQLite in a data directory, or PostgreSQL).",
+        discussion: """
+            The server stores what E3DB clients send (ciphertext, plaintext metadata, encrypted access keys, \
+            policies, encrypted file bodies) and never sees a plaintext value or a private key. See docs/server.md.
+            """,
+        subcommands: [
+            ServerRunCommand.self, ServerTokenCommand.self, ServerBackupClientCommand.self, ServerMigrateCommand.self,
+            ServerStatsCommand.self,
+        ]
+    )
+}
+
+/// Where the server keeps its state.
+struct ServerStorageOptions: ParsableArguments {
+    @Option(help: "The data directory: server.sqlite (SQLite backend) and files/ (file bodies, both backends).")
+    var data: String
+
+    @Option(help: "A PostgreSQL URL (postgres://user:password@host:port/db) for the PostgreSQL backend; or set E3DBKIT_POSTGRES_URL.")
+    var postgres: String?
+
+    func configuration() -> ServerConfiguration {
+        var c = ServerConfiguration(dataDirectory: URL(fileURLWithPath: data, isDirectory: true))
+        c.postgresURL = postgres ?? ProcessInfo.processInfo.environment["E3DBKIT_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        return c
+    }
+}
+
+/// A logger writing structured lines to standard error.
+func serverLogger(level: Logger.Level) -> Logger {
+    var logger = Logger(label: "e3dbkit.server") { label in StreamLogHandler.standardError(label: label) }
+    logger.logLevel = level
+    return logger
+}
+
+/// `--log-level` values.
+enum LogLevelOption: String, ExpressibleByArgument, CaseIterable {
+    case trace, debug, info, notice, warning, error, critical
+    var level: Logger.Level { Logger.Level(rawValue: rawValue) ?? .info }
+}
+
+/// Runs an administrative call, turning backend failures into the CLI's exit codes.
+func serverAdmin<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+    do { return try await body() } catch let error as StorageError {
+        throw CLIError("e3dbkit server: \(what) failed: \(error.message)")
+    }
+}
+
+struct ServerRunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Serve the E3DB API until SIGTERM or SIGINT (in-flight requests finish first).",
+        discussion: "Prints 'listening on http://HOST:PORT' on standard error once it accepts connections.")
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    @Option(help: "The interface to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "The TCP port (0 picks a free one).")
+    var port: Int = 8000
+
+    @Option(help: "The externally reachable base URL used in file upload and download URLs (default: from the request's Host).")
+    var publicURL: String?
+
+    @Option(help: "Largest JSON request body in bytes.")
+    var maxBodySize: Int = 16 << 20
+
+    @Option(help: "Lifetime of bearer tokens in seconds.")
+    var tokenLifetime: Int = 3600
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: LogLevelOption = .info
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
+        guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be 1...86400") }
+        guard maxBodySize >= 1 << 20 else { throw ValidationError("--max-body-size must be at least 1048576") }
+    }
+
+    func run() async throws {
+        var configuration = storage.configuration()
+        configuration.host = host
+        configuration.port = port
+        configuration.publicURL = publicURL
+        configuration.maxBodySize = maxBodySize
+        configuration.tokenLifetime = tokenLifetime
+        let logger = serverLogger(level: logLevel.level)
+        try await serverAdmin("starting the server") {
+            try await E3DBServer.run(configuration, logger: logger) { host, port in
+                StandardError.line("listening on http://\(host):\(port)")
+            }
+        }
+    }
+}
+
+struct ServerTokenCommand: CommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "token", abstract: "Registration tokens.", subcommands: [ServerTokenCreateCommand.self])
+}
+
+struct ServerTokenCreateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create a registration token and print it on standard output (only its hash is stored).")
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    @Option(help: "How many registrations the token allows (default: unlimited).")
+    var uses: Int?
+
+    func validate() throws {
+        if let uses, uses < 1 { throw ValidationError("--uses must be 1 or more") }
+    }
+
+    func run() async throws {
+        let token = try await serverAdmin("creating a token") {
+            try await E3DBServer.createRegistrationToken(storage.configuration(), uses: uses,
+                                                        logger: serverLogger(level: .warning))
+        }
+        try StandardOutput.line(token)
+    }
+}
+
+struct ServerMigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate", abstract: "Create or upgrade the server's schema (run also at every start).")
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    func run() async throws {
+        try await serverAdmin("migrating") {
+            try await E3DBServer.migrate(storage.configuration(), logger: serverLogger(level: .warning))
+        }
+        try StandardOutput.line(#"{"migrated":true}"#)
+    }
+}
+
+struct ServerStatsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stats", abstract: "Print row counts as JSON.")
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    func run() async throws {
+        let stats = try await serverAdmin("reading statistics") {
+            try await E3DBServer.statistics(storage.configuration(), logger: serverLogger(level: .warning))
+        }
+        let body = stats.keys.sorted().map { "\"\($0)\":\(stats[$0]!)" }.joined(separator: ",")
+        try StandardOutput.line("{\(body)}")
+    }
+}
+
+struct ServerBackupClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup-client",
+        abstract: "Make a registered client the account's backup client (sent as X-Backup-Client at registration).",
+        discussion: """
+            Clients registered with backup share their credentials with this client, as the other SDKs do with \
+            Tozny's dashboard client; whoever holds its private key can recover them.
+            """)
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    @Option(help: "The registered client's id.")
+    var clientID: String
+
+    func run() async throws {
+        try await serverAdmin("setting the backup client") {
+            try await E3DBServer.setBackupClient(storage.configuration(), clientID: clientID,
+                                                 logger: serverLogger(level: .warning))
+        }
+        try StandardOutput.line("{\"backup_client\":\"\(clientID.lowercased())\"}")
+    }
+}

@@ -1,0 +1,59 @@
+import E3DBTestSupport
+import Foundation
+import Testing
+
+/// `e3dbkit server run` as a real process, with Tozny's Python SDK (e3db 2.3.0) as its client: the SDK's own
+/// integration suites, then deny paths, hostile requests, concurrency, a large file with bounded memory and
+/// `kill -9` (Tests/E3DBServerTests/python_sdk_driver.py).
+@Suite("E3DB server against Tozny's Python SDK", .serialized)
+struct PythonSDKServerTests {
+    static var binary: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("e3dbkit")
+    }
+
+    /// The project's Python environment (scripts/python-env.sh makes it with e3db, pytest and the other peers).
+    static func python() throws -> String {
+        let root = VectorLocations.projectRoot
+        let setup = Process()
+        setup.executableURL = root.appendingPathComponent("scripts/python-env.sh")
+        let out = Pipe()
+        setup.standardOutput = out
+        try setup.run()
+        let path = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        setup.waitUntilExit()
+        guard setup.terminationStatus == 0, FileManager.default.isExecutableFile(atPath: path) else {
+            throw DriverFailure(description: "scripts/python-env.sh could not make the Python environment")
+        }
+        return path
+    }
+
+    struct DriverFailure: Error, CustomStringConvertible { let description: String }
+
+    /// Runs the driver; returns its output.
+    static func drive(_ extra: [String]) throws -> (status: Int32, output: String) {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-server-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try python())
+        p.arguments = [VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/python_sdk_driver.py").path,
+                       binary.path, work.path] + extra
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("SQLite backend: the SDK's suites, deny paths, hostile input, 409 races, a 300 MiB file, kill -9")
+    func sqliteBackend() throws {
+        #expect(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build e3dbkit first")
+        let result = try Self.drive(["--large-file-mib", "300"])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
+        #expect(!result.output.contains("\n0 passed"), "\(result.output)")
+    }
+}

@@ -127,13 +127,13 @@ extension EncryptedStore {
         }
     }
 
-    /// The enrolled identities, in enrollment order.
+    /// The enrolled identities, in enrollment order (a key enrolled again moves to the end).
     /// - Throws: `storeLocked`, `storeCorrupted` for a damaged row, `databaseError`.
     public func identities() throws(E3DBError) -> [StoreIdentity] {
         _ = try currentKeys()
         let rows = try databaseCall("listing identities") {
             try pool.read { db in
-                try Row.fetchAll(db, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY created, public_key")
+                try Row.fetchAll(db, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY rowid")
             }
         }
         var identities: [StoreIdentity] = []

@@ -9,7 +9,8 @@ import Synchronization
 
 /// An embedded encrypted store: E3DB records in one SQLite database (WAL mode) under a key hierarchy.
 ///
-/// A passphrase (Argon2id) or a raw key opens the store's master key; the master key wraps one E3DB access key
+/// A passphrase (Argon2id), a raw key or an enrolled E3DB client identity (an EAK of the master key for its
+/// public key) opens the store's master key; the master key wraps one E3DB access key
 /// per collection and derives the key that binds every record to its place. Each record is an E3DB
 /// `EncryptedDocument` (fields `edk.edkN.ef.efN` under the collection's access key), so a record taken out of the
 /// store decrypts in the other SDKs. Its type, `plain` metadata, id, version and timestamps stay in plaintext and

@@ -174,6 +174,9 @@ public final class EncryptedStore: Sendable {
         else {
             throw E3DBError(.storeCorrupted, "the store header is damaged")
         }
+        guard kdf == "none" || !wrapped.isEmpty else {
+            throw E3DBError(.storeCorrupted, "the store header has no wrapped master key")
+        }
         var parameters: Argon2id.Parameters?
         switch kdf {
         case "raw", "none": parameters = nil

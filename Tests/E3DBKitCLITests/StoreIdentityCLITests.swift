@@ -55,6 +55,9 @@ struct StoreIdentityCLITests {
         #expect(try store(["stats"], ["--identity", stranger]).status == 77)
         #expect(try store(["stats"], withPass).status == 77)
         #expect(try store(["stats"], asAlice + withPass).status == 64)
+        let notJSON = dir.appendingPathComponent("broken.json").path
+        try Data("{\"private_key\":".utf8).write(to: URL(fileURLWithPath: notJSON))
+        #expect(try store(["stats"], ["--identity", notJSON]).status == 65)
 
         let added = try store(["identity", "add"], asAlice, ["--client", bob])
         #expect(added.status == 0, "\(added.stderr)")

@@ -99,6 +99,9 @@ struct StoreIdentityTests {
                 arguments: [String(decoding: forged.jsonData(), as: UTF8.self), bob.publicKey.rawRepresentation])
         }
         expectStoreError(.storeCorrupted) { _ = try EncryptedStore.open(at: dir.url, credential: .identity(bob.boxKey)) }
+        // A passphrase store whose wrapped master key is gone is damaged, not an identity-only store.
+        try raw.write { db in try db.execute(sql: "UPDATE store_meta SET wrapped_master = x''") }
+        expectStoreError(.storeCorrupted) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("p")) }
     }
 
     @Test("no plaintext value, private key or master key reaches any file of a store used through an identity")

@@ -9,7 +9,8 @@ import Synchronization
 
 /// An embedded encrypted store: E3DB records in one SQLite database (WAL mode) under a key hierarchy.
 ///
-/// A passphrase (Argon2id) or a raw key opens the store's master key; the master key wraps one E3DB access key
+/// A passphrase (Argon2id), a raw key or an enrolled E3DB client identity (an EAK of the master key for its
+/// public key) opens the store's master key; the master key wraps one E3DB access key
 /// per collection and derives the key that binds every record to its place. Each record is an E3DB
 /// `EncryptedDocument` (fields `edk.edkN.ef.efN` under the collection's access key), so a record taken out of the
 /// store decrypts in the other SDKs. Its type, `plain` metadata, id, version and timestamps stay in plaintext and
@@ -80,6 +81,13 @@ public final class EncryptedStore: Sendable {
     public static func create(
         at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters
     ) throws(E3DBError) -> EncryptedStore {
+        try create(at: directory, credential: credential, kdfParameters: kdfParameters, clientID: nil)
+    }
+
+    /// Creates a new store; `clientID` names the identity of an `.identity` credential.
+    static func create(
+        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters, clientID: UUID?
+    ) throws(E3DBError) -> EncryptedStore {
         let path = directory.appendingPathComponent(databaseFileName).path
         if FileManager.default.fileExists(atPath: path) {
             throw E3DBError(.storeExists, "a store already exists in \(directory.path)")
@@ -95,6 +103,8 @@ public final class EncryptedStore: Sendable {
         let wrappedBox = StoreKeys.wrap(boxKey, under: master)
         let keys = try StoreKeys(master: master, wrappedBoxKey: wrappedBox)
         let storeID = UUID()
+        let enrollment = try IdentityEnrollment(
+            credential: credential, clientID: clientID, keys: keys, storeID: storeID)
         let pool = try openPool(path: path)
         try databaseCall("creating the store") {
             try StoreSchema.migrator.migrate(pool)
@@ -111,6 +121,7 @@ public final class EncryptedStore: Sendable {
                         wrapping.wrappedMaster, boxKey.publicKey.rawRepresentation, wrappedBox,
                         StoreTime.format(StoreTime.now()),
                     ])
+                if let enrollment { try enrollment.insert(db) }
             }
         }
         return EncryptedStore(directory: directory, storeID: storeID, pool: pool, keys: keys)
@@ -128,7 +139,7 @@ public final class EncryptedStore: Sendable {
         let pool = try openPool(path: path)
         try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
         let header = try readHeader(pool)
-        let keys = try StoreKeys.unlock(header, with: credential)
+        let keys = try unlockKeys(pool, header, with: credential)
         return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: keys)
     }
 
@@ -136,8 +147,11 @@ public final class EncryptedStore: Sendable {
         let storeID: UUID
         let parameters: Argon2id.Parameters?
         let salt: Data
+        /// Empty when the store has no passphrase or key (it opens with an enrolled identity only).
         let wrappedMaster: Data
         let wrappedBoxKey: Data
+        /// The store's Curve25519 public key (the authorizer of the EAKs that open it for identities).
+        let boxPublicKey: Data
     }
 
     static func readHeader(_ pool: DatabasePool) throws(E3DBError) -> Header {
@@ -155,13 +169,17 @@ public final class EncryptedStore: Sendable {
         }
         guard let idText = row["store_id"] as String?, let storeID = UUID(uuidString: idText),
             let kdf = row["kdf"] as String?, let salt = row["kdf_salt"] as Data?, salt.count == Argon2id.saltByteCount,
-            let wrapped = row["wrapped_master"] as Data?, let wrappedBox = row["wrapped_box_private"] as Data?
+            let wrapped = row["wrapped_master"] as Data?, let wrappedBox = row["wrapped_box_private"] as Data?,
+            let boxPublic = row["box_public"] as Data?
         else {
             throw E3DBError(.storeCorrupted, "the store header is damaged")
         }
+        guard kdf == "none" || !wrapped.isEmpty else {
+            throw E3DBError(.storeCorrupted, "the store header has no wrapped master key")
+        }
         var parameters: Argon2id.Parameters?
         switch kdf {
-        case "raw": parameters = nil
+        case "raw", "none": parameters = nil
         case "argon2id13":
             guard let ops = row["kdf_ops"] as Int?, let mem = row["kdf_mem"] as Int?, ops > 0, mem > 0 else {
                 throw E3DBError(.storeCorrupted, "the store header's Argon2id parameters are damaged")
@@ -171,7 +189,8 @@ public final class EncryptedStore: Sendable {
             throw E3DBError(.storeCorrupted, "the store header names an unknown KDF")
         }
         return Header(
-            storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: wrapped, wrappedBoxKey: wrappedBox)
+            storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: kdf == "none" ? Data() : wrapped,
+            wrappedBoxKey: wrappedBox, boxPublicKey: boxPublic)
     }
 
     static func openPool(path: String) throws(E3DBError) -> DatabasePool {
@@ -200,12 +219,14 @@ public final class EncryptedStore: Sendable {
     /// Opens the master key again after ``lock()``.
     /// - Throws: ``E3DBError/Code/wrongKey``.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
-        let keys = try StoreKeys.unlock(EncryptedStore.readHeader(pool), with: credential)
+        let keys = try EncryptedStore.unlockKeys(pool, EncryptedStore.readHeader(pool), with: credential)
         state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of
-    /// records (O(1)); a crash leaves either the old or the new credential working.
+    /// records (O(1)); a crash leaves either the old or the new credential working. Enrolled identities are not
+    /// touched: they wrap the master key, which does not change. On a store created for an identity, this adds a
+    /// passphrase or key.
     /// - Parameters:
     ///   - credential: the new passphrase or raw key.
     ///   - kdf: the Argon2id cost for a new passphrase.
@@ -214,7 +235,11 @@ public final class EncryptedStore: Sendable {
     }
 
     /// Changes the passphrase or key with explicit Argon2id parameters.
+    /// An identity is not a replacement credential: enroll it with ``addIdentity(publicKey:clientID:)``.
     public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters) throws(E3DBError) {
+        if case .identity = credential {
+            throw E3DBError(.invalidParameter, "an identity is enrolled with addIdentity, not set with changeCredential")
+        }
         let wrapping = try StoreKeys.wrapping(try currentKeys().master, for: credential, kdfParameters: kdfParameters)
         try databaseCall("changing the store key") {
             try pool.write { db in

@@ -1,45 +1,131 @@
+import E3DBPrimitives
 import GRDB
 
 extension EncryptedStore {
-    /// The records of `query` now and after every committed change that can affect them (GRDB's
-    /// `ValueObservation` on the tables the query reads), decrypted. Each element is the whole result; it comes
-    /// after the transaction commits, and results equal to the previous one are skipped. Ends with an error when
-    /// a record does not authenticate or the store is locked.
+    /// How often ``observe(_:pollInterval:)`` looks for commits made by other connections and processes, unless
+    /// told otherwise.
+    public static let defaultObservationInterval: Duration = .milliseconds(250)
+
+    /// The records of `query` now and after every committed change that affects them, decrypted. Each element is
+    /// the whole result; results equal to the previous one are skipped.
     ///
-    /// - Important: as with GRDB, only changes made through this `EncryptedStore` instance are observed; another
-    ///   instance or process writing the same store is not seen until this one writes.
+    /// Two sources of change, merged: commits made through this `EncryptedStore` instance are seen at once
+    /// (GRDB's `ValueObservation` on the tables the query reads); commits made by any other connection, instance
+    /// or process are seen within `pollInterval`, through a dedicated read-only SQLite connection that reads
+    /// `PRAGMA data_version` (a counter SQLite changes when another connection commits) at that interval. Either
+    /// way the query runs again on the latest committed state, in one serial loop, so results come in commit
+    /// order and never go back to an older state.
     ///
-    /// Keep observed queries small (a `limit`, `plain` or type conditions): each change reads the whole result
-    /// again, although the record cache spares the decryption of records that did not change.
-    public func observe(_ query: RecordQuery) -> AsyncThrowingStream<[StoredRecord], any Error> {
+    /// The sequence ends when the iterating task is cancelled, when the store is released (no reference left but
+    /// the observation's), and with ``E3DBError/Code/storeLocked`` within `pollInterval` of ``lock()``. It ends with
+    /// an error when a record does not authenticate.
+    ///
+    /// Cost: one extra SQLite connection per observation, and one `PRAGMA data_version` (a few microseconds) per
+    /// interval while nothing changes. Keep observed queries small (a `limit`, `plain` or type conditions): each
+    /// change reads the whole result again, although the record cache spares the decryption of records that did
+    /// not change.
+    /// - Parameters:
+    ///   - query: the records to observe.
+    ///   - pollInterval: how often to look for other processes' commits (more than zero).
+    public func observe(
+        _ query: RecordQuery, pollInterval: Duration = EncryptedStore.defaultObservationInterval
+    ) -> AsyncThrowingStream<[StoredRecord], any Error> {
         let statement: (String, StatementArguments)
+        let watcher: DatabaseQueue
         do {
+            guard pollInterval > .zero else {
+                throw E3DBError(.invalidParameter, "the observation's poll interval must be more than zero")
+            }
             statement = try querySQL(query, after: nil, count: query.fields.isEmpty ? query.limit : nil)
+            watcher = try openWatcher()
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: error) }
         }
-        let observation = ValueObservation.tracking { db -> [StoredRow] in
+        let sameInstance = ValueObservation.tracking { db -> [StoredRow] in
             try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init)
-        }.removeDuplicates()
-        let values = observation.values(in: pool)
+        }.removeDuplicates().values(in: pool)
+        // Every source only signals "look again"; one loop reads and emits, so results stay in commit order.
+        let (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        signal.yield(())
         return AsyncThrowingStream { continuation in
-            let task = Task {
+            let reader = Task { [weak self] in
+                var last: [StoredRow]?
                 do {
-                    for try await rows in values {
-                        var records: [StoredRecord] = []
-                        for row in rows {
-                            let record = try decode(row, collection: query.collection)
-                            if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
-                            if let limit = query.limit, records.count >= limit { break }
-                        }
-                        continuation.yield(records)
+                    for await _ in signals {
+                        guard let store = self else { break }
+                        guard !store.isLocked else { throw E3DBError(.storeLocked, "the store was locked") }
+                        let rows = try store.observedRows(statement, collection: query.collection)
+                        if rows == last { continue }
+                        last = rows
+                        continuation.yield(try store.observedRecords(rows, query: query))
                     }
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
                 }
             }
-            continuation.onTermination = { _ in task.cancel() }
+            let local = Task {
+                do {
+                    for try await _ in sameInstance { signal.yield(()) }
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            let poller = Task { [weak self] in
+                // Ends the signals (after a last one) when the store is locked or released, or on cancellation.
+                defer { signal.finish() }
+                do {
+                    var version = try await watcher.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") }
+                    while true {
+                        try await Task.sleep(for: pollInterval)
+                        guard let store = self, !store.isLocked else {
+                            signal.yield(())
+                            return
+                        }
+                        let now = try await watcher.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") }
+                        if now != version {
+                            version = now
+                            signal.yield(())
+                        }
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    continuation.finish(throwing: E3DBError(.databaseError, "watching the store for changes: \(error)"))
+                }
+            }
+            continuation.onTermination = { _ in
+                reader.cancel()
+                local.cancel()
+                poller.cancel()
+            }
         }
+    }
+
+    /// A read-only connection of its own, whose `PRAGMA data_version` changes when any other connection commits.
+    func openWatcher() throws(E3DBError) -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(10)
+        return try databaseCall("opening a connection to watch the store") {
+            try DatabaseQueue(path: pool.path, configuration: configuration)
+        }
+    }
+
+    func observedRows(_ statement: (String, StatementArguments), collection: String) throws(E3DBError) -> [StoredRow] {
+        try databaseCall("observing collection \(collection)") {
+            try pool.read { db in try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init) }
+        }
+    }
+
+    /// Decrypts the observed rows that match the query's field conditions, up to its limit.
+    func observedRecords(_ rows: [StoredRow], query: RecordQuery) throws(E3DBError) -> [StoredRecord] {
+        var records: [StoredRecord] = []
+        for row in rows {
+            let record = try decode(row, collection: query.collection)
+            if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
+            if let limit = query.limit, records.count >= limit { break }
+        }
+        return records
     }
 }

@@ -92,6 +92,19 @@ enum StoreSchema {
                     ) STRICT;
                     """)
         }
+        migrator.registerMigration("v4-identities") { db in
+            // E3DB client identities enrolled to open the store: the master key wrapped for each client's Curve25519
+            // public key as an EAKInfo (JSON, API shape) whose authorizer is the store's own key pair.
+            try db.execute(
+                sql: """
+                    CREATE TABLE store_identities (
+                        public_key BLOB PRIMARY KEY,
+                        client_id TEXT,
+                        eak_info TEXT NOT NULL,
+                        created TEXT NOT NULL
+                    ) STRICT;
+                    """)
+        }
         return migrator
     }
 }

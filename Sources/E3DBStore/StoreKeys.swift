@@ -2,12 +2,16 @@ public import E3DBPrimitives
 import E3DBKeys
 import Foundation
 
-/// What opens a store: a passphrase (stretched with Argon2id) or a raw 32-byte key. Both stay in wiped storage.
+/// What opens a store: a passphrase (stretched with Argon2id), a raw 32-byte key, or an enrolled E3DB client
+/// identity's Curve25519 private key. All stay in wiped storage.
 public enum StoreCredential: Sendable {
     /// A passphrase, stretched with Argon2id under the store's salt and parameters.
     case passphrase(SecureBytes)
     /// A raw 32-byte key-encryption key (no KDF: an app that keeps its key in a keychain or an HSM).
     case key(SecureBytes)
+    /// An E3DB client's Curve25519 private key (`ClientIdentity.boxKey`): opens the master key from the EAK the
+    /// store holds for that client (see ``EncryptedStore/addIdentity(publicKey:clientID:)``).
+    case identity(Box.PrivateKey)
 }
 
 /// Argon2id cost presets, libsodium's `crypto_pwhash` constants (measured open times in docs/store.md).
@@ -86,22 +90,26 @@ struct StoreKeys: Sendable {
                     password: UnsafeRawBufferPointer(raw), salt: salt, outputByteCount: 32, parameters: parameters)
             }
             return try SecretBox.Key(derived)
+        case .identity:
+            throw E3DBError(.invalidParameter, "an identity opens the master key through its EAK, not a key-encryption key")
         }
     }
 
     /// The columns that store the master key under a new credential: a fresh salt, the KDF parameters (nil for a
     /// raw key) and the master key sealed under the credential's key.
+    /// A store created for an identity has no passphrase or key: its KDF is `none` and its wrapped master key empty.
     struct CredentialWrapping {
         let salt: Data
         let parameters: Argon2id.Parameters?
         let wrappedMaster: Data
-        var kdfName: String { parameters == nil ? "raw" : "argon2id13" }
+        var kdfName: String { parameters != nil ? "argon2id13" : wrappedMaster.isEmpty ? "none" : "raw" }
     }
 
     static func wrapping(
         _ master: SecretBox.Key, for credential: StoreCredential, kdfParameters: Argon2id.Parameters
     ) throws(E3DBError) -> CredentialWrapping {
         let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
+        if case .identity = credential { return CredentialWrapping(salt: salt, parameters: nil, wrappedMaster: Data()) }
         var parameters: Argon2id.Parameters?
         if case .passphrase = credential { parameters = kdfParameters }
         let kek = try keyEncryptionKey(credential, salt: salt, parameters: parameters)
@@ -110,6 +118,9 @@ struct StoreKeys: Sendable {
 
     /// Opens the master key of a store header with `credential` (wrongKey when it does not open).
     static func unlock(_ header: EncryptedStore.Header, with credential: StoreCredential) throws(E3DBError) -> StoreKeys {
+        guard !header.wrappedMaster.isEmpty else {
+            throw E3DBError(.wrongKey, "this store has no passphrase or key: it opens with an enrolled identity")
+        }
         let kek = try keyEncryptionKey(credential, salt: header.salt, parameters: header.parameters)
         let master = try unwrap(
             header.wrappedMaster, under: kek,

@@ -15,14 +15,15 @@ struct StoreCommand: CommandGroup {
         commandName: "store",
         abstract: "An embedded encrypted store of E3DB records (SQLite, passphrase or key, per-collection keys).",
         discussion: """
-            Every command takes --store DIR and the key from --passphrase-file FILE, --key-file FILE (32 bytes, \
-            base64url) or, on a terminal, a prompt without echo when standard input is a terminal; never from the command line. A wrong passphrase \
-            or key exits 77. See docs/store.md.
+            Every command takes --store DIR and exactly one key source: --passphrase-file FILE, --key-file FILE (32 \
+            bytes, base64url), --identity FILE (an E3DB client identity JSON enrolled with 'store identity add', or \
+            the one the store was created for) or, when standard input is a terminal, a prompt without echo; never \
+            the key itself on the command line. A wrong passphrase, key or identity exits 77. See docs/store.md.
             """,
         subcommands: [
             StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self, StoreIndexCommand.self,
             StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self, StoreImportCommand.self,
-            StoreVerifyCommand.self, StoreStatsCommand.self,
+            StoreVerifyCommand.self, StoreStatsCommand.self, StoreIdentityCommand.self,
         ]
     )
 }
@@ -44,17 +45,25 @@ struct StoreKeyOptions: ParsableArguments {
     @Option(help: "A file holding a raw 32-byte key as base64url ('-' for stdin).")
     var keyFile: String?
 
+    @Option(help: "An E3DB client identity JSON file (client_id, public_key, private_key, …) enrolled in the store ('-' for stdin).")
+    var identity: String?
+
+    static let onlyOne = "pass only one of --passphrase-file, --key-file and --identity"
+
     func validate() throws {
-        if passphraseFile != nil && keyFile != nil {
-            throw ValidationError("pass only one of --passphrase-file and --key-file")
-        }
+        // `store import` also takes --identity as the reader beside another key source; `credential()` checks the rest.
+        if passphraseFile != nil && keyFile != nil { throw ValidationError(StoreKeyOptions.onlyOne) }
     }
 
     var url: URL { URL(fileURLWithPath: store, isDirectory: true) }
 
     /// The credential: from the file given, or typed at the terminal.
     func credential(confirm: Bool = false) throws -> StoreCredential {
-        try StoreKeyOptions.credential(passphraseFile: passphraseFile, keyFile: keyFile, confirm: confirm, what: "passphrase")
+        if let identity {
+            guard passphraseFile == nil && keyFile == nil else { throw CLIError(StoreKeyOptions.onlyOne, exitCode: ExitStatus.usage) }
+            return .identity(try DocumentCLI.identity(identity).boxKey)
+        }
+        return try StoreKeyOptions.credential(passphraseFile: passphraseFile, keyFile: keyFile, confirm: confirm, what: "passphrase")
     }
 
     static func credential(passphraseFile: String?, keyFile: String?, confirm: Bool, what: String) throws -> StoreCredential {
@@ -69,7 +78,10 @@ struct StoreKeyOptions: ParsableArguments {
     }
 
     func open() throws -> EncryptedStore {
-        let credential = try credential()
+        try open(with: credential())
+    }
+
+    func open(with credential: StoreCredential) throws -> EncryptedStore {
         do {
             return try EncryptedStore.open(at: url, credential: credential)
         } catch {
@@ -154,12 +166,22 @@ struct StoreInitCommand: ParsableCommand {
     var kdf: KDFOption = .moderate
 
     func run() throws {
-        let credential = try keys.credential(confirm: true)
-        let store = try storeCall("creating the store \(keys.store)") {
-            try EncryptedStore.create(at: keys.url, credential: credential, kdf: kdf.preset)
-        }
+        let store: EncryptedStore
         let kdfName: String
-        if case .key = credential { kdfName = "raw-key" } else { kdfName = "argon2id-\(kdf.rawValue)" }
+        if let identity = keys.identity {
+            guard keys.passphraseFile == nil && keys.keyFile == nil else {
+                throw CLIError(StoreKeyOptions.onlyOne, exitCode: ExitStatus.usage)
+            }
+            let me = try DocumentCLI.identity(identity)
+            store = try storeCall("creating the store \(keys.store)") { try EncryptedStore.create(at: keys.url, identity: me) }
+            kdfName = "identity"
+        } else {
+            let credential = try keys.credential(confirm: true)
+            store = try storeCall("creating the store \(keys.store)") {
+                try EncryptedStore.create(at: keys.url, credential: credential, kdf: kdf.preset)
+            }
+            if case .key = credential { kdfName = "raw-key" } else { kdfName = "argon2id-\(kdf.rawValue)" }
+        }
         try StandardOutput.line(CanonicalJSON.serialize(.object([
             "store_id": .string(store.storeID.uuidString.lowercased()), "kdf": .string(kdfName),
         ])))
@@ -355,7 +377,11 @@ struct StoreDeleteCommand: ParsableCommand {
 struct StorePasswdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "passwd",
-        abstract: "Change the store's passphrase or key (one wrapped key is rewritten, whatever the store's size).")
+        abstract: "Change the store's passphrase or key (one wrapped key is rewritten, whatever the store's size).",
+        discussion: """
+            Enrolled identities keep working (they wrap the store's master key, which does not change). On a store \
+            created with --identity, this adds a passphrase or key.
+            """)
 
     @OptionGroup var keys: StoreKeyOptions
 
@@ -466,12 +492,16 @@ struct StoreImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Import a collection shared with you (DIR/eak.json and DIR/records.ndjson); prints the new ids.",
-        discussion: "Every record is decrypted before anything is stored; all are stored in one transaction.")
+        discussion: """
+            Every record is decrypted before anything is stored; all are stored in one transaction. The reader the \
+            EAKInfo was written for is --reader-identity, or else --identity: beside --passphrase-file or \
+            --key-file, --identity names only the reader; alone, it also opens the store.
+            """)
 
     @OptionGroup var keys: StoreKeyOptions
 
-    @Option(help: "Your identity JSON file (the reader the EAKInfo was written for).")
-    var identity: String
+    @Option(help: "The identity JSON file of the reader the EAKInfo was written for (default: --identity).")
+    var readerIdentity: String?
 
     @Option(help: "The new collection's name.")
     var collection: String
@@ -480,8 +510,21 @@ struct StoreImportCommand: ParsableCommand {
     var directory: String
 
     func run() throws {
-        let me = try DocumentCLI.identity(identity)
-        let store = try keys.open()
+        guard let readerPath = readerIdentity ?? keys.identity else {
+            throw CLIError("pass --reader-identity or --identity (the reader the EAKInfo was written for)", exitCode: ExitStatus.usage)
+        }
+        let me = try DocumentCLI.identity(readerPath)
+        let store: EncryptedStore
+        if readerIdentity == nil && (keys.passphraseFile != nil || keys.keyFile != nil) {
+            // --identity names only the reader here; the passphrase or key opens the store.
+            var passphraseOrKey = keys
+            passphraseOrKey.identity = nil
+            store = try passphraseOrKey.open()
+        } else if readerIdentity == nil {
+            store = try keys.open(with: .identity(me.boxKey))
+        } else {
+            store = try keys.open()
+        }
         let references = try storeCall("importing \(directory)") {
             try store.importCollection(
                 from: URL(fileURLWithPath: directory, isDirectory: true), reader: me.boxKey, as: collection)

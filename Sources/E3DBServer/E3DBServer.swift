@@ -94,11 +94,13 @@ public enum E3DBServer {
         try await storage.migrate()
         let files = try LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
         let service = E3DBService(storage: storage, files: files, configuration: configuration,
-                                  secret: try await storage.serverSecret(), logger: logger)
+                                  secret: try await storage.serverSecret(), logger: logger,
+                                  metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
         let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
         let app = Application(
             responder: responder,
-            server: .http1(configuration: .init(idleTimeout: .seconds(120))),
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port),
                                  serverName: nil),
             onServerRunning: { channel in

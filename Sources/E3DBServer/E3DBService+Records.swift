@@ -209,6 +209,7 @@ extension E3DBService {
             }
         }
         try await storage.markUploaded(pendingID: id)
+        ServerMetrics.fileBytes("upload", pending.size)
         return Response(status: .ok)
     }
 
@@ -241,6 +242,7 @@ extension E3DBService {
             throw HTTPFailure.notFound("no such file")
         }
         let files = self.files
+        ServerMetrics.fileBytes("download", size)
         let body = ResponseBody(contentLength: Int(size)) { writer in
             try await files.read(id: id) { buffer in try await writer.write(buffer) }
             try await writer.finish(nil)

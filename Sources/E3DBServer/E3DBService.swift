@@ -4,6 +4,7 @@ import E3DBPrimitives
 import HTTPTypes
 import Hummingbird
 import Logging
+import Prometheus
 import NIOCore
 
 /// The E3DB API: authentication, authorization and every endpoint of spec api §2, over a ``ServerStorage`` and a
@@ -16,14 +17,17 @@ final class E3DBService: Sendable {
     let secret: SecureBytes
     let clock = MonotonicClock()
     let logger: Logger
+    /// The Prometheus registry when `/metrics` is served.
+    let metrics: PrometheusCollectorRegistry?
 
     init(storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
-         logger: Logger) {
+         logger: Logger, metrics: PrometheusCollectorRegistry? = nil) {
         self.storage = storage
         self.files = files
         self.configuration = configuration
         self.secret = SecureBytes(copying: secret)
         self.logger = logger
+        self.metrics = metrics
     }
 
     // MARK: Entry point
@@ -34,6 +38,9 @@ final class E3DBService: Sendable {
         let response: Response
         do {
             let api = try APIRequest(request)
+            if request.headers[.expect] != nil {
+                throw HTTPFailure(.expectationFailed, "only Expect: 100-continue is supported")
+            }
             response = try await dispatch(api, route: &route)
         } catch let failure as HTTPFailure {
             response = JSONBody.error(failure.status, failure.message)
@@ -47,6 +54,8 @@ final class E3DBService: Sendable {
             response = JSONBody.error(.badRequest, "the request could not be processed")
         }
         let elapsed = ContinuousClock.now - started
+        ServerMetrics.record(method: request.method.rawValue, route: route, status: response.status.code,
+                             elapsed: elapsed)
         logger.info("request", metadata: [
             "method": .string(request.method.rawValue), "route": .string(route),
             "status": .stringConvertible(response.status.code),
@@ -96,6 +105,9 @@ final class E3DBService: Sendable {
         case .put where match(["v2", "storage", "notes"]): return try await replaceNote(r)
         case .delete where match(["v2", "storage", "notes", "*"]): return try await deleteNote(r, id: s[3])
         case .get where match(["healthz"]): return JSONBody.raw(#"{"status":"ok"}"#)
+        case .get where match(["metrics"]) && metrics != nil:
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: metrics!.emitToBuffer())))
         default:
             route = "unmatched"
             throw HTTPFailure.notFound("no such endpoint: \(m.rawValue) \(s.prefix(3).joined(separator: "/"))")

@@ -21,6 +21,9 @@ public struct ServerConfiguration: Sendable {
     public var tokenLifetime: Int = 3600
     /// Accepted TSV1 clock difference either way, seconds.
     public var tsv1Window: Int64 = 300
+    /// Serve Prometheus metrics at `GET /metrics` (request counts and durations by route and status, file bytes).
+    /// Off by default: the endpoint is unauthenticated, so expose it only where the scraper is.
+    public var metricsEnabled: Bool = false
     /// Lifetime of upload and download URLs, seconds.
     public var capabilityLifetime: Int64 = 3600
 

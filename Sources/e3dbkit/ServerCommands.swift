@@ -74,6 +74,9 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Largest JSON request body in bytes.")
     var maxBodySize: Int = 16 << 20
 
+    @Flag(help: "Serve Prometheus metrics at GET /metrics (unauthenticated: expose it only to the scraper).")
+    var metrics = false
+
     @Option(help: "Lifetime of bearer tokens in seconds.")
     var tokenLifetime: Int = 3600
 
@@ -93,6 +96,7 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.publicURL = publicURL
         configuration.maxBodySize = maxBodySize
         configuration.tokenLifetime = tokenLifetime
+        configuration.metricsEnabled = metrics
         let logger = serverLogger(level: logLevel.level)
         try await serverAdmin("starting the server") {
             try await E3DBServer.run(configuration, logger: logger) { host, port in

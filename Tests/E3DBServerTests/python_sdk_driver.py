@@ -37,6 +37,7 @@ POSTGRES = sys.argv[sys.argv.index("--postgres") + 1] if "--postgres" in sys.arg
 LARGE_MIB = int(sys.argv[sys.argv.index("--large-file-mib") + 1]) if "--large-file-mib" in sys.argv else 300
 DATA = os.path.join(WORK, "data")
 PASSED, FAILED = [], []
+SECRETS = []  # tokens, API secrets and private keys that must never reach the server's log or metrics
 
 
 def check(name, condition, detail=""):
@@ -61,7 +62,7 @@ class Server:
 
     def __init__(self, *extra):
         self.log = open(os.path.join(WORK, "server-%d.log" % time.time_ns()), "w+")
-        self.proc = subprocess.Popen([BINARY, "server", "run", "--port", "0", "--log-level", "warning",
+        self.proc = subprocess.Popen([BINARY, "server", "run", "--port", "0", "--log-level", "info",
                                       *storage_args(), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
@@ -220,6 +221,9 @@ def deny_paths(url, token):
         check("a removed authorizer can no longer share", False)
     except Exception as e:
         check("a removed authorizer can no longer share", "403" in str(e) or "409" in str(e), e)
+    SECRETS.extend(h["Authorization"][7:] for h in H.values())
+    SECRETS.extend(c()["api_secret"] for c in (owner_config, reader_config, stranger_config))
+    SECRETS.extend(c()["private_key"] for c in (owner_config, reader_config, stranger_config))
     return owner, owner_config, H["owner"]
 
 
@@ -269,6 +273,25 @@ def hostile_requests(url, token, owner, owner_config, headers):
     r = requests.get(url + "/v2/storage/notes?note_id=x",
                      headers={"Authorization": "TSV1-ED25519-BLAKE2B; garbage"})
     check("a malformed TSV1 header is 401", r.status_code == 401 and is_json_error(r), r.text)
+
+    # Expect: 100-continue (Node's uploads wait for it) and any other expectation (417).
+    import socket
+    host, port = url[len("http://"):].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"PUT /v1/storage/blobs/" + str(uuid.uuid4()).encode() + b"?op=upload HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        interim = sock.recv(4096)
+        sock.sendall(b"hello")
+        final = interim
+        while b"HTTP/1.1 403" not in final:
+            more = sock.recv(4096)
+            if not more:
+                break
+            final += more
+    check("Expect: 100-continue is answered with 100 Continue before the body",
+          interim.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 403" in final, (interim, final))
+    r = requests.post(url + "/v1/storage/search", headers=dict(headers, Expect="something-else"), json={})
+    check("another Expect value is 417", r.status_code == 417 and is_json_error(r), r.text)
 
 
 def concurrent_updates(owner):
@@ -398,7 +421,7 @@ def kill_during_writes(token):
 def main():
     os.makedirs(WORK, exist_ok=True)
     token = cli("token", "create")
-    server = Server()
+    server = Server("--metrics")
     try:
         backup = e3db.Client.register(token, "backup", e3db.Client.generate_keypair()[0], api_url=server.url)
         cli("backup-client", "--client-id", str(backup.client_id))
@@ -407,7 +430,17 @@ def main():
         hostile_requests(server.url, token, owner, owner_config, headers)
         concurrent_updates(owner)
         large_file(server.url, token, server)
+        metrics = requests.get(server.url + "/metrics").text
+        check("GET /metrics serves Prometheus counters by route and status",
+              'e3db_http_requests_total{method="POST",route="/v1/storage/records",status="201"}' in metrics,
+              metrics[:500])
         status = server.stop()
+        server.log.flush()
+        server.log.seek(0)
+        log = server.log.read()
+        leaked = [s[:8] for s in SECRETS if s and (s in log or s in metrics)]
+        check("no token, API secret or private key appears in the server's log (%d lines) or metrics"
+              % log.count("\n"), log.count("\n") > 100 and not leaked, leaked)
         check("SIGTERM stops the server cleanly (exit status %d)" % status, status == 0)
     finally:
         if server.proc.poll() is None:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what E3DBKit needs beyond the Swift toolchain, only when it is missing:
-#   Debian/Ubuntu: libsodium-dev, libb2-dev, libsqlite3-dev, pkg-config, python3 + venv (apt-get; sudo when not root)
+#   Debian/Ubuntu: libsodium-dev, libb2-dev, libsqlite3-dev, pkg-config, python3 + venv, openssl and tzdata (the
+#                  server tests make a TLS certificate and run the Python SDK's suites in a fixed time zone)
+#                  (apt-get; sudo when not root)
 #   macOS:         libsodium, libb2, pkg-config, python (Homebrew)
 # then the Python peers used by the cross-language tests (.venv, see scripts/python-env.sh).
 set -euo pipefail
@@ -19,14 +21,16 @@ have_python_venv() {
 
 case "$(uname -s)" in
 Linux)
-    if ! have_libs || ! have_sqlite || ! have_python_venv || ! command -v b2sum >/dev/null 2>&1; then
+    if ! have_libs || ! have_sqlite || ! have_python_venv || ! command -v b2sum >/dev/null 2>&1 \
+        || ! command -v openssl >/dev/null 2>&1 || [ ! -e /usr/share/zoneinfo/America/Phoenix ]; then
         if command -v apt-get >/dev/null 2>&1; then
             sudo=""
             [ "$(id -u)" -eq 0 ] || sudo="sudo"
             echo "setup: installing system packages with apt-get" >&2
             $sudo apt-get update -qq >&2
             DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-                libsodium-dev libb2-dev libsqlite3-dev pkg-config python3 python3-venv python3-pip coreutils >&2
+                libsodium-dev libb2-dev libsqlite3-dev pkg-config python3 python3-venv python3-pip coreutils \
+                openssl tzdata >&2
         else
             echo "setup: install libsodium, libb2, SQLite 3 (with pkg-config files) and python3 with venv, then re-run" >&2
             exit 1

@@ -1,6 +1,9 @@
 import Foundation
 import E3DBPrimitives
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 public import Logging
 import NIOCore
 
@@ -97,10 +100,28 @@ public enum E3DBServer {
                                   secret: try await storage.serverSecret(), logger: logger,
                                   metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
         let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
+        let http1 = HTTPServerBuilder.http1(configuration: .init(
+            additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120)))
+        let server: HTTPServerBuilder
+        switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
+        case (nil, nil):
+            server = http1
+        case (let cert?, let key?):
+            let tls: TLSConfiguration
+            do {
+                let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
+                let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+                tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
+            } catch {
+                throw StorageError(.unavailable, "cannot load the TLS certificate or key (PEM files expected)")
+            }
+            server = try HTTPServerBuilder.tls(http1, tlsConfiguration: tls)
+        default:
+            throw StorageError(.unavailable, "TLS needs both a certificate and a key")
+        }
         let app = Application(
             responder: responder,
-            server: .http1(configuration: .init(
-                additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))),
+            server: server,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port),
                                  serverName: nil),
             onServerRunning: { channel in

@@ -141,7 +141,7 @@ extension E3DBService {
             base = configured.hasSuffix("/") ? String(configured.dropLast()) : configured
         } else {
             let host = r.request.head.authority ?? (configuration.host + ":" + String(configuration.port))
-            base = "http://\(host)"
+            base = (configuration.tlsCertificatePath == nil ? "http://" : "https://") + host
         }
         return "\(base)/v1/storage/blobs/\(id)?op=\(op)&expires=\(expires)&token=\(token)"
     }

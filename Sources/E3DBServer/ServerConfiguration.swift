@@ -21,6 +21,11 @@ public struct ServerConfiguration: Sendable {
     public var tokenLifetime: Int = 3600
     /// Accepted TSV1 clock difference either way, seconds.
     public var tsv1Window: Int64 = 300
+    /// A PEM certificate chain and private key: serve HTTPS instead of HTTP (for deployments without a TLS
+    /// proxy). Both or neither.
+    public var tlsCertificatePath: String?
+    /// The PEM private key of ``tlsCertificatePath``.
+    public var tlsKeyPath: String?
     /// Serve Prometheus metrics at `GET /metrics` (request counts and durations by route and status, file bytes).
     /// Off by default: the endpoint is unauthenticated, so expose it only where the scraper is.
     public var metricsEnabled: Bool = false

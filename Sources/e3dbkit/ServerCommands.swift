@@ -74,6 +74,12 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Largest JSON request body in bytes.")
     var maxBodySize: Int = 16 << 20
 
+    @Option(help: "A PEM certificate chain: serve HTTPS (with --tls-key).")
+    var tlsCert: String?
+
+    @Option(help: "The PEM private key of --tls-cert.")
+    var tlsKey: String?
+
     @Flag(help: "Serve Prometheus metrics at GET /metrics (unauthenticated: expose it only to the scraper).")
     var metrics = false
 
@@ -86,6 +92,7 @@ struct ServerRunCommand: AsyncParsableCommand {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be 1...86400") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard maxBodySize >= 1 << 20 else { throw ValidationError("--max-body-size must be at least 1048576") }
     }
 
@@ -97,10 +104,12 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.maxBodySize = maxBodySize
         configuration.tokenLifetime = tokenLifetime
         configuration.metricsEnabled = metrics
+        configuration.tlsCertificatePath = tlsCert
+        configuration.tlsKeyPath = tlsKey
         let logger = serverLogger(level: logLevel.level)
         try await serverAdmin("starting the server") {
             try await E3DBServer.run(configuration, logger: logger) { host, port in
-                StandardError.line("listening on http://\(host):\(port)")
+                StandardError.line("listening on \(tlsCert == nil ? "http" : "https")://\(host):\(port)")
             }
         }
     }

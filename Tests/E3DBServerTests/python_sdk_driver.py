@@ -72,7 +72,7 @@ class Server:
             if not line:
                 break
             self.log.write(line)
-            m = re.search(r"listening on (http://\S+)", line)
+            m = re.search(r"listening on (https?://\S+)", line)
             if m:
                 self.url = m.group(1)
                 break
@@ -344,6 +344,33 @@ def large_file(url, token, server):
     os.remove(dst)
 
 
+def tls(token):
+    cert, key = os.path.join(WORK, "cert.pem"), os.path.join(WORK, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    server = Server("--tls-cert", cert, "--tls-key", key)
+    try:
+        check("with --tls-cert/--tls-key the server says it listens on https", server.url.startswith("https://"),
+              server.url)
+        r = requests.get(server.url + "/healthz", verify=cert)
+        check("HTTPS requests verify against the configured certificate", r.status_code == 200, r.text)
+        os.environ["REQUESTS_CA_BUNDLE"] = cert
+        client, _ = register(token, server.url, "tls-client")
+        rec = client.write("tls-type", {"k": "v"})
+        pending = client.read(rec.meta.record_id)
+        check("the Python SDK registers, writes and reads over HTTPS", pending.data["k"] == "v")
+        try:
+            requests.get(server.url.replace("https://", "http://") + "/healthz", timeout=5)
+            plain_refused = False
+        except requests.exceptions.RequestException:
+            plain_refused = True
+        check("plain HTTP is not served on the TLS port", plain_refused)
+    finally:
+        os.environ.pop("REQUESTS_CA_BUNDLE", None)
+        server.stop()
+
+
 def expired_tokens(token):
     short = Server("--token-lifetime", "1")
     try:
@@ -446,6 +473,7 @@ def main():
         if server.proc.poll() is None:
             server.stop(signal.SIGKILL)
     expired_tokens(token)
+    tls(token)
     kill_during_writes(token)
     print("%d passed, %d failed" % (len(PASSED), len(FAILED)))
     sys.exit(1 if FAILED else 0)

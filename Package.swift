@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "E3DBStore", targets: ["E3DBStore"]),
         .library(name: "E3DBAPI", targets: ["E3DBAPI"]),
         .library(name: "E3DBServer", targets: ["E3DBServer"]),
+        .library(name: "E3DBClient", targets: ["E3DBClient"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
     ],
     dependencies: [
@@ -46,6 +47,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // L0: system libraries, found with pkg-config. Never products.
@@ -141,11 +143,23 @@ let package = Package(
             swiftSettings: upcoming
         ),
 
+        // L4: the E3DB client SDK over the HTTP API (AsyncHTTPClient by default, behind a transport protocol).
+        .target(
+            name: "E3DBClient",
+            dependencies: [
+                "E3DBAPI", "E3DBPrimitives", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: upcoming
+        ),
+
         // L5: command line
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBServer", "E3DBVectors",
+                "E3DBKit", "E3DBStore", "E3DBServer", "E3DBClient", "E3DBVectors",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -210,7 +224,7 @@ let package = Package(
         .testTarget(
             name: "E3DBServerTests",
             dependencies: ["E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport"],
-            exclude: ["python_sdk_driver.py"],
+            exclude: ["python_sdk_driver.py", "client_interop.py"],
             swiftSettings: upcoming
         ),
     ]

@@ -32,6 +32,7 @@ struct E3DBKitCommand: CommandGroup {
             NoteCommand.self,
             StoreCommand.self,
             ServerCommand.self,
+            ClientCommand.self,
         ]
     )
 }

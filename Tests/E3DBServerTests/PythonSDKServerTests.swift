@@ -31,13 +31,13 @@ struct PythonSDKServerTests {
 
     struct DriverFailure: Error, CustomStringConvertible { let description: String }
 
-    /// Runs the driver; returns its output.
-    static func drive(_ extra: [String]) throws -> (status: Int32, output: String) {
+    /// Runs a driver script; returns its output.
+    static func drive(_ extra: [String], script: String = "python_sdk_driver.py") throws -> (status: Int32, output: String) {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: try python())
-        p.arguments = [VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/python_sdk_driver.py").path,
+        p.arguments = [VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/" + script).path,
                        binary.path, work.path] + extra
         let out = Pipe()
         p.standardOutput = out
@@ -52,6 +52,14 @@ struct PythonSDKServerTests {
     func sqliteBackend() throws {
         #expect(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build e3dbkit first")
         let result = try Self.drive(["--large-file-mib", "300"])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
+        #expect(!result.output.contains("\n0 passed"), "\(result.output)")
+    }
+
+    @Test("e3dbkit client and the Python SDK through one server, both directions: credentials, records, sharing, 409, tampering")
+    func clientInterop() throws {
+        let result = try Self.drive([], script: "client_interop.py")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")

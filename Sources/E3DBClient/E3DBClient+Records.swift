@@ -1,0 +1,194 @@
+public import Foundation
+public import E3DBAPI
+public import E3DBDocuments
+import E3DBKeys
+import E3DBPrimitives
+
+extension E3DBClient {
+    // MARK: Access keys
+
+    func tuplePath(writer: UUID, user: UUID, reader: UUID, type: String) -> [String] {
+        ["v1", "storage", "access_keys", writer.uuidString.lowercased(), user.uuidString.lowercased(),
+         reader.uuidString.lowercased(), type]
+    }
+
+    /// The caller's EAKInfo for (writer, user, type), or nil when the server has none (404).
+    func eakInfo(writer: UUID, user: UUID, type: String) async throws -> EAKInfo? {
+        let r = try await send("GET", tuplePath(writer: writer, user: user, reader: clientID, type: type),
+                               operation: "access key read", expect: [404])
+        if r.status == 404 { return nil }
+        do { return try EAKInfo(jsonData: r.body) } catch {
+            throw E3DBError(.invalidResponse, "the server's EAKInfo does not parse: \(error.message)",
+                            context: .init(part: "access key read"))
+        }
+    }
+
+    /// The access key to read (writer, user, type), cached; `.notFound` when the caller has none.
+    func readerAccessKey(writer: UUID, user: UUID, type: String) async throws -> (AccessKey, EAKInfo?) {
+        let key = AccessKeyCache.Key(writerID: writer, userID: user, readerID: clientID, type: type)
+        if let ak = accessKeys.accessKey(for: key) { return (ak, nil) }
+        guard let info = try await eakInfo(writer: writer, user: user, type: type) else {
+            throw E3DBError(.notFound, "no access key for type \(type.prefix(80)) is shared with this client",
+                            context: .init(part: "access key read", actual: 404))
+        }
+        let ak = try info.unwrap(with: identity.boxKey)
+        accessKeys.store(ak, for: key)
+        return (ak, info)
+    }
+
+    /// This client's own access key for `type`, created and stored (wrapped for itself) on first use.
+    func ownAccessKey(type: String) async throws -> AccessKey {
+        do {
+            return try await readerAccessKey(writer: clientID, user: clientID, type: type).0
+        } catch let error as E3DBError where error.code == .notFound {
+            let ak = AccessKey()
+            try await putAccessKey(ak, writer: clientID, user: clientID, reader: clientID,
+                                   readerKey: identity.publicKey, type: type)
+            accessKeys.store(ak, for: .init(writerID: clientID, userID: clientID, readerID: clientID, type: type))
+            return ak
+        }
+    }
+
+    /// Wraps `ak` for `reader` (this client is the authorizer) and stores it; an existing key (409) is fine.
+    func putAccessKey(_ ak: AccessKey, writer: UUID, user: UUID, reader: UUID, readerKey: Box.PublicKey,
+                      type: String) async throws {
+        let eak = try EncryptedAccessKey.wrap(ak, for: readerKey, by: identity.boxKey)
+        _ = try await send("PUT", tuplePath(writer: writer, user: user, reader: reader, type: type),
+                           json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
+                           expect: [409])
+    }
+
+    // MARK: Records
+
+    func decrypt(_ record: API.Record) async throws -> ClientRecord {
+        guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
+            throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
+        }
+        let (ak, info) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
+        let meta = ClientMeta(writerID: writer, userID: user, type: record.meta.type,
+                              plain: RecordData(record.meta.plain ?? [:]))
+        let document = EncryptedDocument(meta: meta, data: RecordData(record.data), recordSignature: record.recSig)
+        var key: Ed25519.PublicKey?
+        if record.recSig != nil, verification.policy != .ignore {
+            key = writer == clientID ? identity.publicSigningKey : info?.signerSigningKey
+            if key == nil, let signing = try await clientInfo(writer).signingKey {
+                key = try Ed25519.PublicKey(base64URLEncoded: signing.ed25519)
+            }
+        }
+        var options = verification
+        options.requireWriterIsSigner = false
+        let plain = try document.decrypt(accessKey: ak, verifyingKey: key, verification: options)
+        return ClientRecord(meta: record.meta, data: plain.data, signatureStatus: plain.signatureStatus)
+    }
+
+    func encryptedBody(type: String, data: RecordData, plain: RecordData, ak: AccessKey) -> API.Record {
+        let document: EncryptedDocument
+        if let sk = identity.signingKey {
+            document = EncryptedDocument.encrypt(type: type, data: data, plain: plain, writerID: clientID,
+                                                 accessKey: ak, signingKey: sk)
+        } else {
+            document = EncryptedDocument(meta: ClientMeta(writerID: clientID, userID: clientID, type: type, plain: plain),
+                                         data: FieldCipher.encrypt(data, accessKey: ak), recordSignature: nil)
+        }
+        var encrypted: [String: String] = [:]
+        for (k, v) in document.data { encrypted[k] = v }
+        var plainMap: [String: String] = [:]
+        for (k, v) in plain { plainMap[k] = v }
+        let id = clientID.uuidString.lowercased()
+        return API.Record(meta: API.Meta(writerID: id, userID: id, type: type, plain: plainMap), data: encrypted,
+                          recSig: document.recordSignature)
+    }
+
+    /// Encrypts and writes a record (signed with `rec_sig` when the identity has a signing key).
+    /// - Parameters:
+    ///   - type: the record type (plaintext).
+    ///   - data: the fields to encrypt (at least one).
+    ///   - plain: plaintext, searchable metadata.
+    /// - Returns: the record as stored, decrypted.
+    /// - Throws: `E3DBError` from the server (`.badRequest` for empty data) or the transport.
+    public func write(type: String, data: RecordData, plain: RecordData = RecordData()) async throws -> ClientRecord {
+        let ak = try await ownAccessKey(type: type)
+        let body = encryptedBody(type: type, data: data, plain: plain, ak: ak)
+        let r = try await send("POST", ["v1", "storage", "records"], json: body, operation: "record write",
+                               idempotent: false)
+        return try await decrypt(Self.decode(API.Record.self, r, operation: "record write"))
+    }
+
+    /// Reads and decrypts a record (own, or shared with this client).
+    /// - Parameters:
+    ///   - id: the record id.
+    ///   - fields: only these fields (all when nil).
+    /// - Returns: the record; its signature is checked per ``verification``.
+    /// - Throws: `E3DBError` `.notFound` (unknown or not shared), the decryption and verification errors.
+    public func read(_ id: UUID, fields: [String]? = nil) async throws -> ClientRecord {
+        let r = try await send("GET", ["v1", "storage", "records", id.uuidString.lowercased()],
+                               query: (fields ?? []).map { ("field", $0) }, operation: "record read")
+        return try await decrypt(Self.decode(API.Record.self, r, operation: "record read"))
+    }
+
+    /// Replaces a record's data (and plain metadata) if its version is still `record.meta.version`.
+    /// - Parameters:
+    ///   - record: the record with new `data` (and `meta.plain`); `meta.record_id` and `meta.version` name it.
+    /// - Returns: the updated record with its new version.
+    /// - Throws: `E3DBError` `.conflict` when someone updated it first, `.forbidden` when it is not this client's.
+    public func update(_ record: ClientRecord) async throws -> ClientRecord {
+        guard let id = record.meta.recordID, let version = record.meta.version else {
+            throw E3DBError(.missingKey, "updating needs meta.record_id and meta.version", context: .init(field: "version"))
+        }
+        let ak = try await ownAccessKey(type: record.meta.type)
+        let body = encryptedBody(type: record.meta.type, data: record.data,
+                                 plain: RecordData(record.meta.plain ?? [:]), ak: ak)
+        let r = try await send("PUT", ["v1", "storage", "records", "safe", id, version], json: body,
+                               operation: "record update", idempotent: false)
+        var updated = try Self.decode(API.Record.self, r, operation: "record update")
+        if updated.meta.plain == nil { updated.meta.plain = body.meta.plain }
+        return try await decrypt(updated)
+    }
+
+    /// Deletes a record if its version is still `version`.
+    /// - Throws: `E3DBError` `.conflict` for a stale version, `.forbidden` for another's or an unknown record.
+    public func delete(_ id: UUID, version: String) async throws {
+        _ = try await send("DELETE", ["v1", "storage", "records", "safe", id.uuidString.lowercased(), version],
+                           operation: "record delete", idempotent: false)
+    }
+
+    // MARK: Sharing
+
+    /// Shares this client's records of `type` with `reader`: wraps the access key for the reader's public key and
+    /// grants `read`. Sharing again is not an error.
+    /// - Throws: `E3DBError` `.notFound` for an unknown reader.
+    public func share(type: String, with reader: UUID) async throws {
+        let info = try await clientInfo(reader)
+        let readerKey = try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519)
+        let ak = try await ownAccessKey(type: type)
+        try await putAccessKey(ak, writer: clientID, user: clientID, reader: reader, readerKey: readerKey, type: type)
+        try await putPolicy(reader: reader, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
+    }
+
+    /// Revokes `reader`'s access to this client's records of `type` (policy first, then the key).
+    public func revoke(type: String, from reader: UUID) async throws {
+        try await putPolicy(reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
+        _ = try await send("DELETE", tuplePath(writer: clientID, user: clientID, reader: reader, type: type),
+                           operation: "access key delete")
+    }
+
+    func putPolicy(reader: UUID, type: String, _ policy: API.PolicyRequest) async throws {
+        let me = clientID.uuidString.lowercased()
+        _ = try await send("PUT", ["v1", "storage", "policy", me, me, reader.uuidString.lowercased(), type],
+                           json: policy, operation: "policy")
+    }
+
+    /// Who this client shares with (`GET /v1/storage/policy/outgoing`).
+    public func outgoingSharing() async throws -> [API.OutgoingSharing] {
+        try Self.decode([API.OutgoingSharing].self,
+                        try await send("GET", ["v1", "storage", "policy", "outgoing"], operation: "outgoing sharing"),
+                        operation: "outgoing sharing")
+    }
+
+    /// Who shares with this client (`GET /v1/storage/policy/incoming`).
+    public func incomingSharing() async throws -> [API.IncomingSharing] {
+        try Self.decode([API.IncomingSharing].self,
+                        try await send("GET", ["v1", "storage", "policy", "incoming"], operation: "incoming sharing"),
+                        operation: "incoming sharing")
+    }
+}

@@ -1,0 +1,262 @@
+public import Foundation
+public import E3DBAPI
+public import E3DBDocuments
+public import E3DBKeys
+public import E3DBPrimitives
+import Synchronization
+
+/// A record as the client returns it: metadata from the server and the decrypted, verified data.
+public struct ClientRecord: Sendable, Hashable {
+    /// Server metadata (`record_id`, `writer_id`, `user_id`, `type`, `plain`, `created`, `last_modified`,
+    /// `version`, and `file_meta` for files).
+    public var meta: API.Meta
+    /// The plaintext fields.
+    public var data: RecordData
+    /// What was verified of `rec_sig`.
+    public var signatureStatus: RecordSignatureStatus?
+
+    public init(meta: API.Meta, data: RecordData, signatureStatus: RecordSignatureStatus? = nil) {
+        self.meta = meta
+        self.data = data
+        self.signatureStatus = signatureStatus
+    }
+
+    /// The record id.
+    public var id: UUID? { meta.recordID.flatMap(UUID.init(uuidString:)) }
+}
+
+/// An E3DB client: register, write and read records, query, share and revoke, over the E3DB HTTP API.
+///
+/// ```swift
+/// let identity = try await E3DBClient.register(token: token, name: "me", apiURL: url)
+/// let client = E3DBClient(identity: identity)
+/// let record = try await client.write(type: "contact", data: ["name": "Jon"])
+/// let again = try await client.read(record.id!)
+/// try await client.share(type: "contact", with: friendID)
+/// ```
+///
+/// Records are encrypted field by field under an access key per (writer, user, type), wrapped for each reader
+/// (E3DBDocuments, E3DBKeys); they carry `rec_sig` when the identity has a signing key. Reads accept signed and
+/// unsigned records and reject a signature that does not verify (``verification``).
+public final class E3DBClient: Sendable {
+    /// The client's identity: keys, client id, API credentials.
+    public let identity: ClientIdentity
+    /// The API base URL (no trailing slash).
+    public let apiURL: String
+    /// How `rec_sig` is checked on reads (default: verify when present).
+    public let verification: RecordVerification
+    /// Time one exchange may take.
+    public let timeout: Duration
+    let transport: any E3DBTransport
+    let clientID: UUID
+    let accessKeys = AccessKeyCache()
+    private let token = Mutex<(value: String, expires: Date)?>(nil)
+
+    /// A client for a registered identity.
+    /// - Parameters:
+    ///   - identity: needs a client id and API credentials (`api_key_id`, `api_secret`).
+    ///   - apiURL: overrides the identity's `api_url`.
+    ///   - transport: default AsyncHTTPClient.
+    ///   - verification: how reads check `rec_sig` (default verify-if-present).
+    ///   - timeout: per exchange (default 30 s).
+    /// - Throws: `E3DBError` `.missingKey` when the identity has no client id or API credentials.
+    public init(
+        identity: ClientIdentity, apiURL: String? = nil, transport: any E3DBTransport = AsyncHTTPClientTransport(),
+        verification: RecordVerification = RecordVerification(policy: .verifyIfPresent),
+        timeout: Duration = .seconds(30)
+    ) throws(E3DBError) {
+        guard let id = identity.clientID, identity.apiKeyID != nil, identity.apiSecret != nil else {
+            throw E3DBError(.missingKey, "the identity needs client_id, api_key_id and api_secret to talk to a server",
+                            context: .init(field: "client_id"))
+        }
+        self.identity = identity
+        self.clientID = id
+        let url = apiURL ?? identity.apiURL ?? ClientIdentity.defaultAPIURL
+        self.apiURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+        self.transport = transport
+        self.verification = verification
+        self.timeout = timeout
+    }
+
+    // MARK: Registration
+
+    /// Registers a new client with a registration token, generating Curve25519 and Ed25519 key pairs.
+    /// - Parameters:
+    ///   - token: the registration token.
+    ///   - name: the client's name.
+    ///   - apiURL: the server.
+    ///   - backup: also back the credentials up to the account's backup client, as the other SDKs do.
+    ///   - transport: default AsyncHTTPClient.
+    /// - Returns: the identity with its client id, API credentials and `api_url` (write it with `configJSON()`).
+    /// - Throws: `E3DBError` from the server (`.unauthorized` for a bad token) or the transport.
+    public static func register(
+        token: String, name: String, apiURL: String, backup: Bool = false,
+        transport: any E3DBTransport = AsyncHTTPClientTransport()
+    ) async throws -> ClientIdentity {
+        let keys = ClientIdentity.generate()
+        let body = API.RegistrationRequest(token: token, client: .init(
+            name: name, publicKey: .init(curve25519: keys.publicKey.base64URLEncoded),
+            signingKey: keys.publicSigningKey.map { .init(ed25519: $0.base64URLEncoded) }))
+        let base = apiURL.hasSuffix("/") ? String(apiURL.dropLast()) : apiURL
+        let response = try await Self.exchange(
+            transport, TransportRequest(method: "POST", url: base + "/v1/account/e3db/clients/register",
+                                        headers: [("Content-Type", "application/json")],
+                                        body: try JSONEncoder().encode(body)),
+            operation: "register", idempotent: false, timeout: .seconds(30))
+        let details = try Self.decode(API.RegistrationResponse.self, response, operation: "register")
+        guard let id = UUID(uuidString: details.clientID) else {
+            throw E3DBError(.invalidResponse, "the registration response's client_id is not a UUID")
+        }
+        let identity = ClientIdentity(
+            clientID: id, boxKey: keys.boxKey, signingKey: keys.signingKey, apiKeyID: details.apiKeyID,
+            apiSecret: SecureBytes(copying: Data(details.apiSecret.utf8)), apiURL: base)
+        if backup {
+            let client = try E3DBClient(identity: identity, transport: transport)
+            try await client.backup(registrationToken: token, backupClientID: response.header("X-Backup-Client"))
+        }
+        return identity
+    }
+
+    /// Writes the credentials as a `tozny.key_backup` record shared with the backup client (spec api §3.2).
+    func backup(registrationToken: String, backupClientID: String?) async throws {
+        guard let text = backupClientID, let backupID = UUID(uuidString: text) else {
+            throw E3DBError(.invalidResponse, "the server names no backup client (X-Backup-Client)")
+        }
+        func quoted(_ s: String) -> String {
+            String(decoding: (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8), as: UTF8.self)
+        }
+        var fields: [(String, String)] = [
+            ("version", quoted("2")), ("client_id", quoted(clientID.uuidString.lowercased())),
+            ("api_key_id", quoted(identity.apiKeyID ?? "")), ("client_email", quoted("")),
+            ("public_key", quoted(identity.publicKey.base64URLEncoded)), ("api_url", quoted(apiURL)),
+        ]
+        fields.append(("api_secret", quoted(identity.apiSecret.map { s in
+            s.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } ?? "")))
+        fields.append(("private_key", quoted(identity.boxKey.withUnsafeBytes { Base64URL.encode(Array($0)) })))
+        if let sk = identity.signingKey {
+            fields.append(("public_signing_key", quoted(sk.publicKey.base64URLEncoded)))
+            fields.append(("private_signing_key", quoted(sk.withUnsafeBytes { Base64URL.encode(Array($0)) })))
+        }
+        _ = try await write(type: "tozny.key_backup", data: try RecordData(fields),
+                            plain: ["client": clientID.uuidString.lowercased()])
+        try await share(type: "tozny.key_backup", with: backupID)
+        _ = try await send("POST", ["v1", "account", "backup", registrationToken, clientID.uuidString.lowercased()],
+                           operation: "backup", idempotent: false)
+    }
+
+    /// Looks up a client's public keys.
+    /// - Parameter id: the client id.
+    /// - Returns: its `client_id`, `public_key` and `signing_key`.
+    /// - Throws: `E3DBError` `.notFound` for an unknown client.
+    public func clientInfo(_ id: UUID) async throws -> API.ClientInfo {
+        let r = try await send("GET", ["v1", "storage", "clients", id.uuidString.lowercased()], operation: "client lookup")
+        return try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
+    }
+
+    // MARK: HTTP
+
+    enum Auth { case bearer, none }
+
+    /// Sends a request to the API with a bearer token (fetched and refreshed here), mapping failures to
+    /// `E3DBError`.
+    func send(_ method: String, _ segments: [String], query: [(String, String)] = [], json: (some Encodable)? = Optional<Int>.none,
+              operation: String, idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil)
+        async throws -> TransportResponse {
+        var url = apiURL + "/" + segments.map(Self.escapeSegment).joined(separator: "/")
+        if !query.isEmpty {
+            url += "?" + query.map { Self.escapeQuery($0.0) + "=" + Self.escapeQuery($0.1) }.joined(separator: "&")
+        }
+        var headers: [(String, String)] = []
+        if auth == .bearer { headers.append(("Authorization", "Bearer " + (try await bearerToken()))) }
+        var body: Data?
+        if let json {
+            body = try JSONEncoder().encode(json)
+            headers.append(("Content-Type", "application/json"))
+        }
+        let request = TransportRequest(method: method, url: url, headers: headers, body: body)
+        let retry = idempotent ?? (method == "GET" || method == "PUT" || method == "DELETE")
+        var response = try await Self.exchange(transport, request, operation: operation, idempotent: retry,
+                                               timeout: timeout, expect: expect)
+        if response.status == 401, auth == .bearer {
+            // The token may have been revoked or expired early: fetch a new one once.
+            token.withLock { $0 = nil }
+            var again = request
+            again.headers[0] = ("Authorization", "Bearer " + (try await bearerToken()))
+            response = try await Self.exchange(transport, again, operation: operation, idempotent: retry,
+                                               timeout: timeout, expect: expect)
+        }
+        return response
+    }
+
+    /// One exchange with retries (idempotent requests: connection errors and 5xx, 3 attempts, backoff), and the
+    /// status check.
+    static func exchange(_ transport: any E3DBTransport, _ request: TransportRequest, operation: String,
+                         idempotent: Bool, timeout: Duration, expect: Set<Int>? = nil) async throws -> TransportResponse {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let response: TransportResponse
+            do {
+                response = try await transport.send(request, timeout: timeout, maxResponseSize: 64 << 20)
+            } catch is CancellationError {
+                throw E3DBError(.requestCancelled, "\(operation) was cancelled")
+            } catch {
+                if idempotent, attempt < 3 {
+                    try await Task.sleep(for: .milliseconds(100 << attempt))
+                    continue
+                }
+                throw E3DBError(.transportFailed, "\(operation): the server could not be reached (\(type(of: error)))",
+                                context: .init(part: operation))
+            }
+            if response.status >= 500, idempotent, attempt < 3 {
+                try await Task.sleep(for: .milliseconds(100 << attempt))
+                continue
+            }
+            if let expect, expect.contains(response.status) { return response }
+            guard (200..<300).contains(response.status) else {
+                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: response.body))?.error
+                throw httpError(status: response.status, operation: operation, serverMessage: message)
+            }
+            return response
+        }
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ response: TransportResponse, operation: String) throws -> T {
+        do { return try JSONDecoder().decode(type, from: response.body) } catch {
+            throw E3DBError(.invalidResponse, "\(operation): the server's response is not the expected JSON",
+                            context: .init(part: operation))
+        }
+    }
+
+    static func escapeSegment(_ s: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/;?#%")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    static func escapeQuery(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    /// A bearer token, fetched with the API key pair and refreshed a minute before it expires.
+    func bearerToken() async throws -> String {
+        if let current = token.withLock({ $0 }), current.expires.timeIntervalSinceNow > 60 { return current.value }
+        guard let keyID = identity.apiKeyID, let secret = identity.apiSecret else {
+            throw E3DBError(.missingKey, "the identity has no API credentials", context: .init(field: "api_key_id"))
+        }
+        // The Basic credentials are built in a temporary string for the header; the SecureBytes copy stays wiped.
+        let basic = secret.withUnsafeBytes { Data((keyID + ":").utf8) + Data($0) }.base64EncodedString()
+        let response = try await Self.exchange(
+            transport, TransportRequest(method: "POST", url: apiURL + "/v1/auth/token",
+                                        headers: [("Authorization", "Basic " + basic),
+                                                  ("Content-Type", "application/x-www-form-urlencoded")],
+                                        body: Data("grant_type=client_credentials".utf8)),
+            operation: "token", idempotent: true, timeout: timeout)
+        let t = try Self.decode(API.TokenResponse.self, response, operation: "token")
+        let expires = Date().addingTimeInterval(TimeInterval(t.expiresIn))
+        token.withLock { $0 = (t.accessToken, expires) }
+        return t.accessToken
+    }
+}

@@ -1,0 +1,82 @@
+public import Foundation
+public import E3DBAPI
+import E3DBDocuments
+
+/// A v1 query (`POST /v1/storage/search`): filters combine with AND, values within one filter with OR.
+public struct RecordQuery: Sendable, Hashable {
+    /// Only these record types.
+    public var types: [String] = []
+    /// Only these writers (records they shared with this client included).
+    public var writers: [UUID] = []
+    /// Only these records.
+    public var recordIDs: [UUID] = []
+    /// Every record this client may read, not only its own.
+    public var includeAllWriters = false
+    /// Decrypt and return data (otherwise metadata only).
+    public var includeData = true
+    /// A `plain` filter.
+    public var plain: API.PlainQuery?
+    /// Records per request.
+    public var pageSize = 100
+
+    public init(types: [String] = [], writers: [UUID] = [], recordIDs: [UUID] = [], includeAllWriters: Bool = false,
+                includeData: Bool = true, plain: API.PlainQuery? = nil, pageSize: Int = 100) {
+        self.types = types
+        self.writers = writers
+        self.recordIDs = recordIDs
+        self.includeAllWriters = includeAllWriters
+        self.includeData = includeData
+        self.plain = plain
+        self.pageSize = pageSize
+    }
+}
+
+/// The records of a query, page by page as the sequence is consumed (bounded memory).
+public struct QueryResults: AsyncSequence, Sendable {
+    public typealias Element = ClientRecord
+    let client: E3DBClient
+    let query: RecordQuery
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let client: E3DBClient
+        let query: RecordQuery
+        var page: [API.SearchResult] = []
+        var position = 0
+        var afterIndex: Int64 = 0
+        var done = false
+
+        public mutating func next() async throws -> ClientRecord? {
+            while position == page.count {
+                if done { return nil }
+                let request = API.QueryRequest(
+                    count: query.pageSize, afterIndex: afterIndex, includeData: query.includeData,
+                    writerIDs: query.writers.map { $0.uuidString.lowercased() },
+                    recordIDs: query.recordIDs.map { $0.uuidString.lowercased() }, contentTypes: query.types,
+                    plain: query.plain, includeAllWriters: query.includeAllWriters)
+                let r = try await client.send("POST", ["v1", "storage", "search"], json: request, operation: "query",
+                                              idempotent: true)
+                let response = try E3DBClient.decode(API.QueryResponse.self, r, operation: "query")
+                page = response.results
+                position = 0
+                done = response.results.count < query.pageSize
+                afterIndex = response.lastIndex
+                if page.isEmpty { return nil }
+            }
+            let result = page[position]
+            position += 1
+            guard query.includeData, let data = result.recordData else {
+                return ClientRecord(meta: result.meta, data: .init())
+            }
+            return try await client.decrypt(API.Record(meta: result.meta, data: data, recSig: result.recSig))
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(client: client, query: query) }
+}
+
+extension E3DBClient {
+    /// Runs a v1 query; pages are fetched as the sequence is consumed.
+    /// - Parameter query: the filters.
+    /// - Returns: the matching records, in write order, decrypted when `includeData`.
+    public func query(_ query: RecordQuery) -> QueryResults { QueryResults(client: self, query: query) }
+}

@@ -1,0 +1,289 @@
+import ArgumentParser
+import E3DBClient
+import E3DBKit
+import Foundation
+
+/// `e3dbkit client …`: the E3DB client against any E3DB API server.
+struct ClientCommand: CommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "client",
+        abstract: "Talk to an E3DB API server: register, write, read, query, update, delete, share, revoke.",
+        discussion: """
+            --config takes a credential file (the JSON the other SDKs read and write) or a profile name, read from \
+            ~/.tozny/<profile>/e3db.json as the Go CLI keeps them; without --config, the profile named by \
+            E3DB_PROFILE, else ~/.tozny/e3db.json. Every command prints JSON on standard output.
+            """,
+        subcommands: [
+            ClientRegisterCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
+            ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
+        ]
+    )
+}
+
+/// Where the client's credentials come from.
+struct ClientConfigOptions: ParsableArguments {
+    @Option(help: "A credential file, or a profile name (~/.tozny/<profile>/e3db.json).")
+    var config: String?
+
+    /// The credential file's path.
+    var path: String {
+        let home = ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? FileManager.default.homeDirectoryForCurrentUser.path
+        let name = config ?? ProcessInfo.processInfo.environment["E3DB_PROFILE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let name else { return home + "/.tozny/e3db.json" }
+        if name.contains("/") || name.hasSuffix(".json") || name == "-" || FileManager.default.fileExists(atPath: name) {
+            return name
+        }
+        return home + "/.tozny/\(name)/e3db.json"
+    }
+
+    func client() throws -> E3DBClient {
+        let identity = try DocumentCLI.identity(path)
+        do { return try E3DBClient(identity: identity) } catch {
+            throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
+        }
+    }
+}
+
+/// Runs a client call, turning its errors into the CLI's exit codes (HTTP failures keep the status in the
+/// message).
+func clientCall<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+    do { return try await body() } catch let error as E3DBError {
+        throw CLIError(error, while: what)
+    }
+}
+
+/// `{"meta":…,"data":…}` of a record (data as a JSON object of strings), one line.
+func recordLine(_ record: ClientRecord) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var data: [String: String] = [:]
+    for (k, v) in record.data { data[k] = v }
+    struct Line: Encodable { let meta: API.Meta; let data: [String: String] }
+    return String(decoding: try encoder.encode(Line(meta: record.meta, data: data)), as: UTF8.self)
+}
+
+func parseUUID(_ text: String, what: String) throws -> UUID {
+    guard let id = UUID(uuidString: text) else {
+        throw CLIError("\(what) must be a UUID", exitCode: ExitStatus.usage)
+    }
+    return id
+}
+
+struct ClientRegisterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "register",
+        abstract: "Register a new client and write its credentials (mode 0600); prints its public details.")
+
+    @Option(help: "The server's base URL.")
+    var apiURL: String
+
+    @Option(help: "A file holding the registration token ('-' for stdin).")
+    var tokenFile: String
+
+    @Option(help: "The client's name.")
+    var name: String
+
+    @Option(help: "Where to write the credential file (refuses to replace one without --force).")
+    var out: String
+
+    @Flag(help: "Back the credentials up to the account's backup client, as the other SDKs' backup option does.")
+    var backup = false
+
+    @Flag(help: "Replace an existing credential file.")
+    var force = false
+
+    func run() async throws {
+        let tokenBytes = try CLIInput.readSecret(tokenFile, what: "registration token")
+        let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        try OutputFile.refuseExisting(out, force: force)
+        let identity = try await clientCall("registering with \(apiURL)") {
+            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup)
+        }
+        try OutputFile.write(identity.configJSON(), to: out, mode: 0o600, force: force)
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+            "public_key": .string(identity.publicKey.base64URLEncoded),
+            "public_signing_key": .string(identity.publicSigningKey?.base64URLEncoded ?? ""),
+            "api_url": .string(apiURL), "config": .string(out),
+        ])))
+    }
+}
+
+struct ClientWriteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write", abstract: "Encrypt and write a record; prints it, decrypted, as {\"meta\":…,\"data\":…}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record type.")
+    var type: String
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
+    var plain: String?
+
+    @Argument(help: "A file holding the data as a JSON object of strings ('-' for stdin).")
+    var data: String = "-"
+
+    func run() async throws {
+        let client = try config.client()
+        let values = try DocumentCLI.recordData(data, what: "data")
+        let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
+        let record = try await clientCall("writing a \(type) record") {
+            try await client.write(type: type, data: values, plain: plainValues)
+        }
+        try StandardOutput.line(recordLine(record))
+    }
+}
+
+struct ClientReadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read", abstract: "Read and decrypt a record; prints {\"meta\":…,\"data\":…}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "Only this field (repeatable).")
+    var field: [String] = []
+
+    @Argument(help: "The record id.")
+    var recordID: String
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        let client = try config.client()
+        let record = try await clientCall("reading record \(id.uuidString.lowercased())") {
+            try await client.read(id, fields: field.isEmpty ? nil : field)
+        }
+        try StandardOutput.line(recordLine(record))
+    }
+}
+
+struct ClientQueryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query", abstract: "Query records; prints one {\"meta\":…,\"data\":…} line per record (NDJSON).")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "Only this record type (repeatable).")
+    var type: [String] = []
+
+    @Option(help: "Only this writer (repeatable; records it shared with you included).")
+    var writer: [String] = []
+
+    @Flag(help: "Decrypt and print the data (otherwise metadata only, data {}).")
+    var includeData = false
+
+    @Flag(help: "Every record you may read, not only your own.")
+    var allWriters = false
+
+    func run() async throws {
+        let client = try config.client()
+        let writers = try writer.map { try parseUUID($0, what: "--writer") }
+        let query = RecordQuery(types: type, writers: writers, includeAllWriters: allWriters, includeData: includeData)
+        try await clientCall("querying") {
+            for try await record in client.query(query) { try StandardOutput.line(recordLine(record)) }
+        }
+    }
+}
+
+struct ClientUpdateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update",
+        abstract: "Replace a record's data if its version is still VERSION; prints the updated record.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The version the update is based on (409, exit 1, when someone updated it first).")
+    var version: String
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
+    var plain: String?
+
+    @Argument(help: "The record id.")
+    var recordID: String
+
+    @Argument(help: "A file holding the new data as a JSON object of strings ('-' for stdin).")
+    var data: String = "-"
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        let client = try config.client()
+        let values = try DocumentCLI.recordData(data, what: "data")
+        let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") }
+        let updated = try await clientCall("updating record \(id.uuidString.lowercased())") {
+            var current = try await client.read(id)
+            current.meta.version = version
+            current.data = values
+            if let plainValues {
+                var map: [String: String] = [:]
+                for (k, v) in plainValues { map[k] = v }
+                current.meta.plain = map
+            }
+            return try await client.update(current)
+        }
+        try StandardOutput.line(recordLine(updated))
+    }
+}
+
+struct ClientDeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete a record if its version is still VERSION; prints {\"deleted\":ID}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record's current version.")
+    var version: String
+
+    @Argument(help: "The record id.")
+    var recordID: String
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        let client = try config.client()
+        try await clientCall("deleting record \(id.uuidString.lowercased())") { try await client.delete(id, version: version) }
+        try StandardOutput.line("{\"deleted\":\"\(id.uuidString.lowercased())\"}")
+    }
+}
+
+/// `--type` and `--reader` of share and revoke.
+struct ShareOptions: ParsableArguments {
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record type.")
+    var type: String
+
+    @Option(help: "The reader's client id.")
+    var reader: String
+}
+
+struct ClientShareCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "share", abstract: "Share your records of a type with a reader.")
+
+    @OptionGroup var options: ShareOptions
+
+    func run() async throws {
+        let reader = try parseUUID(options.reader, what: "--reader")
+        let client = try options.config.client()
+        try await clientCall("sharing \(options.type)") { try await client.share(type: options.type, with: reader) }
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "shared": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+        ])))
+    }
+}
+
+struct ClientRevokeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke", abstract: "Stop sharing your records of a type with a reader.")
+
+    @OptionGroup var options: ShareOptions
+
+    func run() async throws {
+        let reader = try parseUUID(options.reader, what: "--reader")
+        let client = try options.config.client()
+        try await clientCall("revoking \(options.type)") { try await client.revoke(type: options.type, from: reader) }
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "revoked": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+        ])))
+    }
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""`e3dbkit client` and Tozny's Python SDK (e3db 2.3.0) through one `e3dbkit server run`, both directions.
+
+Usage: client_interop.py E3DBKIT_BINARY WORK_DIR [--postgres URL]
+
+Credential files written by each load unchanged in the other (Python's profile layout ~/.tozny/<profile>/e3db.json
+is read by `--config PROFILE`); records written and shared by each are read, queried and revoked by the other;
+stale versions, unknown ids and ciphertext tampered with on the server are refused with the documented exit codes.
+Prints one line per check and "N passed, M failed".
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_sdk_driver as harness  # noqa: E402  (the Server class and check helpers; argv has the same layout)
+
+import e3db  # noqa: E402
+
+BINARY, WORK = harness.BINARY, harness.WORK
+check = harness.check
+HOME = os.path.join(WORK, "home")
+
+
+def cli(*args, stdin=None):
+    env = dict(os.environ, HOME=HOME)
+    env.pop("E3DB_PROFILE", None)
+    r = subprocess.run([BINARY, "client", *args], input=stdin, capture_output=True, text=True, env=env, timeout=120,
+                       cwd=WORK)
+    return r.returncode, r.stdout, r.stderr
+
+
+def main():
+    os.makedirs(HOME, exist_ok=True)
+    token = harness.cli("token", "create")
+    server = harness.Server()
+    url = server.url
+    try:
+        token_file = os.path.join(WORK, "token")
+        with open(token_file, "w") as f:
+            f.write(token + "\n")
+
+        # Swift registers alice; the file it writes drives the Python SDK unchanged.
+        alice_file = os.path.join(WORK, "alice.json")
+        code, out, err = cli("register", "--api-url", url, "--token-file", token_file, "--name", "alice",
+                             "--out", alice_file)
+        check("client register writes a credential file and prints the client id", code == 0 and "client_id" in out,
+              err)
+        check("the credential file is mode 0600", oct(os.stat(alice_file).st_mode & 0o777) == "0o600")
+        with open(alice_file) as f:
+            alice_config = json.load(f)
+        alice_py = e3db.Client(alice_config)
+        alice_id = alice_config["client_id"]
+
+        # Python registers bob and saves a profile the way the SDK does; Swift reads it with --config PROFILE.
+        pk, sk = e3db.Client.generate_keypair()
+        spk, ssk = e3db.Client.generate_signing_keypair()
+        bob = e3db.Client.register(token, "bob", pk, api_url=url, public_signing_key=spk, private_signing_key=ssk)
+        bob_config = e3db.Config(bob.client_id, bob.api_key_id, bob.api_secret, pk, sk, api_url=url,
+                                 public_signing_key=spk, private_signing_key=ssk)
+        old_home = os.environ.get("HOME")
+        os.environ["HOME"] = HOME
+        try:
+            bob_config.write("bobprofile")
+        finally:
+            if old_home is not None:
+                os.environ["HOME"] = old_home
+        bob_py = e3db.Client(bob_config())
+        bob_id = str(bob.client_id)
+
+        # Python writes and shares; Swift reads and queries.
+        rec = bob_py.write("py-type", {"secret": "from python", "n": "1"}, {"origin": "py"})
+        bob_py.share("py-type", alice_id)
+        code, out, err = cli("read", "--config", alice_file, str(rec.meta.record_id))
+        got = json.loads(out) if code == 0 else {}
+        check("Swift reads a record Python wrote and shared",
+              got.get("data") == {"secret": "from python", "n": "1"} and got["meta"]["plain"] == {"origin": "py"}, err)
+        code, out, err = cli("query", "--config", alice_file, "--writer", bob_id, "--include-data")
+        lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+        check("Swift queries by writer and decrypts what Python shared",
+              code == 0 and [l["data"]["secret"] for l in lines] == ["from python"], (out, err))
+
+        # Swift writes (signed with rec_sig) and shares; Python reads.
+        data_file = os.path.join(WORK, "data.json")
+        with open(data_file, "w") as f:
+            json.dump({"secret": "from swift", "emoji": "\U0001F510"}, f)
+        code, out, err = cli("write", "--config", alice_file, "--type", "sw-type", data_file)
+        written = json.loads(out) if code == 0 else {}
+        check("Swift writes a record and prints it decrypted", written.get("data", {}).get("secret") == "from swift",
+              err)
+        rid = written["meta"]["record_id"]
+        code, out, err = cli("share", "--config", alice_file, "--type", "sw-type", "--reader", bob_id)
+        check("Swift shares a type", code == 0, err)
+        py_read = bob_py.read(rid)
+        check("Python reads and decrypts what Swift wrote and shared",
+              py_read.data == {"secret": "from swift", "emoji": "\U0001F510"}, py_read.data)
+        check("Python sees Swift in its incoming sharing",
+              any(str(s.writer_id) == alice_id and s.record_type == "sw-type" for s in bob_py.incoming_sharing()))
+        code, out, err = cli("read", "--config", "bobprofile", rid)
+        check("Swift reads with a Python-written profile (--config PROFILE)",
+              code == 0 and json.loads(out)["data"]["secret"] == "from swift", err)
+
+        # Versions: a stale update and a stale delete are 409 (exit 1), a current one works.
+        version = written["meta"]["version"]
+        with open(data_file, "w") as f:
+            json.dump({"secret": "v2"}, f)
+        code, out, err = cli("update", "--config", alice_file, "--version", version, rid, data_file)
+        check("Swift updates a record at its current version", code == 0 and json.loads(out)["data"] == {"secret": "v2"},
+              err)
+        code, out, err = cli("update", "--config", alice_file, "--version", version, rid, data_file)
+        check("an update at a stale version exits 1 with HTTP 409", code == 1 and "409" in err, (code, err))
+        check("Python reads the update", bob_py.read(rid).data == {"secret": "v2"})
+
+        # Revoke: Python's cached key no longer helps.
+        code, _, err = cli("revoke", "--config", alice_file, "--type", "sw-type", "--reader", bob_id)
+        try:
+            bob_py.read(rid)
+            revoked = False
+        except Exception as e:
+            revoked = "404" in str(e)
+        check("after Swift revokes, Python's read is refused", code == 0 and revoked, err)
+
+        # Tampering on the server: a ciphertext byte changed in the database is an authentication failure (exit 2).
+        tampered = alice_py.write("tamper-type", {"field": "original"})
+        db = sqlite3.connect(os.path.join(harness.DATA, "server.sqlite"))
+        row = db.execute("SELECT data FROM records WHERE record_id = ?", (str(tampered.meta.record_id),)).fetchone()
+        data = json.loads(row[0])
+        edk, edkn, ef, efn = data["field"].split(".")
+        ef = ("B" if ef[0] != "B" else "C") + ef[1:]
+        data["field"] = ".".join([edk, edkn, ef, efn])
+        db.execute("UPDATE records SET data = ? WHERE record_id = ?", (json.dumps(data), str(tampered.meta.record_id)))
+        db.commit()
+        db.close()
+        code, out, err = cli("read", "--config", alice_file, str(tampered.meta.record_id))
+        check("a ciphertext changed on the server fails authentication (exit 2), no plaintext printed",
+              code == 2 and out == "", (code, out, err))
+
+        code, _, err = cli("read", "--config", alice_file, "00000000-0000-4000-8000-000000000000")
+        check("an unknown record exits 1 with HTTP 404", code == 1 and "404" in err, err)
+        code, _, err = cli("delete", "--config", alice_file, "--version", "stale", rid)
+        check("a delete at a stale version exits 1 with HTTP 409", code == 1 and "409" in err, err)
+        current = bob_py and alice_py.read(rid).meta.version
+        code, out, err = cli("delete", "--config", alice_file, "--version", str(current), rid)
+        check("a delete at the current version works", code == 0 and "deleted" in out, err)
+    finally:
+        server.stop()
+    print("%d passed, %d failed" % (len(harness.PASSED), len(harness.FAILED)))
+    sys.exit(1 if harness.FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -327,10 +327,9 @@ extension EncryptedStore {
     ///   swapped); `fileIOFailed` when the sink fails.
     @discardableResult
     public func readFile<S: FileByteSink>(at path: String, to sink: inout S) throws(E3DBError) -> StoredFile {
-        let entry = try fileEntry(at: path)
-        let key = try entry.accessKey(try filesKey(try currentKeys()))
-        let fd = try openBody(entry)
+        let (entry, fd) = try openCurrentBody(path)
         defer { _ = close(fd) }
+        let key = try entry.accessKey(try filesKey(try currentKeys()))
         var source = FileDescriptorSource(fileDescriptor: fd)
         let options = FileDecryptionOptions(
             expectedChecksum: .ciphertextBLAKE2b512(entry.checksum), expectedEncryptedSize: entry.encryptedSize)
@@ -352,10 +351,9 @@ extension EncryptedStore {
     /// bytes from another body never come out; damage outside the range is found by a full read or `verify()`.
     /// - Throws: as ``readFile(at:to:)``, and `rangeNotSatisfiable` (naming the path).
     public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError) {
-        let entry = try fileEntry(at: path)
-        let key = try entry.accessKey(try filesKey(try currentKeys()))
-        let fd = try openBody(entry)
+        let (entry, fd) = try openCurrentBody(path)
         defer { _ = close(fd) }
+        let key = try entry.accessKey(try filesKey(try currentKeys()))
         let source = try entry.naming { () throws(E3DBError) in try FileDescriptorRandomAccessSource(fileDescriptor: fd) }
         _ = try entry.naming { () throws(E3DBError) in
             try E3DBFileCipher.decryptRange(range, from: source, to: &sink, accessKey: key)
@@ -367,6 +365,23 @@ extension EncryptedStore {
         var sink = MemoryByteSink()
         try readFile(at: path, range: range, to: &sink)
         return sink.committed ?? Data()
+    }
+
+    /// The authenticated row at `path` and its open body. A body removed between reading the row and opening it
+    /// (another writer replaced or deleted the file) is looked up again, so only a body missing from the current
+    /// row is `fileTampered`.
+    func openCurrentBody(_ path: String) throws(E3DBError) -> (FileEntry, Int32) {
+        var entry = try fileEntry(at: path)
+        for _ in 0..<3 {
+            do {
+                return (entry, try openBody(entry))
+            } catch {
+                let current = try fileEntry(at: path)
+                guard current.id != entry.id else { throw error }
+                entry = current
+            }
+        }
+        return (entry, try openBody(entry))
     }
 
     /// Opens the body of `entry` and checks its size against the row.

@@ -321,15 +321,15 @@ extension EncryptedStore {
 
     /// Decrypts the whole file at `path` into `sink`, in constant memory. Every chunk is authenticated before it
     /// reaches the sink; the sink is finished only after the last chunk, the body's size and its BLAKE2b-512
-    /// checksum match the row, and aborted otherwise (a caller streaming elsewhere must discard what it got when
+    /// checksum match the row, and aborted on any failure, also one before decryption starts (a caller streaming
+    /// elsewhere must discard what it got when
     /// this throws).
     /// - Throws: `fileNotFound`; `fileTampered` naming the path and body (row edited; body missing, cut, edited or
     ///   swapped); `fileIOFailed` when the sink fails.
     @discardableResult
     public func readFile<S: FileByteSink>(at path: String, to sink: inout S) throws(E3DBError) -> StoredFile {
-        let (entry, fd) = try openCurrentBody(path)
+        let (entry, fd, key) = try openForReading(path, abort: &sink)
         defer { _ = close(fd) }
-        let key = try entry.accessKey(try filesKey(try currentKeys()))
         var source = FileDescriptorSource(fileDescriptor: fd)
         let options = FileDecryptionOptions(
             expectedChecksum: .ciphertextBLAKE2b512(entry.checksum), expectedEncryptedSize: entry.encryptedSize)
@@ -351,10 +351,15 @@ extension EncryptedStore {
     /// bytes from another body never come out; damage outside the range is found by a full read or `verify()`.
     /// - Throws: as ``readFile(at:to:)``, and `rangeNotSatisfiable` (naming the path).
     public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError) {
-        let (entry, fd) = try openCurrentBody(path)
+        let (entry, fd, key) = try openForReading(path, abort: &sink)
         defer { _ = close(fd) }
-        let key = try entry.accessKey(try filesKey(try currentKeys()))
-        let source = try entry.naming { () throws(E3DBError) in try FileDescriptorRandomAccessSource(fileDescriptor: fd) }
+        let source: FileDescriptorRandomAccessSource
+        do throws(E3DBError) {
+            source = try entry.naming { () throws(E3DBError) in try FileDescriptorRandomAccessSource(fileDescriptor: fd) }
+        } catch {
+            sink.abort()
+            throw error
+        }
         _ = try entry.naming { () throws(E3DBError) in
             try E3DBFileCipher.decryptRange(range, from: source, to: &sink, accessKey: key)
         }
@@ -365,6 +370,23 @@ extension EncryptedStore {
         var sink = MemoryByteSink()
         try readFile(at: path, range: range, to: &sink)
         return sink.committed ?? Data()
+    }
+
+    /// The row, open body and key of the file at `path`; on failure `sink` is aborted, so a read always either
+    /// finishes or aborts its sink.
+    func openForReading<S: FileByteSink>(_ path: String, abort sink: inout S) throws(E3DBError) -> (FileEntry, Int32, AccessKey) {
+        do throws(E3DBError) {
+            let (entry, fd) = try openCurrentBody(path)
+            do throws(E3DBError) {
+                return (entry, fd, try entry.accessKey(try filesKey(try currentKeys())))
+            } catch {
+                _ = close(fd)
+                throw error
+            }
+        } catch {
+            sink.abort()
+            throw error
+        }
     }
 
     /// The authenticated row at `path` and its open body. A body removed between reading the row and opening it

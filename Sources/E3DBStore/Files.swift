@@ -41,8 +41,9 @@ public struct StoredFile: Sendable, Hashable {
     public let encryptedSize: Int
     /// BLAKE2b-512 of the body, checked on every full read.
     public let checksum: Data
-    /// When the path was first written and when it last changed (written or moved).
+    /// When the path was first written (kept when the file is replaced).
     public let created: Date
+    /// When the file last changed: written, replaced or moved.
     public let updated: Date
 
     /// The body's path relative to the store directory.

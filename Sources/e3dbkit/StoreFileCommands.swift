@@ -112,6 +112,10 @@ struct StoreListFilesCommand: ParsableCommand {
     @Argument(help: "A directory of the file tree.")
     var directory: String = "/"
 
+    func validate() throws {
+        if record != nil && directory != "/" { throw ValidationError("pass either DIR or --record, not both") }
+    }
+
     func run() throws {
         let recordID = try record.map(parseRecordID)
         let store = try keys.open()

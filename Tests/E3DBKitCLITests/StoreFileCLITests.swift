@@ -47,6 +47,7 @@ struct StoreFileCLITests {
         #expect(try lines(try storeRun("ls", ["/docs"])).count == 2)
         let byRecord = try lines(try storeRun("ls", ["--record", recordID]))
         #expect(byRecord.count == 1 && byRecord.first?["record_id"] == .string(recordID))
+        #expect(try storeRun("ls", ["--record", recordID, "/docs"]).status == 64)
 
         let cat = try storeRun("cat", ["/docs/in.bin"])
         #expect(cat.status == 0 && cat.stdout == plain, "\(cat.stderr)")

@@ -14,7 +14,9 @@ let documentsDependencies: [Target.Dependency] = [
 let package = Package(
     name: "E3DBKitFuzz",
     dependencies: [
-        .package(name: "E3DBKit", path: "..")
+        .package(name: "E3DBKit", path: ".."),
+        // FuzzStore corrupts the store's rows through its own SQLite connection (the version E3DBKit resolves).
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .executableTarget(
@@ -64,6 +66,13 @@ let package = Package(
         .executableTarget(
             name: "FuzzNDJSON",
             dependencies: documentsDependencies
+        ),
+        .executableTarget(
+            name: "FuzzStore",
+            dependencies: documentsDependencies + [
+                .product(name: "E3DBStore", package: "E3DBKit"), .product(name: "E3DBFiles", package: "E3DBKit"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
     ]
 )

@@ -33,6 +33,24 @@ build() {
     swift build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address "${product_args[@]}" >&2
 }
 
+# Flags and ASAN_OPTIONS a target always needs. FuzzStore keeps its fixture store (GRDB pool, SQLite caches) in a
+# Swift global for the whole process; LeakSanitizer cannot trace memory held that way and reports it as leaked
+# (about 130 KB in 20 allocations, the same after 10 or 13,000 inputs), both during fuzzing and at exit, so leak
+# detection is off for that target only (AddressSanitizer still checks every access).
+target_flags() {
+    case "$1" in
+        FuzzStore) echo "-detect_leaks=0" ;;
+        *) echo "" ;;
+    esac
+}
+
+asan_options() {
+    case "$1" in
+        FuzzStore) echo "${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" ;;
+        *) echo "${ASAN_OPTIONS:-}" ;;
+    esac
+}
+
 binary() { echo "$(swift build -c release --show-bin-path)/$1"; }
 
 fuzz() {
@@ -40,11 +58,12 @@ fuzz() {
     build "$target"
     mkdir -p "Corpus-work/$target" "artifacts/$target" "Corpus/$target"
     # shellcheck disable=SC2086
-    SWIFT_BACKTRACE=enable=no "$(binary "$target")" \
+    ASAN_OPTIONS="$(asan_options "$target")" SWIFT_BACKTRACE=enable=no "$(binary "$target")" \
         -max_total_time="$seconds" \
         -dict="$(dict_for "$target")" \
         -artifact_prefix="artifacts/$target/" \
         -print_final_stats=1 \
+        $(target_flags "$target") \
         ${FUZZ_FLAGS:-} \
         "Corpus-work/$target" "Corpus/$target"
 }
@@ -58,7 +77,8 @@ replay() {
         build "$target"
         echo "== $target: replaying ${#inputs[@]} inputs" >&2
         # File arguments make libFuzzer run each file once and exit.
-        if ! SWIFT_BACKTRACE=enable=no "$(binary "$target")" -runs=1 "${inputs[@]}" >"artifacts/replay-$target.log" 2>&1; then
+        # shellcheck disable=SC2046
+        if ! ASAN_OPTIONS="$(asan_options "$target")" SWIFT_BACKTRACE=enable=no "$(binary "$target")" $(target_flags "$target") -runs=1 "${inputs[@]}" >"artifacts/replay-$target.log" 2>&1; then
             echo "!! $target failed on replay; see Fuzz/artifacts/replay-$target.log" >&2
             status=1
         else

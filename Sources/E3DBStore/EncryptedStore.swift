@@ -805,6 +805,8 @@ extension Task where Success == Never, Failure == Never {
 public struct StoreVerificationReport: Sendable {
     /// The number of records checked.
     public let recordsChecked: Int
+    /// The number of files (and attachments) checked: row, body and checksum.
+    public let filesChecked: Int
     /// One error per record (or collection) that did not authenticate or decrypt, each naming it in
     /// `context.item`.
     public let problems: [E3DBError]
@@ -819,8 +821,9 @@ public struct StoreStatistics: Sendable {
 }
 
 extension EncryptedStore {
-    /// Authenticates and decrypts every record of every collection, going on after a failure, so that every
-    /// damaged record is reported (by id).
+    /// Authenticates and decrypts every record of every collection, and every file of the file tree (row, body,
+    /// checksum; then orphan bodies), going on after a failure, so that every damaged record is reported (by id)
+    /// and every damaged file (by path).
     public func verify() throws(E3DBError) -> StoreVerificationReport {
         var checked = 0
         var problems: [E3DBError] = []
@@ -852,7 +855,8 @@ extension EncryptedStore {
                 after = last["seq"]
             }
         }
-        return StoreVerificationReport(recordsChecked: checked, problems: problems)
+        let files = try verifyFiles()
+        return StoreVerificationReport(recordsChecked: checked, filesChecked: files.checked, problems: problems + files.problems)
     }
 
     /// Records per collection and the database size.

@@ -105,6 +105,26 @@ enum StoreSchema {
                     ) STRICT;
                     """)
         }
+        migrator.registerMigration("v5-files") { db in
+            // The encrypted file tree: one row per file (path in clear, body files/<id>.e3f beside the database),
+            // its per-file access key wrapped under a key derived from the master key, bound by a keyed MAC.
+            try db.execute(
+                sql: """
+                    CREATE TABLE files (
+                        id TEXT NOT NULL UNIQUE,
+                        path TEXT NOT NULL UNIQUE,
+                        record_id TEXT,
+                        size INTEGER NOT NULL,
+                        encrypted_size INTEGER NOT NULL,
+                        checksum BLOB NOT NULL,
+                        wrapped_key BLOB NOT NULL,
+                        created TEXT NOT NULL,
+                        updated TEXT NOT NULL,
+                        mac BLOB NOT NULL
+                    ) STRICT;
+                    CREATE INDEX files_by_record ON files(record_id);
+                    """)
+        }
         return migrator
     }
 }

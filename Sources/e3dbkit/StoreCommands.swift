@@ -23,7 +23,9 @@ struct StoreCommand: CommandGroup {
         subcommands: [
             StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self, StoreIndexCommand.self,
             StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self, StoreImportCommand.self,
-            StoreVerifyCommand.self, StoreStatsCommand.self, StoreIdentityCommand.self,
+            StoreVerifyCommand.self, StoreStatsCommand.self, StoreIdentityCommand.self, StoreAttachCommand.self,
+            StoreCatCommand.self, StoreListFilesCommand.self, StoreMoveFileCommand.self, StoreRemoveFileCommand.self,
+            StoreRemoveOrphansCommand.self,
         ]
     )
 }
@@ -536,7 +538,7 @@ struct StoreImportCommand: ParsableCommand {
 struct StoreVerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Authenticate and decrypt every record; report each problem by id (exit 2 if any).")
+        abstract: "Authenticate and decrypt every record and file; report each problem by id or path (exit 2 if any).")
 
     @OptionGroup var keys: StoreKeyOptions
 
@@ -547,7 +549,8 @@ struct StoreVerifyCommand: ParsableCommand {
             StandardError.line("e3dbkit: \(problem.context.item ?? "?"): \(problem.code.rawValue): \(problem.message)")
         }
         try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "checked": .number(Double(report.recordsChecked)), "problems": .number(Double(report.problems.count)),
+            "checked": .number(Double(report.recordsChecked)), "files": .number(Double(report.filesChecked)),
+            "problems": .number(Double(report.problems.count)),
         ])))
         if !report.problems.isEmpty { throw ExitStatus.authentication }
     }

@@ -256,7 +256,7 @@ struct StoreTests {
         for (_, field) in document.data { #expect(field.split(separator: ".").count == 4) }
     }
 
-    @Test("no plaintext value reaches any file of the store (database, WAL, shared memory) after a workload")
+    @Test("no plaintext value reaches any file of the store (database, WAL, shared memory, file bodies) after a workload")
     func noPlaintextOnDisk() throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
@@ -273,11 +273,39 @@ struct StoreTests {
             try store.update(collection: "c", id: reference.id, expectedVersion: 1, data: ["s": secret])
         }
         for reference in references.suffix(20) { try store.delete(collection: "c", id: reference.id) }
+        // Files and attachments: written, replaced, moved, read whole and by range, deleted.
+        for i in 0..<20 {
+            let secret = "FILE-\(i)-\(UUID().uuidString)"
+            secrets.append(secret)
+            let contents = Data(String(repeating: secret + "\n", count: 1 + i * 300).utf8)
+            try store.putFile(at: "/dir\(i % 3)/f\(i)", data: contents, attachedTo: i % 2 == 0 ? references[i].id : nil)
+            #expect(try store.readFile(at: "/dir\(i % 3)/f\(i)", range: 0...9) == contents.prefix(10))
+        }
+        let replacement = "REPLACED-\(UUID().uuidString)"
+        secrets.append(replacement)
+        try store.putFile(at: "/dir0/f0", data: Data(replacement.utf8), replace: true)
+        try store.moveFile(from: "/dir1", to: "/moved")
+        try store.deleteFile(at: "/dir2/f2")
+        #expect(try store.readFile(at: "/dir0/f0") == Data(replacement.utf8))
         try store.changeCredential(to: passphrase("q"), kdfParameters: testKDF)
         _ = try store.find(RecordQuery(collection: "c", plain: [.equals("bucket", "3")]))
+        #expect(try store.verify().problems.isEmpty)
 
-        let files = try FileManager.default.contentsOfDirectory(atPath: dir.url.path)
-        #expect(files.contains(EncryptedStore.databaseFileName))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.url.path)
+        #expect(names.contains(EncryptedStore.databaseFileName) && names.contains(EncryptedStore.filesDirectoryName))
+        // Every regular file under the store directory: the database, its WAL and shared memory, the file bodies.
+        var files: [String] = []
+        if let walker = FileManager.default.enumerator(atPath: dir.url.path) {
+            for case let name as String in walker {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: dir.url.appendingPathComponent(name).path, isDirectory: &isDirectory),
+                    !isDirectory.boolValue
+                {
+                    files.append(name)
+                }
+            }
+        }
+        #expect(files.filter { $0.hasPrefix(EncryptedStore.filesDirectoryName + "/") }.count == 19)
         var scanned = 0
         for name in files {
             let contents = try Data(contentsOf: dir.url.appendingPathComponent(name))

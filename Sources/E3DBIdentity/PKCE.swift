@@ -1,9 +1,9 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
 public import Foundation
 #endif
-public import E3DBPrimitives
+import E3DBPrimitives
 // TSV1 signing and verification moved to E3DBAPI (the wire layer, shared by the client and the server); this
 // module re-exports it so that `import E3DBIdentity` keeps offering `TSV1`.
 @_exported public import E3DBAPI

@@ -2,11 +2,7 @@ import E3DBAPI
 import E3DBPrimitives
 import Testing
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
-#endif
 
 @Suite("Wire timestamps")
 struct APITimestampTests {

@@ -3,7 +3,7 @@
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
 // Layers (dependencies point only downward; only E3DBPrimitives imports C):
 //   L5 e3dbkit (CLI)
-//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB; never a module that can decrypt)
+//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3½ E3DBAPI (wire types, TSV1; E3DBPrimitives only)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
@@ -41,6 +41,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // L0: system libraries, found with pkg-config. Never products.
@@ -125,6 +126,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: upcoming
         ),
@@ -196,7 +198,9 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBServerTests",
-            dependencies: ["E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport"],
+            dependencies: [
+                "E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport", .product(name: "Logging", package: "swift-log"),
+            ],
             exclude: ["python_sdk_driver.py"],
             swiftSettings: upcoming
         ),

@@ -82,6 +82,10 @@ start() {
     mkdir -p "$dir"
     chmod 0700 "$dir"
     [ "$(id -u)" -ne 0 ] || chown postgres: "$dir"
+    as_owner test -w "$dir" || {
+        echo "postgres.sh: the server's user cannot write $dir (is a parent directory private to root?)" >&2
+        exit 73
+    }
     as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 -E UTF8 \
         --no-locale >"$dir/initdb.log" 2>&1 || {
         cat "$dir/initdb.log" >&2

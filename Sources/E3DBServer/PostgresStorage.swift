@@ -68,7 +68,8 @@ public final class PostgresStorage: ServerStorage {
     static func configuration(url: String, maximumConnections: Int) throws
         -> (PostgresClient.Configuration, String) {
         func malformed(_ why: String) -> StorageError {
-            StorageError(.unavailable, "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
+            StorageError(.unavailable,
+                         "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
         }
         guard let parts = URLComponents(string: url) else { throw malformed("it does not parse as a URL") }
         guard let scheme = parts.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
@@ -85,7 +86,8 @@ public final class PostgresStorage: ServerStorage {
         for item in parts.queryItems ?? [] {
             switch (item.name, item.value ?? "") {
             case ("sslmode", "disable"), ("sslmode", "allow"), ("sslmode", "prefer"): continue
-            case ("sslmode", let mode): throw malformed("sslmode=\(mode) is not supported (connections are not encrypted)")
+            case ("sslmode", let mode):
+                throw malformed("sslmode=\(mode) is not supported (connections are not encrypted)")
             case (let name, _): throw malformed("unknown parameter '\(name)'")
             }
         }
@@ -192,14 +194,18 @@ public final class PostgresStorage: ServerStorage {
     private static let migrations: [Migration] = [
         Migration(version: 1, name: "initial schema", statements: [
             "CREATE TABLE server_settings (key text PRIMARY KEY, value bytea NOT NULL)",
-            "CREATE TABLE registration_tokens (token_hash bytea PRIMARY KEY, uses_left bigint, created bigint NOT NULL)",
+            """
+            CREATE TABLE registration_tokens (token_hash bytea PRIMARY KEY, uses_left bigint, created bigint NOT NULL)
+            """,
             """
             CREATE TABLE clients (
                 client_id text PRIMARY KEY, name text NOT NULL, public_key text NOT NULL, signing_key text,
                 api_key_id text NOT NULL UNIQUE, api_secret_hash bytea NOT NULL, enabled boolean NOT NULL,
                 has_backup boolean NOT NULL, registration_token_hash bytea NOT NULL, created bigint NOT NULL)
             """,
-            "CREATE TABLE access_tokens (token_hash bytea PRIMARY KEY, client_id text NOT NULL, expires bigint NOT NULL)",
+            """
+            CREATE TABLE access_tokens (token_hash bytea PRIMARY KEY, client_id text NOT NULL, expires bigint NOT NULL)
+            """,
             "CREATE INDEX access_tokens_expires ON access_tokens (expires)",
             "CREATE TABLE tsv1_nonces (nonce text PRIMARY KEY, expires bigint NOT NULL)",
             "CREATE INDEX tsv1_nonces_expires ON tsv1_nonces (expires)",
@@ -277,7 +283,9 @@ public final class PostgresStorage: ServerStorage {
         try await perform("reading the server secret") { [self] in
             guard let secret = try await fetch("SELECT value FROM server_settings WHERE key = 'secret'", on: client,
                                                { try $0.decode(Data.self) }).first,
-                  secret.count == 32 else { throw StorageError(.corrupted, "the server secret is missing; run migrate") }
+                  secret.count == 32 else {
+                throw StorageError(.corrupted, "the server secret is missing; run migrate")
+            }
             return secret
         }
     }
@@ -326,8 +334,10 @@ public final class PostgresStorage: ServerStorage {
 
     // MARK: Clients
 
-    private static let clientColumns =
-        "client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup, registration_token_hash, created"
+    private static let clientColumns = """
+        client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup,
+        registration_token_hash, created
+        """
 
     private static func client(_ row: PostgresRow) throws -> ClientRow {
         let (id, name, publicKey, signingKey, apiKeyID, secretHash, enabled, hasBackup, tokenHash, created) =

@@ -69,7 +69,12 @@ struct PostgresServerTrait: SuiteTrait, TestScoping {
         }
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("e3dbkit-pg-\(UUID().uuidString.lowercased())").path
-        _ = try PostgresTestServer.run(["start", directory])
+        do {
+            _ = try PostgresTestServer.run(["start", directory])
+        } catch {
+            _ = try? PostgresTestServer.run(["stop", directory])
+            throw error
+        }
         do {
             try await PostgresTestServer.$current.withValue(.running(directory: directory)) { try await function() }
         } catch {

@@ -218,6 +218,25 @@ struct StorageTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func processesStartingTogetherMigrateOnce(_ backend: Backend) async throws {
+        guard let fixture = try StorageFixture.make(backend) else { return }
+        defer { fixture.cleanup() }
+        let instances = try (0..<4).map { _ in try fixture.open() }
+        let secrets = try await withThrowingTaskGroup(of: Data.self) { group in
+            for storage in instances {
+                group.addTask {
+                    try await storage.migrate()
+                    return try await storage.serverSecret()
+                }
+            }
+            return try await group.reduce(into: Set<Data>()) { $0.insert($1) }
+        }
+        #expect(secrets.count == 1, "one secret, created by the one migration that ran")
+        #expect(try await instances[0].statistics().values.allSatisfy { $0 == 0 })
+        for storage in instances { try await storage.close() }
+    }
+
+    @Test(arguments: Backend.allCases)
     func registrationTokensAndBackupClient(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
             try await storage.createRegistrationToken(hash: hash("two"), uses: 2, created: 1)

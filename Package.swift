@@ -3,7 +3,7 @@
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
 // Layers (dependencies point only downward; only E3DBPrimitives imports C):
 //   L5 e3dbkit (CLI)
-//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB; never a module that can decrypt)
+//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3½ E3DBAPI (wire types, TSV1; E3DBPrimitives only)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
@@ -48,6 +48,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // L0: system libraries, found with pkg-config. Never products.
@@ -139,6 +140,7 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: upcoming
         ),
@@ -223,7 +225,9 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBServerTests",
-            dependencies: ["E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport"],
+            dependencies: [
+                "E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport", .product(name: "Logging", package: "swift-log"),
+            ],
             exclude: ["python_sdk_driver.py", "client_interop.py"],
             swiftSettings: upcoming
         ),

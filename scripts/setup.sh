@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what E3DBKit needs beyond the Swift toolchain, only when it is missing:
 #   Debian/Ubuntu: libsodium-dev, libb2-dev, libsqlite3-dev, pkg-config, python3 + venv, openssl and tzdata (the
-#                  server tests make a TLS certificate and run the Python SDK's suites in a fixed time zone)
+#                  server tests make a TLS certificate and run the Python SDK's suites in a fixed time zone),
+#                  postgresql (the server's PostgreSQL tests start their own throwaway server, scripts/postgres.sh)
 #                  (apt-get; sudo when not root)
 #   macOS:         libsodium, libb2, pkg-config, python (Homebrew)
 # then the Python peers used by the cross-language tests (.venv, see scripts/python-env.sh).
@@ -15,6 +16,10 @@ have_sqlite() {
     # GRDB (E3DBStore) builds against the system SQLite; macOS has it, Linux needs the -dev package.
     [ "$(uname -s)" != Linux ] || pkg-config --exists sqlite3 2>/dev/null
 }
+have_postgres() {
+    # E3DBServer's PostgreSQL backend is tested against a real server started from these binaries.
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
+}
 have_python_venv() {
     command -v python3 >/dev/null 2>&1 && python3 -c 'import venv, ensurepip' >/dev/null 2>&1
 }
@@ -22,7 +27,7 @@ have_python_venv() {
 case "$(uname -s)" in
 Linux)
     if ! have_libs || ! have_sqlite || ! have_python_venv || ! command -v b2sum >/dev/null 2>&1 \
-        || ! command -v openssl >/dev/null 2>&1 || [ ! -e /usr/share/zoneinfo/America/Phoenix ]; then
+        || ! command -v openssl >/dev/null 2>&1 || [ ! -e /usr/share/zoneinfo/America/Phoenix ] || ! have_postgres; then
         if command -v apt-get >/dev/null 2>&1; then
             sudo=""
             [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -30,9 +35,9 @@ Linux)
             $sudo apt-get update -qq >&2
             DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
                 libsodium-dev libb2-dev libsqlite3-dev pkg-config python3 python3-venv python3-pip coreutils \
-                openssl tzdata >&2
+                openssl tzdata postgresql >&2
         else
-            echo "setup: install libsodium, libb2, SQLite 3 (with pkg-config files) and python3 with venv, then re-run" >&2
+            echo "setup: install libsodium, libb2, SQLite 3 (with pkg-config files), python3 with venv and PostgreSQL, then re-run" >&2
             exit 1
         fi
     fi

@@ -17,7 +17,7 @@ public enum E3DBServer {
     /// - Throws: `StorageError` when the backend cannot be opened.
     public static func openStorage(_ configuration: ServerConfiguration, logger: Logger) throws -> any ServerStorage {
         if let url = configuration.postgresURL {
-            return try makePostgresStorage(url: url, logger: logger)
+            return try PostgresStorage(url: url, logger: logger)
         }
         return try SQLiteStorage(directory: configuration.dataDirectory)
     }
@@ -142,9 +142,4 @@ public enum E3DBServer {
 /// Wall-clock microseconds for administrative rows.
 enum APITimestampClock {
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
-}
-
-/// Replaced by the PostgreSQL backend when it is linked.
-func makePostgresStorage(url: String, logger: Logger) throws -> any ServerStorage {
-    throw StorageError(.unavailable, "the PostgreSQL backend is not built into this server yet")
 }

@@ -5,7 +5,7 @@ import Testing
 /// `e3dbkit server run` as a real process, with Tozny's Python SDK (e3db 2.3.0) as its client: the SDK's own
 /// integration suites, then deny paths, hostile requests, concurrency, a large file with bounded memory and
 /// `kill -9` (Tests/E3DBServerTests/python_sdk_driver.py).
-@Suite("E3DB server against Tozny's Python SDK", .serialized)
+@Suite("E3DB server against Tozny's Python SDK", .serialized, .postgresServer)
 struct PythonSDKServerTests {
     static var binary: URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
@@ -63,5 +63,22 @@ struct PythonSDKServerTests {
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")
+    }
+
+    @Test("PostgreSQL backend: the same suites and checks, two processes on one database")
+    func postgresBackend() throws {
+        guard let url = try PostgresTestServer.newDatabase() else { return }
+        let result = try Self.drive(["--large-file-mib", "100", "--postgres", url])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
+        #expect(!result.output.contains("\n0 passed"), "\(result.output)")
+    }
+
+    @Test("e3dbkit client and the Python SDK through one server on PostgreSQL")
+    func clientInteropPostgres() throws {
+        guard let url = try PostgresTestServer.newDatabase() else { return }
+        let result = try Self.drive(["--postgres", url], script: "client_interop.py")
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
     }
 }

@@ -32,6 +32,16 @@ def cli(*args, stdin=None):
     return r.returncode, r.stdout, r.stderr
 
 
+def psql(sql):
+    """Runs one statement on the test's PostgreSQL through psql (the password through PGPASSWORD, never argv)."""
+    from urllib.parse import urlparse
+    u = urlparse(harness.POSTGRES)
+    env = dict(os.environ, PGPASSWORD=u.password or "")
+    r = subprocess.run(["psql", "-h", u.hostname, "-p", str(u.port), "-U", u.username, "-d", u.path.lstrip("/"),
+                        "-At", "-c", sql], capture_output=True, text=True, env=env, check=True)
+    return r.stdout.strip()
+
+
 def main():
     os.makedirs(HOME, exist_ok=True)
     token = harness.cli("token", "create")
@@ -124,15 +134,22 @@ def main():
 
         # Tampering on the server: a ciphertext byte changed in the database is an authentication failure (exit 2).
         tampered = alice_py.write("tamper-type", {"field": "original"})
-        db = sqlite3.connect(os.path.join(harness.DATA, "server.sqlite"))
-        row = db.execute("SELECT data FROM records WHERE record_id = ?", (str(tampered.meta.record_id),)).fetchone()
-        data = json.loads(row[0])
+        tamper_id = str(tampered.meta.record_id)
+        if harness.POSTGRES:
+            row = psql("SELECT data FROM records WHERE record_id = '%s'" % tamper_id)
+        else:
+            db = sqlite3.connect(os.path.join(harness.DATA, "server.sqlite"))
+            row = db.execute("SELECT data FROM records WHERE record_id = ?", (tamper_id,)).fetchone()[0]
+        data = json.loads(row)
         edk, edkn, ef, efn = data["field"].split(".")
         ef = ("B" if ef[0] != "B" else "C") + ef[1:]
         data["field"] = ".".join([edk, edkn, ef, efn])
-        db.execute("UPDATE records SET data = ? WHERE record_id = ?", (json.dumps(data), str(tampered.meta.record_id)))
-        db.commit()
-        db.close()
+        if harness.POSTGRES:
+            psql("UPDATE records SET data = '%s' WHERE record_id = '%s'" % (json.dumps(data), tamper_id))
+        else:
+            db.execute("UPDATE records SET data = ? WHERE record_id = ?", (json.dumps(data), tamper_id))
+            db.commit()
+            db.close()
         code, out, err = cli("read", "--config", alice_file, str(tampered.meta.record_id))
         check("a ciphertext changed on the server fails authentication (exit 2), no plaintext printed",
               code == 2 and out == "", (code, out, err))

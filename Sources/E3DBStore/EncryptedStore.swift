@@ -339,31 +339,28 @@ public final class EncryptedStore: Sendable {
     }
 
     /// Encrypts and stores several records in one transaction (all or none).
+    ///
+    /// A large batch is encrypted, bound to its places and indexed on every processor before the write
+    /// transaction, which then only inserts rows.
     public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)]) throws(E3DBError)
         -> [RecordReference]
     {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
-        let now = StoreTime.format(StoreTime.now())
-        var rows: [NewRecordRow] = []
-        rows.reserveCapacity(records.count)
-        for record in records {
-            let id = UUID()
-            let document = EncryptedDocument(
-                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
-                data: FieldCipher.encrypt(record.data, accessKey: access.key), recordSignature: nil)
-            let bytes = document.jsonData()
-            let mac = try bindingMAC(
-                keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
-                updated: now, document: bytes)
-            rows.append(NewRecordRow(
-                reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version,
-                time: now, document: bytes, mac: mac, plain: record.plain, data: record.data))
+        // A small batch computes its tokens in the transaction (the check below); a large one reads the indexes first.
+        var indexes: [(index: BlindIndex, key: SecureBytes)] = []
+        if records.count >= EncryptedStore.parallelBatchThreshold {
+            indexes = try databaseCall("reading the indexes of \(collection)") {
+                try pool.read { db in try indexKeys(db, keys: keys, collection: collection) }
+            }
         }
+        let rows = try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes)
         try databaseCall("writing to collection \(collection)") {
             try pool.write { db in
-                let indexes = try indexKeys(db, keys: keys, collection: collection)
-                for row in rows { try insertRecord(db, row, collection: collection, indexes: indexes) }
+                // An index created or dropped since the tokens were computed: compute them again in here.
+                let current = try indexKeys(db, keys: keys, collection: collection)
+                let unchanged = current.map { $0.index } == indexes.map { $0.index }
+                for row in rows { try insertRecord(db, row, collection: collection, indexes: current, tokensValid: unchanged) }
             }
         }
         return rows.map(\.reference)
@@ -376,7 +373,7 @@ public final class EncryptedStore: Sendable {
         let row = try databaseCall("reading record \(id.uuidString.lowercased())") {
             try pool.read { db in
                 try Row.fetchOne(
-                    db, sql: "SELECT * FROM records WHERE id = ? AND collection = ?",
+                    db.cachedStatement(sql: "SELECT * FROM records WHERE id = ? AND collection = ?"),
                     arguments: [id.uuidString.lowercased(), collection])
             }
         }
@@ -546,6 +543,11 @@ public final class EncryptedStore: Sendable {
             }
         }
         let restriction = try indexRestriction(query, keys: try currentKeys())
+        if !restriction.sql.isEmpty {
+            // Blind-index tokens select few rows: `+` keeps SQLite from scanning the collection's index and testing
+            // every row against the token list; it looks the candidates up by rowid instead (in seq order).
+            sql = sql.replacingOccurrences(of: "WHERE r.collection = ?", with: "WHERE +r.collection = ?")
+        }
         sql += restriction.sql
         arguments.append(contentsOf: restriction.arguments.map { $0 as (any DatabaseValueConvertible)? })
         if let after {
@@ -563,7 +565,7 @@ public final class EncryptedStore: Sendable {
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
         let (sql, statementArguments) = try querySQL(query, after: after, count: count)
         let rows = try databaseCall("querying collection \(query.collection)") {
-            try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: statementArguments) }
+            try pool.read { db in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments) }
         }
         var records: [StoredRecord] = []
         records.reserveCapacity(rows.count)
@@ -646,30 +648,38 @@ public final class EncryptedStore: Sendable {
         let plain: RecordData
         /// The plaintext fields, for the blind-index tokens.
         let data: RecordData
+        /// The blind-index tokens (index name, token), when computed before the transaction.
+        var tokens: [(name: String, token: Data)]? = nil
     }
 
     /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
     func insertRecord(
-        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)]
+        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)],
+        tokensValid: Bool = false
     ) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
                 VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 row.reference.id.uuidString.lowercased(), collection, row.type, row.keyVersion, row.time, row.time,
                 row.document, row.mac,
             ])
         let seq = db.lastInsertedRowID
         try insertPlain(db, seq: seq, plain: row.plain)
-        try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)
+        if tokensValid, let tokens = row.tokens {
+            try insertTokens(db, tokens, collection: collection, seq: seq)
+        } else {
+            try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)
+        }
     }
 
     func insertPlain(_ db: Database, seq: Int64, plain: RecordData) throws {
         for (key, value) in plain {
-            try db.execute(
-                sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)", arguments: [seq, key, value])
+            try db.cachedStatement(sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)")
+                .execute(arguments: [seq, key, value])
         }
     }
 }

@@ -6,13 +6,16 @@
  *   encrypt:         one randombytes_buf of 80 bytes per field (data key, edkN, efN; FieldCipher takes the
  *                    record's 80 * FIELDS bytes in one call), secretbox(value, efN, dk), secretbox(dk, edkN, ak).
  *                    No signing, no base64, no JSON.
+ *   encrypt-shared-key: the variant the store could write (docs/performance.md, "Store"): one data key per
+ *                    record, sealed once (every field carries the same edk and edkN), a fresh efN per field;
+ *                    randombytes_buf of 32 + 24 + 24 * FIELDS bytes per record.
  *   decrypt:         secretbox_open(edk) -> dk, secretbox_open(ef) -> value. No JSON, no base64.
  *   decrypt-verify:  decrypt plus one crypto_sign_verify_detached per record over a message of MESSAGE_BYTES
  *                    (the length of the record's canonical meta || data, which rec_sig signs).
  * One thread. Decrypt modes cycle through a pool of POOL pre-encrypted records.
  *
  *   cc -O2 record_loop.c $(pkg-config --cflags --libs libsodium) -o record_loop
- *   ./record_loop encrypt|decrypt|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]
+ *   ./record_loop encrypt|encrypt-shared-key|decrypt|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]
  * prints: MODE RECORDS SECONDS RECORDS_PER_SECOND
  */
 #include <sodium.h>
@@ -31,7 +34,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s encrypt|decrypt|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]\n", argv[0]);
+        fprintf(stderr, "usage: %s encrypt|encrypt-shared-key|decrypt|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -67,6 +70,17 @@ int main(int argc, char **argv) {
                 const unsigned char *key = random + (k + 2 * n) * (size_t)f;
                 crypto_secretbox_easy(ef, value, value_bytes, key + k + n, key);
                 crypto_secretbox_easy(edk, key, k, key + k, ak);
+                sink += ef[0] ^ edk[0];
+            }
+        }
+        seconds = now() - start;
+    } else if (strcmp(mode, "encrypt-shared-key") == 0) {
+        start = now();
+        for (long r = 0; r < records; r++) {
+            randombytes_buf(random, k + n + n * (size_t)fields);
+            crypto_secretbox_easy(edk, random, k, random + k, ak);
+            for (int f = 0; f < fields; f++) {
+                crypto_secretbox_easy(ef, value, value_bytes, random + k + n + n * (size_t)f, random);
                 sink += ef[0] ^ edk[0];
             }
         }

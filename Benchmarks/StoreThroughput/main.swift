@@ -2,6 +2,7 @@
 // the SQLCipher 4 side (Benchmarks/StoreBaseline/store_baseline.py) on the same records and prints the table.
 //
 //   StoreThroughput RECORDS.ndjson WORKDIR [--change-records M]
+//   STORE_ONLY=insert|read|lookup StoreThroughput RECORDS.ndjson WORKDIR   (one store phase alone, for perf record)
 //   StoreThroughput scan STOREDIR KEYFILE       (the child process that scans and reports its peak memory)
 //
 // RECORDS.ndjson holds one record a line, a JSON object of strings (store_baseline.py generate). Each measurement is
@@ -12,6 +13,7 @@ import E3DBPrimitives
 import E3DBStore
 import Foundation
 import GRDB
+import Synchronization
 
 /// The indexed field (distinct values), as in store_baseline.py.
 let indexedField = "field01"
@@ -129,19 +131,26 @@ func storeInsert(_ input: Input, directory: URL, key: SecureBytes, indexed: Bool
     return (store, refs.map(\.id), time)
 }
 
+/// The store phase named by STORE_ONLY (for profiling one phase), or nil for all.
+let onlyPhase = ProcessInfo.processInfo.environment["STORE_ONLY"]
+
 func storeSide(_ input: Input, work: URL, changeRecords: Int) async throws {
     let n = input.records.count
     let key = rawKey()
+    if onlyPhase == "insert" {
+        emit("store_insert_indexed", try storeInsert(input, directory: work.appendingPathComponent("store"), key: key, indexed: true).2, count: n)
+        return
+    }
     var best = Double.infinity
-    for _ in 0..<2 {
+    for _ in 0..<(onlyPhase == nil ? 2 : 0) {
         let (_, _, time) = try storeInsert(input, directory: work.appendingPathComponent("store-plain"), key: key, indexed: false)
         best = min(best, time)
     }
-    emit("store_insert", best, count: n)
+    if onlyPhase == nil { emit("store_insert", best, count: n) }
     best = .infinity
     var store: EncryptedStore?
     var ids: [UUID] = []
-    for _ in 0..<2 {
+    for _ in 0..<(onlyPhase == nil ? 2 : 1) {
         store = nil
         let made = try storeInsert(input, directory: work.appendingPathComponent("store"), key: key, indexed: true)
         if made.2 < best { best = made.2 }
@@ -154,12 +163,26 @@ func storeSide(_ input: Input, work: URL, changeRecords: Int) async throws {
     // Point reads by id in a random order, every one decrypted and compared; no cache.
     store.setCacheCapacity(0)
     let order = shuffled(n, seed: 20_261_125)
-    emit("store_point_read", try seconds {
+    if onlyPhase != "lookup" { emit("store_point_read", try seconds {
         for i in order {
             let record = try store.get(collection: collection, id: ids[i])
             guard record.data == input.records[i] else { fail("record \(i) read back different") }
         }
-    }, count: n)
+    }, count: n) }
+    // The same reads split across two threads (the store is thread-safe; SQLite's WAL lets readers run together).
+    if onlyPhase == nil {
+        let failures = Mutex(0)
+        emit("store_point_read_2threads", seconds {
+            DispatchQueue.concurrentPerform(iterations: 2) { half in
+                for i in order[(half * n / 2)..<((half + 1) * n / 2)] {
+                    let record = try? store.get(collection: collection, id: ids[i])
+                    if record?.data != input.records[i] { failures.withLock { $0 += 1 } }
+                }
+            }
+        }, count: n)
+        guard failures.withLock({ $0 }) == 0 else { fail("a read on two threads failed") }
+    }
+    if onlyPhase == "read" { return }
 
     // Blind-index lookups: find(fields: equals) on the indexed field, decrypted and matched.
     emit("store_index_lookup", try seconds {
@@ -169,6 +192,7 @@ func storeSide(_ input: Input, work: URL, changeRecords: Int) async throws {
             guard found.count == 1, found[0].id == ids[i] else { fail("lookup \(i) found \(found.count) records") }
         }
     }, count: n)
+    if onlyPhase != nil { return }
 
     // Full scan in a child process, for its own peak memory.
     let keyFile = work.appendingPathComponent("store.key")
@@ -269,7 +293,7 @@ let input = loadInput(arguments[1])
 let work = URL(fileURLWithPath: arguments[2])
 let changeRecords = arguments.count == 5 ? Int(arguments[4]) ?? 0 : 0
 do {
-    try sqliteSide(input, work: work)
+    if onlyPhase == nil { try sqliteSide(input, work: work) }
     try await storeSide(input, work: work, changeRecords: changeRecords)
 } catch {
     fail("\(error)")

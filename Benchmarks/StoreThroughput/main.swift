@@ -172,10 +172,11 @@ func storeSide(_ input: Input, work: URL, changeRecords: Int) async throws {
     // The same reads split across two threads (the store is thread-safe; SQLite's WAL lets readers run together).
     if onlyPhase == nil {
         let failures = Mutex(0)
+        let readIDs = ids
         emit("store_point_read_2threads", seconds {
             DispatchQueue.concurrentPerform(iterations: 2) { half in
                 for i in order[(half * n / 2)..<((half + 1) * n / 2)] {
-                    let record = try? store.get(collection: collection, id: ids[i])
+                    let record = try? store.get(collection: collection, id: readIDs[i])
                     if record?.data != input.records[i] { failures.withLock { $0 += 1 } }
                 }
             }

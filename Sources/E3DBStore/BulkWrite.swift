@@ -8,6 +8,17 @@ extension EncryptedStore {
     /// Keys and nonces of new records: OS-seeded ChaCha20 output, one system call per 64 KiB (shared, thread-safe).
     static let reservoir = RandomReservoir()
 
+    /// A random (version 4) UUID from ``reservoir``: Foundation's `UUID()` reads the OS for each one.
+    static func randomID() -> UUID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        bytes.withUnsafeMutableBytes { reservoir.fill($0) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+
     /// Batches smaller than this are encrypted on the calling thread (a thread hop costs more than it saves).
     static let parallelBatchThreshold = 32
 
@@ -21,7 +32,7 @@ extension EncryptedStore {
         let now = StoreTime.format(StoreTime.now())
         let encryptOne: @Sendable ((type: String, data: RecordData, plain: RecordData)) throws(E3DBError) -> NewRecordRow = {
             record throws(E3DBError) in
-            let id = UUID()
+            let id = EncryptedStore.randomID()
             let document = EncryptedDocument(
                 meta: ClientMeta(writerID: self.storeID, userID: self.storeID, type: record.type, plain: record.plain),
                 data: FieldCipher.encrypt(record.data, accessKey: access.key, reservoir: EncryptedStore.reservoir),

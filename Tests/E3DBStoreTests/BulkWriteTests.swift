@@ -28,6 +28,11 @@ struct BulkWriteTests {
         let refs = try store.put(collection: "c", records: input)
         #expect(refs.count == input.count)
         #expect(Set(refs.map(\.id)).count == input.count)
+        // Random version 4 UUIDs (RFC 9562 variant).
+        for ref in refs {
+            let text = Array(ref.id.uuidString.lowercased())
+            #expect(text[14] == "4" && "89ab".contains(text[19]), "\(ref.id)")
+        }
         for (ref, record) in zip(refs, input) {
             let read = try store.get(collection: "c", id: ref.id)
             #expect(read.data == record.data)

@@ -1,4 +1,5 @@
 import E3DBDocuments
+import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
 import Foundation
@@ -19,22 +20,28 @@ extension EncryptedStore {
             bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 
-    /// Batches smaller than this are encrypted on the calling thread (a thread hop costs more than it saves).
-    static let parallelBatchThreshold = 32
+    /// Records per chunk of a large batch; batches smaller than this are encrypted on the writing thread.
+    static let bulkChunkSize = 256
 
-    /// Encrypts, binds and indexes new records (version 1) before the write transaction, split across the
-    /// processors: each record gets a fresh id, its `EncryptedDocument` (fresh data key and nonces per field, from
+    /// Encrypts, binds and indexes new records (version 1) and hands each to `insert`, in order, on the calling
+    /// thread. Each record gets a fresh id, its `EncryptedDocument` (fresh data key and nonces per field, from
     /// ``reservoir``), its binding MAC and its blind-index tokens for `indexes`.
+    ///
+    /// A batch of more than one chunk is encrypted on every processor, chunk by chunk, while the calling thread
+    /// inserts the chunks already done (the write transaction and the encryption overlap). A failure on either
+    /// side stops the other; nothing runs on after this returns or throws.
     func encryptNewRecords(
         _ records: [(type: String, data: RecordData, plain: RecordData)], collection: String, keys: StoreKeys,
-        access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)]
-    ) throws(E3DBError) -> [NewRecordRow] {
+        access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)],
+        insert: (NewRecordRow) throws -> Void
+    ) throws {
         let now = StoreTime.format(StoreTime.now())
+        let storeID = self.storeID
         let encryptOne: @Sendable ((type: String, data: RecordData, plain: RecordData)) throws(E3DBError) -> NewRecordRow = {
             record throws(E3DBError) in
             let id = EncryptedStore.randomID()
             let document = EncryptedDocument(
-                meta: ClientMeta(writerID: self.storeID, userID: self.storeID, type: record.type, plain: record.plain),
+                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
                 data: FieldCipher.encrypt(record.data, accessKey: access.key, reservoir: EncryptedStore.reservoir),
                 recordSignature: nil)
             let bytes = document.jsonData()
@@ -47,32 +54,58 @@ extension EncryptedStore {
             row.tokens = try BlindIndex.tokens(record.data, indexes: indexes)
             return row
         }
-        let jobs = min(ProcessInfo.processInfo.activeProcessorCount, records.count / EncryptedStore.parallelBatchThreshold)
-        guard jobs > 1 else {
-            var rows: [NewRecordRow] = []
-            rows.reserveCapacity(records.count)
-            for record in records { rows.append(try encryptOne(record)) }
-            return rows
+        let size = EncryptedStore.bulkChunkSize
+        let chunkCount = (records.count + size - 1) / size
+        guard chunkCount > 1, ProcessInfo.processInfo.activeProcessorCount > 1 else {
+            for record in records { try insert(try encryptOne(record)) }
+            return
         }
-        // Each job encrypts one contiguous slice into its own array; the first error wins.
-        let slices = Mutex([[NewRecordRow]](repeating: [], count: jobs))
-        let failure = Mutex<E3DBError?>(nil)
-        let per = (records.count + jobs - 1) / jobs
-        DispatchQueue.concurrentPerform(iterations: jobs) { job in
-            var rows: [NewRecordRow] = []
-            rows.reserveCapacity(per)
-            do throws(E3DBError) {
-                for record in records[(job * per)..<min(records.count, (job + 1) * per)] {
-                    if failure.withLock({ $0 != nil }) { return }
-                    rows.append(try encryptOne(record))
+        let chunks = BulkChunks(count: chunkCount)
+        let done = DispatchGroup()
+        done.enter()
+        DispatchQueue.global(qos: .userInitiated).async {
+            DispatchQueue.concurrentPerform(iterations: chunkCount) { c in
+                defer { chunks.ready[c].signal() }
+                guard !chunks.stopped.load(ordering: .relaxed) else { return }
+                var rows: [NewRecordRow] = []
+                rows.reserveCapacity(size)
+                do throws(E3DBError) {
+                    for record in records[(c * size)..<min(records.count, (c + 1) * size)] {
+                        rows.append(try encryptOne(record))
+                    }
+                    chunks.rows.withLock { $0[c] = rows }
+                } catch {
+                    chunks.failure.withLock { if $0 == nil { $0 = error } }
+                    chunks.stopped.store(true, ordering: .relaxed)
                 }
-            } catch {
-                failure.withLock { if $0 == nil { $0 = error } }
-                return
             }
-            slices.withLock { $0[job] = rows }
+            done.leave()
         }
-        if let error = failure.withLock({ $0 }) { throw error }
-        return slices.withLock { $0.flatMap { $0 } }
+        // The encryption must be over before this returns, whatever happens here.
+        defer {
+            chunks.stopped.store(true, ordering: .relaxed)
+            done.wait()
+        }
+        for c in 0..<chunkCount {
+            chunks.ready[c].wait()
+            if let error = chunks.failure.withLock({ $0 }) { throw error }
+            guard let rows = chunks.rows.withLock({ slots in defer { slots[c] = nil }; return slots[c] }) else {
+                throw E3DBError(.cancelled, "encrypting the batch for \(collection) stopped")
+            }
+            for row in rows { try insert(row) }
+        }
+    }
+}
+
+/// The chunks of a bulk write: encrypted rows by chunk, a semaphore per chunk, the first error, a stop flag.
+final class BulkChunks: Sendable {
+    let rows: Mutex<[[EncryptedStore.NewRecordRow]?]>
+    let ready: [DispatchSemaphore]
+    let failure = Mutex<E3DBError?>(nil)
+    let stopped = Atomic<Bool>(false)
+
+    init(count: Int) {
+        rows = Mutex(Array(repeating: nil, count: count))
+        ready = (0..<count).map { _ in DispatchSemaphore(value: 0) }
     }
 }

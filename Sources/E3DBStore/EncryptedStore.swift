@@ -340,30 +340,25 @@ public final class EncryptedStore: Sendable {
 
     /// Encrypts and stores several records in one transaction (all or none).
     ///
-    /// A large batch is encrypted, bound to its places and indexed on every processor before the write
-    /// transaction, which then only inserts rows.
+    /// A large batch is encrypted, bound to its places and indexed on every processor while the transaction
+    /// inserts the records already encrypted.
     public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)]) throws(E3DBError)
         -> [RecordReference]
     {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
-        // A small batch computes its tokens in the transaction (the check below); a large one reads the indexes first.
-        var indexes: [(index: BlindIndex, key: SecureBytes)] = []
-        if records.count >= EncryptedStore.parallelBatchThreshold {
-            indexes = try databaseCall("reading the indexes of \(collection)") {
-                try pool.read { db in try indexKeys(db, keys: keys, collection: collection) }
-            }
-        }
-        let rows = try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes)
-        try databaseCall("writing to collection \(collection)") {
+        return try databaseCall("writing to collection \(collection)") {
             try pool.write { db in
-                // An index created or dropped since the tokens were computed: compute them again in here.
-                let current = try indexKeys(db, keys: keys, collection: collection)
-                let unchanged = current.map { $0.index } == indexes.map { $0.index }
-                for row in rows { try insertRecord(db, row, collection: collection, indexes: current, tokensValid: unchanged) }
+                let indexes = try indexKeys(db, keys: keys, collection: collection)
+                var references: [RecordReference] = []
+                references.reserveCapacity(records.count)
+                try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes) { row in
+                    try insertRecord(db, row, collection: collection, indexes: indexes)
+                    references.append(row.reference)
+                }
+                return references
             }
         }
-        return rows.map(\.reference)
     }
 
     /// Reads, authenticates and decrypts one record.
@@ -648,14 +643,13 @@ public final class EncryptedStore: Sendable {
         let plain: RecordData
         /// The plaintext fields, for the blind-index tokens.
         let data: RecordData
-        /// The blind-index tokens (index name, token), when computed before the transaction.
+        /// The blind-index tokens (index name, token) for the transaction's indexes, when computed with the record.
         var tokens: [(name: String, token: Data)]? = nil
     }
 
     /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
     func insertRecord(
-        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)],
-        tokensValid: Bool = false
+        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)]
     ) throws {
         try db.cachedStatement(
             sql: """
@@ -669,7 +663,7 @@ public final class EncryptedStore: Sendable {
             ])
         let seq = db.lastInsertedRowID
         try insertPlain(db, seq: seq, plain: row.plain)
-        if tokensValid, let tokens = row.tokens {
+        if let tokens = row.tokens {
             try insertTokens(db, tokens, collection: collection, seq: seq)
         } else {
             try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)

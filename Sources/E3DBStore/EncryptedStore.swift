@@ -366,7 +366,8 @@ public final class EncryptedStore: Sendable {
     ///   decryption errors.
     public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
         let row = try databaseCall("reading record \(id.uuidString.lowercased())") {
-            try pool.read { db in
+            // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it.
+            try pool.unsafeRead { db in
                 try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT * FROM records WHERE id = ? AND collection = ?"),
                     arguments: [id.uuidString.lowercased(), collection])
@@ -560,7 +561,8 @@ public final class EncryptedStore: Sendable {
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
         let (sql, statementArguments) = try querySQL(query, after: after, count: count)
         let rows = try databaseCall("querying collection \(query.collection)") {
-            try pool.read { db in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments) }
+            // One statement: SQLite's implicit read transaction gives it a consistent snapshot.
+            try pool.unsafeRead { db in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments) }
         }
         var records: [StoredRecord] = []
         records.reserveCapacity(rows.count)

@@ -539,9 +539,11 @@ public final class EncryptedStore: Sendable {
             }
         }
         let restriction = try indexRestriction(query, keys: try currentKeys())
-        if !restriction.sql.isEmpty {
-            // Blind-index tokens select few rows: `+` keeps SQLite from scanning the collection's index and testing
-            // every row against the token list; it looks the candidates up by rowid instead (in seq order).
+        if query.types.isEmpty || !restriction.sql.isEmpty {
+            // Without `+`, SQLite reads the whole collection through `records_by_key_version` and sorts it by seq for
+            // every page (a scan in pages was quadratic), or tests every row against a token list. With it, SQLite
+            // walks the rowid (seq) from the page's start, or looks the candidates up by rowid. A query on types
+            // keeps the `(collection, type, seq)` index.
             sql = sql.replacingOccurrences(of: "WHERE r.collection = ?", with: "WHERE +r.collection = ?")
         }
         sql += restriction.sql

@@ -55,4 +55,25 @@ struct BulkWriteTests {
         #expect(tokens == 2 * BulkWriteTests.count)
         #expect(try store.verify().problems.isEmpty)
     }
+
+    @Test("a paged scan of one collection among interleaved others returns its records once each, in either order")
+    func pagedScanAmongCollections() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("scan"), kdfParameters: testKDF)
+        var mine: [UUID] = []
+        for i in 0..<40 {
+            mine.append(try store.put(collection: "mine", type: "t\(i % 3)", data: ["n": String(i)]).id)
+            _ = try store.put(collection: "other", records: Array(repeating: (type: "t", data: ["x": "y"], plain: RecordData()), count: i % 4))
+        }
+        var scanned: [UUID] = []
+        for try await record in store.records(matching: RecordQuery(collection: "mine"), pageSize: 7) { scanned.append(record.id) }
+        #expect(scanned == mine)
+        var backwards: [UUID] = []
+        for try await record in store.records(matching: RecordQuery(collection: "mine", descending: true), pageSize: 7) {
+            backwards.append(record.id)
+        }
+        #expect(backwards == mine.reversed())
+        let typed = try store.find(RecordQuery(collection: "mine", types: ["t1"]))
+        #expect(typed.map { $0.data["n"] } == stride(from: 1, to: 40, by: 3).map { String($0) })
+    }
 }

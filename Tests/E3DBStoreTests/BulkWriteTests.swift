@@ -76,4 +76,26 @@ struct BulkWriteTests {
         let typed = try store.find(RecordQuery(collection: "mine", types: ["t1"]))
         #expect(typed.map { $0.data["n"] } == stride(from: 1, to: 40, by: 3).map { String($0) })
     }
+
+    @Test("documents written by a bulk put are canonical E3DB JSON, also with keys that need escaping or sort by UTF-16")
+    func canonicalDocuments() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("canon"), kdfParameters: testKDF)
+        let data: RecordData = [
+            "z": "last", "a\"b": "quote", "é": "accent", "\u{1F600}": "astral", "\u{FF61}": "bmp", "\u{7F}": "del",
+            "tab\t": "tab", "": "empty key",
+        ]
+        let refs = try store.put(
+            collection: "c", records: Array(repeating: (type: "t\"ype", data: data, plain: ["p\\": "v\n"]), count: 40))
+        let documents = try DatabaseQueue(path: dir.database).read { db in
+            try Data.fetchAll(db, sql: "SELECT document FROM records ORDER BY seq")
+        }
+        #expect(documents.count == refs.count)
+        for bytes in documents {
+            let document = try EncryptedDocument(jsonData: bytes)
+            #expect(document.jsonData() == bytes)
+            #expect(document.data.members.count == data.members.count)
+        }
+        for ref in refs { #expect(try store.get(collection: "c", id: ref.id).data == data) }
+    }
 }

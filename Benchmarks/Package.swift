@@ -14,6 +14,8 @@ let package = Package(
     dependencies: [
         .package(name: "E3DBKit", path: ".."),
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // Plain SQLite through GRDB: the floor of the store benchmark (the same version the store uses).
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // Direct libsodium calls for the baselines (the root package's CE3DBSodium is not a product).
@@ -65,5 +67,21 @@ package.targets += [
             .product(name: "E3DBPrimitives", package: "E3DBKit"),
         ],
         path: "FilesThroughput"
+    ),
+]
+
+// Store throughput: E3DBStore (bulk insert, point reads, blind-index lookups, a full scan with its peak memory,
+// the passphrase change) beside plain SQLite through GRDB doing the same inserts and reads, in the same run.
+// scripts/store-benchmark.sh runs it with the SQLCipher 4 script (Benchmarks/StoreBaseline) and prints the ratios.
+package.targets += [
+    .executableTarget(
+        name: "StoreThroughput",
+        dependencies: [
+            .product(name: "E3DBStore", package: "E3DBKit"),
+            .product(name: "E3DBDocuments", package: "E3DBKit"),
+            .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ],
+        path: "StoreThroughput"
     ),
 ]

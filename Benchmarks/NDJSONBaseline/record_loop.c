@@ -6,13 +6,17 @@
  *   encrypt:         one randombytes_buf of 80 bytes per field (data key, edkN, efN; FieldCipher takes the
  *                    record's 80 * FIELDS bytes in one call), secretbox(value, efN, dk), secretbox(dk, edkN, ak).
  *                    No signing, no base64, no JSON.
+ *   encrypt-shared-key: the variant the store could write (docs/performance.md, "Store"): one data key per
+ *                    record, sealed once (every field carries the same edk and edkN), a fresh efN per field;
+ *                    randombytes_buf of 32 + 24 + 24 * FIELDS bytes per record.
  *   decrypt:         secretbox_open(edk) -> dk, secretbox_open(ef) -> value. No JSON, no base64.
+ *   decrypt-shared-key: records written by encrypt-shared-key: the data key is opened once per record.
  *   decrypt-verify:  decrypt plus one crypto_sign_verify_detached per record over a message of MESSAGE_BYTES
  *                    (the length of the record's canonical meta || data, which rec_sig signs).
  * One thread. Decrypt modes cycle through a pool of POOL pre-encrypted records.
  *
  *   cc -O2 record_loop.c $(pkg-config --cflags --libs libsodium) -o record_loop
- *   ./record_loop encrypt|decrypt|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]
+ *   ./record_loop encrypt|encrypt-shared-key|decrypt|decrypt-shared-key|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]
  * prints: MODE RECORDS SECONDS RECORDS_PER_SECOND
  */
 #include <sodium.h>
@@ -31,7 +35,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s encrypt|decrypt|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]\n", argv[0]);
+        fprintf(stderr, "usage: %s encrypt|encrypt-shared-key|decrypt|decrypt-shared-key|decrypt-verify RECORDS [FIELDS] [VALUE_BYTES] [MESSAGE_BYTES]\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -71,8 +75,21 @@ int main(int argc, char **argv) {
             }
         }
         seconds = now() - start;
-    } else if (strcmp(mode, "decrypt") == 0 || strcmp(mode, "decrypt-verify") == 0) {
+    } else if (strcmp(mode, "encrypt-shared-key") == 0) {
+        start = now();
+        for (long r = 0; r < records; r++) {
+            randombytes_buf(random, k + n + n * (size_t)fields);
+            crypto_secretbox_easy(edk, random, k, random + k, ak);
+            for (int f = 0; f < fields; f++) {
+                crypto_secretbox_easy(ef, value, value_bytes, random + k + n + n * (size_t)f, random);
+                sink += ef[0] ^ edk[0];
+            }
+        }
+        seconds = now() - start;
+    } else if (strcmp(mode, "decrypt") == 0 || strcmp(mode, "decrypt-verify") == 0 ||
+               strcmp(mode, "decrypt-shared-key") == 0) {
         int verify = strcmp(mode, "decrypt-verify") == 0;
+        int shared = strcmp(mode, "decrypt-shared-key") == 0;
         size_t per_field = (k + t) + n + (value_bytes + t) + n;
         unsigned char *pool = malloc(per_field * (size_t)fields * POOL);
         unsigned char *messages = malloc(message_bytes * POOL);
@@ -84,11 +101,15 @@ int main(int argc, char **argv) {
             for (int f = 0; f < fields; f++) {
                 unsigned char *e = pool + per_field * ((size_t)p * fields + f);
                 unsigned char *e_edk = e, *e_edkn = e + k + t, *e_ef = e_edkn + n, *e_efn = e_ef + value_bytes + t;
-                randombytes_buf(dk, k);
-                randombytes_buf(e_edkn, n);
+                if (!shared || f == 0) {
+                    randombytes_buf(dk, k);
+                    randombytes_buf(e_edkn, n);
+                    crypto_secretbox_easy(e_edk, dk, k, e_edkn, ak);
+                } else {
+                    memcpy(e_edk, pool + per_field * ((size_t)p * fields), k + t + n);
+                }
                 randombytes_buf(e_efn, n);
                 crypto_secretbox_easy(e_ef, value, value_bytes, e_efn, dk);
-                crypto_secretbox_easy(e_edk, dk, k, e_edkn, ak);
             }
             randombytes_buf(messages + message_bytes * p, message_bytes);
             crypto_sign_detached(signatures + crypto_sign_BYTES * p, NULL, messages + message_bytes * p, message_bytes, sk);
@@ -99,7 +120,7 @@ int main(int argc, char **argv) {
             for (int f = 0; f < fields; f++) {
                 unsigned char *e = pool + per_field * ((size_t)p * fields + f);
                 unsigned char *e_edk = e, *e_edkn = e + k + t, *e_ef = e_edkn + n, *e_efn = e_ef + value_bytes + t;
-                if (crypto_secretbox_open_easy(dk, e_edk, k + t, e_edkn, ak) != 0) return 3;
+                if ((!shared || f == 0) && crypto_secretbox_open_easy(dk, e_edk, k + t, e_edkn, ak) != 0) return 3;
                 if (crypto_secretbox_open_easy(plain, e_ef, value_bytes + t, e_efn, dk) != 0) return 3;
                 sink += plain[0];
             }

@@ -31,9 +31,25 @@ public struct BlindIndex: Sendable, Hashable {
         var values: [JSONValue] = []
         for field in fields {
             guard let value = data[field] else { return nil }
-            values.append(.string(value.precomposedStringWithCanonicalMapping))
+            values.append(.string(BlindIndex.normalized(value)))
         }
         return try BlindIndex.token(of: values, key: key, bits: bits)
+    }
+
+    /// The tokens of `data` for each of `indexes` that covers it.
+    static func tokens(
+        _ data: RecordData, indexes: [(index: BlindIndex, key: SecureBytes)]
+    ) throws(E3DBError) -> [(name: String, token: Data)] {
+        var tokens: [(name: String, token: Data)] = []
+        for (index, key) in indexes {
+            if let token = try index.token(data, key: key) { tokens.append((index.name, token)) }
+        }
+        return tokens
+    }
+
+    /// `value` in Unicode normalization form C (ASCII text is its own NFC form).
+    static func normalized(_ value: String) -> String {
+        value.utf8.allSatisfy { $0 < 0x80 } ? value : value.precomposedStringWithCanonicalMapping
     }
 
     static func token(of values: [JSONValue], key: SecureBytes, bits: Int) throws(E3DBError) -> Data {
@@ -122,7 +138,9 @@ extension EncryptedStore {
     }
 
     func loadIndexes(_ db: Database, collection: String) throws -> [BlindIndex] {
-        try Row.fetchAll(db, sql: "SELECT name, fields, bits FROM blind_indexes WHERE collection = ? ORDER BY name", arguments: [collection])
+        try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT name, fields, bits FROM blind_indexes WHERE collection = ? ORDER BY name"),
+            arguments: [collection])
             .map { row in
                 let fieldsText: String = row["fields"]
                 guard case .array(let items) = try CanonicalJSON.parse(Data(fieldsText.utf8)) else {
@@ -144,12 +162,15 @@ extension EncryptedStore {
     func insertTokens(
         _ db: Database, indexes: [(index: BlindIndex, key: SecureBytes)], collection: String, seq: Int64, data: RecordData
     ) throws {
-        for (index, key) in indexes {
-            if let token = try index.token(data, key: key) {
-                try db.execute(
-                    sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES (?, ?, ?, ?)",
-                    arguments: [collection, index.name, token, seq])
-            }
+        try insertTokens(db, BlindIndex.tokens(data, indexes: indexes), collection: collection, seq: seq)
+    }
+
+    /// Writes tokens computed earlier (inside the caller's transaction).
+    func insertTokens(_ db: Database, _ tokens: [(name: String, token: Data)], collection: String, seq: Int64) throws {
+        for (name, token) in tokens {
+            try db.cachedStatement(
+                sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [collection, name, token, seq])
         }
     }
 
@@ -165,7 +186,7 @@ extension EncryptedStore {
         var arguments: [any DatabaseValueConvertible] = []
         for index in indexes where index.fields.allSatisfy({ wanted[$0] != nil }) {
             let key = try BlindIndex.key(keys, collection: query.collection, name: index.name)
-            let values = index.fields.map { JSONValue.string(wanted[$0, default: ""].precomposedStringWithCanonicalMapping) }
+            let values = index.fields.map { JSONValue.string(BlindIndex.normalized(wanted[$0, default: ""])) }
             let token = try BlindIndex.token(of: values, key: key, bits: index.bits)
             sql += " AND r.seq IN (SELECT record_seq FROM blind_index_entries WHERE collection = ? AND name = ? AND token = ?)"
             arguments += [query.collection, index.name, token]

@@ -364,34 +364,26 @@ public final class EncryptedStore: Sendable {
     }
 
     /// Encrypts and stores several records in one transaction (all or none).
+    ///
+    /// A large batch is encrypted, bound to its places and indexed on every processor while the transaction
+    /// inserts the records already encrypted.
     public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)]) throws(E3DBError)
         -> [RecordReference]
     {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
-        let now = StoreTime.format(StoreTime.now())
-        var rows: [NewRecordRow] = []
-        rows.reserveCapacity(records.count)
-        for record in records {
-            let id = UUID()
-            let document = EncryptedDocument(
-                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
-                data: FieldCipher.encrypt(record.data, accessKey: access.key), recordSignature: nil)
-            let bytes = document.jsonData()
-            let mac = try bindingMAC(
-                keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
-                updated: now, document: bytes)
-            rows.append(NewRecordRow(
-                reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version,
-                time: now, document: bytes, mac: mac, plain: record.plain, data: record.data))
-        }
-        try databaseCall("writing to collection \(collection)") {
+        return try databaseCall("writing to collection \(collection)") {
             try pool.write { db in
                 let indexes = try indexKeys(db, keys: keys, collection: collection)
-                for row in rows { try insertRecord(db, row, collection: collection, indexes: indexes) }
+                var references: [RecordReference] = []
+                references.reserveCapacity(records.count)
+                try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes) { row in
+                    try insertRecord(db, row, collection: collection, indexes: indexes)
+                    references.append(row.reference)
+                }
+                return references
             }
         }
-        return rows.map(\.reference)
     }
 
     /// Reads, authenticates and decrypts one record.
@@ -399,9 +391,10 @@ public final class EncryptedStore: Sendable {
     ///   decryption errors.
     public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
         let row = try databaseCall("reading record \(id.uuidString.lowercased())") {
-            try pool.read { db in
+            // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it.
+            try pool.unsafeRead { db in
                 try Row.fetchOne(
-                    db, sql: "SELECT * FROM records WHERE id = ? AND collection = ?",
+                    db.cachedStatement(sql: "SELECT * FROM records WHERE id = ? AND collection = ?"),
                     arguments: [id.uuidString.lowercased(), collection])
             }
         }
@@ -571,6 +564,13 @@ public final class EncryptedStore: Sendable {
             }
         }
         let restriction = try indexRestriction(query, keys: try currentKeys())
+        if query.types.isEmpty || !restriction.sql.isEmpty {
+            // Without `+`, SQLite reads the whole collection through `records_by_key_version` and sorts it by seq for
+            // every page (a scan in pages was quadratic), or tests every row against a token list. With it, SQLite
+            // walks the rowid (seq) from the page's start, or looks the candidates up by rowid. A query on types
+            // keeps the `(collection, type, seq)` index.
+            sql = sql.replacingOccurrences(of: "WHERE r.collection = ?", with: "WHERE +r.collection = ?")
+        }
         sql += restriction.sql
         arguments.append(contentsOf: restriction.arguments.map { $0 as (any DatabaseValueConvertible)? })
         if let after {
@@ -588,7 +588,8 @@ public final class EncryptedStore: Sendable {
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
         let (sql, statementArguments) = try querySQL(query, after: after, count: count)
         let rows = try databaseCall("querying collection \(query.collection)") {
-            try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: statementArguments) }
+            // One statement: SQLite's implicit read transaction gives it a consistent snapshot.
+            try pool.unsafeRead { db in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments) }
         }
         var records: [StoredRecord] = []
         records.reserveCapacity(rows.count)
@@ -671,30 +672,37 @@ public final class EncryptedStore: Sendable {
         let plain: RecordData
         /// The plaintext fields, for the blind-index tokens.
         let data: RecordData
+        /// The blind-index tokens (index name, token) for the transaction's indexes, when computed with the record.
+        var tokens: [(name: String, token: Data)]? = nil
     }
 
     /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
     func insertRecord(
         _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)]
     ) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
                 VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 row.reference.id.uuidString.lowercased(), collection, row.type, row.keyVersion, row.time, row.time,
                 row.document, row.mac,
             ])
         let seq = db.lastInsertedRowID
         try insertPlain(db, seq: seq, plain: row.plain)
-        try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)
+        if let tokens = row.tokens {
+            try insertTokens(db, tokens, collection: collection, seq: seq)
+        } else {
+            try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)
+        }
     }
 
     func insertPlain(_ db: Database, seq: Int64, plain: RecordData) throws {
         for (key, value) in plain {
-            try db.execute(
-                sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)", arguments: [seq, key, value])
+            try db.cachedStatement(sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)")
+                .execute(arguments: [seq, key, value])
         }
     }
 }

@@ -1,0 +1,111 @@
+import E3DBDocuments
+import E3DBFiles
+import E3DBKeys
+import E3DBPrimitives
+import Foundation
+import Synchronization
+
+extension EncryptedStore {
+    /// Keys and nonces of new records: OS-seeded ChaCha20 output, one system call per 64 KiB (shared, thread-safe).
+    static let reservoir = RandomReservoir()
+
+    /// A random (version 4) UUID from ``reservoir``: Foundation's `UUID()` reads the OS for each one.
+    static func randomID() -> UUID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        bytes.withUnsafeMutableBytes { reservoir.fill($0) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+
+    /// Records per chunk of a large batch; batches smaller than this are encrypted on the writing thread.
+    static let bulkChunkSize = 256
+
+    /// Encrypts, binds and indexes new records (version 1) and hands each to `insert`, in order, on the calling
+    /// thread. Each record gets a fresh id, its `EncryptedDocument` (fresh data key and nonces per field, from
+    /// ``reservoir``), its binding MAC and its blind-index tokens for `indexes`.
+    ///
+    /// A batch of more than one chunk is encrypted on every processor, chunk by chunk, while the calling thread
+    /// inserts the chunks already done (the write transaction and the encryption overlap). A failure on either
+    /// side stops the other; nothing runs on after this returns or throws.
+    func encryptNewRecords(
+        _ records: [(type: String, data: RecordData, plain: RecordData)], collection: String, keys: StoreKeys,
+        access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)],
+        insert: (NewRecordRow) throws -> Void
+    ) throws {
+        let now = StoreTime.format(StoreTime.now())
+        let storeID = self.storeID
+        let encryptOne: @Sendable ((type: String, data: RecordData, plain: RecordData)) throws(E3DBError) -> NewRecordRow = {
+            record throws(E3DBError) in
+            let id = EncryptedStore.randomID()
+            let document = EncryptedDocument(
+                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
+                data: FieldCipher.encrypt(record.data, accessKey: access.key, reservoir: EncryptedStore.reservoir),
+                recordSignature: nil)
+            let bytes = document.jsonData()
+            let mac = try self.bindingMAC(
+                keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now, updated: now,
+                document: bytes)
+            var row = NewRecordRow(
+                reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version, time: now,
+                document: bytes, mac: mac, plain: record.plain, data: record.data)
+            row.tokens = try BlindIndex.tokens(record.data, indexes: indexes)
+            return row
+        }
+        let size = EncryptedStore.bulkChunkSize
+        let chunkCount = (records.count + size - 1) / size
+        guard chunkCount > 1, ProcessInfo.processInfo.activeProcessorCount > 1 else {
+            for record in records { try insert(try encryptOne(record)) }
+            return
+        }
+        let chunks = BulkChunks(count: chunkCount)
+        let done = DispatchGroup()
+        done.enter()
+        DispatchQueue.global(qos: .userInitiated).async {
+            DispatchQueue.concurrentPerform(iterations: chunkCount) { c in
+                defer { chunks.ready[c].signal() }
+                guard !chunks.stopped.load(ordering: .relaxed) else { return }
+                var rows: [NewRecordRow] = []
+                rows.reserveCapacity(size)
+                do throws(E3DBError) {
+                    for record in records[(c * size)..<min(records.count, (c + 1) * size)] {
+                        rows.append(try encryptOne(record))
+                    }
+                    chunks.rows.withLock { $0[c] = rows }
+                } catch {
+                    chunks.failure.withLock { if $0 == nil { $0 = error } }
+                    chunks.stopped.store(true, ordering: .relaxed)
+                }
+            }
+            done.leave()
+        }
+        // The encryption must be over before this returns, whatever happens here.
+        defer {
+            chunks.stopped.store(true, ordering: .relaxed)
+            done.wait()
+        }
+        for c in 0..<chunkCount {
+            chunks.ready[c].wait()
+            if let error = chunks.failure.withLock({ $0 }) { throw error }
+            guard let rows = chunks.rows.withLock({ slots in defer { slots[c] = nil }; return slots[c] }) else {
+                throw E3DBError(.cancelled, "encrypting the batch for \(collection) stopped")
+            }
+            for row in rows { try insert(row) }
+        }
+    }
+}
+
+/// The chunks of a bulk write: encrypted rows by chunk, a semaphore per chunk, the first error, a stop flag.
+final class BulkChunks: Sendable {
+    let rows: Mutex<[[EncryptedStore.NewRecordRow]?]>
+    let ready: [DispatchSemaphore]
+    let failure = Mutex<E3DBError?>(nil)
+    let stopped = Atomic<Bool>(false)
+
+    init(count: Int) {
+        rows = Mutex(Array(repeating: nil, count: count))
+        ready = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+    }
+}

@@ -1,0 +1,101 @@
+import E3DBKit
+import E3DBStore
+import Foundation
+import GRDB
+import Testing
+
+@Suite("E3DBStore: bulk writes encrypted on every processor")
+struct BulkWriteTests {
+    /// Enough records that `put(collection:records:)` splits the encryption across threads.
+    static let count = 300
+
+    static func records() -> [(type: String, data: RecordData, plain: RecordData)] {
+        (0..<count).map { i in
+            (type: i % 2 == 0 ? "even" : "odd",
+             data: ["n": String(i), "email": "user\(i)@example.com", "note": "Zoë \(i)"],
+             plain: ["bucket": String(i % 7)])
+        }
+    }
+
+    @Test("a large batch keeps its order, ids and fields; every record authenticates and its index tokens find it")
+    func largeBatch() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("bulk"), kdfParameters: testKDF)
+        _ = try store.put(collection: "c", records: [])
+        try store.createIndex(collection: "c", fields: ["email"], bits: 64)
+        try store.createIndex(collection: "c", fields: ["note"], bits: 64)
+        let input = BulkWriteTests.records()
+        let refs = try store.put(collection: "c", records: input)
+        #expect(refs.count == input.count)
+        #expect(Set(refs.map(\.id)).count == input.count)
+        // Random version 4 UUIDs (RFC 9562 variant).
+        for ref in refs {
+            let text = Array(ref.id.uuidString.lowercased())
+            #expect(text[14] == "4" && "89ab".contains(text[19]), "\(ref.id)")
+        }
+        for (ref, record) in zip(refs, input) {
+            let read = try store.get(collection: "c", id: ref.id)
+            #expect(read.data == record.data)
+            #expect(read.meta.type == record.type)
+            #expect(read.meta.plain == record.plain)
+        }
+        // Written in batch order: a scan returns them in the order given.
+        #expect(try store.find(RecordQuery(collection: "c")).map(\.id) == refs.map(\.id))
+        // One token per record and index, each finding exactly its record (a non-ASCII value goes through NFC).
+        for i in [0, 1, 150, BulkWriteTests.count - 1] {
+            let byEmail = try store.find(RecordQuery(collection: "c", fields: [.equals("email", "user\(i)@example.com")]))
+            #expect(byEmail.map(\.id) == [refs[i].id])
+            let decomposed = "Zoe\u{0308} \(i)"
+            let byNote = try store.find(RecordQuery(collection: "c", fields: [.equals("note", decomposed)]))
+            #expect(byNote.map(\.id) == [refs[i].id])
+        }
+        let tokens = try DatabaseQueue(path: dir.database).read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM blind_index_entries")
+        }
+        #expect(tokens == 2 * BulkWriteTests.count)
+        #expect(try store.verify().problems.isEmpty)
+    }
+
+    @Test("a paged scan of one collection among interleaved others returns its records once each, in either order")
+    func pagedScanAmongCollections() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("scan"), kdfParameters: testKDF)
+        var mine: [UUID] = []
+        for i in 0..<40 {
+            mine.append(try store.put(collection: "mine", type: "t\(i % 3)", data: ["n": String(i)]).id)
+            _ = try store.put(collection: "other", records: Array(repeating: (type: "t", data: ["x": "y"], plain: RecordData()), count: i % 4))
+        }
+        var scanned: [UUID] = []
+        for try await record in store.records(matching: RecordQuery(collection: "mine"), pageSize: 7) { scanned.append(record.id) }
+        #expect(scanned == mine)
+        var backwards: [UUID] = []
+        for try await record in store.records(matching: RecordQuery(collection: "mine", descending: true), pageSize: 7) {
+            backwards.append(record.id)
+        }
+        #expect(backwards == mine.reversed())
+        let typed = try store.find(RecordQuery(collection: "mine", types: ["t1"]))
+        #expect(typed.map { $0.data["n"] } == stride(from: 1, to: 40, by: 3).map { String($0) })
+    }
+
+    @Test("documents written by a bulk put are canonical E3DB JSON, also with keys that need escaping or sort by UTF-16")
+    func canonicalDocuments() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("canon"), kdfParameters: testKDF)
+        let data: RecordData = [
+            "z": "last", "a\"b": "quote", "é": "accent", "\u{1F600}": "astral", "\u{FF61}": "bmp", "\u{7F}": "del",
+            "tab\t": "tab", "": "empty key",
+        ]
+        let refs = try store.put(
+            collection: "c", records: Array(repeating: (type: "t\"ype", data: data, plain: ["p\\": "v\n"]), count: 40))
+        let documents = try DatabaseQueue(path: dir.database).read { db in
+            try Data.fetchAll(db, sql: "SELECT document FROM records ORDER BY seq")
+        }
+        #expect(documents.count == refs.count)
+        for bytes in documents {
+            let document = try EncryptedDocument(jsonData: bytes)
+            #expect(document.jsonData() == bytes)
+            #expect(document.data.members.count == data.members.count)
+        }
+        for ref in refs { #expect(try store.get(collection: "c", id: ref.id).data == data) }
+    }
+}

@@ -50,6 +50,16 @@ public protocol E3DBTransport: Sendable {
     ///   - maxResponseSize: the largest body to accept.
     /// - Throws: any error for a failure to connect, send or receive (the client retries idempotent requests).
     func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse
+
+    /// Sends `request` with the file at `bodyPath` as its body, streamed (constant memory), and returns the
+    /// response (its body collected up to 1 MiB).
+    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> TransportResponse
+
+    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
+    /// any other status comes back with its body collected up to 1 MiB and the file left empty.
+    func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
+        -> TransportResponse
 }
 
 /// The default transport: AsyncHTTPClient's shared client (connection pooling, keep-alive, TLS).
@@ -71,4 +81,62 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                  body: Data(body.readableBytesView))
     }
+
+    func prepare(_ request: TransportRequest) -> HTTPClientRequest {
+        var r = HTTPClientRequest(url: request.url)
+        r.method = HTTPMethod(rawValue: request.method)
+        for (name, value) in request.headers { r.headers.add(name: name, value: value) }
+        return r
+    }
+
+    public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> TransportResponse {
+        var r = prepare(request)
+        guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
+            throw CocoaError(.fileReadNoSuchFile)
+        }
+        defer { try? handle.close() }
+        r.body = .stream(FileChunks(handle: handle), length: .known(size))
+        let response = try await client.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                                 body: Data(body.readableBytesView))
+    }
+
+    public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
+        -> TransportResponse {
+        let r = prepare(request)
+        let response = try await client.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
+        let headers = response.headers.map { ($0.name, $0.value) }
+        guard (200..<300).contains(Int(response.status.code)) else {
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return TransportResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
+        }
+        guard FileManager.default.createFile(atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
+              let out = FileHandle(forWritingAtPath: destinationPath) else {
+            throw CocoaError(.fileWriteNoPermission)
+        }
+        defer { try? out.close() }
+        for try await buffer in response.body {
+            try out.write(contentsOf: Data(buffer.readableBytesView))
+        }
+        try out.synchronize()
+        return TransportResponse(status: Int(response.status.code), headers: headers, body: Data())
+    }
+}
+
+/// A file read in 256 KiB chunks as an async sequence of buffers (an upload body in constant memory).
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let handle: FileHandle
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let handle: FileHandle
+        mutating func next() async throws -> ByteBuffer? {
+            guard let data = try handle.read(upToCount: 256 << 10), !data.isEmpty else { return nil }
+            return ByteBuffer(bytes: data)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: handle) }
 }

@@ -16,6 +16,7 @@ struct ClientCommand: CommandGroup {
         subcommands: [
             ClientRegisterCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
             ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
+            ClientFileCommand.self,
         ]
     )
 }
@@ -285,5 +286,64 @@ struct ClientRevokeCommand: AsyncParsableCommand {
         try StandardOutput.line(CanonicalJSON.serialize(.object([
             "revoked": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
         ])))
+    }
+}
+
+struct ClientFileCommand: CommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "file", abstract: "Large files (E3DB file format v3) through the server's file flow.",
+        subcommands: [ClientFilePutCommand.self, ClientFileGetCommand.self])
+}
+
+struct ClientFilePutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put",
+        abstract: "Encrypt and upload a file (constant memory); prints the file record's {\"meta\":…,\"data\":{}}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record type.")
+    var type: String
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
+    var plain: String?
+
+    @Argument(help: "The file to encrypt and upload.")
+    var file: String
+
+    func run() async throws {
+        let client = try config.client()
+        let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
+        let record = try await clientCall("uploading \(file)") {
+            try await client.writeFile(type: type, path: file, plain: plainValues)
+        }
+        try StandardOutput.line(recordLine(record))
+    }
+}
+
+struct ClientFileGetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Download and decrypt a file record into OUT, which appears only after the whole file authenticated.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Flag(help: "Replace OUT if it exists.")
+    var force = false
+
+    @Argument(help: "The file record's id.")
+    var recordID: String
+
+    @Argument(help: "Where to write the plaintext.")
+    var out: String
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        try OutputFile.refuseExisting(out, force: force)
+        let client = try config.client()
+        let record = try await clientCall("downloading file \(id.uuidString.lowercased())") {
+            try await client.readFile(id, to: out)
+        }
+        try StandardOutput.line(recordLine(record))
     }
 }

@@ -154,6 +154,39 @@ def main():
         check("a ciphertext changed on the server fails authentication (exit 2), no plaintext printed",
               code == 2 and out == "", (code, out, err))
 
+        # Files: Swift uploads, Python downloads; Python uploads, Swift downloads; a changed body never decrypts.
+        big = os.path.join(WORK, "big.bin")
+        with open(big, "wb") as f:
+            for i in range(40):
+                f.write(os.urandom(1 << 20))
+        code, out, err = cli("file", "put", "--config", alice_file, "--type", "sw-file", big)
+        check("Swift uploads a 40 MiB file through the file flow", code == 0 and "file_meta" in out, err)
+        file_id = json.loads(out)["meta"]["record_id"] if code == 0 else ""
+        cli("share", "--config", alice_file, "--type", "sw-file", "--reader", bob_id)
+        got_py = os.path.join(WORK, "from-swift.bin")
+        bob_py.read_file(file_id, got_py)
+        check("Python downloads and decrypts the file Swift uploaded",
+              open(got_py, "rb").read() == open(big, "rb").read())
+        py_file = bob_py.write_file("py-file", big)
+        bob_py.share("py-file", alice_id)
+        got_sw = os.path.join(WORK, "from-python.bin")
+        code, out, err = cli("file", "get", "--config", alice_file, str(py_file.record_id), got_sw)
+        check("Swift downloads and decrypts the file Python uploaded",
+              code == 0 and open(got_sw, "rb").read() == open(big, "rb").read(), err)
+        if not harness.POSTGRES:
+            body = os.path.join(harness.DATA, "files", file_id)
+            with open(body, "r+b") as f:
+                f.seek(5 << 20)
+                byte = f.read(1)
+                f.seek(5 << 20)
+                f.write(bytes([byte[0] ^ 1]))
+            bad = os.path.join(WORK, "tampered.bin")
+            code, out, err = cli("file", "get", "--config", alice_file, file_id, bad)
+            check("a file body changed on the server is refused (exit 2) and nothing is written",
+                  code == 2 and not os.path.exists(bad), (code, err))
+        code, _, err = cli("file", "get", "--config", alice_file, file_id, got_sw)
+        check("file get refuses to replace an existing output without --force", code != 0 and "exist" in err, err)
+
         code, _, err = cli("read", "--config", alice_file, "00000000-0000-4000-8000-000000000000")
         check("an unknown record exits 1 with HTTP 404", code == 1 and "404" in err, err)
         code, _, err = cli("delete", "--config", alice_file, "--version", "stale", rid)

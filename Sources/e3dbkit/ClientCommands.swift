@@ -16,7 +16,7 @@ struct ClientCommand: CommandGroup {
         subcommands: [
             ClientRegisterCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
             ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
-            ClientFileCommand.self,
+            ClientFileCommand.self, ClientNoteCommand.self,
         ]
     )
 }
@@ -345,5 +345,108 @@ struct ClientFileGetCommand: AsyncParsableCommand {
             try await client.readFile(id, to: out)
         }
         try StandardOutput.line(recordLine(record))
+    }
+}
+
+struct ClientNoteCommand: CommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "note", abstract: "Notes (TFSP1-signed, TSV1-authenticated): write, read, delete.",
+        subcommands: [ClientNoteWriteCommand.self, ClientNoteReadCommand.self, ClientNoteDeleteCommand.self])
+}
+
+/// A note as printed: the server's members (ids, views) and, for a read, the decrypted fields.
+func noteLine(_ note: API.Note, data: RecordData?) throws -> String {
+    var object: [String: AnyJSON] = [
+        "note_id": note.noteID.map(AnyJSON.string) ?? .null,
+        "id_string": .string(note.idString ?? ""),
+        "views": note.views.map { .number(Double($0)) } ?? .null,
+        "max_views": note.maxViews.map { .number(Double($0)) } ?? .null,
+        "created_at": note.createdAt.map(AnyJSON.string) ?? .null,
+    ]
+    if let data {
+        var fields: [String: AnyJSON] = [:]
+        for (k, v) in data { fields[k] = .string(v) }
+        object["data"] = .object(fields)
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try encoder.encode(object), as: UTF8.self)
+}
+
+struct ClientNoteWriteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write", abstract: "Write a note for a registered client; prints its note_id.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The recipient's client id (its public keys are looked up on the server).")
+    var recipient: String
+
+    @Option(help: "A global name to read the note by.")
+    var name: String?
+
+    @Option(help: "Reads before the server deletes the note (default unlimited).")
+    var maxViews: Int?
+
+    @Argument(help: "A file holding the note's fields as a JSON object of strings ('-' for stdin).")
+    var data: String = "-"
+
+    func run() async throws {
+        let recipientID = try parseUUID(recipient, what: "--recipient")
+        let client = try config.client()
+        let values = try DocumentCLI.recordData(data, what: "data")
+        let note = try await clientCall("writing a note") {
+            let info = try await client.clientInfo(recipientID)
+            guard let signing = info.signingKey else {
+                throw E3DBError(.missingKey, "the recipient has no signing key, so it cannot read notes",
+                                context: .init(field: "signing_key"))
+            }
+            return try await client.writeNote(
+                values, recipientEncryptionKey: try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519),
+                recipientSigningKey: try Ed25519.PublicKey(base64URLEncoded: signing.ed25519), name: name,
+                maxViews: maxViews)
+        }
+        try StandardOutput.line(noteLine(note, data: nil))
+    }
+}
+
+struct ClientNoteReadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read", abstract: "Read a note addressed to you, by --id or --name; prints its fields.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The note id.")
+    var id: String?
+
+    @Option(help: "The note's name.")
+    var name: String?
+
+    func validate() throws {
+        guard (id == nil) != (name == nil) else { throw ValidationError("give exactly one of --id and --name") }
+    }
+
+    func run() async throws {
+        let noteID = try id.map { try parseUUID($0, what: "--id") }
+        let client = try config.client()
+        let read = try await clientCall("reading a note") { try await client.readNote(id: noteID, name: name) }
+        try StandardOutput.line(noteLine(read.note, data: read.data))
+    }
+}
+
+struct ClientNoteDeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete a note you wrote.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Argument(help: "The note id.")
+    var noteID: String
+
+    func run() async throws {
+        let id = try parseUUID(noteID, what: "NOTE_ID")
+        let client = try config.client()
+        try await clientCall("deleting a note") { try await client.deleteNote(id) }
+        try StandardOutput.line("{\"deleted\":\"\(id.uuidString.lowercased())\"}")
     }
 }

@@ -187,6 +187,34 @@ def main():
         code, _, err = cli("file", "get", "--config", alice_file, file_id, got_sw)
         check("file get refuses to replace an existing output without --force", code != 0 and "exist" in err, err)
 
+        # Notes: Swift writes for Python and Python reads; Python writes for Swift and Swift reads by id and name.
+        with open(data_file, "w") as f:
+            json.dump({"note": "for bob", "pin": "1234"}, f)
+        code, out, err = cli("note", "write", "--config", alice_file, "--recipient", bob_id, "--max-views", "2",
+                             data_file)
+        note_id = json.loads(out)["note_id"] if code == 0 else ""
+        check("Swift writes a note for a Python client", code == 0 and note_id, err)
+        if note_id:
+            got = bob_py.read_note(note_id)
+            check("Python reads and verifies the note Swift wrote",
+                  got.data == {"note": "for bob", "pin": "1234"}, got.data)
+        from e3db.types.note_options import NoteOptions
+        name = "interop-" + os.urandom(6).hex()
+        options = NoteOptions(bob_id, -1, name, "0001-01-01T00:00:00Z", False, "", {}, {})
+        written = bob_py.write_note({"from": "python"}, alice_config["public_key"], alice_config["public_signing_key"],
+                                    options)
+        code, out, err = cli("note", "read", "--config", alice_file, "--id", str(written.note_id))
+        check("Swift reads and verifies a note Python wrote (by id)",
+              code == 0 and json.loads(out)["data"] == {"from": "python"}, (out, err))
+        code, out, err = cli("note", "read", "--config", alice_file, "--name", name)
+        check("Swift reads a note by name", code == 0 and json.loads(out)["data"] == {"from": "python"}, (out, err))
+        code, out, err = cli("note", "delete", "--config", alice_file, str(written.note_id))
+        check("Swift cannot delete a note Python wrote (exit 1, HTTP 403)", code == 1 and "403" in err, err)
+        code, out, err = cli("note", "delete", "--config", alice_file, note_id)
+        check("Swift deletes its own note", code == 0, err)
+        code, out, err = cli("note", "read", "--config", "bobprofile", "--id", note_id)
+        check("a deleted note is 404", code == 1 and "404" in err, err)
+
         code, _, err = cli("read", "--config", alice_file, "00000000-0000-4000-8000-000000000000")
         check("an unknown record exits 1 with HTTP 404", code == 1 and "404" in err, err)
         code, _, err = cli("delete", "--config", alice_file, "--version", "stale", rid)

@@ -226,7 +226,8 @@ let package = Package(
         .testTarget(
             name: "E3DBServerTests",
             dependencies: [
-                "E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport", .product(name: "Logging", package: "swift-log"),
+                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["python_sdk_driver.py", "client_interop.py"],
             swiftSettings: upcoming

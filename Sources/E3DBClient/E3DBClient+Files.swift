@@ -31,9 +31,15 @@ extension E3DBClient {
         let scratch = try privateTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: scratch) }
         let encrypted = scratch.appendingPathComponent("body.e3db").path
-        let result = try E3DBFileCipher.encryptFile(
-            atPath: path, toPath: encrypted, accessKey: ak,
-            options: FileEncryptionOptions(checksums: [.ciphertextMD5], progress: progress))
+        // Task cancellation reaches the file cipher between chunks.
+        let cancellation = FileCancellation()
+        let result = try await withTaskCancellationHandler {
+            try E3DBFileCipher.encryptFile(
+                atPath: path, toPath: encrypted, accessKey: ak,
+                options: FileEncryptionOptions(checksums: [.ciphertextMD5], progress: progress, cancellation: cancellation))
+        } onCancel: {
+            cancellation.cancel()
+        }
         guard let md5 = result.checksums.md5Base64 else {
             throw E3DBError(.invalidResponse, "the file cipher returned no MD5")
         }
@@ -98,10 +104,16 @@ extension E3DBClient {
             throw httpError(status: response.status, operation: "file download", serverMessage: message)
         }
         try Task.checkCancellation()
-        _ = try E3DBFileCipher.decryptFile(
-            atPath: encrypted, toPath: destination, accessKey: ak,
-            options: FileDecryptionOptions(expectedChecksum: .md5Base64(checksum),
-                                           expectedEncryptedSize: meta.size.map { Int($0) }, progress: progress))
+        let cancellation = FileCancellation()
+        _ = try await withTaskCancellationHandler {
+            try E3DBFileCipher.decryptFile(
+                atPath: encrypted, toPath: destination, accessKey: ak,
+                options: FileDecryptionOptions(expectedChecksum: .md5Base64(checksum),
+                                               expectedEncryptedSize: meta.size.map { Int($0) }, progress: progress,
+                                               cancellation: cancellation))
+        } onCancel: {
+            cancellation.cancel()
+        }
         return ClientRecord(meta: record.meta, data: RecordData())
     }
 

@@ -60,7 +60,7 @@ extension E3DBClient {
 
     // MARK: Records
 
-    func decrypt(_ record: API.Record) async throws -> ClientRecord {
+    func decrypt(_ record: API.Record, partial: Bool = false) async throws -> ClientRecord {
         guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
@@ -77,6 +77,8 @@ extension E3DBClient {
         }
         var options = verification
         options.requireWriterIsSigner = false
+        // rec_sig covers every field: a record read with selected fields cannot be verified (status notChecked).
+        if partial { options.policy = .ignore }
         let plain = try document.decrypt(accessKey: ak, verifyingKey: key, verification: options)
         return ClientRecord(meta: record.meta, data: plain.data, signatureStatus: plain.signatureStatus)
     }
@@ -118,12 +120,14 @@ extension E3DBClient {
     /// - Parameters:
     ///   - id: the record id.
     ///   - fields: only these fields (all when nil).
-    /// - Returns: the record; its signature is checked per ``verification``.
+    /// - Returns: the record; its signature is checked per ``verification``, except when `fields` selects some:
+    ///   `rec_sig` covers every field, so a partial record comes back with `signatureStatus` `.notChecked`.
     /// - Throws: `E3DBError` `.notFound` (unknown or not shared), the decryption and verification errors.
     public func read(_ id: UUID, fields: [String]? = nil) async throws -> ClientRecord {
         let r = try await send("GET", ["v1", "storage", "records", id.uuidString.lowercased()],
                                query: (fields ?? []).map { ("field", $0) }, operation: "record read")
-        return try await decrypt(Self.decode(API.Record.self, r, operation: "record read"))
+        return try await decrypt(Self.decode(API.Record.self, r, operation: "record read"),
+                                 partial: !(fields ?? []).isEmpty)
     }
 
     /// Replaces a record's data (and plain metadata) if its version is still `record.meta.version`.

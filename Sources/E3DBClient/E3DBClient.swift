@@ -48,7 +48,8 @@ public final class E3DBClient: Sendable {
     /// Time one exchange may take.
     public let timeout: Duration
     let transport: any E3DBTransport
-    let clientID: UUID
+    /// The client id.
+    public let clientID: UUID
     let accessKeys = AccessKeyCache()
     private let token = Mutex<(value: String, expires: Date)?>(nil)
 

@@ -1,5 +1,5 @@
 public import Foundation
-import AsyncHTTPClient
+public import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 
@@ -62,12 +62,24 @@ public protocol E3DBTransport: Sendable {
         -> TransportResponse
 }
 
-/// The default transport: AsyncHTTPClient's shared client (connection pooling, keep-alive, TLS).
+/// The default transport: one process-wide AsyncHTTPClient (connection pooling, keep-alive, TLS) that fails a
+/// request at once when the server refuses the connection (no silent reconnect loop until the deadline; the
+/// client's own retries and backoff apply) and gives up connecting after 10 s.
 public struct AsyncHTTPClientTransport: E3DBTransport {
     let client: HTTPClient
 
-    /// A transport over `HTTPClient.shared`.
-    public init() { client = .shared }
+    private static let processClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout = .init(connect: .seconds(10))
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    /// A transport over the process-wide client.
+    public init() { client = Self.processClient }
+
+    /// A transport over a client you configure (and shut down).
+    public init(client: HTTPClient) { self.client = client }
 
     public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
         -> TransportResponse {

@@ -1,0 +1,205 @@
+import E3DBAPI
+import E3DBClient
+import E3DBKit
+import E3DBTestSupport
+import Foundation
+import Testing
+
+/// `e3dbkit server run --port 0` as a child process, for tests of the client library against a real server.
+final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    let url: String
+    let data: URL
+    let token: String
+
+    static var binary: URL { PythonSDKServerTests.binary }
+
+    static func cli(_ arguments: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = binary
+        p.arguments = arguments
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw ServerFailure(description: "e3dbkit \(arguments[0...1]) failed") }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    struct ServerFailure: Error, CustomStringConvertible { let description: String }
+
+    init(data existing: URL? = nil) throws {
+        data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
+        token = try Self.cli(["server", "token", "create", "--data", data.path])
+        process.executableURL = Self.binary
+        process.arguments = ["server", "run", "--data", data.path, "--port", "0", "--log-level", "warning"]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var seen = Data()
+        var found: String?
+        while found == nil {
+            let chunk = err.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += chunk
+            let text = String(decoding: seen, as: UTF8.self)
+            if let range = text.range(of: #"listening on (http://\S+)"#, options: .regularExpression) {
+                found = String(text[range].dropFirst("listening on ".count))
+            }
+        }
+        guard let found else { throw ServerFailure(description: "the server did not start") }
+        url = found
+    }
+
+    func kill() {
+        if process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    func stop(removingData: Bool = true) {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        if removingData { try? FileManager.default.removeItem(at: data) }
+    }
+
+    func register(_ name: String) async throws -> E3DBClient {
+        try E3DBClient(identity: try await E3DBClient.register(token: token, name: name, apiURL: url))
+    }
+}
+
+@Suite("E3DBClient against e3dbkit server", .serialized)
+struct ClientLibraryTests {
+    @Test("records: write, read fields, update with versions, delete, query pages and plain filters")
+    func records() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let alice = try await server.register("alice")
+        var written: [ClientRecord] = []
+        for i in 0..<5 {
+            written.append(try await alice.write(type: "contact", data: ["name": "n\(i)", "phone": "\(i)"],
+                                                 plain: ["parity": i % 2 == 0 ? "even" : "odd"]))
+        }
+        #expect(written[0].signatureStatus == .verified)
+        let partial = try await alice.read(try #require(written[1].id), fields: ["name"])
+        #expect(partial.data.keys == ["name"])
+        #expect(partial.signatureStatus == .notChecked)
+        var page: [String] = []
+        for try await r in alice.query(RecordQuery(types: ["contact"], pageSize: 2)) { page.append(r.data["name"] ?? "") }
+        #expect(page == ["n0", "n1", "n2", "n3", "n4"])
+        var evens: [String] = []
+        for try await r in alice.query(RecordQuery(types: ["contact"], plain: .equals(name: "parity", value: "even"))) {
+            evens.append(r.data["name"] ?? "")
+        }
+        #expect(evens == ["n0", "n2", "n4"])
+        var changed = written[2]
+        changed.data = ["name": "changed"]
+        let updated = try await alice.update(changed)
+        #expect(updated.meta.version != written[2].meta.version)
+        #expect(try await alice.read(try #require(written[2].id)).data["name"] == "changed")
+        await #expect(throws: E3DBError(.conflict)) { _ = try await alice.update(changed) }
+        await #expect(throws: E3DBError(.conflict)) {
+            try await alice.delete(try #require(written[2].id), version: try #require(written[2].meta.version))
+        }
+        try await alice.delete(try #require(updated.id), version: try #require(updated.meta.version))
+        await #expect(throws: E3DBError(.notFound)) { _ = try await alice.read(try #require(updated.id)) }
+        await #expect(throws: E3DBError(.badRequest)) { _ = try await alice.write(type: "contact", data: [:]) }
+    }
+
+    @Test("sharing, revocation, authorizers sharing on behalf, and the listings")
+    func sharingAndAuthorizers() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let writer = try await server.register("writer")
+        let helper = try await server.register("authorizer")
+        let reader = try await server.register("reader")
+        let record = try await writer.write(type: "doc", data: ["body": "shared"])
+        let id = try #require(record.id)
+        await #expect(throws: E3DBError(.notFound)) { _ = try await reader.read(id) }
+        try await writer.share(type: "doc", with: reader.clientID)
+        #expect(try await reader.read(id).data["body"] == "shared")
+        #expect(try await reader.incomingSharing().map(\.recordType) == ["doc"])
+        try await writer.revoke(type: "doc", from: reader.clientID)
+        await #expect(throws: E3DBError(.notFound)) { _ = try await reader.read(id) }
+
+        await #expect(throws: E3DBError.self) { try await helper.share(onBehalfOf: writer.clientID, type: "doc", with: reader.clientID) }
+        try await writer.addAuthorizer(helper.clientID, type: "doc")
+        #expect(try await writer.authorizers().map(\.authorizerID) == [helper.clientID.uuidString.lowercased()])
+        #expect(try await helper.authorizedBy().map(\.authorizedBy) == [writer.clientID.uuidString.lowercased()])
+        try await helper.share(onBehalfOf: writer.clientID, type: "doc", with: reader.clientID)
+        #expect(try await reader.read(id).data["body"] == "shared")
+        try await helper.revoke(onBehalfOf: writer.clientID, type: "doc", from: reader.clientID)
+        await #expect(throws: E3DBError(.notFound)) { _ = try await reader.read(id) }
+        try await writer.removeAuthorizer(helper.clientID, type: "doc")
+        await #expect(throws: E3DBError(.forbidden)) {
+            try await helper.share(onBehalfOf: writer.clientID, type: "doc", with: reader.clientID)
+        }
+    }
+
+    @Test("search v2: strategies, data decrypted, offset pages")
+    func searchV2() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let alice = try await server.register("alice")
+        for word in ["veryveryfuzzy", "toznywebsite", "other", "another", "third"] {
+            _ = try await alice.write(type: "word", data: ["w": word], plain: ["word": word])
+        }
+        let fuzzy = try await alice.search(API.SearchRequest(
+            includeData: true, match: [.init(strategy: "FUZZY", terms: .init(values: ["veryveryfunny"]))]))
+        #expect(fuzzy.records.map { $0.data["w"] } == ["veryveryfuzzy"])
+        let regexp = try await alice.search(API.SearchRequest(
+            match: [.init(strategy: "REGEXP", terms: .init(values: ["tozny.*"]))]))
+        #expect(regexp.records.map { $0.meta.plain?["word"] } == ["toznywebsite"])
+        let first = try await alice.search(API.SearchRequest(limit: 2, match: [.init(terms: .init(contentTypes: ["word"]))]))
+        #expect(first.records.count == 2 && first.totalResults == 5 && first.nextToken == 2)
+        let rest = try await alice.search(API.SearchRequest(limit: 10, nextToken: first.nextToken,
+                                                            match: [.init(terms: .init(contentTypes: ["word"]))]))
+        #expect(rest.records.count == 3 && rest.nextToken == nil)
+    }
+
+    @Test("typed errors: wrong credentials, a dead server, a server killed during an upload, cancellation")
+    func failures() async throws {
+        let server = try ServerProcess()
+        let alice = try await server.register("alice")
+        var wrong = alice.identity
+        wrong.apiSecret = SecureBytes(copying: Data("0000".utf8))
+        let impostor = try E3DBClient(identity: wrong, apiURL: server.url)
+        await #expect(throws: E3DBError(.unauthorized)) { _ = try await impostor.write(type: "t", data: ["a": "b"]) }
+
+        let big = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-big-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: big) }
+        #expect(FileManager.default.createFile(atPath: big.path, contents: nil))
+        let handle = try FileHandle(forWritingTo: big)
+        for _ in 0..<48 { try handle.write(contentsOf: Data(repeating: 7, count: 1 << 20)) }
+        try handle.close()
+        // Kill the server once the upload is under way (the progress callback reports encryption first).
+        let upload = Task { try await alice.writeFile(type: "big", path: big.path) }
+        try await Task.sleep(for: .milliseconds(300))
+        server.kill()
+        do {
+            _ = try await upload.value
+            Issue.record("an upload to a server killed mid-way succeeded")
+        } catch let error as E3DBError {
+            #expect([.transportFailed, .badRequest, .serverError].contains(error.code), "\(error)")
+        }
+        await #expect(throws: E3DBError(.transportFailed)) { _ = try await alice.read(UUID()) }
+
+        // The same data directory, a new process: the killed upload left nothing that can be committed or read.
+        let again = try ServerProcess(data: server.data)
+        defer { again.stop() }
+        let client = try E3DBClient(identity: alice.identity, apiURL: again.url)
+        var files = 0
+        for try await _ in client.query(RecordQuery(types: ["big"])) { files += 1 }
+        #expect(files == 0)
+
+        let cancelled = Task { try await client.writeFile(type: "big", path: big.path) }
+        cancelled.cancel()
+        await #expect(throws: (any Error).self) { _ = try await cancelled.value }
+    }
+}

@@ -85,3 +85,16 @@ package.targets += [
         path: "StoreThroughput"
     ),
 ]
+
+// Client throughput: E3DBClient writing and reading records against a running `e3dbkit server`, with 1 and 16
+// concurrent tasks; scripts/client-benchmark.sh runs it beside Tozny's Python SDK (ClientBaseline) on the same server.
+package.targets += [
+    .executableTarget(
+        name: "ClientThroughput",
+        dependencies: [
+            .product(name: "E3DBClient", package: "E3DBKit"),
+            .product(name: "E3DBDocuments", package: "E3DBKit"),
+        ],
+        path: "ClientThroughput"
+    ),
+]

@@ -199,7 +199,10 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBServerTests",
-            dependencies: ["E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport"],
+            dependencies: [
+                "E3DBServer", "E3DBAPI", "E3DBKit", "E3DBTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             exclude: ["python_sdk_driver.py"],
             swiftSettings: upcoming
         ),

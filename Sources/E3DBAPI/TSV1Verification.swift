@@ -70,7 +70,9 @@ extension TSV1 {
             throw E3DBError(.tsv1Malformed, "the TSV1 signature must be 64 bytes",
                             context: .init(part: "signature", expected: 64, actual: signature.count))
         }
-        guard abs(now - timestamp) <= window else {
+        // Overflow-safe: a timestamp near Int64.min or .max must be "expired", not a trap.
+        let (difference, overflow) = now.subtractingReportingOverflow(timestamp)
+        guard !overflow, window >= 0, difference.magnitude <= UInt64(window) else {
             throw E3DBError(.tsv1Expired, "the TSV1 timestamp is more than \(window) s from the server's clock",
                             context: .init(part: "timestamp"))
         }
@@ -89,8 +91,11 @@ extension TSV1 {
         throw E3DBError(.tsv1BadSignature, "the TSV1 signature does not verify over the request")
     }
 
-    /// The path as received and, when it differs, percent-decoded (old Swift signs `URL.path`).
-    static func pathForms(_ rawPath: String) -> [String] {
+    /// The path as received and, when it differs, percent-decoded (old Swift signs `URL.path`): the path forms
+    /// ``verify(authorization:rawPath:rawQuery:method:now:window:)`` accepts a signature over.
+    /// - Parameter rawPath: the path as received.
+    /// - Returns: one or two forms, the raw path first.
+    public static func pathForms(_ rawPath: String) -> [String] {
         let decoded = percentDecoded(rawPath) ?? rawPath
         return decoded == rawPath ? [rawPath] : [rawPath, decoded]
     }
@@ -124,8 +129,11 @@ extension TSV1 {
         }
     }
 
-    /// The query re-encoded (Python, Go) and the raw pairs sorted (js, old Swift).
-    static func queryForms(_ rawQuery: String) -> [String] {
+    /// The query re-encoded (Python, Go) and the raw pairs sorted (js, old Swift): the query forms
+    /// ``verify(authorization:rawPath:rawQuery:method:now:window:)`` accepts a signature over.
+    /// - Parameter rawQuery: the raw query without `?`.
+    /// - Returns: one or two forms, the re-encoded one first.
+    public static func queryForms(_ rawQuery: String) -> [String] {
         guard !rawQuery.isEmpty else { return [""] }
         let reencoded = canonicalQuery(rawQuery)
         let rawSorted = rawQuery.split(separator: "&", omittingEmptySubsequences: true).map(String.init)

@@ -14,7 +14,10 @@ let documentsDependencies: [Target.Dependency] = [
 let package = Package(
     name: "E3DBKitFuzz",
     dependencies: [
-        .package(name: "E3DBKit", path: "..")
+        .package(name: "E3DBKit", path: ".."),
+        // The server target builds Hummingbird requests; the versions are the ones E3DBKit resolves.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .executableTarget(
@@ -64,6 +67,25 @@ let package = Package(
         .executableTarget(
             name: "FuzzNDJSON",
             dependencies: documentsDependencies
+        ),
+        .executableTarget(
+            name: "FuzzAPIBodies",
+            dependencies: [.product(name: "E3DBAPI", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzTSV1Verify",
+            dependencies: [
+                .product(name: "E3DBAPI", package: "E3DBKit"), .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            ]
+        ),
+        .executableTarget(
+            name: "FuzzServerRequests",
+            dependencies: [
+                .product(name: "E3DBServer", package: "E3DBKit"), .product(name: "E3DBAPI", package: "E3DBKit"),
+                .product(name: "E3DBPrimitives", package: "E3DBKit"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
     ]
 )

@@ -94,12 +94,18 @@ TIMESTAMPS = ["2026-11-25T12:34:56.123456Z", "2019-01-01T00:00:00-07:00", "0001-
               "2026-01-01 00:00:00.1234567", "9999-12-31T23:59:60.999999-23:59", "1970-01-01T00:00:00+00:01"]
 
 
+# Nesting at and past JSONDecoder's depth limit (512): recursive PlainQuery and AnyJSON decoding and evaluation.
+DEEP_PLAIN = b'{"not":' * 511 + b"{}" + b"}" * 511
+DEEP_POLICY = b'{"allow":[{"read":' + b"[" * 600 + b"]" * 600 + b"}]}"
+
+
 def api_bodies():
     items = []
     for group in (RECORDS, REGISTRATIONS, EAKS, POLICIES, QUERIES, SEARCHES, NOTES):
         items += [j(v).replace(b"@me", ME.encode()).replace(b"@sk", KEY.encode()) for v in group]
     items += [j(q["plain"]) for q in QUERIES if q.get("plain")]
     items += [t.encode() for t in TIMESTAMPS]
+    items += [DEEP_PLAIN, DEEP_POLICY]
     return items
 
 
@@ -170,6 +176,8 @@ def server():
     for p in POLICIES:
         items.append(request("/v1/storage/policy/{me}/{me}/{0}/{1}", "PUT", 3, slot0=1, slot1=6, content=0,
                              body=j(p)))
+    items.append(request("/v1/storage/search", "POST", 1, body=b'{"plain":' + DEEP_PLAIN + b"}"))
+    items.append(request("/v1/storage/policy/{me}/{me}/{0}/{1}", "PUT", 1, slot0=1, slot1=6, body=DEEP_POLICY))
     for q in QUERIES:
         items.append(request("/v1/storage/search", "POST", 1, body=j(q)))
     for s in SEARCHES:

@@ -356,10 +356,21 @@ public enum API {
         struct Eq: Codable { var name: String; var value: String }
         enum Keys: String, CodingKey { case eq, and, or, not }
 
+        /// The deepest coding path a filter may sit at (each `not` adds one entry, each `and`/`or` element two):
+        /// real filters are a few levels deep, and a bound keeps decoding, matching and re-encoding well inside
+        /// `JSONEncoder`'s nesting limit and the stack.
+        public static let maxCodingPathDepth = 100
+
         /// Reads the `eq`/`and`/`or`/`not` forms; any other object of strings (e3db-go's flat `map[string]string`,
         /// including one whose keys are `eq`, `and`, `or` or `not` with string values) is the AND of its
         /// equalities, in key order.
+        /// - Throws: `DecodingError` for other shapes and for filters nested deeper than ``maxCodingPathDepth``.
         public init(from decoder: any Decoder) throws {
+            guard decoder.codingPath.count <= Self.maxCodingPathDepth else {
+                throw DecodingError.dataCorrupted(.init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "the plain filter nests deeper than \(Self.maxCodingPathDepth) levels"))
+            }
             if let c = try? decoder.container(keyedBy: Keys.self), !c.allKeys.isEmpty {
                 do {
                     if let eq = try c.decodeIfPresent(Eq.self, forKey: .eq) {

@@ -61,6 +61,13 @@ struct RequestDecodingTests {
             == .and([.equals(name: "eq", value: "x"), .equals(name: "not", value: "y")]))
         #expect(try decode(API.PlainQuery.self, "{}").matches([:]))
         #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, #"{"not":5}"#) }
+        // FailCase FuzzAPIBodies/plainquery-deeper-than-the-encoder: 511 nested `not`s decoded (JSONDecoder allows
+        // 512 levels) but could not be encoded again (`{"and":[]}` at the bottom is one level deeper).
+        let deep = String(repeating: #"{"not":"#, count: 511) + "{}" + String(repeating: "}", count: 511)
+        #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, deep) }
+        let ok = String(repeating: #"{"not":"#, count: 50) + "{}" + String(repeating: "}", count: 50)
+        let query = try decode(API.QueryRequest.self, #"{"plain":"# + ok + "}")
+        #expect(try JSONDecoder().decode(API.QueryRequest.self, from: JSONEncoder().encode(query)) == query)
         #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, #"["a"]"#) }
     }
 

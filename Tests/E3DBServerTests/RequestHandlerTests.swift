@@ -106,6 +106,11 @@ struct RequestHandlerTests {
         #expect(await s.send(.post, "/v1/storage/records", headers: headers, body: s.record(plain: [:])).status == 201)
         headers[.contentType] = "application/x-www-form-urlencoded"
         #expect(await s.send(.post, "/v2/search", headers: headers, body: "a=b").status == 400)
+        // Nesting: deeper than JSONDecoder's limit, and deeper than a plain filter may be.
+        let deep = String(repeating: #"{"not":"#, count: 300) + "{}" + String(repeating: "}", count: 300)
+        #expect(await s.send(.post, "/v1/storage/search", headers: s.bearer, body: #"{"plain":"# + deep + "}").status == 400)
+        let deeper = String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)
+        #expect(await s.send(.post, "/v1/storage/search", headers: s.bearer, body: #"{"plain":"# + deeper + "}").status == 400)
     }
 
     @Test func oversizedBodies() async throws {

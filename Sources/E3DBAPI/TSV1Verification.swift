@@ -59,7 +59,9 @@ extension TSV1 {
         guard let timestamp = Int64(parts[2]) else {
             throw E3DBError(.tsv1Malformed, "the TSV1 timestamp is not an integer", context: .init(part: "timestamp"))
         }
-        guard parts[4].hasPrefix("uid:") else {
+        // Byte-wise, not by Character: a uid that starts with a combining mark joins the ":" into one grapheme,
+        // and `hasPrefix` / `dropFirst(4)` would then refuse the header or lose the mark.
+        guard parts[4].utf8.starts(with: "uid:".utf8) else {
             throw E3DBError(.tsv1Malformed, "the TSV1 header's fifth part must start with uid:", context: .init(part: "uid"))
         }
         let signature: Data
@@ -82,7 +84,7 @@ extension TSV1 {
                 let toSign = "\(path); \(query); \(httpMethod); \(header)"
                 guard let digest = try? BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32) else { continue }
                 if key.isValidSignature(signature, for: digest) {
-                    let uid = String(parts[4].dropFirst(4)).lowercased()
+                    let uid = String(decoding: parts[4].utf8.dropFirst(4), as: UTF8.self).lowercased()
                     return VerifiedRequest(
                         signingKey: key, clientID: uid.isEmpty ? nil : uid, nonce: parts[3], timestamp: timestamp)
                 }

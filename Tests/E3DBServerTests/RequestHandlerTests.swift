@@ -166,6 +166,20 @@ struct RequestHandlerTests {
         }
     }
 
+    /// FailCase FuzzTSV1Verify/uid-starting-with-a-combining-mark: `hasPrefix("uid:")` compared Characters, and a uid
+    /// starting with a combining mark (U+059E) fuses with the ":" into one grapheme, so a correctly signed header
+    /// was refused as malformed (and `dropFirst(4)` would have lost the mark).
+    @Test func tsv1UidStartingWithACombiningMark() throws {
+        let key = try Ed25519.PrivateKey(seed: SecureBytes(copying: [UInt8](repeating: 0x42, count: 32)))
+        for uid in ["\u{59E}abc", "\u{301}", "e\u{301}X", "ABC"] {
+            let header = try TSV1.authorization(path: "/p", query: "", method: "GET", timestamp: 10, nonce: "n",
+                                                clientID: uid, signingKey: key)
+            let verified = try TSV1.verify(authorization: header, rawPath: "/p", rawQuery: "", method: "GET", now: 10)
+            #expect(verified.clientID == uid.lowercased())
+            #expect(verified.clientID?.unicodeScalars.elementsEqual(uid.lowercased().unicodeScalars) == true)
+        }
+    }
+
     @Test func expiredBearerTokens() async throws {
         let s = try await Server.make(tokenLifetime: -60)
         #expect(await s.send(.get, "/v1/storage/policy/outgoing", headers: s.bearer).status == 401)

@@ -228,6 +228,7 @@ let package = Package(
             dependencies: [
                 "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["python_sdk_driver.py", "client_interop.py"],
             swiftSettings: upcoming

@@ -17,6 +17,9 @@ let package = Package(
         .package(name: "E3DBKit", path: ".."),
         // FuzzStore corrupts the store's rows through its own SQLite connection (the version E3DBKit resolves).
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        // The server target builds Hummingbird requests; the versions are the ones E3DBKit resolves.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .executableTarget(
@@ -72,6 +75,25 @@ let package = Package(
             dependencies: documentsDependencies + [
                 .product(name: "E3DBStore", package: "E3DBKit"), .product(name: "E3DBFiles", package: "E3DBKit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "FuzzAPIBodies",
+            dependencies: [.product(name: "E3DBAPI", package: "E3DBKit")]
+        ),
+        .executableTarget(
+            name: "FuzzTSV1Verify",
+            dependencies: [
+                .product(name: "E3DBAPI", package: "E3DBKit"), .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            ]
+        ),
+        .executableTarget(
+            name: "FuzzServerRequests",
+            dependencies: [
+                .product(name: "E3DBServer", package: "E3DBKit"), .product(name: "E3DBAPI", package: "E3DBKit"),
+                .product(name: "E3DBPrimitives", package: "E3DBKit"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
     ]

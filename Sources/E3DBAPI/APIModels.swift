@@ -356,21 +356,44 @@ public enum API {
         struct Eq: Codable { var name: String; var value: String }
         enum Keys: String, CodingKey { case eq, and, or, not }
 
+        /// The deepest coding path a filter may sit at (each `not` adds one entry, each `and`/`or` element two):
+        /// real filters are a few levels deep, and a bound keeps decoding, matching and re-encoding well inside
+        /// `JSONEncoder`'s nesting limit and the stack.
+        public static let maxCodingPathDepth = 100
+
+        /// Reads the `eq`/`and`/`or`/`not` forms; any other object of strings (e3db-go's flat `map[string]string`,
+        /// including one whose keys are `eq`, `and`, `or` or `not` with string values) is the AND of its
+        /// equalities, in key order.
+        /// - Throws: `DecodingError` for other shapes and for filters nested deeper than ``maxCodingPathDepth``.
         public init(from decoder: any Decoder) throws {
-            if let c = try? decoder.container(keyedBy: Keys.self), !c.allKeys.isEmpty {
-                if let eq = try c.decodeIfPresent(Eq.self, forKey: .eq) {
-                    self = .equals(name: eq.name, value: eq.value)
-                } else if let all = try c.decodeIfPresent([PlainQuery].self, forKey: .and) {
-                    self = .and(all)
-                } else if let any = try c.decodeIfPresent([PlainQuery].self, forKey: .or) {
-                    self = .or(any)
-                } else {
-                    self = .not(try c.decode(PlainQuery.self, forKey: .not))
-                }
-                return
+            guard decoder.codingPath.count <= Self.maxCodingPathDepth else {
+                throw DecodingError.dataCorrupted(.init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "the plain filter nests deeper than \(Self.maxCodingPathDepth) levels"))
             }
-            let flat = try decoder.singleValueContainer().decode([String: String].self)
-            self = .and(flat.sorted { $0.key < $1.key }.map { .equals(name: $0.key, value: $0.value) })
+            if let c = try? decoder.container(keyedBy: Keys.self), !c.allKeys.isEmpty {
+                do {
+                    if let eq = try c.decodeIfPresent(Eq.self, forKey: .eq) {
+                        self = .equals(name: eq.name, value: eq.value)
+                    } else if let all = try c.decodeIfPresent([PlainQuery].self, forKey: .and) {
+                        self = .and(all)
+                    } else if let any = try c.decodeIfPresent([PlainQuery].self, forKey: .or) {
+                        self = .or(any)
+                    } else {
+                        self = .not(try c.decode(PlainQuery.self, forKey: .not))
+                    }
+                    return
+                } catch {
+                    guard let flat = try? decoder.singleValueContainer().decode([String: String].self) else { throw error }
+                    self = Self.flat(flat)
+                    return
+                }
+            }
+            self = Self.flat(try decoder.singleValueContainer().decode([String: String].self))
+        }
+
+        private static func flat(_ map: [String: String]) -> PlainQuery {
+            .and(map.sorted { $0.key < $1.key }.map { .equals(name: $0.key, value: $0.value) })
         }
 
         public func encode(to encoder: any Encoder) throws {

@@ -59,7 +59,9 @@ extension TSV1 {
         guard let timestamp = Int64(parts[2]) else {
             throw E3DBError(.tsv1Malformed, "the TSV1 timestamp is not an integer", context: .init(part: "timestamp"))
         }
-        guard parts[4].hasPrefix("uid:") else {
+        // Byte-wise, not by Character: a uid that starts with a combining mark joins the ":" into one grapheme,
+        // and `hasPrefix` / `dropFirst(4)` would then refuse the header or lose the mark.
+        guard parts[4].utf8.starts(with: "uid:".utf8) else {
             throw E3DBError(.tsv1Malformed, "the TSV1 header's fifth part must start with uid:", context: .init(part: "uid"))
         }
         let signature: Data
@@ -70,7 +72,9 @@ extension TSV1 {
             throw E3DBError(.tsv1Malformed, "the TSV1 signature must be 64 bytes",
                             context: .init(part: "signature", expected: 64, actual: signature.count))
         }
-        guard abs(now - timestamp) <= window else {
+        // Overflow-safe: a timestamp near Int64.min or .max must be "expired", not a trap.
+        let (difference, overflow) = now.subtractingReportingOverflow(timestamp)
+        guard !overflow, window >= 0, difference.magnitude <= UInt64(window) else {
             throw E3DBError(.tsv1Expired, "the TSV1 timestamp is more than \(window) s from the server's clock",
                             context: .init(part: "timestamp"))
         }
@@ -80,7 +84,7 @@ extension TSV1 {
                 let toSign = "\(path); \(query); \(httpMethod); \(header)"
                 guard let digest = try? BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32) else { continue }
                 if key.isValidSignature(signature, for: digest) {
-                    let uid = String(parts[4].dropFirst(4)).lowercased()
+                    let uid = String(decoding: parts[4].utf8.dropFirst(4), as: UTF8.self).lowercased()
                     return VerifiedRequest(
                         signingKey: key, clientID: uid.isEmpty ? nil : uid, nonce: parts[3], timestamp: timestamp)
                 }
@@ -89,8 +93,11 @@ extension TSV1 {
         throw E3DBError(.tsv1BadSignature, "the TSV1 signature does not verify over the request")
     }
 
-    /// The path as received and, when it differs, percent-decoded (old Swift signs `URL.path`).
-    static func pathForms(_ rawPath: String) -> [String] {
+    /// The path as received and, when it differs, percent-decoded (old Swift signs `URL.path`): the path forms
+    /// ``verify(authorization:rawPath:rawQuery:method:now:window:)`` accepts a signature over.
+    /// - Parameter rawPath: the path as received.
+    /// - Returns: one or two forms, the raw path first.
+    public static func pathForms(_ rawPath: String) -> [String] {
         let decoded = percentDecoded(rawPath) ?? rawPath
         return decoded == rawPath ? [rawPath] : [rawPath, decoded]
     }
@@ -124,8 +131,11 @@ extension TSV1 {
         }
     }
 
-    /// The query re-encoded (Python, Go) and the raw pairs sorted (js, old Swift).
-    static func queryForms(_ rawQuery: String) -> [String] {
+    /// The query re-encoded (Python, Go) and the raw pairs sorted (js, old Swift): the query forms
+    /// ``verify(authorization:rawPath:rawQuery:method:now:window:)`` accepts a signature over.
+    /// - Parameter rawQuery: the raw query without `?`.
+    /// - Returns: one or two forms, the re-encoded one first.
+    public static func queryForms(_ rawQuery: String) -> [String] {
         guard !rawQuery.isEmpty else { return [""] }
         let reencoded = canonicalQuery(rawQuery)
         let rawSorted = rawQuery.split(separator: "&", omittingEmptySubsequences: true).map(String.init)

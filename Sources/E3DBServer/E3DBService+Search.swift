@@ -63,8 +63,7 @@ extension E3DBService {
         guard limit > 0, limit <= 1000 else { throw HTTPFailure.badRequest("limit must be between 1 and 1000") }
         let offset = q.nextToken ?? 0
         guard offset >= 0, offset <= 10_000 else { throw HTTPFailure.badRequest("next_token must be between 0 and 10000") }
-        let matches = try (q.match ?? []).map(CompiledClause.init)
-        let excludes = try (q.exclude ?? []).map(CompiledClause.init)
+        let (matches, excludes) = try CompiledClause.compile(match: q.match, exclude: q.exclude)
         var after: Int64? = nil
         var before: Int64? = nil
         var byModified = false

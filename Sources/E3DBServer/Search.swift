@@ -23,17 +23,32 @@ enum MatchStrategy {
 }
 
 /// A compiled term.
+///
+/// Matching is bounded whatever the input: FUZZY, WILDCARD and REGEXP terms are at most ``maxPatternBytes`` long,
+/// they never match a value longer than ``maxMatchedValueBytes`` (EXACT still does), FUZZY runs a banded edit
+/// distance (O(n·5)), WILDCARD an iterative glob (O(n·m)) and REGEXP a linear-time NFA (``LinearRegex``, at most
+/// 2048 states), so that no term can make a search backtrack exponentially.
 struct SearchTerm {
+    /// The longest FUZZY, WILDCARD or REGEXP term, in UTF-8 bytes; longer ones are a 400.
+    static let maxPatternBytes = 1024
+    /// The longest value a FUZZY, WILDCARD or REGEXP term is compared with, in UTF-8 bytes.
+    static let maxMatchedValueBytes = 16 << 10
+
     let text: String
     let strategy: MatchStrategy
-    let regex: Regex<AnyRegexOutput>?
+    let regex: LinearRegex?
+    private let scalars: [Unicode.Scalar]
 
     init(_ text: String, _ strategy: MatchStrategy) throws {
         self.text = text
         self.strategy = strategy
+        if strategy != .exact, text.utf8.count > Self.maxPatternBytes {
+            throw HTTPFailure.badRequest("a FUZZY, WILDCARD or REGEXP term is longer than \(Self.maxPatternBytes) bytes")
+        }
+        scalars = strategy == .exact ? [] : Array(text.unicodeScalars)
         if strategy == .regexp {
-            do { regex = try Regex(text) } catch {
-                throw HTTPFailure.badRequest("a REGEXP term is not a valid regular expression")
+            do { regex = try LinearRegex(text) } catch {
+                throw HTTPFailure.badRequest("a REGEXP term is not a valid regular expression: \(error.message)")
             }
         } else {
             regex = nil
@@ -41,35 +56,43 @@ struct SearchTerm {
     }
 
     func matches(_ value: String) -> Bool {
+        if strategy == .exact { return value == text }
+        guard value.utf8.count <= Self.maxMatchedValueBytes else { return false }
         switch strategy {
         case .exact: return value == text
         case .fuzzy:
-            let count = text.count
+            let count = scalars.count
             let allowed = count <= 2 ? 0 : (count <= 5 ? 1 : 2)
-            return Self.distance(Array(text.unicodeScalars), Array(value.unicodeScalars), limit: allowed) <= allowed
-        case .wildcard: return Self.wildcard(Array(text.unicodeScalars)[...], Array(value.unicodeScalars)[...])
-        case .regexp: return (try? regex?.wholeMatch(in: value)) != nil
+            return Self.distance(scalars, Array(value.unicodeScalars), limit: allowed) <= allowed
+        case .wildcard: return Self.wildcard(scalars[...], Array(value.unicodeScalars)[...])
+        case .regexp: return regex?.wholeMatch(value) == true
         }
     }
 
-    /// Optimal-string-alignment distance, stopping early above `limit`.
+    /// Optimal-string-alignment distance, computed in the diagonal band of width `2·limit + 1` (cells outside it
+    /// exceed `limit`) and stopping early above `limit`; any result above `limit` is `limit + 1`.
     static func distance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar], limit: Int) -> Int {
-        if abs(a.count - b.count) > limit { return limit + 1 }
+        let over = limit + 1
+        if abs(a.count - b.count) > limit { return over }
         if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
-        var prev2 = [Int](repeating: 0, count: b.count + 1)
-        var prev = Array(0...b.count)
-        var cur = [Int](repeating: 0, count: b.count + 1)
+        var prev2 = [Int](repeating: over, count: b.count + 1)
+        var prev = [Int](repeating: over, count: b.count + 1)
+        var cur = [Int](repeating: over, count: b.count + 1)
+        for j in 0...min(b.count, limit) { prev[j] = j }
         for i in 1...a.count {
-            cur[0] = i
-            var rowMin = cur[0]
-            for j in 1...b.count {
+            let lo = max(1, i - limit), hi = min(b.count, i + limit)
+            guard lo <= hi else { return over }
+            cur[lo - 1] = lo == 1 ? min(i, over) : over
+            var rowMin = over
+            for j in lo...hi {
                 let cost = a[i - 1] == b[j - 1] ? 0 : 1
                 var v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
                 if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { v = min(v, prev2[j - 2] + 1) }
-                cur[j] = v
-                rowMin = min(rowMin, v)
+                cur[j] = min(v, over)
+                rowMin = min(rowMin, cur[j])
             }
-            if rowMin > limit { return limit + 1 }
+            if hi < b.count { cur[hi + 1] = over }
+            if rowMin > limit { return over }
             (prev2, prev, cur) = (prev, cur, prev2)
         }
         return prev[b.count]
@@ -126,6 +149,25 @@ struct CompiledClause {
             terms.append((.tag(try SearchTerm(v, strategy)), try SearchTerm(k, strategy)))
         }
         self.terms = terms
+    }
+
+    /// The most terms one search may hold across its match and exclude clauses.
+    static let maxTermsPerSearch = 1024
+
+    /// Compiles a search's clauses, refusing more than ``maxTermsPerSearch`` terms in all.
+    static func compile(match: [API.SearchClause]?, exclude: [API.SearchClause]?) throws
+        -> (match: [CompiledClause], exclude: [CompiledClause]) {
+        var total = 0
+        for clause in (match ?? []) + (exclude ?? []) {
+            let t = clause.terms
+            total += (t?.writerIDs?.count ?? 0) + (t?.userIDs?.count ?? 0) + (t?.recordIDs?.count ?? 0)
+            total += (t?.contentTypes?.count ?? 0) + (t?.keys?.count ?? 0) + (t?.values?.count ?? 0)
+            total += 2 * (t?.tags?.count ?? 0)
+            guard total <= maxTermsPerSearch else {
+                throw HTTPFailure.badRequest("a search may hold at most \(maxTermsPerSearch) terms")
+            }
+        }
+        return (try (match ?? []).map(CompiledClause.init), try (exclude ?? []).map(CompiledClause.init))
     }
 
     func matches(_ row: RecordRow, plain: [String: String]) -> Bool {

@@ -1,0 +1,60 @@
+// Fuzz target: the JSON request bodies of the E3DB API (E3DBAPI's `API.*` types) and wire timestamps.
+//
+// Every input is decoded with JSONDecoder as each body the server accepts (Record, RegistrationRequest,
+// PutAccessKeyRequest, PolicyRequest, QueryRequest and its PlainQuery, SearchRequest, Note). Decoding throws or
+// succeeds, never crashes; a decoded value encodes, and the encoding decodes to an equal value and encodes to the
+// same bytes again (round trip). A PlainQuery that decodes evaluates against a fixed `plain` map without crashing.
+// The input as UTF-8 text also goes through `APITimestamp.parse`: a parsed value within the range the wire form
+// can express (0001-…-9999, not before the epoch since `format` clamps) formats and parses back to the same
+// microseconds.
+import E3DBAPI
+import Foundation
+
+private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
+    if !condition { fatalError("FuzzAPIBodies invariant violated: \(message())") }
+}
+
+private func roundTrip<T: Codable & Equatable>(_ type: T.Type, _ data: Data) -> T? {
+    guard let value = try? JSONDecoder().decode(T.self, from: data) else { return nil }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    let encoded: Data
+    do { encoded = try encoder.encode(value) } catch { fatalError("a decoded \(T.self) does not encode: \(error)") }
+    let again: T
+    do { again = try JSONDecoder().decode(T.self, from: encoded) } catch {
+        fatalError("the encoding of a decoded \(T.self) does not decode: \(error)")
+    }
+    require(again == value, "\(T.self) changed through encode and decode")
+    require((try? encoder.encode(again)) == encoded, "the encoding of \(T.self) is not stable")
+    return value
+}
+
+/// The latest instant the wire form `YYYY-MM-DDTHH:MM:SS.ffffffZ` can express.
+private let lastFormattable: Int64 = 253_402_300_799_999_999
+
+private func timestamp(_ text: String) {
+    guard let micros = APITimestamp.parse(text) else { return }
+    guard micros >= 0, micros <= lastFormattable else { return }
+    let formatted = APITimestamp.format(micros: micros)
+    require(APITimestamp.parse(formatted) == micros, "timestamp \(micros) does not reparse from \(formatted)")
+}
+
+private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+    let data = start.map { Data(bytes: $0, count: count) } ?? Data()
+    _ = roundTrip(API.Record.self, data)
+    _ = roundTrip(API.Meta.self, data)
+    _ = roundTrip(API.RegistrationRequest.self, data)
+    _ = roundTrip(API.PutAccessKeyRequest.self, data)
+    _ = roundTrip(API.PolicyRequest.self, data)
+    if let query = roundTrip(API.QueryRequest.self, data), let plain = query.plain {
+        _ = plain.matches(plainSample)
+    }
+    if let plain = roundTrip(API.PlainQuery.self, data) { _ = plain.matches(plainSample) }
+    _ = roundTrip(API.SearchRequest.self, data)
+    _ = roundTrip(API.Note.self, data)
+    timestamp(String(decoding: data, as: UTF8.self))
+    return 0
+}

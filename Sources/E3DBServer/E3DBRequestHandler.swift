@@ -1,0 +1,42 @@
+public import Hummingbird
+public import Logging
+
+/// The E3DB API as a plain request → response function, without a socket: embed it in an application's own
+/// Hummingbird router (mount ``respond(to:)`` behind a route, or wrap it in a `CallbackResponder`), drive it from
+/// tests, or fuzz it in process. `e3dbkit server run` serves the same service over HTTP/1.1.
+///
+/// ```swift
+/// let storage = try SQLiteStorage(directory: dataDirectory)
+/// let files = try LocalFileBodyStore(directory: dataDirectory.appendingPathComponent("files"))
+/// let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+/// let responder = CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) }
+/// ```
+///
+/// Every refusal is a 4xx response with a JSON `{"error": "<message>"}` body; a storage failure is a 503 with the
+/// same shape. The handler never throws.
+public struct E3DBRequestHandler: Sendable {
+    private let service: E3DBService
+
+    /// Migrates `storage` and reads (creating on first use) its server secret, which keys capability URLs.
+    /// - Parameters:
+    ///   - configuration: limits, token and TSV1 lifetimes and the public URL; `host`/`port` only shape
+    ///     capability URLs when `publicURL` is unset and a request has no `Host`.
+    ///   - storage: the backend (the handler does not close it; the caller does, after the last request).
+    ///   - files: where file bodies live.
+    ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
+    /// - Throws: `StorageError` when the backend cannot be migrated or its secret read.
+    public init(configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
+                logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })) async throws {
+        try await storage.migrate()
+        service = E3DBService(storage: storage, files: files, configuration: configuration,
+                              secret: try await storage.serverSecret(), logger: logger)
+    }
+
+    /// Answers one request: routing, authentication (Bearer, TSV1 with replay protection, HTTP Basic on the token
+    /// endpoint, capability URLs), body limits and decoding, storage.
+    /// - Parameter request: the request; its body is read at most once.
+    /// - Returns: the response; never a 5xx but 503 for a failing backend.
+    public func respond(to request: Request) async -> Response {
+        await service.respond(to: request)
+    }
+}

@@ -1,0 +1,142 @@
+import E3DBAPI
+import Foundation
+import Testing
+
+/// The leniency and null/omission rules of the API bodies (spec api §1.5–§7).
+@Suite("API request decoding")
+struct RequestDecodingTests {
+    static let me = "6f1c1a3e-5a7b-4c2d-9e8f-0a1b2c3d4e5f"
+
+    func decode<T: Decodable>(_ type: T.Type, _ json: String) throws -> T {
+        try JSONDecoder().decode(type, from: Data(json.utf8))
+    }
+
+    func object(_ value: some Encodable) throws -> [String: Any] {
+        let data = try JSONEncoder().encode(value)
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    @Test func goRecordWithNullPlainAndZeroTimes() throws {
+        // e3db-go: "plain": null and zero created/last_modified; also other types where the server ignores them.
+        let go = #"{"meta":{"record_id":"","writer_id":"\#(Self.me)","user_id":"\#(Self.me)","type":"t","plain":null,"created":"0001-01-01T00:00:00Z","last_modified":"0001-01-01T00:00:00Z","version":""},"data":{"f":"a.b.c.d"}}"#
+        let record = try decode(API.Record.self, go)
+        #expect(record.meta.plain == nil)
+        #expect(record.meta.writerID == Self.me)
+        #expect(record.meta.created == "0001-01-01T00:00:00Z")
+        #expect(record.data == ["f": "a.b.c.d"])
+        let odd = #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{},"version":null,"record_id":7}}"#
+        let r = try decode(API.Record.self, odd)
+        #expect(r.meta.created == nil && r.meta.lastModified == nil && r.meta.version == nil && r.meta.recordID == nil)
+        #expect(r.data == [:])  // missing data is empty (file writes)
+    }
+
+    @Test func mapsOfStringsOnly() {
+        // §1.5: plain and data are string → string; other value types are refused (a 400 at the server).
+        for bad in [#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"k":5}},"data":{}}"#,
+                    #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":["x"]}}"#,
+                    #"{"meta":{"writer_id":"w","user_id":"u"},"data":{}}"#] {
+            #expect(throws: DecodingError.self) { try decode(API.Record.self, bad) }
+        }
+    }
+
+    @Test func afterIndexAsDouble() throws {
+        #expect(try decode(API.QueryRequest.self, #"{"after_index":5.0}"#).afterIndex == 5)
+        #expect(try decode(API.QueryRequest.self, #"{"after_index":5}"#).afterIndex == 5)
+        #expect(try decode(API.QueryRequest.self, #"{"after_index":null,"plain":null}"#).afterIndex == nil)
+        for bad in [#"{"after_index":5.5}"#, #"{"after_index":1e300}"#, #"{"after_index":"5"}"#] {
+            #expect(throws: DecodingError.self) { try decode(API.QueryRequest.self, bad) }
+        }
+    }
+
+    @Test func plainQueryForms() throws {
+        let python = try decode(API.QueryRequest.self,
+            #"{"count":100,"after_index":0,"include_data":true,"writer_ids":[],"user_ids":[],"record_ids":[],"content_types":[],"plain":{"and":[{"eq":{"name":"a","value":"1"}},{"not":{"eq":{"name":"b","value":"3"}}}]},"include_all_writers":false}"#)
+        #expect(python.plain == .and([.equals(name: "a", value: "1"), .not(.equals(name: "b", value: "3"))]))
+        // e3db-go's flat map is the AND of its equalities, keys named like operators included.
+        let flat = try decode(API.PlainQuery.self, #"{"b":"2","a":"1"}"#)
+        #expect(flat == .and([.equals(name: "a", value: "1"), .equals(name: "b", value: "2")]))
+        #expect(flat.matches(["a": "1", "b": "2", "c": "3"]))
+        #expect(!flat.matches(["a": "1"]))
+        #expect(try decode(API.PlainQuery.self, #"{"eq":"x","not":"y"}"#)
+            == .and([.equals(name: "eq", value: "x"), .equals(name: "not", value: "y")]))
+        #expect(try decode(API.PlainQuery.self, "{}").matches([:]))
+        #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, #"{"not":5}"#) }
+        // FailCase FuzzAPIBodies/plainquery-deeper-than-the-encoder: 511 nested `not`s decoded (JSONDecoder allows
+        // 512 levels) but could not be encoded again (`{"and":[]}` at the bottom is one level deeper).
+        let deep = String(repeating: #"{"not":"#, count: 511) + "{}" + String(repeating: "}", count: 511)
+        #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, deep) }
+        let ok = String(repeating: #"{"not":"#, count: 50) + "{}" + String(repeating: "}", count: 50)
+        let query = try decode(API.QueryRequest.self, #"{"plain":"# + ok + "}")
+        #expect(try JSONDecoder().decode(API.QueryRequest.self, from: JSONEncoder().encode(query)) == query)
+        #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, #"["a"]"#) }
+    }
+
+    @Test func searchResultsCarryNullDataAndAccessKey() throws {
+        let meta = API.Meta(recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:], created: "c",
+                            lastModified: "m", version: "v")
+        let o = try object(API.SearchResult(meta: meta, recordData: nil, accessKey: nil))
+        #expect(o["record_data"] is NSNull)
+        #expect(o["access_key"] is NSNull)
+        #expect(o["rec_sig"] == nil)
+        let m = try #require(o["meta"] as? [String: Any])
+        #expect(m["file_meta"] == nil)  // omitted, never null (js would treat the record as a file)
+        #expect(m["plain"] is [String: Any])
+    }
+
+    @Test func signingKeysAreNullNotAbsent() throws {
+        let registration = try object(API.RegistrationResponse(
+            clientID: "c", apiKeyID: "k", apiSecret: "s", name: "n", publicKey: .init(curve25519: "p"), signingKey: nil))
+        #expect(registration["signing_key"] is NSNull)
+        let info = try object(API.ClientInfo(clientID: "c", publicKey: .init(curve25519: "p"), signingKey: nil))
+        #expect(info["signing_key"] is NSNull)
+        let eak = try object(API.EAKInfo(eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "p"),
+                                         signerID: nil, signerSigningKey: nil))
+        #expect(eak["signer_signing_key"] is NSNull)
+        #expect(eak["signer_id"] == nil)
+        // Requests: a registration without (or with a null) signing key decodes.
+        let go = try decode(API.RegistrationRequest.self, #"{"token":"t","client":{"name":"n","public_key":{"curve25519":"p"},"signing_key":null}}"#)
+        #expect(go.client.signingKey == nil)
+    }
+
+    @Test func fileMetaOnlyOnFiles() throws {
+        let file = API.Meta(recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:],
+                            fileMeta: .init(fileName: "f", checksum: "c", size: 4))
+        let fm = try #require(try object(file)["file_meta"] as? [String: Any])
+        #expect(fm["file_url"] is NSNull)  // Python reads the key
+        #expect(fm["compression"] as? String == "raw")
+        let plain = API.Meta(recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:])
+        #expect(try object(plain).keys.contains("file_meta") == false)
+    }
+
+    @Test func notesAcceptNullForEveryOptionalMember() throws {
+        let swift = #"{"note_id":null,"id_string":null,"client_id":"ABC","mode":"Sodium","recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","type":null,"data":{"f":"x"},"plain":null,"file_meta":null,"signature":null,"max_views":null,"views":null,"expiration":null,"expires":null,"eacp":null,"created_at":null}"#
+        let note = try decode(API.Note.self, swift)
+        #expect(note.idString == nil && note.plain == nil && note.fileMeta == nil && note.maxViews == nil)
+        // Python sends plain inside file_meta and a float max_views; a non-map plain is dropped.
+        let python = try decode(API.Note.self, #"{"mode":"sodium","recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","data":{"f":"x"},"plain":[1],"file_meta":{"a":"b"},"max_views":3.0,"expiration":"0001-01-01T00:00:00Z"}"#)
+        #expect(python.plain == nil)
+        #expect(python.fileMeta == .object(["a": .string("b")]))
+        #expect(python.maxViews == 3)
+        #expect(throws: DecodingError.self) {
+            try decode(API.Note.self, #"{"recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k"}"#)
+        }
+    }
+
+    @Test func searchRequestsOfEverySDK() throws {
+        let python = try decode(API.SearchRequest.self, #"{"limit":50,"next_token":0,"include_all_writers":false,"include_data":true,"match":[{"condition":"OR","strategy":"EXACT","terms":{"writer_ids":[],"user_ids":[],"record_ids":[],"content_types":["t"],"keys":[],"values":[],"tags":null}}],"exclude":[],"range":{}}"#)
+        #expect(python.match?.first?.terms?.tags == nil)
+        #expect(python.range == API.SearchRange())
+        let js = try decode(API.SearchRequest.self, #"{"limit":2,"include_data":false,"group_ids":[],"order":{"sort_order":"ASCENDING"},"range":{"range_key":"CREATED","after":"2026-01-01T00:00:00.000Z"}}"#)
+        #expect(js.range?.after == "2026-01-01T00:00:00.000Z")
+        #expect(js.nextToken == nil)
+    }
+
+    @Test func policyBodies() throws {
+        for verb in ["read", "authorizer"] {
+            let allow = try decode(API.PolicyRequest.self, #"{"allow":[{"\#(verb)":{}}]}"#)
+            #expect(allow.allow?.first?.keys.first == verb && allow.deny == nil)
+            let deny = try decode(API.PolicyRequest.self, #"{"deny":[{"\#(verb)":{}}]}"#)
+            #expect(deny.deny?.first?[verb] == .object([:]))
+        }
+    }
+}

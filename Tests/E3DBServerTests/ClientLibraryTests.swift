@@ -30,11 +30,12 @@ final class ServerProcess: @unchecked Sendable {
 
     struct ServerFailure: Error, CustomStringConvertible { let description: String }
 
-    init(data existing: URL? = nil) throws {
+    init(data existing: URL? = nil, postgres: String? = nil) throws {
         data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
-        token = try Self.cli(["server", "token", "create", "--data", data.path])
+        let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
+        token = try Self.cli(["server", "token", "create"] + storage)
         process.executableURL = Self.binary
-        process.arguments = ["server", "run", "--data", data.path, "--port", "0", "--log-level", "warning"]
+        process.arguments = ["server", "run", "--port", "0", "--log-level", "warning"] + storage
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice
@@ -74,11 +75,26 @@ final class ServerProcess: @unchecked Sendable {
     }
 }
 
-@Suite("E3DBClient against e3dbkit server", .serialized)
+/// The server's backends; the PostgreSQL cases run on the suite's throwaway server (skipped loudly without one).
+enum ClientTestBackend: String, CaseIterable, Sendable {
+    case sqlite, postgres
+
+    func start() throws -> ServerProcess? {
+        switch self {
+        case .sqlite: return try ServerProcess()
+        case .postgres:
+            guard let url = try PostgresTestServer.newDatabase() else { return nil }
+            return try ServerProcess(postgres: url)
+        }
+    }
+}
+
+@Suite("E3DBClient against e3dbkit server", .serialized, .postgresServer)
 struct ClientLibraryTests {
-    @Test("records: write, read fields, update with versions, delete, query pages and plain filters")
-    func records() async throws {
-        let server = try ServerProcess()
+    @Test("records: write, read fields, update with versions, delete, query pages and plain filters",
+          arguments: ClientTestBackend.allCases)
+    func records(backend: ClientTestBackend) async throws {
+        guard let server = try backend.start() else { return }
         defer { server.stop() }
         let alice = try await server.register("alice")
         var written: [ClientRecord] = []
@@ -112,9 +128,9 @@ struct ClientLibraryTests {
         await #expect(throws: E3DBError(.badRequest)) { _ = try await alice.write(type: "contact", data: [:]) }
     }
 
-    @Test("sharing, revocation, authorizers sharing on behalf, and the listings")
-    func sharingAndAuthorizers() async throws {
-        let server = try ServerProcess()
+    @Test("sharing, revocation, authorizers sharing on behalf, and the listings", arguments: ClientTestBackend.allCases)
+    func sharingAndAuthorizers(backend: ClientTestBackend) async throws {
+        guard let server = try backend.start() else { return }
         defer { server.stop() }
         let writer = try await server.register("writer")
         let helper = try await server.register("authorizer")
@@ -142,9 +158,9 @@ struct ClientLibraryTests {
         }
     }
 
-    @Test("search v2: strategies, data decrypted, offset pages")
-    func searchV2() async throws {
-        let server = try ServerProcess()
+    @Test("search v2: strategies, data decrypted, offset pages", arguments: ClientTestBackend.allCases)
+    func searchV2(backend: ClientTestBackend) async throws {
+        guard let server = try backend.start() else { return }
         defer { server.stop() }
         let alice = try await server.register("alice")
         for word in ["veryveryfuzzy", "toznywebsite", "other", "another", "third"] {

@@ -1,6 +1,9 @@
 public import E3DBPrimitives
 
 extension E3DBError.Code {
+    /// A blind-index entry is missing, differs from the token its record's data gives, or points at no record
+    /// (`verify()`; the record id or index name in `context.item`).
+    public static let indexEntryMismatch = Self("indexEntryMismatch", category: .verification)
     /// The passphrase or key does not open the store: its master key did not authenticate. Reported at open,
     /// before any record is read.
     public static let wrongKey = Self("wrongKey", category: .verification)

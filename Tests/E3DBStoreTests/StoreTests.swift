@@ -419,6 +419,35 @@ struct StoreSharingTests {
 
 @Suite("E3DBStore: blind indexes")
 struct BlindIndexTests {
+    @Test("verify checks every blind-index entry: a changed, missing or orphaned entry is reported with its record")
+    func verifyIndexEntries() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let a = try store.put(collection: "users", type: "t", data: ["email": "a@example.com"])
+        let b = try store.put(collection: "users", type: "t", data: ["email": "b@example.com"])
+        _ = try store.put(collection: "users", type: "t", data: ["email": "c@example.com"])
+        _ = try store.createIndex(collection: "users", fields: ["email"], bits: 32)
+        #expect(try store.verify().problems.isEmpty)
+        // Someone editing the file with their own SQLite does not enforce the store's foreign keys.
+        var unchecked = Configuration()
+        unchecked.foreignKeysEnabled = false
+        let raw = try DatabaseQueue(path: dir.database, configuration: unchecked)
+        let aID = a.id.uuidString.lowercased(), bID = b.id.uuidString.lowercased()
+        try raw.write { db in
+            // a's token replaced by b's; b's entry deleted; an entry for a record that does not exist.
+            let seqA = try Int64.fetchOne(db, sql: "SELECT seq FROM records WHERE id = ?", arguments: [aID]) ?? -1
+            let seqB = try Int64.fetchOne(db, sql: "SELECT seq FROM records WHERE id = ?", arguments: [bID]) ?? -1
+            let tokenB = try Data.fetchOne(db, sql: "SELECT token FROM blind_index_entries WHERE record_seq = ?",
+                                           arguments: [seqB])
+            try db.execute(sql: "UPDATE blind_index_entries SET token = ? WHERE record_seq = ?", arguments: [tokenB, seqA])
+            try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seqB])
+            try db.execute(sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES ('users', 'email', x'00000000', 999999)")
+        }
+        let problems = try store.verify().problems
+        #expect(problems.allSatisfy { $0.code == .indexEntryMismatch }, "\(problems)")
+        #expect(Set(problems.compactMap(\.context.item)) == [aID, bID, "email"])
+    }
+
     @Test("equality search through simple and compound indexes returns exactly the matches, also with 1-bit tokens")
     func search() throws {
         let dir = try StoreDirectory()

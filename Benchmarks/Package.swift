@@ -16,6 +16,8 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         // Plain SQLite through GRDB: the floor of the store benchmark (the same version the store uses).
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        // The fixed-route baseline of scripts/server-benchmark.sh (the same Hummingbird as E3DBServer).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // Direct libsodium calls for the baselines (the root package's CE3DBSodium is not a product).
@@ -96,5 +98,15 @@ package.targets += [
             .product(name: "E3DBDocuments", package: "E3DBKit"),
         ],
         path: "ClientThroughput"
+    ),
+]
+
+// Server load baseline: a Hummingbird route returning a fixed JSON body, with E3DBServer's HTTP configuration;
+// scripts/server-benchmark.sh drives it and `e3dbkit server run` with wrk in the same run.
+package.targets += [
+    .executableTarget(
+        name: "ServerBaseline",
+        dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+        path: "ServerBaseline"
     ),
 ]

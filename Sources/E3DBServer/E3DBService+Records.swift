@@ -78,7 +78,7 @@ extension E3DBService {
             recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
             plainJSON: try Self.jsonText(req.meta.plain ?? [:]), dataJSON: try Self.jsonText(req.data),
             recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID()))
-        return try JSONBody.response(record(row), status: .created)
+        return Self.recordResponse(row, status: .created)
     }
 
     func readRecord(_ r: APIRequest, id: String) async throws -> Response {
@@ -87,7 +87,15 @@ extension E3DBService {
               try await mayRead(caller.clientID, row) else {
             throw HTTPFailure.notFound("no such record, or it is not shared with this client")
         }
-        return try JSONBody.response(record(row, fields: r.queryValues("field")))
+        let fields = r.queryValues("field")
+        if fields.isEmpty && row.fileMetaJSON == nil { return Self.recordResponse(row) }
+        return try JSONBody.response(record(row, fields: fields))
+    }
+
+    /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
+    static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: RecordJSON.render(row)))
     }
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {

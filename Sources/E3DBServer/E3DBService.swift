@@ -16,6 +16,7 @@ final class E3DBService: Sendable {
     let configuration: ServerConfiguration
     let secret: SecureBytes
     let clock = MonotonicClock()
+    let bearerTokens = BearerTokenCache()
     let logger: Logger
     /// The Prometheus registry when `/metrics` is served.
     let metrics: PrometheusCollectorRegistry?
@@ -138,11 +139,15 @@ final class E3DBService: Sendable {
             throw HTTPFailure.unauthorized("this endpoint needs an Authorization header (Bearer or TSV1)")
         }
         if header.hasPrefix("Bearer ") || header.hasPrefix("bearer ") {
-            let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-            guard let id = try await storage.accessTokenClient(hash: Self.sha256(token), now: clock.now()),
-                  let client = try await storage.client(id: id), client.enabled else {
+            let token = trimmedWhitespace(header.dropFirst(7))
+            let hash = Self.sha256(token)
+            let now = clock.now()
+            if let cached = bearerTokens.client(hash: hash, now: now) { return cached }
+            guard let found = try await storage.accessToken(hash: hash, now: now),
+                  let client = try await storage.client(id: found.clientID), client.enabled else {
                 throw HTTPFailure.unauthorized("the bearer token is unknown or expired")
             }
+            bearerTokens.insert(hash: hash, client: client, tokenExpires: found.expires, now: now)
             return client
         }
         let verified = try await verifyTSV1(r, header: header)

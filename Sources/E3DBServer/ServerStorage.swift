@@ -265,6 +265,9 @@ public protocol ServerStorage: Sendable {
     func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws
     /// The client of an unexpired token.
     func accessTokenClient(hash: Data, now: Int64) async throws -> String?
+    /// The client and expiry (microseconds) of an unexpired token, for the in-memory token cache. The default
+    /// (from `accessTokenClient`) reports the token as expiring `now`, which the cache never keeps.
+    func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)?
     /// Records a TSV1 nonce: `false` when it was already used and has not expired (a replay). Also purges
     /// expired nonces and tokens now and then.
     func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool
@@ -317,4 +320,11 @@ public protocol ServerStorage: Sendable {
 
     /// Row counts by table, for `e3dbkit server stats`.
     func statistics() async throws -> [String: Int]
+}
+
+extension ServerStorage {
+    /// The client of an unexpired token, with `now` as its expiry (not cacheable).
+    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
+        try await accessTokenClient(hash: hash, now: now).map { ($0, now) }
+    }
 }

@@ -1,0 +1,87 @@
+import Synchronization
+
+/// Group commit: items submitted concurrently are written together, in one transaction, by one writer task.
+///
+/// The first submitter starts a drain task; whatever arrives while a batch is being written waits and forms the
+/// next batch (at most ``maxBatch`` items), so there is no added delay when writes do not overlap and one commit
+/// per batch when they do. When a batch fails, its items are retried one transaction each, so that one bad item
+/// fails only its own caller.
+final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
+    private typealias Waiter = CheckedContinuation<Output, any Error>
+    private struct State {
+        var queue: [(Item, Waiter)] = []
+        var draining = false
+    }
+
+    private let state = Mutex(State())
+    /// Most items in one transaction.
+    let maxBatch: Int
+    private let write: @Sendable ([Item]) async throws -> [Output]
+
+    /// - Parameters:
+    ///   - maxBatch: most items in one transaction.
+    ///   - write: writes the items in one transaction, returning one output per item in order.
+    init(maxBatch: Int = 256, write: @escaping @Sendable ([Item]) async throws -> [Output]) {
+        self.maxBatch = max(1, maxBatch)
+        self.write = write
+    }
+
+    /// Writes `item` with whatever else is submitted meanwhile.
+    /// - Parameter item: the item.
+    /// - Returns: its output once its transaction committed.
+    /// - Throws: the error of its own write.
+    func submit(_ item: Item) async throws -> Output {
+        try await withCheckedThrowingContinuation { (waiter: Waiter) in
+            let lead = state.withLock { state in
+                state.queue.append((item, waiter))
+                if state.draining { return false }
+                state.draining = true
+                return true
+            }
+            if lead { Task { await self.drain() } }
+        }
+    }
+
+    private func drain() async {
+        while true {
+            let batch: [(Item, Waiter)] = state.withLock { state in
+                guard !state.queue.isEmpty else {
+                    state.draining = false
+                    return []
+                }
+                let n = min(maxBatch, state.queue.count)
+                let batch = Array(state.queue.prefix(n))
+                state.queue.removeFirst(n)
+                return batch
+            }
+            if batch.isEmpty { return }
+            let outputs: [Output]
+            do {
+                outputs = try await write(batch.map(\.0))
+            } catch {
+                if batch.count == 1 {
+                    batch[0].1.resume(throwing: error)
+                    continue
+                }
+                for (item, waiter) in batch {
+                    do {
+                        let outputs = try await write([item])
+                        guard let output = outputs.first else {
+                            throw StorageError(.corrupted, "a grouped write returned no result")
+                        }
+                        waiter.resume(returning: output)
+                    } catch {
+                        waiter.resume(throwing: error)
+                    }
+                }
+                continue
+            }
+            guard outputs.count == batch.count else {
+                let error = StorageError(.corrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
+                for entry in batch { entry.1.resume(throwing: error) }
+                continue
+            }
+            for (entry, output) in zip(batch, outputs) { entry.1.resume(returning: output) }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import E3DBAPI
+import NIOCore
+
+/// Record response bodies written straight into the response bytes. The stored `plain` and `data` members are JSON
+/// text the server itself encoded at write time (or its backend re-serialized), so they are spliced in as they are:
+/// no decode and re-encode per read. The members and their order are those of ``API/Record``'s encoding.
+enum RecordJSON {
+    /// `{"meta":{"record_id":…,"writer_id":…,"user_id":…,"type":…,"plain":{…},"created":…,"last_modified":…,
+    /// "version":…},"data":{…},"rec_sig":…}` (`rec_sig` only when set). For records without `file_meta`, read
+    /// without a field filter.
+    /// - Parameter row: the stored record.
+    /// - Returns: the response body.
+    static func render(_ row: RecordRow) -> ByteBuffer {
+        var out = ByteBuffer()
+        out.reserveCapacity(320 + row.type.utf8.count + row.plainJSON.utf8.count + row.dataJSON.utf8.count
+                            + (row.recSig?.utf8.count ?? 0))
+        out.writeStaticString(#"{"meta":{"record_id":"#)
+        writeString(row.recordID, into: &out)
+        out.writeStaticString(#","writer_id":"#)
+        writeString(row.writerID, into: &out)
+        out.writeStaticString(#","user_id":"#)
+        writeString(row.userID, into: &out)
+        out.writeStaticString(#","type":"#)
+        writeString(row.type, into: &out)
+        out.writeStaticString(#","plain":"#)
+        out.writeString(row.plainJSON)
+        out.writeStaticString(#","created":"#)
+        writeString(APITimestamp.format(micros: row.created), into: &out)
+        out.writeStaticString(#","last_modified":"#)
+        writeString(APITimestamp.format(micros: row.lastModified), into: &out)
+        out.writeStaticString(#","version":"#)
+        writeString(row.version, into: &out)
+        out.writeStaticString(#"},"data":"#)
+        out.writeString(row.dataJSON)
+        if let sig = row.recSig {
+            out.writeStaticString(#","rec_sig":"#)
+            writeString(sig, into: &out)
+        }
+        out.writeStaticString("}")
+        return out
+    }
+
+    /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (`.withoutEscapingSlashes`): `"` and
+    /// `\` escaped, control characters as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`, everything else as UTF-8.
+    static func writeString(_ text: String, into out: inout ByteBuffer) {
+        out.writeInteger(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for i in bytes.indices {
+                let c = bytes[i]
+                guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
+                out.writeBytes(UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                start = i + 1
+                switch c {
+                case UInt8(ascii: "\""): out.writeStaticString(#"\""#)
+                case UInt8(ascii: "\\"): out.writeStaticString(#"\\"#)
+                case 0x0A: out.writeStaticString(#"\n"#)
+                case 0x0D: out.writeStaticString(#"\r"#)
+                case 0x09: out.writeStaticString(#"\t"#)
+                case 0x08: out.writeStaticString(#"\b"#)
+                case 0x0C: out.writeStaticString(#"\f"#)
+                default:
+                    let digits: StaticString = "0123456789abcdef"
+                    out.writeStaticString(#"\u00"#)
+                    out.writeInteger(digits.utf8Start[Int(c >> 4)])
+                    out.writeInteger(digits.utf8Start[Int(c & 15)])
+                }
+            }
+            out.writeBytes(UnsafeBufferPointer(rebasing: bytes[start...]))
+        }
+        out.writeInteger(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,219 @@
+import E3DBAPI
+@testable import E3DBServer
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import Testing
+
+/// The server's fast paths against the code they replace: record responses spliced from stored JSON text,
+/// group commit of record inserts, and the bearer-token cache.
+@Suite("Server hot paths")
+struct HotPathTests {
+    /// Runs `body` with a migrated SQLite storage in a fresh directory, removed afterwards.
+    static func withStorage(_ body: (SQLiteStorage, URL) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("e3dbkit-hotpath-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = try SQLiteStorage(directory: directory)
+        try await storage.migrate()
+        try await body(storage, directory)
+        try await storage.close()
+    }
+
+    static func row(type: String = "bench", plain: [String: String], data: [String: String], recSig: String?) throws
+        -> RecordRow {
+        RecordRow(index: 7, recordID: newUUID(), writerID: newUUID(), userID: newUUID(), type: type,
+                  plainJSON: try E3DBService.jsonText(plain), dataJSON: try E3DBService.jsonText(data), recSig: recSig,
+                  fileMetaJSON: nil, created: 1_764_070_496_123_456, lastModified: 1_764_070_496_123_457,
+                  version: newUUID())
+    }
+
+    /// Members of a JSON object, recursively, as Foundation reads them.
+    static func object(_ data: Data) throws -> NSDictionary {
+        try #require(try JSONSerialization.jsonObject(with: data) as? NSDictionary)
+    }
+
+    @Test("a spliced record response has exactly the members and values of the encoded one")
+    func splicedRecordMatchesEncoder() async throws {
+        try await Self.withStorage { storage, directory in try Self.checkSplicing(storage, directory) }
+    }
+
+    static func checkSplicing(_ storage: SQLiteStorage, _ directory: URL) throws {
+        let service = E3DBService(
+            storage: storage, files: try LocalFileBodyStore(directory: directory.appendingPathComponent("files")),
+            configuration: ServerConfiguration(dataDirectory: directory), secret: Data(count: 32),
+            logger: Logger(label: "test"))
+        let hostile = "q\"uote \\ back/slash \n\r\t\u{8}\u{c}\u{1}\u{1f} é 🙂 </script>"
+        let rows = [
+            try Self.row(plain: [:], data: ["a": "x"], recSig: nil),
+            try Self.row(type: hostile, plain: ["k": hostile, hostile: "v"], data: ["f1": "a.b.c.d", "f2": hostile],
+                         recSig: hostile),
+            try Self.row(plain: ["n": "1"], data: [:], recSig: "sig"),
+        ]
+        for row in rows {
+            let spliced = Data(RecordJSON.render(row).readableBytesView)
+            let encoded = try JSONBody.encoder().encode(try service.record(row))
+            #expect(try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")
+            #expect(try JSONDecoder().decode(API.Record.self, from: spliced) == (try service.record(row)))
+        }
+    }
+
+    @Test("every control character is escaped as JSONEncoder reads it back")
+    func stringEscapes() throws {
+        var all = String()
+        for scalar in (0..<0x80).compactMap(Unicode.Scalar.init) { all.unicodeScalars.append(scalar) }
+        all += "ü€𝄞"
+        var buffer = ByteBuffer()
+        RecordJSON.writeString(all, into: &buffer)
+        #expect(try JSONDecoder().decode(String.self, from: Data(buffer.readableBytesView)) == all)
+    }
+
+    @Test("canonicalUUID agrees with UUID(uuidString:) on 8-4-4-4-12 hex and refuses everything else")
+    func canonicalUUIDMatchesFoundation() {
+        var inputs = ["", "x", "5F1C1A6E-2A55-4A55-9B1E-3F6A2F9C0D11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11",
+                      "5f1c1a6e2a554a559b1e3f6a2f9c0d11", "{5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11}",
+                      "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d111",
+                      "5f1c1a6e_2a55-4a55-9b1e-3f6a2f9c0d11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1g",
+                      "5f1c1a6e--a55-4a55-9b1e-3f6a2f9c0d11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1é",
+                      " 5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c-d11"]
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789abcdefABCDEFgG-_ ")
+        for _ in 0..<2000 {
+            var chars = Array(UUID().uuidString)
+            for _ in 0..<Int.random(in: 0...2, using: &generator) {
+                chars[Int.random(in: 0..<36, using: &generator)] = alphabet.randomElement(using: &generator) ?? "-"
+            }
+            inputs.append(String(chars))
+        }
+        for input in inputs {
+            let foundation = UUID(uuidString: input).map { $0.uuidString.lowercased() }
+            let strict = input.utf8.count == 36 && input.enumerated().allSatisfy { i, c in
+                [8, 13, 18, 23].contains(i) ? c == "-" : c.isHexDigit && c.isASCII
+            }
+            // Foundation's parser (sscanf "%2hhx") also takes a few malformed forms ("-a" as 0xf6, " 4" as 0x04);
+            // canonicalUUID refuses them and agrees everywhere else.
+            #expect(canonicalUUID(input) == (strict ? foundation : nil), "\(input)")
+            if strict { #expect(foundation != nil, "\(input)") }
+        }
+    }
+
+    @Test("newUUID makes distinct lowercase version-4 UUIDs")
+    func newUUIDs() {
+        var seen = Set<String>()
+        for _ in 0..<1000 {
+            let id = newUUID()
+            #expect(canonicalUUID(id) == id)
+            #expect(Array(id)[14] == "4")
+            #expect("89ab".contains(Array(id)[19]))
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+    }
+
+    @Test("trimmedWhitespace trims as trimmingCharacters(in: .whitespaces)")
+    func trimming() {
+        for input in ["", " ", "\t abc \t", "abc", "  a b  ", "\u{a0}abc\u{2003}", "abc\n", "\nabc", " é "] {
+            #expect(trimmedWhitespace(Substring(input)) == input.trimmingCharacters(in: .whitespaces), "\(input)")
+        }
+    }
+
+    @Test("wire timestamps around the four-digit-year fast path")
+    func timestampEdges() {
+        #expect(APITimestamp.format(micros: 253_402_300_799_999_999) == "9999-12-31T23:59:59.999999Z")
+        #expect(APITimestamp.format(micros: 253_402_300_800_000_000) == "10000-01-01T00:00:00.000000Z")
+        #expect(APITimestamp.format(micros: -5) == "1970-01-01T00:00:00.000000Z")
+        #expect(APITimestamp.format(micros: 1_764_070_496_000_042) == "2025-11-25T11:34:56.000042Z")
+    }
+
+    enum Bad: Error { case item }
+
+    @Test("concurrent submissions are written in groups, each caller gets its own output")
+    func groupCommitGroups() async throws {
+        let batches = Mutex<[Int]>([])
+        let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
+            batches.withLock { $0.append(items.count) }
+            try await Task.sleep(for: .milliseconds(5))
+            return items.map { $0 * 2 }
+        }
+        let results = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for i in 0..<300 { group.addTask { (i, try await commit.submit(i)) } }
+            var out: [Int: Int] = [:]
+            for try await (i, r) in group { out[i] = r }
+            return out
+        }
+        #expect(results.count == 300)
+        #expect(results.allSatisfy { $0.value == $0.key * 2 })
+        let sizes = batches.withLock { $0 }
+        #expect(sizes.reduce(0, +) == 300)
+        #expect(sizes.max() ?? 0 > 1, "no group formed: \(sizes)")
+        #expect(sizes.max() ?? 0 <= 64)
+    }
+
+    @Test("a failing item fails only its own caller")
+    func groupCommitIsolatesFailures() async throws {
+        let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
+            try await Task.sleep(for: .milliseconds(2))
+            if items.contains(13) { throw Bad.item }
+            return items
+        }
+        // Each task yields its item when written, or -(item + 1) when its write failed.
+        let outcomes = await withTaskGroup(of: Int.self) { group in
+            for i in 0..<100 {
+                group.addTask { (try? await commit.submit(i)) == i ? i : -i - 1 }
+            }
+            var out: [Int] = []
+            for await value in group { out.append(value) }
+            return out
+        }
+        #expect(outcomes.filter { $0 < 0 } == [-14])
+        #expect(outcomes.filter { $0 >= 0 }.count == 99)
+    }
+
+    @Test("SQLite: concurrent inserts all land with distinct indexes; a duplicate id fails alone")
+    func sqliteGroupedInserts() async throws {
+        try await Self.withStorage { storage, _ in try await Self.checkGroupedInserts(storage) }
+    }
+
+    static func checkGroupedInserts(_ storage: SQLiteStorage) async throws {
+        let rows = try (0..<200).map { try Self.row(plain: ["n": "\($0)"], data: ["f": "\($0)"], recSig: nil) }
+        var duplicate = rows[0]
+        duplicate.version = "dup"
+        let all = rows + [duplicate]
+        let stored = await withTaskGroup(of: RecordRow?.self) { group in
+            for row in all { group.addTask { try? await storage.insertRecord(row) } }
+            var out: [RecordRow] = []
+            for await r in group { if let r { out.append(r) } }
+            return out
+        }
+        #expect(stored.count == 200)
+        #expect(Set(stored.map(\.index)).count == 200)
+        #expect(stored.allSatisfy { $0.index > 0 })
+        for row in rows {
+            let read = try await storage.record(id: row.recordID)
+            #expect(read?.plainJSON == row.plainJSON)
+        }
+        #expect(try await storage.statistics()["records"] == 200)
+    }
+
+    @Test("the token cache honours the token's expiry and its own lifetime")
+    func tokenCacheExpiry() throws {
+        let cache = BearerTokenCache(lifetime: 100, capacity: 2)
+        let client = ClientRow(clientID: newUUID(), name: "c", publicKey: "k", signingKey: nil, apiKeyID: "id",
+                               apiSecretHash: Data(), registrationTokenHash: Data(), created: 0)
+        let a = Data(repeating: 1, count: 32), b = Data(repeating: 2, count: 32), c = Data(repeating: 3, count: 32)
+        cache.insert(hash: a, client: client, tokenExpires: 1_050, now: 1_000)
+        #expect(cache.client(hash: a, now: 1_049) == client)
+        #expect(cache.client(hash: a, now: 1_050) == nil)
+        cache.insert(hash: b, client: client, tokenExpires: 10_000, now: 1_000)
+        #expect(cache.client(hash: b, now: 1_099) == client)
+        #expect(cache.client(hash: b, now: 1_100) == nil)
+        cache.insert(hash: a, client: client, tokenExpires: 999, now: 1_000)
+        #expect(cache.client(hash: a, now: 1_000) == nil)
+        cache.insert(hash: a, client: client, tokenExpires: 10_000, now: 1_000)
+        cache.insert(hash: b, client: client, tokenExpires: 10_000, now: 1_000)
+        cache.insert(hash: c, client: client, tokenExpires: 10_000, now: 1_000)
+        #expect(cache.client(hash: c, now: 1_001) == client)
+        #expect(cache.client(hash: a, now: 1_001) == nil, "a full cache starts over")
+    }
+}

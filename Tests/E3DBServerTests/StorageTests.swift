@@ -306,7 +306,9 @@ struct StorageTests {
             // Expired: usable again, and then protected until its new expiry.
             #expect(try await storage.useNonce("n1", expires: 3_000, now: 1_001))
             #expect(try await !storage.useNonce("n1", expires: 3_000, now: 2_999))
-            #expect(try await storage.statistics()["tsv1_nonces"] == 2)
+            // n2 expired at 1_000: a write may purge it (both backends purge expired nonces now and then).
+            let kept = try await storage.statistics()["tsv1_nonces"] ?? 0
+            #expect((1...2).contains(kept))
         }
     }
 

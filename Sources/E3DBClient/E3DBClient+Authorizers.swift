@@ -41,8 +41,7 @@ extension E3DBClient {
     /// As an authorizer of `writer`, revokes `reader`'s access to its records of `type`.
     public func revoke(onBehalfOf writer: UUID, type: String, from reader: UUID) async throws {
         try await putPolicy(writer: writer, reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
-        let w = writer.uuidString.lowercased()
-        _ = try await send("DELETE", ["v1", "storage", "access_keys", w, w, reader.uuidString.lowercased(), type],
+        _ = try await send("DELETE", tuplePath(writer: writer, user: writer, reader: reader, type: type),
                            operation: "access key delete")
     }
 

@@ -177,9 +177,7 @@ extension E3DBClient {
     }
 
     func putPolicy(reader: UUID, type: String, _ policy: API.PolicyRequest) async throws {
-        let me = clientID.uuidString.lowercased()
-        _ = try await send("PUT", ["v1", "storage", "policy", me, me, reader.uuidString.lowercased(), type],
-                           json: policy, operation: "policy")
+        try await putPolicy(writer: clientID, reader: reader, type: type, policy)
     }
 
     /// Who this client shares with (`GET /v1/storage/policy/outgoing`).

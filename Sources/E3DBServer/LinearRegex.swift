@@ -161,7 +161,7 @@ struct LinearRegex {
 
         private func peek() -> UInt32? { position < scalars.count ? scalars[position] : nil }
 
-        private static func ascii(_ c: Character) -> UInt32 { c.unicodeScalars.first!.value }
+        private static func ascii(_ c: Unicode.Scalar) -> UInt32 { c.value }
 
         mutating func parseAlternation(depth: Int) throws(SyntaxError) -> Node {
             guard depth <= LinearRegex.maxDepth else {

@@ -167,7 +167,7 @@ struct ServerStatsCommand: AsyncParsableCommand {
         let stats = try await serverAdmin("reading statistics") {
             try await E3DBServer.statistics(storage.configuration(), logger: serverLogger(level: .warning))
         }
-        let body = stats.keys.sorted().map { "\"\($0)\":\(stats[$0]!)" }.joined(separator: ",")
+        let body = stats.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
         try StandardOutput.line("{\(body)}")
     }
 }

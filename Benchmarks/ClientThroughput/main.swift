@@ -16,6 +16,11 @@ guard arguments.count >= 5, let records = Int(arguments[3]) else {
 let apiURL = arguments[1]
 let token = try String(contentsOfFile: arguments[2], encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
 let taskCounts = arguments[4...].compactMap { Int($0) }
+// CLIENT_AFFINITY=0 runs the tasks on the global executor instead of the transport's event loops.
+let affinity = ProcessInfo.processInfo.environment["CLIENT_AFFINITY"] != "0"
+func run<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+    affinity ? try await client.withTransportAffinity(body) : try await body()
+}
 
 func fields(_ i: Int) -> RecordData {
     var members: [(String, String)] = []
@@ -34,9 +39,11 @@ for tasks in taskCounts {
     try await withThrowingTaskGroup(of: [UUID].self) { group in
         for t in 0..<tasks {
             group.addTask {
-                var mine: [UUID] = []
-                for i in 0..<perTask { if let id = try await client.write(type: "bench", data: fields(t * perTask + i)).id { mine.append(id) } }
-                return mine
+                try await run {
+                    var mine: [UUID] = []
+                    for i in 0..<perTask { if let id = try await client.write(type: "bench", data: fields(t * perTask + i)).id { mine.append(id) } }
+                    return mine
+                }
             }
         }
         for try await part in group { ids += part }
@@ -49,8 +56,10 @@ for tasks in taskCounts {
     try await withThrowingTaskGroup(of: Int.self) { group in
         for chunk in chunks {
             group.addTask {
-                for id in chunk { _ = try await client.read(id) }
-                return chunk.count
+                try await run {
+                    for id in chunk { _ = try await client.read(id) }
+                    return chunk.count
+                }
             }
         }
         for try await n in group { read += n }

@@ -113,7 +113,22 @@ extension E3DBClient {
         let body = encryptedBody(type: type, data: data, plain: plain, ak: ak)
         let r = try await send("POST", ["v1", "storage", "records"], json: body, operation: "record write",
                                idempotent: false)
-        return try await decrypt(Self.decode(API.Record.self, r, operation: "record write"))
+        return try await echoedOrDecrypted(Self.decode(API.Record.self, r, operation: "record write"), sent: body,
+                                           data: data)
+    }
+
+    /// The record the server echoed after a signed write. When it carries exactly the ciphertext, plain metadata, writer,
+    /// user, type and `rec_sig` that were sent, its data is the plaintext just encrypted, and a signature made
+    /// over those members verifies (Ed25519 verification is deterministic), so neither is redone; anything else is
+    /// decrypted and verified in full like a read (so is an unsigned write).
+    func echoedOrDecrypted(_ echoed: API.Record, sent: API.Record, data: RecordData) async throws -> ClientRecord {
+        guard sent.recSig != nil, echoed.data == sent.data, echoed.recSig == sent.recSig, echoed.meta.writerID == sent.meta.writerID,
+              echoed.meta.userID == sent.meta.userID, echoed.meta.type == sent.meta.type,
+              (echoed.meta.plain ?? [:]) == (sent.meta.plain ?? [:]) else {
+            return try await decrypt(echoed)
+        }
+        return ClientRecord(meta: echoed.meta, data: data,
+                            signatureStatus: verification.policy == .ignore ? .notChecked : .verified)
     }
 
     /// Reads and decrypts a record (own, or shared with this client).
@@ -146,7 +161,7 @@ extension E3DBClient {
                                operation: "record update", idempotent: false)
         var updated = try Self.decode(API.Record.self, r, operation: "record update")
         if updated.meta.plain == nil { updated.meta.plain = body.meta.plain }
-        return try await decrypt(updated)
+        return try await echoedOrDecrypted(updated, sent: body, data: record.data)
     }
 
     /// Deletes a record if its version is still `version`.

@@ -60,6 +60,16 @@ public protocol E3DBTransport: Sendable {
     /// any other status comes back with its body collected up to 1 MiB and the file left empty.
     func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
         -> TransportResponse
+
+    /// A task executor on the thread that runs this transport's connections, or nil. Tasks that prefer it avoid
+    /// two thread switches per request (see ``EventLoopTaskExecutor`` and ``E3DBClient/withTransportAffinity(_:)``).
+    /// Each read may return a different executor of the transport's threads.
+    var preferredTaskExecutor: (any TaskExecutor)? { get }
+}
+
+extension E3DBTransport {
+    /// None by default.
+    public var preferredTaskExecutor: (any TaskExecutor)? { nil }
 }
 
 /// The default transport: one process-wide AsyncHTTPClient (connection pooling, keep-alive, TLS) that fails a
@@ -80,6 +90,9 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
 
     /// A transport over a client you configure (and shut down).
     public init(client: HTTPClient) { self.client = client }
+
+    /// An executor on the next event loop of the client's group.
+    public var preferredTaskExecutor: (any TaskExecutor)? { EventLoopTaskExecutor(client.eventLoopGroup.next()) }
 
     public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
         -> TransportResponse {

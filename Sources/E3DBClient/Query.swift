@@ -8,6 +8,8 @@ public struct RecordQuery: Sendable, Hashable {
     public var types: [String] = []
     /// Only these writers (records they shared with this client included).
     public var writers: [UUID] = []
+    /// Only records about these users (`user_ids`).
+    public var users: [UUID] = []
     /// Only these records.
     public var recordIDs: [UUID] = []
     /// Every record this client may read, not only its own.
@@ -18,11 +20,17 @@ public struct RecordQuery: Sendable, Hashable {
     public var plain: API.PlainQuery?
     /// Records per request.
     public var pageSize = 100
+    /// Start after this index (`after_index`: the `last_index` of an earlier page; 0 from the start).
+    public var afterIndex: Int64 = 0
 
-    public init(types: [String] = [], writers: [UUID] = [], recordIDs: [UUID] = [], includeAllWriters: Bool = false,
-                includeData: Bool = true, plain: API.PlainQuery? = nil, pageSize: Int = 100) {
+    /// A query; every filter left empty matches everything.
+    public init(types: [String] = [], writers: [UUID] = [], users: [UUID] = [], recordIDs: [UUID] = [],
+                includeAllWriters: Bool = false, includeData: Bool = true, plain: API.PlainQuery? = nil,
+                pageSize: Int = 100, afterIndex: Int64 = 0) {
         self.types = types
         self.writers = writers
+        self.users = users
+        self.afterIndex = afterIndex
         self.recordIDs = recordIDs
         self.includeAllWriters = includeAllWriters
         self.includeData = includeData
@@ -42,8 +50,17 @@ public struct QueryResults: AsyncSequence, Sendable {
         let query: RecordQuery
         var page: [API.SearchResult] = []
         var position = 0
-        var afterIndex: Int64 = 0
+        var afterIndex: Int64
         var done = false
+
+        init(client: E3DBClient, query: RecordQuery) {
+            self.client = client
+            self.query = query
+            afterIndex = query.afterIndex
+        }
+
+        /// The `last_index` of the page read last (where a new query with ``RecordQuery/afterIndex`` resumes).
+        public var lastIndex: Int64 { afterIndex }
 
         public mutating func next() async throws -> ClientRecord? {
             while position == page.count {
@@ -51,6 +68,7 @@ public struct QueryResults: AsyncSequence, Sendable {
                 let request = API.QueryRequest(
                     count: query.pageSize, afterIndex: afterIndex, includeData: query.includeData,
                     writerIDs: query.writers.map { $0.uuidString.lowercased() },
+                    userIDs: query.users.isEmpty ? nil : query.users.map { $0.uuidString.lowercased() },
                     recordIDs: query.recordIDs.map { $0.uuidString.lowercased() }, contentTypes: query.types,
                     plain: query.plain, includeAllWriters: query.includeAllWriters)
                 let r = try await client.send("POST", ["v1", "storage", "search"], json: request, operation: "query",

@@ -18,17 +18,74 @@ extension E3DBClient {
     /// sent.
     func sendTSV1(_ method: String, path: String, query: [(String, String)] = [], body: Data? = nil,
                   operation: String, expect: Set<Int>? = nil) async throws -> TransportResponse {
-        let signingKey = try identity.requireSigningKey()
+        try await Self.sendTSV1(method, apiURL: apiURL, path: path, query: query, body: body,
+                                signingKey: try identity.requireSigningKey(), uid: clientID.uuidString.lowercased(),
+                                transport: transport, timeout: timeout, operation: operation, expect: expect)
+    }
+
+    /// A TSV1-signed request to the notes API: `uid` is the caller's client id, or empty for an anonymous caller
+    /// (a key pair that is not a registered client, as the Python SDK's anonymous notes sign).
+    static func sendTSV1(_ method: String, apiURL: String, path: String, query: [(String, String)] = [],
+                         body: Data? = nil, signingKey: Ed25519.PrivateKey, uid: String, transport: any E3DBTransport,
+                         timeout: Duration, operation: String, expect: Set<Int>? = nil) async throws
+        -> TransportResponse {
         let base = URLComponents(string: apiURL)?.percentEncodedPath ?? ""
         let fullPath = (base.hasSuffix("/") ? String(base.dropLast()) : base) + path
-        let rawQuery = query.map { Self.escapeQuery($0.0) + "=" + Self.escapeQuery($0.1) }.joined(separator: "&")
-        let header = try TSV1.authorization(path: fullPath, query: rawQuery, method: method, clientID: clientID,
-                                            signingKey: signingKey)
+        let rawQuery = query.map { escapeQuery($0.0) + "=" + escapeQuery($0.1) }.joined(separator: "&")
+        let header = try TSV1.authorization(
+            path: fullPath, query: TSV1.canonicalQuery(rawQuery), method: method,
+            timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().uuidString.lowercased(), clientID: uid,
+            signingKey: signingKey)
         var headers = [("Authorization", header)]
         if body != nil { headers.append(("Content-Type", "application/json")) }
         let url = apiURL + path + (rawQuery.isEmpty ? "" : "?" + rawQuery)
-        return try await Self.exchange(transport, TransportRequest(method: method, url: url, headers: headers, body: body),
-                                       operation: operation, idempotent: false, timeout: timeout, expect: expect)
+        return try await exchange(transport, TransportRequest(method: method, url: url, headers: headers, body: body),
+                                  operation: operation, idempotent: false, timeout: timeout, expect: expect)
+    }
+
+    /// The JSON body of a note write or replace: the note encrypted and TFSP1-signed by the writer's key pairs,
+    /// with the options the Python SDK sends (`client_id`, `id_string`, `max_views`, `expires`/`expiration`).
+    static func noteBody(
+        _ data: RecordData, recipientEncryptionKey: Box.PublicKey, recipientSigningKey: Ed25519.PublicKey,
+        writerBoxKey: Box.PrivateKey, writerSigningKey: Ed25519.PrivateKey, writerID: UUID?, options: NoteOptions
+    ) throws -> Data {
+        if let maxViews = options.maxViews, maxViews < -1 {
+            throw E3DBError(.invalidParameter, "max_views must be positive, or 0 or -1 for unlimited",
+                            context: .init(field: "max_views", actual: maxViews))
+        }
+        let encrypted = try EncryptedNote.encrypt(
+            data: data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
+            writerBoxKey: writerBoxKey, writerSigningKey: writerSigningKey)
+        var note = try JSONDecoder().decode(API.Note.self, from: encrypted.jsonData())
+        note.idString = options.name
+        note.maxViews = options.maxViews
+        note.clientID = writerID?.uuidString.lowercased()
+        note.type = ""
+        note.plain = [:]
+        if let expiration = options.expiration {
+            note.expires = true
+            note.expiration = APITimestamp.format(micros: Int64((expiration.timeIntervalSince1970 * 1e6).rounded(.down)))
+        }
+        return try JSONEncoder().encode(note)
+    }
+
+    /// Reads a note by id or by name with TSV1 signed by `signingKey`, then decrypts and verifies it with
+    /// `boxKey`.
+    static func readNote(
+        id: UUID?, name: String?, boxKey: Box.PrivateKey, signingKey: Ed25519.PrivateKey, uid: String,
+        apiURL: String, transport: any E3DBTransport, timeout: Duration, options: NoteDecryptionOptions
+    ) async throws -> ClientNote {
+        guard (id == nil) != (name == nil) else {
+            throw E3DBError(.invalidParameter, "give exactly one of a note id and a note name")
+        }
+        if let name, name.isEmpty { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
+        let query = id.map { [("note_id", $0.uuidString.lowercased())] } ?? [("id_string", name ?? "")]
+        let r = try await sendTSV1("GET", apiURL: apiURL, path: "/v2/storage/notes", query: query,
+                                   signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
+                                   operation: "note read")
+        let note = try decode(API.Note.self, r, operation: "note read")
+        let encrypted = try EncryptedNote(jsonData: r.body)
+        return ClientNote(note: note, data: try encrypted.decrypt(readerKey: boxKey, options: options))
     }
 
     /// Encrypts and signs a note (TFSP1 field signatures) for a recipient's keys and stores it.
@@ -37,25 +94,57 @@ extension E3DBClient {
     ///   - recipientEncryptionKey: the recipient's Curve25519 public key.
     ///   - recipientSigningKey: the recipient's Ed25519 public key (it reads the note with it).
     ///   - name: a global name (`id_string`) to read it by; `.conflict` when taken.
-    ///   - maxViews: how many reads before the server deletes it (nil: unlimited).
+    ///   - maxViews: how many reads before the server deletes it (nil, 0 or -1: unlimited).
+    ///   - expiration: when the server stops serving it (nil: never).
     /// - Returns: the stored note (with its `note_id`).
-    /// - Throws: `E3DBError` `.missingKey` without a signing key, `.conflict` for a taken name, the server's.
+    /// - Throws: `E3DBError` `.missingKey` without a signing key, `.invalidParameter` for a `maxViews` below -1,
+    ///   `.conflict` for a taken name, the server's.
     public func writeNote(
         _ data: RecordData, recipientEncryptionKey: Box.PublicKey, recipientSigningKey: Ed25519.PublicKey,
-        name: String? = nil, maxViews: Int? = nil
+        name: String? = nil, maxViews: Int? = nil, expiration: Date? = nil
     ) async throws -> API.Note {
-        let encrypted = try EncryptedNote.encrypt(
-            data: data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
-            writerBoxKey: identity.boxKey, writerSigningKey: try identity.requireSigningKey())
-        var note = try JSONDecoder().decode(API.Note.self, from: encrypted.jsonData())
-        note.idString = name
-        note.maxViews = maxViews
-        note.clientID = clientID.uuidString.lowercased()
-        note.type = ""
-        note.plain = [:]
-        let r = try await sendTSV1("POST", path: "/v2/storage/notes", body: try JSONEncoder().encode(note),
-                                   operation: "note write")
-        return try Self.decode(API.Note.self, r, operation: "note write")
+        try await storeNote("POST", data, recipientEncryptionKey: recipientEncryptionKey,
+                            recipientSigningKey: recipientSigningKey,
+                            options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
+                            operation: "note write")
+    }
+
+    /// Encrypts a note with this client's keys and POSTs (write) or PUTs (replace) it.
+    private func storeNote(
+        _ method: String, _ data: RecordData, recipientEncryptionKey: Box.PublicKey,
+        recipientSigningKey: Ed25519.PublicKey, options: NoteOptions, operation: String
+    ) async throws -> API.Note {
+        let body = try Self.noteBody(
+            data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
+            writerBoxKey: identity.boxKey, writerSigningKey: try identity.requireSigningKey(), writerID: clientID,
+            options: options)
+        let r = try await sendTSV1(method, path: "/v2/storage/notes", body: body, operation: operation)
+        return try Self.decode(API.Note.self, r, operation: operation)
+    }
+
+    /// Replaces the note named `name` (an upsert keyed by `id_string`, `PUT /v2/storage/notes`, as the Swift and
+    /// js SDKs do): the server stores a new note under the name, with a new `note_id`, and may address it to
+    /// another recipient. Only the writer of the current note may replace it; names are a registered client's
+    /// feature, so there is no anonymous replace.
+    /// - Parameters:
+    ///   - name: the note's `id_string` (not empty).
+    ///   - data: the new fields.
+    ///   - recipientEncryptionKey: the recipient's Curve25519 public key.
+    ///   - recipientSigningKey: the recipient's Ed25519 public key.
+    ///   - maxViews: how many reads before the server deletes it (nil, 0 or -1: unlimited); views start at 0.
+    ///   - expiration: when the server stops serving it (nil: never).
+    /// - Returns: the stored note (a new `note_id`).
+    /// - Throws: `E3DBError` `.invalidParameter` for an empty name, `.forbidden` when another writer holds the
+    ///   name, the server's.
+    public func replaceNote(
+        named name: String, with data: RecordData, recipientEncryptionKey: Box.PublicKey,
+        recipientSigningKey: Ed25519.PublicKey, maxViews: Int? = nil, expiration: Date? = nil
+    ) async throws -> API.Note {
+        guard !name.isEmpty else { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
+        return try await storeNote("PUT", data, recipientEncryptionKey: recipientEncryptionKey,
+                                   recipientSigningKey: recipientSigningKey,
+                                   options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
+                                   operation: "note replace")
     }
 
     /// Reads a note addressed to this client by id or by name, then decrypts and verifies every field.
@@ -64,17 +153,14 @@ extension E3DBClient {
     ///   - name: the note's `id_string`.
     ///   - options: strictness (default: every field signed).
     /// - Returns: the note and its fields.
-    /// - Throws: `E3DBError` `.notFound`, `.forbidden` (not the recipient), the TFSP1 and decryption errors.
+    /// - Throws: `E3DBError` `.notFound` (also for a note past its expiration or whose views are used up: the
+    ///   server answers 404 for both), `.forbidden` (not the recipient), the TFSP1 and decryption errors.
     public func readNote(id: UUID? = nil, name: String? = nil, options: NoteDecryptionOptions = .init())
         async throws -> ClientNote {
-        guard (id == nil) != (name == nil) else {
-            throw E3DBError(.invalidParameter, "give exactly one of a note id and a note name")
-        }
-        let query = id.map { [("note_id", $0.uuidString.lowercased())] } ?? [("id_string", name ?? "")]
-        let r = try await sendTSV1("GET", path: "/v2/storage/notes", query: query, operation: "note read")
-        let note = try Self.decode(API.Note.self, r, operation: "note read")
-        let encrypted = try EncryptedNote(jsonData: r.body)
-        return ClientNote(note: note, data: try encrypted.decrypt(readerKey: identity.boxKey, options: options))
+        try await Self.readNote(
+            id: id, name: name, boxKey: identity.boxKey, signingKey: try identity.requireSigningKey(),
+            uid: clientID.uuidString.lowercased(), apiURL: apiURL, transport: transport, timeout: timeout,
+            options: options)
     }
 
     /// Deletes a note this client wrote.

@@ -230,7 +230,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
-            exclude: ["python_sdk_driver.py", "client_interop.py"],
+            exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py"],
             swiftSettings: upcoming
         ),
     ]

@@ -2,9 +2,9 @@ import Synchronization
 
 /// Group commit: items submitted concurrently are written together, in one transaction, by one writer task.
 ///
-/// The first submitter starts a drain task; whatever arrives while a batch is being written waits and forms the
-/// next batch (at most ``maxBatch`` items), so there is no added delay when writes do not overlap and one commit
-/// per batch when they do. When a batch fails, its items are retried one transaction each, so that one bad item
+/// A submitter that finds nobody writing writes its own item at once, on its own task; whatever arrives while a
+/// write runs waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is no
+/// added delay or thread hop when writes do not overlap and one commit per batch when they do. When a batch fails, its items are retried one transaction each, so that one bad item
 /// fails only its own caller.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     private typealias Waiter = CheckedContinuation<Output, any Error>
@@ -31,7 +31,13 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// - Returns: its output once its transaction committed.
     /// - Throws: the error of its own write.
     func submit(_ item: Item) async throws -> Output {
-        try await withCheckedThrowingContinuation { (waiter: Waiter) in
+        let leads = state.withLock { state in
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if leads { return try await writeAlone(item) }
+        return try await withCheckedThrowingContinuation { (waiter: Waiter) in
             let lead = state.withLock { state in
                 state.queue.append((item, waiter))
                 if state.draining { return false }
@@ -40,6 +46,30 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             }
             if lead { Task { await self.drain() } }
         }
+    }
+
+    /// Nobody was writing: the caller writes its own item at once on its own task (no drain task and no hop
+    /// to it), then leaves whatever arrived meanwhile to a drain task, so it does not wait for others' writes.
+    private func writeAlone(_ item: Item) async throws -> Output {
+        let result: Result<Output, any Error>
+        do {
+            let outputs = try await write([item])
+            guard outputs.count == 1, let output = outputs.first else {
+                throw StorageError(.corrupted, "a write of one item returned \(outputs.count) results")
+            }
+            result = .success(output)
+        } catch {
+            result = .failure(error)
+        }
+        let more = state.withLock { state in
+            if state.queue.isEmpty {
+                state.draining = false
+                return false
+            }
+            return true
+        }
+        if more { Task { await self.drain() } }
+        return try result.get()
     }
 
     private func drain() async {

@@ -30,12 +30,17 @@ public final class SQLiteStorage: ServerStorage {
             throw StorageError(.unavailable, "cannot open the SQLite database in the data directory: \(error)")
         }
         let pool = self.pool
-        recordInserts = GroupCommit { rows in
-            try await pool.write { db in try rows.map { try Self.insert($0, db) } }
-        }
+        recordInserts = GroupCommit { rows in try Self.insertNow(rows, pool) }
     }
 
     public func close() async throws { try pool.close() }
+
+    /// Inserts a group of records in one transaction on the calling thread: GRDB's synchronous write runs the
+    /// transaction on the caller's thread while the writer is idle (a serial queue's `sync`), where the `async`
+    /// write would hop to the writer's queue and back. The transaction is short (a few inserts and a commit).
+    private static func insertNow(_ rows: [RecordRow], _ pool: DatabasePool) throws -> [RecordRow] {
+        try pool.write { db in try rows.map { try Self.insert($0, db) } }
+    }
 
     /// A one-statement read on the calling thread, from the pool's readers: no hop to a reader's queue and no
     /// transaction (one statement reads one snapshot). Only for indexed point reads, which take microseconds; in

@@ -144,6 +144,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
                                  body: Data(body.readableBytesView))
     }
 
+    /// See ``E3DBTransport/download(_:timeout:receive:)``: each piece shares the storage of the NIO buffer it
+    /// arrived in.
     public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
         async throws -> TransportResponse {
         let response = try await client.execute(prepare(request), timeout: .seconds(max(timeout.components.seconds, 1)))
@@ -153,7 +155,6 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
             return TransportResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
         }
         for try await buffer in response.body where buffer.readableBytes > 0 {
-            // The piece shares the buffer's storage (no copy per piece).
             guard let piece = buffer.getData(at: buffer.readerIndex, length: buffer.readableBytes,
                                              byteTransferStrategy: .noCopy) else { continue }
             try await receive(piece)

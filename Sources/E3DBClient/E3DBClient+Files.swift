@@ -6,7 +6,7 @@ import E3DBKeys
 import E3DBPrimitives
 
 extension E3DBClient {
-    /// A private temporary directory (mode 0700) for ciphertext on its way up or down; removed by the caller.
+    /// A private temporary directory (mode 0700) for ciphertext on its way up; removed by the caller.
     func privateTemporaryDirectory() throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().uuidString.lowercased())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false,
@@ -71,16 +71,21 @@ extension E3DBClient {
         return ClientRecord(meta: record.meta, data: RecordData())
     }
 
-    /// Downloads a file record's body streaming to a private temporary file, then decrypts it into `destination`,
-    /// which appears (atomically renamed) only after the whole file authenticated against the record's MD5 and
-    /// size. Constant memory; nothing is written at `destination` on any failure.
+    /// Downloads a file record's body and decrypts it as it arrives into a private temporary file beside
+    /// `destination` (mode 0600; on Linux unnamed until commit), which is renamed to `destination` only after the
+    /// chunk tagged FINAL authenticated, the body ended right after it, and the body's MD5 and size matched the
+    /// record's `file_meta` (the MD5 computed in the same pass). Constant memory (the download waits for the
+    /// decryption once a few MiB are pending); nothing is written at `destination` on any failure (a cut, altered
+    /// or oversized body, a failed transfer, cancellation).
     /// - Parameters:
     ///   - id: the file record's id.
-    ///   - destination: where the plaintext goes.
-    ///   - progress: called with the decryption progress.
+    ///   - destination: where the plaintext goes; an existing file there is replaced on success.
+    ///   - progress: called with the ciphertext bytes decrypted so far (total: `file_meta.size`), from the
+    ///     decrypting thread.
     /// - Returns: the file record.
-    /// - Throws: `E3DBError` `.notFound`, `.checksumMismatch`, `.authenticationFailed`, `.fileTruncated`, the
-    ///   transport's.
+    /// - Throws: `E3DBError` `.notFound`, `.checksumMismatch`, `.chunkAuthenticationFailed`, `.fileTruncated`,
+    ///   `.trailingData`, `.wrongAccessKey`, `.fileIOFailed`, `.requestCancelled`, the transport's
+    ///   (`.transportFailed`).
     public func readFile(_ id: UUID, to destination: String,
                          progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
         let r = try await send("GET", ["v1", "storage", "files", id.uuidString.lowercased()], operation: "file read")
@@ -92,38 +97,58 @@ extension E3DBClient {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
         let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
-        let scratch = try privateTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: scratch) }
-        let encrypted = scratch.appendingPathComponent("body.e3db").path
-        let response = try await transportCall("file download") {
-            try await transport.download(TransportRequest(method: "GET", url: url), to: encrypted,
-                                         timeout: .seconds(3600))
-        }
-        guard (200..<300).contains(response.status) else {
-            let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: response.body))?.error
-            throw httpError(status: response.status, operation: "file download", serverMessage: message)
-        }
         try Task.checkCancellation()
-        let cancellation = FileCancellation()
-        _ = try await withTaskCancellationHandler {
-            try E3DBFileCipher.decryptFile(
-                atPath: encrypted, toPath: destination, accessKey: ak,
-                options: FileDecryptionOptions(expectedChecksum: .md5Base64(checksum),
-                                               expectedEncryptedSize: meta.size.map { Int($0) }, progress: progress,
-                                               cancellation: cancellation))
-        } onCancel: {
-            cancellation.cancel()
+        let size = meta.size.map { Int($0) }
+        let options = FileDecryptionOptions(expectedChecksum: .md5Base64(checksum), expectedEncryptedSize: size,
+                                            progress: progress)
+        let sink: AtomicFileSink
+        do { sink = try AtomicFileSink(path: destination) } catch {
+            throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)")
+        }
+        let pipe = DownloadPipe(limit: 8 << 20)
+        async let decrypted = onOwnThread { () throws -> FileDecryptionResult in
+            defer { pipe.closeReading() }
+            var source = DownloadPipe.Source(pipe: pipe, totalByteCount: size)
+            var output = sink
+            return try E3DBFileCipher.decrypt(from: &source, to: &output, accessKey: ak, options: options)
+        }
+        do {
+            let response = try await withTaskCancellationHandler {
+                try await transport.download(TransportRequest(method: "GET", url: url), timeout: .seconds(3600)) {
+                    try await pipe.write($0)
+                }
+            } onCancel: {
+                pipe.finish(failing: E3DBError(.requestCancelled, "file download was cancelled"))
+            }
+            if (200..<300).contains(response.status) {
+                pipe.finish(failing: nil)
+            } else {
+                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: response.body))?.error
+                pipe.finish(failing: httpError(status: response.status, operation: "file download",
+                                               serverMessage: message))
+            }
+        } catch {
+            pipe.finish(failing: Self.transportError(error, "file download"))
+        }
+        // The decryption's outcome decides: it ends with the transfer's error when the transfer failed first.
+        do { _ = try await decrypted } catch let error as E3DBError { throw error } catch {
+            throw E3DBError(.fileIOFailed, "the file decryption failed (\(type(of: error)))")
         }
         return ClientRecord(meta: record.meta, data: RecordData())
     }
 
     /// Runs a transport call, mapping its failures to `E3DBError`.
     func transportCall<T>(_ operation: String, _ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch let error as E3DBError { throw error } catch is CancellationError {
-            throw E3DBError(.requestCancelled, "\(operation) was cancelled")
-        } catch {
-            throw E3DBError(.transportFailed, "\(operation): the transfer failed (\(type(of: error)))",
-                            context: .init(part: operation))
+        do { return try await body() } catch { throw Self.transportError(error, operation) }
+    }
+
+    /// A transport's failure as `E3DBError` (`.requestCancelled` for cancellation, else `.transportFailed`).
+    static func transportError(_ error: any Error, _ operation: String) -> E3DBError {
+        if let error = error as? E3DBError { return error }
+        if error is CancellationError || Task.isCancelled {
+            return E3DBError(.requestCancelled, "\(operation) was cancelled")
         }
+        return E3DBError(.transportFailed, "\(operation): the transfer failed (\(type(of: error)))",
+                         context: .init(part: operation))
     }
 }

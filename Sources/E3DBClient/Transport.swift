@@ -1,6 +1,7 @@
 public import Foundation
 public import AsyncHTTPClient
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 
 /// One HTTP request as the client sends it.
@@ -56,10 +57,21 @@ public protocol E3DBTransport: Sendable {
     func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
         -> TransportResponse
 
-    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
-    /// any other status comes back with its body collected up to 1 MiB and the file left empty.
-    func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
-        -> TransportResponse
+    /// Sends `request` and hands a 2xx response's body to `receive` piece by piece, in order, as it arrives,
+    /// awaiting each call before reading more (so a slow receiver slows the download instead of filling memory).
+    /// Pieces may have any non-zero size. Any other status comes back with its body collected up to 1 MiB, and
+    /// `receive` is not called.
+    ///
+    /// Returns once the whole body was received (with an empty `body`); throws if the exchange fails or the body
+    /// ends before its `Content-Length`, and rethrows at once what `receive` throws (stop reading then; the
+    /// client has given up on the response). With URLSession, `bytes(for:)` read in batches or a data-task
+    /// delegate feeding an `AsyncStream` both fit.
+    /// - Parameters:
+    ///   - request: the request.
+    ///   - timeout: the time the whole exchange may take.
+    ///   - receive: consumes the next piece of the body; the piece is the callee's to keep.
+    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
+        async throws -> TransportResponse
 
     /// A task executor on the thread that runs this transport's connections, or nil. Tasks that prefer it avoid
     /// two thread switches per request (see ``EventLoopTaskExecutor`` and ``E3DBClient/withTransportAffinity(_:)``).
@@ -68,6 +80,21 @@ public protocol E3DBTransport: Sendable {
 }
 
 extension E3DBTransport {
+    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
+    /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
+    /// ``download(_:timeout:receive:)``.
+    public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
+        -> TransportResponse {
+        guard FileManager.default.createFile(atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
+              let out = FileHandle(forWritingAtPath: destinationPath) else {
+            throw CocoaError(.fileWriteNoPermission)
+        }
+        defer { try? out.close() }
+        let response = try await download(request, timeout: timeout) { piece in try out.write(contentsOf: piece) }
+        try out.synchronize()
+        return response
+    }
+
     /// None by default.
     public var preferredTaskExecutor: (any TaskExecutor)? { nil }
 }
@@ -128,24 +155,21 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
                                  body: Data(body.readableBytesView))
     }
 
-    public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
-        -> TransportResponse {
-        let r = prepare(request)
-        let response = try await client.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
+    /// See ``E3DBTransport/download(_:timeout:receive:)``: each piece shares the storage of the NIO buffer it
+    /// arrived in.
+    public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
+        async throws -> TransportResponse {
+        let response = try await client.execute(prepare(request), timeout: .seconds(max(timeout.components.seconds, 1)))
         let headers = response.headers.map { ($0.name, $0.value) }
         guard (200..<300).contains(Int(response.status.code)) else {
             let body = try await response.body.collect(upTo: 1 << 20)
             return TransportResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
         }
-        guard FileManager.default.createFile(atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
-              let out = FileHandle(forWritingAtPath: destinationPath) else {
-            throw CocoaError(.fileWriteNoPermission)
+        for try await buffer in response.body where buffer.readableBytes > 0 {
+            guard let piece = buffer.getData(at: buffer.readerIndex, length: buffer.readableBytes,
+                                             byteTransferStrategy: .noCopy) else { continue }
+            try await receive(piece)
         }
-        defer { try? out.close() }
-        for try await buffer in response.body {
-            try out.write(contentsOf: Data(buffer.readableBytesView))
-        }
-        try out.synchronize()
         return TransportResponse(status: Int(response.status.code), headers: headers, body: Data())
     }
 }

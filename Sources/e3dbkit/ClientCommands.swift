@@ -308,14 +308,19 @@ struct ClientFilePutCommand: AsyncParsableCommand {
     @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
     var plain: String?
 
+    @Flag(help: "Report the encryption's progress on stderr (the upload follows it).")
+    var progress = false
+
     @Argument(help: "The file to encrypt and upload.")
     var file: String
 
     func run() async throws {
         let client = try config.client()
         let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
+        let report = ClientFileProgress(label: "encrypt", enabled: progress)
         let record = try await clientCall("uploading \(file)") {
-            try await client.writeFile(type: type, path: file, plain: plainValues)
+            defer { report.end() }
+            return try await client.writeFile(type: type, path: file, plain: plainValues, progress: report.callback)
         }
         try StandardOutput.line(recordLine(record))
     }
@@ -331,6 +336,9 @@ struct ClientFileGetCommand: AsyncParsableCommand {
     @Flag(help: "Replace OUT if it exists.")
     var force = false
 
+    @Flag(help: "Report the download's progress on stderr (ciphertext bytes decrypted as they arrive).")
+    var progress = false
+
     @Argument(help: "The file record's id.")
     var recordID: String
 
@@ -341,8 +349,10 @@ struct ClientFileGetCommand: AsyncParsableCommand {
         let id = try parseUUID(recordID, what: "RECORD_ID")
         try OutputFile.refuseExisting(out, force: force)
         let client = try config.client()
+        let report = ClientFileProgress(label: "download", enabled: progress)
         let record = try await clientCall("downloading file \(id.uuidString.lowercased())") {
-            try await client.readFile(id, to: out)
+            defer { report.end() }
+            return try await client.readFile(id, to: out, progress: report.callback)
         }
         try StandardOutput.line(recordLine(record))
     }

@@ -104,9 +104,9 @@ struct KillingTransport: E3DBTransport {
         return try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
-    func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
+    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
         -> TransportResponse {
-        try await inner.download(request, to: destinationPath, timeout: timeout)
+        try await inner.download(request, timeout: timeout, receive: receive)
     }
 }
 

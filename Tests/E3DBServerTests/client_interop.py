@@ -170,9 +170,11 @@ def main():
         py_file = bob_py.write_file("py-file", big)
         bob_py.share("py-file", alice_id)
         got_sw = os.path.join(WORK, "from-python.bin")
-        code, out, err = cli("file", "get", "--config", alice_file, str(py_file.record_id), got_sw)
+        code, out, err = cli("file", "get", "--progress", "--config", alice_file, str(py_file.record_id), got_sw)
         check("Swift downloads and decrypts the file Python uploaded",
               code == 0 and open(got_sw, "rb").read() == open(big, "rb").read(), err)
+        check("file get --progress reports on stderr up to 100%, stdout holds only the record",
+              "download 100%" in err and len(out.splitlines()) == 1 and "file_meta" in out, (out, err))
         if not harness.POSTGRES:
             body = os.path.join(harness.DATA, "files", file_id)
             with open(body, "r+b") as f:

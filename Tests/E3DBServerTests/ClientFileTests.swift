@@ -1,0 +1,234 @@
+import E3DBClient
+import Dispatch
+import E3DBKit
+import Foundation
+import Synchronization
+import Testing
+
+/// The default transport, with a hook run after the first piece of a download body was handed on (to kill the
+/// server or cancel the task in the middle of a download).
+struct HookedDownloadTransport: E3DBTransport {
+    let inner = AsyncHTTPClientTransport()
+    let afterFirstPiece: @Sendable () -> Void
+
+    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
+        try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
+    }
+
+    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> TransportResponse {
+        try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
+    }
+
+    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> TransportResponse {
+        var first = true
+        return try await inner.download(request, timeout: timeout) { piece in
+            try await receive(piece)
+            if first {
+                first = false
+                afterFirstPiece()
+            }
+        }
+    }
+}
+
+/// A private scratch directory for one test: plaintext inputs and download destinations.
+final class Scratch {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-files-\(UUID().uuidString)")
+
+    init() throws { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false) }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    /// Writes `count` bytes: random 1 MiB blocks repeated, each block's first 8 bytes its index.
+    func file(_ name: String, count: Int) throws -> String {
+        let path = path(name)
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        let block = SecureRandom.bytes(count: 1 << 20)
+        var written = 0
+        var index: UInt64 = 0
+        while written < count {
+            var piece = withUnsafeBytes(of: index) { Data($0) } + block.dropFirst(8)
+            piece = piece.prefix(count - written)
+            try handle.write(contentsOf: piece)
+            written += piece.count
+            index += 1
+        }
+        return path
+    }
+
+    /// The names in the directory other than `keeping`: a failed download must leave none (no plaintext, no
+    /// temporary file).
+    func leftovers(keeping: Set<String>) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: url.path).filter { !keeping.contains($0) }.sorted()
+    }
+}
+
+/// Progress reports, collected from the decrypting thread.
+final class ProgressLog: Sendable {
+    private let reports = Mutex<[FileProgress]>([])
+
+    var callback: @Sendable (FileProgress) -> Void { { [self] p in reports.withLock { $0.append(p) } } }
+    var all: [FileProgress] { reports.withLock { $0 } }
+}
+
+/// Holds the decrypting thread at its first progress report until the test opens it.
+final class ProgressGate: Sendable {
+    private let reached = Atomic(false)
+    private let proceed = DispatchSemaphore(value: 0)
+
+    var callback: @Sendable (FileProgress) -> Void {
+        { [self] _ in
+            if !reached.exchange(true, ordering: .acquiringAndReleasing) { proceed.wait() }
+        }
+    }
+
+    /// Waits (polling) until the first report arrived.
+    func waitUntilReached() async throws {
+        while !reached.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(2)) }
+    }
+
+    func open() { proceed.signal() }
+}
+
+@Suite("E3DBClient files: streaming download and decryption", .serialized)
+struct ClientFileTests {
+    /// The body of a file record as the server stores it.
+    static func body(_ server: ServerProcess, _ record: ClientRecord) throws -> URL {
+        server.data.appendingPathComponent("files").appendingPathComponent(try #require(record.id).uuidString.lowercased())
+    }
+
+    @Test("readFile round-trips empty, one-chunk and multi-chunk files, with progress up to file_meta.size")
+    func roundTrip() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let alice = try await server.register("alice")
+        let scratch = try Scratch()
+        for size in [0, 65_536, 3 << 20 + 1234] {
+            let input = try scratch.file("in-\(size)", count: size)
+            let record = try await alice.writeFile(type: "blob", path: input)
+            let out = scratch.path("out-\(size)")
+            let log = ProgressLog()
+            let read = try await alice.readFile(try #require(record.id), to: out, progress: log.callback)
+            #expect(read.meta.fileMeta?.checksum == record.meta.fileMeta?.checksum)
+            #expect(FileManager.default.contents(atPath: out) == FileManager.default.contents(atPath: input))
+            let attributes = try FileManager.default.attributesOfItem(atPath: out)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+            let total = try #require(record.meta.fileMeta?.size)
+            #expect(log.all.last?.bytesProcessed == Int(total))
+            #expect(log.all.allSatisfy { $0.totalBytes == Int(total) })
+            #expect(log.all.count == max(1, (size + 65_535) >> 16), "one report a chunk")
+        }
+        let names = Set([0, 65_536, 3 << 20 + 1234].flatMap { ["in-\($0)", "out-\($0)"] })
+        #expect(try scratch.leftovers(keeping: names) == [], "no temporary file remains")
+    }
+
+    @Test("a body altered, cut or swapped on the server is refused and nothing appears at the destination")
+    func damagedBodies() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let alice = try await server.register("alice")
+        let scratch = try Scratch()
+        let size = 1 << 20
+        let input = try scratch.file("in", count: size)
+        let other = try scratch.file("other", count: size)
+        var kept: Set<String> = ["in", "other"]
+
+        func expectRefused(_ code: E3DBError.Code, _ record: ClientRecord, _ name: String) async throws {
+            let out = scratch.path(name)
+            do {
+                _ = try await alice.readFile(try #require(record.id), to: out)
+                Issue.record("\(name): a damaged body was accepted")
+            } catch let error as E3DBError {
+                #expect(error.code == code, "\(name): \(error)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: out), "\(name)")
+            #expect(try scratch.leftovers(keeping: kept) == [], "\(name)")
+        }
+
+        // One bit flipped in the middle of the ciphertext: that chunk does not authenticate.
+        let tampered = try await alice.writeFile(type: "blob", path: input)
+        let handle = try FileHandle(forUpdating: try Self.body(server, tampered))
+        try handle.seek(toOffset: UInt64(size / 2))
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: UInt64(size / 2))
+        try handle.write(contentsOf: Data([byte ^ 1]))
+        try handle.close()
+        try await expectRefused(.chunkAuthenticationFailed, tampered, "tampered")
+
+        // Cut after a whole chunk: the body ends without the chunk tagged FINAL.
+        let cut = try await alice.writeFile(type: "blob", path: input)
+        let cutHandle = try FileHandle(forUpdating: try Self.body(server, cut))
+        try cutHandle.truncate(atOffset: UInt64(E3DBFileFormat.prefixSize + 3 * E3DBFileFormat.ciphertextChunkSize))
+        try cutHandle.close()
+        try await expectRefused(.fileTruncated, cut, "truncated")
+
+        // Another file's body of the same size under the same access key authenticates, but its MD5 is not the
+        // record's: the decrypted file is not committed.
+        let swapped = try await alice.writeFile(type: "blob", path: input)
+        let donor = try await alice.writeFile(type: "blob", path: other)
+        let target = try Self.body(server, swapped)
+        try FileManager.default.removeItem(at: target)
+        try FileManager.default.copyItem(at: try Self.body(server, donor), to: target)
+        try await expectRefused(.checksumMismatch, swapped, "swapped")
+
+        // The untouched file still reads.
+        let good = try await alice.writeFile(type: "blob", path: input)
+        _ = try await alice.readFile(try #require(good.id), to: scratch.path("good"))
+        kept.insert("good")
+        #expect(FileManager.default.contents(atPath: scratch.path("good")) == FileManager.default.contents(atPath: input))
+    }
+
+    @Test("a server killed mid-download and a cancelled download leave nothing at the destination")
+    func interruptedDownloads() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let alice = try await server.register("alice")
+        let scratch = try Scratch()
+        let input = try scratch.file("in", count: 24 << 20)
+        let record = try await alice.writeFile(type: "blob", path: input)
+        let id = try #require(record.id)
+
+        // Cancelled from inside the download (the readFile task cancels itself after the first piece).
+        let cancelling = try E3DBClient(
+            identity: alice.identity, apiURL: server.url,
+            transport: HookedDownloadTransport { withUnsafeCurrentTask { $0?.cancel() } })
+        let cancelledOut = scratch.path("cancelled")
+        let cancelled = Task { try await cancelling.readFile(id, to: cancelledOut) }
+        do {
+            _ = try await cancelled.value
+            Issue.record("a cancelled download succeeded")
+        } catch let error as E3DBError {
+            #expect(error.code == .requestCancelled, "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: cancelledOut))
+
+        // Cancelled from outside while the decryption is running (held at its first chunk meanwhile).
+        let gate = ProgressGate()
+        let outsideOut = scratch.path("outside")
+        let outside = Task { try await alice.readFile(id, to: outsideOut, progress: gate.callback) }
+        try await gate.waitUntilReached()
+        outside.cancel()
+        gate.open()
+        await #expect(throws: E3DBError(.requestCancelled)) { _ = try await outside.value }
+        #expect(!FileManager.default.fileExists(atPath: outsideOut))
+
+        // The server dies after sending the first piece: the body ends before its Content-Length.
+        let dying = try E3DBClient(identity: alice.identity, apiURL: server.url,
+                                   transport: HookedDownloadTransport { server.kill() })
+        let dyingOut = scratch.path("dying")
+        do {
+            _ = try await dying.readFile(id, to: dyingOut)
+            Issue.record("a download from a server killed mid-way succeeded")
+        } catch let error as E3DBError {
+            #expect(error.code == .transportFailed, "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dyingOut))
+        #expect(try scratch.leftovers(keeping: ["in"]) == [], "no temporary file remains")
+    }
+}

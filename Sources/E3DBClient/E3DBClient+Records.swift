@@ -37,25 +37,33 @@ extension E3DBClient {
     }
 
     /// This client's own access key for `type`, created and stored (wrapped for itself) on first use.
+    ///
+    /// Concurrent first writes of a type (in this process or another holding the same credentials) may each make a
+    /// key; the server keeps the first one stored and refuses the others (409), and a refused writer takes the
+    /// stored key instead of its own, so every record of the type is written under the one key readers get.
     func ownAccessKey(type: String) async throws -> AccessKey {
         do {
             return try await readerAccessKey(writer: clientID, user: clientID, type: type).0
         } catch let error as E3DBError where error.code == .notFound {
             let ak = AccessKey()
-            try await putAccessKey(ak, writer: clientID, user: clientID, reader: clientID,
-                                   readerKey: identity.publicKey, type: type)
+            let created = try await putAccessKey(ak, writer: clientID, user: clientID, reader: clientID,
+                                                 readerKey: identity.publicKey, type: type)
+            if !created { return try await readerAccessKey(writer: clientID, user: clientID, type: type).0 }
             accessKeys.store(ak, for: .init(writerID: clientID, userID: clientID, readerID: clientID, type: type))
             return ak
         }
     }
 
-    /// Wraps `ak` for `reader` (this client is the authorizer) and stores it; an existing key (409) is fine.
+    /// Wraps `ak` for `reader` (this client is the authorizer) and stores it; an existing key (409) is kept.
+    /// - Returns: whether `ak` was stored (false: the server already had a key for the tuple).
+    @discardableResult
     func putAccessKey(_ ak: AccessKey, writer: UUID, user: UUID, reader: UUID, readerKey: Box.PublicKey,
-                      type: String) async throws {
+                      type: String) async throws -> Bool {
         let eak = try EncryptedAccessKey.wrap(ak, for: readerKey, by: identity.boxKey)
-        _ = try await send("PUT", tuplePath(writer: writer, user: user, reader: reader, type: type),
-                           json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
-                           expect: [409])
+        let r = try await send("PUT", tuplePath(writer: writer, user: user, reader: reader, type: type),
+                               json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
+                               expect: [409])
+        return r.status != 409
     }
 
     // MARK: Records

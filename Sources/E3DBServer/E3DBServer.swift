@@ -100,8 +100,13 @@ public enum E3DBServer {
                                   secret: try await storage.serverSecret(), logger: logger,
                                   metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
         let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
-        let http1 = HTTPServerBuilder.http1(configuration: .init(
-            additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120)))
+        let http1Configuration = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
+        let onLoop = configuration.handlersOnEventLoop
+        let http1 = HTTPServerBuilder { responder in
+            EventLoopAffineChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
+                                        onLoop: onLoop)
+        }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
         case (nil, nil):
@@ -115,7 +120,11 @@ public enum E3DBServer {
             } catch {
                 throw StorageError(.unavailable, "cannot load the TLS certificate or key (PEM files expected)")
             }
-            server = try HTTPServerBuilder.tls(http1, tlsConfiguration: tls)
+            server = HTTPServerBuilder { responder in
+                EventLoopAffineChildChannel(base: try TLSChannel(
+                    HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
+                                            onLoop: onLoop)
+            }
         default:
             throw StorageError(.unavailable, "TLS needs both a certificate and a key")
         }

@@ -97,7 +97,9 @@ final class E3DBService: Sendable {
         case .post where match(["v1", "storage", "files"]): return try await createPendingFile(r)
         case .patch where match(["v1", "storage", "files", "*"]): return try await commitFile(r, id: s[3])
         case .get where match(["v1", "storage", "files", "*"]): return try await readFile(r, id: s[3])
-        case .put where match(["v1", "storage", "blobs", "*"]): return try await uploadBody(r, id: s[3])
+        case .put where match(["v1", "storage", "blobs", "*"]):
+            // Off the connection's event loop (EventLoopAffineChildChannel): the body goes to disk and is fsynced.
+            return try await withTaskExecutorPreference(globalConcurrentExecutor) { try await uploadBody(r, id: s[3]) }
         case .get where match(["v1", "storage", "blobs", "*"]): return try await downloadBody(r, id: s[3])
         case .post where match(["v1", "storage", "search"]): return try await searchV1(r)
         case .post where match(["v2", "search"]): return try await searchV2(r)

@@ -31,6 +31,11 @@ public struct ServerConfiguration: Sendable {
     public var metricsEnabled: Bool = false
     /// Lifetime of upload and download URLs, seconds.
     public var capabilityLifetime: Int64 = 3600
+    /// Handle each connection's requests on the event loop that owns its socket instead of Swift's global
+    /// executor: two thread switches fewer per request, so lower latency when few connections are busy (a
+    /// one-connection client writes and reads about 10 % faster), but lower throughput under many concurrent
+    /// connections (about 15 % fewer reads/s at 64). Off by default. File uploads run off the loop either way.
+    public var handlersOnEventLoop: Bool = false
 
     /// A configuration with defaults for everything but the data directory.
     public init(dataDirectory: URL) { self.dataDirectory = dataDirectory }

@@ -86,6 +86,9 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Lifetime of bearer tokens in seconds.")
     var tokenLifetime: Int = 3600
 
+    @Flag(help: "Run each connection's requests on its event loop: lower latency with few busy connections, lower throughput with many.")
+    var handlersOnEventLoop = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: LogLevelOption = .info
 
@@ -104,6 +107,7 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.maxBodySize = maxBodySize
         configuration.tokenLifetime = tokenLifetime
         configuration.metricsEnabled = metrics
+        configuration.handlersOnEventLoop = handlersOnEventLoop
         configuration.tlsCertificatePath = tlsCert
         configuration.tlsKeyPath = tlsKey
         let logger = serverLogger(level: logLevel.level)

@@ -39,4 +39,30 @@ struct ClientAffinityTests {
         }
         #expect(names == (0..<20).map { "n\($0)" })
     }
+
+    @Test("a server with --handlers-on-event-loop serves records, concurrent writers, and a file upload and download")
+    func serverHandlersOnEventLoop() async throws {
+        let server = try ServerProcess(extraArguments: ["--handlers-on-event-loop"])
+        defer { server.stop() }
+        let alice = try await server.register("alice")
+        let ids = try await withThrowingTaskGroup(of: UUID?.self) { group in
+            for i in 0..<32 { group.addTask { try await alice.write(type: "item", data: ["n": "\(i)"]).id } }
+            var ids: [UUID] = []
+            for try await id in group { if let id { ids.append(id) } }
+            return ids
+        }
+        #expect(ids.count == 32)
+        var seen = Set<String>()
+        for id in ids { seen.insert(try await alice.read(id).data["n"] ?? "") }
+        #expect(seen == Set((0..<32).map { "\($0)" }))
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("loop-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bytes = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try bytes.write(to: dir.appendingPathComponent("in"))
+        let file = try await alice.writeFile(type: "blob", path: dir.appendingPathComponent("in").path)
+        _ = try await alice.readFile(try #require(file.id), to: dir.appendingPathComponent("out").path)
+        #expect(try Data(contentsOf: dir.appendingPathComponent("out")) == bytes)
+    }
 }

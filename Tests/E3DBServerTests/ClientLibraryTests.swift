@@ -30,12 +30,12 @@ final class ServerProcess: @unchecked Sendable {
 
     struct ServerFailure: Error, CustomStringConvertible { let description: String }
 
-    init(data existing: URL? = nil, postgres: String? = nil) throws {
+    init(data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = []) throws {
         data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
         token = try Self.cli(["server", "token", "create"] + storage)
         process.executableURL = Self.binary
-        process.arguments = ["server", "run", "--port", "0", "--log-level", "warning"] + storage
+        process.arguments = ["server", "run", "--port", "0", "--log-level", "warning"] + storage + extraArguments
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice

@@ -37,6 +37,8 @@ public final class EncryptedStore: Sendable {
     let storeIDText: String
 
     let pool: DatabasePool
+    /// Read-only connections for `get` and query pages (no schema check per read).
+    let readers: RecordReaders
     private let state: Mutex<UnlockedState?>
     /// Decrypted records by binding MAC (nil while locked): bounded, cleared on lock.
     let cache: Mutex<RecordCache?>
@@ -55,6 +57,7 @@ public final class EncryptedStore: Sendable {
         self.storeID = storeID
         self.storeIDText = storeID.uuidString.lowercased()
         self.pool = pool
+        self.readers = RecordReaders(path: directory.appendingPathComponent(EncryptedStore.databaseFileName).path)
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
@@ -412,7 +415,7 @@ public final class EncryptedStore: Sendable {
         let row = try databaseCall("reading record \(idText)") {
             // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it. The row
             // is read by column index from the cursor, without a copy of GRDB's row.
-            try pool.unsafeRead { db in
+            try readers.read { db in
                 try StoredRow.fetchOne(
                     db.cachedStatement(sql: StoredRow.selectByID),
                     arguments: [idText, collection])
@@ -616,7 +619,7 @@ public final class EncryptedStore: Sendable {
         let rows = try databaseCall("querying collection \(query.collection)") {
             // One connection for the index definitions (when field conditions may use them) and the query; the
             // query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
-            try pool.unsafeRead { db in
+            try readers.read { db in
                 let indexes = query.usesIndexes ? try loadIndexes(db, collection: query.collection) : []
                 let (sql, statementArguments) = try querySQL(query, after: after, count: count, indexes: indexes)
                 return try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments)

@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBPrimitives
 import Foundation
 import GRDB
+import Synchronization
 
 // The read path's helpers: rows read by column index from a cursor (no row copy, no name lookups), the binding
 // MAC's place written straight into bytes, strict UUID and timestamp parsing without Foundation's formatters.
@@ -262,5 +263,35 @@ struct StoredDocumentScanner {
         } while literal(",")
         guard literal("}") else { return nil }
         return try? RecordData(members)
+    }
+}
+
+/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle).
+///
+/// GRDB's `DatabasePool.unsafeRead` runs `PRAGMA schema_version` before every read (a second statement with its own
+/// implicit read transaction and file locks); a `DatabaseQueue`'s `unsafeRead` runs only the caller's statements.
+/// Statements on a changed schema are prepared again by SQLite itself, and reads select their columns by name, so
+/// nothing here depends on GRDB's schema cache. Each read is one statement (or a few, each its own snapshot), as
+/// through the pool.
+final class RecordReaders: Sendable {
+    private let path: String
+    private let idle = Mutex<[DatabaseQueue]>([])
+    /// Idle connections kept for later reads (more may be open while more threads read).
+    static let keptIdle = 4
+
+    init(path: String) { self.path = path }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        let queue = try idle.withLock { $0.popLast() } ?? open()
+        defer { idle.withLock { if $0.count < RecordReaders.keptIdle { $0.append(queue) } } }
+        return try queue.unsafeRead(body)
+    }
+
+    private func open() throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+        return try DatabaseQueue(path: path, configuration: configuration)
     }
 }

@@ -3,6 +3,7 @@
 //
 //   StoreThroughput RECORDS.ndjson WORKDIR [--change-records M]
 //   STORE_ONLY=insert|read|lookup StoreThroughput RECORDS.ndjson WORKDIR   (one store phase alone, for perf record)
+//   STORE_FIELD_KEYS=record StoreThroughput …     (the store writes one data key per record instead of per field)
 //   StoreThroughput scan STOREDIR KEYFILE       (the child process that scans and reports its peak memory)
 //
 // RECORDS.ndjson holds one record a line, a JSON object of strings (store_baseline.py generate). Each measurement is
@@ -121,6 +122,7 @@ func loadInput(_ path: String) -> Input {
 /// times `put(collection:records:)` of all records in one call (one transaction).
 func storeInsert(_ input: Input, directory: URL, key: SecureBytes, indexed: Bool) throws -> (EncryptedStore, [UUID], Double) {
     let store = try EncryptedStore.create(at: freshDirectory(directory), credential: .key(key))
+    if fieldKeysPerRecord { store.fieldKeyMode = .perRecord }
     if indexed {
         _ = try store.put(collection: collection, records: [])  // creates the collection and its key
         try store.createIndex(collection: collection, fields: [indexedField])
@@ -130,6 +132,9 @@ func storeInsert(_ input: Input, directory: URL, key: SecureBytes, indexed: Bool
     let time = try seconds { refs = try store.put(collection: collection, records: batch) }
     return (store, refs.map(\.id), time)
 }
+
+/// STORE_FIELD_KEYS=record writes with one data key per record (`FieldKeyMode.perRecord`) instead of per field.
+let fieldKeysPerRecord = ProcessInfo.processInfo.environment["STORE_FIELD_KEYS"] == "record"
 
 /// The store phase named by STORE_ONLY (for profiling one phase), or nil for all.
 let onlyPhase = ProcessInfo.processInfo.environment["STORE_ONLY"]

@@ -44,6 +44,48 @@ public enum FieldCipher {
         encrypt(data, accessKey: accessKey, random: SecureBytes(count: randomByteCount * data.count) { reservoir.fill($0) })
     }
 
+    /// Encrypts every value of a record's data map under ONE data key for the whole record, sealed once: every
+    /// field carries the same `edk.edkN` and its own random `efN` (24 bytes, so nonces do not repeat under the
+    /// key). Each field is still a complete `edk.edkN.ef.efN` quad that opens on its own, which is how every SDK
+    /// decrypts (spec §3.1); the SDKs themselves write a fresh data key per field. Keys and nonces come from
+    /// `reservoir` (32 + 24 + 24 per field bytes).
+    package static func encryptSharingDataKey(
+        _ data: RecordData, accessKey: AccessKey, reservoir: RandomReservoir
+    ) -> RecordData {
+        let k = SecretBox.keyByteCount
+        let n = SecretBox.nonceByteCount
+        let t = SecretBox.tagByteCount
+        let random = SecureBytes(count: k + n + n * data.count) { reservoir.fill($0) }
+        var encrypted = RecordData(capacity: data.count)
+        random.withUnsafeBytes { r in
+            let keyBytes = UnsafeRawBufferPointer(rebasing: r[0..<k])
+            let edkN = UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
+            // The slices have exactly the required lengths, so these calls cannot fail (see `encrypt(_:accessKey:randomness:)`).
+            let dataKey = invariant("a 32-byte data key slice") { () throws(E3DBError) in
+                try SecretBox.Key(rawRepresentation: keyBytes)
+            }
+            withUnsafeTemporaryAllocation(byteCount: k + t, alignment: 16) { edk in
+                invariant("sealing the data key into its exact buffer") { () throws(E3DBError) in
+                    _ = try SecretBox.seal(keyBytes, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
+                }
+                for (i, member) in data.enumerated() {
+                    let efN = UnsafeRawBufferPointer(rebasing: r[(k + n + i * n)..<(k + n + (i + 1) * n)])
+                    var value = member.value
+                    let field = value.withUTF8 { plain in
+                        withUnsafeTemporaryAllocation(byteCount: plain.count + t, alignment: 16) { ef in
+                            invariant("sealing the value into its exact buffer") { () throws(E3DBError) in
+                                _ = try SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                            }
+                            return assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
+                        }
+                    }
+                    encrypted.insert(key: member.key, value: field)
+                }
+            }
+        }
+        return encrypted
+    }
+
     /// Encrypts every value with its 80 bytes of `random` (data key, `edkN`, `efN`), in member order.
     private static func encrypt(_ data: RecordData, accessKey: AccessKey, random: SecureBytes) -> RecordData {
         var encrypted = RecordData(capacity: data.count)
@@ -68,10 +110,31 @@ public enum FieldCipher {
         _ data: RecordData, accessKey: AccessKey, decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> RecordData {
         var plaintext = RecordData(capacity: data.count)
+        // Fields that share a data key (the same `edk.edkN` text) open it once per record.
+        var memo = DataKeyMemo()
         for (key, field) in data {
-            plaintext.insert(key: key, value: try decrypt(field, accessKey: accessKey, decoding: decoding, name: key))
+            var text = field
+            let result = text.withUTF8 { buf in
+                Result { () throws(E3DBError) -> String in
+                    try decrypt(utf8: buf, accessKey: accessKey, decoding, key, memo: &memo)
+                }
+            }
+            plaintext.insert(key: key, value: try result.get())
         }
         return plaintext
+    }
+
+    /// The data key opened for the last field of a record, by the exact text of its `edk.edkN` prefix: fields
+    /// whose prefix is byte for byte the same seal the same key under the same nonce, so the key opened (and
+    /// authenticated) once serves them all. The key stays in wiped storage; the prefix is ciphertext and nonce.
+    struct DataKeyMemo {
+        var prefix: [UInt8] = []
+        var key: SecretBox.Key?
+
+        func remembered(for candidate: UnsafeBufferPointer<UInt8>) -> SecretBox.Key? {
+            guard let key, candidate.count == prefix.count, candidate.elementsEqual(prefix) else { return nil }
+            return key
+        }
     }
 
     /// Encrypts one value with a given data key and nonces, to reproduce known answers.
@@ -188,8 +251,11 @@ public enum FieldCipher {
         name: String? = nil
     ) throws(E3DBError) -> String {
         var text = String(field)
+        var memo = DataKeyMemo()
         let result = text.withUTF8 { buf in
-            Result { () throws(E3DBError) -> String in try decrypt(utf8: buf, accessKey: accessKey, decoding, name) }
+            Result { () throws(E3DBError) -> String in
+                try decrypt(utf8: buf, accessKey: accessKey, decoding, name, memo: &memo)
+            }
         }
         return try result.get()
     }
@@ -197,8 +263,12 @@ public enum FieldCipher {
     /// Decrypts from the field's UTF-8 bytes. The four parts are decoded into one temporary buffer (on the stack
     /// for ordinary sizes), the data key is opened straight into wiped storage, and the value is opened into a
     /// temporary buffer that is validated as UTF-8: no per-part `Data`, one heap object for the data key.
+    ///
+    /// When `memo` holds the key of a field with the same `edk.edkN` text, that key is used without decoding or
+    /// opening `edk` again; otherwise the key opened here replaces the memo's.
     private static func decrypt(
-        utf8 buf: UnsafeBufferPointer<UInt8>, accessKey: AccessKey, _ decoding: Base64Decoding, _ name: String?
+        utf8 buf: UnsafeBufferPointer<UInt8>, accessKey: AccessKey, _ decoding: Base64Decoding, _ name: String?,
+        memo: inout DataKeyMemo
     ) throws(E3DBError) -> String {
         // Split on '.' by bytes (a Character-level split is several times slower).
         var dots = (0, 0, 0)
@@ -238,23 +308,36 @@ public enum FieldCipher {
                     offset += room
                     return UnsafeRawBufferPointer(rebasing: out[0..<written])
                 }
-                let edk = try part(0, "edk")
-                try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
-                let edkN = try part(1, "edkN")
-                try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+                let prefix = UnsafeBufferPointer(rebasing: buf[0..<dots.1])
+                let remembered = memo.remembered(for: prefix)
+                var edk = UnsafeRawBufferPointer(start: nil, count: 0)
+                var edkN = edk
+                if remembered == nil {
+                    edk = try part(0, "edk")
+                    try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
+                    edkN = try part(1, "edkN")
+                    try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+                }
                 let ef = try part(2, "ef")
                 try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
                 let efN = try part(3, "efN")
                 try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
 
                 let dataKey: SecretBox.Key
-                do {
-                    dataKey = try SecretBox.Key(SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
-                } catch {
-                    throw E3DBError(
-                        .authenticationFailed, "the data key does not open with this access key"
-                            + (name.map { " (field \"\($0)\")" } ?? ""),
-                        context: .init(field: name, part: "edk"))
+                if let remembered {
+                    dataKey = remembered
+                } else {
+                    do {
+                        dataKey = try SecretBox.Key(SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
+                    } catch {
+                        throw E3DBError(
+                            .authenticationFailed, "the data key does not open with this access key"
+                                + (name.map { " (field \"\($0)\")" } ?? ""),
+                            context: .init(field: name, part: "edk"))
+                    }
+                    memo.prefix.removeAll(keepingCapacity: true)
+                    memo.prefix.append(contentsOf: prefix)
+                    memo.key = dataKey
                 }
                 let plainCount = ef.count - SecretBox.tagByteCount
                 let opened = withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) { plain in

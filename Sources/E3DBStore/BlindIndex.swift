@@ -154,9 +154,10 @@ extension EncryptedStore {
     /// The indexes of `collection` with their keys: loaded and derived once per write transaction.
     func indexKeys(_ db: Database, keys: StoreKeys, collection: String) throws -> [(index: BlindIndex, key: SecureBytes)] {
         try loadIndexes(db, collection: collection).map { index in
-            (index, try BlindIndex.key(keys, collection: collection, name: index.name))
+            (index, try blindIndexKey(keys, collection: collection, name: index.name))
         }
     }
+
 
     /// Writes the tokens of one record for `indexes` (inside the caller's transaction).
     func insertTokens(
@@ -174,18 +175,20 @@ extension EncryptedStore {
         }
     }
 
-    /// SQL restricting a query to the candidates of the indexes that its field conditions cover.
-    func indexRestriction(_ query: RecordQuery, keys: StoreKeys) throws(E3DBError) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
+    /// SQL restricting a query to the candidates of `indexes` (the collection's) that its field conditions cover.
+    func indexRestriction(
+        _ query: RecordQuery, indexes: [BlindIndex]
+    ) throws(E3DBError) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
         var wanted: [String: String] = [:]
         for condition in query.fields {
             if case .equals(let field, let value) = condition { wanted[field] = value }
         }
-        guard !wanted.isEmpty else { return ("", []) }
-        let indexes = try indexes(collection: query.collection)
+        guard !wanted.isEmpty, !indexes.isEmpty else { return ("", []) }
+        let keys = try currentKeys()
         var sql = ""
         var arguments: [any DatabaseValueConvertible] = []
         for index in indexes where index.fields.allSatisfy({ wanted[$0] != nil }) {
-            let key = try BlindIndex.key(keys, collection: query.collection, name: index.name)
+            let key = try blindIndexKey(keys, collection: query.collection, name: index.name)
             let values = index.fields.map { JSONValue.string(BlindIndex.normalized(wanted[$0, default: ""])) }
             let token = try BlindIndex.token(of: values, key: key, bits: index.bits)
             sql += " AND r.seq IN (SELECT record_seq FROM blind_index_entries WHERE collection = ? AND name = ? AND token = ?)"
@@ -193,4 +196,16 @@ extension EncryptedStore {
         }
         return (sql, arguments)
     }
+}
+
+/// A collection and an index name: where a derived blind-index key is kept.
+struct IndexKeyName: Hashable {
+    let collection: String
+    let name: String
+}
+
+extension RecordQuery {
+    /// Whether a field condition could use a blind index (so the collection's indexes must be read): every
+    /// field condition is an equality.
+    var usesIndexes: Bool { !fields.isEmpty }
 }

@@ -5,7 +5,33 @@ import E3DBPrimitives
 import Foundation
 import Synchronization
 
+/// How a store gives data keys to the fields of the records it writes.
+public enum FieldKeyMode: Sendable, Hashable {
+    /// A fresh data key for every field, sealed under the collection's access key: what every E3DB SDK writes
+    /// (the default).
+    case perField
+    /// One data key per record, sealed once; every field carries the same `edk.edkN` and its own random nonce.
+    /// Each field is still a complete `edk.edkN.ef.efN` quad, so the records decrypt like any other, in this
+    /// library and in the SDKs (checked against Tozny's Python SDK); readers open the shared key once per record.
+    case perRecord
+}
+
 extension EncryptedStore {
+    /// How records written from now on by this instance get their data keys (``FieldKeyMode/perField`` unless
+    /// changed; not stored in the file, so every open starts with the default). Reads handle both.
+    public var fieldKeyMode: FieldKeyMode {
+        get { keyMode.withLock { $0 } }
+        set { keyMode.withLock { $0 = newValue } }
+    }
+
+    /// Encrypts a record's fields in the current ``fieldKeyMode``, with keys and nonces from ``reservoir``.
+    func encryptFields(_ data: RecordData, accessKey: AccessKey) -> RecordData {
+        switch fieldKeyMode {
+        case .perField: FieldCipher.encrypt(data, accessKey: accessKey, reservoir: EncryptedStore.reservoir)
+        case .perRecord: FieldCipher.encryptSharingDataKey(data, accessKey: accessKey, reservoir: EncryptedStore.reservoir)
+        }
+    }
+
     /// Keys and nonces of new records: OS-seeded ChaCha20 output, one system call per 64 KiB (shared, thread-safe).
     static let reservoir = RandomReservoir()
 
@@ -42,7 +68,7 @@ extension EncryptedStore {
             let id = EncryptedStore.randomID()
             let document = EncryptedDocument(
                 meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
-                data: FieldCipher.encrypt(record.data, accessKey: access.key, reservoir: EncryptedStore.reservoir),
+                data: self.encryptFields(record.data, accessKey: access.key),
                 recordSignature: nil)
             let bytes = document.jsonData()
             let mac = try self.bindingMAC(

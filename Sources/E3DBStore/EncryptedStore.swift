@@ -33,21 +33,31 @@ public final class EncryptedStore: Sendable {
     public let directory: URL
     /// The store's id (the `writer_id` and `user_id` of its records).
     public let storeID: UUID
+    /// The store's id as lowercase text (part of every binding MAC).
+    let storeIDText: String
 
     let pool: DatabasePool
+    /// Read-only connections for `get` and query pages (no schema check per read).
+    let readers: RecordReaders
     private let state: Mutex<UnlockedState?>
     /// Decrypted records by binding MAC (nil while locked): bounded, cleared on lock.
     let cache: Mutex<RecordCache?>
+    /// How new records' fields get their data keys (see ``fieldKeyMode``).
+    let keyMode = Mutex<FieldKeyMode>(.perField)
 
     struct UnlockedState {
         var keys: StoreKeys
         var accessKeys: [String: CollectionKeys]
+        /// Blind-index keys derived from the master key, by collection and index name (see `blindIndexKey`).
+        var indexKeys: [IndexKeyName: SecureBytes] = [:]
     }
 
     private init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys) {
         self.directory = directory
         self.storeID = storeID
+        self.storeIDText = storeID.uuidString.lowercased()
         self.pool = pool
+        self.readers = RecordReaders(path: directory.appendingPathComponent(EncryptedStore.databaseFileName).path)
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
@@ -288,6 +298,17 @@ public final class EncryptedStore: Sendable {
         return key
     }
 
+    /// The key of blind index `name` of `collection`: derived from the master key once, then kept with the
+    /// unlocked keys (wiped on ``lock()``). It depends only on the master key, the collection and the name, none of
+    /// which changes while the store is unlocked (a passphrase change rewraps the same master key).
+    func blindIndexKey(_ keys: StoreKeys, collection: String, name: String) throws(E3DBError) -> SecureBytes {
+        let slot = IndexKeyName(collection: collection, name: name)
+        if let key = state.withLock({ $0?.indexKeys[slot] }) { return key }
+        let key = try BlindIndex.key(keys, collection: collection, name: name)
+        state.withLock { $0?.indexKeys[slot] = key }
+        return key
+    }
+
     func invalidateKeys(_ collection: String) {
         state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
     }
@@ -390,20 +411,21 @@ public final class EncryptedStore: Sendable {
     /// - Throws: ``E3DBError/Code/recordNotFound``, ``E3DBError/Code/recordTampered`` (naming the record), field
     ///   decryption errors.
     public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
-        let row = try databaseCall("reading record \(id.uuidString.lowercased())") {
-            // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it.
-            try pool.unsafeRead { db in
-                try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT * FROM records WHERE id = ? AND collection = ?"),
-                    arguments: [id.uuidString.lowercased(), collection])
+        let idText = id.uuidString.lowercased()
+        let row = try databaseCall("reading record \(idText)") {
+            // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it. The row
+            // is read by column index from the cursor, without a copy of GRDB's row.
+            try readers.read { db in
+                try StoredRow.fetchOne(
+                    db.cachedStatement(sql: StoredRow.selectByID),
+                    arguments: [idText, collection])
             }
         }
         guard let row else {
             throw E3DBError(
-                .recordNotFound, "no record \(id.uuidString.lowercased()) in collection \(collection)",
-                context: .init(item: id.uuidString.lowercased()))
+                .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
         }
-        return try decode(row, collection: collection)
+        return try decode(row, collection: collection, known: (id, idText))
     }
 
     /// Replaces a record's data and `plain`; its version goes up by one.
@@ -438,7 +460,7 @@ public final class EncryptedStore: Sendable {
                 let recordType = type ?? row["type"]
                 let document = EncryptedDocument(
                     meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
-                    data: FieldCipher.encrypt(data, accessKey: access.key), recordSignature: nil)
+                    data: encryptFields(data, accessKey: access.key), recordSignature: nil)
                 let bytes = document.jsonData()
                 let mac = try bindingMAC(
                     keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
@@ -534,7 +556,15 @@ public final class EncryptedStore: Sendable {
 
     /// The SQL selecting the rows of `query` (after `after`, at most `count`).
     func querySQL(_ query: RecordQuery, after: Int64?, count: Int?) throws(E3DBError) -> (String, StatementArguments) {
-        var sql = "SELECT r.* FROM records r WHERE r.collection = ?"
+        let indexes = query.usesIndexes ? try indexes(collection: query.collection) : []
+        return try querySQL(query, after: after, count: count, indexes: indexes)
+    }
+
+    /// The SQL selecting the rows of `query`, given the collection's blind indexes (read by the caller).
+    func querySQL(
+        _ query: RecordQuery, after: Int64?, count: Int?, indexes: [BlindIndex]
+    ) throws(E3DBError) -> (String, StatementArguments) {
+        var sql = "SELECT \(StoredRow.columns) FROM records r WHERE r.collection = ?"
         var arguments: [(any DatabaseValueConvertible)?] = [query.collection]
         if !query.types.isEmpty {
             sql += " AND r.type IN (" + Array(repeating: "?", count: query.types.count).joined(separator: ",") + ")"
@@ -563,7 +593,7 @@ public final class EncryptedStore: Sendable {
                 sql += ")"
             }
         }
-        let restriction = try indexRestriction(query, keys: try currentKeys())
+        let restriction = try indexRestriction(query, indexes: indexes)
         if query.types.isEmpty || !restriction.sql.isEmpty {
             // Without `+`, SQLite reads the whole collection through `records_by_key_version` and sorts it by seq for
             // every page (a scan in pages was quadratic), or tests every row against a token list. With it, SQLite
@@ -586,10 +616,14 @@ public final class EncryptedStore: Sendable {
     }
 
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
-        let (sql, statementArguments) = try querySQL(query, after: after, count: count)
         let rows = try databaseCall("querying collection \(query.collection)") {
-            // One statement: SQLite's implicit read transaction gives it a consistent snapshot.
-            try pool.unsafeRead { db in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments) }
+            // One connection for the index definitions (when field conditions may use them) and the query; the
+            // query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
+            try readers.read { db in
+                let indexes = query.usesIndexes ? try loadIndexes(db, collection: query.collection) : []
+                let (sql, statementArguments) = try querySQL(query, after: after, count: count, indexes: indexes)
+                return try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments)
+            }
         }
         var records: [StoredRecord] = []
         records.reserveCapacity(rows.count)
@@ -597,7 +631,7 @@ public final class EncryptedStore: Sendable {
             let record = try decode(row, collection: query.collection)
             if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
         }
-        return Page(records: records, lastSeq: rows.last.map { $0["seq"] }, rowCount: rows.count)
+        return Page(records: records, lastSeq: rows.last?.seq, rowCount: rows.count)
     }
 
     // MARK: Binding and decoding
@@ -608,13 +642,21 @@ public final class EncryptedStore: Sendable {
         _ keys: StoreKeys, collection: String, id: UUID, version: Int, keyVersion: Int, created: String,
         updated: String, document: Data
     ) throws(E3DBError) -> Data {
-        let place: JSONValue = .array([
-            .string("E3DBStore record v1"), .string(storeID.uuidString.lowercased()), .string(collection),
-            .string(id.uuidString.lowercased()), .number(Double(version)), .number(Double(keyVersion)),
-            .string(created), .string(updated),
-        ])
+        try bindingMAC(
+            keys, collection: collection, idText: id.uuidString.lowercased(), version: version, keyVersion: keyVersion,
+            created: created, updated: updated, document: document)
+    }
+
+    /// The binding MAC with the record id as its lowercase text.
+    func bindingMAC(
+        _ keys: StoreKeys, collection: String, idText: String, version: Int, keyVersion: Int, created: String,
+        updated: String, document: Data
+    ) throws(E3DBError) -> Data {
+        let place = BindingPlace.bytes(
+            storeID: storeIDText, collection: collection, id: idText, version: version, keyVersion: keyVersion,
+            created: created, updated: updated)
         var hasher = try BLAKE2b(outputByteCount: 32, key: keys.recordMACKey)
-        hasher.update(data: CanonicalJSON.serializedBytes(place))
+        place.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         hasher.update(data: [0x0A])
         hasher.update(data: document)
         return hasher.finalize()
@@ -624,20 +666,40 @@ public final class EncryptedStore: Sendable {
         try decode(StoredRow(row), collection: collection)
     }
 
-    func decode(_ row: StoredRow, collection: String) throws(E3DBError) -> StoredRecord {
+    /// Authenticates a row in its place, then decrypts it. `known` is the id the caller selected the row by (a
+    /// point read): a row whose id text is exactly its lowercase form needs no parsing.
+    func decode(_ row: StoredRow, collection: String, known: (id: UUID, text: String)? = nil) throws(E3DBError)
+        -> StoredRecord
+    {
         let keys = try currentKeys()
-        guard let idText = row.id, let id = UUID(uuidString: idText) else {
-            throw E3DBError(.storeCorrupted, "a record row has no valid id")
+        let id: UUID
+        let item: String
+        // The id's canonical (lowercase) text, which the MAC covers.
+        let canonicalID: String
+        if let known, row.id == known.text {
+            id = known.id
+            item = known.text
+            canonicalID = known.text
+        } else if let idText = row.id, let parsed = StoreUUID.parse(idText) {
+            // 8-4-4-4-12 hex: its lowercase form is the canonical text.
+            id = parsed
+            item = idText.lowercased()
+            canonicalID = item
+        } else {
+            guard let idText = row.id, let parsed = UUID(uuidString: idText) else {
+                throw E3DBError(.storeCorrupted, "a record row has no valid id")
+            }
+            id = parsed
+            item = idText.lowercased()
+            canonicalID = parsed.uuidString.lowercased()
         }
-        let item = idText.lowercased()
         guard let version = row.version, let keyVersion = row.keyVersion, let created = row.created,
             let updated = row.updated, let bytes = row.document, let mac = row.mac
         else {
             throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
         }
         let expected = try bindingMAC(
-            keys, collection: collection, id: id, version: version, keyVersion: keyVersion, created: created,
-            updated: updated, document: bytes)
+            keys, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion, created: created, updated: updated, document: bytes)
         guard ConstantTime.equals(expected, mac) else {
             throw E3DBError(
                 .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
@@ -646,7 +708,12 @@ public final class EncryptedStore: Sendable {
         // The MAC authenticates the whole row, so a cached record with this MAC is this row, decrypted earlier.
         if let cached = cache.withLock({ $0?.value(for: mac) }) { return cached }
         let accessKey = try accessKey(for: collection, version: keyVersion, item: item)
-        let document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
+        let document: EncryptedDocument
+        if let scanned = StoredDocumentScanner.document(bytes) {
+            document = scanned
+        } else {
+            document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
+        }
         let plain = try withItem(item) { () throws(E3DBError) in
             try document.decrypt(accessKey: accessKey, verifyingKey: nil, verification: .init(policy: .ignore))
         }

@@ -42,7 +42,7 @@ extension EncryptedStore {
             return AsyncThrowingStream { $0.finish(throwing: error) }
         }
         let sameInstance = ValueObservation.tracking { db -> [StoredRow] in
-            try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init)
+            try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init(_:))
         }.removeDuplicates().values(in: pool)
         // Every source only signals "look again"; one loop reads and emits, so results stay in commit order.
         let (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -114,7 +114,7 @@ extension EncryptedStore {
 
     func observedRows(_ statement: (String, StatementArguments), collection: String) throws(E3DBError) -> [StoredRow] {
         try databaseCall("observing collection \(collection)") {
-            try pool.read { db in try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init) }
+            try pool.read { db in try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init(_:)) }
         }
     }
 

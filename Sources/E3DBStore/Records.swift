@@ -112,7 +112,12 @@ enum StoreTime {
     }
 
     static func parse(_ text: String) -> Date? {
-        try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+        // The store's own form, digit by digit, to the Date Foundation's parser gives (counted from 2001, as a
+        // Date stores it); Foundation for anything else.
+        if let count = milliseconds(text) {
+            return Date(timeIntervalSinceReferenceDate: Double(count - 978_307_200_000) / 1000)
+        }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
     }
 
     /// Now, rounded to the millisecond (what the text form keeps).

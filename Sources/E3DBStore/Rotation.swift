@@ -77,7 +77,7 @@ extension EncryptedStore {
             for row in rows {
                 let record = try decode(row, collection: collection)
                 let document = EncryptedDocument(
-                    meta: record.meta, data: FieldCipher.encrypt(record.data, accessKey: current), recordSignature: nil)
+                    meta: record.meta, data: encryptFields(record.data, accessKey: current), recordSignature: nil)
                 let bytes = document.jsonData()
                 let mac = try bindingMAC(
                     keys, collection: collection, id: record.id, version: record.version, keyVersion: target,

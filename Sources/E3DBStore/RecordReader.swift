@@ -1,0 +1,297 @@
+import E3DBCanonicalJSON
+import E3DBDocuments
+import E3DBPrimitives
+import Foundation
+import GRDB
+import Synchronization
+
+// The read path's helpers: rows read by column index from a cursor (no row copy, no name lookups), the binding
+// MAC's place written straight into bytes, strict UUID and timestamp parsing without Foundation's formatters.
+
+extension StoredRow {
+    /// The columns a record read selects, in the order ``init(columns:)`` reads them.
+    static let columns = "r.seq, r.id, r.version, r.key_version, r.created, r.updated, r.document, r.mac"
+    /// A point read: the row of one id in one collection.
+    static let selectByID = "SELECT \(columns) FROM records r WHERE r.id = ? AND r.collection = ?"
+
+    /// Reads a row selected with ``columns``, by index (from a cursor: GRDB reads SQLite's columns directly).
+    init(columns row: Row) {
+        seq = row[0]
+        id = row[1]
+        version = row[2]
+        keyVersion = row[3]
+        created = row[4]
+        updated = row[5]
+        document = row[6]
+        mac = row[7]
+    }
+
+    /// The rows of a statement selecting ``columns``, read through a cursor.
+    static func fetchAll(_ statement: Statement, arguments: StatementArguments) throws -> [StoredRow] {
+        let cursor = try Row.fetchCursor(statement, arguments: arguments)
+        return try withExtendedLifetime(cursor) {
+            var rows: [StoredRow] = []
+            while let row = try cursor.next() { rows.append(StoredRow(columns: row)) }
+            return rows
+        }
+    }
+
+    /// The first row of a statement selecting ``columns``, if any (the cursor resets the statement when done).
+    static func fetchOne(_ statement: Statement, arguments: StatementArguments) throws -> StoredRow? {
+        let cursor = try Row.fetchCursor(statement, arguments: arguments)
+        return try withExtendedLifetime(cursor) { try cursor.next().map(StoredRow.init(columns:)) }
+    }
+}
+
+/// The text of a record's place in the binding MAC: the canonical JSON array
+/// `["E3DBStore record v1", store, collection, id, version, key version, created, updated]`, written directly.
+/// The output is byte for byte `CanonicalJSON.serializedBytes` of that array (the tests compare the two).
+enum BindingPlace {
+    static func bytes(
+        storeID: String, collection: String, id: String, version: Int, keyVersion: Int, created: String,
+        updated: String
+    ) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(96 + collection.utf8.count + created.utf8.count + updated.utf8.count)
+        out.append(UInt8(ascii: "["))
+        append(string: "E3DBStore record v1", to: &out)
+        for text in [storeID, collection, id] {
+            out.append(UInt8(ascii: ","))
+            append(string: text, to: &out)
+        }
+        for number in [version, keyVersion] {
+            out.append(UInt8(ascii: ","))
+            append(integer: number, to: &out)
+        }
+        for text in [created, updated] {
+            out.append(UInt8(ascii: ","))
+            append(string: text, to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        return out
+    }
+
+    /// A JSON string: the UTF-8 bytes in quotes when nothing needs escaping (no `"`, `\` or control character,
+    /// which is all that `JSON.stringify` escapes in a Swift string), else the canonical serializer's form.
+    static func append(string: String, to out: inout [UInt8]) {
+        var text = string
+        let plain = text.withUTF8 { utf8 -> Bool in
+            guard utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
+                return false
+            }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: utf8)
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        if !plain { out.append(contentsOf: CanonicalJSON.serializedBytes(.string(string))) }
+    }
+
+    /// A JSON number for an integer: its decimal digits when a double holds it exactly (what ECMAScript prints
+    /// for such a number), else the canonical serializer's form of the double.
+    static func append(integer: Int, to out: inout [UInt8]) {
+        let exact = 1 << 53
+        if integer > -exact, integer < exact {
+            out.append(contentsOf: String(integer).utf8)
+        } else {
+            out.append(contentsOf: CanonicalJSON.serializedBytes(.number(Double(integer))))
+        }
+    }
+}
+
+enum StoreUUID {
+    /// Parses `8-4-4-4-12` hex (either case) without Foundation; nil for anything else.
+    static func parse(_ text: String) -> UUID? {
+        var text = text
+        return text.withUTF8 { u -> UUID? in
+            guard u.count == 36 else { return nil }
+            var bytes = [UInt8](repeating: 0, count: 16)
+            var i = 0
+            var b = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard u[i] == UInt8(ascii: "-") else { return nil }
+                    i += 1
+                    continue
+                }
+                guard let high = hexValue(u[i]), let low = hexValue(u[i + 1]) else { return nil }
+                bytes[b] = high << 4 | low
+                b += 1
+                i += 2
+            }
+            return UUID(uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        }
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+extension StoreTime {
+    /// Milliseconds since 1970 of `YYYY-MM-DDTHH:MM:SS.sssZ` (what ``format(_:)`` writes), or nil for any other
+    /// shape or an out-of-range field (the caller then falls back to Foundation's parser).
+    static func milliseconds(_ text: String) -> Int64? {
+        var text = text
+        return text.withUTF8 { u -> Int64? in
+            guard u.count == 24, u[4] == UInt8(ascii: "-"), u[7] == UInt8(ascii: "-"), u[10] == UInt8(ascii: "T"),
+                u[13] == UInt8(ascii: ":"), u[16] == UInt8(ascii: ":"), u[19] == UInt8(ascii: "."),
+                u[23] == UInt8(ascii: "Z")
+            else { return nil }
+            func number(_ start: Int, _ count: Int) -> Int64? {
+                var value: Int64 = 0
+                for i in start..<(start + count) {
+                    let digit = u[i] &- UInt8(ascii: "0")
+                    guard digit < 10 else { return nil }
+                    value = value * 10 + Int64(digit)
+                }
+                return value
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
+                let minute = number(14, 2), let second = number(17, 2), let milli = number(20, 3),
+                (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24, minute < 60,
+                second < 60
+            else { return nil }
+            let days = daysFromCivil(year: year, month: month, day: day)
+            return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli
+        }
+    }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days from 1970-01-01 to a proleptic Gregorian date (the civil-calendar day count).
+    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}
+
+/// Reads a stored document in the exact canonical form the store writes,
+/// `{"data":{…},"meta":{"plain":{…},"type":…,"user_id":…,"writer_id":…}}` (with `"rec_sig":…` last for an
+/// imported signed record), straight into its parts: no JSON tree, no intermediate dictionaries.
+///
+/// Anything else (whitespace, another member order, an escape or control character in a string, a duplicate
+/// key, a non-string value, invalid UTF-8, an id that is not 8-4-4-4-12 hex) gives nil, and the caller uses the
+/// general parser, which accepts or refuses it with its usual error. Only bytes that passed the binding MAC are
+/// given to it.
+struct StoredDocumentScanner {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var position = 0
+
+    static func document(_ data: Data) -> EncryptedDocument? {
+        // Inputs the general parser's limits refuse are left to it (so that it refuses them as before).
+        guard data.count <= ParseLimits.default.maxInputBytes else { return nil }
+        return data.withUnsafeBytes { raw in
+            var scanner = StoredDocumentScanner(bytes: raw.bindMemory(to: UInt8.self))
+            return scanner.document()
+        }
+    }
+
+    private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    private mutating func document() -> EncryptedDocument? {
+        guard literal("{\"data\":"), let data = map(), literal(",\"meta\":{\"plain\":"), let plain = map(),
+            literal(",\"type\":"), let type = string(), literal(",\"user_id\":"), let user = string(),
+            literal(",\"writer_id\":"), let writer = string(), literal("}"),
+            let userID = StoreUUID.parse(user), let writerID = StoreUUID.parse(writer),
+            // The document, data, meta, plain, the members and the three strings of meta, and rec_sig: the values
+            // the general parser counts against its limit.
+            data.count + plain.count + 8 <= ParseLimits.default.maxValues
+        else { return nil }
+        var signature: String?
+        if literal(",\"rec_sig\":") {
+            guard let text = string() else { return nil }
+            signature = text
+        }
+        guard literal("}"), position == bytes.count else { return nil }
+        return EncryptedDocument(
+            meta: ClientMeta(writerID: writerID, userID: userID, type: type, plain: plain), data: data,
+            recordSignature: signature)
+    }
+
+    /// Consumes `text` if the input continues with it.
+    private mutating func literal(_ text: StaticString) -> Bool {
+        let count = text.utf8CodeUnitCount
+        guard bytes.count - position >= count else { return false }
+        let start = text.utf8Start
+        for k in 0..<count where bytes[position + k] != start[k] { return false }
+        position += count
+        return true
+    }
+
+    /// A string without escapes or control characters, validated as UTF-8.
+    private mutating func string() -> String? {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
+        let start = position + 1
+        var end = start
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") { break }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
+            end += 1
+        }
+        guard end < bytes.count else { return nil }
+        position = end + 1
+        return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+    }
+
+    /// An object of string members (distinct keys), in order.
+    private mutating func map() -> RecordData? {
+        guard literal("{") else { return nil }
+        var members: [(String, String)] = []
+        if literal("}") { return RecordData() }
+        repeat {
+            guard let key = string(), literal(":"), let value = string() else { return nil }
+            members.append((key, value))
+        } while literal(",")
+        guard literal("}") else { return nil }
+        return try? RecordData(members)
+    }
+}
+
+/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle).
+///
+/// GRDB's `DatabasePool.unsafeRead` runs `PRAGMA schema_version` before every read (a second statement with its own
+/// implicit read transaction and file locks); a `DatabaseQueue`'s `unsafeRead` runs only the caller's statements.
+/// Statements on a changed schema are prepared again by SQLite itself, and reads select their columns by name, so
+/// nothing here depends on GRDB's schema cache. Each read is one statement (or a few, each its own snapshot), as
+/// through the pool.
+final class RecordReaders: Sendable {
+    private let path: String
+    private let idle = Mutex<[DatabaseQueue]>([])
+    /// Idle connections kept for later reads (more may be open while more threads read).
+    static let keptIdle = 4
+
+    init(path: String) { self.path = path }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        let queue = try idle.withLock { $0.popLast() } ?? open()
+        defer { idle.withLock { if $0.count < RecordReaders.keptIdle { $0.append(queue) } } }
+        return try queue.unsafeRead(body)
+    }
+
+    private func open() throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+}

@@ -6,8 +6,6 @@ public import Foundation
 public import Logging
 internal import PostgresNIO
 import E3DBPrimitives
-import NIOCore
-import Synchronization
 
 /// The shared backend: one PostgreSQL database through postgres-nio's pooled `PostgresClient`, so that several
 /// server processes behind a load balancer share every piece of state (tokens, nonces, pending files, the server
@@ -32,6 +30,8 @@ public final class PostgresStorage: ServerStorage {
     private let runner: Task<Void, Never>
     private let logger: Logger
     private let operationTimeout: Duration
+    /// Enforces ``operationTimeout`` on in-flight storage calls.
+    private let deadlines: CallDeadlines
     /// Record inserts of concurrent requests, one statement per group.
     private let recordInserts: GroupCommit<RecordRow, RecordRow>
 
@@ -57,8 +57,11 @@ public final class PostgresStorage: ServerStorage {
         self.logger = logger
         self.operationTimeout = operationTimeout
         self.redactedURL = redacted
-        recordInserts = GroupCommit { [logger] rows in
-            try await Self.perform("inserting \(rows.count) record(s)", timeout: operationTimeout, url: redacted) {
+        let deadlines = CallDeadlines()
+        self.deadlines = deadlines
+        recordInserts = GroupCommit { [logger, deadlines] rows in
+            try await Self.perform("inserting \(rows.count) record(s)", timeout: operationTimeout, url: redacted,
+                                   deadlines: deadlines) {
                 try await Self.insert(rows, client: client, logger: logger)
             }
         }
@@ -74,6 +77,7 @@ public final class PostgresStorage: ServerStorage {
 
     /// Stops the pool (open connections are closed) and waits for its background task to end.
     public func close() async throws {
+        deadlines.stop()
         runner.cancel()
         await runner.value
     }
@@ -122,30 +126,22 @@ public final class PostgresStorage: ServerStorage {
     @discardableResult
     private func perform<T: Sendable>(_ what: String,
                                       _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await Self.perform(what, timeout: operationTimeout, url: redactedURL, body)
+        try await Self.perform(what, timeout: operationTimeout, url: redactedURL, deadlines: deadlines, body)
     }
 
-    /// ``perform(_:_:)`` with the timeout and the redacted URL given. `body` runs as its own task, which a timer on
-    /// one of postgres-nio's event loops cancels when `timeout` passes first (a lease waiting for an unreachable
-    /// server then ends). A cancelled NIO timer leaves its loop at once, where a cancelled `Task.sleep` would stay
-    /// queued until its deadline: one pending timer per storage call for `timeout`, thousands at load.
-    private static func perform<T: Sendable>(_ what: String, timeout: Duration, url: String,
+    /// ``perform(_:_:)`` with the timeout, the redacted URL and the deadline watchdog given. `body` runs as its own
+    /// task, which `deadlines` cancels when `timeout` passes first (a lease waiting for an unreachable server then
+    /// ends).
+    private static func perform<T: Sendable>(_ what: String, timeout: Duration, url: String, deadlines: CallDeadlines,
                                              _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let work = Task { try await body() }
-        let expired = ExpiryFlag()
-        let (seconds, attoseconds) = timeout.components
-        let timer = PostgresClient.defaultEventLoopGroup.any().scheduleTask(
-            in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-            expired.value.withLock { $0 = true }
-            work.cancel()
-        }
+        let ticket = deadlines.begin(timeout: timeout) { work.cancel() }
         do {
             let value = try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
-            timer.cancel()
+            _ = deadlines.end(ticket)
             return value
         } catch {
-            timer.cancel()
-            if expired.value.withLock({ $0 }) {
+            if deadlines.end(ticket) {
                 throw StorageError(.unavailable, "PostgreSQL at \(url) did not complete \(what) within \(timeout)")
             }
             throw Self.storageError(error, what: what, at: url)
@@ -816,11 +812,6 @@ public final class PostgresStorage: ServerStorage {
             return out
         }
     }
-}
-
-/// Whether a storage call's timer fired (shared by the timer and the call).
-private final class ExpiryFlag: Sendable {
-    let value = Mutex(false)
 }
 
 extension PolicyListing {

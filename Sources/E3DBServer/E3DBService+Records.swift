@@ -44,14 +44,6 @@ extension E3DBService {
         return API.Record(meta: try meta(row, plain: plain, fileURL: fileURL), data: data, recSig: row.recSig)
     }
 
-    /// Whether `caller` may read `row` (spec api §4.7): its writer, or a current `read` policy.
-    func mayRead(_ caller: String, _ row: RecordRow) async throws -> Bool {
-        if caller == row.writerID { return true }
-        let p = try await storage.policy(AccessTuple(writerID: row.writerID, userID: row.userID, readerID: caller,
-                                                     type: row.type))
-        return p?.canRead == true
-    }
-
     /// Checks the writer rules of a record write: `writer_id` is the caller, `user_id` the writer, `type` non-empty.
     private func checkWriter(_ meta: API.Meta, caller: ClientRow) throws {
         guard canonicalUUID(meta.writerID) == caller.clientID else {
@@ -83,8 +75,8 @@ extension E3DBService {
 
     func readRecord(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try await authenticate(r)
-        guard let id = canonicalUUID(id), let row = try await storage.record(id: id),
-              try await mayRead(caller.clientID, row) else {
+        guard let id = canonicalUUID(id),
+              let row = try await storage.record(id: id, readableBy: caller.clientID) else {
             throw HTTPFailure.notFound("no such record, or it is not shared with this client")
         }
         let fields = r.queryValues("field")
@@ -236,8 +228,8 @@ extension E3DBService {
 
     func readFile(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try await authenticate(r)
-        guard let id = canonicalUUID(id), let row = try await storage.record(id: id), row.fileMetaJSON != nil,
-              try await mayRead(caller.clientID, row) else {
+        guard let id = canonicalUUID(id), let row = try await storage.record(id: id, readableBy: caller.clientID),
+              row.fileMetaJSON != nil else {
             throw HTTPFailure.notFound("no such file record, or it is not shared with this client")
         }
         return try JSONBody.response(record(row, fileURL: try capabilityURL(r, op: "download", id: id)))

@@ -13,8 +13,12 @@ import E3DBPrimitives
 ///
 /// - Versioned updates and deletes are one conditional statement (`WHERE record_id = $1 AND version = $2
 ///   RETURNING …`); only when it touches no row does a second query tell a conflict from a missing record.
-/// - Record inserts take a transaction-scoped advisory lock, so that record indexes become visible in index order
-///   (a v1 search paging by index never skips a record that commits late).
+/// - Record inserts of concurrent requests are grouped (``GroupCommit``) into one `INSERT … SELECT … FROM unnest(…)`
+///   statement, which takes a transaction-scoped advisory lock before drawing indexes, so that record indexes
+///   become visible in index order across processes (a v1 search paging by index never skips a record that
+///   commits late).
+/// - The hot reads (bearer token, client, record, record joined with its read check) are named prepared
+///   statements (``PostgresStatements``), one round trip each.
 /// - Nonces, access keys, notes' names and registration tokens are single `INSERT … ON CONFLICT` or
 ///   `UPDATE … RETURNING` statements; note views lock the note's row (`SELECT … FOR UPDATE`).
 /// - Migrations are versioned in `schema_migrations`, each in its own transaction under an advisory lock, so that
@@ -26,6 +30,10 @@ public final class PostgresStorage: ServerStorage {
     private let runner: Task<Void, Never>
     private let logger: Logger
     private let operationTimeout: Duration
+    /// Enforces ``operationTimeout`` on in-flight storage calls.
+    private let deadlines: CallDeadlines
+    /// Record inserts of concurrent requests, one statement per group.
+    private let recordInserts: GroupCommit<RecordRow, RecordRow>
 
     /// The URL without its password (`postgres://user@host:port/database`), for logs.
     public let redactedURL: String
@@ -49,6 +57,14 @@ public final class PostgresStorage: ServerStorage {
         self.logger = logger
         self.operationTimeout = operationTimeout
         self.redactedURL = redacted
+        let deadlines = CallDeadlines()
+        self.deadlines = deadlines
+        recordInserts = GroupCommit { [logger, deadlines] rows in
+            try await Self.perform("inserting \(rows.count) record(s)", timeout: operationTimeout, url: redacted,
+                                   deadlines: deadlines) {
+                try await Self.insert(rows, client: client, logger: logger)
+            }
+        }
         // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
         if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
             self.runner = Task.immediate { await client.run() }
@@ -61,6 +77,7 @@ public final class PostgresStorage: ServerStorage {
 
     /// Stops the pool (open connections are closed) and waits for its background task to end.
     public func close() async throws {
+        deadlines.stop()
         runner.cancel()
         await runner.value
     }
@@ -109,22 +126,24 @@ public final class PostgresStorage: ServerStorage {
     @discardableResult
     private func perform<T: Sendable>(_ what: String,
                                       _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let timeout = operationTimeout
-        let url = redactedURL
+        try await Self.perform(what, timeout: operationTimeout, url: redactedURL, deadlines: deadlines, body)
+    }
+
+    /// ``perform(_:_:)`` with the timeout, the redacted URL and the deadline watchdog given. `body` runs as its own
+    /// task, which `deadlines` cancels when `timeout` passes first (a lease waiting for an unreachable server then
+    /// ends).
+    private static func perform<T: Sendable>(_ what: String, timeout: Duration, url: String, deadlines: CallDeadlines,
+                                             _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let work = Task { try await body() }
+        let ticket = deadlines.begin(timeout: timeout) { work.cancel() }
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw StorageError(.unavailable, "PostgreSQL at \(url) did not complete \(what) within \(timeout)")
-                }
-                return value
-            }
+            let value = try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+            _ = deadlines.end(ticket)
+            return value
         } catch {
+            if deadlines.end(ticket) {
+                throw StorageError(.unavailable, "PostgreSQL at \(url) did not complete \(what) within \(timeout)")
+            }
             throw Self.storageError(error, what: what, at: url)
         }
     }
@@ -168,6 +187,18 @@ public final class PostgresStorage: ServerStorage {
         return out
     }
 
+    /// The first row of a prepared statement (run to its end), within ``perform(_:_:)``.
+    private func first<Statement: PostgresPreparedStatement>(_ what: String, _ statement: Statement) async throws
+        -> Statement.Row? where Statement.Row: Sendable {
+        try await perform(what) { [client, logger] in
+            var first: Statement.Row?
+            for try await row in try await client.execute(statement, logger: logger) where first == nil {
+                first = row
+            }
+            return first
+        }
+    }
+
     /// Runs `query` to its end and returns how many rows it returned (use `RETURNING 1` to count changed rows).
     @discardableResult
     private func execute(_ query: PostgresQuery, on db: some QueryRunner) async throws -> Int {
@@ -181,7 +212,7 @@ public final class PostgresStorage: ServerStorage {
     /// Serializes migrations across processes ("E3DBMIGR").
     private static let migrationLock: Int64 = 0x4533_4442_4D49_4752
     /// Serializes record inserts so that indexes commit in order ("E3DBRECS").
-    private static let recordInsertLock: Int64 = 0x4533_4442_5245_4353
+    static let recordInsertLock: Int64 = 0x4533_4442_5245_4353
 
     private struct Migration: Sendable {
         var version: Int64
@@ -334,12 +365,12 @@ public final class PostgresStorage: ServerStorage {
 
     // MARK: Clients
 
-    private static let clientColumns = """
+    static let clientColumns = """
         client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup,
         registration_token_hash, created
         """
 
-    private static func client(_ row: PostgresRow) throws -> ClientRow {
+    static func client(_ row: PostgresRow) throws -> ClientRow {
         let (id, name, publicKey, signingKey, apiKeyID, secretHash, enabled, hasBackup, tokenHash, created) =
             try row.decode((String, String, String, String?, String, Data, Bool, Bool, Data, Int64).self)
         return ClientRow(clientID: id, name: name, publicKey: publicKey, signingKey: signingKey, apiKeyID: apiKeyID,
@@ -358,10 +389,7 @@ public final class PostgresStorage: ServerStorage {
     }
 
     public func client(id: String) async throws -> ClientRow? {
-        try await perform("reading client \(id)") { [self] in
-            try await fetch("SELECT \(unescaped: Self.clientColumns) FROM clients WHERE client_id = \(id)",
-                            on: client, Self.client).first
-        }
+        try await first("reading client \(id)", PostgresStatements.Client(id: id))
     }
 
     public func client(apiKeyID: String) async throws -> ClientRow? {
@@ -392,6 +420,14 @@ public final class PostgresStorage: ServerStorage {
             try await fetch("SELECT client_id FROM access_tokens WHERE token_hash = \(hash) AND expires > \(now)",
                             on: client) { try $0.decode(String.self) }.first
         }
+    }
+
+    /// The client and expiry of an unexpired token, so that ``E3DBService``'s bearer-token cache keeps it (for at
+    /// most a second after this read: a token deleted in the database, by another process or an operator, is
+    /// refused by every process at most that long later).
+    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
+        try await first("checking an access token", PostgresStatements.AccessToken(hash: hash, now: now))
+            .map { (clientID: $0.0, expires: $0.1) }
     }
 
     /// One statement: inserts the nonce, or takes over an expired one; returns no row (a replay) when the nonce is
@@ -503,10 +539,10 @@ public final class PostgresStorage: ServerStorage {
 
     // MARK: Records
 
-    private static let recordColumns =
+    static let recordColumns =
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
 
-    private static func record(_ row: PostgresRow) throws -> RecordRow {
+    static func record(_ row: PostgresRow) throws -> RecordRow {
         let (index, id, writer, user, type, plain, data, recSig, fileMeta, created, lastModified, version) =
             try row.decode((Int64, String, String, String, String, String, String, String?, String?, Int64, Int64,
                             String).self)
@@ -532,15 +568,38 @@ public final class PostgresStorage: ServerStorage {
         return out
     }
 
+    /// Inserts `rows` in one statement (``PostgresStatements/InsertRecords``) and returns them with their indexes.
+    private static func insert(_ rows: [RecordRow], client: PostgresClient, logger: Logger) async throws
+        -> [RecordRow] {
+        var indexes: [String: Int64] = [:]
+        indexes.reserveCapacity(rows.count)
+        for try await (index, id) in try await client.execute(PostgresStatements.InsertRecords(rows: rows),
+                                                              logger: logger) {
+            indexes[id] = index
+        }
+        return try rows.map { row in
+            guard let index = indexes[row.recordID] else {
+                throw StorageError(.corrupted, "inserting record \(row.recordID) returned no index")
+            }
+            var out = row
+            out.index = index
+            return out
+        }
+    }
+
+    /// Inserts the record together with those of concurrent requests (one statement per group); a group that fails
+    /// is retried one record at a time, so that a duplicate id fails only its own insert.
     public func insertRecord(_ row: RecordRow) async throws -> RecordRow {
-        try await transaction("inserting record \(row.recordID)") { [self] db in try await insert(row, on: db) }
+        try await recordInserts.submit(row)
     }
 
     public func record(id: String) async throws -> RecordRow? {
-        try await perform("reading record \(id)") { [self] in
-            try await fetch("SELECT \(unescaped: Self.recordColumns) FROM records WHERE record_id = \(id)",
-                            on: client, Self.record).first
-        }
+        try await first("reading record \(id)", PostgresStatements.Record(id: id))
+    }
+
+    /// One statement joining the record with its read check (``PostgresStatements/ReadableRecord``).
+    public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
+        try await first("reading record \(id)", PostgresStatements.ReadableRecord(id: id, reader: readerID))
     }
 
     /// Whether a record exists, to tell a version conflict from a missing record after a conditional statement

@@ -289,6 +289,10 @@ public protocol ServerStorage: Sendable {
     /// Inserts a record and returns it with its index.
     func insertRecord(_ row: RecordRow) async throws -> RecordRow
     func record(id: String) async throws -> RecordRow?
+    /// The record `id` when `readerID` may read it (spec api §4.7: its writer, or a current `read` policy on its
+    /// (user, writer, type) naming the reader); `nil` when it is missing or not readable. A backend answers it with
+    /// one statement where it can; the default reads the record, then the policy when the reader is not the writer.
+    func record(id: String, readableBy readerID: String) async throws -> RecordRow?
     /// Replaces `plain` (when given), `data` and `rec_sig` if the version matches.
     func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
                       newVersion: String, now: Int64) async throws -> VersionedOutcome
@@ -323,6 +327,15 @@ public protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+    /// The record when `readerID` wrote it or holds a `read` policy on it: a record read, then a policy read.
+    public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
+        guard let row = try await record(id: id) else { return nil }
+        if row.writerID == readerID { return row }
+        let policy = try await policy(AccessTuple(writerID: row.writerID, userID: row.userID, readerID: readerID,
+                                                  type: row.type))
+        return policy?.canRead == true ? row : nil
+    }
+
     /// The client of an unexpired token, with `now` as its expiry (not cacheable).
     public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
         try await accessTokenClient(hash: hash, now: now).map { ($0, now) }

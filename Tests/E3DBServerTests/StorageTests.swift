@@ -113,7 +113,7 @@ struct StorageFixture: Sendable {
 }
 
 /// Runs `body` with a migrated storage of `backend` (nothing when the backend is not installed), then closes it.
-private func withStorage(_ backend: Backend,
+func withStorage(_ backend: Backend,
                  _ body: (StorageFixture, any ServerStorage) async throws -> Void) async throws {
     guard let fixture = try StorageFixture.make(backend) else { return }
     defer { fixture.cleanup() }

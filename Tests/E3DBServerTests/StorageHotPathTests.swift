@@ -1,0 +1,91 @@
+import E3DBServer
+import Foundation
+import Testing
+
+/// The storage calls of the request hot paths, on both backends: the token lookup the bearer-token cache keeps,
+/// the record read joined with its read check, and grouped record inserts.
+extension StorageTests {
+    private static let writer = "00000000-0000-4000-8000-0000000000a1"
+    private static let reader = "00000000-0000-4000-8000-0000000000b2"
+    private static let stranger = "00000000-0000-4000-8000-0000000000c3"
+
+    private static func row(_ id: String = UUID().uuidString.lowercased(), type: String = "t1", recSig: String? = nil,
+                            fileMeta: String? = nil) -> RecordRow {
+        RecordRow(recordID: id, writerID: writer, userID: writer, type: type, plainJSON: #"{"p":"\#(id)"}"#,
+                  dataJSON: #"{"f":"c"}"#, recSig: recSig, fileMetaJSON: fileMeta, created: 100, lastModified: 101,
+                  version: "v-\(id)")
+    }
+
+    @Test(arguments: Backend.allCases)
+    func accessTokenReportsItsClientAndExpiry(_ backend: Backend) async throws {
+        try await withStorage(backend) { _, storage in
+            let hash = Data(repeating: 7, count: 32)
+            try await storage.insertAccessToken(hash: hash, clientID: Self.writer, expires: 5_000)
+            let found = try await storage.accessToken(hash: hash, now: 4_999)
+            #expect(found?.clientID == Self.writer)
+            #expect(found?.expires == 5_000, "the expiry is reported, so that the token cache may keep the token")
+            #expect(try await storage.accessToken(hash: hash, now: 5_000) == nil, "expired")
+            #expect(try await storage.accessToken(hash: Data(repeating: 8, count: 32), now: 0) == nil, "unknown")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func recordReadableByChecksWriterAndReadPolicy(_ backend: Backend) async throws {
+        try await withStorage(backend) { _, storage in
+            let record = try await storage.insertRecord(Self.row(recSig: "sig"))
+            let other = try await storage.insertRecord(Self.row(type: "t2"))
+            try await storage.upsertPolicy(PolicyRow(
+                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
+                canRead: true, canAuthorize: false, authorizedBy: nil))
+            try await storage.upsertPolicy(PolicyRow(
+                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.stranger, type: "t1"),
+                canRead: false, canAuthorize: true, authorizedBy: Self.writer))
+            #expect(try await storage.record(id: record.recordID, readableBy: Self.writer) == record)
+            #expect(try await storage.record(id: record.recordID, readableBy: Self.reader) == record)
+            #expect(try await storage.record(id: other.recordID, readableBy: Self.reader) == nil,
+                    "a read policy covers its own type only")
+            #expect(try await storage.record(id: record.recordID, readableBy: Self.stranger) == nil,
+                    "an authorizer policy does not grant reading")
+            #expect(try await storage.record(id: UUID().uuidString.lowercased(), readableBy: Self.writer) == nil)
+            try await storage.upsertPolicy(PolicyRow(
+                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
+                canRead: false, canAuthorize: false, authorizedBy: nil))
+            #expect(try await storage.record(id: record.recordID, readableBy: Self.reader) == nil, "revoked")
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func concurrentInsertsLandOnceEachAndADuplicateFailsAlone(_ backend: Backend) async throws {
+        try await withStorage(backend) { fixture, storage in
+            let second = try fixture.open()
+            try await second.migrate()
+            let rows = (0..<150).map { i in
+                Self.row(recSig: i % 3 == 0 ? nil : "sig-\(i)", fileMeta: i % 5 == 0 ? #"{"size":\#(i)}"# : nil)
+            }
+            var duplicate = Self.row(rows[0].recordID)
+            duplicate.version = "duplicate"
+            let instances = [storage, second]
+            let outcomes = await withTaskGroup(of: (Int, RecordRow?).self) { group in
+                for (i, row) in (rows + [duplicate]).enumerated() {
+                    let target = instances[i % 2]
+                    group.addTask { (i, try? await target.insertRecord(row)) }
+                }
+                return await group.reduce(into: [Int: RecordRow?]()) { $0[$1.0] = $1.1 }
+            }
+            let stored = outcomes.compactMap { $0.value }
+            #expect(stored.count == rows.count, "every distinct record lands and the duplicate id fails")
+            #expect(Set(stored.map(\.index)).count == rows.count)
+            #expect(stored.allSatisfy { $0.index > 0 })
+            for (i, row) in rows.enumerated() {
+                let read = try await storage.record(id: row.recordID)
+                if let inserted = outcomes[i] ?? nil {
+                    #expect(read == inserted, "what the insert returned is what is stored")
+                } else {
+                    #expect(read?.version == "duplicate", "the one that lost the id is the duplicate")
+                }
+            }
+            #expect(try await storage.statistics()["records"] == rows.count)
+            try await second.close()
+        }
+    }
+}

@@ -6,6 +6,7 @@
 # encrypt|decrypt` of the same file. Prints a markdown table for docs/performance.md.
 #
 #   scripts/client-benchmark.sh [RECORDS]     # default 2000 records per measurement
+#   SERVER_FLAGS="--handlers-on-event-loop" scripts/client-benchmark.sh   # extra `server run` flags
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 records="${1:-2000}"
@@ -26,14 +27,15 @@ cli="$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit"
 bench="$(cd "$root/Benchmarks" && swift build -c release --show-bin-path)/ClientThroughput"
 
 "$cli" server token create --data "$work/srv" >"$work/token"
-"$cli" server run --data "$work/srv" --port 0 --log-level warning 2>"$work/server.err" &
+# shellcheck disable=SC2086
+"$cli" server run --data "$work/srv" --port 0 --log-level warning ${SERVER_FLAGS:-} 2>"$work/server.err" &
 server_pid=$!
 for _ in $(seq 1 100); do
     grep -q "listening on" "$work/server.err" 2>/dev/null && break
     sleep 0.1
 done
 url="$(grep -o 'http://[^ ]*' "$work/server.err" | head -1)"
-echo "server at $url; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "server at $url${SERVER_FLAGS:+ with $SERVER_FLAGS}; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 "$bench" "$url" "$work/token" "$records" 1 16 >"$work/swift.jsonl"
 "$python" "$root/Benchmarks/ClientBaseline/client_baseline.py" "$url" "$work/token" "$records" 1 16 >"$work/python.jsonl"

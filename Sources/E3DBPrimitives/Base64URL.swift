@@ -57,6 +57,31 @@ public enum Base64URL {
         return unsafe Base64Core.encode(bytes, urlSafe: true, pad: false, into: output)
     }
 
+    /// ``encode(_:into:)`` with a table lookup per character, about twice as fast: for bytes that are not secret
+    /// (ciphertexts, nonces, wrapped keys), since the lookup's memory access depends on the data.
+    /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small.
+    package static func encodePublic(
+        _ bytes: UnsafeRawBufferPointer,
+        into output: UnsafeMutableBufferPointer<UInt8>
+    ) throws(E3DBError) -> Int {
+        let needed = encodedLength(of: bytes.count)
+        guard output.count >= needed else {
+            throw E3DBError.length(.invalidLength, "base64url output buffer (at least)", expected: needed, actual: output.count)
+        }
+        return unsafe Base64Core.encodePublic(bytes, into: output)
+    }
+
+    /// ``decode(utf8:into:lenient:)`` with a table lookup per character, about four times as fast, with the same
+    /// results and errors: for text that is not secret (ciphertexts, nonces, wrapped keys), since the lookup's
+    /// memory access depends on the data. Keys go through ``decodeSecret(utf8:lenient:)``.
+    package static func decodePublic(
+        utf8: UnsafeBufferPointer<UInt8>,
+        into output: UnsafeMutableRawBufferPointer,
+        lenient: Bool = false
+    ) throws(E3DBError) -> Int {
+        try unsafe Base64Core.decodePublic(utf8, mode: lenient ? .lenient : .strictURL, into: output)
+    }
+
     /// An upper bound on the number of bytes `encodedLength` characters decode to (for sizing buffers).
     public static func maximumDecodedLength(ofEncodedLength encodedLength: Int) -> Int {
         Base64Core.maximumDecodedLength(encodedLength)
@@ -162,12 +187,36 @@ enum Base64Core {
     }
 
     /// Encodes into `out`, which must hold the encoded length; returns the number of characters written.
+    /// Branch-free and without lookups indexed by the input: for any input, secrets included.
     @unsafe
     static func encode(
         _ input: UnsafeRawBufferPointer,
         urlSafe: Bool,
         pad: Bool,
         into out: UnsafeMutableBufferPointer<UInt8>
+    ) -> Int {
+        unsafe encode(input, urlSafe: urlSafe, pad: pad, into: out) { v, urlSafe in character(v, urlSafe: urlSafe) }
+    }
+
+    /// The base64url alphabet, for ``encodePublic(_:into:)``.
+    static let urlAlphabet: [UInt8] = (0..<64).map { character(UInt8($0), urlSafe: true) }
+
+    /// Unpadded base64url with one table load per character: the same output as ``encode(_:urlSafe:pad:into:)``,
+    /// for bytes that are not secret (ciphertexts, nonces, wrapped keys).
+    @unsafe
+    static func encodePublic(_ input: UnsafeRawBufferPointer, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        unsafe urlAlphabet.withUnsafeBufferPointer { t in
+            unsafe encode(input, urlSafe: true, pad: false, into: out) { v, _ in unsafe t[Int(v)] }
+        }
+    }
+
+    @unsafe @inline(__always)
+    static func encode(
+        _ input: UnsafeRawBufferPointer,
+        urlSafe: Bool,
+        pad: Bool,
+        into out: UnsafeMutableBufferPointer<UInt8>,
+        character: (UInt8, Bool) -> UInt8
     ) -> Int {
         let n = input.count
         let full = n / 3
@@ -177,17 +226,17 @@ enum Base64Core {
             var i = 0
             for _ in 0..<full {
                 let b0 = unsafe input[i], b1 = unsafe input[i + 1], b2 = unsafe input[i + 2]
-                unsafe out[o] = character(b0 >> 2, urlSafe: urlSafe)
-                unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe: urlSafe)
-                unsafe out[o + 2] = character((b1 & 15) << 2 | b2 >> 6, urlSafe: urlSafe)
-                unsafe out[o + 3] = character(b2 & 63, urlSafe: urlSafe)
+                unsafe out[o] = character(b0 >> 2, urlSafe)
+                unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe)
+                unsafe out[o + 2] = character((b1 & 15) << 2 | b2 >> 6, urlSafe)
+                unsafe out[o + 3] = character(b2 & 63, urlSafe)
                 i += 3
                 o += 4
             }
             if rest == 1 {
                 let b0 = unsafe input[i]
-                unsafe out[o] = character(b0 >> 2, urlSafe: urlSafe)
-                unsafe out[o + 1] = character((b0 & 3) << 4, urlSafe: urlSafe)
+                unsafe out[o] = character(b0 >> 2, urlSafe)
+                unsafe out[o + 1] = character((b0 & 3) << 4, urlSafe)
                 o += 2
                 if pad {
                     unsafe out[o] = 61
@@ -196,9 +245,9 @@ enum Base64Core {
                 }
             } else if rest == 2 {
                 let b0 = unsafe input[i], b1 = unsafe input[i + 1]
-                unsafe out[o] = character(b0 >> 2, urlSafe: urlSafe)
-                unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe: urlSafe)
-                unsafe out[o + 2] = character((b1 & 15) << 2, urlSafe: urlSafe)
+                unsafe out[o] = character(b0 >> 2, urlSafe)
+                unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe)
+                unsafe out[o + 2] = character((b1 & 15) << 2, urlSafe)
                 o += 3
                 if pad {
                     unsafe out[o] = 61
@@ -255,11 +304,42 @@ enum Base64Core {
     @inline(__always) static func maximumDecodedLength(_ encodedLength: Int) -> Int { encodedLength / 4 * 3 + 2 }
 
     /// Decodes into `output`, which must hold at least ``maximumDecodedLength(_:)`` bytes; returns the count.
+    /// Branch-free and without lookups indexed by the input: for any input, secrets included.
     @unsafe
     static func decode(
         _ input: UnsafeBufferPointer<UInt8>,
         mode: Mode,
         into output: UnsafeMutableRawBufferPointer
+    ) throws(E3DBError) -> Int {
+        try unsafe decode(input, mode: mode, into: output) { c, url, standard in value(c, url: url, standard: standard) }
+    }
+
+    /// The values of ``value(_:url:standard:)`` for every byte, one table per alphabet (URL, standard, both).
+    /// Indexing them by the input leaks the input through the cache: for data that is not secret only.
+    static let publicTables: [[UInt8]] = [(true, false), (false, true), (true, true)].map { alphabet in
+        (0...255).map { value(UInt8($0), url: alphabet.0, standard: alphabet.1) }
+    }
+
+    /// ``decode(_:mode:into:)`` with one table load per character instead of the arithmetic: the same results
+    /// and errors, about four times faster, for input that is not secret (ciphertexts, nonces, wrapped keys).
+    @unsafe
+    static func decodePublic(
+        _ input: UnsafeBufferPointer<UInt8>,
+        mode: Mode,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws(E3DBError) -> Int {
+        let table = publicTables[mode == .strictURL ? 0 : mode == .strictStandardPadded ? 1 : 2]
+        return try unsafe table.withUnsafeBufferPointer { (t) throws(E3DBError) in
+            try unsafe decode(input, mode: mode, into: output) { c, _, _ in unsafe t[Int(c)] }
+        }
+    }
+
+    @unsafe @inline(__always)
+    static func decode(
+        _ input: UnsafeBufferPointer<UInt8>,
+        mode: Mode,
+        into output: UnsafeMutableRawBufferPointer,
+        value: (UInt8, Bool, Bool) -> UInt8
     ) throws(E3DBError) -> Int {
         var n = input.count
         let url = mode != .strictStandardPadded
@@ -302,10 +382,10 @@ enum Base64Core {
             var j = 0
             var invalid: UInt8 = 0
             while i + 4 <= n {
-                let a = value(unsafe input[i], url: url, standard: standard)
-                let b = value(unsafe input[i + 1], url: url, standard: standard)
-                let c = value(unsafe input[i + 2], url: url, standard: standard)
-                let d = value(unsafe input[i + 3], url: url, standard: standard)
+                let a = value(unsafe input[i], url, standard)
+                let b = value(unsafe input[i + 1], url, standard)
+                let c = value(unsafe input[i + 2], url, standard)
+                let d = value(unsafe input[i + 3], url, standard)
                 invalid |= (a | b | c | d) & 0x80
                 unsafe o[j] = a << 2 | b >> 4
                 unsafe o[j + 1] = b << 4 | c >> 2
@@ -316,12 +396,12 @@ enum Base64Core {
             }
             let rest = n - i
             if rest >= 2 {
-                let a = value(unsafe input[i], url: url, standard: standard)
-                let b = value(unsafe input[i + 1], url: url, standard: standard)
+                let a = value(unsafe input[i], url, standard)
+                let b = value(unsafe input[i + 1], url, standard)
                 invalid |= (a | b) & 0x80
                 unsafe o[j] = a << 2 | b >> 4
                 if rest == 3 {
-                    let c = value(unsafe input[i + 2], url: url, standard: standard)
+                    let c = value(unsafe input[i + 2], url, standard)
                     invalid |= c & 0x80
                     unsafe o[j + 1] = b << 4 | c >> 2
                     trailing = c & 0x03
@@ -334,7 +414,7 @@ enum Base64Core {
         if badOffset >= 0 {
             // Locate the first bad character only on the error path (timing no longer matters).
             var at = badOffset
-            while at < n, value(unsafe input[at], url: url, standard: standard) & 0x80 == 0 { at += 1 }
+            while at < n, Base64Core.value(unsafe input[at], url: url, standard: standard) & 0x80 == 0 { at += 1 }
             // The character itself is never shown: the input may be a key (D12).
             throw E3DBError(
                 .invalidBase64,

@@ -50,11 +50,16 @@ public enum Base64URL {
         _ bytes: UnsafeRawBufferPointer,
         into output: UnsafeMutableBufferPointer<UInt8>
     ) throws(E3DBError) -> Int {
-        let needed = encodedLength(of: bytes.count)
-        guard output.count >= needed else {
-            throw E3DBError.length(.invalidLength, "base64url output buffer (at least)", expected: needed, actual: output.count)
-        }
+        try checkRoom(bytes.count, output.count)
         return unsafe Base64Core.encode(bytes, urlSafe: true, pad: false, into: output)
+    }
+
+    /// Throws unless `room` bytes hold the encoding of `byteCount` bytes.
+    static func checkRoom(_ byteCount: Int, _ room: Int) throws(E3DBError) {
+        let needed = encodedLength(of: byteCount)
+        guard room >= needed else {
+            throw E3DBError.length(.invalidLength, "base64url output buffer (at least)", expected: needed, actual: room)
+        }
     }
 
     /// ``encode(_:into:)`` with a table lookup per character, about twice as fast: for bytes that are not secret
@@ -64,10 +69,7 @@ public enum Base64URL {
         _ bytes: UnsafeRawBufferPointer,
         into output: UnsafeMutableBufferPointer<UInt8>
     ) throws(E3DBError) -> Int {
-        let needed = encodedLength(of: bytes.count)
-        guard output.count >= needed else {
-            throw E3DBError.length(.invalidLength, "base64url output buffer (at least)", expected: needed, actual: output.count)
-        }
+        try checkRoom(bytes.count, output.count)
         return unsafe Base64Core.encodePublic(bytes, into: output)
     }
 

@@ -13,12 +13,12 @@ import E3DBPrimitives
 ///
 /// - Versioned updates and deletes are one conditional statement (`WHERE record_id = $1 AND version = $2
 ///   RETURNING …`); only when it touches no row does a second query tell a conflict from a missing record.
-/// - Record inserts of concurrent requests are grouped (``GroupCommit``) into one `INSERT … SELECT … FROM unnest(…)`
+/// - Record inserts of concurrent requests are grouped (`GroupCommit`) into one `INSERT … SELECT … FROM unnest(…)`
 ///   statement, which takes a transaction-scoped advisory lock before drawing indexes, so that record indexes
 ///   become visible in index order across processes (a v1 search paging by index never skips a record that
 ///   commits late).
 /// - The hot reads (bearer token, client, record, record joined with its read check) are named prepared
-///   statements (``PostgresStatements``), one round trip each.
+///   statements (`PostgresStatements`), one round trip each.
 /// - Nonces, access keys, notes' names and registration tokens are single `INSERT … ON CONFLICT` or
 ///   `UPDATE … RETURNING` statements; note views lock the note's row (`SELECT … FOR UPDATE`).
 /// - Migrations are versioned in `schema_migrations`, each in its own transaction under an advisory lock, so that
@@ -422,7 +422,7 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    /// The client and expiry of an unexpired token, so that ``E3DBService``'s bearer-token cache keeps it (for at
+    /// The client and expiry of an unexpired token, so that `E3DBService`'s bearer-token cache keeps it (for at
     /// most a second after this read: a token deleted in the database, by another process or an operator, is
     /// refused by every process at most that long later).
     public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
@@ -597,7 +597,7 @@ public final class PostgresStorage: ServerStorage {
         try await first("reading record \(id)", PostgresStatements.Record(id: id))
     }
 
-    /// One statement joining the record with its read check (``PostgresStatements/ReadableRecord``).
+    /// One statement joining the record with its read check (`PostgresStatements.ReadableRecord`).
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
         try await first("reading record \(id)", PostgresStatements.ReadableRecord(id: id, reader: readerID))
     }

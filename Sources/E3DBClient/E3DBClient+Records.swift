@@ -1,6 +1,7 @@
 public import Foundation
 public import E3DBAPI
 public import E3DBDocuments
+import E3DBCanonicalJSON
 import E3DBKeys
 import E3DBPrimitives
 
@@ -30,6 +31,12 @@ extension E3DBClient {
         guard let info = try await eakInfo(writer: writer, user: user, type: type) else {
             throw E3DBError(.notFound, "no access key for type \(type.prefix(80)) is shared with this client",
                             context: .init(part: "access key read", actual: 404))
+        }
+        // This client's own key (writer = user = reader = itself) is wrapped by itself alone: a key wrapped by
+        // anyone else (a server that substituted one it knows) would have this client encrypt for them.
+        if writer == clientID, user == clientID, info.authorizerPublicKey != identity.publicKey {
+            throw E3DBError(.invalidResponse, "the server's access key for this client's own type \(type.prefix(80)) "
+                            + "is not wrapped by this client", context: .init(part: "access key read"))
         }
         let ak = try info.unwrap(with: identity.boxKey)
         accessKeys.store(ak, for: key)
@@ -91,7 +98,7 @@ extension E3DBClient {
         return ClientRecord(meta: record.meta, data: plain.data, signatureStatus: plain.signatureStatus)
     }
 
-    func encryptedBody(type: String, data: RecordData, plain: RecordData, ak: AccessKey) -> API.Record {
+    func encryptedBody(type: String, data: RecordData, plain: RecordData, ak: AccessKey) throws -> API.Record {
         let document: EncryptedDocument
         if let sk = identity.signingKey {
             document = EncryptedDocument.encrypt(type: type, data: data, plain: plain, writerID: clientID,
@@ -104,6 +111,13 @@ extension E3DBClient {
         for (k, v) in document.data { encrypted[k] = v }
         var plainMap: [String: String] = [:]
         for (k, v) in plain { plainMap[k] = v }
+        // Swift's String equality is Unicode canonical equivalence: two names that differ only in normalization
+        // ("é" and "e\u{301}") would merge into one JSON member while rec_sig covers both, and no reader could
+        // verify the record.
+        guard encrypted.count == document.data.count, plainMap.count == plain.count else {
+            throw E3DBError(.invalidParameter, "two field names of the record differ only in Unicode normalization",
+                            context: .init(field: encrypted.count != document.data.count ? "data" : "plain"))
+        }
         let id = clientID.uuidString.lowercased()
         return API.Record(meta: API.Meta(writerID: id, userID: id, type: type, plain: plainMap), data: encrypted,
                           recSig: document.recordSignature)
@@ -118,7 +132,7 @@ extension E3DBClient {
     /// - Throws: `E3DBError` from the server (`.badRequest` for empty data) or the transport.
     public func write(type: String, data: RecordData, plain: RecordData = RecordData()) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
-        let body = encryptedBody(type: type, data: data, plain: plain, ak: ak)
+        let body = try encryptedBody(type: type, data: data, plain: plain, ak: ak)
         let r = try await send("POST", ["v1", "storage", "records"], json: body, operation: "record write",
                                idempotent: false)
         return try await echoedOrDecrypted(Self.decode(API.Record.self, r, operation: "record write"), sent: body,
@@ -130,7 +144,7 @@ extension E3DBClient {
     /// over those members verifies (Ed25519 verification is deterministic), so neither is redone; anything else is
     /// decrypted and verified in full like a read (so is an unsigned write).
     func echoedOrDecrypted(_ echoed: API.Record, sent: API.Record, data: RecordData) async throws -> ClientRecord {
-        guard sent.recSig != nil, echoed.data == sent.data, echoed.recSig == sent.recSig, echoed.meta.writerID == sent.meta.writerID,
+        guard sent.recSig != nil, verification.order == .utf16, echoed.data == sent.data, echoed.recSig == sent.recSig, echoed.meta.writerID == sent.meta.writerID,
               echoed.meta.userID == sent.meta.userID, echoed.meta.type == sent.meta.type,
               (echoed.meta.plain ?? [:]) == (sent.meta.plain ?? [:]) else {
             return try await decrypt(echoed)
@@ -163,7 +177,7 @@ extension E3DBClient {
             throw E3DBError(.missingKey, "updating needs meta.record_id and meta.version", context: .init(field: "version"))
         }
         let ak = try await ownAccessKey(type: record.meta.type)
-        let body = encryptedBody(type: record.meta.type, data: record.data,
+        let body = try encryptedBody(type: record.meta.type, data: record.data,
                                  plain: RecordData(record.meta.plain ?? [:]), ak: ak)
         let r = try await send("PUT", ["v1", "storage", "records", "safe", id, version], json: body,
                                operation: "record update", idempotent: false)

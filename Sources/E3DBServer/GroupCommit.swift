@@ -5,7 +5,7 @@ import Synchronization
 /// A submitter that finds nobody writing writes its own item at once, on its own task; whatever arrives while a
 /// write runs waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is no
 /// added delay or thread hop when writes do not overlap and one commit per batch when they do. When a batch fails, its items are retried one transaction each, so that one bad item
-/// fails only its own caller.
+/// fails only its own caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     private typealias Waiter = CheckedContinuation<Output, any Error>
     private struct State {
@@ -89,8 +89,10 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             do {
                 outputs = try await write(batch.map(\.0))
             } catch {
-                if batch.count == 1 {
-                    batch[0].1.resume(throwing: error)
+                // The backend is down (or timed out): every item would fail the same way, each after its own
+                // timeout, so the whole group fails now instead of being retried one item at a time.
+                if batch.count == 1 || (error as? StorageError)?.kind == .unavailable {
+                    for (_, waiter) in batch { waiter.resume(throwing: error) }
                     continue
                 }
                 for (item, waiter) in batch {

@@ -142,12 +142,16 @@ extension EncryptedStore {
             db.cachedStatement(sql: "SELECT name, fields, bits FROM blind_indexes WHERE collection = ? ORDER BY name"),
             arguments: [collection])
             .map { row in
-                let fieldsText: String = row["fields"]
-                guard case .array(let items) = try CanonicalJSON.parse(Data(fieldsText.utf8)) else {
-                    throw E3DBError(.storeCorrupted, "index \(row["name"] as String? ?? "?") is damaged")
+                // Read through DatabaseValue: a NULL or a value of the wrong type in an edited file is a typed
+                // error, not a trap in a non-optional conversion.
+                let name = String.fromDatabaseValue(row["name"] as DatabaseValue)
+                guard let name, let fieldsText = String.fromDatabaseValue(row["fields"] as DatabaseValue),
+                      let bits = Int.fromDatabaseValue(row["bits"] as DatabaseValue), (1...256).contains(bits),
+                      case .array(let items) = try CanonicalJSON.parse(Data(fieldsText.utf8)) else {
+                    throw E3DBError(.storeCorrupted, "index \(name ?? "?") of collection \(collection) is damaged")
                 }
                 let fields = items.compactMap { item -> String? in if case .string(let s) = item { s } else { nil } }
-                return BlindIndex(name: row["name"], fields: fields, bits: row["bits"])
+                return BlindIndex(name: name, fields: fields, bits: bits)
             }
     }
 

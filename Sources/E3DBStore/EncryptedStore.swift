@@ -616,6 +616,7 @@ public final class EncryptedStore: Sendable {
     }
 
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
+        _ = try currentKeys()  // a locked store refuses every query, also one that matches nothing
         let rows = try databaseCall("querying collection \(query.collection)") {
             // One connection for the index definitions (when field conditions may use them) and the query; the
             // query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
@@ -700,7 +701,9 @@ public final class EncryptedStore: Sendable {
         }
         let expected = try bindingMAC(
             keys, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion, created: created, updated: updated, document: bytes)
-        guard ConstantTime.equals(expected, mac) else {
+        // The MAC covers the canonical id: a copy of a row under the same id in another spelling (upper case) is
+        // not this record, even though its MAC verifies.
+        guard ConstantTime.equals(expected, mac), row.id == nil || row.id == canonicalID else {
             throw E3DBError(
                 .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
                 context: .init(item: item))

@@ -9,8 +9,9 @@ struct CallDeadlinesTests {
         let deadlines = CallDeadlines(tick: .milliseconds(20))
         let slow = Task { try await Task.sleep(for: .seconds(30)) }
         let slowTicket = deadlines.begin(timeout: .milliseconds(50)) { slow.cancel() }
-        let fast = Task { try await Task.sleep(for: .seconds(30)) }
-        let fastTicket = deadlines.begin(timeout: .seconds(30)) { fast.cancel() }
+        let fast = Task { try await Task.sleep(for: .seconds(3600)) }
+        // An hour: far beyond any test run, however starved, so only a bug can expire it.
+        let fastTicket = deadlines.begin(timeout: .seconds(3600)) { fast.cancel() }
         await #expect(throws: CancellationError.self) { try await slow.value }
         #expect(deadlines.end(slowTicket), "the slow call is reported as expired")
         #expect(!deadlines.end(slowTicket), "and only once")

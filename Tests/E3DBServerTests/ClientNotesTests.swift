@@ -132,8 +132,8 @@ struct ClientNotesTests {
     }
 
     @Test("Python SDK and e3dbkit client: anonymous notes and replace by name in both directions, views, expiry")
-    func pythonInterop() throws {
-        let result = try PythonSDKServerTests.drive([], script: "notes_interop.py")
+    func pythonInterop() async throws {
+        let result = try await PythonSDKServerTests.driveOffPool([], script: "notes_interop.py")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")

@@ -70,18 +70,18 @@ struct PostgresServerTrait: SuiteTrait, TestScoping {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("e3dbkit-pg-\(UUID().uuidString.lowercased())").path
         do {
-            _ = try PostgresTestServer.run(["start", directory])
+            _ = try await offCooperativePool { try PostgresTestServer.run(["start", directory]) }
         } catch {
-            _ = try? PostgresTestServer.run(["stop", directory])
+            _ = try? await offCooperativePool { try PostgresTestServer.run(["stop", directory]) }
             throw error
         }
         do {
             try await PostgresTestServer.$current.withValue(.running(directory: directory)) { try await function() }
         } catch {
-            _ = try? PostgresTestServer.run(["stop", directory])
+            _ = try? await offCooperativePool { try PostgresTestServer.run(["stop", directory]) }
             throw error
         }
-        _ = try PostgresTestServer.run(["stop", directory])
+        _ = try await offCooperativePool { try PostgresTestServer.run(["stop", directory]) }
     }
 }
 
@@ -106,7 +106,9 @@ struct StorageFixture: Sendable {
             guard let url = try PostgresTestServer.newDatabase() else { return nil }
             let logger = quietLogger(.warning)  // the pool's connection events at close are noise here
             return StorageFixture(backend: backend, open: {
-                try PostgresStorage(url: url, maximumConnections: 8, logger: logger)
+                // A generous call deadline: these tests check storage semantics, not timeouts, and a starved
+                // 2-core test run must not turn a slow call into a failure.
+                try PostgresStorage(url: url, maximumConnections: 8, operationTimeout: .seconds(600), logger: logger)
             }, cleanup: {})
         }
     }

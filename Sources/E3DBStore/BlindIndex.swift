@@ -147,7 +147,7 @@ extension EncryptedStore {
                 let name = String.fromDatabaseValue(row["name"] as DatabaseValue)
                 guard let name, let fieldsText = String.fromDatabaseValue(row["fields"] as DatabaseValue),
                       let bits = Int.fromDatabaseValue(row["bits"] as DatabaseValue), (1...256).contains(bits),
-                      case .array(let items) = try CanonicalJSON.parse(Data(fieldsText.utf8)) else {
+                      case .array(let items)? = try? CanonicalJSON.parse(Data(fieldsText.utf8)) else {
                     throw E3DBError(.storeCorrupted, "index \(name ?? "?") of collection \(collection) is damaged")
                 }
                 let fields = items.compactMap { item -> String? in if case .string(let s) = item { s } else { nil } }

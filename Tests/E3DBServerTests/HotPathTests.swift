@@ -170,6 +170,25 @@ struct HotPathTests {
         #expect(outcomes.filter { $0 >= 0 }.count == 99)
     }
 
+    @Test("an unavailable backend fails a whole group at once, with no per-item retries")
+    func groupCommitFailsGroupsWhenUnavailable() async throws {
+        let writes = Mutex(0)
+        let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
+            writes.withLock { $0 += 1 }
+            try await Task.sleep(for: .milliseconds(5))
+            throw StorageError(.unavailable, "the database is down")
+        }
+        let failures = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<60 { group.addTask { (try? await commit.submit(i)) == nil } }
+            var failures = 0
+            for await failed in group where failed { failures += 1 }
+            return failures
+        }
+        #expect(failures == 60)
+        // Groups, not items: far fewer writes than submissions (a retry per item would make at least 60).
+        #expect(writes.withLock { $0 } < 60)
+    }
+
     @Test("SQLite: concurrent inserts all land with distinct indexes; a duplicate id fails alone")
     func sqliteGroupedInserts() async throws {
         try await Self.withStorage { storage, _ in try await Self.checkGroupedInserts(storage) }

@@ -788,15 +788,17 @@ struct StoredRow: Sendable, Equatable {
     let document: Data?
     let mac: Data?
 
+    /// Through `DatabaseValue`: a value of the wrong type in an edited file becomes nil (and the row a typed
+    /// error in `decode`), where GRDB's typed subscripts would trap.
     init(_ row: Row) {
-        seq = row["seq"]
-        id = row["id"]
-        version = row["version"]
-        keyVersion = row["key_version"]
-        created = row["created"]
-        updated = row["updated"]
-        document = row["document"]
-        mac = row["mac"]
+        seq = Int64.fromDatabaseValue(row["seq"] as DatabaseValue)
+        id = String.fromDatabaseValue(row["id"] as DatabaseValue)
+        version = Int.fromDatabaseValue(row["version"] as DatabaseValue)
+        keyVersion = Int.fromDatabaseValue(row["key_version"] as DatabaseValue)
+        created = String.fromDatabaseValue(row["created"] as DatabaseValue)
+        updated = String.fromDatabaseValue(row["updated"] as DatabaseValue)
+        document = Data.fromDatabaseValue(row["document"] as DatabaseValue)
+        mac = Data.fromDatabaseValue(row["mac"] as DatabaseValue)
     }
 }
 

@@ -31,14 +31,14 @@ struct PythonSDKServerTests {
 
     struct DriverFailure: Error, CustomStringConvertible { let description: String }
 
-    /// ``drive(_:script:)`` on a thread of its own: a driver runs for up to a minute.
-    static func driveOffPool(_ extra: [String], script: String = "python_sdk_driver.py") async throws
+    /// Runs a driver script on a thread of its own (a driver runs for up to a minute and must not hold one of
+    /// the cooperative threads); returns its output.
+    static func drive(_ extra: [String], script: String = "python_sdk_driver.py") async throws
         -> (status: Int32, output: String) {
-        try await offCooperativePool { try drive(extra, script: script) }
+        try await offCooperativePool { try runDriver(extra, script: script) }
     }
 
-    /// Runs a driver script; returns its output.
-    static func drive(_ extra: [String], script: String = "python_sdk_driver.py") throws -> (status: Int32, output: String) {
+    private static func runDriver(_ extra: [String], script: String) throws -> (status: Int32, output: String) {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
         let p = Process()
@@ -57,7 +57,7 @@ struct PythonSDKServerTests {
     @Test("SQLite backend: the SDK's suites, deny paths, hostile input, 409 races, a 300 MiB file, kill -9")
     func sqliteBackend() async throws {
         #expect(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build e3dbkit first")
-        let result = try await Self.driveOffPool(["--large-file-mib", "300"])
+        let result = try await Self.drive(["--large-file-mib", "300"])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")
@@ -65,7 +65,7 @@ struct PythonSDKServerTests {
 
     @Test("e3dbkit client and the Python SDK through one server, both directions: credentials, records, sharing, 409, tampering")
     func clientInterop() async throws {
-        let result = try await Self.driveOffPool([], script: "client_interop.py")
+        let result = try await Self.drive([], script: "client_interop.py")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")
@@ -74,7 +74,7 @@ struct PythonSDKServerTests {
     @Test("PostgreSQL backend: the same suites and checks, two processes on one database")
     func postgresBackend() async throws {
         guard let url = try PostgresTestServer.newDatabase() else { return }
-        let result = try await Self.driveOffPool(["--large-file-mib", "100", "--postgres", url])
+        let result = try await Self.drive(["--large-file-mib", "100", "--postgres", url])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")
@@ -83,7 +83,7 @@ struct PythonSDKServerTests {
     @Test("e3dbkit client and the Python SDK through one server on PostgreSQL")
     func clientInteropPostgres() async throws {
         guard let url = try PostgresTestServer.newDatabase() else { return }
-        let result = try await Self.driveOffPool(["--postgres", url], script: "client_interop.py")
+        let result = try await Self.drive(["--postgres", url], script: "client_interop.py")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
     }

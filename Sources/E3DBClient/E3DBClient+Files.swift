@@ -14,6 +14,33 @@ extension E3DBClient {
         return dir
     }
 
+    /// Encrypts `path` into the new file `scratch` (mode 0600, in a private directory). The ciphertext only waits
+    /// there for the upload and is removed after it, so it is not flushed to disk: an `fsync` would write the whole
+    /// file out to the disk while the server writes its own copy.
+    static func encryptToScratch(_ path: String, _ scratch: String, accessKey: AccessKey,
+                                 options: FileEncryptionOptions) throws -> FileEncryptionResult {
+        let input = open(path, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else {
+            throw E3DBError(.fileIOFailed, "cannot open \(path) to upload it (errno \(errno))")
+        }
+        defer { close(input) }
+        let output = open(scratch, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard output >= 0 else {
+            throw E3DBError(.fileIOFailed, "cannot create the temporary ciphertext file (errno \(errno))")
+        }
+        let result: FileEncryptionResult
+        do {
+            result = try E3DBFileCipher.encrypt(fileDescriptor: input, to: output, accessKey: accessKey, options: options)
+        } catch {
+            close(output)
+            throw error
+        }
+        guard close(output) == 0 else {
+            throw E3DBError(.fileIOFailed, "writing the temporary ciphertext file failed (errno \(errno))")
+        }
+        return result
+    }
+
     /// Encrypts a file (E3DB file format v3) and stores it as a file record: the ciphertext goes to a private
     /// temporary file with its MD5 and size computed in the same pass, a pending file is created, the body is
     /// uploaded streaming to the server's upload URL (with `Content-MD5`), and the record is committed.
@@ -34,9 +61,9 @@ extension E3DBClient {
         // Task cancellation reaches the file cipher between chunks.
         let cancellation = FileCancellation()
         let result = try await withTaskCancellationHandler {
-            try E3DBFileCipher.encryptFile(
-                atPath: path, toPath: encrypted, accessKey: ak,
-                options: FileEncryptionOptions(checksums: [.ciphertextMD5], progress: progress, cancellation: cancellation))
+            try Self.encryptToScratch(path, encrypted, accessKey: ak,
+                                      options: FileEncryptionOptions(checksums: [.ciphertextMD5], progress: progress,
+                                                                     cancellation: cancellation))
         } onCancel: {
             cancellation.cancel()
         }
@@ -73,20 +100,28 @@ extension E3DBClient {
 
     /// Downloads a file record's body and decrypts it as it arrives into a private temporary file beside
     /// `destination` (mode 0600; on Linux unnamed until commit), which is renamed to `destination` only after the
-    /// chunk tagged FINAL authenticated, the body ended right after it, and the body's MD5 and size matched the
-    /// record's `file_meta` (the MD5 computed in the same pass). Constant memory (the download waits for the
-    /// decryption once a few MiB are pending); nothing is written at `destination` on any failure (a cut, altered
-    /// or oversized body, a failed transfer, cancellation).
+    /// chunk tagged FINAL authenticated, the body ended right after it, and the body's size matched the record's
+    /// `file_meta` (and its MD5, with `verifyChecksum`, computed in the same pass). Constant memory (the download
+    /// waits for the decryption once a few MiB are pending); nothing is written at `destination` on any failure (a
+    /// cut, altered or oversized body, a failed transfer, cancellation).
+    ///
+    /// Every chunk of the body is authenticated under the file's own data key, which only holders of the access
+    /// key can have made: an altered, cut, extended or reordered body is refused whatever `verifyChecksum` says.
+    /// The MD5 adds one check, as Tozny's SDKs do not: that the body is the one this record's `file_meta` names,
+    /// and not another file encrypted under the same access key (a mix-up of bodies on the server). It is not a
+    /// check against a hostile server, which serves `file_meta` too; it doubles the CPU a download costs (MD5 runs
+    /// at about 500 MB/s, the decryption several times faster).
     /// - Parameters:
     ///   - id: the file record's id.
     ///   - destination: where the plaintext goes; an existing file there is replaced on success.
+    ///   - verifyChecksum: also check the body's MD5 against `file_meta.checksum` before committing.
     ///   - progress: called with the ciphertext bytes decrypted so far (total: `file_meta.size`), from the
     ///     decrypting thread.
     /// - Returns: the file record.
-    /// - Throws: `E3DBError` `.notFound`, `.checksumMismatch`, `.chunkAuthenticationFailed`, `.fileTruncated`,
-    ///   `.trailingData`, `.wrongAccessKey`, `.fileIOFailed`, `.requestCancelled`, the transport's
-    ///   (`.transportFailed`).
-    public func readFile(_ id: UUID, to destination: String,
+    /// - Throws: `E3DBError` `.notFound`, `.checksumMismatch` (with `verifyChecksum`), `.chunkAuthenticationFailed`,
+    ///   `.fileTruncated`, `.trailingData`, `.wrongAccessKey`, `.fileIOFailed`, `.requestCancelled`, the
+    ///   transport's (`.transportFailed`).
+    public func readFile(_ id: UUID, to destination: String, verifyChecksum: Bool = false,
                          progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
         let r = try await send("GET", ["v1", "storage", "files", id.uuidString.lowercased()], operation: "file read")
         let record = try Self.decode(API.Record.self, r, operation: "file read")
@@ -99,8 +134,8 @@ extension E3DBClient {
         let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
         try Task.checkCancellation()
         let size = meta.size.map { Int($0) }
-        let options = FileDecryptionOptions(expectedChecksum: .md5Base64(checksum), expectedEncryptedSize: size,
-                                            progress: progress)
+        let options = FileDecryptionOptions(expectedChecksum: verifyChecksum ? .md5Base64(checksum) : nil,
+                                            expectedEncryptedSize: size, progress: progress)
         let sink: AtomicFileSink
         do { sink = try AtomicFileSink(path: destination) } catch {
             throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)")

@@ -181,9 +181,20 @@ struct FileChunks: AsyncSequence, Sendable {
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let handle: FileHandle
+        /// Reads straight into the buffer that goes to the socket (no `Data` in between).
         mutating func next() async throws -> ByteBuffer? {
-            guard let data = try handle.read(upToCount: 256 << 10), !data.isEmpty else { return nil }
-            return ByteBuffer(bytes: data)
+            let size = 256 << 10
+            var buffer = ByteBufferAllocator().buffer(capacity: size)
+            var failure: Int32 = 0
+            let fd = handle.fileDescriptor
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+                var r: Int
+                repeat { r = read(fd, raw.baseAddress, size) } while r < 0 && errno == EINTR
+                if r < 0 { failure = errno }
+                return Swift.max(r, 0)
+            }
+            if failure != 0 { throw POSIXError(POSIXError.Code(rawValue: failure) ?? .EIO) }
+            return n == 0 ? nil : buffer
         }
     }
 

@@ -339,6 +339,12 @@ struct ClientFileGetCommand: AsyncParsableCommand {
     @Flag(help: "Report the download's progress on stderr (ciphertext bytes decrypted as they arrive).")
     var progress = false
 
+    @Flag(help: ArgumentHelp(
+        "Also check the body's MD5 against the record's file_meta.checksum.",
+        discussion: "Every chunk is authenticated either way; the MD5 also catches another file's body served "
+            + "for this record under the same access key, and roughly doubles the CPU a download costs."))
+    var verifyChecksum = false
+
     @Argument(help: "The file record's id.")
     var recordID: String
 
@@ -352,7 +358,7 @@ struct ClientFileGetCommand: AsyncParsableCommand {
         let report = ClientFileProgress(label: "download", enabled: progress)
         let record = try await clientCall("downloading file \(id.uuidString.lowercased())") {
             defer { report.end() }
-            return try await client.readFile(id, to: out, progress: report.callback)
+            return try await client.readFile(id, to: out, verifyChecksum: verifyChecksum, progress: report.callback)
         }
         try StandardOutput.line(recordLine(record))
     }

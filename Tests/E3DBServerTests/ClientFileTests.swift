@@ -139,10 +139,11 @@ struct ClientFileTests {
         let other = try scratch.file("other", count: size)
         var kept: Set<String> = ["in", "other"]
 
-        func expectRefused(_ code: E3DBError.Code, _ record: ClientRecord, _ name: String) async throws {
+        func expectRefused(_ code: E3DBError.Code, _ record: ClientRecord, _ name: String,
+                           verifyChecksum: Bool = false) async throws {
             let out = scratch.path(name)
             do {
-                _ = try await alice.readFile(try #require(record.id), to: out)
+                _ = try await alice.readFile(try #require(record.id), to: out, verifyChecksum: verifyChecksum)
                 Issue.record("\(name): a damaged body was accepted")
             } catch let error as E3DBError {
                 #expect(error.code == code, "\(name): \(error)")
@@ -169,17 +170,22 @@ struct ClientFileTests {
         try await expectRefused(.fileTruncated, cut, "truncated")
 
         // Another file's body of the same size under the same access key authenticates, but its MD5 is not the
-        // record's: the decrypted file is not committed.
+        // record's: with verifyChecksum the decrypted file is not committed. Without it (the default, as in
+        // Tozny's SDKs) the donor's plaintext is what arrives, whole and authentic: the documented trade-off.
         let swapped = try await alice.writeFile(type: "blob", path: input)
         let donor = try await alice.writeFile(type: "blob", path: other)
         let target = try Self.body(server, swapped)
         try FileManager.default.removeItem(at: target)
         try FileManager.default.copyItem(at: try Self.body(server, donor), to: target)
-        try await expectRefused(.checksumMismatch, swapped, "swapped")
+        try await expectRefused(.checksumMismatch, swapped, "swapped", verifyChecksum: true)
+        _ = try await alice.readFile(try #require(swapped.id), to: scratch.path("unverified"))
+        kept.insert("unverified")
+        #expect(FileManager.default.contents(atPath: scratch.path("unverified"))
+                == FileManager.default.contents(atPath: other))
 
         // The untouched file still reads.
         let good = try await alice.writeFile(type: "blob", path: input)
-        _ = try await alice.readFile(try #require(good.id), to: scratch.path("good"))
+        _ = try await alice.readFile(try #require(good.id), to: scratch.path("good"), verifyChecksum: true)
         kept.insert("good")
         #expect(FileManager.default.contents(atPath: scratch.path("good")) == FileManager.default.contents(atPath: input))
     }

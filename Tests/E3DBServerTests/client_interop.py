@@ -175,6 +175,10 @@ def main():
               code == 0 and open(got_sw, "rb").read() == open(big, "rb").read(), err)
         check("file get --progress reports on stderr up to 100%, stdout holds only the record",
               "download 100%" in err and len(out.splitlines()) == 1 and "file_meta" in out, (out, err))
+        code, out, err = cli("file", "get", "--verify-checksum", "--force", "--config", alice_file,
+                             str(py_file.record_id), got_sw)
+        check("Swift checks the MD5 the Python SDK declared for its file (--verify-checksum)",
+              code == 0 and open(got_sw, "rb").read() == open(big, "rb").read(), err)
         if not harness.POSTGRES:
             body = os.path.join(harness.DATA, "files", file_id)
             with open(body, "r+b") as f:

@@ -7,11 +7,7 @@ import Hummingbird
 extension E3DBService {
     // MARK: Rendering
 
-    static func jsonText(_ map: [String: String]) throws -> String {
-        let e = JSONBody.encoder()
-        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
-        return String(decoding: try e.encode(map), as: UTF8.self)
-    }
+    static func jsonText(_ map: [String: String]) throws -> String { JSONText.sortedObject(map) }
 
     static func map(_ json: String) throws -> [String: String] {
         do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {

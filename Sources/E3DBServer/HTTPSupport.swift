@@ -49,7 +49,10 @@ enum JSONBody {
     /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason
     /// (member names only, never values) when it does not fit.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, what: String) throws -> T {
-        do { return try JSONDecoder().decode(type, from: data) } catch let error as DecodingError {
+        do {
+            if T.self == API.Record.self, let record = try API.Record.decodeJSON(data) as? T { return record }
+            return try JSONDecoder().decode(type, from: data)
+        } catch let error as DecodingError {
             throw HTTPFailure.badRequest("the \(what) body is not valid: \(describe(error))")
         } catch {
             throw HTTPFailure.badRequest("the \(what) body is not valid JSON")

@@ -4,6 +4,8 @@
 // PutAccessKeyRequest, PolicyRequest, QueryRequest and its PlainQuery, SearchRequest, Note). Decoding throws or
 // succeeds, never crashes; a decoded value encodes, and the encoding decodes to an equal value and encodes to the
 // same bytes again (round trip). A PlainQuery that decodes evaluates against a fixed `plain` map without crashing.
+// `API.Record.decodeJSON` (a hand-written reader that falls back to JSONDecoder) has JSONDecoder's outcome: the
+// same record or an error from both, and `jsonData()` of a decoded record decodes to it again.
 // The input as UTF-8 text also goes through `APITimestamp.parse`: a parsed value within the range the wire form
 // can express (0001-…-9999, not before the epoch since `format` clamps) formats and parses back to the same
 // microseconds.
@@ -44,7 +46,13 @@ private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let data = start.map { Data(bytes: $0, count: count) } ?? Data()
-    _ = roundTrip(API.Record.self, data)
+    let record = roundTrip(API.Record.self, data)
+    let fast = try? API.Record.decodeJSON(data)
+    require(fast == record, "decodeJSON and JSONDecoder disagree")
+    if let record {
+        require((try? JSONDecoder().decode(API.Record.self, from: record.jsonData())) == record,
+                "jsonData() of a record does not decode to it")
+    }
     _ = roundTrip(API.Meta.self, data)
     _ = roundTrip(API.RegistrationRequest.self, data)
     _ = roundTrip(API.PutAccessKeyRequest.self, data)

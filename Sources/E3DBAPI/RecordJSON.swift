@@ -1,0 +1,453 @@
+public import Foundation
+
+// A record body is the hottest JSON of the API: every write sends one and gets one back, every read gets one.
+// Foundation's JSONDecoder and JSONEncoder spend tens of microseconds on one (their Codable machinery, not the
+// bytes), a large share of a record round trip on loopback. These are a reader and a writer for that one shape.
+
+extension API.Record {
+    /// Decodes a record body (`{"meta":…,"data":…,"rec_sig":…}`) with exactly the result of
+    /// `JSONDecoder().decode(API.Record.self, from: data)`.
+    ///
+    /// A hand-written reader takes the bodies the SDKs and the server send; whatever it does not handle itself (a
+    /// duplicate member, a lone surrogate escape, a number with a fraction, a lenient member of an unexpected type,
+    /// nesting deeper than 64, anything malformed) it leaves to `JSONDecoder`, which decides and throws its own
+    /// `DecodingError`. So the reader changes the speed, never the outcome (`FuzzAPIBodies` checks that it never
+    /// returns a record `JSONDecoder` would not).
+    public static func decodeJSON(_ data: Data) throws -> API.Record {
+        if let record = data.withUnsafeBytes({ raw -> API.Record? in
+            var reader = RecordBodyReader(raw)
+            return reader.record()
+        }) {
+            return record
+        }
+        return try JSONDecoder().decode(API.Record.self, from: data)
+    }
+
+    /// The record as JSON, as `JSONEncoder` writes it up to member order and the escaping of `/` (not escaped):
+    /// absent optional members are left out, except `file_meta.file_url`, which is written as `null`.
+    public func jsonData() -> Data {
+        var w = JSONTextWriter()
+        w.byte(UInt8(ascii: "{"))
+        w.key("meta", first: true)
+        w.meta(meta)
+        w.key("data", first: false)
+        w.stringMap(data)
+        if let recSig {
+            w.key("rec_sig", first: false)
+            w.string(recSig)
+        }
+        w.byte(UInt8(ascii: "}"))
+        return Data(w.bytes)
+    }
+}
+
+/// JSON text for string maps: members sorted by key (`String` order), strings escaped as JSON requires (`"`, `\`
+/// and control characters; everything else, `/` included, written as UTF-8).
+public enum JSONText {
+    /// `{"k":"v",…}` with the keys in `String` order.
+    public static func sortedObject(_ map: [String: String]) -> String {
+        var w = JSONTextWriter()
+        w.stringMap(map, sorted: true)
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+}
+
+/// Appends JSON text to a byte array.
+struct JSONTextWriter {
+    var bytes: [UInt8] = []
+
+    init() { bytes.reserveCapacity(1024) }
+
+    mutating func byte(_ b: UInt8) { bytes.append(b) }
+
+    mutating func raw(_ s: StaticString) {
+        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func key(_ name: StaticString, first: Bool) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        raw(name)
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    mutating func string(_ s: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { utf8 in
+            var start = 0
+            for (i, b) in utf8.enumerated() where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                escape(b)
+                start = i + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func escape(_ b: UInt8) {
+        bytes.append(UInt8(ascii: "\\"))
+        switch b {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(b)
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)],
+                                      hex[Int(b & 0x0F)]])
+        }
+    }
+
+    mutating func stringMap(_ map: [String: String], sorted: Bool = false) {
+        bytes.append(UInt8(ascii: "{"))
+        var first = true
+        func member(_ k: String, _ v: String) {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            string(k)
+            bytes.append(UInt8(ascii: ":"))
+            string(v)
+        }
+        if sorted {
+            for k in map.keys.sorted() { member(k, map[k] ?? "") }
+        } else {
+            for (k, v) in map { member(k, v) }
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    mutating func optionalString(_ name: StaticString, _ value: String?) {
+        guard let value else { return }
+        key(name, first: false)
+        string(value)
+    }
+
+    mutating func meta(_ m: API.Meta) {
+        bytes.append(UInt8(ascii: "{"))
+        key("writer_id", first: true)
+        string(m.writerID)
+        key("user_id", first: false)
+        string(m.userID)
+        key("type", first: false)
+        string(m.type)
+        if let plain = m.plain {
+            key("plain", first: false)
+            stringMap(plain)
+        }
+        optionalString("record_id", m.recordID)
+        optionalString("created", m.created)
+        optionalString("last_modified", m.lastModified)
+        optionalString("version", m.version)
+        if let f = m.fileMeta {
+            key("file_meta", first: false)
+            bytes.append(UInt8(ascii: "{"))
+            key("file_url", first: true)
+            if let url = f.fileURL { string(url) } else { raw("null") }
+            optionalString("file_name", f.fileName)
+            optionalString("checksum", f.checksum)
+            optionalString("compression", f.compression)
+            if let size = f.size {
+                key("size", first: false)
+                bytes.append(contentsOf: String(size).utf8)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+}
+
+/// The fast path of ``API/Record/decodeJSON(_:)``: every method returns nil to decline (the input is then
+/// `JSONDecoder`'s to judge), never a value `JSONDecoder` would not produce.
+struct RecordBodyReader {
+    private let bytes: UnsafeRawBufferPointer
+    private var i = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    mutating func record() -> API.Record? {
+        var meta: API.Meta?
+        var data: [String: String]?
+        var recSig: String?
+        var seen: [String] = []
+        let ok = object(&seen) { r, key in
+            switch key {
+            case "meta": meta = r.meta(); return meta != nil
+            case "data":
+                if r.null() { return true }
+                data = r.stringMap()
+                return data != nil
+            case "rec_sig":
+                if r.null() { return true }
+                recSig = r.string()
+                return recSig != nil
+            default: return r.skipValue(depth: 1)
+            }
+        }
+        skipSpace()
+        guard ok, i == bytes.count, let meta else { return nil }
+        return API.Record(meta: meta, data: data ?? [:], recSig: recSig)
+    }
+
+    private mutating func meta() -> API.Meta? {
+        var writer: String?, user: String?, type: String?
+        var plain: [String: String]?
+        var recordID: String?, created: String?, lastModified: String?, version: String?
+        var fileMeta: API.FileMeta?
+        var seen: [String] = []
+        let ok = object(&seen) { r, key in
+            switch key {
+            case "writer_id": writer = r.string(); return writer != nil
+            case "user_id": user = r.string(); return user != nil
+            case "type": type = r.string(); return type != nil
+            case "plain":
+                if r.null() { return true }
+                plain = r.stringMap()
+                return plain != nil
+            case "record_id": return r.nullableString(&recordID)
+            case "created": return r.nullableString(&created)
+            case "last_modified": return r.nullableString(&lastModified)
+            case "version": return r.nullableString(&version)
+            case "file_meta":
+                if r.null() { return true }
+                fileMeta = r.fileMeta()
+                return fileMeta != nil
+            default: return r.skipValue(depth: 2)
+            }
+        }
+        guard ok, let writer, let user, let type else { return nil }
+        return API.Meta(recordID: recordID, writerID: writer, userID: user, type: type, plain: plain, created: created,
+                        lastModified: lastModified, version: version, fileMeta: fileMeta)
+    }
+
+    private mutating func fileMeta() -> API.FileMeta? {
+        var url: String?, name: String?, checksum: String?, compression: String?
+        var size: Int64?
+        var seen: [String] = []
+        let ok = object(&seen) { r, key in
+            switch key {
+            case "file_url": return r.nullableString(&url)
+            case "file_name": return r.nullableString(&name)
+            case "checksum": return r.nullableString(&checksum)
+            case "compression": return r.nullableString(&compression)
+            case "size":
+                if r.null() { return true }
+                size = r.integer()
+                return size != nil
+            default: return r.skipValue(depth: 3)
+            }
+        }
+        guard ok else { return nil }
+        return API.FileMeta(fileURL: url, fileName: name, checksum: checksum, compression: compression, size: size)
+    }
+
+    // MARK: Grammar
+
+    private mutating func skipSpace() {
+        while i < bytes.count {
+            switch bytes[i] {
+            case 0x20, 0x09, 0x0A, 0x0D: i += 1
+            default: return
+            }
+        }
+    }
+
+    /// Consumes `b` (after white space).
+    private mutating func take(_ b: UInt8) -> Bool {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == b else { return false }
+        i += 1
+        return true
+    }
+
+    /// Consumes `null` if it comes next.
+    private mutating func null() -> Bool { literal("null") }
+
+    private mutating func literal(_ word: StaticString) -> Bool {
+        skipSpace()
+        let n = word.utf8CodeUnitCount
+        guard bytes.count - i >= n else { return false }
+        let p = word.utf8Start
+        for k in 0..<n where bytes[i + k] != p[k] { return false }
+        i += n
+        return true
+    }
+
+    /// A string or `null` into `value`; false (decline) for anything else.
+    private mutating func nullableString(_ value: inout String?) -> Bool {
+        if null() { return true }
+        value = string()
+        return value != nil
+    }
+
+    /// An object whose members `member` reads (it is called after the colon with the key). A repeated key declines.
+    private mutating func object(_ seen: inout [String], _ member: (inout RecordBodyReader, String) -> Bool) -> Bool {
+        guard take(UInt8(ascii: "{")) else { return false }
+        if take(UInt8(ascii: "}")) { return true }
+        while true {
+            skipSpace()
+            guard let key = string(), !seen.contains(key), take(UInt8(ascii: ":")) else { return false }
+            seen.append(key)
+            guard member(&self, key) else { return false }
+            if take(UInt8(ascii: ",")) { continue }
+            return take(UInt8(ascii: "}"))
+        }
+    }
+
+    /// An object of string values (a repeated key, by `String` equality as a dictionary sees it, declines).
+    private mutating func stringMap() -> [String: String]? {
+        guard take(UInt8(ascii: "{")) else { return nil }
+        var map: [String: String] = [:]
+        if take(UInt8(ascii: "}")) { return map }
+        while true {
+            skipSpace()
+            guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
+            skipSpace()
+            guard let value = string(), map.updateValue(value, forKey: key) == nil else { return nil }
+            if take(UInt8(ascii: ",")) { continue }
+            return take(UInt8(ascii: "}")) ? map : nil
+        }
+    }
+
+    /// A string (after white space).
+    private mutating func string() -> String? {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
+        i += 1
+        let start = i
+        var ascii = true
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\"") {
+                let text = UnsafeRawBufferPointer(rebasing: bytes[start..<i])
+                i += 1
+                return ascii ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
+            }
+            if b == UInt8(ascii: "\\") {
+                i = start
+                return escapedString()
+            }
+            if b < 0x20 { return nil }
+            if b >= 0x80 { ascii = false }
+            i += 1
+        }
+        return nil
+    }
+
+    /// The rest of a string that has escapes, from its first byte.
+    private mutating func escapedString() -> String? {
+        var out: [UInt8] = []
+        while i < bytes.count {
+            let b = bytes[i]
+            i += 1
+            switch b {
+            case UInt8(ascii: "\""): return String(validating: out, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard i < bytes.count else { return nil }
+                let e = bytes[i]
+                i += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let unit = hex4() else { return nil }
+                    var scalarValue = UInt32(unit)
+                    if (0xD800...0xDBFF).contains(unit) {
+                        guard bytes.count - i >= 2, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u")
+                        else { return nil }
+                        i += 2
+                        guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                        scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(scalarValue), let encoded = UTF8.encode(scalar) else { return nil }
+                    out.append(contentsOf: encoded)
+                default: return nil
+                }
+            default:
+                if b < 0x20 { return nil }
+                out.append(b)
+            }
+        }
+        return nil
+    }
+
+    private mutating func hex4() -> UInt16? {
+        guard bytes.count - i >= 4 else { return nil }
+        var v: UInt16 = 0
+        for _ in 0..<4 {
+            let b = bytes[i]
+            let d: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            v = v << 4 | UInt16(d)
+            i += 1
+        }
+        return v
+    }
+
+    /// An integer without fraction or exponent that fits in `Int64`, followed by a delimiter.
+    private mutating func integer() -> Int64? {
+        skipSpace()
+        var negative = false
+        if i < bytes.count, bytes[i] == UInt8(ascii: "-") {
+            negative = true
+            i += 1
+        }
+        let start = i
+        var value: Int64 = 0
+        while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
+            let (m, o1) = value.multipliedReportingOverflow(by: 10)
+            let digit = Int64(bytes[i] - UInt8(ascii: "0"))
+            let (s, o2) = negative ? m.subtractingReportingOverflow(digit) : m.addingReportingOverflow(digit)
+            guard !o1, !o2 else { return nil }
+            value = s
+            i += 1
+        }
+        let digits = i - start
+        guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+        if i < bytes.count {
+            switch bytes[i] {
+            case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D: break
+            default: return nil
+            }
+        }
+        return value
+    }
+
+    /// Skips one value of any kind (a member the record does not read), declining deep or unusual ones.
+    private mutating func skipValue(depth: Int) -> Bool {
+        guard depth < 64 else { return false }
+        skipSpace()
+        guard i < bytes.count else { return false }
+        switch bytes[i] {
+        case UInt8(ascii: "\""): return string() != nil
+        case UInt8(ascii: "{"):
+            var seen: [String] = []
+            return object(&seen) { r, _ in r.skipValue(depth: depth + 1) }
+        case UInt8(ascii: "["):
+            i += 1
+            if take(UInt8(ascii: "]")) { return true }
+            while true {
+                guard skipValue(depth: depth + 1) else { return false }
+                if take(UInt8(ascii: ",")) { continue }
+                return take(UInt8(ascii: "]"))
+            }
+        case UInt8(ascii: "t"): return literal("true")
+        case UInt8(ascii: "f"): return literal("false")
+        case UInt8(ascii: "n"): return literal("null")
+        default: return integer() != nil
+        }
+    }
+}

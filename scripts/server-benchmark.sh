@@ -7,7 +7,8 @@
 #
 #   scripts/server-benchmark.sh [--postgres URL] [--duration SECONDS] [--records N] [--connections "1 4 16 64"]
 #
-# Environment: E3DBKIT_BENCH_POSTGRES_URL (same as --postgres; a dedicated, disposable database),
+# Environment: E3DBKIT_BENCH_POSTGRES_URL (same as --postgres; a dedicated, disposable database), E3DBKIT_CLI (a
+# release e3dbkit built elsewhere, used instead of building this checkout's: to compare two commits),
 # LOG_LEVEL (the server's --log-level, default warning: no access-log line per request, like the baseline; info
 # adds one line on standard error per request).
 # Installs wrk with apt-get when it is missing. wrk runs 2 threads (1 at one connection).
@@ -35,9 +36,14 @@ if ! command -v wrk >/dev/null; then
     if [ "$(id -u)" = 0 ]; then apt-get install -y wrk >&2; else sudo apt-get install -y wrk >&2; fi
 fi
 
-echo "building the release CLI and the baseline server" >&2
-(cd "$root" && swift build -c release --product e3dbkit >&2)
-cli="$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit"
+if [ -n "${E3DBKIT_CLI:-}" ]; then
+    cli="$E3DBKIT_CLI"  # another build of e3dbkit (an A/B comparison of two commits)
+    echo "building the baseline server; e3dbkit is $cli" >&2
+else
+    echo "building the release CLI and the baseline server" >&2
+    (cd "$root" && swift build -c release --product e3dbkit >&2)
+    cli="$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit"
+fi
 (cd "$root/Benchmarks" && swift build -c release --product ServerBaseline >&2)
 baseline="$(cd "$root/Benchmarks" && swift build -c release --show-bin-path)/ServerBaseline"
 

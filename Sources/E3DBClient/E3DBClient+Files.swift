@@ -107,7 +107,7 @@ extension E3DBClient {
     ///
     /// Every chunk of the body is authenticated under the file's own data key, which only holders of the access
     /// key can have made: an altered, cut, extended or reordered body is refused whatever `verifyChecksum` says.
-    /// The MD5 adds one check, as Tozny's SDKs do not: that the body is the one this record's `file_meta` names,
+    /// The MD5 adds one check, which Tozny's SDKs do not make: that the body is the one this record's `file_meta` names,
     /// and not another file encrypted under the same access key (a mix-up of bodies on the server). It is not a
     /// check against a hostile server, which serves `file_meta` too; it doubles the CPU a download costs (MD5 runs
     /// at about 500 MB/s, the decryption several times faster).

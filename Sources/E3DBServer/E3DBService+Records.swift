@@ -7,7 +7,7 @@ import Hummingbird
 extension E3DBService {
     // MARK: Rendering
 
-    static func jsonText(_ map: [String: String]) throws -> String { JSONText.sortedObject(map) }
+    static func jsonText(_ map: [String: String]) -> String { JSONText.sortedObject(map) }
 
     static func map(_ json: String) throws -> [String: String] {
         do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {
@@ -64,7 +64,7 @@ extension E3DBService {
         let now = clock.now()
         let row = try await storage.insertRecord(RecordRow(
             recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
-            plainJSON: try Self.jsonText(req.meta.plain ?? [:]), dataJSON: try Self.jsonText(req.data),
+            plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
             recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID()))
         return Self.recordResponse(row, status: .created)
     }
@@ -94,8 +94,8 @@ extension E3DBService {
             throw HTTPFailure.forbidden("no such record, or this client did not write it")
         }
         let outcome = try await storage.updateRecord(
-            id: id, expectedVersion: version.lowercased(), plainJSON: try req.meta.plain.map(Self.jsonText),
-            dataJSON: try Self.jsonText(req.data), recSig: req.recSig, newVersion: newUUID(), now: clock.now())
+            id: id, expectedVersion: version.lowercased(), plainJSON: req.meta.plain.map(Self.jsonText),
+            dataJSON: Self.jsonText(req.data), recSig: req.recSig, newVersion: newUUID(), now: clock.now())
         switch outcome {
         case .done(let row):
             // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
@@ -175,7 +175,7 @@ extension E3DBService {
         try await storage.insertPendingFile(PendingFileRow(
             pendingID: id,
             record: RecordRow(recordID: id, writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
-                              plainJSON: try Self.jsonText(req.meta.plain ?? [:]), dataJSON: try Self.jsonText(req.data),
+                              plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
                               recSig: req.recSig, fileMetaJSON: fileMetaJSON, created: now, lastModified: now,
                               version: ""),
             checksum: checksum, size: size, uploaded: false, created: now))

@@ -21,10 +21,10 @@ struct HotPathTests {
         try await storage.close()
     }
 
-    static func row(type: String = "bench", plain: [String: String], data: [String: String], recSig: String?) throws
+    static func row(type: String = "bench", plain: [String: String], data: [String: String], recSig: String?)
         -> RecordRow {
         RecordRow(index: 7, recordID: newUUID(), writerID: newUUID(), userID: newUUID(), type: type,
-                  plainJSON: try E3DBService.jsonText(plain), dataJSON: try E3DBService.jsonText(data), recSig: recSig,
+                  plainJSON: E3DBService.jsonText(plain), dataJSON: E3DBService.jsonText(data), recSig: recSig,
                   fileMetaJSON: nil, created: 1_764_070_496_123_456, lastModified: 1_764_070_496_123_457,
                   version: newUUID())
     }
@@ -46,10 +46,10 @@ struct HotPathTests {
             logger: Logger(label: "test"))
         let hostile = "q\"uote \\ back/slash \n\r\t\u{8}\u{c}\u{1}\u{1f} é 🙂 </script>"
         let rows = [
-            try Self.row(plain: [:], data: ["a": "x"], recSig: nil),
-            try Self.row(type: hostile, plain: ["k": hostile, hostile: "v"], data: ["f1": "a.b.c.d", "f2": hostile],
+            Self.row(plain: [:], data: ["a": "x"], recSig: nil),
+            Self.row(type: hostile, plain: ["k": hostile, hostile: "v"], data: ["f1": "a.b.c.d", "f2": hostile],
                          recSig: hostile),
-            try Self.row(plain: ["n": "1"], data: [:], recSig: "sig"),
+            Self.row(plain: ["n": "1"], data: [:], recSig: "sig"),
         ]
         for row in rows {
             let spliced = Data(RecordJSON.render(row).readableBytesView)
@@ -195,7 +195,7 @@ struct HotPathTests {
     }
 
     static func checkGroupedInserts(_ storage: SQLiteStorage) async throws {
-        let rows = try (0..<200).map { try Self.row(plain: ["n": "\($0)"], data: ["f": "\($0)"], recSig: nil) }
+        let rows = (0..<200).map { Self.row(plain: ["n": "\($0)"], data: ["f": "\($0)"], recSig: nil) }
         var duplicate = rows[0]
         duplicate.version = "dup"
         let all = rows + [duplicate]

@@ -173,8 +173,7 @@ struct RecordBodyReader {
         var meta: API.Meta?
         var data: [String: String]?
         var recSig: String?
-        var seen: [String] = []
-        let ok = object(&seen) { r, key in
+        let ok = object { r, key in
             switch key {
             case "meta": meta = r.meta(); return meta != nil
             case "data":
@@ -198,8 +197,7 @@ struct RecordBodyReader {
         var plain: [String: String]?
         var recordID: String?, created: String?, lastModified: String?, version: String?
         var fileMeta: API.FileMeta?
-        var seen: [String] = []
-        let ok = object(&seen) { r, key in
+        let ok = object { r, key in
             switch key {
             case "writer_id": writer = r.string(); return writer != nil
             case "user_id": user = r.string(); return user != nil
@@ -227,8 +225,7 @@ struct RecordBodyReader {
     private mutating func fileMeta() -> API.FileMeta? {
         var url: String?, name: String?, checksum: String?, compression: String?
         var size: Int64?
-        var seen: [String] = []
-        let ok = object(&seen) { r, key in
+        let ok = object { r, key in
             switch key {
             case "file_url": return r.nullableString(&url)
             case "file_name": return r.nullableString(&name)
@@ -284,14 +281,15 @@ struct RecordBodyReader {
         return value != nil
     }
 
-    /// An object whose members `member` reads (it is called after the colon with the key). A repeated key declines.
-    private mutating func object(_ seen: inout [String], _ member: (inout RecordBodyReader, String) -> Bool) -> Bool {
+    /// An object whose members `member` reads (it is called after the colon with the key). A repeated key declines
+    /// (found through a set: a body of many members costs linear time, not quadratic).
+    private mutating func object(_ member: (inout RecordBodyReader, String) -> Bool) -> Bool {
         guard take(UInt8(ascii: "{")) else { return false }
+        var seen = Set<String>()
         if take(UInt8(ascii: "}")) { return true }
         while true {
             skipSpace()
-            guard let key = string(), !seen.contains(key), take(UInt8(ascii: ":")) else { return false }
-            seen.append(key)
+            guard let key = string(), seen.insert(key).inserted, take(UInt8(ascii: ":")) else { return false }
             guard member(&self, key) else { return false }
             if take(UInt8(ascii: ",")) { continue }
             return take(UInt8(ascii: "}"))
@@ -434,8 +432,7 @@ struct RecordBodyReader {
         switch bytes[i] {
         case UInt8(ascii: "\""): return string() != nil
         case UInt8(ascii: "{"):
-            var seen: [String] = []
-            return object(&seen) { r, _ in r.skipValue(depth: depth + 1) }
+            return object { r, _ in r.skipValue(depth: depth + 1) }
         case UInt8(ascii: "["):
             i += 1
             if take(UInt8(ascii: "]")) { return true }

@@ -79,6 +79,17 @@ struct RecordJSONTests {
         expectSameOutcome(Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t"}}"#.utf8) + Data([0]))
     }
 
+    @Test("bodies of many members: a large data map, an unknown object of distinct and of repeated keys")
+    func manyMembers() throws {
+        let n = 50_000
+        let members = (0..<n).map { #""f\#($0)":"v\#($0)""# }.joined(separator: ",")
+        let meta = #""meta":{"writer_id":"w","user_id":"u","type":"t"}"#
+        let large = try API.Record.decodeJSON(Data(#"{\#(meta),"data":{\#(members)}}"#.utf8))
+        #expect(large.data.count == n && large.data["f49999"] == "v49999")
+        expectSameOutcome(#"{\#(meta),"x":{\#(members)},"data":{}}"#)
+        expectSameOutcome(#"{\#(meta),"data":{\#(members),"f7":"again"}}"#)
+    }
+
     @Test("every truncation and every single-byte change of a body gets JSONDecoder's outcome")
     func mutations() {
         let body = Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#.utf8)

@@ -6,6 +6,10 @@ import E3DBPrimitives
 /// versioned migrations, cached statements.
 public final class SQLiteStorage: ServerStorage {
     private let pool: DatabasePool
+    /// `DIR/server.sqlite.migrate-lock`: held (`flock`) while migrating, so that processes starting together on
+    /// one data directory migrate one after the other (GRDB reads which migrations ran outside the transaction that
+    /// runs them: two processes could both see none and both create the tables).
+    private let migrationLockPath: String
     /// Record inserts of concurrent requests, one transaction per group.
     private let recordInserts: GroupCommit<RecordRow, RecordRow>
 
@@ -26,6 +30,7 @@ public final class SQLiteStorage: ServerStorage {
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = 8192")
             }
             pool = try DatabasePool(path: directory.appendingPathComponent("server.sqlite").path, configuration: config)
+            migrationLockPath = directory.appendingPathComponent("server.sqlite.migrate-lock").path
         } catch {
             throw StorageError(.unavailable, "cannot open the SQLite database in the data directory: \(error)")
         }
@@ -92,7 +97,19 @@ public final class SQLiteStorage: ServerStorage {
         return m
     }
 
+    /// Applies the migrations that have not run, holding the data directory's migration lock (other processes
+    /// migrating the same directory wait; migrations take milliseconds).
     public func migrate() async throws {
+        let lock = open(migrationLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else {
+            throw StorageError(.unavailable, "cannot open the migration lock in the data directory (errno \(errno))")
+        }
+        defer { closeDescriptor(lock) }  // closing releases the lock
+        while flock(lock, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw StorageError(.unavailable, "cannot take the migration lock in the data directory (errno \(errno))")
+            }
+        }
         do { try Self.migrator.migrate(pool) } catch {
             throw StorageError(.unavailable, "migrating the SQLite database failed: \(error)")
         }
@@ -544,3 +561,6 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 }
+
+/// `close(2)` (inside ``SQLiteStorage`` the name is its own `close()`).
+private func closeDescriptor(_ fd: Int32) { _ = close(fd) }

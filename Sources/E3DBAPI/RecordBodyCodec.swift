@@ -41,14 +41,52 @@ extension API.Record {
     }
 }
 
-/// JSON text for string maps: members sorted by key (`String` order), strings escaped as JSON requires (`"`, `\`
-/// and control characters; everything else, `/` included, written as UTF-8).
+/// JSON text as the server and the client write it: strings escaped as `JSONEncoder` does with
+/// `.withoutEscapingSlashes` (`"` and `\` escaped, control characters as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`,
+/// everything else, `/` included, written as UTF-8).
 public enum JSONText {
     /// `{"k":"v",…}` with the keys in `String` order.
     public static func sortedObject(_ map: [String: String]) -> String {
         var w = JSONTextWriter()
         w.stringMap(map, sorted: true)
         return String(decoding: w.bytes, as: UTF8.self)
+    }
+
+    /// Writes `text` as a JSON string, quotes included, handing the pieces in order to `append` (runs of the text
+    /// as they are, and escape sequences).
+    @inlinable
+    public static func writeString(_ text: String, _ append: (UnsafeBufferPointer<UInt8>) -> Void) {
+        let quote: StaticString = "\""
+        quote.withUTF8Buffer(append)
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for i in bytes.indices {
+                let c = bytes[i]
+                guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
+                append(UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                start = i + 1
+                let escape: StaticString
+                switch c {
+                case UInt8(ascii: "\""): escape = #"\""#
+                case UInt8(ascii: "\\"): escape = #"\\"#
+                case 0x0A: escape = #"\n"#
+                case 0x0D: escape = #"\r"#
+                case 0x09: escape = #"\t"#
+                case 0x08: escape = #"\b"#
+                case 0x0C: escape = #"\f"#
+                default:
+                    let digits: StaticString = "0123456789abcdef"
+                    let sequence = [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                    digits.utf8Start[Int(c >> 4)], digits.utf8Start[Int(c & 15)]]
+                    sequence.withUnsafeBufferPointer(append)
+                    continue
+                }
+                escape.withUTF8Buffer(append)
+            }
+            append(UnsafeBufferPointer(rebasing: bytes[start...]))
+        }
+        quote.withUTF8Buffer(append)
     }
 }
 
@@ -73,34 +111,7 @@ struct JSONTextWriter {
     }
 
     mutating func string(_ s: String) {
-        bytes.append(UInt8(ascii: "\""))
-        var s = s
-        s.withUTF8 { utf8 in
-            var start = 0
-            for (i, b) in utf8.enumerated() where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") {
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
-                escape(b)
-                start = i + 1
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
-
-    private mutating func escape(_ b: UInt8) {
-        bytes.append(UInt8(ascii: "\\"))
-        switch b {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(b)
-        case 0x08: bytes.append(UInt8(ascii: "b"))
-        case 0x0C: bytes.append(UInt8(ascii: "f"))
-        case 0x0A: bytes.append(UInt8(ascii: "n"))
-        case 0x0D: bytes.append(UInt8(ascii: "r"))
-        case 0x09: bytes.append(UInt8(ascii: "t"))
-        default:
-            let hex = Array("0123456789abcdef".utf8)
-            bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)],
-                                      hex[Int(b & 0x0F)]])
-        }
+        JSONText.writeString(s) { bytes.append(contentsOf: $0) }
     }
 
     mutating func stringMap(_ map: [String: String], sorted: Bool = false) {

@@ -222,16 +222,12 @@ public final class E3DBClient: Sendable {
         }
     }
 
-    /// A record body, through the record's own reader (`JSONDecoder`'s outcome, faster).
-    static func decode(_ type: API.Record.Type, _ response: TransportResponse, operation: String) throws -> API.Record {
-        do { return try API.Record.decodeJSON(response.body) } catch {
-            throw E3DBError(.invalidResponse, "\(operation): the server's response is not the expected JSON",
-                            context: .init(part: operation))
-        }
-    }
-
+    /// Decodes a response body; a record goes through its own reader (`JSONDecoder`'s outcome, faster).
     static func decode<T: Decodable>(_ type: T.Type, _ response: TransportResponse, operation: String) throws -> T {
-        do { return try JSONDecoder().decode(type, from: response.body) } catch {
+        do {
+            if T.self == API.Record.self, let record = try API.Record.decodeJSON(response.body) as? T { return record }
+            return try JSONDecoder().decode(type, from: response.body)
+        } catch {
             throw E3DBError(.invalidResponse, "\(operation): the server's response is not the expected JSON",
                             context: .init(part: operation))
         }

@@ -40,35 +40,8 @@ enum RecordJSON {
         return out
     }
 
-    /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (`.withoutEscapingSlashes`): `"` and
-    /// `\` escaped, control characters as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`, everything else as UTF-8.
+    /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (``JSONText/writeString(_:_:)``).
     static func writeString(_ text: String, into out: inout ByteBuffer) {
-        out.writeInteger(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { bytes in
-            var start = 0
-            for i in bytes.indices {
-                let c = bytes[i]
-                guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-                out.writeBytes(UnsafeBufferPointer(rebasing: bytes[start..<i]))
-                start = i + 1
-                switch c {
-                case UInt8(ascii: "\""): out.writeStaticString(#"\""#)
-                case UInt8(ascii: "\\"): out.writeStaticString(#"\\"#)
-                case 0x0A: out.writeStaticString(#"\n"#)
-                case 0x0D: out.writeStaticString(#"\r"#)
-                case 0x09: out.writeStaticString(#"\t"#)
-                case 0x08: out.writeStaticString(#"\b"#)
-                case 0x0C: out.writeStaticString(#"\f"#)
-                default:
-                    let digits: StaticString = "0123456789abcdef"
-                    out.writeStaticString(#"\u00"#)
-                    out.writeInteger(digits.utf8Start[Int(c >> 4)])
-                    out.writeInteger(digits.utf8Start[Int(c & 15)])
-                }
-            }
-            out.writeBytes(UnsafeBufferPointer(rebasing: bytes[start...]))
-        }
-        out.writeInteger(UInt8(ascii: "\""))
+        JSONText.writeString(text) { out.writeBytes($0) }
     }
 }

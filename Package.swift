@@ -131,6 +131,7 @@ let package = Package(
             dependencies: [
                 "E3DBAPI", "E3DBPrimitives",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -230,6 +231,10 @@ let package = Package(
                 "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
             exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py"],
             swiftSettings: upcoming

@@ -2,7 +2,9 @@
 # Server load benchmark: `e3dbkit server run` (SQLite, and PostgreSQL when a URL is given) against a Hummingbird
 # route that returns a fixed JSON body of the size of a record response (Benchmarks/ServerBaseline), with wrk, in
 # the same run. For 1, 4, 16 and 64 connections it measures, one after the other: the fixed route; authenticated
-# GET /v1/storage/records/{id} cycling over the records written at set-up; authenticated POST /v1/storage/records.
+# GET /v1/storage/records/{id} cycling over the records written at set-up (on SQLite also through the router
+# alone: a second server process with --no-record-read-fast-path on the same data directory); authenticated
+# POST /v1/storage/records.
 # Prints a markdown table (requests/s, p50, p99, ratio to the fixed route at the same connection count).
 #
 #   scripts/server-benchmark.sh [--postgres URL] [--duration SECONDS] [--records N] [--connections "1 4 16 64"]
@@ -102,7 +104,14 @@ bench() {
         echo "$backend: the server did not start: $(tail -n 3 "$work/server-$backend.log")" >&2
         return 1
     fi
-    local server_url="$url"
+    local server_url="$url" router_url=""
+    # SQLite answers record reads in the channel pipeline; a second process on the same data directory with
+    # --no-record-read-fast-path measures the same reads through Hummingbird's router (skipped for builds without
+    # the flag).
+    if [ "$backend" = sqlite ] && start "server-$backend-router" "$cli" server run --data "$data" "$@" --port 0 \
+        --log-level "$log_level" --no-record-read-fast-path; then
+        router_url="$url"
+    fi
     echo "$backend: writing $records records at $server_url" >&2
     python3 "$lua_dir/setup_client.py" "$server_url" "$registration" "$records" "$dir"
     if [ -z "${baseline_url:-}" ]; then
@@ -114,20 +123,28 @@ bench() {
     echo "$backend: warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     wrk -t2 -c16 -d2s "$baseline_url/fixed" >/dev/null
     BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/read.lua" "$server_url" >/dev/null
+    if [ -n "$router_url" ]; then
+        BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/read.lua" "$router_url" >/dev/null
+    fi
     BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/write.lua" "$server_url" >/dev/null
-    local c fixed read write
+    local c fixed read routed write
     for c in $connections; do
         fixed="$(measure fixed.lua "$baseline_url" "$c")"
         read="$(measure read.lua "$server_url" "$c")"
+        routed="-"
+        if [ -n "$router_url" ]; then routed="$(measure read.lua "$router_url" "$c")"; fi
         write="$(measure write.lua "$server_url" "$c")"
-        echo "$backend c=$c: fixed $fixed | read $read | write $write | load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-        rows+=("$(python3 - "$backend" "$c" "$fixed" "$read" "$write" <<'PY'
+        echo "$backend c=$c: fixed $fixed | read $read | router read $routed | write $write | load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+        rows+=("$(python3 - "$backend" "$c" "$fixed" "$read" "$routed" "$write" <<'PY'
 import sys
-backend, c, fixed, read, write = sys.argv[1], sys.argv[2], *(list(map(float, a.split())) for a in sys.argv[3:])
+backend, c = sys.argv[1], sys.argv[2]
+fixed, read, routed, write = (list(map(float, a.split())) if a != "-" else None for a in sys.argv[3:])
 def row(route, m):
     return "| %s | %s | %s | %.0f | %.2f | %.2f | %.2f× |" % (backend, route, c, m[0], m[1], m[2], m[0] / fixed[0])
-print("\n".join([row("fixed route (baseline)", fixed), row("GET record (Bearer)", read),
-                 row("POST record (Bearer)", write)]))
+rows = [row("fixed route (baseline)", fixed), row("GET record (Bearer)", read)]
+if routed:
+    rows.append(row("GET record (Bearer), router only", routed))
+print("\n".join(rows + [row("POST record (Bearer)", write)]))
 PY
 )")
     done

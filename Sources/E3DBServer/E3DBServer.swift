@@ -103,9 +103,11 @@ public enum E3DBServer {
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
         let onLoop = configuration.handlersOnEventLoop
+        // Only a storage that reads without suspending (SQLite) answers in the pipeline; PostgreSQL reads go to the router.
+        let recordReads = configuration.recordReadFastPath && service.nonSuspendingReads != nil ? service : nil
         let http1 = HTTPServerBuilder { responder in
-            EventLoopAffineChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
-                                        onLoop: onLoop)
+            E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
+                             onLoop: onLoop, recordReads: recordReads)
         }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
@@ -121,9 +123,9 @@ public enum E3DBServer {
                 throw StorageError(.unavailable, "cannot load the TLS certificate or key (PEM files expected)")
             }
             server = HTTPServerBuilder { responder in
-                EventLoopAffineChildChannel(base: try TLSChannel(
+                E3DBChildChannel(base: try TLSChannel(
                     HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
-                                            onLoop: onLoop)
+                                 onLoop: onLoop, recordReads: recordReads)
             }
         default:
             throw StorageError(.unavailable, "TLS needs both a certificate and a key")

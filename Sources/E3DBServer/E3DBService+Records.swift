@@ -69,15 +69,41 @@ extension E3DBService {
         return Self.recordResponse(row, status: .created)
     }
 
+    /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
+    static let unreadableRecord = HTTPFailure.notFound("no such record, or it is not shared with this client")
+
     func readRecord(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try await authenticate(r)
         guard let id = canonicalUUID(id),
               let row = try await storage.record(id: id, readableBy: caller.clientID) else {
-            throw HTTPFailure.notFound("no such record, or it is not shared with this client")
+            throw Self.unreadableRecord
         }
-        let fields = r.queryValues("field")
-        if fields.isEmpty && row.fileMetaJSON == nil { return Self.recordResponse(row) }
-        return try JSONBody.response(record(row, fields: fields))
+        return Response(status: .ok, headers: [.contentType: "application/json"],
+                        body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
+    }
+
+    /// The body of a record read: spliced from the stored JSON text (``RecordJSON``) unless fields are selected or
+    /// it is a file record.
+    private func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
+        if fields.isEmpty && row.fileMetaJSON == nil { return RecordJSON.render(row) }
+        return try JSONBody.buffer(record(row, fields: fields))
+    }
+
+    /// `GET /v1/storage/records/{id}` (no query) without suspending, for ``RecordReadFastPath``: the same status and
+    /// body as ``readRecord(_:id:)``, or `nil` when the request needs the router: the storage cannot read without
+    /// suspending (PostgreSQL), the authorization is not a Bearer token in the cache (the router authenticates it
+    /// and fills the cache), `id` is not a UUID, or the storage failed (the router reports it).
+    func readRecordNow(authorization: String, id: String) -> (status: HTTPResponse.Status, body: ByteBuffer)? {
+        guard let reads = nonSuspendingReads, let caller = cachedBearerClient(authorization),
+              let id = canonicalUUID(id) else { return nil }
+        do {
+            guard let row = try reads.readableRecordNow(id: id, readerID: caller.clientID) else {
+                return (Self.unreadableRecord.status, JSONBody.errorBuffer(Self.unreadableRecord.message))
+            }
+            return (.ok, try readBody(row, fields: []))
+        } catch {
+            return nil
+        }
     }
 
     /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.

@@ -20,6 +20,8 @@ final class E3DBService: Sendable {
     let logger: Logger
     /// The Prometheus registry when `/metrics` is served.
     let metrics: PrometheusCollectorRegistry?
+    /// The storage when it can read records without suspending (SQLite), for ``readRecordNow(authorization:id:)``.
+    let nonSuspendingReads: (any NonSuspendingRecordReads)?
 
     init(storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
          logger: Logger, metrics: PrometheusCollectorRegistry? = nil) {
@@ -29,6 +31,7 @@ final class E3DBService: Sendable {
         self.secret = SecureBytes(copying: secret)
         self.logger = logger
         self.metrics = metrics
+        nonSuspendingReads = storage as? any NonSuspendingRecordReads
     }
 
     // MARK: Entry point
@@ -54,16 +57,22 @@ final class E3DBService: Sendable {
             logger.error("request failed", metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
             response = JSONBody.error(.badRequest, "the request could not be processed")
         }
+        finished(method: request.method, route: route, status: response.status, started: started)
+        return response
+    }
+
+    /// Counts and logs (at `info`) one answered request: route template, method, status, duration, and whether the
+    /// router or ``RecordReadFastPath`` in the channel pipeline answered it.
+    func finished(method: HTTPRequest.Method, route: String, status: HTTPResponse.Status,
+                  started: ContinuousClock.Instant, inPipeline: Bool = false) {
         let elapsed = ContinuousClock.now - started
-        ServerMetrics.record(method: request.method.rawValue, route: route, status: response.status.code,
-                             elapsed: elapsed)
+        ServerMetrics.record(method: method.rawValue, route: route, status: status.code, elapsed: elapsed)
         logger.info("request", metadata: [
-            "method": .string(request.method.rawValue), "route": .string(route),
-            "status": .stringConvertible(response.status.code),
+            "method": .string(method.rawValue), "route": .string(route),
+            "status": .stringConvertible(status.code), "handler": .string(inPipeline ? "pipeline" : "router"),
             "ms": .string(String(format: "%.2f", Double(elapsed.components.attoseconds) / 1e15
                                  + Double(elapsed.components.seconds) * 1000)),
         ])
-        return response
     }
 
     private func dispatch(_ r: APIRequest, route: inout String) async throws -> Response {
@@ -98,7 +107,7 @@ final class E3DBService: Sendable {
         case .patch where match(["v1", "storage", "files", "*"]): return try await commitFile(r, id: s[3])
         case .get where match(["v1", "storage", "files", "*"]): return try await readFile(r, id: s[3])
         case .put where match(["v1", "storage", "blobs", "*"]):
-            // Off the connection's event loop (EventLoopAffineChildChannel): the body goes to disk and is fsynced.
+            // Off the connection's event loop (E3DBChildChannel): the body goes to disk and is fsynced.
             return try await withTaskExecutorPreference(globalConcurrentExecutor) { try await uploadBody(r, id: s[3]) }
         case .get where match(["v1", "storage", "blobs", "*"]): return try await downloadBody(r, id: s[3])
         case .post where match(["v1", "storage", "search"]): return try await searchV1(r)
@@ -135,14 +144,24 @@ final class E3DBService: Sendable {
 
     static func sha256(_ text: String) -> Data { Hashes.sha256(Data(text.utf8)) }
 
+    /// The SHA-256 of the token of a `Bearer` authorization header (the scheme in either case), `nil` for others.
+    static func bearerTokenHash(_ header: String) -> Data? {
+        guard header.hasPrefix("Bearer ") || header.hasPrefix("bearer ") else { return nil }
+        return sha256(trimmedWhitespace(header.dropFirst(7)))
+    }
+
+    /// The client of a Bearer authorization header when its token is in the cache (no storage read).
+    func cachedBearerClient(_ header: String) -> ClientRow? {
+        guard let hash = Self.bearerTokenHash(header) else { return nil }
+        return bearerTokens.client(hash: hash, now: clock.now())
+    }
+
     /// The calling client of a storage endpoint: a Bearer token, or a TSV1 header naming a registered client.
     func authenticate(_ r: APIRequest) async throws -> ClientRow {
         guard let header = r.header(.authorization) else {
             throw HTTPFailure.unauthorized("this endpoint needs an Authorization header (Bearer or TSV1)")
         }
-        if header.hasPrefix("Bearer ") || header.hasPrefix("bearer ") {
-            let token = trimmedWhitespace(header.dropFirst(7))
-            let hash = Self.sha256(token)
+        if let hash = Self.bearerTokenHash(header) {
             let now = clock.now()
             if let cached = bearerTokens.client(hash: hash, now: now) { return cached }
             guard let found = try await storage.accessToken(hash: hash, now: now),

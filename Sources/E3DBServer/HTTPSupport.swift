@@ -29,11 +29,13 @@ enum JSONBody {
 
     static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok,
                          headers extra: HTTPFields = [:]) throws -> Response {
-        let data = try encoder().encode(value)
         var headers = extra
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: try buffer(value)))
     }
+
+    /// `value` as JSON.
+    static func buffer(_ value: some Encodable) throws -> ByteBuffer { ByteBuffer(bytes: try encoder().encode(value)) }
 
     static func raw(_ json: String, status: HTTPResponse.Status = .ok) -> Response {
         Response(status: status, headers: [.contentType: "application/json"],
@@ -41,9 +43,13 @@ enum JSONBody {
     }
 
     static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
-        let body = (try? encoder().encode(API.ErrorBody(error: message))) ?? Data(#"{"error":"error"}"#.utf8)
-        return Response(status: status, headers: [.contentType: "application/json"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: errorBuffer(message)))
+    }
+
+    /// The `{"error": message}` body.
+    static func errorBuffer(_ message: String) -> ByteBuffer {
+        (try? buffer(API.ErrorBody(error: message))) ?? ByteBuffer(string: #"{"error":"error"}"#)
     }
 
     /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason

@@ -326,6 +326,16 @@ public protocol ServerStorage: Sendable {
     func statistics() async throws -> [String: Int]
 }
 
+/// A backend that reads a record together with its read check on the calling thread, without suspending (SQLite:
+/// one indexed statement). The server's record-read fast path (`RecordReadFastPath`) serves
+/// `GET /v1/storage/records/{id}` through it on the connection's event loop.
+protocol NonSuspendingRecordReads: Sendable {
+    /// The record `id` when `readerID` wrote it or holds a `read` policy on it.
+    func readableRecordNow(id: String, readerID: String) throws -> RecordRow?
+}
+
+extension SQLiteStorage: NonSuspendingRecordReads {}
+
 extension ServerStorage {
     /// The record when `readerID` wrote it or holds a `read` policy on it: a record read, then a policy read.
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {

@@ -30,25 +30,44 @@ final class ServerProcess: @unchecked Sendable {
 
     struct ServerFailure: Error, CustomStringConvertible { let description: String }
 
-    init(data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = []) throws {
+    /// Starts a server on `existing` (a new data directory by default).
+    /// - Parameter log: where its standard error goes, at `--log-level info`, to be read while it runs (by default
+    ///   a pipe, at `warning`, read until the server listens).
+    init(data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil) throws {
         data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
         token = try Self.cli(["server", "token", "create"] + storage)
         process.executableURL = Self.binary
-        process.arguments = ["server", "run", "--port", "0", "--log-level", "warning"] + storage + extraArguments
+        process.arguments = ["server", "run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
+            + storage + extraArguments
         let err = Pipe()
-        process.standardError = err
+        if let log {
+            guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+                throw ServerFailure(description: "cannot create the log file")
+            }
+            process.standardError = try FileHandle(forWritingTo: log)
+        } else {
+            process.standardError = err
+        }
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        var seen = Data()
+        func listening(_ text: String) -> String? {
+            text.range(of: #"listening on (http://\S+)"#, options: .regularExpression)
+                .map { String(text[$0].dropFirst("listening on ".count)) }
+        }
         var found: String?
-        while found == nil {
-            let chunk = err.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            seen += chunk
-            let text = String(decoding: seen, as: UTF8.self)
-            if let range = text.range(of: #"listening on (http://\S+)"#, options: .regularExpression) {
-                found = String(text[range].dropFirst("listening on ".count))
+        if let log {
+            for _ in 0..<600 where found == nil && process.isRunning {
+                found = listening(String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self))
+                if found == nil { Thread.sleep(forTimeInterval: 0.1) }
+            }
+        } else {
+            var seen = Data()
+            while found == nil {
+                let chunk = err.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                seen += chunk
+                found = listening(String(decoding: seen, as: UTF8.self))
             }
         }
         guard let found else { throw ServerFailure(description: "the server did not start") }

@@ -2,21 +2,31 @@ import HummingbirdCore
 import Logging
 import NIOCore
 
-/// A child channel that, with `onLoop` (`--handlers-on-event-loop`), handles each connection on its own event
-/// loop (otherwise it is the base channel unchanged): the connection's task prefers an executor
+/// The server's child channel: Hummingbird's HTTP/1.1 channel (`base`, possibly inside TLS) with
+/// ``RecordReadFastPath`` after its connection-state handler when `recordReads` is given, and, with `onLoop`
+/// (`--handlers-on-event-loop`), each connection handled on its own event loop: the connection's task prefers an executor
 /// that runs its jobs on the channel's event loop, so reading a request, running the route and writing the
 /// response happen on the thread that owns the socket. Hummingbird's default runs every connection's task on the
 /// global concurrent executor, which costs two thread switches (a futex wake-up each) per request between the
 /// event loop and the task. The routes' storage work is short and CPU-bound (a cached SQLite statement on the
 /// calling thread, or an await that suspends without holding the loop), so the loop is never held long. Measured
 /// (docs/performance.md, "Server"): lower latency with one busy connection, fewer requests/s with 64.
-struct EventLoopAffineChildChannel<Base: ServerChildChannel>: ServerChildChannel {
+struct E3DBChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
     let onLoop: Bool
+    /// The service whose record reads ``RecordReadFastPath`` answers; `nil`: every request goes to the router.
+    let recordReads: E3DBService?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        base.setup(channel: channel, logger: logger)
+        let configured = base.setup(channel: channel, logger: logger)
+        guard let service = recordReads else { return configured }
+        return configured.flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            try pipeline.addHandler(RecordReadFastPath(service: service),
+                                    position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
+            return value
+        }
     }
 
     func handle(value: Value, logger: Logger) async {

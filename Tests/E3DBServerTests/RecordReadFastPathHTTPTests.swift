@@ -1,0 +1,185 @@
+import E3DBClient
+import E3DBKit
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `RecordReadFastPath` in `e3dbkit server run`: its answers against the router's (a second process on the same
+/// data directory with `--no-record-read-fast-path`), byte for byte but the `Date`, and request order on a
+/// connection that pipelines a routed request before reads.
+@Suite("Record reads in the pipeline, over HTTP")
+struct RecordReadFastPathHTTPTests {
+    /// One HTTP/1.1 connection that writes requests as given (several in one write: pipelining) and reads
+    /// responses framed by `Content-Length`.
+    final class RawConnection {
+        struct Failure: Error, CustomStringConvertible { let description: String }
+        struct Answer {
+            var status: Int
+            var headers: [String]  // "name: value" in order, without Date
+            var body: String
+
+            /// The same status and headers, and the same body or (the order of members of a JSONEncoder's
+            /// dictionary differs between processes) the same JSON value.
+            func matches(_ other: Answer) -> Bool {
+                guard status == other.status, headers == other.headers else { return false }
+                if body == other.body { return true }
+                func value(_ text: String) -> NSDictionary? {
+                    try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? NSDictionary
+                }
+                guard let mine = value(body), let theirs = value(other.body) else { return false }
+                return mine == theirs
+            }
+        }
+
+        private let socket: Int32
+        private var pending: [UInt8] = []
+
+        init(_ url: String) throws {
+            guard let port = URL(string: url)?.port.flatMap(UInt16.init(exactly:)) else {
+                throw Failure(description: "no port in \(url)")
+            }
+            socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard socket >= 0 else { throw Failure(description: "socket() failed") }
+            var timeout = timeval(tv_sec: 20, tv_usec: 0)
+            setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else {
+                close(socket)
+                throw Failure(description: "cannot connect to \(url)")
+            }
+        }
+
+        deinit { close(socket) }
+
+        func send(_ text: String) throws {
+            var bytes = Array(text.utf8)[...]
+            while !bytes.isEmpty {
+                let sent = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                guard sent > 0 else { throw Failure(description: "send failed") }
+                bytes = bytes.dropFirst(sent)
+            }
+        }
+
+        func answer() throws -> Answer {
+            let separator: [UInt8] = Array("\r\n\r\n".utf8)
+            var headEnd: Int?
+            while headEnd == nil {
+                headEnd = pending.indices.dropLast(3).first { pending[$0..<$0 + 4].elementsEqual(separator) }
+                if headEnd == nil { try receive() }
+            }
+            let lines = String(decoding: pending[..<headEnd!], as: UTF8.self).components(separatedBy: "\r\n")
+            pending.removeFirst(headEnd! + 4)
+            let status = Int(lines[0].split(separator: " ")[1]) ?? 0
+            let headers = lines.dropFirst().filter { !$0.lowercased().hasPrefix("date:") }
+            let length = headers.first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+            while pending.count < length { try receive() }
+            let body = String(decoding: pending[..<length], as: UTF8.self)
+            pending.removeFirst(length)
+            return Answer(status: status, headers: Array(headers), body: body)
+        }
+
+        private func receive() throws {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw Failure(description: "the connection closed or timed out") }
+            pending += chunk[..<n]
+        }
+
+        static func get(_ path: String, token: String) -> String {
+            "GET \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n"
+        }
+    }
+
+    /// A Bearer token for `client` from `POST /v1/auth/token`.
+    static func token(_ client: E3DBClient, _ url: String) throws -> String {
+        let key = try #require(client.identity.apiKeyID)
+        let secret = try #require(client.identity.apiSecret).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let body = "grant_type=client_credentials"
+        let connection = try RawConnection(url)
+        try connection.send("POST /v1/auth/token HTTP/1.1\r\nHost: localhost\r\n"
+            + "Authorization: Basic \(Data("\(key):\(secret)".utf8).base64EncodedString())\r\n"
+            + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        let answer = try connection.answer()
+        #expect(answer.status == 200)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
+        return try #require(json["access_token"] as? String)
+    }
+
+    @Test("the pipeline answers every record read as the router does; a routed request keeps later reads behind it")
+    func sameAnswersAsTheRouter() async throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-fasthttp-\(UUID())")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let log = scratch.appendingPathComponent("server.log")
+        let server = try ServerProcess(log: log)
+        defer { server.stop() }
+        let router = try ServerProcess(data: server.data, extraArguments: ["--no-record-read-fast-path"])
+        defer { router.stop(removingData: false) }
+
+        let alice = try await server.register("alice"), bob = try await server.register("bob")
+        let carol = try await server.register("carol")
+        let record = try #require(try await alice.write(type: "contact", data: ["name": "Ada"], plain: ["k": "v"]).id)
+        try await alice.share(type: "contact", with: try #require(bob.identity.clientID))
+        try Data("file body".utf8).write(to: scratch.appendingPathComponent("in"))
+        let file = try #require(try await alice.writeFile(type: "blob", path: scratch.appendingPathComponent("in").path).id)
+        let tokens = ["alice": try Self.token(alice, server.url), "bob": try Self.token(bob, server.url),
+                      "carol": try Self.token(carol, server.url), "nobody": String(repeating: "0", count: 64)]
+
+        let id = record.uuidString.lowercased()
+        let reads: [(String, String)] = [
+            ("alice", "/v1/storage/records/\(id)"), ("alice", "/v1/storage/records/\(id.uppercased())"),
+            ("bob", "/v1/storage/records/\(id)"), ("carol", "/v1/storage/records/\(id)"),
+            ("alice", "/v1/storage/records/\(UUID().uuidString.lowercased())"),
+            ("alice", "/v1/storage/records/\(file.uuidString.lowercased())"),
+            ("alice", "/v1/storage/records/\(id)?field=name"), ("alice", "//v1/storage/records/\(id)"),
+            ("nobody", "/v1/storage/records/\(id)"),
+        ]
+        let fast = try RawConnection(server.url), routed = try RawConnection(router.url)
+        for (who, path) in reads {
+            let request = RawConnection.get(path, token: try #require(tokens[who]))
+            try routed.send(request)
+            let expected = try routed.answer()
+            for _ in 0..<2 {  // the first read of a token may fill the cache through the router
+                try fast.send(request)
+                let answer = try fast.answer()
+                #expect(answer.matches(expected), "\(who) \(path): \(answer) against \(expected)")
+            }
+        }
+        let statuses = try reads.map { who, path in
+            try fast.send(RawConnection.get(path, token: try #require(tokens[who])))
+            return try fast.answer().status
+        }
+        #expect(statuses == [200, 200, 200, 404, 404, 200, 200, 200, 401])
+
+        // A write (answered by the router) and two reads in one packet: three answers, in order.
+        let aliceID = try #require(alice.identity.clientID).uuidString.lowercased()
+        let body = #"{"meta":{"writer_id":"\#(aliceID)","user_id":"\#(aliceID)","type":"t","plain":{}},"data":{"f":"x"}}"#
+        let pipelined = try RawConnection(server.url)
+        try pipelined.send("POST /v1/storage/records HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
+            + "\(try #require(tokens["alice"]))\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)"
+            + "\r\n\r\n\(body)" + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["alice"]))
+            + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["bob"])))
+        let answers = try (0..<3).map { _ in try pipelined.answer() }
+        #expect(answers.map(\.status) == [201, 200, 200])
+        #expect(answers[0].body.contains(#""type":"t""#))
+        #expect(answers[1].body == answers[2].body && answers[1].body.contains(id))
+
+        // The server's log says which reads the pipeline answered.
+        let lines = String(decoding: try Data(contentsOf: log), as: UTF8.self).split(separator: "\n")
+        let inPipeline = lines.filter { $0.contains("handler=pipeline") }
+        #expect(inPipeline.count >= 6, "\(lines.suffix(5))")
+        #expect(inPipeline.allSatisfy { $0.contains("route=/v1/storage/records/*") && $0.contains("method=GET") })
+        #expect(lines.contains { $0.contains("handler=router") && $0.contains("route=/v1/storage/records/*") })
+    }
+}

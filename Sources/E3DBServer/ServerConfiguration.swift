@@ -38,7 +38,7 @@ public struct ServerConfiguration: Sendable {
     public var handlersOnEventLoop: Bool = false
     /// Answer `GET /v1/storage/records/{id}` in the channel pipeline, on the connection's event loop, when it can
     /// be answered without suspending (SQLite storage, a Bearer token read in the last second): the same responses
-    /// as the router at a fraction of the CPU (docs/server.md, "Performance"). On by default; off sends every
+    /// as the router for about 60 % of its CPU (docs/server.md, "Operations"). On by default; off sends every
     /// request through the router (`--no-record-read-fast-path`, to compare the two).
     public var recordReadFastPath: Bool = true
 

@@ -19,8 +19,11 @@ import Synchronization
 /// router's route; when it declines (token not cached, storage failure, PostgreSQL, a path that is not exactly a
 /// UUID) the request is handed to the router as if this handler were not there. Requests keep their order: while
 /// a response from the router is outstanding on the connection (HTTP/1.1 pipelining), every request goes to the
-/// router. The handler sits after Hummingbird's connection-state handler, which therefore sees every request and
-/// response (idle timeout, graceful shutdown), and it counts and logs what it answers like the router does.
+/// router. So does every request once the socket's send buffer is full (the router's writer waits for it: a client
+/// that pipelines reads without reading the answers is held back there) and every request after a routed one that
+/// asked to close the connection. Answers are flushed once per socket read. The handler sits after Hummingbird's
+/// connection-state handler, which therefore sees every request and response (idle timeout, graceful shutdown),
+/// and it counts and logs what it answers like the router does.
 final class RecordReadFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -36,19 +39,28 @@ final class RecordReadFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var held: (head: HTTPRequest, started: ContinuousClock.Instant)?
     /// Requests handed to the router whose response has not ended yet.
     private var routed = 0
+    /// A routed request asked to close the connection (or the router wrote a response nobody asked for, as for a
+    /// parse error): the router ends the connection, and nothing more is answered here.
+    private var closing = false
+    /// Answers written since the last flush.
+    private var unflushed = false
 
     init(service: E3DBService) { self.service = service }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            if routed == 0, Self.mayAnswer(head) {
+            if routed == 0, !closing, context.channel.isWritable, Self.mayAnswer(head) {
                 held = (head, .now)
                 return
             }
-            routed += 1
+            route(head)
         case .body:
-            routeHeld(context)  // a GET with a body: the router decides what to make of it
+            if let (head, _) = held {  // a GET with a body: the router decides what to make of it
+                held = nil
+                route(head)
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+            }
         case .end:
             if let (head, started) = held {
                 held = nil
@@ -59,24 +71,33 @@ final class RecordReadFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                                      inPipeline: true)
                     return
                 }
-                held = (head, started)
-                routeHeld(context)
+                route(head)
+                context.fireChannelRead(wrapInboundOut(.head(head)))
             }
         }
         context.fireChannelRead(data)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if unflushed {
+            unflushed = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { routed -= 1 }
+        if case .end = unwrapOutboundIn(data) {
+            routed -= 1
+            if routed < 0 { closing = true }
+        }
         context.write(data, promise: promise)
     }
 
-    /// Passes a held head on to the router.
-    private func routeHeld(_ context: ChannelHandlerContext) {
-        guard let (head, _) = held else { return }
-        held = nil
+    /// Counts a request handed to the router (the caller passes its head on).
+    private func route(_ head: HTTPRequest) {
         routed += 1
-        context.fireChannelRead(wrapInboundOut(.head(head)))
+        if let connection = head.headerFields[.connection], connection.lowercased() != "keep-alive" { closing = true }
     }
 
     /// A GET of exactly `/v1/storage/records/` and 36 characters, with a Bearer token, without a query, an
@@ -98,7 +119,8 @@ final class RecordReadFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         ])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.write(wrapOutboundOut(.end(nil)), promise: nil)
+        unflushed = true
     }
 }
 

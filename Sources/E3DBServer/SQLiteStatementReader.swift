@@ -8,8 +8,8 @@ import Synchronization
 /// schema check).
 ///
 /// Connections are opened on demand (one per thread that reads at the same time: a handful) with the database's
-/// file, `query_only`, and a short busy timeout: a caller that cannot read at once gets an error and takes the
-/// ordinary path rather than blocking an event loop. Each read binds text arguments, steps once and resets the
+/// file, `query_only`, and no busy timeout: a caller that cannot read at once (a database locked for recovery or
+/// a schema change) gets an error at once and takes the ordinary path rather than blocking an event loop. Each read binds text arguments, steps once and resets the
 /// statement, which ends its read transaction: every read sees the last commit, as a GRDB read does.
 final class SQLiteStatementReader: Sendable {
     private final class Connection: @unchecked Sendable {
@@ -28,8 +28,8 @@ final class SQLiteStatementReader: Sendable {
         }
     }
 
-    /// A row being read: typed accessors by column index.
-    struct Columns: ~Copyable {
+    /// The row being read: typed accessors by column index, valid only inside the `map` of ``first(_:_:)``.
+    struct Columns: SQLiteColumns {
         fileprivate let statement: OpaquePointer
 
         func int64(_ i: Int32) -> Int64 { sqlite3_column_int64(statement, i) }
@@ -58,14 +58,11 @@ final class SQLiteStatementReader: Sendable {
 
     /// Runs the statement with `arguments` bound as text and maps its first row; `nil` when it has none.
     /// - Throws: `StorageError(.unavailable)` when the database cannot be opened or read (busy, closed, I/O).
-    func first<T>(_ arguments: [String], _ map: (borrowing Columns) -> T) throws -> T? {
+    func first<T>(_ arguments: [String], _ map: (Columns) -> T) throws -> T? {
         let connection = try take()
         defer { give(connection) }
         let statement = connection.statement
-        defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-        }
+        defer { sqlite3_reset(statement) }  // ends the read transaction; the next read binds every parameter
         for (i, argument) in arguments.enumerated() {
             let bound = argument.withCString { sqlite3_bind_text(statement, Int32(i + 1), $0, -1, transient) }
             guard bound == SQLITE_OK else { throw failure(connection.database, "binding an argument") }
@@ -111,7 +108,6 @@ final class SQLiteStatementReader: Sendable {
             if let database { sqlite3_close_v2(database) }
             throw StorageError(.unavailable, "cannot open the SQLite database for reading (code \(opened))")
         }
-        sqlite3_busy_timeout(database, 100)
         var statement: OpaquePointer?
         guard sqlite3_exec(database, "PRAGMA query_only = 1", nil, nil, nil) == SQLITE_OK,
               sqlite3_prepare_v3(database, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
@@ -126,6 +122,13 @@ final class SQLiteStatementReader: Sendable {
     private func failure(_ database: OpaquePointer, _ doing: String) -> StorageError {
         StorageError(.unavailable, "SQLite failed \(doing): \(String(cString: sqlite3_errmsg(database)))")
     }
+}
+
+/// Typed column access by index, so that one mapping reads a row whether GRDB or ``SQLiteStatementReader`` read it.
+protocol SQLiteColumns {
+    func int64(_ i: Int32) -> Int64
+    func text(_ i: Int32) -> String
+    func optionalText(_ i: Int32) -> String?
 }
 
 /// SQLite copies a bound value before `sqlite3_bind_text` returns (`SQLITE_TRANSIENT`).

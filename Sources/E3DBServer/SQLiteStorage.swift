@@ -33,9 +33,7 @@ public final class SQLiteStorage: ServerStorage {
             }
             let path = directory.appendingPathComponent("server.sqlite").path
             pool = try DatabasePool(path: path, configuration: config)
-            readableRecords = SQLiteStatementReader(path: path, sql: """
-                SELECT \(Self.recordColumns) FROM records r WHERE r.record_id = ? AND \(Self.readableByCaller)
-                """)
+            readableRecords = SQLiteStatementReader(path: path, sql: Self.readableRecordSQL)
             migrationLockPath = directory.appendingPathComponent("server.sqlite.migrate-lock").path
         } catch {
             throw StorageError(.unavailable, "cannot open the SQLite database in the data directory: \(error)")
@@ -342,9 +340,11 @@ public final class SQLiteStorage: ServerStorage {
     private static let recordColumns =
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
 
-    private static func record(_ r: Row) -> RecordRow {
-        RecordRow(index: r[0], recordID: r[1], writerID: r[2], userID: r[3], type: r[4], plainJSON: r[5],
-                  dataJSON: r[6], recSig: r[7], fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
+    /// A row of ``recordColumns``, read by GRDB or by ``SQLiteStatementReader``.
+    private static func record(_ c: some SQLiteColumns) -> RecordRow {
+        RecordRow(index: c.int64(0), recordID: c.text(1), writerID: c.text(2), userID: c.text(3), type: c.text(4),
+                  plainJSON: c.text(5), dataJSON: c.text(6), recSig: c.optionalText(7), fileMetaJSON: c.optionalText(8),
+                  created: c.int64(9), lastModified: c.int64(10), version: c.text(11))
     }
 
     private static func insert(_ r: RecordRow, _ db: Database) throws -> RecordRow {
@@ -373,12 +373,7 @@ public final class SQLiteStorage: ServerStorage {
     /// suspending: one indexed statement of a few microseconds, on connections of its own
     /// (``SQLiteStatementReader``). What the server's record-read fast path uses.
     func readableRecordNow(id: String, readerID: String) throws -> RecordRow? {
-        try readableRecords.first([id, readerID, readerID]) { c in
-            RecordRow(index: c.int64(0), recordID: c.text(1), writerID: c.text(2), userID: c.text(3), type: c.text(4),
-                      plainJSON: c.text(5), dataJSON: c.text(6), recSig: c.optionalText(7),
-                      fileMetaJSON: c.optionalText(8), created: c.int64(9), lastModified: c.int64(10),
-                      version: c.text(11))
-        }
+        try readableRecords.first([id, readerID, readerID], Self.record)
     }
 
     /// The read check of a record `r` for the client of the next argument: it wrote the record, or holds a `read`
@@ -388,9 +383,17 @@ public final class SQLiteStorage: ServerStorage {
          AND p.writer_id = r.writer_id AND p.reader_id = ? AND p.type = r.type AND p.can_read = 1))
         """
 
-    /// One statement joining the record with its read check (``readableRecordNow(id:readerID:)``).
+    /// The record `?` when the client `?` (twice) may read it.
+    private static let readableRecordSQL =
+        "SELECT \(recordColumns) FROM records r WHERE r.record_id = ? AND \(readableByCaller)"
+
+    /// The record with its read check in one statement, through GRDB's readers (waiting for a busy database, as
+    /// every other read does); ``readableRecordNow(id:readerID:)`` is the same statement for the fast path.
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
-        try readableRecordNow(id: id, readerID: readerID)
+        try pointRead { db in
+            try Row.fetchOne(db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id, readerID, readerID])
+                .map(Self.record)
+        }
     }
 
     public func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
@@ -594,3 +597,9 @@ public final class SQLiteStorage: ServerStorage {
 
 /// `close(2)` (inside ``SQLiteStorage`` the name is its own `close()`).
 private func closeDescriptor(_ fd: Int32) { _ = close(fd) }
+
+extension Row: SQLiteColumns {
+    func int64(_ i: Int32) -> Int64 { self[Int(i)] }
+    func text(_ i: Int32) -> String { self[Int(i)] }
+    func optionalText(_ i: Int32) -> String? { self[Int(i)] }
+}

@@ -138,8 +138,8 @@ struct RecordReadFastPathTests {
             Fixture.get(path + "?field=name", token: "alice"),
             Fixture.get("/v1/storage/records//\(f.record.recordID.dropFirst())", token: "alice"),
             Fixture.get("/v1/storage/records/\(String(repeating: "z", count: 36))", token: "alice"),
-            Fixture.get(path, token: "alice", extra: [.connection: "close"]),
             Fixture.get(path, token: "alice", extra: [.expect: "something"]),
+            Fixture.get(path, token: "alice", extra: [.connection: "keep-alive"]),
             HTTPRequest(method: .delete, scheme: nil, authority: nil, path: path,
                         headerFields: [.authorization: "Bearer token-alice"]),
         ]
@@ -160,6 +160,52 @@ struct RecordReadFastPathTests {
         try c.send(.head(Fixture.get(path, token: "alice")), .body(ByteBuffer(string: "x")), .end(nil))
         #expect(try c.answered() == nil)
         #expect(try c.routed().count == 3)
+        try c.channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try c.channel.readOutbound(as: HTTPResponsePart.self)
+        // Every routed response has ended: reads are answered here again.
+        try c.send(.head(Fixture.get(path, token: "alice")), .end(nil))
+        #expect(try c.answered()?.0.status == .ok)
+        #expect(try c.routed().isEmpty)
+    }
+
+    @Test("a full send buffer, or a routed request that closes the connection, sends later reads to the router")
+    func yieldsToTheRouter() async throws {
+        let f = try await Fixture()
+        let read = Fixture.get("/v1/storage/records/\(f.record.recordID)", token: "alice")
+        let c = try f.connection()
+        c.channel.isWritable = false
+        try c.send(.head(read), .end(nil))
+        #expect(try c.answered() == nil)
+        #expect(try c.routed().count == 2)
+        try c.channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try c.channel.readOutbound(as: HTTPResponsePart.self)
+        c.channel.isWritable = true
+        try c.send(.head(read), .end(nil))
+        #expect(try c.answered()?.0.status == .ok)
+
+        let closing = try f.connection()
+        try closing.send(.head(Fixture.get("/v1/storage/records/\(f.record.recordID)", token: "alice",
+                                           extra: [.connection: "close"])), .end(nil))
+        #expect(try closing.routed().count == 2)
+        try closing.channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try closing.channel.readOutbound(as: HTTPResponsePart.self)
+        try closing.send(.head(read), .end(nil))
+        #expect(try closing.answered() == nil)
+        #expect(try closing.routed().count == 2)
+    }
+
+    @Test("answers to pipelined reads are flushed once per socket read")
+    func flushesOncePerRead() async throws {
+        let f = try await Fixture()
+        let c = try f.connection()
+        let read = Fixture.get("/v1/storage/records/\(f.record.recordID)", token: "alice")
+        for part in [HTTPRequestPart.head(read), .end(nil), .head(read), .end(nil)] {
+            c.channel.pipeline.syncOperations.fireChannelRead(NIOAny(part))  // no read-complete yet
+        }
+        #expect(try c.channel.readOutbound(as: HTTPResponsePart.self) == nil)
+        c.channel.pipeline.fireChannelReadComplete()
+        #expect(try c.answered()?.0.status == .ok)
+        #expect(try c.answered()?.0.status == .ok)
     }
 
     @Test("while the router owes a response on the connection, reads wait their turn behind it")

@@ -103,8 +103,9 @@ public enum E3DBServer {
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
         let onLoop = configuration.handlersOnEventLoop
-        // Only a storage that reads without suspending (SQLite) answers in the pipeline; PostgreSQL reads go to the router.
-        let recordReads = configuration.recordReadFastPath && service.nonSuspendingReads != nil ? service : nil
+        // Record writes are answered in the pipeline on both backends, record reads only where storage reads
+        // without suspending (SQLite).
+        let recordReads = configuration.recordFastPath ? service : nil
         let http1 = HTTPServerBuilder { responder in
             E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
                              onLoop: onLoop, recordReads: recordReads)

@@ -55,18 +55,55 @@ extension E3DBService {
 
     func writeRecord(_ r: APIRequest) async throws -> Response {
         let caller = try await authenticate(r)
-        let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "record")
+        let row = try await storage.insertRecord(newRecord(try await body(r), caller: caller))
+        return Self.recordResponse(row, status: .created)
+    }
+
+    /// The row a record write stores: the body decoded and checked as `POST /v1/storage/records` requires.
+    private func newRecord(_ body: Data, caller: ClientRow) throws -> RecordRow {
+        let req = try JSONBody.decode(API.Record.self, from: body, what: "record")
         try checkWriter(req.meta, caller: caller)
         guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
         guard req.meta.fileMeta == nil else {
             throw HTTPFailure.badRequest("file records are written through /v1/storage/files")
         }
         let now = clock.now()
-        let row = try await storage.insertRecord(RecordRow(
+        return RecordRow(
             recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
             plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
-            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID()))
-        return Self.recordResponse(row, status: .created)
+            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID())
+    }
+
+    /// What ``writeRecordNow(authorization:body:completion:)`` did with a record write.
+    enum PipelineWrite {
+        /// The request needs the router: the token is not in the cache.
+        case route
+        /// Refused before storage (the body or its members): the router's status and body.
+        case answered(HTTPResponse.Status, ByteBuffer)
+        /// Submitted to storage: the completion will be called once.
+        case submitted
+    }
+
+    /// `POST /v1/storage/records` without suspending, for ``RecordFastPath``: the body is decoded and checked on
+    /// the calling thread and the row submitted to the storage's grouped inserts, whose completion gets the router's
+    /// status and body (201 with the record, or the refusal of a failed insert) from the thread that wrote it.
+    func writeRecordNow(authorization: String, body: Data,
+                        completion: @escaping @Sendable (HTTPResponse.Status, ByteBuffer) -> Void) -> PipelineWrite {
+        guard let caller = cachedBearerClient(authorization) else { return .route }
+        let row: RecordRow
+        do { row = try newRecord(body, caller: caller) } catch {
+            let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
+            return .answered(status, JSONBody.errorBuffer(message))
+        }
+        storage.insertRecord(row) { [self] result in
+            switch result {
+            case .success(let row): completion(.created, RecordJSON.render(row))
+            case .failure(let error):
+                let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
+                completion(status, JSONBody.errorBuffer(message))
+            }
+        }
+        return .submitted
     }
 
     /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
@@ -89,7 +126,7 @@ extension E3DBService {
         return try JSONBody.buffer(record(row, fields: fields))
     }
 
-    /// `GET /v1/storage/records/{id}` (no query) without suspending, for ``RecordReadFastPath``: the same status and
+    /// `GET /v1/storage/records/{id}` (no query) without suspending, for ``RecordFastPath``: the same status and
     /// body as ``readRecord(_:id:)``, or `nil` when the request needs the router: the storage cannot read without
     /// suspending (PostgreSQL), the authorization is not a Bearer token in the cache (the router authenticates it
     /// and fills the cache), `id` is not a UUID, or the storage failed (the router reports it).

@@ -46,23 +46,32 @@ final class E3DBService: Sendable {
                 throw HTTPFailure(.expectationFailed, "only Expect: 100-continue is supported")
             }
             response = try await dispatch(api, route: &route)
-        } catch let failure as HTTPFailure {
-            response = JSONBody.error(failure.status, failure.message)
-        } catch let error as StorageError {
-            logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
-            response = JSONBody.error(.serviceUnavailable, "the storage backend failed; try again")
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            response = JSONBody.error(.contentTooLarge, "the request body is larger than the server accepts")
         } catch {
-            logger.error("request failed", metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
-            response = JSONBody.error(.badRequest, "the request could not be processed")
+            let (status, message) = refusal(error, route: route)
+            response = JSONBody.error(status, message)
         }
         finished(method: request.method, route: route, status: response.status, started: started)
         return response
     }
 
+    /// The status and message of a request that failed with `error` (logged when it is not the client's fault).
+    func refusal(_ error: any Error, route: String) -> (HTTPResponse.Status, String) {
+        switch error {
+        case let failure as HTTPFailure:
+            return (failure.status, failure.message)
+        case let error as StorageError:
+            logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
+            return (.serviceUnavailable, "the storage backend failed; try again")
+        case let error as HTTPError where error.status == .contentTooLarge:
+            return (.contentTooLarge, "the request body is larger than the server accepts")
+        default:
+            logger.error("request failed", metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
+            return (.badRequest, "the request could not be processed")
+        }
+    }
+
     /// Counts and logs (at `info`) one answered request: route template, method, status, duration, and whether the
-    /// router or ``RecordReadFastPath`` in the channel pipeline answered it.
+    /// router or ``RecordFastPath`` in the channel pipeline answered it.
     func finished(method: HTTPRequest.Method, route: String, status: HTTPResponse.Status,
                   started: ContinuousClock.Instant, inPipeline: Bool = false) {
         let elapsed = ContinuousClock.now - started

@@ -7,7 +7,9 @@ import Synchronization
 /// added delay or thread hop when writes do not overlap and one commit per batch when they do. When a batch fails, its items are retried one transaction each, so that one bad item
 /// fails only its own caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
-    private typealias Waiter = CheckedContinuation<Output, any Error>
+    /// Called once with an item's outcome, on the thread of the task that wrote it.
+    typealias Completion = @Sendable (Result<Output, any Error>) -> Void
+    private typealias Waiter = Completion
     private struct State {
         var queue: [(Item, Waiter)] = []
         var draining = false
@@ -37,15 +39,27 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             return true
         }
         if leads { return try await writeAlone(item) }
-        return try await withCheckedThrowingContinuation { (waiter: Waiter) in
-            let lead = state.withLock { state in
-                state.queue.append((item, waiter))
-                if state.draining { return false }
-                state.draining = true
-                return true
-            }
-            if lead { Task { await self.drain() } }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
+            enqueue(item) { continuation.resume(with: $0) }
         }
+    }
+
+    /// Writes `item` with whatever else is submitted meanwhile, for a caller that cannot suspend (an event loop):
+    /// the item always goes to a drain task, never onto the caller's thread.
+    /// - Parameters:
+    ///   - item: the item.
+    ///   - completion: called once, with its output once its transaction committed or with the error of its own
+    ///     write, on the drain task's thread.
+    func submit(_ item: Item, completion: @escaping Completion) { enqueue(item, completion) }
+
+    private func enqueue(_ item: Item, _ waiter: @escaping Waiter) {
+        let lead = state.withLock { state in
+            state.queue.append((item, waiter))
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if lead { Task { await self.drain() } }
     }
 
     /// Nobody was writing: the caller writes its own item at once on its own task (no drain task and no hop
@@ -92,7 +106,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 // The backend is down (or timed out): every item would fail the same way, each after its own
                 // timeout, so the whole group fails now instead of being retried one item at a time.
                 if batch.count == 1 || (error as? StorageError)?.kind == .unavailable {
-                    for (_, waiter) in batch { waiter.resume(throwing: error) }
+                    for (_, waiter) in batch { waiter(.failure(error)) }
                     continue
                 }
                 for (item, waiter) in batch {
@@ -101,19 +115,19 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                         guard let output = outputs.first else {
                             throw StorageError(.corrupted, "a grouped write returned no result")
                         }
-                        waiter.resume(returning: output)
+                        waiter(.success(output))
                     } catch {
-                        waiter.resume(throwing: error)
+                        waiter(.failure(error))
                     }
                 }
                 continue
             }
             guard outputs.count == batch.count else {
                 let error = StorageError(.corrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
-                for entry in batch { entry.1.resume(throwing: error) }
+                for entry in batch { entry.1(.failure(error)) }
                 continue
             }
-            for (entry, output) in zip(batch, outputs) { entry.1.resume(returning: output) }
+            for (entry, output) in zip(batch, outputs) { entry.1(.success(output)) }
         }
     }
 }

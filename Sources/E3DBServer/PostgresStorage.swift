@@ -593,6 +593,12 @@ public final class PostgresStorage: ServerStorage {
         try await recordInserts.submit(row)
     }
 
+    /// Grouped with the other inserts (`GroupCommit`), on its drain task.
+    public func insertRecord(_ row: RecordRow,
+                             completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) {
+        recordInserts.submit(row, completion: completion)
+    }
+
     public func record(id: String) async throws -> RecordRow? {
         try await first("reading record \(id)", PostgresStatements.Record(id: id))
     }

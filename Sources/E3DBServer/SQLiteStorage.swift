@@ -12,7 +12,7 @@ public final class SQLiteStorage: ServerStorage {
     private let migrationLockPath: String
     /// Record inserts of concurrent requests, one transaction per group.
     private let recordInserts: GroupCommit<RecordRow, RecordRow>
-    /// The readable-record statement on connections of its own (``readableRecordNow(id:readerID:)``).
+    /// The readable-record statement on connections of its own (`readableRecordNow(id:readerID:)`).
     private let readableRecords: SQLiteStatementReader
 
     /// Opens (creating if needed) `DIR/server.sqlite`.
@@ -340,7 +340,7 @@ public final class SQLiteStorage: ServerStorage {
     private static let recordColumns =
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
 
-    /// A row of ``recordColumns``, read by GRDB or by ``SQLiteStatementReader``.
+    /// A row of ``recordColumns``, read by GRDB or by `SQLiteStatementReader`.
     private static func record(_ c: some SQLiteColumns) -> RecordRow {
         RecordRow(index: c.int64(0), recordID: c.text(1), writerID: c.text(2), userID: c.text(3), type: c.text(4),
                   plainJSON: c.text(5), dataJSON: c.text(6), recSig: c.optionalText(7), fileMetaJSON: c.optionalText(8),
@@ -362,6 +362,12 @@ public final class SQLiteStorage: ServerStorage {
         try await recordInserts.submit(row)
     }
 
+    /// Grouped with the other inserts (`GroupCommit`), on its drain task.
+    public func insertRecord(_ row: RecordRow,
+                             completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) {
+        recordInserts.submit(row, completion: completion)
+    }
+
     public func record(id: String) async throws -> RecordRow? {
         try pointRead { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
@@ -369,9 +375,9 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    /// The record `id` when `readerID` may read it (``readableByCaller``), read on the calling thread without
+    /// The record `id` when `readerID` may read it (`readableByCaller`), read on the calling thread without
     /// suspending: one indexed statement of a few microseconds, on connections of its own
-    /// (``SQLiteStatementReader``). What the server's record-read fast path uses.
+    /// (`SQLiteStatementReader`). What the server's record-read fast path uses.
     func readableRecordNow(id: String, readerID: String) throws -> RecordRow? {
         try readableRecords.first([id, readerID, readerID], Self.record)
     }
@@ -388,7 +394,7 @@ public final class SQLiteStorage: ServerStorage {
         "SELECT \(recordColumns) FROM records r WHERE r.record_id = ? AND \(readableByCaller)"
 
     /// The record with its read check in one statement, through GRDB's readers (waiting for a busy database, as
-    /// every other read does); ``readableRecordNow(id:readerID:)`` is the same statement for the fast path.
+    /// every other read does); `readableRecordNow(id:readerID:)` is the same statement for the fast path.
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
         try pointRead { db in
             try Row.fetchOne(db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id, readerID, readerID])

@@ -36,11 +36,11 @@ public struct ServerConfiguration: Sendable {
     /// one-connection client writes and reads about 10 % faster), but lower throughput under many concurrent
     /// connections (about 15 % fewer reads/s at 64). Off by default. File uploads run off the loop either way.
     public var handlersOnEventLoop: Bool = false
-    /// Answer `GET /v1/storage/records/{id}` in the channel pipeline, on the connection's event loop, when it can
-    /// be answered without suspending (SQLite storage, a Bearer token read in the last second): the same responses
-    /// as the router for about 60 % of its CPU (docs/server.md, "Operations"). On by default; off sends every
-    /// request through the router (`--no-record-read-fast-path`, to compare the two).
-    public var recordReadFastPath: Bool = true
+    /// Answer record reads (`GET /v1/storage/records/{id}`, SQLite storage) and record writes
+    /// (`POST /v1/storage/records`) with a Bearer token read in the last second in the channel pipeline, on the
+    /// connection's event loop: the same responses as the router for less CPU (docs/server.md, "Operations"). On by
+    /// default; off sends every request through the router (`--no-record-fast-path`, to compare the two).
+    public var recordFastPath: Bool = true
 
     /// A configuration with defaults for everything but the data directory.
     public init(dataDirectory: URL) { self.dataDirectory = dataDirectory }

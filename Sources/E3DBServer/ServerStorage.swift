@@ -288,6 +288,9 @@ public protocol ServerStorage: Sendable {
     // Records.
     /// Inserts a record and returns it with its index.
     func insertRecord(_ row: RecordRow) async throws -> RecordRow
+    /// Inserts a record as ``insertRecord(_:)`` does and calls `completion` once, when it committed or failed, from
+    /// whichever thread wrote it: for callers that cannot suspend (the server's pipeline write path).
+    func insertRecord(_ row: RecordRow, completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void)
     func record(id: String) async throws -> RecordRow?
     /// The record `id` when `readerID` may read it (spec api §4.7: its writer, or a current `read` policy on its
     /// (user, writer, type) naming the reader); `nil` when it is missing or not readable. A backend answers it with
@@ -327,7 +330,7 @@ public protocol ServerStorage: Sendable {
 }
 
 /// A backend that reads a record together with its read check on the calling thread, without suspending (SQLite:
-/// one indexed statement). The server's record-read fast path (`RecordReadFastPath`) serves
+/// one indexed statement). The server's record-read fast path (`RecordFastPath`) serves
 /// `GET /v1/storage/records/{id}` through it on the connection's event loop.
 protocol NonSuspendingRecordReads: Sendable {
     /// The record `id` when `readerID` wrote it or holds a `read` policy on it.
@@ -337,6 +340,14 @@ protocol NonSuspendingRecordReads: Sendable {
 extension SQLiteStorage: NonSuspendingRecordReads {}
 
 extension ServerStorage {
+    /// Through a task that awaits ``insertRecord(_:)``.
+    public func insertRecord(_ row: RecordRow,
+                             completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) {
+        Task {
+            do { completion(.success(try await insertRecord(row))) } catch { completion(.failure(error)) }
+        }
+    }
+
     /// The record when `readerID` wrote it or holds a `read` policy on it: a record read, then a policy read.
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
         guard let row = try await record(id: id) else { return nil }

@@ -89,8 +89,8 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Flag(help: "Run each connection's requests on its event loop: lower latency with few busy connections, lower throughput with many.")
     var handlersOnEventLoop = false
 
-    @Flag(inversion: .prefixedNo, help: "Answer record reads (GET /v1/storage/records/{id} with a recently used Bearer token, SQLite storage) on the connection's event loop instead of through the router: same responses, less CPU.")
-    var recordReadFastPath = true
+    @Flag(inversion: .prefixedNo, help: "Answer record reads (SQLite) and record writes with a recently used Bearer token on the connection's event loop instead of through the router: same responses, less CPU.")
+    var recordFastPath = true
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: LogLevelOption = .info
@@ -111,7 +111,7 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.tokenLifetime = tokenLifetime
         configuration.metricsEnabled = metrics
         configuration.handlersOnEventLoop = handlersOnEventLoop
-        configuration.recordReadFastPath = recordReadFastPath
+        configuration.recordFastPath = recordFastPath
         configuration.tlsCertificatePath = tlsCert
         configuration.tlsKeyPath = tlsKey
         let logger = serverLogger(level: logLevel.level)

@@ -6,11 +6,11 @@ import Testing
 import Glibc
 #endif
 
-/// `RecordReadFastPath` in `e3dbkit server run`: its answers against the router's (a second process on the same
-/// data directory with `--no-record-read-fast-path`), byte for byte but the `Date`, and request order on a
-/// connection that pipelines a routed request before reads.
-@Suite("Record reads in the pipeline, over HTTP")
-struct RecordReadFastPathHTTPTests {
+/// `RecordFastPath` in `e3dbkit server run`: its answers to record reads and writes against the router's (a second
+/// process on the same data directory with `--no-record-fast-path`), byte for byte but the `Date` and a new record's
+/// id, version and times, and request order on a connection that pipelines writes and reads.
+@Suite("Record reads and writes in the pipeline, over HTTP")
+struct RecordFastPathHTTPTests {
     /// One HTTP/1.1 connection that writes requests as given (several in one write: pipelining) and reads
     /// responses framed by `Content-Length`.
     final class RawConnection {
@@ -99,6 +99,11 @@ struct RecordReadFastPathHTTPTests {
         static func get(_ path: String, token: String) -> String {
             "GET \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n"
         }
+
+        static func post(_ path: String, token: String, body: String) -> String {
+            "POST \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
     }
 
     /// A Bearer token for `client` from `POST /v1/auth/token`.
@@ -116,7 +121,7 @@ struct RecordReadFastPathHTTPTests {
         return try #require(json["access_token"] as? String)
     }
 
-    @Test("the pipeline answers every record read as the router does; a routed request keeps later reads behind it")
+    @Test("the pipeline answers record reads and writes as the router does, in order with pipelined requests")
     func sameAnswersAsTheRouter() async throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-fasthttp-\(UUID())")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -124,7 +129,7 @@ struct RecordReadFastPathHTTPTests {
         let log = scratch.appendingPathComponent("server.log")
         let server = try ServerProcess(log: log)
         defer { server.stop() }
-        let router = try ServerProcess(data: server.data, extraArguments: ["--no-record-read-fast-path"])
+        let router = try ServerProcess(data: server.data, extraArguments: ["--no-record-fast-path"])
         defer { router.stop(removingData: false) }
 
         let alice = try await server.register("alice"), bob = try await server.register("bob")
@@ -162,24 +167,67 @@ struct RecordReadFastPathHTTPTests {
         }
         #expect(statuses == [200, 200, 200, 404, 404, 200, 200, 200, 401])
 
-        // A write (answered by the router) and two reads in one packet: three answers, in order.
+        // Writes: the same refusals as the router's, and a written record like the router's.
         let aliceID = try #require(alice.identity.clientID).uuidString.lowercased()
-        let body = #"{"meta":{"writer_id":"\#(aliceID)","user_id":"\#(aliceID)","type":"t","plain":{}},"data":{"f":"x"}}"#
+        let aliceToken = try #require(tokens["alice"])
+        func body(writer: String = aliceID, data: String = #"{"f":"x"}"#) -> String {
+            #"{"meta":{"writer_id":"\#(writer)","user_id":"\#(writer)","type":"t","plain":{"p":"1"}},"data":\#(data)}"#
+        }
+        let writes = [body(), "{not json", body(writer: UUID().uuidString.lowercased()), body(data: "{}"),
+                      #"{"meta":{}}"#]
+        for text in writes {
+            let request = RawConnection.post("/v1/storage/records", token: aliceToken, body: text)
+            try routed.send(request)
+            let expected = try routed.answer()
+            try fast.send(request)
+            let answer = try fast.answer()
+            #expect(answer.status == expected.status, "\(text)")
+            #expect(answer.headers == expected.headers, "\(text)")  // lengths too: ids and times have fixed widths
+            if expected.status == 201 {
+                let mine = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
+                let theirs = try #require(try JSONSerialization.jsonObject(with: Data(expected.body.utf8)) as? [String: Any])
+                #expect(Set(mine.keys) == Set(theirs.keys))
+                #expect((mine["data"] as? NSDictionary) == (theirs["data"] as? NSDictionary))
+                let meta = try #require(mine["meta"] as? [String: Any])
+                #expect(meta["writer_id"] as? String == aliceID && meta["type"] as? String == "t")
+                #expect(Set(meta.keys) == Set(try #require(theirs["meta"] as? [String: Any]).keys))
+            } else {
+                #expect(answer.body == expected.body, "\(text)")
+            }
+        }
+
+        // Writes and reads in one packet: answers in order, each read after the write before it.
         let pipelined = try RawConnection(server.url)
-        try pipelined.send("POST /v1/storage/records HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
-            + "\(try #require(tokens["alice"]))\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)"
-            + "\r\n\r\n\(body)" + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["alice"]))
-            + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["bob"])))
-        let answers = try (0..<3).map { _ in try pipelined.answer() }
-        #expect(answers.map(\.status) == [201, 200, 200])
-        #expect(answers[0].body.contains(#""type":"t""#))
-        #expect(answers[1].body == answers[2].body && answers[1].body.contains(id))
+        try pipelined.send(RawConnection.post("/v1/storage/records", token: aliceToken, body: body())
+            + RawConnection.get("/v1/storage/records/\(id)", token: aliceToken)
+            + RawConnection.post("/v1/storage/records", token: aliceToken, body: body(data: #"{"g":"y"}"#))
+            + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["bob"]))
+            + RawConnection.post("/v1/storage/records", token: aliceToken, body: "{not json"))
+        let answers = try (0..<5).map { _ in try pipelined.answer() }
+        #expect(answers.map(\.status) == [201, 200, 201, 200, 400])
+        #expect(answers[0].body.contains(#""f":"x""#) && answers[2].body.contains(#""g":"y""#))
+        #expect(answers[1].body == answers[3].body && answers[1].body.contains(id))
+        let written = try (0..<100).map { i in
+            try pipelined.send(RawConnection.post("/v1/storage/records", token: aliceToken,
+                                                  body: body(data: #"{"n":"\#(i)"}"#)))
+            let answer = try pipelined.answer()
+            #expect(answer.status == 201)
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
+            return try #require((json["meta"] as? [String: Any])?["record_id"] as? String)
+        }
+        for (i, recordID) in written.enumerated() where i % 10 == 0 {
+            try routed.send(RawConnection.get("/v1/storage/records/\(recordID)", token: aliceToken))
+            let read = try routed.answer()
+            #expect(read.status == 200 && read.body.contains(#""n":"\#(i)""#))
+        }
 
         // The server's log says which reads the pipeline answered.
         let lines = String(decoding: try Data(contentsOf: log), as: UTF8.self).split(separator: "\n")
         let inPipeline = lines.filter { $0.contains("handler=pipeline") }
-        #expect(inPipeline.count >= 6, "\(lines.suffix(5))")
-        #expect(inPipeline.allSatisfy { $0.contains("route=/v1/storage/records/*") && $0.contains("method=GET") })
+        #expect(inPipeline.filter { $0.contains("route=/v1/storage/records/*") && $0.contains("method=GET") }.count >= 6,
+                "\(lines.suffix(5))")
+        #expect(inPipeline.filter { $0.contains("route=/v1/storage/records ") && $0.contains("method=POST") }.count
+                    >= 100, "\(lines.suffix(5))")
         #expect(lines.contains { $0.contains("handler=router") && $0.contains("route=/v1/storage/records/*") })
     }
 }

@@ -7,10 +7,10 @@ import NIOEmbedded
 import NIOHTTPTypes
 import Testing
 
-/// `RecordReadFastPath` in a channel of its own: which requests it answers, that its answers are the router's,
+/// `RecordFastPath` in a channel of its own: which requests it answers, that its answers are the router's,
 /// and that everything else reaches the router unchanged and in order.
-@Suite("Record reads in the channel pipeline")
-struct RecordReadFastPathTests {
+@Suite("Record reads and writes in the channel pipeline")
+struct RecordFastPathTests {
     /// A service over a fresh SQLite storage with two clients (alice writes, bob reads what a policy shares), their
     /// Bearer tokens cached, and one record of alice's.
     final class Fixture {
@@ -60,7 +60,7 @@ struct RecordReadFastPathTests {
         let channel = EmbeddedChannel()
 
         init(_ service: E3DBService) throws {
-            try channel.pipeline.syncOperations.addHandler(RecordReadFastPath(service: service))
+            try channel.pipeline.syncOperations.addHandler(RecordFastPath(service: service))
         }
 
         deinit { _ = try? channel.finish() }
@@ -238,6 +238,40 @@ struct RecordReadFastPathTests {
         try c.send(.head(Fixture.get("/v1/storage/records/\(f.record.recordID)", token: "alice")), .end(nil))
         #expect(try c.answered() == nil)
         #expect(try c.routed().count == 2)
+    }
+
+    @Test("a record write refused before storage is answered here; one with an uncached token reaches the router whole")
+    func writesRefusedOrRouted() async throws {
+        let f = try await Fixture()
+        let c = try f.connection()
+        func post(_ body: String, token: String) -> [HTTPRequestPart] {
+            let head = HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/v1/storage/records", headerFields: [
+                .authorization: "Bearer token-\(token)", .contentType: "application/json",
+                .contentLength: String(body.utf8.count)])
+            let bytes = ByteBuffer(string: body)
+            return [.head(head), .body(bytes.getSlice(at: 0, length: 3)!),
+                    .body(bytes.getSlice(at: 3, length: bytes.readableBytes - 3)!), .end(nil)]
+        }
+        for part in post("{not json", token: "alice") { try c.channel.writeInbound(part) }
+        let (head, body) = try #require(try c.answered())
+        #expect(head.status == .badRequest)
+        #expect(body == String(buffer: JSONBody.errorBuffer("the record body is not valid: not JSON")))
+        #expect(try c.routed().isEmpty)
+
+        let wrongWriter = #"{"meta":{"writer_id":"\#(f.bob)","user_id":"\#(f.bob)","type":"t"},"data":{"f":"x"}}"#
+        for part in post(wrongWriter, token: "alice") { try c.channel.writeInbound(part) }
+        #expect(try c.answered()?.0.status == .forbidden)
+
+        let text = #"{"meta":{"writer_id":"x","user_id":"x","type":"t"},"data":{"f":"x"}}"#
+        for part in post(text, token: "unknown") { try c.channel.writeInbound(part) }
+        #expect(try c.answered() == nil)
+        let parts = try c.routed()
+        #expect(parts.count == 3)  // the head, the body held so far in one part, the end
+        guard case .body(let routedBody)? = parts.dropFirst().first else {
+            Issue.record("no body reached the router")
+            return
+        }
+        #expect(String(buffer: routedBody) == text)
     }
 
     @Test("the Date header is RFC 9110's IMF-fixdate")

@@ -1,0 +1,246 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// Answers record reads and writes in the channel pipeline, on the connection's event loop, when they need no
+/// suspension there: `GET /v1/storage/records/{id}` with a Bearer token in the cache and a storage that reads
+/// without suspending (SQLite), and `POST /v1/storage/records` with a Bearer token in the cache (either storage).
+/// Everything else goes on to Hummingbird's router unchanged.
+///
+/// Record reads and writes are the API's most frequent requests. Through the router each also pays for a Swift
+/// task's resumptions on the global executor, the asynchronous channel's hand-offs between the event loop and that
+/// task, and building the request and response values: for a read, several times the work of the read itself
+/// (docs/performance.md, "Record reads in the pipeline"). Here a read is answered in one call on the event loop;
+/// a write's body is decoded and checked there and its row submitted to the storage's grouped inserts, whose
+/// completion comes back to the loop to write the answer.
+///
+/// The answers are ``E3DBService/readRecordNow(authorization:id:)`` and
+/// ``E3DBService/writeRecordNow(authorization:body:completion:)``, which share their checks, bodies and refusals
+/// with the router's routes; when they decline (token not cached, a read's storage failure, PostgreSQL reads, a
+/// path that is not exactly a UUID) the request is handed to the router as if this handler were not there.
+/// Requests keep their order: while a response from the router is outstanding on the connection (HTTP/1.1
+/// pipelining), every request goes to the router, and while a write here waits for its commit, later requests
+/// wait here and nothing more is read from the socket. Every request also goes to the router once the socket's
+/// send buffer is full (the router's writer waits for it: a client that pipelines requests without reading the
+/// answers is held back there) and after a routed one that asked to close the connection. Answers are flushed
+/// once per socket read. The handler sits after Hummingbird's connection-state handler, which therefore sees every
+/// request and response (idle timeout, graceful shutdown), and it counts and logs what it answers like the router.
+final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    static let route = "/v1/storage/records/*"
+    static let writeRoute = "/v1/storage/records"
+    private static let prefix = "/v1/storage/records/"
+    private static let uuidLength = 36
+
+    private let service: E3DBService
+    /// A matching request head waiting for its end, and when it arrived.
+    private var held: (head: HTTPRequest, started: ContinuousClock.Instant)?
+    /// The body of a held record write, as it arrives.
+    private var heldBody = ByteBuffer()
+    /// A record write submitted to storage whose answer is not written yet: later request parts wait in
+    /// `deferred`, and reads from the socket wait too (`readWithheld`), until it is.
+    private var writing = false
+    private var deferred: [HTTPRequestPart] = []
+    private var readWithheld = false
+    /// Requests handed to the router whose response has not ended yet.
+    private var routed = 0
+    /// A routed request asked to close the connection (or the router wrote a response nobody asked for, as for a
+    /// parse error): the router ends the connection, and nothing more is answered here.
+    private var closing = false
+    /// Answers written since the last flush.
+    private var unflushed = false
+
+    init(service: E3DBService) { self.service = service }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        if writing {
+            deferred.append(part)
+            return
+        }
+        handle(part, context: context)
+    }
+
+    private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        switch part {
+        case .head(let head):
+            if routed == 0, !closing, context.channel.isWritable,
+               (Self.mayRead(head) && service.nonSuspendingReads != nil) || mayWrite(head) {
+                held = (head, .now)
+                heldBody.clear()
+                return
+            }
+            route(head)
+        case .body(let chunk):
+            if let (head, _) = held {
+                var chunk = chunk
+                if head.method == .post, heldBody.readableBytes + chunk.readableBytes <= declaredLength(head) {
+                    heldBody.writeBuffer(&chunk)
+                    return
+                }
+                // A GET with a body, or more body than declared: the router decides what to make of it.
+                routeHeld(head, context: context)
+            }
+        case .end:
+            if let (head, started) = held {
+                held = nil
+                if answer(head, started: started, context: context) { return }
+                routeHeld(head, context: context)
+            }
+        }
+        context.fireChannelRead(wrapInboundOut(part))
+    }
+
+    /// Answers a held request whose end arrived, or returns `false` for the router.
+    private func answer(_ head: HTTPRequest, started: ContinuousClock.Instant, context: ChannelHandlerContext) -> Bool {
+        guard let authorization = head.headerFields[.authorization] else { return false }
+        if head.method == .get {
+            guard let answer = service.readRecordNow(authorization: authorization, id: Self.id(head)) else {
+                return false
+            }
+            write(answer.status, answer.body, context: context)
+            service.finished(method: .get, route: Self.route, status: answer.status, started: started, inPipeline: true)
+            return true
+        }
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        let outcome = service.writeRecordNow(authorization: authorization, body: Data(heldBody.readableBytesView)) {
+            status, body in
+            loop.execute { bound.value.0.written(status, body, started: started, context: bound.value.1) }
+        }
+        switch outcome {
+        case .route:
+            return false
+        case .answered(let status, let body):
+            write(status, body, context: context)
+            service.finished(method: .post, route: Self.writeRoute, status: status, started: started, inPipeline: true)
+        case .submitted:
+            writing = true
+        }
+        return true
+    }
+
+    /// The answer of a submitted record write, on the event loop: written and flushed, then the request parts that
+    /// arrived meanwhile are handled and reading resumes.
+    private func written(_ status: HTTPResponse.Status, _ body: ByteBuffer, started: ContinuousClock.Instant,
+                         context: ChannelHandlerContext) {
+        writing = false
+        write(status, body, context: context)
+        service.finished(method: .post, route: Self.writeRoute, status: status, started: started, inPipeline: true)
+        while !writing, !deferred.isEmpty { handle(deferred.removeFirst(), context: context) }
+        unflushed = false
+        context.flush()
+        if !writing, readWithheld {
+            readWithheld = false
+            context.read()
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if writing { readWithheld = true } else { context.read() }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if unflushed {
+            unflushed = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            routed -= 1
+            if routed < 0 { closing = true }
+        }
+        context.write(data, promise: promise)
+    }
+
+    /// Counts a request handed to the router (the caller passes its head on).
+    private func route(_ head: HTTPRequest) {
+        routed += 1
+        if let connection = head.headerFields[.connection], connection.lowercased() != "keep-alive" { closing = true }
+    }
+
+    /// Hands a held request to the router: its head, and the body held so far.
+    private func routeHeld(_ head: HTTPRequest, context: ChannelHandlerContext) {
+        held = nil
+        route(head)
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+        if heldBody.readableBytes > 0 {
+            context.fireChannelRead(wrapInboundOut(.body(heldBody)))
+            heldBody = ByteBuffer()
+        }
+    }
+
+    /// A GET of exactly `/v1/storage/records/` and 36 characters, with a Bearer token, without a query, an
+    /// `Expect` or a `Connection` header (the router closes connections and refuses expectations).
+    private static func mayRead(_ head: HTTPRequest) -> Bool {
+        guard head.method == .get, let path = head.path, path.utf8.count == prefix.utf8.count + uuidLength,
+              path.hasPrefix(prefix), head.headerFields[.authorization] != nil,
+              head.headerFields[.connection] == nil, head.headerFields[.expect] == nil else { return false }
+        return true
+    }
+
+    /// A POST of exactly `/v1/storage/records` with an authorization, a `Content-Length` within the server's body
+    /// limit, and no `Expect`, `Connection` or `Transfer-Encoding` header.
+    private func mayWrite(_ head: HTTPRequest) -> Bool {
+        guard head.method == .post, head.path == Self.writeRoute, head.headerFields[.authorization] != nil,
+              head.headerFields[.connection] == nil, head.headerFields[.expect] == nil,
+              head.headerFields[.transferEncoding] == nil else { return false }
+        let length = declaredLength(head)
+        return length > 0 && length <= service.configuration.maxBodySize
+    }
+
+    /// The request's `Content-Length`, or -1.
+    private func declaredLength(_ head: HTTPRequest) -> Int {
+        head.headerFields[.contentLength].flatMap(Int.init) ?? -1
+    }
+
+    private static func id(_ head: HTTPRequest) -> String { String(head.path?.dropFirst(prefix.count) ?? "") }
+
+    /// Writes a JSON response with the headers the router's responses carry (`Content-Type`, `Content-Length`,
+    /// `Date`).
+    private func write(_ status: HTTPResponse.Status, _ body: ByteBuffer, context: ChannelHandlerContext) {
+        let head = HTTPResponse(status: status, headerFields: [
+            .contentType: "application/json", .contentLength: String(body.readableBytes), .date: HTTPDate.now(),
+        ])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.write(wrapOutboundOut(.end(nil)), promise: nil)
+        unflushed = true
+    }
+}
+
+/// The `Date` header value (RFC 9110 IMF-fixdate, always GMT), formatted at most once a second.
+enum HTTPDate {
+    private static let cached = Mutex<(second: Int, text: String)>((-1, ""))
+    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    static func now() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let second = Int(now.tv_sec)
+        return cached.withLock { cached in
+            if cached.second != second { cached = (second, format(second)) }
+            return cached.text
+        }
+    }
+
+    /// `Thu, 26 Nov 2026 14:00:01 GMT` for seconds since 1970.
+    static func format(_ seconds: Int) -> String {
+        var time = time_t(seconds)
+        var t = tm()
+        gmtime_r(&time, &t)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(days[Int(t.tm_wday)]), \(two(t.tm_mday)) \(months[Int(t.tm_mon)]) \(t.tm_year + 1900) "
+            + "\(two(t.tm_hour)):\(two(t.tm_min)):\(two(t.tm_sec)) GMT"
+    }
+}

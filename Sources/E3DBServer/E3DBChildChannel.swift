@@ -3,7 +3,7 @@ import Logging
 import NIOCore
 
 /// The server's child channel: Hummingbird's HTTP/1.1 channel (`base`, possibly inside TLS) with
-/// ``RecordFastPath`` after its connection-state handler when `recordReads` is given, and, with `onLoop`
+/// ``RecordFastPath`` after its connection-state handler when `fastPath` is given, and, with `onLoop`
 /// (`--handlers-on-event-loop`), each connection handled on its own event loop: the connection's task prefers an executor
 /// that runs its jobs on the channel's event loop, so reading a request, running the route and writing the
 /// response happen on the thread that owns the socket. Hummingbird's default runs every connection's task on the
@@ -16,11 +16,11 @@ struct E3DBChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let base: Base
     let onLoop: Bool
     /// The service whose record reads and writes ``RecordFastPath`` answers; `nil`: every request goes to the router.
-    let recordReads: E3DBService?
+    let fastPath: E3DBService?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let configured = base.setup(channel: channel, logger: logger)
-        guard let service = recordReads else { return configured }
+        guard let service = fastPath else { return configured }
         return configured.flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             try pipeline.addHandler(RecordFastPath(service: service),

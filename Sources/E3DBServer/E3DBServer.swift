@@ -105,10 +105,10 @@ public enum E3DBServer {
         let onLoop = configuration.handlersOnEventLoop
         // Record writes are answered in the pipeline on both backends, record reads only where storage reads
         // without suspending (SQLite).
-        let recordReads = configuration.recordFastPath ? service : nil
+        let fastPath = configuration.recordFastPath ? service : nil
         let http1 = HTTPServerBuilder { responder in
             E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
-                             onLoop: onLoop, recordReads: recordReads)
+                             onLoop: onLoop, fastPath: fastPath)
         }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
@@ -126,7 +126,7 @@ public enum E3DBServer {
             server = HTTPServerBuilder { responder in
                 E3DBChildChannel(base: try TLSChannel(
                     HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
-                                 onLoop: onLoop, recordReads: recordReads)
+                                 onLoop: onLoop, fastPath: fastPath)
             }
         default:
             throw StorageError(.unavailable, "TLS needs both a certificate and a key")

@@ -85,25 +85,29 @@ extension E3DBService {
     }
 
     /// `POST /v1/storage/records` without suspending, for ``RecordFastPath``: the body is decoded and checked on
-    /// the calling thread and the row submitted to the storage's grouped inserts, whose completion gets the router's
-    /// status and body (201 with the record, or the refusal of a failed insert) from the thread that wrote it.
+    /// the calling thread and the row submitted to the storage's grouped inserts, whose completion gets the outcome
+    /// from the thread that wrote it (``writeAnswer(_:)`` turns it into the router's status and body).
     func writeRecordNow(authorization: String, body: Data,
-                        completion: @escaping @Sendable (HTTPResponse.Status, ByteBuffer) -> Void) -> PipelineWrite {
+                        completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) -> PipelineWrite {
         guard let caller = cachedBearerClient(authorization) else { return .route }
         let row: RecordRow
         do { row = try newRecord(body, caller: caller) } catch {
             let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
             return .answered(status, JSONBody.errorBuffer(message))
         }
-        storage.insertRecord(row) { [self] result in
-            switch result {
-            case .success(let row): completion(.created, RecordJSON.render(row))
-            case .failure(let error):
-                let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
-                completion(status, JSONBody.errorBuffer(message))
-            }
-        }
+        storage.insertRecord(row, completion: completion)
         return .submitted
+    }
+
+    /// The router's answer to a record write that reached storage: 201 with the record, or the refusal of a failed
+    /// insert.
+    func writeAnswer(_ result: Result<RecordRow, any Error>) -> (HTTPResponse.Status, ByteBuffer) {
+        switch result {
+        case .success(let row): return (.created, RecordJSON.render(row))
+        case .failure(let error):
+            let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
+            return (status, JSONBody.errorBuffer(message))
+        }
     }
 
     /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).

@@ -43,11 +43,14 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var held: (head: HTTPRequest, started: ContinuousClock.Instant)?
     /// The body of a held record write, as it arrives.
     private var heldBody = ByteBuffer()
-    /// A record write submitted to storage whose answer is not written yet: later request parts wait in
-    /// `deferred`, and reads from the socket wait too (`readWithheld`), until it is.
+    /// A record write submitted to storage whose answer is not written yet: later request parts, events (end of
+    /// input) and errors wait in `deferred`, in order, and reads from the socket wait too (`readWithheld`), until
+    /// it is.
     private var writing = false
-    private var deferred: [HTTPRequestPart] = []
+    private var deferred = CircularBuffer<Deferred>()
     private var readWithheld = false
+    /// Parts passed to the router since the last read-complete (which is what makes it take them).
+    private var forwarded = false
     /// Requests handed to the router whose response has not ended yet.
     private var routed = 0
     /// A routed request asked to close the connection (or the router wrote a response nobody asked for, as for a
@@ -56,15 +59,32 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// Answers written since the last flush.
     private var unflushed = false
 
+    /// Record writes with a larger body go to the router: a body is decoded on the event loop.
+    static let largestWriteHere = 64 << 10
+
+    private enum Deferred {
+        case part(HTTPRequestPart)
+        case event(Any)
+        case error(any Error)
+    }
+
     init(service: E3DBService) { self.service = service }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         if writing {
-            deferred.append(part)
+            deferred.append(.part(part))
             return
         }
         handle(part, context: context)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if writing { deferred.append(.event(event)) } else { context.fireUserInboundEventTriggered(event) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if writing { deferred.append(.error(error)) } else { context.fireErrorCaught(error) }
     }
 
     private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
@@ -94,6 +114,11 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 routeHeld(head, context: context)
             }
         }
+        forward(part, context: context)
+    }
+
+    private func forward(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        forwarded = true
         context.fireChannelRead(wrapInboundOut(part))
     }
 
@@ -111,8 +136,8 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         let outcome = service.writeRecordNow(authorization: authorization, body: Data(heldBody.readableBytesView)) {
-            status, body in
-            loop.execute { bound.value.0.written(status, body, started: started, context: bound.value.1) }
+            result in
+            loop.execute { bound.value.0.written(result, started: started, context: bound.value.1) }
         }
         switch outcome {
         case .route:
@@ -126,16 +151,32 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         return true
     }
 
-    /// The answer of a submitted record write, on the event loop: written and flushed, then the request parts that
-    /// arrived meanwhile are handled and reading resumes.
-    private func written(_ status: HTTPResponse.Status, _ body: ByteBuffer, started: ContinuousClock.Instant,
+    /// The outcome of a submitted record write, on the event loop: its answer written and flushed, then what
+    /// arrived meanwhile handled in order (and handed to the router with a read-complete when any of it went
+    /// there), and reading resumed.
+    private func written(_ result: Result<RecordRow, any Error>, started: ContinuousClock.Instant,
                          context: ChannelHandlerContext) {
         writing = false
+        let (status, body) = service.writeAnswer(result)
         write(status, body, context: context)
-        service.finished(method: .post, route: Self.writeRoute, status: status, started: started, inPipeline: true)
-        while !writing, !deferred.isEmpty { handle(deferred.removeFirst(), context: context) }
         unflushed = false
-        context.flush()
+        context.flush()  // before anything deferred reaches the router, which may close the connection
+        service.finished(method: .post, route: Self.writeRoute, status: status, started: started, inPipeline: true)
+        while !writing, let next = deferred.popFirst() {
+            switch next {
+            case .part(let part): handle(part, context: context)
+            case .event(let event): context.fireUserInboundEventTriggered(event)
+            case .error(let error): context.fireErrorCaught(error)
+            }
+        }
+        if unflushed {
+            unflushed = false
+            context.flush()
+        }
+        if forwarded {
+            forwarded = false
+            context.fireChannelReadComplete()
+        }
         if !writing, readWithheld {
             readWithheld = false
             context.read()
@@ -151,6 +192,7 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             unflushed = false
             context.flush()
         }
+        forwarded = false
         context.fireChannelReadComplete()
     }
 
@@ -172,9 +214,9 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private func routeHeld(_ head: HTTPRequest, context: ChannelHandlerContext) {
         held = nil
         route(head)
-        context.fireChannelRead(wrapInboundOut(.head(head)))
+        forward(.head(head), context: context)
         if heldBody.readableBytes > 0 {
-            context.fireChannelRead(wrapInboundOut(.body(heldBody)))
+            forward(.body(heldBody), context: context)
             heldBody = ByteBuffer()
         }
     }
@@ -188,14 +230,17 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         return true
     }
 
-    /// A POST of exactly `/v1/storage/records` with an authorization, a `Content-Length` within the server's body
-    /// limit, and no `Expect`, `Connection` or `Transfer-Encoding` header.
+    /// A POST of exactly `/v1/storage/records` with a Bearer token in the cache, a `Content-Length` of at most
+    /// ``largestWriteHere`` and the server's body limit, and no `Expect`, `Connection` or `Transfer-Encoding`
+    /// header.
     private func mayWrite(_ head: HTTPRequest) -> Bool {
         guard head.method == .post, head.path == Self.writeRoute, head.headerFields[.authorization] != nil,
               head.headerFields[.connection] == nil, head.headerFields[.expect] == nil,
               head.headerFields[.transferEncoding] == nil else { return false }
         let length = declaredLength(head)
-        return length > 0 && length <= service.configuration.maxBodySize
+        guard length > 0, length <= min(service.configuration.maxBodySize, Self.largestWriteHere),
+              let authorization = head.headerFields[.authorization] else { return false }
+        return service.cachedBearerClient(authorization) != nil  // else the router authenticates: no body held here
     }
 
     /// The request's `Content-Length`, or -1.

@@ -74,22 +74,19 @@ extension E3DBService {
             recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID())
     }
 
-    /// What ``writeRecordNow(authorization:body:completion:)`` did with a record write.
+    /// What ``writeRecordNow(caller:body:completion:)`` did with a record write.
     enum PipelineWrite {
-        /// The request needs the router: the token is not in the cache.
-        case route
         /// Refused before storage (the body or its members): the router's status and body.
         case answered(HTTPResponse.Status, ByteBuffer)
         /// Submitted to storage: the completion will be called once.
         case submitted
     }
 
-    /// `POST /v1/storage/records` without suspending, for ``RecordFastPath``: the body is decoded and checked on
-    /// the calling thread and the row submitted to the storage's grouped inserts, whose completion gets the outcome
+    /// `POST /v1/storage/records` by `caller` (the client of a cached Bearer token) without suspending, for
+    /// ``RecordFastPath``: the body is decoded and checked on the calling thread and the row submitted to the storage's grouped inserts, whose completion gets the outcome
     /// from the thread that wrote it (``writeAnswer(_:)`` turns it into the router's status and body).
-    func writeRecordNow(authorization: String, body: Data,
+    func writeRecordNow(caller: ClientRow, body: Data,
                         completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) -> PipelineWrite {
-        guard let caller = cachedBearerClient(authorization) else { return .route }
         let row: RecordRow
         do { row = try newRecord(body, caller: caller) } catch {
             let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
@@ -130,13 +127,12 @@ extension E3DBService {
         return try JSONBody.buffer(record(row, fields: fields))
     }
 
-    /// `GET /v1/storage/records/{id}` (no query) without suspending, for ``RecordFastPath``: the same status and
-    /// body as ``readRecord(_:id:)``, or `nil` when the request needs the router: the storage cannot read without
-    /// suspending (PostgreSQL), the authorization is not a Bearer token in the cache (the router authenticates it
-    /// and fills the cache), `id` is not a UUID, or the storage failed (the router reports it).
-    func readRecordNow(authorization: String, id: String) -> (status: HTTPResponse.Status, body: ByteBuffer)? {
-        guard let reads = nonSuspendingReads, let caller = cachedBearerClient(authorization),
-              let id = canonicalUUID(id) else { return nil }
+    /// `GET /v1/storage/records/{id}` (no query) by `caller` (the client of a cached Bearer token) without
+    /// suspending, for ``RecordFastPath``: the same status and body as ``readRecord(_:id:)``, or `nil` when the
+    /// request needs the router: the storage cannot read without suspending (PostgreSQL), `id` is not a UUID, or the
+    /// storage failed (the router reports it).
+    func readRecordNow(caller: ClientRow, id: String) -> (status: HTTPResponse.Status, body: ByteBuffer)? {
+        guard let reads = nonSuspendingReads, let id = canonicalUUID(id) else { return nil }
         do {
             guard let row = try reads.readableRecordNow(id: id, readerID: caller.clientID) else {
                 return (Self.unreadableRecord.status, JSONBody.errorBuffer(Self.unreadableRecord.message))

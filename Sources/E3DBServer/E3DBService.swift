@@ -20,7 +20,7 @@ final class E3DBService: Sendable {
     let logger: Logger
     /// The Prometheus registry when `/metrics` is served.
     let metrics: PrometheusCollectorRegistry?
-    /// The storage when it can read records without suspending (SQLite), for ``readRecordNow(authorization:id:)``.
+    /// The storage when it can read records without suspending (SQLite), for ``readRecordNow(caller:id:)``.
     let nonSuspendingReads: (any NonSuspendingRecordReads)?
 
     init(storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,

@@ -16,8 +16,8 @@ import Synchronization
 /// a write's body is decoded and checked there and its row submitted to the storage's grouped inserts, whose
 /// completion comes back to the loop to write the answer.
 ///
-/// The answers are ``E3DBService/readRecordNow(authorization:id:)`` and
-/// ``E3DBService/writeRecordNow(authorization:body:completion:)``, which share their checks, bodies and refusals
+/// The answers are ``E3DBService/readRecordNow(caller:id:)`` and
+/// ``E3DBService/writeRecordNow(caller:body:completion:)``, which share their checks, bodies and refusals
 /// with the router's routes; when they decline (token not cached, a read's storage failure, PostgreSQL reads, a
 /// path that is not exactly a UUID) the request is handed to the router as if this handler were not there.
 /// Requests keep their order: while a response from the router is outstanding on the connection (HTTP/1.1
@@ -39,8 +39,9 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private static let uuidLength = 36
 
     private let service: E3DBService
-    /// A matching request head waiting for its end, and when it arrived.
-    private var held: (head: HTTPRequest, started: ContinuousClock.Instant)?
+    /// A matching request head waiting for its end, when it arrived, and its caller (the Bearer token's client,
+    /// looked up once, when the head arrived).
+    private var held: (head: HTTPRequest, started: ContinuousClock.Instant, caller: ClientRow)?
     /// The body of a held record write, as it arrives.
     private var heldBody = ByteBuffer()
     /// A record write submitted to storage whose answer is not written yet: later request parts, events (end of
@@ -91,14 +92,16 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         switch part {
         case .head(let head):
             if routed == 0, !closing, context.channel.isWritable,
-               (Self.mayRead(head) && service.nonSuspendingReads != nil) || mayWrite(head) {
-                held = (head, .now)
+               (Self.mayRead(head) && service.nonSuspendingReads != nil) || mayWrite(head),
+               let authorization = head.headerFields[.authorization],
+               let caller = service.cachedBearerClient(authorization) {  // else the router authenticates
+                held = (head, .now, caller)
                 heldBody.clear()
                 return
             }
             route(head)
         case .body(let chunk):
-            if let (head, _) = held {
+            if let (head, _, _) = held {
                 var chunk = chunk
                 if head.method == .post, heldBody.readableBytes + chunk.readableBytes <= declaredLength(head) {
                     heldBody.writeBuffer(&chunk)
@@ -108,9 +111,9 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 routeHeld(head, context: context)
             }
         case .end:
-            if let (head, started) = held {
+            if let (head, started, caller) = held {
                 held = nil
-                if answer(head, started: started, context: context) { return }
+                if answer(head, caller: caller, started: started, context: context) { return }
                 routeHeld(head, context: context)
             }
         }
@@ -123,30 +126,21 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Answers a held request whose end arrived, or returns `false` for the router.
-    private func answer(_ head: HTTPRequest, started: ContinuousClock.Instant, context: ChannelHandlerContext) -> Bool {
-        guard let authorization = head.headerFields[.authorization] else { return false }
+    private func answer(_ head: HTTPRequest, caller: ClientRow, started: ContinuousClock.Instant,
+                        context: ChannelHandlerContext) -> Bool {
         if head.method == .get {
-            guard let answer = service.readRecordNow(authorization: authorization, id: Self.id(head)) else {
-                return false
-            }
-            write(answer.status, answer.body, context: context)
-            service.finished(method: .get, route: Self.route, status: answer.status, started: started, inPipeline: true)
+            guard let answer = service.readRecordNow(caller: caller, id: Self.id(head)) else { return false }
+            reply(answer.status, answer.body, to: .get, started: started, context: context)
             return true
         }
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
-        let outcome = service.writeRecordNow(authorization: authorization, body: Data(heldBody.readableBytesView)) {
-            result in
+        let outcome = service.writeRecordNow(caller: caller, body: Data(heldBody.readableBytesView)) { result in
             loop.execute { bound.value.0.written(result, started: started, context: bound.value.1) }
         }
         switch outcome {
-        case .route:
-            return false
-        case .answered(let status, let body):
-            write(status, body, context: context)
-            service.finished(method: .post, route: Self.writeRoute, status: status, started: started, inPipeline: true)
-        case .submitted:
-            writing = true
+        case .answered(let status, let body): reply(status, body, to: .post, started: started, context: context)
+        case .submitted: writing = true
         }
         return true
     }
@@ -158,10 +152,8 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                          context: ChannelHandlerContext) {
         writing = false
         let (status, body) = service.writeAnswer(result)
-        write(status, body, context: context)
-        unflushed = false
-        context.flush()  // before anything deferred reaches the router, which may close the connection
-        service.finished(method: .post, route: Self.writeRoute, status: status, started: started, inPipeline: true)
+        reply(status, body, to: .post, started: started, context: context)
+        flushIfNeeded(context)  // before anything deferred reaches the router, which may close the connection
         while !writing, let next = deferred.popFirst() {
             switch next {
             case .part(let part): handle(part, context: context)
@@ -169,10 +161,7 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             case .error(let error): context.fireErrorCaught(error)
             }
         }
-        if unflushed {
-            unflushed = false
-            context.flush()
-        }
+        flushIfNeeded(context)
         if forwarded {
             forwarded = false
             context.fireChannelReadComplete()
@@ -188,10 +177,7 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unflushed {
-            unflushed = false
-            context.flush()
-        }
+        flushIfNeeded(context)
         forwarded = false
         context.fireChannelReadComplete()
     }
@@ -238,9 +224,7 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
               head.headerFields[.connection] == nil, head.headerFields[.expect] == nil,
               head.headerFields[.transferEncoding] == nil else { return false }
         let length = declaredLength(head)
-        guard length > 0, length <= min(service.configuration.maxBodySize, Self.largestWriteHere),
-              let authorization = head.headerFields[.authorization] else { return false }
-        return service.cachedBearerClient(authorization) != nil  // else the router authenticates: no body held here
+        return length > 0 && length <= min(service.configuration.maxBodySize, Self.largestWriteHere)
     }
 
     /// The request's `Content-Length`, or -1.
@@ -252,6 +236,20 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes a JSON response with the headers the router's responses carry (`Content-Type`, `Content-Length`,
     /// `Date`).
+    /// Writes an answer (``write(_:_:context:)``) and counts and logs it like the router's.
+    private func reply(_ status: HTTPResponse.Status, _ body: ByteBuffer, to method: HTTPRequest.Method,
+                       started: ContinuousClock.Instant, context: ChannelHandlerContext) {
+        write(status, body, context: context)
+        service.finished(method: method, route: method == .get ? Self.route : Self.writeRoute, status: status,
+                         started: started, inPipeline: true)
+    }
+
+    private func flushIfNeeded(_ context: ChannelHandlerContext) {
+        guard unflushed else { return }
+        unflushed = false
+        context.flush()
+    }
+
     private func write(_ status: HTTPResponse.Status, _ body: ByteBuffer, context: ChannelHandlerContext) {
         let head = HTTPResponse(status: status, headerFields: [
             .contentType: "application/json", .contentLength: String(body.readableBytes), .date: HTTPDate.now(),

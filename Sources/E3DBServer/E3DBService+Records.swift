@@ -143,6 +143,31 @@ extension E3DBService {
         }
     }
 
+    /// `GET /v1/storage/records/{id}` (no query) by `caller` for ``RecordFastPath`` when the storage reads only
+    /// with suspension (PostgreSQL): the read is submitted to the storage's grouped reads, whose completion gets
+    /// the outcome from the thread that read it (``readAnswer(_:)`` turns it into the router's status and body).
+    /// Returns `false`, submitting nothing, when `id` is not a UUID (the router answers that).
+    func readRecordLater(caller: ClientRow, id: String,
+                         completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void) -> Bool {
+        guard let id = canonicalUUID(id) else { return false }
+        storage.record(id: id, readableBy: caller.clientID, completion: completion)
+        return true
+    }
+
+    /// The router's answer to a record read that reached storage: 200 with the record, 404 when it is missing or
+    /// not readable, or the refusal of a failed read.
+    func readAnswer(_ result: Result<RecordRow?, any Error>) -> (HTTPResponse.Status, ByteBuffer) {
+        do {
+            guard let row = try result.get() else {
+                return (Self.unreadableRecord.status, JSONBody.errorBuffer(Self.unreadableRecord.message))
+            }
+            return (.ok, try readBody(row, fields: []))
+        } catch {
+            let (status, message) = refusal(error, route: RecordFastPath.route)
+            return (status, JSONBody.errorBuffer(message))
+        }
+    }
+
     /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
     static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) -> Response {
         Response(status: status, headers: [.contentType: "application/json"],

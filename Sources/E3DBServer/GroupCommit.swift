@@ -1,30 +1,38 @@
 import Synchronization
 
-/// Group commit: items submitted concurrently are written together, in one transaction, by one writer task.
+/// Group commit: items submitted concurrently are written together, in one statement or transaction, by one
+/// writer task per lane.
 ///
-/// A submitter that finds nobody writing writes its own item at once, on its own task; whatever arrives while a
-/// write runs waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is no
-/// added delay or thread hop when writes do not overlap and one commit per batch when they do. When a batch fails, its items are retried one transaction each, so that one bad item
-/// fails only its own caller, unless the backend is unavailable, which fails the whole batch at once.
+/// A submitter that finds a lane free writes its own item at once, on its own task; whatever arrives while every
+/// lane is busy waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is
+/// no added delay or thread hop when writes do not overlap and one statement per batch when they do. With one lane
+/// (inserts) batches run one after the other; with several (the PostgreSQL backend's grouped record reads) up to
+/// that many run at once. When a batch fails, its items are retried one at a time, so that one bad item fails only
+/// its own caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Called once with an item's outcome, on the thread of the task that wrote it.
     typealias Completion = @Sendable (Result<Output, any Error>) -> Void
     private typealias Waiter = Completion
     private struct State {
         var queue: [(Item, Waiter)] = []
-        var draining = false
+        /// Lanes writing now (at most `lanes`).
+        var busy = 0
     }
 
     private let state = Mutex(State())
     /// Most items in one transaction.
     let maxBatch: Int
+    /// Most batches written at once.
+    let lanes: Int
     private let write: @Sendable ([Item]) async throws -> [Output]
 
     /// - Parameters:
     ///   - maxBatch: most items in one transaction.
+    ///   - lanes: most batches written at once (1: one after the other).
     ///   - write: writes the items in one transaction, returning one output per item in order.
-    init(maxBatch: Int = 256, write: @escaping @Sendable ([Item]) async throws -> [Output]) {
+    init(maxBatch: Int = 256, lanes: Int = 1, write: @escaping @Sendable ([Item]) async throws -> [Output]) {
         self.maxBatch = max(1, maxBatch)
+        self.lanes = max(1, lanes)
         self.write = write
     }
 
@@ -34,8 +42,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// - Throws: the error of its own write.
     func submit(_ item: Item) async throws -> Output {
         let leads = state.withLock { state in
-            if state.draining { return false }
-            state.draining = true
+            if state.busy >= lanes { return false }
+            state.busy += 1
             return true
         }
         if leads { return try await writeAlone(item) }
@@ -55,14 +63,14 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     private func enqueue(_ item: Item, _ waiter: @escaping Waiter) {
         let lead = state.withLock { state in
             state.queue.append((item, waiter))
-            if state.draining { return false }
-            state.draining = true
+            if state.busy >= lanes { return false }
+            state.busy += 1
             return true
         }
         if lead { Task { await self.drain() } }
     }
 
-    /// Nobody was writing: the caller writes its own item at once on its own task (no drain task and no hop
+    /// A lane was free: the caller writes its own item at once on its own task (no drain task and no hop
     /// to it), then leaves whatever arrived meanwhile to a drain task, so it does not wait for others' writes.
     private func writeAlone(_ item: Item) async throws -> Output {
         let result: Result<Output, any Error>
@@ -77,7 +85,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         }
         let more = state.withLock { state in
             if state.queue.isEmpty {
-                state.draining = false
+                state.busy -= 1
                 return false
             }
             return true
@@ -90,7 +98,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         while true {
             let batch: [(Item, Waiter)] = state.withLock { state in
                 guard !state.queue.isEmpty else {
-                    state.draining = false
+                    state.busy -= 1
                     return []
                 }
                 let n = min(maxBatch, state.queue.count)

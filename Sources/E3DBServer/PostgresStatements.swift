@@ -69,6 +69,41 @@ enum PostgresStatements {
         func decodeRow(_ row: PostgresRow) throws -> Row { try PostgresStorage.record(row) }
     }
 
+    /// A group of record reads, each with its read check (as ``ReadableRecord``), in one statement: a row per
+    /// readable record with the 1-based position of its request; missing and unreadable records have no row.
+    struct ReadableRecords: PostgresPreparedStatement {
+        static let name = "e3dbkit_readable_records"
+        static let sql = """
+            SELECT u.position, r.idx, r.record_id, r.writer_id, r.user_id, r.type, r.plain, r.data, r.rec_sig,
+                r.file_meta, r.created, r.last_modified, r.version
+            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, reader, position)
+            JOIN records r ON r.record_id = u.id
+            WHERE r.writer_id = u.reader OR EXISTS (SELECT 1 FROM policies p
+                WHERE p.user_id = r.user_id AND p.writer_id = r.writer_id AND p.reader_id = u.reader
+                    AND p.type = r.type AND p.can_read)
+            """
+        typealias Row = (position: Int64, record: RecordRow)
+
+        /// (record id, reader id) pairs.
+        var reads: [RecordRead]
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 2)
+            binds.append(reads.map(\.id))
+            binds.append(reads.map(\.readerID))
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (position, index, id, writer, user, type, plain, data, recSig, fileMeta, created, lastModified,
+                 version) = try row.decode((Int64, Int64, String, String, String, String, String, String, String?,
+                                            String?, Int64, Int64, String).self)
+            return (position, RecordRow(index: index, recordID: id, writerID: writer, userID: user, type: type,
+                                        plainJSON: plain, dataJSON: data, recSig: recSig, fileMetaJSON: fileMeta,
+                                        created: created, lastModified: lastModified, version: version))
+        }
+    }
+
     /// Inserts a group of records in one statement (one implicit transaction) and returns each one's index.
     ///
     /// The statement first takes the record-insert advisory lock (an uncorrelated subquery in `WHERE`, evaluated

@@ -4,25 +4,25 @@ import NIOCore
 import NIOHTTPTypes
 import Synchronization
 
-/// Answers record reads and writes in the channel pipeline, on the connection's event loop, when they need no
-/// suspension there: `GET /v1/storage/records/{id}` with a Bearer token in the cache and a storage that reads
-/// without suspending (SQLite), and `POST /v1/storage/records` with a Bearer token in the cache (either storage).
-/// Everything else goes on to Hummingbird's router unchanged.
+/// Answers record reads and writes in the channel pipeline, on the connection's event loop, without a Swift task:
+/// `GET /v1/storage/records/{id}` and `POST /v1/storage/records` with a Bearer token in the cache, on either
+/// storage. Everything else goes on to Hummingbird's router unchanged.
 ///
 /// Record reads and writes are the API's most frequent requests. Through the router each also pays for a Swift
 /// task's resumptions on the global executor, the asynchronous channel's hand-offs between the event loop and that
 /// task, and building the request and response values: for a read, several times the work of the read itself
-/// (docs/performance.md, "Record reads in the pipeline"). Here a read is answered in one call on the event loop;
-/// a write's body is decoded and checked there and its row submitted to the storage's grouped inserts, whose
-/// completion comes back to the loop to write the answer.
+/// (docs/performance.md, "Record reads in the pipeline"). Here a SQLite read is answered in one call on the event
+/// loop; a PostgreSQL read is submitted to the storage's grouped reads, and a write's body is decoded and checked
+/// on the loop and its row submitted to the storage's grouped inserts; their completions come back to the loop to
+/// write the answer.
 ///
 /// The answers are ``E3DBService/readRecordNow(caller:id:)`` and
-/// ``E3DBService/writeRecordNow(caller:body:completion:)``, which share their checks, bodies and refusals
-/// with the router's routes; when they decline (token not cached, a read's storage failure, PostgreSQL reads, a
-/// path that is not exactly a UUID) the request is handed to the router as if this handler were not there.
-/// Requests keep their order: while a response from the router is outstanding on the connection (HTTP/1.1
-/// pipelining), every request goes to the router, and while a write here waits for its commit, later requests
-/// wait here and nothing more is read from the socket. Every request also goes to the router once the socket's
+/// ``E3DBService/writeRecordNow(caller:body:completion:)`` (and `readRecordLater(caller:id:completion:)` for
+/// PostgreSQL), which share their checks, bodies and refusals with the router's routes; when they decline (token
+/// not cached, a SQLite read's storage failure, a path that is not exactly a UUID) the request is handed to the
+/// router as if this handler were not there. Requests keep their order: while a response from the router is
+/// outstanding on the connection (HTTP/1.1 pipelining), every request goes to the router, and while a read or
+/// write here waits for storage, later requests wait here and nothing more is read from the socket. Every request also goes to the router once the socket's
 /// send buffer is full (the router's writer waits for it: a client that pipelines requests without reading the
 /// answers is held back there) and after a routed one that asked to close the connection. Answers are flushed
 /// once per socket read. The handler sits after Hummingbird's connection-state handler, which therefore sees every
@@ -44,10 +44,10 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var held: (head: HTTPRequest, started: ContinuousClock.Instant, caller: ClientRow)?
     /// The body of a held record write, as it arrives.
     private var heldBody = ByteBuffer()
-    /// A record write submitted to storage whose answer is not written yet: later request parts, events (end of
-    /// input) and errors wait in `deferred`, in order, and reads from the socket wait too (`readWithheld`), until
-    /// it is.
-    private var writing = false
+    /// A record read or write submitted to storage whose answer is not written yet: later request parts, events
+    /// (end of input) and errors wait in `deferred`, in order, and reads from the socket wait too
+    /// (`readWithheld`), until it is.
+    private var waiting = false
     private var deferred = CircularBuffer<Deferred>()
     private var readWithheld = false
     /// Parts passed to the router since the last read-complete (which is what makes it take them).
@@ -73,7 +73,7 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        if writing {
+        if waiting {
             deferred.append(.part(part))
             return
         }
@@ -81,18 +81,18 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if writing { deferred.append(.event(event)) } else { context.fireUserInboundEventTriggered(event) }
+        if waiting { deferred.append(.event(event)) } else { context.fireUserInboundEventTriggered(event) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if writing { deferred.append(.error(error)) } else { context.fireErrorCaught(error) }
+        if waiting { deferred.append(.error(error)) } else { context.fireErrorCaught(error) }
     }
 
     private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let head):
             if routed == 0, !closing, context.channel.isWritable,
-               (Self.mayRead(head) && service.nonSuspendingReads != nil) || mayWrite(head),
+               Self.mayRead(head) || mayWrite(head),
                let authorization = head.headerFields[.authorization],
                let caller = service.cachedBearerClient(authorization) {  // else the router authenticates
                 held = (head, .now, caller)
@@ -128,33 +128,47 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// Answers a held request whose end arrived, or returns `false` for the router.
     private func answer(_ head: HTTPRequest, caller: ClientRow, started: ContinuousClock.Instant,
                         context: ChannelHandlerContext) -> Bool {
-        if head.method == .get {
-            guard let answer = service.readRecordNow(caller: caller, id: Self.id(head)) else { return false }
-            reply(answer.status, answer.body, to: .get, started: started, context: context)
-            return true
-        }
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
+        if head.method == .get {
+            if service.nonSuspendingReads != nil {
+                guard let answer = service.readRecordNow(caller: caller, id: Self.id(head)) else { return false }
+                reply(answer.status, answer.body, to: .get, started: started, context: context)
+                return true
+            }
+            let submitted = service.readRecordLater(caller: caller, id: Self.id(head)) { result in
+                loop.execute {
+                    let (handler, context) = bound.value
+                    let (status, body) = handler.service.readAnswer(result)
+                    handler.answered(status, body, to: .get, started: started, context: context)
+                }
+            }
+            if submitted { waiting = true }
+            return submitted
+        }
         let outcome = service.writeRecordNow(caller: caller, body: Data(heldBody.readableBytesView)) { result in
-            loop.execute { bound.value.0.written(result, started: started, context: bound.value.1) }
+            loop.execute {
+                let (handler, context) = bound.value
+                let (status, body) = handler.service.writeAnswer(result)
+                handler.answered(status, body, to: .post, started: started, context: context)
+            }
         }
         switch outcome {
         case .answered(let status, let body): reply(status, body, to: .post, started: started, context: context)
-        case .submitted: writing = true
+        case .submitted: waiting = true
         }
         return true
     }
 
-    /// The outcome of a submitted record write, on the event loop: its answer written and flushed, then what
-    /// arrived meanwhile handled in order (and handed to the router with a read-complete when any of it went
-    /// there), and reading resumed.
-    private func written(_ result: Result<RecordRow, any Error>, started: ContinuousClock.Instant,
-                         context: ChannelHandlerContext) {
-        writing = false
-        let (status, body) = service.writeAnswer(result)
-        reply(status, body, to: .post, started: started, context: context)
+    /// The answer of a submitted record read or write, on the event loop: written and flushed, then what arrived
+    /// meanwhile handled in order (and handed to the router with a read-complete when any of it went there), and
+    /// reading resumed.
+    private func answered(_ status: HTTPResponse.Status, _ body: ByteBuffer, to method: HTTPRequest.Method,
+                          started: ContinuousClock.Instant, context: ChannelHandlerContext) {
+        waiting = false
+        reply(status, body, to: method, started: started, context: context)
         flushIfNeeded(context)  // before anything deferred reaches the router, which may close the connection
-        while !writing, let next = deferred.popFirst() {
+        while !waiting, let next = deferred.popFirst() {
             switch next {
             case .part(let part): handle(part, context: context)
             case .event(let event): context.fireUserInboundEventTriggered(event)
@@ -166,14 +180,14 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             forwarded = false
             context.fireChannelReadComplete()
         }
-        if !writing, readWithheld {
+        if !waiting, readWithheld {
             readWithheld = false
             context.read()
         }
     }
 
     func read(context: ChannelHandlerContext) {
-        if writing { readWithheld = true } else { context.read() }
+        if waiting { readWithheld = true } else { context.read() }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

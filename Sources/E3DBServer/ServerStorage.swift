@@ -296,6 +296,10 @@ public protocol ServerStorage: Sendable {
     /// (user, writer, type) naming the reader); `nil` when it is missing or not readable. A backend answers it with
     /// one statement where it can; the default reads the record, then the policy when the reader is not the writer.
     func record(id: String, readableBy readerID: String) async throws -> RecordRow?
+    /// Reads as ``record(id:readableBy:)`` does and calls `completion` once with the outcome, from whichever
+    /// thread read it: for callers that cannot suspend (the server's pipeline read path).
+    func record(id: String, readableBy readerID: String,
+                completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void)
     /// Replaces `plain` (when given), `data` and `rec_sig` if the version matches.
     func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
                       newVersion: String, now: Int64) async throws -> VersionedOutcome
@@ -339,12 +343,28 @@ protocol NonSuspendingRecordReads: Sendable {
 
 extension SQLiteStorage: NonSuspendingRecordReads {}
 
+/// A record read by its id and its reader's id, one item of a group of reads.
+struct RecordRead: Sendable {
+    var id: String
+    var readerID: String
+}
+
 extension ServerStorage {
     /// Through a task that awaits ``insertRecord(_:)``.
     public func insertRecord(_ row: RecordRow,
                              completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) {
         Task {
             do { completion(.success(try await insertRecord(row))) } catch { completion(.failure(error)) }
+        }
+    }
+
+    /// Through a task that awaits ``record(id:readableBy:)``.
+    public func record(id: String, readableBy readerID: String,
+                       completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void) {
+        Task {
+            do { completion(.success(try await record(id: id, readableBy: readerID))) } catch {
+                completion(.failure(error))
+            }
         }
     }
 

@@ -150,6 +150,40 @@ struct HotPathTests {
         #expect(sizes.max() ?? 0 <= 64)
     }
 
+    @Test("with several lanes, up to that many groups are written at once, never more", arguments: [1, 3])
+    func groupCommitLanes(lanes: Int) async throws {
+        struct Running { var now = 0, most = 0, batches = 0 }
+        let running = Mutex(Running())
+        let commit = GroupCommit<Int, Int>(maxBatch: 16, lanes: lanes) { items in
+            running.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+                $0.batches += 1
+            }
+            try await Task.sleep(for: .milliseconds(20))
+            running.withLock { $0.now -= 1 }
+            return items.map { -$0 }
+        }
+        // Half through the waiting API, half through completions (the pipeline's), all at once.
+        let results = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for i in 0..<200 {
+                group.addTask {
+                    if i % 2 == 0 { return (i, try await commit.submit(i)) }
+                    return (i, try await withCheckedThrowingContinuation { continuation in
+                        commit.submit(i) { continuation.resume(with: $0) }
+                    })
+                }
+            }
+            return try await group.reduce(into: [Int: Int]()) { $0[$1.0] = $1.1 }
+        }
+        #expect(results.count == 200 && results.allSatisfy { $0.value == -$0.key })
+        let seen = running.withLock { $0 }
+        #expect(seen.now == 0)
+        #expect(seen.most <= lanes, "\(seen.most) groups at once with \(lanes) lane(s)")
+        if lanes > 1 { #expect(seen.most > 1, "the lanes were never used together") }
+        #expect(seen.batches < 200, "no group formed")
+    }
+
     @Test("a failing item fails only its own caller")
     func groupCommitIsolatesFailures() async throws {
         let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in

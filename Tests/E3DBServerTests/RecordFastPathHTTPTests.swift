@@ -9,7 +9,7 @@ import Glibc
 /// `RecordFastPath` in `e3dbkit server run`: its answers to record reads and writes against the router's (a second
 /// process on the same data directory with `--no-record-fast-path`), byte for byte but the `Date` and a new record's
 /// id, version and times, and request order on a connection that pipelines writes and reads.
-@Suite("Record reads and writes in the pipeline, over HTTP")
+@Suite("Record reads and writes in the pipeline, over HTTP", .serialized, .postgresServer)
 struct RecordFastPathHTTPTests {
     /// One HTTP/1.1 connection that writes requests as given (several in one write: pipelining) and reads
     /// responses framed by `Content-Length`.
@@ -124,15 +124,21 @@ struct RecordFastPathHTTPTests {
         return try #require(json["access_token"] as? String)
     }
 
-    @Test("the pipeline answers record reads and writes as the router does, in order with pipelined requests")
-    func sameAnswersAsTheRouter() async throws {
+    @Test("the pipeline answers record reads and writes as the router does, in order with pipelined requests",
+          arguments: ClientTestBackend.allCases)
+    func sameAnswersAsTheRouter(backend: ClientTestBackend) async throws {
+        var postgres: String?
+        if backend == .postgres {  // reads wait for PostgreSQL's grouped reads through a completion, like writes
+            guard let url = try PostgresTestServer.newDatabase() else { return }
+            postgres = url
+        }
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-fasthttp-\(UUID())")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let log = scratch.appendingPathComponent("server.log")
-        let server = try ServerProcess(log: log)
+        let server = try ServerProcess(postgres: postgres, log: log)
         defer { server.stop() }
-        let router = try ServerProcess(data: server.data, extraArguments: ["--no-record-fast-path"])
+        let router = try ServerProcess(data: server.data, postgres: postgres, extraArguments: ["--no-record-fast-path"])
         defer { router.stop(removingData: false) }
 
         let alice = try await server.register("alice"), bob = try await server.register("bob")

@@ -55,6 +55,43 @@ extension StorageTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func concurrentReadsEachGetTheirOwnAnswer(_ backend: Backend) async throws {
+        try await withStorage(backend) { _, storage in
+            let shared = try await storage.insertRecord(Self.row(recSig: "sig"))
+            let unshared = try await storage.insertRecord(Self.row(type: "t2", fileMeta: #"{"size":3}"#))
+            try await storage.upsertPolicy(PolicyRow(
+                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
+                canRead: true, canAuthorize: false, authorizedBy: nil))
+            let missing = UUID().uuidString.lowercased()
+            // (record id, reader, expected): the writer, a read policy, another type, a stranger, a missing record.
+            let cases: [(String, String, RecordRow?)] = [
+                (shared.recordID, Self.writer, shared), (shared.recordID, Self.reader, shared),
+                (unshared.recordID, Self.writer, unshared), (unshared.recordID, Self.reader, nil),
+                (shared.recordID, Self.stranger, nil), (missing, Self.writer, nil),
+            ]
+            // Many at once, so that the PostgreSQL backend groups them into one statement (the same record more
+            // than once in a group, readers mixed), half through the completion the pipeline uses.
+            let outcomes = try await withThrowingTaskGroup(of: (Int, RecordRow?).self) { group in
+                for i in 0..<240 {
+                    let (id, reader, _) = cases[i % cases.count]
+                    group.addTask {
+                        if i % 2 == 0 { return (i, try await storage.record(id: id, readableBy: reader)) }
+                        return (i, try await withCheckedThrowingContinuation { continuation in
+                            storage.record(id: id, readableBy: reader) { continuation.resume(with: $0) }
+                        })
+                    }
+                }
+                return try await group.reduce(into: [Int: RecordRow?]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(outcomes.count == 240)
+            for (i, outcome) in outcomes {
+                let (id, reader, expected) = cases[i % cases.count]
+                #expect(outcome == expected, "read \(i): \(id) by \(reader)")
+            }
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func concurrentInsertsLandOnceEachAndADuplicateFailsAlone(_ backend: Backend) async throws {
         try await withStorage(backend) { fixture, storage in
             let second = try fixture.open()

@@ -1,14 +1,15 @@
 import Synchronization
 
-/// Group commit: items submitted concurrently are written together, in one statement or transaction, by one
-/// writer task per lane.
+/// Group commit: items submitted concurrently are written together, in one statement or transaction, on one task
+/// per lane at a time.
 ///
 /// A submitter that finds a lane free writes its own item at once, on its own task; whatever arrives while every
 /// lane is busy waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is
 /// no added delay or thread hop when writes do not overlap and one statement per batch when they do. With one lane
-/// (inserts) batches run one after the other; with several (the PostgreSQL backend's grouped record reads) up to
-/// that many run at once. When a batch fails, its items are retried one at a time, so that one bad item fails only
-/// its own caller, unless the backend is unavailable, which fails the whole batch at once.
+/// batches run one after the other (record inserts on both backends, and the PostgreSQL backend's grouped record
+/// reads, which are "written" the same way: one statement per batch, an output per item); with more, up to that
+/// many at once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
+/// caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Called once with an item's outcome, on the thread of the task that wrote it.
     typealias Completion = @Sendable (Result<Output, any Error>) -> Void
@@ -20,16 +21,17 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Most items in one transaction.
+    /// Most items in one batch.
     let maxBatch: Int
     /// Most batches written at once.
     let lanes: Int
     private let write: @Sendable ([Item]) async throws -> [Output]
 
     /// - Parameters:
-    ///   - maxBatch: most items in one transaction.
+    ///   - maxBatch: most items in one batch.
     ///   - lanes: most batches written at once (1: one after the other).
-    ///   - write: writes the items in one transaction, returning one output per item in order.
+    ///   - write: writes (or reads) the items in one statement or transaction, returning one output per item in
+    ///     order.
     init(maxBatch: Int = 256, lanes: Int = 1, write: @escaping @Sendable ([Item]) async throws -> [Output]) {
         self.maxBatch = max(1, maxBatch)
         self.lanes = max(1, lanes)

@@ -34,8 +34,8 @@ public final class PostgresStorage: ServerStorage {
     private let deadlines: CallDeadlines
     /// Record inserts of concurrent requests, one statement per group.
     private let recordInserts: GroupCommit<RecordRow, RecordRow>
-    /// Record reads (with their read checks) of concurrent requests, one statement per group, several groups at
-    /// once.
+    /// Record reads (with their read checks) of concurrent requests, one statement per group
+    /// (``recordReadLanes`` groups at once).
     private let recordReads: GroupCommit<RecordRead, RecordRow?>
 
     /// The URL without its password (`postgres://user@host:port/database`), for logs.
@@ -69,9 +69,18 @@ public final class PostgresStorage: ServerStorage {
             }
         }
         recordReads = GroupCommit(maxBatch: 256, lanes: Self.recordReadLanes) { [logger, deadlines] reads in
-            try await Self.perform("reading \(reads.count) record(s)", timeout: operationTimeout, url: redacted,
-                                   deadlines: deadlines) {
-                try await Self.read(reads, client: client, logger: logger)
+            let what = "reading \(reads.count) record(s)"
+            let started = ContinuousClock.now
+            do {
+                return try await Self.perform(what, timeout: operationTimeout, url: redacted, deadlines: deadlines) {
+                    try await Self.read(reads, client: client, logger: logger)
+                }
+            } catch where reads.count > 1 && ContinuousClock.now - started < operationTimeout / 2 {
+                // A group that failed fast (a connection that broke, not a server that does not answer) is read
+                // once more, so that one bad connection does not fail every read that was grouped on it.
+                return try await Self.perform(what, timeout: operationTimeout, url: redacted, deadlines: deadlines) {
+                    try await Self.read(reads, client: client, logger: logger)
+                }
             }
         }
         // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
@@ -625,8 +634,8 @@ public final class PostgresStorage: ServerStorage {
     }
 
     /// Grouped record reads in flight at once. One: each group then takes every read that arrived while the
-    /// previous one ran, and on 2 cores that was fastest (docs/performance.md, "Grouped record reads on
-    /// PostgreSQL": at 64 connections about 22k reads/s with one lane, 19k with two, 16k with four, 15k with
+    /// previous one ran, and on 2 cores that was fastest (docs/performance.md, "PostgreSQL record reads grouped":
+    /// at 64 connections about 22k reads/s with one lane, 19k with two, 16k with four, 15k with
     /// eight, because PostgreSQL's cost is mostly per statement).
     static let recordReadLanes = 1
 

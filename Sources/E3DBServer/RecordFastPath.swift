@@ -4,7 +4,8 @@ import NIOCore
 import NIOHTTPTypes
 import Synchronization
 
-/// Answers record reads and writes in the channel pipeline, on the connection's event loop, without a Swift task:
+/// Answers record reads and writes in the channel pipeline, on the connection's event loop, without a Swift task
+/// per request:
 /// `GET /v1/storage/records/{id}` and `POST /v1/storage/records` with a Bearer token in the cache, on either
 /// storage. Everything else goes on to Hummingbird's router unchanged.
 ///
@@ -166,6 +167,12 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private func answered(_ status: HTTPResponse.Status, _ body: ByteBuffer, to method: HTTPRequest.Method,
                           started: ContinuousClock.Instant, context: ChannelHandlerContext) {
         waiting = false
+        guard context.channel.isActive else {  // the client left while storage worked: nothing to answer or replay
+            deferred.removeAll()
+            service.finished(method: method, route: method == .get ? Self.route : Self.writeRoute, status: status,
+                             started: started, inPipeline: true)
+            return
+        }
         reply(status, body, to: method, started: started, context: context)
         flushIfNeeded(context)  // before anything deferred reaches the router, which may close the connection
         while !waiting, let next = deferred.popFirst() {

@@ -16,8 +16,18 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     private typealias Waiter = Completion
     private struct State {
         var queue: [(Item, Waiter)] = []
-        /// Lanes writing now (at most `lanes`).
+        /// Lanes writing now (at most `lanes`); no item waits while none is.
         var busy = 0
+        /// Callers of ``idle()``, resumed when the last lane finishes.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+        /// Frees a lane; returns the callers of `idle()` to resume (outside the lock) when it was the last.
+        mutating func release() -> [CheckedContinuation<Void, Never>] {
+            busy -= 1
+            guard busy == 0, !idleWaiters.isEmpty else { return [] }
+            defer { idleWaiters = [] }
+            return idleWaiters
+        }
     }
 
     private let state = Mutex(State())
@@ -62,6 +72,20 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     ///     write, on the drain task's thread.
     func submit(_ item: Item, completion: @escaping Completion) { enqueue(item, completion) }
 
+    /// Returns once nothing is being written and nothing waits: every item submitted before has its outcome (its
+    /// completion has run). A storage awaits it before closing, so that a group still being written for a request
+    /// whose client left (nobody awaits its outcome) does not race the close.
+    func idle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state in
+                if state.busy == 0 { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     private func enqueue(_ item: Item, _ waiter: @escaping Waiter) {
         let lead = state.withLock { state in
             state.queue.append((item, waiter))
@@ -85,30 +109,27 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         } catch {
             result = .failure(error)
         }
-        let more = state.withLock { state in
-            if state.queue.isEmpty {
-                state.busy -= 1
-                return false
-            }
-            return true
+        let (more, idle) = state.withLock { state in
+            state.queue.isEmpty ? (false, state.release()) : (true, [])
         }
+        for waiter in idle { waiter.resume() }
         if more { Task { await self.drain() } }
         return try result.get()
     }
 
     private func drain() async {
         while true {
-            let batch: [(Item, Waiter)] = state.withLock { state in
-                guard !state.queue.isEmpty else {
-                    state.busy -= 1
-                    return []
-                }
+            let (batch, idle) = state.withLock { state -> ([(Item, Waiter)], [CheckedContinuation<Void, Never>]) in
+                guard !state.queue.isEmpty else { return ([], state.release()) }
                 let n = min(maxBatch, state.queue.count)
                 let batch = Array(state.queue.prefix(n))
                 state.queue.removeFirst(n)
-                return batch
+                return (batch, [])
             }
-            if batch.isEmpty { return }
+            if batch.isEmpty {
+                for waiter in idle { waiter.resume() }
+                return
+            }
             let outputs: [Output]
             do {
                 outputs = try await write(batch.map(\.0))

@@ -93,8 +93,13 @@ public final class PostgresStorage: ServerStorage {
 
     deinit { runner.cancel() }
 
-    /// Stops the pool (open connections are closed) and waits for its background task to end.
+    /// Waits for the grouped inserts and reads in progress, stops the pool (open connections are closed) and waits
+    /// for its background task to end.
     public func close() async throws {
+        // Grouped statements in progress end first (each within operationTimeout): a pipeline write whose client
+        // left has no other waiter.
+        await recordInserts.idle()
+        await recordReads.idle()
         deadlines.stop()
         runner.cancel()
         await runner.value
@@ -622,7 +627,7 @@ public final class PostgresStorage: ServerStorage {
     }
 
     /// Grouped with the record reads of concurrent requests into one statement joining each record with its read
-    /// check (`PostgresStatements.ReadableRecords`; `GroupCommit` with ``recordReadLanes`` lanes).
+    /// check (`PostgresStatements.ReadableRecords`; `GroupCommit` with `recordReadLanes` lanes).
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
         try await recordReads.submit(RecordRead(id: id, readerID: readerID))
     }

@@ -42,7 +42,10 @@ public final class SQLiteStorage: ServerStorage {
         recordInserts = GroupCommit { rows in try Self.insertNow(rows, pool) }
     }
 
+    /// Waits for the grouped inserts in progress (those of pipeline writes whose client left have no other
+    /// waiter), then closes the connections.
     public func close() async throws {
+        await recordInserts.idle()
         readableRecords.close()
         try pool.close()
     }

@@ -184,6 +184,22 @@ struct HotPathTests {
         #expect(seen.batches < 200, "no group formed")
     }
 
+    @Test("idle() returns once every submitted item has its outcome, and at once when nothing runs")
+    func groupCommitIdle() async throws {
+        let commit = GroupCommit<Int, Int>(maxBatch: 8) { items in
+            try await Task.sleep(for: .milliseconds(10))
+            return items
+        }
+        await commit.idle()  // nothing submitted: returns at once
+        let done = Mutex(0)
+        // Submitted through completions only, as a pipeline write whose client left: nobody awaits them.
+        for i in 0..<40 { commit.submit(i) { _ in done.withLock { $0 += 1 } } }
+        #expect(done.withLock { $0 } < 40, "the items were written before idle() was called")
+        await commit.idle()
+        #expect(done.withLock { $0 } == 40)
+        await commit.idle()
+    }
+
     @Test("a failing item fails only its own caller")
     func groupCommitIsolatesFailures() async throws {
         let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in

@@ -89,8 +89,8 @@ extension E3DBService {
                         completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) -> PipelineWrite {
         let row: RecordRow
         do { row = try newRecord(body, caller: caller) } catch {
-            let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
-            return .answered(status, JSONBody.errorBuffer(message))
+            let (status, body) = refusalAnswer(error, route: RecordFastPath.writeRoute)
+            return .answered(status, body)
         }
         storage.insertRecord(row, completion: completion)
         return .submitted
@@ -101,9 +101,7 @@ extension E3DBService {
     func writeAnswer(_ result: Result<RecordRow, any Error>) -> (HTTPResponse.Status, ByteBuffer) {
         switch result {
         case .success(let row): return (.created, RecordJSON.render(row))
-        case .failure(let error):
-            let (status, message) = refusal(error, route: RecordFastPath.writeRoute)
-            return (status, JSONBody.errorBuffer(message))
+        case .failure(let error): return refusalAnswer(error, route: RecordFastPath.writeRoute)
         }
     }
 
@@ -133,14 +131,9 @@ extension E3DBService {
     /// storage failed (the router reports it).
     func readRecordNow(caller: ClientRow, id: String) -> (status: HTTPResponse.Status, body: ByteBuffer)? {
         guard let reads = nonSuspendingReads, let id = canonicalUUID(id) else { return nil }
-        do {
-            guard let row = try reads.readableRecordNow(id: id, readerID: caller.clientID) else {
-                return (Self.unreadableRecord.status, JSONBody.errorBuffer(Self.unreadableRecord.message))
-            }
-            return (.ok, try readBody(row, fields: []))
-        } catch {
-            return nil
-        }
+        let row: RecordRow?
+        do { row = try reads.readableRecordNow(id: id, readerID: caller.clientID) } catch { return nil }
+        return readAnswer(.success(row))
     }
 
     /// `GET /v1/storage/records/{id}` (no query) by `caller` for ``RecordFastPath`` when the storage reads only
@@ -163,9 +156,14 @@ extension E3DBService {
             }
             return (.ok, try readBody(row, fields: []))
         } catch {
-            let (status, message) = refusal(error, route: RecordFastPath.route)
-            return (status, JSONBody.errorBuffer(message))
+            return refusalAnswer(error, route: RecordFastPath.route)
         }
+    }
+
+    /// ``refusal(_:route:)`` as the JSON error body the router writes.
+    private func refusalAnswer(_ error: any Error, route: String) -> (HTTPResponse.Status, ByteBuffer) {
+        let (status, message) = refusal(error, route: route)
+        return (status, JSONBody.errorBuffer(message))
     }
 
     /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.

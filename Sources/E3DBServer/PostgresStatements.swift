@@ -94,22 +94,12 @@ enum PostgresStatements {
             return binds
         }
 
-        /// Column by column with concrete types (a tuple decode goes through generic metadata at run time, which
-        /// showed in the profile of grouped reads).
         func decodeRow(_ row: PostgresRow) throws -> Row {
             var cells = row.makeIterator()
-            func next<T: PostgresDecodable>(_: T.Type) throws -> T {
-                guard let cell = cells.next() else {
-                    throw StorageError(.corrupted, "a grouped record read returned a row with too few columns")
-                }
-                return try cell.decode(T.self)
+            guard let position = try cells.next()?.decode(Int64.self) else {
+                throw StorageError(.corrupted, "a grouped record read returned a row without its position")
             }
-            let position = try next(Int64.self)
-            return (position, RecordRow(
-                index: try next(Int64.self), recordID: try next(String.self), writerID: try next(String.self),
-                userID: try next(String.self), type: try next(String.self), plainJSON: try next(String.self),
-                dataJSON: try next(String.self), recSig: try next(String?.self), fileMetaJSON: try next(String?.self),
-                created: try next(Int64.self), lastModified: try next(Int64.self), version: try next(String.self)))
+            return (position, try PostgresStorage.record(&cells))
         }
     }
 

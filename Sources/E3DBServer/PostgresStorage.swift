@@ -69,18 +69,19 @@ public final class PostgresStorage: ServerStorage {
             }
         }
         recordReads = GroupCommit(maxBatch: 256, lanes: Self.recordReadLanes) { [logger, deadlines] reads in
-            let what = "reading \(reads.count) record(s)"
-            let started = ContinuousClock.now
-            do {
-                return try await Self.perform(what, timeout: operationTimeout, url: redacted, deadlines: deadlines) {
+            @Sendable func attempt() async throws -> [RecordRow?] {
+                try await Self.perform("reading \(reads.count) record(s)", timeout: operationTimeout, url: redacted,
+                                       deadlines: deadlines) {
                     try await Self.read(reads, client: client, logger: logger)
                 }
+            }
+            let started = ContinuousClock.now
+            do {
+                return try await attempt()
             } catch where reads.count > 1 && ContinuousClock.now - started < operationTimeout / 2 {
                 // A group that failed fast (a connection that broke, not a server that does not answer) is read
                 // once more, so that one bad connection does not fail every read that was grouped on it.
-                return try await Self.perform(what, timeout: operationTimeout, url: redacted, deadlines: deadlines) {
-                    try await Self.read(reads, client: client, logger: logger)
-                }
+                return try await attempt()
             }
         }
         // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
@@ -566,12 +567,24 @@ public final class PostgresStorage: ServerStorage {
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
 
     static func record(_ row: PostgresRow) throws -> RecordRow {
-        let (index, id, writer, user, type, plain, data, recSig, fileMeta, created, lastModified, version) =
-            try row.decode((Int64, String, String, String, String, String, String, String?, String?, Int64, Int64,
-                            String).self)
-        return RecordRow(index: index, recordID: id, writerID: writer, userID: user, type: type, plainJSON: plain,
-                         dataJSON: data, recSig: recSig, fileMetaJSON: fileMeta, created: created,
-                         lastModified: lastModified, version: version)
+        var cells = row.makeIterator()
+        return try record(&cells)
+    }
+
+    /// A record from the next cells of a row, in ``recordColumns``' order, decoded column by column with concrete
+    /// types (a tuple `decode` resolves generic metadata at run time, which showed in the profile of record reads).
+    static func record(_ cells: inout PostgresRow.Iterator) throws -> RecordRow {
+        func next<T: PostgresDecodable>(_: T.Type) throws -> T {
+            guard let cell = cells.next() else {
+                throw StorageError(.corrupted, "a record row has fewer columns than a record")
+            }
+            return try cell.decode(T.self)
+        }
+        return RecordRow(
+            index: try next(Int64.self), recordID: try next(String.self), writerID: try next(String.self),
+            userID: try next(String.self), type: try next(String.self), plainJSON: try next(String.self),
+            dataJSON: try next(String.self), recSig: try next(String?.self), fileMetaJSON: try next(String?.self),
+            created: try next(Int64.self), lastModified: try next(Int64.self), version: try next(String.self))
     }
 
     /// Inserts `r` inside the caller's transaction after taking the record-insert lock, so that the identity value

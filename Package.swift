@@ -235,6 +235,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py"],
             swiftSettings: upcoming

@@ -34,9 +34,9 @@ public final class PostgresStorage: ServerStorage {
     private let deadlines: CallDeadlines
     /// Record inserts of concurrent requests, one statement per group.
     private let recordInserts: GroupCommit<RecordRow, RecordRow>
-    /// Record reads (with their read checks) of concurrent requests, one statement per group
-    /// (``recordReadLanes`` groups at once).
-    private let recordReads: GroupCommit<RecordRead, RecordRow?>
+    /// Record reads (with their read checks) of concurrent requests, one statement per group, on a connection of
+    /// their own.
+    private let recordReads: PostgresReadGroups
 
     /// The URL without its password (`postgres://user@host:port/database`), for logs.
     public let redactedURL: String
@@ -68,22 +68,12 @@ public final class PostgresStorage: ServerStorage {
                 try await Self.insert(rows, client: client, logger: logger)
             }
         }
-        recordReads = GroupCommit(maxBatch: 256, lanes: Self.recordReadLanes) { [logger, deadlines] reads in
-            @Sendable func attempt() async throws -> [RecordRow?] {
-                try await Self.perform("reading \(reads.count) record(s)", timeout: operationTimeout, url: redacted,
-                                       deadlines: deadlines) {
-                    try await Self.read(reads, client: client, logger: logger)
-                }
-            }
-            let started = ContinuousClock.now
-            do {
-                return try await attempt()
-            } catch where reads.count > 1 && ContinuousClock.now - started < operationTimeout / 2 {
-                // A group that failed fast (a connection that broke, not a server that does not answer) is read
-                // once more, so that one bad connection does not fail every read that was grouped on it.
-                return try await attempt()
-            }
-        }
+        let connection = PostgresConnection.Configuration(
+            host: configuration.host ?? "localhost", port: configuration.port ?? 5432,
+            username: configuration.username, password: configuration.password, database: configuration.database,
+            tls: .disable)
+        recordReads = PostgresReadGroups(configuration: connection, url: redacted, timeout: operationTimeout,
+                                         logger: logger)
         // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
         if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
             self.runner = Task.immediate { await client.run() }
@@ -94,13 +84,13 @@ public final class PostgresStorage: ServerStorage {
 
     deinit { runner.cancel() }
 
-    /// Waits for the grouped inserts and reads in progress, stops the pool (open connections are closed) and waits
-    /// for its background task to end.
+    /// Waits for the grouped inserts and reads in progress, closes the read connection, stops the pool (open
+    /// connections are closed) and waits for its background task to end.
     public func close() async throws {
         // Grouped statements in progress end first (each within operationTimeout): a pipeline write whose client
         // left has no other waiter.
         await recordInserts.idle()
-        await recordReads.idle()
+        await recordReads.close()
         deadlines.stop()
         runner.cancel()
         await runner.value
@@ -172,7 +162,7 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    private static func storageError(_ error: any Error, what: String, at url: String) -> StorageError {
+    static func storageError(_ error: any Error, what: String, at url: String) -> StorageError {
         switch error {
         case let e as StorageError:
             return e
@@ -640,44 +630,15 @@ public final class PostgresStorage: ServerStorage {
     }
 
     /// Grouped with the record reads of concurrent requests into one statement joining each record with its read
-    /// check (`PostgresStatements.ReadableRecords`; `GroupCommit` with `recordReadLanes` lanes).
+    /// check (`PostgresStatements.ReadableRecords`), on a connection of its own (`PostgresReadGroups`).
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
         try await recordReads.submit(RecordRead(id: id, readerID: readerID))
     }
 
-    /// As ``record(id:readableBy:)``, on a drain task of the grouped reads.
+    /// As ``record(id:readableBy:)``; `completion` is called on the read connection's event loop.
     public func record(id: String, readableBy readerID: String,
                        completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void) {
         recordReads.submit(RecordRead(id: id, readerID: readerID), completion: completion)
-    }
-
-    /// Grouped record reads in flight at once. One: each group then takes every read that arrived while the
-    /// previous one ran, and on 2 cores that was fastest (docs/performance.md, "PostgreSQL record reads grouped":
-    /// at 64 connections about 22k reads/s with one lane, 19k with two, 16k with four, 15k with
-    /// eight, because PostgreSQL's cost is mostly per statement).
-    static let recordReadLanes = 1
-
-    /// Reads a group of records, each with its read check, in one statement; `nil` where a record is missing or
-    /// not readable by its reader.
-    private static func read(_ reads: [RecordRead], client: PostgresClient, logger: Logger) async throws
-        -> [RecordRow?] {
-        if reads.count == 1, let only = reads.first {  // the prepared single read: no arrays to build or unnest
-            var found: RecordRow?
-            for try await row in try await client.execute(
-                PostgresStatements.ReadableRecord(id: only.id, reader: only.readerID), logger: logger) {
-                found = row
-            }
-            return [found]
-        }
-        var rows = [RecordRow?](repeating: nil, count: reads.count)
-        for try await (position, row) in try await client.execute(PostgresStatements.ReadableRecords(reads: reads),
-                                                                  logger: logger) {
-            guard position >= 1, position <= reads.count else {
-                throw StorageError(.corrupted, "a grouped record read returned position \(position) of \(reads.count)")
-            }
-            rows[Int(position) - 1] = row
-        }
-        return rows
     }
 
     /// Whether a record exists, to tell a version conflict from a missing record after a conditional statement

@@ -46,8 +46,8 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// The body of a held record write, as it arrives.
     private var heldBody = ByteBuffer()
     /// A record read or write submitted to storage whose answer is not written yet: later request parts, events
-    /// (end of input) and errors wait in `deferred`, in order, and reads from the socket wait too
-    /// (`readWithheld`), until it is.
+    /// (end of input) and errors wait in `deferred`, in order, until it is; reads from the socket wait too
+    /// (`readWithheld`) once ``deferredBeforeWithholding`` parts wait.
     private var waiting = false
     private var deferred = CircularBuffer<Deferred>()
     private var readWithheld = false
@@ -193,8 +193,14 @@ final class RecordFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// Parts that may wait behind an answer before reads from the socket are withheld. A client that sends one
+    /// request at a time never gets there, so its socket stays registered for reading: withholding each time
+    /// costs two `epoll_ctl` calls per request. A client that pipelines is stopped after about this many parts
+    /// (and what one read brought).
+    static let deferredBeforeWithholding = 32
+
     func read(context: ChannelHandlerContext) {
-        if waiting { readWithheld = true } else { context.read() }
+        if waiting, deferred.count >= Self.deferredBeforeWithholding { readWithheld = true } else { context.read() }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -15,11 +15,12 @@ import Synchronization
 /// group at a time takes every read that arrived meanwhile (docs/performance.md, "PostgreSQL record reads on an
 /// event loop").
 ///
-/// The connection (`application_name` `e3dbkit-record-reads`) is opened by the first read and again after it
-/// failed. A group that has not ended within the operation timeout closes the connection, which fails the group
-/// with `StorageError(.unavailable)`, so that a database that stopped answering cannot hold reads forever. A group
-/// that failed fast (a connection that broke, or a statement PostgreSQL no longer accepts after a schema change)
-/// is read once more on a new connection.
+/// The connection (`application_name` `e3dbkit-record-reads`; one per process besides the pool) is opened by the
+/// first read, again after it broke, and closed after a minute without reads. A group that has not ended within the
+/// operation timeout (opening and preparing a connection included) fails with `StorageError(.unavailable)` and its
+/// connection is closed, so that a database that stopped answering or a lock cannot hold reads forever. A group
+/// whose connection broke fast (terminated, lost, or a statement PostgreSQL no longer accepts after a schema
+/// change) is read once more on a new connection; reads change nothing, so reading twice is safe.
 final class PostgresReadGroups: Sendable {
     /// Called once with a read's outcome (`nil`: missing or not readable by its reader), on the connection's
     /// event loop.
@@ -34,6 +35,8 @@ final class PostgresReadGroups: Sendable {
         var connection: Prepared?
         var closed = false
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        /// When the last group ended.
+        var lastUsed = NIODeadline.now()
     }
 
     private let state = Mutex(State())
@@ -45,6 +48,7 @@ final class PostgresReadGroups: Sendable {
     private let url: String
     /// Most reads in one statement.
     let maxBatch: Int
+    private let idleChecks = Mutex<RepeatedTask?>(nil)
 
     /// - Parameters:
     ///   - configuration: how to connect (the pool's server, user, password and database).
@@ -64,9 +68,14 @@ final class PostgresReadGroups: Sendable {
         self.maxBatch = max(1, maxBatch)
         self.eventLoop = eventLoop
         self.logger = logger
+        let task = eventLoop.scheduleRepeatedTask(initialDelay: Self.idleCheck, delay: Self.idleCheck) {
+            [weak self] _ in self?.closeIfIdle()
+        }
+        idleChecks.withLock { $0 = task }
     }
 
     deinit {
+        idleChecks.withLock { $0 }?.cancel()
         state.withLock { $0.connection }?.connection.close().whenComplete { _ in }
     }
 
@@ -109,6 +118,7 @@ final class PostgresReadGroups: Sendable {
             }
             if now { continuation.resume() }
         }
+        idleChecks.withLock { $0 }?.cancel()
         let connection = state.withLock { state in
             defer { state.connection = nil }
             return state.connection
@@ -116,11 +126,23 @@ final class PostgresReadGroups: Sendable {
         try? await connection?.connection.close().get()
     }
 
+    /// One group's progress, touched only on the event loop.
+    private final class Group: @unchecked Sendable {
+        let reads: [Pending]
+        /// The connection it uses, once connected (closed by the deadline).
+        var connection: PostgresConnection?
+        var deadline: Scheduled<Void>?
+        /// Its reads have their outcome (it succeeded, failed or timed out); later results are dropped.
+        var ended = false
+        init(_ reads: [Pending]) { self.reads = reads }
+    }
+
     /// On the event loop: reads the next group, or marks the reader idle when none waits.
     private func next() {
         let (batch, idle) = state.withLock { state -> ([Pending], [CheckedContinuation<Void, Never>]) in
             guard !state.queue.isEmpty else {
                 state.running = false
+                state.lastUsed = .now()
                 defer { state.idleWaiters = [] }
                 return ([], state.idleWaiters)
             }
@@ -132,85 +154,132 @@ final class PostgresReadGroups: Sendable {
             for waiter in idle { waiter.resume() }
             return
         }
-        let count = batch.count
-        let timedOut = NIOLoopBoundBox(false, eventLoop: eventLoop)
-        let deadline = eventLoop.scheduleTask(in: Self.amount(timeout)) {
-            timedOut.value = true
-            self.state.withLock { $0.connection }?.connection.close().whenComplete { _ in }
+        let group = Group(batch)
+        group.deadline = eventLoop.scheduleTask(in: Self.amount(timeout)) {
+            if let connection = group.connection { self.discard(connection) }
+            self.end(group, .failure(StorageError(
+                .unavailable, "PostgreSQL at \(self.url) did not complete reading \(batch.count) record(s) within \(self.timeout)")))
         }
-        attempt(batch.lazy.map(\.read), retry: count > 1, started: .now, timedOut: timedOut) { result in
-            deadline.cancel()
-            switch result {
-            case .success(let rows):
-                for (pending, row) in zip(batch, rows) { pending.completion(.success(row)) }
-            case .failure(let error):
-                let error = timedOut.value
-                    ? StorageError(.unavailable, "PostgreSQL at \(self.url) did not complete reading \(count) record(s) within \(self.timeout)")
-                    : PostgresStorage.storageError(error, what: "reading \(count) record(s)", at: self.url)
-                for pending in batch { pending.completion(.failure(error)) }
-            }
-            self.next()
-        }
+        attempt(group, retry: true, started: .now)
     }
 
-    /// On the event loop: reads a group on the open connection (opening and preparing one first when there is
-    /// none); when it fails fast and `retry` allows, once more on a new connection.
-    private func attempt(_ reads: some Collection<RecordRead> & Sendable, retry: Bool, started: ContinuousClock.Instant,
-                         timedOut: NIOLoopBoundBox<Bool>,
-                         done: @escaping @Sendable (Result<[RecordRow?], any Error>) -> Void) {
-        prepared().whenComplete { opened in
+    /// On the event loop: gives each read of `group` its outcome (once) and goes on with the next group.
+    private func end(_ group: Group, _ result: Result<[RecordRow?], any Error>) {
+        guard !group.ended else { return }
+        group.ended = true
+        group.deadline?.cancel()
+        switch result {
+        case .success(let rows):
+            for (pending, row) in zip(group.reads, rows) { pending.completion(.success(row)) }
+        case .failure(let error):
+            let error = PostgresStorage.storageError(error, what: "reading \(group.reads.count) record(s)", at: url)
+            for pending in group.reads { pending.completion(.failure(error)) }
+        }
+        next()
+    }
+
+    /// On the event loop: reads `group` on the open connection (opening and preparing one first when there is
+    /// none); when the connection broke fast and `retry` allows, once more on a new one.
+    private func attempt(_ group: Group, retry: Bool, started: ContinuousClock.Instant) {
+        prepared(for: group).whenComplete { opened in
+            guard !group.ended else { return }
             let prepared: Prepared
             switch opened {
             case .success(let value): prepared = value
-            case .failure(let error): return done(.failure(error))
+            case .failure(let error): return self.end(group, .failure(error))
             }
-            let count = reads.count
+            let count = group.reads.count
             let rows = NIOLoopBoundBox([RecordRow?](repeating: nil, count: count), eventLoop: self.eventLoop)
-            prepared.statement.execute(PostgresStatements.ReadableRecords.binds(reads)) { row in
+            let binds = PostgresStatements.ReadableRecords.binds(group.reads.lazy.map(\.read))
+            prepared.statement.execute(binds) { row in
                 let (position, record) = try PostgresStatements.ReadableRecords.decode(row, count: count)
                 rows.value[position - 1] = record
             }.whenComplete { result in
+                guard !group.ended else { return }
                 switch result {
                 case .success:
-                    done(.success(rows.value))
+                    self.end(group, .success(rows.value))
                 case .failure(let error):
-                    if error is StorageError { return done(.failure(error)) }  // a row that did not decode
-                    self.discard(prepared.connection)
-                    if retry, !timedOut.value, ContinuousClock.now - started < self.timeout / 2 {
-                        self.logger.warning("grouped record read failed fast; reading once more on a new connection",
-                                            metadata: ["reads": "\(count)"])
-                        return self.attempt(reads, retry: false, started: started, timedOut: timedOut, done: done)
+                    guard Self.brokeConnection(error) || prepared.connection.isClosed else {
+                        return self.end(group, .failure(error))  // a refusal or a row that did not decode
                     }
-                    done(.failure(error))
+                    self.discard(prepared.connection)
+                    if retry, ContinuousClock.now - started < self.timeout / 2 {
+                        self.logger.warning("a grouped record read failed fast on its connection; reading it once more on a new one",
+                                            metadata: ["reads": "\(count)"])
+                        return self.attempt(group, retry: false, started: started)
+                    }
+                    self.end(group, .failure(error))
                 }
             }
         }
     }
 
-    /// The open connection with the statement prepared on it, or a new one.
-    private func prepared() -> EventLoopFuture<Prepared> {
+    /// Whether a failed statement says its connection is unusable: postgres-nio lost it or the protocol broke, or
+    /// PostgreSQL reported a connection exception (class 08), operator intervention (57P: terminated, shutting
+    /// down) or a prepared statement it no longer accepts (0A000 after a schema change, 26000). The event-loop API
+    /// reports server errors as `PostgresError.server`; anything but a row that did not decode
+    /// (`StorageError`) or a server error of another class is taken for a broken connection.
+    static func brokeConnection(_ error: any Error) -> Bool {
+        func unusable(_ state: String?) -> Bool {
+            guard let state else { return true }
+            return state.hasPrefix("08") || state.hasPrefix("57P") || state == "0A000" || state == "26000"
+        }
+        switch error {
+        case is StorageError: return false
+        case let error as PSQLError: return unusable(error.serverInfo?[.sqlState])
+        case PostgresError.server(let message): return unusable(message.fields[.sqlState])
+        default: return true
+        }
+    }
+
+    /// On the event loop: the open connection with the statement prepared on it, or a new one.
+    private func prepared(for group: Group) -> EventLoopFuture<Prepared> {
         if let open = state.withLock({ $0.connection }), !open.connection.isClosed {
+            group.connection = open.connection
             return eventLoop.makeSucceededFuture(open)
         }
         return PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 1, logger: logger)
-            .flatMap { connection in
-                connection.prepare(query: PostgresStatements.ReadableRecords.sql)
+            .flatMap { connection -> EventLoopFuture<Prepared> in
+                group.connection = connection
+                return connection.prepare(query: PostgresStatements.ReadableRecords.sql)
                     .map { (connection, $0) }
                     .flatMapError { error in connection.close().flatMapThrowing { throw error } }
             }
             .map { prepared in
-                self.state.withLock { $0.connection = prepared }
+                if group.ended {  // the group timed out meanwhile: its deadline closed the connection
+                    self.discard(prepared.connection)
+                } else {
+                    self.state.withLock { $0.connection = prepared }
+                }
                 return prepared
             }
     }
 
-    /// Closes a connection whose statement failed, and forgets it, so that the next group opens a new one.
+    /// Closes a connection that broke, timed out or idled, and forgets it, so that the next group opens a new one.
     private func discard(_ connection: PostgresConnection) {
         state.withLock { state in
             if state.connection?.connection === connection { state.connection = nil }
         }
         connection.close().whenComplete { _ in }
     }
+
+    /// On the event loop, every ``idleCheck``: closes the connection when no group has run for ``idleLimit``, as
+    /// postgres-nio's pool does with its idle connections, so that a connection a firewall dropped is not the one
+    /// the next read waits on.
+    private func closeIfIdle() {
+        let idle = state.withLock { state -> PostgresConnection? in
+            guard !state.running, let open = state.connection, .now() - state.lastUsed >= Self.idleLimit else {
+                return nil
+            }
+            return open.connection
+        }
+        if let idle { discard(idle) }
+    }
+
+    /// How often ``closeIfIdle()`` looks, and how long a connection may stay unused.
+    static let idleCheck = TimeAmount.seconds(30)
+    static let idleLimit = TimeAmount.seconds(60)
 
     private static func amount(_ duration: Duration) -> TimeAmount {
         let (seconds, attoseconds) = duration.components

@@ -178,6 +178,11 @@ public final class PostgresStorage: ServerStorage {
                                     "PostgreSQL refused \(what): \(message) (SQLSTATE \(state))")
             }
             return StorageError(.unavailable, "PostgreSQL at \(url) is unavailable for \(what): \(e.code)")
+        case PostgresError.server(let message):  // postgres-nio's event-loop API (the grouped reads)
+            let state = message.fields[.sqlState] ?? "none"
+            return StorageError(.unavailable, "PostgreSQL refused \(what): \(message.fields[.message] ?? "no message") (SQLSTATE \(state))")
+        case PostgresError.connectionClosed:
+            return StorageError(.unavailable, "PostgreSQL at \(url) closed the connection while \(what)")
         case is CancellationError:
             return StorageError(.unavailable, "\(what) was cancelled")
         default:

@@ -1,11 +1,27 @@
-import E3DBServer
+@testable import E3DBServer
 import Foundation
+import HTTPTypes
 import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
 import PostgresNIO
+import Synchronization
 import Testing
 
+/// Counts the reads a channel's handlers ask of its socket.
+private final class SocketReads: ChannelOutboundHandler, Sendable {
+    typealias OutboundIn = HTTPResponsePart
+    let count = Mutex(0)
+    func read(context: ChannelHandlerContext) {
+        count.withLock { $0 += 1 }
+        context.read()
+    }
+}
+
 /// The PostgreSQL backend's grouped record reads on their own connection: what happens when that connection is
-/// terminated, when a group outlives the operation timeout, and after the storage closed.
+/// terminated, when a group outlives the operation timeout, and after the storage closed; and how the channel
+/// pipeline holds requests behind a read that waits.
 extension StorageTests {
     private static let readsWriter = "00000000-0000-4000-8000-0000000000d4"
     private static let readConnection = "e3dbkit-record-reads"
@@ -32,15 +48,33 @@ extension StorageTests {
         return try await PostgresConnection.connect(configuration: configuration, id: 99, logger: logger())
     }
 
-    /// Backends of the storage's read connection.
-    private static func readBackends(_ admin: PostgresConnection) async throws -> Int {
+    /// Backends of the storage's read connection in the test's database (those waiting for a lock only, when
+    /// `waitingForLock`).
+    private static func readBackends(_ admin: PostgresConnection, waitingForLock: Bool = false) async throws -> Int {
         var count = 0
-        for try await (n) in try await admin.query(
-            "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = \(readConnection)",
-            logger: logger()).decode(Int.self) {
+        for try await (n) in try await admin.query("""
+            SELECT count(*)::int FROM pg_stat_activity
+            WHERE application_name = \(readConnection) AND datname = current_database()
+                AND (NOT \(waitingForLock) OR wait_event_type = 'Lock')
+            """, logger: logger()).decode(Int.self) {
             count = n
         }
         return count
+    }
+
+    /// Waits (at most 30 s) until `condition` holds.
+    private static func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw StorageError(.unavailable, "never: \(what)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Takes an exclusive lock on `records` in a transaction of `admin`'s, so that reads wait for it.
+    private static func lockRecords(_ admin: PostgresConnection) async throws {
+        try await admin.query("BEGIN", logger: logger())
+        try await admin.query("LOCK TABLE records IN ACCESS EXCLUSIVE MODE", logger: logger())
     }
 
     /// Runs `body` with a migrated PostgreSQL storage, its URL and the records it holds.
@@ -63,53 +97,70 @@ extension StorageTests {
     }
 
     @Test
-    func groupedReadsReadAgainAfterTheirConnectionIsTerminated() async throws {
+    func aGroupWhoseConnectionIsTerminatedIsReadOnceMoreOnANewOne() async throws {
         try await Self.withReadStorage(timeout: .seconds(600), records: 8) { storage, url, rows in
             #expect(try await storage.record(id: rows[0].recordID, readableBy: Self.readsWriter) == rows[0])
-            let admin = try await Self.admin(url)
-            defer { Task { try? await admin.close() } }
+            let admin = try await Self.admin(url), locker = try await Self.admin(url)
+            defer { Task { try? await admin.close(); try? await locker.close() } }
             #expect(try await Self.readBackends(admin) == 1, "the reads have a connection of their own")
+            try await Self.lockRecords(locker)
+            let reads = Task {
+                try await withThrowingTaskGroup(of: (Int, RecordRow?).self) { group in
+                    for i in 0..<32 {
+                        group.addTask {
+                            let row = rows[i % rows.count]
+                            return (i, try await storage.record(id: row.recordID, readableBy: Self.readsWriter))
+                        }
+                    }
+                    var found: [Int: RecordRow?] = [:]
+                    for try await (i, row) in group { found[i] = row }
+                    return found
+                }
+            }
+            try await Self.eventually("the read connection waits for the lock") {
+                try await Self.readBackends(admin, waitingForLock: true) == 1
+            }
             try await admin.query("""
                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                WHERE application_name = \(Self.readConnection)
+                WHERE application_name = \(Self.readConnection) AND datname = current_database()
                 """, logger: Self.logger())
-            // Whether a group meets the terminated connection (and is read once more) or finds it closed (and opens
-            // a new one), every read gets its own record.
-            try await withThrowingTaskGroup(of: (Int, RecordRow?).self) { group in
-                for i in 0..<64 {
-                    group.addTask {
-                        let row = rows[i % rows.count]
-                        return (i, try await storage.record(id: row.recordID, readableBy: Self.readsWriter))
-                    }
-                }
-                for try await (i, found) in group { #expect(found == rows[i % rows.count], "read \(i)") }
+            // The group in flight failed fast on a terminated connection: it is read once more on a new one, which
+            // waits for the lock in turn.
+            try await Self.eventually("a new read connection waits for the lock") {
+                try await Self.readBackends(admin, waitingForLock: true) == 1
             }
+            try await locker.query("ROLLBACK", logger: Self.logger())
+            let found = try await reads.value
+            #expect(found.count == 32)
+            for (i, row) in found { #expect(row == rows[i % rows.count], "read \(i)") }
             #expect(try await Self.readBackends(admin) == 1, "one new connection replaced the terminated one")
         }
     }
 
     @Test
-    func aGroupedReadThatOutlivesTheTimeoutFailsAndTheNextOneReconnects() async throws {
+    func aGroupThatOutlivesTheTimeoutFailsEvenWhileItsConnectionIsPrepared() async throws {
         try await Self.withReadStorage(timeout: .seconds(1), records: 1) { storage, url, rows in
             let row = rows[0]
-            #expect(try await storage.record(id: row.recordID, readableBy: Self.readsWriter) == row)
-            let admin = try await Self.admin(url)
-            defer { Task { try? await admin.close() } }
-            try await admin.query("BEGIN", logger: Self.logger())
-            try await admin.query("LOCK TABLE records IN ACCESS EXCLUSIVE MODE", logger: Self.logger())
-            let started = ContinuousClock.now
-            do {
-                _ = try await storage.record(id: row.recordID, readableBy: Self.readsWriter)
-                Issue.record("a read behind an exclusive lock answered")
-            } catch let error as StorageError {
-                #expect(error.kind == .unavailable)
-                #expect(error.message.contains("did not complete reading 1 record(s) within"), "\(error.message)")
-                #expect(!error.message.contains(try #require(URLComponents(string: url)?.password)),
-                        "no password in the error")
+            let locker = try await Self.admin(url)
+            defer { Task { try? await locker.close() } }
+            // No read has run yet: the first group opens a connection and prepares its statement, which waits for
+            // the lock; so does the next group's new connection after the first timed out.
+            try await Self.lockRecords(locker)
+            for attempt in 0..<2 {
+                let started = ContinuousClock.now
+                do {
+                    _ = try await storage.record(id: row.recordID, readableBy: Self.readsWriter)
+                    Issue.record("a read behind an exclusive lock answered")
+                } catch let error as StorageError {
+                    #expect(error.kind == .unavailable)
+                    #expect(error.message.contains("did not complete reading 1 record(s) within"), "\(error.message)")
+                    #expect(!error.message.contains(try #require(URLComponents(string: url)?.password)),
+                            "no password in the error")
+                }
+                let waited = ContinuousClock.now - started
+                #expect(waited >= .seconds(1) && waited < .seconds(30), "attempt \(attempt) failed after \(waited)")
             }
-            let waited = ContinuousClock.now - started
-            #expect(waited >= .seconds(1) && waited < .seconds(30), "failed after the timeout: \(waited)")
-            try await admin.query("ROLLBACK", logger: Self.logger())
+            try await locker.query("ROLLBACK", logger: Self.logger())
             #expect(try await storage.record(id: row.recordID, readableBy: Self.readsWriter) == row,
                     "the next read opens a new connection")
         }
@@ -129,6 +180,73 @@ extension StorageTests {
         } catch let error as StorageError {
             #expect(error.kind == .unavailable)
             #expect(error.message.contains("closed"), "\(error.message)")
+        }
+    }
+
+    @Test("behind a read that waits, the pipeline reads the socket on until 32 request parts wait, then stops until the answers are written")
+    func thePipelineWithholdsSocketReadsBehindManyWaitingParts() async throws {
+        try await Self.withReadStorage(timeout: .seconds(600), records: 1) { storage, url, rows in
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("e3dbkit-withhold-\(UUID().uuidString.lowercased())")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let service = E3DBService(
+                storage: storage, files: try LocalFileBodyStore(directory: directory.appendingPathComponent("files")),
+                configuration: ServerConfiguration(dataDirectory: directory), secret: Data(count: 32),
+                logger: Self.logger())
+            let now = service.clock.now()
+            service.bearerTokens.insert(
+                hash: E3DBService.sha256("token-w"),
+                client: ClientRow(clientID: Self.readsWriter, name: "w", publicKey: "k", signingKey: nil,
+                                  apiKeyID: UUID().uuidString.lowercased(), apiSecretHash: Data(),
+                                  registrationTokenHash: Data(), created: now),
+                tokenExpires: now + 3_600_000_000, now: now)
+            let channel = NIOAsyncTestingChannel()
+            let reads = SocketReads()
+            try await channel.testingEventLoop.executeInContext {
+                try channel.pipeline.syncOperations.addHandler(reads)
+                try channel.pipeline.syncOperations.addHandler(RecordFastPath(service: service))
+            }
+            try await channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 8080))
+            let get = HTTPRequest(method: .get, scheme: nil, authority: "localhost",
+                                  path: "/v1/storage/records/\(rows[0].recordID)",
+                                  headerFields: [.authorization: "Bearer token-w"])
+            func socketRead() async throws -> Int {
+                try await channel.testingEventLoop.executeInContext {
+                    channel.pipeline.read()
+                    return reads.count.withLock { $0 }
+                }
+            }
+
+            let locker = try await Self.admin(url)
+            defer { Task { try? await locker.close() } }
+            try await Self.lockRecords(locker)
+            try await channel.writeInbound(HTTPRequestPart.head(get))
+            try await channel.writeInbound(HTTPRequestPart.end(nil))  // submitted; it waits for the lock
+            #expect(try await socketRead() == 1, "nothing waits behind the read yet: the socket is read")
+            for _ in 0..<15 {
+                try await channel.writeInbound(HTTPRequestPart.head(get))
+                try await channel.writeInbound(HTTPRequestPart.end(nil))
+            }
+            #expect(try await socketRead() == 2, "30 parts wait: the socket is still read")
+            try await channel.writeInbound(HTTPRequestPart.head(get))
+            try await channel.writeInbound(HTTPRequestPart.end(nil))
+            #expect(try await socketRead() == 2, "32 parts wait: the socket is no longer read")
+            try await locker.query("ROLLBACK", logger: Self.logger())
+            for i in 0..<17 {
+                guard case .head(let head) = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
+                    Issue.record("answer \(i) does not start with a head")
+                    return
+                }
+                #expect(head.status == .ok, "answer \(i)")
+                guard case .body = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self),
+                      case .end = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
+                    Issue.record("answer \(i) has no body or end")
+                    return
+                }
+            }
+            let resumed = try await channel.testingEventLoop.executeInContext { reads.count.withLock { $0 } }
+            #expect(resumed == 3, "once every waiting request is answered, the withheld read is made")
+            _ = try await channel.finish()
         }
     }
 }

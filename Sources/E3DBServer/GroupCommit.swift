@@ -6,9 +6,9 @@ import Synchronization
 /// A submitter that finds a lane free writes its own item at once, on its own task; whatever arrives while every
 /// lane is busy waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is
 /// no added delay or thread hop when writes do not overlap and one statement per batch when they do. With one lane
-/// batches run one after the other (record inserts on both backends, and the PostgreSQL backend's grouped record
-/// reads, which are "written" the same way: one statement per batch, an output per item); with more, up to that
-/// many at once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
+/// batches run one after the other (record inserts on both backends; the PostgreSQL backend's record reads are
+/// grouped the same way by `PostgresReadGroups`, on an event loop instead of tasks); with more, up to that many at
+/// once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
 /// caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Called once with an item's outcome, on the thread of the task that wrote it.

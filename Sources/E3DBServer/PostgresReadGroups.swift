@@ -242,7 +242,14 @@ final class PostgresReadGroups: Sendable {
         return PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 1, logger: logger)
             .flatMap { connection -> EventLoopFuture<Prepared> in
                 group.connection = connection
-                return connection.prepare(query: PostgresStatements.ReadableRecords.sql)
+                // One generic plan for every group size. With custom plans (the default for a prepared statement
+                // whose generic plan looks dearer), PostgreSQL plans each execution again: about 300 µs of its CPU
+                // for a lone read, against about 40 µs with the generic plan (an index scan per id). Before
+                // PostgreSQL 12 the setting does not exist and the default stays.
+                return connection.query("SET plan_cache_mode = force_generic_plan", logger: self.logger)
+                    .map { _ in }
+                    .recover { _ in }
+                    .flatMap { connection.prepare(query: PostgresStatements.ReadableRecords.sql) }
                     .map { (connection, $0) }
                     .flatMapError { error in connection.close().flatMapThrowing { throw error } }
             }

@@ -165,6 +165,7 @@ final class PostgresReadGroups: Sendable {
 
     /// On the event loop: gives each read of `group` its outcome (once) and goes on with the next group.
     private func end(_ group: Group, _ result: Result<[RecordRow?], any Error>) {
+        eventLoop.assertInEventLoop()
         guard !group.ended else { return }
         group.ended = true
         group.deadline?.cancel()
@@ -181,6 +182,7 @@ final class PostgresReadGroups: Sendable {
     /// On the event loop: reads `group` on the open connection (opening and preparing one first when there is
     /// none); when the connection broke fast and `retry` allows, once more on a new one.
     private func attempt(_ group: Group, retry: Bool, started: ContinuousClock.Instant) {
+        eventLoop.assertInEventLoop()
         prepared(for: group).whenComplete { opened in
             guard !group.ended else { return }
             let prepared: Prepared
@@ -241,6 +243,11 @@ final class PostgresReadGroups: Sendable {
         }
         return PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 1, logger: logger)
             .flatMap { connection -> EventLoopFuture<Prepared> in
+                guard !group.ended else {  // the group timed out while the connection was being opened
+                    return connection.close().flatMapThrowing {
+                        throw StorageError(.unavailable, "the grouped read timed out while connecting")
+                    }
+                }
                 group.connection = connection
                 // One generic plan for every group size. With custom plans (the default for a prepared statement
                 // whose generic plan looks dearer), PostgreSQL plans each execution again: about 300 µs of its CPU

@@ -44,6 +44,8 @@ final class PostgresReadGroups: Sendable {
     private let configuration: PostgresConnection.Configuration
     private let logger: Logger
     private let timeout: Duration
+    /// ``timeout`` as the event loop's deadline of a group.
+    private let groupDeadline: TimeAmount
     /// The URL without its password, for errors.
     private let url: String
     /// Most reads in one statement.
@@ -61,7 +63,9 @@ final class PostgresReadGroups: Sendable {
          eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), logger: Logger) {
         var configuration = configuration
         configuration.options.additionalStartupParameters.append(("application_name", "e3dbkit-record-reads"))
-        configuration.options.connectTimeout = min(configuration.options.connectTimeout, Self.amount(timeout))
+        let (seconds, attoseconds) = timeout.components
+        groupDeadline = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        configuration.options.connectTimeout = min(configuration.options.connectTimeout, groupDeadline)
         self.configuration = configuration
         self.url = url
         self.timeout = timeout
@@ -155,7 +159,7 @@ final class PostgresReadGroups: Sendable {
             return
         }
         let group = Group(batch)
-        group.deadline = eventLoop.scheduleTask(in: Self.amount(timeout)) {
+        group.deadline = eventLoop.scheduleTask(in: groupDeadline) {
             if let connection = group.connection { self.discard(connection) }
             self.end(group, .failure(StorageError(
                 .unavailable, "PostgreSQL at \(self.url) did not complete reading \(batch.count) record(s) within \(self.timeout)")))
@@ -294,9 +298,4 @@ final class PostgresReadGroups: Sendable {
     /// How often ``closeIfIdle()`` looks, and how long a connection may stay unused.
     static let idleCheck = TimeAmount.seconds(30)
     static let idleLimit = TimeAmount.seconds(60)
-
-    private static func amount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
 }

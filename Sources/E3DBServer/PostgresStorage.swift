@@ -561,14 +561,10 @@ public final class PostgresStorage: ServerStorage {
     static let recordColumns =
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
 
+    /// A record row in ``recordColumns``' order, decoded column by column with concrete types (a tuple `decode`
+    /// resolves generic metadata at run time, which showed in the profile of record reads).
     static func record(_ row: PostgresRow) throws -> RecordRow {
         var cells = row.makeIterator()
-        return try record(&cells)
-    }
-
-    /// A record from the next cells of a row, in ``recordColumns``' order, decoded column by column with concrete
-    /// types (a tuple `decode` resolves generic metadata at run time, which showed in the profile of record reads).
-    static func record(_ cells: inout PostgresRow.Iterator) throws -> RecordRow {
         func next<T: PostgresDecodable>(_: T.Type) throws -> T {
             guard let cell = cells.next() else {
                 throw StorageError(.corrupted, "a record row has fewer columns than a record")

@@ -72,6 +72,18 @@ extension StorageTests {
         }
     }
 
+    /// The `StorageError` of reading `row` as its writer; records `answered` as an issue when the read succeeds.
+    private static func refusedRead(_ storage: PostgresStorage, _ row: RecordRow, _ answered: Comment) async throws
+        -> StorageError? {
+        do {
+            _ = try await storage.record(id: row.recordID, readableBy: readsWriter)
+            Issue.record(answered)
+            return nil
+        } catch let error as StorageError {
+            return error
+        }
+    }
+
     /// Takes an exclusive lock on `records` in a transaction of `admin`'s, so that reads wait for it.
     private static func lockRecords(_ admin: PostgresConnection) async throws {
         try await admin.query("BEGIN", logger: logger())
@@ -154,10 +166,7 @@ extension StorageTests {
             try await Self.lockRecords(locker)
             for attempt in 0..<2 {
                 let started = ContinuousClock.now
-                do {
-                    _ = try await storage.record(id: row.recordID, readableBy: Self.readsWriter)
-                    Issue.record("a read behind an exclusive lock answered")
-                } catch let error as StorageError {
+                if let error = try await Self.refusedRead(storage, row, "a read behind an exclusive lock answered") {
                     #expect(error.kind == .unavailable)
                     #expect(error.message.contains("did not complete reading 1 record(s) within"), "\(error.message)")
                     #expect(!error.message.contains(try #require(URLComponents(string: url)?.password)),
@@ -180,10 +189,7 @@ extension StorageTests {
         let row = try await storage.insertRecord(Self.record())
         #expect(try await storage.record(id: row.recordID, readableBy: Self.readsWriter) == row)
         try await storage.close()
-        do {
-            _ = try await storage.record(id: row.recordID, readableBy: Self.readsWriter)
-            Issue.record("a read after close answered")
-        } catch let error as StorageError {
+        if let error = try await Self.refusedRead(storage, row, "a read after close answered") {
             #expect(error.kind == .unavailable)
             #expect(error.message.contains("closed"), "\(error.message)")
         }

@@ -16,6 +16,10 @@ extension E3DBError.Code {
 }
 
 extension TSV1 {
+    /// The longest nonce a verifier accepts, in UTF-8 bytes (the SDKs send a 36-character UUID): a server keeps
+    /// every nonce for the window, so an unbounded one would let anyone fill its disk.
+    public static let maxNonceBytes = 64
+
     /// A TSV1 header whose signature verified: what a server learns from it.
     public struct VerifiedRequest: Sendable, Equatable {
         /// The Ed25519 key that signed the request (the header is self-certifying).
@@ -48,7 +52,8 @@ extension TSV1 {
         window: Int64 = 300
     ) throws(E3DBError) -> VerifiedRequest {
         let parts = authorization.components(separatedBy: "; ")
-        guard parts.count == 6, parts[0] == method else {
+        // The scheme is case-insensitive (RFC 9110 §11.1); the header is signed as sent.
+        guard parts.count == 6, parts[0].lowercased() == method.lowercased() else {
             throw E3DBError(.tsv1Malformed, "the TSV1 header must have 6 parts starting with \(method)",
                             context: .init(expected: 6, actual: parts.count))
         }
@@ -63,6 +68,10 @@ extension TSV1 {
         // and `hasPrefix` / `dropFirst(4)` would then refuse the header or lose the mark.
         guard parts[4].utf8.starts(with: "uid:".utf8) else {
             throw E3DBError(.tsv1Malformed, "the TSV1 header's fifth part must start with uid:", context: .init(part: "uid"))
+        }
+        guard (1...maxNonceBytes).contains(parts[3].utf8.count) else {
+            throw E3DBError(.tsv1Malformed, "the TSV1 nonce must be 1 to \(maxNonceBytes) bytes",
+                            context: .init(part: "nonce", expected: maxNonceBytes, actual: parts[3].utf8.count))
         }
         let signature: Data
         do { signature = try Base64URL.decode(parts[5]) } catch {

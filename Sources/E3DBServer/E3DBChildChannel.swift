@@ -17,8 +17,21 @@ struct E3DBChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let onLoop: Bool
     /// The service whose record reads and writes ``RecordFastPath`` answers; `nil`: every request goes to the router.
     let fastPath: E3DBService?
+    /// Open connections per client address: a connection past the limit is closed before anything is read.
+    let connections: AddressConnections
+
+    struct TooManyConnections: Error {}
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        if let address = channel.remoteAddress?.ipAddress {
+            guard connections.open(address) else {
+                logger.notice("connection refused: too many from one address", metadata: ["address": .string(address)])
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(TooManyConnections())
+            }
+            let connections = self.connections
+            channel.closeFuture.whenComplete { _ in connections.close(address) }
+        }
         let configured = base.setup(channel: channel, logger: logger)
         guard let service = fastPath else { return configured }
         return configured.flatMapThrowing { value in

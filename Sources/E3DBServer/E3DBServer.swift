@@ -71,6 +71,26 @@ public enum E3DBServer {
         try await storage.close()
     }
 
+    /// Enables or disables a registered client. A disabled client's Bearer tokens, token requests and TSV1
+    /// requests are refused (401); a running server notices within its token cache's second.
+    /// - Parameters:
+    ///   - configuration: the data directory and the optional PostgreSQL URL.
+    ///   - clientID: the registered client's id (any case).
+    ///   - enabled: the new state.
+    ///   - logger: where the backend logs.
+    /// - Throws: `StorageError` when the client is not registered or the backend fails.
+    public static func setClientEnabled(_ configuration: ServerConfiguration, clientID: String, enabled: Bool,
+                                        logger: Logger) async throws {
+        let storage = try openStorage(configuration, logger: logger)
+        try await storage.migrate()
+        var found = false
+        if let id = canonicalUUID(clientID) { found = try await storage.setClientEnabled(id: id, enabled) }
+        try await storage.close()
+        guard found else {
+            throw StorageError(.unavailable, "no registered client has the id \(clientID.prefix(40))")
+        }
+    }
+
     /// Row counts of the configured backend.
     /// - Parameters:
     ///   - configuration: the data directory and the optional PostgreSQL URL.
@@ -106,9 +126,10 @@ public enum E3DBServer {
         // Record writes are answered in the pipeline on both backends, record reads only where storage reads
         // without suspending (SQLite).
         let fastPath = configuration.recordFastPath ? service : nil
+        let connections = AddressConnections(limit: configuration.maxConnectionsPerAddress)
         let http1 = HTTPServerBuilder { responder in
             E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
-                             onLoop: onLoop, fastPath: fastPath)
+                             onLoop: onLoop, fastPath: fastPath, connections: connections)
         }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
@@ -126,7 +147,7 @@ public enum E3DBServer {
             server = HTTPServerBuilder { responder in
                 E3DBChildChannel(base: try TLSChannel(
                     HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
-                                 onLoop: onLoop, fastPath: fastPath)
+                                 onLoop: onLoop, fastPath: fastPath, connections: connections)
             }
         default:
             throw StorageError(.unavailable, "TLS needs both a certificate and a key")
@@ -142,7 +163,12 @@ public enum E3DBServer {
             },
             logger: logger)
         do {
-            try await app.runService()
+            // The maintenance passes run beside the server and stop with it.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await service.maintainUntilCancelled() }
+                defer { group.cancelAll() }
+                try await app.runService()
+            }
         } catch {
             try? await storage.close()
             throw error

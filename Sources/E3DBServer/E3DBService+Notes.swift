@@ -5,8 +5,9 @@ import HTTPTypes
 import Hummingbird
 
 extension E3DBService {
-    /// Builds the stored row of a note written by a verified TSV1 caller (spec api §7).
-    private func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest) throws -> NoteRow {
+    /// Builds the stored row of a note written by a verified TSV1 caller (spec api §7); `client` is the registered
+    /// client the header proved to be (``noteCaller(_:)``), `nil` for an anonymous writer.
+    private func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest, client: ClientRow?) throws -> NoteRow {
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
             throw HTTPFailure.forbidden("the TSV1 key must be the note's writer_signing_key")
         }
@@ -19,9 +20,10 @@ extension E3DBService {
         var stored = note
         stored.noteID = newUUID()
         // Names are a registered client's feature: an anonymous note is returned with id_string "".
-        let name = verified.clientID == nil ? nil : (note.idString?.isEmpty == false ? note.idString : nil)
+        let name = client == nil ? nil : (note.idString?.isEmpty == false ? note.idString : nil)
         stored.idString = name ?? ""
-        stored.clientID = verified.clientID ?? note.clientID.flatMap(canonicalUUID)
+        // Only a verified client is named as the writer: an anonymous body's client_id is not believed.
+        stored.clientID = client?.clientID
         stored.createdAt = APITimestamp.format(micros: now)
         stored.views = nil
         stored.plain = note.plain ?? [:]
@@ -47,10 +49,16 @@ extension E3DBService {
         return try JSONBody.response(note, status: status)
     }
 
+    /// A note body, bounded by ``ServerConfiguration/maxAnonymousNoteSize`` when the writer is anonymous.
+    private func noteBody(_ r: APIRequest, client: ClientRow?) async throws -> API.Note {
+        let limit = client == nil ? configuration.maxAnonymousNoteSize : nil
+        return try JSONBody.decode(API.Note.self, from: try await body(r, limit: limit), what: "note")
+    }
+
     func writeNote(_ r: APIRequest) async throws -> Response {
-        let verified = try await verifyTSV1(r)
-        let note = try JSONBody.decode(API.Note.self, from: try await body(r), what: "note")
-        let row = try noteRow(note, verified: verified)
+        let (verified, client) = try await noteCaller(r)
+        let note = try await noteBody(r, client: client)
+        let row = try noteRow(note, verified: verified, client: client)
         guard try await storage.insertNote(row) else {
             throw HTTPFailure.conflict("a note with this id_string already exists")
         }
@@ -58,7 +66,7 @@ extension E3DBService {
     }
 
     func readNote(_ r: APIRequest) async throws -> Response {
-        let verified = try await verifyTSV1(r)
+        let (verified, _) = try await noteCaller(r)
         let ids = r.queryValues("note_id"), names = r.queryValues("id_string")
         guard ids.count + names.count == 1 else {
             throw HTTPFailure.badRequest("give exactly one of note_id and id_string")
@@ -81,22 +89,22 @@ extension E3DBService {
     }
 
     func replaceNote(_ r: APIRequest) async throws -> Response {
-        let verified = try await verifyTSV1(r)
-        let note = try JSONBody.decode(API.Note.self, from: try await body(r), what: "note")
-        guard verified.clientID != nil, let name = note.idString, !name.isEmpty else {
+        let (verified, client) = try await noteCaller(r)
+        let note = try await noteBody(r, client: client)
+        guard client != nil, let name = note.idString, !name.isEmpty else {
             throw HTTPFailure.badRequest("replacing a note needs a registered client and an id_string")
         }
         if let existing = try await storage.note(name: name),
            existing.writerSigningKey != verified.signingKey.base64URLEncoded {
             throw HTTPFailure.forbidden("only the note's writer may replace it")
         }
-        let row = try noteRow(note, verified: verified)
+        let row = try noteRow(note, verified: verified, client: client)
         try await storage.replaceNote(row)
         return try noteResponse(row, status: .ok)
     }
 
     func deleteNote(_ r: APIRequest, id: String) async throws -> Response {
-        let verified = try await verifyTSV1(r)
+        let (verified, _) = try await noteCaller(r)
         guard let id = canonicalUUID(id) else { throw HTTPFailure.badRequest("the note id is not a UUID") }
         guard let note = try await storage.note(id: id) else { throw HTTPFailure.notFound("no such note") }
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {

@@ -175,8 +175,9 @@ extension E3DBService {
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
         let caller = try await authenticate(r)
         let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "record")
+        guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
-              current.writerID == caller.clientID else {
+              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
             throw HTTPFailure.forbidden("no such record, or this client did not write it")
         }
         let outcome = try await storage.updateRecord(
@@ -194,7 +195,7 @@ extension E3DBService {
     func deleteRecord(_ r: APIRequest, id: String, version: String?) async throws -> Response {
         let caller = try await authenticate(r)
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
-              current.writerID == caller.clientID else {
+              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
             throw HTTPFailure.forbidden("no such record, or this client did not write it")
         }
         switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {
@@ -235,8 +236,7 @@ extension E3DBService {
         }
         guard expires >= clock.now() / 1_000_000 else { throw HTTPFailure.forbidden("this \(op) URL has expired") }
         let expected = try capabilityToken(op: op, id: id, expires: expires)
-        guard expected.utf8.count == token.utf8.count,
-              zip(expected.utf8, token.utf8).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
+        guard ConstantTime.equals(Array(expected.utf8), Array(token.utf8)) else {
             throw HTTPFailure.forbidden("this URL is not a valid \(op) capability")
         }
     }
@@ -280,9 +280,18 @@ extension E3DBService {
         guard let md5 = Data(base64Encoded: pending.checksum) else {
             throw StorageError(.corrupted, "a pending file's checksum does not decode")
         }
+        // Claimed in storage, so that of concurrent uploads (in any process) one stores the body and the others get
+        // 409; a claim older than the pending file's lifetime (a process that died mid-upload) is taken over.
+        let now = clock.now()
+        guard try await storage.claimUpload(
+            pendingID: id, now: now, staleBefore: now - configuration.pendingFileLifetime * 1_000_000) else {
+            throw HTTPFailure.conflict("this file is being or was already uploaded")
+        }
         do {
             try await files.store(id: id, chunks: r.request.body, expectedSize: pending.size, expectedMD5: md5)
-        } catch let error as FileBodyError {
+        } catch {
+            try? await storage.releaseUpload(pendingID: id)
+            guard let error = error as? FileBodyError else { throw error }
             switch error {
             case .sizeMismatch(let expected, let actual):
                 throw HTTPFailure.badRequest("the body is \(actual > expected ? "longer" : "shorter") than the declared \(expected) bytes")

@@ -25,6 +25,27 @@ extension E3DBService {
 
     private static func ids(_ list: [String]?) -> [String] { (list ?? []).map { canonicalUUID($0) ?? $0.lowercased() } }
 
+    /// The steps of scanning one record: reading and decoding its `plain` (a step per 16 bytes).
+    private static func scanCost(_ row: RecordRow) -> Int { 4 + row.plainJSON.utf8.count / 16 }
+
+    /// The comparisons of a v1 `plain` filter against one record: its nodes.
+    private static func filterCost(_ q: API.PlainQuery) -> Int {
+        switch q {
+        case .equals: 1
+        case .and(let all), .or(let all): all.reduce(1) { $0 + filterCost($1) }
+        case .not(let inner): 1 + filterCost(inner)
+        }
+    }
+
+    /// Runs a search's scan behind the search limiter (``ServerConfiguration/concurrentSearches``), with a new
+    /// ``WorkBudget``; the scan yields between batches and stops when the request is cancelled.
+    private func searching<T>(_ scan: (inout WorkBudget) async throws -> T) async throws -> T {
+        try await searches.withPermit {
+            var budget = WorkBudget(limit: configuration.searchBudget)
+            return try await scan(&budget)
+        }
+    }
+
     /// v1 query: candidates by writer scope and id/type filters in storage, `plain` filtered here, ascending index,
     /// `index > after_index`, at most `count`.
     func searchV1(_ r: APIRequest) async throws -> Response {
@@ -37,16 +58,25 @@ extension E3DBService {
         let scope = RecordScope(
             caller: caller.clientID, includeShared: !writers.isEmpty || q.includeAllWriters == true, writerIDs: writers,
             userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [])
-        var picked: [RecordRow] = []
-        var cursor = after
-        while picked.count < count {
-            let batch = try await storage.records(in: scope, afterIndex: cursor, limit: max(count * 2, 64))
-            for row in batch where picked.count < count {
-                if let plain = q.plain, !plain.matches(try Self.map(row.plainJSON)) { continue }
-                picked.append(row)
+        let perRow = q.plain.map(Self.filterCost) ?? 0
+        let picked = try await searching { budget in
+            var picked: [RecordRow] = []
+            var cursor = after
+            while picked.count < count {
+                let batch = try await storage.records(in: scope, afterIndex: cursor, limit: max(count * 2, 64))
+                for row in batch where picked.count < count {
+                    if let plain = q.plain {
+                        try budget.charge(Self.scanCost(row) + perRow)
+                        if !plain.matches(try Self.map(row.plainJSON)) { continue }
+                    }
+                    picked.append(row)
+                }
+                guard let last = batch.last, batch.count == max(count * 2, 64) else { break }
+                cursor = last.index
+                try Task.checkCancellation()
+                await Task.yield()
             }
-            guard let last = batch.last, batch.count == max(count * 2, 64) else { break }
-            cursor = last.index
+            return picked
         }
         let response = API.QueryResponse(
             results: try await results(picked, caller: caller.clientID, includeData: q.includeData == true),
@@ -84,24 +114,37 @@ extension E3DBService {
             before = try bound(range.before, "before")
         }
         let scope = RecordScope(caller: caller.clientID, includeShared: q.includeAllWriters == true)
-        var matched: [RecordRow] = []
-        var cursor: Int64 = 0
         let window = 10_000
-        scan: while true {
-            let batch = try await storage.records(in: scope, afterIndex: cursor, limit: 1000)
-            for row in batch {
-                let t = byModified ? row.lastModified : row.created
-                if let after, t < after { continue }
-                if let before, t > before { continue }
-                if let after, let before, after >= before { continue }
-                let plain = try Self.map(row.plainJSON)
-                guard matches.isEmpty || matches.contains(where: { $0.matches(row, plain: plain) }) else { continue }
-                guard !excludes.contains(where: { $0.matches(row, plain: plain) }) else { continue }
-                matched.append(row)
-                if matched.count >= window { break scan }
+        let matched = try await searching { budget in
+            var matched: [RecordRow] = []
+            var cursor: Int64 = 0
+            scan: while true {
+                let batch = try await storage.records(in: scope, afterIndex: cursor, limit: 1000)
+                rows: for row in batch {
+                    let t = byModified ? row.lastModified : row.created
+                    if let after, t < after { continue }
+                    if let before, t > before { continue }
+                    if let after, let before, after >= before { continue }
+                    try budget.charge(Self.scanCost(row))
+                    let plain = try Self.map(row.plainJSON)
+                    var included = matches.isEmpty
+                    for clause in matches where try clause.matches(row, plain: plain, budget: &budget) {
+                        included = true
+                        break
+                    }
+                    guard included else { continue }
+                    for clause in excludes where try clause.matches(row, plain: plain, budget: &budget) {
+                        continue rows
+                    }
+                    matched.append(row)
+                    if matched.count >= window { break scan }
+                }
+                guard let last = batch.last, batch.count == 1000 else { break }
+                cursor = last.index
+                try Task.checkCancellation()
+                await Task.yield()
             }
-            guard let last = batch.last, batch.count == 1000 else { break }
-            cursor = last.index
+            return matched
         }
         let start = min(Int(offset), matched.count)
         let page = Array(matched[start..<min(start + limit, matched.count)])

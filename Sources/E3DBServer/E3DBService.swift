@@ -22,6 +22,10 @@ final class E3DBService: Sendable {
     let metrics: PrometheusCollectorRegistry?
     /// The storage when it can read records without suspending (SQLite), for ``readRecordNow(caller:id:)``.
     let nonSuspendingReads: (any NonSuspendingRecordReads)?
+    /// Request body bytes held in memory by all requests (``ServerConfiguration/maxBodyBytesInFlight``).
+    let bodyBudget: BodyBudget
+    /// Searches running at once (``ServerConfiguration/concurrentSearches``).
+    let searches: AsyncLimiter
 
     init(storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
          logger: Logger, metrics: PrometheusCollectorRegistry? = nil) {
@@ -32,6 +36,39 @@ final class E3DBService: Sendable {
         self.logger = logger
         self.metrics = metrics
         nonSuspendingReads = storage as? any NonSuspendingRecordReads
+        bodyBudget = BodyBudget(bytes: configuration.maxBodyBytesInFlight)
+        searches = AsyncLimiter(permits: configuration.concurrentSearches)
+    }
+
+    // MARK: Maintenance
+
+    /// Partial uploads not written to for this long are removed (``FileBodyStore/removeAbandonedUploads(idle:)``).
+    static let abandonedUploadIdle: TimeInterval = 300
+
+    /// One maintenance pass: expired TSV1 nonces and tokens, pending files past their lifetime with their bodies,
+    /// and abandoned partial uploads. Failures are logged; the next pass tries again.
+    func maintain() async {
+        let now = clock.now()
+        do {
+            let stale = try await storage.purgeExpired(
+                now: now, pendingCreatedBefore: now - configuration.pendingFileLifetime * 1_000_000)
+            for id in stale { files.remove(id: id) }
+            let abandoned = files.removeAbandonedUploads(idle: Self.abandonedUploadIdle)
+            if !stale.isEmpty || abandoned > 0 {
+                logger.info("maintenance", metadata: ["expired_pending_files": .stringConvertible(stale.count),
+                                                      "abandoned_uploads": .stringConvertible(abandoned)])
+            }
+        } catch {
+            logger.warning("maintenance failed", metadata: ["error": .string("\(error)")])
+        }
+    }
+
+    /// Runs ``maintain()`` now and then every ``ServerConfiguration/maintenanceInterval`` seconds until cancelled.
+    func maintainUntilCancelled() async {
+        while !Task.isCancelled {
+            await maintain()
+            try? await Task.sleep(for: .seconds(configuration.maintenanceInterval))
+        }
     }
 
     // MARK: Entry point
@@ -40,8 +77,10 @@ final class E3DBService: Sendable {
         let started = ContinuousClock.now
         var route = "unknown"
         let response: Response
+        let bodyBytes = BodyReservation(bodyBudget)
+        defer { bodyBytes.release() }
         do {
-            let api = try APIRequest(request)
+            let api = try APIRequest(request, bodyBytes: bodyBytes)
             if request.headers[.expect] != nil {
                 throw HTTPFailure(.expectationFailed, "only Expect: 100-continue is supported")
             }
@@ -59,9 +98,13 @@ final class E3DBService: Sendable {
         switch error {
         case let failure as HTTPFailure:
             return (failure.status, failure.message)
+        case let error as StorageError where error.kind == .invalidInput:
+            return (.badRequest, "the storage refused a value of the request: \(error.message)")
         case let error as StorageError:
             logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
             return (.serviceUnavailable, "the storage backend failed; try again")
+        case is CancellationError:
+            return (.serviceUnavailable, "the request was cancelled")
         case let error as HTTPError where error.status == .contentTooLarge:
             return (.contentTooLarge, "the request body is larger than the server accepts")
         default:
@@ -142,21 +185,38 @@ final class E3DBService: Sendable {
         if let declared = r.header(.contentLength).flatMap(Int.init), declared > max {
             throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
         }
-        var request = r.request
-        do {
-            let buffer = try await request.collectBody(upTo: max)
-            return Data(buffer.readableBytesView)
-        } catch is NIOTooManyBytesError {
-            throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+        // Collected chunk by chunk, each taken from the server's budget of body bytes in memory first.
+        var collected = Data()
+        for try await chunk in r.request.body {
+            guard collected.count + chunk.readableBytes <= max else {
+                throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+            }
+            try r.bodyBytes.take(chunk.readableBytes)
+            collected.append(contentsOf: chunk.readableBytesView)
         }
+        return collected
     }
 
     static func sha256(_ text: String) -> Data { Hashes.sha256(Data(text.utf8)) }
 
-    /// The SHA-256 of the token of a `Bearer` authorization header (the scheme in either case), `nil` for others.
+    /// An `Authorization` header split into its scheme (lowercased: schemes are case-insensitive, RFC 9110 §11.1)
+    /// and its credentials (after the spaces that follow the scheme). TSV1 ends its scheme with `;`.
+    static func authorizationScheme(_ header: String) -> (scheme: String, credentials: Substring) {
+        let trimmed = header.drop { $0 == " " || $0 == "\t" }
+        guard let end = trimmed.firstIndex(where: { $0 == " " || $0 == "\t" || $0 == ";" }) else {
+            return (trimmed.lowercased(), "")
+        }
+        let credentials = trimmed[end...].drop { $0 == " " || $0 == "\t" || $0 == ";" }
+        return (trimmed[..<end].lowercased(), credentials)
+    }
+
+    private static let tsv1Scheme = TSV1.method.lowercased()
+
+    /// The SHA-256 of the token of a `Bearer` authorization header (the scheme in any case), `nil` for others.
     static func bearerTokenHash(_ header: String) -> Data? {
-        guard header.hasPrefix("Bearer ") || header.hasPrefix("bearer ") else { return nil }
-        return sha256(trimmedWhitespace(header.dropFirst(7)))
+        let (scheme, credentials) = authorizationScheme(header)
+        guard scheme == "bearer" else { return nil }
+        return sha256(trimmedWhitespace(credentials))
     }
 
     /// The client of a Bearer authorization header when its token is in the cache (no storage read).
@@ -165,34 +225,89 @@ final class E3DBService: Sendable {
         return bearerTokens.client(hash: hash, now: clock.now())
     }
 
-    /// The calling client of a storage endpoint: a Bearer token, or a TSV1 header naming a registered client.
-    func authenticate(_ r: APIRequest) async throws -> ClientRow {
+    /// Who sent a request, as the one authentication routine (``identify(_:)``) found it.
+    enum Identity {
+        /// A registered, enabled client: a Bearer token it was issued, or a TSV1 header signed with its
+        /// registered signing key and naming it in `uid`.
+        case client(ClientRow, tsv1: TSV1.VerifiedRequest?)
+        /// A valid TSV1 header with an empty `uid` (anonymous notes): only the key that signed it is known.
+        case anonymous(TSV1.VerifiedRequest)
+        /// A valid TSV1 header whose `uid` does not check out (why): not the client it names.
+        case unverifiedClient(TSV1.VerifiedRequest, why: String)
+
+        /// The TSV1 request, when the header was TSV1.
+        var tsv1: TSV1.VerifiedRequest? {
+            switch self {
+            case .client(_, let v): v
+            case .anonymous(let v), .unverifiedClient(let v, _): v
+            }
+        }
+    }
+
+    /// Authenticates a request, the same checks for every scheme: a Bearer token must be issued, unexpired, and
+    /// its client enabled; a TSV1 header must verify (signature over the request, timestamp window, a nonce of at
+    /// most 64 bytes not seen before), and its `uid`, when given, must name an enabled client whose registered
+    /// signing key is the header's key (a client registered without one cannot use TSV1 as itself).
+    func identify(_ r: APIRequest) async throws -> Identity {
         guard let header = r.header(.authorization) else {
             throw HTTPFailure.unauthorized("this endpoint needs an Authorization header (Bearer or TSV1)")
         }
-        if let hash = Self.bearerTokenHash(header) {
+        let (scheme, _) = Self.authorizationScheme(header)
+        switch scheme {
+        case "bearer":
+            guard let hash = Self.bearerTokenHash(header) else {
+                throw HTTPFailure.unauthorized("the bearer token is unknown or expired")
+            }
             let now = clock.now()
-            if let cached = bearerTokens.client(hash: hash, now: now) { return cached }
+            if let cached = bearerTokens.client(hash: hash, now: now) { return .client(cached, tsv1: nil) }
             guard let found = try await storage.accessToken(hash: hash, now: now),
                   let client = try await storage.client(id: found.clientID), client.enabled else {
                 throw HTTPFailure.unauthorized("the bearer token is unknown or expired")
             }
             bearerTokens.insert(hash: hash, client: client, tokenExpires: found.expires, now: now)
-            return client
+            return .client(client, tsv1: nil)
+        case Self.tsv1Scheme:
+            let verified = try await verifyTSV1(r, header: header)
+            guard let uid = verified.clientID else { return .anonymous(verified) }
+            guard let id = canonicalUUID(uid), let client = try await storage.client(id: id) else {
+                return .unverifiedClient(verified, why: "uid names no registered client")
+            }
+            guard client.enabled else { return .unverifiedClient(verified, why: "the client is disabled") }
+            guard let registered = client.signingKey else {
+                return .unverifiedClient(verified, why: "the client registered no signing key")
+            }
+            guard (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation else {
+                return .unverifiedClient(verified, why: "the key is not the client's registered signing key")
+            }
+            return .client(client, tsv1: verified)
+        default:
+            throw HTTPFailure.unauthorized("the Authorization scheme is not Bearer or \(TSV1.method)")
         }
-        let verified = try await verifyTSV1(r, header: header)
-        guard let id = verified.clientID, let client = try await storage.client(id: id) else {
-            throw HTTPFailure.unauthorized("this endpoint needs a registered client (TSV1 uid)")
-        }
-        return client
     }
 
-    /// Verifies a TSV1 header: signature over the request, timestamp window, nonce replay, and, when `uid` names a
-    /// client with a signing key, that key.
-    func verifyTSV1(_ r: APIRequest, header: String? = nil) async throws -> TSV1.VerifiedRequest {
-        guard let header = header ?? r.header(.authorization), header.hasPrefix(TSV1.method) else {
+    /// The calling client of a storage endpoint: a registered, enabled client (``identify(_:)``), else 401.
+    func authenticate(_ r: APIRequest) async throws -> ClientRow {
+        switch try await identify(r) {
+        case .client(let client, _): return client
+        case .anonymous: throw HTTPFailure.unauthorized("this endpoint needs a registered client (TSV1 uid)")
+        case .unverifiedClient(_, let why): throw HTTPFailure.unauthorized("TSV1: \(why)")
+        }
+    }
+
+    /// The caller of a note endpoint: a TSV1 header (notes are addressed by signing keys), with the client it
+    /// names when ``identify(_:)`` verified it; a `uid` that does not check out is treated as anonymous.
+    func noteCaller(_ r: APIRequest) async throws -> (verified: TSV1.VerifiedRequest, client: ClientRow?) {
+        let identity = try await identify(r)
+        guard let verified = identity.tsv1 else {
             throw HTTPFailure.unauthorized("this endpoint needs a TSV1 Authorization header")
         }
+        if case .client(let client, _) = identity { return (verified, client) }
+        return (verified, nil)
+    }
+
+    /// Verifies a TSV1 header: signature over the request, timestamp window and nonce replay (the nonce is kept
+    /// as a SHA-256 of the signing key and the nonce until the window has passed). The `uid` is ``identify(_:)``'s.
+    private func verifyTSV1(_ r: APIRequest, header: String) async throws -> TSV1.VerifiedRequest {
         let now = clock.now() / 1_000_000
         let verified: TSV1.VerifiedRequest
         do {
@@ -202,16 +317,9 @@ final class E3DBService: Sendable {
             throw HTTPFailure.unauthorized("TSV1: \(error.message)")
         }
         let expires = (verified.timestamp + configuration.tsv1Window + 1) * 1_000_000
-        guard try await storage.useNonce(verified.nonce, expires: expires, now: now * 1_000_000) else {
+        let nonceHash = hex(Hashes.sha256(verified.signingKey.rawRepresentation + Data(verified.nonce.utf8)))
+        guard try await storage.useNonce(nonceHash, expires: expires, now: now * 1_000_000) else {
             throw HTTPFailure.unauthorized("TSV1: the nonce was already used")
-        }
-        if let id = verified.clientID {
-            guard let client = try await storage.client(id: id) else {
-                throw HTTPFailure.unauthorized("TSV1: uid names no registered client")
-            }
-            if let registered = client.signingKey, registered != verified.signingKey.base64URLEncoded {
-                throw HTTPFailure.unauthorized("TSV1: the key is not the client's registered signing key")
-            }
         }
         return verified
     }
@@ -234,7 +342,7 @@ final class E3DBService: Sendable {
             }
         }
         guard let client = try await storage.client(apiKeyID: keyID), client.enabled,
-              constantTimeEquals(Self.sha256(secretText), client.apiSecretHash) else {
+              ConstantTime.equals(Self.sha256(secretText), client.apiSecretHash) else {
             throw HTTPFailure.unauthorized("the API key pair is not valid")
         }
         let token = hex(SecureRandom.bytes(count: 32))
@@ -245,33 +353,27 @@ final class E3DBService: Sendable {
             accessToken: token, expiresIn: configuration.tokenLifetime, expiresAt: APITimestamp.format(micros: expires)))
     }
 
-    private func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
-        guard a.count == b.count else { return false }
-        var diff: UInt8 = 0
-        for (x, y) in zip(a, b) { diff |= x ^ y }
-        return diff == 0
-    }
-
     static func validKey(_ b64u: String) -> Bool { (try? Base64URL.decode(b64u))?.count == 32 }
 
     private func register(_ r: APIRequest) async throws -> Response {
-        let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r), what: "registration")
+        // Bounded before the token is checked: anyone can send a registration.
+        let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r, limit: 64 << 10),
+                                      what: "registration")
         guard Self.validKey(req.client.publicKey.curve25519) else {
             throw HTTPFailure.badRequest("client.public_key.curve25519 must be a base64url 32-byte key")
         }
         if let sk = req.client.signingKey, !Self.validKey(sk.ed25519) {
             throw HTTPFailure.badRequest("client.signing_key.ed25519 must be a base64url 32-byte key")
         }
-        let tokenHash = Self.sha256(req.token)
-        guard try await storage.useRegistrationToken(hash: tokenHash) else {
-            throw HTTPFailure.unauthorized("the registration token is unknown or used up")
-        }
         let apiSecret = hex(SecureRandom.bytes(count: 32))
         let row = ClientRow(
             clientID: newUUID(), name: req.client.name, publicKey: req.client.publicKey.curve25519,
             signingKey: req.client.signingKey?.ed25519, apiKeyID: hex(SecureRandom.bytes(count: 32)),
-            apiSecretHash: Self.sha256(apiSecret), registrationTokenHash: tokenHash, created: clock.now())
-        try await storage.insertClient(row)
+            apiSecretHash: Self.sha256(apiSecret), registrationTokenHash: Self.sha256(req.token), created: clock.now())
+        // One transaction: a registration that fails uses no registration.
+        guard try await storage.registerClient(row) else {
+            throw HTTPFailure.unauthorized("the registration token is unknown or used up")
+        }
         let backup = try await storage.backupClientID() ?? ""
         return try JSONBody.response(
             API.RegistrationResponse(
@@ -318,12 +420,46 @@ final class E3DBService: Sendable {
         return AccessTuple(writerID: w, userID: u, readerID: rd, type: type)
     }
 
-    /// Whether `caller` may act for the writer of `t`: it is the writer (and user), or holds an `authorizer`
-    /// permission on (user, writer, type).
-    private func mayAuthorize(_ caller: String, _ t: AccessTuple) async throws -> Bool {
-        if caller == t.writerID && caller == t.userID { return true }
-        let p = try await storage.policy(AccessTuple(writerID: t.writerID, userID: t.userID, readerID: caller, type: t.type))
-        return p?.canAuthorize == true
+    /// The caller's and the addressed reader's roles on the writer's (writer, type) of `t` (``AccessRules``):
+    /// a storage read of the caller's policy unless it is the writer, and of the reader's when it is neither.
+    func sharingRoles(caller: String, tuple t: AccessTuple) async throws
+        -> (caller: AccessRules.CallerRole, target: AccessRules.TargetRole) {
+        func isAuthorizer(_ id: String) async throws -> Bool {
+            try await storage.policy(AccessTuple(writerID: t.writerID, userID: t.userID, readerID: id, type: t.type))?
+                .canAuthorize == true
+        }
+        let callerRole: AccessRules.CallerRole
+        if caller == t.writerID && caller == t.userID {
+            callerRole = .writer
+        } else {
+            callerRole = try await isAuthorizer(caller) ? .authorizer : .other
+        }
+        let target: AccessRules.TargetRole
+        if t.readerID == caller {
+            target = .caller
+        } else if t.readerID == t.writerID {
+            target = .writer
+        } else if callerRole == .authorizer, try await isAuthorizer(t.readerID) {
+            target = .authorizer
+        } else {
+            target = .reader  // for the writer and for others the difference decides nothing: not read
+        }
+        return (callerRole, target)
+    }
+
+    /// Refuses `operation` by `caller` on `t` unless ``AccessRules`` allows it.
+    private func authorize(_ operation: AccessRules.Operation, caller: String, tuple t: AccessTuple) async throws {
+        if operation == .readAccessKey {  // needs no storage read: only the reader itself
+            let target: AccessRules.TargetRole = t.readerID == caller ? .caller : .reader
+            guard AccessRules.decide(operation, caller: .other, target: target) else {
+                throw AccessRules.refusal(operation, caller: .other, target: target)
+            }
+            return
+        }
+        let (role, target) = try await sharingRoles(caller: caller, tuple: t)
+        guard AccessRules.decide(operation, caller: role, target: target) else {
+            throw AccessRules.refusal(operation, caller: role, target: target)
+        }
     }
 
     private func accessKey(_ r: APIRequest, writer: String, user: String, reader: String, type: String) async throws
@@ -332,15 +468,11 @@ final class E3DBService: Sendable {
         let t = try tuple(writer: writer, user: user, reader: reader, type: type)
         switch r.method {
         case .get:
-            guard t.readerID == caller.clientID else {
-                throw HTTPFailure.forbidden("a client may only read access keys addressed to it")
-            }
+            try await authorize(.readAccessKey, caller: caller.clientID, tuple: t)
             guard let row = try await storage.accessKey(t) else { throw HTTPFailure.notFound("no access key") }
             return try JSONBody.response(eakInfo(row))
         case .put:
-            guard try await mayAuthorize(caller.clientID, t) else {
-                throw HTTPFailure.forbidden("only the writer or its authorizer may store this access key")
-            }
+            try await authorize(.putAccessKey, caller: caller.clientID, tuple: t)
             let req = try JSONBody.decode(API.PutAccessKeyRequest.self, from: try await body(r), what: "access key")
             guard !req.eak.isEmpty, req.eak.utf8.count <= 4096 else {
                 throw HTTPFailure.badRequest("eak must be a non-empty string of at most 4096 bytes")
@@ -353,9 +485,7 @@ final class E3DBService: Sendable {
             }
             return JSONBody.raw("{}", status: .created)
         case .delete:
-            guard try await mayAuthorize(caller.clientID, t) else {
-                throw HTTPFailure.forbidden("only the writer or its authorizer may delete this access key")
-            }
+            try await authorize(.deleteAccessKey, caller: caller.clientID, tuple: t)
             try await storage.deleteAccessKey(t)
             return Response(status: .noContent)
         default:
@@ -392,12 +522,9 @@ final class E3DBService: Sendable {
         guard !allow.isEmpty || !deny.isEmpty else {
             throw HTTPFailure.badRequest("a policy needs allow or deny with at least one verb")
         }
-        let isWriter = caller.clientID == t.writerID
-        if !isWriter {
-            guard allow.union(deny) == ["read"], try await mayAuthorize(caller.clientID, t) else {
-                throw HTTPFailure.forbidden("only the writer, or its authorizer for read, may set this policy")
-            }
-        }
+        let verbs = allow.union(deny)
+        if verbs.contains("authorizer") { try await authorize(.changeAuthorizer, caller: caller.clientID, tuple: t) }
+        if verbs.contains("read") { try await authorize(.changeRead, caller: caller.clientID, tuple: t) }
         var row = try await storage.policy(t)
             ?? PolicyRow(tuple: t, canRead: false, canAuthorize: false, authorizedBy: nil)
         if allow.contains("read") { row.canRead = true }
@@ -418,9 +545,7 @@ final class E3DBService: Sendable {
         -> Response {
         let caller = try await authenticate(r)
         let t = try tuple(writer: writer, user: user, reader: reader, type: "-")
-        guard caller.clientID == t.writerID, t.userID == t.writerID else {
-            throw HTTPFailure.forbidden("only the writer may remove its authorizers")
-        }
+        try await authorize(.removeAuthorizers, caller: caller.clientID, tuple: t)
         try await storage.removeAuthorizations(userID: t.userID, writerID: t.writerID, readerID: t.readerID)
         return JSONBody.raw("{}", status: .ok)
     }

@@ -32,6 +32,9 @@ public protocol FileBodyStore: Sendable {
     func read(id: String, into write: (ByteBuffer) async throws -> Void) async throws
     /// Removes a body (no error when it is missing).
     func remove(id: String)
+    /// Removes the partial uploads of uploads that died (a killed process, a dropped connection): those not
+    /// written to for `idle` seconds. Returns how many it removed.
+    func removeAbandonedUploads(idle: TimeInterval) -> Int
 }
 
 /// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/`.
@@ -120,6 +123,21 @@ public struct LocalFileBodyStore: FileBodyStore {
     }
 
     public func remove(id: String) { unlink(path(id)) }
+
+    /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
+    /// body arrives, and other processes sharing the directory may have uploads in progress).
+    public func removeAbandonedUploads(idle: TimeInterval) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []
+        let cutoff = Date().addingTimeInterval(-idle)
+        var removed = 0
+        for name in names {
+            let file = temporary.appendingPathComponent(name).path
+            guard let modified = (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date,
+                  modified < cutoff, unlink(file) == 0 else { continue }
+            removed += 1
+        }
+        return removed
+    }
 }
 
 /// Starts the disk writes of an upload while it arrives, so that the `fsync` before the commit finds little left

@@ -134,8 +134,10 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             do {
                 outputs = try await write(batch.map(\.0))
             } catch {
-                // The backend is down (or timed out): every item would fail the same way, each after its own
-                // timeout, so the whole group fails now instead of being retried one item at a time.
+                // Only when the backend is down or timed out (`.unavailable`: a connection-class error) would every
+                // item fail the same way, each after its own timeout, so the whole group fails now. Any other
+                // failure (one item's value, a duplicate) is retried one item at a time, so that it fails only
+                // the item that caused it.
                 if batch.count == 1 || (error as? StorageError)?.kind == .unavailable {
                     for (_, waiter) in batch { waiter(.failure(error)) }
                     continue

@@ -55,6 +55,9 @@ enum JSONBody {
     /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason
     /// (member names only, never values) when it does not fit.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, what: String) throws -> T {
+        if let offset = escapedNUL(in: data) {
+            throw HTTPFailure.badRequest("the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
+        }
         do {
             if T.self == API.Record.self, let record = try API.Record.decodeJSON(data) as? T { return record }
             return try JSONDecoder().decode(type, from: data)
@@ -63,6 +66,30 @@ enum JSONBody {
         } catch {
             throw HTTPFailure.badRequest("the \(what) body is not valid JSON")
         }
+    }
+
+    /// The offset of the first `\u0000` escape in JSON text, `nil` when there is none. JSON can hold U+0000 only
+    /// as that escape (a raw control character is not JSON), and a backslash escapes the next character, so an
+    /// escaped backslash followed by `u0000` is text, not U+0000.
+    static func escapedNUL(in data: Data) -> Int? {
+        // 0: outside an escape; 1: after a backslash; 2...5: after "\u" and (state - 2) zeros.
+        var state = 0
+        var offset = 0
+        for byte in data {
+            switch state {
+            case 0: if byte == UInt8(ascii: "\\") { state = 1 }
+            case 1: state = byte == UInt8(ascii: "u") ? 2 : 0
+            default:
+                if byte == UInt8(ascii: "0") {
+                    state += 1
+                    if state == 6 { return offset - 5 }
+                } else {
+                    state = byte == UInt8(ascii: "\\") ? 1 : 0
+                }
+            }
+            offset += 1
+        }
+        return nil
     }
 
     private static func describe(_ error: DecodingError) -> String {
@@ -83,13 +110,18 @@ enum JSONBody {
 /// and query (TSV1 signs them as sent) and the query parameters.
 struct APIRequest {
     let request: Request
+    /// This request's share of the server's body budget (``E3DBService/body(_:limit:)`` takes from it).
+    let bodyBytes: BodyReservation
     let segments: [String]
     let rawPath: String
     let rawQuery: String
     let query: [(String, String)]
 
-    init(_ request: Request) throws {
+    /// Splits `request`; a path segment or query parameter holding U+0000 is refused (400): no string the server
+    /// stores or matches may hold it (PostgreSQL's text cannot).
+    init(_ request: Request, bodyBytes: BodyReservation) throws {
         self.request = request
+        self.bodyBytes = bodyBytes
         rawPath = request.uri.path
         rawQuery = request.uri.query ?? ""
         var segs: [String] = []
@@ -97,15 +129,22 @@ struct APIRequest {
             guard let d = TSV1.percentDecoded(String(s)) else {
                 throw HTTPFailure.badRequest("the request path has a malformed percent escape")
             }
+            guard !d.utf8.contains(0) else {
+                throw HTTPFailure.badRequest("path segment \(segs.count + 1) holds U+0000, which the server refuses")
+            }
             segs.append(d)
         }
         segments = segs
-        query = rawQuery.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+        query = try rawQuery.split(separator: "&", omittingEmptySubsequences: true).map { pair in
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func dec(_ s: Substring) -> String {
                 TSV1.percentDecoded(s.replacingOccurrences(of: "+", with: " ")) ?? String(s)
             }
-            return (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
+            let (name, value) = (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
+            guard !name.utf8.contains(0), !value.utf8.contains(0) else {
+                throw HTTPFailure.badRequest("query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
+            }
+            return (name, value)
         }
     }
 

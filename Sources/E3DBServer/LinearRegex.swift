@@ -55,6 +55,9 @@ struct LinearRegex {
         start = try Self.compile(ast, next: 0, into: &states)
     }
 
+    /// The automaton's states: the most it visits per character of a value.
+    var stateCount: Int { states.count }
+
     /// Whether the whole of `value` matches.
     func wholeMatch(_ value: String) -> Bool {
         var marks = [Int](repeating: -1, count: states.count)

@@ -133,8 +133,8 @@ public final class PostgresStorage: ServerStorage {
 
     // MARK: Running statements
 
-    /// Runs `body` within ``operationTimeout``, turning postgres-nio's errors into `StorageError`s (unique
-    /// violations are `.conflict`, the rest `.unavailable`) that name the operation and the server's message, never
+    /// Runs `body` within ``operationTimeout``, turning postgres-nio's errors into `StorageError`s (by
+    /// SQLSTATE, ``kind(sqlState:)``; a lost connection or a timeout is `.unavailable`) that name the operation and the server's message, never
     /// a bound value or the password. The timeout matters when the server is unreachable: the pool keeps trying to
     /// connect and a lease would otherwise wait for ever.
     @discardableResult
@@ -174,13 +174,13 @@ public final class PostgresStorage: ServerStorage {
         case let e as PSQLError:
             if let state = e.serverInfo?[.sqlState] {
                 let message = e.serverInfo?[.message] ?? "no message"
-                return StorageError(state == "23505" ? .conflict : .unavailable,
-                                    "PostgreSQL refused \(what): \(message) (SQLSTATE \(state))")
+                return StorageError(kind(sqlState: state), "PostgreSQL refused \(what): \(message) (SQLSTATE \(state))")
             }
             return StorageError(.unavailable, "PostgreSQL at \(url) is unavailable for \(what): \(e.code)")
         case PostgresError.server(let message):  // postgres-nio's event-loop API (the grouped reads)
             let state = message.fields[.sqlState] ?? "none"
-            return StorageError(.unavailable, "PostgreSQL refused \(what): \(message.fields[.message] ?? "no message") (SQLSTATE \(state))")
+            return StorageError(kind(sqlState: state),
+                                "PostgreSQL refused \(what): \(message.fields[.message] ?? "no message") (SQLSTATE \(state))")
         case PostgresError.connectionClosed:
             return StorageError(.unavailable, "PostgreSQL at \(url) closed the connection while \(what)")
         case is CancellationError:
@@ -188,6 +188,19 @@ public final class PostgresStorage: ServerStorage {
         default:
             return StorageError(.unavailable, "PostgreSQL \(what) failed: \(type(of: error))")
         }
+    }
+
+    /// What an error with SQLSTATE `state` means for the request: a uniqueness conflict (23505), the client's
+    /// value (class 22, data exceptions: U+0000 in text, a value out of range), the server unavailable
+    /// (connection exceptions 08, operator intervention 57P, insufficient resources 53, system errors 58), or a
+    /// refusal of this operation alone.
+    static func kind(sqlState state: String) -> StorageError.Kind {
+        if state == "23505" { return .conflict }
+        if state.hasPrefix("22") { return .invalidInput }
+        if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state.hasPrefix("58") {
+            return .unavailable
+        }
+        return .failed
     }
 
     /// Runs `body` in one transaction on one pooled connection (rolled back when it throws).
@@ -296,6 +309,10 @@ public final class PostgresStorage: ServerStorage {
                 views bigint NOT NULL, expires_at bigint, created bigint NOT NULL, body text NOT NULL)
             """,
         ], createsSecret: true),
+        Migration(version: 2, name: "upload claims", statements: [
+            "ALTER TABLE pending_files ADD COLUMN upload_started bigint",
+            "CREATE INDEX pending_files_created ON pending_files (created)",
+        ]),
     ]
 
     /// Applies the migrations this build knows and the database lacks, each in its own transaction that first takes
@@ -350,12 +367,19 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    public func useRegistrationToken(hash: Data) async throws -> Bool {
-        try await perform("using a registration token") { [self] in
-            try await execute("""
+    /// Uses the token and inserts the client in one transaction (a failed insert uses nothing).
+    public func registerClient(_ c: ClientRow) async throws -> Bool {
+        try await transaction("registering client \(c.clientID)") { [self] db -> Bool in
+            guard try await execute("""
                 UPDATE registration_tokens SET uses_left = uses_left - 1
-                WHERE token_hash = \(hash) AND (uses_left IS NULL OR uses_left > 0) RETURNING 1
-                """, on: client) == 1
+                WHERE token_hash = \(c.registrationTokenHash) AND (uses_left IS NULL OR uses_left > 0) RETURNING 1
+                """, on: db) == 1 else { return false }
+            try await execute("""
+                INSERT INTO clients (\(unescaped: Self.clientColumns)) VALUES (\(c.clientID), \(c.name), \(c.publicKey),
+                    \(c.signingKey), \(c.apiKeyID), \(c.apiSecretHash), \(c.enabled), \(c.hasBackup),
+                    \(c.registrationTokenHash), \(c.created))
+                """, on: db)
+            return true
         }
     }
 
@@ -397,16 +421,6 @@ public final class PostgresStorage: ServerStorage {
                          registrationTokenHash: tokenHash, created: created)
     }
 
-    public func insertClient(_ c: ClientRow) async throws {
-        try await perform("inserting client \(c.clientID)") { [self] in
-            try await execute("""
-                INSERT INTO clients (\(unescaped: Self.clientColumns)) VALUES (\(c.clientID), \(c.name), \(c.publicKey),
-                    \(c.signingKey), \(c.apiKeyID), \(c.apiSecretHash), \(c.enabled), \(c.hasBackup),
-                    \(c.registrationTokenHash), \(c.created))
-                """, on: client)
-        }
-    }
-
     public func client(id: String) async throws -> ClientRow? {
         try await first("reading client \(id)", PostgresStatements.Client(id: id))
     }
@@ -421,6 +435,12 @@ public final class PostgresStorage: ServerStorage {
     public func setHasBackup(clientID: String) async throws {
         try await perform("marking client \(clientID) as backed up") { [self] in
             try await execute("UPDATE clients SET has_backup = true WHERE client_id = \(clientID)", on: client)
+        }
+    }
+
+    public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
+        try await perform("\(enabled ? "enabling" : "disabling") client \(id)") { [self] in
+            try await execute("UPDATE clients SET enabled = \(enabled) WHERE client_id = \(id) RETURNING 1", on: client) == 1
         }
     }
 
@@ -450,14 +470,10 @@ public final class PostgresStorage: ServerStorage {
     }
 
     /// One statement: inserts the nonce, or takes over an expired one; returns no row (a replay) when the nonce is
-    /// present and unexpired. Every 256th call (on average) also purges expired nonces and tokens.
+    /// present and unexpired.
     public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
         try await perform("recording a TSV1 nonce") { [self] in
-            if Int.random(in: 0..<256) == 0 {
-                try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
-                try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
-            }
-            return try await execute("""
+            try await execute("""
                 INSERT INTO tsv1_nonces (nonce, expires) VALUES (\(nonce), \(expires))
                 ON CONFLICT (nonce) DO UPDATE SET expires = EXCLUDED.expires WHERE tsv1_nonces.expires < \(now)
                 RETURNING 1
@@ -731,6 +747,38 @@ public final class PostgresStorage: ServerStorage {
         try await perform("reading pending file \(id)") { [self] in
             try await fetch("SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id)",
                             on: client, Self.pending).first
+        }
+    }
+
+    public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
+        try await perform("claiming the upload of pending file \(pendingID)") { [self] in
+            try await execute("""
+                UPDATE pending_files SET upload_started = \(now)
+                WHERE pending_id = \(pendingID) AND NOT uploaded
+                    AND (upload_started IS NULL OR upload_started < \(staleBefore))
+                RETURNING 1
+                """, on: client) == 1
+        }
+    }
+
+    public func releaseUpload(pendingID: String) async throws {
+        try await perform("releasing the upload of pending file \(pendingID)") { [self] in
+            try await execute("""
+                UPDATE pending_files SET upload_started = NULL WHERE pending_id = \(pendingID) AND NOT uploaded
+                """, on: client)
+        }
+    }
+
+    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
+        try await perform("removing expired nonces, tokens and pending files") { [self] in
+            try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
+            try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
+            return try await fetch("""
+                DELETE FROM pending_files
+                WHERE created < \(pendingCreatedBefore)
+                    AND (upload_started IS NULL OR upload_started < \(pendingCreatedBefore))
+                RETURNING pending_id
+                """, on: client) { try $0.decode(String.self) }
         }
     }
 

@@ -104,6 +104,14 @@ public final class SQLiteStorage: ServerStorage {
             try db.execute(sql: "INSERT INTO server_settings (key, value) VALUES ('secret', ?)",
                            arguments: [Data(SecureRandom.bytes(count: 32))])
         }
+        m.registerMigration("v2 upload claims and expiry indexes") { db in
+            try db.execute(sql: """
+                ALTER TABLE pending_files ADD COLUMN upload_started INTEGER;
+                CREATE INDEX pending_files_created ON pending_files (created);
+                CREATE INDEX tsv1_nonces_expires ON tsv1_nonces (expires);
+                CREATE INDEX access_tokens_expires ON access_tokens (expires);
+                """)
+        }
         return m
     }
 
@@ -142,8 +150,9 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func useRegistrationToken(hash: Data) async throws -> Bool {
+    public func registerClient(_ c: ClientRow) async throws -> Bool {
         try await pool.write { db in
+            let hash = c.registrationTokenHash
             guard let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
                 arguments: [hash]) else { return false }
@@ -153,6 +162,9 @@ public final class SQLiteStorage: ServerStorage {
                 try db.cachedStatement(sql: "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE token_hash = ?")
                     .execute(arguments: [hash])
             }
+            try db.execute(sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
+                                       c.enabled, c.hasBackup, c.registrationTokenHash, c.created])
             return true
         }
     }
@@ -187,14 +199,6 @@ public final class SQLiteStorage: ServerStorage {
                   enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
     }
 
-    public func insertClient(_ c: ClientRow) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
-                                       c.enabled, c.hasBackup, c.registrationTokenHash, c.created])
-        }
-    }
-
     public func client(id: String) async throws -> ClientRow? {
         try pointRead { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
@@ -212,6 +216,13 @@ public final class SQLiteStorage: ServerStorage {
     public func setHasBackup(clientID: String) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID])
+        }
+    }
+
+    public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE clients SET enabled = ? WHERE client_id = ?", arguments: [enabled, id])
+            return db.changesCount == 1
         }
     }
 
@@ -242,10 +253,6 @@ public final class SQLiteStorage: ServerStorage {
 
     public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
         try await pool.write { db in
-            if Int.random(in: 0..<256) == 0 {
-                try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
-                try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
-            }
             if let old = try Int64.fetchOne(db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
                                             arguments: [nonce]) {
                 guard old < now else { return false }
@@ -493,9 +500,38 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
+    public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: """
+                UPDATE pending_files SET upload_started = ?
+                WHERE pending_id = ? AND uploaded = 0 AND (upload_started IS NULL OR upload_started < ?)
+                """, arguments: [now, pendingID, staleBefore])
+            return db.changesCount == 1
+        }
+    }
+
+    public func releaseUpload(pendingID: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE pending_files SET upload_started = NULL WHERE pending_id = ? AND uploaded = 0",
+                           arguments: [pendingID])
+        }
+    }
+
     public func markUploaded(pendingID: String) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID])
+        }
+    }
+
+    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
+            try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
+            let stale = try String.fetchAll(db, sql: """
+                DELETE FROM pending_files WHERE created < ?1 AND (upload_started IS NULL OR upload_started < ?1)
+                RETURNING pending_id
+                """, arguments: [pendingCreatedBefore])
+            return stale
         }
     }
 

@@ -55,17 +55,32 @@ struct SearchTerm {
         }
     }
 
-    func matches(_ value: String) -> Bool {
-        if strategy == .exact { return value == text }
-        guard value.utf8.count <= Self.maxMatchedValueBytes else { return false }
+    /// Whether `value` matches, charging `budget` for the comparison: one step per 16 bytes compared for EXACT,
+    /// the band's cells for FUZZY, the glob's iterations for WILDCARD, and value length × states for REGEXP
+    /// (charged before it runs: the automaton may visit every state at every character).
+    func matches(_ value: String, budget: inout WorkBudget) throws(HTTPFailure) -> Bool {
+        let bytes = value.utf8.count
+        if strategy == .exact {
+            try budget.charge(1 + min(bytes, text.utf8.count) / 16)
+            return value == text
+        }
+        guard bytes <= Self.maxMatchedValueBytes else { return false }
         switch strategy {
         case .exact: return value == text
         case .fuzzy:
             let count = scalars.count
             let allowed = count <= 2 ? 0 : (count <= 5 ? 1 : 2)
+            try budget.charge(1 + bytes * (2 * allowed + 1))
             return Self.distance(scalars, Array(value.unicodeScalars), limit: allowed) <= allowed
-        case .wildcard: return Self.wildcard(scalars[...], Array(value.unicodeScalars)[...])
-        case .regexp: return regex?.wholeMatch(value) == true
+        case .wildcard:
+            var steps = 0
+            let matched = Self.wildcard(scalars[...], Array(value.unicodeScalars)[...], steps: &steps)
+            try budget.charge(1 + steps)
+            return matched
+        case .regexp:
+            guard let regex else { return false }
+            try budget.charge((1 + bytes) * regex.stateCount)
+            return regex.wholeMatch(value)
         }
     }
 
@@ -99,10 +114,13 @@ struct SearchTerm {
     }
 
     /// Glob matching with `*` and `?`, iterative with backtracking to the last star.
-    static func wildcard(_ p: ArraySlice<Unicode.Scalar>, _ s: ArraySlice<Unicode.Scalar>) -> Bool {
+    /// - Parameter steps: increased by the loop's iterations (at most about `p.count × s.count`).
+    static func wildcard(_ p: ArraySlice<Unicode.Scalar>, _ s: ArraySlice<Unicode.Scalar>, steps: inout Int) -> Bool {
         let p = Array(p), s = Array(s)
         var pi = 0, si = 0, star = -1, mark = 0
+        defer { steps += pi + si }
         while si < s.count {
+            steps += 1
             if pi < p.count, p[pi] == "?" || p[pi] == s[si] {
                 pi += 1
                 si += 1
@@ -153,6 +171,8 @@ struct CompiledClause {
 
     /// The most terms one search may hold across its match and exclude clauses.
     static let maxTermsPerSearch = 1024
+    /// The most UTF-8 bytes of FUZZY, WILDCARD and REGEXP terms one search may hold, all together.
+    static let maxPatternBytesPerSearch = 4096
 
     /// Compiles a search's clauses, refusing more than ``maxTermsPerSearch`` terms in all.
     static func compile(match: [API.SearchClause]?, exclude: [API.SearchClause]?) throws
@@ -167,22 +187,48 @@ struct CompiledClause {
                 throw HTTPFailure.badRequest("a search may hold at most \(maxTermsPerSearch) terms")
             }
         }
-        return (try (match ?? []).map(CompiledClause.init), try (exclude ?? []).map(CompiledClause.init))
-    }
-
-    func matches(_ row: RecordRow, plain: [String: String]) -> Bool {
-        if terms.isEmpty { return true }
-        func one(_ kind: Kind, _ term: SearchTerm) -> Bool {
-            switch kind {
-            case .writer: term.matches(row.writerID)
-            case .user: term.matches(row.userID)
-            case .record: term.matches(row.recordID)
-            case .type: term.matches(row.type)
-            case .key: plain.keys.contains { term.matches($0) }
-            case .value: plain.values.contains { term.matches($0) }
-            case .tag(let valueTerm): plain.contains { term.matches($0.key) && valueTerm.matches($0.value) }
+        let compiled = (try (match ?? []).map(CompiledClause.init), try (exclude ?? []).map(CompiledClause.init))
+        var patternBytes = 0
+        for clause in compiled.0 + compiled.1 {
+            for (kind, term) in clause.terms {
+                if term.strategy != .exact { patternBytes += term.text.utf8.count }
+                if case .tag(let value) = kind, value.strategy != .exact { patternBytes += value.text.utf8.count }
             }
         }
-        return all ? terms.allSatisfy { one($0.0, $0.1) } : terms.contains { one($0.0, $0.1) }
+        guard patternBytes <= maxPatternBytesPerSearch else {
+            throw HTTPFailure.badRequest(
+                "the FUZZY, WILDCARD and REGEXP terms of a search may hold at most \(maxPatternBytesPerSearch) bytes")
+        }
+        return compiled
+    }
+
+    /// Whether the record matches, charging `budget` for every comparison (``SearchTerm/matches(_:budget:)``).
+    func matches(_ row: RecordRow, plain: [String: String], budget: inout WorkBudget) throws(HTTPFailure) -> Bool {
+        if terms.isEmpty { return true }
+        func one(_ kind: Kind, _ term: SearchTerm) throws(HTTPFailure) -> Bool {
+            switch kind {
+            case .writer: return try term.matches(row.writerID, budget: &budget)
+            case .user: return try term.matches(row.userID, budget: &budget)
+            case .record: return try term.matches(row.recordID, budget: &budget)
+            case .type: return try term.matches(row.type, budget: &budget)
+            case .key:
+                for key in plain.keys where try term.matches(key, budget: &budget) { return true }
+                return false
+            case .value:
+                for value in plain.values where try term.matches(value, budget: &budget) { return true }
+                return false
+            case .tag(let valueTerm):
+                for (key, value) in plain where try term.matches(key, budget: &budget) {
+                    if try valueTerm.matches(value, budget: &budget) { return true }
+                }
+                return false
+            }
+        }
+        for (kind, term) in terms {
+            let matched = try one(kind, term)
+            if all && !matched { return false }
+            if !all && matched { return true }
+        }
+        return all
     }
 }

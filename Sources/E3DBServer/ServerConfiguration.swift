@@ -15,6 +15,14 @@ public struct ServerConfiguration: Sendable {
     public var publicURL: String?
     /// Largest JSON request body, bytes (default 16 MiB: records of 8 MiB and more must fit).
     public var maxBodySize: Int = 16 << 20
+    /// Largest note body from an anonymous writer (a TSV1 header without a verified `uid`), bytes (default 64 KiB):
+    /// anyone can write one.
+    public var maxAnonymousNoteSize: Int = 64 << 10
+    /// Request body bytes all requests together may hold in memory at once (default 256 MiB); a request whose body
+    /// would exceed it is refused with 503 while the others finish. File uploads stream to disk and do not count.
+    public var maxBodyBytesInFlight: Int = 256 << 20
+    /// Open connections one client address may hold (default 256); more are closed as they arrive.
+    public var maxConnectionsPerAddress: Int = 256
     /// Largest file body, bytes (default 8 GiB).
     public var maxFileSize: Int64 = 8 << 30
     /// Bearer-token lifetime, seconds.
@@ -31,6 +39,18 @@ public struct ServerConfiguration: Sendable {
     public var metricsEnabled: Bool = false
     /// Lifetime of upload and download URLs, seconds.
     public var capabilityLifetime: Int64 = 3600
+    /// How long a pending file may wait for its commit, seconds (default a day); then it and any uploaded body are
+    /// removed by the maintenance task.
+    public var pendingFileLifetime: Int64 = 86_400
+    /// How often the maintenance task removes expired nonces, tokens and pending files, seconds.
+    public var maintenanceInterval: Int = 60
+    /// The work one search may do (v1 and v2), in steps (a step is one comparison of a matcher, or a few bytes of
+    /// a scanned record); past it the search is refused with 400. The default takes a few hundred milliseconds
+    /// of one core at most.
+    public var searchBudget: Int = 50_000_000
+    /// Searches that may run at once; others wait. The default is one less than the cores (at least one), so that
+    /// searches cannot take every core from the other routes.
+    public var concurrentSearches: Int = max(1, ProcessInfo.processInfo.activeProcessorCount - 1)
     /// Handle each connection's requests on the event loop that owns its socket instead of Swift's global
     /// executor: two thread switches fewer per request, so lower latency when few connections are busy (a
     /// one-connection client writes and reads about 10 % faster), but lower throughput under many concurrent

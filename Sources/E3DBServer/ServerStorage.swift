@@ -222,7 +222,20 @@ public enum PolicyListing: Sendable, Hashable {
 
 /// Errors of a storage backend, mapped by the service to HTTP statuses.
 public struct StorageError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable { case conflict, unavailable, corrupted }
+    public enum Kind: Sendable {
+        /// A uniqueness conflict.
+        case conflict
+        /// The backend cannot be reached or did not answer in time (a lost connection, a timeout): every
+        /// operation would fail the same way now (503; a group of inserts fails as a whole).
+        case unavailable
+        /// The backend refused a value of the request (PostgreSQL's data exceptions, SQLSTATE class 22): the
+        /// client's fault (400), and only its own operation's.
+        case invalidInput
+        /// The backend refused the operation for another reason (503, logged; in a group, only that item fails).
+        case failed
+        /// Stored data does not decode.
+        case corrupted
+    }
     public var kind: Kind
     public var message: String
     public init(_ kind: Kind, _ message: String) {
@@ -247,8 +260,10 @@ public protocol ServerStorage: Sendable {
 
     // Registration tokens (stored as SHA-256 hashes).
     func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws
-    /// Uses one registration: `false` when the token is unknown or used up.
-    func useRegistrationToken(hash: Data) async throws -> Bool
+    /// Registers a client: uses one registration of the token `client.registrationTokenHash` names and inserts the
+    /// client, in one transaction (a failed insert uses no registration); `false` when the token is unknown or
+    /// used up.
+    func registerClient(_ client: ClientRow) async throws -> Bool
     /// Whether the token exists (for backup notifications; does not use it).
     func registrationTokenExists(hash: Data) async throws -> Bool
     /// The account's backup client, if one was configured.
@@ -256,10 +271,11 @@ public protocol ServerStorage: Sendable {
     func setBackupClientID(_ id: String) async throws
 
     // Clients.
-    func insertClient(_ client: ClientRow) async throws
     func client(id: String) async throws -> ClientRow?
     func client(apiKeyID: String) async throws -> ClientRow?
     func setHasBackup(clientID: String) async throws
+    /// Enables or disables a client; `false` when there is no such client.
+    func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool
 
     // Bearer tokens (stored as SHA-256 hashes) and TSV1 nonces.
     func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws
@@ -268,9 +284,13 @@ public protocol ServerStorage: Sendable {
     /// The client and expiry (microseconds) of an unexpired token, for the in-memory token cache. The default
     /// (from `accessTokenClient`) reports the token as expiring `now`, which the cache never keeps.
     func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)?
-    /// Records a TSV1 nonce: `false` when it was already used and has not expired (a replay). Also purges
-    /// expired nonces and tokens now and then.
+    /// Records a TSV1 nonce (the service passes a hash): `false` when it was already used and has not expired (a
+    /// replay).
     func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool
+    /// Removes expired nonces and access tokens, and the pending files created before `pendingCreatedBefore`
+    /// whose upload did not start since then; returns those pending files' ids (their bodies are the caller's to
+    /// remove).
+    func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String]
 
     // Access keys.
     func accessKey(_ tuple: AccessTuple) async throws -> AccessKeyRow?
@@ -311,6 +331,11 @@ public protocol ServerStorage: Sendable {
     // Files.
     func insertPendingFile(_ row: PendingFileRow) async throws
     func pendingFile(id: String) async throws -> PendingFileRow?
+    /// Claims the upload of a pending file that is not uploaded and whose upload did not start after
+    /// `staleBefore` (an upload whose process died is taken over then): `false` when another upload holds it.
+    func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool
+    /// Gives up a claim of ``claimUpload(pendingID:now:staleBefore:)`` (the upload failed).
+    func releaseUpload(pendingID: String) async throws
     func markUploaded(pendingID: String) async throws
     /// Turns an uploaded pending file into a record (record_id = pending id) in one transaction; `nil` when the
     /// pending file is unknown.

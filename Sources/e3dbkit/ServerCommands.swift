@@ -13,8 +13,8 @@ struct ServerCommand: CommandGroup {
             policies, encrypted file bodies) and never sees a plaintext value or a private key. See docs/server.md.
             """,
         subcommands: [
-            ServerRunCommand.self, ServerTokenCommand.self, ServerBackupClientCommand.self, ServerMigrateCommand.self,
-            ServerStatsCommand.self,
+            ServerRunCommand.self, ServerTokenCommand.self, ServerClientCommand.self, ServerBackupClientCommand.self,
+            ServerMigrateCommand.self, ServerStatsCommand.self,
         ]
     )
 }
@@ -74,6 +74,24 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Largest JSON request body in bytes.")
     var maxBodySize: Int = 16 << 20
 
+    @Option(help: "Largest note body from an anonymous writer (TSV1 without a verified uid), in bytes.")
+    var maxAnonymousNoteSize: Int = 64 << 10
+
+    @Option(help: "Request body bytes all requests may hold in memory at once (others get 503 until they finish).")
+    var maxBodyBytesInFlight: Int = 256 << 20
+
+    @Option(help: "Open connections one client address may hold.")
+    var maxConnectionsPerAddress: Int = 256
+
+    @Option(help: "The work one search may do, in steps (a comparison, or a few bytes of a scanned record); more is refused with 400.")
+    var searchBudget: Int = 50_000_000
+
+    @Option(help: "Searches that may run at once (default: one less than the cores, at least 1).")
+    var concurrentSearches: Int?
+
+    @Option(help: "Seconds a pending file may wait for its commit before it and its body are removed.")
+    var pendingFileLifetime: Int64 = 86_400
+
     @Option(help: "A PEM certificate chain: serve HTTPS (with --tls-key).")
     var tlsCert: String?
 
@@ -100,6 +118,14 @@ struct ServerRunCommand: AsyncParsableCommand {
         guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be 1...86400") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard maxBodySize >= 1 << 20 else { throw ValidationError("--max-body-size must be at least 1048576") }
+        guard maxAnonymousNoteSize >= 1024 else { throw ValidationError("--max-anonymous-note-size must be at least 1024") }
+        guard maxBodyBytesInFlight >= maxBodySize else {
+            throw ValidationError("--max-body-bytes-in-flight must be at least --max-body-size")
+        }
+        guard maxConnectionsPerAddress >= 1 else { throw ValidationError("--max-connections-per-address must be at least 1") }
+        guard searchBudget >= 1000 else { throw ValidationError("--search-budget must be at least 1000") }
+        guard (concurrentSearches ?? 1) >= 1 else { throw ValidationError("--concurrent-searches must be at least 1") }
+        guard pendingFileLifetime >= 60 else { throw ValidationError("--pending-file-lifetime must be at least 60") }
     }
 
     func run() async throws {
@@ -108,6 +134,12 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.publicURL = publicURL
         configuration.maxBodySize = maxBodySize
+        configuration.maxAnonymousNoteSize = maxAnonymousNoteSize
+        configuration.maxBodyBytesInFlight = maxBodyBytesInFlight
+        configuration.maxConnectionsPerAddress = maxConnectionsPerAddress
+        configuration.searchBudget = searchBudget
+        if let concurrentSearches { configuration.concurrentSearches = concurrentSearches }
+        configuration.pendingFileLifetime = pendingFileLifetime
         configuration.tokenLifetime = tokenLifetime
         configuration.metricsEnabled = metrics
         configuration.handlersOnEventLoop = handlersOnEventLoop
@@ -201,4 +233,51 @@ struct ServerBackupClientCommand: AsyncParsableCommand {
         }
         try StandardOutput.line("{\"backup_client\":\"\(clientID.lowercased())\"}")
     }
+}
+
+struct ServerClientCommand: CommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "client", abstract: "Registered clients.",
+        subcommands: [ServerClientDisableCommand.self, ServerClientEnableCommand.self])
+}
+
+/// `server client disable|enable`: one command shape for both.
+protocol ServerClientSwitch: AsyncParsableCommand {
+    var storage: ServerStorageOptions { get }
+    var clientID: String { get }
+    static var enabled: Bool { get }
+}
+
+extension ServerClientSwitch {
+    func run() async throws {
+        try await serverAdmin("\(Self.enabled ? "enabling" : "disabling") a client") {
+            try await E3DBServer.setClientEnabled(storage.configuration(), clientID: clientID, enabled: Self.enabled,
+                                                  logger: serverLogger(level: .warning))
+        }
+        try StandardOutput.line("{\"client_id\":\"\(clientID.lowercased())\",\"enabled\":\(Self.enabled)}")
+    }
+}
+
+struct ServerClientDisableCommand: ServerClientSwitch {
+    static let configuration = CommandConfiguration(
+        commandName: "disable",
+        abstract: "Disable a registered client: its tokens, new tokens and TSV1 requests are refused (401).",
+        discussion: "Servers sharing the database refuse it within a second (their token caches expire).")
+    static let enabled = false
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    @Option(help: "The registered client's id.")
+    var clientID: String
+}
+
+struct ServerClientEnableCommand: ServerClientSwitch {
+    static let configuration = CommandConfiguration(
+        commandName: "enable", abstract: "Enable a disabled client again.")
+    static let enabled = true
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    @Option(help: "The registered client's id.")
+    var clientID: String
 }

@@ -11,6 +11,8 @@ final class ServerProcess: @unchecked Sendable {
     let url: String
     let data: URL
     let token: String
+    /// The PostgreSQL URL of the PostgreSQL backend, `nil` for SQLite.
+    let postgres: String?
 
     static var binary: URL { PythonSDKServerTests.binary }
 
@@ -35,6 +37,7 @@ final class ServerProcess: @unchecked Sendable {
     ///   a pipe, at `warning`, read until the server listens).
     init(data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil) throws {
         data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
+        self.postgres = postgres
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
         token = try Self.cli(["server", "token", "create"] + storage)
         process.executableURL = Self.binary

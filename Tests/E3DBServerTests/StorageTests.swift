@@ -151,9 +151,14 @@ private func recordRow(_ id: String = uuid(), writer: String, user: String? = ni
               version: version)
 }
 
-private func clientRow(_ id: String, apiKeyID: String) -> ClientRow {
+private func clientRow(_ id: String, apiKeyID: String, token: String = "token") -> ClientRow {
     ClientRow(clientID: id, name: "client \(id.suffix(1))", publicKey: "pk-\(id)", signingKey: nil, apiKeyID: apiKeyID,
-              apiSecretHash: hash("secret \(id)"), registrationTokenHash: hash("token"), created: 5)
+              apiSecretHash: hash("secret \(id)"), registrationTokenHash: hash(token), created: 5)
+}
+
+/// Registers a new client (random id and API key id) with the registration token `token`.
+private func register(_ storage: any ServerStorage, token: String) async throws -> Bool {
+    try await storage.registerClient(clientRow(uuid(), apiKeyID: uuid() + uuid(), token: token))
 }
 
 private func noteRow(_ id: String = uuid(), name: String? = nil, maxViews: Int? = nil, expiresAt: Int64? = nil) -> NoteRow {
@@ -244,12 +249,13 @@ struct StorageTests {
             try await storage.createRegistrationToken(hash: hash("two"), uses: 2, created: 1)
             try await storage.createRegistrationToken(hash: hash("unlimited"), uses: nil, created: 1)
             try await storage.createRegistrationToken(hash: hash("none"), uses: 0, created: 1)
-            #expect(try await storage.useRegistrationToken(hash: hash("two")))
-            #expect(try await storage.useRegistrationToken(hash: hash("two")))
-            #expect(try await !storage.useRegistrationToken(hash: hash("two")))
-            for _ in 0..<5 { #expect(try await storage.useRegistrationToken(hash: hash("unlimited"))) }
-            #expect(try await !storage.useRegistrationToken(hash: hash("none")))
-            #expect(try await !storage.useRegistrationToken(hash: hash("unknown")))
+            #expect(try await register(storage, token: "two"))
+            #expect(try await register(storage, token: "two"))
+            #expect(try await !register(storage, token: "two"))
+            for _ in 0..<5 { #expect(try await register(storage, token: "unlimited")) }
+            #expect(try await !register(storage, token: "none"))
+            #expect(try await !register(storage, token: "unknown"))
+            #expect(try await storage.statistics()["clients"] == 7)
             #expect(try await storage.registrationTokenExists(hash: hash("two")))
             #expect(try await !storage.registrationTokenExists(hash: hash("unknown")))
             await #expect(throws: (any Error).self) {
@@ -267,10 +273,11 @@ struct StorageTests {
     @Test(arguments: Backend.allCases)
     func clients(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
+            try await storage.createRegistrationToken(hash: hash("token"), uses: 3, created: 0)
             var a = clientRow(alice, apiKeyID: String(repeating: "a", count: 64))
             a.signingKey = "sk-a"
-            try await storage.insertClient(a)
-            try await storage.insertClient(clientRow(bob, apiKeyID: String(repeating: "b", count: 64)))
+            #expect(try await storage.registerClient(a))
+            #expect(try await storage.registerClient(clientRow(bob, apiKeyID: String(repeating: "b", count: 64))))
             #expect(try await storage.client(id: alice) == a)
             #expect(try await storage.client(apiKeyID: String(repeating: "a", count: 64)) == a)
             #expect(try await storage.client(id: carol) == nil)
@@ -278,13 +285,22 @@ struct StorageTests {
             try await storage.setHasBackup(clientID: alice)
             #expect(try await storage.client(id: alice)?.hasBackup == true)
             #expect(try await storage.client(id: bob)?.hasBackup == false)
-            // The same id, or the same API key id, is refused.
+            #expect(try await storage.setClientEnabled(id: bob, false))
+            #expect(try await storage.client(id: bob)?.enabled == false)
+            #expect(try await storage.client(id: alice)?.enabled == true)
+            #expect(try await storage.setClientEnabled(id: bob, true))
+            #expect(try await storage.client(id: bob)?.enabled == true)
+            #expect(try await !storage.setClientEnabled(id: carol, false), "no such client")
+            // The same id, or the same API key id, is refused, and such a failed registration uses nothing of the
+            // token (one transaction): its third and last use still registers carol.
             await #expect(throws: (any Error).self) {
-                try await storage.insertClient(clientRow(alice, apiKeyID: String(repeating: "d", count: 64)))
+                try await storage.registerClient(clientRow(alice, apiKeyID: String(repeating: "d", count: 64)))
             }
             await #expect(throws: (any Error).self) {
-                try await storage.insertClient(clientRow(carol, apiKeyID: String(repeating: "b", count: 64)))
+                try await storage.registerClient(clientRow(carol, apiKeyID: String(repeating: "b", count: 64)))
             }
+            #expect(try await storage.registerClient(clientRow(carol, apiKeyID: String(repeating: "c", count: 64))))
+            #expect(try await !register(storage, token: "token"), "three uses")
         }
     }
 
@@ -308,9 +324,11 @@ struct StorageTests {
             // Expired: usable again, and then protected until its new expiry.
             #expect(try await storage.useNonce("n1", expires: 3_000, now: 1_001))
             #expect(try await !storage.useNonce("n1", expires: 3_000, now: 2_999))
-            // n2 expired at 1_000: a write may purge it (both backends purge expired nonces now and then).
-            let kept = try await storage.statistics()["tsv1_nonces"] ?? 0
-            #expect((1...2).contains(kept))
+            // n2 expired at 1_000: the maintenance pass removes it, and only it.
+            #expect(try await storage.statistics()["tsv1_nonces"] == 2)
+            #expect(try await storage.purgeExpired(now: 1_001, pendingCreatedBefore: 0).isEmpty)
+            #expect(try await storage.statistics()["tsv1_nonces"] == 1)
+            #expect(try await !storage.useNonce("n1", expires: 3_000, now: 1_002), "the unexpired nonce was kept")
         }
     }
 
@@ -465,6 +483,47 @@ struct StorageTests {
         }
     }
 
+    @Test("upload claims: one of concurrent claims wins, stale claims are taken over; expired pending files go",
+          arguments: Backend.allCases)
+    func uploadClaimsAndExpiredPendingFiles(_ backend: Backend) async throws {
+        try await withStorage(backend) { _, storage in
+            func pending(created: Int64) -> PendingFileRow {
+                PendingFileRow(pendingID: uuid(), record: recordRow(writer: alice), checksum: "c", size: 1,
+                               uploaded: false, created: created)
+            }
+            let old = pending(created: 100), oldInUpload = pending(created: 200), young = pending(created: 5_000)
+            for p in [old, oldInUpload, young] { try await storage.insertPendingFile(p) }
+            let wins = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await storage.claimUpload(pendingID: young.pendingID, now: 5_100, staleBefore: 1_000) ? 1 : 0
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(wins == 1)
+            #expect(try await !storage.claimUpload(pendingID: young.pendingID, now: 5_200, staleBefore: 5_100))
+            #expect(try await storage.claimUpload(pendingID: young.pendingID, now: 5_300, staleBefore: 5_101),
+                    "a claim older than staleBefore is taken over")
+            try await storage.releaseUpload(pendingID: young.pendingID)
+            #expect(try await storage.claimUpload(pendingID: young.pendingID, now: 5_400, staleBefore: 0))
+            try await storage.markUploaded(pendingID: young.pendingID)
+            try await storage.releaseUpload(pendingID: young.pendingID)
+            #expect(try await !storage.claimUpload(pendingID: young.pendingID, now: 5_500, staleBefore: 10_000),
+                    "an uploaded file is never claimed again")
+            #expect(try await storage.claimUpload(pendingID: oldInUpload.pendingID, now: 1_500, staleBefore: 0))
+
+            try await storage.insertAccessToken(hash: hash("old"), clientID: alice, expires: 1_000)
+            try await storage.insertAccessToken(hash: hash("new"), clientID: alice, expires: 9_000)
+            #expect(try await storage.purgeExpired(now: 2_000, pendingCreatedBefore: 1_000) == [old.pendingID])
+            #expect(try await storage.pendingFile(id: old.pendingID) == nil)
+            #expect(try await storage.pendingFile(id: oldInUpload.pendingID) != nil, "its upload started since")
+            #expect(try await storage.pendingFile(id: young.pendingID)?.uploaded == true)
+            #expect(try await storage.statistics()["access_tokens"] == 1)
+            #expect(try await storage.accessTokenClient(hash: hash("new"), now: 2_000) == alice)
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func pendingFilesCommitIntoRecords(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
@@ -550,8 +609,8 @@ struct StorageTests {
     @Test(arguments: Backend.allCases)
     func statisticsCountRows(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
-            try await storage.insertClient(clientRow(alice, apiKeyID: String(repeating: "a", count: 64)))
-            try await storage.createRegistrationToken(hash: hash("t"), uses: nil, created: 0)
+            try await storage.createRegistrationToken(hash: hash("token"), uses: nil, created: 0)
+            #expect(try await storage.registerClient(clientRow(alice, apiKeyID: String(repeating: "a", count: 64))))
             _ = try await storage.insertAccessKey(AccessKeyRow(
                 tuple: AccessTuple(writerID: alice, userID: alice, readerID: alice, type: "t"), eak: "e",
                 authorizerID: alice, authorizerPublicKey: "pk", signerID: nil, signerSigningKey: nil))
@@ -614,7 +673,7 @@ struct StorageTests {
                     let storage = instances[i % 2]
                     group.addTask {
                         let nonce = try await storage.useNonce("raced", expires: 1_000, now: 10) ? 1 : 0
-                        let token = try await storage.useRegistrationToken(hash: hash("three")) ? 1 : 0
+                        let token = try await register(storage, token: "three") ? 1 : 0
                         let view = try await storage.viewNote(id: note.noteID, now: 10) == nil ? 0 : 1
                         return (nonce, token, view)
                     }

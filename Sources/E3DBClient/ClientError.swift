@@ -26,7 +26,8 @@ extension E3DBError.Code {
     public static let keyChanged = Self("keyChanged", category: .verification)
     /// A known-keys file (``KnownKeys``) is malformed.
     public static let invalidKnownKeys = Self("invalidKnownKeys", category: .malformedInput)
-    /// A file body's URL is not on an origin the client may fetch from or upload to (``E3DBClient/fileOrigins``).
+    /// A file body's URL is not on an origin the client may fetch from or upload to
+    /// (``E3DBClient/E3DBClient/fileOrigins``).
     public static let foreignFileURL = Self("foreignFileURL", category: .verification)
 }
 

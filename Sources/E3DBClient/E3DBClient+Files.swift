@@ -51,8 +51,8 @@ extension E3DBClient {
     ///   - plain: plaintext metadata.
     ///   - progress: called with the encryption progress.
     /// - Returns: the file record (metadata, `file_meta`, empty data).
-    /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), `.foreignFileURL` for an upload URL off the API's origin
-    ///   and ``fileOrigins``, the server or the transport.
+    /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), `.foreignFileURL` for an upload URL off the API's
+    ///   origin and ``fileOrigins``, the server or the transport.
     public func writeFile(type: String, path: String, plain: RecordData = RecordData(),
                           progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)

@@ -12,9 +12,10 @@ import Synchronization
 /// in ``acceptedChanges`` (the keys are then replaced). Compare a fingerprint out of band (``fingerprint(_:)``) to
 /// turn trust on first use into verified trust.
 ///
-/// In memory (``init()``), or kept in a JSON file (``init(path:acceptingChangesOf:)``), written whenever a key is
-/// pinned or replaced: `{"clients":{"<client id>":{"public_key":"<b64url>","signing_key":"<b64url>"|null}},
-/// "version":1}`. The keys are public; the file is still written with mode 0600 beside the credentials.
+/// In memory (``init(acceptingChangesOf:)``), or kept in a JSON file (``init(path:acceptingChangesOf:)``),
+/// written whenever a key is pinned or replaced: `{"clients":{"<client id>":{"public_key":"<b64url>",
+/// "signing_key":"<b64url>"|null}},"version":1}`. The keys are public; the file is still written with mode 0600
+/// beside the credentials.
 public final class KnownKeys: Sendable {
     /// A client's public keys, base64url.
     public struct Keys: Sendable, Hashable, Codable {

@@ -295,7 +295,7 @@ struct ClientUpdateCommand: AsyncParsableCommand {
         let values = try DocumentCLI.recordData(data, what: "data")
         let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") }
         let updated = try await clientCall("updating record \(id.uuidString.lowercased())") {
-            var current = try await client.read(id, writer: client.clientID)
+            var current = try await client.read(id)
             current.meta.version = version
             current.data = values
             if let plainValues {

@@ -21,6 +21,14 @@ extension E3DBError.Code {
     public static let requestCancelled = Self("requestCancelled", category: .cancelled)
     /// The server's response is not what the API promises.
     public static let invalidResponse = Self("invalidResponse", category: .malformedInput)
+    /// The server gives a client other public keys than those pinned for it (``KnownKeys``); `context.item` is the
+    /// client id, `context.field` the key (`public_key` or `signing_key`).
+    public static let keyChanged = Self("keyChanged", category: .verification)
+    /// A known-keys file (``KnownKeys``) is malformed.
+    public static let invalidKnownKeys = Self("invalidKnownKeys", category: .malformedInput)
+    /// A file body's URL is not on an origin the client may fetch from or upload to
+    /// (``E3DBClient/E3DBClient/fileOrigins``).
+    public static let foreignFileURL = Self("foreignFileURL", category: .verification)
 }
 
 /// Maps an HTTP status to an error that keeps the status (`context.actual`), the operation (`context.part`) and the

@@ -51,7 +51,8 @@ extension E3DBClient {
     ///   - plain: plaintext metadata.
     ///   - progress: called with the encryption progress.
     /// - Returns: the file record (metadata, `file_meta`, empty data).
-    /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), the server or the transport.
+    /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), `.foreignFileURL` for an upload URL off the API's
+    ///   origin and ``fileOrigins``, the server or the transport.
     public func writeFile(type: String, path: String, plain: RecordData = RecordData(),
                           progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
@@ -82,6 +83,7 @@ extension E3DBClient {
         let created = try await send("POST", ["v1", "storage", "files"], json: body, operation: "file create",
                                      idempotent: false)
         let pending = try Self.decode(API.PendingFile.self, created, operation: "file create")
+        try checkFileURL(pending.fileURL, operation: "file upload")
         let upload = try await transportCall("file upload") {
             try await transport.upload(
                 TransportRequest(method: "PUT", url: pending.fileURL,
@@ -118,16 +120,21 @@ extension E3DBClient {
     ///   - progress: called with the ciphertext bytes decrypted so far (total: `file_meta.size`), from the
     ///     decrypting thread.
     /// - Returns: the file record.
-    /// - Throws: `E3DBError` `.notFound`, `.checksumMismatch` (with `verifyChecksum`), `.chunkAuthenticationFailed`,
+    /// The body is fetched only from the API's origin (scheme, host and port of ``apiURL``) or one of
+    /// ``fileOrigins``: a `file_url` elsewhere is refused before any request is made to it.
+    /// - Throws: `E3DBError` `.notFound`, `.foreignFileURL`, `.invalidResponse` (the server answered with another
+    ///   record), `.checksumMismatch` (with `verifyChecksum`), `.chunkAuthenticationFailed`,
     ///   `.fileTruncated`, `.trailingData`, `.wrongAccessKey`, `.fileIOFailed`, `.requestCancelled`, the
     ///   transport's (`.transportFailed`).
     public func readFile(_ id: UUID, to destination: String, verifyChecksum: Bool = false,
                          progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
         let r = try await send("GET", ["v1", "storage", "files", id.uuidString.lowercased()], operation: "file read")
         let record = try Self.decode(API.Record.self, r, operation: "file read")
+        try Self.checkAnswer(record.meta, id: id, operation: "file read")
         guard let meta = record.meta.fileMeta, let url = meta.fileURL, let checksum = meta.checksum else {
             throw E3DBError(.invalidResponse, "the file record has no file_meta with a URL and checksum")
         }
+        try checkFileURL(url, operation: "file download")
         guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }

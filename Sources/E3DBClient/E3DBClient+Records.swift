@@ -79,23 +79,51 @@ extension E3DBClient {
         guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
-        let (ak, info) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
+        let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
         let meta = ClientMeta(writerID: writer, userID: user, type: record.meta.type,
                               plain: RecordData(record.meta.plain ?? [:]))
         let document = EncryptedDocument(meta: meta, data: RecordData(record.data), recordSignature: record.recSig)
-        var key: Ed25519.PublicKey?
-        if record.recSig != nil, verification.policy != .ignore {
-            key = writer == clientID ? identity.publicSigningKey : info?.signerSigningKey
-            if key == nil, let signing = try await clientInfo(writer).signingKey {
-                key = try Ed25519.PublicKey(base64URLEncoded: signing.ed25519)
-            }
-        }
         var options = verification
-        options.requireWriterIsSigner = false
         // rec_sig covers every field: a record read with selected fields cannot be verified (status notChecked).
         if partial { options.policy = .ignore }
+        // rec_sig is checked against the writer's own registered signing key (looked up once and pinned), never
+        // the EAKInfo's signer_signing_key: that is the key of whoever stored the access key, an authorizer
+        // sharing on the writer's behalf or anyone the server names. With the writer's own key, the EAK's
+        // signer_id has no say in whether the record is the writer's, so that check is not made here.
+        options.requireWriterIsSigner = false
+        var key: Ed25519.PublicKey?
+        if record.recSig != nil, options.policy != .ignore {
+            key = try await signingKey(of: writer)
+            if key == nil {
+                throw E3DBError(.missingKey, "the record is signed, but its writer \(writer.uuidString.lowercased()) "
+                                + "registered no signing key to verify rec_sig with",
+                                context: .init(field: "signing_key", item: record.meta.recordID))
+            }
+        }
         let plain = try document.decrypt(accessKey: ak, verifyingKey: key, verification: options)
         return ClientRecord(meta: record.meta, data: plain.data, signatureStatus: plain.signatureStatus)
+    }
+
+    /// Refuses a record the server sent in answer to a request for another: `meta.record_id`, and where the caller
+    /// knows them, `writer_id` and `type` must be the ones asked for. (`rec_sig` does not cover `record_id`: a
+    /// server can still answer an id with another signed record of the same writer and type that it rewrote.)
+    static func checkAnswer(_ meta: API.Meta, id: UUID, writer: UUID? = nil, type: String? = nil,
+                            operation: String) throws(E3DBError) {
+        let asked = id.uuidString.lowercased()
+        guard meta.recordID.flatMap(UUID.init(uuidString:)) == id else {
+            throw E3DBError(.invalidResponse, "\(operation): the server answered record \(asked) with another record "
+                            + "(\(meta.recordID?.prefix(40) ?? "no record_id"))",
+                            context: .init(field: "record_id", part: operation, item: asked))
+        }
+        if let writer, UUID(uuidString: meta.writerID) != writer {
+            throw E3DBError(.invalidResponse, "\(operation): record \(asked) came back with writer_id "
+                            + "\(meta.writerID.prefix(40)), not \(writer.uuidString.lowercased())",
+                            context: .init(field: "writer_id", part: operation, item: asked))
+        }
+        if let type, meta.type != type {
+            throw E3DBError(.invalidResponse, "\(operation): record \(asked) came back with another type",
+                            context: .init(field: "type", part: operation, item: asked))
+        }
     }
 
     func encryptedBody(type: String, data: RecordData, plain: RecordData, ak: AccessKey) throws -> API.Record {
@@ -157,14 +185,20 @@ extension E3DBClient {
     /// - Parameters:
     ///   - id: the record id.
     ///   - fields: only these fields (all when nil).
+    ///   - writer: when known, the writer the record must have.
+    ///   - type: when known, the type the record must have.
     /// - Returns: the record; its signature is checked per ``verification``, except when `fields` selects some:
     ///   `rec_sig` covers every field, so a partial record comes back with `signatureStatus` `.notChecked`.
-    /// - Throws: `E3DBError` `.notFound` (unknown or not shared), the decryption and verification errors.
-    public func read(_ id: UUID, fields: [String]? = nil) async throws -> ClientRecord {
+    /// - Throws: `E3DBError` `.notFound` (unknown or not shared), `.invalidResponse` when the server answers
+    ///   with a record of another id (or writer or type), the decryption and verification errors
+    ///   (`.missingSignature` for an unsigned record under the default policy).
+    public func read(_ id: UUID, fields: [String]? = nil, writer: UUID? = nil, type: String? = nil) async throws
+        -> ClientRecord {
         let r = try await send("GET", ["v1", "storage", "records", id.uuidString.lowercased()],
                                query: (fields ?? []).map { ("field", $0) }, operation: "record read")
-        return try await decrypt(Self.decode(API.Record.self, r, operation: "record read"),
-                                 partial: !(fields ?? []).isEmpty)
+        let record = try Self.decode(API.Record.self, r, operation: "record read")
+        try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
+        return try await decrypt(record, partial: !(fields ?? []).isEmpty)
     }
 
     /// Replaces a record's data (and plain metadata) if its version is still `record.meta.version`.
@@ -195,9 +229,11 @@ extension E3DBClient {
 
     // MARK: Sharing
 
-    /// Shares this client's records of `type` with `reader`: wraps the access key for the reader's public key and
-    /// grants `read`. Sharing again is not an error.
-    /// - Throws: `E3DBError` `.notFound` for an unknown reader.
+    /// Shares this client's records of `type` with `reader`: wraps the access key for the reader's public key
+    /// (checked against ``knownKeys``; compare its fingerprint out of band) and grants `read`. Sharing again is not
+    /// an error.
+    /// - Throws: `E3DBError` `.notFound` for an unknown reader, `.keyChanged` when the server gives the reader
+    ///   another key than the one pinned.
     public func share(type: String, with reader: UUID) async throws {
         let info = try await clientInfo(reader)
         let readerKey = try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519)

@@ -36,21 +36,30 @@ public struct ClientRecord: Sendable, Hashable {
 /// ```
 ///
 /// Records are encrypted field by field under an access key per (writer, user, type), wrapped for each reader
-/// (E3DBDocuments, E3DBKeys); they carry `rec_sig` when the identity has a signing key. Reads accept signed and
-/// unsigned records and reject a signature that does not verify (``verification``).
+/// (E3DBDocuments, E3DBKeys); they carry `rec_sig` when the identity has a signing key. Reads check `rec_sig`
+/// against the writer's own registered signing key and by default require it (``verification``): a server that
+/// removes `rec_sig` to change `plain` or mix fields is caught. Other clients' public keys are pinned on first use
+/// (``knownKeys``), and a read checks that the server answered with the record asked for.
 public final class E3DBClient: Sendable {
     /// The client's identity: keys, client id, API credentials.
     public let identity: ClientIdentity
     /// The API base URL (no trailing slash).
     public let apiURL: String
-    /// How `rec_sig` is checked on reads (default: verify when present).
+    /// How `rec_sig` is checked on reads (default: required, against the writer's registered signing key).
     public let verification: RecordVerification
+    /// The public keys seen per client id, pinned on first use.
+    public let knownKeys: KnownKeys
+    /// Origins (`scheme://host:port`) besides the API's own that file bodies may be downloaded from and uploaded
+    /// to (a CDN, say). Empty by default: a `file_url` on another origin is refused.
+    public let fileOrigins: Set<String>
     /// Time one exchange may take.
     public let timeout: Duration
     let transport: any E3DBTransport
     /// The client id.
     public let clientID: UUID
     let accessKeys = AccessKeyCache()
+    /// Other clients' public keys, looked up once per client and checked against ``knownKeys``.
+    let clientInfos = Mutex<[UUID: API.ClientInfo]>([:])
     private let token = Mutex<(value: String, expires: Date)?>(nil)
 
     /// A client for a registered identity.
@@ -58,12 +67,18 @@ public final class E3DBClient: Sendable {
     ///   - identity: needs a client id and API credentials (`api_key_id`, `api_secret`).
     ///   - apiURL: overrides the identity's `api_url`.
     ///   - transport: default AsyncHTTPClient.
-    ///   - verification: how reads check `rec_sig` (default verify-if-present).
+    ///   - verification: how reads check `rec_sig` (default: required; `.verifyIfPresent` also accepts
+    ///     unsigned records, as the Python and Go SDKs write them, and then cannot tell a record whose `rec_sig`
+    ///     the server removed).
+    ///   - knownKeys: where other clients' public keys are pinned (default: in memory, for this object's life).
+    ///   - fileOrigins: origins besides the API's that file bodies may come from or go to (default none).
     ///   - timeout: per exchange (default 30 s).
-    /// - Throws: `E3DBError` `.missingKey` when the identity has no client id or API credentials.
+    /// - Throws: `E3DBError` `.missingKey` when the identity has no client id or API credentials,
+    ///   `.invalidParameter` for an origin that is not `scheme://host[:port]`.
     public init(
         identity: ClientIdentity, apiURL: String? = nil, transport: any E3DBTransport = AsyncHTTPClientTransport(),
-        verification: RecordVerification = RecordVerification(policy: .verifyIfPresent),
+        verification: RecordVerification = RecordVerification(policy: .required),
+        knownKeys: KnownKeys = KnownKeys(), fileOrigins: Set<String> = [],
         timeout: Duration = .seconds(30)
     ) throws(E3DBError) {
         guard let id = identity.clientID, identity.apiKeyID != nil, identity.apiSecret != nil else {
@@ -76,7 +91,36 @@ public final class E3DBClient: Sendable {
         self.apiURL = url.hasSuffix("/") ? String(url.dropLast()) : url
         self.transport = transport
         self.verification = verification
+        self.knownKeys = knownKeys
+        var origins: Set<String> = []
+        for text in fileOrigins {
+            guard let origin = Self.origin(of: text) else {
+                throw E3DBError(.invalidParameter, "the file origin \(text.prefix(200)) is not scheme://host[:port]",
+                                context: .init(field: "fileOrigins"))
+            }
+            origins.insert(origin)
+        }
+        self.fileOrigins = origins
         self.timeout = timeout
+    }
+
+    /// `scheme://host:port` of a URL (scheme and host lower-cased, the scheme's default port filled in), or nil
+    /// when it has no scheme or host.
+    static func origin(of text: String) -> String? {
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host?.lowercased(),
+              !host.isEmpty else { return nil }
+        guard let port = c.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil) else { return nil }
+        return "\(scheme)://\(host):\(port)"
+    }
+
+    /// Refuses a file body URL that is not on the API's origin or one of ``fileOrigins``.
+    func checkFileURL(_ url: String, operation: String) throws(E3DBError) {
+        let origin = Self.origin(of: url)
+        guard let origin, origin == Self.origin(of: apiURL) || fileOrigins.contains(origin) else {
+            throw E3DBError(.foreignFileURL, "\(operation): the server's file_url is on \(origin ?? "no origin"), not "
+                            + "the API's origin (allow other origins with fileOrigins)",
+                            context: .init(field: "file_url", part: operation))
+        }
     }
 
     // MARK: Registration
@@ -145,13 +189,45 @@ public final class E3DBClient: Sendable {
                            operation: "backup", idempotent: false)
     }
 
-    /// Looks up a client's public keys.
+    /// Looks up a client's public keys, once per client for the life of this object, and checks them against
+    /// ``knownKeys`` (pinned on first sight; this client's own keys must be its identity's).
     /// - Parameter id: the client id.
     /// - Returns: its `client_id`, `public_key` and `signing_key`.
-    /// - Throws: `E3DBError` `.notFound` for an unknown client.
+    /// - Throws: `E3DBError` `.notFound` for an unknown client, `.keyChanged` for keys other than the pinned ones,
+    ///   `.invalidResponse` for an answer about another client or keys that do not parse.
     public func clientInfo(_ id: UUID) async throws -> API.ClientInfo {
+        if let cached = clientInfos.withLock({ $0[id] }) { return cached }
         let r = try await send("GET", ["v1", "storage", "clients", id.uuidString.lowercased()], operation: "client lookup")
-        return try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
+        let info = try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
+        let client = id.uuidString.lowercased()
+        guard UUID(uuidString: info.clientID) == id else {
+            throw E3DBError(.invalidResponse, "the server answered a lookup of client \(client) with another client",
+                            context: .init(field: "client_id", item: client))
+        }
+        do {
+            _ = try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519)
+            if let signing = info.signingKey { _ = try Ed25519.PublicKey(base64URLEncoded: signing.ed25519) }
+        } catch {
+            throw E3DBError(.invalidResponse, "the server's keys for client \(client) do not parse: \(error.message)",
+                            context: .init(field: "public_key", item: client))
+        }
+        let keys = KnownKeys.Keys(publicKey: info.publicKey.curve25519, signingKey: info.signingKey?.ed25519)
+        if id == clientID {
+            let own = KnownKeys.Keys(publicKey: identity.publicKey.base64URLEncoded,
+                                     signingKey: identity.publicSigningKey?.base64URLEncoded)
+            if keys != own { throw KnownKeys.changed(id, from: own, to: keys) }
+        } else {
+            try knownKeys.check(keys, for: id)
+        }
+        clientInfos.withLock { $0[id] = info }
+        return info
+    }
+
+    /// The Ed25519 key `writer` registered (this client's own from its identity), or nil when it registered none.
+    func signingKey(of writer: UUID) async throws -> Ed25519.PublicKey? {
+        if writer == clientID { return identity.publicSigningKey }
+        guard let signing = try await clientInfo(writer).signingKey else { return nil }
+        return try Ed25519.PublicKey(base64URLEncoded: signing.ed25519)
     }
 
     // MARK: HTTP

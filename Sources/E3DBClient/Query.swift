@@ -1,6 +1,7 @@
 public import Foundation
 public import E3DBAPI
 import E3DBDocuments
+import E3DBPrimitives
 
 /// A v1 query (`POST /v1/storage/search`): filters combine with AND, values within one filter with OR.
 public struct RecordQuery: Sendable, Hashable {
@@ -39,6 +40,23 @@ public struct RecordQuery: Sendable, Hashable {
     }
 }
 
+extension RecordQuery {
+    /// Refuses a result outside the query's type, writer, user and record-id filters (a server answering with
+    /// records that were not asked for).
+    func check(_ meta: API.Meta) throws(E3DBError) {
+        func refuse(_ field: String) -> E3DBError {
+            E3DBError(.invalidResponse, "query: the server returned record \(meta.recordID?.prefix(40) ?? "(no id)") "
+                      + "whose \(field) the query does not select", context: .init(field: field, part: "query"))
+        }
+        if !types.isEmpty, !types.contains(meta.type) { throw refuse("type") }
+        if !writers.isEmpty, UUID(uuidString: meta.writerID).map(writers.contains) != true { throw refuse("writer_id") }
+        if !users.isEmpty, UUID(uuidString: meta.userID).map(users.contains) != true { throw refuse("user_id") }
+        if !recordIDs.isEmpty, meta.recordID.flatMap(UUID.init(uuidString:)).map(recordIDs.contains) != true {
+            throw refuse("record_id")
+        }
+    }
+}
+
 /// The records of a query, page by page as the sequence is consumed (bounded memory).
 public struct QueryResults: AsyncSequence, Sendable {
     public typealias Element = ClientRecord
@@ -74,16 +92,27 @@ public struct QueryResults: AsyncSequence, Sendable {
                 let r = try await client.send("POST", ["v1", "storage", "search"], json: request, operation: "query",
                                               idempotent: true)
                 let response = try E3DBClient.decode(API.QueryResponse.self, r, operation: "query")
+                done = response.results.count < query.pageSize
+                // A full page means another may follow from last_index: one that does not move past the page's
+                // start would be asked for again and again.
+                if !done, response.lastIndex <= afterIndex {
+                    throw E3DBError(.invalidResponse, "query: the server returned a full page with last_index "
+                                    + "\(response.lastIndex) after index \(afterIndex); paging would not advance",
+                                    context: .init(field: "last_index", part: "query"))
+                }
                 page = response.results
                 position = 0
-                done = response.results.count < query.pageSize
                 afterIndex = response.lastIndex
                 if page.isEmpty { return nil }
             }
             let result = page[position]
             position += 1
-            guard query.includeData, let data = result.recordData else {
-                return ClientRecord(meta: result.meta, data: .init())
+            try query.check(result.meta)
+            guard query.includeData else { return ClientRecord(meta: result.meta, data: .init()) }
+            guard let data = result.recordData else {
+                throw E3DBError(.invalidResponse, "query: the server sent record "
+                                + "\(result.meta.recordID?.prefix(40) ?? "(no id)") without the record_data asked for",
+                                context: .init(field: "record_data", part: "query", item: result.meta.recordID))
             }
             return try await client.decrypt(API.Record(meta: result.meta, data: data, recSig: result.recSig))
         }

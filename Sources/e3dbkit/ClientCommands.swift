@@ -12,9 +12,15 @@ struct ClientCommand: CommandGroup {
             --config takes a credential file (the JSON the other SDKs read and write) or a profile name, read from \
             ~/.tozny/<profile>/e3db.json as the Go CLI keeps them; without --config, the profile named by \
             E3DB_PROFILE, else ~/.tozny/e3db.json. Every command prints JSON on standard output.
+
+            Other clients' public keys are pinned on first use in a file beside the credentials (e3db.json's is \
+            e3db.known-keys.json); a key the server later gives otherwise is refused (exit 2) with both \
+            fingerprints, until --accept-new-key CLIENT_ID accepts it. read and query require rec_sig, verified \
+            against the writer's registered signing key, and print "signature_status"; --allow-unsigned accepts \
+            unsigned records, as the Python and Go SDKs write them.
             """,
         subcommands: [
-            ClientRegisterCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
+            ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
             ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
             ClientFileCommand.self, ClientNoteCommand.self,
         ]
@@ -25,6 +31,12 @@ struct ClientCommand: CommandGroup {
 struct ClientConfigOptions: ParsableArguments {
     @Option(help: "A credential file, or a profile name (~/.tozny/<profile>/e3db.json).")
     var config: String?
+
+    @Option(help: ArgumentHelp(
+        "Accept and pin the keys the server now gives this client id (repeatable).",
+        discussion: "Only after checking the new fingerprint with that client: a changed key is otherwise refused.",
+        valueName: "client-id"))
+    var acceptNewKey: [String] = []
 
     /// The credential file's path.
     var path: String {
@@ -38,12 +50,40 @@ struct ClientConfigOptions: ParsableArguments {
         return home + "/.tozny/\(name)/e3db.json"
     }
 
-    func client() throws -> E3DBClient {
+    /// The known-keys file beside the credential file: `NAME.json` keeps them in `NAME.known-keys.json`.
+    var knownKeysPath: String? {
+        let credentials = path
+        if credentials == "-" { return nil }
+        return (credentials.hasSuffix(".json") ? String(credentials.dropLast(5)) : credentials) + ".known-keys.json"
+    }
+
+    /// The client for these credentials; `allowUnsigned` accepts records without rec_sig.
+    func client(allowUnsigned: Bool = false) throws -> E3DBClient {
         let identity = try DocumentCLI.identity(path)
-        do { return try E3DBClient(identity: identity) } catch {
+        let accepted = try Set(acceptNewKey.map { try parseUUID($0, what: "--accept-new-key") })
+        var keys = KnownKeys(acceptingChangesOf: accepted)
+        if let knownKeysPath {
+            do { keys = try KnownKeys(path: knownKeysPath, acceptingChangesOf: accepted) } catch {
+                throw CLIError(error, while: "reading the known keys beside \(CLIInput.display(path))")
+            }
+        }
+        do {
+            return try E3DBClient(identity: identity, verification: RecordVerification(
+                policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys)
+        } catch {
             throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
         }
     }
+}
+
+/// `--allow-unsigned` of the commands that read records.
+struct AllowUnsignedFlag: ParsableArguments {
+    @Flag(help: ArgumentHelp(
+        "Accept records without rec_sig, as the Python and Go SDKs write them (signature_status \"absent\").",
+        discussion: "Without it an unsigned record is refused (exit 2): e3dbkit signs every record it writes, and "
+            + "a server could remove rec_sig to change plain or mix fields. A rec_sig that is present must verify "
+            + "either way."))
+    var allowUnsigned = false
 }
 
 /// Runs a client call, turning its errors into the CLI's exit codes (HTTP failures keep the status in the
@@ -54,14 +94,23 @@ func clientCall<T>(_ what: String, _ body: () async throws -> T) async throws ->
     }
 }
 
-/// `{"meta":…,"data":…}` of a record (data as a JSON object of strings), one line.
+/// `{"data":…,"meta":…,"signature_status":…}` of a record (data as a JSON object of strings), one line.
+/// `signature_status` is what was verified of rec_sig: verified, absent (accepted with --allow-unsigned) or
+/// not-checked (metadata only, selected fields, file records).
 func recordLine(_ record: ClientRecord) throws -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     var data: [String: String] = [:]
     for (k, v) in record.data { data[k] = v }
-    struct Line: Encodable { let meta: API.Meta; let data: [String: String] }
-    return String(decoding: try encoder.encode(Line(meta: record.meta, data: data)), as: UTF8.self)
+    struct Line: Encodable {
+        let meta: API.Meta
+        let data: [String: String]
+        let signatureStatus: String
+        enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
+    }
+    let status = (record.signatureStatus ?? .notChecked).rawValue
+    return String(decoding: try encoder.encode(Line(meta: record.meta, data: data, signatureStatus: status)),
+                  as: UTF8.self)
 }
 
 func parseUUID(_ text: String, what: String) throws -> UUID {
@@ -111,6 +160,32 @@ struct ClientRegisterCommand: AsyncParsableCommand {
     }
 }
 
+struct ClientWhoamiCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "whoami",
+        abstract: "Print this client's id, public keys and their fingerprints (from the credentials; no server call).",
+        discussion: """
+            Give your "public_key_fingerprint" to whoever shares with you, over a channel other than the server: \
+            "client share" prints the fingerprint of the key the server gave it as "reader_fingerprint".
+            """)
+
+    @OptionGroup var config: ClientConfigOptions
+
+    func run() throws {
+        let identity = try DocumentCLI.identity(config.path)
+        var out: [String: JSONValue] = [
+            "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+            "public_key": .string(identity.publicKey.base64URLEncoded),
+            "public_key_fingerprint": .string(KnownKeys.fingerprint(identity.publicKey.rawRepresentation)),
+        ]
+        if let signing = identity.publicSigningKey {
+            out["public_signing_key"] = .string(signing.base64URLEncoded)
+            out["public_signing_key_fingerprint"] = .string(KnownKeys.fingerprint(signing.rawRepresentation))
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(.object(JSONObject(out))))
+    }
+}
+
 struct ClientWriteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "write", abstract: "Encrypt and write a record; prints it, decrypted, as {\"meta\":…,\"data\":…}.")
@@ -139,9 +214,12 @@ struct ClientWriteCommand: AsyncParsableCommand {
 
 struct ClientReadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "read", abstract: "Read and decrypt a record; prints {\"meta\":…,\"data\":…}.")
+        commandName: "read",
+        abstract: "Read and decrypt a record; prints {\"data\":…,\"meta\":…,\"signature_status\":…}.")
 
     @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var unsigned: AllowUnsignedFlag
 
     @Option(help: "Only this field (repeatable).")
     var field: [String] = []
@@ -151,7 +229,7 @@ struct ClientReadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let id = try parseUUID(recordID, what: "RECORD_ID")
-        let client = try config.client()
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
         let record = try await clientCall("reading record \(id.uuidString.lowercased())") {
             try await client.read(id, fields: field.isEmpty ? nil : field)
         }
@@ -161,9 +239,12 @@ struct ClientReadCommand: AsyncParsableCommand {
 
 struct ClientQueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "query", abstract: "Query records; prints one {\"meta\":…,\"data\":…} line per record (NDJSON).")
+        commandName: "query",
+        abstract: "Query records; prints one {\"data\":…,\"meta\":…,\"signature_status\":…} line per record (NDJSON).")
 
     @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var unsigned: AllowUnsignedFlag
 
     @Option(help: "Only this record type (repeatable).")
     var type: [String] = []
@@ -178,7 +259,7 @@ struct ClientQueryCommand: AsyncParsableCommand {
     var allWriters = false
 
     func run() async throws {
-        let client = try config.client()
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
         let writers = try writer.map { try parseUUID($0, what: "--writer") }
         let query = RecordQuery(types: type, writers: writers, includeAllWriters: allWriters, includeData: includeData)
         try await clientCall("querying") {
@@ -194,6 +275,8 @@ struct ClientUpdateCommand: AsyncParsableCommand {
 
     @OptionGroup var config: ClientConfigOptions
 
+    @OptionGroup var unsigned: AllowUnsignedFlag
+
     @Option(help: "The version the update is based on (409, exit 1, when someone updated it first).")
     var version: String
 
@@ -208,7 +291,7 @@ struct ClientUpdateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let id = try parseUUID(recordID, what: "RECORD_ID")
-        let client = try config.client()
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
         let values = try DocumentCLI.recordData(data, what: "data")
         let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") }
         let updated = try await clientCall("updating record \(id.uuidString.lowercased())") {
@@ -259,16 +342,28 @@ struct ShareOptions: ParsableArguments {
 
 struct ClientShareCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "share", abstract: "Share your records of a type with a reader.")
+        commandName: "share",
+        abstract: "Share your records of a type with a reader; prints the reader's key fingerprint.",
+        discussion: """
+            The access key is wrapped for the public key the server gives for the reader, pinned on first use. \
+            Compare "reader_fingerprint" with the reader's own (e3dbkit client whoami prints it) over another \
+            channel: a server that substituted its own key would read what is shared. A fingerprint is the first \
+            16 bytes of the SHA-256 of the raw Curve25519 key, in hex, in groups of four digits.
+            """)
 
     @OptionGroup var options: ShareOptions
 
     func run() async throws {
         let reader = try parseUUID(options.reader, what: "--reader")
         let client = try options.config.client()
-        try await clientCall("sharing \(options.type)") { try await client.share(type: options.type, with: reader) }
+        let info = try await clientCall("sharing \(options.type)") {
+            let info = try await client.clientInfo(reader)
+            try await client.share(type: options.type, with: reader)
+            return info
+        }
         try StandardOutput.line(CanonicalJSON.serialize(.object([
             "shared": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+            "reader_fingerprint": .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519)),
         ])))
     }
 }

@@ -80,14 +80,19 @@ def main():
         bob_py = e3db.Client(bob_config())
         bob_id = str(bob.client_id)
 
-        # Python writes and shares; Swift reads and queries.
+        # Python writes (without rec_sig, as the SDK does online) and shares; Swift refuses the unsigned record by
+        # default, and reads and queries it with --allow-unsigned.
         rec = bob_py.write("py-type", {"secret": "from python", "n": "1"}, {"origin": "py"})
         bob_py.share("py-type", alice_id)
         code, out, err = cli("read", "--config", alice_file, str(rec.meta.record_id))
+        check("Swift refuses an unsigned record by default (exit 2)", code == 2 and out == "" and "rec_sig" in err,
+              (code, err))
+        code, out, err = cli("read", "--config", alice_file, "--allow-unsigned", str(rec.meta.record_id))
         got = json.loads(out) if code == 0 else {}
-        check("Swift reads a record Python wrote and shared",
-              got.get("data") == {"secret": "from python", "n": "1"} and got["meta"]["plain"] == {"origin": "py"}, err)
-        code, out, err = cli("query", "--config", alice_file, "--writer", bob_id, "--include-data")
+        check("Swift reads a record Python wrote and shared (signature_status absent)",
+              got.get("data") == {"secret": "from python", "n": "1"} and got["meta"]["plain"] == {"origin": "py"}
+              and got.get("signature_status") == "absent", err)
+        code, out, err = cli("query", "--config", alice_file, "--writer", bob_id, "--include-data", "--allow-unsigned")
         lines = [json.loads(l) for l in out.splitlines() if l.strip()]
         check("Swift queries by writer and decrypts what Python shared",
               code == 0 and [l["data"]["secret"] for l in lines] == ["from python"], (out, err))
@@ -150,7 +155,7 @@ def main():
             db.execute("UPDATE records SET data = ? WHERE record_id = ?", (json.dumps(data), tamper_id))
             db.commit()
             db.close()
-        code, out, err = cli("read", "--config", alice_file, str(tampered.meta.record_id))
+        code, out, err = cli("read", "--config", alice_file, "--allow-unsigned", str(tampered.meta.record_id))
         check("a ciphertext changed on the server fails authentication (exit 2), no plaintext printed",
               code == 2 and out == "", (code, out, err))
 

@@ -1,17 +1,17 @@
-import Foundation
-import Testing
+public import Foundation
 
-/// Runs the built `e3dbkit` binary (a sibling of the test bundle in the build products directory).
-enum CLIRunner {
-    struct Result {
-        let status: Int32
-        let stdout: Data
-        let stderr: String
-        var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+/// Runs the built `e3dbkit` binary (a sibling of the test bundle in the build products directory). Blocking: from
+/// async tests, call it through ``offCooperativePool(_:)``.
+public enum CLIRunner {
+    public struct Result: Sendable {
+        public let status: Int32
+        public let stdout: Data
+        public let stderr: String
+        public var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
     }
 
     /// The build products directory holding the test bundle and `e3dbkit`.
-    static var productsDirectory: URL {
+    public static var productsDirectory: URL {
         #if os(macOS)
         if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") }) {
             return bundle.bundleURL.deletingLastPathComponent()
@@ -21,18 +21,19 @@ enum CLIRunner {
         return executable.deletingLastPathComponent()
     }
 
-    static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
+    public static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
 
-    struct MissingBinary: Error, CustomStringConvertible {
-        let path: String
-        var description: String { "the e3dbkit binary is not built at \(path): run swift build first" }
+    public struct MissingBinary: Error, CustomStringConvertible {
+        public let path: String
+        public init(path: String) { self.path = path }
+        public var description: String { "the e3dbkit binary is not built at \(path): run swift build first" }
     }
 
-    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
+    public static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
 
     /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit.
     /// - Throws: when the binary is missing, so that every CLI test fails (never skips) without it.
-    static func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> Result {
+    public static func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> Result {
         guard isAvailable else { throw MissingBinary(path: binary.path) }
         let process = Process()
         process.executableURL = binary
@@ -56,7 +57,7 @@ enum CLIRunner {
     }
 
     /// A fresh temporary directory, removed by the caller.
-    static func temporaryDirectory() throws -> URL {
+    public static func temporaryDirectory() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url

@@ -12,6 +12,12 @@ struct ClientCommand: CommandGroup {
             --config takes a credential file (the JSON the other SDKs read and write) or a profile name, read from \
             ~/.tozny/<profile>/e3db.json as the Go CLI keeps them; without --config, the profile named by \
             E3DB_PROFILE, else ~/.tozny/e3db.json. Every command prints JSON on standard output.
+
+            TLS and proxies, on every command: --ca-file PEM (or E3DBKIT_CA_FILE) trusts a private CA instead of \
+            the system's; --pin-sha256 BASE64 (repeatable) accepts only a server key with that SHA-256 of its \
+            SubjectPublicKeyInfo. HTTPS_PROXY/https_proxy (https URLs) and HTTP_PROXY/http_proxy (http URLs) name \
+            an http:// proxy, used with CONNECT; NO_PROXY lists hosts to reach directly (names cover their \
+            subdomains, addresses and IPv4 CIDR ranges, name:port, * for all).
             """,
         subcommands: [
             ClientRegisterCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
@@ -25,6 +31,8 @@ struct ClientCommand: CommandGroup {
 struct ClientConfigOptions: ParsableArguments {
     @Option(help: "A credential file, or a profile name (~/.tozny/<profile>/e3db.json).")
     var config: String?
+
+    @OptionGroup var connection: ClientConnectionOptions
 
     /// The credential file's path.
     var path: String {
@@ -40,7 +48,8 @@ struct ClientConfigOptions: ParsableArguments {
 
     func client() throws -> E3DBClient {
         let identity = try DocumentCLI.identity(path)
-        do { return try E3DBClient(identity: identity) } catch {
+        let transport = try connection.transport(for: identity.apiURL ?? ClientIdentity.defaultAPIURL)
+        do { return try E3DBClient(identity: identity, transport: transport) } catch {
             throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
         }
     }
@@ -94,12 +103,15 @@ struct ClientRegisterCommand: AsyncParsableCommand {
     @Flag(help: "Replace an existing credential file.")
     var force = false
 
+    @OptionGroup var connection: ClientConnectionOptions
+
     func run() async throws {
+        let transport = try connection.transport(for: apiURL)
         let tokenBytes = try CLIInput.readSecret(tokenFile, what: "registration token")
         let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         try OutputFile.refuseExisting(out, force: force)
         let identity = try await clientCall("registering with \(apiURL)") {
-            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup)
+            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup, transport: transport)
         }
         try OutputFile.write(identity.configJSON(), to: out, mode: 0o600, force: force)
         try StandardOutput.line(CanonicalJSON.serialize(.object([

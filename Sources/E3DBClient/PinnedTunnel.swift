@@ -16,8 +16,8 @@ import Synchronization
 /// passes bytes both ways. A failure closes the loopback connection before any byte of the request leaves the
 /// machine, and is kept for ``reporting(_:_:)`` to throw instead of AsyncHTTPClient's "connection closed".
 ///
-/// The listener accepts only from 127.0.0.1 and forwards only to its one server; forwarders live as long as the
-/// process (one per server and TLS options).
+/// The listener is bound to 127.0.0.1 and forwards only to its one server (through the proxy with `CONNECT`, if
+/// one is configured); forwarders live as long as the process (one per server, TLS options and proxy).
 final class PinnedTunnel: Sendable {
     /// The loopback port to send plain HTTP to.
     let localPort: Int
@@ -38,16 +38,17 @@ final class PinnedTunnel: Sendable {
         let host: String
         let port: Int
         let tls: ClientTLSOptions
+        let proxy: HTTPProxy?
     }
 
     private static let tunnels = Mutex<[Key: Task<PinnedTunnel, any Error>]>([:])
 
-    /// The process's forwarder to `host:port` with `tls`, started on first use.
-    static func shared(host: String, port: Int, tls: ClientTLSOptions) async throws -> PinnedTunnel {
-        let key = Key(host: host, port: port, tls: tls)
+    /// The process's forwarder to `host:port` with `tls` (through `proxy`, if any), started on first use.
+    static func shared(host: String, port: Int, tls: ClientTLSOptions, proxy: HTTPProxy?) async throws -> PinnedTunnel {
+        let key = Key(host: host, port: port, tls: tls, proxy: proxy)
         let task = tunnels.withLock { tunnels in
             if let existing = tunnels[key] { return existing }
-            let started = Task { try await start(host: host, port: port, tls: tls) }
+            let started = Task { try await start(host: host, port: port, tls: tls, proxy: proxy) }
             tunnels[key] = started
             return started
         }
@@ -71,7 +72,8 @@ final class PinnedTunnel: Sendable {
         }
     }
 
-    private static func start(host: String, port: Int, tls: ClientTLSOptions) async throws -> PinnedTunnel {
+    private static func start(host: String, port: Int, tls: ClientTLSOptions, proxy: HTTPProxy?) async throws
+        -> PinnedTunnel {
         let context = try NIOSSLContext(configuration: tls.nioConfiguration)
         let pins = Set(tls.pins)
         let group = HTTPClient.defaultEventLoopGroup
@@ -80,7 +82,7 @@ final class PinnedTunnel: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)
             .childChannelInitializer { inbound in
-                forward(inbound, host: host, port: port, context: context, pins: pins, failure: failure)
+                forward(inbound, host: host, port: port, proxy: proxy, context: context, pins: pins, failure: failure)
             }
             .bind(host: "127.0.0.1", port: 0).get()
         guard let localPort = server.localAddress?.port else {
@@ -90,12 +92,15 @@ final class PinnedTunnel: Sendable {
     }
 
     /// Connects `inbound` to the server once its TLS is verified and pinned; records the failure otherwise.
-    private static func forward(_ inbound: any Channel, host: String, port: Int, context: NIOSSLContext,
-                                pins: Set<PublicKeyPin>, failure: FailureSlot) -> EventLoopFuture<Void> {
-        let verified = handshake(host: host, port: port, context: context, on: inbound.eventLoop)
+    private static func forward(_ inbound: any Channel, host: String, port: Int, proxy: HTTPProxy?,
+                                context: NIOSSLContext, pins: Set<PublicKeyPin>, failure: FailureSlot)
+        -> EventLoopFuture<Void> {
+        let verified = handshake(host: host, port: port, proxy: proxy, context: context, on: inbound.eventLoop)
             .flatMapThrowing { pair -> any Channel in
                 let (channel, certificate) = pair
-                let seen = try certificate.map { PublicKeyPin(subjectPublicKeyInfo: try $0.extractPublicKey().toSPKIBytes()) }
+                let seen = certificate.flatMap { certificate in
+                    (try? certificate.extractPublicKey().toSPKIBytes()).map(PublicKeyPin.init(subjectPublicKeyInfo:))
+                }
                 if let seen, pins.contains(seen) { return channel }
                 channel.close(promise: nil)
                 let expected = pins.map(\.description).sorted().joined(separator: ", ")
@@ -123,6 +128,66 @@ final class PinnedTunnel: Sendable {
             inbound.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in inbound.close(promise: nil) }
         }
         return inbound.eventLoop.makeSucceededVoidFuture()
+    }
+}
+
+/// Asks an HTTP proxy for a tunnel (`CONNECT host:port`) and leaves the pipeline once it answers 200.
+private final class ProxyConnect: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let authority: String
+    let credentials: String?
+    let done: EventLoopPromise<Void>
+    private var head = ByteBuffer()
+
+    init(authority: String, credentials: String?, done: EventLoopPromise<Void>) {
+        self.authority = authority
+        self.credentials = credentials
+        self.done = done
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var request = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
+        if let credentials {
+            request += "Proxy-Authorization: Basic \(Data(credentials.utf8).base64EncodedString())\r\n"
+        }
+        request += "\r\n"
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: request)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var chunk = unwrapInboundIn(data)
+        head.writeBuffer(&chunk)
+        let text = String(buffer: head)
+        guard let end = text.range(of: "\r\n\r\n") else {
+            if head.readableBytes > 16 << 10 { refuse(context, "the proxy's answer to CONNECT is too long") }
+            return
+        }
+        let statusLine = text[..<end.lowerBound].prefix { $0 != "\r" }
+        let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+        guard status == 200 else {
+            refuse(context, "the proxy refused the tunnel to \(authority) (HTTP \(status.map(String.init) ?? "?"))")
+            return
+        }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        done.succeed()
+    }
+
+    private func refuse(_ context: ChannelHandlerContext, _ message: String) {
+        done.fail(E3DBError(.transportFailed, message, context: .init(part: "proxy")))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        done.fail(E3DBError(.transportFailed, "the proxy closed the connection before it answered CONNECT",
+                            context: .init(part: "proxy")))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        done.fail(error)
+        context.close(promise: nil)
     }
 }
 
@@ -156,27 +221,44 @@ private final class PeerCertificate: ChannelInboundHandler, RemovableChannelHand
 }
 
 extension PinnedTunnel {
-    /// Connects to `host:port` and completes a TLS handshake with `context`; the server's certificate, or the
-    /// handshake's failure. The channel stays open for the caller.
-    static func handshake(host: String, port: Int, context: NIOSSLContext, on loop: any EventLoop)
+    /// Connects to `host:port` (through `proxy` with `CONNECT`, if any) and completes a TLS handshake with
+    /// `context`; the server's certificate, or the failure. The channel stays open for the caller.
+    static func handshake(host: String, port: Int, proxy: HTTPProxy?, context: NIOSSLContext, on loop: any EventLoop)
         -> EventLoopFuture<(any Channel, NIOSSLCertificate?)> {
         let handshake = loop.makePromise(of: NIOSSLCertificate?.self)
+        let tunnelled = loop.makePromise(of: Void.self)
         // NIOSSL checks an IP address against the certificate's IP SANs when given no server name.
         let serverHostname = (try? SocketAddress(ipAddress: host, port: 0)) != nil ? nil : host
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let connected = ClientBootstrap(group: loop)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
+                guard let proxy else {
+                    tunnelled.succeed()
+                    return loop.makeSucceededVoidFuture()
+                }
                 do {
-                    let ssl = try NIOSSLClientHandler(context: context, serverHostname: serverHostname)
-                    try channel.pipeline.syncOperations.addHandlers([ssl, PeerCertificate(handshake)])
+                    try channel.pipeline.syncOperations.addHandler(
+                        ProxyConnect(authority: authority, credentials: proxy.credentials, done: tunnelled))
                     return loop.makeSucceededVoidFuture()
                 } catch {
-                    handshake.fail(error)
+                    tunnelled.fail(error)
                     return loop.makeFailedFuture(error)
                 }
             }
-            .connect(host: host, port: port)
-        connected.whenFailure { handshake.fail($0) }
+            .connect(host: proxy?.host ?? host, port: proxy?.port ?? port)
+        connected.whenFailure { tunnelled.fail($0) }
+        tunnelled.futureResult.whenFailure { handshake.fail($0) }
+        // TLS starts once the connection (or the proxy's tunnel) is up: NIOSSL begins when added to an active channel.
+        connected.and(tunnelled.futureResult).whenSuccess { pair in
+            let channel = pair.0
+            do {
+                let ssl = try NIOSSLClientHandler(context: context, serverHostname: serverHostname)
+                try channel.pipeline.syncOperations.addHandlers([ssl, PeerCertificate(handshake)])
+            } catch {
+                handshake.fail(error)
+            }
+        }
         handshake.futureResult.whenFailure { _ in connected.whenSuccess { $0.close(promise: nil) } }
         return connected.and(handshake.futureResult)
     }
@@ -184,11 +266,11 @@ extension PinnedTunnel {
     /// Why the certificate `host:port` presents failed verification, when its dates say so (BoringSSL reports an
     /// expired certificate as any other failed verification): `.certificateExpired`, or nil. Looks at the
     /// certificate without trusting it, then closes the connection; nothing is sent.
-    static func validityFailure(host: String, port: Int) async -> E3DBError? {
+    static func validityFailure(host: String, port: Int, proxy: HTTPProxy?) async -> E3DBError? {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = .none
         guard let context = try? NIOSSLContext(configuration: configuration),
-              let (channel, certificate) = try? await handshake(host: host, port: port, context: context,
+              let (channel, certificate) = try? await handshake(host: host, port: port, proxy: proxy, context: context,
                                                                 on: HTTPClient.defaultEventLoopGroup.next()).get()
         else { return nil }
         try? await channel.close()

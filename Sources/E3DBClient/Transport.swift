@@ -149,8 +149,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     /// Transports with the same proxy share one process-wide client and its connections.
     /// - Parameters:
     ///   - tls: CAs and pins.
-    ///   - proxy: an HTTP proxy. Pinned keys go through a forwarder that connects directly: a request to a
-    ///     pinned server with a proxy fails with `E3DBError` `.invalidParameter`.
+    ///   - proxy: an HTTP proxy (for a pinned server, the forwarder asks it for the tunnel).
     public init(tls: ClientTLSOptions, proxy: HTTPProxy? = nil) {
         if let proxy {
             client = Self.proxyClients.withLock { clients in
@@ -194,13 +193,16 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     func execute(_ r: HTTPClientRequest, through tunnel: PinnedTunnel?, url: String, timeout: Duration) async throws
         -> HTTPClientResponse {
         do {
+            // The forwarder is on 127.0.0.1 and asks the proxy itself: its requests never go to the proxy.
+            let direct = tunnel == nil ? client : Self.processClient
             return try await PinnedTunnel.reporting(tunnel) {
-                try await client.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
+                try await direct.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
             }
         } catch {
-            guard proxy == nil, finalTransportFailure(error, operation: "", url: url)?.code == .untrustedCertificate,
+            guard finalTransportFailure(error, operation: "", url: url)?.code == .untrustedCertificate,
                   let components = URLComponents(string: url), let host = components.host,
-                  let expired = await PinnedTunnel.validityFailure(host: host, port: components.port ?? 443) else {
+                  let expired = await PinnedTunnel.validityFailure(host: host, port: components.port ?? 443,
+                                                                   proxy: proxy) else {
                 throw error
             }
             throw expired
@@ -215,12 +217,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         var host: String?
         if !tls.pins.isEmpty, var components = URLComponents(string: request.url),
            components.scheme?.lowercased() == "https", let name = components.host {
-            if proxy != nil {
-                throw E3DBError(.invalidParameter, "pinned public keys cannot be used through a proxy yet "
-                    + "(connect directly, or set NO_PROXY for the server)", context: .init(part: "proxy"))
-            }
             let port = components.port ?? 443
-            let forwarder = try await PinnedTunnel.shared(host: name, port: port, tls: tls)
+            let forwarder = try await PinnedTunnel.shared(host: name, port: port, tls: tls, proxy: proxy)
             host = components.port == nil ? components.percentEncodedHost : "\(components.percentEncodedHost ?? name):\(port)"
             components.scheme = "http"
             components.host = "127.0.0.1"

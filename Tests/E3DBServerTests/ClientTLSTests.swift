@@ -422,7 +422,7 @@ final class ConnectProxy: @unchecked Sendable {
 
 @Suite("e3dbkit client through an HTTP CONNECT proxy", .serialized)
 struct ClientProxyTests {
-    @Test("HTTPS_PROXY carries register, write and read (TLS inside the tunnel); NO_PROXY bypasses it")
+    @Test("HTTPS_PROXY carries register, write and read (TLS inside the tunnel), pinned too; NO_PROXY bypasses it")
     func throughProxy() async throws {
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
@@ -457,12 +457,18 @@ struct ClientProxyTests {
                                             environment: ["HTTPS_PROXY": "http://127.0.0.1:1", "E3DBKIT_CA_FILE": pki.caFile])
             #expect(dead.status == 1, "\(dead.err)")
 
-            // Pins are not supported through a proxy yet: a typed refusal, not a silent direct connection.
+            // A pinned server through the proxy: the pinning forwarder asks the proxy for the tunnel.
             let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
+            let before = proxy.targets.count
             let pinned = try await runE3DBKit(["client", "write", "--config", config, "--type", "place",
                                                "--pin-sha256", pin, data], environment: proxied)
-            #expect(pinned.status == 64, "\(pinned.err)")
-            #expect(pinned.err.contains("proxy"), "\(pinned.err)")
+            #expect(pinned.status == 0, "\(pinned.err)")
+            #expect(proxy.targets.count > before && proxy.targets.allSatisfy { $0 == serverAddress }, "\(proxy.targets)")
+            let caPin = try await pki.pin(ofCertificate: pki.caFile)
+            let wrongPin = try await runE3DBKit(["client", "write", "--config", config, "--type", "place",
+                                                 "--pin-sha256", caPin, data], environment: proxied)
+            #expect(wrongPin.status == 2, "\(wrongPin.err)")
+            #expect(wrongPin.err.contains("sha256//" + pin), "\(wrongPin.err)")
         }
     }
 }

@@ -42,7 +42,8 @@ public struct PublicKeyPin: Sendable, Hashable, CustomStringConvertible {
     /// A pin from its base64 (standard alphabet, padded), with or without curl's `sha256//` prefix.
     /// - Throws: `E3DBError` `.invalidBase64` or `.invalidLength`.
     public init(base64 text: String) throws(E3DBError) {
-        let body = text.hasPrefix("sha256//") ? String(text.dropFirst("sha256//".count)) : text
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let body = trimmed.hasPrefix("sha256//") ? String(trimmed.dropFirst("sha256//".count)) : trimmed
         guard let bytes = Data(base64Encoded: body) else {
             throw E3DBError(.invalidBase64, "a public key pin must be the base64 of a SHA-256 (44 characters)",
                             context: .init(part: "pin"))
@@ -108,9 +109,6 @@ public struct ClientTLSOptions: Sendable, Hashable {
         }
         self.pins = pins
     }
-
-    /// Whether these are the defaults (the system's CAs, no pins).
-    public var isDefault: Bool { certificateAuthorities.isEmpty && pins.isEmpty }
 
     /// NIOSSL's client configuration: full verification (chain and host name) against these CAs.
     var nioConfiguration: TLSConfiguration {

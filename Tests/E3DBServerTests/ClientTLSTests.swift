@@ -270,6 +270,26 @@ struct ClientTLSTests {
     }
 }
 
+@Suite("ClientTLSOptions and PublicKeyPin refuse bad input")
+struct TLSOptionInputTests {
+    @Test("pins: base64 of 32 bytes, with or without sha256//; other lengths and non-base64 refused")
+    func pins() throws {
+        let bytes = Data((0..<32).map { UInt8($0) })
+        let text = bytes.base64EncodedString()
+        #expect(try PublicKeyPin(base64: text).sha256 == bytes)
+        #expect(try PublicKeyPin(base64: " sha256//" + text + "\n").description == "sha256//" + text)
+        #expect(throws: E3DBError(.invalidLength)) { try PublicKeyPin(base64: Data(count: 31).base64EncodedString()) }
+        #expect(throws: E3DBError(.invalidBase64)) { try PublicKeyPin(base64: "not base64!") }
+    }
+
+    @Test("CA PEM: no certificate block, or a block that is not a certificate, is refused")
+    func caPEM() {
+        #expect(throws: E3DBError(.invalidParameter)) { try ClientTLSOptions(certificateAuthoritiesPEM: Data("hello".utf8)) }
+        let broken = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+        #expect(throws: E3DBError(.invalidParameter)) { try ClientTLSOptions(certificateAuthoritiesPEM: Data(broken.utf8)) }
+    }
+}
+
 @Suite("HTTPS_PROXY, HTTP_PROXY and NO_PROXY")
 struct ProxyEnvironmentTests {
     @Test("NO_PROXY: names and their subdomains, leading dots, addresses, CIDR, ports, *, case and spaces")

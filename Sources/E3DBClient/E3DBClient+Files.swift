@@ -187,6 +187,7 @@ extension E3DBClient {
     /// A transport's failure as `E3DBError` (`.requestCancelled` for cancellation, else `.transportFailed`).
     static func transportError(_ error: any Error, _ operation: String) -> E3DBError {
         if let error = error as? E3DBError { return error }
+        if let final = finalTransportFailure(error, operation: operation, url: "") { return final }
         if error is CancellationError || Task.isCancelled {
             return E3DBError(.requestCancelled, "\(operation) was cancelled")
         }

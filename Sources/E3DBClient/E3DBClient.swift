@@ -278,6 +278,7 @@ public final class E3DBClient: Sendable {
             } catch is CancellationError {
                 throw E3DBError(.requestCancelled, "\(operation) was cancelled")
             } catch {
+                if let final = finalTransportFailure(error, operation: operation, url: request.url) { throw final }
                 if idempotent, attempt < 3 {
                     try await Task.sleep(for: .milliseconds(100 << attempt))
                     continue

@@ -1,8 +1,11 @@
 public import Foundation
 public import AsyncHTTPClient
+import E3DBPrimitives
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import NIOSSL
+import Synchronization
 
 /// One HTTP request as the client sends it.
 public struct TransportRequest: Sendable {
@@ -102,54 +105,145 @@ extension E3DBTransport {
 /// The default transport: one process-wide AsyncHTTPClient (connection pooling, keep-alive, TLS) that fails a
 /// request at once when the server refuses the connection (no silent reconnect loop until the deadline; the
 /// client's own retries and backoff apply) and gives up connecting after 10 s.
+///
+/// ``init(tls:proxy:)`` adds private CAs, public key pins and an HTTP proxy: CAs apply per request on the shared
+/// client, each proxy has a process-wide client of its own, and pinned servers are reached through a loopback
+/// forwarder that makes the TLS connection itself (AsyncHTTPClient 1.37 has no hook to see the server's
+/// certificate): it verifies the chain and host name as usual, then checks the key against the pins before it
+/// passes a byte on.
 public struct AsyncHTTPClientTransport: E3DBTransport {
     let client: HTTPClient
+    /// The CAs and pins; the defaults for a transport over a given client.
+    let tls: ClientTLSOptions
+    /// The per-request TLS configuration, nil for the system's CAs.
+    let tlsConfiguration: TLSConfiguration?
+    /// The proxy, if any.
+    let proxy: HTTPProxy?
 
-    private static let processClient: HTTPClient = {
+    static func makeClient(proxy: HTTPProxy?) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout = .init(connect: .seconds(10))
+        if let proxy {
+            configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: proxy.credentials.map {
+                .basic(credentials: Data($0.utf8).base64EncodedString())
+            })
+        }
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
+    }
+
+    private static let processClient: HTTPClient = makeClient(proxy: nil)
+    /// One client per proxy for the life of the process (a client is never shut down, as the process-wide one).
+    private static let proxyClients = Mutex<[HTTPProxy: HTTPClient]>([:])
 
     /// A transport over the process-wide client.
-    public init() { client = Self.processClient }
+    public init() {
+        client = Self.processClient
+        tls = ClientTLSOptions()
+        tlsConfiguration = nil
+        proxy = nil
+    }
+
+    /// A transport that trusts `tls`'s CAs (the system's by default), accepts only its pinned keys (any by
+    /// default), and connects through `proxy` (directly by default; see ``HTTPProxy/fromEnvironment(for:environment:)``).
+    /// Transports with the same proxy share one process-wide client and its connections.
+    /// - Parameters:
+    ///   - tls: CAs and pins.
+    ///   - proxy: an HTTP proxy (for a pinned server, the forwarder asks it for the tunnel).
+    public init(tls: ClientTLSOptions, proxy: HTTPProxy? = nil) {
+        if let proxy {
+            client = Self.proxyClients.withLock { clients in
+                if let existing = clients[proxy] { return existing }
+                let made = Self.makeClient(proxy: proxy)
+                clients[proxy] = made
+                return made
+            }
+        } else {
+            client = Self.processClient
+        }
+        self.tls = tls
+        self.proxy = proxy
+        tlsConfiguration = tls.certificateAuthorities.isEmpty ? nil : tls.nioConfiguration
+    }
 
     /// A transport over a client you configure (and shut down).
-    public init(client: HTTPClient) { self.client = client }
+    public init(client: HTTPClient) {
+        self.client = client
+        tls = ClientTLSOptions()
+        tlsConfiguration = nil
+        proxy = nil
+    }
 
     /// An executor on the next event loop of the client's group.
     public var preferredTaskExecutor: (any TaskExecutor)? { EventLoopTaskExecutor(client.eventLoopGroup.next()) }
 
     public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
         -> TransportResponse {
-        var r = HTTPClientRequest(url: request.url)
-        r.method = HTTPMethod(rawValue: request.method)
-        for (name, value) in request.headers { r.headers.add(name: name, value: value) }
+        let (prepared, tunnel) = try await prepare(request)
+        var r = prepared
         if let body = request.body { r.body = .bytes(ByteBuffer(bytes: body)) }
-        let seconds = timeout.components.seconds
-        let response = try await client.execute(r, timeout: .seconds(max(seconds, 1)))
+        let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
         let body = try await response.body.collect(upTo: maxResponseSize)
         return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                  body: Data(body.readableBytesView))
     }
 
-    func prepare(_ request: TransportRequest) -> HTTPClientRequest {
-        var r = HTTPClientRequest(url: request.url)
+    /// Executes `r` (through the pinning forwarder `tunnel`, if any). When the server's certificate does not
+    /// verify, looks at its dates to tell an expired certificate (`.certificateExpired`) from an untrusted one.
+    func execute(_ r: HTTPClientRequest, through tunnel: PinnedTunnel?, url: String, timeout: Duration) async throws
+        -> HTTPClientResponse {
+        do {
+            // The forwarder is on 127.0.0.1 and asks the proxy itself: its requests never go to the proxy.
+            let direct = tunnel == nil ? client : Self.processClient
+            return try await PinnedTunnel.reporting(tunnel) {
+                try await direct.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
+            }
+        } catch {
+            guard finalTransportFailure(error, operation: "", url: url)?.code == .untrustedCertificate,
+                  let components = URLComponents(string: url), let host = components.host,
+                  let expired = await PinnedTunnel.validityFailure(host: host, port: components.port ?? 443,
+                                                                   proxy: proxy) else {
+                throw error
+            }
+            throw expired
+        }
+    }
+
+    /// The AsyncHTTPClient request, with this transport's TLS configuration; for a pinned `https` URL, rewritten
+    /// to the loopback forwarder that connects to the server (its `Host` header kept).
+    func prepare(_ request: TransportRequest) async throws -> (HTTPClientRequest, PinnedTunnel?) {
+        var url = request.url
+        var tunnel: PinnedTunnel?
+        var host: String?
+        if !tls.pins.isEmpty, var components = URLComponents(string: request.url),
+           components.scheme?.lowercased() == "https", let name = components.host {
+            let port = components.port ?? 443
+            let forwarder = try await PinnedTunnel.shared(host: name, port: port, tls: tls, proxy: proxy)
+            host = components.port == nil ? components.percentEncodedHost : "\(components.percentEncodedHost ?? name):\(port)"
+            components.scheme = "http"
+            components.host = "127.0.0.1"
+            components.port = forwarder.localPort
+            url = components.string ?? url
+            tunnel = forwarder
+        }
+        var r = HTTPClientRequest(url: url)
         r.method = HTTPMethod(rawValue: request.method)
+        if let host { r.headers.add(name: "Host", value: host) }
         for (name, value) in request.headers { r.headers.add(name: name, value: value) }
-        return r
+        if tunnel == nil { r.tlsConfiguration = tlsConfiguration }
+        return (r, tunnel)
     }
 
     public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
         -> TransportResponse {
-        var r = prepare(request)
+        let (prepared, tunnel) = try await prepare(request)
+        var r = prepared
         guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
             throw CocoaError(.fileReadNoSuchFile)
         }
         defer { try? handle.close() }
         r.body = .stream(FileChunks(handle: handle), length: .known(size))
-        let response = try await client.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
+        let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
         let body = try await response.body.collect(upTo: 1 << 20)
         return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                  body: Data(body.readableBytesView))
@@ -159,7 +253,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     /// arrived in.
     public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
         async throws -> TransportResponse {
-        let response = try await client.execute(prepare(request), timeout: .seconds(max(timeout.components.seconds, 1)))
+        let (r, tunnel) = try await prepare(request)
+        let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
         let headers = response.headers.map { ($0.name, $0.value) }
         guard (200..<300).contains(Int(response.status.code)) else {
             let body = try await response.body.collect(upTo: 1 << 20)

@@ -18,6 +18,12 @@ struct ClientCommand: CommandGroup {
             fingerprints, until --accept-new-key CLIENT_ID accepts it. read and query require rec_sig, verified \
             against the writer's registered signing key, and print "signature_status"; --allow-unsigned accepts \
             unsigned records, as the Python and Go SDKs write them.
+
+            TLS and proxies, on every command: --ca-file PEM (or E3DBKIT_CA_FILE) trusts a private CA instead of \
+            the system's; --pin-sha256 BASE64 (repeatable) accepts only a server key with that SHA-256 of its \
+            SubjectPublicKeyInfo. HTTPS_PROXY/https_proxy (https URLs) and HTTP_PROXY/http_proxy (http URLs) name \
+            an http:// proxy, used with CONNECT; NO_PROXY lists hosts to reach directly (names cover their \
+            subdomains, addresses and IPv4 CIDR ranges, name:port, * for all).
             """,
         subcommands: [
             ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
@@ -37,6 +43,8 @@ struct ClientConfigOptions: ParsableArguments {
         discussion: "Only after checking the new fingerprint with that client: a changed key is otherwise refused.",
         valueName: "client-id"))
     var acceptNewKey: [String] = []
+
+    @OptionGroup var connection: ClientConnectionOptions
 
     /// The credential file's path.
     var path: String {
@@ -67,8 +75,9 @@ struct ClientConfigOptions: ParsableArguments {
                 throw CLIError(error, while: "reading the known keys beside \(CLIInput.display(path))")
             }
         }
+        let transport = try connection.transport(for: identity.apiURL ?? ClientIdentity.defaultAPIURL)
         do {
-            return try E3DBClient(identity: identity, verification: RecordVerification(
+            return try E3DBClient(identity: identity, transport: transport, verification: RecordVerification(
                 policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys)
         } catch {
             throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
@@ -143,12 +152,15 @@ struct ClientRegisterCommand: AsyncParsableCommand {
     @Flag(help: "Replace an existing credential file.")
     var force = false
 
+    @OptionGroup var connection: ClientConnectionOptions
+
     func run() async throws {
+        let transport = try connection.transport(for: apiURL)
         let tokenBytes = try CLIInput.readSecret(tokenFile, what: "registration token")
         let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         try OutputFile.refuseExisting(out, force: force)
         let identity = try await clientCall("registering with \(apiURL)") {
-            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup)
+            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup, transport: transport)
         }
         try OutputFile.write(identity.configJSON(), to: out, mode: 0o600, force: force)
         try StandardOutput.line(CanonicalJSON.serialize(.object([

@@ -151,7 +151,8 @@ struct ClientNoteWriteCommand: AsyncParsableCommand {
             note = try await clientCall("writing an anonymous note") {
                 try await E3DBClient.writeAnonymousNote(
                     values, recipientEncryptionKey: publicKey, recipientSigningKey: signingKey, writer: keys,
-                    apiURL: url, options: NoteOptions(name: name, maxViews: limits.maxViews, expiration: expiration))
+                    apiURL: url, options: NoteOptions(name: name, maxViews: limits.maxViews, expiration: expiration),
+                    transport: try config.connection.transport(for: url))
             }
         } else {
             let client = try config.client()
@@ -195,7 +196,8 @@ struct ClientNoteReadCommand: AsyncParsableCommand {
         if case let (keys, url)? = try anonymous.load(refusing: config.config) {
             read = try await clientCall("reading a note anonymously") {
                 try await E3DBClient.readAnonymousNote(id: noteID, name: name, reader: keys, apiURL: url,
-                                                       options: options)
+                                                       options: options,
+                                                       transport: try config.connection.transport(for: url))
             }
         } else {
             let client = try config.client()

@@ -55,7 +55,7 @@ final class ServerProcess: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         func listening(_ text: String) -> String? {
-            text.range(of: #"listening on (http://\S+)"#, options: .regularExpression)
+            text.range(of: #"listening on (https?://\S+)"#, options: .regularExpression)
                 .map { String(text[$0].dropFirst("listening on ".count)) }
         }
         var found: String?

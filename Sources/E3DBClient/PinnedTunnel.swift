@@ -1,0 +1,352 @@
+import AsyncHTTPClient
+import E3DBPrimitives
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// A loopback listener whose every connection is forwarded over TLS to one server, for public key pinning:
+/// AsyncHTTPClient 1.37 makes its TLS connections itself and shows no certificate, so a pinned server is reached
+/// through this forwarder instead (plain HTTP on 127.0.0.1, then TLS that this forwarder verifies).
+///
+/// Per connection it connects to the server, lets NIOSSL verify the chain against the configured CAs and the host
+/// name, checks the certificate's public key against the pins, and only then reads from the loopback side and
+/// passes bytes both ways. A failure closes the loopback connection before any byte of the request leaves the
+/// machine, and is kept for ``reporting(_:_:)`` to throw instead of AsyncHTTPClient's "connection closed".
+///
+/// The listener is bound to 127.0.0.1 and forwards only to its one server (through the proxy with `CONNECT`, if
+/// one is configured); forwarders live as long as the process (one per server, TLS options and proxy).
+final class PinnedTunnel: Sendable {
+    /// The loopback port to send plain HTTP to.
+    let localPort: Int
+    /// The most recent failure to reach the server, for the request that saw its connection closed.
+    private let failure: FailureSlot
+
+    private init(localPort: Int, failure: FailureSlot) {
+        self.localPort = localPort
+        self.failure = failure
+    }
+
+    /// Where a connection's failure waits for its request.
+    final class FailureSlot: Sendable {
+        let value = Mutex<(any Error)?>(nil)
+    }
+
+    private struct Key: Hashable {
+        let host: String
+        let port: Int
+        let tls: ClientTLSOptions
+        let proxy: HTTPProxy?
+    }
+
+    private static let tunnels = Mutex<[Key: Task<PinnedTunnel, any Error>]>([:])
+
+    /// The process's forwarder to `host:port` with `tls` (through `proxy`, if any), started on first use.
+    static func shared(host: String, port: Int, tls: ClientTLSOptions, proxy: HTTPProxy?) async throws -> PinnedTunnel {
+        let key = Key(host: host, port: port, tls: tls, proxy: proxy)
+        let task = tunnels.withLock { tunnels in
+            if let existing = tunnels[key] { return existing }
+            let started = Task { try await start(host: host, port: port, tls: tls, proxy: proxy) }
+            tunnels[key] = started
+            return started
+        }
+        do { return try await task.value } catch {
+            _ = tunnels.withLock { $0.removeValue(forKey: key) }
+            throw error
+        }
+    }
+
+    /// Runs `body` (a request through `tunnel`); when it fails and the forwarder could not reach the server,
+    /// throws the forwarder's reason instead.
+    static func reporting<T>(_ tunnel: PinnedTunnel?, _ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch {
+            if let tunnel, let reason = tunnel.failure.value.withLock({ current -> (any Error)? in
+                defer { current = nil }
+                return current
+            }) {
+                throw reason
+            }
+            throw error
+        }
+    }
+
+    private static func start(host: String, port: Int, tls: ClientTLSOptions, proxy: HTTPProxy?) async throws
+        -> PinnedTunnel {
+        let context = try NIOSSLContext(configuration: tls.nioConfiguration)
+        let pins = Set(tls.pins)
+        let group = HTTPClient.defaultEventLoopGroup
+        let failure = FailureSlot()
+        let server = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { inbound in
+                forward(inbound, host: host, port: port, proxy: proxy, context: context, pins: pins, failure: failure)
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        guard let localPort = server.localAddress?.port else {
+            throw E3DBError(.tlsHandshakeFailed, "the pinning forwarder could not listen on 127.0.0.1")
+        }
+        return PinnedTunnel(localPort: localPort, failure: failure)
+    }
+
+    /// Connects `inbound` to the server once its TLS is verified and pinned; records the failure otherwise.
+    private static func forward(_ inbound: any Channel, host: String, port: Int, proxy: HTTPProxy?,
+                                context: NIOSSLContext, pins: Set<PublicKeyPin>, failure: FailureSlot)
+        -> EventLoopFuture<Void> {
+        let verified = handshake(host: host, port: port, proxy: proxy, context: context, on: inbound.eventLoop)
+            .flatMapThrowing { pair -> any Channel in
+                let (channel, certificate) = pair
+                let seen = certificate.flatMap { certificate in
+                    (try? certificate.extractPublicKey().toSPKIBytes()).map(PublicKeyPin.init(subjectPublicKeyInfo:))
+                }
+                if let seen, pins.contains(seen) { return channel }
+                channel.close(promise: nil)
+                let expected = pins.map(\.description).sorted().joined(separator: ", ")
+                throw E3DBError(
+                    .pinMismatch,
+                    "TLS with \(host) failed: the public key of its certificate (\(seen?.description ?? "none")) is "
+                        + "not one of the pinned keys (\(expected))",
+                    context: .init(part: "pin"))
+            }
+        verified.whenFailure { error in
+            failure.value.withLock { $0 = error }
+            inbound.close(promise: nil)
+        }
+        verified.whenSuccess { outbound in
+            let (toServer, toClient) = Splice.pair()
+            do {
+                try outbound.pipeline.syncOperations.addHandler(toClient)
+                try inbound.pipeline.syncOperations.addHandler(toServer)
+            } catch {
+                inbound.close(promise: nil)
+                outbound.close(promise: nil)
+                return
+            }
+            // Reads start now, through the splice (which reads only while the other side can write).
+            inbound.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in inbound.close(promise: nil) }
+        }
+        return inbound.eventLoop.makeSucceededVoidFuture()
+    }
+}
+
+/// Asks an HTTP proxy for a tunnel (`CONNECT host:port`) and leaves the pipeline once it answers 200.
+private final class ProxyConnect: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let authority: String
+    let credentials: String?
+    let done: EventLoopPromise<Void>
+    private var head = ByteBuffer()
+
+    init(authority: String, credentials: String?, done: EventLoopPromise<Void>) {
+        self.authority = authority
+        self.credentials = credentials
+        self.done = done
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var request = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
+        if let credentials {
+            request += "Proxy-Authorization: Basic \(Data(credentials.utf8).base64EncodedString())\r\n"
+        }
+        request += "\r\n"
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: request)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var chunk = unwrapInboundIn(data)
+        head.writeBuffer(&chunk)
+        let text = String(buffer: head)
+        guard let end = text.range(of: "\r\n\r\n") else {
+            if head.readableBytes > 16 << 10 { refuse(context, "the proxy's answer to CONNECT is too long") }
+            return
+        }
+        let statusLine = text[..<end.lowerBound].prefix { $0 != "\r" }
+        let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+        guard status == 200 else {
+            refuse(context, "the proxy refused the tunnel to \(authority) (HTTP \(status.map(String.init) ?? "?"))")
+            return
+        }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        done.succeed()
+    }
+
+    private func refuse(_ context: ChannelHandlerContext, _ message: String) {
+        done.fail(E3DBError(.transportFailed, message, context: .init(part: "proxy")))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        done.fail(E3DBError(.transportFailed, "the proxy closed the connection before it answered CONNECT",
+                            context: .init(part: "proxy")))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        done.fail(error)
+        context.close(promise: nil)
+    }
+}
+
+/// Waits for the TLS handshake and hands over the server's certificate (or the handshake's failure), then leaves
+/// the pipeline.
+private final class PeerCertificate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    let handshake: EventLoopPromise<NIOSSLCertificate?>
+
+    init(_ handshake: EventLoopPromise<NIOSSLCertificate?>) { self.handshake = handshake }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case TLSUserEvent.handshakeCompleted = event else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).peerCertificate
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        handshake.succeed(certificate ?? nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        handshake.fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        handshake.fail(NIOSSLError.handshakeFailed(.sslError([.eofDuringHandshake])))
+        context.fireChannelInactive()
+    }
+}
+
+extension PinnedTunnel {
+    /// Connects to `host:port` (through `proxy` with `CONNECT`, if any) and completes a TLS handshake with
+    /// `context`; the server's certificate, or the failure. The channel stays open for the caller.
+    static func handshake(host: String, port: Int, proxy: HTTPProxy?, context: NIOSSLContext, on loop: any EventLoop)
+        -> EventLoopFuture<(any Channel, NIOSSLCertificate?)> {
+        let handshake = loop.makePromise(of: NIOSSLCertificate?.self)
+        let tunnelled = loop.makePromise(of: Void.self)
+        // NIOSSL checks an IP address against the certificate's IP SANs when given no server name.
+        let serverHostname = (try? SocketAddress(ipAddress: host, port: 0)) != nil ? nil : host
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let connected = ClientBootstrap(group: loop)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                guard let proxy else {
+                    tunnelled.succeed()
+                    return loop.makeSucceededVoidFuture()
+                }
+                do {
+                    try channel.pipeline.syncOperations.addHandler(
+                        ProxyConnect(authority: authority, credentials: proxy.credentials, done: tunnelled))
+                    return loop.makeSucceededVoidFuture()
+                } catch {
+                    tunnelled.fail(error)
+                    return loop.makeFailedFuture(error)
+                }
+            }
+            .connect(host: proxy?.host ?? host, port: proxy?.port ?? port)
+        connected.whenFailure { tunnelled.fail($0) }
+        tunnelled.futureResult.whenFailure { handshake.fail($0) }
+        // TLS starts once the connection (or the proxy's tunnel) is up: NIOSSL begins when added to an active channel.
+        connected.and(tunnelled.futureResult).whenSuccess { pair in
+            let channel = pair.0
+            do {
+                let ssl = try NIOSSLClientHandler(context: context, serverHostname: serverHostname)
+                try channel.pipeline.syncOperations.addHandlers([ssl, PeerCertificate(handshake)])
+            } catch {
+                handshake.fail(error)
+            }
+        }
+        handshake.futureResult.whenFailure { _ in connected.whenSuccess { $0.close(promise: nil) } }
+        return connected.and(handshake.futureResult)
+    }
+
+    /// Why the certificate `host:port` presents failed verification, when its dates say so (BoringSSL reports an
+    /// expired certificate as any other failed verification): `.certificateExpired`, or nil. Looks at the
+    /// certificate without trusting it, then closes the connection; nothing is sent.
+    static func validityFailure(host: String, port: Int, proxy: HTTPProxy?) async -> E3DBError? {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = .none
+        guard let context = try? NIOSSLContext(configuration: configuration),
+              let (channel, certificate) = try? await handshake(host: host, port: port, proxy: proxy, context: context,
+                                                                on: HTTPClient.defaultEventLoopGroup.next()).get()
+        else { return nil }
+        try? await channel.close()
+        guard let certificate else { return nil }
+        let now = time(nil)
+        func date(_ t: time_t) -> String {
+            Date(timeIntervalSince1970: TimeInterval(t)).formatted(.iso8601)
+        }
+        if certificate.notValidAfter < now {
+            return E3DBError(.certificateExpired, "TLS with \(host) failed: the server's certificate expired at "
+                + date(certificate.notValidAfter), context: .init(part: "certificate"))
+        }
+        if certificate.notValidBefore > now {
+            return E3DBError(.certificateExpired, "TLS with \(host) failed: the server's certificate is not valid "
+                + "before \(date(certificate.notValidBefore)) (is this machine's clock right?)",
+                context: .init(part: "certificate"))
+        }
+        return nil
+    }
+}
+
+/// One side of a splice between two channels on the same event loop: what one reads, the other writes; a side
+/// reads only while the other can write (no unbounded buffering), and closing one closes the other.
+private final class Splice: ChannelDuplexHandler, @unchecked Sendable {
+    // @unchecked: both sides live on one event loop and touch each other only there.
+    typealias InboundIn = NIOAny
+    typealias OutboundIn = NIOAny
+    typealias OutboundOut = NIOAny
+
+    private var partner: Splice?
+    private var context: ChannelHandlerContext?
+    private var pendingRead = false
+
+    static func pair() -> (Splice, Splice) {
+        let a = Splice(), b = Splice()
+        a.partner = b
+        b.partner = a
+        return (a, b)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        partner = nil
+    }
+
+    private var isWritable: Bool { context?.channel.isWritable ?? false }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let peer = partner?.context else { return }
+        peer.write(data, promise: nil)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { partner?.context?.flush() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        partner?.context?.close(promise: nil)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, let partner, partner.pendingRead, let peer = partner.context {
+            partner.pendingRead = false
+            peer.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if partner?.isWritable ?? false {
+            context.read()
+        } else {
+            pendingRead = true
+        }
+    }
+}

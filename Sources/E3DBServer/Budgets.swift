@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOCore
 import Synchronization
 
 /// The work one request may do, in steps, charged as it goes: a search charges every comparison of its matchers
@@ -23,74 +24,121 @@ struct WorkBudget {
     }
 }
 
-/// The request body bytes that all requests together hold in memory, bounded (``ServerConfiguration/maxBodyBytesInFlight``).
+/// Whose request body bytes are held: a registered client's (after authentication) or anyone's (before it:
+/// registration, tokens, anonymous notes).
+enum BodyOwner: Hashable, Sendable {
+    case anonymous
+    case client(String)
+}
+
+/// The request body bytes that requests hold in memory, bounded twice: all registered clients together
+/// (``ServerConfiguration/maxBodyBytesInFlight``), each client at most twice the largest body, and all
+/// unauthenticated requests together a sixteenth of the total, so that no account is needed to exhaust the share
+/// of registered clients and no client exhausts the others'.
 final class BodyBudget: Sendable {
-    private let available: Mutex<Int>
+    private struct State {
+        var clients: Int
+        var anonymous: Int
+        var perClient: [String: Int] = [:]
+    }
+    private let state: Mutex<State>
+    private let perClientLimit: Int
 
-    init(bytes: Int) { available = Mutex(bytes) }
+    init(bytes: Int, perClient: Int) {
+        state = Mutex(State(clients: bytes, anonymous: max(bytes / 16, 1)))
+        perClientLimit = perClient
+    }
 
-    /// Takes `count` bytes, or returns `false` when fewer are left.
-    func take(_ count: Int) -> Bool {
-        available.withLock { left in
-            guard count <= left else { return false }
-            left -= count
+    /// Takes `count` bytes for `owner`, or returns `false` when its pool or its share has fewer left.
+    func take(_ count: Int, for owner: BodyOwner) -> Bool {
+        state.withLock { state in
+            switch owner {
+            case .anonymous:
+                guard count <= state.anonymous else { return false }
+                state.anonymous -= count
+            case .client(let id):
+                let held = state.perClient[id, default: 0]
+                guard count <= state.clients, held + count <= perClientLimit else { return false }
+                state.clients -= count
+                state.perClient[id] = held + count
+            }
             return true
         }
     }
 
-    func give(_ count: Int) { available.withLock { $0 += count } }
+    func give(_ count: Int, for owner: BodyOwner) {
+        state.withLock { state in
+            switch owner {
+            case .anonymous: state.anonymous += count
+            case .client(let id):
+                state.clients += count
+                let left = state.perClient[id, default: 0] - count
+                state.perClient[id] = left > 0 ? left : nil
+            }
+        }
+    }
 
-    /// What is left (for tests).
-    var remaining: Int { available.withLock { $0 } }
+    /// What is left for registered clients and for unauthenticated requests (for tests).
+    var remaining: (clients: Int, anonymous: Int) { state.withLock { ($0.clients, $0.anonymous) } }
 }
 
 /// The bytes one request took from the ``BodyBudget``, given back when the request is answered.
 final class BodyReservation: Sendable {
     private let budget: BodyBudget
-    private let held = Mutex(0)
+    private let held = Mutex<[BodyOwner: Int]>([:])
 
     init(_ budget: BodyBudget) { self.budget = budget }
 
-    /// Takes `count` more bytes for this request, or refuses the request with 503.
-    func take(_ count: Int) throws(HTTPFailure) {
-        guard budget.take(count) else {
+    /// Takes `count` more bytes for this request on behalf of `owner`, or refuses the request with 503.
+    func take(_ count: Int, for owner: BodyOwner) throws(HTTPFailure) {
+        guard budget.take(count, for: owner) else {
             throw HTTPFailure(.serviceUnavailable,
                               "the server holds too many request bodies at the moment; retry shortly")
         }
-        held.withLock { $0 += count }
+        held.withLock { $0[owner, default: 0] += count }
     }
 
     /// Gives back everything this request took.
     func release() {
-        let count = held.withLock { count in
-            defer { count = 0 }
-            return count
+        let taken = held.withLock { held in
+            defer { held = [:] }
+            return held
         }
-        if count > 0 { budget.give(count) }
+        for (owner, count) in taken { budget.give(count, for: owner) }
     }
 }
 
-/// At most `permits` callers inside ``withPermit(_:)`` at once; the others wait in arrival order.
+/// At most `permits` callers inside ``withPermit(_:)`` at once; the others wait in arrival order, at most
+/// `maxWaiting` of them (503 for more).
 final class AsyncLimiter: Sendable {
     private struct State {
         var free: Int
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
     private let state: Mutex<State>
+    private let maxWaiting: Int
 
-    init(permits: Int) { state = Mutex(State(free: max(1, permits))) }
+    init(permits: Int, maxWaiting: Int = 64) {
+        state = Mutex(State(free: max(1, permits)))
+        self.maxWaiting = maxWaiting
+    }
 
     func withPermit<T>(_ body: () async throws -> T) async throws -> T {
-        await acquire()
+        try await acquire()
         defer { release() }
         return try await body()
     }
 
-    private func acquire() async {
-        let acquired = state.withLock { state -> Bool in
-            guard state.free > 0 else { return false }
-            state.free -= 1
-            return true
+    private func acquire() async throws(HTTPFailure) {
+        let acquired = state.withLock { state -> Bool? in
+            if state.free > 0 {
+                state.free -= 1
+                return true
+            }
+            return state.waiting.count < maxWaiting ? false : nil
+        }
+        guard let acquired else {
+            throw HTTPFailure(.serviceUnavailable, "too many searches are waiting; retry shortly")
         }
         if acquired { return }
         await withCheckedContinuation { continuation in
@@ -124,6 +172,19 @@ final class AddressConnections: Sendable {
     private let open = Mutex<[String: Int]>([:])
 
     init(limit: Int) { self.limit = limit }
+
+    /// What connections are counted by: the IPv4 address, or the IPv6 /64 (one host commonly has a whole /64, so
+    /// counting single IPv6 addresses would bound nothing); `nil` for other kinds of socket.
+    static func key(_ address: SocketAddress) -> String? {
+        switch address {
+        case .v4: return address.ipAddress
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0.prefix(8)) }
+            if bytes == [0, 0, 0, 0, 0, 0, 0, 0] { return address.ipAddress }  // ::1, v4-mapped: the whole address
+            return bytes.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+        default: return nil
+        }
+    }
 
     /// Counts one more connection from `address`, or returns `false` when it already has `limit`.
     func open(_ address: String) -> Bool {

@@ -23,7 +23,7 @@ struct E3DBChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     struct TooManyConnections: Error {}
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        if let address = channel.remoteAddress?.ipAddress {
+        if let address = channel.remoteAddress.flatMap(AddressConnections.key) {
             guard connections.open(address) else {
                 logger.notice("connection refused: too many from one address", metadata: ["address": .string(address)])
                 channel.close(promise: nil)

@@ -51,8 +51,9 @@ extension E3DBService {
 
     /// A note body, bounded by ``ServerConfiguration/maxAnonymousNoteSize`` when the writer is anonymous.
     private func noteBody(_ r: APIRequest, client: ClientRow?) async throws -> API.Note {
+        let owner = client.map { BodyOwner.client($0.clientID) } ?? .anonymous
         let limit = client == nil ? configuration.maxAnonymousNoteSize : nil
-        return try JSONBody.decode(API.Note.self, from: try await body(r, limit: limit), what: "note")
+        return try JSONBody.decode(API.Note.self, from: try await body(r, for: owner, limit: limit), what: "note")
     }
 
     func writeNote(_ r: APIRequest) async throws -> Response {

@@ -55,7 +55,7 @@ extension E3DBService {
 
     func writeRecord(_ r: APIRequest) async throws -> Response {
         let caller = try await authenticate(r)
-        let row = try await storage.insertRecord(newRecord(try await body(r), caller: caller))
+        let row = try await storage.insertRecord(newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
         return Self.recordResponse(row, status: .created)
     }
 
@@ -174,7 +174,7 @@ extension E3DBService {
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
         let caller = try await authenticate(r)
-        let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "record")
+        let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
         guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
               AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
@@ -208,6 +208,9 @@ extension E3DBService {
     }
 
     // MARK: Files
+
+    /// Seconds after which an upload's claim is taken over by another upload of the same file.
+    static let uploadClaimTimeout: Int64 = 600
 
     /// A capability URL for one operation on one body, valid until `expires` (Unix seconds):
     /// `token = hex(BLAKE2b-256 keyed by the server secret, "op\nid\nexpires")`.
@@ -243,7 +246,8 @@ extension E3DBService {
 
     func createPendingFile(_ r: APIRequest) async throws -> Response {
         let caller = try await authenticate(r)
-        let req = try JSONBody.decode(API.Record.self, from: try await body(r), what: "file record")
+        let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)),
+                                      what: "file record")
         try checkWriter(req.meta, caller: caller)
         guard let fm = req.meta.fileMeta, let checksum = fm.checksum, let md5 = Data(base64Encoded: checksum),
               md5.count == 16 else {
@@ -281,10 +285,11 @@ extension E3DBService {
             throw StorageError(.corrupted, "a pending file's checksum does not decode")
         }
         // Claimed in storage, so that of concurrent uploads (in any process) one stores the body and the others get
-        // 409; a claim older than the pending file's lifetime (a process that died mid-upload) is taken over.
+        // 409; a claim older than ``uploadClaimTimeout`` (a process that died mid-upload) is taken over by a retry
+        // with the same URL. Two uploads that both store a body store the same bytes: size and MD5 are checked.
         let now = clock.now()
-        guard try await storage.claimUpload(
-            pendingID: id, now: now, staleBefore: now - configuration.pendingFileLifetime * 1_000_000) else {
+        guard try await storage.claimUpload(pendingID: id, now: now,
+                                            staleBefore: now - Self.uploadClaimTimeout * 1_000_000) else {
             throw HTTPFailure.conflict("this file is being or was already uploaded")
         }
         do {
@@ -299,7 +304,10 @@ extension E3DBService {
             case .notFound, .io: throw StorageError(.unavailable, "storing a file body failed")
             }
         }
-        try await storage.markUploaded(pendingID: id)
+        guard try await storage.markUploaded(pendingID: id) else {  // expired and removed meanwhile
+            files.remove(id: id)
+            throw HTTPFailure.notFound("no such upload")
+        }
         ServerMetrics.fileBytes("upload", pending.size)
         return Response(status: .ok)
     }

@@ -25,16 +25,61 @@ extension E3DBService {
 
     private static func ids(_ list: [String]?) -> [String] { (list ?? []).map { canonicalUUID($0) ?? $0.lowercased() } }
 
-    /// The steps of scanning one record: reading and decoding its `plain` (a step per 16 bytes).
-    private static func scanCost(_ row: RecordRow) -> Int { 4 + row.plainJSON.utf8.count / 16 }
+    /// The steps of scanning one record: reading and decoding its `plain` (a step per 4 bytes). Scans read no
+    /// `data` (``RecordScope/includeData``).
+    private static func scanCost(_ row: RecordRow) -> Int { 4 + row.plainJSON.utf8.count / 4 }
 
-    /// The comparisons of a v1 `plain` filter against one record: its nodes.
-    private static func filterCost(_ q: API.PlainQuery) -> Int {
+    /// The steps of one comparison of `text` (hashing or comparing it): a step per 4 bytes, a step per byte when it
+    /// is not ASCII (Swift compares and hashes such strings by canonical equivalence, which costs more).
+    static func textCost(_ text: String) -> Int {
+        let bytes = text.utf8.count
+        return text.utf8.allSatisfy { $0 < 0x80 } ? bytes / 4 : bytes
+    }
+
+    /// The steps of evaluating a v1 `plain` filter against one record: each node, and the text it compares.
+    static func filterCost(_ q: API.PlainQuery) -> Int {
         switch q {
-        case .equals: 1
+        case .equals(let name, let value): 1 + textCost(name) + textCost(value)
         case .and(let all), .or(let all): all.reduce(1) { $0 + filterCost($1) }
         case .not(let inner): 1 + filterCost(inner)
         }
+    }
+
+    /// The most UTF-8 bytes of names and values one v1 `plain` filter may hold.
+    static let maxFilterBytes = 64 << 10
+
+    /// The UTF-8 bytes of names and values in a v1 `plain` filter.
+    private static func filterBytes(_ q: API.PlainQuery) -> Int {
+        switch q {
+        case .equals(let name, let value): name.utf8.count + value.utf8.count
+        case .and(let all), .or(let all): all.reduce(0) { $0 + filterBytes($1) }
+        case .not(let inner): filterBytes(inner)
+        }
+    }
+
+    /// The most bytes of records (`plain` and `data`) one page of search results holds; a page stops before the
+    /// record that would pass it (it always holds one), and the client pages on.
+    static let maxPageBytes = 32 << 20
+
+    /// The records `ids` (ascending index, from `first` on, visible in `scope`) read again, with `data` when
+    /// `includeData`: a scan reads records without `data` and keeps only what it matched.
+    private func reread(_ ids: [String], from first: Int64, scope: RecordScope, includeData: Bool) async throws
+        -> [RecordRow] {
+        guard !ids.isEmpty else { return [] }
+        var again = scope
+        again.recordIDs = ids
+        again.includeData = includeData
+        return try await storage.records(in: again, afterIndex: first - 1, limit: ids.count)
+    }
+
+    /// The longest prefix of `rows` within ``maxPageBytes`` (at least one row).
+    private static func capped(_ rows: [RecordRow]) -> [RecordRow] {
+        var bytes = 0
+        for (i, row) in rows.enumerated() {
+            bytes += row.plainJSON.utf8.count + row.dataJSON.utf8.count
+            if bytes > maxPageBytes { return Array(rows.prefix(max(i, 1))) }
+        }
+        return rows
     }
 
     /// Runs a search's scan behind the search limiter (``ServerConfiguration/concurrentSearches``), with a new
@@ -50,14 +95,19 @@ extension E3DBService {
     /// `index > after_index`, at most `count`.
     func searchV1(_ r: APIRequest) async throws -> Response {
         let caller = try await authenticate(r)
-        let q = try JSONBody.decode(API.QueryRequest.self, from: try await body(r), what: "query")
+        let q = try JSONBody.decode(API.QueryRequest.self, from: try await body(r, for: .client(caller.clientID)),
+                                      what: "query")
         let after = q.afterIndex ?? 0
         guard after >= 0 else { throw HTTPFailure.badRequest("after_index must not be negative") }
         let count = min(max(q.count ?? 50, 1), 1000)
         let writers = Self.ids(q.writerIDs)
         let scope = RecordScope(
             caller: caller.clientID, includeShared: !writers.isEmpty || q.includeAllWriters == true, writerIDs: writers,
-            userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [])
+            userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [],
+            includeData: false)
+        if let plain = q.plain, Self.filterBytes(plain) > Self.maxFilterBytes {
+            throw HTTPFailure.badRequest("a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
+        }
         let perRow = q.plain.map(Self.filterCost) ?? 0
         let picked = try await searching { budget in
             var picked: [RecordRow] = []
@@ -78,9 +128,13 @@ extension E3DBService {
             }
             return picked
         }
+        let includeData = q.includeData == true
+        let rows = Self.capped(includeData
+            ? try await reread(picked.map(\.recordID), from: picked.first?.index ?? 0, scope: scope, includeData: true)
+            : picked)
         let response = API.QueryResponse(
-            results: try await results(picked, caller: caller.clientID, includeData: q.includeData == true),
-            lastIndex: picked.last?.index ?? after)
+            results: try await results(rows, caller: caller.clientID, includeData: includeData),
+            lastIndex: rows.last?.index ?? after)
         return try JSONBody.response(response)
     }
 
@@ -88,12 +142,12 @@ extension E3DBService {
     /// range; paged by offset (`next_token`), the next offset returned as `last_index` (0 when done).
     func searchV2(_ r: APIRequest) async throws -> Response {
         let caller = try await authenticate(r)
-        let q = try JSONBody.decode(API.SearchRequest.self, from: try await body(r), what: "search")
+        let q = try JSONBody.decode(API.SearchRequest.self, from: try await body(r, for: .client(caller.clientID)),
+                                      what: "search")
         let limit = (q.limit ?? 0) == 0 ? 50 : q.limit!
         guard limit > 0, limit <= 1000 else { throw HTTPFailure.badRequest("limit must be between 1 and 1000") }
         let offset = q.nextToken ?? 0
         guard offset >= 0, offset <= 10_000 else { throw HTTPFailure.badRequest("next_token must be between 0 and 10000") }
-        let (matches, excludes) = try CompiledClause.compile(match: q.match, exclude: q.exclude)
         var after: Int64? = nil
         var before: Int64? = nil
         var byModified = false
@@ -113,19 +167,21 @@ extension E3DBService {
             after = try bound(range.after, "after")
             before = try bound(range.before, "before")
         }
-        let scope = RecordScope(caller: caller.clientID, includeShared: q.includeAllWriters == true)
+        let scope = RecordScope(caller: caller.clientID, includeShared: q.includeAllWriters == true, includeData: false)
         let window = 10_000
-        let matched = try await searching { budget in
-            var matched: [RecordRow] = []
+        // Compiled inside the limiter too: REGEXP terms cost memory and time to compile.
+        let matched = try await searching { budget -> [(index: Int64, id: String)] in
+            let (matches, excludes) = try CompiledClause.compile(match: q.match, exclude: q.exclude)
+            var matched: [(index: Int64, id: String)] = []
             var cursor: Int64 = 0
             scan: while true {
                 let batch = try await storage.records(in: scope, afterIndex: cursor, limit: 1000)
                 rows: for row in batch {
+                    try budget.charge(Self.scanCost(row))
                     let t = byModified ? row.lastModified : row.created
                     if let after, t < after { continue }
                     if let before, t > before { continue }
                     if let after, let before, after >= before { continue }
-                    try budget.charge(Self.scanCost(row))
                     let plain = try Self.map(row.plainJSON)
                     var included = matches.isEmpty
                     for clause in matches where try clause.matches(row, plain: plain, budget: &budget) {
@@ -136,7 +192,7 @@ extension E3DBService {
                     for clause in excludes where try clause.matches(row, plain: plain, budget: &budget) {
                         continue rows
                     }
-                    matched.append(row)
+                    matched.append((row.index, row.recordID))
                     if matched.count >= window { break scan }
                 }
                 guard let last = batch.last, batch.count == 1000 else { break }
@@ -147,8 +203,13 @@ extension E3DBService {
             return matched
         }
         let start = min(Int(offset), matched.count)
-        let page = Array(matched[start..<min(start + limit, matched.count)])
-        let next = start + page.count < matched.count ? Int64(start + page.count) : 0
+        let wanted = matched[start..<min(start + limit, matched.count)]
+        let page = Self.capped(try await reread(wanted.map(\.id), from: wanted.first?.index ?? 0, scope: scope,
+                                                includeData: q.includeData == true))
+        // The page may stop early (``maxPageBytes``): the next offset follows its last record.
+        let end = page.last.flatMap { last in wanted.firstIndex { $0.id == last.recordID } }.map { $0 + 1 }
+            ?? wanted.endIndex
+        let next = end < matched.count ? Int64(end) : 0
         return try JSONBody.response(API.SearchResponse(
             results: try await results(page, caller: caller.clientID, includeData: q.includeData == true),
             lastIndex: next, totalResults: matched.count))

@@ -36,7 +36,7 @@ final class E3DBService: Sendable {
         self.logger = logger
         self.metrics = metrics
         nonSuspendingReads = storage as? any NonSuspendingRecordReads
-        bodyBudget = BodyBudget(bytes: configuration.maxBodyBytesInFlight)
+        bodyBudget = BodyBudget(bytes: configuration.maxBodyBytesInFlight, perClient: 2 * configuration.maxBodySize)
         searches = AsyncLimiter(permits: configuration.concurrentSearches)
     }
 
@@ -49,9 +49,13 @@ final class E3DBService: Sendable {
     /// and abandoned partial uploads. Failures are logged; the next pass tries again.
     func maintain() async {
         let now = clock.now()
+        // Nonces and tokens a TSV1 window after they expire: another process's clock may run behind this one's.
+        let margin = configuration.tsv1Window.multipliedReportingOverflow(by: 1_000_000)
+        let lifetime = configuration.pendingFileLifetime.multipliedReportingOverflow(by: 1_000_000)
         do {
             let stale = try await storage.purgeExpired(
-                now: now, pendingCreatedBefore: now - configuration.pendingFileLifetime * 1_000_000)
+                now: now - (margin.overflow ? 0 : margin.partialValue),
+                pendingCreatedBefore: lifetime.overflow ? Int64.min : now.subtractingReportingOverflow(lifetime.partialValue).partialValue)
             for id in stale { files.remove(id: id) }
             let abandoned = files.removeAbandonedUploads(idle: Self.abandonedUploadIdle)
             if !stale.isEmpty || abandoned > 0 {
@@ -99,7 +103,8 @@ final class E3DBService: Sendable {
         case let failure as HTTPFailure:
             return (failure.status, failure.message)
         case let error as StorageError where error.kind == .invalidInput:
-            return (.badRequest, "the storage refused a value of the request: \(error.message)")
+            logger.notice("storage refused a value", metadata: ["route": .string(route), "error": .string(error.message)])
+            return (.badRequest, "a value of the request cannot be stored")
         case let error as StorageError:
             logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
             return (.serviceUnavailable, "the storage backend failed; try again")
@@ -180,18 +185,26 @@ final class E3DBService: Sendable {
 
     // MARK: Bodies and authentication
 
-    func body(_ r: APIRequest, limit: Int? = nil) async throws -> Data {
+    /// The request body, at most `limit` bytes (default ``ServerConfiguration/maxBodySize``; 413 past it), each
+    /// chunk taken from `owner`'s share of the ``BodyBudget`` as it arrives (503 when none is left), and all of it
+    /// within ``ServerConfiguration/bodyTimeout`` of the first read (408 at the chunk that arrives later: with the
+    /// connection's idle timeout, a body trickled a byte at a time is dropped after both at most).
+    func body(_ r: APIRequest, for owner: BodyOwner, limit: Int? = nil) async throws -> Data {
         let max = limit ?? configuration.maxBodySize
         if let declared = r.header(.contentLength).flatMap(Int.init), declared > max {
             throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
         }
         // Collected chunk by chunk, each taken from the server's budget of body bytes in memory first.
         var collected = Data()
+        let deadline = ContinuousClock.now + .seconds(configuration.bodyTimeout)
         for try await chunk in r.request.body {
             guard collected.count + chunk.readableBytes <= max else {
                 throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
             }
-            try r.bodyBytes.take(chunk.readableBytes)
+            guard ContinuousClock.now <= deadline else {
+                throw HTTPFailure(.requestTimeout, "the request body took longer than \(configuration.bodyTimeout) s to arrive")
+            }
+            try r.bodyBytes.take(chunk.readableBytes, for: owner)
             collected.append(contentsOf: chunk.readableBytesView)
         }
         return collected
@@ -269,15 +282,11 @@ final class E3DBService: Sendable {
         case Self.tsv1Scheme:
             let verified = try await verifyTSV1(r, header: header)
             guard let uid = verified.clientID else { return .anonymous(verified) }
-            guard let id = canonicalUUID(uid), let client = try await storage.client(id: id) else {
-                return .unverifiedClient(verified, why: "uid names no registered client")
-            }
-            guard client.enabled else { return .unverifiedClient(verified, why: "the client is disabled") }
-            guard let registered = client.signingKey else {
-                return .unverifiedClient(verified, why: "the client registered no signing key")
-            }
-            guard (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation else {
-                return .unverifiedClient(verified, why: "the key is not the client's registered signing key")
+            // One answer for every way it fails: who is registered, disabled or keyless is nobody's business.
+            guard let id = canonicalUUID(uid), let client = try await storage.client(id: id), client.enabled,
+                  let registered = client.signingKey,
+                  (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation else {
+                return .unverifiedClient(verified, why: "uid does not name an enabled client whose registered signing key signed the header")
             }
             return .client(client, tsv1: verified)
         default:
@@ -335,7 +344,7 @@ final class E3DBService: Sendable {
         let keyID = String(text[..<colon])
         let secretText = String(text[text.index(after: colon)...])
         // The body is a form whatever its Content-Type (js and Java send odd ones); grant_type may be absent.
-        let form = String(decoding: try await body(r, limit: 64 << 10), as: UTF8.self)
+        let form = String(decoding: try await body(r, for: .anonymous, limit: 64 << 10), as: UTF8.self)
         for pair in form.split(separator: "&") where pair.hasPrefix("grant_type=") {
             guard pair.dropFirst(11) == "client_credentials" else {
                 throw HTTPFailure.badRequest("grant_type must be client_credentials")
@@ -357,7 +366,7 @@ final class E3DBService: Sendable {
 
     private func register(_ r: APIRequest) async throws -> Response {
         // Bounded before the token is checked: anyone can send a registration.
-        let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r, limit: 64 << 10),
+        let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r, for: .anonymous, limit: 64 << 10),
                                       what: "registration")
         guard Self.validKey(req.client.publicKey.curve25519) else {
             throw HTTPFailure.badRequest("client.public_key.curve25519 must be a base64url 32-byte key")
@@ -473,7 +482,8 @@ final class E3DBService: Sendable {
             return try JSONBody.response(eakInfo(row))
         case .put:
             try await authorize(.putAccessKey, caller: caller.clientID, tuple: t)
-            let req = try JSONBody.decode(API.PutAccessKeyRequest.self, from: try await body(r), what: "access key")
+            let req = try JSONBody.decode(API.PutAccessKeyRequest.self, from: try await body(r, for: .client(caller.clientID)),
+                                          what: "access key")
             guard !req.eak.isEmpty, req.eak.utf8.count <= 4096 else {
                 throw HTTPFailure.badRequest("eak must be a non-empty string of at most 4096 bytes")
             }
@@ -504,7 +514,8 @@ final class E3DBService: Sendable {
         let caller = try await authenticate(r)
         let t = try tuple(writer: writer, user: user, reader: reader, type: type)
         guard t.userID == t.writerID else { throw HTTPFailure.badRequest("user and writer must be the same client") }
-        let req = try JSONBody.decode(API.PolicyRequest.self, from: try await body(r), what: "policy")
+        let req = try JSONBody.decode(API.PolicyRequest.self, from: try await body(r, for: .client(caller.clientID)),
+                                      what: "policy")
         func verbs(_ list: [[String: AnyJSON]]?) throws -> Set<String> {
             var out = Set<String>()
             for element in list ?? [] {
@@ -525,19 +536,9 @@ final class E3DBService: Sendable {
         let verbs = allow.union(deny)
         if verbs.contains("authorizer") { try await authorize(.changeAuthorizer, caller: caller.clientID, tuple: t) }
         if verbs.contains("read") { try await authorize(.changeRead, caller: caller.clientID, tuple: t) }
-        var row = try await storage.policy(t)
-            ?? PolicyRow(tuple: t, canRead: false, canAuthorize: false, authorizedBy: nil)
-        if allow.contains("read") { row.canRead = true }
-        if deny.contains("read") { row.canRead = false }
-        if allow.contains("authorizer") {
-            row.canAuthorize = true
-            row.authorizedBy = caller.clientID
-        }
-        if deny.contains("authorizer") {
-            row.canAuthorize = false
-            row.authorizedBy = nil
-        }
-        try await storage.upsertPolicy(row)
+        // Deny wins over allow for a verb named in both. One statement: a concurrent change of the other verb stays.
+        func change(_ verb: String) -> Bool? { deny.contains(verb) ? false : (allow.contains(verb) ? true : nil) }
+        try await storage.changePolicy(t, read: change("read"), authorize: change("authorizer"), by: caller.clientID)
         return JSONBody.raw("{}", status: .created)
     }
 

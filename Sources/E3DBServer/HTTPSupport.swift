@@ -55,6 +55,14 @@ enum JSONBody {
     /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason
     /// (member names only, never values) when it does not fit.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, what: String) throws -> T {
+        // JSON is UTF-8 (RFC 8259 §8.1). JSONDecoder would also take UTF-16 and UTF-32, whose U+0000 and
+        // structural characters hold 0x00 bytes, which UTF-8 JSON never has; one check refuses them all.
+        if let offset = data.firstIndex(of: 0) {
+            throw HTTPFailure.badRequest("the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
+        }
+        if data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) {
+            throw HTTPFailure.badRequest("the \(what) body is not UTF-8 JSON (a UTF-16 byte order mark)")
+        }
         if let offset = escapedNUL(in: data) {
             throw HTTPFailure.badRequest("the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
         }

@@ -541,15 +541,17 @@ public final class PostgresStorage: ServerStorage {
 
     /// Inserts or replaces the tuple's policy; a replaced policy moves to the end of the listings (as SQLite's
     /// `INSERT OR REPLACE` gives it a new rowid).
-    public func upsertPolicy(_ p: PolicyRow) async throws {
+    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
         try await perform("writing a policy") { [self] in
             try await execute("""
                 INSERT INTO policies (\(unescaped: Self.policyColumns))
-                VALUES (\(p.tuple.userID), \(p.tuple.writerID), \(p.tuple.readerID), \(p.tuple.type), \(p.canRead),
-                    \(p.canAuthorize), \(p.authorizedBy))
+                VALUES (\(t.userID), \(t.writerID), \(t.readerID), \(t.type), coalesce(\(read)::boolean, false),
+                    coalesce(\(authorize)::boolean, false), CASE WHEN \(authorize)::boolean THEN \(by)::text END)
                 ON CONFLICT (user_id, writer_id, reader_id, type) DO UPDATE SET seq = DEFAULT,
-                    can_read = EXCLUDED.can_read, can_authorize = EXCLUDED.can_authorize,
-                    authorized_by = EXCLUDED.authorized_by
+                    can_read = coalesce(\(read)::boolean, policies.can_read),
+                    can_authorize = coalesce(\(authorize)::boolean, policies.can_authorize),
+                    authorized_by = CASE WHEN \(authorize)::boolean IS NULL THEN policies.authorized_by
+                        WHEN \(authorize)::boolean THEN \(by)::text END
                 """, on: client)
         }
     }
@@ -576,6 +578,9 @@ public final class PostgresStorage: ServerStorage {
 
     static let recordColumns =
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
+    /// ``recordColumns`` with an empty `data` (``RecordScope/includeData``).
+    static let recordColumnsWithoutData =
+        "idx, record_id, writer_id, user_id, type, plain, ''::text, rec_sig, file_meta, created, last_modified, version"
 
     /// A record row in ``recordColumns``' order, decoded column by column with concrete types (a tuple `decode`
     /// resolves generic metadata at run time, which showed in the profile of record reads).
@@ -695,7 +700,8 @@ public final class PostgresStorage: ServerStorage {
         var binds = PostgresBindings()
         binds.append(afterIndex)
         binds.append(scope.caller)
-        var sql = "SELECT \(Self.recordColumns) FROM records r WHERE r.idx > $1 AND "
+        let columns = scope.includeData ? Self.recordColumns : Self.recordColumnsWithoutData
+        var sql = "SELECT \(columns) FROM records r WHERE r.idx > $1 AND "
         if scope.includeShared {
             sql += """
                 (r.writer_id = $2 OR EXISTS (SELECT 1 FROM policies p WHERE p.user_id = r.user_id
@@ -770,9 +776,10 @@ public final class PostgresStorage: ServerStorage {
     }
 
     public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
-        try await perform("removing expired nonces, tokens and pending files") { [self] in
+        try await perform("removing expired nonces, tokens, notes and pending files") { [self] in
             try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
             try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
+            try await execute("DELETE FROM notes WHERE expires_at < \(now)", on: client)
             return try await fetch("""
                 DELETE FROM pending_files
                 WHERE created < \(pendingCreatedBefore)
@@ -782,9 +789,10 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    public func markUploaded(pendingID: String) async throws {
+    public func markUploaded(pendingID: String) async throws -> Bool {
         try await perform("marking pending file \(pendingID) uploaded") { [self] in
-            try await execute("UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID)", on: client)
+            try await execute("UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID) RETURNING 1",
+                              on: client) == 1
         }
     }
 

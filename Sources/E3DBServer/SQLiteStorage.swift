@@ -314,12 +314,18 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func upsertPolicy(_ p: PolicyRow) async throws {
+    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
         try await pool.write { db in
             try db.execute(sql: """
-                INSERT OR REPLACE INTO policies (\(Self.policyColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [p.tuple.userID, p.tuple.writerID, p.tuple.readerID, p.tuple.type, p.canRead,
-                                 p.canAuthorize, p.authorizedBy])
+                INSERT INTO policies (\(Self.policyColumns))
+                VALUES (:user, :writer, :reader, :type, coalesce(:read, 0), coalesce(:authorize, 0),
+                        CASE WHEN :authorize THEN :by END)
+                ON CONFLICT (user_id, writer_id, reader_id, type) DO UPDATE SET
+                    rowid = (SELECT max(rowid) + 1 FROM policies),
+                    can_read = coalesce(:read, can_read), can_authorize = coalesce(:authorize, can_authorize),
+                    authorized_by = CASE WHEN :authorize IS NULL THEN authorized_by WHEN :authorize THEN :by END
+                """, arguments: ["user": t.userID, "writer": t.writerID, "reader": t.readerID, "type": t.type,
+                                 "read": read, "authorize": authorize, "by": by])
         }
     }
 
@@ -349,6 +355,9 @@ public final class SQLiteStorage: ServerStorage {
 
     private static let recordColumns =
         "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
+    /// ``recordColumns`` with an empty `data` (``RecordScope/includeData``).
+    private static let recordColumnsWithoutData =
+        "idx, record_id, writer_id, user_id, type, plain, '', rec_sig, file_meta, created, last_modified, version"
 
     /// A row of ``recordColumns``, read by GRDB or by `SQLiteStatementReader`.
     private static func record(_ c: some SQLiteColumns) -> RecordRow {
@@ -445,7 +454,8 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
-        var sql = "SELECT \(Self.recordColumns) FROM records r WHERE r.idx > ? AND "
+        let columns = scope.includeData ? Self.recordColumns : Self.recordColumnsWithoutData
+        var sql = "SELECT \(columns) FROM records r WHERE r.idx > ? AND "
         var args: [(any DatabaseValueConvertible)?] = [afterIndex]
         if scope.includeShared {
             sql += Self.readableByCaller
@@ -517,9 +527,10 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func markUploaded(pendingID: String) async throws {
+    public func markUploaded(pendingID: String) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID])
+            return db.changesCount == 1
         }
     }
 
@@ -527,6 +538,7 @@ public final class SQLiteStorage: ServerStorage {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
+            try db.execute(sql: "DELETE FROM notes WHERE expires_at < ?", arguments: [now])
             let stale = try String.fetchAll(db, sql: """
                 DELETE FROM pending_files WHERE created < ?1 AND (upload_started IS NULL OR upload_started < ?1)
                 RETURNING pending_id

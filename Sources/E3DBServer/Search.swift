@@ -147,24 +147,35 @@ struct CompiledClause {
     let all: Bool
     let terms: [(Kind, SearchTerm)]
 
-    init(_ clause: API.SearchClause) throws {
+    /// Compiles a clause; `states` counts the REGEXP automaton states compiled so far in the search, and the term
+    /// that takes it past ``maxStatesPerSearch`` is refused before the next one compiles.
+    init(_ clause: API.SearchClause, states: inout Int) throws {
         let strategy = try MatchStrategy(clause.strategy)
         switch (clause.condition ?? "OR").uppercased() {
         case "OR", "": all = false
         case "AND": all = true
         default: throw HTTPFailure.badRequest("condition must be OR or AND")
         }
+        func term(_ text: String) throws -> SearchTerm {
+            let compiled = try SearchTerm(text, strategy)
+            states += compiled.regex?.stateCount ?? 0
+            guard states <= Self.maxStatesPerSearch else {
+                throw HTTPFailure.badRequest(
+                    "the REGEXP terms of a search may compile to at most \(Self.maxStatesPerSearch) automaton states")
+            }
+            return compiled
+        }
         var terms: [(Kind, SearchTerm)] = []
         let t = clause.terms ?? API.SearchClause.Terms()
         // UUIDs compare case-insensitively.
-        for w in t.writerIDs ?? [] { terms.append((.writer, try SearchTerm(w.lowercased(), strategy))) }
-        for u in t.userIDs ?? [] { terms.append((.user, try SearchTerm(u.lowercased(), strategy))) }
-        for r in t.recordIDs ?? [] { terms.append((.record, try SearchTerm(r.lowercased(), strategy))) }
-        for c in t.contentTypes ?? [] { terms.append((.type, try SearchTerm(c, strategy))) }
-        for k in t.keys ?? [] { terms.append((.key, try SearchTerm(k, strategy))) }
-        for v in t.values ?? [] { terms.append((.value, try SearchTerm(v, strategy))) }
+        for w in t.writerIDs ?? [] { terms.append((.writer, try term(w.lowercased()))) }
+        for u in t.userIDs ?? [] { terms.append((.user, try term(u.lowercased()))) }
+        for r in t.recordIDs ?? [] { terms.append((.record, try term(r.lowercased()))) }
+        for c in t.contentTypes ?? [] { terms.append((.type, try term(c))) }
+        for k in t.keys ?? [] { terms.append((.key, try term(k))) }
+        for v in t.values ?? [] { terms.append((.value, try term(v))) }
         for (k, v) in (t.tags ?? [:]).sorted(by: { $0.key < $1.key }) {
-            terms.append((.tag(try SearchTerm(v, strategy)), try SearchTerm(k, strategy)))
+            terms.append((.tag(try term(v)), try term(k)))
         }
         self.terms = terms
     }
@@ -173,6 +184,9 @@ struct CompiledClause {
     static let maxTermsPerSearch = 1024
     /// The most UTF-8 bytes of FUZZY, WILDCARD and REGEXP terms one search may hold, all together.
     static let maxPatternBytesPerSearch = 4096
+    /// The most automaton states the REGEXP terms of one search may compile to, all together (each term has at
+    /// most ``LinearRegex``'s 2048; a counted repetition multiplies them).
+    static let maxStatesPerSearch = 8192
 
     /// Compiles a search's clauses, refusing more than ``maxTermsPerSearch`` terms in all.
     static func compile(match: [API.SearchClause]?, exclude: [API.SearchClause]?) throws
@@ -187,19 +201,22 @@ struct CompiledClause {
                 throw HTTPFailure.badRequest("a search may hold at most \(maxTermsPerSearch) terms")
             }
         }
-        let compiled = (try (match ?? []).map(CompiledClause.init), try (exclude ?? []).map(CompiledClause.init))
+        // Pattern bytes are counted before anything is compiled, automaton states as the terms compile.
         var patternBytes = 0
-        for clause in compiled.0 + compiled.1 {
-            for (kind, term) in clause.terms {
-                if term.strategy != .exact { patternBytes += term.text.utf8.count }
-                if case .tag(let value) = kind, value.strategy != .exact { patternBytes += value.text.utf8.count }
+        for clause in (match ?? []) + (exclude ?? []) where (try MatchStrategy(clause.strategy)) != .exact {
+            let t = clause.terms
+            for list in [t?.writerIDs, t?.userIDs, t?.recordIDs, t?.contentTypes, t?.keys, t?.values] {
+                patternBytes += (list ?? []).reduce(0) { $0 + $1.utf8.count }
             }
+            patternBytes += (t?.tags ?? [:]).reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         }
         guard patternBytes <= maxPatternBytesPerSearch else {
             throw HTTPFailure.badRequest(
                 "the FUZZY, WILDCARD and REGEXP terms of a search may hold at most \(maxPatternBytesPerSearch) bytes")
         }
-        return compiled
+        var states = 0
+        let matches = try (match ?? []).map { try CompiledClause($0, states: &states) }
+        return (matches, try (exclude ?? []).map { try CompiledClause($0, states: &states) })
     }
 
     /// Whether the record matches, charging `budget` for every comparison (``SearchTerm/matches(_:budget:)``).

@@ -18,10 +18,14 @@ public struct ServerConfiguration: Sendable {
     /// Largest note body from an anonymous writer (a TSV1 header without a verified `uid`), bytes (default 64 KiB):
     /// anyone can write one.
     public var maxAnonymousNoteSize: Int = 64 << 10
-    /// Request body bytes all requests together may hold in memory at once (default 256 MiB); a request whose body
-    /// would exceed it is refused with 503 while the others finish. File uploads stream to disk and do not count.
+    /// Request body bytes registered clients together may hold in memory at once (default 256 MiB), each at most
+    /// twice ``maxBodySize``; unauthenticated requests (registration, tokens, anonymous notes) together a
+    /// sixteenth of it. A request whose body would pass its share is refused with 503. File uploads stream to disk
+    /// and do not count.
     public var maxBodyBytesInFlight: Int = 256 << 20
-    /// Open connections one client address may hold (default 256); more are closed as they arrive.
+    /// Seconds a request body may take to arrive, from the first read of it (default 60; 408 past it).
+    public var bodyTimeout: Int = 60
+    /// Open connections one client address (an IPv6 /64) may hold (default 256); more are closed as they arrive.
     public var maxConnectionsPerAddress: Int = 256
     /// Largest file body, bytes (default 8 GiB).
     public var maxFileSize: Int64 = 8 << 30
@@ -44,9 +48,9 @@ public struct ServerConfiguration: Sendable {
     public var pendingFileLifetime: Int64 = 86_400
     /// How often the maintenance task removes expired nonces, tokens and pending files, seconds.
     public var maintenanceInterval: Int = 60
-    /// The work one search may do (v1 and v2), in steps (a step is one comparison of a matcher, or a few bytes of
-    /// a scanned record); past it the search is refused with 400. The default takes a few hundred milliseconds
-    /// of one core at most.
+    /// The work one search may do (v1 and v2), in steps: a step is about 4 bytes of a scanned record's `plain` or of
+    /// compared text, or one step of a matcher. Past it the search is refused with 400. The default is about a second
+    /// of one core at most (docs/security.md, "Bounded cost").
     public var searchBudget: Int = 50_000_000
     /// Searches that may run at once; others wait. The default is one less than the cores (at least one), so that
     /// searches cannot take every core from the other routes.

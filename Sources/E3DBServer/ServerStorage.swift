@@ -187,14 +187,17 @@ public struct RecordScope: Sendable, Hashable {
     public var userIDs: [String]
     public var recordIDs: [String]
     public var types: [String]
+    /// `false`: rows come with an empty `dataJSON` (a scan that matches on metadata and `plain` reads no `data`).
+    public var includeData: Bool
     public init(caller: String, includeShared: Bool, writerIDs: [String] = [], userIDs: [String] = [],
-                recordIDs: [String] = [], types: [String] = []) {
+                recordIDs: [String] = [], types: [String] = [], includeData: Bool = true) {
         self.caller = caller
         self.includeShared = includeShared
         self.writerIDs = writerIDs
         self.userIDs = userIDs
         self.recordIDs = recordIDs
         self.types = types
+        self.includeData = includeData
     }
 }
 
@@ -287,7 +290,7 @@ public protocol ServerStorage: Sendable {
     /// Records a TSV1 nonce (the service passes a hash): `false` when it was already used and has not expired (a
     /// replay).
     func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool
-    /// Removes expired nonces and access tokens, and the pending files created before `pendingCreatedBefore`
+    /// Removes expired nonces, access tokens and notes, and the pending files created before `pendingCreatedBefore`
     /// whose upload did not start since then; returns those pending files' ids (their bodies are the caller's to
     /// remove).
     func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String]
@@ -300,7 +303,10 @@ public protocol ServerStorage: Sendable {
 
     // Policies.
     func policy(_ tuple: AccessTuple) async throws -> PolicyRow?
-    func upsertPolicy(_ row: PolicyRow) async throws
+    /// Changes a tuple's permissions in one statement (creating the row, without permissions, when missing):
+    /// `read` and `authorize` set `can_read` and `can_authorize` when not `nil` and leave them otherwise; granting
+    /// `authorizer` records `by`, revoking it clears it. Concurrent changes of different permissions both hold.
+    func changePolicy(_ tuple: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws
     /// Removes every `authorizer` permission of `readerID` on (user, writer), all types.
     func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws
     func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow]
@@ -336,7 +342,8 @@ public protocol ServerStorage: Sendable {
     func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool
     /// Gives up a claim of ``claimUpload(pendingID:now:staleBefore:)`` (the upload failed).
     func releaseUpload(pendingID: String) async throws
-    func markUploaded(pendingID: String) async throws
+    /// Marks a pending file uploaded; `false` when it no longer exists.
+    func markUploaded(pendingID: String) async throws -> Bool
     /// Turns an uploaded pending file into a record (record_id = pending id) in one transaction; `nil` when the
     /// pending file is unknown.
     func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow?

@@ -77,13 +77,13 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Largest note body from an anonymous writer (TSV1 without a verified uid), in bytes.")
     var maxAnonymousNoteSize: Int = 64 << 10
 
-    @Option(help: "Request body bytes all requests may hold in memory at once (others get 503 until they finish).")
+    @Option(help: "Request body bytes registered clients may hold in memory at once, each at most twice --max-body-size; unauthenticated requests a sixteenth (503 past a share).")
     var maxBodyBytesInFlight: Int = 256 << 20
 
-    @Option(help: "Open connections one client address may hold.")
+    @Option(help: "Open connections one client address (an IPv6 /64) may hold.")
     var maxConnectionsPerAddress: Int = 256
 
-    @Option(help: "The work one search may do, in steps (a comparison, or a few bytes of a scanned record); more is refused with 400.")
+    @Option(help: "The work one search may do, in steps (about 4 bytes of scanned or compared text, or a matcher step); more is refused with 400.")
     var searchBudget: Int = 50_000_000
 
     @Option(help: "Searches that may run at once (default: one less than the cores, at least 1).")
@@ -91,6 +91,9 @@ struct ServerRunCommand: AsyncParsableCommand {
 
     @Option(help: "Seconds a pending file may wait for its commit before it and its body are removed.")
     var pendingFileLifetime: Int64 = 86_400
+
+    @Option(help: "Seconds a request body may take to arrive (408 past it).")
+    var bodyTimeout: Int = 60
 
     @Option(help: "A PEM certificate chain: serve HTTPS (with --tls-key).")
     var tlsCert: String?
@@ -125,7 +128,10 @@ struct ServerRunCommand: AsyncParsableCommand {
         guard maxConnectionsPerAddress >= 1 else { throw ValidationError("--max-connections-per-address must be at least 1") }
         guard searchBudget >= 1000 else { throw ValidationError("--search-budget must be at least 1000") }
         guard (concurrentSearches ?? 1) >= 1 else { throw ValidationError("--concurrent-searches must be at least 1") }
-        guard pendingFileLifetime >= 60 else { throw ValidationError("--pending-file-lifetime must be at least 60") }
+        guard (7200...315_360_000).contains(pendingFileLifetime) else {
+            throw ValidationError("--pending-file-lifetime must be 7200 (twice an upload URL's hour) to 315360000 (ten years)")
+        }
+        guard (1...3600).contains(bodyTimeout) else { throw ValidationError("--body-timeout must be 1...3600") }
     }
 
     func run() async throws {
@@ -140,6 +146,7 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.searchBudget = searchBudget
         if let concurrentSearches { configuration.concurrentSearches = concurrentSearches }
         configuration.pendingFileLifetime = pendingFileLifetime
+        configuration.bodyTimeout = bodyTimeout
         configuration.tokenLifetime = tokenLifetime
         configuration.metricsEnabled = metrics
         configuration.handlersOnEventLoop = handlersOnEventLoop

@@ -60,19 +60,27 @@ struct AccessRulesTests {
         #expect(throws: HTTPFailure.self) { _ = try regex.matches(String(repeating: "a", count: 1000), budget: &small) }
     }
 
-    @Test("the body budget: bytes taken by a request come back when it is answered; past it, 503")
+    @Test("the body budget: shares per client and for unauthenticated requests; bytes come back when answered")
     func bodyBudget() throws {
-        let budget = BodyBudget(bytes: 100)
-        let first = BodyReservation(budget), second = BodyReservation(budget)
-        try first.take(60)
-        try second.take(40)
-        #expect(budget.remaining == 0)
-        #expect(throws: HTTPFailure.self) { try second.take(1) }
+        let budget = BodyBudget(bytes: 160, perClient: 60)
+        let first = BodyReservation(budget), second = BodyReservation(budget), third = BodyReservation(budget)
+        try first.take(60, for: .client("a"))
+        #expect(throws: HTTPFailure.self) { try first.take(1, for: .client("a")) }  // a's share
+        try second.take(60, for: .client("b"))
+        try third.take(40, for: .client("c"))
+        #expect(budget.remaining.clients == 0)
+        #expect(throws: HTTPFailure.self) { try third.take(1, for: .client("c")) }  // the clients' pool
+        // Unauthenticated requests have their own pool (a sixteenth): exhausting it leaves the clients' alone.
+        try third.take(10, for: .anonymous)
+        #expect(throws: HTTPFailure.self) { try second.take(1, for: .anonymous) }
         first.release()
         first.release()  // once only
-        #expect(budget.remaining == 60)
+        #expect(budget.remaining.clients == 60)
+        try first.take(60, for: .client("a"))
+        first.release()
         second.release()
-        #expect(budget.remaining == 100)
+        third.release()
+        #expect(budget.remaining == (160, 10))
     }
 
     @Test("the search limiter lets `permits` callers in at once")
@@ -93,6 +101,21 @@ struct AccessRulesTests {
             return try await group.reduce(0) { max($0, $1) }
         }
         #expect(most == 2)
+    }
+
+    @Test("the search limiter refuses callers past its waiting room with 503")
+    func limiterQueueIsBounded() async throws {
+        let limiter = AsyncLimiter(permits: 1, maxWaiting: 1)
+        let release = AsyncStream<Void>.makeStream()
+        let holder = Task { try await limiter.withPermit { for await _ in release.stream { break } } }
+        try await Task.sleep(for: .milliseconds(50))
+        let waiter = Task { try await limiter.withPermit { 1 } }
+        try await Task.sleep(for: .milliseconds(50))
+        await #expect(throws: HTTPFailure.self) { try await limiter.withPermit { 2 } }
+        release.continuation.yield()
+        try await holder.value
+        #expect(try await waiter.value == 1)
+        #expect(try await limiter.withPermit { 3 } == 3)
     }
 
     final class Counter: @unchecked Sendable {

@@ -154,10 +154,17 @@ struct SecurityRegressionTests {
                 ("GET", "/v1/storage/policy/outgoing", nil),
                 ("DELETE", "/v1/storage/records/\(record)", nil),
             ]
+            var messages = Set<String>()
             for (method, path, body) in refused {
                 let reply = try await f.api.send(method, path, tsv1: attacker, uid: victim.id, json: body)
                 #expect(reply.status == 401, "\(method) \(path): \(reply.status) \(reply.text)")
+                messages.insert(reply.text)
             }
+            // An unknown id gets the same answer as a keyless one: a refusal tells nobody who is registered.
+            let unknown = try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: attacker,
+                                               uid: UUID().uuidString.lowercased())
+            messages.insert(unknown.text)
+            #expect(messages.count == 1, "\(messages)")
             let own = try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: victim.bearer)
             #expect(own.status == 200, "the victim's record is intact")
 
@@ -291,6 +298,61 @@ struct SecurityRegressionTests {
             #expect((cheap.json?["total_results"] as? Int) == 1, "\(cheap.text)")
             // The server answers other requests in the meantime.
             #expect(try await f.api.send("GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test("H2, second look: v1 filters pay for their text, v2 pays for rows outside its range, REGEXP states are capped")
+    func searchCostsHaveNoBypass() async throws {
+        try await SecurityFixture.with(.sqlite, extraArguments: ["--search-budget", "200000"]) { f in
+            let client = try await f.register()
+            for i in 0..<300 { _ = try await client.write(f.api, type: "t", plain: #"{"k":"v\#(i)"}"#) }
+            // A filter name of 20,000 decomposed characters (60,000 bytes): each row hashes it again.
+            let name = String(repeating: "e\u{301}", count: 20_000)
+            let filter = #"{"count":1000,"plain":{"eq":{"name":"\#(name)","value":"x"}}}"#
+            let v1 = try await f.api.send("POST", "/v1/storage/search", bearer: client.bearer, json: filter)
+            #expect(v1.status == 400 && v1.text.contains("more work"), "\(v1.text)")
+            let huge = #"{"plain":{"eq":{"name":"\#(String(repeating: "n", count: 70_000))","value":"x"}}}"#
+            let tooBig = try await f.api.send("POST", "/v1/storage/search", bearer: client.bearer, json: huge)
+            #expect(tooBig.status == 400 && tooBig.text.contains("65536"), "\(tooBig.text)")
+            let regexes = Array(repeating: #""[a-z]{2046}""#, count: 40).joined(separator: ",")
+            let states = try await f.api.send(
+                "POST", "/v2/search", bearer: client.bearer,
+                json: #"{"match":[{"strategy":"REGEXP","terms":{"values":[\#(regexes)]}}]}"#)
+            #expect(states.status == 400 && states.text.contains("automaton states"), "\(states.text)")
+            let cheap = try await f.api.send("POST", "/v2/search", bearer: client.bearer, json: #"{"limit":1}"#)
+            #expect((cheap.json?["total_results"] as? Int) == 300, "\(cheap.text)")
+        }
+        try await SecurityFixture.with(.sqlite, extraArguments: ["--search-budget", "1000"]) { f in
+            let client = try await f.register()
+            for i in 0..<300 { _ = try await client.write(f.api, type: "t", plain: #"{"k":"v\#(i)"}"#) }
+            // An empty time range matches nothing but still scans every row, and pays for it.
+            let empty = #"{"range":{"after":"2100-01-01T00:00:00Z","before":"2000-01-01T00:00:00Z"}}"#
+            let ranged = try await f.api.send("POST", "/v2/search", bearer: client.bearer, json: empty)
+            #expect(ranged.status == 400, "rows outside the range are charged too: \(ranged.text)")
+        }
+    }
+
+    @Test("H3, second look: UTF-16 JSON is refused before decoding; a trickled body gets 408")
+    func bodiesAreUTF8AndTimely() async throws {
+        try await SecurityFixture.with(.sqlite, extraArguments: ["--body-timeout", "1"]) { f in
+            let client = try await f.register()
+            let json = #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"t\u0000x"},"data":{"f":"x"}}"#
+            let utf16 = try await f.api.send("POST", "/v1/storage/records",
+                                             headers: [("Authorization", "Bearer \(client.bearer)"),
+                                                       ("Content-Type", "application/json")],
+                                             body: json.data(using: .utf16LittleEndian))
+            #expect(utf16.status == 400 && utf16.text.contains("UTF-8"), "\(utf16.text)")
+            let bearer = client.bearer, url = f.server.url
+            let status = try await offCooperativePool { () -> Int in
+                let c = try RecordFastPathHTTPTests.RawConnection(url)
+                let body = #"{"count":1}"#
+                try c.send("POST /v1/storage/search HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(bearer)\r\n"
+                           + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n{")
+                Thread.sleep(forTimeInterval: 1.5)
+                try c.send(String(body.dropFirst()))
+                return try c.answer().status
+            }
+            #expect(status == 408)
         }
     }
 

@@ -156,6 +156,13 @@ private func clientRow(_ id: String, apiKeyID: String, token: String = "token") 
               apiSecretHash: hash("secret \(id)"), registrationTokenHash: hash(token), created: 5)
 }
 
+extension ServerStorage {
+    /// Writes a policy row as given (a fixture: the permissions through ``ServerStorage/changePolicy``).
+    func upsertPolicy(_ p: PolicyRow) async throws {
+        try await changePolicy(p.tuple, read: p.canRead, authorize: p.canAuthorize, by: p.authorizedBy)
+    }
+}
+
 /// Registers a new client (random id and API key id) with the registration token `token`.
 private func register(_ storage: any ServerStorage, token: String) async throws -> Bool {
     try await storage.registerClient(clientRow(uuid(), apiKeyID: uuid() + uuid(), token: token))
@@ -300,6 +307,19 @@ struct StorageTests {
                 try await storage.registerClient(clientRow(carol, apiKeyID: String(repeating: "b", count: 64)))
             }
             #expect(try await storage.registerClient(clientRow(carol, apiKeyID: String(repeating: "c", count: 64))))
+            // Policy changes touch only the permission they name: concurrent grants of read and authorizer both
+            // hold (a whole-row write lost one of them).
+            let tuple = AccessTuple(writerID: alice, userID: alice, readerID: bob, type: "t9")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await storage.changePolicy(tuple, read: true, authorize: nil, by: alice) }
+                group.addTask { try await storage.changePolicy(tuple, read: nil, authorize: true, by: alice) }
+                try await group.waitForAll()
+            }
+            #expect(try await storage.policy(tuple) == PolicyRow(tuple: tuple, canRead: true, canAuthorize: true,
+                                                                 authorizedBy: alice))
+            try await storage.changePolicy(tuple, read: nil, authorize: false, by: bob)
+            #expect(try await storage.policy(tuple) == PolicyRow(tuple: tuple, canRead: true, canAuthorize: false,
+                                                                 authorizedBy: nil))
             #expect(try await !register(storage, token: "token"), "three uses")
         }
     }
@@ -507,7 +527,7 @@ struct StorageTests {
                     "a claim older than staleBefore is taken over")
             try await storage.releaseUpload(pendingID: young.pendingID)
             #expect(try await storage.claimUpload(pendingID: young.pendingID, now: 5_400, staleBefore: 0))
-            try await storage.markUploaded(pendingID: young.pendingID)
+            #expect(try await storage.markUploaded(pendingID: young.pendingID))
             try await storage.releaseUpload(pendingID: young.pendingID)
             #expect(try await !storage.claimUpload(pendingID: young.pendingID, now: 5_500, staleBefore: 10_000),
                     "an uploaded file is never claimed again")
@@ -515,12 +535,17 @@ struct StorageTests {
 
             try await storage.insertAccessToken(hash: hash("old"), clientID: alice, expires: 1_000)
             try await storage.insertAccessToken(hash: hash("new"), clientID: alice, expires: 9_000)
+            let expired = noteRow(expiresAt: 1_500), lasting = noteRow(expiresAt: 3_000), forever = noteRow()
+            for note in [expired, lasting, forever] { #expect(try await storage.insertNote(note)) }
             #expect(try await storage.purgeExpired(now: 2_000, pendingCreatedBefore: 1_000) == [old.pendingID])
             #expect(try await storage.pendingFile(id: old.pendingID) == nil)
             #expect(try await storage.pendingFile(id: oldInUpload.pendingID) != nil, "its upload started since")
             #expect(try await storage.pendingFile(id: young.pendingID)?.uploaded == true)
             #expect(try await storage.statistics()["access_tokens"] == 1)
             #expect(try await storage.accessTokenClient(hash: hash("new"), now: 2_000) == alice)
+            #expect(try await storage.note(id: expired.noteID) == nil, "an expired note is removed")
+            #expect(try await storage.note(id: lasting.noteID) != nil)
+            #expect(try await storage.note(id: forever.noteID) != nil)
         }
     }
 
@@ -540,7 +565,8 @@ struct StorageTests {
             try await storage.insertPendingFile(pending)
             #expect(try await storage.pendingFile(id: id) == pending)
             #expect(try await storage.pendingFile(id: uuid()) == nil)
-            try await storage.markUploaded(pendingID: id)
+            #expect(try await storage.markUploaded(pendingID: id))
+            #expect(try await !storage.markUploaded(pendingID: uuid()), "no such pending file")
             #expect(try await storage.pendingFile(id: id)?.uploaded == true)
 
             let committed = try #require(try await storage.commitPendingFile(id: id, now: 900, version: "fv1"))

@@ -12,11 +12,12 @@ import Testing
 /// model (spec api §4, §4.7); every 500 steps and at the end, every client's searches, listings and access keys
 /// are checked too. A mismatch is shrunk (delta debugging on fresh servers) and reported as a list of steps.
 ///
-/// `E3DB_MODEL_SEED` replays a run, `E3DB_MODEL_STEPS` sets its length (3000 steps on SQLite, 400 on PostgreSQL).
+/// `E3DB_MODEL_SEED` replays a run, `E3DB_MODEL_STEPS` sets its length (3000 steps on SQLite, 400 on PostgreSQL;
+/// 8000 take about a minute on SQLite and two on PostgreSQL).
 @Suite("Authorization model: random operations against e3dbkit server", .serialized, .postgresServer)
 struct AuthorizationModelTests {
     @Test("random operations by five clients on three types agree with the reference model after every step",
-          .timeLimit(.minutes(5)), arguments: ClientTestBackend.allCases)
+          .timeLimit(.minutes(10)), arguments: ClientTestBackend.allCases)
     func randomOperations(backend: ClientTestBackend) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["E3DB_MODEL_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
@@ -27,13 +28,13 @@ struct AuthorizationModelTests {
         var generator = StepGenerator(seed: seed)
         let outcome = await session.run(count: count) { model in generator.next(model) }
         await session.stop()
-        print("authorization model (\(backend)): \(outcome.entries.count) steps in \(ContinuousClock.now - started)")
+        print("authorization model (\(backend)): \(outcome.steps.count) steps in \(ContinuousClock.now - started)")
         guard outcome.failed else { return }
-        let shrunk = try await Shrinker(backend: backend, budget: .seconds(60)).shrink(outcome)
+        let shrunk = await Shrinker(backend: backend, budget: .seconds(60)).shrink(outcome)
         let report = """
             authorization model (\(backend), seed \(seed)): the server disagrees with the model after \
             \(outcome.steps.count) steps; shrunk to \(shrunk.outcome.steps.count) steps \
-            (\(shrunk.runs) runs on fresh servers, \(shrunk.elapsed)):
+            (\(shrunk.runs) runs on fresh servers, \(shrunk.elapsed)\(shrunk.stopped.map { "; \($0)" } ?? "")):
             \(shrunk.outcome.render())
             replay: E3DB_MODEL_SEED=\(seed) E3DB_MODEL_STEPS=\(count)
             """
@@ -78,8 +79,10 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
         case .read(let c, let r): "c\(c) reads r\(r)"
         case .update(let c, let r, let current, let v):
             "c\(c) updates r\(r) to r\(r).u\(v) with \(current ? "its current" : "a stale") version"
-        case .delete(let c, let r, let current): "c\(c) deletes r\(r) with \(current ? "its current" : "a stale") version"
-        case .policy(let c, let t, let verb, let allow): "c\(c) PUT policy \(allow ? "allow" : "deny") \(verb.rawValue) on \(t)"
+        case .delete(let c, let r, let current):
+            "c\(c) deletes r\(r) with \(current ? "its current" : "a stale") version"
+        case .policy(let c, let t, let verb, let allow):
+            "c\(c) PUT policy \(allow ? "allow" : "deny") \(verb.rawValue) on \(t)"
         case .removeAuthorizer(let c, let w, let x): "c\(c) DELETE policy c\(w)/c\(w)/c\(x) (all authorizer grants)"
         case .putKey(let c, let t, let eak): "c\(c) PUT access key \(t) = eak-\(eak)"
         case .deleteKey(let c, let t): "c\(c) DELETE access key \(t)"
@@ -147,10 +150,11 @@ struct AuthorizationModel {
             && !isAuthorizer(t.reader, writer: t.writer, type: t.type)
     }
 
-    /// The authorizers of (writer, type), for the step list.
-    func authorizerNames(writer: Int, type: Int) -> String {
-        let names = (0..<ModelRun.clientCount).filter { isAuthorizer($0, writer: writer, type: type) }.map { "c\($0)" }
-        return names.isEmpty ? "none" : names.joined(separator: ",")
+    /// The authorizers of the tuple's (writer, type), for the step list.
+    func authorizersNote(_ t: ModelTuple) -> String {
+        let names = (0..<ModelRun.clientCount).filter { isAuthorizer($0, writer: t.writer, type: t.type) }
+            .map { "c\($0)" }
+        return "authorizers of c\(t.writer)/t\(t.type): " + (names.isEmpty ? "none" : names.joined(separator: ","))
     }
 }
 
@@ -180,7 +184,9 @@ struct ModelCheck {
     var matches: Bool { expected == actual }
 
     var difference: String {
-        var lines = ["\(what): expected \(expected), got \(actual)"]
+        let sameStatus = expected.status == actual.status && expected.problem == nil && actual.problem == nil
+        var lines = [sameStatus ? "\(what): \(actual.status) as expected, but not the expected items"
+            : "\(what): expected \(expected), got \(actual)"]
         let missing = expected.items.subtracting(actual.items).sorted()
         let extra = actual.items.subtracting(expected.items).sorted()
         if !missing.isEmpty { lines.append("    missing: \(missing.joined(separator: "; "))") }
@@ -222,13 +228,15 @@ struct ModelOutcome {
             let failing = entry.checks.first { !$0.matches }
             if let failing {
                 lines.append(head + ":  <-- MISMATCH")
-                for check in entry.checks.prefix(while: { $0.matches }) {
-                    lines.append("     \(check.what): \(check.actual)")
+                // A step's checks before the failing one (an audit's are many: only its failing one is shown).
+                for check in entry.checks.prefix(while: { $0.matches }) where entry.step != nil {
+                    lines.append("     \(check.what): expected and got \(check.actual)")
                 }
                 lines.append("     " + failing.difference.replacingOccurrences(of: "\n", with: "\n     "))
             } else if let first = entry.checks.first {
                 let probes = entry.checks.dropFirst().map { "\($0.what): \($0.actual)" }
-                lines.append(head + ": \(first.actual)" + (probes.isEmpty ? "" : "; " + probes.joined(separator: "; ")))
+                lines.append(head + ": expected and got \(first.actual)"
+                    + (probes.isEmpty ? "" : "; " + probes.joined(separator: "; ")))
             } else {
                 lines.append(head)
             }
@@ -324,10 +332,12 @@ final class ModelRun {
         }
     }
 
-    /// The status and, for a 2xx answer, the items `decode` finds in its body.
+    /// The status and, for a 2xx answer, what `items` makes of its decoded body.
     private func observe<T: Decodable>(_ reply: (status: Int, body: Data), as type: T.Type,
                                        items: (T) -> Set<String>) -> Observation {
-        guard reply.status != 0 else { return Observation(status: 0, problem: String(decoding: reply.body, as: UTF8.self)) }
+        guard reply.status != 0 else {
+            return Observation(status: 0, problem: String(decoding: reply.body, as: UTF8.self))
+        }
         guard (200..<300).contains(reply.status) else { return Observation(status: reply.status) }
         do {
             return Observation(status: reply.status, items: items(try JSONDecoder().decode(T.self, from: reply.body)))
@@ -348,16 +358,15 @@ final class ModelRun {
 
     private static func short(_ version: String?) -> String { String((version ?? "none").prefix(8)) }
 
-    private static func fields(_ data: [String: String]?) -> String {
-        guard let data else { return "no data" }
-        return data.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+    private static func fields(_ data: [String: String]) -> String {
+        data.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
     }
 
     // MARK: Model items
 
-    private func expectedRecord(_ label: Int, version: Bool = true) -> String {
+    private func expectedRecord(_ label: Int) -> String {
         let r = model.records[label]!
-        return "r\(label) by c\(r.writer) t\(r.type)" + (version ? " v\(Self.short(r.version))" : "") + " f=\(r.data)"
+        return "r\(label) by c\(r.writer) t\(r.type) v\(Self.short(r.version)) f=\(r.data)"
     }
 
     private func actualRecord(_ record: API.Record, version: Bool = true) -> String {
@@ -394,8 +403,8 @@ final class ModelRun {
                 written = record
                 return ["\(self.name(record.meta.writerID)) \(record.meta.type) \(Self.fields(record.data))"]
             }
-            entry.checks.append(ModelCheck(what: "write", expected: Observation(status: 201, items: ["c\(c) t\(t) f=r\(r)"]),
-                                           actual: actual))
+            let expected = Observation(status: 201, items: ["c\(c) t\(t) f=r\(r)"])
+            entry.checks.append(ModelCheck(what: "write", expected: expected, actual: actual))
             guard !entry.failed, let written, let id = written.meta.recordID?.lowercased() else { return entry }
             recordIDs[r] = id
             labels[id] = r
@@ -408,8 +417,9 @@ final class ModelRun {
             let record = model.records[r]!
             let version = current ? record.version : Self.staleVersion
             let data = "r\(r).u\(value)"
-            let body = API.Record(meta: .init(writerID: ids[record.writer], userID: ids[record.writer], type: "t\(record.type)",
-                                              plain: ["label": "r\(r)"]), data: ["f": data])
+            let w = ids[record.writer]
+            let body = API.Record(
+                meta: .init(writerID: w, userID: w, type: "t\(record.type)", plain: ["label": "r\(r)"]), data: ["f": data])
             let reply = await call(c, "PUT", ["v1", "storage", "records", "safe", recordIDs[r]!, version], json: body)
             let expected: Observation
             if !record.alive || c != record.writer {
@@ -417,7 +427,8 @@ final class ModelRun {
             } else if !current {
                 expected = Observation(status: 409)
             } else {
-                expected = Observation(status: 200, items: ["r\(r) by c\(record.writer) t\(record.type) f=\(data) new version"])
+                expected = Observation(status: 200,
+                                       items: ["r\(r) by c\(record.writer) t\(record.type) f=\(data) new version"])
             }
             var newVersion: String?
             let actual = observe(reply, as: API.Record.self) { updated in
@@ -440,17 +451,18 @@ final class ModelRun {
             let reply = await call(c, "DELETE", ["v1", "storage", "records", "safe", recordIDs[r]!, version])
             let expected = Observation(status: !record.alive || c != record.writer ? 403 : current ? 204 : 409)
             entry.context = "writer c\(record.writer)" + (record.alive ? "" : ", deleted")
-            entry.checks.append(ModelCheck(what: "delete", expected: expected, actual: Observation(status: reply.status)))
+            entry.checks.append(ModelCheck(what: "delete", expected: expected,
+                                           actual: Observation(status: reply.status)))
             guard !entry.failed else { return entry }
             if expected.status == 204 { model.records[r]!.alive = false }
             entry.checks.append(await readCheck(record.writer, r, what: "then c\(record.writer) reads r\(r)"))
 
         case .policy(let c, let t, let verb, let allow):
-            entry.context = "authorizers of c\(t.writer)/t\(t.type): \(model.authorizerNames(writer: t.writer, type: t.type))"
+            entry.context = model.authorizersNote(t)
             let body = API.PolicyRequest(allow: allow ? [[verb.rawValue: .object([:])]] : nil,
                                          deny: allow ? nil : [[verb.rawValue: .object([:])]])
-            let reply = await call(c, "PUT", ["v1", "storage", "policy", ids[t.writer], ids[t.writer], ids[t.reader], "t\(t.type)"],
-                                   json: body)
+            let path = ["v1", "storage", "policy", ids[t.writer], ids[t.writer], ids[t.reader], "t\(t.type)"]
+            let reply = await call(c, "PUT", path, json: body)
             let permitted = c == t.writer || (verb == .read && model.mayShare(c, t))
             entry.checks.append(ModelCheck(what: "policy", expected: Observation(status: permitted ? 201 : 403),
                                            actual: Observation(status: reply.status)))
@@ -464,7 +476,8 @@ final class ModelRun {
                 }
             }
             let probe: ListingKind = verb == .read ? .incoming : .granted
-            entry.checks.append(await listingCheck(t.reader, probe, what: "then c\(t.reader) GET policy/\(probe.rawValue)"))
+            entry.checks.append(await listingCheck(t.reader, probe,
+                                                   what: "then c\(t.reader) GET policy/\(probe.rawValue)"))
 
         case .removeAuthorizer(let c, let w, let x):
             let reply = await call(c, "DELETE", ["v1", "storage", "policy", ids[w], ids[w], ids[x]])
@@ -473,9 +486,12 @@ final class ModelRun {
             guard !entry.failed else { return entry }
             if c == w { model.authorizers = model.authorizers.filter { $0.writer != w || $0.reader != x } }
             entry.checks.append(await listingCheck(x, .granted, what: "then c\(x) GET policy/granted"))
+            if !entry.failed {
+                entry.checks.append(await listingCheck(x, .incoming, what: "then c\(x) GET policy/incoming"))
+            }
 
         case .putKey(let c, let t, let eak):
-            entry.context = "authorizers of c\(t.writer)/t\(t.type): \(model.authorizerNames(writer: t.writer, type: t.type))"
+            entry.context = model.authorizersNote(t)
             let reply = await call(c, "PUT", keyPath(t), json: API.PutAccessKeyRequest(eak: "eak-\(eak)"))
             let permitted = model.mayShare(c, t)
             let status = !permitted ? 403 : model.keys[t] == nil ? 201 : 409
@@ -486,7 +502,7 @@ final class ModelRun {
             entry.checks.append(await keyCheck(t.reader, t, what: "then c\(t.reader) GET the key"))
 
         case .deleteKey(let c, let t):
-            entry.context = "authorizers of c\(t.writer)/t\(t.type): \(model.authorizerNames(writer: t.writer, type: t.type))"
+            entry.context = model.authorizersNote(t)
             let reply = await call(c, "DELETE", keyPath(t))
             let permitted = model.mayShare(c, t)
             entry.checks.append(ModelCheck(what: "delete key", expected: Observation(status: permitted ? 204 : 403),
@@ -522,7 +538,8 @@ final class ModelRun {
     private func keyCheck(_ c: Int, _ t: ModelTuple, what: String) async -> ModelCheck {
         let reply = await call(c, "GET", keyPath(t))
         let expected = c == t.reader ? expectedKey(t) : Observation(status: 403)
-        return ModelCheck(what: what, expected: expected, actual: observe(reply, as: API.EAKInfo.self) { [self.keyItem($0)] })
+        return ModelCheck(what: what, expected: expected,
+                          actual: observe(reply, as: API.EAKInfo.self) { [self.keyItem($0)] })
     }
 
     private func listingCheck(_ c: Int, _ kind: ListingKind, what: String) async -> ModelCheck {
@@ -547,8 +564,8 @@ final class ModelRun {
             expected = Set(model.authorizers.filter { kind == .proxies ? $0.writer == c : $0.reader == c }.map(grant))
             actual = observe(reply, as: [API.AuthorizerPolicy].self) {
                 Set($0.map {
-                    "authorizer \(self.name($0.authorizerID)) writer \(self.name($0.writerID)) user \(self.name($0.userID)) "
-                        + "\($0.recordType) by \(self.name($0.authorizedBy))"
+                    "authorizer \(self.name($0.authorizerID)) writer \(self.name($0.writerID)) "
+                        + "user \(self.name($0.userID)) \($0.recordType) by \(self.name($0.authorizedBy))"
                 })
             }
         }
@@ -689,7 +706,9 @@ struct StepGenerator {
     /// The writer (sometimes), one of its authorizers of the type (often), or anyone.
     mutating func actor(_ m: AuthorizationModel, writer: Int, type: Int, writerPercent: Int) -> Int {
         if chance(writerPercent) { return writer }
-        let authorizers = (0..<ModelRun.clientCount).filter { $0 != writer && m.isAuthorizer($0, writer: writer, type: type) }
+        let authorizers = (0..<ModelRun.clientCount).filter {
+            $0 != writer && m.isAuthorizer($0, writer: writer, type: type)
+        }
         if chance(80), let a = pick(authorizers) { return a }
         return client()
     }
@@ -707,7 +726,8 @@ struct StepGenerator {
             return .read(chance(30) ? m.records[r]!.writer : client(), record: r)
         case 24..<30:
             let r = pick(labels)!
-            return .update(chance(60) ? m.records[r]!.writer : client(), record: r, currentVersion: chance(80), value: fresh())
+            return .update(chance(60) ? m.records[r]!.writer : client(), record: r, currentVersion: chance(80),
+                           value: fresh())
         case 30..<34:
             let r = pick(labels)!
             return .delete(chance(60) ? m.records[r]!.writer : client(), record: r, currentVersion: chance(80))
@@ -716,8 +736,8 @@ struct StepGenerator {
             return .policy(t.writer, t, chance(55) ? .read : .authorizer, allow: chance(65))
         case 44..<57:
             let t = tuple(m)
-            return .policy(actor(m, writer: t.writer, type: t.type, writerPercent: 0), t, chance(85) ? .read : .authorizer,
-                           allow: chance(65))
+            let caller = actor(m, writer: t.writer, type: t.type, writerPercent: 0)
+            return .policy(caller, t, chance(85) ? .read : .authorizer, allow: chance(65))
         case 57..<60:
             let w = client()
             let authorizers = Set(m.authorizers.filter { $0.writer == w }.map(\.reader)).sorted()
@@ -747,7 +767,8 @@ struct StepGenerator {
 // MARK: - Shrinking
 
 /// Delta debugging of a failing run: candidate subsequences run on fresh servers, the shortest that still fails
-/// (any mismatch, cut after its failing step) is kept, within a time budget.
+/// (any mismatch, cut after its failing step) is kept, within a time budget. A server that does not start ends
+/// the shrinking with what it has.
 struct Shrinker {
     let backend: ClientTestBackend
     let budget: Duration
@@ -756,36 +777,46 @@ struct Shrinker {
         var outcome: ModelOutcome
         var runs: Int
         var elapsed: Duration
+        /// Why shrinking stopped early, if it did.
+        var stopped: String?
     }
 
-    func shrink(_ failing: ModelOutcome) async throws -> Result {
+    func shrink(_ failing: ModelOutcome) async -> Result {
         let clock = ContinuousClock()
         let deadline = clock.now + budget
         let started = clock.now
         var best = failing
         var runs = 0
+        var stopped: String?
 
-        /// The candidate's outcome cut after its failing step, or nil when it passes.
-        func attempt(_ candidate: [ModelStep]) async throws -> ModelOutcome? {
-            guard let session = try await ModelRun.start(backend) else { return nil }
+        /// The candidate's outcome cut after its failing step, or nil when it passes (or no server started).
+        func attempt(_ candidate: [ModelStep]) async -> ModelOutcome? {
+            let session: ModelRun
+            do {
+                guard let started = try await ModelRun.start(backend) else { return nil }
+                session = started
+            } catch {
+                stopped = "a server did not start: \(error)"
+                return nil
+            }
             runs += 1
             let outcome = await session.replay(candidate)
             await session.stop()
             return outcome.failed ? outcome : nil
         }
 
-        // First the steps that only look, except the failing one: they change nothing.
-        let looking = best.steps.dropLast().filter(\.changes) + [best.steps.last!]
-        if looking.count < best.steps.count, let outcome = try await attempt(Array(looking)) { best = outcome }
+        // First without the steps that only look (but the failing one): they change nothing.
+        let changing = best.steps.dropLast().filter(\.changes) + [best.steps.last!]
+        if changing.count < best.steps.count, let outcome = await attempt(changing) { best = outcome }
 
         var granularity = 2
-        while best.steps.count >= 2, clock.now < deadline {
+        while best.steps.count >= 2, clock.now < deadline, stopped == nil {
             let steps = best.steps
             let size = (steps.count + granularity - 1) / granularity
             var reduced = false
-            for start in stride(from: 0, to: steps.count, by: size) where clock.now < deadline {
+            for start in stride(from: 0, to: steps.count, by: size) where clock.now < deadline && stopped == nil {
                 let candidate = Array(steps[..<start] + steps[min(start + size, steps.count)...])
-                guard !candidate.isEmpty, let outcome = try await attempt(candidate) else { continue }
+                guard !candidate.isEmpty, let outcome = await attempt(candidate) else { continue }
                 best = outcome
                 granularity = max(granularity - 1, 2)
                 reduced = true
@@ -796,6 +827,6 @@ struct Shrinker {
                 granularity = min(granularity * 2, steps.count)
             }
         }
-        return Result(outcome: best, runs: runs, elapsed: clock.now - started)
+        return Result(outcome: best, runs: runs, elapsed: clock.now - started, stopped: stopped)
     }
 }

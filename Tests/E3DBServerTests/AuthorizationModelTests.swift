@@ -210,7 +210,9 @@ struct ModelOutcome {
     var entries: [ModelEntry] = []
     var failed: Bool { entries.last?.failed == true }
 
-    func render() -> String {
+    /// The steps with what the model expected and what the server did; the last `limit` of them when there are
+    /// more (an unshrunk run: its seed replays it whole).
+    func render(limit: Int = 200) -> String {
         var lines: [String] = []
         var number = 0
         for entry in entries {
@@ -241,7 +243,9 @@ struct ModelOutcome {
                 lines.append(head)
             }
         }
-        return lines.map { "  " + $0 }.joined(separator: "\n")
+        let shown = lines.suffix(limit)
+        let note = shown.count < lines.count ? ["(\(lines.count - shown.count) earlier lines not shown)"] : []
+        return (note + shown).map { "  " + $0 }.joined(separator: "\n")
     }
 }
 

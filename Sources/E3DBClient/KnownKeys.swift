@@ -50,7 +50,7 @@ public final class KnownKeys: Sendable {
     private let pinned: Mutex<[UUID: Keys]>
 
     /// An empty store in memory (keys are pinned for the life of the object).
-    /// - Parameter acceptingChangesOf: client ids whose changed keys are accepted.
+    /// - Parameter accepted: client ids whose changed keys are accepted.
     public init(acceptingChangesOf accepted: Set<UUID> = []) {
         path = nil
         acceptedChanges = accepted
@@ -60,7 +60,7 @@ public final class KnownKeys: Sendable {
     /// A store kept in the JSON file at `path` (read now if it exists; created when the first key is pinned).
     /// - Parameters:
     ///   - path: the file.
-    ///   - acceptingChangesOf: client ids whose changed keys are accepted.
+    ///   - accepted: client ids whose changed keys are accepted.
     /// - Throws: `E3DBError` `.invalidKnownKeys` when the file is not a known-keys file, `.fileIOFailed` when it
     ///   cannot be read.
     public init(path: String, acceptingChangesOf accepted: Set<UUID> = []) throws(E3DBError) {

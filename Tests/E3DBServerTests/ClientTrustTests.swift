@@ -567,5 +567,16 @@ struct ClientTrustCLITests {
         let accepted = try await Self.run(share + ["--accept-new-key", "\(reader.id)=\(malloryPrint)"])
         #expect(accepted.status == 0 && Self.json(accepted)["reader_fingerprint"] as? String == malloryPrint,
                 "\(accepted.stderr)")
+
+        // Two CLI runs at once with the same credentials, each pinning another reader: the file keeps both.
+        s.proxy.rewrite(nil)
+        let (one, two) = (try await register("one"), try await register("two"))
+        async let first = Self.run(["share", "--config", writer.config, "--type", "med", "--reader", one.id])
+        async let second = Self.run(["share", "--config", writer.config, "--type", "med", "--reader", two.id])
+        let (r1, r2) = try await (first, second)
+        #expect(r1.status == 0 && r2.status == 0, "\(r1.stderr) \(r2.stderr)")
+        let pins = try KnownKeys(path: dir.appendingPathComponent("writer.known-keys.json").path)
+        let (oneID, twoID) = (try #require(UUID(uuidString: one.id)), try #require(UUID(uuidString: two.id)))
+        #expect(pins.keys(of: oneID) != nil && pins.keys(of: twoID) != nil)
     }
 }

@@ -33,8 +33,13 @@ extension E3DBError.Code {
 
 /// Maps an HTTP status to an error that keeps the status (`context.actual`), the operation (`context.part`) and the
 /// server's `{"error": …}` message (never a secret: the server's messages hold none, and the client never echoes
-/// a request).
+/// a request). A redirect (3xx) is `.invalidResponse`: the E3DB API never redirects, and the transport does not
+/// follow one.
 func httpError(status: Int, operation: String, serverMessage: String?) -> E3DBError {
+    if (300..<400).contains(status) {
+        return E3DBError(.invalidResponse, "\(operation): the server answered with a redirect (HTTP \(status)), which "
+                         + "the E3DB API never sends; it was not followed", context: .init(part: operation, actual: status))
+    }
     let code: E3DBError.Code = switch status {
     case 401: .unauthorized
     case 403: .forbidden

@@ -75,7 +75,7 @@ extension E3DBClient {
 
     // MARK: Records
 
-    func decrypt(_ record: API.Record, partial: Bool = false) async throws -> ClientRecord {
+    func decrypt(_ record: API.Record) async throws -> ClientRecord {
         guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
@@ -84,8 +84,6 @@ extension E3DBClient {
                               plain: RecordData(record.meta.plain ?? [:]))
         let document = EncryptedDocument(meta: meta, data: RecordData(record.data), recordSignature: record.recSig)
         var options = verification
-        // rec_sig covers every field: a record read with selected fields cannot be verified (status notChecked).
-        if partial { options.policy = .ignore }
         // rec_sig is checked against the writer's own registered signing key (looked up once and pinned), never
         // the EAKInfo's signer_signing_key: that is the key of whoever stored the access key, an authorizer
         // sharing on the writer's behalf or anyone the server names. With the writer's own key, the EAK's
@@ -187,18 +185,23 @@ extension E3DBClient {
     ///   - fields: only these fields (all when nil).
     ///   - writer: when known, the writer the record must have.
     ///   - type: when known, the type the record must have.
-    /// - Returns: the record; its signature is checked per ``verification``, except when `fields` selects some:
-    ///   `rec_sig` covers every field, so a partial record comes back with `signatureStatus` `.notChecked`.
+    /// - Returns: the record, its signature checked per ``verification``. With `fields`, the whole record is
+    ///   fetched, decrypted and verified as any read (`rec_sig` covers every field), and only then are the other
+    ///   fields dropped: the selected fields are as verified as a whole read's.
     /// - Throws: `E3DBError` `.notFound` (unknown or not shared), `.invalidResponse` when the server answers
     ///   with a record of another id (or writer or type), the decryption and verification errors
     ///   (`.missingSignature` for an unsigned record under the default policy).
     public func read(_ id: UUID, fields: [String]? = nil, writer: UUID? = nil, type: String? = nil) async throws
         -> ClientRecord {
-        let r = try await send("GET", ["v1", "storage", "records", id.uuidString.lowercased()],
-                               query: (fields ?? []).map { ("field", $0) }, operation: "record read")
+        let r = try await send("GET", ["v1", "storage", "records", id.uuidString.lowercased()], operation: "record read")
         let record = try Self.decode(API.Record.self, r, operation: "record read")
         try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
-        return try await decrypt(record, partial: !(fields ?? []).isEmpty)
+        var read = try await decrypt(record)
+        if let fields, !fields.isEmpty {
+            let selected = Set(fields)
+            read.data = try RecordData(read.data.filter { selected.contains($0.key) }.map { ($0.key, $0.value) })
+        }
+        return read
     }
 
     /// Replaces a record's data (and plain metadata) if its version is still `record.meta.version`.

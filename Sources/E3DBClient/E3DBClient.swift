@@ -217,7 +217,7 @@ public final class E3DBClient: Sendable {
                                      signingKey: identity.publicSigningKey?.base64URLEncoded)
             if keys != own { throw KnownKeys.changed(id, from: own, to: keys) }
         } else {
-            try knownKeys.check(keys, for: id)
+            try await knownKeys.check(keys, for: id)
         }
         clientInfos.withLock { $0[id] = info }
         return info

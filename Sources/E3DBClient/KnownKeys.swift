@@ -8,14 +8,17 @@ import Synchronization
 /// The server answers `GET /v1/storage/clients/{id}` with a client's Curve25519 key (what `share` wraps access
 /// keys for) and Ed25519 key (what `rec_sig` and notes are verified with). A server that answers with keys it holds
 /// could read what is shared and forge what is read. The first keys seen for an id are kept here; a later answer
-/// with other keys is refused with `.keyChanged` (naming the client id and both fingerprints), unless the id is
-/// in ``acceptedChanges`` (the keys are then replaced). Compare a fingerprint out of band (``fingerprint(_:)``) to
-/// turn trust on first use into verified trust.
+/// with other keys is refused with `.keyChanged` (naming the client id and both fingerprints), unless every key
+/// that changed has a fingerprint listed for that id in ``acceptedChanges`` (the fingerprints checked with that
+/// client over another channel; the keys are then replaced). Compare a fingerprint out of band
+/// (``fingerprint(_:)``) to turn trust on first use into verified trust.
 ///
-/// In memory (``init(acceptingChangesOf:)``), or kept in a JSON file (``init(path:acceptingChangesOf:)``),
-/// written whenever a key is pinned or replaced: `{"clients":{"<client id>":{"public_key":"<b64url>",
-/// "signing_key":"<b64url>"|null}},"version":1}`. The keys are public; the file is still written with mode 0600
-/// beside the credentials.
+/// In memory (``init(acceptingChangesOf:)``), or kept in a JSON file (``init(path:acceptingChangesOf:)``):
+/// `{"clients":{"<client id>":{"public_key":"<b64url>", "signing_key":"<b64url>"|null}},"version":1}`. The keys
+/// are public; the file is still written with mode 0600 beside the credentials. Several processes may share the
+/// file: each pin is made under an exclusive `flock` on `<path>.lock`, against the file as it is on disk then (a
+/// key another process pinned meanwhile is checked like one pinned here), and the merged file is written
+/// atomically (a temporary file of mode 0600, `fsync`, `rename`).
 public final class KnownKeys: Sendable {
     /// A client's public keys, base64url.
     public struct Keys: Sendable, Hashable, Codable {
@@ -45,98 +48,173 @@ public final class KnownKeys: Sendable {
 
     /// The file the keys are kept in, or nil in memory.
     public let path: String?
-    /// Client ids whose changed keys are accepted (and pinned in place of the old ones).
-    public let acceptedChanges: Set<UUID>
+    /// Per client id, the fingerprints (``fingerprint(_:)``, of the Curve25519 or the Ed25519 key) of the new keys
+    /// to accept in place of the pinned ones. A change is accepted only when every key that changed has its
+    /// fingerprint listed here.
+    public let acceptedChanges: [UUID: Set<String>]
     private let pinned: Mutex<[UUID: Keys]>
 
     /// An empty store in memory (keys are pinned for the life of the object).
-    /// - Parameter accepted: client ids whose changed keys are accepted.
-    public init(acceptingChangesOf accepted: Set<UUID> = []) {
+    /// - Parameter accepted: per client id, the fingerprints of new keys to accept (checked out of band).
+    public init(acceptingChangesOf accepted: [UUID: Set<String>] = [:]) {
         path = nil
-        acceptedChanges = accepted
+        acceptedChanges = Self.normalized(accepted)
         pinned = Mutex([:])
     }
 
-    /// A store kept in the JSON file at `path` (read now if it exists; created when the first key is pinned).
+    /// A store kept in the JSON file at `path` (read now if it exists, and again under the lock before each pin;
+    /// created when the first key is pinned).
     /// - Parameters:
     ///   - path: the file.
-    ///   - accepted: client ids whose changed keys are accepted.
+    ///   - accepted: per client id, the fingerprints of new keys to accept (checked out of band).
     /// - Throws: `E3DBError` `.invalidKnownKeys` when the file is not a known-keys file, `.fileIOFailed` when it
     ///   cannot be read.
-    public init(path: String, acceptingChangesOf accepted: Set<UUID> = []) throws(E3DBError) {
+    public init(path: String, acceptingChangesOf accepted: [UUID: Set<String>] = [:]) throws(E3DBError) {
         self.path = path
-        acceptedChanges = accepted
-        var keys: [UUID: Keys] = [:]
-        if FileManager.default.fileExists(atPath: path) {
-            let data: Data
-            do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-                throw E3DBError(.fileIOFailed, "cannot read the known keys in \(path)", context: .init(item: path))
-            }
-            guard let body = try? JSONDecoder().decode(FileBody.self, from: data), body.version == 1 else {
-                throw E3DBError(.invalidKnownKeys, "\(path) is not a known-keys file (version 1)",
-                                context: .init(item: path))
-            }
-            for (id, entry) in body.clients {
-                guard let uuid = UUID(uuidString: id) else {
-                    throw E3DBError(.invalidKnownKeys, "\(path) names a client \(id.prefix(40)) that is not a UUID",
-                                    context: .init(field: "clients", item: path))
-                }
-                keys[uuid] = entry
-            }
+        acceptedChanges = Self.normalized(accepted)
+        pinned = Mutex(try Self.read(path))
+    }
+
+    private static func normalized(_ accepted: [UUID: Set<String>]) -> [UUID: Set<String>] {
+        accepted.mapValues { Set($0.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }) }
+    }
+
+    /// The pins in the file at `path` (none when it does not exist).
+    private static func read(_ path: String) throws(E3DBError) -> [UUID: Keys] {
+        guard FileManager.default.fileExists(atPath: path) else { return [:] }
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw E3DBError(.fileIOFailed, "cannot read the known keys in \(path)", context: .init(item: path))
         }
-        pinned = Mutex(keys)
+        guard let body = try? JSONDecoder().decode(FileBody.self, from: data), body.version == 1 else {
+            throw E3DBError(.invalidKnownKeys, "\(path) is not a known-keys file (version 1)",
+                            context: .init(item: path))
+        }
+        var keys: [UUID: Keys] = [:]
+        for (id, entry) in body.clients {
+            guard let uuid = UUID(uuidString: id) else {
+                throw E3DBError(.invalidKnownKeys, "\(path) names a client \(id.prefix(40)) that is not a UUID",
+                                context: .init(field: "clients", item: path))
+            }
+            keys[uuid] = entry
+        }
+        return keys
     }
 
     /// The keys pinned for `id`, if any.
     public func keys(of id: UUID) -> Keys? { pinned.withLock { $0[id] } }
 
-    /// Pins `keys` for `id` if none are pinned; otherwise checks that they are the pinned ones.
+    /// Pins `keys` for `id` if none are pinned; otherwise checks that they are the pinned ones. With a file, the
+    /// pins are those on disk now (read under the file's lock, which another process pinning meanwhile holds);
+    /// the lock and the file are handled on a thread of their own.
     /// - Throws: `E3DBError` `.keyChanged` (context `item`: the client id; `field`: `public_key` or `signing_key`)
-    ///   when they differ and `id` is not in ``acceptedChanges``; `.fileIOFailed` when the file cannot be written.
-    public func check(_ keys: Keys, for id: UUID) throws(E3DBError) {
-        // Saved under the lock, so that the file always holds the latest pins; kept in memory only once saved.
-        let failure: E3DBError? = pinned.withLock { map in
-            if let old = map[id] {
-                if old == keys { return nil }
-                guard acceptedChanges.contains(id) else { return Self.changed(id, from: old, to: keys) }
+    ///   when they differ and the new keys are not accepted (``acceptedChanges``); `.fileIOFailed` when the file
+    ///   cannot be locked, read or written; `.invalidKnownKeys` when it is not a known-keys file.
+    public func check(_ keys: Keys, for id: UUID) async throws(E3DBError) {
+        if pinned.withLock({ $0[id] }) == keys { return }
+        guard let path else {
+            let failure: E3DBError? = pinned.withLock { map in
+                if let failure = decide(keys, for: id, pinned: map[id]) { return failure }
+                map[id] = keys
+                return nil
             }
-            var updated = map
-            updated[id] = keys
-            if let failure = save(updated) { return failure }
-            map = updated
-            return nil
+            if let failure { throw failure }
+            return
         }
-        if let failure { throw failure }
+        let outcome: Result<[UUID: Keys], E3DBError>
+        do {
+            outcome = try await onOwnThread { [self] in
+                Result { () throws(E3DBError) in try self.pinLocked(keys, for: id, path: path) }
+            }
+        } catch {
+            throw E3DBError(.fileIOFailed, "cannot pin a key in \(path)", context: .init(item: path))
+        }
+        let merged = try outcome.get()
+        pinned.withLock { $0 = merged }
     }
 
-    static func changed(_ id: UUID, from old: Keys, to new: Keys) -> E3DBError {
+    /// Under an exclusive lock on `<path>.lock`: reads the pins on disk, decides, merges and writes them. Blocks.
+    /// - Returns: the pins now on disk.
+    private func pinLocked(_ keys: Keys, for id: UUID, path: String) throws(E3DBError) -> [UUID: Keys] {
+        let lockPath = path + ".lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw E3DBError(.fileIOFailed, "cannot open the lock file \(lockPath)", context: .init(item: lockPath))
+        }
+        defer { close(fd) }  // also releases the lock
+        var locked: Int32
+        repeat { locked = flock(fd, LOCK_EX) } while locked != 0 && errno == EINTR
+        guard locked == 0 else {
+            throw E3DBError(.fileIOFailed, "cannot lock \(lockPath)", context: .init(item: lockPath))
+        }
+        // What is on disk now wins over what this object read before: another process may have pinned or
+        // accepted a key since. Pins only this object has (a file removed meanwhile) are kept.
+        var map = pinned.withLock { $0 }
+        map.merge(try Self.read(path)) { _, disk in disk }
+        if map[id] == keys { return map }
+        if let failure = decide(keys, for: id, pinned: map[id]) { throw failure }
+        map[id] = keys
+        try Self.store(map, to: path)
+        return map
+    }
+
+    /// Nil when `keys` may be pinned for `id` (none pinned, or every changed key's fingerprint accepted); the
+    /// `.keyChanged` error otherwise.
+    private func decide(_ keys: Keys, for id: UUID, pinned old: Keys?) -> E3DBError? {
+        guard let old, old != keys else { return nil }
+        let accepted = acceptedChanges[id] ?? []
+        func matches(_ key: String?) -> Bool { key.map { accepted.contains(Self.fingerprint(base64URL: $0)) } ?? false }
+        if old.publicKey != keys.publicKey, !matches(keys.publicKey) {
+            return Self.changed(id, from: old, to: keys, field: "public_key")
+        }
+        if old.signingKey != keys.signingKey, !matches(keys.signingKey) {
+            return Self.changed(id, from: old, to: keys, field: "signing_key")
+        }
+        return nil
+    }
+
+    static func changed(_ id: UUID, from old: Keys, to new: Keys, field: String? = nil) -> E3DBError {
         let client = id.uuidString.lowercased()
-        let (field, before, after) = old.publicKey != new.publicKey
-            ? ("public_key", Optional(old.publicKey), Optional(new.publicKey))
-            : ("signing_key", old.signingKey, new.signingKey)
+        let name = field ?? (old.publicKey != new.publicKey ? "public_key" : "signing_key")
+        let (before, after) = name == "public_key" ? (Optional(old.publicKey), Optional(new.publicKey))
+            : (old.signingKey, new.signingKey)
         func print(_ key: String?) -> String { key.map { fingerprint(base64URL: $0) } ?? "none" }
         return E3DBError(
             .keyChanged,
-            "the server gives client \(client) another \(field) than the one pinned: fingerprint \(print(before)) "
-                + "before, \(print(after)) now; accept the new key (e3dbkit: --accept-new-key \(client)) only after "
-                + "checking its fingerprint with that client over another channel",
-            context: .init(field: field, item: client))
+            "the server gives client \(client) another \(name) than the one pinned: fingerprint \(print(before)) "
+                + "before, \(print(after)) now; accept the new key (e3dbkit: --accept-new-key \(client)=FINGERPRINT) "
+                + "only with the fingerprint that client gives you over another channel",
+            context: .init(field: name, item: client))
     }
 
-    /// Writes the file (atomically, mode 0600); the failure, if any.
-    private func save(_ map: [UUID: Keys]) -> E3DBError? {
-        guard let path else { return nil }
+    /// Writes the file atomically: a temporary file beside it created with mode 0600, written, `fsync`ed and
+    /// renamed over it (the caller holds the lock).
+    private static func store(_ map: [UUID: Keys], to path: String) throws(E3DBError) {
         var clients: [String: Keys] = [:]
         for (id, keys) in map { clients[id.uuidString.lowercased()] = keys }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do {
-            let data = try encoder.encode(FileBody(version: 1, clients: clients))
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
-            return nil
-        } catch {
-            return E3DBError(.fileIOFailed, "cannot write the known keys to \(path)", context: .init(item: path))
+        let failure = E3DBError(.fileIOFailed, "cannot write the known keys to \(path)", context: .init(item: path))
+        guard let data = try? encoder.encode(FileBody(version: 1, clients: clients)) else { throw failure }
+        let temporary = path + ".\(UUID().uuidString.lowercased()).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failure }
+        var written = 0
+        let ok = data.withUnsafeBytes { raw -> Bool in
+            while written < raw.count {
+                let n = write(fd, raw.baseAddress! + written, raw.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                written += n
+            }
+            return fsync(fd) == 0
+        }
+        close(fd)
+        guard ok, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw failure
         }
     }
 

@@ -14,7 +14,10 @@ import Synchronization
 /// Per connection it connects to the server, lets NIOSSL verify the chain against the configured CAs and the host
 /// name, checks the certificate's public key against the pins, and only then reads from the loopback side and
 /// passes bytes both ways. A failure closes the loopback connection before any byte of the request leaves the
-/// machine, and is kept for ``reporting(_:_:)`` to throw instead of AsyncHTTPClient's "connection closed".
+/// machine, and is kept, with its time, for ``reporting(_:_:)`` to throw instead of AsyncHTTPClient's "connection
+/// closed" to a request that was under way when it happened and failed right after it (``FailureSlot``). The
+/// outbound connection, the proxy's `CONNECT` and the TLS handshake together have ``handshakeTimeout``; a loopback
+/// connection that closes first has its outbound side closed too.
 ///
 /// The listener is bound to 127.0.0.1 and forwards only to its one server (through the proxy with `CONNECT`, if
 /// one is configured); forwarders live as long as the process (one per server, TLS options and proxy).
@@ -29,9 +32,28 @@ final class PinnedTunnel: Sendable {
         self.failure = failure
     }
 
-    /// Where a connection's failure waits for its request.
+    /// How long connecting to the server (through the proxy, if any) and its TLS handshake may take.
+    static let handshakeTimeout: Duration = .seconds(15)
+
+    /// Where a connection's failure waits for its request. A failure is reported only to a request that started
+    /// before it and failed at most ``window`` after it: the request whose loopback connection it closed fails at
+    /// once, while a request failing later (a timeout, hours after an old pin mismatch) gets its own error.
     final class FailureSlot: Sendable {
-        let value = Mutex<(any Error)?>(nil)
+        /// How long after a forwarder's failure a failing request is taken to have failed of it.
+        static let window: Duration = .seconds(5)
+        private let last = Mutex<(error: any Error, at: ContinuousClock.Instant)?>(nil)
+
+        /// Keeps `error`, which happened at `time`, in place of any earlier one.
+        func record(_ error: any Error, at time: ContinuousClock.Instant = .now) { last.withLock { $0 = (error, time) } }
+
+        /// The failure to report for a request that started at `started` and failed at `failed`, if any.
+        func reason(requestStarted started: ContinuousClock.Instant, failedAt failed: ContinuousClock.Instant = .now)
+            -> (any Error)? {
+            last.withLock { slot in
+                guard let slot, slot.at >= started, slot.at <= failed, failed - slot.at <= Self.window else { return nil }
+                return slot.error
+            }
+        }
     }
 
     private struct Key: Hashable {
@@ -61,13 +83,9 @@ final class PinnedTunnel: Sendable {
     /// Runs `body` (a request through `tunnel`); when it fails and the forwarder could not reach the server,
     /// throws the forwarder's reason instead.
     static func reporting<T>(_ tunnel: PinnedTunnel?, _ body: () async throws -> T) async throws -> T {
+        let started = ContinuousClock.now
         do { return try await body() } catch {
-            if let tunnel, let reason = tunnel.failure.value.withLock({ current -> (any Error)? in
-                defer { current = nil }
-                return current
-            }) {
-                throw reason
-            }
+            if let tunnel, let reason = tunnel.failure.reason(requestStarted: started) { throw reason }
             throw error
         }
     }
@@ -111,9 +129,13 @@ final class PinnedTunnel: Sendable {
                     context: .init(part: "pin"))
             }
         verified.whenFailure { error in
-            failure.value.withLock { $0 = error }
+            // A loopback connection already closed has no request waiting for the reason.
+            if inbound.isActive { failure.record(error) }
             inbound.close(promise: nil)
         }
+        // The loopback side closing (before the pin check, or after: the splice closes it then too) closes the
+        // outbound side.
+        inbound.closeFuture.whenComplete { _ in verified.whenSuccess { $0.close(promise: nil) } }
         verified.whenSuccess { outbound in
             let (toServer, toClient) = Splice.pair()
             do {
@@ -260,6 +282,13 @@ extension PinnedTunnel {
             }
         }
         handshake.futureResult.whenFailure { _ in connected.whenSuccess { $0.close(promise: nil) } }
+        let timeout = loop.scheduleTask(in: .seconds(handshakeTimeout.components.seconds)) {
+            let failure = E3DBError(.tlsHandshakeFailed, "TLS with \(host) failed: no connection and TLS handshake within "
+                                    + "\(handshakeTimeout.components.seconds) s", context: .init(part: "tls"))
+            tunnelled.fail(failure)
+            handshake.fail(failure)
+        }
+        handshake.futureResult.whenComplete { _ in timeout.cancel() }
         return connected.and(handshake.futureResult)
     }
 

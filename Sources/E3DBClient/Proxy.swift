@@ -45,8 +45,9 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// The proxy the environment names for `url`, as curl reads it: `https_proxy` or `HTTPS_PROXY` for an
-    /// `https` URL, `http_proxy` or `HTTP_PROXY` for an `http` URL (lower case first; an empty value is unset),
-    /// and none when `no_proxy`/`NO_PROXY` covers the URL's host (``bypassesProxy(host:port:noProxy:)``).
+    /// `https` URL (lower case first), only `http_proxy` for an `http` URL (never `HTTP_PROXY`: a CGI program gets
+    /// the request's `Proxy:` header as `HTTP_PROXY`, "httpoxy"); an empty value is unset; and none when
+    /// `no_proxy`/`NO_PROXY` covers the URL's host (``bypassesProxy(host:port:noProxy:)``).
     /// - Parameters:
     ///   - url: the server's URL.
     ///   - environment: the variables (the process's by default).
@@ -55,15 +56,16 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
     public static func fromEnvironment(for url: String,
                                        environment: [String: String] = ProcessInfo.processInfo.environment)
         throws(E3DBError) -> HTTPProxy? {
-        func value(_ name: String) -> String? {
-            for key in [name.lowercased(), name.uppercased()] {
+        func value(_ name: String, upperCase: Bool = true) -> String? {
+            for key in upperCase ? [name.lowercased(), name.uppercased()] : [name.lowercased()] {
                 if let v = environment[key]?.trimmingCharacters(in: .whitespaces), !v.isEmpty { return v }
             }
             return nil
         }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               let host = components.host else { return nil }
-        guard let proxy = value(scheme == "https" ? "https_proxy" : "http_proxy") else { return nil }
+        let named = scheme == "https" ? value("https_proxy") : value("http_proxy", upperCase: false)
+        guard let proxy = named else { return nil }
         let port = components.port ?? (scheme == "https" ? 443 : 80)
         if let noProxy = value("no_proxy"), bypassesProxy(host: host, port: port, noProxy: noProxy) { return nil }
         do { return try HTTPProxy(url: proxy) } catch {

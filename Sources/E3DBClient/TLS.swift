@@ -110,6 +110,18 @@ public struct ClientTLSOptions: Sendable, Hashable {
         self.pins = pins
     }
 
+    /// Refuses these options for a URL they cannot apply to: CAs and pins are TLS settings, and an `http://` URL
+    /// has no TLS, so they would be silently ignored.
+    /// - Parameter url: the URL a request goes to.
+    /// - Throws: `E3DBError` `.invalidParameter` for an `http://` URL when CAs or pins are set.
+    public func check(for url: String) throws(E3DBError) {
+        guard !certificateAuthorities.isEmpty || !pins.isEmpty,
+              URLComponents(string: url)?.scheme?.lowercased() == "http" else { return }
+        throw E3DBError(.invalidParameter, "CA certificates and public key pins apply to https:// URLs only, and "
+                        + "\(URLComponents(string: url)?.host ?? "the server") is reached over http://: use its https:// URL "
+                        + "or drop the CA file and pins", context: .init(part: "tls"))
+    }
+
     /// NIOSSL's client configuration: full verification (chain and host name) against these CAs.
     var nioConfiguration: TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()

@@ -124,6 +124,9 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout = .init(connect: .seconds(10))
+        // The E3DB API never redirects. Following one would fetch a file body from a host the file-origin check
+        // never saw, or leave the pinned forwarder for an unpinned https connection: a 3xx is an error instead.
+        configuration.redirectConfiguration = .disallow
         if let proxy {
             configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: proxy.credentials.map {
                 .basic(credentials: Data($0.utf8).base64EncodedString())
@@ -146,7 +149,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
 
     /// A transport that trusts `tls`'s CAs (the system's by default), accepts only its pinned keys (any by
     /// default), and connects through `proxy` (directly by default; see ``HTTPProxy/fromEnvironment(for:environment:)``).
-    /// Transports with the same proxy share one process-wide client and its connections.
+    /// Transports with the same proxy share one process-wide client and its connections. With CAs or pins, a
+    /// request to an `http://` URL is refused (`.invalidParameter`, ``ClientTLSOptions/check(for:)``) before it is sent.
     /// - Parameters:
     ///   - tls: CAs and pins.
     ///   - proxy: an HTTP proxy (for a pinned server, the forwarder asks it for the tunnel).
@@ -212,6 +216,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     /// The AsyncHTTPClient request, with this transport's TLS configuration; for a pinned `https` URL, rewritten
     /// to the loopback forwarder that connects to the server (its `Host` header kept).
     func prepare(_ request: TransportRequest) async throws -> (HTTPClientRequest, PinnedTunnel?) {
+        try tls.check(for: request.url)
         var url = request.url
         var tunnel: PinnedTunnel?
         var host: String?

@@ -15,13 +15,15 @@ struct ClientCommand: CommandGroup {
 
             Other clients' public keys are pinned on first use in a file beside the credentials (e3db.json's is \
             e3db.known-keys.json); a key the server later gives otherwise is refused (exit 2) with both \
-            fingerprints, until --accept-new-key CLIENT_ID accepts it. read and query require rec_sig, verified \
+            fingerprints, until --accept-new-key CLIENT_ID=FINGERPRINT accepts it (the new key's fingerprint, \
+            checked with that client over another channel). read and query require rec_sig, verified \
             against the writer's registered signing key, and print "signature_status"; --allow-unsigned accepts \
             unsigned records, as the Python and Go SDKs write them.
 
             TLS and proxies, on every command: --ca-file PEM (or E3DBKIT_CA_FILE) trusts a private CA instead of \
             the system's; --pin-sha256 BASE64 (repeatable) accepts only a server key with that SHA-256 of its \
-            SubjectPublicKeyInfo. HTTPS_PROXY/https_proxy (https URLs) and HTTP_PROXY/http_proxy (http URLs) name \
+            SubjectPublicKeyInfo (both for https URLs only; with an http URL they are refused). \
+            HTTPS_PROXY/https_proxy (https URLs) and http_proxy (http URLs; never HTTP_PROXY) name \
             an http:// proxy, used with CONNECT; NO_PROXY lists hosts to reach directly (names cover their \
             subdomains, addresses and IPv4 CIDR ranges, name:port, * for all).
             """,
@@ -39,9 +41,11 @@ struct ClientConfigOptions: ParsableArguments {
     var config: String?
 
     @Option(help: ArgumentHelp(
-        "Accept and pin the keys the server now gives this client id (repeatable).",
-        discussion: "Only after checking the new fingerprint with that client: a changed key is otherwise refused.",
-        valueName: "client-id"))
+        "Accept and pin a changed key of this client id if its fingerprint is this one (repeatable).",
+        discussion: "FINGERPRINT is the one that client's `client whoami` prints (public_key_fingerprint, or "
+            + "public_signing_key_fingerprint when its signing key changed), checked with it over another channel. "
+            + "Every key that changed must be matched; a changed key is otherwise refused.",
+        valueName: "client-id=fingerprint"))
     var acceptNewKey: [String] = []
 
     @OptionGroup var connection: ClientConnectionOptions
@@ -68,7 +72,11 @@ struct ClientConfigOptions: ParsableArguments {
     /// The client for these credentials; `allowUnsigned` accepts records without rec_sig.
     func client(allowUnsigned: Bool = false) throws -> E3DBClient {
         let identity = try DocumentCLI.identity(path)
-        let accepted = try Set(acceptNewKey.map { try parseUUID($0, what: "--accept-new-key") })
+        var accepted: [UUID: Set<String>] = [:]
+        for text in acceptNewKey {
+            let (id, fingerprint) = try parseAcceptedKey(text)
+            accepted[id, default: []].insert(fingerprint)
+        }
         var keys = KnownKeys(acceptingChangesOf: accepted)
         if let knownKeysPath {
             do { keys = try KnownKeys(path: knownKeysPath, acceptingChangesOf: accepted) } catch {
@@ -105,7 +113,7 @@ func clientCall<T>(_ what: String, _ body: () async throws -> T) async throws ->
 
 /// `{"data":…,"meta":…,"signature_status":…}` of a record (data as a JSON object of strings), one line.
 /// `signature_status` is what was verified of rec_sig: verified, absent (accepted with --allow-unsigned) or
-/// not-checked (metadata only, selected fields, file records).
+/// not-checked (metadata only, file records).
 func recordLine(_ record: ClientRecord) throws -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -120,6 +128,19 @@ func recordLine(_ record: ClientRecord) throws -> String {
     let status = (record.signatureStatus ?? .notChecked).rawValue
     return String(decoding: try encoder.encode(Line(meta: record.meta, data: data, signatureStatus: status)),
                   as: UTF8.self)
+}
+
+/// `CLIENT_ID=FINGERPRINT` of `--accept-new-key`: a UUID and a fingerprint as ``KnownKeys/fingerprint(_:)`` prints
+/// it (eight groups of four hex digits joined by `:`).
+func parseAcceptedKey(_ text: String) throws -> (UUID, String) {
+    let usage = CLIError("--accept-new-key takes CLIENT_ID=FINGERPRINT (the fingerprint that client's whoami prints, "
+                         + "xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx)", exitCode: ExitStatus.usage)
+    guard let equals = text.firstIndex(of: "=") else { throw usage }
+    let id = try parseUUID(String(text[..<equals]), what: "--accept-new-key's CLIENT_ID")
+    let fingerprint = text[text.index(after: equals)...].lowercased()
+    let groups = fingerprint.split(separator: ":", omittingEmptySubsequences: false)
+    guard groups.count == 8, groups.allSatisfy({ $0.count == 4 && $0.allSatisfy(\.isHexDigit) }) else { throw usage }
+    return (id, fingerprint)
 }
 
 func parseUUID(_ text: String, what: String) throws -> UUID {

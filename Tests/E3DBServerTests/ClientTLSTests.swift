@@ -1,4 +1,4 @@
-import E3DBClient
+@testable import E3DBClient
 import E3DBKit
 import E3DBTestSupport
 import Foundation
@@ -282,6 +282,38 @@ struct TLSOptionInputTests {
         #expect(throws: E3DBError(.invalidBase64)) { try PublicKeyPin(base64: "not base64!") }
     }
 
+    @Test("CAs and pins with an http:// URL are refused (library: invalidParameter before a request; CLI: exit 64)")
+    func httpURLs() async throws {
+        let pin = try PublicKeyPin(sha256: Data(count: 32))
+        let pki = try await TestPKI.make()
+        defer { pki.remove() }
+        let ca = try Data(contentsOf: URL(fileURLWithPath: pki.caFile))
+        // Port 9 (discard) is closed here: without the check the error would be a refused connection.
+        let url = "http://127.0.0.1:9"
+        for tls in [try ClientTLSOptions(pins: [pin]), try ClientTLSOptions(certificateAuthoritiesPEM: ca)] {
+            #expect(throws: E3DBError(.invalidParameter)) { try tls.check(for: url + "/v1/auth/token") }
+            let transport = AsyncHTTPClientTransport(tls: tls)
+            await #expect(throws: E3DBError(.invalidParameter)) {
+                _ = try await transport.send(TransportRequest(method: "GET", url: url + "/"), timeout: .seconds(5),
+                                             maxResponseSize: 1024)
+            }
+            await #expect(throws: E3DBError(.invalidParameter)) {
+                _ = try await E3DBClient.register(token: "t", name: "n", apiURL: url, transport: transport)
+            }
+            try tls.check(for: "https://127.0.0.1:9/")
+        }
+        try ClientTLSOptions().check(for: url)
+        for option in [["--pin-sha256", pin.description], ["--ca-file", pki.caFile]] {
+            let r = try await runE3DBKit(["client", "register", "--api-url", url, "--token-file", pki.path("none"),
+                                          "--name", "n", "--out", pki.path("n.json")] + option)
+            #expect(r.status == 64 && r.err.contains("https://"), "\(r.err)")
+        }
+        // E3DBKIT_CA_FILE is a default for https URLs only: an http URL goes on (to the closed port: exit 1).
+        let r = try await runE3DBKit(["client", "register", "--api-url", url, "--token-file", pki.caFile, "--name", "n",
+                                      "--out", pki.path("n.json")], environment: ["E3DBKIT_CA_FILE": pki.caFile])
+        #expect(r.status == 1, "\(r.err)")
+    }
+
     @Test("CA PEM: no certificate block, or a block that is not a certificate, is refused")
     func caPEM() {
         #expect(throws: E3DBError(.invalidParameter)) { try ClientTLSOptions(certificateAuthoritiesPEM: Data("hello".utf8)) }
@@ -290,7 +322,34 @@ struct TLSOptionInputTests {
     }
 }
 
-@Suite("HTTPS_PROXY, HTTP_PROXY and NO_PROXY")
+@Suite("The pinning forwarder reports a failure only to the request it failed")
+struct ClientTLSFailureSlotTests {
+    @Test("a failure is reported to a request that started before it and failed within the window, to no other")
+    func staleFailuresAreNotReported() {
+        let slot = PinnedTunnel.FailureSlot()
+        let t0 = ContinuousClock.now
+        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(1)) == nil)
+        slot.record(E3DBError(.pinMismatch, "pin"), at: t0 + .seconds(1))
+        // The request whose connection it closed: started before, failed right after.
+        #expect((slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(1010)) as? E3DBError)?.code == .pinMismatch)
+        // Reported again to another request under way then (it is not used up), but not:
+        #expect((slot.reason(requestStarted: t0, failedAt: t0 + .seconds(2)) as? E3DBError)?.code == .pinMismatch)
+        // to a request that started after it (its own connection did not fail of it),
+        #expect(slot.reason(requestStarted: t0 + .seconds(2), failedAt: t0 + .seconds(3)) == nil)
+        // to one that failed long after it (a timeout hours later),
+        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(1) + PinnedTunnel.FailureSlot.window
+                                + .milliseconds(1)) == nil)
+        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(3600)) == nil)
+        // or to one that failed before it.
+        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(500)) == nil)
+        // A later failure replaces it.
+        slot.record(E3DBError(.tlsHandshakeFailed, "eof"), at: t0 + .seconds(10))
+        #expect((slot.reason(requestStarted: t0 + .seconds(9), failedAt: t0 + .seconds(10)) as? E3DBError)?.code
+                    == .tlsHandshakeFailed)
+    }
+}
+
+@Suite("HTTPS_PROXY, http_proxy and NO_PROXY")
 struct ProxyEnvironmentTests {
     @Test("NO_PROXY: names and their subdomains, leading dots, addresses, CIDR, ports, *, case and spaces")
     func noProxyMatching() {
@@ -324,13 +383,19 @@ struct ProxyEnvironmentTests {
         }
     }
 
-    @Test("the variable for the URL's scheme, lower case first, NO_PROXY, bad values")
+    @Test("the variable for the URL's scheme, lower case first, only http_proxy for http (httpoxy), NO_PROXY, bad values")
     func environment() throws {
         let env = ["HTTPS_PROXY": "http://upper:3128", "https_proxy": "http://lower:3129",
                    "HTTP_PROXY": "proxy.internal:8080", "NO_PROXY": "skip.example"]
         #expect(try HTTPProxy.fromEnvironment(for: "https://api.example:8443", environment: env)?.description == "lower:3129")
-        #expect(try HTTPProxy.fromEnvironment(for: "http://api.example", environment: env)?.description
-            == "proxy.internal:8080")
+        #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: ["HTTPS_PROXY": "http://upper:3128"])?
+            .description == "upper:3128")
+        // HTTP_PROXY is what a CGI program gets from a request's Proxy: header: never read, only http_proxy.
+        #expect(try HTTPProxy.fromEnvironment(for: "http://api.example", environment: env) == nil)
+        #expect(try HTTPProxy.fromEnvironment(for: "http://api.example", environment: env.merging(
+            ["http_proxy": "lower.internal:8081"]) { $1 })?.description == "lower.internal:8081")
+        #expect(try HTTPProxy.fromEnvironment(for: "http://skip.example", environment: ["http_proxy": "p:1", "no_proxy": "skip.example"])
+            == nil)
         #expect(try HTTPProxy.fromEnvironment(for: "https://a.skip.example", environment: env) == nil)
         #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: [:]) == nil)
         #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: ["https_proxy": ""]) == nil)

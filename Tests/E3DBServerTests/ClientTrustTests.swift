@@ -21,6 +21,7 @@ final class RewritingProxy: Sendable {
     let url: String
     let upstream: String
     private let rewriter = Mutex<Rewrite?>(nil)
+    private let served = Mutex(0)
     private let task: Task<Void, any Error>
 
     /// Starts forwarding to `upstream` (the real server's base URL).
@@ -51,7 +52,11 @@ final class RewritingProxy: Sendable {
 
     func stop() { task.cancel() }
 
+    /// How many requests the proxy has answered.
+    var requestsServed: Int { served.withLock { $0 } }
+
     fileprivate func apply(_ method: String, _ target: String, _ response: inout TransportResponse) {
+        served.withLock { $0 += 1 }
         var body = response.body
         if response.header("Content-Type")?.hasPrefix("application/json") == true {
             body = Data(String(decoding: body, as: UTF8.self).replacingOccurrences(of: upstream, with: url).utf8)
@@ -271,9 +276,13 @@ struct ClientTrustTests {
         // Nothing was stored for the reader under the substituted key.
         #expect(try await reader.eakInfo(writer: writer.clientID, user: writer.clientID, type: "secret2") == nil)
 
-        // Told to accept it, the client pins the new key (in the file, for the next run too).
-        let accepting = try s.client(writerIdentity,
-                                     knownKeys: try KnownKeys(path: pins, acceptingChangesOf: [reader.clientID]))
+        // Accepting another fingerprint than the new key's (the old one, say) still refuses the change.
+        let wrong = try s.client(writerIdentity,
+                                 knownKeys: try KnownKeys(path: pins, acceptingChangesOf: [reader.clientID: [readerPrint]]))
+        #expect(await Self.code { try await wrong.share(type: "secret2", with: reader.clientID) }?.code == .keyChanged)
+        // Told to accept the new key's fingerprint, the client pins it (in the file, for the next run too).
+        let accepting = try s.client(writerIdentity, knownKeys: try KnownKeys(
+            path: pins, acceptingChangesOf: [reader.clientID: [malloryPrint.uppercased()]]))
         try await accepting.share(type: "secret2", with: reader.clientID)
         #expect(try KnownKeys(path: pins).keys(of: reader.clientID)?.publicKey == malloryKey)
 
@@ -292,6 +301,44 @@ struct ClientTrustTests {
         }
         let changed = await Self.code { _ = try await s.client(reader.identity, knownKeys: readerPins).read(signed) }
         #expect(changed?.code == .keyChanged && changed?.context.field == "signing_key")
+    }
+
+    @Test("M5: two KnownKeys on one file (two CLI runs) keep each other's pins and refuse a change the other pinned")
+    func knownKeysAcrossInstances() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("a.known-keys.json").path
+        func keys() -> KnownKeys.Keys {
+            KnownKeys.Keys(publicKey: Base64URL.encode(Array(UUID().uuidString.utf8.prefix(32))), signingKey: nil)
+        }
+        // Both read the (missing) file before either pins.
+        let first = try KnownKeys(path: path), second = try KnownKeys(path: path)
+        let (a, b) = (UUID(), UUID())
+        let (aKeys, bKeys) = (keys(), keys())
+        try await first.check(aKeys, for: a)
+        try await second.check(bKeys, for: b)
+        // second wrote the file without losing first's pin,
+        #expect(try KnownKeys(path: path).keys(of: a) == aKeys && KnownKeys(path: path).keys(of: b) == bKeys)
+        // and refuses another key for a, which only first pinned, as a change (not a first sight).
+        let changed = await Self.code { try await second.check(keys(), for: a) }
+        #expect(changed?.code == .keyChanged && changed?.context.item == a.uuidString.lowercased())
+        #expect(try KnownKeys(path: path).keys(of: a) == aKeys)
+        // Many pins at once from both: none lost.
+        let ids = (0..<24).map { _ in (UUID(), keys()) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (i, (id, k)) in ids.enumerated() {
+                group.addTask { try await (i % 2 == 0 ? first : second).check(k, for: id) }
+            }
+            try await group.waitForAll()
+        }
+        let final = try KnownKeys(path: path)
+        #expect(ids.allSatisfy { final.keys(of: $0.0) == $0.1 })
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // No temporary files are left beside it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+                    == ["a.known-keys.json", "a.known-keys.json.lock"])
     }
 
     @Test("query: a full page whose last_index does not advance, and results without the record_data asked for, are refused")
@@ -334,6 +381,64 @@ struct ClientTrustTests {
         }
         let foreign = await Self.code { for try await _ in alice.query(RecordQuery(types: ["item"])) {} }
         #expect(foreign?.code == .invalidResponse && foreign?.context.field == "type")
+    }
+
+    @Test("a redirect is not followed: record reads and file bodies answered with 302 to another host fail typed")
+    func redirectsAreNotFollowed() async throws {
+        let s = try await Setup.start()
+        defer { s.stop() }
+        // Another host (here another port) that would serve everything, and records whether it was contacted.
+        let elsewhere = try await RewritingProxy(upstream: s.server.url)
+        defer { elsewhere.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-redirect-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let plain = dir.appendingPathComponent("plain.bin")
+        try Data(repeating: 1, count: 1000).write(to: plain)
+        let alice = try s.client(try await s.register("alice"))
+        let record = try #require(try await alice.write(type: "r", data: ["a": "b"]).id)
+        let file = try #require(try await alice.writeFile(type: "f", path: plain.path).id)
+
+        let target = elsewhere.url
+        s.proxy.rewrite { method, path, response in
+            // A record read, and a file body (its file_url is on the API's origin).
+            guard ClientTrustTests.isRecordRead(method, path, record)
+                    || (method == "GET" && path.hasPrefix("/v1/storage/blobs/")) else { return }
+            response = TransportResponse(status: 302, headers: [("Location", target + path), ("Content-Length", "0")],
+                                         body: Data())
+        }
+        let read = await Self.code { _ = try await alice.read(record) }
+        #expect(read?.code == .invalidResponse && read?.context.actual == 302, "\(String(describing: read))")
+        let out = dir.appendingPathComponent("out.bin").path
+        let body = await Self.code { _ = try await alice.readFile(file, to: out) }
+        #expect(body?.code == .invalidResponse && body?.context.actual == 302, "\(String(describing: body))")
+        #expect(elsewhere.requestsServed == 0 && !FileManager.default.fileExists(atPath: out))
+    }
+
+    @Test("read with selected fields verifies the whole record: a field the server swapped in is refused")
+    func selectedFieldsAreVerified() async throws {
+        let s = try await Setup.start()
+        defer { s.stop() }
+        let alice = try s.client(try await s.register("alice"))
+        let x = try #require(try await alice.write(type: "p", data: ["ssn": "111", "name": "x"]).id)
+        let y = try #require(try await alice.write(type: "p", data: ["ssn": "999", "name": "y"]).id)
+        let selected = try await alice.read(x, fields: ["ssn"])
+        #expect(selected.data == ["ssn": "111"] && selected.signatureStatus == .verified)
+        // The server answers x with y's ssn (same writer, type and access key: it decrypts).
+        let yBody = try await alice.send("GET", ["v1", "storage", "records", y.uuidString.lowercased()],
+                                         operation: "test read").body
+        let yObject = try #require(try JSONSerialization.jsonObject(with: yBody) as? [String: Any])
+        let ySSN = try #require((yObject["data"] as? [String: Any])?["ssn"] as? String)
+        s.proxy.rewrite { method, target, response in
+            guard ClientTrustTests.isRecordRead(method, target, x) else { return }
+            RewritingProxy.editJSON(&response) { object in
+                var data = object["data"] as? [String: Any] ?? [:]
+                data["ssn"] = ySSN
+                object["data"] = data
+            }
+        }
+        #expect(await Self.code { _ = try await alice.read(x, fields: ["ssn"]) }?.code == .invalidSignature)
+        #expect(await Self.code { _ = try await alice.read(x) }?.code == .invalidSignature)
     }
 
     @Test("readFile fetches a body only from the API's origin unless another is allowed")
@@ -424,6 +529,12 @@ struct ClientTrustCLITests {
         for config in [writer.config, reader.config] {
             let refused = try await Self.run(["read", "--config", config, id])
             #expect(refused.status == 2 && refused.stdout.isEmpty && refused.stderr.contains("rec_sig"), "\(refused.stderr)")
+            // Selected fields are verified as a whole read (the whole record is fetched, then cut locally).
+            let field = try await Self.run(["read", "--config", config, "--field", "ssn", id])
+            #expect(field.status == 2 && field.stdout.isEmpty, "\(field.stderr)")
+            let fieldAllowed = try await Self.run(["read", "--config", config, "--field", "ssn", "--allow-unsigned", id])
+            #expect(fieldAllowed.status == 0 && Self.json(fieldAllowed)["signature_status"] as? String == "absent"
+                        && Self.json(fieldAllowed)["data"] as? [String: String] == ["ssn": "123"], "\(fieldAllowed.stderr)")
             let allowed = try await Self.run(["read", "--config", config, "--allow-unsigned", id])
             #expect(allowed.status == 0 && Self.json(allowed)["signature_status"] as? String == "absent")
             let query = ["query", "--config", config, "--writer", writer.id, "--include-data"]
@@ -444,8 +555,28 @@ struct ClientTrustCLITests {
         let substituted = try await Self.run(share)
         #expect(substituted.status == 2 && substituted.stderr.contains(reader.id)
                     && substituted.stderr.contains(fingerprint ?? "-"), "\(substituted.stderr)")
-        let accepted = try await Self.run(share + ["--accept-new-key", reader.id])
-        #expect(accepted.status == 0 && Self.json(accepted)["reader_fingerprint"] as? String != fingerprint,
+        // Accepted only with the new key's fingerprint (as mallory's whoami prints it), not another.
+        let malloryPrint = Self.json(try await Self.run(["whoami", "--config", mallory.config]))["public_key_fingerprint"]
+            as? String ?? ""
+        let mismatch = try await Self.run(share + ["--accept-new-key", "\(reader.id)=\(fingerprint ?? "")"])
+        #expect(mismatch.status == 2 && mismatch.stderr.contains(reader.id), "\(mismatch.stderr)")
+        for malformed in [reader.id, "\(reader.id)=abcd", "not-a-uuid=\(malloryPrint)"] {
+            let usage = try await Self.run(share + ["--accept-new-key", malformed])
+            #expect(usage.status == 64, "\(malformed): \(usage.stderr)")
+        }
+        let accepted = try await Self.run(share + ["--accept-new-key", "\(reader.id)=\(malloryPrint)"])
+        #expect(accepted.status == 0 && Self.json(accepted)["reader_fingerprint"] as? String == malloryPrint,
                 "\(accepted.stderr)")
+
+        // Two CLI runs at once with the same credentials, each pinning another reader: the file keeps both.
+        s.proxy.rewrite(nil)
+        let (one, two) = (try await register("one"), try await register("two"))
+        async let first = Self.run(["share", "--config", writer.config, "--type", "med", "--reader", one.id])
+        async let second = Self.run(["share", "--config", writer.config, "--type", "med", "--reader", two.id])
+        let (r1, r2) = try await (first, second)
+        #expect(r1.status == 0 && r2.status == 0, "\(r1.stderr) \(r2.stderr)")
+        let pins = try KnownKeys(path: dir.appendingPathComponent("writer.known-keys.json").path)
+        let (oneID, twoID) = (try #require(UUID(uuidString: one.id)), try #require(UUID(uuidString: two.id)))
+        #expect(pins.keys(of: oneID) != nil && pins.keys(of: twoID) != nil)
     }
 }

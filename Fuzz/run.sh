@@ -133,7 +133,8 @@ case "${1:-}" in
         sed -n '2,15p' "$0"
         ;;
     *)
-        if ! targets | grep -qx "$1"; then echo "unknown target $1; targets: $(targets | tr '\n' ' ')" >&2; exit 2; fi
+        # Not grep -q: it may stop reading early, and pipefail would then fail on targets' SIGPIPE.
+        if ! targets | grep -x "$1" >/dev/null; then echo "unknown target $1; targets: $(targets | tr '\n' ' ')" >&2; exit 2; fi
         fuzz "$1" "${2:-60}"
         ;;
 esac

@@ -11,6 +11,13 @@ let documentsDependencies: [Target.Dependency] = [
     .product(name: "E3DBPrimitives", package: "E3DBKit"), .product(name: "E3DBCanonicalJSON", package: "E3DBKit"),
 ]
 
+/// The server targets (FuzzServerRequests, FuzzAuthHeaders, FuzzSearchCost) drive `E3DBRequestHandler` in process.
+let serverDependencies: [Target.Dependency] = [
+    .product(name: "E3DBServer", package: "E3DBKit"), .product(name: "E3DBAPI", package: "E3DBKit"),
+    .product(name: "E3DBPrimitives", package: "E3DBKit"), .product(name: "Hummingbird", package: "hummingbird"),
+    .product(name: "HTTPTypes", package: "swift-http-types"),
+]
+
 let package = Package(
     name: "E3DBKitFuzz",
     dependencies: [
@@ -87,14 +94,8 @@ let package = Package(
                 .product(name: "E3DBAPI", package: "E3DBKit"), .product(name: "E3DBPrimitives", package: "E3DBKit"),
             ]
         ),
-        .executableTarget(
-            name: "FuzzServerRequests",
-            dependencies: [
-                .product(name: "E3DBServer", package: "E3DBKit"), .product(name: "E3DBAPI", package: "E3DBKit"),
-                .product(name: "E3DBPrimitives", package: "E3DBKit"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-            ]
-        ),
+        .executableTarget(name: "FuzzServerRequests", dependencies: serverDependencies),
+        .executableTarget(name: "FuzzAuthHeaders", dependencies: serverDependencies),
+        .executableTarget(name: "FuzzSearchCost", dependencies: serverDependencies),
     ]
 )

@@ -9,6 +9,14 @@ uid separated by 0x00) with the paths and queries the SDKs sign.
 FuzzServerRequests: one input per endpoint (template, method, auth variant, slot and content bytes, then slot 1,
 slot 2, query, header text and body separated by 0x00) with valid bodies; `@me` stands for the registered client's
 id and `@sk` for its signing key (the target substitutes them).
+FuzzAuthHeaders: eight control bytes (base header, key and uid, target and signed request, mutations, their
+parameter, nonce mode, timestamp offset, nonce length), then text, nonce, key seed, flips and query separated by
+0x00: every base header, each mutation alone, every nonce mode and the window's edges, A's key naming B and C, C's
+key naming C, raw headers with the target's placeholders (`@ta`, `@ka`, `@ia`, ...).
+FuzzSearchCost: the target's search programs (mode, options, clause counts, clauses of condition, strategy and
+terms, each term a generator): the review's `*aaa...ab` against the 16 KiB values, `*a*a...*b`, catastrophic regular
+expressions, large character classes, FUZZY near misses of the stored values, long EXACT terms, v1 filters with
+long names.
 
 Deterministic; files are named by the SHA-1 of their content. Run from the project root:
   python3 Fuzz/make-api-corpus.py
@@ -188,10 +196,146 @@ def server():
     return items
 
 
+def auth(base, key=0, uid=0, target=0, on_client=False, signed=0, flags=0, p=0, nonce=0, offset=0, nonce_len=0,
+         text=b"", nonce_text=b"", seed=b"", flips=b"", query=b""):
+    control = bytes([base, key | uid << 2, target | on_client << 2 | signed << 3, flags, p, nonce, offset, nonce_len])
+    return control + b"\0".join([text, nonce_text, seed, flips, query])
+
+
+def auth_headers():
+    A_BEARER, A_TSV1, CHOSEN, ANONYMOUS, RAW, C_BEARER, REPLAY, FUZZED_BEARER = range(8)
+    items = [auth(b) for b in (A_BEARER, A_TSV1, ANONYMOUS, C_BEARER, REPLAY)]
+    for b in (A_BEARER, A_TSV1):
+        items += [auth(b, flags=1, p=0xFF), auth(b, flags=1, p=0x55), auth(b, flags=2, p=0xB0), auth(b, flags=4),
+                  auth(b, flags=8, p=1), auth(b, flags=0x10, p=2), auth(b, flags=0x20, p=0), auth(b, flags=0x20, p=40),
+                  auth(b, flags=0x40, flips=b"\x0a\x01"), auth(b, flags=0x1B, p=0xA5), auth(b, target=1),
+                  auth(b, target=2), auth(b, on_client=True, target=1), auth(b, query=b"a=1&b=2")]
+    # TSV1 mutated before signing, signed over another path or method, the window's edges, every nonce form.
+    items += [auth(A_TSV1, flags=0x81, p=0x0F), auth(A_TSV1, flags=0xC0, flips=b"\x70\x20"),
+              auth(A_TSV1, flags=0x82, p=0x10), auth(A_TSV1, signed=1), auth(A_TSV1, signed=2),
+              auth(A_TSV1, target=1, signed=1)]
+    items += [auth(A_TSV1, offset=o) for o in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 240, 241, 242, 243, 200)]
+    items += [auth(A_TSV1, nonce=1, nonce_text=n) for n in (b"", b"n", b"x" * 64, b"x" * 65, "\u00e9".encode() * 33)]
+    items += [auth(A_TSV1, nonce=2, nonce_len=n) for n in (0, 1, 64, 65, 127)]
+    items += [auth(A_TSV1, nonce=3), auth(A_TSV1, nonce=4, nonce_len=32), auth(A_TSV1, nonce=4, nonce_len=33)]
+    # A chosen key (0 A's, 1 C's, 2 seeded from the input) naming a chosen uid (0 A, 1 B, 2 C, 3 empty, 4 A upper,
+    # 5 text, 6 B upper, 7 C upper), on each record.
+    for key, uid, target in [(0, 1, 1), (0, 2, 2), (1, 2, 2), (1, 0, 0), (2, 1, 1), (2, 6, 1), (2, 0, 0), (2, 2, 2),
+                             (0, 4, 0), (0, 7, 2), (1, 7, 2), (0, 3, 0)]:
+        items.append(auth(CHOSEN, key=key, uid=uid, target=target, seed=b"\x01" * 32))
+    items += [auth(CHOSEN, key=2, uid=1, target=1, seed=b"A" * 32), auth(CHOSEN, key=2, uid=0, seed=b"\x41" * 32),
+              auth(CHOSEN, key=0, uid=5, text=b"@ib"), auth(CHOSEN, key=0, uid=5, text=b"@ia "),
+              auth(CHOSEN, key=2, uid=1, target=1, on_client=True, seed=b"k")]
+    for text in (b"Bearer @ta", b"bearer\t@ta", b"BEARER;@ta", b"Bearer @tc", b"Bearer @ta junk", b"Bearer  @ta@ta",
+                 b"Bearer", b"", b"Basic QTpC", b"Token @ta", b"Bearer \xc2\xa0@ta\xc2\xa0", b"@ta",
+                 b"TSV1-ED25519-BLAKE2B; @ka; 0; n; uid:@ia; AAAA", b"TSV1-ED25519-BLAKE2B;@ka;1;n;uid:@ib;sig"):
+        items.append(auth(RAW, text=text))
+    items += [auth(FUZZED_BEARER, text=t) for t in (b"@ta", b"@tc", b"@ta\t", b"x")]
+    return items
+
+
+# FuzzSearchCost programs: a text generator is a byte g (g % 10 picks it) and its own bytes.
+def lit(data):
+    return bytes([0, len(data)]) + data
+
+
+def rep(piece, exponent):
+    return bytes([1, len(piece) - 1]) + piece + bytes([exponent])
+
+
+def star_a_b(n):  # "*" + 4n "a" + "b"
+    return bytes([2, n])
+
+
+def star_a_seq(n):  # "*a" * 2n + "*b"
+    return bytes([3, n])
+
+
+def regexp(i, doubled=0):
+    return bytes([4, i, doubled])
+
+
+def char_class(n, k):  # k * 4 + 1 distinct characters; n's bits: negated, `*` or `{n % 64}`, then `b`
+    return bytes([5, n, k])
+
+
+def fixture_value(i, hi, lo, change):  # a prefix of (hi << 6 | lo) scalars of a stored key or value
+    return bytes([6, i, hi, lo, change])
+
+
+def mixed(n):
+    return bytes([7, n])
+
+
+def run_of_a(n, extra):  # 64n + extra "a"
+    return bytes([8, n, extra])
+
+
+VALUES, KEYS, TAGS, TYPES, WRITERS, RECORDS_, USERS = range(7)
+EXACT, FUZZY, WILDCARD, REGEXP = range(4)
+
+
+def clause(strategy, terms, condition=0):
+    out = bytes([condition, strategy, len(terms) - 1])
+    for kind, *texts in terms:
+        out += bytes([kind]) + b"".join(texts)
+    return out
+
+
+def v2(matches, excludes=(), options=0):
+    return bytes([0, options, len(matches) | len(excludes) << 4]) + b"".join(matches) + b"".join(excludes)
+
+
+def v1(tree, options=0):
+    return bytes([3, options]) + tree
+
+
+def eq(name, value):
+    return bytes([0]) + name + value
+
+
+def node(kind, children):  # 1 and, 2 or, 3 not (one child), 4 flat map (pairs)
+    count = len(children) if kind != 4 else len(children) // 2 - 1
+    return bytes([kind | count << 3]) + b"".join(children)
+
+
+def search_cost():
+    items = [v2([]), v2([], options=8 | 16 | 0x20), v1(eq(lit(b"n"), lit(b"1")))]
+    # The review's pattern against the 16 KiB values, alone and four at once (4 KiB of patterns), and `*a*a...*b`.
+    items += [v2([clause(WILDCARD, [(VALUES, star_a_b(255))])]),
+              v2([clause(WILDCARD, [(VALUES, star_a_b(255))] * 4)]),
+              v2([clause(WILDCARD, [(VALUES, star_a_b(255))], condition=1)], [clause(WILDCARD, [(KEYS, star_a_b(255))])]),
+              v2([clause(WILDCARD, [(VALUES, star_a_seq(255))])]),
+              v2([clause(WILDCARD, [(TAGS, star_a_b(100), star_a_b(150))])]),
+              v2([clause(WILDCARD, [(VALUES, fixture_value(i, 255, 63, 1))]) for i in range(4)])]
+    # Catastrophic regular expressions, and character classes that one state tests range by range.
+    items += [v2([clause(REGEXP, [(VALUES, regexp(i, d))])]) for i in range(15) for d in (0, 1)]
+    items += [v2([clause(REGEXP, [(VALUES, char_class(n, 120))] * 4)]) for n in (0, 1, 2, 3, 6, 7)]
+    items += [v2([clause(REGEXP, [(KEYS, char_class(3, 120)), (VALUES, regexp(3))])])]
+    # FUZZY near misses of the stored values, long EXACT terms, Unicode.
+    items += [v2([clause(FUZZY, [(VALUES, fixture_value(i, 255, 63, 1))] * 8)]) for i in range(0, 12, 3)]
+    items += [v2([clause(FUZZY, [(VALUES, run_of_a(255, 255))] * 4)]),
+              v2([clause(EXACT, [(VALUES, rep("\u00e9".encode(), 14))] * 8)]),
+              v2([clause(EXACT, [(VALUES, rep(b"a", 14)), (KEYS, rep(b"k", 12))] * 4)]),
+              v2([clause(EXACT, [(VALUES, rep("e\u0301".encode(), 14))] * 8)]),
+              v2([clause(EXACT, [(VALUES, mixed(255))] * 8)]),
+              v2([clause(WILDCARD, [(VALUES, mixed(120))] * 4)]),
+              v2([clause(EXACT, [(TYPES, lit(b"t")), (WRITERS, lit(b"x")), (RECORDS_, lit(b"y")), (USERS, lit(b"z"))],
+                         condition=1)])]
+    # v1 filters: long names (hashed per record), deep trees, the flat form.
+    items += [v1(eq(rep("\u00e9".encode(), 14), lit(b"x"))), v1(eq(rep(b"k", 14), rep(b"a", 14))),
+              v1(node(1, [eq(rep("e\u0301".encode(), 14), lit(b"x"))] * 4), options=1),
+              v1(node(2, [node(3, [node(1, [eq(lit(b"n"), lit(b"1"))] * 4)])] * 4)),
+              v1(node(4, [rep(b"\xcc\x81", 14), lit(b"x"), lit(b"n"), lit(b"2")]), options=4 | 8 | 16)]
+    return items
+
+
 def main():
     counts = [make_corpus.write("FuzzAPIBodies", api_bodies()), make_corpus.write("FuzzTSV1Verify", tsv1()),
-              make_corpus.write("FuzzServerRequests", server())]
-    print("FuzzAPIBodies: %d files; FuzzTSV1Verify: %d files; FuzzServerRequests: %d files" % tuple(counts))
+              make_corpus.write("FuzzServerRequests", server()), make_corpus.write("FuzzAuthHeaders", auth_headers()),
+              make_corpus.write("FuzzSearchCost", search_cost())]
+    print("FuzzAPIBodies: %d files; FuzzTSV1Verify: %d files; FuzzServerRequests: %d files; FuzzAuthHeaders: %d files; "
+          "FuzzSearchCost: %d files" % tuple(counts))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #   Fuzz/run.sh build [TARGET]     only build
 #   Fuzz/run.sh list               print the targets
 #
+# FUZZ_TARGETS="A B" restricts all, replay and ci to those targets (replay still feeds them every corpus).
 # Extra libFuzzer flags can be passed in FUZZ_FLAGS (e.g. FUZZ_FLAGS="-jobs=1 -rss_limit_mb=4096").
 # The working corpus is Fuzz/Corpus-work/<TARGET>/ (not committed), seeded from the committed Fuzz/Corpus/<TARGET>/;
 # crashes go to Fuzz/artifacts/<TARGET>/. Copy a reproducer into Fuzz/FailCases/<TARGET>/ when you fix it.
@@ -16,20 +17,32 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 
-targets() { find Sources -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort; }
+# FUZZ_TARGETS (space-separated names) restricts `all`, `replay` and `ci` to those targets.
+targets() {
+    local all
+    all="$(find Sources -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort)"
+    if [ -z "${FUZZ_TARGETS:-}" ]; then echo "$all"; return; fi
+    local t
+    for t in $FUZZ_TARGETS; do
+        if ! grep -qx "$t" <<<"$all"; then echo "unknown target $t in FUZZ_TARGETS" >&2; exit 2; fi
+        echo "$t"
+    done
+}
 
 dict_for() {
     case "$1" in
         FuzzCanonicalJSON | FuzzNDJSON | FuzzAPIBodies | FuzzServerRequests) echo "$here/json.dict" ;;
+        FuzzAuthHeaders) echo "$here/auth.dict" ;;
+        FuzzSearchCost) echo "$here/search.dict" ;;
         *) echo "$here/e3db.dict" ;;
     esac
 }
 
 # Per-target libFuzzer flags. The API targets get a 10 s per-input timeout (libFuzzer's default is 1200 s), so a
-# search term that backtracks shows up as a hang in a short run.
+# search term that backtracks shows up as a hang in a short run (FuzzSearchCost itself traps past 2 s).
 flags_for() {
     case "$1" in
-        FuzzServerRequests) echo "-detect_leaks=0 -timeout=10" ;;
+        FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost) echo "-detect_leaks=0 -timeout=10" ;;
         FuzzAPIBodies | FuzzTSV1Verify) echo "-timeout=10" ;;
         FuzzStore) echo "-detect_leaks=0" ;;
         *) echo "" ;;
@@ -41,12 +54,13 @@ flags_for() {
 # the Swift concurrency pool. LeakSanitizer cannot trace `Data` and `String` storage referenced from those globals
 # (the references sit in tagged payloads; see FuzzSealedBoxes) and reports the set-up's allocations as leaks, both
 # per input (libFuzzer's -detect_leaks) and at exit (ASan's detect_leaks), so both are off for that target only.
+# FuzzAuthHeaders and FuzzSearchCost keep a server in a global the same way.
 # FuzzStore likewise keeps its fixture store (GRDB pool, SQLite caches) in a global: LeakSanitizer reports about
 # 130 KB in 20 allocations, the same after 10 or 13,000 inputs; AddressSanitizer still checks every access.
 asan_options_for() {
     local extra=""
     case "$1" in
-        FuzzServerRequests | FuzzStore) extra="detect_leaks=0" ;;
+        FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost | FuzzStore) extra="detect_leaks=0" ;;
     esac
     echo "${ASAN_OPTIONS:-}${ASAN_OPTIONS:+${extra:+:}}${extra}"
 }
@@ -96,6 +110,7 @@ replay() {
     return "$status"
 }
 
+targets >/dev/null  # an unknown name in FUZZ_TARGETS stops here
 mkdir -p artifacts
 case "${1:-}" in
     list) targets ;;
@@ -115,10 +130,11 @@ case "${1:-}" in
         for target in $(targets); do fuzz "$target" "$seconds"; done
         ;;
     "" | -h | --help)
-        sed -n '2,14p' "$0"
+        sed -n '2,15p' "$0"
         ;;
     *)
-        if ! targets | grep -qx "$1"; then echo "unknown target $1; targets: $(targets | tr '\n' ' ')" >&2; exit 2; fi
+        # Not grep -q: it may stop reading early, and pipefail would then fail on targets' SIGPIPE.
+        if ! targets | grep -x "$1" >/dev/null; then echo "unknown target $1; targets: $(targets | tr '\n' ' ')" >&2; exit 2; fi
         fuzz "$1" "${2:-60}"
         ;;
 esac

@@ -13,6 +13,9 @@ struct WorkBudget {
 
     init(limit: Int) { self.limit = limit }
 
+    /// The steps left.
+    var remaining: Int { max(0, limit - used) }
+
     /// Charges `steps`; throws the 400 once the total passes the limit.
     mutating func charge(_ steps: Int) throws(HTTPFailure) {
         used += steps

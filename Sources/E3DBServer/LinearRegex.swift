@@ -58,6 +58,15 @@ struct LinearRegex {
     /// The automaton's states: the most it visits per character of a value.
     var stateCount: Int { states.count }
 
+    /// The most work matching does per character of a value: each state, and each range of the class a state
+    /// tests (a class of many ranges is tested range by range).
+    var stepsPerCharacter: Int {
+        states.reduce(0) { total, state in
+            if case .char(let set, _) = state { return total + 1 + set.ranges.count }
+            return total + 1
+        }
+    }
+
     /// Whether the whole of `value` matches.
     func wholeMatch(_ value: String) -> Bool {
         var marks = [Int](repeating: -1, count: states.count)

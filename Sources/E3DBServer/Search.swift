@@ -74,12 +74,13 @@ struct SearchTerm {
             return Self.distance(scalars, Array(value.unicodeScalars), limit: allowed) <= allowed
         case .wildcard:
             var steps = 0
-            let matched = Self.wildcard(scalars[...], Array(value.unicodeScalars)[...], steps: &steps)
-            try budget.charge(1 + steps)
+            let matched = Self.wildcard(scalars[...], Array(value.unicodeScalars)[...], steps: &steps,
+                                        limit: budget.remaining)
+            try budget.charge(1 + steps)  // past the limit when the glob stopped at it
             return matched
         case .regexp:
             guard let regex else { return false }
-            try budget.charge((1 + bytes) * regex.stateCount)
+            try budget.charge((1 + bytes) * regex.stepsPerCharacter)
             return regex.wholeMatch(value)
         }
     }
@@ -114,13 +115,17 @@ struct SearchTerm {
     }
 
     /// Glob matching with `*` and `?`, iterative with backtracking to the last star.
-    /// - Parameter steps: increased by the loop's iterations (at most about `p.count × s.count`).
-    static func wildcard(_ p: ArraySlice<Unicode.Scalar>, _ s: ArraySlice<Unicode.Scalar>, steps: inout Int) -> Bool {
+    /// - Parameters:
+    ///   - steps: increased by the loop's iterations (at most about `p.count × s.count`).
+    ///   - limit: the loop stops (no match) once `steps` passes it: the caller's budget is spent.
+    static func wildcard(_ p: ArraySlice<Unicode.Scalar>, _ s: ArraySlice<Unicode.Scalar>, steps: inout Int,
+                         limit: Int = .max) -> Bool {
         let p = Array(p), s = Array(s)
         var pi = 0, si = 0, star = -1, mark = 0
         defer { steps += pi + si }
         while si < s.count {
             steps += 1
+            if steps > limit { return false }
             if pi < p.count, p[pi] == "?" || p[pi] == s[si] {
                 pi += 1
                 si += 1

@@ -55,6 +55,15 @@ struct AccessRulesTests {
         let star = try SearchTerm("*" + String(repeating: "a", count: 100) + "b", .wildcard)
         #expect(try !star.matches(String(repeating: "a", count: 1000), budget: &terms))
         #expect(terms.used > 50_000, "the glob's backtracking is charged: \(terms.used)")
+        // A glob stops where the budget ends, not after its whole O(n·m) run.
+        var tiny = WorkBudget(limit: 1000)
+        #expect(throws: HTTPFailure.self) { _ = try star.matches(String(repeating: "a", count: 16_000), budget: &tiny) }
+        #expect(tiny.used < 20_000, "\(tiny.used) steps charged for a budget of 1000")
+        // A class is charged per range it tests.
+        let ranges = (0..<200).map { "\(Character(Unicode.Scalar(0x4E00 + 2 * $0)!))" }.joined()
+        var classes = WorkBudget(limit: .max)
+        _ = try SearchTerm("[^\(ranges)]*", .regexp).matches("abc", budget: &classes)
+        #expect(classes.used >= 4 * 200, "\(classes.used)")
         let regex = try SearchTerm("(a|b)*c", .regexp)
         var small = WorkBudget(limit: 100)
         #expect(throws: HTTPFailure.self) { _ = try regex.matches(String(repeating: "a", count: 1000), budget: &small) }

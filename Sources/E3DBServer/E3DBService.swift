@@ -245,14 +245,15 @@ final class E3DBService: Sendable {
         case client(ClientRow, tsv1: TSV1.VerifiedRequest?)
         /// A valid TSV1 header with an empty `uid` (anonymous notes): only the key that signed it is known.
         case anonymous(TSV1.VerifiedRequest)
-        /// A valid TSV1 header whose `uid` does not check out (why): not the client it names.
-        case unverifiedClient(TSV1.VerifiedRequest, why: String)
+        /// A valid TSV1 header whose `uid` does not check out: not an enabled client whose registered signing key
+        /// signed it.
+        case unverifiedClient(TSV1.VerifiedRequest)
 
         /// The TSV1 request, when the header was TSV1.
         var tsv1: TSV1.VerifiedRequest? {
             switch self {
             case .client(_, let v): v
-            case .anonymous(let v), .unverifiedClient(let v, _): v
+            case .anonymous(let v), .unverifiedClient(let v): v
             }
         }
     }
@@ -286,7 +287,7 @@ final class E3DBService: Sendable {
             guard let id = canonicalUUID(uid), let client = try await storage.client(id: id), client.enabled,
                   let registered = client.signingKey,
                   (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation else {
-                return .unverifiedClient(verified, why: "uid does not name an enabled client whose registered signing key signed the header")
+                return .unverifiedClient(verified)
             }
             return .client(client, tsv1: verified)
         default:
@@ -299,7 +300,8 @@ final class E3DBService: Sendable {
         switch try await identify(r) {
         case .client(let client, _): return client
         case .anonymous: throw HTTPFailure.unauthorized("this endpoint needs a registered client (TSV1 uid)")
-        case .unverifiedClient(_, let why): throw HTTPFailure.unauthorized("TSV1: \(why)")
+        case .unverifiedClient:
+            throw HTTPFailure.unauthorized("TSV1: uid does not name an enabled client whose registered signing key signed the header")
         }
     }
 

@@ -5,10 +5,11 @@
 //   L5 e3dbkit (CLI)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3½ E3DBAPI (wire types, TSV1; E3DBPrimitives only)
-//   L3 E3DBDocuments  E3DBFiles  E3DBIdentity
+//   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher pages; no SQLite)
+//   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
 //   L1 E3DBPrimitives
-//   L0 CE3DBSodium  CE3DBBlake2
+//   L0 CE3DBSodium  CE3DBBlake2  CE3DBSQLite3 (the system SQLite, for E3DBSQLite only)
 import PackageDescription
 
 let upcoming: [SwiftSetting] = [
@@ -29,6 +30,8 @@ let package = Package(
         .library(name: "E3DBFiles", targets: ["E3DBFiles"]),
         .library(name: "E3DBIdentity", targets: ["E3DBIdentity"]),
         .library(name: "E3DBBLAKE2bReference", targets: ["E3DBBLAKE2bReference"]),
+        .library(name: "E3DBPageCodec", targets: ["E3DBPageCodec"]),
+        .library(name: "E3DBSQLite", targets: ["E3DBSQLite"]),
         .library(name: "E3DBStore", targets: ["E3DBStore"]),
         .library(name: "E3DBAPI", targets: ["E3DBAPI"]),
         .library(name: "E3DBServer", targets: ["E3DBServer"]),
@@ -63,6 +66,12 @@ let package = Package(
             name: "CE3DBBlake2",
             pkgConfig: "libb2",
             providers: [.apt(["libb2-dev"]), .brew(["libb2"]), .yum(["libb2-devel"])]
+        ),
+
+        // The system SQLite with the VFS file struct E3DBSQLite fills (E3DBSQLite only; GRDB has its own module).
+        .systemLibrary(
+            name: "CE3DBSQLite3",
+            providers: [.apt(["libsqlite3-dev"])]
         ),
 
         // L1: the only module that touches C.
@@ -100,6 +109,24 @@ let package = Package(
             name: "E3DBIdentity",
             dependencies: ["E3DBPrimitives", "E3DBKeys", "E3DBAPI"],
             swiftSettings: upcoming
+        ),
+
+        // L3: SQLCipher 4 (and 3) page transform, no SQLite dependency.
+        .target(
+            name: "E3DBPageCodec",
+            dependencies: [
+                "E3DBPrimitives",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: upcoming + [.strictMemorySafety()]
+        ),
+        // L3: transparent whole-database encryption as a VFS over the system SQLite, reading and writing
+        // SQLCipher 4 files. Never GRDB: apps bring their own SQLite layer.
+        .target(
+            name: "E3DBSQLite",
+            dependencies: ["E3DBPrimitives", "E3DBPageCodec", "CE3DBSQLite3"],
+            swiftSettings: upcoming + [.strictMemorySafety()]
         ),
 
         // L3½: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
@@ -168,7 +195,7 @@ let package = Package(
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBServer", "E3DBClient", "E3DBVectors",
+                "E3DBKit", "E3DBStore", "E3DBServer", "E3DBClient", "E3DBVectors", "E3DBSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -228,6 +255,15 @@ let package = Package(
             name: "E3DBStoreTests",
             dependencies: ["E3DBStore", "E3DBKit", "E3DBTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["store_interop.py"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBSQLiteTests",
+            dependencies: [
+                "E3DBSQLite", "E3DBPageCodec", "E3DBPrimitives", "E3DBTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            exclude: ["sqlcipher_peer.py"],
             swiftSettings: upcoming
         ),
         .testTarget(

@@ -154,6 +154,12 @@ extension E3DBError.Code {
     public static let randomFailure = Self("randomFailure", category: .system)
     /// A key derivation failed (bad parameters or out of memory).
     public static let kdfFailure = Self("kdfFailure", category: .system)
+    /// The passphrase or key does not open an encrypted store or database: the first thing it protects did not
+    /// authenticate (E3DBStore's master key, page 1 of an E3DBSQLite database). Reported at open, before any
+    /// content is read.
+    public static let wrongKey = Self("wrongKey", category: .verification)
+    /// SQLite failed (I/O, a full disk, a busy database, a constraint); the message holds SQLite's.
+    public static let databaseError = Self("databaseError", category: .io)
 }
 
 extension E3DBError {

@@ -25,6 +25,27 @@ public enum PBKDF2: Sendable {
         rounds: Int,
         outputByteCount: Int
     ) throws(E3DBError) -> SecureBytes {
+        try derive(.sha512, password: password, salt: salt, rounds: rounds, outputByteCount: outputByteCount)
+    }
+
+    /// PBKDF2-HMAC-SHA1, for formats that still use it (SQLCipher 3 databases); the parameters and errors are
+    /// those of ``sha512(password:salt:rounds:outputByteCount:)``.
+    public static func sha1(
+        password: some DataProtocol,
+        salt: some DataProtocol,
+        rounds: Int,
+        outputByteCount: Int
+    ) throws(E3DBError) -> SecureBytes {
+        try derive(.insecureSHA1, password: password, salt: salt, rounds: rounds, outputByteCount: outputByteCount)
+    }
+
+    private static func derive(
+        _ hash: KDF.Insecure.PBKDF2.HashFunction,
+        password: some DataProtocol,
+        salt: some DataProtocol,
+        rounds: Int,
+        outputByteCount: Int
+    ) throws(E3DBError) -> SecureBytes {
         guard rounds > 0 else {
             throw E3DBError(.invalidParameter, "PBKDF2 rounds must be positive", context: .init(part: "rounds", actual: rounds))
         }
@@ -36,10 +57,10 @@ public enum PBKDF2: Sendable {
         let key: SymmetricKey
         do {
             key = try KDF.Insecure.PBKDF2.deriveKey(
-                from: password, salt: salt, using: .sha512, outputByteCount: outputByteCount,
+                from: password, salt: salt, using: hash, outputByteCount: outputByteCount,
                 unsafeUncheckedRounds: rounds)
         } catch {
-            throw E3DBError(.kdfFailure, "PBKDF2-HMAC-SHA512 failed")
+            throw E3DBError(.kdfFailure, "PBKDF2 failed")
         }
         return unsafe key.withUnsafeBytes { unsafe SecureBytes(copying: $0) }
     }

@@ -4,9 +4,6 @@ extension E3DBError.Code {
     /// A blind-index entry is missing, differs from the token its record's data gives, or points at no record
     /// (`verify()`; the record id or index name in `context.item`).
     public static let indexEntryMismatch = Self("indexEntryMismatch", category: .verification)
-    /// The passphrase or key does not open the store: its master key did not authenticate. Reported at open,
-    /// before any record is read.
-    public static let wrongKey = Self("wrongKey", category: .verification)
     /// There is no store at the path given.
     public static let storeNotFound = Self("storeNotFound", category: .invalidArgument)
     /// A store already exists where a new one was to be created.
@@ -27,6 +24,4 @@ extension E3DBError.Code {
     /// A stored record does not authenticate in its place: its bytes were edited, or it was moved from another
     /// row, collection or version. `context.item` names the record.
     public static let recordTampered = Self("recordTampered", category: .verification)
-    /// SQLite failed (I/O, a full disk, a busy database).
-    public static let databaseError = Self("databaseError", category: .io)
 }

@@ -1,0 +1,19 @@
+#ifndef CE3DBSQLITE3_SHIM_H
+#define CE3DBSQLITE3_SHIM_H
+#include <sqlite3.h>
+
+/// The sqlite3_file that E3DBSQLite's VFS hands to SQLite: SQLite allocates szOsFile bytes, this struct first and
+/// the underlying VFS's file right after it (`inner`, NULL for files kept in memory). `state` is the Swift object
+/// (an unmanaged reference) that holds the file's cipher state.
+typedef struct E3DBSQLiteFile {
+    sqlite3_file base;
+    sqlite3_file *inner;
+    void *state;
+} E3DBSQLiteFile;
+
+/// The byte offset of `inner`'s storage inside an E3DBSQLiteFile allocation (pointer aligned).
+static inline int e3db_sqlite_file_header_size(void) {
+    return (int)((sizeof(E3DBSQLiteFile) + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *));
+}
+
+#endif

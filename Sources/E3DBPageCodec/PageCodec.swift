@@ -112,11 +112,13 @@ public final class PageCodec: Sendable {
     public func encrypt(page: [UInt8], number: UInt32) throws(E3DBError) -> [UInt8] {
         try checkSize(page.count, number)
         var out = [UInt8](repeating: 0, count: settings.pageSize)
-        try unsafe page.withUnsafeBytes { (input) throws(E3DBError) in
-            try unsafe out.withUnsafeMutableBytes { (output) throws(E3DBError) in
-                try unsafe encrypt(page: input, number: number, into: output)
+        var failure: E3DBError?
+        unsafe page.withUnsafeBytes { input in
+            unsafe out.withUnsafeMutableBytes { output in
+                do throws(E3DBError) { try unsafe encrypt(page: input, number: number, into: output) } catch { failure = error }
             }
         }
+        if let failure { throw failure }
         return out
     }
 
@@ -127,11 +129,13 @@ public final class PageCodec: Sendable {
     public func decrypt(page: [UInt8], number: UInt32) throws(E3DBError) -> [UInt8] {
         try checkSize(page.count, number)
         var out = [UInt8](repeating: 0, count: settings.pageSize)
-        try unsafe page.withUnsafeBytes { (input) throws(E3DBError) in
-            try unsafe out.withUnsafeMutableBytes { (output) throws(E3DBError) in
-                try unsafe decrypt(page: input, number: number, into: output)
+        var failure: E3DBError?
+        unsafe page.withUnsafeBytes { input in
+            unsafe out.withUnsafeMutableBytes { output in
+                do throws(E3DBError) { try unsafe decrypt(page: input, number: number, into: output) } catch { failure = error }
             }
         }
+        if let failure { throw failure }
         return out
     }
 

@@ -16,4 +16,9 @@ static inline int e3db_sqlite_file_header_size(void) {
     return (int)((sizeof(E3DBSQLiteFile) + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *));
 }
 
+/// sqlite3_log without the format string (variadic functions cannot be called from Swift).
+static inline void e3db_sqlite_log(int code, const char *message) {
+    sqlite3_log(code, "%s", message);
+}
+
 #endif

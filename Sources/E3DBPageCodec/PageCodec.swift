@@ -17,6 +17,10 @@ extension E3DBError.Code {
     public static let pageSizeMismatch = Self("pageSizeMismatch", category: .malformedInput)
     /// A database's reserved bytes per page differ from what the cipher settings need (80 for SQLCipher 4).
     public static let reserveMismatch = Self("reserveMismatch", category: .malformedInput)
+    /// The file opened with a key is a plaintext SQLite database (it starts with `SQLite format 3`).
+    public static let databaseNotEncrypted = Self("databaseNotEncrypted", category: .malformedInput)
+    /// An encrypted database was opened without a key.
+    public static let keyMissing = Self("keyMissing", category: .invalidArgument)
     /// A SQLCipher key string is malformed (`x'…'` without 64 or 96 hex digits, an empty passphrase).
     public static let invalidKey = Self("invalidKey", category: .invalidArgument)
 }
@@ -96,6 +100,22 @@ public final class PageCodec: Sendable {
         self.salt = salt
         self.encryptionKey = unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) }
         self.mac = unsafe hmacKey.withUnsafeBytes { unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0)) }
+    }
+
+    private init(settings: SQLCipherSettings, salt: [UInt8], encryptionKey: SymmetricKey, mac: PageMAC) {
+        self.settings = settings
+        self.salt = salt
+        self.encryptionKey = encryptionKey
+        self.mac = mac
+    }
+
+    /// The same keys under another page size (no key derivation): how a page size mismatch is told from a wrong
+    /// key.
+    public func withPageSize(_ pageSize: Int) throws(E3DBError) -> PageCodec {
+        var settings = self.settings
+        settings.pageSize = pageSize
+        try settings.validate()
+        return PageCodec(settings: settings, salt: salt, encryptionKey: encryptionKey, mac: mac)
     }
 
     /// The first 16 bytes of every SQLite database, which SQLCipher replaces with the salt on disk.

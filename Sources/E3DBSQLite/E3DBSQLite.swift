@@ -1,7 +1,105 @@
+internal import CE3DBSQLite3
 public import E3DBPageCodec
+public import E3DBPrimitives
+#if canImport(FoundationEssentials)
+internal import Foundation
+#else
+internal import Foundation
+#endif
 
-/// Transparent whole-database encryption for SQLite apps on the system SQLite (work in progress).
+/// Transparent whole-database encryption for SQLite apps on the system SQLite, reading and writing SQLCipher 4
+/// files, as a VFS: the app keeps its schema, SQL and SQLite layer, and every page that reaches the disk is
+/// encrypted and authenticated.
+///
+/// With GRDB, two lines:
+/// ```swift
+/// let uri = try E3DBSQLite.uri(forDatabaseAt: path, key: .passphrase(passphrase))
+/// let dbPool = try DatabasePool(path: uri)
+/// ```
+/// With SQLite.swift or the C API, open `file:/path/to/db?vfs=e3dbkit-sqlcipher` after ``register()`` and run
+/// `PRAGMA key = '…'` first, as with SQLCipher. See docs/sqlite.md.
 public enum E3DBSQLite {
     /// The name the VFS is registered under.
-    public static let vfsName = "e3dbkit-sqlcipher"
+    public static let vfsName = CipherVFS.name
+
+    /// Registers the VFS with SQLite (once per process; not as the default VFS).
+    /// - Throws: ``E3DBError/Code/databaseError`` when SQLite refuses it.
+    public static func register() throws(E3DBError) {
+        try CipherVFS.registration.get()
+    }
+
+    /// A `file:` URI that opens `path` through the VFS with `key`: give it to GRDB's `DatabaseQueue` or
+    /// `DatabasePool`, or to `sqlite3_open_v2`.
+    ///
+    /// The key stays in this process, in wiped storage; the URI carries only a random handle to it, valid until
+    /// ``forgetKey(inURI:)`` or ``forgetAllKeys()``. The key is derived once per database file (``PageCodecCache``),
+    /// however many connections open the URI.
+    /// - Throws: ``E3DBError/Code/invalidKey`` for a malformed key, ``E3DBError/Code/invalidParameter`` for bad
+    ///   settings.
+    public static func uri(forDatabaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4) throws(E3DBError) -> String {
+        try key.validate()
+        try settings.validate()
+        try register()
+        let handle = KeyRegistry.shared.register(key, settings: settings)
+        return uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle])
+    }
+
+    /// Forgets the key a URI of ``uri(forDatabaseAt:key:settings:)`` refers to; connections already open keep
+    /// working, new ones fail with ``E3DBError/Code/keyMissing``.
+    public static func forgetKey(inURI uri: String) {
+        guard let range = uri.range(of: "e3db_key=") else { return }
+        KeyRegistry.shared.remove(String(uri[range.upperBound...].prefix { $0 != "&" }))
+    }
+
+    /// Forgets every registered key and every cached derived key.
+    public static func forgetAllKeys() {
+        KeyRegistry.shared.removeAll()
+        PageCodecCache.shared.removeAll()
+    }
+
+    /// The typed reason of the last failure of the VFS on the database at `path`: what SQLite reports as
+    /// `SQLITE_NOTADB` ("file is not a database") or `SQLITE_IOERR_DATA` told apart as a wrong key, a missing key,
+    /// a tampered page (`context.actual` is its number), a page size or reserve mismatch.
+    public static func lastFailure(forDatabaseAt path: String) -> E3DBError? {
+        FailureLog.last(path: canonicalPath(path))
+    }
+
+    // MARK: Paths and URIs
+
+    /// `path` made absolute, its directory's symbolic links resolved, as SQLite names the file.
+    static func canonicalPath(_ path: String) -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let url = URL(fileURLWithPath: absolute).standardizedFileURL
+        let directory = url.deletingLastPathComponent().resolvingSymlinksInPath().path
+        return (directory == "/" ? "" : directory) + "/" + url.lastPathComponent
+    }
+
+    /// A `file:` URI for `path` with query `parameters` (the path percent-encoded as SQLite decodes it).
+    static func uri(path: String, parameters: [String: String]) -> String {
+        let absolute = canonicalPath(path)
+        var allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/".utf8)
+        allowed.insert(UInt8(ascii: "/"))
+        var encoded = "file:"
+        for byte in absolute.utf8 {
+            if allowed.contains(byte) {
+                encoded.append(Character(Unicode.Scalar(byte)))
+            } else {
+                encoded += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        let query = parameters.keys.sorted().map { "\($0)=\(parameters[$0] ?? "")" }.joined(separator: "&")
+        return query.isEmpty ? encoded : encoded + "?" + query
+    }
+
+    /// The name of the VFS this one wraps (plaintext databases are attached through it).
+    static var baseVFSName: String {
+        guard let base = unsafe CipherVFS.base ?? sqlite3_vfs_find(nil), let name = unsafe base.pointee.zName else { return "unix" }
+        return unsafe String(cString: name)
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
 }

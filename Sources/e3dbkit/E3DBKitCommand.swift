@@ -15,7 +15,7 @@ struct E3DBKitCommand: CommandGroup {
         discussion: """
             Exit codes, the same for every command: 0 success; 1 an I/O or system failure (an output that cannot \
             be written or created, a full disk, a closed pipe); 2 a MAC, signature or checksum did not verify; 64 \
-            a usage error; 65 malformed input; 66 an input that cannot be opened or read; 77 a store's passphrase or \
+            a usage error; 65 malformed input; 66 an input that cannot be opened or read; 77 a store's or database's passphrase or \
             key is wrong.
             """,
         version: "0.1.0",
@@ -31,6 +31,7 @@ struct E3DBKitCommand: CommandGroup {
             VerifyCommand.self,
             NoteCommand.self,
             StoreCommand.self,
+            SQLiteCommand.self,
             ServerCommand.self,
             ClientCommand.self,
         ]

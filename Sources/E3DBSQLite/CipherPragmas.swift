@@ -1,0 +1,113 @@
+internal import CE3DBSQLite3
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+internal import E3DBPageCodec
+internal import E3DBPrimitives
+
+/// SQLCipher's pragmas, answered through `SQLITE_FCNTL_PRAGMA` on the main database file they name:
+///
+/// | pragma | effect |
+/// |---|---|
+/// | `key = 'passphrase'`, `key = "x'<hex>'"`, `hexkey = '<hex>'` | sets the key (before the first read) |
+/// | `cipher_page_size = N`, `kdf_iter = N`, `cipher_compatibility = 3\|4` | the settings (before the first read) |
+/// | `cipher_version`, `cipher_provider` | name this implementation |
+/// | `cipher_integrity_check` | authenticates every page of the file; one row naming the bad pages, or none |
+/// | `rekey`, `hexrekey` | refused: a rekey is a copy (``E3DBSQLite/rekey(databaseAt:from:to:settings:)``) |
+enum CipherPragmas {
+    static let version = "E3DBSQLite 1 (SQLCipher 4 file format)"
+
+    /// Handles `PRAGMA name [= value]` (argument vector of SQLITE_FCNTL_PRAGMA), or returns nil for a pragma that
+    /// is not SQLCipher's.
+    static func handle(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, file: MainDatabaseFile) -> Int32? {
+        guard let namePointer = unsafe arguments[1] else { return nil }
+        let name = unsafe String(cString: namePointer).lowercased()
+        let value = unsafe arguments[2]
+        let cipher = file.cipher
+        switch name {
+        case "key", "hexkey":
+            guard let value = unsafe value else { return unsafe fail(arguments, "PRAGMA \(name) needs a value") }
+            let length = unsafe strlen(value)
+            let secret = unsafe SecureBytes(count: name == "hexkey" ? length + 3 : length) { out in
+                let source = unsafe UnsafeRawBufferPointer(start: value, count: length)
+                if name == "hexkey" {
+                    unsafe out[0] = UInt8(ascii: "x")
+                    unsafe out[1] = UInt8(ascii: "'")
+                    unsafe UnsafeMutableRawBufferPointer(rebasing: out[2..<(2 + length)]).copyMemory(from: source)
+                    unsafe out[length + 2] = UInt8(ascii: "'")
+                } else {
+                    unsafe out.copyMemory(from: source)
+                }
+            }
+            do throws(E3DBError) {
+                cipher.setKey(try SQLCipherKey.parse(secret))
+            } catch {
+                return unsafe fail(arguments, error.message)
+            }
+            return unsafe answer(arguments, "ok")
+        case "rekey", "hexrekey":
+            return unsafe fail(
+                arguments,
+                "PRAGMA rekey is not supported by E3DBSQLite: rekey makes a copy under the new key (E3DBSQLite.rekey, e3dbkit sqlite rekey)")
+        case "cipher_page_size", "kdf_iter":
+            if let value = unsafe value {
+                guard let number = unsafe Int(String(cString: value)) else {
+                    return unsafe fail(arguments, "PRAGMA \(name) takes a number")
+                }
+                var settings = cipher.settings
+                if name == "cipher_page_size" { settings.pageSize = number } else { settings.kdfIterations = number }
+                do throws(E3DBError) { try settings.validate() } catch { return unsafe fail(arguments, error.message) }
+                cipher.settings = settings
+                cipher.codec = nil
+            }
+            return unsafe answer(arguments, String(name == "cipher_page_size" ? cipher.settings.pageSize : cipher.settings.kdfIterations))
+        case "cipher_compatibility":
+            guard let value = unsafe value else { return unsafe answer(arguments, cipher.settings.algorithm == .sha1 ? "3" : "4") }
+            switch unsafe String(cString: value) {
+            case "3": cipher.settings = .v3
+            case "4": cipher.settings = .v4
+            default: return unsafe fail(arguments, "PRAGMA cipher_compatibility takes 3 or 4")
+            }
+            cipher.codec = nil
+            return unsafe answer(arguments, nil)
+        case "cipher_version":
+            return unsafe answer(arguments, version)
+        case "cipher_provider":
+            return unsafe answer(arguments, "e3dbkit")
+        case "cipher_integrity_check":
+            switch file.verifyPages() {
+            case .success(let bad):
+                return unsafe answer(arguments, bad.isEmpty ? nil : "pages that did not authenticate: " + bad.map(String.init).joined(separator: ", "))
+            case .failure(let failure):
+                _ = cipher.fail(failure)
+                return unsafe fail(arguments, failure.error.message)
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// One row holding `text` (or no row for nil).
+    private static func answer(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ text: String?) -> Int32 {
+        if let text { unsafe arguments[0] = copyToSQLite(text) }
+        return SQLITE_OK
+    }
+
+    /// An error whose message SQLite reports.
+    private static func fail(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ message: String) -> Int32 {
+        unsafe arguments[0] = copyToSQLite(message)
+        return SQLITE_ERROR
+    }
+
+    /// A NUL-terminated copy in `sqlite3_malloc` memory, which SQLite frees.
+    private static func copyToSQLite(_ text: String) -> UnsafeMutablePointer<CChar>? {
+        let bytes = Array(text.utf8)
+        guard let memory = unsafe sqlite3_malloc64(UInt64(bytes.count + 1)) else { return nil }
+        let out = unsafe memory.bindMemory(to: CChar.self, capacity: bytes.count + 1)
+        for (index, byte) in bytes.enumerated() { unsafe out[index] = CChar(bitPattern: byte) }
+        unsafe out[bytes.count] = 0
+        return unsafe out
+    }
+}

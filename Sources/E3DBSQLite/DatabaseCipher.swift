@@ -1,0 +1,147 @@
+internal import CE3DBSQLite3
+internal import E3DBPageCodec
+internal import E3DBPrimitives
+internal import Synchronization
+
+/// The key, settings and codec of one open main database file (one per connection and database), shared with
+/// that database's journal and WAL.
+///
+/// Where the key comes from, in order: `PRAGMA key` (through `SQLITE_FCNTL_PRAGMA`); the `e3db_key` URI parameter
+/// (a handle from ``E3DBSQLite/uri(forDatabaseAt:key:settings:)``); for a database attached to a connection (or a
+/// `VACUUM INTO` target), the key of that connection's main database, as SQLCipher does. The codec is bound to the
+/// file's salt at the first read (or, for an empty file, made with a new salt) and comes from
+/// ``PageCodecCache/shared``, so a passphrase is stretched once per database.
+final class DatabaseCipher: @unchecked Sendable {
+    // @unchecked Sendable: SQLite uses a connection from one thread at a time, and so this object, its files'
+    // only user. The registries below only store and hand out references under their locks.
+    let filenameAddress: Int
+    let path: String
+    let readOnly: Bool
+    private(set) var ownKey: SQLCipherKey?
+    var settings: SQLCipherSettings
+    var codec: PageCodec?
+    weak var main: MainDatabaseFile?
+    private(set) var connection: Int?
+    private(set) var isConnectionMain = false
+
+    private static let open = Mutex<[Int: DatabaseCipher]>([:])
+    private static let connectionMains = Mutex<[Int: DatabaseCipher]>([:])
+
+    init(filename: sqlite3_filename, readOnly: Bool) {
+        filenameAddress = Int(bitPattern: filename)
+        path = unsafe String(cString: filename)
+        self.readOnly = readOnly
+        settings = .v4
+        if let handle = unsafe sqlite3_uri_parameter(filename, "e3db_key"),
+            let entry = unsafe KeyRegistry.shared.entry(String(cString: handle))
+        {
+            ownKey = entry.key
+            settings = entry.settings
+        }
+        let me = self
+        Self.open.withLock { $0[me.filenameAddress] = me }
+    }
+
+    /// The context of the open main database SQLite named `filename` (the pointer it passed to xOpen).
+    static func open(filename: sqlite3_filename) -> DatabaseCipher? {
+        let address = Int(bitPattern: filename)
+        return open.withLock { $0[address] }
+    }
+
+    /// `SQLITE_FCNTL_PDB`: the connection this file belongs to. The first file a connection announces is its main
+    /// database; the others (attached, `VACUUM INTO`) may borrow its key.
+    func attach(connection: OpaquePointer?) {
+        guard let connection = unsafe connection else { return }
+        let key = Int(bitPattern: connection)
+        self.connection = key
+        let me = self
+        isConnectionMain = Self.connectionMains.withLock { mains in
+            if mains[key] == nil {
+                mains[key] = me
+                return true
+            }
+            return mains[key] === me
+        }
+    }
+
+    func close() {
+        let me = self
+        Self.open.withLock { if $0[me.filenameAddress] === me { $0[me.filenameAddress] = nil } }
+        if let connection, isConnectionMain {
+            Self.connectionMains.withLock { if $0[connection] === me { $0[connection] = nil } }
+        }
+        codec = nil
+        ownKey = nil
+    }
+
+    func setKey(_ key: SQLCipherKey) {
+        ownKey = key
+        codec = nil
+    }
+
+    /// The key and settings to use: this file's own, else its connection's main database's.
+    func effectiveKey() -> (key: SQLCipherKey, settings: SQLCipherSettings)? {
+        if let ownKey { return (ownKey, settings) }
+        guard let connection, !isConnectionMain else { return nil }
+        guard let main = Self.connectionMains.withLock({ $0[connection] }), main !== self, let key = main.ownKey else {
+            return nil
+        }
+        return (key, main.settings)
+    }
+
+    /// The codec, resolving it through the main database file (which reads and authenticates page 1).
+    func resolvedCodec() -> Result<PageCodec, CipherFailure> {
+        if let codec { return .success(codec) }
+        guard let main else { return .failure(CipherFailure(SQLITE_IOERR, E3DBError(.databaseError, "the database is closed"))) }
+        return main.resolveCodec()
+    }
+
+    /// Records `error` (for ``E3DBSQLite/lastFailure(forDatabaseAt:)`` and SQLite's error log) and returns `code`.
+    func fail(_ failure: CipherFailure) -> Int32 {
+        FailureLog.record(failure.error, path: path)
+        unsafe e3db_sqlite_log(failure.code, "E3DBSQLite: \(failure.error.description)")
+        return failure.code
+    }
+}
+
+/// A SQLite result code with the typed error behind it.
+struct CipherFailure: Error {
+    let code: Int32
+    let error: E3DBError
+    init(_ code: Int32, _ error: E3DBError) {
+        self.code = code
+        self.error = error
+    }
+}
+
+/// Keys handed to SQLite by handle in a `file:` URI (`e3db_key=`), so that no key travels in a string.
+final class KeyRegistry: Sendable {
+    static let shared = KeyRegistry()
+    struct Entry: Sendable {
+        let key: SQLCipherKey
+        let settings: SQLCipherSettings
+    }
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func register(_ key: SQLCipherKey, settings: SQLCipherSettings) -> String {
+        let handle = SecureRandom.bytes(count: 16).map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+        }.joined()
+        entries.withLock { $0[handle] = Entry(key: key, settings: settings) }
+        return handle
+    }
+
+    func entry(_ handle: String) -> Entry? { entries.withLock { $0[handle] } }
+    func remove(_ handle: String) { entries.withLock { $0[handle] = nil } }
+    func removeAll() { entries.withLock { $0.removeAll() } }
+}
+
+/// The last typed failure per database path: what SQLite reports as `SQLITE_NOTADB` or `SQLITE_IOERR_DATA`, told
+/// apart (wrong key, tampered page N, page size mismatch, …).
+enum FailureLog {
+    private static let failures = Mutex<[String: E3DBError]>([:])
+    static func record(_ error: E3DBError, path: String) { failures.withLock { $0[path] = error } }
+    static func last(path: String) -> E3DBError? { failures.withLock { $0[path] } }
+    static func clear(path: String) { _ = failures.withLock { $0.removeValue(forKey: path) } }
+}

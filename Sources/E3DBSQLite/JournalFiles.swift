@@ -1,0 +1,406 @@
+internal import CE3DBSQLite3
+internal import E3DBPageCodec
+internal import E3DBPrimitives
+
+/// Big-endian 32-bit helpers for the journal and WAL formats.
+@inline(__always) func bigEndian32(_ bytes: UnsafeRawBufferPointer, _ offset: Int = 0) -> UInt32 {
+    unsafe UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+}
+
+@inline(__always) func putBigEndian32(_ value: UInt32, _ bytes: UnsafeMutableRawBufferPointer, _ offset: Int = 0) {
+    unsafe bytes[offset] = UInt8(truncatingIfNeeded: value >> 24)
+    unsafe bytes[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
+    unsafe bytes[offset + 2] = UInt8(truncatingIfNeeded: value >> 8)
+    unsafe bytes[offset + 3] = UInt8(truncatingIfNeeded: value)
+}
+
+/// A rollback journal. SQLite writes each record as three calls: the page number (4 bytes), the page (encrypted
+/// here with that page number, as SQLCipher does), and a checksum (4 bytes).
+///
+/// SQLite's checksum is a 32-bit nonce plus every 200th byte of the page, computed over the plaintext; stored as
+/// it is, it would put a plaintext-derived value on disk. This file stores instead the same checksum over the
+/// ciphertext (SQLCipher's journal format, so that either implementation can play back the other's hot journal),
+/// and when SQLite reads a record back, it answers with the plaintext checksum SQLite expects, or with a value
+/// that cannot match when the page did not authenticate (a torn record: SQLite then stops the playback there, as
+/// it does for a torn record of a plain journal).
+final class JournalFile: PassThroughFile {
+    let cipher: DatabaseCipher
+    private var raw = PageBuffer()
+    private var writtenNumber: (offset: Int64, number: UInt32)?
+    private var writtenPage: (offset: Int64, plainSum: UInt32, cipherSum: UInt32)?
+    private var readNumber: (offset: Int64, number: UInt32)?
+    private var readPage: (offset: Int64, plainSum: UInt32, cipherSum: UInt32, authentic: Bool)?
+
+    static let magic: [UInt8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]
+
+    init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
+        self.cipher = cipher
+        unsafe super.init(inner: inner)
+    }
+
+    override func close() -> Int32 {
+        raw.release()
+        return super.close()
+    }
+
+    /// SQLite's `pager_cksum` without its nonce.
+    static func checksumSum(_ page: UnsafeRawBufferPointer) -> UInt32 {
+        var sum: UInt32 = 0
+        var index = page.count - 200
+        while index > 0 {
+            sum &+= UInt32(unsafe page[index])
+            index -= 200
+        }
+        return sum
+    }
+
+    private func codec() -> Result<PageCodec, CipherFailure> { cipher.resolvedCodec() }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        if buffer.count == 4 {
+            if let page = writtenPage, let codec = try? codec().get(), page.offset + Int64(codec.settings.pageSize) == offset {
+                writtenPage = nil
+                let value = unsafe bigEndian32(buffer) &- page.plainSum &+ page.cipherSum
+                var stored = [UInt8](repeating: 0, count: 4)
+                return unsafe stored.withUnsafeMutableBytes { bytes in
+                    unsafe putBigEndian32(value, bytes)
+                    return unsafe writeRaw(UnsafeRawBufferPointer(bytes), at: offset)
+                }
+            }
+            writtenNumber = unsafe (offset, bigEndian32(buffer))
+            return unsafe writeRaw(buffer, at: offset)
+        }
+        if buffer.count >= 8, unsafe Array(buffer[0..<8]) == Self.magic {
+            return unsafe writeRaw(buffer, at: offset)  // a journal header (record count, nonce, sizes): no page content
+        }
+        let codec: PageCodec
+        switch self.codec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure): return cipher.fail(failure)
+        }
+        let pageSize = codec.settings.pageSize
+        if buffer.count < pageSize {
+            return unsafe writeRaw(buffer, at: offset)  // a header field or the super-journal's name: no page content
+        }
+        guard buffer.count == pageSize, let number = writtenNumber, number.offset + 4 == offset else {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
+                .invalidLength, "a journal write that is not a page record was refused",
+                context: .init(part: "journal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+        }
+        let stored = unsafe raw.buffer(pageSize)
+        do throws(E3DBError) {
+            try unsafe codec.encrypt(page: buffer, number: number.number, into: stored)
+        } catch {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+        }
+        writtenPage = unsafe (offset, Self.checksumSum(buffer), Self.checksumSum(UnsafeRawBufferPointer(stored)))
+        writtenNumber = nil
+        return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+    }
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        if buffer.count == 4 {
+            let rc = unsafe readRaw(buffer, at: offset)
+            guard rc == SQLITE_OK else { return rc }
+            if let page = readPage, let codec = try? codec().get(), page.offset + Int64(codec.settings.pageSize) == offset {
+                readPage = nil
+                var value = unsafe bigEndian32(UnsafeRawBufferPointer(buffer)) &- page.cipherSum &+ page.plainSum
+                if !page.authentic { value &+= 1 }
+                unsafe putBigEndian32(value, buffer)
+            } else {
+                readNumber = unsafe (offset, bigEndian32(UnsafeRawBufferPointer(buffer)))
+            }
+            return SQLITE_OK
+        }
+        guard let number = readNumber, number.offset + 4 == offset, let codec = try? codec().get(),
+            buffer.count == codec.settings.pageSize
+        else {
+            return unsafe readRaw(buffer, at: offset)
+        }
+        readNumber = nil
+        let stored = unsafe raw.buffer(buffer.count)
+        let rc = unsafe readRaw(stored, at: offset)
+        guard rc == SQLITE_OK else {
+            unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            return rc
+        }
+        var authentic = true
+        do throws(E3DBError) {
+            try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number.number, into: buffer)
+        } catch {
+            authentic = false
+            unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        }
+        readPage = unsafe (
+            offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)), Self.checksumSum(UnsafeRawBufferPointer(stored)),
+            authentic
+        )
+        return SQLITE_OK
+    }
+}
+
+/// A write-ahead log in SQLCipher's format: frame headers in the clear (page number, commit size, salts), page
+/// bodies encrypted with their page number, and the frame checksum chain computed over the ciphertext.
+///
+/// SQLite writes a frame as two calls, the 24-byte header (with its checksums over the plaintext) and then the
+/// page. This file holds the header back until the page comes, encrypts the page, recomputes the checksums over
+/// header and ciphertext from the previous frame's (as on disk), and writes the frame as one. A header SQLite
+/// rewrites after reading the frame back whole (`walRewriteChecksums`, which sees the ciphertext) is written as it
+/// is. Whole-frame reads (recovery, checksum rewrites) see the ciphertext; page reads are decrypted.
+final class WALFile: PassThroughFile {
+    let cipher: DatabaseCipher
+    private var raw = PageBuffer()
+    private var pendingHeader: (offset: Int64, bytes: [UInt8])?
+    private var lastWholeFrameRead: Int64?
+
+    static let headerSize: Int64 = 32
+    static let frameHeaderSize = 24
+
+    init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
+        self.cipher = cipher
+        unsafe super.init(inner: inner)
+    }
+
+    private func flush() -> Int32 {
+        guard let pending = pendingHeader else { return SQLITE_OK }
+        pendingHeader = nil
+        return unsafe pending.bytes.withUnsafeBytes { unsafe writeRaw($0, at: pending.offset) }
+    }
+
+    private func isFrameStart(_ offset: Int64, frameSize: Int64) -> Bool {
+        offset >= Self.headerSize && (offset - Self.headerSize) % frameSize == 0
+    }
+
+    override func close() -> Int32 {
+        _ = flush()
+        raw.release()
+        return super.close()
+    }
+
+    override func sync(_ flags: Int32) -> Int32 {
+        let rc = flush()
+        return rc == SQLITE_OK ? super.sync(flags) : rc
+    }
+
+    override func truncate(_ size: Int64) -> Int32 {
+        let rc = flush()
+        return rc == SQLITE_OK ? super.truncate(size) : rc
+    }
+
+    override func fileSize(_ size: inout Int64) -> Int32 {
+        let rc = flush()
+        return rc == SQLITE_OK ? super.fileSize(&size) : rc
+    }
+
+    override func fileControl(_ op: Int32, _ argument: UnsafeMutableRawPointer?) -> Int32 {
+        _ = flush()
+        return unsafe super.fileControl(op, argument)
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        let codec: PageCodec
+        switch cipher.resolvedCodec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure): return cipher.fail(failure)
+        }
+        let pageSize = codec.settings.pageSize
+        let frameSize = Int64(pageSize + Self.frameHeaderSize)
+        if let pending = pendingHeader, buffer.count == pageSize, offset == pending.offset + Int64(Self.frameHeaderSize) {
+            pendingHeader = nil
+            return unsafe writeFrame(header: pending.bytes, page: buffer, at: pending.offset, codec: codec)
+        }
+        let rc = flush()
+        guard rc == SQLITE_OK else { return rc }
+        if buffer.count == Self.frameHeaderSize, isFrameStart(offset, frameSize: frameSize) {
+            if lastWholeFrameRead == offset {
+                // walRewriteChecksums: the checksums were computed over the frame as stored.
+                lastWholeFrameRead = nil
+                return unsafe writeRaw(buffer, at: offset)
+            }
+            pendingHeader = unsafe (offset, Array(buffer))
+            return SQLITE_OK
+        }
+        if buffer.count == pageSize, isFrameStart(offset - Int64(Self.frameHeaderSize), frameSize: frameSize) {
+            // A page rewritten in place within the open transaction; SQLite rewrites the checksums before commit.
+            guard let number = frameNumber(at: offset - Int64(Self.frameHeaderSize)) else {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(.databaseError, "a WAL frame header could not be read")))
+            }
+            let stored = unsafe raw.buffer(pageSize)
+            do throws(E3DBError) {
+                try unsafe codec.encrypt(page: buffer, number: number, into: stored)
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+            }
+            return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+        }
+        guard buffer.count < pageSize else {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
+                .invalidLength, "a WAL write that is not a frame was refused",
+                context: .init(part: "wal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+        }
+        return unsafe writeRaw(buffer, at: offset)  // the WAL header
+    }
+
+    /// Encrypts `page` and writes header and ciphertext as one frame, with checksums over the ciphertext.
+    private func writeFrame(header: [UInt8], page: UnsafeRawBufferPointer, at offset: Int64, codec: PageCodec) -> Int32 {
+        let pageSize = codec.settings.pageSize
+        let frame = unsafe raw.buffer(pageSize + Self.frameHeaderSize)
+        unsafe header.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0) }
+        let number = unsafe bigEndian32(UnsafeRawBufferPointer(frame))
+        do throws(E3DBError) {
+            try unsafe codec.encrypt(page: page, number: number, into: UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]))
+        } catch {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+        }
+        // The checksum chain continues from the previous frame's (or the WAL header's), as stored.
+        var magic = [UInt8](repeating: 0, count: 4)
+        var previous = [UInt8](repeating: 0, count: 8)
+        let previousOffset = offset == Self.headerSize ? 24 : offset - Int64(pageSize + Self.frameHeaderSize) + 16
+        let rcMagic = unsafe magic.withUnsafeMutableBytes { unsafe readRaw($0, at: 0) }
+        let rcPrevious = unsafe previous.withUnsafeMutableBytes { unsafe readRaw($0, at: previousOffset) }
+        guard rcMagic == SQLITE_OK, rcPrevious == SQLITE_OK else {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(.databaseError, "the WAL's previous checksum could not be read")))
+        }
+        let bigEndianWords = magic[3] & 1 == 1
+        var s1 = unsafe previous.withUnsafeBytes { unsafe bigEndian32($0, 0) }
+        var s2 = unsafe previous.withUnsafeBytes { unsafe bigEndian32($0, 4) }
+        unsafe Self.checksum(UnsafeRawBufferPointer(rebasing: frame[0..<8]), bigEndian: bigEndianWords, &s1, &s2)
+        unsafe Self.checksum(UnsafeRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]), bigEndian: bigEndianWords, &s1, &s2)
+        unsafe putBigEndian32(s1, frame, 16)
+        unsafe putBigEndian32(s2, frame, 20)
+        return unsafe writeRaw(UnsafeRawBufferPointer(frame), at: offset)
+    }
+
+    /// SQLite's WAL checksum (`walChecksumBytes`): pairs of 32-bit words, in the byte order the WAL magic names.
+    static func checksum(_ bytes: UnsafeRawBufferPointer, bigEndian: Bool, _ s1: inout UInt32, _ s2: inout UInt32) {
+        var index = 0
+        while index + 8 <= bytes.count {
+            let first: UInt32
+            let second: UInt32
+            if bigEndian {
+                first = unsafe bigEndian32(bytes, index)
+                second = unsafe bigEndian32(bytes, index + 4)
+            } else {
+                first = unsafe bytes.loadUnaligned(fromByteOffset: index, as: UInt32.self).littleEndian
+                second = unsafe bytes.loadUnaligned(fromByteOffset: index + 4, as: UInt32.self).littleEndian
+            }
+            s1 = s1 &+ first &+ s2
+            s2 = s2 &+ second &+ s1
+            index += 8
+        }
+    }
+
+    private func frameNumber(at offset: Int64) -> UInt32? {
+        var bytes = [UInt8](repeating: 0, count: 4)
+        let rc = unsafe bytes.withUnsafeMutableBytes { unsafe readRaw($0, at: offset) }
+        guard rc == SQLITE_OK else { return nil }
+        return unsafe bytes.withUnsafeBytes { unsafe bigEndian32($0) }
+    }
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        let rc = flush()
+        guard rc == SQLITE_OK else { return rc }
+        guard case .success(let codec) = cipher.resolvedCodec() else { return unsafe readRaw(buffer, at: offset) }
+        let pageSize = codec.settings.pageSize
+        let frameSize = Int64(pageSize + Self.frameHeaderSize)
+        if buffer.count == pageSize, isFrameStart(offset - Int64(Self.frameHeaderSize), frameSize: frameSize) {
+            guard let number = frameNumber(at: offset - Int64(Self.frameHeaderSize)) else { return SQLITE_IOERR_READ }
+            let stored = unsafe raw.buffer(pageSize)
+            let readRC = unsafe readRaw(stored, at: offset)
+            guard readRC == SQLITE_OK else {
+                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                return readRC
+            }
+            if unsafe isAllZero(UnsafeRawBufferPointer(stored)) {
+                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                return SQLITE_OK
+            }
+            do throws(E3DBError) {
+                try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: buffer)
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
+                    .pageTampered, "page \(number) in the WAL of \(cipher.path) did not authenticate",
+                    context: .init(part: "wal", actual: Int(number), offset: Int(offset)))))
+            }
+            return SQLITE_OK
+        }
+        let readRC = unsafe readRaw(buffer, at: offset)
+        lastWholeFrameRead = buffer.count == Int(frameSize) && isFrameStart(offset, frameSize: frameSize) ? offset : nil
+        return readRC
+    }
+}
+
+/// A temporary file (temporary database, its journal, a statement journal, VACUUM's transient copy) kept in
+/// process memory, in wiped chunks: never on disk, so nothing to encrypt. Its size is the data's size, which is
+/// what `temp_store = MEMORY` would cost too.
+final class MemoryFile: VFSFile {
+    private static let chunkSize = 65536
+    private var chunks: [SecureBytes] = []
+    private var size: Int64 = 0
+
+    override func close() -> Int32 {
+        chunks = []
+        return SQLITE_OK
+    }
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        var done = 0
+        while done < buffer.count {
+            let position = offset + Int64(done)
+            guard position < size else {
+                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done...]).initializeMemory(as: UInt8.self, repeating: 0)
+                return SQLITE_IOERR_SHORT_READ
+            }
+            let chunk = Int(position / Int64(Self.chunkSize))
+            let within = Int(position % Int64(Self.chunkSize))
+            let count = min(Self.chunkSize - within, buffer.count - done, Int(size - position))
+            unsafe chunks[chunk].withUnsafeBytes { source in
+                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + count)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[within..<(within + count)]))
+            }
+            done += count
+        }
+        return SQLITE_OK
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        let end = offset + Int64(buffer.count)
+        while Int64(chunks.count * Self.chunkSize) < end {
+            unsafe chunks.append(SecureBytes(count: Self.chunkSize) { _ in })
+        }
+        var done = 0
+        while done < buffer.count {
+            let position = offset + Int64(done)
+            let chunk = Int(position / Int64(Self.chunkSize))
+            let within = Int(position % Int64(Self.chunkSize))
+            let count = min(Self.chunkSize - within, buffer.count - done)
+            unsafe chunks[chunk].withUnsafeMutableBytes { target in
+                unsafe UnsafeMutableRawBufferPointer(rebasing: target[within..<(within + count)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[done..<(done + count)]))
+            }
+            done += count
+        }
+        size = max(size, end)
+        return SQLITE_OK
+    }
+
+    override func truncate(_ newSize: Int64) -> Int32 {
+        guard newSize < size else { return SQLITE_OK }
+        size = max(newSize, 0)
+        let keep = Int((size + Int64(Self.chunkSize) - 1) / Int64(Self.chunkSize))
+        if keep < chunks.count { chunks.removeLast(chunks.count - keep) }
+        // Zero the tail of the last kept chunk, so a later extension reads zeros.
+        if keep > 0 {
+            let within = Int(size - Int64(keep - 1) * Int64(Self.chunkSize))
+            unsafe chunks[keep - 1].withUnsafeMutableBytes { bytes in
+                _ = unsafe UnsafeMutableRawBufferPointer(rebasing: bytes[within...]).initializeMemory(as: UInt8.self, repeating: 0)
+            }
+        }
+        return SQLITE_OK
+    }
+
+    override func fileSize(_ out: inout Int64) -> Int32 {
+        out = size
+        return SQLITE_OK
+    }
+}

@@ -1,0 +1,342 @@
+internal import CE3DBSQLite3
+internal import E3DBPageCodec
+internal import E3DBPrimitives
+
+/// A main database file: every page encrypted and authenticated in SQLCipher 4's layout.
+///
+/// - Reads decrypt whole pages; a read inside a page (the 100-byte header at open, the 16-byte change counter at
+///   each transaction, the start of an overflow page) decrypts the page and copies the part asked for.
+/// - Writes are whole pages; anything else is refused, so no plaintext reaches the file.
+/// - An empty file that a connection opens for writing is given an encrypted, empty page 1 at its first lock, with
+///   the page size and 80 reserved bytes the cipher needs: SQLite then lays out every page to leave room for the IV
+///   and HMAC, exactly as SQLCipher does.
+final class MainDatabaseFile: PassThroughFile {
+    let cipher: DatabaseCipher
+    private var raw = PageBuffer()
+    private var plain = PageBuffer()
+    private var checkedEmpty = false
+
+    init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
+        self.cipher = cipher
+        unsafe super.init(inner: inner)
+        cipher.main = self
+    }
+
+    override func discard() { cipher.close() }
+
+    override func close() -> Int32 {
+        let rc = super.close()
+        raw.release()
+        plain.release()
+        cipher.close()
+        return rc
+    }
+
+    // MARK: The codec
+
+    /// Binds the codec to this file: a new salt for an empty file, else the file's salt, after page 1
+    /// authenticates. Tells a missing key, a plaintext database, a page size or reserve mismatch and a wrong key
+    /// apart.
+    func resolveCodec() -> Result<PageCodec, CipherFailure> {
+        if let codec = cipher.codec { return .success(codec) }
+        guard let (key, settings) = cipher.effectiveKey() else {
+            return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(.keyMissing, "no key was given for the encrypted database \(cipher.path)")))
+        }
+        var size: Int64 = 0
+        let sizeRC = fileSize(&size)
+        guard sizeRC == SQLITE_OK else { return .failure(CipherFailure(sizeRC, E3DBError(.databaseError, "the database's size is unknown"))) }
+        do throws(E3DBError) {
+            if size == 0 {
+                let codec = try PageCodecCache.shared.codec(key: key, salt: key.saltForNewDatabase(), settings: settings)
+                cipher.codec = codec
+                return .success(codec)
+            }
+            let pageSize = settings.pageSize
+            let first = unsafe raw.buffer(pageSize)
+            let rc = unsafe readRaw(first, at: 0)
+            guard rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ else {
+                return .failure(CipherFailure(rc, E3DBError(.databaseError, "page 1 could not be read")))
+            }
+            let header = unsafe Array(first[0..<16])
+            if header == PageCodec.sqliteHeader {
+                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
+                    .databaseNotEncrypted, "\(cipher.path) is a plaintext SQLite database, not an encrypted one")))
+            }
+            guard size >= Int64(SQLCipherSettings.saltByteCount) else {
+                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
+                    .invalidLength, "the database is shorter than its salt", context: .init(part: "database", actual: Int(size)))))
+            }
+            let codec = try PageCodecCache.shared.codec(key: key, salt: header, settings: settings)
+            if size >= Int64(pageSize), rc == SQLITE_OK {
+                let page1 = unsafe plain.buffer(pageSize)
+                do throws(E3DBError) {
+                    try unsafe codec.decrypt(page: UnsafeRawBufferPointer(first), number: 1, into: page1)
+                    try unsafe Self.checkHeader(UnsafeRawBufferPointer(page1), settings: settings)
+                    cipher.codec = codec
+                    return .success(codec)
+                } catch where error.code == .pageTampered {
+                    // Fall through: a wrong key, or the right key under another page size.
+                }
+            }
+            if let actual = otherPageSize(codec, fileSize: size) {
+                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
+                    .pageSizeMismatch, "the database's pages are \(actual) bytes, the cipher settings say \(pageSize)",
+                    context: .init(part: "cipher_page_size", expected: pageSize, actual: actual))))
+            }
+            guard size >= Int64(pageSize) else {
+                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
+                    .invalidLength, "the database is shorter than one page", context: .init(part: "database", expected: pageSize, actual: Int(size)))))
+            }
+            return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
+                .wrongKey, "the key does not open \(cipher.path) (page 1 did not authenticate)")))
+        } catch {
+            let code: Int32 = error.code == .wrongKey ? SQLITE_NOTADB : SQLITE_ERROR
+            return .failure(CipherFailure(code, error))
+        }
+    }
+
+    /// A page size under which page 1 authenticates with the same keys, if the settings' one is not it.
+    private func otherPageSize(_ codec: PageCodec, fileSize: Int64) -> Int? {
+        var candidate = 512
+        while candidate <= 65536 {
+            defer { candidate *= 2 }
+            guard candidate != codec.settings.pageSize, Int64(candidate) <= fileSize,
+                let other = try? codec.withPageSize(candidate)
+            else { continue }
+            let stored = unsafe raw.buffer(candidate)
+            guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { continue }
+            let page = unsafe plain.buffer(candidate)
+            if (try? unsafe other.decrypt(page: UnsafeRawBufferPointer(stored), number: 1, into: page)) != nil {
+                return candidate
+            }
+        }
+        return nil
+    }
+
+    /// Page 1's plaintext header must give the settings' page size and reserve.
+    static func checkHeader(_ page: UnsafeRawBufferPointer, settings: SQLCipherSettings) throws(E3DBError) {
+        let encoded = unsafe Int(page[16]) << 8 | Int(page[17])
+        let pageSize = encoded == 1 ? 65536 : encoded
+        guard pageSize == settings.pageSize else {
+            throw E3DBError(
+                .pageSizeMismatch, "the database header gives \(pageSize)-byte pages, the cipher settings \(settings.pageSize)",
+                context: .init(part: "cipher_page_size", expected: settings.pageSize, actual: pageSize))
+        }
+        let reserve = unsafe Int(page[20])
+        guard reserve == settings.reserveByteCount else {
+            throw E3DBError(
+                .reserveMismatch, "the database reserves \(reserve) bytes per page, the cipher needs \(settings.reserveByteCount)",
+                context: .init(part: "reserve", expected: settings.reserveByteCount, actual: reserve))
+        }
+    }
+
+    // MARK: I/O
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        let codec: PageCodec
+        switch resolveCodec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure):
+            // SQLite reads the 100-byte header when it opens a database, before `PRAGMA key` can be run; zeros
+            // make it take the header from page 1 at the first transaction instead.
+            if failure.error.code == .keyMissing, offset == 0, buffer.count <= 100 {
+                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                return SQLITE_OK
+            }
+            return cipher.fail(failure)
+        }
+        let pageSize = codec.settings.pageSize
+        var done = 0
+        while done < buffer.count {
+            let position = offset + Int64(done)
+            let pageIndex = position / Int64(pageSize)
+            let within = Int(position - pageIndex * Int64(pageSize))
+            let count = min(pageSize - within, buffer.count - done)
+            let stored = unsafe raw.buffer(pageSize)
+            let rc = unsafe readRaw(stored, at: pageIndex * Int64(pageSize))
+            let target = unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+            if rc == SQLITE_IOERR_SHORT_READ {
+                // Past the end of the file (or a torn last page): zeros, as SQLite expects of a short read.
+                unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
+                return SQLITE_IOERR_SHORT_READ
+            }
+            guard rc == SQLITE_OK else { return rc }
+            let number = UInt32(pageIndex + 1)
+            let whole = within == 0 && count == pageSize
+            let output = whole ? unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]) : unsafe plain.buffer(pageSize)
+            if unsafe isAllZero(UnsafeRawBufferPointer(stored)) {
+                // SQLCipher reads an all-zero page as zeros (a page past a truncation that SQLite itself wrote).
+                unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
+            } else {
+                do throws(E3DBError) {
+                    try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: output)
+                } catch {
+                    unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
+                    return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
+                        .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
+                        context: .init(part: "database", actual: Int(number)))))
+                }
+            }
+            if !whole {
+                unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: output[within..<(within + count)]))
+            }
+            done += count
+        }
+        return SQLITE_OK
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        let codec: PageCodec
+        switch resolveCodec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure): return cipher.fail(failure)
+        }
+        let pageSize = codec.settings.pageSize
+        guard buffer.count == pageSize, offset % Int64(pageSize) == 0 else {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
+                .invalidLength, "a write that is not one whole page was refused",
+                context: .init(part: "database", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+        }
+        let number = UInt32(offset / Int64(pageSize) + 1)
+        if number == 1 {
+            do throws(E3DBError) {
+                try unsafe Self.checkHeader(buffer, settings: codec.settings)
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+            }
+        }
+        let stored = unsafe raw.buffer(pageSize)
+        do throws(E3DBError) {
+            try unsafe codec.encrypt(page: buffer, number: number, into: stored)
+        } catch {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+        }
+        return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+    }
+
+    override func lock(_ level: Int32) -> Int32 {
+        let rc = super.lock(level)
+        if rc == SQLITE_OK, level >= SQLITE_LOCK_SHARED, !checkedEmpty {
+            initializeIfEmpty()
+        }
+        return rc
+    }
+
+    /// Gives an empty database its encrypted page 1 (under an exclusive lock, so two connections creating the
+    /// same file agree on one salt). Only a connection's main database, opened for writing, with a key.
+    private func initializeIfEmpty() {
+        guard cipher.isConnectionMain, !cipher.readOnly, let (_, settings) = cipher.effectiveKey() else { return }
+        var size: Int64 = 0
+        guard fileSize(&size) == SQLITE_OK else { return }
+        guard size == 0 else {
+            checkedEmpty = true
+            return
+        }
+        guard super.lock(SQLITE_LOCK_RESERVED) == SQLITE_OK else { return }
+        defer { _ = super.unlock(SQLITE_LOCK_SHARED) }
+        guard super.lock(SQLITE_LOCK_EXCLUSIVE) == SQLITE_OK, fileSize(&size) == SQLITE_OK, size == 0 else { return }
+        let page = unsafe plain.buffer(settings.pageSize)
+        unsafe Self.emptyDatabasePage(page, settings: settings)
+        cipher.codec = nil
+        if unsafe write(UnsafeRawBufferPointer(page), at: 0) == SQLITE_OK, sync(SQLITE_SYNC_NORMAL) == SQLITE_OK {
+            checkedEmpty = true
+        }
+    }
+
+    /// Page 1 of an empty database, as SQLite's own `newDatabase` lays it out, with the cipher's reserve.
+    static func emptyDatabasePage(_ page: UnsafeMutableRawBufferPointer, settings: SQLCipherSettings) {
+        unsafe page.initializeMemory(as: UInt8.self, repeating: 0)
+        unsafe PageCodec.sqliteHeader.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: page[0..<16]).copyMemory(from: $0) }
+        let encodedSize = settings.pageSize == 65536 ? 1 : settings.pageSize
+        unsafe page[16] = UInt8(encodedSize >> 8)
+        unsafe page[17] = UInt8(encodedSize & 0xff)
+        unsafe page[18] = 1  // write version: rollback journal
+        unsafe page[19] = 1  // read version
+        unsafe page[20] = UInt8(settings.reserveByteCount)
+        unsafe page[21] = 64  // maximum embedded payload fraction
+        unsafe page[22] = 32  // minimum embedded payload fraction
+        unsafe page[23] = 32  // leaf payload fraction
+        unsafe page[27] = 1  // file change counter
+        unsafe page[31] = 1  // database size in pages
+        unsafe page[95] = 1  // version-valid-for (= the change counter)
+        let version = UInt32(sqlite3_libversion_number())
+        for index in 0..<4 { unsafe page[96 + index] = UInt8(truncatingIfNeeded: version >> (24 - 8 * UInt32(index))) }
+        // The b-tree header of an empty table leaf (sqlite_schema): no cells, content starting at the usable end.
+        let usable = settings.pageSize - settings.reserveByteCount
+        unsafe page[100] = 0x0d
+        unsafe page[105] = UInt8(truncatingIfNeeded: usable >> 8)
+        unsafe page[106] = UInt8(truncatingIfNeeded: usable)
+    }
+
+    override func fileControl(_ op: Int32, _ argument: UnsafeMutableRawPointer?) -> Int32 {
+        switch op {
+        case SQLITE_FCNTL_PDB:
+            if let argument = unsafe argument {
+                unsafe cipher.attach(connection: unsafe argument.load(as: OpaquePointer?.self))
+            }
+            return unsafe super.fileControl(op, argument)
+        case SQLITE_FCNTL_PRAGMA:
+            guard let argument = unsafe argument else { return SQLITE_NOTFOUND }
+            return unsafe CipherPragmas.handle(argument.assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self), file: self)
+                ?? super.fileControl(op, argument)
+        default:
+            return unsafe super.fileControl(op, argument)
+        }
+    }
+
+    /// Authenticates every page of the file as it is on disk (not the WAL): the page numbers that fail.
+    func verifyPages() -> Result<[UInt32], CipherFailure> {
+        let codec: PageCodec
+        switch resolveCodec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure): return .failure(failure)
+        }
+        var size: Int64 = 0
+        let rc = fileSize(&size)
+        guard rc == SQLITE_OK else { return .failure(CipherFailure(rc, E3DBError(.databaseError, "the database's size is unknown"))) }
+        let pageSize = codec.settings.pageSize
+        var bad: [UInt32] = []
+        var index: Int64 = 0
+        while index * Int64(pageSize) < size {
+            let number = UInt32(index + 1)
+            let stored = unsafe raw.buffer(pageSize)
+            let readRC = unsafe readRaw(stored, at: index * Int64(pageSize))
+            if readRC != SQLITE_OK {
+                bad.append(number)
+            } else if unsafe !isAllZero(UnsafeRawBufferPointer(stored)) {
+                let page = unsafe plain.buffer(pageSize)
+                if (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) == nil {
+                    bad.append(number)
+                }
+            }
+            index += 1
+        }
+        return .success(bad)
+    }
+}
+
+/// Whether every byte is zero (not constant time: the bytes are ciphertext).
+func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    for unsafe byte in unsafe bytes where byte != 0 { return false }
+    return true
+}
+
+/// A page-sized scratch buffer in wiped storage (plaintext passes through it), resized when the page size changes.
+struct PageBuffer {
+    private var storage: SecureBytes?
+
+    mutating func buffer(_ size: Int) -> UnsafeMutableRawBufferPointer {
+        let current: SecureBytes
+        if let storage, storage.count == size {
+            current = storage
+        } else {
+            current = unsafe SecureBytes(count: size) { _ in }
+            storage = current
+        }
+        // The storage lives as long as this buffer's owner; callers use the pointer only within one VFS call.
+        return unsafe current.withUnsafeMutableBytes { unsafe $0 }
+    }
+
+    mutating func release() { storage = nil }
+}

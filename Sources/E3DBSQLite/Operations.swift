@@ -1,0 +1,182 @@
+public import E3DBPageCodec
+public import E3DBPrimitives
+internal import Foundation
+
+/// What ``E3DBSQLite/verify(databaseAt:key:settings:)`` found.
+public struct SQLiteVerification: Sendable, Equatable {
+    /// Pages of the database file that did not authenticate (1-based), in order.
+    public let badPages: [UInt32]
+    /// The database's page count.
+    public let pageCount: Int
+    /// SQLite's `PRAGMA integrity_check` lines, `["ok"]` for a sound b-tree (empty when pages are bad: SQLite
+    /// cannot read them).
+    public let integrity: [String]
+
+    /// Whether every page authenticated and the b-tree is sound.
+    public var isIntact: Bool { badPages.isEmpty && integrity == ["ok"] }
+}
+
+extension E3DBSQLite {
+    /// Encrypts a plaintext SQLite database into a new file (what SQLCipher's `sqlcipher_export` does): the schema,
+    /// every row, `user_version` and `application_id`; rowids of tables without an `INTEGER PRIMARY KEY` are kept.
+    /// - Throws: ``E3DBError/Code/invalidParameter`` when `destination` exists; SQLite's errors, typed. A partial
+    ///   destination is removed.
+    public static func encrypt(
+        plaintextDatabaseAt source: String, to destination: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4
+    ) throws(E3DBError) {
+        try requireAbsent(destination)
+        try copy(
+            into: destination, key: key, settings: settings,
+            from: uri(path: source, parameters: ["vfs": baseVFSName, "mode": "ro"]))
+    }
+
+    /// Decrypts an encrypted database into a new plaintext SQLite file.
+    /// - Throws: ``E3DBError/Code/wrongKey`` and the other typed errors of the source; a partial destination is
+    ///   removed.
+    public static func decrypt(
+        databaseAt source: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4, to destination: String
+    ) throws(E3DBError) {
+        try requireAbsent(destination)
+        try register()
+        let handle = KeyRegistry.shared.register(key, settings: settings)
+        defer { KeyRegistry.shared.remove(handle) }
+        try copy(
+            into: destination, key: nil, settings: settings,
+            from: uri(path: source, parameters: ["vfs": vfsName, "e3db_key": handle, "mode": "ro"]))
+    }
+
+    /// Re-encrypts a database under a new key (and, optionally, new settings): a copy under the new key next to it,
+    /// then an atomic rename over it, O(database) like SQLCipher's `PRAGMA rekey`. The source is checkpointed and
+    /// held with an exclusive lock for the copy; no other connection may use it meanwhile (their writes would be
+    /// lost with the old file).
+    public static func rekey(
+        databaseAt path: String, from oldKey: SQLCipherKey, settings oldSettings: SQLCipherSettings = .v4,
+        to newKey: SQLCipherKey, newSettings: SQLCipherSettings? = nil
+    ) throws(E3DBError) {
+        // Fold a WAL into the file and leave WAL mode, so that no -wal of the old key outlives the rename.
+        do {
+            let old = try SQLiteConnection(path: path, key: oldKey, settings: oldSettings)
+            try old.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE")
+        }
+        let temporary = path + ".rekey-" + SecureRandom.bytes(count: 6).map { String($0, radix: 16) }.joined()
+        try register()
+        let handle = KeyRegistry.shared.register(oldKey, settings: oldSettings)
+        defer { KeyRegistry.shared.remove(handle) }
+        try copy(
+            into: temporary, key: newKey, settings: newSettings ?? oldSettings,
+            from: uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle]), lockSource: true
+        ) { () throws(E3DBError) in
+            guard unsafe rename(temporary, path) == 0 else {
+                throw E3DBError(.databaseError, "the rekeyed copy could not replace \(path) (errno \(errno))")
+            }
+        }
+    }
+
+    /// Authenticates every page of the database file and runs SQLite's `integrity_check` (SQLCipher's
+    /// `cipher_integrity_check` and `integrity_check` together).
+    /// - Throws: ``E3DBError/Code/wrongKey`` (page 1 does not authenticate), ``E3DBError/Code/pageSizeMismatch``,
+    ///   ``E3DBError/Code/databaseNotEncrypted``.
+    public static func verify(databaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4) throws(E3DBError) -> SQLiteVerification {
+        let connection = try SQLiteConnection(path: path, key: key, settings: settings, readOnly: true)
+        var bad: [UInt32] = []
+        for row in try connection.rows("PRAGMA cipher_integrity_check") {
+            guard case .text(let text) = row.values.first, let list = text.split(separator: ":").last else { continue }
+            bad = list.split(separator: ",").compactMap { UInt32($0.trimmingCharacters(in: .whitespaces)) }
+        }
+        var pageCount = 0
+        if case .integer(let count) = try connection.rows("PRAGMA page_count").first?.values.first { pageCount = Int(count) }
+        var integrity: [String] = []
+        if bad.isEmpty {
+            do throws(E3DBError) {
+                integrity = try connection.rows("PRAGMA integrity_check").compactMap { row in
+                    if case .text(let line) = row.values.first { line } else { nil }
+                }
+            } catch where error.code == .pageTampered {
+                integrity = [error.message]
+            }
+        }
+        return SQLiteVerification(badPages: bad, pageCount: pageCount, integrity: integrity)
+    }
+
+    // MARK: The copy
+
+    private static func requireAbsent(_ path: String) throws(E3DBError) {
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw E3DBError(.invalidParameter, "\(path) exists; the output must be a new file", context: .init(item: path))
+        }
+    }
+
+    /// Copies the database at `sourceURI` into the new database `destination` (encrypted with `key`, or plain),
+    /// in one transaction; runs `commit` after it, before the connections close; removes `destination` on failure.
+    private static func copy(
+        into destination: String, key: SQLCipherKey?, settings: SQLCipherSettings, from sourceURI: String,
+        lockSource: Bool = false, commit: () throws(E3DBError) -> Void = {}
+    ) throws(E3DBError) {
+        do throws(E3DBError) {
+            let target = try SQLiteConnection(path: destination, key: key, settings: settings)
+            try target.execute("ATTACH DATABASE '\(sourceURI.replacingOccurrences(of: "'", with: "''"))' AS source")
+            if lockSource { try target.execute("PRAGMA source.locking_mode = EXCLUSIVE") }
+            try target.execute(lockSource ? "BEGIN EXCLUSIVE" : "BEGIN")
+            try export(target)
+            try target.execute("COMMIT")
+            try target.execute("DETACH DATABASE source")
+            try commit()
+        } catch {
+            for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: destination + suffix) }
+            throw error
+        }
+    }
+
+    /// SQL-level export of schema `source` into `main` (empty): tables, rows (with rowids), sqlite_sequence,
+    /// indexes, virtual tables, views and triggers, user_version and application_id.
+    private static func export(_ connection: SQLiteConnection) throws(E3DBError) {
+        func text(_ value: SQLiteValue?) -> String? { if case .text(let text) = value { text } else { nil } }
+        func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+        func literal(_ name: String) -> String { "'" + name.replacingOccurrences(of: "'", with: "''") + "'" }
+        let entries = try connection.rows(
+            "SELECT type, name, sql, rootpage FROM source.sqlite_schema WHERE sql IS NOT NULL ORDER BY rowid")
+        let tables = entries.filter {
+            text($0.values[0]) == "table" && $0.values[3] != .integer(0) && !(text($0.values[1]) ?? "").hasPrefix("sqlite_")
+        }
+        for table in tables {
+            guard let sql = text(table.values[2]) else { continue }
+            try connection.execute(sql)
+        }
+        for table in tables {
+            guard let name = text(table.values[1]) else { continue }
+            let columns = try connection.rows("SELECT name, hidden FROM pragma_table_xinfo(\(literal(name)), 'source')")
+            let names = columns.filter { $0.values[1] == .integer(0) }.compactMap { text($0.values[0]) }
+            let hasRowid = (try? connection.rows("SELECT rowid FROM source.\(quoted(name)) LIMIT 0")) != nil
+                && !names.contains { ["rowid", "_rowid_", "oid"].contains($0.lowercased()) }
+            let list = (hasRowid ? ["rowid"] : []) + names.map(quoted)
+            let joined = list.joined(separator: ", ")
+            try connection.execute("INSERT INTO main.\(quoted(name)) (\(joined)) SELECT \(joined) FROM source.\(quoted(name))")
+        }
+        if try !connection.rows("SELECT 1 FROM source.sqlite_schema WHERE name = 'sqlite_sequence'").isEmpty,
+            try !connection.rows("SELECT 1 FROM main.sqlite_schema WHERE name = 'sqlite_sequence'").isEmpty
+        {
+            try connection.execute("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM source.sqlite_sequence")
+        }
+        for entry in entries where text(entry.values[0]) == "index" {
+            if let sql = text(entry.values[2]) { try connection.execute(sql) }
+        }
+        let virtual = entries.filter { text($0.values[0]) == "table" && $0.values[3] == .integer(0) }
+        if !virtual.isEmpty {
+            try connection.execute(
+                """
+                PRAGMA main.writable_schema = ON;
+                INSERT INTO main.sqlite_schema (type, name, tbl_name, rootpage, sql)
+                    SELECT type, name, tbl_name, rootpage, sql FROM source.sqlite_schema WHERE type = 'table' AND rootpage = 0;
+                PRAGMA main.writable_schema = OFF
+                """)
+        }
+        for entry in entries where ["view", "trigger"].contains(text(entry.values[0]) ?? "") {
+            if let sql = text(entry.values[2]) { try connection.execute(sql) }
+        }
+        for pragma in ["user_version", "application_id"] {
+            if case .integer(let value) = try connection.rows("PRAGMA source.\(pragma)").first?.values.first {
+                try connection.execute("PRAGMA main.\(pragma) = \(value)")
+            }
+        }
+    }
+}

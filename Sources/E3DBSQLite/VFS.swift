@@ -1,0 +1,388 @@
+internal import CE3DBSQLite3
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+internal import E3DBPrimitives
+
+/// The registered `sqlite3_vfs` and the two method tables of its files.
+///
+/// The VFS wraps the process's default VFS ("unix" on Linux and Apple platforms). Each file SQLite opens through it
+/// is an `E3DBSQLiteFile` (see the C shim): the wrapper's own header, then the underlying VFS's file. Which Swift
+/// object handles a file depends on what SQLite opens it as:
+/// - a main database: ``MainDatabaseFile`` (pages encrypted and authenticated, SQLCipher 4's layout);
+/// - its rollback journal: ``JournalFile``; its WAL: ``WALFile`` (page bodies encrypted, checksums over ciphertext);
+/// - temporary databases, temporary journals, statement journals and VACUUM's transient database: ``MemoryFile``,
+///   in wiped process memory, never on disk;
+/// - a super-journal (file names only): ``PassThroughFile``.
+///
+/// The method table is version 2: SQLite then never memory-maps a file, whatever `PRAGMA mmap_size` says, so it
+/// can never see ciphertext as pages.
+enum CipherVFS {
+    static let name = "e3dbkit-sqlcipher"
+
+    /// Registers the VFS once per process (not as the default).
+    static let registration: Result<Void, E3DBError> = register()
+
+    nonisolated(unsafe) static var base: UnsafeMutablePointer<sqlite3_vfs>?
+    nonisolated(unsafe) static var wrapperMethods = sqlite3_io_methods()
+    nonisolated(unsafe) static var memoryMethods = sqlite3_io_methods()
+
+    private static func register() -> Result<Void, E3DBError> {
+        guard sqlite3_initialize() == SQLITE_OK, let base = unsafe sqlite3_vfs_find(nil) else {
+            return .failure(E3DBError(.databaseError, "SQLite has no default VFS to wrap"))
+        }
+        if unsafe sqlite3_vfs_find(name) != nil { return .success(()) }
+        unsafe Self.base = base
+        fillWrapperMethods()
+        fillMemoryMethods()
+        let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
+        unsafe vfs.initialize(to: sqlite3_vfs())
+        unsafe vfs.pointee.iVersion = 2
+        unsafe vfs.pointee.szOsFile = e3db_sqlite_file_header_size() + base.pointee.szOsFile
+        unsafe vfs.pointee.mxPathname = base.pointee.mxPathname
+        unsafe vfs.pointee.zName = UnsafePointer(strdup(name))
+        unsafe vfs.pointee.pAppData = UnsafeMutableRawPointer(base)
+        unsafe vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in
+            unsafe CipherVFS.open(name: name, file: file, flags: flags, outFlags: outFlags)
+        }
+        unsafe vfs.pointee.xDelete = { _, name, syncDir in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xDelete else { return SQLITE_ERROR }
+            return unsafe call(base, name, syncDir)
+        }
+        unsafe vfs.pointee.xAccess = { _, name, flags, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xAccess else { return SQLITE_ERROR }
+            return unsafe call(base, name, flags, out)
+        }
+        unsafe vfs.pointee.xFullPathname = { _, name, count, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xFullPathname else { return SQLITE_ERROR }
+            return unsafe call(base, name, count, out)
+        }
+        unsafe vfs.pointee.xDlOpen = { _, name in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xDlOpen else { return nil }
+            return unsafe call(base, name)
+        }
+        unsafe vfs.pointee.xDlError = { _, count, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xDlError else { return }
+            unsafe call(base, count, out)
+        }
+        unsafe vfs.pointee.xDlSym = { _, handle, symbol in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xDlSym else { return nil }
+            return unsafe call(base, handle, symbol)
+        }
+        unsafe vfs.pointee.xDlClose = { _, handle in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xDlClose else { return }
+            unsafe call(base, handle)
+        }
+        unsafe vfs.pointee.xRandomness = { _, count, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xRandomness else { return 0 }
+            return unsafe call(base, count, out)
+        }
+        unsafe vfs.pointee.xSleep = { _, microseconds in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xSleep else { return 0 }
+            return unsafe call(base, microseconds)
+        }
+        unsafe vfs.pointee.xCurrentTime = { _, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xCurrentTime else { return SQLITE_ERROR }
+            return unsafe call(base, out)
+        }
+        unsafe vfs.pointee.xGetLastError = { _, count, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xGetLastError else { return 0 }
+            return unsafe call(base, count, out)
+        }
+        unsafe vfs.pointee.xCurrentTimeInt64 = { _, out in
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xCurrentTimeInt64 else { return SQLITE_ERROR }
+            return unsafe call(base, out)
+        }
+        let rc = unsafe sqlite3_vfs_register(vfs, 0)
+        guard rc == SQLITE_OK else {
+            return .failure(E3DBError(.databaseError, "sqlite3_vfs_register failed", context: .init(actual: Int(rc))))
+        }
+        return .success(())
+    }
+
+    /// `xOpen`: picks the file class by what SQLite opens.
+    private static func open(
+        name: sqlite3_filename?, file: UnsafeMutablePointer<sqlite3_file>?, flags: Int32,
+        outFlags: UnsafeMutablePointer<Int32>?
+    ) -> Int32 {
+        guard let file = unsafe file, let base = unsafe base else { return SQLITE_CANTOPEN }
+        let wrapper = unsafe UnsafeMutableRawPointer(file).assumingMemoryBound(to: E3DBSQLiteFile.self)
+        unsafe wrapper.pointee.base.pMethods = nil
+        unsafe wrapper.pointee.inner = nil
+        unsafe wrapper.pointee.state = nil
+        let kind = flags & 0x000F_FF00
+        let unnamed = unsafe name == nil
+        let temporary = kind == SQLITE_OPEN_TEMP_DB || kind == SQLITE_OPEN_TEMP_JOURNAL
+            || kind == SQLITE_OPEN_TRANSIENT_DB || kind == SQLITE_OPEN_SUBJOURNAL || unnamed
+        if temporary {
+            let state = MemoryFile()
+            unsafe wrapper.pointee.state = Unmanaged.passRetained(state as VFSFile).toOpaque()
+            unsafe wrapper.pointee.base.pMethods = UnsafePointer(withUnsafeMutablePointer(to: &memoryMethods) { unsafe $0 })
+            if let outFlags = unsafe outFlags { unsafe outFlags.pointee = flags }
+            return SQLITE_OK
+        }
+        // The cipher context the file belongs to: its own for a main database, the main database's for a journal
+        // or WAL (SQLite names both after it: sqlite3_filename_database gives the main file's name pointer).
+        let state: PassThroughFile
+        let inner = unsafe (UnsafeMutableRawPointer(file) + Int(e3db_sqlite_file_header_size()))
+            .assumingMemoryBound(to: sqlite3_file.self)
+        switch kind {
+        case SQLITE_OPEN_MAIN_DB:
+            guard let name = unsafe name else { return SQLITE_CANTOPEN }
+            let cipher = unsafe DatabaseCipher(filename: name, readOnly: flags & SQLITE_OPEN_READONLY != 0)
+            state = unsafe MainDatabaseFile(inner: inner, cipher: cipher)
+        case SQLITE_OPEN_MAIN_JOURNAL, SQLITE_OPEN_WAL:
+            guard let name = unsafe name, let database = unsafe sqlite3_filename_database(name),
+                let cipher = unsafe DatabaseCipher.open(filename: database)
+            else {
+                // Never a journal or WAL whose pages could not be encrypted.
+                return SQLITE_CANTOPEN
+            }
+            state = kind == SQLITE_OPEN_WAL
+                ? unsafe WALFile(inner: inner, cipher: cipher) : unsafe JournalFile(inner: inner, cipher: cipher)
+        default:
+            // A super-journal holds the names of the journals of a multi-database commit, no page content.
+            state = unsafe PassThroughFile(inner: inner)
+        }
+        guard let open = unsafe base.pointee.xOpen else { return SQLITE_CANTOPEN }
+        let rc = unsafe open(base, name, inner, flags, outFlags)
+        guard rc == SQLITE_OK else {
+            state.discard()
+            return rc
+        }
+        unsafe wrapper.pointee.inner = inner
+        unsafe wrapper.pointee.state = Unmanaged.passRetained(state as VFSFile).toOpaque()
+        unsafe wrapper.pointee.base.pMethods = UnsafePointer(withUnsafeMutablePointer(to: &wrapperMethods) { unsafe $0 })
+        return SQLITE_OK
+    }
+
+    /// The Swift object behind an `sqlite3_file` of this VFS.
+    @inline(__always)
+    static func object(_ file: UnsafeMutablePointer<sqlite3_file>?) -> VFSFile? {
+        guard let file = unsafe file else { return nil }
+        let wrapper = unsafe UnsafeMutableRawPointer(file).assumingMemoryBound(to: E3DBSQLiteFile.self)
+        guard let state = unsafe wrapper.pointee.state else { return nil }
+        return unsafe Unmanaged<VFSFile>.fromOpaque(state).takeUnretainedValue()
+    }
+
+    private static func close(_ file: UnsafeMutablePointer<sqlite3_file>?) -> Int32 {
+        guard let file = unsafe file else { return SQLITE_OK }
+        let wrapper = unsafe UnsafeMutableRawPointer(file).assumingMemoryBound(to: E3DBSQLiteFile.self)
+        guard let state = unsafe wrapper.pointee.state else { return SQLITE_OK }
+        let object = unsafe Unmanaged<VFSFile>.fromOpaque(state)
+        let rc = unsafe object.takeUnretainedValue().close()
+        unsafe object.release()
+        unsafe wrapper.pointee.state = nil
+        unsafe wrapper.pointee.base.pMethods = nil
+        return rc
+    }
+
+    private static func fillWrapperMethods() {
+        unsafe wrapperMethods.iVersion = 2
+        unsafe fillCommonMethods(&wrapperMethods)
+        unsafe wrapperMethods.xShmMap = { file, region, size, extend, out in
+            guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return SQLITE_IOERR }
+            return unsafe object.shmMap(region, size, extend, out)
+        }
+        unsafe wrapperMethods.xShmLock = { file, offset, count, flags in
+            guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return SQLITE_IOERR }
+            return object.shmLock(offset, count, flags)
+        }
+        unsafe wrapperMethods.xShmBarrier = { file in
+            guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return }
+            object.shmBarrier()
+        }
+        unsafe wrapperMethods.xShmUnmap = { file, delete in
+            guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return SQLITE_IOERR }
+            return object.shmUnmap(delete)
+        }
+    }
+
+    private static func fillMemoryMethods() {
+        unsafe memoryMethods.iVersion = 1
+        unsafe fillCommonMethods(&memoryMethods)
+    }
+
+    private static func fillCommonMethods(_ methods: inout sqlite3_io_methods) {
+        unsafe methods.xClose = { file in unsafe CipherVFS.close(file) }
+        unsafe methods.xRead = { file, buffer, amount, offset in
+            guard let object = unsafe CipherVFS.object(file), let buffer = unsafe buffer, amount >= 0 else { return SQLITE_IOERR_READ }
+            return unsafe object.read(UnsafeMutableRawBufferPointer(start: buffer, count: Int(amount)), at: offset)
+        }
+        unsafe methods.xWrite = { file, buffer, amount, offset in
+            guard let object = unsafe CipherVFS.object(file), let buffer = unsafe buffer, amount >= 0 else { return SQLITE_IOERR_WRITE }
+            return unsafe object.write(UnsafeRawBufferPointer(start: buffer, count: Int(amount)), at: offset)
+        }
+        unsafe methods.xTruncate = { file, size in
+            guard let object = unsafe CipherVFS.object(file) else { return SQLITE_IOERR_TRUNCATE }
+            return object.truncate(size)
+        }
+        unsafe methods.xSync = { file, flags in
+            guard let object = unsafe CipherVFS.object(file) else { return SQLITE_IOERR_FSYNC }
+            return object.sync(flags)
+        }
+        unsafe methods.xFileSize = { file, out in
+            guard let object = unsafe CipherVFS.object(file), let out = unsafe out else { return SQLITE_IOERR_FSTAT }
+            var size: sqlite3_int64 = 0
+            let rc = object.fileSize(&size)
+            unsafe out.pointee = size
+            return rc
+        }
+        unsafe methods.xLock = { file, level in
+            guard let object = unsafe CipherVFS.object(file) else { return SQLITE_IOERR_LOCK }
+            return object.lock(level)
+        }
+        unsafe methods.xUnlock = { file, level in
+            guard let object = unsafe CipherVFS.object(file) else { return SQLITE_IOERR_UNLOCK }
+            return object.unlock(level)
+        }
+        unsafe methods.xCheckReservedLock = { file, out in
+            guard let object = unsafe CipherVFS.object(file), let out = unsafe out else { return SQLITE_IOERR_CHECKRESERVEDLOCK }
+            var reserved: Int32 = 0
+            let rc = object.checkReservedLock(&reserved)
+            unsafe out.pointee = reserved
+            return rc
+        }
+        unsafe methods.xFileControl = { file, op, argument in
+            guard let object = unsafe CipherVFS.object(file) else { return SQLITE_NOTFOUND }
+            return unsafe object.fileControl(op, argument)
+        }
+        unsafe methods.xSectorSize = { file in
+            guard let object = unsafe CipherVFS.object(file) else { return 4096 }
+            return object.sectorSize()
+        }
+        unsafe methods.xDeviceCharacteristics = { file in
+            guard let object = unsafe CipherVFS.object(file) else { return 0 }
+            return object.deviceCharacteristics()
+        }
+    }
+}
+
+/// A file of the VFS. Subclasses override what they transform; SQLite calls one file from one thread at a time.
+class VFSFile {
+    func close() -> Int32 { SQLITE_OK }
+    func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 { SQLITE_IOERR_READ }
+    func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 { SQLITE_IOERR_WRITE }
+    func truncate(_ size: Int64) -> Int32 { SQLITE_IOERR_TRUNCATE }
+    func sync(_ flags: Int32) -> Int32 { SQLITE_OK }
+    func fileSize(_ size: inout Int64) -> Int32 { SQLITE_IOERR_FSTAT }
+    func lock(_ level: Int32) -> Int32 { SQLITE_OK }
+    func unlock(_ level: Int32) -> Int32 { SQLITE_OK }
+    func checkReservedLock(_ reserved: inout Int32) -> Int32 {
+        reserved = 0
+        return SQLITE_OK
+    }
+    func fileControl(_ op: Int32, _ argument: UnsafeMutableRawPointer?) -> Int32 { SQLITE_NOTFOUND }
+    func sectorSize() -> Int32 { 4096 }
+    func deviceCharacteristics() -> Int32 { 0 }
+}
+
+/// Forwards every call to the underlying VFS's file.
+@safe class PassThroughFile: VFSFile {
+    let inner: UnsafeMutablePointer<sqlite3_file>
+
+    init(inner: UnsafeMutablePointer<sqlite3_file>) {
+        unsafe self.inner = inner
+    }
+
+    /// Called when the underlying open failed: nothing to close.
+    func discard() {}
+
+    var methods: sqlite3_io_methods { unsafe inner.pointee.pMethods.pointee }
+
+    override func close() -> Int32 {
+        guard let call = unsafe methods.xClose else { return SQLITE_OK }
+        return unsafe call(inner)
+    }
+
+    /// Reads raw bytes from the underlying file; a short read is zero-filled and answered
+    /// `SQLITE_IOERR_SHORT_READ`, as the VFS contract says.
+    final func readRaw(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        guard let call = unsafe methods.xRead, let base = buffer.baseAddress else { return SQLITE_IOERR_READ }
+        return unsafe call(inner, base, Int32(buffer.count), offset)
+    }
+
+    final func writeRaw(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        guard let call = unsafe methods.xWrite, let base = buffer.baseAddress else { return SQLITE_IOERR_WRITE }
+        return unsafe call(inner, base, Int32(buffer.count), offset)
+    }
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        unsafe readRaw(buffer, at: offset)
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        unsafe writeRaw(buffer, at: offset)
+    }
+
+    override func truncate(_ size: Int64) -> Int32 {
+        guard let call = unsafe methods.xTruncate else { return SQLITE_IOERR_TRUNCATE }
+        return unsafe call(inner, size)
+    }
+
+    override func sync(_ flags: Int32) -> Int32 {
+        guard let call = unsafe methods.xSync else { return SQLITE_IOERR_FSYNC }
+        return unsafe call(inner, flags)
+    }
+
+    override func fileSize(_ size: inout Int64) -> Int32 {
+        guard let call = unsafe methods.xFileSize else { return SQLITE_IOERR_FSTAT }
+        return unsafe call(inner, &size)
+    }
+
+    override func lock(_ level: Int32) -> Int32 {
+        guard let call = unsafe methods.xLock else { return SQLITE_IOERR_LOCK }
+        return unsafe call(inner, level)
+    }
+
+    override func unlock(_ level: Int32) -> Int32 {
+        guard let call = unsafe methods.xUnlock else { return SQLITE_IOERR_UNLOCK }
+        return unsafe call(inner, level)
+    }
+
+    override func checkReservedLock(_ reserved: inout Int32) -> Int32 {
+        guard let call = unsafe methods.xCheckReservedLock else { return SQLITE_IOERR_CHECKRESERVEDLOCK }
+        return unsafe call(inner, &reserved)
+    }
+
+    override func fileControl(_ op: Int32, _ argument: UnsafeMutableRawPointer?) -> Int32 {
+        // Memory mapping stays off: the method table is version 2, and the size hint is not forwarded either.
+        if op == SQLITE_FCNTL_MMAP_SIZE { return SQLITE_NOTFOUND }
+        guard let call = unsafe methods.xFileControl else { return SQLITE_NOTFOUND }
+        return unsafe call(inner, op, argument)
+    }
+
+    override func sectorSize() -> Int32 {
+        guard let call = unsafe methods.xSectorSize else { return 4096 }
+        return unsafe call(inner)
+    }
+
+    override func deviceCharacteristics() -> Int32 {
+        guard let call = unsafe methods.xDeviceCharacteristics else { return 0 }
+        // Batch-atomic writes would let SQLite skip the journal and hand the file system several pages at once; the
+        // journal path is the one this VFS knows.
+        return unsafe call(inner) & ~SQLITE_IOCAP_BATCH_ATOMIC
+    }
+
+    func shmMap(_ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {
+        guard let call = unsafe methods.xShmMap else { return SQLITE_IOERR_SHMMAP }
+        return unsafe call(inner, region, size, extend, out)
+    }
+
+    func shmLock(_ offset: Int32, _ count: Int32, _ flags: Int32) -> Int32 {
+        guard let call = unsafe methods.xShmLock else { return SQLITE_IOERR_SHMLOCK }
+        return unsafe call(inner, offset, count, flags)
+    }
+
+    func shmBarrier() {
+        guard let call = unsafe methods.xShmBarrier else { return }
+        unsafe call(inner)
+    }
+
+    func shmUnmap(_ delete: Int32) -> Int32 {
+        guard let call = unsafe methods.xShmUnmap else { return SQLITE_OK }
+        return unsafe call(inner, delete)
+    }
+}

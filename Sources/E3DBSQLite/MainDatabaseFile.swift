@@ -87,6 +87,11 @@ final class MainDatabaseFile: PassThroughFile {
                 return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
                     .invalidLength, "the database is shorter than one page", context: .init(part: "database", expected: pageSize, actual: Int(size)))))
             }
+            if anotherPageAuthenticates(codec, fileSize: size) {
+                // The key opens the other pages: page 1 itself was changed.
+                return .failure(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
+                    .pageTampered, "page 1 of \(cipher.path) did not authenticate", context: .init(part: "database", actual: 1))))
+            }
             return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
                 .wrongKey, "the key does not open \(cipher.path) (page 1 did not authenticate)")))
         } catch {
@@ -111,6 +116,24 @@ final class MainDatabaseFile: PassThroughFile {
             }
         }
         return nil
+    }
+
+    /// Whether one of the pages after page 1 (the first few that are not all zero) authenticates with `codec`:
+    /// then the key is right and page 1 was tampered with.
+    private func anotherPageAuthenticates(_ codec: PageCodec, fileSize: Int64) -> Bool {
+        let pageSize = codec.settings.pageSize
+        let pages = fileSize / Int64(pageSize)
+        var index: Int64 = 1
+        while index < min(pages, 9) {
+            defer { index += 1 }
+            let stored = unsafe raw.buffer(pageSize)
+            guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK,
+                unsafe !isAllZero(UnsafeRawBufferPointer(stored))
+            else { continue }
+            let page = unsafe plain.buffer(pageSize)
+            return (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: UInt32(index + 1), into: page)) != nil
+        }
+        return false
     }
 
     /// Page 1's plaintext header must give the settings' page size and reserve.

@@ -94,9 +94,12 @@ public struct SQLiteRow: Sendable, Equatable {
         if let keyHandle { KeyRegistry.shared.remove(keyHandle) }
     }
 
-    /// Runs every statement of `sql` (separated by `;`) in order, calling `row` for each result row.
+    /// Runs every statement of `sql` (separated by `;`) in order, calling `row` for each result row and
+    /// `afterStatement` when a statement has finished.
     /// - Throws: the typed error of the first statement that fails; `row`'s errors are rethrown as they are.
-    public func execute(_ sql: String, row: ((SQLiteRow) throws -> Void)? = nil) throws(E3DBError) {
+    public func execute(
+        _ sql: String, row: ((SQLiteRow) throws -> Void)? = nil, afterStatement: (() throws -> Void)? = nil
+    ) throws(E3DBError) {
         let remaining = Array(sql.utf8CString)
         var offset = 0
         while true {
@@ -122,6 +125,15 @@ public struct SQLiteRow: Sendable, Equatable {
                 let values = (0..<columnCount).map { unsafe Self.value(prepared, $0) }
                 do {
                     try row(SQLiteRow(columns: names, values: values))
+                } catch let error as E3DBError {
+                    throw error
+                } catch {
+                    throw E3DBError(.databaseError, "\(error)")
+                }
+            }
+            if let afterStatement {
+                do {
+                    try afterStatement()
                 } catch let error as E3DBError {
                     throw error
                 } catch {

@@ -35,25 +35,7 @@ public enum CLIRunner {
     /// - Throws: when the binary is missing, so that every CLI test fails (never skips) without it.
     public static func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> Result {
         guard isAvailable else { throw MissingBinary(path: binary.path) }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        let outPipe = Pipe(), errPipe = Pipe(), inPipe = Pipe()
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        process.standardInput = inPipe
-        try process.run()
-        if let stdin { inPipe.fileHandleForWriting.write(stdin) }
-        try inPipe.fileHandleForWriting.close()
-        // Read both pipes concurrently so a large output on one cannot block the child.
-        nonisolated(unsafe) var errData = Data()
-        let errReader = Thread { errData = errPipe.fileHandleForReading.readDataToEndOfFile() }
-        errReader.start()
-        let outData = outPipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        while !errReader.isFinished { usleep(1000) }
-        return Result(status: process.terminationStatus, stdout: outData, stderr: String(decoding: errData, as: UTF8.self))
+        return try ChildProcess.run(binary, arguments, stdin: stdin, in: directory)
     }
 
     /// A fresh temporary directory, removed by the caller.

@@ -136,14 +136,23 @@ struct SQLiteExec: ParsableCommand {
         }
         var pending = ""
         do {
-            try connection.execute(statements) { row in
-                pending += SQLiteJSON.line(row) + "\n"
-                if pending.utf8.count >= 1 << 16 {
-                    try StandardOutput.write(pending)
-                    pending = ""
-                }
-            }
-        } catch let error as E3DBError {
+            // Written after each statement (and every 64 KiB): a reader sees a statement's rows once it is done.
+            try connection.execute(
+                statements,
+                row: { row in
+                    pending += SQLiteJSON.line(row) + "\n"
+                    if pending.utf8.count >= 1 << 16 {
+                        try StandardOutput.write(pending)
+                        pending = ""
+                    }
+                },
+                afterStatement: {
+                    if !pending.isEmpty {
+                        try StandardOutput.write(pending)
+                        pending = ""
+                    }
+                })
+        } catch {
             try? StandardOutput.write(pending)
             throw CLIError(error, while: "running SQL on \(database)")
         }

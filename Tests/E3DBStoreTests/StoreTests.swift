@@ -322,26 +322,11 @@ struct StoreTests {
 
 @Suite("E3DBStore: sharing, export and import with Tozny's Python SDK")
 struct StoreSharingTests {
-    static func python() -> String? {
-        let venv = VectorLocations.projectRoot.appendingPathComponent(".venv/bin/python").path
-        return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
-    }
+    static func python() -> String? { ChildProcess.projectPython?.path }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        nonisolated(unsafe) var errData = Data()
-        let reader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
-        reader.start()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        while !reader.isFinished { usleep(1000) }
-        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+        let result = try ChildProcess.run(URL(fileURLWithPath: executable), arguments)
+        return (result.status, result.stdoutText, result.stderr)
     }
 
     static var script: String {

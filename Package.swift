@@ -32,6 +32,8 @@ let package = Package(
         .library(name: "E3DBBLAKE2bReference", targets: ["E3DBBLAKE2bReference"]),
         .library(name: "E3DBPageCodec", targets: ["E3DBPageCodec"]),
         .library(name: "E3DBSQLite", targets: ["E3DBSQLite"]),
+        // The loadable extension: `load_extension('…/libE3DBSQLiteExtension')` from any host of the system SQLite.
+        .library(name: "E3DBSQLiteExtension", type: .dynamic, targets: ["E3DBSQLiteExtension"]),
         .library(name: "E3DBStore", targets: ["E3DBStore"]),
         .library(name: "E3DBAPI", targets: ["E3DBAPI"]),
         .library(name: "E3DBServer", targets: ["E3DBServer"]),
@@ -128,6 +130,9 @@ let package = Package(
             dependencies: ["E3DBPrimitives", "E3DBPageCodec", "CE3DBSQLite3"],
             swiftSettings: upcoming + [.strictMemorySafety()]
         ),
+
+        // L5: the loadable SQLite extension around E3DBSQLite.
+        .target(name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: upcoming),
 
         // L3½: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
         .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: upcoming),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what E3DBKit needs beyond the Swift toolchain, only when it is missing:
-#   Debian/Ubuntu: libsodium-dev, libb2-dev, libsqlite3-dev, pkg-config, python3 + venv, openssl and tzdata (the
+#   Debian/Ubuntu: libsodium-dev, libb2-dev, libsqlite3-dev and the sqlite3 shell, pkg-config, python3 + venv, openssl and tzdata (the
 #                  server tests make a TLS certificate and run the Python SDK's suites in a fixed time zone),
 #                  postgresql (the server's PostgreSQL tests start their own throwaway server, scripts/postgres.sh)
 #                  (apt-get; sudo when not root)
@@ -14,7 +14,8 @@ have_libs() {
 }
 have_sqlite() {
     # GRDB (E3DBStore) builds against the system SQLite; macOS has it, Linux needs the -dev package.
-    [ "$(uname -s)" != Linux ] || pkg-config --exists sqlite3 2>/dev/null
+    # The sqlite3 shell hosts E3DBSQLite's loadable extension in the tests.
+    [ "$(uname -s)" != Linux ] || { pkg-config --exists sqlite3 2>/dev/null && command -v sqlite3 >/dev/null 2>&1; }
 }
 have_postgres() {
     # E3DBServer's PostgreSQL backend is tested against a real server started from these binaries.
@@ -34,7 +35,7 @@ Linux)
             echo "setup: installing system packages with apt-get" >&2
             $sudo apt-get update -qq >&2
             DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-                libsodium-dev libb2-dev libsqlite3-dev pkg-config python3 python3-venv python3-pip coreutils \
+                libsodium-dev libb2-dev libsqlite3-dev sqlite3 pkg-config python3 python3-venv python3-pip coreutils \
                 openssl tzdata postgresql >&2
         else
             echo "setup: install libsodium, libb2, SQLite 3 (with pkg-config files), python3 with venv and PostgreSQL, then re-run" >&2

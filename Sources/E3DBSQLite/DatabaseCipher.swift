@@ -98,7 +98,7 @@ final class DatabaseCipher: @unchecked Sendable {
 
     /// Records `error` (for ``E3DBSQLite/lastFailure(forDatabaseAt:)`` and SQLite's error log) and returns `code`.
     func fail(_ failure: CipherFailure) -> Int32 {
-        FailureLog.record(failure.error, path: path)
+        FailureLog.record(failure.error, path: path, connection: connection)
         unsafe e3db_sqlite_log(failure.code, "E3DBSQLite: \(failure.error.description)")
         return failure.code
     }
@@ -139,9 +139,21 @@ final class KeyRegistry: Sendable {
 
 /// The last typed failure per database path: what SQLite reports as `SQLITE_NOTADB` or `SQLITE_IOERR_DATA`, told
 /// apart (wrong key, tampered page N, page size mismatch, …).
+/// Kept by path (for GRDB and C callers) and by connection (for ``SQLiteConnection``, whose attached databases
+/// have other paths).
 enum FailureLog {
-    private static let failures = Mutex<[String: E3DBError]>([:])
-    static func record(_ error: E3DBError, path: String) { failures.withLock { $0[path] = error } }
-    static func last(path: String) -> E3DBError? { failures.withLock { $0[path] } }
-    static func clear(path: String) { _ = failures.withLock { $0.removeValue(forKey: path) } }
+    private static let failures = Mutex<(byPath: [String: E3DBError], byConnection: [Int: E3DBError])>(([:], [:]))
+
+    static func record(_ error: E3DBError, path: String, connection: Int?) {
+        failures.withLock { logs in
+            logs.byPath[path] = error
+            if let connection { logs.byConnection[connection] = error }
+        }
+    }
+
+    static func last(path: String) -> E3DBError? { failures.withLock { $0.byPath[path] } }
+    static func last(connection: Int) -> E3DBError? { failures.withLock { $0.byConnection[connection] } }
+
+    static func clear(path: String) { _ = failures.withLock { $0.byPath.removeValue(forKey: path) } }
+    static func clear(connection: Int) { _ = failures.withLock { $0.byConnection.removeValue(forKey: connection) } }
 }

@@ -89,7 +89,10 @@ public struct SQLiteRow: Sendable, Equatable {
         }
     }
 
+    private var connectionID: Int { unsafe Int(bitPattern: handle) }
+
     deinit {
+        FailureLog.clear(connection: connectionID)
         unsafe sqlite3_close_v2(handle)
         if let keyHandle { KeyRegistry.shared.remove(keyHandle) }
     }
@@ -106,6 +109,7 @@ public struct SQLiteRow: Sendable, Equatable {
             var statement: OpaquePointer?
             var tail: UnsafePointer<CChar>?
             FailureLog.clear(path: path)
+            FailureLog.clear(connection: connectionID)
             let rc = unsafe remaining.withUnsafeBufferPointer { buffer in
                 unsafe sqlite3_prepare_v2(handle, buffer.baseAddress! + offset, -1, &statement, &tail)
             }
@@ -169,7 +173,7 @@ public struct SQLiteRow: Sendable, Equatable {
 
     /// The typed error for a failed SQLite call: the VFS's record when it caused it, else SQLite's message.
     func failure(_ rc: Int32) -> E3DBError {
-        if let recorded = FailureLog.last(path: path) { return recorded }
+        if let recorded = FailureLog.last(connection: connectionID) ?? FailureLog.last(path: path) { return recorded }
         let message = unsafe String(cString: sqlite3_errmsg(handle))
         return E3DBError(.databaseError, message, context: .init(actual: Int(unsafe sqlite3_extended_errcode(handle))))
     }

@@ -71,6 +71,29 @@ struct GRDBTests {
     }
 }
 
+@Suite("E3DBSQLite: ATTACH and VACUUM INTO")
+struct AttachTests {
+    @Test("ATTACH opens a database under the main database's key, or under the key its URI names; a wrong one is refused")
+    func attach() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let (main, same, other) = (dir.path("main.db"), dir.path("same.db"), dir.path("other.db"))
+        for (path, key, value) in [(same, TestKeys.passphrase(), "same"), (other, TestKeys.raw(3), "other")] {
+            try SQLiteConnection(path: path, key: key).execute("CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('\(value)')")
+        }
+        let connection = try SQLiteConnection(path: main, key: TestKeys.passphrase())
+        try connection.execute("ATTACH '\(same)' AS same")
+        #expect(try connection.rows("SELECT v FROM same.t").first?.values == [.text("same")])
+        let uri = try E3DBSQLite.uri(forDatabaseAt: other, key: TestKeys.raw(3))
+        defer { E3DBSQLite.forgetKey(inURI: uri) }
+        try connection.execute("ATTACH '\(uri)' AS other")
+        #expect(try connection.rows("SELECT v FROM other.t").first?.values == [.text("other")])
+        // Without its key, the other database is refused with the typed error.
+        let refused = VFSOutcomeTests.error { try connection.execute("ATTACH '\(other)' AS wrong") }
+        #expect(refused?.code == .wrongKey)
+    }
+}
+
 @Suite("E3DBSQLite: typed outcomes for wrong keys, tampering and mismatches")
 struct VFSOutcomeTests {
     /// A small encrypted database with a few pages and an overflow row.

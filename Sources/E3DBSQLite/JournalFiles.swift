@@ -311,10 +311,6 @@ final class WALFile: PassThroughFile {
                 unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
                 return readRC
             }
-            if unsafe isAllZero(UnsafeRawBufferPointer(stored)) {
-                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
-                return SQLITE_OK
-            }
             do throws(E3DBError) {
                 try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: buffer)
             } catch {

@@ -136,7 +136,7 @@ final class MainDatabaseFile: PassThroughFile {
         return false
     }
 
-    /// Page 1's plaintext header must give the settings' page size and reserve.
+    /// Page 1's plaintext header must give the settings' page size and reserve at least the cipher's bytes.
     static func checkHeader(_ page: UnsafeRawBufferPointer, settings: SQLCipherSettings) throws(E3DBError) {
         let encoded = unsafe Int(page[16]) << 8 | Int(page[17])
         let pageSize = encoded == 1 ? 65536 : encoded
@@ -145,8 +145,10 @@ final class MainDatabaseFile: PassThroughFile {
                 .pageSizeMismatch, "the database header gives \(pageSize)-byte pages, the cipher settings \(settings.pageSize)",
                 context: .init(part: "cipher_page_size", expected: settings.pageSize, actual: pageSize))
         }
+        // More than the cipher needs is allowed: SQLCipher 4 switched to `cipher_compatibility = 3` after the key
+        // keeps SQLite's 80 bytes while the v3 codec uses 48 of them.
         let reserve = unsafe Int(page[20])
-        guard reserve == settings.reserveByteCount else {
+        guard reserve >= settings.reserveByteCount else {
             throw E3DBError(
                 .reserveMismatch, "the database reserves \(reserve) bytes per page, the cipher needs \(settings.reserveByteCount)",
                 context: .init(part: "reserve", expected: settings.reserveByteCount, actual: reserve))
@@ -187,18 +189,14 @@ final class MainDatabaseFile: PassThroughFile {
             let number = UInt32(pageIndex + 1)
             let whole = within == 0 && count == pageSize
             let output = whole ? unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]) : unsafe plain.buffer(pageSize)
-            if unsafe isAllZero(UnsafeRawBufferPointer(stored)) {
-                // SQLCipher reads an all-zero page as zeros (a page past a truncation that SQLite itself wrote).
-                unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
-            } else {
-                do throws(E3DBError) {
-                    try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: output)
-                } catch {
-                    unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
-                    return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
-                        .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
-                        context: .init(part: "database", actual: Int(number)))))
-                }
+            // An all-zero page does not authenticate either (SQLCipher 4.12 refuses it too).
+            do throws(E3DBError) {
+                try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: output)
+            } catch {
+                unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
+                return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
+                    .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
+                    context: .init(part: "database", actual: Int(number)))))
             }
             if !whole {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
@@ -325,13 +323,11 @@ final class MainDatabaseFile: PassThroughFile {
             let number = UInt32(index + 1)
             let stored = unsafe raw.buffer(pageSize)
             let readRC = unsafe readRaw(stored, at: index * Int64(pageSize))
-            if readRC != SQLITE_OK {
+            let page = unsafe plain.buffer(pageSize)
+            if readRC != SQLITE_OK
+                || (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) == nil
+            {
                 bad.append(number)
-            } else if unsafe !isAllZero(UnsafeRawBufferPointer(stored)) {
-                let page = unsafe plain.buffer(pageSize)
-                if (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) == nil {
-                    bad.append(number)
-                }
             }
             index += 1
         }

@@ -245,7 +245,8 @@ def main():
             if pragmas:
                 comment += f", PRAGMA {', '.join(pragmas)} after it"
             if header_reserve != reserve(settings):
-                comment += f" (the SQLite header says {header_reserve} reserved bytes, the codec uses {reserve(settings)})"
+                comment += (f" (the SQLite header says {header_reserve} reserved bytes, "
+                            f"the codec uses {reserve(settings)})")
             case = {"comment": comment, "result": "valid", "flags": flags, "database": name, "keyForm": key_form,
                     "key": key, "pragmaKey": pragma_key_of(key_form, key), "pragmasBeforeKey": defaults,
                     "pragmas": pragmas, "settings": settings, "reserve": reserve(settings),
@@ -309,7 +310,8 @@ def main():
                flip(p1, 0), salt=hx(flip(p1[:16], 0)))
     # SQLCipher 3's 12 padding bytes after the HMAC are not authenticated: changing them changes nothing.
     p2 = stored_page("v3-default-compatibility", 2)
-    single("v3-default-compatibility", "page 2, a padding byte after the HMAC flipped (not authenticated in SQLCipher 3)",
+    single("v3-default-compatibility",
+           "page 2, a padding byte after the HMAC flipped (not authenticated in SQLCipher 3)",
            ["UnauthenticatedPadding"], 2, flip(p2, 1024 - 1), result="valid")
     # The wrong kdf_iter derives another key.
     v4 = made["v4-kdf-iter-10000"][0]

@@ -115,8 +115,8 @@ def open_encrypted(args, key=None, raw=None):
     after_key = getattr(args, "compat_after_key", False)
     if compat is not None and not after_key:
         connection.execute(f"PRAGMA cipher_default_compatibility = {compat}")
-    rows = connection.execute(
-        f"PRAGMA key = {key_literal(args.key if key is None else key, args.raw_key if raw is None else raw)}").fetchall()
+    literal = key_literal(args.key if key is None else key, args.raw_key if raw is None else raw)
+    rows = connection.execute(f"PRAGMA key = {literal}").fetchall()
     if rows != [("ok",)]:
         raise PeerError(f"PRAGMA key returned {rows!r}")
     if compat is not None and after_key:

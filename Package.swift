@@ -211,7 +211,7 @@ let package = Package(
         // `e3dbkit vectors verify`, so there is one source of truth. No test code and no #filePath: the CLI links it.
         .target(
             name: "E3DBVectors",
-            dependencies: ["E3DBKit"],
+            dependencies: ["E3DBKit", "E3DBPageCodec"],
             swiftSettings: upcoming
         ),
         // Test support (never linked by a product): the checkout's location from #filePath.
@@ -265,7 +265,7 @@ let package = Package(
         .testTarget(
             name: "E3DBSQLiteTests",
             dependencies: [
-                "E3DBSQLite", "E3DBPageCodec", "E3DBPrimitives", "E3DBTestSupport",
+                "E3DBSQLite", "E3DBPageCodec", "E3DBPrimitives", "E3DBTestSupport", "E3DBVectors",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             exclude: ["sqlcipher_peer.py"],

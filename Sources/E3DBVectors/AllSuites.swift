@@ -8,5 +8,6 @@ public enum AllVectorSuites {
             + DocumentsSuites.all
             + IdentitySuites.all
             + FilesSuites.all
+            + SQLCipherSuites.all
     }
 }

@@ -176,9 +176,7 @@ struct InteropTests {
         try #require(FileManager.default.fileExists(atPath: leftover), "the peer left no \(leftover)")
         // Two copies of the crashed state: SQLCipher recovers one, this library the other.
         let copy = dir.path("copy.db")
-        for suffix in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: path + suffix) {
-            try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
-        }
+        try KilledWriter.copyDatabase(path, to: copy)
         let local = try LocalDump.dump(copy, keying)
         let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
         #expect(local == peer)
@@ -190,19 +188,10 @@ struct InteropTests {
     static func killAfter(marker: String, arguments: [String], script: String) async throws {
         let input = Data(script.utf8)
         try await offCooperativePool { () throws -> Void in
-            let process = Process()
-            process.executableURL = CLIRunner.binary
-            process.arguments = arguments
-            let stdin = Pipe(), out = Pipe()
-            process.standardInput = stdin
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            stdin.fileHandleForWriting.write(input)
-            try stdin.fileHandleForWriting.close()
+            let (process, output) = try KilledWriter.start(arguments, input: input)
             var seen = Data()
             while !seen.contains(marker: marker) {
-                let chunk = out.fileHandleForReading.availableData
+                let chunk = output.availableData
                 if chunk.isEmpty { break }
                 seen.append(chunk)
             }
@@ -237,9 +226,7 @@ struct InteropTests {
         let leftover = path + (mode == "wal" ? "-wal" : "-journal")
         #expect(((try? FileManager.default.attributesOfItem(atPath: leftover)[.size] as? Int) ?? 0) > 0, "no hot \(leftover)")
         let copy = dir.path("copy.db")
-        for suffix in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: path + suffix) {
-            try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
-        }
+        try KilledWriter.copyDatabase(path, to: copy)
         let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
         #expect(peer["cipher_integrity_check"] as? [String] == [])
         let local = try LocalDump.dump(copy, keying)

@@ -121,19 +121,11 @@ struct SQLiteCLITests {
             let delay = UInt32.random(in: 150_000...1_200_000)
             let input = Data(script.utf8)
             let output = try await offCooperativePool { () throws -> String in
-                let process = Process()
-                process.executableURL = CLIRunner.binary
-                process.arguments = ["sqlite", "exec", "--passphrase-file", dir.path("pass"), "--kdf-iter", "1000", db]
-                let stdin = Pipe(), out = Pipe()
-                process.standardInput = stdin
-                process.standardOutput = out
-                process.standardError = FileHandle.nullDevice
-                try process.run()
-                stdin.fileHandleForWriting.write(input)
-                try stdin.fileHandleForWriting.close()
+                let (process, output) = try KilledWriter.start(
+                    ["sqlite", "exec", "--passphrase-file", dir.path("pass"), "--kdf-iter", "1000", db], input: input)
                 usleep(delay)
                 kill(process.processIdentifier, SIGKILL)
-                let data = out.fileHandleForReading.readDataToEndOfFile()
+                let data = output.readDataToEndOfFile()
                 process.waitUntilExit()
                 return String(decoding: data, as: UTF8.self)
             }

@@ -94,6 +94,21 @@ let package = Package(
                 .product(name: "E3DBAPI", package: "E3DBKit"), .product(name: "E3DBPrimitives", package: "E3DBKit"),
             ]
         ),
+        .executableTarget(
+            name: "FuzzPageCodec",
+            dependencies: [
+                .product(name: "E3DBPageCodec", package: "E3DBKit"), .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            ]
+        ),
+        // FuzzSQLiteVFS reaches the VFS's file methods through GRDB's SQLite module (the same system library).
+        .executableTarget(
+            name: "FuzzSQLiteVFS",
+            dependencies: [
+                .product(name: "E3DBSQLite", package: "E3DBKit"), .product(name: "E3DBPageCodec", package: "E3DBKit"),
+                .product(name: "E3DBPrimitives", package: "E3DBKit"), .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        ),
         .executableTarget(name: "FuzzServerRequests", dependencies: serverDependencies),
         .executableTarget(name: "FuzzAuthHeaders", dependencies: serverDependencies),
         .executableTarget(name: "FuzzSearchCost", dependencies: serverDependencies),

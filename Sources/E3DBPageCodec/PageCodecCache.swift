@@ -18,6 +18,7 @@ public final class PageCodecCache: Sendable {
     public let capacity: Int
     private let fingerprintKey = SymmetricKey(size: .bits256)
     private let entries = Mutex<[(id: [UInt8], codec: PageCodec)]>([])
+    private let derivationCounts = Mutex<[[UInt8]: Int]>([:])
 
     public init(capacity: Int = 16) {
         self.capacity = max(capacity, 1)
@@ -37,6 +38,7 @@ public final class PageCodecCache: Sendable {
         }
         // Derived outside the lock: two threads may both derive the first time, and one result is kept.
         let codec = try PageCodec(key: key, salt: salt, settings: settings)
+        derivationCounts.withLock { $0[id, default: 0] += 1 }
         entries.withLock { list in
             if !list.contains(where: { ConstantTime.equals($0.id, id) }) { list.append((id, codec)) }
             if list.count > capacity { list.removeFirst(list.count - capacity) }
@@ -47,6 +49,12 @@ public final class PageCodecCache: Sendable {
     /// Forgets every cached codec (their keys are wiped once no open database uses them).
     public func removeAll() {
         entries.withLock { $0.removeAll() }
+    }
+
+    /// How many times this cache derived the keys of `key` over `salt` (tests: a pool's connections share one).
+    package func derivations(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) -> Int {
+        let id = fingerprint(key: key, salt: salt, settings: settings)
+        return derivationCounts.withLock { $0[id] ?? 0 }
     }
 
     /// The number of cached codecs.

@@ -53,9 +53,12 @@ extension E3DBSQLite {
         databaseAt path: String, from oldKey: SQLCipherKey, settings oldSettings: SQLCipherSettings = .v4,
         to newKey: SQLCipherKey, newSettings: SQLCipherSettings? = nil
     ) throws(E3DBError) {
-        // Fold a WAL into the file and leave WAL mode, so that no -wal of the old key outlives the rename.
+        // Fold a WAL into the file and leave WAL mode, so that no -wal of the old key outlives the rename; the copy
+        // goes back to WAL mode if the database was in it.
+        var wasWAL = false
         do {
             let old = try SQLiteConnection(path: path, key: oldKey, settings: oldSettings)
+            wasWAL = try old.rows("PRAGMA journal_mode").first?.values.first == .text("wal")
             try old.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE")
         }
         let temporary = path + ".rekey-" + SecureRandom.bytes(count: 6).map { String($0, radix: 16) }.joined()
@@ -69,6 +72,11 @@ extension E3DBSQLite {
             guard unsafe rename(temporary, path) == 0 else {
                 throw E3DBError(.databaseError, "the rekeyed copy could not replace \(path) (errno \(errno))")
             }
+            syncDirectory(of: path)
+        }
+        // Back to WAL mode on the renamed file (a connection to the copy's old name would leave its -wal and -shm).
+        if wasWAL {
+            try SQLiteConnection(path: path, key: newKey, settings: newSettings ?? oldSettings).execute("PRAGMA journal_mode = WAL")
         }
     }
 
@@ -99,6 +107,16 @@ extension E3DBSQLite {
     }
 
     // MARK: The copy
+
+    /// Makes a rename in the directory of `path` durable (best effort: some file systems refuse fsync on a
+    /// directory).
+    private static func syncDirectory(of path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let descriptor = unsafe open(directory.isEmpty ? "." : directory, O_RDONLY)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        _ = close(descriptor)
+    }
 
     private static func requireAbsent(_ path: String) throws(E3DBError) {
         guard !FileManager.default.fileExists(atPath: path) else {

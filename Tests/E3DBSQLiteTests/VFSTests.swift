@@ -31,7 +31,10 @@ struct GRDBTests {
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
             #expect(sums == Array(repeating: 1_999_000, count: 6))
-            let wal = try Data(contentsOf: URL(fileURLWithPath: path + "-wal"))
+            // Seven connections (the writer and six readers), one key derivation.
+        let salt = Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(16))
+        #expect(PageCodecCache.shared.derivations(key: key, salt: salt, settings: .v4) == 1)
+        let wal = try Data(contentsOf: URL(fileURLWithPath: path + "-wal"))
             #expect(!wal.isEmpty && !wal.contains(marker: "secret-player"))
             try pool.close()
         }
@@ -91,6 +94,33 @@ struct AttachTests {
         // Without its key, the other database is refused with the typed error.
         let refused = VFSOutcomeTests.error { try connection.execute("ATTACH '\(other)' AS wrong") }
         #expect(refused?.code == .wrongKey)
+    }
+}
+
+@Suite("E3DBSQLite: rekey")
+struct RekeyTests {
+    @Test("rekey of a WAL database keeps WAL mode and every row, under new settings too; the old key no longer opens; no file of the old key remains")
+    func rekeyWAL() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let path = dir.path("wal.db")
+        try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast).execute(
+            """
+            PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) INSERT INTO t(v) SELECT 'v' || x FROM c;
+            """)
+        var newSettings = SQLCipherSettings.v4
+        newSettings.pageSize = 8192
+        newSettings.kdfIterations = 2000
+        try E3DBSQLite.rekey(databaseAt: path, from: TestKeys.passphrase(), settings: TestKeys.fast, to: TestKeys.raw(9), newSettings: newSettings)
+        let connection = try SQLiteConnection(path: path, key: TestKeys.raw(9), settings: newSettings)
+        #expect(try connection.rows("PRAGMA journal_mode; SELECT count(*) FROM t").map(\.values) == [[.text("wal")], [.integer(1000)]])
+        #expect(VFSOutcomeTests.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?.code == .wrongKey)
+        #expect(try dir.files().map(\.name).filter { $0.contains("rekey") } == [])
+        // With a wrong old key nothing changes.
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(VFSOutcomeTests.error { try E3DBSQLite.rekey(databaseAt: path, from: TestKeys.raw(1), settings: newSettings, to: TestKeys.raw(2)) }?.code == .wrongKey)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
     }
 }
 

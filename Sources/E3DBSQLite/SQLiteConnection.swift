@@ -46,7 +46,8 @@ public struct SQLiteRow: Sendable, Equatable {
 
     /// Opens (or creates) the database at `path`.
     /// - Parameters:
-    ///   - path: The database file.
+    ///   - path: The database file (`:memory:` or an empty path: SQLite's in-memory or temporary database, which
+    ///     never reach the disk, so the key is not used).
     ///   - key: The key of an encrypted database; nil opens a plaintext database with SQLite's own VFS.
     ///   - settings: The cipher settings (SQLCipher 4 defaults).
     ///   - readOnly: Opens without write access (and never creates).
@@ -55,14 +56,14 @@ public struct SQLiteRow: Sendable, Equatable {
     public init(path: String, key: SQLCipherKey?, settings: SQLCipherSettings = .v4, readOnly: Bool = false) throws(E3DBError) {
         var target = path
         var handleName: String?
-        if let key {
+        if let key, path != ":memory:", !path.isEmpty {
             try key.validate()
             try settings.validate()
             try E3DBSQLite.register()
             let name = KeyRegistry.shared.register(key, settings: settings)
             handleName = name
             target = E3DBSQLite.uri(path: path, parameters: ["vfs": CipherVFS.name, "e3db_key": name])
-        } else {
+        } else if path != ":memory:" && !path.isEmpty {
             target = E3DBSQLite.uri(path: path, parameters: [:])
         }
         var connection: OpaquePointer?
@@ -83,7 +84,7 @@ public struct SQLiteRow: Sendable, Equatable {
         unsafe sqlite3_extended_result_codes(connection, 1)
         // Temporary tables and indexes in memory (the VFS keeps temporary files in memory as well).
         try execute("PRAGMA temp_store = MEMORY")
-        if key != nil {
+        if handleName != nil {
             // Reads page 1 now, so that a wrong key is reported at open.
             try execute("SELECT count(*) FROM sqlite_schema")
         }

@@ -48,6 +48,22 @@ struct GRDBTests {
         #expect(try connection.rows("SELECT count(*) FROM player").first?.values == [.integer(2000)])
     }
 
+    @Test("paths with spaces, '#', '?', '%' and non-ASCII characters open through the URI; :memory: stays in memory")
+    func awkwardPaths() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let folder = dir.url.appendingPathComponent("a dir #1 ?x=%41 é")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let path = folder.appendingPathComponent("data base%2F.sqlite").path
+        let queue = try DatabaseQueue(path: try E3DBSQLite.uri(forDatabaseAt: path, key: TestKeys.raw()))
+        try await queue.write { try $0.execute(sql: "CREATE TABLE t(v); INSERT INTO t VALUES ('awkward')") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["data base%2F.sqlite"])
+        #expect(try SQLiteConnection(path: path, key: TestKeys.raw()).rows("SELECT v FROM t").first?.values == [.text("awkward")])
+        let memory = try SQLiteConnection(path: ":memory:", key: nil)
+        #expect(try memory.rows("SELECT 1").first?.values == [.integer(1)])
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/:memory:"))
+    }
+
     @Test("the SQLite.swift / C API path: a `vfs=` URI and PRAGMA key before anything else; a wrong key is typed")
     func pragmaKey() throws {
         let dir = try TestDirectory()

@@ -118,6 +118,8 @@ public final class PageCodec: Sendable {
         return PageCodec(settings: settings, salt: salt, encryptionKey: encryptionKey, mac: mac)
     }
 
+    private static let randomness = RandomReservoir()
+
     /// The first 16 bytes of every SQLite database, which SQLCipher replaces with the salt on disk.
     public static let sqliteHeader: [UInt8] = Array("SQLite format 3\0".utf8)
 
@@ -178,8 +180,9 @@ public final class PageCodec: Sendable {
         precondition(page.count == pageSize && output.count == pageSize, "PageCodec: buffers hold one page")
         let start = dataOffset(number)
         let end = pageSize - settings.reserveByteCount
-        // A fresh random IV (and random padding after the HMAC, as SQLCipher fills its whole reserve).
-        unsafe SecureRandom.fill(UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]))
+        // A fresh random IV (and random padding after the HMAC, as SQLCipher fills its whole reserve), from a
+        // reservoir: one system call per 64 KiB, not one per page.
+        unsafe Self.randomness.fill(UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]))
         let iv: AES._CBC.IV
         let ciphertext: Data
         do {
@@ -209,11 +212,11 @@ public final class PageCodec: Sendable {
         let start = dataOffset(number)
         let end = pageSize - settings.reserveByteCount
         let macStart = end + SQLCipherSettings.ivByteCount
-        unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
         let authentic = unsafe mac.verify(
             over: UnsafeRawBufferPointer(rebasing: page[start..<macStart]), number: number,
             expected: UnsafeRawBufferPointer(rebasing: page[macStart..<(macStart + settings.algorithm.macByteCount)]))
         guard authentic else {
+            unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
             throw E3DBError(
                 .pageTampered, "page \(number) did not authenticate", context: .init(part: "page", actual: Int(number)))
         }
@@ -223,9 +226,11 @@ public final class PageCodec: Sendable {
             plaintext = try unsafe AES._CBC.decrypt(
                 UnsafeRawBufferPointer(rebasing: page[start..<end]), using: encryptionKey, iv: iv, noPadding: true)
         } catch {
+            unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
             throw E3DBError(.invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
         }
         unsafe plaintext.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0) }
+        unsafe UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]).initializeMemory(as: UInt8.self, repeating: 0)
         if start > 0 {
             unsafe Self.sqliteHeader.withUnsafeBytes {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
@@ -247,29 +252,30 @@ private enum PageMAC: Sendable {
     }
 
     func write(over data: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer) {
-        let tag = unsafe compute(over: data, number: number)
-        unsafe tag.withUnsafeBytes { unsafe output.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<output.count])) }
-    }
-
-    func verify(over data: UnsafeRawBufferPointer, number: UInt32, expected: UnsafeRawBufferPointer) -> Bool {
-        let tag = unsafe compute(over: data, number: number)
-        return unsafe tag.withUnsafeBytes { computed in
-            unsafe ConstantTime.equals(UnsafeRawBufferPointer(rebasing: computed[0..<expected.count]), expected)
+        unsafe compute(over: data, number: number) { tag in
+            unsafe output.copyMemory(from: UnsafeRawBufferPointer(rebasing: tag[0..<output.count]))
         }
     }
 
-    private func compute(over data: UnsafeRawBufferPointer, number: UInt32) -> [UInt8] {
+    func verify(over data: UnsafeRawBufferPointer, number: UInt32, expected: UnsafeRawBufferPointer) -> Bool {
+        unsafe compute(over: data, number: number) { tag in
+            unsafe ConstantTime.equals(UnsafeRawBufferPointer(rebasing: tag[0..<expected.count]), expected)
+        }
+    }
+
+    /// Calls `body` with the tag over `data` ‖ the page number (4 bytes, little-endian), without copying it.
+    private func compute<R>(over data: UnsafeRawBufferPointer, number: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         var littleEndian = number.littleEndian
         return unsafe withUnsafeBytes(of: &littleEndian) { pageNumber in
             switch self {
             case .sha512(var state):
                 unsafe state.update(data: data)
                 unsafe state.update(data: pageNumber)
-                return Array(state.finalize())
+                return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }
             case .sha1(var state):
                 unsafe state.update(data: data)
                 unsafe state.update(data: pageNumber)
-                return Array(state.finalize())
+                return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }
             }
         }
     }

@@ -8,57 +8,78 @@ internal import Synchronization
 ///
 /// Entries are found by a fingerprint of the key: HMAC-SHA256 under a random key made at process start, so the
 /// table holds no value that could be tested against a guessed passphrase outside this process. The derived keys
-/// themselves stay in the codecs (swift-crypto wipes a `SymmetricKey` when it is released). The cache keeps the
-/// most recently used ``capacity`` codecs; ``removeAll()`` drops them all.
+/// themselves stay in the codecs (swift-crypto wipes a `SymmetricKey` when it is released). A codec an open
+/// database uses is always found (a weak reference); the most recently used ``capacity`` codecs are kept besides,
+/// for databases that open again; ``removeAll()`` forgets them all.
 public final class PageCodecCache: Sendable {
     /// The process-wide cache.
     public static let shared = PageCodecCache()
 
-    /// How many codecs are kept.
+    /// How many codecs are kept when no open database uses them.
     public let capacity: Int
     private let fingerprintKey = SymmetricKey(size: .bits256)
-    private let entries = Mutex<[(id: [UInt8], codec: PageCodec)]>([])
+    private let state = Mutex(State())
     private let derivationCounts = Mutex<[[UInt8]: Int]>([:])
+
+    /// Codecs in use (held by open databases, found through weak references, never evicted while used) and the
+    /// most recently used ones (kept for a connection that opens again).
+    private struct State {
+        var live: [[UInt8]: WeakCodec] = [:]
+        var recent: [(id: [UInt8], codec: PageCodec)] = []
+
+        mutating func touch(_ id: [UInt8], _ codec: PageCodec, capacity: Int) {
+            recent.removeAll { $0.id == id }
+            recent.append((id, codec))
+            if recent.count > capacity { recent.removeFirst(recent.count - capacity) }
+            live[id] = WeakCodec(codec: codec)
+            if live.count > 4 * capacity { live = live.filter { $0.value.codec != nil } }
+        }
+    }
+
+    private struct WeakCodec {
+        weak var codec: PageCodec?
+    }
 
     public init(capacity: Int = 16) {
         self.capacity = max(capacity, 1)
     }
 
-    /// The codec for `key` over `salt`: the cached one, or a new one (deriving the keys) that is then cached.
+    /// The codec for `key` over `salt`: the one an open database or a recent open uses, or a new one (deriving the
+    /// keys) that is then cached.
     /// - Throws: what ``PageCodec/init(key:salt:settings:)`` throws.
     public func codec(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) throws(E3DBError) -> PageCodec {
         let id = fingerprint(key: key, salt: salt, settings: settings)
-        if let hit = entries.withLock({ list -> PageCodec? in
-            guard let index = list.firstIndex(where: { ConstantTime.equals($0.id, id) }) else { return nil }
-            let entry = list.remove(at: index)
-            list.append(entry)
-            return entry.codec
+        let capacity = capacity
+        if let hit = state.withLock({ state -> PageCodec? in
+            guard let codec = state.live[id]?.codec else { return nil }
+            state.touch(id, codec, capacity: capacity)
+            return codec
         }) {
             return hit
         }
-        // Derived outside the lock: two threads may both derive the first time, and one result is kept.
+        // Derived outside the lock: two threads may both derive the first time, and the first result is kept.
         let codec = try PageCodec(key: key, salt: salt, settings: settings)
         derivationCounts.withLock { $0[id, default: 0] += 1 }
-        entries.withLock { list in
-            if !list.contains(where: { ConstantTime.equals($0.id, id) }) { list.append((id, codec)) }
-            if list.count > capacity { list.removeFirst(list.count - capacity) }
+        return state.withLock { state in
+            let kept = state.live[id]?.codec ?? codec
+            state.touch(id, kept, capacity: capacity)
+            return kept
         }
-        return codec
     }
 
     /// Forgets every cached codec (their keys are wiped once no open database uses them).
     public func removeAll() {
-        entries.withLock { $0.removeAll() }
+        state.withLock { $0 = State() }
     }
+
+    /// The number of codecs kept for recent use.
+    public var count: Int { state.withLock { $0.recent.count } }
 
     /// How many times this cache derived the keys of `key` over `salt` (tests: a pool's connections share one).
     package func derivations(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) -> Int {
         let id = fingerprint(key: key, salt: salt, settings: settings)
         return derivationCounts.withLock { $0[id] ?? 0 }
     }
-
-    /// The number of cached codecs.
-    public var count: Int { entries.withLock { $0.count } }
 
     private func fingerprint(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) -> [UInt8] {
         var mac = HMAC<SHA256>(key: fingerprintKey)

@@ -46,13 +46,15 @@ extension E3DBSQLite {
     }
 
     /// Re-encrypts a database under a new key (and, optionally, new settings): a copy under the new key next to it,
-    /// then an atomic rename over it, O(database) like SQLCipher's `PRAGMA rekey`. The source is checkpointed and
-    /// held with an exclusive lock for the copy; no other connection may use it meanwhile (their writes would be
-    /// lost with the old file).
+    /// then an atomic rename over it, O(database) like SQLCipher's `PRAGMA rekey`. With the same page size the copy
+    /// is page by page (SQLite's backup API: each page decrypted and encrypted again); with another page size or
+    /// reserve, the schema and rows are exported. The source is checkpointed and held with an exclusive lock for the
+    /// copy; no other connection may use it meanwhile (their writes would be lost with the old file).
     public static func rekey(
         databaseAt path: String, from oldKey: SQLCipherKey, settings oldSettings: SQLCipherSettings = .v4,
         to newKey: SQLCipherKey, newSettings: SQLCipherSettings? = nil
     ) throws(E3DBError) {
+        let settings = newSettings ?? oldSettings
         // Fold a WAL into the file and leave WAL mode, so that no -wal of the old key outlives the rename; the copy
         // goes back to WAL mode if the database was in it.
         var wasWAL = false
@@ -62,22 +64,41 @@ extension E3DBSQLite {
             try old.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE")
         }
         let temporary = path + ".rekey-" + SecureRandom.bytes(count: 6).map { String($0, radix: 16) }.joined()
-        try register()
-        let handle = KeyRegistry.shared.register(oldKey, settings: oldSettings)
-        defer { KeyRegistry.shared.remove(handle) }
-        try copy(
-            into: temporary, key: newKey, settings: newSettings ?? oldSettings,
-            from: uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle]), lockSource: true
-        ) { () throws(E3DBError) in
+        let replace = { () throws(E3DBError) in
             guard unsafe rename(temporary, path) == 0 else {
                 throw E3DBError(.databaseError, "the rekeyed copy could not replace \(path) (errno \(errno))")
             }
             syncDirectory(of: path)
         }
+        if settings.pageSize == oldSettings.pageSize && settings.reserveByteCount <= oldSettings.reserveByteCount {
+            do throws(E3DBError) {
+                let source = try SQLiteConnection(path: path, key: oldKey, settings: oldSettings)
+                // Exclusive locking mode keeps the lock this empty write transaction takes until the connection closes.
+                try source.execute("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; COMMIT")
+                let copy = try SQLiteConnection(path: temporary, key: newKey, settings: settings)
+                try copy.restore(from: source)
+                try replace()
+            } catch {
+                removeDatabase(temporary)
+                throw error
+            }
+        } else {
+            try register()
+            let handle = KeyRegistry.shared.register(oldKey, settings: oldSettings)
+            defer { KeyRegistry.shared.remove(handle) }
+            try copy(
+                into: temporary, key: newKey, settings: settings,
+                from: uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle]), lockSource: true, commit: replace)
+        }
         // Back to WAL mode on the renamed file (a connection to the copy's old name would leave its -wal and -shm).
         if wasWAL {
-            try SQLiteConnection(path: path, key: newKey, settings: newSettings ?? oldSettings).execute("PRAGMA journal_mode = WAL")
+            try SQLiteConnection(path: path, key: newKey, settings: settings).execute("PRAGMA journal_mode = WAL")
         }
+    }
+
+    /// Removes a database file and its journals.
+    private static func removeDatabase(_ path: String) {
+        for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
     /// Authenticates every page of the database file and runs SQLite's `integrity_check` (SQLCipher's
@@ -140,7 +161,7 @@ extension E3DBSQLite {
             try target.execute("DETACH DATABASE source")
             try commit()
         } catch {
-            for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: destination + suffix) }
+            removeDatabase(destination)
             throw error
         }
     }

@@ -172,6 +172,19 @@ public struct SQLiteRow: Sendable, Equatable {
         }
     }
 
+    /// Replaces this database's content with `source`'s, page by page (SQLite's backup API, in one step).
+    func restore(from source: SQLiteConnection) throws(E3DBError) {
+        FailureLog.clear(connection: connectionID)
+        guard let backup = unsafe sqlite3_backup_init(handle, "main", source.handle, "main") else {
+            throw failure(unsafe sqlite3_errcode(handle))
+        }
+        let step = unsafe sqlite3_backup_step(backup, -1)
+        let finish = unsafe sqlite3_backup_finish(backup)
+        guard step == SQLITE_DONE, finish == SQLITE_OK else {
+            throw FailureLog.last(connection: source.connectionID) ?? failure(step == SQLITE_DONE ? finish : step)
+        }
+    }
+
     /// The typed error for a failed SQLite call: the VFS's record when it caused it, else SQLite's message.
     func failure(_ rc: Int32) -> E3DBError {
         if let recorded = FailureLog.last(connection: connectionID) ?? FailureLog.last(path: path) { return recorded }

@@ -4,7 +4,10 @@
 // same SQL through SQLCipher 4; the script prints the table of both.
 //
 //   SQLiteThroughput WORKDIR [ROWS] [--rekey-mib M] [--sql PATH]
+//   SQLiteThroughput WORKDIR [ROWS] --only point_reads|scan|insert [--mode encrypted|plaintext] [--cache default|128MiB]
 //
+// The second form (for `perf record`) runs the insert that builds the database and then only the named workload,
+// in the named mode and cache (both of each unless given); no open or rekey measurements.
 // ROWS: 500000 unless given. --rekey-mib (or REKEY_MIB): the size of the database the rekey is timed on (0, the
 // default, skips it). --sql: workloads.sql (default: the one beside this file's source, ../SQLiteBaseline).
 //
@@ -104,6 +107,9 @@ func run() throws {
         ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("SQLiteBaseline/workloads.sql").path
     let rekeyMiB = Int(option("--rekey-mib") ?? ProcessInfo.processInfo.environment["REKEY_MIB"] ?? "0") ?? 0
+    let only = option("--only")
+    let onlyMode = option("--mode")
+    let onlyCache = option("--cache")
     guard let work = arguments.first else {
         fail("usage: SQLiteThroughput WORKDIR [ROWS] [--rekey-mib M] [--sql PATH]")
     }
@@ -111,11 +117,14 @@ func run() throws {
     let sql = sections(sqlPath, rows: rows)
     let path = work + "/e3dbkit.db"
 
-    let version = try SQLiteConnection(path: ":memory:", key: nil).rows("SELECT sqlite_version()").first?.values.first?.description ?? "?"
+    // (SQLiteConnection takes ":memory:" as a file name, so the version comes from a file in WORKDIR.)
+    let probe = work + "/version.db"
+    let version = try SQLiteConnection(path: probe, key: nil).rows("SELECT sqlite_version()").first?.values.first?.description ?? "?"
+    remove(probe)
     emit("version", 0, count: 0, extra: ["sqlite": version.replacingOccurrences(of: "\"", with: "")])
 
-    for cache in caches {
-        for mode in ["plaintext", "encrypted"] {
+    for cache in caches where onlyCache == nil || onlyCache == cache.name {
+        for mode in ["plaintext", "encrypted"] where onlyMode == nil || onlyMode == mode {
             let databaseKey = mode == "encrypted" ? key(passphrase) : nil
             remove(path)
             do {
@@ -128,13 +137,13 @@ func run() throws {
                 let time = seconds(ContinuousClock.now - start)
                 emit("insert", time, count: rows, mode: mode, cache: cache.name, extra: ["bytes": fileSize(path)])
             }
-            do {
+            if only == nil || only == "point_reads" {
                 let db = try connect(path, databaseKey, cache: cache.size)
                 _ = try result(db, sql["first_read"]!)
                 let (time, value) = try timed(db, sql["point_reads"]!)
                 emit("point_reads", time, count: rows, mode: mode, cache: cache.name, extra: ["result": value])
             }
-            do {
+            if only == nil || only == "scan" {
                 let db = try connect(path, databaseKey, cache: cache.size)
                 _ = try result(db, sql["first_read"]!)
                 var total = 0.0
@@ -149,6 +158,7 @@ func run() throws {
         }
     }
     remove(path)
+    if only != nil { return }
 
     // Open + first read, best of `opens`, on a small database made with each key form (and without a key). The
     // codec cache is emptied before each open, so the passphrase is stretched every time (`open_passphrase_cached`:

@@ -110,3 +110,18 @@ package.targets += [
         path: "ServerBaseline"
     ),
 ]
+
+// E3DBSQLite against SQLCipher 4: the same SQL (Benchmarks/SQLiteBaseline/workloads.sql: a bulk insert with an index,
+// scattered point reads, filtered full scans; open; rekey) encrypted and plaintext, with the default page cache and
+// 128 MiB. scripts/sqlite-benchmark.sh runs it with Benchmarks/SQLiteBaseline/sqlite_baseline.py (sqlcipher3).
+package.targets += [
+    .executableTarget(
+        name: "SQLiteThroughput",
+        dependencies: [
+            .product(name: "E3DBSQLite", package: "E3DBKit"),
+            .product(name: "E3DBPageCodec", package: "E3DBKit"),
+            .product(name: "E3DBPrimitives", package: "E3DBKit"),
+        ],
+        path: "SQLiteThroughput"
+    ),
+]

@@ -54,7 +54,7 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
         return (needed + 15) / 16 * 16
     }
 
-    /// Checks that the page size is a power of two from 512 to 65536 and the round count is positive.
+    /// Checks that the page size is a power of two from 512 to 65536 and the round count from 1 to 2³² − 1.
     /// - Throws: ``E3DBError/Code/invalidParameter`` naming the setting.
     public func validate() throws(E3DBError) {
         guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else {
@@ -62,9 +62,9 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
                 .invalidParameter, "the page size must be a power of two from 512 to 65536",
                 context: .init(part: "cipher_page_size", actual: pageSize))
         }
-        guard kdfIterations > 0 else {
+        guard kdfIterations > 0, kdfIterations <= Int(UInt32.max) else {
             throw E3DBError(
-                .invalidParameter, "the KDF round count must be positive",
+                .invalidParameter, "the KDF round count must be from 1 to 4294967295",
                 context: .init(part: "kdf_iter", actual: kdfIterations))
         }
     }

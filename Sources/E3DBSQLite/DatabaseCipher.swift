@@ -93,7 +93,8 @@ final class DatabaseCipher: @unchecked Sendable {
     func resolvedCodec() -> Result<PageCodec, CipherFailure> {
         if let codec { return .success(codec) }
         guard let main else { return .failure(CipherFailure(SQLITE_IOERR, E3DBError(.databaseError, "the database is closed"))) }
-        return main.resolveCodec()
+        // A journal or WAL resolves it to write (a frame or record under a new database's salt keeps that salt).
+        return main.resolveCodec(forWrite: true)
     }
 
     /// Records `error` (for ``E3DBSQLite/lastFailure(forDatabaseAt:)`` and SQLite's error log) and returns `code`.

@@ -20,18 +20,16 @@ internal import E3DBPrimitives
 /// SQLite's checksum is a 32-bit nonce plus every 200th byte of the page, computed over the plaintext; stored as
 /// it is, it would put a plaintext-derived value on disk. This file stores instead the same checksum over the
 /// ciphertext (SQLCipher's journal format, so that either implementation can play back the other's hot journal),
-/// and when SQLite reads a record back, it answers with the plaintext checksum SQLite expects, or with a value
-/// that cannot match when the page did not authenticate (a torn record: SQLite then stops the playback there, as
-/// it does for a torn record of a plain journal).
+/// and when SQLite reads a record back, it answers with the plaintext checksum SQLite expects (a stored checksum
+/// that does not match the ciphertext stays a mismatch, so SQLite stops the playback at a torn record as it does for
+/// a plain journal). A record page that does not authenticate is an error (`pageTampered`, part `journal`).
 final class JournalFile: PassThroughFile {
     let cipher: DatabaseCipher
     private var raw = PageBuffer()
     private var writtenNumber: (offset: Int64, number: UInt32)?
     private var writtenPage: (offset: Int64, plainSum: UInt32, cipherSum: UInt32)?
     private var readNumber: (offset: Int64, number: UInt32)?
-    private var readPage: (offset: Int64, plainSum: UInt32, cipherSum: UInt32, authentic: Bool)?
-
-    static let magic: [UInt8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]
+    private var readPage: (offset: Int64, plainSum: UInt32, cipherSum: UInt32)?
 
     init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
         self.cipher = cipher
@@ -70,22 +68,23 @@ final class JournalFile: PassThroughFile {
             writtenNumber = unsafe (offset, bigEndian32(buffer))
             return unsafe writeRaw(buffer, at: offset)
         }
-        if buffer.count >= 8, unsafe Array(buffer[0..<8]) == Self.magic {
-            return unsafe writeRaw(buffer, at: offset)  // a journal header (record count, nonce, sizes): no page content
-        }
         let codec: PageCodec
         switch self.codec() {
         case .success(let resolved): codec = resolved
         case .failure(let failure): return cipher.fail(failure)
         }
         let pageSize = codec.settings.pageSize
-        if buffer.count < pageSize {
-            return unsafe writeRaw(buffer, at: offset)  // a header field or the super-journal's name: no page content
-        }
+        // A record's page is the page-sized write right after its page number. Anything else SQLite writes to a
+        // rollback journal is a header (its magic may still be zero: SQLite writes it at the sync), a header field
+        // or the super-journal's name, never longer than a page and without page content.
         guard buffer.count == pageSize, let number = writtenNumber, number.offset + 4 == offset else {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
-                .invalidLength, "a journal write that is not a page record was refused",
-                context: .init(part: "journal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+            guard buffer.count <= pageSize else {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
+                    .invalidLength, "a journal write longer than a page was refused",
+                    context: .init(part: "journal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+            }
+            writtenNumber = nil
+            return unsafe writeRaw(buffer, at: offset)
         }
         let stored = unsafe raw.buffer(pageSize)
         do throws(E3DBError) {
@@ -104,8 +103,7 @@ final class JournalFile: PassThroughFile {
             guard rc == SQLITE_OK else { return rc }
             if let page = readPage, let codec = try? codec().get(), page.offset + Int64(codec.settings.pageSize) == offset {
                 readPage = nil
-                var value = unsafe bigEndian32(UnsafeRawBufferPointer(buffer)) &- page.cipherSum &+ page.plainSum
-                if !page.authentic { value &+= 1 }
+                let value = unsafe bigEndian32(UnsafeRawBufferPointer(buffer)) &- page.cipherSum &+ page.plainSum
                 unsafe putBigEndian32(value, buffer)
             } else {
                 readNumber = unsafe (offset, bigEndian32(UnsafeRawBufferPointer(buffer)))
@@ -124,17 +122,15 @@ final class JournalFile: PassThroughFile {
             unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
             return rc
         }
-        var authentic = true
         do throws(E3DBError) {
             try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number.number, into: buffer)
         } catch {
-            authentic = false
-            unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            // Never zeros in its place: a savepoint rollback does not check the record checksum and would write them.
+            return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
+                .pageTampered, "page \(number.number) in the journal of \(cipher.path) did not authenticate",
+                context: .init(part: "journal", actual: Int(number.number), offset: Int(offset)))))
         }
-        readPage = unsafe (
-            offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)), Self.checksumSum(UnsafeRawBufferPointer(stored)),
-            authentic
-        )
+        readPage = unsafe (offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)), Self.checksumSum(UnsafeRawBufferPointer(stored)))
         return SQLITE_OK
     }
 }
@@ -142,16 +138,18 @@ final class JournalFile: PassThroughFile {
 /// A write-ahead log in SQLCipher's format: frame headers in the clear (page number, commit size, salts), page
 /// bodies encrypted with their page number, and the frame checksum chain computed over the ciphertext.
 ///
-/// SQLite writes a frame as two calls, the 24-byte header (with its checksums over the plaintext) and then the
-/// page. This file holds the header back until the page comes, encrypts the page, recomputes the checksums over
-/// header and ciphertext from the previous frame's (as on disk), and writes the frame as one. A header SQLite
-/// rewrites after reading the frame back whole (`walRewriteChecksums`, which sees the ciphertext) is written as it
-/// is. Whole-frame reads (recovery, checksum rewrites) see the ciphertext; page reads are decrypted.
+/// Every I/O is classified, and what fits no class is refused: the 32-byte WAL header (whose page size must be
+/// the cipher's), a 24-byte frame header, a frame's page (encrypted, decrypted), a whole frame read back (recovery,
+/// `walRewriteChecksums`: the ciphertext), and small reads inside a header. SQLite writes a frame as two calls,
+/// the header (with checksums over the plaintext) and then the page: the header is held back until the page
+/// comes, and the frame is written at once with its checksums recomputed over header and ciphertext from the
+/// previous frame's as stored. A header written alone (`walRewriteChecksums` after a page was rewritten in place)
+/// gets its checksums recomputed over the ciphertext on disk the same way, so no checksum SQLite computed over
+/// plaintext is ever written.
 final class WALFile: PassThroughFile {
     let cipher: DatabaseCipher
     private var raw = PageBuffer()
     private var pendingHeader: (offset: Int64, bytes: [UInt8])?
-    private var lastWholeFrameRead: Int64?
 
     static let headerSize: Int64 = 32
     static let frameHeaderSize = 24
@@ -161,10 +159,26 @@ final class WALFile: PassThroughFile {
         unsafe super.init(inner: inner)
     }
 
+    /// Writes a held-back header on its own (its page is already on disk).
     private func flush() -> Int32 {
         guard let pending = pendingHeader else { return SQLITE_OK }
         pendingHeader = nil
-        return unsafe pending.bytes.withUnsafeBytes { unsafe writeRaw($0, at: pending.offset) }
+        let codec: PageCodec
+        switch cipher.resolvedCodec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure): return cipher.fail(failure)
+        }
+        let pageSize = codec.settings.pageSize
+        let frame = unsafe raw.buffer(pageSize + Self.frameHeaderSize)
+        unsafe pending.bytes.withUnsafeBytes {
+            unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
+        }
+        let rc = unsafe readRaw(UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]), at: pending.offset + Int64(Self.frameHeaderSize))
+        guard rc == SQLITE_OK else {
+            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
+                .databaseError, "a WAL frame header came without its page", context: .init(part: "wal", offset: Int(pending.offset)))))
+        }
+        return unsafe writeChecksummed(frame, at: pending.offset, pageSize: pageSize, headerOnly: true)
     }
 
     private func isFrameStart(_ offset: Int64, frameSize: Int64) -> Bool {
@@ -197,6 +211,12 @@ final class WALFile: PassThroughFile {
         return unsafe super.fileControl(op, argument)
     }
 
+    private func refuse(_ code: Int32, _ what: String, _ count: Int, _ offset: Int64) -> Int32 {
+        cipher.fail(CipherFailure(code, E3DBError(
+            .invalidLength, "\(what) that is not a WAL header or frame was refused",
+            context: .init(part: "wal", actual: count, offset: Int(offset)))))
+    }
+
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let codec: PageCodec
         switch cipher.resolvedCodec() {
@@ -212,11 +232,6 @@ final class WALFile: PassThroughFile {
         let rc = flush()
         guard rc == SQLITE_OK else { return rc }
         if buffer.count == Self.frameHeaderSize, isFrameStart(offset, frameSize: frameSize) {
-            if lastWholeFrameRead == offset {
-                // walRewriteChecksums: the checksums were computed over the frame as stored.
-                lastWholeFrameRead = nil
-                return unsafe writeRaw(buffer, at: offset)
-            }
             pendingHeader = unsafe (offset, Array(buffer))
             return SQLITE_OK
         }
@@ -225,6 +240,7 @@ final class WALFile: PassThroughFile {
             guard let number = frameNumber(at: offset - Int64(Self.frameHeaderSize)) else {
                 return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(.databaseError, "a WAL frame header could not be read")))
             }
+            if let failure = unsafe Self.checkPageOne(buffer, number: number, codec: codec) { return cipher.fail(failure) }
             let stored = unsafe raw.buffer(pageSize)
             do throws(E3DBError) {
                 try unsafe codec.encrypt(page: buffer, number: number, into: stored)
@@ -233,12 +249,26 @@ final class WALFile: PassThroughFile {
             }
             return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
         }
-        guard buffer.count < pageSize else {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
-                .invalidLength, "a WAL write that is not a frame was refused",
-                context: .init(part: "wal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+        if offset == 0, buffer.count == Int(Self.headerSize) {
+            // The WAL header: magic, version, page size, checkpoint sequence, salts, its own checksum.
+            guard unsafe Int(bigEndian32(buffer, 8)) == (pageSize == 65536 ? 1 : pageSize) else {
+                return refuse(SQLITE_IOERR_WRITE, "a WAL header of another page size", buffer.count, offset)
+            }
+            return unsafe writeRaw(buffer, at: offset)
         }
-        return unsafe writeRaw(buffer, at: offset)  // the WAL header
+        return refuse(SQLITE_IOERR_WRITE, "a write", buffer.count, offset)
+    }
+
+    /// A WAL page 1 must keep the cipher's page size and reserve, as the database file's does (a backup from a
+    /// database without the reserve would otherwise lose the last bytes of every page).
+    static func checkPageOne(_ page: UnsafeRawBufferPointer, number: UInt32, codec: PageCodec) -> CipherFailure? {
+        guard number == 1 else { return nil }
+        do throws(E3DBError) {
+            try unsafe MainDatabaseFile.checkHeader(page, settings: codec.settings)
+            return nil
+        } catch {
+            return CipherFailure(SQLITE_IOERR_WRITE, error)
+        }
     }
 
     /// Encrypts `page` and writes header and ciphertext as one frame, with checksums over the ciphertext.
@@ -247,12 +277,19 @@ final class WALFile: PassThroughFile {
         let frame = unsafe raw.buffer(pageSize + Self.frameHeaderSize)
         unsafe header.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0) }
         let number = unsafe bigEndian32(UnsafeRawBufferPointer(frame))
+        if let failure = unsafe Self.checkPageOne(page, number: number, codec: codec) { return cipher.fail(failure) }
         do throws(E3DBError) {
             try unsafe codec.encrypt(page: page, number: number, into: UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]))
         } catch {
             return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
         }
-        // The checksum chain continues from the previous frame's (or the WAL header's), as stored.
+        return unsafe writeChecksummed(frame, at: offset, pageSize: pageSize, headerOnly: false)
+    }
+
+    /// Sets the frame's two checksum words over its first 8 header bytes and its ciphertext, chained from the
+    /// previous frame's (or the WAL header's) as stored, in the byte order the WAL magic names; writes the frame
+    /// (or only its header).
+    private func writeChecksummed(_ frame: UnsafeMutableRawBufferPointer, at offset: Int64, pageSize: Int, headerOnly: Bool) -> Int32 {
         var magic = [UInt8](repeating: 0, count: 4)
         var previous = [UInt8](repeating: 0, count: 8)
         let previousOffset = offset == Self.headerSize ? 24 : offset - Int64(pageSize + Self.frameHeaderSize) + 16
@@ -268,7 +305,8 @@ final class WALFile: PassThroughFile {
         unsafe Self.checksum(UnsafeRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]), bigEndian: bigEndianWords, &s1, &s2)
         unsafe putBigEndian32(s1, frame, 16)
         unsafe putBigEndian32(s2, frame, 20)
-        return unsafe writeRaw(UnsafeRawBufferPointer(frame), at: offset)
+        let written = headerOnly ? unsafe UnsafeRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]) : UnsafeRawBufferPointer(frame)
+        return unsafe writeRaw(written, at: offset)
     }
 
     /// SQLite's WAL checksum (`walChecksumBytes`): pairs of 32-bit words, in the byte order the WAL magic names.
@@ -300,7 +338,11 @@ final class WALFile: PassThroughFile {
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         let rc = flush()
         guard rc == SQLITE_OK else { return rc }
-        guard case .success(let codec) = cipher.resolvedCodec() else { return unsafe readRaw(buffer, at: offset) }
+        let codec: PageCodec
+        switch cipher.resolvedCodec() {
+        case .success(let resolved): codec = resolved
+        case .failure(let failure): return cipher.fail(failure)
+        }
         let pageSize = codec.settings.pageSize
         let frameSize = Int64(pageSize + Self.frameHeaderSize)
         if buffer.count == pageSize, isFrameStart(offset - Int64(Self.frameHeaderSize), frameSize: frameSize) {
@@ -320,8 +362,22 @@ final class WALFile: PassThroughFile {
             }
             return SQLITE_OK
         }
+        // Ciphertext may be read as it is only inside the WAL header, inside a frame header, or as whole frames.
+        let end = offset + Int64(buffer.count)
+        let inHeader = offset >= 0 && end <= Self.headerSize
+        let inFrameHeader = offset >= Self.headerSize
+            && (offset - Self.headerSize) % frameSize + Int64(buffer.count) <= Int64(Self.frameHeaderSize)
+        let wholeFrames = isFrameStart(offset, frameSize: frameSize) && Int64(buffer.count) % frameSize == 0
+        guard inHeader || inFrameHeader || wholeFrames else { return refuse(SQLITE_IOERR_READ, "a read", buffer.count, offset) }
         let readRC = unsafe readRaw(buffer, at: offset)
-        lastWholeFrameRead = buffer.count == Int(frameSize) && isFrameStart(offset, frameSize: frameSize) ? offset : nil
+        if readRC == SQLITE_OK, offset == 0, buffer.count >= 12 {
+            let declared = unsafe Int(bigEndian32(UnsafeRawBufferPointer(buffer), 8))
+            if declared != (pageSize == 65536 ? 1 : pageSize), unsafe bigEndian32(UnsafeRawBufferPointer(buffer), 0) & 0xffff_fffe == 0x377f_0682 {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
+                    .pageSizeMismatch, "the WAL of \(cipher.path) declares \(declared)-byte pages, the cipher \(pageSize)",
+                    context: .init(part: "wal", expected: pageSize, actual: declared))))
+            }
+        }
         return readRC
     }
 }

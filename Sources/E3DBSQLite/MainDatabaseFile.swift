@@ -14,6 +14,9 @@ final class MainDatabaseFile: PassThroughFile {
     let cipher: DatabaseCipher
     private var raw = PageBuffer()
     private var plain = PageBuffer()
+    /// Key resolution's own buffers: it may run in the middle of a read that holds `raw` and `plain`.
+    private var probeRaw = PageBuffer()
+    private var probePlain = PageBuffer()
     private var checkedEmpty = false
 
     init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
@@ -28,16 +31,19 @@ final class MainDatabaseFile: PassThroughFile {
         let rc = super.close()
         raw.release()
         plain.release()
+        probeRaw.release()
+        probePlain.release()
         cipher.close()
         return rc
     }
 
     // MARK: The codec
 
-    /// Binds the codec to this file: a new salt for an empty file, else the file's salt, after page 1
-    /// authenticates. Tells a missing key, a plaintext database, a page size or reserve mismatch and a wrong key
-    /// apart.
-    func resolveCodec() -> Result<PageCodec, CipherFailure> {
+    /// Binds the codec to this file: the file's salt, after page 1 (or, when page 1 itself is damaged, another
+    /// page) authenticates; for an empty file, a new salt, kept only once something is written (`forWrite`), so that
+    /// a connection that only looked at an empty file takes the salt another one writes. Tells a missing key, a
+    /// plaintext database, a page size or reserve mismatch and a wrong key apart.
+    func resolveCodec(forWrite: Bool = false) -> Result<PageCodec, CipherFailure> {
         if let codec = cipher.codec { return .success(codec) }
         guard let (key, settings) = cipher.effectiveKey() else {
             return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(.keyMissing, "no key was given for the encrypted database \(cipher.path)")))
@@ -48,11 +54,11 @@ final class MainDatabaseFile: PassThroughFile {
         do throws(E3DBError) {
             if size == 0 {
                 let codec = try PageCodecCache.shared.codec(key: key, salt: key.saltForNewDatabase(), settings: settings)
-                cipher.codec = codec
+                if forWrite { cipher.codec = codec }
                 return .success(codec)
             }
             let pageSize = settings.pageSize
-            let first = unsafe raw.buffer(pageSize)
+            let first = unsafe probeRaw.buffer(pageSize)
             let rc = unsafe readRaw(first, at: 0)
             guard rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ else {
                 return .failure(CipherFailure(rc, E3DBError(.databaseError, "page 1 could not be read")))
@@ -68,7 +74,7 @@ final class MainDatabaseFile: PassThroughFile {
             }
             let codec = try PageCodecCache.shared.codec(key: key, salt: header, settings: settings)
             if size >= Int64(pageSize), rc == SQLITE_OK {
-                let page1 = unsafe plain.buffer(pageSize)
+                let page1 = unsafe probePlain.buffer(pageSize)
                 do throws(E3DBError) {
                     try unsafe codec.decrypt(page: UnsafeRawBufferPointer(first), number: 1, into: page1)
                     try unsafe Self.checkHeader(UnsafeRawBufferPointer(page1), settings: settings)
@@ -88,9 +94,10 @@ final class MainDatabaseFile: PassThroughFile {
                     .invalidLength, "the database is shorter than one page", context: .init(part: "database", expected: pageSize, actual: Int(size)))))
             }
             if anotherPageAuthenticates(codec, fileSize: size) {
-                // The key opens the other pages: page 1 itself was changed.
-                return .failure(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
-                    .pageTampered, "page 1 of \(cipher.path) did not authenticate", context: .init(part: "database", actual: 1))))
+                // The key opens the other pages: page 1 itself is damaged (torn by a crash, which a hot journal
+                // repairs, or changed). The codec stands; reading page 1 reports it as tampered.
+                cipher.codec = codec
+                return .success(codec)
             }
             return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
                 .wrongKey, "the key does not open \(cipher.path) (page 1 did not authenticate)")))
@@ -108,9 +115,9 @@ final class MainDatabaseFile: PassThroughFile {
             guard candidate != codec.settings.pageSize, Int64(candidate) <= fileSize,
                 let other = try? codec.withPageSize(candidate)
             else { continue }
-            let stored = unsafe raw.buffer(candidate)
+            let stored = unsafe probeRaw.buffer(candidate)
             guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { continue }
-            let page = unsafe plain.buffer(candidate)
+            let page = unsafe probePlain.buffer(candidate)
             if (try? unsafe other.decrypt(page: UnsafeRawBufferPointer(stored), number: 1, into: page)) != nil {
                 return candidate
             }
@@ -126,11 +133,11 @@ final class MainDatabaseFile: PassThroughFile {
         var index: Int64 = 1
         while index < min(pages, 9) {
             defer { index += 1 }
-            let stored = unsafe raw.buffer(pageSize)
+            let stored = unsafe probeRaw.buffer(pageSize)
             guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK,
                 unsafe !isAllZero(UnsafeRawBufferPointer(stored))
             else { continue }
-            let page = unsafe plain.buffer(pageSize)
+            let page = unsafe probePlain.buffer(pageSize)
             return (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: UInt32(index + 1), into: page)) != nil
         }
         return false
@@ -158,7 +165,7 @@ final class MainDatabaseFile: PassThroughFile {
     // MARK: I/O
 
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
-        let codec: PageCodec
+        var codec: PageCodec
         switch resolveCodec() {
         case .success(let resolved): codec = resolved
         case .failure(let failure):
@@ -186,7 +193,15 @@ final class MainDatabaseFile: PassThroughFile {
                 return SQLITE_IOERR_SHORT_READ
             }
             guard rc == SQLITE_OK else { return rc }
-            let number = UInt32(pageIndex + 1)
+            let number = UInt32(clamping: pageIndex + 1)
+            if number == 1, unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount]).elementsEqual(codec.salt) {
+                // Another connection gave the file its page 1 (and salt) after this one first looked at it.
+                cipher.codec = nil
+                switch resolveCodec() {
+                case .success(let resolved): codec = resolved
+                case .failure(let failure): return cipher.fail(failure)
+                }
+            }
             let whole = within == 0 && count == pageSize
             let output = whole ? unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]) : unsafe plain.buffer(pageSize)
             // An all-zero page does not authenticate either (SQLCipher 4.12 refuses it too).
@@ -209,7 +224,7 @@ final class MainDatabaseFile: PassThroughFile {
 
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let codec: PageCodec
-        switch resolveCodec() {
+        switch resolveCodec(forWrite: true) {
         case .success(let resolved): codec = resolved
         case .failure(let failure): return cipher.fail(failure)
         }
@@ -219,7 +234,7 @@ final class MainDatabaseFile: PassThroughFile {
                 .invalidLength, "a write that is not one whole page was refused",
                 context: .init(part: "database", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
         }
-        let number = UInt32(offset / Int64(pageSize) + 1)
+        let number = UInt32(clamping: offset / Int64(pageSize) + 1)
         if number == 1 {
             do throws(E3DBError) {
                 try unsafe Self.checkHeader(buffer, settings: codec.settings)
@@ -238,7 +253,8 @@ final class MainDatabaseFile: PassThroughFile {
 
     override func lock(_ level: Int32) -> Int32 {
         let rc = super.lock(level)
-        if rc == SQLITE_OK, level >= SQLITE_LOCK_SHARED, !checkedEmpty {
+        // Only on the way to SHARED: the exclusive lock taken and released here must not drop a lock SQLite holds.
+        if rc == SQLITE_OK, level == SQLITE_LOCK_SHARED, !checkedEmpty {
             initializeIfEmpty()
         }
         return rc
@@ -320,7 +336,7 @@ final class MainDatabaseFile: PassThroughFile {
         var bad: [UInt32] = []
         var index: Int64 = 0
         while index * Int64(pageSize) < size {
-            let number = UInt32(index + 1)
+            let number = UInt32(clamping: index + 1)
             let stored = unsafe raw.buffer(pageSize)
             let readRC = unsafe readRaw(stored, at: index * Int64(pageSize))
             let page = unsafe plain.buffer(pageSize)

@@ -25,9 +25,11 @@ enum CipherVFS {
     /// Registers the VFS once per process (not as the default).
     static let registration: Result<Void, E3DBError> = register()
 
+    // Written once, under registration's one-time initialisation, before any file is opened; read-only after.
     nonisolated(unsafe) static var base: UnsafeMutablePointer<sqlite3_vfs>?
-    nonisolated(unsafe) static var wrapperMethods = sqlite3_io_methods()
-    nonisolated(unsafe) static var memoryMethods = sqlite3_io_methods()
+    /// The two method tables, allocated once and never freed (SQLite keeps pointers to them).
+    nonisolated(unsafe) static let wrapperMethods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
+    nonisolated(unsafe) static let memoryMethods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
 
     private static func register() -> Result<Void, E3DBError> {
         guard sqlite3_initialize() == SQLITE_OK, let base = unsafe sqlite3_vfs_find(nil) else {
@@ -119,7 +121,7 @@ enum CipherVFS {
         if temporary {
             let state = MemoryFile()
             unsafe wrapper.pointee.state = Unmanaged.passRetained(state as VFSFile).toOpaque()
-            unsafe wrapper.pointee.base.pMethods = UnsafePointer(withUnsafeMutablePointer(to: &memoryMethods) { unsafe $0 })
+            unsafe wrapper.pointee.base.pMethods = UnsafePointer(memoryMethods)
             if let outFlags = unsafe outFlags { unsafe outFlags.pointee = flags }
             return SQLITE_OK
         }
@@ -154,7 +156,7 @@ enum CipherVFS {
         }
         unsafe wrapper.pointee.inner = inner
         unsafe wrapper.pointee.state = Unmanaged.passRetained(state as VFSFile).toOpaque()
-        unsafe wrapper.pointee.base.pMethods = UnsafePointer(withUnsafeMutablePointer(to: &wrapperMethods) { unsafe $0 })
+        unsafe wrapper.pointee.base.pMethods = UnsafePointer(wrapperMethods)
         return SQLITE_OK
     }
 
@@ -180,29 +182,31 @@ enum CipherVFS {
     }
 
     private static func fillWrapperMethods() {
-        unsafe wrapperMethods.iVersion = 2
-        unsafe fillCommonMethods(&wrapperMethods)
-        unsafe wrapperMethods.xShmMap = { file, region, size, extend, out in
+        unsafe wrapperMethods.initialize(to: sqlite3_io_methods())
+        unsafe wrapperMethods.pointee.iVersion = 2
+        unsafe fillCommonMethods(&wrapperMethods.pointee)
+        unsafe wrapperMethods.pointee.xShmMap = { file, region, size, extend, out in
             guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return SQLITE_IOERR }
             return unsafe object.shmMap(region, size, extend, out)
         }
-        unsafe wrapperMethods.xShmLock = { file, offset, count, flags in
+        unsafe wrapperMethods.pointee.xShmLock = { file, offset, count, flags in
             guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return SQLITE_IOERR }
             return object.shmLock(offset, count, flags)
         }
-        unsafe wrapperMethods.xShmBarrier = { file in
+        unsafe wrapperMethods.pointee.xShmBarrier = { file in
             guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return }
             object.shmBarrier()
         }
-        unsafe wrapperMethods.xShmUnmap = { file, delete in
+        unsafe wrapperMethods.pointee.xShmUnmap = { file, delete in
             guard let object = unsafe CipherVFS.object(file) as? PassThroughFile else { return SQLITE_IOERR }
             return object.shmUnmap(delete)
         }
     }
 
     private static func fillMemoryMethods() {
-        unsafe memoryMethods.iVersion = 1
-        unsafe fillCommonMethods(&memoryMethods)
+        unsafe memoryMethods.initialize(to: sqlite3_io_methods())
+        unsafe memoryMethods.pointee.iVersion = 1
+        unsafe fillCommonMethods(&memoryMethods.pointee)
     }
 
     private static func fillCommonMethods(_ methods: inout sqlite3_io_methods) {
@@ -360,10 +364,13 @@ class VFSFile {
     }
 
     override func deviceCharacteristics() -> Int32 {
-        guard let call = unsafe methods.xDeviceCharacteristics else { return 0 }
-        // Batch-atomic writes would let SQLite skip the journal and hand the file system several pages at once; the
-        // journal path is the one this VFS knows.
-        return unsafe call(inner) & ~SQLITE_IOCAP_BATCH_ATOMIC
+        guard let call = unsafe methods.xDeviceCharacteristics else { return SQLITE_IOCAP_POWERSAFE_OVERWRITE }
+        // An allow-list: atomic, batch-atomic, safe-append and sequential writes would change how SQLite writes the
+        // journal and WAL (skipping the journal, spilling it in chunks, records of unknown length), which this VFS
+        // classifies. Power-safe overwrite is always declared: SQLite then never pads the WAL to a sector boundary
+        // by splitting a frame (`psow=0` is not honoured); every write here is a whole page or frame anyway.
+        let kept = SQLITE_IOCAP_UNDELETABLE_WHEN_OPEN | SQLITE_IOCAP_IMMUTABLE
+        return (unsafe call(inner) & kept) | SQLITE_IOCAP_POWERSAFE_OVERWRITE
     }
 
     func shmMap(_ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {

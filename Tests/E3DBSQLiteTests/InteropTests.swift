@@ -238,6 +238,58 @@ struct InteropTests {
 
     static func write(_ text: String, to path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
 
+    @Test("a writer that recovers a hot WAL and commits before it is killed too: every commit survives, in SQLCipher and here")
+    func recoveredWALWrittenAgain() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let keying = PeerKeying.passphrase
+        let path = dir.path("twice.db")
+        try Self.writeHere(path, keying, rows: 1...10, mode: "wal")
+        try Self.write("peer pass", to: dir.path("pass"))
+        let arguments = ["sqlite", "exec", "--passphrase-file", dir.path("pass"), path]
+        let spin = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c;"
+        for (round, range) in [(1, 11...200), (2, 201...400), (3, 401...600)] {
+            // Each writer starts on the hot WAL the previous one left: it recovers it (reading whole frames), then
+            // appends its own frames after the recovered ones.
+            let script = """
+                PRAGMA wal_autocheckpoint = 0;
+                BEGIN; WITH RECURSIVE c(x) AS (SELECT \(range.lowerBound) UNION ALL SELECT x + 1 FROM c WHERE x < \(range.upperBound))
+                INSERT INTO here(id, name, data) SELECT x, 'round \(round) ' || x, randomblob(700) FROM c; COMMIT;
+                SELECT 'MARKER' AS m;
+                """ + spin
+            try await Self.killAfter(marker: "MARKER", arguments: arguments, script: script)
+        }
+        let copy = dir.path("copy.db")
+        try KilledWriter.copyDatabase(path, to: copy)
+        let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        #expect(((peer["tables"] as? NSDictionary)?["here"] as? [Any])?.count == 600)
+        #expect(try LocalDump.dump(copy, keying) == peer)
+    }
+
+    @Test("a WAL that declares another page size is refused as tampering, never read as pages")
+    func forgedWALPageSize() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let keying = PeerKeying.passphrase
+        let path = dir.path("forged.db")
+        try Self.writeHere(path, keying, rows: 1...10, mode: "delete")
+        // A WAL header for 1024-byte pages with a valid checksum (no key needed), then one frame of plaintext.
+        var header = Data([0x37, 0x7f, 0x06, 0x82, 0x00, 0x2d, 0xe2, 0x18, 0x00, 0x00, 0x04, 0x00])
+        header += Data(repeating: 0, count: 4) + Data([1, 2, 3, 4, 5, 6, 7, 8])
+        var s1: UInt32 = 0, s2: UInt32 = 0
+        for index in stride(from: 0, to: 24, by: 8) {
+            let a = header[index..<(index + 4)].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self).littleEndian }
+            let b = header[(index + 4)..<(index + 8)].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self).littleEndian }
+            s1 = s1 &+ a &+ s2
+            s2 = s2 &+ b &+ s1
+        }
+        for word in [s1, s2] { header += withUnsafeBytes(of: word.bigEndian) { Data($0) } }
+        try (header + Data(repeating: 0x41, count: 24 + 1024)).write(to: URL(fileURLWithPath: path + "-wal"))
+        let error = VFSOutcomeTests.error { _ = try LocalDump.dump(path, keying) }
+        #expect(error != nil)
+        #expect([E3DBError.Code.pageSizeMismatch, .invalidLength].contains(error?.code ?? .databaseError), "\(String(describing: error))")
+    }
+
     @Test("SQLCipher's PRAGMA rekey output opens here under the new key only; rekey here opens in SQLCipher under the new key only")
     func rekeyBothWays() async throws {
         let dir = try TestDirectory()

@@ -1,0 +1,77 @@
+internal import CE3DBSQLite3
+internal import E3DBPrimitives
+
+/// A temporary file (temporary database, its journal, a statement journal, VACUUM's transient copy) kept in
+/// process memory, in wiped chunks: never on disk, so nothing to encrypt. Its size is the data's size, which is
+/// what `temp_store = MEMORY` would cost too.
+final class MemoryFile: VFSFile {
+    private static let chunkSize = 65536
+    private var chunks: [SecureBytes] = []
+    private var size: Int64 = 0
+
+    override func close() -> Int32 {
+        chunks = []
+        return SQLITE_OK
+    }
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        var done = 0
+        while done < buffer.count {
+            let position = offset + Int64(done)
+            guard position < size else {
+                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done...]).initializeMemory(as: UInt8.self, repeating: 0)
+                return SQLITE_IOERR_SHORT_READ
+            }
+            let chunk = Int(position / Int64(Self.chunkSize))
+            let within = Int(position % Int64(Self.chunkSize))
+            let count = min(Self.chunkSize - within, buffer.count - done, Int(size - position))
+            unsafe chunks[chunk].withUnsafeBytes { source in
+                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + count)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[within..<(within + count)]))
+            }
+            done += count
+        }
+        return SQLITE_OK
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        let end = offset + Int64(buffer.count)
+        while Int64(chunks.count * Self.chunkSize) < end {
+            unsafe chunks.append(SecureBytes(count: Self.chunkSize) { _ in })
+        }
+        var done = 0
+        while done < buffer.count {
+            let position = offset + Int64(done)
+            let chunk = Int(position / Int64(Self.chunkSize))
+            let within = Int(position % Int64(Self.chunkSize))
+            let count = min(Self.chunkSize - within, buffer.count - done)
+            unsafe chunks[chunk].withUnsafeMutableBytes { target in
+                unsafe UnsafeMutableRawBufferPointer(rebasing: target[within..<(within + count)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[done..<(done + count)]))
+            }
+            done += count
+        }
+        size = max(size, end)
+        return SQLITE_OK
+    }
+
+    override func truncate(_ newSize: Int64) -> Int32 {
+        guard newSize < size else { return SQLITE_OK }
+        size = max(newSize, 0)
+        let keep = Int((size + Int64(Self.chunkSize) - 1) / Int64(Self.chunkSize))
+        if keep < chunks.count { chunks.removeLast(chunks.count - keep) }
+        // Zero the tail of the last kept chunk, so a later extension reads zeros.
+        if keep > 0 {
+            let within = Int(size - Int64(keep - 1) * Int64(Self.chunkSize))
+            unsafe chunks[keep - 1].withUnsafeMutableBytes { bytes in
+                _ = unsafe UnsafeMutableRawBufferPointer(rebasing: bytes[within...]).initializeMemory(as: UInt8.self, repeating: 0)
+            }
+        }
+        return SQLITE_OK
+    }
+
+    override func fileSize(_ out: inout Int64) -> Int32 {
+        out = size
+        return SQLITE_OK
+    }
+}

@@ -144,6 +144,23 @@ struct InteropTests {
         #expect(((final["tables"] as? NSDictionary)?["items"] as? [Any])?.count == 100)
     }
 
+    @Test("a several-MiB file SQLCipher writes in each journal mode opens here with equal rows and verifies", arguments: ["delete", "wal"])
+    func largeSQLCipherFiles(mode: String) async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let keying = PeerKeying.passphrase
+        let path = dir.path("large.db")
+        let written = try await offCooperativePool {
+            try SQLCipherPeer.run(["write", path, "--rows", "5000", "--journal-mode", mode] + keying.peerArguments)
+        }
+        try #require(written.status == 0, "\(written.stderr)")
+        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        #expect(size > 4 << 20)
+        let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        #expect(try LocalDump.dump(path, keying) == peer)
+        #expect(try E3DBSQLite.verify(databaseAt: path, key: keying.key()).isIntact)
+    }
+
     @Test("files written here pass SQLCipher's cipher_integrity_check and integrity_check with equal rows, in both journal modes", arguments: ["delete", "wal"])
     func localFiles(mode: String) async throws {
         let dir = try TestDirectory()

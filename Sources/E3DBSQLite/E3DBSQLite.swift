@@ -1,11 +1,9 @@
 internal import CE3DBSQLite3
-public import E3DBPageCodec
-public import E3DBPrimitives
-#if canImport(FoundationEssentials)
+// The vocabulary of this module's API (SQLCipherKey, SQLCipherSettings, SecureBytes, E3DBError): an app imports
+// E3DBSQLite alone.
+@_exported public import E3DBPageCodec
+@_exported public import E3DBPrimitives
 internal import Foundation
-#else
-internal import Foundation
-#endif
 
 /// Transparent whole-database encryption for SQLite apps on the system SQLite, reading and writing SQLCipher 4
 /// files, as a VFS: the app keeps its schema, SQL and SQLite layer, and every page that reaches the disk is

@@ -132,16 +132,7 @@ public final class PageCodec: Sendable {
     ///   - number: The page number (1-based), bound into the HMAC.
     /// - Returns: The `pageSize` bytes to store.
     public func encrypt(page: [UInt8], number: UInt32) throws(E3DBError) -> [UInt8] {
-        try checkSize(page.count, number)
-        var out = [UInt8](repeating: 0, count: settings.pageSize)
-        var failure: E3DBError?
-        unsafe page.withUnsafeBytes { input in
-            unsafe out.withUnsafeMutableBytes { output in
-                do throws(E3DBError) { try unsafe encrypt(page: input, number: number, into: output) } catch { failure = error }
-            }
-        }
-        if let failure { throw failure }
-        return out
+        try unsafe transform(page, number) { (input, output) throws(E3DBError) in try unsafe encrypt(page: input, number: number, into: output) }
     }
 
     /// Authenticates and decrypts one stored page.
@@ -149,12 +140,20 @@ public final class PageCodec: Sendable {
     ///   zero).
     /// - Throws: ``E3DBError/Code/pageTampered`` naming the page when its HMAC does not verify.
     public func decrypt(page: [UInt8], number: UInt32) throws(E3DBError) -> [UInt8] {
+        try unsafe transform(page, number) { (input, output) throws(E3DBError) in try unsafe decrypt(page: input, number: number, into: output) }
+    }
+
+    /// Runs a pointer-based transform of one page into a new array, after checking its size and number.
+    private func transform(
+        _ page: [UInt8], _ number: UInt32,
+        _ body: (UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws(E3DBError) -> Void
+    ) throws(E3DBError) -> [UInt8] {
         try checkSize(page.count, number)
         var out = [UInt8](repeating: 0, count: settings.pageSize)
         var failure: E3DBError?
         unsafe page.withUnsafeBytes { input in
             unsafe out.withUnsafeMutableBytes { output in
-                do throws(E3DBError) { try unsafe decrypt(page: input, number: number, into: output) } catch { failure = error }
+                do throws(E3DBError) { try unsafe body(input, output) } catch { failure = error }
             }
         }
         if let failure { throw failure }

@@ -90,7 +90,7 @@ struct GRDBTests {
     }
 }
 
-@Suite("E3DBSQLite: ATTACH and VACUUM INTO")
+@Suite("E3DBSQLite: ATTACH")
 struct AttachTests {
     @Test("ATTACH opens a database under the main database's key, or under the key its URI names; a wrong one is refused")
     func attach() throws {

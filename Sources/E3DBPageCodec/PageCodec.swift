@@ -63,18 +63,7 @@ public final class PageCodec: Sendable {
         let encryption: SecureBytes
         switch key {
         case .passphrase(let passphrase):
-            encryption = try unsafe passphrase.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
-                switch settings.algorithm {
-                case .sha512:
-                    try unsafe PBKDF2.sha512(
-                        password: bytes, salt: salt, rounds: settings.kdfIterations,
-                        outputByteCount: SQLCipherSettings.keyByteCount)
-                case .sha1:
-                    try unsafe PBKDF2.sha1(
-                        password: bytes, salt: salt, rounds: settings.kdfIterations,
-                        outputByteCount: SQLCipherSettings.keyByteCount)
-                }
-            }
+            encryption = try Self.derive(passphrase, salt: salt, rounds: settings.kdfIterations, settings.algorithm)
         case .rawKey(let raw):
             encryption = raw
         case .rawKeyAndSalt(let raw, let ownSalt):
@@ -84,22 +73,25 @@ public final class PageCodec: Sendable {
             encryption = raw
         }
         let hmacSalt = salt.map { $0 ^ SQLCipherSettings.hmacSaltMask }
-        let hmacKey = try unsafe encryption.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
-            switch settings.algorithm {
-            case .sha512:
-                try unsafe PBKDF2.sha512(
-                    password: bytes, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations,
-                    outputByteCount: SQLCipherSettings.keyByteCount)
-            case .sha1:
-                try unsafe PBKDF2.sha1(
-                    password: bytes, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations,
-                    outputByteCount: SQLCipherSettings.keyByteCount)
-            }
-        }
+        let hmacKey = try Self.derive(encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.algorithm)
         self.settings = settings
         self.salt = salt
         self.encryptionKey = unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) }
         self.mac = unsafe hmacKey.withUnsafeBytes { unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0)) }
+    }
+
+    /// PBKDF2 with the settings' hash, to a 32-byte key.
+    private static func derive(
+        _ password: SecureBytes, salt: [UInt8], rounds: Int, _ algorithm: SQLCipherSettings.Algorithm
+    ) throws(E3DBError) -> SecureBytes {
+        try unsafe password.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
+            switch algorithm {
+            case .sha512:
+                try unsafe PBKDF2.sha512(password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
+            case .sha1:
+                try unsafe PBKDF2.sha1(password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
+            }
+        }
     }
 
     private init(settings: SQLCipherSettings, salt: [UInt8], encryptionKey: SymmetricKey, mac: PageMAC) {

@@ -1,15 +1,14 @@
 import Foundation
 
 /// Runs blocking work (waiting for a child process, reading its pipe to the end) on a thread of its own and
-/// awaits the result. A test that blocks instead holds one of Swift concurrency's cooperative threads, of which a
-/// 2-core machine has two: two long blocking tests then stall every other test of the run, and tests with
-/// timeouts (a storage call's 30 s deadline) fail. Test code only.
+/// awaits the result. The one place where test support blocks: a test that blocked instead would hold one of Swift
+/// concurrency's cooperative threads, of which a 2-core machine has two, and tests run in parallel.
+/// Test code only.
 /// - Parameter body: the blocking work.
 /// - Returns: what `body` returns.
 /// - Throws: what `body` throws.
 public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

@@ -1,7 +1,7 @@
 public import Foundation
 
-/// Runs the built `e3dbkit` binary (a sibling of the test bundle in the build products directory). Blocking: from
-/// async tests, call it through ``offCooperativePool(_:)``.
+/// Runs the built `e3dbkit` binary (a sibling of the test bundle in the build products directory) as an awaited
+/// child process (``ChildProcess``).
 public enum CLIRunner {
     public struct Result: Sendable {
         public let status: Int32
@@ -33,9 +33,11 @@ public enum CLIRunner {
 
     /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit.
     /// - Throws: when the binary is missing, so that every CLI test fails (never skips) without it.
-    public static func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> Result {
+    public static func run(
+        _ arguments: [String], stdin: Data? = nil, in directory: URL? = nil, environment: [String: String] = [:]
+    ) async throws -> Result {
         guard isAvailable else { throw MissingBinary(path: binary.path) }
-        return try ChildProcess.run(binary, arguments, stdin: stdin, in: directory)
+        return try await ChildProcess.run(binary, arguments, stdin: stdin, in: directory, environment: environment)
     }
 
     /// A fresh temporary directory, removed by the caller.

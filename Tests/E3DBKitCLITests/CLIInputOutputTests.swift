@@ -13,8 +13,8 @@ import Darwin
 /// complete or absent and never replace what they should not, one exit-code table.
 @Suite("CLI: inputs, outputs and exit codes")
 struct CLIInputOutputTests {
-    func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) throws -> CLIRunner.Result {
-        try CLIRunner.run(arguments, stdin: stdin, in: directory)
+    func run(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) async throws -> CLIRunner.Result {
+        try await CLIRunner.run(arguments, stdin: stdin, in: directory)
     }
 
     /// Runs `e3dbkit` with stdout sent to `stdoutPath` (for example /dev/full) or, when nil, to a pipe whose
@@ -44,24 +44,24 @@ struct CLIInputOutputTests {
         return (process.terminationStatus, String(decoding: errData, as: UTF8.self))
     }
 
-    func keygen(_ dir: URL, _ name: String) throws -> String {
+    func keygen(_ dir: URL, _ name: String) async throws -> String {
         let path = dir.appendingPathComponent(name).path
-        let r = try run(["keygen", "--out", path, "--client-id", UUID().uuidString])
+        let r = try await run(["keygen", "--out", path, "--client-id", UUID().uuidString])
         #expect(r.status == 0, "\(r.stderr)")
         return path
     }
 
     @Test("a lost write to stdout (full disk, closed pipe) is one line and exit 1, never a crash or exit 0 (D5, D10)")
-    func stdoutFailures() throws {
+    func stdoutFailures() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let identity = try keygen(dir, "id.json")
+        let identity = try await keygen(dir, "id.json")
         let input = dir.appendingPathComponent("in.bin")
         try Data(repeating: 7, count: 300_000).write(to: input)
         let encrypted = dir.appendingPathComponent("in.e3db").path
         let key = dir.appendingPathComponent("ak.txt").path
         try Data((AccessKey().base64URLEncoded + "\n").utf8).write(to: URL(fileURLWithPath: key))
-        #expect(try run(["file", "encrypt", "-q", "--access-key-file", key, input.path, encrypted]).status == 0)
+        #expect(try await run(["file", "encrypt", "-q", "--access-key-file", key, input.path, encrypted]).status == 0)
         let commands: [[String]] = [
             ["keygen", "--out", "-"],
             ["hash", input.path],
@@ -85,19 +85,19 @@ struct CLIInputOutputTests {
     }
 
     @Test("secrets and documents are read from FIFOs, /dev/stdin and process substitution (D8)")
-    func nonRegularInputs() throws {
+    func nonRegularInputs() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let identity = try keygen(dir, "id.json")
-        let eak = try run(["eak", "wrap", "--identity", identity])
+        let identity = try await keygen(dir, "id.json")
+        let eak = try await run(["eak", "wrap", "--identity", identity])
         #expect(eak.status == 0, "\(eak.stderr)")
         let eakPath = dir.appendingPathComponent("eak.json")
         try eak.stdout.write(to: eakPath)
-        let direct = try run(["eak", "unwrap", "--identity", identity, eakPath.path])
+        let direct = try await run(["eak", "unwrap", "--identity", identity, eakPath.path])
         #expect(direct.status == 0)
 
         // /dev/stdin
-        let viaDevStdin = try run(
+        let viaDevStdin = try await run(
             ["eak", "unwrap", "--identity", "/dev/stdin", eakPath.path],
             stdin: try Data(contentsOf: URL(fileURLWithPath: identity)))
         #expect(viaDevStdin.status == 0, "\(viaDevStdin.stderr)")
@@ -114,7 +114,7 @@ struct CLIInputOutputTests {
             }
         }
         writer.start()
-        let viaFIFO = try run(["eak", "unwrap", "--identity", fifo, eakPath.path])
+        let viaFIFO = try await run(["eak", "unwrap", "--identity", fifo, eakPath.path])
         #expect(viaFIFO.status == 0, "\(viaFIFO.stderr)")
         #expect(viaFIFO.stdout == direct.stdout)
 
@@ -138,35 +138,35 @@ struct CLIInputOutputTests {
     }
 
     @Test("'-' can be standard input only once per command (D19)")
-    func stdinOnce() throws {
+    func stdinOnce() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let identity = try keygen(dir, "id.json")
-        let r = try run(
+        let identity = try await keygen(dir, "id.json")
+        let r = try await run(
             ["eak", "unwrap", "--identity", "-", "-"], stdin: try Data(contentsOf: URL(fileURLWithPath: identity)))
         #expect(r.status == 64, "\(r.stderr)")
         #expect(r.stderr.contains("standard input"))
     }
 
     @Test("access-key files: whitespace around the key is ignored by every command; raw bytes are refused without echoing them (D12, D20)")
-    func accessKeyFiles() throws {
+    func accessKeyFiles() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let identity = try keygen(dir, "id.json")
+        let identity = try await keygen(dir, "id.json")
         let key = AccessKey()
         let spaced = dir.appendingPathComponent("spaced.txt")
         try Data((" \t" + key.base64URLEncoded + "\t \r\n\n").utf8).write(to: spaced)
-        let wrapped = try run(["eak", "wrap", "--identity", identity, "--access-key", spaced.path])
+        let wrapped = try await run(["eak", "wrap", "--identity", identity, "--access-key", spaced.path])
         #expect(wrapped.status == 0, "\(wrapped.stderr)")
         let eakPath = dir.appendingPathComponent("eak.json")
         try wrapped.stdout.write(to: eakPath)
-        let unwrapped = try run(["eak", "unwrap", "--identity", identity, eakPath.path])
+        let unwrapped = try await run(["eak", "unwrap", "--identity", identity, eakPath.path])
         #expect(unwrapped.stdoutText == key.base64URLEncoded + "\n")
 
         let plain = dir.appendingPathComponent("p.txt")
         try Data("hello".utf8).write(to: plain)
         let encrypted = dir.appendingPathComponent("p.e3db").path
-        #expect(try run(["file", "encrypt", "-q", "--access-key-file", spaced.path, plain.path, encrypted]).status == 0)
+        #expect(try await run(["file", "encrypt", "-q", "--access-key-file", spaced.path, plain.path, encrypted]).status == 0)
 
         let raw = dir.appendingPathComponent("raw.bin")
         let rawBytes: [UInt8] = (0..<32).map { UInt8(0xC0 + $0 % 32) }
@@ -175,7 +175,7 @@ struct CLIInputOutputTests {
             ["eak", "wrap", "--identity", identity, "--access-key", raw.path],
             ["file", "encrypt", "-q", "--access-key-file", raw.path, plain.path, dir.appendingPathComponent("x").path],
         ] {
-            let r = try run(command)
+            let r = try await run(command)
             #expect(r.status == 65, "\(r.stderr)")
             #expect(r.stderr.contains("does not hold a 32-byte access key"))
             for byte in rawBytes {
@@ -186,17 +186,17 @@ struct CLIInputOutputTests {
     }
 
     @Test("--out refuses existing files and symlinks without --force and replaces the link, not its target, with it (D11, D15, D21)")
-    func outputFiles() throws {
+    func outputFiles() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let identity = try keygen(dir, "id.json")
-        let eak = try run(["eak", "wrap", "--identity", identity])
+        let identity = try await keygen(dir, "id.json")
+        let eak = try await run(["eak", "wrap", "--identity", identity])
         let eakPath = dir.appendingPathComponent("eak.json")
         try eak.stdout.write(to: eakPath)
         let before = try Data(contentsOf: URL(fileURLWithPath: identity))
 
         // eak unwrap onto the identity it was given: refused, the identity unchanged.
-        let onto = try run(["eak", "unwrap", "--identity", identity, eakPath.path, "--out", identity])
+        let onto = try await run(["eak", "unwrap", "--identity", identity, eakPath.path, "--out", identity])
         #expect(onto.status == 1)
         #expect(onto.stderr.contains("--force"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: identity)) == before)
@@ -209,12 +209,12 @@ struct CLIInputOutputTests {
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: victim.path)
         try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: dir.appendingPathComponent("nowhere").path)
         for path in [link, dangling] {
-            let refused = try run(["keygen", "--out", path])
+            let refused = try await run(["keygen", "--out", path])
             #expect(refused.status == 1)
             #expect(refused.stderr.contains("symlink"))
         }
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("nowhere").path))
-        let forced = try run(["eak", "unwrap", "--identity", identity, eakPath.path, "--out", link, "--force"])
+        let forced = try await run(["eak", "unwrap", "--identity", identity, eakPath.path, "--out", link, "--force"])
         #expect(forced.status == 0, "\(forced.stderr)")
         #expect(try Data(contentsOf: victim) == Data("victim".utf8))
         let attributes = try FileManager.default.attributesOfItem(atPath: link)
@@ -223,7 +223,7 @@ struct CLIInputOutputTests {
 
         // Names up to NAME_MAX work (the temporary name is short), and nothing is left beside them.
         let long = dir.appendingPathComponent(String(repeating: "n", count: 250)).path
-        let longResult = try run(["keygen", "--out", long])
+        let longResult = try await run(["keygen", "--out", long])
         #expect(longResult.status == 0, "\(longResult.stderr)")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix(".") }
         #expect(leftovers.isEmpty)
@@ -233,38 +233,38 @@ struct CLIInputOutputTests {
         try FileManager.default.createDirectory(at: generated, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(
             atPath: generated.appendingPathComponent("eak.json").path, withDestinationPath: victim.path)
-        let vg = try run(["vectors", "generate", generated.path])
+        let vg = try await run(["vectors", "generate", generated.path])
         #expect(vg.status == 0, "\(vg.stderr)")
         #expect(try Data(contentsOf: victim) == Data("victim".utf8))
     }
 
     @Test("one exit-code table: usage 64, malformed 65, unreadable input 66, verification 2 (D6, D16, D19)")
-    func exitCodes() throws {
+    func exitCodes() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let identity = try keygen(dir, "id.json")
-        #expect(try run([]).status == 64)
+        let identity = try await keygen(dir, "id.json")
+        #expect(try await run([]).status == 64)
         for group in ["file", "eak", "record", "note", "vectors"] {
-            let r = try run([group])
+            let r = try await run([group])
             #expect(r.status == 64, "\(group)")
             #expect(r.stderr.contains("missing subcommand"))
         }
-        #expect(try run(["eak", "wrap", "--identity", identity, "--shape", "bogus"]).status == 64)
-        #expect(try run(["record", "encrypt", "--type", "t", "--identity", identity, "--eak-info", identity, "--order", "x"]).status == 64)
-        let both = try run(["verify", "--public-key", "AAAA", "--identity", identity, "-"], stdin: Data("{}".utf8))
+        #expect(try await run(["eak", "wrap", "--identity", identity, "--shape", "bogus"]).status == 64)
+        #expect(try await run(["record", "encrypt", "--type", "t", "--identity", identity, "--eak-info", identity, "--order", "x"]).status == 64)
+        let both = try await run(["verify", "--public-key", "AAAA", "--identity", identity, "-"], stdin: Data("{}".utf8))
         #expect(both.status == 64)
-        #expect(try run(["verify", "-"], stdin: Data("{}".utf8)).status == 64)
-        #expect(try run(["hash", dir.appendingPathComponent("missing").path]).status == 66)
-        #expect(try run(["hash", dir.path]).status == 66)
-        #expect(try run(["canonicalize", dir.appendingPathComponent("missing").path]).status == 66)
-        #expect(try run(["canonicalize", "-"], stdin: Data("{".utf8)).status == 65)
-        #expect(try run(["eak", "unwrap", "--identity", dir.appendingPathComponent("missing").path, "-"]).status == 66)
+        #expect(try await run(["verify", "-"], stdin: Data("{}".utf8)).status == 64)
+        #expect(try await run(["hash", dir.appendingPathComponent("missing").path]).status == 66)
+        #expect(try await run(["hash", dir.path]).status == 66)
+        #expect(try await run(["canonicalize", dir.appendingPathComponent("missing").path]).status == 66)
+        #expect(try await run(["canonicalize", "-"], stdin: Data("{".utf8)).status == 65)
+        #expect(try await run(["eak", "unwrap", "--identity", dir.appendingPathComponent("missing").path, "-"]).status == 66)
         let notJSON = dir.appendingPathComponent("bad.json")
         try Data("{".utf8).write(to: notJSON)
-        #expect(try run(["eak", "unwrap", "--identity", identity, notJSON.path]).status == 65)
+        #expect(try await run(["eak", "unwrap", "--identity", identity, notJSON.path]).status == 65)
         let key = dir.appendingPathComponent("ak.txt")
         try Data(AccessKey().base64URLEncoded.utf8).write(to: key)
-        let notE3DB = try run(["file", "decrypt", "-q", "--access-key-file", key.path, notJSON.path, "-"])
+        let notE3DB = try await run(["file", "decrypt", "-q", "--access-key-file", key.path, notJSON.path, "-"])
         #expect(notE3DB.status == 65, "\(notE3DB.stderr)")
         let noSigningKey = dir.appendingPathComponent("nosig.json")
         let boxKey = Box.PrivateKey()
@@ -273,7 +273,7 @@ struct CLIInputOutputTests {
             "public_key": .string(boxKey.publicKey.base64URLEncoded), "private_key": .string(boxKey.base64URLEncoded),
         ])
         try Data(CanonicalJSON.serializedBytes(noSigningJSON)).write(to: noSigningKey)
-        let verifyNoKey = try run(["verify", "--identity", noSigningKey.path, "-"], stdin: Data("{}".utf8))
+        let verifyNoKey = try await run(["verify", "--identity", noSigningKey.path, "-"], stdin: Data("{}".utf8))
         #expect(verifyNoKey.status == 64, "\(verifyNoKey.stderr)")
     }
 }

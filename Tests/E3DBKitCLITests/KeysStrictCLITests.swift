@@ -8,7 +8,7 @@ import Testing
 /// `eak unwrap`.
 @Suite("e3dbkit strict identity and EAKInfo input")
 struct KeysStrictCLITests {
-    func run(_ args: [String]) throws -> CLIRunner.Result { try CLIRunner.run(args) }
+    func run(_ args: [String]) async throws -> CLIRunner.Result { try await CLIRunner.run(args) }
 
     func identityFile(_ dir: ScratchDirectory, _ name: String, _ identity: ClientIdentity) throws -> String {
         try dir.write(name, String(decoding: identity.configJSON(), as: UTF8.self))
@@ -20,7 +20,7 @@ struct KeysStrictCLITests {
     }
 
     @Test("D14: duplicate private_key, object public_key, boolean private_signing_key exit 65 naming the member")
-    func identityInputs() throws {
+    func identityInputs() async throws {
         let dir = try ScratchDirectory()
         let alice = ClientIdentity.generate(clientID: UUID())
         let bob = ClientIdentity.generate(clientID: UUID())
@@ -35,7 +35,7 @@ struct KeysStrictCLITests {
         for (index, (member, text)) in inputs.enumerated() {
             #expect(text.contains(member))
             let path = try dir.write("id\(index).json", text)
-            let r = try run(["eak", "wrap", "--identity", path])
+            let r = try await run(["eak", "wrap", "--identity", path])
             #expect(r.status == 65, "\(member): \(r.stderr)")
             #expect(r.stdout.isEmpty)
             #expect(r.stderr.contains("\"\(member)\""), "\(r.stderr)")
@@ -43,7 +43,7 @@ struct KeysStrictCLITests {
     }
 
     @Test("D4: an EAKInfo with a duplicated signer_signing_key exits 65")
-    func duplicateSigner() throws {
+    func duplicateSigner() async throws {
         let dir = try ScratchDirectory()
         let alice = ClientIdentity.generate(clientID: UUID())
         let eve = ClientIdentity.generate(clientID: UUID())
@@ -51,20 +51,20 @@ struct KeysStrictCLITests {
         let (_, info) = try EAKInfo.makeWriterKey(for: alice)
         let text = adding("\"signer_signing_key\":{\"ed25519\":\"\(eve.publicSigningKey!.base64URLEncoded)\"}", to: info.jsonData())
         let path = try dir.write("dup.json", text)
-        let r = try run(["eak", "unwrap", "--identity", alicePath, path])
+        let r = try await run(["eak", "unwrap", "--identity", alicePath, path])
         #expect(r.status == 65, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.stderr.contains("signer_signing_key"))
     }
 
     @Test("D12: an access key file of raw bytes is refused without showing a byte of it")
-    func rawAccessKey() throws {
+    func rawAccessKey() async throws {
         let dir = try ScratchDirectory()
         let alicePath = try identityFile(dir, "alice.json", ClientIdentity.generate(clientID: UUID()))
         let raw = Data(repeating: UInt8(ascii: "A"), count: 20) + Data([0xDE, 0xAD]) + Data(repeating: 0x7E, count: 10)
         let keyPath = dir.path("ak_raw")
         try raw.write(to: URL(fileURLWithPath: keyPath))
-        let r = try run(["eak", "wrap", "--identity", alicePath, "--access-key", keyPath])
+        let r = try await run(["eak", "wrap", "--identity", alicePath, "--access-key", keyPath])
         #expect(r.status != 0)
         #expect(r.stdout.isEmpty)
         let shown = r.stderr.lowercased()
@@ -72,7 +72,7 @@ struct KeysStrictCLITests {
     }
 
     @Test("eak unwrap follows group access key wrappers (PyNaCl vector)")
-    func groupWrappers() throws {
+    func groupWrappers() async throws {
         struct Case: Decodable {
             let comment: String, result: String, json: String, readerSecretKey: String, accessKey: String?
         }
@@ -85,7 +85,7 @@ struct KeysStrictCLITests {
             let reader = ClientIdentity(clientID: UUID(), boxKey: try Box.PrivateKey(base64URLEncoded: t.readerSecretKey), signingKey: nil)
             let readerPath = try identityFile(dir, "reader\(index).json", reader)
             let infoPath = try dir.write("info\(index).json", t.json)
-            let r = try run(["eak", "unwrap", "--identity", readerPath, infoPath])
+            let r = try await run(["eak", "unwrap", "--identity", readerPath, infoPath])
             #expect(r.status == 0, "\(t.comment): \(r.stderr)")
             let printed = r.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(try Base64URL.decode(printed) == Hex.decode(t.accessKey ?? ""), "\(t.comment)")

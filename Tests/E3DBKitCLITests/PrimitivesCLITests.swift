@@ -5,13 +5,13 @@ import Testing
 
 @Suite("CLI: hash and vectors")
 struct PrimitivesCLITests {
-    @Test func hashMatchesB2sumFormat() throws {
+    @Test func hashMatchesB2sumFormat() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let data = SecureRandom.bytes(count: 200_000)
         let file = dir.appendingPathComponent("data.bin")
         try data.write(to: file)
-        let result = try CLIRunner.run(["hash", file.path])
+        let result = try await CLIRunner.run(["hash", file.path])
         #expect(result.status == 0)
         let digest = try BLAKE2b.hash(data: data, outputByteCount: 64)
         let hex = digest.map { String(format: "%02x", $0) }.joined()
@@ -29,28 +29,28 @@ struct PrimitivesCLITests {
         }
     }
 
-    @Test func hashReadsStdinWithLength() throws {
-        let result = try CLIRunner.run(["hash", "-l", "256"], stdin: Data("abc".utf8))
+    @Test func hashReadsStdinWithLength() async throws {
+        let result = try await CLIRunner.run(["hash", "-l", "256"], stdin: Data("abc".utf8))
         #expect(result.status == 0)
         let hex = try BLAKE2b.hash(data: Data("abc".utf8), outputByteCount: 32).map { String(format: "%02x", $0) }.joined()
         #expect(result.stdoutText == "\(hex)  -\n")
     }
 
-    @Test func hashRejectsBadLengthAndMissingFiles() throws {
-        #expect(try CLIRunner.run(["hash", "-l", "100"]).status == 64)
-        let missing = try CLIRunner.run(["hash", "/nonexistent/e3dbkit-test"])
+    @Test func hashRejectsBadLengthAndMissingFiles() async throws {
+        #expect(try await CLIRunner.run(["hash", "-l", "100"]).status == 64)
+        let missing = try await CLIRunner.run(["hash", "/nonexistent/e3dbkit-test"])
         #expect(missing.status == 66)
         #expect(missing.stderr.contains("cannot open"))
     }
 
-    @Test func vectorsVerifyPrintsATable() throws {
-        let result = try CLIRunner.run(["vectors", "verify", "--filter", "primitives/"])
+    @Test func vectorsVerifyPrintsATable() async throws {
+        let result = try await CLIRunner.run(["vectors", "verify", "--filter", "primitives/"])
         #expect(result.status == 0, "\(result.stdoutText)")
         #expect(result.stdoutText.contains("primitives/box"))
         #expect(result.stdoutText.contains(" 0 failed"))
     }
 
-    @Test func vectorsVerifyFailsOnABrokenVector() throws {
+    @Test func vectorsVerifyFailsOnABrokenVector() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -60,7 +60,7 @@ struct PrimitivesCLITests {
         #expect(broken != original)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("primitives"), withIntermediateDirectories: true)
         try broken.write(to: dir.appendingPathComponent("primitives/hashes.json"), atomically: true, encoding: .utf8)
-        let result = try CLIRunner.run(["vectors", "verify", dir.path, "--filter", "primitives/hashes"])
+        let result = try await CLIRunner.run(["vectors", "verify", dir.path, "--filter", "primitives/hashes"])
         #expect(result.status == 1)
         #expect(result.stdoutText.contains("1 failed"))
         #expect(result.stdoutText.contains("FAIL primitives/hashes #7"))

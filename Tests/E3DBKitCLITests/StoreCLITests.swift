@@ -18,12 +18,12 @@ struct StoreCLITests {
         store = dir.appendingPathComponent("store").path
     }
 
-    func run(_ arguments: [String], stdin: Data? = nil) throws -> CLIRunner.Result {
-        try CLIRunner.run(arguments, stdin: stdin)
+    func run(_ arguments: [String], stdin: Data? = nil) async throws -> CLIRunner.Result {
+        try await CLIRunner.run(arguments, stdin: stdin)
     }
 
-    func storeRun(_ command: String, _ arguments: [String], passphrase: String? = nil, stdin: Data? = nil) throws -> CLIRunner.Result {
-        try run(["store", command, "--store", store, "--passphrase-file", passphrase ?? self.passphrase] + arguments, stdin: stdin)
+    func storeRun(_ command: String, _ arguments: [String], passphrase: String? = nil, stdin: Data? = nil) async throws -> CLIRunner.Result {
+        try await run(["store", command, "--store", store, "--passphrase-file", passphrase ?? self.passphrase] + arguments, stdin: stdin)
     }
 
     func json(_ result: CLIRunner.Result) throws -> JSONValue {
@@ -37,106 +37,107 @@ struct StoreCLITests {
     }
 
     @Test("init, put, get, find, ndjson, delete with versions; a wrong passphrase exits 77")
-    func records() throws {
+    func records() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        let created = try storeRun("init", ["--kdf", "interactive"])
+        let created = try await storeRun("init", ["--kdf", "interactive"])
         #expect(created.status == 0, "\(created.stderr)")
         #expect(try json(created)["kdf"] == .string("argon2id-interactive"))
-        #expect(try storeRun("init", ["--kdf", "interactive"]).status == 64)
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 64)
 
         let data = try file("d.json", #"{"name":"Ada","ssn":"078-05-1120"}"#)
         let plain = try file("p.json", #"{"team":"blue"}"#)
-        let put = try storeRun("put", ["--collection", "people", "--type", "person", "--plain", plain, data])
+        let put = try await storeRun("put", ["--collection", "people", "--type", "person", "--plain", plain, data])
         #expect(put.status == 0, "\(put.stderr)")
         guard case .string(let id) = try json(put)["id"] ?? .null else { Issue.record("no id"); return }
         #expect(try json(put)["version"] == .number(1))
 
-        let got = try storeRun("get", ["--collection", "people", id])
+        let got = try await storeRun("get", ["--collection", "people", id])
         #expect(got.status == 0, "\(got.stderr)")
         #expect(try json(got)["data"] == .object(["name": "Ada", "ssn": "078-05-1120"]))
         #expect(try json(got)["meta"]?["plain"] == .object(["team": "blue"]))
         #expect(try json(got)["meta"]?["type"] == .string("person"))
         #expect(try json(got)["meta"]?["record_id"] == .string(id))
 
-        let batch = try storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"1\"}\r\n\n{\"n\":\"2\"}\n".utf8))
+        let batch = try await storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"1\"}\r\n\n{\"n\":\"2\"}\n".utf8))
         #expect(batch.status == 0, "\(batch.stderr)")
         #expect(batch.stdoutText.split(separator: "\n").count == 2)
-        let badBatch = try storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"3\"}\n{\"n\":4}\n".utf8))
+        let badBatch = try await storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"3\"}\n{\"n\":4}\n".utf8))
         #expect(badBatch.status == 65)
         #expect(badBatch.stderr.contains("line 2"))
 
-        let all = try storeRun("find", ["--collection", "people"])
+        let all = try await storeRun("find", ["--collection", "people"])
         #expect(all.stdoutText.split(separator: "\n").count == 3, "a failed batch stores nothing")
-        let byField = try storeRun("find", ["--collection", "people", "--where", "n=2"])
+        let byField = try await storeRun("find", ["--collection", "people", "--where", "n=2"])
         #expect(byField.stdoutText.split(separator: "\n").count == 1)
         #expect(byField.stdoutText.contains(#""n":"2""#))
-        let indexed = try storeRun("index", ["--collection", "people", "--field", "n", "--bits", "8"])
+        let indexed = try await storeRun("index", ["--collection", "people", "--field", "n", "--bits", "8"])
         #expect(indexed.status == 0, "\(indexed.stderr)")
         #expect(try json(indexed) == .object(["bits": .number(8), "name": .string("n"), "records": .number(3)]))
-        #expect(try storeRun("index", ["--collection", "people", "--field", "n"]).status == 64)
-        #expect(try storeRun("index", ["--collection", "people", "--field", "n", "--bits", "300"]).status == 64)
-        let byIndex = try storeRun("find", ["--collection", "people", "--where", "n=1"])
+        #expect(try await storeRun("index", ["--collection", "people", "--field", "n"]).status == 64)
+        #expect(try await storeRun("index", ["--collection", "people", "--field", "n", "--bits", "300"]).status == 64)
+        let byIndex = try await storeRun("find", ["--collection", "people", "--where", "n=1"])
         #expect(byIndex.stdoutText.split(separator: "\n").count == 1)
         #expect(byIndex.stdoutText.contains(#""n":"1""#))
-        let byPlain = try storeRun("find", ["--collection", "people", "--plain", "team=blue"])
+        let byPlain = try await storeRun("find", ["--collection", "people", "--plain", "team=blue"])
         #expect(byPlain.stdoutText.split(separator: "\n").count == 1)
-        #expect(try storeRun("find", ["--collection", "people", "--where", "novalue"]).status == 64)
+        #expect(try await storeRun("find", ["--collection", "people", "--where", "novalue"]).status == 64)
 
         let wrong = try file("wrong", "wrong horse")
-        let denied = try storeRun("get", ["--collection", "people", id], passphrase: wrong)
+        let denied = try await storeRun("get", ["--collection", "people", id], passphrase: wrong)
         #expect(denied.status == 77)
         #expect(denied.stdout.isEmpty)
-        #expect(try storeRun("get", ["--collection", "people", "not-a-uuid"]).status == 64)
-        #expect(try storeRun("get", ["--collection", "people", UUID().uuidString]).status == 64)
+        #expect(try await storeRun("get", ["--collection", "people", "not-a-uuid"]).status == 64)
+        #expect(try await storeRun("get", ["--collection", "people", UUID().uuidString]).status == 64)
 
-        #expect(try storeRun("delete", ["--collection", "people", "--version", "2", id]).status == 64)
-        #expect(try storeRun("delete", ["--collection", "people", "--version", "1", id]).status == 0)
-        #expect(try storeRun("get", ["--collection", "people", id]).status == 64)
-        #expect(try run(["store", "get", "--store", store, "--collection", "people", id], stdin: Data()).status == 64,
+        #expect(try await storeRun("delete", ["--collection", "people", "--version", "2", id]).status == 64)
+        #expect(try await storeRun("delete", ["--collection", "people", "--version", "1", id]).status == 0)
+        #expect(try await storeRun("get", ["--collection", "people", id]).status == 64)
+        #expect(try await run(["store", "get", "--store", store, "--collection", "people", id], stdin: Data()).status == 64,
             "no passphrase source and no terminal")
     }
 
     @Test("passwd, export for a reader, import, verify reports a tampered record by id (exit 2), stats")
-    func keysSharingAndVerify() throws {
+    func keysSharingAndVerify() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try storeRun("init", ["--kdf", "interactive"]).status == 0)
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
         let data = try file("d.json", #"{"secret":"s1"}"#)
         var ids: [String] = []
         for _ in 0..<3 {
-            let put = try storeRun("put", ["--collection", "c", data])
+            let put = try await storeRun("put", ["--collection", "c", data])
             if case .string(let id) = try json(put)["id"] ?? .null { ids.append(id) }
         }
         #expect(ids.count == 3)
         let newPass = try file("new", "new passphrase")
-        #expect(try storeRun("passwd", ["--new-passphrase-file", newPass, "--kdf", "interactive"]).status == 0)
-        #expect(try storeRun("stats", []).status == 77)
-        let stats = try storeRun("stats", [], passphrase: newPass)
+        #expect(try await storeRun("passwd", ["--new-passphrase-file", newPass, "--kdf", "interactive"]).status == 0)
+        #expect(try await storeRun("stats", []).status == 77)
+        let stats = try await storeRun("stats", [], passphrase: newPass)
         #expect(try json(stats)["collections"] == .object(["c": .number(3)]))
 
         let reader = dir.appendingPathComponent("reader.json").path
-        #expect(try run(["keygen", "--out", reader, "--client-id", UUID().uuidString]).status == 0)
+        #expect(try await run(["keygen", "--out", reader, "--client-id", UUID().uuidString]).status == 0)
         let exportDir = dir.appendingPathComponent("export").path
-        let exported = try storeRun("export", ["--collection", "c", "--reader-identity", reader, "--out", exportDir], passphrase: newPass)
+        let exported = try await storeRun("export", ["--collection", "c", "--reader-identity", reader, "--out", exportDir], passphrase: newPass)
         #expect(exported.status == 0, "\(exported.stderr)")
         #expect(try json(exported)["records"] == .number(3))
         // The exported key opens with the reader's identity through the ordinary commands.
-        let ak = try run(["eak", "unwrap", "--identity", reader, exportDir + "/eak.json"])
+        let ak = try await run(["eak", "unwrap", "--identity", reader, exportDir + "/eak.json"])
         #expect(ak.status == 0, "\(ak.stderr)")
-        let imported = try storeRun("import", ["--identity", reader, "--collection", "copy", exportDir], passphrase: newPass)
+        let imported = try await storeRun("import", ["--identity", reader, "--collection", "copy", exportDir], passphrase: newPass)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stdoutText.split(separator: "\n").count == 3)
 
-        #expect(try storeRun("verify", [], passphrase: newPass).status == 0)
+        #expect(try await storeRun("verify", [], passphrase: newPass).status == 0)
         let database = try DatabaseQueue(path: store + "/store.sqlite")
-        try database.write { db in
-            try db.execute(sql: "UPDATE records SET version = version + 1 WHERE id = ?", arguments: [ids[1]])
+        let tampered = ids[1]
+        try await database.write { db in
+            try db.execute(sql: "UPDATE records SET version = version + 1 WHERE id = ?", arguments: [tampered])
         }
-        let verified = try storeRun("verify", [], passphrase: newPass)
+        let verified = try await storeRun("verify", [], passphrase: newPass)
         #expect(verified.status == 2)
         #expect(verified.stderr.contains(ids[1]))
         #expect(verified.stderr.contains("recordTampered"))
         #expect(try json(verified)["problems"] == .number(1))
-        #expect(try storeRun("get", ["--collection", "c", ids[1]], passphrase: newPass).status == 2)
+        #expect(try await storeRun("get", ["--collection", "c", ids[1]], passphrase: newPass).status == 2)
     }
 }
 
@@ -163,14 +164,14 @@ struct StoreCrashTests {
     }
 
     @Test("bulk inserts, index builds and passphrase changes killed at random points")
-    func killNine() throws {
+    func killNine() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
         let passA = dir.appendingPathComponent("a"), passB = dir.appendingPathComponent("b")
         try Data("passphrase A".utf8).write(to: passA)
         try Data("passphrase B".utf8).write(to: passB)
-        #expect(try CLIRunner.run(["store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive"]).status == 0)
+        #expect(try await CLIRunner.run(["store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive"]).status == 0)
         let batchSize = 2000
         var lines = ""
         for i in 0..<batchSize { lines += "{\"n\":\"\(i)\",\"v\":\"value \(i) \(UUID().uuidString)\"}\n" }
@@ -197,8 +198,8 @@ struct StoreCrashTests {
             if try Self.runAndKill(arguments, input: round % 4 < 2 ? input : empty, delay: delay) { finished += 1 } else { killed += 1 }
 
             // Exactly one of the passphrases opens the store.
-            let withCurrent = try CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", current.path])
-            let withOther = try CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", other.path])
+            let withCurrent = try await CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", current.path])
+            let withOther = try await CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", other.path])
             #expect((withCurrent.status == 0) != (withOther.status == 0), "round \(round): \(withCurrent.stderr) \(withOther.stderr)")
             if withOther.status == 0 { swap(&current, &other) }
             let stats = withCurrent.status == 0 ? withCurrent : withOther
@@ -212,14 +213,14 @@ struct StoreCrashTests {
             }
             #expect(count % batchSize == 0, "round \(round): \(count) records is not a whole number of batches")
         }
-        let verify = try CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path])
+        let verify = try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path])
         #expect(verify.status == 0, "\(verify.stderr)")
         // An interrupted rotation finishes when run again.
-        let rotated = try CLIRunner.run(["store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection", "bulk"])
+        let rotated = try await CLIRunner.run(["store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection", "bulk"])
         #expect(rotated.status == 0 || rotated.stderr.contains("no collection"), "\(rotated.stderr)")
-        #expect(try CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path]).status == 0)
+        #expect(try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path]).status == 0)
         #expect(killed > 0, "no run was killed mid-way (finished: \(finished))")
-        let indexed = try CLIRunner.run(["store", "index", "--store", store, "--passphrase-file", current.path,
+        let indexed = try await CLIRunner.run(["store", "index", "--store", store, "--passphrase-file", current.path,
             "--collection", "bulk", "--field", "n"])
         #expect(indexed.status == 0 || indexed.stderr.contains("no collection"), "\(indexed.stderr)")
     }

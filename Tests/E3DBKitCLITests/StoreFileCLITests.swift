@@ -21,8 +21,8 @@ struct StoreFileCLITests {
         store = dir.appendingPathComponent("store").path
     }
 
-    func storeRun(_ command: String, _ arguments: [String], key: String? = nil, stdin: Data? = nil) throws -> CLIRunner.Result {
-        try CLIRunner.run(["store", command, "--store", store, "--key-file", key ?? self.key] + arguments, stdin: stdin)
+    func storeRun(_ command: String, _ arguments: [String], key: String? = nil, stdin: Data? = nil) async throws -> CLIRunner.Result {
+        try await CLIRunner.run(["store", command, "--store", store, "--key-file", key ?? self.key] + arguments, stdin: stdin)
     }
 
     func lines(_ result: CLIRunner.Result) throws -> [JSONValue] {
@@ -30,70 +30,70 @@ struct StoreFileCLITests {
     }
 
     @Test("attach, ls, cat (whole, range, --out), mv, rm, verify and gc, with their exit codes")
-    func commands() throws {
+    func commands() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try storeRun("init", []).status == 0)
+        #expect(try await storeRun("init", []).status == 0)
         let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 8) })
         let input = dir.appendingPathComponent("in.bin")
         try plain.write(to: input)
-        let attached = try storeRun("attach", ["/docs/in.bin", input.path])
+        let attached = try await storeRun("attach", ["/docs/in.bin", input.path])
         #expect(attached.status == 0, "\(attached.stderr)")
         #expect(try lines(attached).first?["size"] == .number(200_000))
-        #expect(try storeRun("attach", ["docs/note.txt", "-"], stdin: Data("note\n".utf8)).status == 0)
-        let put = try storeRun("put", ["--collection", "c", "-"], stdin: Data(#"{"k":"v"}"#.utf8))
+        #expect(try await storeRun("attach", ["docs/note.txt", "-"], stdin: Data("note\n".utf8)).status == 0)
+        let put = try await storeRun("put", ["--collection", "c", "-"], stdin: Data(#"{"k":"v"}"#.utf8))
         guard case .string(let recordID)? = try CanonicalJSON.parse(put.stdout)["id"] else { Issue.record("no id"); return }
-        #expect(try storeRun("attach", ["--record", recordID, "/att/a", "-"], stdin: Data("A".utf8)).status == 0)
+        #expect(try await storeRun("attach", ["--record", recordID, "/att/a", "-"], stdin: Data("A".utf8)).status == 0)
 
-        #expect(try lines(try storeRun("ls", [])).compactMap { $0["path"] } == ["/att/a", "/docs/in.bin", "/docs/note.txt"])
-        #expect(try lines(try storeRun("ls", ["/docs"])).count == 2)
-        let byRecord = try lines(try storeRun("ls", ["--record", recordID]))
+        #expect(try await lines(try storeRun("ls", [])).compactMap { $0["path"] } == ["/att/a", "/docs/in.bin", "/docs/note.txt"])
+        #expect(try await lines(try storeRun("ls", ["/docs"])).count == 2)
+        let byRecord = try await lines(try storeRun("ls", ["--record", recordID]))
         #expect(byRecord.count == 1 && byRecord.first?["record_id"] == .string(recordID))
-        #expect(try storeRun("ls", ["--record", recordID, "/docs"]).status == 64)
+        #expect(try await storeRun("ls", ["--record", recordID, "/docs"]).status == 64)
 
-        let cat = try storeRun("cat", ["/docs/in.bin"])
+        let cat = try await storeRun("cat", ["/docs/in.bin"])
         #expect(cat.status == 0 && cat.stdout == plain, "\(cat.stderr)")
-        #expect(try storeRun("cat", ["--range", "65530-65545", "/docs/in.bin"]).stdout == plain[65_530...65_545])
-        #expect(try storeRun("cat", ["--range", "199990-", "/docs/in.bin"]).stdout == plain[199_990...])
+        #expect(try await storeRun("cat", ["--range", "65530-65545", "/docs/in.bin"]).stdout == plain[65_530...65_545])
+        #expect(try await storeRun("cat", ["--range", "199990-", "/docs/in.bin"]).stdout == plain[199_990...])
         let out = dir.appendingPathComponent("out.bin")
-        #expect(try storeRun("cat", ["--out", out.path, "/docs/in.bin"]).status == 0)
+        #expect(try await storeRun("cat", ["--out", out.path, "/docs/in.bin"]).status == 0)
         #expect(try Data(contentsOf: out) == plain)
 
         // Usage errors exit 64, a wrong key 77.
-        #expect(try storeRun("cat", ["/nope"]).status == 64)
-        #expect(try storeRun("attach", ["/docs/note.txt", "-"], stdin: Data()).status == 64)
-        #expect(try storeRun("attach", ["--record", UUID().uuidString, "/x", "-"], stdin: Data()).status == 64)
-        #expect(try storeRun("attach", ["--record", "not-a-uuid", "/x", "-"], stdin: Data()).status == 64)
-        #expect(try storeRun("cat", ["--range", "0-200000", "/docs/in.bin"]).status == 64)
+        #expect(try await storeRun("cat", ["/nope"]).status == 64)
+        #expect(try await storeRun("attach", ["/docs/note.txt", "-"], stdin: Data()).status == 64)
+        #expect(try await storeRun("attach", ["--record", UUID().uuidString, "/x", "-"], stdin: Data()).status == 64)
+        #expect(try await storeRun("attach", ["--record", "not-a-uuid", "/x", "-"], stdin: Data()).status == 64)
+        #expect(try await storeRun("cat", ["--range", "0-200000", "/docs/in.bin"]).status == 64)
         let wrongKey = dir.appendingPathComponent("wrong").path
         try Data((Base64URL.encode(Data(repeating: 1, count: 32)) + "\n").utf8).write(to: URL(fileURLWithPath: wrongKey))
-        #expect(try storeRun("cat", ["/docs/in.bin"], key: wrongKey).status == 77)
-        #expect(try storeRun("attach", ["/docs/note.txt", "-", "--replace"], stdin: Data("new".utf8)).status == 0)
-        #expect(try storeRun("cat", ["/docs/note.txt"]).stdout == Data("new".utf8))
+        #expect(try await storeRun("cat", ["/docs/in.bin"], key: wrongKey).status == 77)
+        #expect(try await storeRun("attach", ["/docs/note.txt", "-", "--replace"], stdin: Data("new".utf8)).status == 0)
+        #expect(try await storeRun("cat", ["/docs/note.txt"]).stdout == Data("new".utf8))
 
-        #expect(try lines(try storeRun("mv", ["/docs", "/archive"])).first?["moved"] == .number(2))
-        #expect(try storeRun("mv", ["/archive", "/att/a"]).status == 64)
-        #expect(try lines(try storeRun("rm", ["/att/a"])).first?["deleted"] == .number(1))
-        #expect(try storeRun("rm", ["/archive"]).status == 64)
+        #expect(try await lines(try storeRun("mv", ["/docs", "/archive"])).first?["moved"] == .number(2))
+        #expect(try await storeRun("mv", ["/archive", "/att/a"]).status == 64)
+        #expect(try await lines(try storeRun("rm", ["/att/a"])).first?["deleted"] == .number(1))
+        #expect(try await storeRun("rm", ["/archive"]).status == 64)
 
         // A damaged body: cat exits 2 naming the file and writes nothing to stdout; verify lists it.
-        guard case .string(let id)? = try lines(try storeRun("ls", ["/archive"])).first?["id"] else {
+        guard case .string(let id)? = try await lines(try storeRun("ls", ["/archive"])).first?["id"] else {
             Issue.record("no id"); return
         }
         let body = URL(fileURLWithPath: store).appendingPathComponent("files/\(id).e3f")
         var bytes = try Data(contentsOf: body)
         bytes[bytes.count - 5] ^= 0x80
         try bytes.write(to: body)
-        let damaged = try storeRun("cat", ["/archive/in.bin"])
+        let damaged = try await storeRun("cat", ["/archive/in.bin"])
         #expect(damaged.status == 2 && damaged.stdout.isEmpty && damaged.stderr.contains("/archive/in.bin"), "\(damaged.stderr)")
-        #expect(try storeRun("cat", ["--range", "0-9", "/archive/in.bin"]).stdout == plain.prefix(10))
+        #expect(try await storeRun("cat", ["--range", "0-9", "/archive/in.bin"]).stdout == plain.prefix(10))
         try Data("orphan".utf8).write(to: URL(fileURLWithPath: store).appendingPathComponent("files/orphan.e3f"))
-        let verify = try storeRun("verify", [])
+        let verify = try await storeRun("verify", [])
         #expect(verify.status == 2)
         #expect(verify.stderr.contains("/archive/in.bin: fileTampered") && verify.stderr.contains("files/orphan.e3f: fileBodyOrphaned"), "\(verify.stderr)")
         #expect(try CanonicalJSON.parse(verify.stdout)["files"] == .number(2))
-        #expect(try lines(try storeRun("gc", [])).first?["removed"] == .array(["files/orphan.e3f"]))
-        #expect(try storeRun("rm", ["-r", "/archive"]).status == 0)
-        #expect(try storeRun("verify", []).status == 0)
+        #expect(try await lines(try storeRun("gc", [])).first?["removed"] == .array(["files/orphan.e3f"]))
+        #expect(try await storeRun("rm", ["-r", "/archive"]).status == 0)
+        #expect(try await storeRun("verify", []).status == 0)
     }
 
     /// Runs `e3dbkit` with stdout to /dev/null; its exit status and peak resident set (KiB, from `wait4`).
@@ -115,9 +115,9 @@ struct StoreFileCLITests {
     }
 
     @Test("a 64 MiB file is attached and read back in constant memory (peak RSS within 16 MiB of a stats call)")
-    func constantMemory() throws {
+    func constantMemory() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try storeRun("init", []).status == 0)
+        #expect(try await storeRun("init", []).status == 0)
         let input = dir.appendingPathComponent("big")
         #expect(FileManager.default.createFile(atPath: input.path, contents: nil))
         let handle = try FileHandle(forWritingTo: input)
@@ -131,15 +131,15 @@ struct StoreFileCLITests {
         #expect(baseline.status == 0 && attach.status == 0 && cat.status == 0)
         #expect(attach.kibibytes < baseline.kibibytes + 16 * 1024, "attach: \(attach.kibibytes) KiB vs \(baseline.kibibytes)")
         #expect(cat.kibibytes < baseline.kibibytes + 16 * 1024, "cat: \(cat.kibibytes) KiB vs \(baseline.kibibytes)")
-        let verify = try storeRun("verify", [])
+        let verify = try await storeRun("verify", [])
         let files = try CanonicalJSON.parse(verify.stdout)["files"]
         #expect(verify.status == 0 && files == .number(1))
     }
 
     @Test("store attach killed at random moments: no half-written file is ever listed; gc clears what is left")
-    func attachKilled() throws {
+    func attachKilled() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try storeRun("init", []).status == 0)
+        #expect(try await storeRun("init", []).status == 0)
         let input = dir.appendingPathComponent("big")
         let size = 24 << 20
         try Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ $0 >> 16) }).write(to: input)
@@ -148,26 +148,26 @@ struct StoreFileCLITests {
         // Kill moments within the time one whole attach takes here, so that most runs die mid-way on a quiet
         // machine as on a loaded one.
         let started = Date()
-        #expect(try storeRun("attach", ["/whole", input.path]).status == 0)
+        #expect(try await storeRun("attach", ["/whole", input.path]).status == 0)
         let whole = max(Date().timeIntervalSince(started), 0.02)
         for round in 0..<10 {
             let delay = Double.random(in: (whole * 0.05)...(whole * 0.8), using: &generator)
             let arguments = ["store", "attach", "--store", store, "--key-file", key, "/r\(round)", input.path]
             if try !StoreCrashTests.runAndKill(arguments, input: input, delay: delay) { killed += 1 }
             // Every listed file is whole: its size is the input's and it reads back (authenticated) in full.
-            for entry in try lines(try storeRun("ls", [])) {
+            for entry in try await lines(try storeRun("ls", [])) {
                 #expect(entry["size"] == .number(Double(size)), "round \(round): \(entry)")
                 guard case .string(let path)? = entry["path"] else { continue }
-                let read = try storeRun("cat", ["--range", "\(size - 4)-", path])
+                let read = try await storeRun("cat", ["--range", "\(size - 4)-", path])
                 #expect(read.status == 0 && read.stdout.count == 4, "round \(round): \(path): \(read.stderr)")
             }
         }
-        #expect(try storeRun("gc", []).status == 0)
-        let verify = try storeRun("verify", [])
+        #expect(try await storeRun("gc", []).status == 0)
+        let verify = try await storeRun("verify", [])
         #expect(verify.status == 0, "\(verify.stderr)")
         // Nothing is left in files/ but the listed bodies.
         let bodies = try FileManager.default.contentsOfDirectory(atPath: store + "/files")
-        let listed = try lines(try storeRun("ls", []))
+        let listed = try await lines(try storeRun("ls", []))
         #expect(bodies.count == listed.count, "\(bodies)")
         #expect(killed > 0, "no attach was killed mid-way")
     }

@@ -269,7 +269,7 @@ struct RedactionTests {
 
 @Suite("BLAKE2b")
 struct BLAKE2bTests {
-    @Test func matchesGNUb2sum() throws {
+    @Test func matchesGNUb2sum() async throws {
         let b2sum = ["/usr/bin/b2sum", "/opt/homebrew/bin/b2sum", "/usr/local/bin/b2sum"].first {
             FileManager.default.isExecutableFile(atPath: $0)
         }
@@ -282,14 +282,7 @@ struct BLAKE2bTests {
             let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-b2-\(UUID().uuidString)")
             try data.write(to: url)
             defer { try? FileManager.default.removeItem(at: url) }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: b2sum)
-            process.arguments = [url.path]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let output = try await ChildProcess.run(URL(fileURLWithPath: b2sum), [url.path]).stdoutText
             let expected = String(output.prefix(128))
             let digest = try BLAKE2b.hash(data: data, outputByteCount: 64)
             #expect(digest.map { String(format: "%02x", $0) }.joined() == expected, "size \(size)")

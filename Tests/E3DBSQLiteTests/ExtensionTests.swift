@@ -18,34 +18,28 @@ struct ExtensionTests {
         let path = dir.path("shell.db")
         try SQLiteConnection(path: path, key: TestKeys.passphrase("shell pass")).execute(
             "CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('written by swift')")
-        let result = try await offCooperativePool {
-            try ChildProcess.run(
-                URL(fileURLWithPath: shell),
-                [
-                    ":memory:", "-cmd", ".load \(Self.library)", "-cmd", ".open file:\(path)?vfs=\(E3DBSQLite.vfsName)",
-                    "PRAGMA key = 'shell pass'; INSERT INTO t VALUES ('written by the shell'); SELECT group_concat(v, '|') FROM t; PRAGMA cipher_provider;",
-                ])
-        }
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: shell),
+            [
+                ":memory:", "-cmd", ".load \(Self.library)", "-cmd", ".open file:\(path)?vfs=\(E3DBSQLite.vfsName)",
+                "PRAGMA key = 'shell pass'; INSERT INTO t VALUES ('written by the shell'); SELECT group_concat(v, '|') FROM t; PRAGMA cipher_provider;",
+            ])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdoutText == "ok\nwritten by swift|written by the shell\ne3dbkit\n")
         let connection = try SQLiteConnection(path: path, key: TestKeys.passphrase("shell pass"))
         #expect(try connection.rows("SELECT count(*) FROM t").first?.values == [.integer(2)])
         #expect(try E3DBSQLite.verify(databaseAt: path, key: TestKeys.passphrase("shell pass")).isIntact)
         // A wrong key in the shell: SQLite's "file is not a database", never a row.
-        let wrong = try await offCooperativePool {
-            try ChildProcess.run(
-                URL(fileURLWithPath: shell),
-                [":memory:", "-cmd", ".load \(Self.library)", "-cmd", ".open file:\(path)?vfs=\(E3DBSQLite.vfsName)", "PRAGMA key = 'no'; SELECT v FROM t;"])
-        }
+        let wrong = try await ChildProcess.run(
+            URL(fileURLWithPath: shell),
+            [":memory:", "-cmd", ".load \(Self.library)", "-cmd", ".open file:\(path)?vfs=\(E3DBSQLite.vfsName)", "PRAGMA key = 'no'; SELECT v FROM t;"])
         #expect(wrong.status != 0 && wrong.stderr.contains("file is not a database") && !wrong.stdoutText.contains("written"))
     }
 
     @Test("Python's sqlite3 module (the system Python's) loads the extension and reads the database")
     func python() async throws {
         let python = "/usr/bin/python3"
-        let probe = try await offCooperativePool {
-            try ChildProcess.run(URL(fileURLWithPath: python), ["-c", "import sqlite3; print(hasattr(sqlite3.Connection, 'enable_load_extension'))"])
-        }
+        let probe = try await ChildProcess.run(URL(fileURLWithPath: python), ["-c", "import sqlite3; print(hasattr(sqlite3.Connection, 'enable_load_extension'))"])
         try #require(probe.stdoutText == "True\n", "the system Python's sqlite3 module cannot load extensions")
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -60,7 +54,7 @@ struct ExtensionTests {
             db.execute("PRAGMA key = \\"x'" + "07" * 32 + "'\\"")
             print(db.execute("SELECT sum(v) FROM t").fetchone()[0])
             """
-        let result = try await offCooperativePool { try ChildProcess.run(URL(fileURLWithPath: python), ["-c", script, Self.library, path]) }
+        let result = try await ChildProcess.run(URL(fileURLWithPath: python), ["-c", script, Self.library, path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdoutText == "42\n")
     }

@@ -91,8 +91,8 @@ enum LocalDump {
     }
 
     /// The peer's dump of `path` (SQLCipher 4.12).
-    static func peer(_ path: String, _ keying: PeerKeying) throws -> Dump {
-        let result = try SQLCipherPeer.run(["dump", path] + keying.peerArguments)
+    static func peer(_ path: String, _ keying: PeerKeying) async throws -> Dump {
+        let result = try await SQLCipherPeer.run(["dump", path] + keying.peerArguments)
         guard result.status == 0, let object = try JSONSerialization.jsonObject(with: result.stdout) as? NSDictionary else {
             throw E3DBError(.databaseError, "the SQLCipher peer could not dump \(path): \(result.stderr)")
         }
@@ -125,21 +125,21 @@ struct InteropTests {
         let dir = try TestDirectory()
         defer { dir.remove() }
         let path = dir.path("peer.db")
-        let written = try await offCooperativePool { try SQLCipherPeer.run(["write", path, "--rows", "60"] + keying.peerArguments) }
+        let written = try await SQLCipherPeer.run(["write", path, "--rows", "60"] + keying.peerArguments)
         try #require(written.status == 0, "\(written.stderr)")
-        let peerDump = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let peerDump = try await LocalDump.peer(path, keying)
         #expect(try LocalDump.dump(path, keying) == peerDump)
         #expect(try E3DBSQLite.verify(databaseAt: path, key: keying.key(), settings: keying.settings).isIntact)
         // Here writes to SQLCipher's file; SQLCipher reads it, its cipher_integrity_check finds nothing.
         try Self.writeHere(path, keying, rows: 1...300)
-        let afterHere = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let afterHere = try await LocalDump.peer(path, keying)
         #expect(afterHere["cipher_integrity_check"] as? [String] == [])
         #expect(afterHere["integrity_check"] as? [String] == ["ok"])
         #expect(try LocalDump.dump(path, keying) == afterHere)
         // SQLCipher writes again to the file this side wrote; both read the same.
-        let again = try await offCooperativePool { try SQLCipherPeer.run(["write", path, "--rows", "40", "--start", "60"] + keying.peerArguments) }
+        let again = try await SQLCipherPeer.run(["write", path, "--rows", "40", "--start", "60"] + keying.peerArguments)
         #expect(again.status == 0, "\(again.stderr)")
-        let final = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let final = try await LocalDump.peer(path, keying)
         #expect(try LocalDump.dump(path, keying) == final)
         #expect(((final["tables"] as? NSDictionary)?["items"] as? [Any])?.count == 100)
     }
@@ -150,13 +150,11 @@ struct InteropTests {
         defer { dir.remove() }
         let keying = PeerKeying.passphrase
         let path = dir.path("large.db")
-        let written = try await offCooperativePool {
-            try SQLCipherPeer.run(["write", path, "--rows", "5000", "--journal-mode", mode] + keying.peerArguments)
-        }
+        let written = try await SQLCipherPeer.run(["write", path, "--rows", "5000", "--journal-mode", mode] + keying.peerArguments)
         try #require(written.status == 0, "\(written.stderr)")
         let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         #expect(size > 4 << 20)
-        let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let peer = try await LocalDump.peer(path, keying)
         #expect(try LocalDump.dump(path, keying) == peer)
         #expect(try E3DBSQLite.verify(databaseAt: path, key: keying.key()).isIntact)
     }
@@ -171,7 +169,7 @@ struct InteropTests {
         try Self.writeHere(path, keying, rows: 1...4000, mode: mode)
         let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         #expect(size > 8 << 20)
-        let peerDump = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let peerDump = try await LocalDump.peer(path, keying)
         #expect(peerDump["cipher_integrity_check"] as? [String] == [])
         #expect(peerDump["integrity_check"] as? [String] == ["ok"])
         #expect(try LocalDump.dump(path, keying) == peerDump)
@@ -183,11 +181,9 @@ struct InteropTests {
         defer { dir.remove() }
         let keying = PeerKeying.passphrase
         let path = dir.path("hot.db")
-        let base = try await offCooperativePool { try SQLCipherPeer.run(["write", path, "--rows", "30"] + keying.peerArguments) }
+        let base = try await SQLCipherPeer.run(["write", path, "--rows", "30"] + keying.peerArguments)
         try #require(base.status == 0, "\(base.stderr)")
-        let hot = try await offCooperativePool {
-            try SQLCipherPeer.run(["hot", path, "--journal-mode", mode, "--rows", "400", "--start", "30"] + keying.peerArguments)
-        }
+        let hot = try await SQLCipherPeer.run(["hot", path, "--journal-mode", mode, "--rows", "400", "--start", "30"] + keying.peerArguments)
         try #require(hot.status == 0, "\(hot.stderr)")
         let leftover = path + (mode == "wal" ? "-wal" : "-journal")
         try #require(FileManager.default.fileExists(atPath: leftover), "the peer left no \(leftover)")
@@ -195,7 +191,7 @@ struct InteropTests {
         let copy = dir.path("copy.db")
         try KilledWriter.copyDatabase(path, to: copy)
         let local = try LocalDump.dump(copy, keying)
-        let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let peer = try await LocalDump.peer(path, keying)
         #expect(local == peer)
         let items = ((local["tables"] as? NSDictionary)?["items"] as? [Any])?.count
         #expect(items == (mode == "wal" ? 430 : 30), "committed WAL rows are kept, the uncommitted transaction is rolled back")
@@ -244,7 +240,7 @@ struct InteropTests {
         #expect(((try? FileManager.default.attributesOfItem(atPath: leftover)[.size] as? Int) ?? 0) > 0, "no hot \(leftover)")
         let copy = dir.path("copy.db")
         try KilledWriter.copyDatabase(path, to: copy)
-        let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let peer = try await LocalDump.peer(path, keying)
         #expect(peer["cipher_integrity_check"] as? [String] == [])
         let local = try LocalDump.dump(copy, keying)
         #expect(local == peer)
@@ -278,7 +274,7 @@ struct InteropTests {
         }
         let copy = dir.path("copy.db")
         try KilledWriter.copyDatabase(path, to: copy)
-        let peer = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let peer = try await LocalDump.peer(path, keying)
         #expect(((peer["tables"] as? NSDictionary)?["here"] as? [Any])?.count == 600)
         #expect(try LocalDump.dump(copy, keying) == peer)
     }
@@ -314,17 +310,17 @@ struct InteropTests {
         let keying = PeerKeying.passphrase
         let newKeying = PeerKeying(name: "new", peerArguments: ["--key", "new pass"], key: { TestKeys.passphrase("new pass") }, settings: .v4)
         let path = dir.path("rekey.db")
-        let made = try await offCooperativePool { try SQLCipherPeer.run(["write", path, "--rows", "80"] + keying.peerArguments) }
+        let made = try await SQLCipherPeer.run(["write", path, "--rows", "80"] + keying.peerArguments)
         try #require(made.status == 0)
-        let before = try await offCooperativePool { try LocalDump.peer(path, keying) }
-        let rekeyed = try await offCooperativePool { try SQLCipherPeer.run(["rekey", path, "--key", "peer pass", "--new-key", "new pass"]) }
+        let before = try await LocalDump.peer(path, keying)
+        let rekeyed = try await SQLCipherPeer.run(["rekey", path, "--key", "peer pass", "--new-key", "new pass"])
         #expect(rekeyed.status == 0, "\(rekeyed.stderr)")
         #expect(try LocalDump.dump(path, newKeying) == before)
         #expect(VFSOutcomeTests.error { _ = try LocalDump.dump(path, keying) }?.code == .wrongKey)
         try E3DBSQLite.rekey(databaseAt: path, from: newKeying.key(), to: keying.key())
-        let back = try await offCooperativePool { try LocalDump.peer(path, keying) }
+        let back = try await LocalDump.peer(path, keying)
         #expect(back == before)
-        let refused = try await offCooperativePool { try SQLCipherPeer.run(["dump", path] + newKeying.peerArguments) }
+        let refused = try await SQLCipherPeer.run(["dump", path] + newKeying.peerArguments)
         #expect(refused.status == 2)
     }
 }

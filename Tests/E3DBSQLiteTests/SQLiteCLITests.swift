@@ -28,7 +28,7 @@ struct SQLiteCLITests {
             INSERT INTO t VALUES (9007199254740993, 1.5, 'quote " and \\ and é', NULL, x'00ff10');
             SELECT z, a, m, n, b FROM t; SELECT 2 AS two
             """
-        let result = try await offCooperativePool { try CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), db, sql]) }
+        let result = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), db, sql])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdoutText.split(separator: "\n").map(String.init)
         #expect(lines == [#"{"z":9007199254740993,"a":1.5,"m":"quote \" and \\ and é","n":null,"b":"AP8Q"}"#, #"{"two":2}"#])
@@ -36,18 +36,16 @@ struct SQLiteCLITests {
         #expect(try SQLiteConnection(path: db, key: TestKeys.passphrase("cli pass")).rows("SELECT count(*) FROM t").first?.values == [.integer(1)])
         // SQL from standard input; without a key, a plaintext database.
         let plain = dir.path("plain.db")
-        let fromStdin = try await offCooperativePool {
-            try CLIRunner.run(["sqlite", "exec", plain], stdin: Data("CREATE TABLE p(v); INSERT INTO p VALUES ('x'); SELECT v FROM p".utf8))
-        }
+        let fromStdin = try await CLIRunner.run(["sqlite", "exec", plain], stdin: Data("CREATE TABLE p(v); INSERT INTO p VALUES ('x'); SELECT v FROM p".utf8))
         #expect(fromStdin.status == 0 && fromStdin.stdoutText == "{\"v\":\"x\"}\n")
         #expect(try Data(contentsOf: URL(fileURLWithPath: plain)).starts(with: Data("SQLite format 3".utf8)))
         // An SQL error exits 1 with SQLite's message; a wrong key 77; a key on a plaintext database 65.
-        let bad = try await offCooperativePool { try CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), db, "SELEC 1"]) }
+        let bad = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), db, "SELEC 1"])
         #expect(bad.status == 1 && bad.stderr.contains("syntax error"))
         try Self.write("wrong", to: dir.path("wrong"))
-        let wrong = try await offCooperativePool { try CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("wrong"), db, "SELECT 1"]) }
+        let wrong = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("wrong"), db, "SELECT 1"])
         #expect(wrong.status == 77 && wrong.stdout.isEmpty)
-        let keyed = try await offCooperativePool { try CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), plain, "SELECT 1"]) }
+        let keyed = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), plain, "SELECT 1"])
         #expect(keyed.status == 65, "\(keyed.stderr)")
         #expect(!wrong.stderr.contains("wrong\n") && !bad.stderr.contains("cli pass"))
     }
@@ -74,28 +72,24 @@ struct SQLiteCLITests {
             ["decrypt", "--key-file", dir.path("key"), encrypted, dir.path("out.db")],
         ]
         for step in steps {
-            let result = try await offCooperativePool { try CLIRunner.run(["sqlite"] + step) }
+            let result = try await CLIRunner.run(["sqlite"] + step)
             #expect(result.status == 0, "\(step[0]): \(result.stderr)")
         }
         let out = try SQLiteConnection(path: dir.path("out.db"), key: nil)
         #expect(try out.rows("SELECT count(*), sum(length(v)) FROM t").first?.values == [.integer(500), .integer(4392)])
         #expect(try out.rows("SELECT group_concat(rowid) FROM r").first?.values == [.text("10,77")])
         #expect(try out.rows("PRAGMA user_version").first?.values == [.integer(5)])
-        let old = try await offCooperativePool {
-            try CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), encrypted, "SELECT 1"])
-        }
+        let old = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), encrypted, "SELECT 1"])
         #expect(old.status == 77)
         // An existing output is never replaced.
-        let again = try await offCooperativePool {
-            try CLIRunner.run(["sqlite", "decrypt", "--key-file", dir.path("key"), encrypted, dir.path("out.db")])
-        }
+        let again = try await CLIRunner.run(["sqlite", "decrypt", "--key-file", dir.path("key"), encrypted, dir.path("out.db")])
         #expect(again.status == 64)
         // Two pages tampered with: verify names both and exits 2.
         var bytes = try Data(contentsOf: URL(fileURLWithPath: encrypted))
         bytes[4096 + 7] ^= 1
         bytes[3 * 4096 + 9] ^= 1
         try bytes.write(to: URL(fileURLWithPath: encrypted))
-        let verify = try await offCooperativePool { try CLIRunner.run(["sqlite", "verify", "--key-file", dir.path("key"), encrypted]) }
+        let verify = try await CLIRunner.run(["sqlite", "verify", "--key-file", dir.path("key"), encrypted])
         #expect(verify.status == 2)
         #expect(verify.stdoutText.contains("\"bad_pages\":[2,4]"))
         #expect(verify.stderr.contains("page 2 did not authenticate") && verify.stderr.contains("page 4 did not authenticate"))

@@ -50,10 +50,10 @@ enum SQLCipherPeer {
         VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBSQLiteTests/sqlcipher_peer.py").path
     }
 
-    /// Runs the peer with `arguments` and waits for it (from async tests, through offCooperativePool).
-    static func run(_ arguments: [String]) throws -> CLIRunner.Result {
+    /// Runs the peer with `arguments` and awaits its end.
+    static func run(_ arguments: [String]) async throws -> CLIRunner.Result {
         guard let python = ChildProcess.projectPython else { throw PeerMissing() }
-        return try ChildProcess.run(python, [script] + arguments)
+        return try await ChildProcess.run(python, [script] + arguments)
     }
 
     struct PeerMissing: Error, CustomStringConvertible {

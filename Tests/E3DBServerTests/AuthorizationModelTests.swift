@@ -277,24 +277,20 @@ final class ModelRun {
     /// A fresh server of `backend` (a new data directory or database) with clients c0…c4; nil when the backend
     /// is not installed.
     static func start(_ backend: ClientTestBackend) async throws -> ModelRun? {
-        // Starting the server waits for its child processes: on a thread of its own, with the suite's PostgreSQL.
-        let postgres = PostgresTestServer.current
-        guard let server = try await offCooperativePool({
-            try PostgresTestServer.$current.withValue(postgres) { try backend.start() }
-        }) else { return nil }
+        guard let server = try await backend.start() else { return nil }
         do {
             var clients: [E3DBClient] = []
             for i in 0..<clientCount { clients.append(try await server.register("c\(i)")) }
             return ModelRun(server: server, clients: clients)
         } catch {
-            _ = try? await offCooperativePool { server.stop() }
+            await server.stopped()
             throw error
         }
     }
 
     func stop() async {
         let server = self.server
-        _ = try? await offCooperativePool { server.stop() }
+        await server.stopped()
     }
 
     /// Runs `count` steps from `next` (given the model before each), with the audits, until the first mismatch.

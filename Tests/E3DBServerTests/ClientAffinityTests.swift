@@ -7,7 +7,7 @@ import Testing
 struct ClientAffinityTests {
     @Test("a task that prefers the transport's executor runs, and resumes after each request, on its event loop")
     func requestsResumeOnTheLoop() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let executor = try #require(AsyncHTTPClientTransport().preferredTaskExecutor as? EventLoopTaskExecutor)
@@ -26,7 +26,7 @@ struct ClientAffinityTests {
 
     @Test("withTransportAffinity runs a loop of writes and reads")
     func affinityWrapper() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let names = try await alice.withTransportAffinity {
@@ -42,7 +42,7 @@ struct ClientAffinityTests {
 
     @Test("a server with --handlers-on-event-loop serves records, concurrent writers, and a file upload and download")
     func serverHandlersOnEventLoop() async throws {
-        let server = try ServerProcess(extraArguments: ["--handlers-on-event-loop"])
+        let server = try await ServerProcess.start(extraArguments: ["--handlers-on-event-loop"])
         defer { server.stop() }
         let alice = try await server.register("alice")
         let ids = try await withThrowingTaskGroup(of: UUID?.self) { group in

@@ -2,6 +2,7 @@ import E3DBClient
 import Dispatch
 import E3DBKit
 import Foundation
+import E3DBTestSupport
 import Synchronization
 import Testing
 
@@ -105,7 +106,7 @@ struct ClientFileTests {
 
     @Test("readFile round-trips empty, one-chunk and multi-chunk files, with progress up to file_meta.size")
     func roundTrip() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let scratch = try Scratch()
@@ -130,7 +131,7 @@ struct ClientFileTests {
 
     @Test("a body altered, cut or swapped on the server is refused and nothing appears at the destination")
     func damagedBodies() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let scratch = try Scratch()
@@ -192,7 +193,7 @@ struct ClientFileTests {
 
     @Test("a server killed mid-download and a cancelled download leave nothing at the destination")
     func interruptedDownloads() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let scratch = try Scratch()
@@ -226,7 +227,7 @@ struct ClientFileTests {
 
         // The server dies after sending the first piece: the body ends before its Content-Length.
         let dying = try E3DBClient(identity: alice.identity, apiURL: server.url,
-                                   transport: HookedDownloadTransport { server.kill() })
+                                   transport: HookedDownloadTransport { server.process.signal(SIGKILL) })
         let dyingOut = scratch.path("dying")
         do {
             _ = try await dying.readFile(id, to: dyingOut)

@@ -6,8 +6,9 @@ import Foundation
 import Testing
 
 /// `e3dbkit server run --port 0` as a child process, for tests of the client library against a real server.
-final class ServerProcess: @unchecked Sendable {
-    let process = Process()
+/// Started with ``start(data:postgres:extraArguments:log:)``, which awaits the line that says where it listens.
+final class ServerProcess: Sendable {
+    let process: RunningProcess
     let url: String
     let data: URL
     let token: String
@@ -16,80 +17,80 @@ final class ServerProcess: @unchecked Sendable {
 
     static var binary: URL { PythonSDKServerTests.binary }
 
-    static func cli(_ arguments: [String]) throws -> String {
-        let p = Process()
-        p.executableURL = binary
-        p.arguments = arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw ServerFailure(description: "e3dbkit \(arguments[0...1]) failed") }
-        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    /// Runs `e3dbkit ARGUMENTS` to its end; its standard output without the final newline.
+    static func cli(_ arguments: [String]) async throws -> String {
+        let result = try await ChildProcess.run(binary, arguments)
+        guard result.status == 0 else { throw ServerFailure(description: "e3dbkit \(arguments[0...1]) failed: \(result.stderr)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     struct ServerFailure: Error, CustomStringConvertible { let description: String }
 
+    private init(process: RunningProcess, url: String, data: URL, token: String, postgres: String?) {
+        self.process = process
+        self.url = url
+        self.data = data
+        self.token = token
+        self.postgres = postgres
+    }
+
     /// Starts a server on `existing` (a new data directory by default).
     /// - Parameter log: where its standard error goes, at `--log-level info`, to be read while it runs (by default
     ///   a pipe, at `warning`, read until the server listens).
-    init(data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil) throws {
-        data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
-        self.postgres = postgres
+    static func start(
+        data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil
+    ) async throws -> ServerProcess {
+        let data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
-        token = try Self.cli(["server", "token", "create"] + storage)
-        process.executableURL = Self.binary
-        process.arguments = ["server", "run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
+        let token = try await cli(["server", "token", "create"] + storage)
+        let arguments = ["server", "run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
             + storage + extraArguments
-        let err = Pipe()
+        @Sendable func listening(_ bytes: Data) -> String? {
+            let text = String(decoding: bytes, as: UTF8.self)
+            return text.range(of: #"listening on (https?://\S+)"#, options: .regularExpression)
+                .map { String(text[$0].dropFirst("listening on ".count)) }
+        }
+        let process: RunningProcess
+        var found: String?
         if let log {
             guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
                 throw ServerFailure(description: "cannot create the log file")
             }
-            process.standardError = try FileHandle(forWritingTo: log)
-        } else {
-            process.standardError = err
-        }
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        func listening(_ text: String) -> String? {
-            text.range(of: #"listening on (https?://\S+)"#, options: .regularExpression)
-                .map { String(text[$0].dropFirst("listening on ".count)) }
-        }
-        var found: String?
-        if let log {
+            process = try RunningProcess(binary, arguments, reading: .standardOutput, other: try FileHandle(forWritingTo: log))
             for _ in 0..<600 where found == nil && process.isRunning {
-                found = listening(String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self))
-                if found == nil { Thread.sleep(forTimeInterval: 0.1) }
+                found = listening((try? Data(contentsOf: log)) ?? Data())
+                if found == nil { try await Task.sleep(for: .milliseconds(100)) }
             }
         } else {
-            var seen = Data()
-            while found == nil {
-                let chunk = err.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                seen += chunk
-                found = listening(String(decoding: seen, as: UTF8.self))
-            }
+            process = try RunningProcess(binary, arguments, reading: .standardError)
+            found = listening(try await process.readOutput { listening($0) != nil })
         }
-        guard let found else { throw ServerFailure(description: "the server did not start") }
-        url = found
+        guard let found else {
+            process.signal(SIGKILL)
+            throw ServerFailure(description: "the server did not start")
+        }
+        return ServerProcess(process: process, url: found, data: data, token: token, postgres: postgres)
     }
 
-    func kill() {
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    /// Kills the server (SIGKILL) and awaits its end.
+    func kill() async {
+        process.signal(SIGKILL)
+        _ = try? await process.exit()
     }
 
-    func stop(removingData: Bool = true) {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+    /// Stops the server (SIGTERM) and awaits its end, then removes its data directory if asked.
+    func stopped(removingData: Bool = true) async {
+        process.signal(SIGTERM)
+        _ = try? await process.exit()
         if removingData { try? FileManager.default.removeItem(at: data) }
+    }
+
+    /// Stops the server (SIGTERM) without waiting, for `defer` blocks; the data directory is removed once it ended.
+    func stop(removingData: Bool = true) {
+        let data = self.data
+        process.signal(SIGTERM) {
+            if removingData { try? FileManager.default.removeItem(at: data) }
+        }
     }
 
     func register(_ name: String) async throws -> E3DBClient {
@@ -101,12 +102,12 @@ final class ServerProcess: @unchecked Sendable {
 enum ClientTestBackend: String, CaseIterable, Sendable {
     case sqlite, postgres
 
-    func start() throws -> ServerProcess? {
+    func start() async throws -> ServerProcess? {
         switch self {
-        case .sqlite: return try ServerProcess()
+        case .sqlite: return try await ServerProcess.start()
         case .postgres:
-            guard let url = try PostgresTestServer.newDatabase() else { return nil }
-            return try ServerProcess(postgres: url)
+            guard let url = try await PostgresTestServer.newDatabase() else { return nil }
+            return try await ServerProcess.start(postgres: url)
         }
     }
 }
@@ -122,7 +123,7 @@ struct KillingTransport: E3DBTransport {
 
     func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
         -> TransportResponse {
-        server.kill()
+        await server.kill()
         return try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
@@ -137,7 +138,7 @@ struct ClientLibraryTests {
     @Test("records: write, read fields, update with versions, delete, query pages and plain filters",
           arguments: ClientTestBackend.allCases)
     func records(backend: ClientTestBackend) async throws {
-        guard let server = try backend.start() else { return }
+        guard let server = try await backend.start() else { return }
         defer { server.stop() }
         let alice = try await server.register("alice")
         var written: [ClientRecord] = []
@@ -174,7 +175,7 @@ struct ClientLibraryTests {
 
     @Test("sharing, revocation, authorizers sharing on behalf, and the listings", arguments: ClientTestBackend.allCases)
     func sharingAndAuthorizers(backend: ClientTestBackend) async throws {
-        guard let server = try backend.start() else { return }
+        guard let server = try await backend.start() else { return }
         defer { server.stop() }
         let writer = try await server.register("writer")
         let helper = try await server.register("authorizer")
@@ -204,7 +205,7 @@ struct ClientLibraryTests {
 
     @Test("search v2: strategies, data decrypted, offset pages", arguments: ClientTestBackend.allCases)
     func searchV2(backend: ClientTestBackend) async throws {
-        guard let server = try backend.start() else { return }
+        guard let server = try await backend.start() else { return }
         defer { server.stop() }
         let alice = try await server.register("alice")
         for word in ["veryveryfuzzy", "toznywebsite", "other", "another", "third"] {
@@ -225,7 +226,7 @@ struct ClientLibraryTests {
 
     @Test("typed errors: wrong credentials, a dead server, a server killed during an upload, cancellation")
     func failures() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         let alice = try await server.register("alice")
         var wrong = alice.identity
         wrong.apiSecret = SecureBytes(copying: Data("0000".utf8))
@@ -251,7 +252,7 @@ struct ClientLibraryTests {
         await #expect(throws: E3DBError(.transportFailed)) { _ = try await alice.read(UUID()) }
 
         // The same data directory, a new process: the killed upload left nothing that can be committed or read.
-        let again = try ServerProcess(data: server.data)
+        let again = try await ServerProcess.start(data: server.data)
         defer { again.stop() }
         let client = try E3DBClient(identity: alice.identity, apiURL: again.url)
         var files = 0

@@ -9,7 +9,7 @@ import Testing
 struct ClientLocalDocumentsTests {
     @Test("a document encrypted locally opens for its writer and, once shared, for a reader; tampering is refused")
     func localRoundTrip() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let bob = try await server.register("bob")
@@ -45,7 +45,7 @@ struct ClientLocalDocumentsTests {
 
     @Test("sign and verify: own key by default, another client's key from its public info")
     func signAndVerify() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let bob = try await server.register("bob")

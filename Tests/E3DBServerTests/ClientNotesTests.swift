@@ -10,7 +10,7 @@ struct ClientNotesTests {
     @Test("anonymous notes: written and read with unregistered key pairs, names dropped, views, expiry, refusals",
           arguments: ClientTestBackend.allCases)
     func anonymousNotes(backend: ClientTestBackend) async throws {
-        guard let server = try backend.start() else { return }
+        guard let server = try await backend.start() else { return }
         defer { server.stop() }
         let writer = NoteKeyPairs.generate(), reader = NoteKeyPairs.generate(), stranger = NoteKeyPairs.generate()
         let note = try await E3DBClient.writeAnonymousNote(
@@ -95,7 +95,7 @@ struct ClientNotesTests {
     @Test("replace by name: new fields, new id, new recipient, views reset; only the writer; upsert",
           arguments: ClientTestBackend.allCases)
     func replace(backend: ClientTestBackend) async throws {
-        guard let server = try backend.start() else { return }
+        guard let server = try await backend.start() else { return }
         defer { server.stop() }
         let alice = try await server.register("alice")
         let bob = try await server.register("bob")
@@ -141,7 +141,7 @@ struct ClientNotesTests {
 
     @Test("group-wrapped access keys: the server stores only eak, so the client's read fails typed; served with the wrappers the client path opens them")
     func groupWrappedAccessKey() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let writer = try await server.register("writer")
         let reader = try await server.register("reader")

@@ -7,7 +7,7 @@ import Testing
 struct ClientQueryTests {
     @Test("users filters on user_id; afterIndex resumes where an earlier iteration stopped")
     func usersAndResume() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let alice = try await server.register("alice")
         for i in 0..<5 { _ = try await alice.write(type: "item", data: ["n": "\(i)"]) }

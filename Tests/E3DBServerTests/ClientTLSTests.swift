@@ -121,15 +121,13 @@ struct ClientTLSTests {
         defer { pki.remove() }
         let (cert, key) = expired ? try await pki.expiredServer("server")
             : try await pki.server("server", subjectAltName: subjectAltName)
-        let server = try await offCooperativePool {
-            try ServerProcess(extraArguments: ["--tls-cert", cert, "--tls-key", key])
-        }
+        let server = try await ServerProcess.start(extraArguments: ["--tls-cert", cert, "--tls-key", key])
         do {
             let result = try await body(pki, server)
-            try await offCooperativePool { server.stop() }
+            await server.stopped()
             return result
         } catch {
-            _ = try? await offCooperativePool { server.stop() }
+            await server.stopped()
             throw error
         }
     }

@@ -124,7 +124,7 @@ struct ClientTrustTests {
         let proxy: RewritingProxy
 
         static func start() async throws -> Setup {
-            let server = try ServerProcess()
+            let server = try await ServerProcess.start()
             do { return Setup(server: server, proxy: try await RewritingProxy(upstream: server.url)) } catch {
                 server.stop()
                 throw error
@@ -478,7 +478,7 @@ struct ClientTrustTests {
 @Suite("e3dbkit client: signature status, --allow-unsigned, pinned keys")
 struct ClientTrustCLITests {
     static func run(_ arguments: [String]) async throws -> CLIRunner.Result {
-        try await offCooperativePool { try CLIRunner.run(["client"] + arguments) }
+        try await CLIRunner.run(["client"] + arguments)
     }
 
     static func json(_ result: CLIRunner.Result) -> [String: Any] {

@@ -94,7 +94,7 @@ extension StorageTests {
     private static func withReadStorage(timeout: Duration, records: Int,
                                         _ body: (PostgresStorage, String, [RecordRow]) async throws -> Void)
         async throws {
-        guard let url = try PostgresTestServer.newDatabase() else { return }
+        guard let url = try await PostgresTestServer.newDatabase() else { return }
         let storage = try PostgresStorage(url: url, maximumConnections: 4, operationTimeout: timeout,
                                           logger: logger())
         do {
@@ -183,7 +183,7 @@ extension StorageTests {
 
     @Test(.timeLimit(.minutes(2)))
     func groupedReadsAfterCloseAreRefused() async throws {
-        guard let url = try PostgresTestServer.newDatabase() else { return }
+        guard let url = try await PostgresTestServer.newDatabase() else { return }
         let storage = try PostgresStorage(url: url, operationTimeout: .seconds(600), logger: Self.logger())
         try await storage.migrate()
         let row = try await storage.insertRecord(Self.record())

@@ -73,7 +73,7 @@ struct PythonSDKServerTests {
 
     @Test("PostgreSQL backend: the same suites and checks, two processes on one database")
     func postgresBackend() async throws {
-        guard let url = try PostgresTestServer.newDatabase() else { return }
+        guard let url = try await PostgresTestServer.newDatabase() else { return }
         let result = try await Self.drive(["--large-file-mib", "100", "--postgres", url])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
@@ -82,7 +82,7 @@ struct PythonSDKServerTests {
 
     @Test("e3dbkit client and the Python SDK through one server on PostgreSQL")
     func clientInteropPostgres() async throws {
-        guard let url = try PostgresTestServer.newDatabase() else { return }
+        guard let url = try await PostgresTestServer.newDatabase() else { return }
         let result = try await Self.drive(["--postgres", url], script: "client_interop.py")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")

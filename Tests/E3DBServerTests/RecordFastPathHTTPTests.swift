@@ -129,16 +129,16 @@ struct RecordFastPathHTTPTests {
     func sameAnswersAsTheRouter(backend: ClientTestBackend) async throws {
         var postgres: String?
         if backend == .postgres {  // reads wait for PostgreSQL's grouped reads through a completion, like writes
-            guard let url = try PostgresTestServer.newDatabase() else { return }
+            guard let url = try await PostgresTestServer.newDatabase() else { return }
             postgres = url
         }
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-fasthttp-\(UUID())")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let log = scratch.appendingPathComponent("server.log")
-        let server = try ServerProcess(postgres: postgres, log: log)
+        let server = try await ServerProcess.start(postgres: postgres, log: log)
         defer { server.stop() }
-        let router = try ServerProcess(data: server.data, postgres: postgres, extraArguments: ["--no-record-fast-path"])
+        let router = try await ServerProcess.start(data: server.data, postgres: postgres, extraArguments: ["--no-record-fast-path"])
         defer { router.stop(removingData: false) }
 
         let alice = try await server.register("alice"), bob = try await server.register("bob")

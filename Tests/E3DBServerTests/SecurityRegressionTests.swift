@@ -100,13 +100,10 @@ struct SecurityFixture: Sendable {
     static func start(_ backend: ClientTestBackend, extraArguments: [String] = []) async throws -> SecurityFixture? {
         let server: ServerProcess?
         switch backend {
-        case .sqlite: server = try await offCooperativePool { try ServerProcess(extraArguments: extraArguments) }
+        case .sqlite: server = try await ServerProcess.start(extraArguments: extraArguments)
         case .postgres:
-            let postgres = PostgresTestServer.current  // a task-local: the thread below does not inherit it
-            guard let url = try await offCooperativePool({
-                try PostgresTestServer.$current.withValue(postgres) { try PostgresTestServer.newDatabase() }
-            }) else { return nil }
-            server = try await offCooperativePool { try ServerProcess(postgres: url, extraArguments: extraArguments) }
+            guard let url = try await PostgresTestServer.newDatabase() else { return nil }
+            server = try await ServerProcess.start(postgres: url, extraArguments: extraArguments)
         }
         guard let server else { return nil }
         return SecurityFixture(server: server, api: RawAPI(url: server.url))
@@ -116,7 +113,7 @@ struct SecurityFixture: Sendable {
         try await RawClient.register(api, token: server.token, name: name, signing: signing)
     }
 
-    func stop() async { _ = try? await offCooperativePool { server.stop() } }
+    func stop() async { await server.stopped() }
 
     /// Runs `body` against a new server on `backend` (nothing when PostgreSQL is not installed) and stops the
     /// server however `body` ends.
@@ -188,9 +185,7 @@ struct SecurityRegressionTests {
             let client = try await f.register()
             let record = try await client.write(f.api, type: "t")
             let key = try #require(client.signingKey)
-            _ = try await offCooperativePool {
-                try ServerProcess.cli(["server", "client", "disable", "--client-id", client.id, "--data", f.server.data.path])
-            }
+            _ = try await ServerProcess.cli(["server", "client", "disable", "--client-id", client.id, "--data", f.server.data.path])
             try await Task.sleep(for: .milliseconds(1100))  // the Bearer-token cache keeps a client for a second
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: client.bearer).status == 401)
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 401)
@@ -198,9 +193,7 @@ struct SecurityRegressionTests {
                 "POST", "/v1/storage/records", tsv1: key, uid: client.id,
                 json: #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"t"},"data":{"f":"x"}}"#)
             #expect(write.status == 401)
-            _ = try await offCooperativePool {
-                try ServerProcess.cli(["server", "client", "enable", "--client-id", client.id, "--data", f.server.data.path])
-            }
+            _ = try await ServerProcess.cli(["server", "client", "enable", "--client-id", client.id, "--data", f.server.data.path])
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 200)
         }
     }
@@ -394,10 +387,8 @@ struct SecurityRegressionTests {
                                             uid: "")
             #expect(note.status == 400, "\(note.text)")
 
-            let oneUse = try await offCooperativePool {
-                try ServerProcess.cli(["server", "token", "create", "--uses", "1", "--data", f.server.data.path]
-                                      + (f.server.postgres.map { ["--postgres", $0] } ?? []))
-            }
+            let oneUse = try await ServerProcess.cli(["server", "token", "create", "--uses", "1", "--data", f.server.data.path]
+                                  + (f.server.postgres.map { ["--postgres", $0] } ?? []))
             let bad = #"{"token":"\#(oneUse)","client":{"name":"a\u0000b","public_key":{"curve25519":"\#(Box.PrivateKey().publicKey.base64URLEncoded)"}}}"#
             let refused = try await f.api.send("POST", "/v1/account/e3db/clients/register", body: Data(bad.utf8))
             #expect(refused.status == 400, "\(refused.text)")
@@ -419,9 +410,7 @@ struct SecurityRegressionTests {
             let fine = try await f.api.send("GET", path, query: query, tsv1: anyone, uid: "",
                                             nonce: String(repeating: "n", count: 64))
             #expect(fine.status == 404, "\(fine.text)")
-            let stats = try await offCooperativePool {
-                try ServerProcess.cli(["server", "stats", "--data", f.server.data.path])
-            }
+            let stats = try await ServerProcess.cli(["server", "stats", "--data", f.server.data.path])
             #expect(stats.contains(#""tsv1_nonces":1"#), "\(stats)")
         }
     }
@@ -528,7 +517,7 @@ struct SecurityRegressionTests {
         let old = tmp.appendingPathComponent("abandoned"), fresh = tmp.appendingPathComponent("in-progress")
         for file in [old, fresh] { try Data(repeating: 1, count: 1024).write(to: file) }
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: old.path)
-        let server = try await offCooperativePool { try ServerProcess(data: data) }
+        let server = try await ServerProcess.start(data: data)
         var gone = false
         for _ in 0..<50 where !gone {
             gone = !FileManager.default.fileExists(atPath: old.path)
@@ -536,6 +525,6 @@ struct SecurityRegressionTests {
         }
         #expect(gone)
         #expect(FileManager.default.fileExists(atPath: fresh.path), "a recently written upload stays")
-        _ = try? await offCooperativePool { server.stop() }
+        await server.stopped()
     }
 }

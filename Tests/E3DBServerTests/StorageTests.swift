@@ -27,27 +27,20 @@ enum PostgresTestServer: Sendable {
     }
 
     /// Runs `scripts/postgres.sh ARGS` and returns its stdout without the final newline.
-    static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw StorageError(.unavailable, "postgres.sh \(arguments[0]) exited with \(process.terminationStatus)")
+    static func run(_ arguments: [String]) async throws -> String {
+        let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [script] + arguments)
+        guard result.status == 0 else {
+            throw StorageError(.unavailable, "postgres.sh \(arguments[0]) exited with \(result.status): \(result.stderr)")
         }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// A URL of a new, empty database on the running server; `nil` (after saying so loudly) when PostgreSQL is
     /// not installed.
-    static func newDatabase() throws -> String? {
+    static func newDatabase() async throws -> String? {
         switch current {
         case .running(let directory):
-            return try run(["createdb", directory])
+            return try await run(["createdb", directory])
         case .notInstalled:
             print("SKIPPED: PostgreSQL not installed (no /usr/lib/postgresql/*/bin/initdb); run scripts/setup.sh")
             return nil
@@ -70,18 +63,18 @@ struct PostgresServerTrait: SuiteTrait, TestScoping {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("e3dbkit-pg-\(UUID().uuidString.lowercased())").path
         do {
-            _ = try await offCooperativePool { try PostgresTestServer.run(["start", directory]) }
+            _ = try await PostgresTestServer.run(["start", directory])
         } catch {
-            _ = try? await offCooperativePool { try PostgresTestServer.run(["stop", directory]) }
+            _ = try? await PostgresTestServer.run(["stop", directory])
             throw error
         }
         do {
             try await PostgresTestServer.$current.withValue(.running(directory: directory)) { try await function() }
         } catch {
-            _ = try? await offCooperativePool { try PostgresTestServer.run(["stop", directory]) }
+            _ = try? await PostgresTestServer.run(["stop", directory])
             throw error
         }
-        _ = try await offCooperativePool { try PostgresTestServer.run(["stop", directory]) }
+        _ = try await PostgresTestServer.run(["stop", directory])
     }
 }
 
@@ -95,7 +88,7 @@ struct StorageFixture: Sendable {
     let open: @Sendable () throws -> any ServerStorage
     let cleanup: @Sendable () -> Void
 
-    static func make(_ backend: Backend) throws -> StorageFixture? {
+    static func make(_ backend: Backend) async throws -> StorageFixture? {
         switch backend {
         case .sqlite:
             let directory = FileManager.default.temporaryDirectory
@@ -103,7 +96,7 @@ struct StorageFixture: Sendable {
             return StorageFixture(backend: backend, open: { try SQLiteStorage(directory: directory) },
                                   cleanup: { try? FileManager.default.removeItem(at: directory) })
         case .postgres:
-            guard let url = try PostgresTestServer.newDatabase() else { return nil }
+            guard let url = try await PostgresTestServer.newDatabase() else { return nil }
             let logger = quietLogger(.warning)  // the pool's connection events at close are noise here
             return StorageFixture(backend: backend, open: {
                 // A generous call deadline: these tests check storage semantics, not timeouts, and a starved
@@ -117,7 +110,7 @@ struct StorageFixture: Sendable {
 /// Runs `body` with a migrated storage of `backend` (nothing when the backend is not installed), then closes it.
 func withStorage(_ backend: Backend,
                  _ body: (StorageFixture, any ServerStorage) async throws -> Void) async throws {
-    guard let fixture = try StorageFixture.make(backend) else { return }
+    guard let fixture = try await StorageFixture.make(backend) else { return }
     defer { fixture.cleanup() }
     let storage = try fixture.open()
     do {
@@ -233,7 +226,7 @@ struct StorageTests {
 
     @Test(arguments: Backend.allCases)
     func processesStartingTogetherMigrateOnce(_ backend: Backend) async throws {
-        guard let fixture = try StorageFixture.make(backend) else { return }
+        guard let fixture = try await StorageFixture.make(backend) else { return }
         defer { fixture.cleanup() }
         let instances = try (0..<4).map { _ in try fixture.open() }
         let secrets = try await withThrowingTaskGroup(of: Data.self) { group in

@@ -64,7 +64,7 @@ struct URLSessionTransport: E3DBTransport {
 struct URLSessionTransportTests {
     @Test("register, write, read, query, share, and a file up and down, all through URLSession")
     func everythingThroughURLSession() async throws {
-        let server = try ServerProcess()
+        let server = try await ServerProcess.start()
         defer { server.stop() }
         let transport = URLSessionTransport()
         let identity = try await E3DBClient.register(token: server.token, name: "url-session", apiURL: server.url,

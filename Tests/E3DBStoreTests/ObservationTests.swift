@@ -104,16 +104,11 @@ struct StoreObservationTests {
         try Data("p".utf8).write(to: pass)
         try Data(#"{"title":"from a child process"}"#.utf8).write(to: data)
         try Data(#"{"list":"home"}"#.utf8).write(to: plain)
-        let process = Process()
-        process.executableURL = try e3dbkitBinary()
-        process.arguments = [
+        let put = try await ChildProcess.run(try e3dbkitBinary(), [
             "store", "put", "--store", dir.url.path, "--passphrase-file", pass.path, "--collection", "c", "--plain",
             plain.path, data.path,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        ])
+        #expect(put.status == 0, "\(put.stderr)")
         #expect(try await results.wait { $0.last == ["first", "from a child process"] } != nil, "\(results.all)")
 
         results.task.cancel()

@@ -175,7 +175,7 @@ struct ReadPathTests {
     }
 
     @Test("records written with one data key per record decrypt in Tozny's Python SDK after an export")
-    func perRecordKeysInPython() throws {
+    func perRecordKeysInPython() async throws {
         guard let python = StoreSharingTests.python() else {
             Issue.record("the project's Python environment (.venv, scripts/python-env.sh) is missing")
             return
@@ -201,7 +201,7 @@ struct ReadPathTests {
             let document = try EncryptedDocument(jsonData: Data(line.utf8))
             #expect(Set(document.data.map { $0.value.split(separator: ".").prefix(2).joined(separator: ".") }).count == 1)
         }
-        let result = try StoreSharingTests.run(python, [StoreSharingTests.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
+        let result = try await StoreSharingTests.run(python, [StoreSharingTests.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
         #expect(result.status == 0, "\(result.err)")
         #expect(try StoreSharingTests.lines(result.out) == expected)
     }

@@ -324,8 +324,8 @@ struct StoreTests {
 struct StoreSharingTests {
     static func python() -> String? { ChildProcess.projectPython?.path }
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-        let result = try ChildProcess.run(URL(fileURLWithPath: executable), arguments)
+    static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+        let result = try await ChildProcess.run(URL(fileURLWithPath: executable), arguments)
         return (result.status, result.stdoutText, result.stderr)
     }
 
@@ -338,7 +338,7 @@ struct StoreSharingTests {
     }
 
     @Test("an export decrypts in the Python SDK with the reader's key; an import of it reads back the same records")
-    func exportToPython() throws {
+    func exportToPython() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         var expected: [JSONValue] = []
@@ -376,13 +376,13 @@ struct StoreSharingTests {
             Issue.record("the project's Python environment (.venv, scripts/python-env.sh) is missing")
             return
         }
-        let result = try Self.run(python, [Self.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
+        let result = try await Self.run(python, [Self.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
         #expect(result.status == 0, "\(result.err)")
         #expect(try Self.lines(result.out) == expected)
     }
 
     @Test("records the Python SDK wrote for a client import into a store and read back")
-    func importFromPython() throws {
+    func importFromPython() async throws {
         guard let python = Self.python() else {
             Issue.record("the project's Python environment (.venv, scripts/python-env.sh) is missing")
             return
@@ -390,7 +390,7 @@ struct StoreSharingTests {
         let dir = try StoreDirectory()
         let reader = ClientIdentity.generate(clientID: UUID())
         let pyDir = dir.url.appendingPathComponent("python")
-        let result = try Self.run(python, [Self.script, "write", pyDir.path, reader.publicKey.base64URLEncoded, "12"])
+        let result = try await Self.run(python, [Self.script, "write", pyDir.path, reader.publicKey.base64URLEncoded, "12"])
         #expect(result.status == 0, "\(result.err)")
         let expected = try Self.lines(result.out)
         let store = try EncryptedStore.create(at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)

@@ -214,9 +214,25 @@ let package = Package(
             dependencies: ["E3DBKit", "E3DBPageCodec"],
             swiftSettings: upcoming
         ),
+        // The fuzz targets (Fuzz/Targets, one file each) as one executable, never a product: built with the package
+        // it is the replay tool the FuzzReplayTests suite runs every corpus and FailCase through; Fuzz/run.sh builds
+        // the same sources with libFuzzer and AddressSanitizer (docs/fuzzing.md).
+        .executableTarget(
+            name: "e3dbkit-fuzz",
+            dependencies: [
+                "E3DBAPI", "E3DBBLAKE2bReference", "E3DBCanonicalJSON", "E3DBDocuments", "E3DBFiles", "E3DBKeys",
+                "E3DBPageCodec", "E3DBPrimitives", "E3DBSQLite", "E3DBServer", "E3DBStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Fuzz/Targets"
+        ),
         // Test support (never linked by a product): the checkout's location from #filePath.
         .target(name: "E3DBTestSupport", dependencies: ["E3DBVectors"], swiftSettings: upcoming),
 
+        .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
         .testTarget(
             name: "E3DBPrimitivesTests",
             dependencies: ["E3DBPrimitives", "E3DBBLAKE2bReference", "E3DBTestSupport", "E3DBVectors"],

@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# Builds and runs the libFuzzer targets of E3DBKit.
+# Builds and runs E3DBKit's libFuzzer targets: the sources in Fuzz/Targets, one executable (`e3dbkit-fuzz`) built
+# once with libFuzzer and AddressSanitizer; E3DB_FUZZ_TARGET picks the target.
 #
 #   Fuzz/run.sh TARGET [SECONDS]   fuzz one target (default 60 s)
 #   Fuzz/run.sh all SECONDS        fuzz every target in turn, SECONDS each
-#   Fuzz/run.sh replay             run every file of Corpus/*/ and FailCases/*/ through every target once
-#   Fuzz/run.sh ci                 what scripts/test.sh runs: replay, then every target for FUZZ_CI_SECONDS
-#                                  (default 20) each; skipped with a note where libFuzzer is unavailable (macOS)
-#   Fuzz/run.sh build [TARGET]     only build
+#   Fuzz/run.sh replay             run every file of Corpus/*/ and FailCases/*/ through every target once, under ASan
+#                                  (the regular test run replays them too, without sanitizers: FuzzReplayTests)
+#   Fuzz/run.sh ci                 what scripts/test.sh runs: every target for FUZZ_CI_SECONDS (default 5) each, on
+#                                  a debug build; skipped with a note where libFuzzer is unavailable (macOS)
+#   Fuzz/run.sh build              only build
 #   Fuzz/run.sh list               print the targets
 #
 # FUZZ_TARGETS="A B" restricts all, replay and ci to those targets (replay still feeds them every corpus).
+# FUZZ_CONFIGURATION=debug|release (default release; ci uses debug, which compiles in about half the time).
 # Extra libFuzzer flags can be passed in FUZZ_FLAGS (e.g. FUZZ_FLAGS="-jobs=1 -rss_limit_mb=4096").
 # The working corpus is Fuzz/Corpus-work/<TARGET>/ (not committed), seeded from the committed Fuzz/Corpus/<TARGET>/;
 # crashes go to Fuzz/artifacts/<TARGET>/. Copy a reproducer into Fuzz/FailCases/<TARGET>/ when you fix it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
 cd "$here"
 
-# FUZZ_TARGETS (space-separated names) restricts `all`, `replay` and `ci` to those targets.
+# The targets: one file per target in Targets/, named like the target.
 targets() {
     local all
-    all="$(find Sources -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort)"
+    all="$(find Targets -maxdepth 1 -name 'Fuzz*.swift' -printf '%f\n' | sed 's/\.swift$//' | sort)"
     if [ -z "${FUZZ_TARGETS:-}" ]; then echo "$all"; return; fi
     local t
     for t in $FUZZ_TARGETS; do
@@ -67,22 +71,24 @@ asan_options_for() {
     echo "${ASAN_OPTIONS:-}${ASAN_OPTIONS:+${extra:+:}}${extra}"
 }
 
+configuration="${FUZZ_CONFIGURATION:-release}"
+scratch="$root/.build-fuzz"
+
 build() {
-    # One flag set, exactly: `--sanitize=fuzzer` plus `-Xswiftc -sanitize=fuzzer,address`. Passing the two
-    # sanitizers as separate --sanitize flags silently loses coverage instrumentation.
-    local product_args=()
-    if [ "$#" -gt 0 ]; then product_args=(--product "$1"); fi
-    swift build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address "${product_args[@]}" >&2
+    # One flag set, exactly: `--sanitize=fuzzer` plus `-Xswiftc -sanitize=fuzzer,address` (passing the two
+    # sanitizers as separate --sanitize flags silently loses coverage instrumentation), and E3DB_LIBFUZZER, which
+    # leaves out the replay tool's `main` so that libFuzzer's is the entry point.
+    (cd "$root" && swift build -c "$configuration" --scratch-path "$scratch" --product e3dbkit-fuzz \
+        --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address -Xswiftc -DE3DB_LIBFUZZER >&2)
 }
 
-binary() { echo "$(swift build -c release --show-bin-path)/$1"; }
+binary() { echo "$scratch/$configuration/e3dbkit-fuzz"; }
 
 fuzz() {
     local target="$1" seconds="$2"
-    build "$target"
     mkdir -p "Corpus-work/$target" "artifacts/$target" "Corpus/$target"
     # shellcheck disable=SC2086
-    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="$(asan_options_for "$target")" "$(binary "$target")" \
+    E3DB_FUZZ_TARGET="$target" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="$(asan_options_for "$target")" "$(binary)" \
         -max_total_time="$seconds" \
         -dict="$(dict_for "$target")" \
         -artifact_prefix="artifacts/$target/" \
@@ -98,11 +104,10 @@ replay() {
     if [ "${#inputs[@]}" -eq 0 ]; then echo "no inputs to replay" >&2; return 0; fi
     local status=0
     for target in $(targets); do
-        build "$target"
         echo "== $target: replaying ${#inputs[@]} inputs" >&2
         # File arguments make libFuzzer run each file once and exit.
         # shellcheck disable=SC2046
-        if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="$(asan_options_for "$target")" "$(binary "$target")" $(flags_for "$target") -runs=1 "${inputs[@]}" >"artifacts/replay-$target.log" 2>&1; then
+        if ! E3DB_FUZZ_TARGET="$target" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="$(asan_options_for "$target")" "$(binary)" $(flags_for "$target") -runs=1 "${inputs[@]}" >"artifacts/replay-$target.log" 2>&1; then
             echo "!! $target failed on replay; see Fuzz/artifacts/replay-$target.log" >&2
             status=1
         else
@@ -116,27 +121,33 @@ targets >/dev/null  # an unknown name in FUZZ_TARGETS stops here
 mkdir -p artifacts
 case "${1:-}" in
     list) targets ;;
-    build) build "${2:-}" ;;
-    replay) replay ;;
+    build) build ;;
+    replay) build; replay ;;
     ci)
         if [ "$(uname -s)" != "Linux" ] && [ -z "${FUZZ_FORCE:-}" ]; then
             echo "Fuzz/run.sh ci: libFuzzer is only set up on Linux here; skipped (set FUZZ_FORCE=1 to try)" >&2
             exit 0
         fi
-        # Built one target at a time (by replay): linking every fuzz executable in one build fails.
-        replay
-        for target in $(targets); do fuzz "$target" "${FUZZ_CI_SECONDS:-20}"; done
+        # The corpora and FailCases are replayed by the test run (FuzzReplayTests); here each target is fuzzed
+        # briefly on a debug build with the sanitizers, built once.
+        configuration="${FUZZ_CONFIGURATION:-debug}"
+        started=$(date +%s)
+        build
+        echo "Fuzz/run.sh ci: built in $(( $(date +%s) - started ))s" >&2
+        for target in $(targets); do fuzz "$target" "${FUZZ_CI_SECONDS:-5}"; done
         ;;
     all)
         seconds="${2:?usage: Fuzz/run.sh all SECONDS}"
+        build
         for target in $(targets); do fuzz "$target" "$seconds"; done
         ;;
     "" | -h | --help)
-        sed -n '2,15p' "$0"
+        sed -n '2,18p' "$here/run.sh"
         ;;
     *)
         # Not grep -q: it may stop reading early, and pipefail would then fail on targets' SIGPIPE.
         if ! targets | grep -x "$1" >/dev/null; then echo "unknown target $1; targets: $(targets | tr '\n' ' ')" >&2; exit 2; fi
+        build
         fuzz "$1" "${2:-60}"
         ;;
 esac

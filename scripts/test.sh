@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build with warnings as errors, run every test target
-# (Swift Testing: unit, vector, property, CLI and cross-language tests), build the DocC catalogs with warnings as
-# errors, then replay the fuzz corpora and FailCases and run a short fuzzing pass (Fuzz/run.sh ci; skipped with a
-# note where libFuzzer is unavailable).
+# The whole test suite: install what is missing, build once with warnings as errors, run every test target in
+# parallel from that build (Swift Testing: unit, vector, property, CLI, cross-language tests, and the replay of every
+# fuzz corpus and FailCase), build the DocC catalogs with warnings as errors, then a short libFuzzer pass
+# (Fuzz/run.sh ci; skipped with a note where libFuzzer is unavailable). Each stage prints its time.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 start=$(date +%s)
+stage_start=$start
+stage() {
+    local now
+    now=$(date +%s)
+    echo "test.sh: $1 took $(( now - stage_start ))s (total $(( now - start ))s)"
+    stage_start=$now
+}
 scripts/setup.sh
+stage "set-up"
 swift build --build-tests -Xswiftc -warnings-as-errors
-# One test at a time: many tests wait synchronously for child processes (e3dbkit, Python drivers, PostgreSQL),
-# and on a 2-core machine two such waits hold both of Swift concurrency's cooperative threads, stalling every
-# other test for tens of seconds (storage calls with deadlines then fail). Serial runs cost about 30 s more.
-swift test --skip-build --no-parallel
-echo "test.sh: swift test finished after $(( $(date +%s) - start ))s"
+stage "build"
+# In parallel: tests await their child processes (E3DBTestSupport's ChildProcess), so none holds one of Swift
+# concurrency's cooperative threads while a child runs.
+swift test --skip-build
+stage "swift test"
 scripts/docs.sh
-echo "test.sh: documentation built with warnings as errors after $(( $(date +%s) - start ))s"
+stage "documentation (warnings as errors)"
 if [ -x Fuzz/run.sh ]; then
     Fuzz/run.sh ci
-    echo "test.sh: fuzzing pass finished after $(( $(date +%s) - start ))s"
+    stage "fuzzing pass"
 fi

@@ -1,4 +1,4 @@
-// Fuzz target: the JSON request bodies of the E3DB API (E3DBAPI's `API.*` types) and wire timestamps.
+// Fuzz target FuzzAPIBodies: the JSON request bodies of the E3DB API (E3DBAPI's `API.*` types) and wire timestamps.
 //
 // Every input is decoded with JSONDecoder as each body the server accepts (Record, RegistrationRequest,
 // PutAccessKeyRequest, PolicyRequest, QueryRequest and its PlainQuery, SearchRequest, Note). Decoding throws or
@@ -43,8 +43,7 @@ private func timestamp(_ text: String) {
 
 private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let data = start.map { Data(bytes: $0, count: count) } ?? Data()
     let record = roundTrip(API.Record.self, data)
     let fast = try? API.Record.decodeJSON(data)

@@ -1,4 +1,4 @@
-// Fuzz target: TSV1 `Authorization` verification (E3DBAPI `TSV1.verify`). Byte 0 picks the mode (low bit).
+// Fuzz target FuzzTSV1Verify: TSV1 `Authorization` verification (E3DBAPI `TSV1.verify`). Byte 0 picks the mode (low bit).
 //
 // - 0, hostile: the rest is split on 0x00 into header text, path, query and method (lossy UTF-8) and verified at a
 //   fixed clock with a window taken from byte 1. `verify` returns or throws a typed E3DBError (tsv1Malformed,
@@ -97,8 +97,7 @@ private func signed(_ control: ArraySlice<UInt8>, _ bytes: ArraySlice<UInt8>) {
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+func fuzzTSV1Verify(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     guard let start, count >= 1 else { return 0 }
     let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
     if bytes[0] & 1 == 0 {

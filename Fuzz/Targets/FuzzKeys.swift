@@ -1,4 +1,4 @@
-// Fuzz target: E3DBKeys parsers. Byte 0 picks the surface (its low two bits); the rest is the input.
+// Fuzz target FuzzKeys: E3DBKeys parsers. Byte 0 picks the surface (its low two bits); the rest is the input.
 //
 // - 0: EAK strings (`b64u(ct).b64u(nonce)`): whatever the strict parser accepts, the lenient one accepts with
 //   the same bytes; an accepted EAK prints back to a string that parses to the same EAK; unwrapping with fixed
@@ -97,8 +97,7 @@ private func clientConfig(_ data: Data) {
     require(again.configJSON() == json, "identity JSON is not stable")
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzKeys(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzKeys(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let rest = Data(bytes.dropFirst())

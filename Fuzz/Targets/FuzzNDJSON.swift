@@ -1,4 +1,4 @@
-// Fuzz target: NDJSON batch mode for records (NDJSONLineSplitter, RecordBatch, RecordLineEncryptor and
+// Fuzz target FuzzNDJSON: NDJSON batch mode for records (NDJSONLineSplitter, RecordBatch, RecordLineEncryptor and
 // RecordLineDecryptor) with fixed keys.
 //
 // Byte 0 picks the options: jobs 1-3 (bits 0-1), fail-fast (bit 2), the maximum line length (bits 3-5: 8, 16,
@@ -89,8 +89,7 @@ private func errorObject(_ line: [UInt8]) -> JSONObject? {
     return nil
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzNDJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzNDJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 2 else { return 0 }
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let jobs = Int(bytes[0] & 0x03) % 3 + 1

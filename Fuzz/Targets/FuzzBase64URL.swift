@@ -1,4 +1,4 @@
-// Fuzz target: the strict and lenient base64url decoders of E3DBPrimitives.
+// Fuzz target FuzzBase64URL: the strict and lenient base64url decoders of E3DBPrimitives.
 //
 // Invariants: whatever the strict decoder accepts, the lenient decoder accepts with the same bytes
 // (strict ⊂ lenient); strict decode -> encode gives back the input text exactly (the strict form is canonical);
@@ -10,8 +10,7 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition { fatalError("FuzzBase64URL invariant violated: \(message())") }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzBase64URL(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzBase64URL(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     let strict = try? Base64URL.decode(text)
     let lenient = try? Base64URL.decodeLenient(text)

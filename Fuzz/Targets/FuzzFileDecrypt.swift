@@ -1,4 +1,4 @@
-// Fuzz target: strict streaming decryption of E3DB file v3 (E3DBFiles) over arbitrary bytes and read splits.
+// Fuzz target FuzzFileDecrypt: strict streaming decryption of E3DB file v3 (E3DBFiles) over arbitrary bytes and read splits.
 //
 // Input: byte 0 and byte 1 choose the read sizes (the source alternates reads of 1 + b0 and 1 + 257 * b1 bytes);
 // the rest is the encrypted file, decrypted with the access key 32 x 0x11 (the key of the spec's Appendix A.6
@@ -69,8 +69,7 @@ private func decrypt(_ file: Data, sizes: (Int, Int), key: AccessKey) -> Outcome
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzFileDecrypt(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzFileDecrypt(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 2, let key = accessKey else { return 0 }
     let sizes = (1 + Int(data[0]), 1 + 257 * Int(data[1]))
     let file = Data(bytes: data + 2, count: size - 2)

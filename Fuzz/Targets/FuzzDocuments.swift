@@ -1,4 +1,4 @@
-// Fuzz target: E3DBDocuments parsers, decryptors and verifiers with fixed keys. Byte 0 picks the surface.
+// Fuzz target FuzzDocuments: E3DBDocuments parsers, decryptors and verifiers with fixed keys. Byte 0 picks the surface.
 //
 // 0: a record field string `edk.edkN.ef.efN`, decrypted strictly and leniently: every failure is a typed
 //    E3DBError; strict success implies lenient success with the same value.
@@ -44,8 +44,7 @@ private func makeKeys() -> Keys {
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let rest = Data(bytes.dropFirst())

@@ -1,4 +1,4 @@
-// Fuzz target: the secretstream decryptor fed arbitrary chunks, and encrypt/decrypt round trips under
+// Fuzz target FuzzSecretStream: the secretstream decryptor fed arbitrary chunks, and encrypt/decrypt round trips under
 // fuzzer-chosen chunk sizes and tags.
 //
 // Byte 0 chooses the mode.
@@ -87,8 +87,7 @@ private func roundTrip(_ bytes: ArraySlice<UInt8>) {
     require(isFinished, "finished after the final chunk")
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzSecretStream(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzSecretStream(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     if mode & 1 == 0 { hostile(bytes.dropFirst()) } else { roundTrip(bytes.dropFirst()) }

@@ -1,4 +1,4 @@
-// Fuzz target: E3DBSQLite's VFS, on a real encrypted database (SQLCipher 4 format, a raw key, a few pages with an
+// Fuzz target FuzzSQLiteVFS: E3DBSQLite's VFS, on a real encrypted database (SQLCipher 4 format, a raw key, a few pages with an
 // overflow chain), made once per process.
 //
 // Byte 0 chooses the mode (mod 3); the rest drives it.
@@ -114,8 +114,7 @@ private func splits(_ bytes: ArraySlice<UInt8>, limit: Int) -> [(offset: Int, co
     return result
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let image = fixture.image

@@ -1,4 +1,4 @@
-// Fuzz target: the SQLCipher page codec (E3DBPageCodec) and SQLCipher's key strings.
+// Fuzz target FuzzPageCodec: the SQLCipher page codec (E3DBPageCodec) and SQLCipher's key strings.
 //
 // Byte 0 chooses the mode (mod 3); byte 1 the settings (v4 or v3, page size 512 … 8192); bytes 2-5 a page number.
 // - 0: "hostile page". The rest, repeated or cut to one page, is decrypted as a stored page: it must fail with
@@ -38,8 +38,7 @@ private func page(from bytes: ArraySlice<UInt8>, size: Int) -> [UInt8] {
     return (0..<size).map { bytes[bytes.startIndex + $0 % bytes.count] }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzPageCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzPageCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard bytes.count >= 6 else { return 0 }
     let codec = codecs[Int(bytes[1]) % codecs.count]

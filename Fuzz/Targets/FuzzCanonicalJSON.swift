@@ -1,4 +1,4 @@
-// Fuzz target: the strict parser and the canonical serializer of E3DBCanonicalJSON.
+// Fuzz target FuzzCanonicalJSON: the strict parser and the canonical serializer of E3DBCanonicalJSON.
 //
 // For every input: parse it (bounded limits). Parse errors must carry an offset inside the input. When it parses,
 // for both key orders: serialize, re-parse (must succeed and give an equal value), serialize again (must give the
@@ -12,8 +12,7 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition { fatalError("FuzzCanonicalJSON invariant violated: \(message())") }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzCanonicalJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzCanonicalJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeBufferPointer(start: data, count: size)
     let value: JSONValue
     do {

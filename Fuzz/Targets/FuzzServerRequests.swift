@@ -1,4 +1,4 @@
-// Fuzz target: the whole request path of the E3DB API server in process (E3DBServer's `E3DBRequestHandler`), over
+// Fuzz target FuzzServerRequests: the whole request path of the E3DB API server in process (E3DBServer's `E3DBRequestHandler`), over
 // a real SQLite database in a temporary directory, without a socket.
 //
 // Set up once: a registration token, a client registered through the handler (with a fixed Ed25519 signing key),
@@ -27,50 +27,6 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition { fatalError("FuzzServerRequests invariant violated: \(message())") }
 }
 
-private final class Box<T>: @unchecked Sendable { var value: T? }
-
-/// Runs async work to completion from libFuzzer's synchronous callback (the work runs on the cooperative pool).
-private func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-    let box = Box<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        box.value = await body()
-        done.signal()
-    }
-    done.wait()
-    guard let value = box.value else { fatalError("no result") }
-    return value
-}
-
-private final class Sink: @unchecked Sendable { var bytes = Data() }
-
-private struct Collector: ResponseBodyWriter {
-    let sink: Sink
-    mutating func write(_ buffer: ByteBuffer) async throws { sink.bytes.append(contentsOf: buffer.readableBytesView) }
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
-}
-
-private struct Reply {
-    var status: Int
-    var contentType: String?
-    var body: Data
-}
-
-private func send(_ handler: E3DBRequestHandler, _ request: Request) async -> Reply {
-    let response = await handler.respond(to: request)
-    let sink = Sink()
-    do { try await response.body.write(Collector(sink: sink)) } catch {
-        fatalError("writing a response body failed: \(error)")
-    }
-    return Reply(status: response.status.code, contentType: response.headers[.contentType], body: sink.bytes)
-}
-
-private func makeRequest(method: HTTPRequest.Method, path: String, headers: HTTPFields, body: Data) -> Request {
-    let head = HTTPRequest(method: method, scheme: "http", authority: "localhost:8000", path: path,
-                           headerFields: headers)
-    return Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body)))
-}
-
 /// The same request with an Authorization header (a Request's head is immutable).
 private func authorized(_ request: Request, _ value: String) -> Request {
     var head = request.head
@@ -90,13 +46,6 @@ private func tsv1(_ request: Request, uid: String, timestamp: Int64, nonce: Stri
                                       method: request.method.rawValue, timestamp: timestamp, nonce: nonce,
                                       clientID: uid, signingKey: signingKey())
     } catch { fatalError("signing failed: \(error)") }
-}
-
-private func json(_ data: Data) -> [String: Any] {
-    guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-        fatalError("set-up response is not a JSON object: \(String(decoding: data, as: UTF8.self))")
-    }
-    return object
 }
 
 private struct Fixture: Sendable {
@@ -133,7 +82,7 @@ private func setUp() async throws -> Fixture {
     let registered = await send(handler, makeRequest(method: .post, path: "/v1/account/e3db/clients/register",
                                                      headers: [:], body: Data(registration.utf8)))
     require(registered.status == 201, "registration failed: \(registered.status)")
-    let client = json(registered.body)
+    let client = setUpJSON(registered.body)
     let clientID = client["client_id"] as? String ?? "", keyID = client["api_key_id"] as? String ?? ""
     let secret = client["api_secret"] as? String ?? ""
     let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
@@ -141,7 +90,7 @@ private func setUp() async throws -> Fixture {
         let reply = await send(h, makeRequest(method: .post, path: "/v1/auth/token", headers: [.authorization: basic],
                                               body: Data("grant_type=client_credentials".utf8)))
         require(reply.status == 200, "token failed: \(reply.status)")
-        return json(reply.body)["access_token"] as? String ?? ""
+        return setUpJSON(reply.body)["access_token"] as? String ?? ""
     }
     let bearer = await token(handler)
     let expired = await token(expiringHandler)
@@ -150,7 +99,7 @@ private func setUp() async throws -> Fixture {
                                                   headers: [.authorization: "Bearer \(bearer)"],
                                                   body: Data(record.utf8)))
     require(written.status == 201, "record write failed: \(written.status)")
-    let meta = json(written.body)["meta"] as? [String: Any] ?? [:]
+    let meta = setUpJSON(written.body)["meta"] as? [String: Any] ?? [:]
     let note = #"{"mode":"Sodium","recipient_signing_key":"\#(sk)","writer_signing_key":"\#(sk)","writer_encryption_key":"\#(pk)","encrypted_access_key":"x.y","type":"t","data":{"f":"a.b.c.d"},"plain":{},"signature":"s","max_views":-1,"expires":false}"#
     var noteRequest = makeRequest(method: .post, path: "/v2/storage/notes", headers: [:], body: Data(note.utf8))
     let now = Int64(Date().timeIntervalSince1970)
@@ -161,7 +110,7 @@ private func setUp() async throws -> Fixture {
     let pending = await send(handler, makeRequest(method: .post, path: "/v1/storage/files",
                                                   headers: [.authorization: "Bearer \(bearer)"], body: Data(file.utf8)))
     require(pending.status == 202, "pending file failed: \(pending.status)")
-    let pendingJSON = json(pending.body)
+    let pendingJSON = setUpJSON(pending.body)
     let url = pendingJSON["file_url"] as? String ?? ""
     // Use the replayed nonce once so that every later use of it is a replay.
     var replay = makeRequest(method: .get, path: "/v1/storage/policy/outgoing", headers: [:], body: Data())
@@ -170,7 +119,7 @@ private func setUp() async throws -> Fixture {
     return Fixture(
         handler: handler, clientID: clientID, apiKeyID: keyID, apiSecret: secret, token: bearer, expiredToken: expired,
         recordID: meta["record_id"] as? String ?? "", version: meta["version"] as? String ?? "",
-        noteID: json(noted.body)["note_id"] as? String ?? "", pendingID: pendingJSON["id"] as? String ?? "",
+        noteID: setUpJSON(noted.body)["note_id"] as? String ?? "", pendingID: pendingJSON["id"] as? String ?? "",
         uploadQuery: url.split(separator: "?", maxSplits: 1).last.map(String.init) ?? "")
 }
 
@@ -216,8 +165,7 @@ private func replacing(_ body: Data, _ f: Fixture) -> Data {
         .replacingOccurrences(of: "@sk", with: signingKey().publicKey.base64URLEncoded).utf8)
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+func fuzzServerRequests(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     guard let start, count >= 5 else { return 0 }
     let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
     let f = fixture

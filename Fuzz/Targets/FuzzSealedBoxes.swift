@@ -1,4 +1,4 @@
-// Fuzz target: parsing and opening of Box, SecretBox and anonymous sealed boxes with fixed keys.
+// Fuzz target FuzzSealedBoxes: parsing and opening of Box, SecretBox and anonymous sealed boxes with fixed keys.
 //
 // Byte 0 picks the kind. The rest is fed to `SealedBox(combined:)` (or `AnonymousBox.open`) and opened with fixed
 // keys. Invariants: inputs shorter than nonce + tag are rejected with invalidLength; longer ones either open (only
@@ -30,8 +30,7 @@ private func makeKeys() -> Keys {
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzSealedBoxes(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzSealedBoxes(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let kind = bytes.first else { return 0 }
     let input = Data(bytes.dropFirst())

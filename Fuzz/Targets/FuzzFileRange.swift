@@ -1,4 +1,4 @@
-// Fuzz target: byte-range reads of E3DB file v3 (E3DBFileCipher.decryptRange) over arbitrary files and ranges.
+// Fuzz target FuzzFileRange: byte-range reads of E3DB file v3 (E3DBFileCipher.decryptRange) over arbitrary files and ranges.
 //
 // Input: bytes 0-2 are the range's first byte (24-bit little endian), bytes 3-5 its length minus one; the rest is
 // the encrypted file, read with the access key 32 x 0x11 (the key of the spec's Appendix A.6 file and of the
@@ -49,8 +49,7 @@ private func decryptWhole(_ file: Data, key: AccessKey) -> Data? {
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzFileRange(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzFileRange(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 6, let key = accessKey else { return 0 }
     let start = Int(data[0]) | Int(data[1]) << 8 | Int(data[2]) << 16
     let count = 1 + (Int(data[3]) | Int(data[4]) << 8 | Int(data[5]) << 16)

@@ -1,4 +1,4 @@
-// Fuzz target: the server's one authentication routine (`E3DBService.identify`, reached through the public
+// Fuzz target FuzzAuthHeaders: the server's one authentication routine (`E3DBService.identify`, reached through the public
 // `E3DBRequestHandler`) against hostile `Authorization` headers, over a real SQLite database in a temporary directory.
 //
 // Set up once, through the handler: client A registered with a signing key (seed 0x41…), client B registered
@@ -43,52 +43,6 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition { fatalError("FuzzAuthHeaders invariant violated: \(message())") }
 }
 
-private final class Box<T>: @unchecked Sendable { var value: T? }
-
-/// Runs async work to completion from libFuzzer's synchronous callback (the work runs on the cooperative pool).
-private func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-    let box = Box<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        box.value = await body()
-        done.signal()
-    }
-    done.wait()
-    guard let value = box.value else { fatalError("no result") }
-    return value
-}
-
-private final class Sink: @unchecked Sendable { var bytes = Data() }
-
-private struct Collector: ResponseBodyWriter {
-    let sink: Sink
-    mutating func write(_ buffer: ByteBuffer) async throws { sink.bytes.append(contentsOf: buffer.readableBytesView) }
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
-}
-
-private struct Reply {
-    var status: Int
-    var contentType: String?
-    var body: Data
-}
-
-private func send(_ handler: E3DBRequestHandler, _ request: Request) async -> Reply {
-    let response = await handler.respond(to: request)
-    let sink = Sink()
-    do { try await response.body.write(Collector(sink: sink)) } catch {
-        fatalError("writing a response body failed: \(error)")
-    }
-    return Reply(status: response.status.code, contentType: response.headers[.contentType], body: sink.bytes)
-}
-
-private func makeRequest(method: HTTPRequest.Method, path: String, authorization: String? = nil,
-                         body: Data = Data()) -> Request {
-    var fields = HTTPFields()
-    if let authorization { fields[.authorization] = authorization }
-    let head = HTTPRequest(method: method, scheme: "http", authority: "localhost:8000", path: path, headerFields: fields)
-    return Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body)))
-}
-
 private func key(seed: [UInt8]) -> Ed25519.PrivateKey {
     do { return try Ed25519.PrivateKey(seed: SecureBytes(copying: seed)) } catch { fatalError("\(error)") }
 }
@@ -102,13 +56,6 @@ private func sign(prefix: String, path: String, query: String, method: String, w
     do { return key.signature(for: try BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32)) } catch {
         fatalError("hashing failed: \(error)")
     }
-}
-
-private func json(_ data: Data) -> [String: Any] {
-    guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-        fatalError("set-up response is not a JSON object: \(String(decoding: data, as: UTF8.self))")
-    }
-    return object
 }
 
 private struct Client: Sendable {
@@ -145,19 +92,19 @@ private func setUp() async throws -> Fixture {
         let registered = await send(handler, makeRequest(method: .post, path: "/v1/account/e3db/clients/register",
                                                          body: Data(body.utf8)))
         require(registered.status == 201, "registration of \(name) failed: \(registered.status)")
-        let client = json(registered.body)
+        let client = setUpJSON(registered.body)
         let id = client["client_id"] as? String ?? "", keyID = client["api_key_id"] as? String ?? ""
         let secret = client["api_secret"] as? String ?? ""
         let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
         let issued = await send(handler, makeRequest(method: .post, path: "/v1/auth/token", authorization: basic,
                                                      body: Data("grant_type=client_credentials".utf8)))
         require(issued.status == 200, "token for \(name) failed: \(issued.status)")
-        let token = json(issued.body)["access_token"] as? String ?? ""
+        let token = setUpJSON(issued.body)["access_token"] as? String ?? ""
         let record = #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"t","plain":{"k":"\#(name)"}},"data":{"f":"a.b.c.d"}}"#
         let written = await send(handler, makeRequest(method: .post, path: "/v1/storage/records",
                                                       authorization: "Bearer \(token)", body: Data(record.utf8)))
         require(written.status == 201, "record of \(name) failed: \(written.status)")
-        let recordID = (json(written.body)["meta"] as? [String: Any])?["record_id"] as? String ?? ""
+        let recordID = (setUpJSON(written.body)["meta"] as? [String: Any])?["record_id"] as? String ?? ""
         require(canonical(id) == id && !recordID.isEmpty, "unexpected ids for \(name): \(id) \(recordID)")
         return Client(id: id, key: signing, token: token, recordID: recordID)
     }
@@ -308,8 +255,7 @@ private func cased(_ scheme: String, _ p: UInt8) -> String {
 
 private let offsets: [Int64] = [0, 0, -1, 1, -299, 299, -300, 300, -301, 301, -302, 302, -3600, 3600]
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     guard let start, count >= 8 else { return 0 }
     let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
     let f = fixture

@@ -1,4 +1,4 @@
-// Fuzz target: the decoders E3DBStore adds, through its public read paths, on a real store. A small store (raw
+// Fuzz target FuzzStore: the decoders E3DBStore adds, through its public read paths, on a real store. A small store (raw
 // key) is made once per process in a temporary directory: one record, one setting, one file (two chunks). Each
 // input corrupts one stored thing with its bytes, reads it back, then puts the original back.
 //
@@ -171,8 +171,7 @@ private func readFile() -> Bool {
     return whole
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzStore(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzStore(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 2 else { return 0 }
     let input = Data(bytes: data, count: size)
     let surface = input[0] % 6

@@ -1,4 +1,4 @@
-// Fuzz target: libsodium's BLAKE2b (E3DBPrimitives.BLAKE2b) against libb2's (BLAKE2bReference) on every input.
+// Fuzz target FuzzBLAKE2b: libsodium's BLAKE2b (E3DBPrimitives.BLAKE2b) against libb2's (BLAKE2bReference) on every input.
 //
 // Byte 0 picks the output size (16...64, or an invalid size when its top bit is set), byte 1 the key length
 // (0 = unkeyed, else 16...64 or an invalid size), byte 2 a split point for the streaming hasher. The key follows,
@@ -12,8 +12,7 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition { fatalError("FuzzBLAKE2b invariant violated: \(message())") }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzBLAKE2b(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzBLAKE2b(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard bytes.count >= 3 else { return 0 }
     let outLen = bytes[0] & 0x80 != 0 ? Int(bytes[0] & 0x7f) : 16 + Int(bytes[0]) % 49

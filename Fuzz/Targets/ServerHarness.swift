@@ -1,0 +1,71 @@
+// What the three server targets (FuzzServerRequests, FuzzAuthHeaders, FuzzSearchCost) share: running the
+// in-process request handler from libFuzzer's synchronous callback, building requests and reading replies.
+import E3DBServer
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+private final class Box<T>: @unchecked Sendable { var value: T? }
+
+/// Runs async work to completion from libFuzzer's synchronous callback (the work runs on the cooperative pool;
+/// the callback's thread is libFuzzer's own, not one of the pool's).
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let box = Box<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        box.value = await body()
+        done.signal()
+    }
+    done.wait()
+    guard let value = box.value else { fatalError("no result") }
+    return value
+}
+
+private final class Sink: @unchecked Sendable { var bytes = Data() }
+
+private struct Collector: ResponseBodyWriter {
+    let sink: Sink
+    mutating func write(_ buffer: ByteBuffer) async throws { sink.bytes.append(contentsOf: buffer.readableBytesView) }
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
+
+/// A response with its body read to the end.
+struct Reply {
+    var status: Int
+    var contentType: String?
+    var body: Data
+}
+
+/// Sends `request` through `handler` and reads the whole response.
+func send(_ handler: E3DBRequestHandler, _ request: Request) async -> Reply {
+    let response = await handler.respond(to: request)
+    let sink = Sink()
+    do { try await response.body.write(Collector(sink: sink)) } catch {
+        fatalError("writing a response body failed: \(error)")
+    }
+    return Reply(status: response.status.code, contentType: response.headers[.contentType], body: sink.bytes)
+}
+
+/// A request to the in-process server.
+func makeRequest(method: HTTPRequest.Method, path: String, headers: HTTPFields, body: Data) -> Request {
+    let head = HTTPRequest(method: method, scheme: "http", authority: "localhost:8000", path: path,
+                           headerFields: headers)
+    return Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body)))
+}
+
+/// A request with an optional Authorization header and Content-Type.
+func makeRequest(method: HTTPRequest.Method, path: String, authorization: String? = nil, contentType: String? = nil,
+                 body: Data = Data()) -> Request {
+    var fields = HTTPFields()
+    if let authorization { fields[.authorization] = authorization }
+    if let contentType { fields[.contentType] = contentType }
+    return makeRequest(method: method, path: path, headers: fields, body: body)
+}
+
+/// A set-up response's JSON object (the set-up must succeed; the fuzzed requests are checked by the targets).
+func setUpJSON(_ data: Data) -> [String: Any] {
+    guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+        fatalError("set-up response is not a JSON object: \(String(decoding: data, as: UTF8.self))")
+    }
+    return object
+}

@@ -107,11 +107,7 @@ let package = Package(
             swiftSettings: upcoming
         ),
         .target(name: "E3DBFiles", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: upcoming),
-        .target(
-            name: "E3DBIdentity",
-            dependencies: ["E3DBPrimitives", "E3DBKeys", "E3DBAPI"],
-            swiftSettings: upcoming
-        ),
+        .target(name: "E3DBIdentity", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: upcoming),
 
         // L3: SQLCipher 4 (and 3) page transform, no SQLite dependency.
         .target(
@@ -247,7 +243,7 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBIdentityTests",
-            dependencies: ["E3DBIdentity", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBIdentity", "E3DBAPI", "E3DBTestSupport", "E3DBVectors"],
             swiftSettings: upcoming
         ),
         .testTarget(

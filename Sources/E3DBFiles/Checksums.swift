@@ -221,7 +221,7 @@ final class ChecksumPipeline: @unchecked Sendable {
 
     /// Hashes `ciphertext` (and `plaintext`, if given) after everything submitted before, then signals `done`.
     /// The slots must stay unwritten until then (``SlotRing/acquire(_:)`` waits for `done`).
-    func submit(ciphertext: SlotBytes, plaintext: SlotBytes?, done: DispatchSemaphore?) {
+    private func submit(ciphertext: SlotBytes, plaintext: SlotBytes?, done: DispatchSemaphore?) {
         guard concurrent else {
             for lane in lanes {
                 if lane.readsPlaintext {
@@ -251,6 +251,17 @@ final class ChecksumPipeline: @unchecked Sendable {
                 countdown.arrive()
             }
         }
+    }
+
+    /// Hashes the first `ciphertextCount` bytes of slot `slot`'s ciphertext and, when a lane reads plaintext, the
+    /// first `plaintextCount` bytes of its plaintext, after everything submitted before; hands the slot to the
+    /// lanes, which free it when they are done.
+    func submit(slot: Int, of ring: SlotRing, ciphertextCount: Int, plaintextCount: Int?) {
+        let plaintext = wantsPlaintext
+            ? plaintextCount.map { SlotBytes(ring: ring, slot: slot, count: $0, isPlaintext: true) } : nil
+        submit(
+            ciphertext: SlotBytes(ring: ring, slot: slot, count: ciphertextCount, isPlaintext: false),
+            plaintext: plaintext, done: ring.handOff(slot))
     }
 
     /// Hashes bytes the caller owns (the headers), in order with what was submitted before.

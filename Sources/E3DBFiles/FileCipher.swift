@@ -162,11 +162,7 @@ public enum E3DBFileCipher {
                     return sealed
                 }
             }
-            pipeline.submit(
-                ciphertext: SlotBytes(ring: slots, slot: current, count: sealedCount, isPlaintext: false),
-                plaintext: pipeline.wantsPlaintext
-                    ? SlotBytes(ring: slots, slot: current, count: count, isPlaintext: true) : nil,
-                done: slots.handOff(current))
+            pipeline.submit(slot: current, of: slots, ciphertextCount: sealedCount, plaintextCount: count)
             consumed += count
             produced += sealedCount
             chunks += 1
@@ -268,11 +264,7 @@ public enum E3DBFileCipher {
                 break
             }
             if tag == .final { sawFinal = true }
-            pipeline.submit(
-                ciphertext: SlotBytes(ring: slots, slot: current, count: n, isPlaintext: false),
-                plaintext: pipeline.wantsPlaintext
-                    ? SlotBytes(ring: slots, slot: current, count: count, isPlaintext: true) : nil,
-                done: slots.handOff(current))
+            pipeline.submit(slot: current, of: slots, ciphertextCount: n, plaintextCount: count)
             offset += n
             plaintextSize += count
             chunks += 1

@@ -437,9 +437,7 @@ extension E3DBFileCipher {
                 slots.release(current)
                 break
             }
-            pipeline.submit(
-                ciphertext: SlotBytes(ring: slots, slot: current, count: n, isPlaintext: false), plaintext: nil,
-                done: slots.handOff(current))
+            pipeline.submit(slot: current, of: slots, ciphertextCount: n, plaintextCount: nil)
             total += n
             current = (current + 1) % slots.count
         }

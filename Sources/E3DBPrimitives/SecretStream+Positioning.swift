@@ -109,7 +109,7 @@ extension SecretStream.Decryptor {
         // Poly1305 states, the keystream block and the MAC are secret: they live in wiped scratch.
         let scratchBuffer = WipedBuffer(count: scratchSize, alignment: 64)
         return unsafe scratchBuffer.withUnsafeMutableBytes { (scratchBytes: UnsafeMutableRawBufferPointer) -> Int? in
-            guard let scratch = unsafe scratchBytes.baseAddress else { return nil }
+            guard let scratch = scratchBytes.baseAddress else { return nil }
             let running = unsafe scratch.assumingMemoryBound(to: crypto_onetimeauth_poly1305_state.self)
             let trial = unsafe (scratch + polySize).assumingMemoryBound(to: crypto_onetimeauth_poly1305_state.self)
             let block = unsafe (scratch + 2 * polySize).assumingMemoryBound(to: UInt8.self)

@@ -17,6 +17,9 @@ let upcoming: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
+// Every library module but the server (and the tests, the CLI and the vector runners) marks each unsafe
+// expression `unsafe`; pointer APIs are `package`, never `public`.
+let memorySafe = upcoming + [.strictMemorySafety()]
 
 let package = Package(
     name: "E3DBKit",
@@ -84,7 +87,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
-            swiftSettings: upcoming + [.strictMemorySafety()]
+            swiftSettings: memorySafe
         ),
 
         // libb2's BLAKE2b, the independent oracle that tests, vector checks and the BLAKE2b fuzz target compare
@@ -97,21 +100,17 @@ let package = Package(
         ),
 
         // L2
-        .target(name: "E3DBCanonicalJSON", swiftSettings: upcoming),
-        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives", "E3DBCanonicalJSON"], swiftSettings: upcoming),
+        .target(name: "E3DBCanonicalJSON", swiftSettings: memorySafe),
+        .target(name: "E3DBKeys", dependencies: ["E3DBPrimitives", "E3DBCanonicalJSON"], swiftSettings: memorySafe),
 
         // L3
         .target(
             name: "E3DBDocuments",
             dependencies: ["E3DBPrimitives", "E3DBKeys", "E3DBCanonicalJSON"],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
-        .target(name: "E3DBFiles", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: upcoming),
-        .target(
-            name: "E3DBIdentity",
-            dependencies: ["E3DBPrimitives", "E3DBKeys", "E3DBAPI"],
-            swiftSettings: upcoming
-        ),
+        .target(name: "E3DBFiles", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: memorySafe),
+        .target(name: "E3DBIdentity", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: memorySafe),
 
         // L3: SQLCipher 4 (and 3) page transform, no SQLite dependency.
         .target(
@@ -121,21 +120,21 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
-            swiftSettings: upcoming + [.strictMemorySafety()]
+            swiftSettings: memorySafe
         ),
         // L3: transparent whole-database encryption as a VFS over the system SQLite, reading and writing
         // SQLCipher 4 files. Never GRDB: apps bring their own SQLite layer.
         .target(
             name: "E3DBSQLite",
             dependencies: ["E3DBPrimitives", "E3DBPageCodec", "CE3DBSQLite3"],
-            swiftSettings: upcoming + [.strictMemorySafety()]
+            swiftSettings: memorySafe
         ),
 
         // L5: the loadable SQLite extension around E3DBSQLite.
         .target(name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: upcoming),
 
         // L3½: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
-        .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: upcoming),
+        .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: memorySafe),
 
         // L4: umbrella
         .target(
@@ -154,7 +153,7 @@ let package = Package(
                 "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L4: the E3DB-compatible API server. It must never depend on a module that can unwrap an access key or
@@ -193,7 +192,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L5: command line
@@ -263,7 +262,7 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBIdentityTests",
-            dependencies: ["E3DBIdentity", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBIdentity", "E3DBAPI", "E3DBTestSupport", "E3DBVectors"],
             swiftSettings: upcoming
         ),
         .testTarget(

@@ -22,11 +22,12 @@ private struct SplitSource: FileByteSource {
     let sizes: (Int, Int)
     var offset = 0
     var toggle = false
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
         toggle.toggle()
-        let want = min(buffer.count, toggle ? sizes.0 : sizes.1, bytes.count - offset)
+        let want = min(buffer.byteCount, toggle ? sizes.0 : sizes.1, bytes.count - offset)
         guard want > 0 else { return 0 }
-        bytes.copyBytes(to: buffer, from: (bytes.startIndex + offset)..<(bytes.startIndex + offset + want))
+        let range = (bytes.startIndex + offset)..<(bytes.startIndex + offset + want)
+        buffer.withUnsafeMutableBytes { _ = bytes.copyBytes(to: $0, from: range) }
         offset += want
         return want
     }
@@ -37,7 +38,7 @@ private struct RecordingSink: FileByteSink {
     var written = Data()
     var finished = false
     var aborted = false
-    mutating func write(_ bytes: UnsafeRawBufferPointer) throws { written.append(contentsOf: bytes) }
+    mutating func write(_ bytes: RawSpan) throws { bytes.withUnsafeBytes { written.append(contentsOf: $0) } }
     mutating func finish() throws { finished = true }
     mutating func abort() { aborted = true }
 }

@@ -21,11 +21,11 @@ public enum APITimestamp {
         let secOfDay = Int(seconds % 86_400)
         if y <= 9999 {
             // The common case, written digit by digit into one 27-byte string.
-            return String(unsafeUninitializedCapacity: 27) { b in
+            return unsafe String(unsafeUninitializedCapacity: 27) { b in
                 func put(_ v: Int, _ width: Int, at offset: Int) {
                     var v = v
                     for i in stride(from: offset + width - 1, through: offset, by: -1) {
-                        b[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
+                        unsafe b[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
                         v /= 10
                     }
                 }
@@ -36,7 +36,7 @@ public enum APITimestamp {
                 put(secOfDay / 60 % 60, 2, at: 14)
                 put(secOfDay % 60, 2, at: 17)
                 put(fraction, 6, at: 20)
-                (b[4], b[7], b[10], b[13], b[16], b[19], b[26]) = (45, 45, 84, 58, 58, 46, 90)  // - - T : : . Z
+                unsafe (b[4], b[7], b[10], b[13], b[16], b[19], b[26]) = (45, 45, 84, 58, 58, 46, 90)  // - - T : : . Z
                 return 27
             }
         }

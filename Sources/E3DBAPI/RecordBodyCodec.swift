@@ -14,12 +14,8 @@ extension API.Record {
     /// `DecodingError`. So the reader changes the speed, never the outcome (`FuzzAPIBodies` checks that it never
     /// returns a record `JSONDecoder` would not).
     public static func decodeJSON(_ data: Data) throws -> API.Record {
-        if let record = data.withUnsafeBytes({ raw -> API.Record? in
-            var reader = RecordBodyReader(raw)
-            return reader.record()
-        }) {
-            return record
-        }
+        var reader = RecordBodyReader(data)
+        if let record = reader.record() { return record }
         return try JSONDecoder().decode(API.Record.self, from: data)
     }
 
@@ -53,18 +49,18 @@ public enum JSONText {
     }
 
     /// Writes `text` as a JSON string, quotes included, handing the pieces in order to `append` (runs of the text
-    /// as they are, and escape sequences).
+    /// as they are, and escape sequences). A `package` fast path: the pointers are valid only during `append`.
     @inlinable
-    public static func writeString(_ text: String, _ append: (UnsafeBufferPointer<UInt8>) -> Void) {
+    package static func writeString(_ text: String, _ append: (UnsafeBufferPointer<UInt8>) -> Void) {
         let quote: StaticString = "\""
         quote.withUTF8Buffer(append)
         var text = text
         text.withUTF8 { bytes in
             var start = 0
             for i in bytes.indices {
-                let c = bytes[i]
+                let c = unsafe bytes[i]
                 guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-                append(UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                unsafe append(UnsafeBufferPointer(rebasing: bytes[start..<i]))
                 start = i + 1
                 let escape: StaticString
                 switch c {
@@ -77,14 +73,14 @@ public enum JSONText {
                 case 0x0C: escape = #"\f"#
                 default:
                     let digits: StaticString = "0123456789abcdef"
-                    let sequence = [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                    let sequence = unsafe [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
                                     digits.utf8Start[Int(c >> 4)], digits.utf8Start[Int(c & 15)]]
-                    sequence.withUnsafeBufferPointer(append)
+                    unsafe sequence.withUnsafeBufferPointer(append)
                     continue
                 }
                 escape.withUTF8Buffer(append)
             }
-            append(UnsafeBufferPointer(rebasing: bytes[start...]))
+            unsafe append(UnsafeBufferPointer(rebasing: bytes[start...]))
         }
         quote.withUTF8Buffer(append)
     }
@@ -99,7 +95,7 @@ struct JSONTextWriter {
     mutating func byte(_ b: UInt8) { bytes.append(b) }
 
     mutating func raw(_ s: StaticString) {
-        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        s.withUTF8Buffer { unsafe bytes.append(contentsOf: $0) }
     }
 
     mutating func key(_ name: StaticString, first: Bool) {
@@ -111,7 +107,7 @@ struct JSONTextWriter {
     }
 
     mutating func string(_ s: String) {
-        JSONText.writeString(s) { bytes.append(contentsOf: $0) }
+        unsafe JSONText.writeString(s) { unsafe bytes.append(contentsOf: $0) }
     }
 
     mutating func stringMap(_ map: [String: String], sorted: Bool = false) {
@@ -175,10 +171,10 @@ struct JSONTextWriter {
 /// The fast path of ``API/Record/decodeJSON(_:)``: every method returns nil to decline (the input is then
 /// `JSONDecoder`'s to judge), never a value `JSONDecoder` would not produce.
 struct RecordBodyReader {
-    private let bytes: UnsafeRawBufferPointer
+    private let bytes: [UInt8]
     private var i = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    init(_ data: Data) { bytes = Array(data) }
 
     mutating func record() -> API.Record? {
         var meta: API.Meta?
@@ -275,12 +271,11 @@ struct RecordBodyReader {
     /// Consumes `null` if it comes next.
     private mutating func null() -> Bool { literal("null") }
 
-    private mutating func literal(_ word: StaticString) -> Bool {
+    private mutating func literal(_ word: String) -> Bool {
         skipSpace()
-        let n = word.utf8CodeUnitCount
+        let n = word.utf8.count
         guard bytes.count - i >= n else { return false }
-        let p = word.utf8Start
-        for k in 0..<n where bytes[i + k] != p[k] { return false }
+        for (k, c) in word.utf8.enumerated() where bytes[i + k] != c { return false }
         i += n
         return true
     }
@@ -332,7 +327,7 @@ struct RecordBodyReader {
         while i < bytes.count {
             let b = bytes[i]
             if b == UInt8(ascii: "\"") {
-                let text = UnsafeRawBufferPointer(rebasing: bytes[start..<i])
+                let text = bytes[start..<i]
                 i += 1
                 return ascii ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
             }

@@ -57,8 +57,8 @@ public enum TSV1 {
     ) throws(E3DBError) -> String {
         try authorization(
             path: path, query: canonicalQuery(query), method: httpMethod,
-            timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().uuidString.lowercased(),
-            clientID: clientID.uuidString.lowercased(), signingKey: signingKey)
+            timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().lowercasedString,
+            clientID: clientID.lowercasedString, signingKey: signingKey)
     }
 
     /// Canonicalizes a query string as the Python SDK does: split on `&`, percent- and `+`-decode names and
@@ -94,7 +94,7 @@ public enum TSV1 {
             let c = bytes[i]
             if c == UInt8(ascii: "+") {
                 out.append(UInt8(ascii: " "))
-            } else if c == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hex(bytes[i + 1]), let l = hex(bytes[i + 2]) {
+            } else if c == UInt8(ascii: "%"), i + 2 < bytes.count, let h = Hex.value(of: bytes[i + 1]), let l = Hex.value(of: bytes[i + 2]) {
                 out.append(h << 4 | l)
                 i += 2
             } else {
@@ -105,17 +105,7 @@ public enum TSV1 {
         return out
     }
 
-    private static func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-
     private static func encode(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
         for b in bytes {
             switch b {
@@ -126,8 +116,7 @@ public enum TSV1 {
             case UInt8(ascii: " "): out.append(UInt8(ascii: "+"))
             default:
                 out.append(UInt8(ascii: "%"))
-                out.append(digits[Int(b >> 4)])
-                out.append(digits[Int(b & 0xf)])
+                Hex.append(b, to: &out, uppercase: true)
             }
         }
         return String(decoding: out, as: UTF8.self)

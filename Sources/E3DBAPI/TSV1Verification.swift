@@ -91,7 +91,7 @@ extension TSV1 {
         for path in pathForms(rawPath) {
             for query in queryForms(rawQuery) {
                 let toSign = "\(path); \(query); \(httpMethod); \(header)"
-                guard let digest = try? BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32) else { continue }
+                let digest = try BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32)
                 if key.isValidSignature(signature, for: digest) {
                     let uid = String(decoding: parts[4].utf8.dropFirst(4), as: UTF8.self).lowercased()
                     return VerifiedRequest(
@@ -120,7 +120,7 @@ extension TSV1 {
         var i = 0
         while i < bytes.count {
             if bytes[i] == UInt8(ascii: "%") {
-                guard i + 2 < bytes.count, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) else { return nil }
+                guard i + 2 < bytes.count, let h = Hex.value(of: bytes[i + 1]), let l = Hex.value(of: bytes[i + 2]) else { return nil }
                 out.append(h << 4 | l)
                 i += 3
             } else {
@@ -129,15 +129,6 @@ extension TSV1 {
             }
         }
         return String(validating: out, as: UTF8.self)
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// The query re-encoded (Python, Go) and the raw pairs sorted (js, old Swift): the query forms

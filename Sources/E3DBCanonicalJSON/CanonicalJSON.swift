@@ -59,10 +59,10 @@ public enum CanonicalJSON {
                 offset: limits.maxInputBytes)
         }
         let result: Result<JSONValue, CanonicalJSONError>?
-        result = utf8.withContiguousStorageIfAvailable { buffer in parseBuffer(buffer, limits: limits) }
+        result = utf8.withContiguousStorageIfAvailable { buffer in unsafe parseBuffer(buffer, limits: limits) }
         if let result { return try result.get() }
         let copy = Array(utf8)
-        return try copy.withUnsafeBufferPointer { parseBuffer($0, limits: limits) }.get()
+        return try unsafe copy.withUnsafeBufferPointer { unsafe parseBuffer($0, limits: limits) }.get()
     }
 
     /// Parses exactly one JSON text from a string.
@@ -73,7 +73,7 @@ public enum CanonicalJSON {
     /// - Throws: ``CanonicalJSONError`` as for the byte-input overload; offsets count UTF-8 bytes of `text`.
     public static func parse(_ text: String, limits: ParseLimits = .default) throws(CanonicalJSONError) -> JSONValue {
         var text = text
-        return try text.withUTF8 { buffer in Result { () throws(CanonicalJSONError) in try parse(buffer, limits: limits) } }
+        return try text.withUTF8 { buffer in Result { () throws(CanonicalJSONError) in try unsafe parse(buffer, limits: limits) } }
             .get()
     }
 
@@ -97,7 +97,7 @@ public enum CanonicalJSON {
         _ buffer: UnsafeBufferPointer<UInt8>,
         limits: ParseLimits
     ) -> Result<JSONValue, CanonicalJSONError> {
-        var parser = Parser(bytes: buffer, maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
+        var parser = unsafe Parser(bytes: buffer, maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
         do throws(CanonicalJSONError) {
             return .success(try parser.parseDocument())
         } catch {
@@ -158,7 +158,7 @@ struct CanonicalWriter {
     }
 
     private mutating func appendASCII(_ s: StaticString) {
-        out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+        unsafe out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
     mutating func writeObject(_ object: JSONObject) {
@@ -186,21 +186,21 @@ struct CanonicalWriter {
         out.append(UInt8(ascii: "\""))
         var s = string
         s.withUTF8 { buffer in
-            escapeTable.withUnsafeBufferPointer { table in
+            unsafe escapeTable.withUnsafeBufferPointer { table in
                 var runStart = 0
                 var i = 0
                 let n = buffer.count
                 while i < n {
-                    let escape = table[Int(buffer[i])]
+                    let escape = unsafe table[Int(buffer[i])]
                     if escape == 0 {
                         i += 1
                         continue
                     }
-                    if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i])) }
+                    if runStart < i { unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i])) }
                     out.append(UInt8(ascii: "\\"))
                     out.append(escape)
                     if escape == UInt8(ascii: "u") {
-                        let b = buffer[i]
+                        let b = unsafe buffer[i]
                         out.append(UInt8(ascii: "0"))
                         out.append(UInt8(ascii: "0"))
                         out.append(lowerHex[Int(b >> 4)])
@@ -209,7 +209,7 @@ struct CanonicalWriter {
                     i += 1
                     runStart = i
                 }
-                if runStart < n { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<n])) }
+                if runStart < n { unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<n])) }
             }
         }
         out.append(UInt8(ascii: "\""))
@@ -236,13 +236,13 @@ enum KeySorter {
             spans.append((start, count, index))
         }
         var indices = Array(0..<members.count)
-        bytes.withUnsafeBufferPointer { buf in
+        unsafe bytes.withUnsafeBufferPointer { buf in
             indices.sort { a, b in
                 let sa = spans[a]
                 let sb = spans[b]
                 if sa.arrayIndex != sb.arrayIndex { return sa.arrayIndex < sb.arrayIndex }
                 if order == .javaScriptInsertion { return a < b }
-                return utf16Less(buf, sa.start, sa.count, sb.start, sb.count)
+                return unsafe utf16Less(buf, sa.start, sa.count, sb.start, sb.count)
             }
         }
         return indices
@@ -271,8 +271,8 @@ enum KeySorter {
         let n = min(aCount, bCount)
         var i = 0
         while i < n {
-            let x = buf[aStart + i]
-            let y = buf[bStart + i]
+            let x = unsafe buf[aStart + i]
+            let y = unsafe buf[bStart + i]
             if x != y { return utf16Rank(x) < utf16Rank(y) }
             i += 1
         }
@@ -313,6 +313,6 @@ extension CanonicalJSON {
             if order == .javaScriptInsertion { return false }
         }
         let joined = ua + ub
-        return joined.withUnsafeBufferPointer { KeySorter.utf16Less($0, 0, ua.count, ua.count, ub.count) }
+        return unsafe joined.withUnsafeBufferPointer { unsafe KeySorter.utf16Less($0, 0, ua.count, ua.count, ub.count) }
     }
 }

@@ -21,8 +21,8 @@ enum ECMAScriptNumber {
         if value < 0 { out.append(UInt8(ascii: "-")) }
         var description = value.magnitude.description
         description.withUTF8 { text in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { digits in
-                format(text, digits: digits, into: &out)
+            unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { digits in
+                unsafe format(text, digits: digits, into: &out)
             }
         }
     }
@@ -41,19 +41,19 @@ enum ECMAScriptNumber {
         var exponentNegative = false
         var i = 0
         while i < text.count {
-            let c = text[i]
+            let c = unsafe text[i]
             if c == UInt8(ascii: ".") {
                 seenPoint = true
             } else if c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
                 i += 1
-                if i < text.count, text[i] == UInt8(ascii: "-") {
+                if i < text.count, unsafe text[i] == UInt8(ascii: "-") {
                     exponentNegative = true
                     i += 1
-                } else if i < text.count, text[i] == UInt8(ascii: "+") {
+                } else if i < text.count, unsafe text[i] == UInt8(ascii: "+") {
                     i += 1
                 }
                 while i < text.count {
-                    exponent = exponent * 10 + Int(text[i] &- UInt8(ascii: "0"))
+                    exponent = unsafe exponent * 10 + Int(text[i] &- UInt8(ascii: "0"))
                     i += 1
                 }
                 break
@@ -61,7 +61,7 @@ enum ECMAScriptNumber {
                 if k == 0 && c == UInt8(ascii: "0") {
                     if seenPoint { leadingFractionZeros += 1 }
                 } else if k < digits.count {
-                    digits[k] = c
+                    unsafe digits[k] = c
                     k += 1
                     if !seenPoint { intDigits += 1 }
                 }
@@ -69,26 +69,26 @@ enum ECMAScriptNumber {
             i += 1
         }
         if exponentNegative { exponent = -exponent }
-        while k > 1 && digits[k - 1] == UInt8(ascii: "0") { k -= 1 }
+        while unsafe k > 1 && digits[k - 1] == UInt8(ascii: "0") { k -= 1 }
         // value = 0.d1d2...dk × 10^n
         let n = (intDigits > 0 ? intDigits : -leadingFractionZeros) + exponent
         if k <= n && n <= 21 {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[0..<k]))
+            unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[0..<k]))
             for _ in 0..<(n - k) { out.append(UInt8(ascii: "0")) }
         } else if 0 < n && n <= 21 {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[0..<n]))
+            unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[0..<n]))
             out.append(UInt8(ascii: "."))
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[n..<k]))
+            unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[n..<k]))
         } else if -6 < n && n <= 0 {
             out.append(UInt8(ascii: "0"))
             out.append(UInt8(ascii: "."))
             for _ in 0..<(-n) { out.append(UInt8(ascii: "0")) }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[0..<k]))
+            unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[0..<k]))
         } else {
-            out.append(digits[0])
+            unsafe out.append(digits[0])
             if k > 1 {
                 out.append(UInt8(ascii: "."))
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[1..<k]))
+                unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[1..<k]))
             }
             out.append(UInt8(ascii: "e"))
             let e = n - 1
@@ -100,14 +100,14 @@ enum ECMAScriptNumber {
     static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
         var v = value.magnitude
         if value < 0 { out.append(UInt8(ascii: "-")) }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
+        unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
             var i = 20
             repeat {
                 i -= 1
-                buf[i] = UInt8(ascii: "0") &+ UInt8(v % 10)
+                unsafe buf[i] = UInt8(ascii: "0") &+ UInt8(v % 10)
                 v /= 10
             } while v > 0
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[i..<20]))
+            unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[i..<20]))
         }
     }
 }

@@ -3,6 +3,10 @@
 /// It accepts exactly the JSON grammar over well-formed UTF-8 (no BOM, no comments, no trailing commas, no
 /// `NaN`), and additionally rejects what would make a canonical form ambiguous: duplicate keys (by code
 /// units), lone surrogates, and numbers beyond the double range.
+///
+/// `@safe`: every parser is made and used up inside the `withUnsafeBufferPointer` closure of its input (see
+/// `CanonicalJSON.parse`), so `bytes` is valid for the parser's whole life; reads are bounds-checked against it.
+@safe
 struct Parser: ~Copyable {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var pos = 0
@@ -12,7 +16,7 @@ struct Parser: ~Copyable {
     private var scratch: [UInt8] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int = Int.max) {
-        self.bytes = bytes
+        unsafe self.bytes = unsafe bytes
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
@@ -21,14 +25,14 @@ struct Parser: ~Copyable {
     // MARK: Entry
 
     mutating func parseDocument() throws(CanonicalJSONError) -> JSONValue {
-        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+        if unsafe bytes.count >= 3, unsafe bytes[0] == 0xEF, unsafe bytes[1] == 0xBB, unsafe bytes[2] == 0xBF {
             throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
         }
         skipWhitespace()
         let value = try parseValue(depth: 0)
         skipWhitespace()
-        if pos < bytes.count {
-            throw CanonicalJSONError(.trailingData, "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+        if unsafe pos < bytes.count {
+            throw CanonicalJSONError(.trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
         }
         return value
     }
@@ -36,14 +40,14 @@ struct Parser: ~Copyable {
     // MARK: Values
 
     private mutating func parseValue(depth: Int) throws(CanonicalJSONError) -> JSONValue {
-        guard pos < bytes.count else {
+        guard unsafe pos < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended where a value was expected", offset: pos)
         }
         valuesLeft -= 1
         guard valuesLeft >= 0 else {
             throw CanonicalJSONError(.tooManyValues, "the input holds more than \(maxValues) values", offset: pos)
         }
-        switch bytes[pos] {
+        switch unsafe bytes[pos] {
         case UInt8(ascii: "\""):
             return .string(try parseString())
         case UInt8(ascii: "{"):
@@ -62,19 +66,19 @@ struct Parser: ~Copyable {
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             return .number(try parseNumber())
         default:
-            throw CanonicalJSONError(.unexpectedCharacter, "unexpected \(describe(bytes[pos])) where a value was expected", offset: pos)
+            throw CanonicalJSONError(.unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) where a value was expected", offset: pos)
         }
     }
 
     private mutating func expectLiteral(_ literal: StaticString) throws(CanonicalJSONError) {
         let start = pos
-        let text = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
-        for expected in text {
-            guard pos < bytes.count else {
+        let text = unsafe UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        for unsafe expected in unsafe text {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside the literal \(literal) that starts at byte \(start)", offset: pos)
             }
-            guard bytes[pos] == expected else {
-                throw CanonicalJSONError(.unexpectedCharacter, "unexpected \(describe(bytes[pos])) inside the literal \(literal)", offset: pos)
+            guard unsafe bytes[pos] == expected else {
+                throw CanonicalJSONError(.unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) inside the literal \(literal)", offset: pos)
             }
             pos += 1
         }
@@ -87,7 +91,7 @@ struct Parser: ~Copyable {
         pos += 1  // [
         var elements: [JSONValue] = []
         skipWhitespace()
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "]") {
+        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "]") {
             pos += 1
             return .array(elements)
         }
@@ -95,17 +99,17 @@ struct Parser: ~Copyable {
             skipWhitespace()
             elements.append(try parseValue(depth: depth))
             skipWhitespace()
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside an array; expected ',' or ']'", offset: pos)
             }
-            switch bytes[pos] {
+            switch unsafe bytes[pos] {
             case UInt8(ascii: ","):
                 pos += 1
             case UInt8(ascii: "]"):
                 pos += 1
                 return .array(elements)
             default:
-                throw CanonicalJSONError(.unexpectedCharacter, "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
+                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
             }
         }
     }
@@ -117,26 +121,26 @@ struct Parser: ~Copyable {
         pos += 1  // {
         var object = JSONObject()
         skipWhitespace()
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
+        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "}") {
             pos += 1
             return .object(object)
         }
         while true {
             skipWhitespace()
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
             }
-            guard bytes[pos] == UInt8(ascii: "\"") else {
-                throw CanonicalJSONError(.unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+            guard unsafe bytes[pos] == UInt8(ascii: "\"") else {
+                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
             }
             let keyOffset = pos
             let key = try parseString()
             skipWhitespace()
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
             }
-            guard bytes[pos] == UInt8(ascii: ":") else {
-                throw CanonicalJSONError(.unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+            guard unsafe bytes[pos] == UInt8(ascii: ":") else {
+                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
             }
             pos += 1
             skipWhitespace()
@@ -145,17 +149,17 @@ struct Parser: ~Copyable {
                 throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: keyOffset)
             }
             skipWhitespace()
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
             }
-            switch bytes[pos] {
+            switch unsafe bytes[pos] {
             case UInt8(ascii: ","):
                 pos += 1
             case UInt8(ascii: "}"):
                 pos += 1
                 return .object(object)
             default:
-                throw CanonicalJSONError(.unexpectedCharacter, "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
             }
         }
     }
@@ -171,17 +175,17 @@ struct Parser: ~Copyable {
         scratch.removeAll(keepingCapacity: true)
         var runStart = pos  // start of the not-yet-copied literal run (only meaningful once `escaped`)
         while true {
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
             }
-            let byte = bytes[pos]
+            let byte = unsafe bytes[pos]
             if byte == UInt8(ascii: "\"") {
                 let string: String
                 if escaped {
-                    scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
-                    string = scratch.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }
+                    unsafe scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
+                    string = unsafe scratch.withUnsafeBufferPointer { unsafe String(decoding: $0, as: UTF8.self) }
                 } else {
-                    string = String(decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<pos]), as: UTF8.self)
+                    string = unsafe String(decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<pos]), as: UTF8.self)
                 }
                 pos += 1
                 return string
@@ -189,7 +193,7 @@ struct Parser: ~Copyable {
                 if !escaped {
                     escaped = true
                 }
-                scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
+                unsafe scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
                 try parseEscape()
                 runStart = pos
             } else if byte < 0x20 {
@@ -205,7 +209,7 @@ struct Parser: ~Copyable {
     /// Validates one multi-byte UTF-8 sequence at `pos` (lead byte >= 0x80) and advances past it.
     private mutating func validateUTF8Sequence() throws(CanonicalJSONError) {
         let start = pos
-        let lead = bytes[pos]
+        let lead = unsafe bytes[pos]
         let count: Int
         var low: UInt8 = 0x80
         var high: UInt8 = 0xBF
@@ -221,10 +225,10 @@ struct Parser: ~Copyable {
             throw CanonicalJSONError(.invalidUTF8, "byte 0x\(hex2(lead)) cannot start a UTF-8 sequence", offset: start)
         }
         for i in 1..<count {
-            guard start + i < bytes.count else {
+            guard unsafe start + i < bytes.count else {
                 throw CanonicalJSONError(.invalidUTF8, "truncated UTF-8 sequence", offset: start)
             }
-            let b = bytes[start + i]
+            let b = unsafe bytes[start + i]
             let (lo, hi) = i == 1 ? (low, high) : (UInt8(0x80), UInt8(0xBF))
             guard b >= lo && b <= hi else {
                 throw CanonicalJSONError(
@@ -237,10 +241,10 @@ struct Parser: ~Copyable {
     /// Decodes the escape at `pos` (a backslash) into `scratch`; leaves `pos` after it.
     private mutating func parseEscape() throws(CanonicalJSONError) {
         let start = pos
-        guard pos + 1 < bytes.count else {
+        guard unsafe pos + 1 < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended inside an escape sequence", offset: pos)
         }
-        let c = bytes[pos + 1]
+        let c = unsafe bytes[pos + 1]
         pos += 2
         switch c {
         case UInt8(ascii: "\""): scratch.append(0x22)
@@ -255,7 +259,7 @@ struct Parser: ~Copyable {
             let unit = try readHex4(escapeStart: start)
             var scalar = UInt32(unit)
             if unit >= 0xD800 && unit <= 0xDBFF {
-                guard pos + 1 < bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
+                guard unsafe pos + 1 < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\\"), unsafe bytes[pos + 1] == UInt8(ascii: "u") else {
                     throw CanonicalJSONError(
                         .loneSurrogate, "high surrogate \\u\(hex4(unit)) is not followed by a low-surrogate escape", offset: start)
                 }
@@ -279,10 +283,10 @@ struct Parser: ~Copyable {
     private mutating func readHex4(escapeStart: Int) throws(CanonicalJSONError) -> UInt16 {
         var value: UInt16 = 0
         for _ in 0..<4 {
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside a \\u escape", offset: pos)
             }
-            let b = bytes[pos]
+            let b = unsafe bytes[pos]
             let digit: UInt8
             switch b {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
@@ -321,51 +325,51 @@ struct Parser: ~Copyable {
     private mutating func parseNumber() throws(CanonicalJSONError) -> Double {
         let start = pos
         var negative = false
-        if bytes[pos] == UInt8(ascii: "-") {
+        if unsafe bytes[pos] == UInt8(ascii: "-") {
             negative = true
             pos += 1
         }
-        guard pos < bytes.count else {
+        guard unsafe pos < bytes.count else {
             throw CanonicalJSONError(.invalidNumber, "a number needs digits after '-'", offset: pos)
         }
         let intStart = pos
-        if bytes[pos] == UInt8(ascii: "0") {
+        if unsafe bytes[pos] == UInt8(ascii: "0") {
             pos += 1
-            if pos < bytes.count, isDigit(bytes[pos]) {
+            if unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) {
                 throw CanonicalJSONError(.invalidNumber, "a number must not have a leading zero", offset: pos)
             }
-        } else if isDigit(bytes[pos]) {
-            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        } else if unsafe isDigit(bytes[pos]) {
+            while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
         } else {
-            throw CanonicalJSONError(.invalidNumber, "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
+            throw CanonicalJSONError(.invalidNumber, unsafe "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
         }
         let intEnd = pos
         var isInteger = true
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: ".") {
+        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: ".") {
             isInteger = false
             pos += 1
-            guard pos < bytes.count, isDigit(bytes[pos]) else {
+            guard unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) else {
                 throw CanonicalJSONError(
                     .invalidNumber, "a decimal point must be followed by a digit", offset: pos)
             }
-            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+            while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
         }
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
+        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
             isInteger = false
             pos += 1
-            if pos < bytes.count, bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
-            guard pos < bytes.count, isDigit(bytes[pos]) else {
+            if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
+            guard unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) else {
                 throw CanonicalJSONError(.invalidNumber, "an exponent needs at least one digit", offset: pos)
             }
-            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+            while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
         }
         if isInteger && intEnd - intStart <= 15 {
             var v: Int64 = 0
-            for i in intStart..<intEnd { v = v * 10 + Int64(bytes[i] - UInt8(ascii: "0")) }
+            for i in intStart..<intEnd { v = unsafe v * 10 + Int64(bytes[i] - UInt8(ascii: "0")) }
             let d = Double(v)
             return negative ? -d : d
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
+        let text = unsafe String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
         guard let value = Double(text) else {
             throw CanonicalJSONError(.invalidNumber, "number could not be converted", offset: start)
         }
@@ -374,13 +378,13 @@ struct Parser: ~Copyable {
         }
         if value == 0 {
             // A literal with a non-zero digit that becomes 0 (1e-400) would sign as 0: refused like 1e400.
-            let mantissaEnd = bytes[intStart..<pos].firstIndex { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } ?? pos
-            if bytes[intStart..<mantissaEnd].contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+            let mantissaEnd = unsafe bytes[intStart..<pos].firstIndex { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } ?? pos
+            if unsafe bytes[intStart..<mantissaEnd].contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
                 throw CanonicalJSONError(
                     .numberOutOfRange, "number is too small for an IEEE 754 double and would become 0", offset: start)
             }
         }
-        if isInteger && !Self.isExact(value.magnitude, digits: bytes[intStart..<intEnd]) {
+        if unsafe isInteger && !Self.isExact(value.magnitude, digits: bytes[intStart..<intEnd]) {
             // 9007199254740993 would sign as 9007199254740992, and a signature over one would verify the other.
             throw CanonicalJSONError(
                 .numberOutOfRange,
@@ -426,8 +430,8 @@ struct Parser: ~Copyable {
     // MARK: Helpers
 
     private mutating func skipWhitespace() {
-        while pos < bytes.count {
-            switch bytes[pos] {
+        while unsafe pos < bytes.count {
+            switch unsafe bytes[pos] {
             case 0x20, 0x0A, 0x0D, 0x09: pos += 1
             default: return
             }
@@ -496,45 +500,45 @@ extension Parser {
         rawMembers: Set<String>,
         current: inout String?
     ) throws(CanonicalJSONError) -> (object: JSONObject, raw: [String: RawJSONString]) {
-        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+        if unsafe bytes.count >= 3, unsafe bytes[0] == 0xEF, unsafe bytes[1] == 0xBB, unsafe bytes[2] == 0xBF {
             throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
         }
         skipWhitespace()
-        guard pos < bytes.count else {
+        guard unsafe pos < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended where an object was expected", offset: pos)
         }
-        guard bytes[pos] == UInt8(ascii: "{") else {
-            throw CanonicalJSONError(.unexpectedCharacter, "expected an object, found \(describe(bytes[pos]))", offset: pos)
+        guard unsafe bytes[pos] == UInt8(ascii: "{") else {
+            throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected an object, found \(describe(bytes[pos]))", offset: pos)
         }
         pos += 1
         var object = JSONObject()
         var raw: [String: RawJSONString] = [:]
         skipWhitespace()
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
+        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "}") {
             pos += 1
         } else {
             members: while true {
                 skipWhitespace()
-                guard pos < bytes.count else {
+                guard unsafe pos < bytes.count else {
                     throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
                 }
-                guard bytes[pos] == UInt8(ascii: "\"") else {
-                    throw CanonicalJSONError(.unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+                guard unsafe bytes[pos] == UInt8(ascii: "\"") else {
+                    throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
                 }
                 let keyOffset = pos
                 let key = try parseString()
                 skipWhitespace()
-                guard pos < bytes.count else {
+                guard unsafe pos < bytes.count else {
                     throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
                 }
-                guard bytes[pos] == UInt8(ascii: ":") else {
-                    throw CanonicalJSONError(.unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+                guard unsafe bytes[pos] == UInt8(ascii: ":") else {
+                    throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
                 }
                 pos += 1
                 skipWhitespace()
                 current = key
                 let duplicate: Bool
-                if rawMembers.contains(key), pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") {
+                if rawMembers.contains(key), unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\"") {
                     let start = pos + 1
                     let escaped = try skipString()
                     duplicate = object[key] != nil || raw.updateValue(RawJSONString(range: start..<(pos - 1), hasEscapes: escaped), forKey: key) != nil
@@ -547,23 +551,23 @@ extension Parser {
                 }
                 current = nil
                 skipWhitespace()
-                guard pos < bytes.count else {
+                guard unsafe pos < bytes.count else {
                     throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
                 }
-                switch bytes[pos] {
+                switch unsafe bytes[pos] {
                 case UInt8(ascii: ","):
                     pos += 1
                 case UInt8(ascii: "}"):
                     pos += 1
                     break members
                 default:
-                    throw CanonicalJSONError(.unexpectedCharacter, "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+                    throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
                 }
             }
         }
         skipWhitespace()
-        if pos < bytes.count {
-            throw CanonicalJSONError(.trailingData, "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+        if unsafe pos < bytes.count {
+            throw CanonicalJSONError(.trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
         }
         return (object, raw)
     }
@@ -582,10 +586,10 @@ extension Parser {
             }
         }
         while true {
-            guard pos < bytes.count else {
+            guard unsafe pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
             }
-            let byte = bytes[pos]
+            let byte = unsafe bytes[pos]
             if byte == UInt8(ascii: "\"") {
                 pos += 1
                 return escaped
@@ -620,7 +624,7 @@ extension CanonicalJSON {
                     offset: limits.maxInputBytes),
                 member: nil)
         }
-        var parser = Parser(bytes: utf8, maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
+        var parser = unsafe Parser(bytes: utf8, maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
         return try parser.parseTopLevelObject(rawMembers: rawMembers)
     }
 }

@@ -133,7 +133,7 @@ final class DownloadPipe: Sendable {
                 let piece = s.pieces[s.head]
                 let start = piece.startIndex + s.offset
                 let n = min(buffer.count, piece.count - s.offset)
-                piece.copyBytes(to: buffer, from: start..<(start + n))
+                unsafe piece.copyBytes(to: buffer, from: start..<(start + n))
                 s.offset += n
                 s.buffered -= n
                 if s.offset == piece.count {
@@ -159,8 +159,9 @@ final class DownloadPipe: Sendable {
         /// The body's expected size (`FileMeta.size`), for progress.
         let totalByteCount: Int?
 
-        mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-            try pipe.read(into: buffer)
+        mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
+            let pipe = pipe
+            return try unsafe buffer.withUnsafeMutableBytes { (bytes) throws(E3DBError) in try unsafe pipe.read(into: bytes) }
         }
     }
 }

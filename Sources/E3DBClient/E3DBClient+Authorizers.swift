@@ -6,8 +6,8 @@ import E3DBPrimitives
 
 extension E3DBClient {
     func putPolicy(writer: UUID, reader: UUID, type: String, _ policy: API.PolicyRequest) async throws {
-        let w = writer.uuidString.lowercased()
-        _ = try await send("PUT", ["v1", "storage", "policy", w, w, reader.uuidString.lowercased(), type],
+        let w = writer.lowercasedString
+        _ = try await send("PUT", ["v1", "storage", "policy", w, w, reader.lowercasedString, type],
                            json: policy, operation: "policy")
     }
 

@@ -8,7 +8,7 @@ import E3DBPrimitives
 extension E3DBClient {
     /// A private temporary directory (mode 0700) for ciphertext on its way up; removed by the caller.
     func privateTemporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().uuidString.lowercased())")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().lowercasedString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false,
                                                 attributes: [.posixPermissions: 0o700])
         return dir
@@ -19,12 +19,12 @@ extension E3DBClient {
     /// file out to the disk while the server writes its own copy.
     static func encryptToScratch(_ path: String, _ scratch: String, accessKey: AccessKey,
                                  options: FileEncryptionOptions) throws -> FileEncryptionResult {
-        let input = open(path, O_RDONLY | O_CLOEXEC)
+        let input = unsafe open(path, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else {
             throw E3DBError(.fileIOFailed, "cannot open \(path) to upload it (errno \(errno))")
         }
         defer { close(input) }
-        let output = open(scratch, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let output = unsafe open(scratch, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard output >= 0 else {
             throw E3DBError(.fileIOFailed, "cannot create the temporary ciphertext file (errno \(errno))")
         }
@@ -74,7 +74,7 @@ extension E3DBClient {
         try Task.checkCancellation()
         var plainMap: [String: String] = [:]
         for (k, v) in plain { plainMap[k] = v }
-        let me = clientID.uuidString.lowercased()
+        let me = clientID.lowercasedString
         let body = API.Record(
             meta: API.Meta(writerID: me, userID: me, type: type, plain: plainMap,
                            fileMeta: API.FileMeta(fileName: URL(fileURLWithPath: path).lastPathComponent,
@@ -128,7 +128,7 @@ extension E3DBClient {
     ///   transport's (`.transportFailed`).
     public func readFile(_ id: UUID, to destination: String, verifyChecksum: Bool = false,
                          progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
-        let r = try await send("GET", ["v1", "storage", "files", id.uuidString.lowercased()], operation: "file read")
+        let r = try await send("GET", ["v1", "storage", "files", id.lowercasedString], operation: "file read")
         let record = try Self.decode(API.Record.self, r, operation: "file read")
         try Self.checkAnswer(record.meta, id: id, operation: "file read")
         guard let meta = record.meta.fileMeta, let url = meta.fileURL, let checksum = meta.checksum else {

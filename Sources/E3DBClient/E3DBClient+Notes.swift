@@ -19,7 +19,7 @@ extension E3DBClient {
     func sendTSV1(_ method: String, path: String, query: [(String, String)] = [], body: Data? = nil,
                   operation: String, expect: Set<Int>? = nil) async throws -> TransportResponse {
         try await Self.sendTSV1(method, apiURL: apiURL, path: path, query: query, body: body,
-                                signingKey: try identity.requireSigningKey(), uid: clientID.uuidString.lowercased(),
+                                signingKey: try identity.requireSigningKey(), uid: clientID.lowercasedString,
                                 transport: transport, timeout: timeout, operation: operation, expect: expect)
     }
 
@@ -34,7 +34,7 @@ extension E3DBClient {
         let rawQuery = query.map { escapeQuery($0.0) + "=" + escapeQuery($0.1) }.joined(separator: "&")
         let header = try TSV1.authorization(
             path: fullPath, query: TSV1.canonicalQuery(rawQuery), method: method,
-            timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().uuidString.lowercased(), clientID: uid,
+            timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().lowercasedString, clientID: uid,
             signingKey: signingKey)
         var headers = [("Authorization", header)]
         if body != nil { headers.append(("Content-Type", "application/json")) }
@@ -59,7 +59,7 @@ extension E3DBClient {
         var note = try JSONDecoder().decode(API.Note.self, from: encrypted.jsonData())
         note.idString = options.name
         note.maxViews = options.maxViews
-        note.clientID = writerID?.uuidString.lowercased()
+        note.clientID = writerID?.lowercasedString
         note.type = ""
         note.plain = [:]
         if let expiration = options.expiration {
@@ -79,7 +79,7 @@ extension E3DBClient {
             throw E3DBError(.invalidParameter, "give exactly one of a note id and a note name")
         }
         if let name, name.isEmpty { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
-        let query = id.map { [("note_id", $0.uuidString.lowercased())] } ?? [("id_string", name ?? "")]
+        let query = id.map { [("note_id", $0.lowercasedString)] } ?? [("id_string", name ?? "")]
         let r = try await sendTSV1("GET", apiURL: apiURL, path: "/v2/storage/notes", query: query,
                                    signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
                                    operation: "note read")
@@ -159,14 +159,14 @@ extension E3DBClient {
         async throws -> ClientNote {
         try await Self.readNote(
             id: id, name: name, boxKey: identity.boxKey, signingKey: try identity.requireSigningKey(),
-            uid: clientID.uuidString.lowercased(), apiURL: apiURL, transport: transport, timeout: timeout,
+            uid: clientID.lowercasedString, apiURL: apiURL, transport: transport, timeout: timeout,
             options: options)
     }
 
     /// Deletes a note this client wrote.
     /// - Throws: `E3DBError` `.notFound`, `.forbidden` (another writer's note).
     public func deleteNote(_ id: UUID) async throws {
-        _ = try await sendTSV1("DELETE", path: "/v2/storage/notes/" + id.uuidString.lowercased(),
+        _ = try await sendTSV1("DELETE", path: "/v2/storage/notes/" + id.lowercasedString,
                                operation: "note delete")
     }
 }

@@ -9,8 +9,8 @@ extension E3DBClient {
     // MARK: Access keys
 
     func tuplePath(writer: UUID, user: UUID, reader: UUID, type: String) -> [String] {
-        ["v1", "storage", "access_keys", writer.uuidString.lowercased(), user.uuidString.lowercased(),
-         reader.uuidString.lowercased(), type]
+        ["v1", "storage", "access_keys", writer.lowercasedString, user.lowercasedString,
+         reader.lowercasedString, type]
     }
 
     /// The caller's EAKInfo for (writer, user, type), or nil when the server has none (404).
@@ -93,7 +93,7 @@ extension E3DBClient {
         if record.recSig != nil, options.policy != .ignore {
             key = try await signingKey(of: writer)
             if key == nil {
-                throw E3DBError(.missingKey, "the record is signed, but its writer \(writer.uuidString.lowercased()) "
+                throw E3DBError(.missingKey, "the record is signed, but its writer \(writer.lowercasedString) "
                                 + "registered no signing key to verify rec_sig with",
                                 context: .init(field: "signing_key", item: record.meta.recordID))
             }
@@ -107,7 +107,7 @@ extension E3DBClient {
     /// server can still answer an id with another signed record of the same writer and type that it rewrote.)
     static func checkAnswer(_ meta: API.Meta, id: UUID, writer: UUID? = nil, type: String? = nil,
                             operation: String) throws(E3DBError) {
-        let asked = id.uuidString.lowercased()
+        let asked = id.lowercasedString
         guard meta.recordID.flatMap(UUID.init(uuidString:)) == id else {
             throw E3DBError(.invalidResponse, "\(operation): the server answered record \(asked) with another record "
                             + "(\(meta.recordID?.prefix(40) ?? "no record_id"))",
@@ -115,7 +115,7 @@ extension E3DBClient {
         }
         if let writer, UUID(uuidString: meta.writerID) != writer {
             throw E3DBError(.invalidResponse, "\(operation): record \(asked) came back with writer_id "
-                            + "\(meta.writerID.prefix(40)), not \(writer.uuidString.lowercased())",
+                            + "\(meta.writerID.prefix(40)), not \(writer.lowercasedString)",
                             context: .init(field: "writer_id", part: operation, item: asked))
         }
         if let type, meta.type != type {
@@ -144,7 +144,7 @@ extension E3DBClient {
             throw E3DBError(.invalidParameter, "two field names of the record differ only in Unicode normalization",
                             context: .init(field: encrypted.count != document.data.count ? "data" : "plain"))
         }
-        let id = clientID.uuidString.lowercased()
+        let id = clientID.lowercasedString
         return API.Record(meta: API.Meta(writerID: id, userID: id, type: type, plain: plainMap), data: encrypted,
                           recSig: document.recordSignature)
     }
@@ -193,7 +193,7 @@ extension E3DBClient {
     ///   (`.missingSignature` for an unsigned record under the default policy).
     public func read(_ id: UUID, fields: [String]? = nil, writer: UUID? = nil, type: String? = nil) async throws
         -> ClientRecord {
-        let r = try await send("GET", ["v1", "storage", "records", id.uuidString.lowercased()], operation: "record read")
+        let r = try await send("GET", ["v1", "storage", "records", id.lowercasedString], operation: "record read")
         let record = try Self.decode(API.Record.self, r, operation: "record read")
         try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
         var read = try await decrypt(record)
@@ -226,7 +226,7 @@ extension E3DBClient {
     /// Deletes a record if its version is still `version`.
     /// - Throws: `E3DBError` `.conflict` for a stale version, `.forbidden` for another's or an unknown record.
     public func delete(_ id: UUID, version: String) async throws {
-        _ = try await send("DELETE", ["v1", "storage", "records", "safe", id.uuidString.lowercased(), version],
+        _ = try await send("DELETE", ["v1", "storage", "records", "safe", id.lowercasedString, version],
                            operation: "record delete", idempotent: false)
     }
 

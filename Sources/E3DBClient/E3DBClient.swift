@@ -171,21 +171,21 @@ public final class E3DBClient: Sendable {
             String(decoding: (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8), as: UTF8.self)
         }
         var fields: [(String, String)] = [
-            ("version", quoted("2")), ("client_id", quoted(clientID.uuidString.lowercased())),
+            ("version", quoted("2")), ("client_id", quoted(clientID.lowercasedString)),
             ("api_key_id", quoted(identity.apiKeyID ?? "")), ("client_email", quoted("")),
             ("public_key", quoted(identity.publicKey.base64URLEncoded)), ("api_url", quoted(apiURL)),
         ]
         fields.append(("api_secret", quoted(identity.apiSecret.map { s in
-            s.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } ?? "")))
-        fields.append(("private_key", quoted(identity.boxKey.withUnsafeBytes { Base64URL.encode(Array($0)) })))
+            unsafe s.withUnsafeBytes { unsafe String(decoding: $0, as: UTF8.self) } } ?? "")))
+        unsafe fields.append(("private_key", quoted(identity.boxKey.withUnsafeBytes { unsafe Base64URL.encode(Array($0)) })))
         if let sk = identity.signingKey {
             fields.append(("public_signing_key", quoted(sk.publicKey.base64URLEncoded)))
-            fields.append(("private_signing_key", quoted(sk.withUnsafeBytes { Base64URL.encode(Array($0)) })))
+            unsafe fields.append(("private_signing_key", quoted(sk.withUnsafeBytes { unsafe Base64URL.encode(Array($0)) })))
         }
         _ = try await write(type: "tozny.key_backup", data: try RecordData(fields),
-                            plain: ["client": clientID.uuidString.lowercased()])
+                            plain: ["client": clientID.lowercasedString])
         try await share(type: "tozny.key_backup", with: backupID)
-        _ = try await send("POST", ["v1", "account", "backup", registrationToken, clientID.uuidString.lowercased()],
+        _ = try await send("POST", ["v1", "account", "backup", registrationToken, clientID.lowercasedString],
                            operation: "backup", idempotent: false)
     }
 
@@ -197,9 +197,9 @@ public final class E3DBClient: Sendable {
     ///   `.invalidResponse` for an answer about another client or keys that do not parse.
     public func clientInfo(_ id: UUID) async throws -> API.ClientInfo {
         if let cached = clientInfos.withLock({ $0[id] }) { return cached }
-        let r = try await send("GET", ["v1", "storage", "clients", id.uuidString.lowercased()], operation: "client lookup")
+        let r = try await send("GET", ["v1", "storage", "clients", id.lowercasedString], operation: "client lookup")
         let info = try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
-        let client = id.uuidString.lowercased()
+        let client = id.lowercasedString
         guard UUID(uuidString: info.clientID) == id else {
             throw E3DBError(.invalidResponse, "the server answered a lookup of client \(client) with another client",
                             context: .init(field: "client_id", item: client))
@@ -342,7 +342,7 @@ public final class E3DBClient: Sendable {
             throw E3DBError(.missingKey, "the identity has no API credentials", context: .init(field: "api_key_id"))
         }
         // The Basic credentials are built in a temporary string for the header; the SecureBytes copy stays wiped.
-        let basic = secret.withUnsafeBytes { Data((keyID + ":").utf8) + Data($0) }.base64EncodedString()
+        let basic = unsafe secret.withUnsafeBytes { unsafe Data((keyID + ":").utf8) + Data($0) }.base64EncodedString()
         let response = try await Self.exchange(
             transport, TransportRequest(method: "POST", url: apiURL + "/v1/auth/token",
                                         headers: [("Authorization", "Basic " + basic),

@@ -137,7 +137,7 @@ public final class KnownKeys: Sendable {
     /// - Returns: the pins now on disk.
     private func pinLocked(_ keys: Keys, for id: UUID, path: String) throws(E3DBError) -> [UUID: Keys] {
         let lockPath = path + ".lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = unsafe open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw E3DBError(.fileIOFailed, "cannot open the lock file \(lockPath)", context: .init(item: lockPath))
         }
@@ -174,7 +174,7 @@ public final class KnownKeys: Sendable {
     }
 
     static func changed(_ id: UUID, from old: Keys, to new: Keys, field: String? = nil) -> E3DBError {
-        let client = id.uuidString.lowercased()
+        let client = id.lowercasedString
         let name = field ?? (old.publicKey != new.publicKey ? "public_key" : "signing_key")
         let (before, after) = name == "public_key" ? (Optional(old.publicKey), Optional(new.publicKey))
             : (old.signingKey, new.signingKey)
@@ -191,18 +191,18 @@ public final class KnownKeys: Sendable {
     /// renamed over it (the caller holds the lock).
     private static func store(_ map: [UUID: Keys], to path: String) throws(E3DBError) {
         var clients: [String: Keys] = [:]
-        for (id, keys) in map { clients[id.uuidString.lowercased()] = keys }
+        for (id, keys) in map { clients[id.lowercasedString] = keys }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let failure = E3DBError(.fileIOFailed, "cannot write the known keys to \(path)", context: .init(item: path))
         guard let data = try? encoder.encode(FileBody(version: 1, clients: clients)) else { throw failure }
-        let temporary = path + ".\(UUID().uuidString.lowercased()).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let temporary = path + ".\(UUID().lowercasedString).tmp"
+        let fd = unsafe open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw failure }
         var written = 0
-        let ok = data.withUnsafeBytes { raw -> Bool in
+        let ok = unsafe data.withUnsafeBytes { raw -> Bool in
             while written < raw.count {
-                let n = write(fd, raw.baseAddress! + written, raw.count - written)
+                let n = unsafe write(fd, raw.baseAddress! + written, raw.count - written)
                 if n < 0 {
                     if errno == EINTR { continue }
                     return false
@@ -212,8 +212,8 @@ public final class KnownKeys: Sendable {
             return fsync(fd) == 0
         }
         close(fd)
-        guard ok, rename(temporary, path) == 0 else {
-            unlink(temporary)
+        guard ok, unsafe rename(temporary, path) == 0 else {
+            unsafe unlink(temporary)
             throw failure
         }
     }
@@ -223,7 +223,7 @@ public final class KnownKeys: Sendable {
     /// `3f1c:09ab:77d0:e2c4:5b61:aa90:0e4f:c2d8`.
     public static func fingerprint(_ rawKey: some DataProtocol) -> String {
         let digest = Hashes.sha256(rawKey).prefix(16)
-        let hex = digest.map { String(format: "%02x", $0) }.joined()
+        let hex = Hex.encode(digest)
         var groups: [Substring] = []
         var rest = Substring(hex)
         while !rest.isEmpty {

@@ -85,9 +85,9 @@ public struct QueryResults: AsyncSequence, Sendable {
                 if done { return nil }
                 let request = API.QueryRequest(
                     count: query.pageSize, afterIndex: afterIndex, includeData: query.includeData,
-                    writerIDs: query.writers.map { $0.uuidString.lowercased() },
-                    userIDs: query.users.isEmpty ? nil : query.users.map { $0.uuidString.lowercased() },
-                    recordIDs: query.recordIDs.map { $0.uuidString.lowercased() }, contentTypes: query.types,
+                    writerIDs: query.writers.map { $0.lowercasedString },
+                    userIDs: query.users.isEmpty ? nil : query.users.map { $0.lowercasedString },
+                    recordIDs: query.recordIDs.map { $0.lowercasedString }, contentTypes: query.types,
                     plain: query.plain, includeAllWriters: query.includeAllWriters)
                 let r = try await client.send("POST", ["v1", "storage", "search"], json: request, operation: "query",
                                               idempotent: true)

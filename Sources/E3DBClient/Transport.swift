@@ -287,9 +287,9 @@ struct FileChunks: AsyncSequence, Sendable {
             var buffer = ByteBufferAllocator().buffer(capacity: size)
             var failure: Int32 = 0
             let fd = handle.fileDescriptor
-            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+            let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
                 var r: Int
-                repeat { r = read(fd, raw.baseAddress, size) } while r < 0 && errno == EINTR
+                repeat { r = unsafe read(fd, raw.baseAddress, size) } while r < 0 && errno == EINTR
                 if r < 0 { failure = errno }
                 return Swift.max(r, 0)
             }

@@ -24,7 +24,7 @@ public final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     /// Runs `job` on the event loop (in the current iteration's task queue when called on the loop's thread).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        eventLoop.execute { unsafe job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 

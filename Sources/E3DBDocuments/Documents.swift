@@ -57,8 +57,8 @@ public struct ClientMeta: Sendable, Hashable, DocumentJSONDecodable {
         .object([
             "plain": plain.signableJSON,
             "type": .string(type),
-            "user_id": .string(userID.uuidString.lowercased()),
-            "writer_id": .string(writerID.uuidString.lowercased()),
+            "user_id": .string(userID.lowercasedString),
+            "writer_id": .string(writerID.lowercasedString),
         ])
     }
 
@@ -341,7 +341,7 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
         guard signer != meta.writerID else { return }
         throw E3DBError(
             .writerSignerMismatch,
-            "meta.writer_id \(meta.writerID.uuidString.lowercased()) is not the EAKInfo's signer_id \(signer.uuidString.lowercased())",
+            "meta.writer_id \(meta.writerID.lowercasedString) is not the EAKInfo's signer_id \(signer.lowercasedString)",
             context: .init(field: "writer_id"))
     }
 

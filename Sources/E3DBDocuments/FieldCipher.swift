@@ -25,7 +25,7 @@ public enum FieldCipher {
     /// - Returns: the field string.
     public static func encrypt(_ value: String, accessKey: AccessKey) -> String {
         let random = SecureBytes(randomCount: randomByteCount)
-        return random.withUnsafeBytes { encrypt(value, accessKey: accessKey, randomness: $0) }
+        return unsafe random.withUnsafeBytes { unsafe encrypt(value, accessKey: accessKey, randomness: $0) }
     }
 
     /// Encrypts every value of a record's data map, each with a fresh data key; all the randomness for the map
@@ -41,7 +41,7 @@ public enum FieldCipher {
     /// Encrypts every value of a record's data map with keys and nonces from `reservoir` (bulk writers: one
     /// system call per 64 KiB of randomness instead of one per record).
     package static func encrypt(_ data: RecordData, accessKey: AccessKey, reservoir: RandomReservoir) -> RecordData {
-        encrypt(data, accessKey: accessKey, random: SecureBytes(count: randomByteCount * data.count) { reservoir.fill($0) })
+        unsafe encrypt(data, accessKey: accessKey, random: SecureBytes(count: randomByteCount * data.count) { unsafe reservoir.fill($0) })
     }
 
     /// Encrypts every value of a record's data map under ONE data key for the whole record, sealed once: every
@@ -55,28 +55,28 @@ public enum FieldCipher {
         let k = SecretBox.keyByteCount
         let n = SecretBox.nonceByteCount
         let t = SecretBox.tagByteCount
-        let random = SecureBytes(count: k + n + n * data.count) { reservoir.fill($0) }
+        let random = unsafe SecureBytes(count: k + n + n * data.count) { unsafe reservoir.fill($0) }
         var encrypted = RecordData(capacity: data.count)
-        random.withUnsafeBytes { r in
-            let keyBytes = UnsafeRawBufferPointer(rebasing: r[0..<k])
-            let edkN = UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
+        unsafe random.withUnsafeBytes { r in
+            let keyBytes = unsafe UnsafeRawBufferPointer(rebasing: r[0..<k])
+            let edkN = unsafe UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
             // The slices have exactly the required lengths, so these calls cannot fail (see `encrypt(_:accessKey:randomness:)`).
             let dataKey = invariant("a 32-byte data key slice") { () throws(E3DBError) in
-                try SecretBox.Key(rawRepresentation: keyBytes)
+                try unsafe SecretBox.Key(rawRepresentation: keyBytes)
             }
-            withUnsafeTemporaryAllocation(byteCount: k + t, alignment: 16) { edk in
+            unsafe withUnsafeTemporaryAllocation(byteCount: k + t, alignment: 16) { edk in
                 invariant("sealing the data key into its exact buffer") { () throws(E3DBError) in
-                    _ = try SecretBox.seal(keyBytes, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
+                    _ = try unsafe SecretBox.seal(keyBytes, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
                 }
                 for (i, member) in data.enumerated() {
-                    let efN = UnsafeRawBufferPointer(rebasing: r[(k + n + i * n)..<(k + n + (i + 1) * n)])
+                    let efN = unsafe UnsafeRawBufferPointer(rebasing: r[(k + n + i * n)..<(k + n + (i + 1) * n)])
                     var value = member.value
                     let field = value.withUTF8 { plain in
-                        withUnsafeTemporaryAllocation(byteCount: plain.count + t, alignment: 16) { ef in
+                        unsafe withUnsafeTemporaryAllocation(byteCount: plain.count + t, alignment: 16) { ef in
                             invariant("sealing the value into its exact buffer") { () throws(E3DBError) in
-                                _ = try SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                                _ = try unsafe SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
                             }
-                            return assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
+                            return unsafe assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
                         }
                     }
                     encrypted.insert(key: member.key, value: field)
@@ -90,10 +90,10 @@ public enum FieldCipher {
     private static func encrypt(_ data: RecordData, accessKey: AccessKey, random: SecureBytes) -> RecordData {
         var encrypted = RecordData(capacity: data.count)
         let n = randomByteCount
-        random.withUnsafeBytes { r in
+        unsafe random.withUnsafeBytes { r in
             for (i, member) in data.enumerated() {
-                let slice = UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
-                encrypted.insert(key: member.key, value: encrypt(member.value, accessKey: accessKey, randomness: slice))
+                let slice = unsafe UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
+                unsafe encrypted.insert(key: member.key, value: encrypt(member.value, accessKey: accessKey, randomness: slice))
             }
         }
         return encrypted
@@ -116,7 +116,7 @@ public enum FieldCipher {
             var text = field
             let result = text.withUTF8 { buf in
                 Result { () throws(E3DBError) -> String in
-                    try decrypt(utf8: buf, accessKey: accessKey, decoding, key, memo: &memo)
+                    try unsafe decrypt(utf8: buf, accessKey: accessKey, decoding, key, memo: &memo)
                 }
             }
             plaintext.insert(key: key, value: try result.get())
@@ -132,7 +132,7 @@ public enum FieldCipher {
         var key: SecretBox.Key?
 
         func remembered(for candidate: UnsafeBufferPointer<UInt8>) -> SecretBox.Key? {
-            guard let key, candidate.count == prefix.count, candidate.elementsEqual(prefix) else { return nil }
+            guard let key, candidate.count == prefix.count, unsafe candidate.elementsEqual(prefix) else { return nil }
             return key
         }
     }
@@ -154,12 +154,12 @@ public enum FieldCipher {
         fieldNonce: SecretBox.Nonce
     ) -> String {
         var value = value
-        let ef = value.withUTF8 { SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: fieldNonce) }
+        let ef = value.withUTF8 { unsafe SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: fieldNonce) }
         let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: dataKeyNonce)
-        return edk.ciphertext.withUnsafeBytes { a in
-            dataKeyNonce.rawRepresentation.withUnsafeBytes { b in
-                ef.ciphertext.withUnsafeBytes { c in
-                    fieldNonce.rawRepresentation.withUnsafeBytes { d in assemble(a, b, c, d) }
+        return unsafe edk.ciphertext.withUnsafeBytes { a in
+            unsafe dataKeyNonce.rawRepresentation.withUnsafeBytes { b in
+                unsafe ef.ciphertext.withUnsafeBytes { c in
+                    unsafe fieldNonce.rawRepresentation.withUnsafeBytes { d in unsafe assemble(a, b, c, d) }
                 }
             }
         }
@@ -173,31 +173,31 @@ public enum FieldCipher {
         let k = SecretBox.keyByteCount
         let n = SecretBox.nonceByteCount
         let t = SecretBox.tagByteCount
-        let keyBytes = UnsafeRawBufferPointer(rebasing: r[0..<k])
-        let edkN = UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
-        let efN = UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])
+        let keyBytes = unsafe UnsafeRawBufferPointer(rebasing: r[0..<k])
+        let edkN = unsafe UnsafeRawBufferPointer(rebasing: r[k..<(k + n)])
+        let efN = unsafe UnsafeRawBufferPointer(rebasing: r[(k + n)..<(k + 2 * n)])
         // The slices have exactly the required lengths, so these calls cannot fail; if one ever did, that is a
         // bug in this function, and it stops rather than fall back to another key or to empty output.
         let dataKey = invariant("a 32-byte data key slice") { () throws(E3DBError) in
-            try SecretBox.Key(rawRepresentation: keyBytes)
+            try unsafe SecretBox.Key(rawRepresentation: keyBytes)
         }
         var value = value
         return value.withUTF8 { plain in
             let edkCount = k + t
             let efCount = plain.count + t
-            return withUnsafeTemporaryAllocation(byteCount: edkCount + efCount, alignment: 16) { scratch in
-                let edk = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<edkCount])
-                let ef = UnsafeMutableRawBufferPointer(rebasing: scratch[edkCount..<(edkCount + efCount)])
+            return unsafe withUnsafeTemporaryAllocation(byteCount: edkCount + efCount, alignment: 16) { scratch in
+                let edk = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[0..<edkCount])
+                let ef = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[edkCount..<(edkCount + efCount)])
                 // Lengths are exact by construction, so the buffer APIs cannot throw here.
-                dataKey.withUnsafeBytes { dk in
+                unsafe dataKey.withUnsafeBytes { dk in
                     invariant("sealing the data key into its exact buffer") { () throws(E3DBError) in
-                        _ = try SecretBox.seal(dk, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
+                        _ = try unsafe SecretBox.seal(dk, nonce: edkN, using: accessKey.secretBoxKey, into: edk)
                     }
                 }
                 invariant("sealing the value into its exact buffer") { () throws(E3DBError) in
-                    _ = try SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                    _ = try unsafe SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
                 }
-                return assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
+                return unsafe assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
             }
         }
     }
@@ -209,23 +209,23 @@ public enum FieldCipher {
     ) -> String {
         let length = 3 + Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
             + Base64URL.encodedLength(of: c.count) + Base64URL.encodedLength(of: d.count)
-        return String(unsafeUninitializedCapacity: length) { out in
+        return unsafe String(unsafeUninitializedCapacity: length) { out in
             var o = 0
             func put(_ part: UnsafeRawBufferPointer, dot: Bool) {
                 if dot {
-                    out[o] = UInt8(ascii: ".")
+                    unsafe out[o] = UInt8(ascii: ".")
                     o += 1
                 }
                 // The capacity is exact by construction, so the encoder cannot run out of room.
                 o += invariant("base64url into an exact buffer") { () throws(E3DBError) in
                     // The four parts are ciphertexts and nonces, so the table encoder is safe here.
-                    try Base64URL.encodePublic(part, into: UnsafeMutableBufferPointer(rebasing: out[o...]))
+                    try unsafe Base64URL.encodePublic(part, into: UnsafeMutableBufferPointer(rebasing: out[o...]))
                 }
             }
-            put(a, dot: false)
-            put(b, dot: true)
-            put(c, dot: true)
-            put(d, dot: true)
+            unsafe put(a, dot: false)
+            unsafe put(b, dot: true)
+            unsafe put(c, dot: true)
+            unsafe put(d, dot: true)
             return o
         }
     }
@@ -255,7 +255,7 @@ public enum FieldCipher {
         var memo = DataKeyMemo()
         let result = text.withUTF8 { buf in
             Result { () throws(E3DBError) -> String in
-                try decrypt(utf8: buf, accessKey: accessKey, decoding, name, memo: &memo)
+                try unsafe decrypt(utf8: buf, accessKey: accessKey, decoding, name, memo: &memo)
             }
         }
         return try result.get()
@@ -274,7 +274,7 @@ public enum FieldCipher {
         // Split on '.' by bytes (a Character-level split is several times slower).
         var dots = (0, 0, 0)
         var count = 0
-        for i in buf.indices where buf[i] == UInt8(ascii: ".") {
+        for i in buf.indices where unsafe buf[i] == UInt8(ascii: ".") {
             count += 1
             switch count {
             case 1: dots.0 = i
@@ -291,16 +291,16 @@ public enum FieldCipher {
         }
         let ranges = [0..<dots.0, (dots.0 + 1)..<dots.1, (dots.1 + 1)..<dots.2, (dots.2 + 1)..<buf.count]
         let capacity = ranges.reduce(0) { $0 + Base64URL.maximumDecodedLength(ofEncodedLength: $1.count) }
-        let outcome = withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 16) { scratch in
+        let outcome = unsafe withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 16) { scratch in
             Result { () throws(E3DBError) -> String in
                 var offset = 0
                 func part(_ index: Int, _ label: String) throws(E3DBError) -> UnsafeRawBufferPointer {
                     let room = Base64URL.maximumDecodedLength(ofEncodedLength: ranges[index].count)
-                    let out = UnsafeMutableRawBufferPointer(rebasing: scratch[offset..<(offset + room)])
+                    let out = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[offset..<(offset + room)])
                     let written: Int
                     do {
                         // Ciphertexts and nonces, none secret: the table decoder (same results and errors).
-                        written = try Base64URL.decodePublic(
+                        written = try unsafe Base64URL.decodePublic(
                             utf8: UnsafeBufferPointer(rebasing: buf[ranges[index]]), into: out, lenient: decoding == .lenient)
                     } catch {
                         throw E3DBError(
@@ -308,21 +308,21 @@ public enum FieldCipher {
                             context: .init(field: name, part: label, offset: error.context.offset))
                     }
                     offset += room
-                    return UnsafeRawBufferPointer(rebasing: out[0..<written])
+                    return unsafe UnsafeRawBufferPointer(rebasing: out[0..<written])
                 }
-                let prefix = UnsafeBufferPointer(rebasing: buf[0..<dots.1])
-                let remembered = memo.remembered(for: prefix)
-                var edk = UnsafeRawBufferPointer(start: nil, count: 0)
-                var edkN = edk
+                let prefix = unsafe UnsafeBufferPointer(rebasing: buf[0..<dots.1])
+                let remembered = unsafe memo.remembered(for: prefix)
+                var edk = unsafe UnsafeRawBufferPointer(start: nil, count: 0)
+                var edkN = unsafe edk
                 if remembered == nil {
-                    edk = try part(0, "edk")
+                    unsafe edk = try unsafe part(0, "edk")
                     try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
-                    edkN = try part(1, "edkN")
+                    unsafe edkN = try unsafe part(1, "edkN")
                     try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
                 }
-                let ef = try part(2, "ef")
+                let ef = try unsafe part(2, "ef")
                 try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
-                let efN = try part(3, "efN")
+                let efN = try unsafe part(3, "efN")
                 try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
 
                 let dataKey: SecretBox.Key
@@ -330,7 +330,7 @@ public enum FieldCipher {
                     dataKey = remembered
                 } else {
                     do {
-                        dataKey = try SecretBox.Key(SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
+                        dataKey = try unsafe SecretBox.Key(SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
                     } catch {
                         throw E3DBError(
                             .authenticationFailed, "the data key does not open with this access key"
@@ -338,14 +338,14 @@ public enum FieldCipher {
                             context: .init(field: name, part: "edk"))
                     }
                     memo.prefix.removeAll(keepingCapacity: true)
-                    memo.prefix.append(contentsOf: prefix)
+                    unsafe memo.prefix.append(contentsOf: prefix)
                     memo.key = dataKey
                 }
                 let plainCount = ef.count - SecretBox.tagByteCount
-                let opened = withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) { plain in
+                let opened = unsafe withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) { plain in
                     Result { () throws(E3DBError) -> String? in
                         do {
-                            _ = try SecretBox.open(ef, nonce: efN, using: dataKey, into: plain)
+                            _ = try unsafe SecretBox.open(ef, nonce: efN, using: dataKey, into: plain)
                         } catch {
                             throw E3DBError(
                                 .authenticationFailed,
@@ -353,7 +353,7 @@ public enum FieldCipher {
                                 context: .init(field: name, part: "ef"))
                         }
                         // Validated (never repaired) UTF-8; a leading U+FEFF is kept.
-                        return String(validating: UnsafeRawBufferPointer(rebasing: plain[0..<plainCount]).bindMemory(to: UInt8.self), as: UTF8.self)
+                        return unsafe String(validating: UnsafeRawBufferPointer(rebasing: plain[0..<plainCount]).bindMemory(to: UInt8.self), as: UTF8.self)
                     }
                 }
                 guard let value = try opened.get() else {

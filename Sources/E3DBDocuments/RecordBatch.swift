@@ -62,18 +62,18 @@ public struct NDJSONLineSplitter: Sendable {
     public mutating func append<E: Error>(
         _ chunk: UnsafeRawBufferPointer, _ emit: (NDJSONLine) throws(E) -> Void
     ) throws(E) {
-        let bytes = chunk.bindMemory(to: UInt8.self)
+        let bytes = unsafe chunk.bindMemory(to: UInt8.self)
         var start = 0
         while start < bytes.count {
-            guard let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) else {
-                take(UnsafeBufferPointer(rebasing: bytes[start...]))
+            guard let newline = unsafe bytes[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+                unsafe take(UnsafeBufferPointer(rebasing: bytes[start...]))
                 return
             }
             if buffer.isEmpty, !skipping, newline - start <= maxLineBytes + 1 {
                 // The whole line is in this chunk: one exact allocation.
-                try finishLine(Array(bytes[start..<newline]), emit)
+                try unsafe finishLine(Array(bytes[start..<newline]), emit)
             } else {
-                take(UnsafeBufferPointer(rebasing: bytes[start..<newline]))
+                unsafe take(UnsafeBufferPointer(rebasing: bytes[start..<newline]))
                 let line = buffer
                 buffer = []
                 try finishLine(line, emit)
@@ -84,8 +84,8 @@ public struct NDJSONLineSplitter: Sendable {
 
     /// Feeds bytes from an array.
     public mutating func append<E: Error>(_ chunk: [UInt8], _ emit: (NDJSONLine) throws(E) -> Void) throws(E) {
-        let result = chunk.withUnsafeBytes { raw in
-            Result { () throws(E) in try self.append(raw, emit) }
+        let result = unsafe chunk.withUnsafeBytes { raw in
+            Result { () throws(E) in try unsafe self.append(raw, emit) }
         }
         try result.get()
     }
@@ -108,7 +108,7 @@ public struct NDJSONLineSplitter: Sendable {
             buffer = []
             return
         }
-        buffer.append(contentsOf: piece)
+        unsafe buffer.append(contentsOf: piece)
     }
 
     private mutating func finishLine<E: Error>(_ line: [UInt8], _ emit: (NDJSONLine) throws(E) -> Void) throws(E) {
@@ -231,14 +231,14 @@ public struct RecordLineEncryptor: RecordLineProcessor {
         out.reserveCapacity(line.count * 5 + members.count * 150 + metaOutput.count + 128)
         out.append(contentsOf: #"{"data":{"#.utf8)
         let n = FieldCipher.randomByteCount
-        let random = SecureBytes(count: n * members.count) { randomness.fill($0) }
-        random.withUnsafeBytes { r in
+        let random = unsafe SecureBytes(count: n * members.count) { unsafe randomness.fill($0) }
+        unsafe random.withUnsafeBytes { r in
             for (position, i) in sorted.enumerated() {
                 if position > 0 { out.append(UInt8(ascii: ",")) }
                 out.append(contentsOf: CanonicalJSON.serializedBytes(.string(members[i].key)))
                 out.append(contentsOf: #":""#.utf8)
-                let slice = UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
-                out.append(contentsOf: FieldCipher.encrypt(members[i].value, accessKey: accessKey, randomness: slice).utf8)
+                let slice = unsafe UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
+                unsafe out.append(contentsOf: FieldCipher.encrypt(members[i].value, accessKey: accessKey, randomness: slice).utf8)
                 out.append(UInt8(ascii: "\""))
             }
         }
@@ -430,18 +430,18 @@ public enum RecordBatch {
         defer { runner.waitForAll() }
         var splitter = NDJSONLineSplitter(maxLineBytes: options.maxLineBytes)
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
-        defer { chunk.deallocate() }
+        defer { unsafe chunk.deallocate() }
         while !runner.summary.stoppedEarly {
-            let count = try read(chunk)
+            let count = try unsafe read(chunk)
             if count <= 0 { break }
-            try splitter.append(UnsafeRawBufferPointer(rebasing: chunk[0..<min(count, chunk.count)])) {
-                (line) throws(E3DBError) in try runner.add(line, write, failed)
+            try unsafe splitter.append(UnsafeRawBufferPointer(rebasing: chunk[0..<min(count, chunk.count)])) {
+                (line) throws(E3DBError) in try unsafe runner.add(line, write, failed)
             }
         }
         if !runner.summary.stoppedEarly {
-            try splitter.finish { (line) throws(E3DBError) in try runner.add(line, write, failed) }
+            try splitter.finish { (line) throws(E3DBError) in try unsafe runner.add(line, write, failed) }
         }
-        try runner.drainAll(write, failed)
+        try unsafe runner.drainAll(write, failed)
         return runner.summary
     }
 
@@ -453,15 +453,15 @@ public enum RecordBatch {
         var offset = 0
         var output: [UInt8] = []
         let result = Result { () throws(E3DBError) -> RecordBatchSummary in
-            try run(
+            try unsafe run(
                 processor: processor, options: options,
                 read: { buffer in
                     let n = min(buffer.count, input.count - offset)
-                    input.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+                    unsafe input.withUnsafeBytes { unsafe buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
                     offset += n
                     return n
                 },
-                write: { output.append(contentsOf: $0) })
+                write: { unsafe output.append(contentsOf: $0) })
         }
         // Neither closure throws, so `run` cannot either.
         switch result {
@@ -537,7 +537,7 @@ private struct Runner<Processor: RecordLineProcessor> {
         if summary.stoppedEarly { return }
         current.append(line)
         if case .success(let bytes) = line.content { currentBytes += bytes.count }
-        if current.count >= max(1, options.linesPerBatch) || currentBytes >= (1 << 20) { try submit(write, failed) }
+        if current.count >= max(1, options.linesPerBatch) || currentBytes >= (1 << 20) { try unsafe submit(write, failed) }
     }
 
     private mutating func submit(_ write: Write, _ failed: Failed) throws(E3DBError) {
@@ -547,7 +547,7 @@ private struct Runner<Processor: RecordLineProcessor> {
         currentBytes = 0
         if queues.isEmpty {
             batch.work(processor, failFast: options.failFast)
-            try emit(batch, write, failed)
+            try unsafe emit(batch, write, failed)
             return
         }
         // Bounded: at most two batches per worker, and at most maxBytesInFlight of input unless that would
@@ -555,7 +555,7 @@ private struct Runner<Processor: RecordLineProcessor> {
         while !pending.isEmpty,
             pending.count >= 2 * queues.count || pendingBytes + batch.inputBytes > options.maxBytesInFlight
         {
-            try drainOne(write, failed)
+            try unsafe drainOne(write, failed)
             if summary.stoppedEarly { return }
         }
         let processor = self.processor
@@ -573,18 +573,18 @@ private struct Runner<Processor: RecordLineProcessor> {
         let batch = pending.removeFirst()
         pendingBytes -= batch.inputBytes
         batch.done.wait()
-        try emit(batch, write, failed)
+        try unsafe emit(batch, write, failed)
     }
 
     /// Submits what is left and writes every batch.
     mutating func drainAll(_ write: Write, _ failed: Failed) throws(E3DBError) {
-        if !summary.stoppedEarly { try submit(write, failed) }
+        if !summary.stoppedEarly { try unsafe submit(write, failed) }
         while !pending.isEmpty {
             if summary.stoppedEarly {
                 waitForAll()
                 return
             }
-            try drainOne(write, failed)
+            try unsafe drainOne(write, failed)
         }
     }
 
@@ -604,20 +604,20 @@ private struct Runner<Processor: RecordLineProcessor> {
             if summary.firstFailure == nil { summary.firstFailure = failure }
             failed(failure)
             if options.failFast {
-                try writeOutput(batch, upTo: batch.ends[index], write)
+                try unsafe writeOutput(batch, upTo: batch.ends[index], write)
                 summary.lines += index + 1
                 summary.stoppedEarly = true
                 return
             }
         }
-        try writeOutput(batch, upTo: batch.output.count, write)
+        try unsafe writeOutput(batch, upTo: batch.output.count, write)
         summary.lines += batch.ends.count
     }
 
     private func writeOutput(_ batch: LineBatch, upTo end: Int, _ write: Write) throws(E3DBError) {
         guard end > 0 else { return }
-        let result = batch.output.withUnsafeBytes { raw in
-            Result { () throws(E3DBError) in try write(UnsafeRawBufferPointer(rebasing: raw[0..<end])) }
+        let result = unsafe batch.output.withUnsafeBytes { raw in
+            Result { () throws(E3DBError) in try unsafe write(UnsafeRawBufferPointer(rebasing: raw[0..<end])) }
         }
         try result.get()
     }

@@ -19,7 +19,7 @@ public enum TFSP1 {
     public static let signatureLength = 86
 
     /// A new random salt: a lowercase UUIDv4 string (old Swift's uppercase salts break Java).
-    public static func makeSalt() -> String { UUID().uuidString.lowercased() }
+    public static func makeSalt() -> String { UUID().lowercasedString }
 
     /// `b64u(BLAKE2b-256(utf8(salt || key || value)))`.
     public static func hash(salt: String, key: String, value: String) -> String {

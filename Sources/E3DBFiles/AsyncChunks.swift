@@ -91,8 +91,8 @@ final class AsyncEncryptState {
     }
 
     func account(plaintext: Data, ciphertext: Data, isChunk: Bool) {
-        plaintext.withUnsafeBytes { sums.updatePlaintext($0) }
-        ciphertext.withUnsafeBytes { sums.updateCiphertext($0) }
+        unsafe plaintext.withUnsafeBytes { unsafe sums.updatePlaintext($0) }
+        unsafe ciphertext.withUnsafeBytes { unsafe sums.updateCiphertext($0) }
         plaintextSize += plaintext.count
         encryptedSize += ciphertext.count
         if isChunk { chunks += 1 }
@@ -202,7 +202,7 @@ final class AsyncDecryptState {
     init(_ decryptor: consuming SecretStream.Decryptor, prefix: Data, checksums: FileChecksumKinds) throws(E3DBError) {
         self.decryptor = consume decryptor
         sums = try ChecksumState(checksums)
-        prefix.withUnsafeBytes { sums.updateCiphertext($0) }
+        unsafe prefix.withUnsafeBytes { unsafe sums.updateCiphertext($0) }
     }
 }
 
@@ -257,7 +257,8 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
         var offset = 0
         var index = 0
         var done = false
-        let output = SendableScratch()
+        /// The chunk's plaintext before it is copied out: wiped scratch, reused for every chunk.
+        let output = WipedBuffer(count: E3DBFileFormat.plaintextChunkSize)
 
         init(
             reader: AsyncByteReader<Base.AsyncIterator>, accessKey: AccessKey, checksums: FileChecksumKinds,
@@ -291,16 +292,19 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
                         : "the input ends after chunk \(index - 1) at byte \(offset) without a chunk tagged FINAL",
                     context: .at(offset: offset, chunk: index, part: "chunks"))
             }
-            let (count, tag) = try cipher.withUnsafeBytes { (c: UnsafeRawBufferPointer) throws in
-                try E3DBFileCipher.openChunk(
-                    c, into: output.buffer, decryptor: &state.decryptor, index: index, offset: offset)
+            let (plain, tag) = try unsafe cipher.withUnsafeBytes { (c: UnsafeRawBufferPointer) throws in
+                try unsafe output.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(E3DBError) in
+                    let (count, tag) = try unsafe E3DBFileCipher.openChunk(
+                        c, into: out, decryptor: &state.decryptor, index: index, offset: offset)
+                    let plain = unsafe UnsafeRawBufferPointer(rebasing: out[0..<count])
+                    unsafe state.sums.updateCiphertext(c)
+                    unsafe state.sums.updatePlaintext(plain)
+                    return (unsafe Data(plain), tag)
+                }
             }
             offset += cipher.count
             index += 1
-            let plain = UnsafeRawBufferPointer(rebasing: output.buffer[0..<count])
-            cipher.withUnsafeBytes { state.sums.updateCiphertext($0) }
-            state.sums.updatePlaintext(plain)
-            state.plaintextSize += count
+            state.plaintextSize += plain.count
             if tag == .final {
                 if try await reader.hasMore() {
                     throw E3DBError(
@@ -313,16 +317,9 @@ public struct E3DBFileDecryptedChunks<Base: AsyncSequence>: AsyncSequence where 
                         plaintextSize: state.plaintextSize, encryptedSize: offset, chunkCount: index,
                         checksums: state.sums.finalize(), wasZeroChunkFile: false))
             }
-            return Data(plain)
+            return plain
         }
     }
-}
-
-/// A reusable 64 KiB plaintext buffer in the primitives' wiped storage (`SecureBytes`).
-final class SendableScratch: @unchecked Sendable {
-    private let storage = SecureBytes(count: E3DBFileFormat.plaintextChunkSize) { _ in }
-    /// The storage's bytes; valid as long as this object.
-    var buffer: UnsafeMutableRawBufferPointer { storage.withUnsafeMutableBytes { $0 } }
 }
 
 extension AsyncSequence where Element: DataProtocol {

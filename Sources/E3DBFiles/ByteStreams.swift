@@ -8,15 +8,17 @@ public import Foundation
 
 /// A source of bytes that the file cipher pulls from: a file, a pipe, memory, a network body.
 ///
-/// The cipher asks for at most `buffer.count` bytes per call and copes with short reads, so a source may return
-/// any positive count. It returns 0 only at the end of input.
+/// The cipher asks for at most `buffer.byteCount` bytes per call and copes with short reads, so a source may
+/// return any positive count. It returns 0 only at the end of input. The buffer is a bounds-checked
+/// `MutableRawSpan` that cannot outlive the call: write with `storeBytes(of:toByteOffset:as:)`, or hand
+/// `withUnsafeMutableBytes` to a system call.
 public protocol FileByteSource {
-    /// Reads up to `buffer.count` bytes into `buffer`.
+    /// Reads up to `buffer.byteCount` bytes into the start of `buffer`.
     ///
     /// - Parameter buffer: where to put the bytes; never empty.
-    /// - Returns: the number of bytes written to `buffer`; 0 means end of input.
+    /// - Returns: the number of bytes written to the start of `buffer`; 0 means end of input.
     /// - Throws: any I/O error; the cipher reports it as `.fileIOFailed`.
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+    mutating func read(into buffer: inout MutableRawSpan) throws -> Int
 
     /// How many bytes the source will deliver in all, when known. Used only for progress reports.
     var totalByteCount: Int? { get }
@@ -25,6 +27,12 @@ public protocol FileByteSource {
 extension FileByteSource {
     /// Unknown by default.
     public var totalByteCount: Int? { nil }
+
+    /// ``read(into:)`` over memory the package's ciphers own (their wiped chunk buffers).
+    package mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        var span = unsafe MutableRawSpan(_unsafeBytes: buffer)
+        return try read(into: &span)
+    }
 }
 
 /// A destination for the bytes a file cipher produces.
@@ -36,9 +44,10 @@ extension FileByteSource {
 public protocol FileByteSink {
     /// Appends `bytes`.
     ///
-    /// - Parameter bytes: the next bytes of output; valid only during the call.
+    /// - Parameter bytes: the next bytes of output, a `RawSpan` that cannot outlive the call (read it with
+    ///   `withUnsafeBytes`, or `unsafeLoad(fromByteOffset:as:)`).
     /// - Throws: any I/O error; the cipher reports it as `.fileIOFailed` and calls ``abort()``.
-    mutating func write(_ bytes: UnsafeRawBufferPointer) throws
+    mutating func write(_ bytes: RawSpan) throws
 
     /// Commits the output: everything written is complete and verified.
     ///
@@ -48,6 +57,21 @@ public protocol FileByteSink {
 
     /// Discards the output after a failure. Must not throw.
     mutating func abort()
+}
+
+extension FileByteSink {
+    /// ``write(_:)`` from memory the package's ciphers own (their wiped chunk buffers).
+    package mutating func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try write(unsafe RawSpan(_unsafeBytes: bytes))
+    }
+}
+
+extension FileByteSink where Self: AnyObject {
+    /// ``write(_:)`` from package memory, for a sink that is a class (callable on a `let`).
+    package func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var sink = self
+        try sink.write(unsafe RawSpan(_unsafeBytes: bytes))
+    }
 }
 
 /// A ``FileByteSource`` over bytes in memory. `maxReadSize` limits each read, to model a source that returns
@@ -69,10 +93,11 @@ public struct MemoryByteSource: FileByteSource, Sendable {
     }
 
     /// See ``FileByteSource/read(into:)``.
-    public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        let count = min(buffer.count, maxReadSize, bytes.endIndex - position)
+    public mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
+        let count = min(buffer.byteCount, maxReadSize, bytes.endIndex - position)
         guard count > 0 else { return 0 }
-        bytes.copyBytes(to: buffer, from: position..<(position + count))
+        let range = position..<(position + count)
+        unsafe buffer.withUnsafeMutableBytes { _ = unsafe bytes.copyBytes(to: $0, from: range) }
         position += count
         return count
     }
@@ -95,8 +120,8 @@ public struct MemoryByteSink: FileByteSink, Sendable {
     public init() {}
 
     /// See ``FileByteSink/write(_:)``.
-    public mutating func write(_ bytes: UnsafeRawBufferPointer) throws {
-        buffer.append(contentsOf: bytes)
+    public mutating func write(_ bytes: RawSpan) throws {
+        unsafe bytes.withUnsafeBytes { unsafe buffer.append(contentsOf: $0) }
     }
 
     /// See ``FileByteSink/finish()``.
@@ -121,7 +146,7 @@ public struct DiscardingByteSink: FileByteSink, Sendable {
     /// Creates the sink.
     public init() {}
     /// See ``FileByteSink/write(_:)``.
-    public mutating func write(_ bytes: UnsafeRawBufferPointer) throws { count += bytes.count }
+    public mutating func write(_ bytes: RawSpan) throws { count += bytes.byteCount }
     /// See ``FileByteSink/finish()``.
     public mutating func finish() throws {}
     /// See ``FileByteSink/abort()``.
@@ -132,7 +157,7 @@ public struct DiscardingByteSink: FileByteSink, Sendable {
 func readFully(
     _ source: inout some FileByteSource, into buffer: UnsafeMutableRawBufferPointer
 ) throws(E3DBError) -> Int {
-    try fill(buffer) { part, _ in try source.read(into: part) }
+    try unsafe fill(buffer) { part, _ in try unsafe source.read(into: part) }
 }
 
 /// Calls `read(rest, filled)` until `buffer` is full or it returns 0; returns the bytes filled.
@@ -143,7 +168,7 @@ func fill(
     while filled < buffer.count {
         let n: Int
         do {
-            n = try read(UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), filled)
+            n = try unsafe read(UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), filled)
         } catch {
             throw ioError("reading the input failed", error)
         }

@@ -45,7 +45,7 @@ public struct FileChecksums: Sendable, Hashable {
     public var md5Base64: String? { ciphertextMD5.map { Base64.encode($0) } }
 
     /// The ciphertext BLAKE2b-512 in lowercase hex, as `b2sum` prints it.
-    public var blake2b512Hex: String? { ciphertextBLAKE2b512.map(hexString) }
+    public var blake2b512Hex: String? { ciphertextBLAKE2b512.map { Hex.encode($0) } }
 }
 
 /// A checksum the encrypted input must have; decryption verifies it before committing any output.
@@ -124,16 +124,6 @@ public enum ExpectedFileChecksum: Sendable, Hashable {
     }
 }
 
-func hexString(_ data: Data) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8]()
-    out.reserveCapacity(data.count * 2)
-    for byte in data {
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0x0f)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
 
 /// The running hash states for one operation.
 struct ChecksumState {
@@ -151,14 +141,14 @@ struct ChecksumState {
     var isEmpty: Bool { cipherB2 == nil && cipherMD5 == nil && plainB2 == nil }
 
     mutating func updateCiphertext(_ bytes: UnsafeRawBufferPointer) {
-        guard !bytes.isEmpty else { return }
-        cipherB2?.update(bufferPointer: bytes)
-        cipherMD5?.update(bufferPointer: bytes)
+        guard unsafe !bytes.isEmpty else { return }
+        unsafe cipherB2?.update(bufferPointer: bytes)
+        unsafe cipherMD5?.update(bufferPointer: bytes)
     }
 
     mutating func updatePlaintext(_ bytes: UnsafeRawBufferPointer) {
-        guard !bytes.isEmpty else { return }
-        plainB2?.update(bufferPointer: bytes)
+        guard unsafe !bytes.isEmpty else { return }
+        unsafe plainB2?.update(bufferPointer: bytes)
     }
 
     mutating func finalize() -> FileChecksums {
@@ -167,12 +157,6 @@ struct ChecksumState {
             ciphertextMD5: cipherMD5?.finalize(),
             plaintextBLAKE2b512: plainB2?.finalize())
     }
-}
-
-/// A buffer pointer that crosses to the checksum thread. Safety: the pipeline's slot semaphores guarantee the
-/// memory stays valid and unmodified until the hashing closure has run.
-struct SendableBuffer: @unchecked Sendable {
-    let pointer: UnsafeRawBufferPointer
 }
 
 /// Signals a semaphore when the last of `count` lanes has arrived.
@@ -204,7 +188,7 @@ final class ChecksumLane: @unchecked Sendable {
     }
 
     func update(_ bytes: UnsafeRawBufferPointer) {
-        if readsPlaintext { state.updatePlaintext(bytes) } else { state.updateCiphertext(bytes) }
+        if readsPlaintext { unsafe state.updatePlaintext(bytes) } else { unsafe state.updateCiphertext(bytes) }
     }
 
     /// The finished checksum; call after the lane's queue has drained.
@@ -236,24 +220,24 @@ final class ChecksumPipeline: @unchecked Sendable {
     var wantsPlaintext: Bool { lanes.contains { $0.readsPlaintext } }
 
     /// Hashes `ciphertext` (and `plaintext`, if given) after everything submitted before, then signals `done`.
-    func submit(ciphertext: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer?, done: DispatchSemaphore?) {
+    /// The slots must stay unwritten until then (``SlotRing/acquire(_:)`` waits for `done`).
+    private func submit(ciphertext: SlotBytes, plaintext: SlotBytes?, done: DispatchSemaphore?) {
         guard concurrent else {
             for lane in lanes {
                 if lane.readsPlaintext {
-                    if let plaintext { lane.update(plaintext) }
+                    if let plaintext { unsafe plaintext.withBytes { unsafe lane.update($0) } }
                 } else {
-                    lane.update(ciphertext)
+                    unsafe ciphertext.withBytes { unsafe lane.update($0) }
                 }
             }
             done?.signal()
             return
         }
         // The last lane to finish with the buffer signals `done` itself (no extra hop through another queue).
-        var work: [(ChecksumLane, DispatchQueue, SendableBuffer)] = []
+        var work: [(ChecksumLane, DispatchQueue, SlotBytes)] = []
         for lane in lanes {
             guard let queue = lane.queue else { continue }
-            let bytes = lane.readsPlaintext ? plaintext.map { SendableBuffer(pointer: $0) } : SendableBuffer(pointer: ciphertext)
-            guard let bytes else { continue }
+            guard let bytes = lane.readsPlaintext ? plaintext : ciphertext else { continue }
             work.append((lane, queue, bytes))
         }
         guard !work.isEmpty else {
@@ -263,20 +247,31 @@ final class ChecksumPipeline: @unchecked Sendable {
         let countdown = Countdown(work.count, done: done)
         for (lane, queue, bytes) in work {
             queue.async {
-                lane.update(bytes.pointer)
+                unsafe bytes.withBytes { unsafe lane.update($0) }
                 countdown.arrive()
             }
         }
+    }
+
+    /// Hashes the first `ciphertextCount` bytes of slot `slot`'s ciphertext and, when a lane reads plaintext, the
+    /// first `plaintextCount` bytes of its plaintext, after everything submitted before; hands the slot to the
+    /// lanes, which free it when they are done.
+    func submit(slot: Int, of ring: SlotRing, ciphertextCount: Int, plaintextCount: Int?) {
+        let plaintext = wantsPlaintext
+            ? plaintextCount.map { SlotBytes(ring: ring, slot: slot, count: $0, isPlaintext: true) } : nil
+        submit(
+            ciphertext: SlotBytes(ring: ring, slot: slot, count: ciphertextCount, isPlaintext: false),
+            plaintext: plaintext, done: ring.handOff(slot))
     }
 
     /// Hashes bytes the caller owns (the headers), in order with what was submitted before.
     func submitOwned(ciphertext: Data) {
         for lane in lanes where !lane.readsPlaintext {
             guard let queue = lane.queue else {
-                ciphertext.withUnsafeBytes { lane.update($0) }
+                unsafe ciphertext.withUnsafeBytes { unsafe lane.update($0) }
                 continue
             }
-            queue.async { ciphertext.withUnsafeBytes { lane.update($0) } }
+            queue.async { unsafe ciphertext.withUnsafeBytes { unsafe lane.update($0) } }
         }
     }
 

@@ -118,8 +118,12 @@ public enum E3DBFileCipher {
         var produced = prefix.count
         var chunks = 0
         var current = 0
+        // Optional so that the FINAL chunk can take (consume) it inside the slot's closure.
+        var sealer: SecretStream.Encryptor? = consume encryptor
         slots.acquire(current)
-        var currentCount = try readFully(&source, into: slots.plaintext(current))
+        var currentCount = try unsafe slots.withPlaintext(current) { (buffer) throws(E3DBError) in
+            try unsafe readFully(&source, into: buffer)
+        }
         while true {
             try control.checkCancelled()
             let next = (current + 1) % slots.count
@@ -128,29 +132,42 @@ public enum E3DBFileCipher {
             if !isLast {
                 // Look ahead one chunk: a full chunk followed by end of input carries FINAL.
                 slots.acquire(next)
-                nextCount = try readFully(&source, into: slots.plaintext(next))
+                nextCount = try unsafe slots.withPlaintext(next) { (buffer) throws(E3DBError) in
+                    try unsafe readFully(&source, into: buffer)
+                }
                 if nextCount == 0 {
                     isLast = true
                     slots.release(next)
                 }
             }
-            let plain = UnsafeRawBufferPointer(rebasing: slots.plaintext(current)[0..<currentCount])
-            let out = slots.ciphertext(current)
-            /// Writes and hashes the sealed chunk, and counts it.
-            func deliver(_ sealedCount: Int) throws(E3DBError) {
-                let sealed = UnsafeRawBufferPointer(rebasing: out[0..<sealedCount])
-                try emit(sealed, to: &sink, ciphertext: sealed, plaintext: plain, pipeline: pipeline, done: slots.handOff(current))
-                consumed += currentCount
-                produced += sealedCount
-                chunks += 1
-                control.report(consumed, chunks: chunks)
+            let count = currentCount
+            let sealedCount = try unsafe slots.withPlaintext(current) { (plainBuffer) throws(E3DBError) -> Int in
+                try unsafe slots.withCiphertext(current) { (out) throws(E3DBError) -> Int in
+                    let plain = unsafe UnsafeRawBufferPointer(rebasing: plainBuffer[0..<count])
+                    let sealed: Int
+                    if isLast {
+                        // finish consumes the encryptor: nothing can be sealed after the FINAL chunk.
+                        guard let last = sealer.take() else {
+                            throw E3DBError(.streamFinished, "the file's stream was already finished")
+                        }
+                        sealed = try unsafe last.finish(plain, into: out)
+                    } else {
+                        guard var stream = sealer.take() else {
+                            throw E3DBError(.streamFinished, "the file's stream was already finished")
+                        }
+                        sealed = try unsafe stream.seal(plain, tag: .message, into: out)
+                        sealer = consume stream
+                    }
+                    try unsafe write(UnsafeRawBufferPointer(rebasing: out[0..<sealed]), to: &sink)
+                    return sealed
+                }
             }
-            if isLast {
-                // finish consumes the encryptor: nothing can be sealed after the FINAL chunk.
-                try deliver(try encryptor.finish(plain, into: out))
-                break
-            }
-            try deliver(try encryptor.seal(plain, tag: .message, into: out))
+            pipeline.submit(slot: current, of: slots, ciphertextCount: sealedCount, plaintextCount: count)
+            consumed += count
+            produced += sealedCount
+            chunks += 1
+            control.report(consumed, chunks: chunks)
+            if isLast { break }
             current = next
             currentCount = nextCount
         }
@@ -211,11 +228,12 @@ public enum E3DBFileCipher {
         if let limit, let total = source.totalByteCount, total > limit {
             throw longerThanExpected(limit, chunk: nil)
         }
-        let prefixBuffer = slots.ciphertext(0)
-        let prefixCount = try readFully(
-            &source, into: UnsafeMutableRawBufferPointer(rebasing: prefixBuffer[0..<E3DBFileFormat.prefixSize]))
-        if let limit, prefixCount > limit { throw longerThanExpected(limit, chunk: nil) }
-        let prefix = Data(UnsafeRawBufferPointer(rebasing: prefixBuffer[0..<prefixCount]))
+        let prefix = try unsafe slots.withCiphertext(0) { (buffer) throws(E3DBError) -> Data in
+            let prefixCount = try unsafe readFully(
+                &source, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<E3DBFileFormat.prefixSize]))
+            if let limit, prefixCount > limit { throw longerThanExpected(limit, chunk: nil) }
+            return unsafe Data(UnsafeRawBufferPointer(rebasing: buffer[0..<prefixCount]))
+        }
         var decryptor: SecretStream.Decryptor? = try openPrefix(prefix, accessKey: accessKey)
         pipeline.submitOwned(ciphertext: prefix)
 
@@ -228,19 +246,25 @@ public enum E3DBFileCipher {
         while true {
             try control.checkCancelled()
             slots.acquire(current)
-            let input = slots.ciphertext(current)
-            let n = try readFully(&source, into: input)
-            if n == 0 {
+            let chunkOffset = offset
+            let opened = try unsafe slots.withCiphertext(current) { (input) throws(E3DBError) -> (Int, Int, SecretStream.Tag)? in
+                let n = try unsafe readFully(&source, into: input)
+                if n == 0 { return nil }
+                if let limit, chunkOffset + n > limit { throw longerThanExpected(limit, chunk: chunks) }
+                let cipher = unsafe UnsafeRawBufferPointer(rebasing: input[0..<n])
+                return unsafe try slots.withPlaintext(current) { (output) throws(E3DBError) -> (Int, Int, SecretStream.Tag) in
+                    let (count, tag) = try unsafe openChunk(
+                        cipher, into: output, decryptor: &decryptor, index: chunks, offset: chunkOffset)
+                    try unsafe write(UnsafeRawBufferPointer(rebasing: output[0..<count]), to: &sink)
+                    return (n, count, tag)
+                }
+            }
+            guard let (n, count, tag) = opened else {
                 slots.release(current)
                 break
             }
-            if let limit, offset + n > limit { throw longerThanExpected(limit, chunk: chunks) }
-            let cipher = UnsafeRawBufferPointer(rebasing: input[0..<n])
-            let output = slots.plaintext(current)
-            let (count, tag) = try openChunk(cipher, into: output, decryptor: &decryptor, index: chunks, offset: offset)
             if tag == .final { sawFinal = true }
-            let plain = UnsafeRawBufferPointer(rebasing: output[0..<count])
-            try emit(plain, to: &sink, ciphertext: cipher, plaintext: plain, pipeline: pipeline, done: slots.handOff(current))
+            pipeline.submit(slot: current, of: slots, ciphertextCount: n, plaintextCount: count)
             offset += n
             plaintextSize += count
             chunks += 1
@@ -251,10 +275,12 @@ public enum E3DBFileCipher {
 
         var zeroChunk = false
         if sawFinal {
-            let probe = slots.plaintext((current + 1) % slots.count)
-            slots.acquire((current + 1) % slots.count)
-            let extra = try readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: probe[0..<1]))
-            slots.release((current + 1) % slots.count)
+            let probe = (current + 1) % slots.count
+            slots.acquire(probe)
+            let extra = try unsafe slots.withPlaintext(probe) { (buffer) throws(E3DBError) in
+                try unsafe readFully(&source, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<1]))
+            }
+            slots.release(probe)
             if extra > 0 {
                 if let limit, offset >= limit { throw longerThanExpected(limit, chunk: chunks) }
                 throw E3DBError(
@@ -386,11 +412,11 @@ public enum E3DBFileCipher {
         }
         let opened: (count: Int, tag: SecretStream.Tag)
         do {
-            opened = try stream.open(cipher, into: output)
+            opened = try unsafe stream.open(cipher, into: output)
         } catch {
             // A FINAL chunk shorter than a full chunk merges with whatever follows it in one read. If a proper
             // prefix of these bytes authenticates as a FINAL chunk, the file is intact and the rest is appended.
-            if let length = stream.finalChunkLength(in: cipher) {
+            if let length = unsafe stream.finalChunkLength(in: cipher) {
                 throw E3DBError(
                     .trailingData,
                     "data follows the chunk tagged FINAL: chunk \(index) ends at byte \(offset + length), and "
@@ -442,23 +468,13 @@ public enum E3DBFileCipher {
         }
     }
 
-    /// Writes `output` to the sink, then hands the chunk's ciphertext and plaintext (if wanted) to the checksum
-    /// pipeline, which signals `done` when it no longer needs the slot.
-    static func emit(
-        _ output: UnsafeRawBufferPointer, to sink: inout some FileByteSink, ciphertext: UnsafeRawBufferPointer,
-        plaintext: UnsafeRawBufferPointer, pipeline: ChecksumPipeline, done: DispatchSemaphore
-    ) throws(E3DBError) {
-        try write(output, to: &sink)
-        pipeline.submit(ciphertext: ciphertext, plaintext: pipeline.wantsPlaintext ? plaintext : nil, done: done)
-    }
-
     static func write(_ bytes: UnsafeRawBufferPointer, to sink: inout some FileByteSink) throws(E3DBError) {
-        do { try sink.write(bytes) } catch { throw ioError("writing the output failed", error) }
+        do { try unsafe sink.write(bytes) } catch { throw ioError("writing the output failed", error) }
     }
 
     static func write(_ bytes: Data, to sink: inout some FileByteSink) throws(E3DBError) {
         do {
-            try bytes.withUnsafeBytes { try sink.write($0) }
+            try unsafe bytes.withUnsafeBytes { try unsafe sink.write($0) }
         } catch {
             throw ioError("writing the output failed", error)
         }

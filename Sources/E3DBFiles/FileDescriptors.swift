@@ -20,7 +20,7 @@ public struct FileSystemError: Error, Sendable, CustomStringConvertible {
 
     /// The text of the error.
     public var description: String {
-        let reason = String(cString: strerror(errno))
+        let reason = unsafe String(cString: strerror(errno))
         return path.map { "\(operation) \($0): \(reason)" } ?? "\(operation): \(reason)"
     }
 }
@@ -38,7 +38,7 @@ public struct FileDescriptorSource: FileByteSource, Sendable {
     public init(fileDescriptor: Int32) {
         self.fileDescriptor = fileDescriptor
         var info = stat()
-        if fstat(fileDescriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+        if unsafe fstat(fileDescriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
             let position = lseek(fileDescriptor, 0, SEEK_CUR)
             totalByteCount = position >= 0 ? max(0, Int(info.st_size) - Int(position)) : Int(info.st_size)
         } else {
@@ -47,15 +47,18 @@ public struct FileDescriptorSource: FileByteSource, Sendable {
     }
 
     /// See ``FileByteSource/read(into:)``. Retries on `EINTR`.
-    public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        try retryingInterrupted("read") {
-            #if canImport(Darwin)
-            Darwin.read(fileDescriptor, buffer.baseAddress, buffer.count)
-            #elseif canImport(Glibc)
-            Glibc.read(fileDescriptor, buffer.baseAddress, buffer.count)
-            #else
-            Musl.read(fileDescriptor, buffer.baseAddress, buffer.count)
-            #endif
+    public mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
+        let fd = fileDescriptor
+        return try unsafe buffer.withUnsafeMutableBytes { buffer in
+            try retryingInterrupted("read") {
+                #if canImport(Darwin)
+                unsafe Darwin.read(fd, buffer.baseAddress, buffer.count)
+                #elseif canImport(Glibc)
+                unsafe Glibc.read(fd, buffer.baseAddress, buffer.count)
+                #else
+                unsafe Musl.read(fd, buffer.baseAddress, buffer.count)
+                #endif
+            }
         }
     }
 }
@@ -87,13 +90,13 @@ public struct FileDescriptorSink: FileByteSink, Sendable {
     public init(fileDescriptor: Int32) {
         self.fileDescriptor = fileDescriptor
         var info = stat()
-        isRegularFile = fstat(fileDescriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        isRegularFile = unsafe fstat(fileDescriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
         startOffset = isRegularFile ? max(0, Int(lseek(fileDescriptor, 0, SEEK_CUR))) : 0
     }
 
     /// See ``FileByteSink/write(_:)``. Writes everything, retrying on short writes and `EINTR`.
-    public mutating func write(_ bytes: UnsafeRawBufferPointer) throws {
-        try writeAll(fileDescriptor, bytes)
+    public mutating func write(_ bytes: RawSpan) throws {
+        try unsafe bytes.withUnsafeBytes { try unsafe writeAll(fileDescriptor, $0) }
     }
 
     /// See ``FileByteSink/finish()``. Nothing to commit for a descriptor.
@@ -110,11 +113,11 @@ public struct FileDescriptorSink: FileByteSink, Sendable {
 func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
     var done = 0
     while done < bytes.count {
-        let rest = UnsafeRawBufferPointer(rebasing: bytes[done...])
+        let rest = unsafe UnsafeRawBufferPointer(rebasing: bytes[done...])
         #if canImport(Darwin)
         let n = Darwin.write(fd, rest.baseAddress, rest.count)
         #elseif canImport(Glibc)
-        let n = Glibc.write(fd, rest.baseAddress, rest.count)
+        let n = unsafe Glibc.write(fd, rest.baseAddress, rest.count)
         #else
         let n = Musl.write(fd, rest.baseAddress, rest.count)
         #endif
@@ -156,7 +159,7 @@ package enum UnnamedFile {
     /// - Returns: 0, or -1 with `errno` set.
     package static func link(_ fd: Int32, to path: String) -> Int32 {
         #if os(Linux)
-        return linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+        return unsafe linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
         #else
         errno = EOPNOTSUPP
         return -1
@@ -166,7 +169,7 @@ package enum UnnamedFile {
 
 /// `open(2)` under another name (inside `UnnamedFile`, `open` is the member).
 private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
-    open(path, flags, mode)
+    unsafe open(path, flags, mode)
 }
 
 /// Temporary files that exist on disk but are not committed yet, so that a signal handler can remove them.
@@ -183,13 +186,13 @@ public enum PendingTemporaryFiles {
     /// owns it, so a signal handler and the thread unregistering never both use it.
     nonisolated(unsafe) static let slots: UnsafeMutablePointer<Atomic<Int>> = {
         let slots = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: capacity)
-        for i in 0..<capacity { (slots + i).initialize(to: Atomic(0)) }
-        return slots
+        for i in 0..<capacity { unsafe (slots + i).initialize(to: Atomic(0)) }
+        return unsafe slots
     }()
 
     /// Sets up the registry. Call it before installing a signal handler that calls ``removeAll()``, so the handler
     /// never runs the one-time initialisation.
-    public static func prepare() { _ = slots }
+    public static func prepare() { _ = unsafe slots }
 
     /// Removes every registered file (`unlink`). Async-signal-safe: atomic exchanges and `unlink(2)` only.
     public static func removeAll() {
@@ -198,27 +201,27 @@ public enum PendingTemporaryFiles {
 
     /// Claims slot `index` and unlinks its file, if any. Async-signal-safe.
     static func remove(slot index: Int) {
-        let bits = slots[index].exchange(0, ordering: .acquiringAndReleasing)
-        if let path = UnsafePointer<CChar>(bitPattern: bits) { _ = unlink(path) }
+        let bits = unsafe slots[index].exchange(0, ordering: .acquiringAndReleasing)
+        if let path = unsafe UnsafePointer<CChar>(bitPattern: bits) { _ = unsafe unlink(path) }
     }
 
     /// Registers `path`; returns its slot, or nil when the registry is full (the file is then only removed by
     /// ``AtomicFileSink/abort()``).
     static func register(_ path: String) -> Int? {
-        guard let copy = strdup(path) else { return nil }
+        guard let copy = unsafe strdup(path) else { return nil }
         let bits = Int(bitPattern: copy)
-        for i in 0..<capacity where slots[i].compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
+        for i in 0..<capacity where unsafe slots[i].compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
             return i
         }
-        free(copy)
+        unsafe free(copy)
         return nil
     }
 
     /// Forgets slot `index` (the file was renamed or removed).
     static func unregister(_ index: Int?) {
         guard let index else { return }
-        let bits = slots[index].exchange(0, ordering: .acquiringAndReleasing)
-        if let path = UnsafeMutablePointer<CChar>(bitPattern: bits) { free(path) }
+        let bits = unsafe slots[index].exchange(0, ordering: .acquiringAndReleasing)
+        if let path = unsafe UnsafeMutablePointer<CChar>(bitPattern: bits) { unsafe free(path) }
     }
 }
 
@@ -251,7 +254,7 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
         self.path = path
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[...$0]) } ?? ""
-        let suffix = hexString(SecureRandom.bytes(count: 8))
+        let suffix = Hex.encode(SecureRandom.bytes(count: 8))
         temporaryPath = "\(directory).e3dbkit-\(suffix).tmp"
         let unnamed = UnnamedFile.open(inDirectory: directory.isEmpty ? "." : directory, readable: false)
         if unnamed >= 0 {
@@ -262,7 +265,7 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
         }
         isUnnamedUntilCommit = false
         registration = PendingTemporaryFiles.register(temporaryPath)
-        fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        fd = unsafe open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         hasName = fd >= 0
         if fd < 0 {
             let code = errno
@@ -274,9 +277,9 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
     deinit { abort() }
 
     /// See ``FileByteSink/write(_:)``.
-    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    public func write(_ bytes: RawSpan) throws {
         do {
-            try writeAll(fd, bytes)
+            try unsafe bytes.withUnsafeBytes { try unsafe writeAll(fd, $0) }
         } catch let error as FileSystemError {
             throw FileSystemError(operation: error.operation, errno: error.errno, path: temporaryPath)
         }
@@ -301,7 +304,7 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
             throw FileSystemError(operation: "close", errno: errno, path: temporaryPath)
         }
         fd = -1
-        if rename(temporaryPath, path) != 0 {
+        if unsafe rename(temporaryPath, path) != 0 {
             throw FileSystemError(operation: "rename", errno: errno, path: path)
         }
         PendingTemporaryFiles.unregister(registration)
@@ -319,7 +322,7 @@ public final class AtomicFileSink: FileByteSink, @unchecked Sendable {
             _ = close(fd)
             fd = -1
         }
-        if hasName { _ = unlink(temporaryPath) }
+        if hasName { _ = unsafe unlink(temporaryPath) }
         PendingTemporaryFiles.unregister(registration)
         registration = nil
     }
@@ -427,14 +430,14 @@ extension E3DBFileCipher {
         var current = 0
         while true {
             slots.acquire(current)
-            let n = try readFully(&source, into: slots.ciphertext(current))
+            let n = try unsafe slots.withCiphertext(current) { (buffer) throws(E3DBError) in
+                try unsafe readFully(&source, into: buffer)
+            }
             if n == 0 {
                 slots.release(current)
                 break
             }
-            pipeline.submit(
-                ciphertext: UnsafeRawBufferPointer(rebasing: slots.ciphertext(current)[0..<n]), plaintext: nil,
-                done: slots.handOff(current))
+            pipeline.submit(slot: current, of: slots, ciphertextCount: n, plaintextCount: nil)
             total += n
             current = (current + 1) % slots.count
         }
@@ -442,7 +445,7 @@ extension E3DBFileCipher {
     }
 
     static func openForReading(_ path: String) throws(E3DBError) -> Int32 {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = unsafe open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             throw E3DBError(.fileIOFailed, "\(FileSystemError(operation: "open", errno: errno, path: path))")
         }

@@ -29,14 +29,22 @@ public protocol FileRandomAccessSource {
     /// The total length in bytes.
     var byteCount: Int { get }
 
-    /// Reads up to `buffer.count` bytes starting at `offset`.
+    /// Reads up to `buffer.byteCount` bytes starting at `offset` into the start of `buffer`.
     ///
     /// - Parameters:
-    ///   - buffer: where to put the bytes; never empty.
+    ///   - buffer: where to put the bytes (a bounds-checked span that cannot outlive the call); never empty.
     ///   - offset: the position of the first byte, in `0..<byteCount`.
     /// - Returns: the number of bytes read; 0 only at or after the end.
     /// - Throws: any I/O error; range reads report it as `.fileIOFailed`.
-    func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: Int) throws -> Int
+    func read(into buffer: inout MutableRawSpan, atOffset offset: Int) throws -> Int
+}
+
+extension FileRandomAccessSource {
+    /// ``read(into:atOffset:)`` over memory the package's range reader owns (its wiped chunk buffers).
+    package func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: Int) throws -> Int {
+        var span = unsafe MutableRawSpan(_unsafeBytes: buffer)
+        return try read(into: &span, atOffset: offset)
+    }
 }
 
 /// A ``FileRandomAccessSource`` over bytes in memory.
@@ -52,11 +60,11 @@ public struct MemoryRandomAccessSource: FileRandomAccessSource, Sendable {
     public var byteCount: Int { bytes.count }
 
     /// See ``FileRandomAccessSource/read(into:atOffset:)``.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: Int) throws -> Int {
+    public func read(into buffer: inout MutableRawSpan, atOffset offset: Int) throws -> Int {
         guard offset >= 0, offset < bytes.count else { return 0 }
-        let count = min(buffer.count, bytes.count - offset)
+        let count = min(buffer.byteCount, bytes.count - offset)
         let start = bytes.startIndex + offset
-        bytes.copyBytes(to: buffer, from: start..<(start + count))
+        unsafe buffer.withUnsafeMutableBytes { _ = unsafe bytes.copyBytes(to: $0, from: start..<(start + count)) }
         return count
     }
 }
@@ -76,7 +84,7 @@ public struct FileDescriptorRandomAccessSource: FileRandomAccessSource, Sendable
     ///   cannot be read at an offset), `.fileIOFailed` when `fstat` fails.
     public init(fileDescriptor: Int32) throws(E3DBError) {
         var info = stat()
-        guard fstat(fileDescriptor, &info) == 0 else {
+        guard unsafe fstat(fileDescriptor, &info) == 0 else {
             throw E3DBError(.fileIOFailed, "\(FileSystemError(operation: "fstat", errno: errno, path: nil))")
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
@@ -87,8 +95,11 @@ public struct FileDescriptorRandomAccessSource: FileRandomAccessSource, Sendable
     }
 
     /// See ``FileRandomAccessSource/read(into:atOffset:)``. Retries on `EINTR`.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: Int) throws -> Int {
-        try retryingInterrupted("pread") { pread(fileDescriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
+    public func read(into buffer: inout MutableRawSpan, atOffset offset: Int) throws -> Int {
+        let fd = fileDescriptor
+        return try unsafe buffer.withUnsafeMutableBytes { buffer in
+            try retryingInterrupted("pread") { unsafe pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+        }
     }
 }
 
@@ -225,16 +236,33 @@ extension E3DBFileCipher {
                 .rangeReadsUnavailable,
                 "the linked libsodium does not advance secretstream state as range reads expect; decrypt whole files")
         }
-        let size = source.byteCount
-        let buffers = SlotRing(count: 1)
-        let cipherBuffer = buffers.ciphertext(0)
-        let plainBuffer = buffers.plaintext(0)
+        // One chunk of ciphertext and its plaintext, in wiped scratch.
+        let cipherScratch = WipedBuffer(count: E3DBFileFormat.ciphertextChunkSize)
+        let plainScratch = WipedBuffer(count: E3DBFileFormat.plaintextChunkSize)
+        return try unsafe cipherScratch.withUnsafeMutableBytes { (cipherBuffer) throws(E3DBError) in
+            try unsafe plainScratch.withUnsafeMutableBytes { (plainBuffer) throws(E3DBError) in
+                try unsafe decryptRange(
+                    range, from: source, to: &sink, accessKey: accessKey, cipherBuffer: cipherBuffer,
+                    plainBuffer: plainBuffer)
+            }
+        }
+    }
 
+    /// ``decryptRangeBody(_:from:to:accessKey:)`` with its two chunk buffers.
+    private static func decryptRange(
+        _ range: ClosedRange<Int>,
+        from source: some FileRandomAccessSource,
+        to sink: inout some FileByteSink,
+        accessKey: AccessKey,
+        cipherBuffer: UnsafeMutableRawBufferPointer,
+        plainBuffer: UnsafeMutableRawBufferPointer
+    ) throws(E3DBError) -> FileRangeDecryptionResult {
+        let size = source.byteCount
         // Headers first, so a wrong key or a damaged header is reported before any size or range problem.
-        let prefixCount = try readFullyAt(
+        let prefixCount = try unsafe readFullyAt(
             source, at: 0,
             into: UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<min(max(0, size), E3DBFileFormat.prefixSize)]))
-        var stream = try openPrefix(
+        var stream = try unsafe openPrefix(
             Data(UnsafeRawBufferPointer(rebasing: cipherBuffer[0..<prefixCount])), accessKey: accessKey)
         var bytesRead = prefixCount
         let layout = try FileChunkLayout(encryptedSize: size)
@@ -256,12 +284,12 @@ extension E3DBFileCipher {
         let last = range.upperBound / chunkSize
 
         // Rebuild the state for chunk `first` from the MACs (last 16 bytes) of the chunks before it.
-        let mac = UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<SecretStream.macByteCount])
+        let mac = unsafe UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<SecretStream.macByteCount])
         for index in 0..<first {
             let end = layout.offset(ofChunk: index) + E3DBFileFormat.ciphertextChunkSize
-            let n = try readFullyAt(source, at: end - SecretStream.macByteCount, into: mac)
+            let n = try unsafe readFullyAt(source, at: end - SecretStream.macByteCount, into: mac)
             guard n == SecretStream.macByteCount else { throw shrank(size, at: end) }
-            try stream.skipMessageChunk(mac: UnsafeRawBufferPointer(mac))
+            try unsafe stream.skipMessageChunk(mac: UnsafeRawBufferPointer(mac))
             bytesRead += n
         }
 
@@ -269,11 +297,11 @@ extension E3DBFileCipher {
         for index in first...last {
             let offset = layout.offset(ofChunk: index)
             let length = layout.size(ofChunk: index)
-            let input = UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<length])
-            let n = try readFullyAt(source, at: offset, into: input)
+            let input = unsafe UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<length])
+            let n = try unsafe readFullyAt(source, at: offset, into: input)
             guard n == length else { throw shrank(size, at: offset + n) }
             bytesRead += n
-            let (count, tag) = try openChunk(
+            let (count, tag) = try unsafe openChunk(
                 UnsafeRawBufferPointer(input), into: plainBuffer, decryptor: &decryptor, index: index, offset: offset)
             let isLastOfFile = index == layout.chunkCount - 1
             if isLastOfFile, tag != .final {
@@ -295,7 +323,7 @@ extension E3DBFileCipher {
                     .fileTruncated, "chunk \(index) holds \(count) bytes, fewer than its place in the file requires",
                     context: .at(offset: offset, chunk: index, part: "chunk"))
             }
-            try write(UnsafeRawBufferPointer(rebasing: plainBuffer[lower..<upper]), to: &sink)
+            try unsafe write(UnsafeRawBufferPointer(rebasing: plainBuffer[lower..<upper]), to: &sink)
         }
         return FileRangeDecryptionResult(
             range: range, plaintextSize: layout.plaintextSize, chunks: first...last, encryptedBytesRead: bytesRead)
@@ -312,6 +340,6 @@ extension E3DBFileCipher {
     static func readFullyAt(
         _ source: some FileRandomAccessSource, at offset: Int, into buffer: UnsafeMutableRawBufferPointer
     ) throws(E3DBError) -> Int {
-        try fill(buffer) { part, filled in try source.read(into: part, atOffset: offset + filled) }
+        try unsafe fill(buffer) { part, filled in try unsafe source.read(into: part, atOffset: offset + filled) }
     }
 }

@@ -4,9 +4,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import E3DBPrimitives
-// TSV1 signing and verification moved to E3DBAPI (the wire layer, shared by the client and the server); this
-// module re-exports it so that `import E3DBIdentity` keeps offering `TSV1`.
-@_exported public import E3DBAPI
 
 /// PKCE (RFC 7636 S256) as the identity login uses it (spec §8.3):
 /// `verifier = b64u(32 random bytes)`, `challenge = b64u(SHA-256(utf8(verifier)))`.

@@ -42,7 +42,7 @@ public struct AccessKey: Sendable, CustomStringConvertible, CustomDebugStringCon
 
     /// Calls `body` with the 32 key bytes. Do not copy them out of the closure.
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        try secretBoxKey.withUnsafeBytes(body)
+        try unsafe secretBoxKey.withUnsafeBytes(body)
     }
 
     /// Redacted.

@@ -83,7 +83,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
 
     /// Redacted except for the client ID and public keys.
     public var description: String {
-        "ClientIdentity(client_id: \(clientID?.uuidString.lowercased() ?? "none"), public_key: "
+        "ClientIdentity(client_id: \(clientID?.lowercasedString ?? "none"), public_key: "
             + "\(publicKey.base64URLEncoded), public_signing_key: \(publicSigningKey?.base64URLEncoded ?? "none"))"
     }
 
@@ -117,8 +117,8 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
     public init(configJSON: some DataProtocol) throws(E3DBError) {
         // The text holds private keys: work on a wiped copy.
         let text = SecureBytes(copying: configJSON)
-        self = try text.withUnsafeBytes { (raw) throws(E3DBError) in
-            try Self.parse(raw.assumingMemoryBound(to: UInt8.self))
+        self = try unsafe text.withUnsafeBytes { (raw) throws(E3DBError) in
+            try unsafe Self.parse(raw.assumingMemoryBound(to: UInt8.self))
         }
     }
 
@@ -126,7 +126,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         let object: JSONObject
         let raw: [String: RawJSONString]
         do {
-            (object, raw) = try CanonicalJSON.parseObject(utf8, rawMembers: secretMembers)
+            (object, raw) = unsafe try CanonicalJSON.parseObject(utf8, rawMembers: secretMembers)
         } catch {
             // Only the code, the offset and a known member name: a parser message may quote one input character,
             // which could be key text.
@@ -150,7 +150,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
                 guard !member.hasEscapes else {
                     throw bad(name, "contains a JSON escape sequence; secrets must be written as plain text")
                 }
-                return member.range.isEmpty ? nil : UnsafeBufferPointer(rebasing: utf8[member.range])
+                return unsafe member.range.isEmpty ? nil : UnsafeBufferPointer(rebasing: utf8[member.range])
             }
             switch object[name] {
             case nil, .null?: return nil
@@ -158,9 +158,9 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             }
         }
         func secretKey(_ name: String) throws(E3DBError) -> SecureBytes? {
-            guard let text = try secretText(name) else { return nil }
+            guard let text = try unsafe secretText(name) else { return nil }
             do {
-                return try Base64URL.decodeSecret(utf8: text)
+                return unsafe try Base64URL.decodeSecret(utf8: text)
             } catch {
                 throw E3DBError(
                     .invalidClientConfig,
@@ -185,7 +185,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         let signingName = present("private_signing_key") ? "private_signing_key" : "private_sig_key"
         let publicSigningName = present("public_signing_key") ? "public_signing_key" : "public_sig_key"
         // Both spellings are type-checked, even the one that is not used.
-        for name in ["private_signing_key", "private_sig_key"] where name != signingName { _ = try secretText(name) }
+        for name in ["private_signing_key", "private_sig_key"] where name != signingName { _ = try unsafe secretText(name) }
         for name in ["public_signing_key", "public_sig_key"] where name != publicSigningName { _ = try string(name) }
         let publicSigningText = try string(publicSigningName)
         if let signingBytes = try secretKey(signingName) {
@@ -212,7 +212,7 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         default: throw bad("version", "is not a string or a number")
         }
         // Empty API credentials (what a key-only credential file holds) mean "none".
-        let apiSecret = try secretText("api_secret").map { SecureBytes(copying: $0) }.flatMap { $0.count == 0 ? nil : $0 }
+        let apiSecret = try unsafe secretText("api_secret").map { unsafe SecureBytes(copying: $0) }.flatMap { $0.count == 0 ? nil : $0 }
         let apiURL = try string("api_url")
         let baseAPIURL = try string("base_api_url")
         func nonEmpty(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
@@ -237,11 +237,11 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             ("version", .string(signingKey == nil ? "1" : "2")),
         ]
         members.append(("api_key_id", .string(apiKeyID ?? "")))
-        members.append(
-            ("api_secret", .string(apiSecret?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } ?? "")))
+        unsafe members.append(
+            ("api_secret", .string(apiSecret?.withUnsafeBytes { unsafe String(decoding: $0, as: UTF8.self) } ?? "")))
         members.append(("api_url", .string(apiURL ?? Self.defaultAPIURL)))
         members.append(("client_email", .string(clientEmail ?? "")))
-        if let clientID { members.append(("client_id", .string(clientID.uuidString.lowercased()))) }
+        if let clientID { members.append(("client_id", .string(clientID.lowercasedString))) }
         if let signingKey {
             members.append(("private_signing_key", .string(signingKey.base64URLEncoded)))
             members.append(("public_signing_key", .string(signingKey.publicKey.base64URLEncoded)))

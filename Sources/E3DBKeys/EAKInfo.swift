@@ -85,8 +85,8 @@ public struct EAKInfo: Sendable, Hashable {
     ///   the input is not strict JSON (duplicate members, invalid UTF-8, lone surrogates...) or not an object.
     public init(jsonData: some DataProtocol, decoding: Base64Decoding = .strict) throws(E3DBError) {
         let bytes = Array(jsonData)
-        let parsed = bytes.withUnsafeBufferPointer { utf8 in
-            Result { () throws(ObjectParseError) in try CanonicalJSON.parseObject(utf8, rawMembers: []).object }
+        let parsed = unsafe bytes.withUnsafeBufferPointer { utf8 in
+            Result { () throws(ObjectParseError) in try unsafe CanonicalJSON.parseObject(utf8, rawMembers: []).object }
         }
         switch parsed {
         case .success(let object): try self.init(json: .object(object), decoding: decoding)
@@ -121,11 +121,11 @@ public struct EAKInfo: Sendable, Hashable {
             shape == .api ? .object(JSONObject([(key: name, value: .string(text))])) : .string(text)
         }
         var members: [JSONObject.Member] = [
-            ("authorizer_id", .string(authorizerID.uuidString.lowercased())),
+            ("authorizer_id", .string(authorizerID.lowercasedString)),
             ("authorizer_public_key", key(authorizerPublicKey.base64URLEncoded, "curve25519")),
             ("eak", .string(eak.stringValue)),
         ]
-        if let signerID { members.append(("signer_id", .string(signerID.uuidString.lowercased()))) }
+        if let signerID { members.append(("signer_id", .string(signerID.lowercasedString))) }
         if let signerSigningKey { members.append(("signer_signing_key", key(signerSigningKey.base64URLEncoded, "ed25519"))) }
         if !accessKeyWrappers.isEmpty {
             members.append(("access_key_wrappers", .array(accessKeyWrappers.map(\.jsonValue))))
@@ -226,10 +226,10 @@ extension EAKInfo: Codable {
     /// `access_key_wrappers` only when there are wrappers.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(authorizerID.uuidString.lowercased(), forKey: .authorizer_id)
+        try c.encode(authorizerID.lowercasedString, forKey: .authorizer_id)
         try c.encode(Curve25519PublicKeyJSON(authorizerPublicKey), forKey: .authorizer_public_key)
         try c.encode(eak, forKey: .eak)
-        try c.encodeIfPresent(signerID?.uuidString.lowercased(), forKey: .signer_id)
+        try c.encodeIfPresent(signerID?.lowercasedString, forKey: .signer_id)
         try c.encodeIfPresent(signerSigningKey.map(Ed25519PublicKeyJSON.init), forKey: .signer_signing_key)
         if !accessKeyWrappers.isEmpty { try c.encode(accessKeyWrappers, forKey: .access_key_wrappers) }
     }

@@ -81,8 +81,8 @@ public struct EncryptedAccessKey: Sendable, Hashable, CustomStringConvertible {
         by authorizer: Box.PrivateKey,
         nonce: Box.Nonce = Box.Nonce()
     ) throws(E3DBError) -> EncryptedAccessKey {
-        let sealed = try accessKey.secretBoxKey.withUnsafeBytes { (raw) throws(E3DBError) in
-            try Box.seal(raw, to: reader, from: authorizer, nonce: nonce)
+        let sealed = try unsafe accessKey.secretBoxKey.withUnsafeBytes { (raw) throws(E3DBError) in
+            try unsafe Box.seal(raw, to: reader, from: authorizer, nonce: nonce)
         }
         return try EncryptedAccessKey(ciphertext: sealed.ciphertext, nonce: sealed.nonce)
     }

@@ -30,7 +30,7 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
         let decoded = try unsafe value.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
             try unsafe SecureBytes(count: digits / 2) { (out) throws(E3DBError) in
                 for index in 0..<(digits / 2) {
-                    guard let high = unsafe hexValue(bytes[2 + 2 * index]), let low = unsafe hexValue(bytes[3 + 2 * index]) else {
+                    guard let high = unsafe Hex.value(of: bytes[2 + 2 * index]), let low = unsafe Hex.value(of: bytes[3 + 2 * index]) else {
                         throw E3DBError(.invalidKey, "a raw key holds hex digits only", context: .init(part: "key", offset: 2 + 2 * index))
                     }
                     unsafe out[index] = high << 4 | low
@@ -90,14 +90,5 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
         case .rawKey: "SQLCipherKey.rawKey(redacted)"
         case .rawKeyAndSalt: "SQLCipherKey.rawKeyAndSalt(redacted)"
         }
-    }
-}
-
-private func hexValue(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
     }
 }

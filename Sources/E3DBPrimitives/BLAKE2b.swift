@@ -114,7 +114,7 @@ public struct BLAKE2b: Sendable {
     }
 
     /// Adds the bytes at `buffer` to the hash.
-    public mutating func update(bufferPointer buffer: UnsafeRawBufferPointer) {
+    package mutating func update(bufferPointer buffer: UnsafeRawBufferPointer) {
         if !isKnownUniquelyReferenced(&state) { state = State(copying: state) }
         _ = unsafe crypto_generichash_update(state.typed, buffer.u8, UInt64(buffer.count))
     }

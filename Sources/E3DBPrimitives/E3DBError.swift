@@ -136,6 +136,8 @@ extension E3DBError.Code {
     public static let authenticationFailed = Self("authenticationFailed", category: .verification)
     /// Text is not valid base64 of the expected variant.
     public static let invalidBase64 = Self("invalidBase64", category: .malformedInput)
+    /// Text is not hex: an odd number of digits, or a character that is not a hex digit.
+    public static let invalidHex = Self("invalidHex", category: .malformedInput)
     /// A signature did not verify.
     public static let invalidSignature = Self("invalidSignature", category: .verification)
     /// A key's parts disagree (an Ed25519 secret key whose public half does not match its seed).

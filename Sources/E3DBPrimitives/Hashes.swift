@@ -51,7 +51,7 @@ public enum Hashes: Sendable {
         }
 
         /// Adds the bytes at `buffer`.
-        public mutating func update(bufferPointer buffer: UnsafeRawBufferPointer) {
+        package mutating func update(bufferPointer buffer: UnsafeRawBufferPointer) {
             unsafe inner.update(bufferPointer: buffer)
         }
 

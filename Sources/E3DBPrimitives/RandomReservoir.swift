@@ -7,26 +7,16 @@ import Synchronization
 /// nonces) costs four system calls and the kernel's generic ChaCha20. A reservoir draws a fresh 32-byte seed from
 /// `randombytes_buf` (the OS) and expands it with `randombytes_buf_deterministic` (libsodium's ChaCha20 generator)
 /// into 64 KiB, hands those bytes out once each, zeroing them as they go, and draws a new seed when they run out.
-/// The seed is wiped as soon as it has been expanded. Thread-safe.
+/// The seed is wiped as soon as it has been expanded. Both live in ``WipedBuffer``s. Thread-safe.
 @safe
 package final class RandomReservoir: @unchecked Sendable {
     // @unchecked Sendable: `buffer` and `offset` are only touched under `lock`.
     private static let capacity = 1 << 16
     private let lock = Mutex(())
-    private let buffer: UnsafeMutableRawPointer
-    private var offset: Int
+    private let buffer = WipedBuffer(count: RandomReservoir.capacity)
+    private var offset = RandomReservoir.capacity
 
-    package init() {
-        Sodium.ensure()
-        unsafe buffer = UnsafeMutableRawPointer.allocate(byteCount: Self.capacity, alignment: 16)
-        unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0, count: Self.capacity)
-        offset = Self.capacity
-    }
-
-    deinit {
-        unsafe sodium_memzero(buffer, Self.capacity)
-        unsafe buffer.deallocate()
-    }
+    package init() {}
 
     /// Fills `out` with bytes no one else has received.
     package func fill(_ out: UnsafeMutableRawBufferPointer) {
@@ -36,8 +26,11 @@ package final class RandomReservoir: @unchecked Sendable {
             while written < out.count {
                 if offset == Self.capacity { refill() }
                 let take = min(out.count - written, Self.capacity - offset)
-                unsafe (target + written).copyMemory(from: buffer + offset, byteCount: take)
-                unsafe sodium_memzero(buffer + offset, take)
+                let taken = offset..<(offset + take)
+                unsafe buffer.withUnsafeBytes(in: taken) {
+                    unsafe UnsafeMutableRawBufferPointer(start: target + written, count: take).copyMemory(from: $0)
+                }
+                buffer.wipe(taken)
                 offset += take
                 written += take
             }
@@ -45,12 +38,12 @@ package final class RandomReservoir: @unchecked Sendable {
     }
 
     private func refill() {
-        var seed = [UInt8](repeating: 0, count: Int(randombytes_SEEDBYTES))
-        unsafe seed.withUnsafeMutableBufferPointer { s in
-            guard let base = s.baseAddress else { return }
-            unsafe randombytes_buf(base, s.count)
-            unsafe randombytes_buf_deterministic(buffer, Self.capacity, base)
-            unsafe sodium_memzero(base, s.count)
+        let seed = WipedBuffer(count: Int(randombytes_SEEDBYTES))
+        unsafe seed.withUnsafeMutableBytes { s in
+            unsafe buffer.withUnsafeMutableBytes { b in
+                unsafe randombytes_buf(s.u8, s.count)
+                unsafe randombytes_buf_deterministic(b.u8, b.count, s.u8)
+            }
         }
         offset = 0
     }

@@ -106,48 +106,47 @@ extension SecretStream.Decryptor {
         guard !isFinished, buffer.count > SecretStream.overheadByteCount else { return nil }
         let polySize = MemoryLayout<crypto_onetimeauth_poly1305_state>.size
         let scratchSize = 2 * polySize + 64 + 16 + 16 + 16
-        let scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchSize, alignment: 64)
-        unsafe scratch.initializeMemory(as: UInt8.self, repeating: 0, count: scratchSize)
-        defer {
-            unsafe sodium_memzero(scratch, scratchSize)
-            unsafe scratch.deallocate()
-        }
-        let running = unsafe scratch.assumingMemoryBound(to: crypto_onetimeauth_poly1305_state.self)
-        let trial = unsafe (scratch + polySize).assumingMemoryBound(to: crypto_onetimeauth_poly1305_state.self)
-        let block = unsafe (scratch + 2 * polySize).assumingMemoryBound(to: UInt8.self)
-        let zeros = unsafe block + 64
-        let lengths = unsafe zeros + 16
-        let mac = unsafe lengths + 16
-        let key = unsafe UnsafeRawPointer(state.pointer).assumingMemoryBound(to: UInt8.self)
-        let nonce = unsafe key + 32
-        let input = unsafe buffer.u8
+        // Poly1305 states, the keystream block and the MAC are secret: they live in wiped scratch.
+        let scratchBuffer = WipedBuffer(count: scratchSize, alignment: 64)
+        return unsafe scratchBuffer.withUnsafeMutableBytes { (scratchBytes: UnsafeMutableRawBufferPointer) -> Int? in
+            guard let scratch = scratchBytes.baseAddress else { return nil }
+            let running = unsafe scratch.assumingMemoryBound(to: crypto_onetimeauth_poly1305_state.self)
+            let trial = unsafe (scratch + polySize).assumingMemoryBound(to: crypto_onetimeauth_poly1305_state.self)
+            let block = unsafe (scratch + 2 * polySize).assumingMemoryBound(to: UInt8.self)
+            let zeros = unsafe block + 64
+            let lengths = unsafe zeros + 16
+            let mac = unsafe lengths + 16
+            let key = unsafe UnsafeRawPointer(state.pointer).assumingMemoryBound(to: UInt8.self)
+            let nonce = unsafe key + 32
+            let input = unsafe buffer.u8
 
-        // Block 0 is the Poly1305 key; block 1 encrypts the tag byte and is authenticated with it.
-        unsafe crypto_stream_chacha20_ietf(block, 64, nonce, key)
-        unsafe crypto_onetimeauth_poly1305_init(running, block)
-        unsafe sodium_memzero(block, 64)
-        unsafe block[0] = input[0]
-        unsafe crypto_stream_chacha20_ietf_xor_ic(block, block, 64, nonce, 1, key)
-        guard unsafe block[0] == SecretStream.Tag.final.rawValue else { return nil }
-        unsafe block[0] = input[0]
-        unsafe crypto_onetimeauth_poly1305_update(running, block, 64)
+            // Block 0 is the Poly1305 key; block 1 encrypts the tag byte and is authenticated with it.
+            unsafe crypto_stream_chacha20_ietf(block, 64, nonce, key)
+            unsafe crypto_onetimeauth_poly1305_init(running, block)
+            unsafe sodium_memzero(block, 64)
+            unsafe block[0] = input[0]
+            unsafe crypto_stream_chacha20_ietf_xor_ic(block, block, 64, nonce, 1, key)
+            guard unsafe block[0] == SecretStream.Tag.final.rawValue else { return nil }
+            unsafe block[0] = input[0]
+            unsafe crypto_onetimeauth_poly1305_update(running, block, 64)
 
-        for messageLength in 0..<(buffer.count - SecretStream.overheadByteCount) {
-            unsafe trial.update(from: running, count: 1)
-            // libsodium pads the ciphertext with (0x10 - 64 + mlen) & 0xf zero bytes, then the two lengths.
-            unsafe crypto_onetimeauth_poly1305_update(trial, zeros, UInt64(messageLength & 0xf))
-            let total = UInt64(64 + messageLength)
-            for i in 0..<8 {
-                unsafe lengths[i] = 0
-                unsafe lengths[8 + i] = UInt8(truncatingIfNeeded: total >> (8 * UInt64(i)))
+            for messageLength in 0..<(buffer.count - SecretStream.overheadByteCount) {
+                unsafe trial.update(from: running, count: 1)
+                // libsodium pads the ciphertext with (0x10 - 64 + mlen) & 0xf zero bytes, then the two lengths.
+                unsafe crypto_onetimeauth_poly1305_update(trial, zeros, UInt64(messageLength & 0xf))
+                let total = UInt64(64 + messageLength)
+                for i in 0..<8 {
+                    unsafe lengths[i] = 0
+                    unsafe lengths[8 + i] = UInt8(truncatingIfNeeded: total >> (8 * UInt64(i)))
+                }
+                unsafe crypto_onetimeauth_poly1305_update(trial, lengths, 16)
+                unsafe crypto_onetimeauth_poly1305_final(trial, mac)
+                if unsafe sodium_memcmp(mac, input + 1 + messageLength, 16) == 0 {
+                    return messageLength + SecretStream.overheadByteCount
+                }
+                unsafe crypto_onetimeauth_poly1305_update(running, input + 1 + messageLength, 1)
             }
-            unsafe crypto_onetimeauth_poly1305_update(trial, lengths, 16)
-            unsafe crypto_onetimeauth_poly1305_final(trial, mac)
-            if unsafe sodium_memcmp(mac, input + 1 + messageLength, 16) == 0 {
-                return messageLength + SecretStream.overheadByteCount
-            }
-            unsafe crypto_onetimeauth_poly1305_update(running, input + 1 + messageLength, 1)
+            return nil
         }
-        return nil
     }
 }

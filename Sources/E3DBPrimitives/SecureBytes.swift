@@ -11,8 +11,8 @@ internal import CE3DBSodium
 ///   transient copies in registers or on the stack.
 @safe
 public final class SecureBytes: @unchecked Sendable {
-    // @unchecked Sendable: public API writes the storage only during initialisation. Package code may also write
-    // it through withUnsafeMutableBytes/wipe (file chunk buffers), and then orders those writes itself.
+    // @unchecked Sendable: the storage is written only during initialisation, then only read. Scratch memory that
+    // is written in place (chunk buffers, reservoirs) is a ``WipedBuffer`` instead.
     private let pointer: UnsafeMutableRawPointer
     private let capacity: Int
     /// The number of secret bytes.
@@ -73,19 +73,6 @@ public final class SecureBytes: @unchecked Sendable {
     /// Calls `body` with the secret bytes. Do not let the pointer escape.
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try unsafe body(UnsafeRawBufferPointer(start: pointer, count: count))
-    }
-
-    /// Calls `body` with the bytes writable, for package code that fills wiped buffers in place (the file
-    /// layer's chunk buffers). The caller orders any concurrent access itself. Do not let the pointer escape.
-    package func withUnsafeMutableBytes<R, E: Error>(
-        _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
-    ) throws(E) -> R {
-        try unsafe body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
-    }
-
-    /// Overwrites the whole storage with zeros (`sodium_memzero`); the storage stays allocated.
-    package func wipe() {
-        unsafe sodium_memzero(pointer, capacity)
     }
 
     /// Constant-time equality of the contents (`sodium_memcmp`); false when the lengths differ.

@@ -17,24 +17,9 @@ public enum SecureRandom {
 
     /// Fills `buffer` with random bytes. One call is one system call, so batch small requests.
     @unsafe
-    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+    package static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         Sodium.ensure()
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
         unsafe randombytes_buf(base, buffer.count)
-    }
-}
-
-/// Comparisons whose running time does not depend on the contents.
-public enum ConstantTime {
-    /// True when `a` and `b` have the same length and bytes (`sodium_memcmp`). Only the lengths may leak.
-    public static func equals(_ a: some DataProtocol, _ b: some DataProtocol) -> Bool {
-        guard a.count == b.count else { return false }
-        Sodium.ensure()
-        return unsafe withBytes(a) { l in
-            unsafe withBytes(b) { r in
-                guard let lp = l.baseAddress, let rp = r.baseAddress else { return true }
-                return unsafe sodium_memcmp(lp, rp, l.count) == 0
-            }
-        }
     }
 }

@@ -359,17 +359,18 @@ func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
 
 /// A page-sized scratch buffer in wiped storage (plaintext passes through it), resized when the page size changes.
 struct PageBuffer {
-    private var storage: SecureBytes?
+    private var storage: WipedBuffer?
 
     mutating func buffer(_ size: Int) -> UnsafeMutableRawBufferPointer {
-        let current: SecureBytes
+        let current: WipedBuffer
         if let storage, storage.count == size {
             current = storage
         } else {
-            current = unsafe SecureBytes(count: size) { _ in }
+            current = WipedBuffer(count: size)
             storage = current
         }
         // The storage lives as long as this buffer's owner; callers use the pointer only within one VFS call.
+        // (The one pointer that still leaves its closure: the VFS callers are not yet scoped.)
         return unsafe current.withUnsafeMutableBytes { unsafe $0 }
     }
 

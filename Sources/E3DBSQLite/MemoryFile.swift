@@ -6,7 +6,7 @@ internal import E3DBPrimitives
 /// what `temp_store = MEMORY` would cost too.
 final class MemoryFile: VFSFile {
     private static let chunkSize = 65536
-    private var chunks: [SecureBytes] = []
+    private var chunks: [WipedBuffer] = []
     private var size: Int64 = 0
 
     override func close() -> Int32 {
@@ -25,9 +25,8 @@ final class MemoryFile: VFSFile {
             let chunk = Int(position / Int64(Self.chunkSize))
             let within = Int(position % Int64(Self.chunkSize))
             let count = min(Self.chunkSize - within, buffer.count - done, Int(size - position))
-            unsafe chunks[chunk].withUnsafeBytes { source in
-                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + count)])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[within..<(within + count)]))
+            unsafe chunks[chunk].withUnsafeBytes(in: within..<(within + count)) { source in
+                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + count)]).copyMemory(from: source)
             }
             done += count
         }
@@ -37,7 +36,7 @@ final class MemoryFile: VFSFile {
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let end = offset + Int64(buffer.count)
         while Int64(chunks.count * Self.chunkSize) < end {
-            unsafe chunks.append(SecureBytes(count: Self.chunkSize) { _ in })
+            chunks.append(WipedBuffer(count: Self.chunkSize))
         }
         var done = 0
         while done < buffer.count {
@@ -45,9 +44,8 @@ final class MemoryFile: VFSFile {
             let chunk = Int(position / Int64(Self.chunkSize))
             let within = Int(position % Int64(Self.chunkSize))
             let count = min(Self.chunkSize - within, buffer.count - done)
-            unsafe chunks[chunk].withUnsafeMutableBytes { target in
-                unsafe UnsafeMutableRawBufferPointer(rebasing: target[within..<(within + count)])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[done..<(done + count)]))
+            unsafe chunks[chunk].withUnsafeMutableBytes(in: within..<(within + count)) { target in
+                unsafe target.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[done..<(done + count)]))
             }
             done += count
         }
@@ -63,9 +61,7 @@ final class MemoryFile: VFSFile {
         // Zero the tail of the last kept chunk, so a later extension reads zeros.
         if keep > 0 {
             let within = Int(size - Int64(keep - 1) * Int64(Self.chunkSize))
-            unsafe chunks[keep - 1].withUnsafeMutableBytes { bytes in
-                _ = unsafe UnsafeMutableRawBufferPointer(rebasing: bytes[within...]).initializeMemory(as: UInt8.self, repeating: 0)
-            }
+            chunks[keep - 1].wipe(within..<Self.chunkSize)
         }
         return SQLITE_OK
     }

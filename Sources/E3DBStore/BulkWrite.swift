@@ -38,7 +38,7 @@ extension EncryptedStore {
     /// A random (version 4) UUID from ``reservoir``: Foundation's `UUID()` reads the OS for each one.
     static func randomID() -> UUID {
         var bytes = [UInt8](repeating: 0, count: 16)
-        bytes.withUnsafeMutableBytes { reservoir.fill($0) }
+        unsafe bytes.withUnsafeMutableBytes { unsafe reservoir.fill($0) }
         bytes[6] = bytes[6] & 0x0F | 0x40
         bytes[8] = bytes[8] & 0x3F | 0x80
         return UUID(uuid: (

@@ -55,7 +55,7 @@ public final class EncryptedStore: Sendable {
     private init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys) {
         self.directory = directory
         self.storeID = storeID
-        self.storeIDText = storeID.uuidString.lowercased()
+        self.storeIDText = storeID.lowercasedString
         self.pool = pool
         self.readers = RecordReaders(path: directory.appendingPathComponent(EncryptedStore.databaseFileName).path)
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
@@ -126,7 +126,7 @@ public final class EncryptedStore: Sendable {
                         VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
-                        StoreSchema.formatVersion, storeID.uuidString.lowercased(), wrapping.kdfName,
+                        StoreSchema.formatVersion, storeID.lowercasedString, wrapping.kdfName,
                         wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
                         wrapping.wrappedMaster, boxKey.publicKey.rawRepresentation, wrappedBox,
                         StoreTime.format(StoreTime.now()),
@@ -411,7 +411,7 @@ public final class EncryptedStore: Sendable {
     /// - Throws: ``E3DBError/Code/recordNotFound``, ``E3DBError/Code/recordTampered`` (naming the record), field
     ///   decryption errors.
     public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
-        let idText = id.uuidString.lowercased()
+        let idText = id.lowercasedString
         let row = try databaseCall("reading record \(idText)") {
             // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it. The row
             // is read by column index from the cursor, without a copy of GRDB's row.
@@ -437,7 +437,7 @@ public final class EncryptedStore: Sendable {
     ) throws(E3DBError) -> RecordReference {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: false)
-        let idText = id.uuidString.lowercased()
+        let idText = id.lowercasedString
         let now = StoreTime.format(StoreTime.now())
         let newVersion = expectedVersion + 1
         return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
@@ -488,7 +488,7 @@ public final class EncryptedStore: Sendable {
     /// Deletes a record.
     /// - Parameter expectedVersion: when given, another version is ``E3DBError/Code/versionConflict``.
     public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) throws(E3DBError) {
-        let idText = id.uuidString.lowercased()
+        let idText = id.lowercasedString
         _ = try currentKeys()
         try databaseCall("deleting record \(idText)") {
             try pool.write { db in
@@ -644,7 +644,7 @@ public final class EncryptedStore: Sendable {
         updated: String, document: Data
     ) throws(E3DBError) -> Data {
         try bindingMAC(
-            keys, collection: collection, idText: id.uuidString.lowercased(), version: version, keyVersion: keyVersion,
+            keys, collection: collection, idText: id.lowercasedString, version: version, keyVersion: keyVersion,
             created: created, updated: updated, document: document)
     }
 
@@ -657,7 +657,7 @@ public final class EncryptedStore: Sendable {
             storeID: storeIDText, collection: collection, id: idText, version: version, keyVersion: keyVersion,
             created: created, updated: updated)
         var hasher = try BLAKE2b(outputByteCount: 32, key: keys.recordMACKey)
-        place.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        unsafe place.withUnsafeBytes { unsafe hasher.update(bufferPointer: $0) }
         hasher.update(data: [0x0A])
         hasher.update(data: document)
         return hasher.finalize()
@@ -681,7 +681,7 @@ public final class EncryptedStore: Sendable {
             id = known.id
             item = known.text
             canonicalID = known.text
-        } else if let idText = row.id, let parsed = StoreUUID.parse(idText) {
+        } else if let idText = row.id, let parsed = UUID(hexText: idText) {
             // 8-4-4-4-12 hex: its lowercase form is the canonical text.
             id = parsed
             item = idText.lowercased()
@@ -692,7 +692,7 @@ public final class EncryptedStore: Sendable {
             }
             id = parsed
             item = idText.lowercased()
-            canonicalID = parsed.uuidString.lowercased()
+            canonicalID = parsed.lowercasedString
         }
         guard let version = row.version, let keyVersion = row.keyVersion, let created = row.created,
             let updated = row.updated, let bytes = row.document, let mac = row.mac
@@ -757,7 +757,7 @@ public final class EncryptedStore: Sendable {
                 """
         ).execute(
             arguments: [
-                row.reference.id.uuidString.lowercased(), collection, row.type, row.keyVersion, row.time, row.time,
+                row.reference.id.lowercasedString, collection, row.type, row.keyVersion, row.time, row.time,
                 row.document, row.mac,
             ])
         let seq = db.lastInsertedRowID
@@ -979,8 +979,8 @@ extension EncryptedStore {
         let want = expected.map { $0.name + ":" + $0.token.base64EncodedString() }
         guard Set(stored) == Set(want), stored.count == want.count else {
             throw E3DBError(.indexEntryMismatch,
-                            "the blind-index entries of record \(record.id.uuidString.lowercased()) do not match its data",
-                            context: .init(item: record.id.uuidString.lowercased()))
+                            "the blind-index entries of record \(record.id.lowercasedString) do not match its data",
+                            context: .init(item: record.id.lowercasedString))
         }
     }
 

@@ -47,17 +47,17 @@ public struct StoredFile: Sendable, Hashable {
     public let updated: Date
 
     /// The body's path relative to the store directory.
-    public var bodyName: String { "\(EncryptedStore.filesDirectoryName)/\(id.uuidString.lowercased()).e3f" }
+    public var bodyName: String { "\(EncryptedStore.filesDirectoryName)/\(id.lowercasedString).e3f" }
 
     /// `{"path":…,"size":…,…}` as `e3dbkit store ls` prints it.
     public var jsonValue: JSONValue {
         var object: JSONObject = [
-            "path": .string(path), "id": .string(id.uuidString.lowercased()), "size": .number(Double(size)),
+            "path": .string(path), "id": .string(id.lowercasedString), "size": .number(Double(size)),
             "encrypted_size": .number(Double(encryptedSize)),
             "blake2b512": .string(checksum.map { String(format: "%02x", $0) }.joined()),
             "created": .string(StoreTime.format(created)), "updated": .string(StoreTime.format(updated)),
         ]
-        if let recordID { object["record_id"] = .string(recordID.uuidString.lowercased()) }
+        if let recordID { object["record_id"] = .string(recordID.lowercasedString) }
         return .object(object)
     }
 }
@@ -142,7 +142,7 @@ final class StagedBody: FileByteSink {
         }
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) throws { try sink.write(bytes) }
+    func write(_ bytes: RawSpan) throws { try sink.write(bytes) }
     func finish() throws { complete = true }
     func abort() { sink.abort() }
 
@@ -187,11 +187,11 @@ extension EncryptedStore {
         if let recordID {
             let exists = try databaseCall("reading record \(recordID)") {
                 try pool.read { db in
-                    try Bool.fetchOne(db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [recordID.uuidString.lowercased()])
+                    try Bool.fetchOne(db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [recordID.lowercasedString])
                 }
             }
             guard exists == true else {
-                let item = recordID.uuidString.lowercased()
+                let item = recordID.lowercasedString
                 throw E3DBError(.recordNotFound, "there is no record \(item) to attach to", context: .init(item: item))
             }
         }
@@ -204,7 +204,7 @@ extension EncryptedStore {
         } catch {
             throw E3DBError(.databaseError, "cannot create \(filesDirectory.path): \(error.localizedDescription)")
         }
-        let id = UUID().uuidString.lowercased()
+        let id = UUID().lowercasedString
         let fileKey = AccessKey()
         var body = try StagedBody(path: bodyURL(id).path)
         let result = try E3DBFileCipher.encrypt(
@@ -216,7 +216,7 @@ extension EncryptedStore {
         let wrapped = StoreKeys.wrap(fileKey.secretBoxKey, under: try filesKey(keys))
         let now = StoreTime.format(StoreTime.now())
         var entry = FileEntry(
-            id: id, path: path, recordID: recordID?.uuidString.lowercased(), size: result.plaintextSize,
+            id: id, path: path, recordID: recordID?.lowercasedString, size: result.plaintextSize,
             encryptedSize: result.encryptedSize, checksum: checksum, wrappedKey: wrapped, created: now, updated: now)
         var replaced: String?
         do {
@@ -246,10 +246,10 @@ extension EncryptedStore {
                 }
             }
         } catch {
-            if body.published { _ = unlink(bodyURL(id).path) } else { body.abort() }
+            if body.published { _ = unsafe unlink(bodyURL(id).path) } else { body.abort() }
             throw error
         }
-        if let replaced { _ = unlink(bodyURL(replaced).path) }
+        if let replaced { _ = unsafe unlink(bodyURL(replaced).path) }
         return try entry.stored()
     }
 
@@ -295,7 +295,7 @@ extension EncryptedStore {
 
     /// The files attached to a record, sorted by path.
     public func files(attachedTo recordID: UUID) throws(E3DBError) -> [StoredFile] {
-        try fileEntries(sql: "SELECT * FROM files WHERE record_id = ? ORDER BY path", [recordID.uuidString.lowercased()])
+        try fileEntries(sql: "SELECT * FROM files WHERE record_id = ? ORDER BY path", [recordID.lowercasedString])
     }
 
     func fileEntries(sql: String, _ arguments: [String]) throws(E3DBError) -> [StoredFile] {
@@ -414,11 +414,11 @@ extension EncryptedStore {
             let code = errno
             if code == ENOENT { throw entry.tampered("its body is missing") }
             throw E3DBError(
-                .databaseError, "cannot open the body of \(entry.path): \(String(cString: strerror(code)))",
+                .databaseError, unsafe "cannot open the body of \(entry.path): \(String(cString: strerror(code)))",
                 context: .init(part: entry.bodyName, item: entry.path))
         }
         var info = stat()
-        guard fstat(fd, &info) == 0, Int(info.st_size) == entry.encryptedSize else {
+        guard unsafe fstat(fd, &info) == 0, Int(info.st_size) == entry.encryptedSize else {
             _ = close(fd)
             throw entry.tampered("its body is not \(entry.encryptedSize) bytes long")
         }
@@ -490,7 +490,7 @@ extension EncryptedStore {
                 return ids
             }
         }
-        for id in ids { _ = unlink(bodyURL(id).path) }
+        for id in ids { _ = unsafe unlink(bodyURL(id).path) }
         return ids.count
     }
 
@@ -551,7 +551,7 @@ extension EncryptedStore {
                     let known = Set(try String.fetchAll(db, sql: "SELECT id FROM files").map { "\($0).e3f" })
                     let names = (try? FileManager.default.contentsOfDirectory(atPath: filesDirectory.path)) ?? []
                     for name in names.sorted() where !known.contains(name) && !name.hasPrefix(".e3dbkit-") {
-                        if remove { _ = unlink(filesDirectory.appendingPathComponent(name).path) }
+                        if remove { _ = unsafe unlink(filesDirectory.appendingPathComponent(name).path) }
                         orphans.append(name)
                     }
                     return .commit
@@ -572,7 +572,7 @@ extension EncryptedStore {
     /// wrapped key.
     func fileMAC(_ keys: StoreKeys, _ entry: FileEntry) throws(E3DBError) -> Data {
         let place: JSONValue = .array([
-            .string("E3DBStore file v1"), .string(storeID.uuidString.lowercased()), .string(entry.id),
+            .string("E3DBStore file v1"), .string(storeID.lowercasedString), .string(entry.id),
             .string(entry.path), .string(entry.recordID ?? ""), .number(Double(entry.size)),
             .number(Double(entry.encryptedSize)), .string(entry.created), .string(entry.updated),
         ])
@@ -587,7 +587,7 @@ extension EncryptedStore {
     /// Checks a row's form and its MAC.
     func decodeFile(_ row: FileRow, keys: StoreKeys) throws(E3DBError) -> FileEntry {
         let item = row.path ?? row.id ?? "?"
-        guard let id = row.id, let uuid = UUID(uuidString: id), uuid.uuidString.lowercased() == id, let path = row.path,
+        guard let id = row.id, UUID(lowercasedString: id) != nil, let path = row.path,
             let size = row.size, let encryptedSize = row.encryptedSize, size >= 0, encryptedSize >= 0,
             let checksum = row.checksum, checksum.count == 64, let wrapped = row.wrappedKey, let created = row.created,
             let updated = row.updated, let mac = row.mac
@@ -669,12 +669,12 @@ struct FileEntry {
 }
 
 /// `open(path, O_RDONLY | O_CLOEXEC)` (a free function: inside the store, `open` names its static opener).
-func openReadOnly(_ path: String) -> Int32 { open(path, O_RDONLY | O_CLOEXEC) }
+func openReadOnly(_ path: String) -> Int32 { unsafe open(path, O_RDONLY | O_CLOEXEC) }
 
 /// Flushes a directory's entries (a rename in it) to disk.
 func syncDirectory(_ url: URL) throws(E3DBError) {
     let fd = openReadOnly(url.path)
-    guard fd >= 0 else { throw E3DBError(.databaseError, "cannot open \(url.path): \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else { throw E3DBError(.databaseError, unsafe "cannot open \(url.path): \(String(cString: strerror(errno)))") }
     defer { _ = close(fd) }
-    guard fsync(fd) == 0 else { throw E3DBError(.databaseError, "cannot sync \(url.path): \(String(cString: strerror(errno)))") }
+    guard fsync(fd) == 0 else { throw E3DBError(.databaseError, unsafe "cannot sync \(url.path): \(String(cString: strerror(errno)))") }
 }

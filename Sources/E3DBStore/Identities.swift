@@ -36,7 +36,7 @@ struct IdentityEnrollment {
         try db.execute(
             sql: "INSERT OR REPLACE INTO store_identities (public_key, client_id, eak_info, created) VALUES (?, ?, ?, ?)",
             arguments: [
-                identity.publicKey.rawRepresentation, identity.clientID?.uuidString.lowercased(),
+                identity.publicKey.rawRepresentation, identity.clientID?.lowercasedString,
                 String(decoding: info.jsonData(), as: UTF8.self), StoreTime.format(identity.enrolled),
             ])
     }

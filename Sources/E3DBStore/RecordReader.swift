@@ -76,11 +76,11 @@ enum BindingPlace {
     static func append(string: String, to out: inout [UInt8]) {
         var text = string
         let plain = text.withUTF8 { utf8 -> Bool in
-            guard utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
+            guard unsafe utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
                 return false
             }
             out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: utf8)
+            unsafe out.append(contentsOf: utf8)
             out.append(UInt8(ascii: "\""))
             return true
         }
@@ -99,56 +99,20 @@ enum BindingPlace {
     }
 }
 
-enum StoreUUID {
-    /// Parses `8-4-4-4-12` hex (either case) without Foundation; nil for anything else.
-    static func parse(_ text: String) -> UUID? {
-        var text = text
-        return text.withUTF8 { u -> UUID? in
-            guard u.count == 36 else { return nil }
-            var bytes = [UInt8](repeating: 0, count: 16)
-            var i = 0
-            var b = 0
-            while i < 36 {
-                if i == 8 || i == 13 || i == 18 || i == 23 {
-                    guard u[i] == UInt8(ascii: "-") else { return nil }
-                    i += 1
-                    continue
-                }
-                guard let high = hexValue(u[i]), let low = hexValue(u[i + 1]) else { return nil }
-                bytes[b] = high << 4 | low
-                b += 1
-                i += 2
-            }
-            return UUID(uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
-        }
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
-}
-
 extension StoreTime {
     /// Milliseconds since 1970 of `YYYY-MM-DDTHH:MM:SS.sssZ` (what ``format(_:)`` writes), or nil for any other
     /// shape or an out-of-range field (the caller then falls back to Foundation's parser).
     static func milliseconds(_ text: String) -> Int64? {
         var text = text
         return text.withUTF8 { u -> Int64? in
-            guard u.count == 24, u[4] == UInt8(ascii: "-"), u[7] == UInt8(ascii: "-"), u[10] == UInt8(ascii: "T"),
-                u[13] == UInt8(ascii: ":"), u[16] == UInt8(ascii: ":"), u[19] == UInt8(ascii: "."),
-                u[23] == UInt8(ascii: "Z")
+            guard u.count == 24, unsafe u[4] == UInt8(ascii: "-"), unsafe u[7] == UInt8(ascii: "-"), unsafe u[10] == UInt8(ascii: "T"),
+                unsafe u[13] == UInt8(ascii: ":"), unsafe u[16] == UInt8(ascii: ":"), unsafe u[19] == UInt8(ascii: "."),
+                unsafe u[23] == UInt8(ascii: "Z")
             else { return nil }
             func number(_ start: Int, _ count: Int) -> Int64? {
                 var value: Int64 = 0
                 for i in start..<(start + count) {
-                    let digit = u[i] &- UInt8(ascii: "0")
+                    let digit = unsafe u[i] &- UInt8(ascii: "0")
                     guard digit < 10 else { return nil }
                     value = value * 10 + Int64(digit)
                 }
@@ -191,6 +155,10 @@ extension StoreTime {
 /// key, a non-string value, invalid UTF-8, an id that is not 8-4-4-4-12 hex) gives nil, and the caller uses the
 /// general parser, which accepts or refuses it with its usual error. Only bytes that passed the binding MAC are
 /// given to it.
+///
+/// `@safe`: every scanner is made and used up inside the `withUnsafeBytes` closure of its input
+/// (``document(_:)``), so `bytes` is valid for the scanner's whole life.
+@safe
 struct StoredDocumentScanner {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var position = 0
@@ -198,19 +166,19 @@ struct StoredDocumentScanner {
     static func document(_ data: Data) -> EncryptedDocument? {
         // Inputs the general parser's limits refuse are left to it (so that it refuses them as before).
         guard data.count <= ParseLimits.default.maxInputBytes else { return nil }
-        return data.withUnsafeBytes { raw in
-            var scanner = StoredDocumentScanner(bytes: raw.bindMemory(to: UInt8.self))
+        return unsafe data.withUnsafeBytes { raw in
+            var scanner = unsafe StoredDocumentScanner(bytes: raw.bindMemory(to: UInt8.self))
             return scanner.document()
         }
     }
 
-    private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    private init(bytes: UnsafeBufferPointer<UInt8>) { unsafe self.bytes = unsafe bytes }
 
     private mutating func document() -> EncryptedDocument? {
         guard literal("{\"data\":"), let data = map(), literal(",\"meta\":{\"plain\":"), let plain = map(),
             literal(",\"type\":"), let type = string(), literal(",\"user_id\":"), let user = string(),
             literal(",\"writer_id\":"), let writer = string(), literal("}"),
-            let userID = StoreUUID.parse(user), let writerID = StoreUUID.parse(writer),
+            let userID = UUID(hexText: user), let writerID = UUID(hexText: writer),
             // The document, data, meta, plain, the members and the three strings of meta, and rec_sig: the values
             // the general parser counts against its limit.
             data.count + plain.count + 8 <= ParseLimits.default.maxValues
@@ -220,7 +188,7 @@ struct StoredDocumentScanner {
             guard let text = string() else { return nil }
             signature = text
         }
-        guard literal("}"), position == bytes.count else { return nil }
+        guard literal("}"), unsafe position == bytes.count else { return nil }
         return EncryptedDocument(
             meta: ClientMeta(writerID: writerID, userID: userID, type: type, plain: plain), data: data,
             recordSignature: signature)
@@ -229,27 +197,27 @@ struct StoredDocumentScanner {
     /// Consumes `text` if the input continues with it.
     private mutating func literal(_ text: StaticString) -> Bool {
         let count = text.utf8CodeUnitCount
-        guard bytes.count - position >= count else { return false }
-        let start = text.utf8Start
-        for k in 0..<count where bytes[position + k] != start[k] { return false }
+        guard unsafe bytes.count - position >= count else { return false }
+        let start = unsafe text.utf8Start
+        for k in 0..<count where unsafe bytes[position + k] != start[k] { return false }
         position += count
         return true
     }
 
     /// A string without escapes or control characters, validated as UTF-8.
     private mutating func string() -> String? {
-        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
+        guard unsafe position < bytes.count, unsafe bytes[position] == UInt8(ascii: "\"") else { return nil }
         let start = position + 1
         var end = start
-        while end < bytes.count {
-            let byte = bytes[end]
+        while unsafe end < bytes.count {
+            let byte = unsafe bytes[end]
             if byte == UInt8(ascii: "\"") { break }
             if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
             end += 1
         }
-        guard end < bytes.count else { return nil }
+        guard unsafe end < bytes.count else { return nil }
         position = end + 1
-        return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        return unsafe String(validating: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
     }
 
     /// An object of string members (distinct keys), in order.

@@ -1,5 +1,6 @@
 public import E3DBCanonicalJSON
 public import E3DBDocuments
+import E3DBPrimitives
 public import Foundation
 
 /// A record read back from the store, decrypted and authenticated in its place.
@@ -22,7 +23,7 @@ public struct StoredRecord: Sendable, Hashable {
     /// `created` and `last_modified` (as the E3DB API returns them).
     public var jsonValue: JSONValue {
         var meta = self.meta.signableJSON.objectValue ?? JSONObject()
-        meta["record_id"] = .string(id.uuidString.lowercased())
+        meta["record_id"] = .string(id.lowercasedString)
         meta["version"] = .string(String(version))
         meta["created"] = .string(StoreTime.format(created))
         meta["last_modified"] = .string(StoreTime.format(updated))
@@ -42,7 +43,7 @@ public struct RecordReference: Sendable, Hashable, Codable {
 
     /// `{"id":…,"version":…}`.
     public var jsonValue: JSONValue {
-        .object(["id": .string(id.uuidString.lowercased()), "version": .number(Double(version))])
+        .object(["id": .string(id.lowercasedString), "version": .number(Double(version))])
     }
 }
 

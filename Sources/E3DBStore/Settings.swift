@@ -48,7 +48,7 @@ extension EncryptedStore {
         do { box = try SecretBox.SealedBox(combined: sealed) } catch { throw tampered }
         let opened: SecureBytes
         do { opened = try SecretBox.openSecret(box, using: sealingKey) } catch { throw tampered }
-        var copy = opened.withUnsafeBytes { Data($0) }
+        var copy = unsafe opened.withUnsafeBytes { unsafe Data($0) }
         defer { copy.resetBytes(in: 0..<copy.count) }
         // The key name first: a value moved from another key is tampering, whatever its type.
         guard let named = try? JSONDecoder().decode(SettingName.self, from: copy), named.key == key else { throw tampered }

@@ -183,7 +183,7 @@ struct ExportFile {
 
     func append(_ data: Data) throws(E3DBError) {
         do {
-            try data.withUnsafeBytes { try sink.write($0) }
+            try unsafe data.withUnsafeBytes { try unsafe sink.write($0) }
         } catch {
             throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)")
         }

@@ -52,7 +52,7 @@ struct StoreKeys: Sendable {
 
     /// Seals a box private key under the master key.
     static func wrap(_ key: Box.PrivateKey, under master: SecretBox.Key) -> Data {
-        let bytes = key.withUnsafeBytes { raw in SecureBytes(count: raw.count) { $0.copyMemory(from: raw) } }
+        let bytes = unsafe key.withUnsafeBytes { raw in unsafe SecureBytes(count: raw.count) { unsafe $0.copyMemory(from: raw) } }
         return SecretBox.seal(bytes, using: master).combined
     }
 
@@ -85,8 +85,8 @@ struct StoreKeys: Sendable {
             guard passphrase.count > 0 else {
                 throw E3DBError(.invalidParameter, "the passphrase is empty")
             }
-            let derived = try passphrase.withUnsafeBytes { (raw) throws(E3DBError) in
-                try Argon2id.deriveKey(
+            let derived = try unsafe passphrase.withUnsafeBytes { (raw) throws(E3DBError) in
+                try unsafe Argon2id.deriveKey(
                     password: UnsafeRawBufferPointer(raw), salt: salt, outputByteCount: 32, parameters: parameters)
             }
             return try SecretBox.Key(derived)

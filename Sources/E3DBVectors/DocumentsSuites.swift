@@ -84,7 +84,7 @@ public enum DocumentsSuites {
         try expectVector(decrypted.data, data, "decrypted data")
         try expectVector(decrypted.meta.plain, plain, "plain")
         try expectVector(decrypted.meta.type, t.type, "type")
-        try expectVector(decrypted.meta.writerID.uuidString.lowercased(), t.writerId, "writer_id")
+        try expectVector(decrypted.meta.writerID.lowercasedString, t.writerId, "writer_id")
         guard let message = t.signedMessage, let recSig = t.recSig else { return }
         // Known-answer signature: Ed25519 is deterministic, so ours must match byte for byte.
         let signer = try Ed25519.PrivateKey(base64URLEncoded: t.writerSigningKey)

@@ -178,7 +178,7 @@ public enum FilesSuites {
         try expectVector(result.checksums.md5Base64, t.checksum, "MD5 checksum (FileMeta)")
         try expectVector(result.checksums.blake2b512Hex, t.ciphertextBlake2b512, "ciphertext BLAKE2b-512")
         try expectVector(
-            result.checksums.plaintextBLAKE2b512.map(Hex.encode), t.plaintextBlake2b512, "plaintext BLAKE2b-512")
+            result.checksums.plaintextBLAKE2b512.map { Hex.encode($0) }, t.plaintextBlake2b512, "plaintext BLAKE2b-512")
         try expectVector(Hex.encode(Hashes.sha256(mine)), t.ciphertextSha256 ?? "", "ciphertext SHA-256")
         if let hex = t.ciphertext {
             try expectVector(Hex.encode(mine), hex, "ciphertext bytes")

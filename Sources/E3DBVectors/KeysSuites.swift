@@ -74,9 +74,9 @@ public enum KeysSuites {
         if t.result == .valid, let e = t.expected {
             let info = try EAKInfo(jsonData: Data(t.json.utf8))
             try expectVector(info.eak.stringValue, e.eak, "eak")
-            try expectVector(info.authorizerID.uuidString.lowercased(), e.authorizerId, "authorizer_id")
+            try expectVector(info.authorizerID.lowercasedString, e.authorizerId, "authorizer_id")
             try expectVector(info.authorizerPublicKey.base64URLEncoded, e.authorizerPublicKey, "authorizer key")
-            try expectVector(info.signerID?.uuidString.lowercased(), e.signerId, "signer_id")
+            try expectVector(info.signerID?.lowercasedString, e.signerId, "signer_id")
             try expectVector(info.signerSigningKey?.base64URLEncoded, e.signerSigningKey, "signer key")
             let reader = try Box.PrivateKey(base64URLEncoded: t.readerSecretKey)
             try expectVector(
@@ -144,7 +144,7 @@ public enum KeysSuites {
     public static let clientConfig = suite("keys/client_config", file: "keys/client_config.json") { (t: ConfigTest) in
         if t.result == .valid, let e = t.expected {
             let identity = try ClientIdentity(configJSON: Data(t.json.utf8))
-            try expectVector(identity.clientID?.uuidString.lowercased(), e.clientId, "client_id")
+            try expectVector(identity.clientID?.lowercasedString, e.clientId, "client_id")
             try expectVector(identity.publicKey.base64URLEncoded, e.publicKey, "public_key")
             try expectVector(identity.boxKey.base64URLEncoded, e.privateKey, "private_key")
             try expectVector(identity.publicSigningKey?.base64URLEncoded, e.publicSigningKey, "public_signing_key")

@@ -134,9 +134,9 @@ struct TeeByteSource: FileByteSource {
     var inner: FileDescriptorSource
     var copy: FileDescriptorSink
 
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        let n = try inner.read(into: buffer)
-        if n > 0 { try copy.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
+    mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
+        let n = try inner.read(into: &buffer)
+        if n > 0 { try copy.write(buffer.bytes.extracting(first: n)) }
         return n
     }
 }
@@ -241,7 +241,7 @@ struct FileEncryptCommand: ParsableCommand {
 struct CommitAfterSummarySink: FileByteSink {
     let output: AtomicFileSink
     init(_ output: AtomicFileSink) { self.output = output }
-    func write(_ bytes: UnsafeRawBufferPointer) throws { try output.write(bytes) }
+    func write(_ bytes: RawSpan) throws { try output.write(bytes) }
     func finish() throws {}
     func abort() { output.abort() }
 }

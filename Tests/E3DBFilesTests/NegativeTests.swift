@@ -375,8 +375,8 @@ struct CountingSource: FileByteSource {
     var inner: MemoryByteSource
     var bytesRead = 0
     init(_ bytes: Data, maxReadSize: Int = .max) { inner = MemoryByteSource(bytes, maxReadSize: maxReadSize) }
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        let n = try inner.read(into: buffer)
+    mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
+        let n = try inner.read(into: &buffer)
         bytesRead += n
         return n
     }

@@ -1,3 +1,4 @@
+import E3DBAPI
 import E3DBIdentity
 import E3DBPrimitives
 import E3DBTestSupport

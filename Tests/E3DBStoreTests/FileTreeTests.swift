@@ -15,9 +15,9 @@ struct PatternSource: FileByteSource {
 
     static func bytes(_ count: Int, seed: UInt8) -> Data { Data((0..<count).map { byte($0, seed: seed) }) }
 
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        let n = min(buffer.count, total - produced)
-        for i in 0..<n { buffer[i] = Self.byte(produced + i, seed: seed) }
+    mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
+        let n = min(buffer.byteCount, total - produced)
+        for i in 0..<n { buffer.storeBytes(of: Self.byte(produced + i, seed: seed), toByteOffset: i, as: UInt8.self) }
         produced += n
         return n
     }
@@ -32,9 +32,12 @@ struct PatternCheckingSink: FileByteSink {
     var mismatches = 0
     var finished = false
 
-    mutating func write(_ bytes: UnsafeRawBufferPointer) throws {
-        for (i, byte) in bytes.enumerated() where byte != PatternSource.byte(count + i, seed: seed) { mismatches += 1 }
-        count += bytes.count
+    mutating func write(_ bytes: RawSpan) throws {
+        let (count, seed) = (count, seed)
+        mismatches += bytes.withUnsafeBytes { bytes in
+            bytes.enumerated().count { i, byte in byte != PatternSource.byte(count + i, seed: seed) }
+        }
+        self.count += bytes.byteCount
     }
 
     mutating func finish() throws { finished = true }
@@ -230,11 +233,11 @@ struct FileTreeTests {
     func failures() throws {
         struct Failing: FileByteSource {
             var sent = 0
-            mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+            mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
                 if sent > 100_000 { throw CocoaError(.fileReadUnknown) }
-                sent += buffer.count
-                buffer.initializeMemory(as: UInt8.self, repeating: 0x41)
-                return buffer.count
+                sent += buffer.byteCount
+                for i in 0..<buffer.byteCount { buffer.storeBytes(of: 0x41, toByteOffset: i, as: UInt8.self) }
+                return buffer.byteCount
             }
         }
         let dir = try StoreDirectory()

@@ -1,0 +1,68 @@
+import E3DBPrimitives
+import Foundation
+import Testing
+
+@Suite("E3DBPrimitives: the package's one hex, UUID-text and wiped-scratch helpers")
+struct SharedHelpersTests {
+    @Test("hex encodes in either case and decodes what it encoded; malformed text is refused")
+    func hex() throws {
+        let bytes: [UInt8] = [0x00, 0x0f, 0x10, 0xa5, 0xff]
+        #expect(Hex.encode(bytes) == "000f10a5ff")
+        #expect(Hex.encode(bytes, uppercase: true) == "000F10A5FF")
+        #expect(try Hex.decode("000f10a5ff") == Data(bytes))
+        #expect(try Hex.decode("000F10A5FF") == Data(bytes))
+        #expect(try Hex.decode("").isEmpty)
+        for (bad, offset) in [("0", nil), ("abc", nil), ("0g", 1), ("é", 0), (" 00", nil), ("00 0", 2)] as [(String, Int?)] {
+            #expect(throws: E3DBError.self, "\(bad)") { try Hex.decode(bad) }
+            do {
+                _ = try Hex.decode(bad)
+            } catch {
+                #expect(error.code == .invalidHex)
+                #expect(error.context.offset == offset, "\(bad)")
+            }
+        }
+        let all = (0...255).map { UInt8($0) }
+        #expect(try Hex.decode(Hex.encode(all)) == Data(all))
+        #expect(Hex.encode(all) == all.map { String(format: "%02x", $0) }.joined())
+    }
+
+    @Test("UUIDs parse like Foundation's parser; anything else is refused; the canonical form is lowercase")
+    func uuidText() {
+        for _ in 0..<200 {
+            let id = UUID()
+            #expect(UUID(hexText: id.uuidString) == id)
+            #expect(UUID(hexText: id.uuidString.lowercased()) == id)
+            #expect(id.lowercasedString == id.uuidString.lowercased())
+            #expect(UUID(lowercasedString: id.lowercasedString) == id)
+            #expect(UUID(lowercasedString: id.uuidString) == nil)
+        }
+        for bad in [
+            "", "0f8fad5b-d9cb-469f-a165-70867728950", "0f8fad5b-d9cb-469f-a165-70867728950ef",
+            "0f8fad5bxd9cb-469f-a165-70867728950e", "0f8fad5b-d9cb-469f-a165-70867728950g",
+            "{0f8fad5b-d9cb-469f-a165-70867728950e}", "0f8fad5b-d9cb-469f-a165-70867728950é",
+        ] {
+            #expect(UUID(hexText: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("a WipedBuffer starts zeroed, is written and read only in a range, and wipe zeroes exactly that range")
+    func wipedBuffer() {
+        let buffer = WipedBuffer(count: 64)
+        #expect(buffer.withUnsafeBytes { $0.allSatisfy { $0 == 0 } })
+        buffer.withUnsafeMutableBytes(in: 8..<24) { bytes in
+            #expect(bytes.count == 16)
+            for i in bytes.indices { bytes[i] = 0xAB }
+        }
+        let written = buffer.withUnsafeBytes { Array($0) }
+        #expect(written[0..<8].allSatisfy { $0 == 0 })
+        #expect(written[8..<24].allSatisfy { $0 == 0xAB })
+        #expect(written[24...].allSatisfy { $0 == 0 })
+        buffer.wipe(8..<16)
+        let wiped = buffer.withUnsafeBytes(in: 0..<32) { Array($0) }
+        #expect(wiped[8..<16].allSatisfy { $0 == 0 })
+        #expect(wiped[16..<24].allSatisfy { $0 == 0xAB })
+        buffer.wipe()
+        #expect(buffer.withUnsafeBytes { $0.allSatisfy { $0 == 0 } })
+        #expect(WipedBuffer(count: 0).withUnsafeBytes { $0.count } == 0)
+    }
+}

@@ -122,14 +122,10 @@ public enum E3DBServer {
         let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
-        let onLoop = configuration.handlersOnEventLoop
-        // Record writes are answered in the pipeline on both backends, record reads only where storage reads
-        // without suspending (SQLite).
-        let fastPath = configuration.recordFastPath ? service : nil
         let connections = AddressConnections(limit: configuration.maxConnectionsPerAddress)
         let http1 = HTTPServerBuilder { responder in
             E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
-                             onLoop: onLoop, fastPath: fastPath, connections: connections)
+                             connections: connections)
         }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
@@ -147,7 +143,7 @@ public enum E3DBServer {
             server = HTTPServerBuilder { responder in
                 E3DBChildChannel(base: try TLSChannel(
                     HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
-                                 onLoop: onLoop, fastPath: fastPath, connections: connections)
+                                 connections: connections)
             }
         default:
             throw StorageError(.unavailable, "TLS needs both a certificate and a key")

@@ -74,37 +74,6 @@ extension E3DBService {
             recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID())
     }
 
-    /// What ``writeRecordNow(caller:body:completion:)`` did with a record write.
-    enum PipelineWrite {
-        /// Refused before storage (the body or its members): the router's status and body.
-        case answered(HTTPResponse.Status, ByteBuffer)
-        /// Submitted to storage: the completion will be called once.
-        case submitted
-    }
-
-    /// `POST /v1/storage/records` by `caller` (the client of a cached Bearer token) without suspending, for
-    /// ``RecordFastPath``: the body is decoded and checked on the calling thread and the row submitted to the storage's grouped inserts, whose completion gets the outcome
-    /// from the thread that wrote it (``writeAnswer(_:)`` turns it into the router's status and body).
-    func writeRecordNow(caller: ClientRow, body: Data,
-                        completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) -> PipelineWrite {
-        let row: RecordRow
-        do { row = try newRecord(body, caller: caller) } catch {
-            let (status, body) = refusalAnswer(error, route: RecordFastPath.writeRoute)
-            return .answered(status, body)
-        }
-        storage.insertRecord(row, completion: completion)
-        return .submitted
-    }
-
-    /// The router's answer to a record write that reached storage: 201 with the record, or the refusal of a failed
-    /// insert.
-    func writeAnswer(_ result: Result<RecordRow, any Error>) -> (HTTPResponse.Status, ByteBuffer) {
-        switch result {
-        case .success(let row): return (.created, RecordJSON.render(row))
-        case .failure(let error): return refusalAnswer(error, route: RecordFastPath.writeRoute)
-        }
-    }
-
     /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
     static let unreadableRecord = HTTPFailure.notFound("no such record, or it is not shared with this client")
 
@@ -123,47 +92,6 @@ extension E3DBService {
     private func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
         if fields.isEmpty && row.fileMetaJSON == nil { return RecordJSON.render(row) }
         return try JSONBody.buffer(record(row, fields: fields))
-    }
-
-    /// `GET /v1/storage/records/{id}` (no query) by `caller` (the client of a cached Bearer token) without
-    /// suspending, for ``RecordFastPath``: the same status and body as ``readRecord(_:id:)``, or `nil` when the
-    /// request needs the router: the storage cannot read without suspending (PostgreSQL), `id` is not a UUID, or the
-    /// storage failed (the router reports it).
-    func readRecordNow(caller: ClientRow, id: String) -> (status: HTTPResponse.Status, body: ByteBuffer)? {
-        guard let reads = nonSuspendingReads, let id = canonicalUUID(id) else { return nil }
-        let row: RecordRow?
-        do { row = try reads.readableRecordNow(id: id, readerID: caller.clientID) } catch { return nil }
-        return readAnswer(.success(row))
-    }
-
-    /// `GET /v1/storage/records/{id}` (no query) by `caller` for ``RecordFastPath`` when the storage reads only
-    /// with suspension (PostgreSQL): the read is submitted to the storage's grouped reads, whose completion gets
-    /// the outcome from the thread that read it (``readAnswer(_:)`` turns it into the router's status and body).
-    /// Returns `false`, submitting nothing, when `id` is not a UUID (the router answers that).
-    func readRecordLater(caller: ClientRow, id: String,
-                         completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void) -> Bool {
-        guard let id = canonicalUUID(id) else { return false }
-        storage.record(id: id, readableBy: caller.clientID, completion: completion)
-        return true
-    }
-
-    /// The router's answer to a record read that reached storage: 200 with the record, 404 when it is missing or
-    /// not readable, or the refusal of a failed read.
-    func readAnswer(_ result: Result<RecordRow?, any Error>) -> (HTTPResponse.Status, ByteBuffer) {
-        do {
-            guard let row = try result.get() else {
-                return (Self.unreadableRecord.status, JSONBody.errorBuffer(Self.unreadableRecord.message))
-            }
-            return (.ok, try readBody(row, fields: []))
-        } catch {
-            return refusalAnswer(error, route: RecordFastPath.route)
-        }
-    }
-
-    /// ``refusal(_:route:)`` as the JSON error body the router writes.
-    private func refusalAnswer(_ error: any Error, route: String) -> (HTTPResponse.Status, ByteBuffer) {
-        let (status, message) = refusal(error, route: route)
-        return (status, JSONBody.errorBuffer(message))
     }
 
     /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.

@@ -20,8 +20,6 @@ final class E3DBService: Sendable {
     let logger: Logger
     /// The Prometheus registry when `/metrics` is served.
     let metrics: PrometheusCollectorRegistry?
-    /// The storage when it can read records without suspending (SQLite), for ``readRecordNow(caller:id:)``.
-    let nonSuspendingReads: (any NonSuspendingRecordReads)?
     /// Request body bytes held in memory by all requests (``ServerConfiguration/maxBodyBytesInFlight``).
     let bodyBudget: BodyBudget
     /// Searches running at once (``ServerConfiguration/concurrentSearches``).
@@ -35,7 +33,6 @@ final class E3DBService: Sendable {
         self.secret = SecureBytes(copying: secret)
         self.logger = logger
         self.metrics = metrics
-        nonSuspendingReads = storage as? any NonSuspendingRecordReads
         bodyBudget = BodyBudget(bytes: configuration.maxBodyBytesInFlight, perClient: 2 * configuration.maxBodySize)
         searches = AsyncLimiter(permits: configuration.concurrentSearches)
     }
@@ -118,15 +115,14 @@ final class E3DBService: Sendable {
         }
     }
 
-    /// Counts and logs (at `info`) one answered request: route template, method, status, duration, and whether the
-    /// router or ``RecordFastPath`` in the channel pipeline answered it.
+    /// Counts and logs (at `info`) one answered request: route template, method, status and duration.
     func finished(method: HTTPRequest.Method, route: String, status: HTTPResponse.Status,
-                  started: ContinuousClock.Instant, inPipeline: Bool = false) {
+                  started: ContinuousClock.Instant) {
         let elapsed = ContinuousClock.now - started
         ServerMetrics.record(method: method.rawValue, route: route, status: status.code, elapsed: elapsed)
         logger.info("request", metadata: [
             "method": .string(method.rawValue), "route": .string(route),
-            "status": .stringConvertible(status.code), "handler": .string(inPipeline ? "pipeline" : "router"),
+            "status": .stringConvertible(status.code),
             "ms": .string(String(format: "%.2f", Double(elapsed.components.attoseconds) / 1e15
                                  + Double(elapsed.components.seconds) * 1000)),
         ])
@@ -164,8 +160,7 @@ final class E3DBService: Sendable {
         case .patch where match(["v1", "storage", "files", "*"]): return try await commitFile(r, id: s[3])
         case .get where match(["v1", "storage", "files", "*"]): return try await readFile(r, id: s[3])
         case .put where match(["v1", "storage", "blobs", "*"]):
-            // Off the connection's event loop (E3DBChildChannel): the body goes to disk and is fsynced.
-            return try await withTaskExecutorPreference(globalConcurrentExecutor) { try await uploadBody(r, id: s[3]) }
+            return try await uploadBody(r, id: s[3])
         case .get where match(["v1", "storage", "blobs", "*"]): return try await downloadBody(r, id: s[3])
         case .post where match(["v1", "storage", "search"]): return try await searchV1(r)
         case .post where match(["v2", "search"]): return try await searchV2(r)

@@ -119,7 +119,7 @@ public enum E3DBServer {
         let service = E3DBService(storage: storage, files: files, configuration: configuration,
                                   secret: try await storage.serverSecret(), logger: logger,
                                   metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
+        let responder = service.router().buildResponder()
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
         let connections = AddressConnections(limit: configuration.maxConnectionsPerAddress)

@@ -114,55 +114,6 @@ enum JSONBody {
     }
 }
 
-/// A request as the routes see it: path segments (repeated slashes collapsed, each percent-decoded), the raw path
-/// and query (TSV1 signs them as sent) and the query parameters.
-struct APIRequest {
-    let request: Request
-    /// This request's share of the server's body budget (``E3DBService/body(_:limit:)`` takes from it).
-    let bodyBytes: BodyReservation
-    let segments: [String]
-    let rawPath: String
-    let rawQuery: String
-    let query: [(String, String)]
-
-    /// Splits `request`; a path segment or query parameter holding U+0000 is refused (400): no string the server
-    /// stores or matches may hold it (PostgreSQL's text cannot).
-    init(_ request: Request, bodyBytes: BodyReservation) throws {
-        self.request = request
-        self.bodyBytes = bodyBytes
-        rawPath = request.uri.path
-        rawQuery = request.uri.query ?? ""
-        var segs: [String] = []
-        for s in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
-            guard let d = TSV1.percentDecoded(String(s)) else {
-                throw HTTPFailure.badRequest("the request path has a malformed percent escape")
-            }
-            guard !d.utf8.contains(0) else {
-                throw HTTPFailure.badRequest("path segment \(segs.count + 1) holds U+0000, which the server refuses")
-            }
-            segs.append(d)
-        }
-        segments = segs
-        query = try rawQuery.split(separator: "&", omittingEmptySubsequences: true).map { pair in
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func dec(_ s: Substring) -> String {
-                TSV1.percentDecoded(s.replacingOccurrences(of: "+", with: " ")) ?? String(s)
-            }
-            let (name, value) = (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
-            guard !name.utf8.contains(0), !value.utf8.contains(0) else {
-                throw HTTPFailure.badRequest("query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
-            }
-            return (name, value)
-        }
-    }
-
-    var method: HTTPRequest.Method { request.method }
-
-    func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
-
-    func header(_ name: HTTPField.Name) -> String? { request.headers[name] }
-}
-
 /// Lowercase canonical form of a UUID string, or `nil` when it is not one (any case accepted: old Swift sends
 /// uppercase). Exactly 8-4-4-4-12 hex digits: the strict form of `UUID(uuidString:)`, whose sscanf-based parser
 /// also takes a few malformed forms (`-a` as `f6`, ` 4` as `04`); no parse and re-format per request.

@@ -227,7 +227,7 @@ struct PipelinedHTTPTests {
 
         // The server's log names each request's route template.
         let lines = String(decoding: try Data(contentsOf: log), as: UTF8.self).split(separator: "\n")
-        #expect(lines.filter { $0.contains("route=/v1/storage/records/*") && $0.contains("method=GET") }.count >= 220,
+        #expect(lines.filter { $0.contains("route=/v1/storage/records/{id}") && $0.contains("method=GET") }.count >= 220,
                 "\(lines.suffix(5))")
         #expect(lines.filter { $0.contains("route=/v1/storage/records ") && $0.contains("method=POST") }.count >= 100,
                 "\(lines.suffix(5))")

@@ -5,134 +5,16 @@ import HTTPTypes
 import Hummingbird
 
 extension E3DBService {
-    // MARK: Rendering
-
-    static func jsonText(_ map: [String: String]) -> String { JSONText.sortedObject(map) }
-
-    static func map(_ json: String) throws -> [String: String] {
-        do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {
-            throw StorageError(.corrupted, "a stored record's JSON does not decode")
-        }
-    }
-
-    func meta(_ row: RecordRow, plain: [String: String]?? = .none, fileURL: String? = nil) throws -> API.Meta {
-        var fileMeta: API.FileMeta?
-        if let fm = row.fileMetaJSON {
-            do { fileMeta = try JSONDecoder().decode(API.FileMeta.self, from: Data(fm.utf8)) } catch {
-                throw StorageError(.corrupted, "a stored file record's file_meta does not decode")
-            }
-            fileMeta?.fileURL = fileURL
-        }
-        let plainValue: [String: String]? = switch plain {
-        case .none: try Self.map(row.plainJSON)
-        case .some(let p): p
-        }
-        return API.Meta(
-            recordID: row.recordID, writerID: row.writerID, userID: row.userID, type: row.type, plain: plainValue,
-            created: APITimestamp.format(micros: row.created), lastModified: APITimestamp.format(micros: row.lastModified),
-            version: row.version, fileMeta: fileMeta)
-    }
-
-    func record(_ row: RecordRow, fields: [String]? = nil, plain: [String: String]?? = .none, fileURL: String? = nil)
-        throws -> API.Record {
-        var data = try Self.map(row.dataJSON)
-        if let fields, !fields.isEmpty { data = data.filter { fields.contains($0.key) } }
-        return API.Record(meta: try meta(row, plain: plain, fileURL: fileURL), data: data, recSig: row.recSig)
-    }
-
-    /// Checks the writer rules of a record write: `writer_id` is the caller, `user_id` the writer, `type` non-empty.
-    private func checkWriter(_ meta: API.Meta, caller: ClientRow) throws {
-        guard canonicalUUID(meta.writerID) == caller.clientID else {
-            throw HTTPFailure.forbidden("meta.writer_id must be the authenticated client")
-        }
-        guard canonicalUUID(meta.userID) == caller.clientID else {
-            throw HTTPFailure.badRequest("meta.user_id must equal meta.writer_id")
-        }
-        guard !meta.type.isEmpty else { throw HTTPFailure.badRequest("meta.type must not be empty") }
-    }
-
-    // MARK: Records
-
-    func writeRecord(_ r: APIRequest) async throws -> Response {
-        let caller = try await authenticate(r)
-        let row = try await storage.insertRecord(newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
-        return Self.recordResponse(row, status: .created)
-    }
-
-    /// The row a record write stores: the body decoded and checked as `POST /v1/storage/records` requires.
-    private func newRecord(_ body: Data, caller: ClientRow) throws -> RecordRow {
-        let req = try JSONBody.decode(API.Record.self, from: body, what: "record")
-        try checkWriter(req.meta, caller: caller)
-        guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
-        guard req.meta.fileMeta == nil else {
-            throw HTTPFailure.badRequest("file records are written through /v1/storage/files")
-        }
-        let now = clock.now()
-        return RecordRow(
-            recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
-            plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
-            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID())
-    }
-
-    /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
-    static let unreadableRecord = HTTPFailure.notFound("no such record, or it is not shared with this client")
-
-    func readRecord(_ r: APIRequest, id: String) async throws -> Response {
-        let caller = try await authenticate(r)
-        guard let id = canonicalUUID(id),
-              let row = try await storage.record(id: id, readableBy: caller.clientID) else {
-            throw Self.unreadableRecord
-        }
-        return Response(status: .ok, headers: [.contentType: "application/json"],
-                        body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
-    }
-
-    /// The body of a record read: spliced from the stored JSON text (``RecordJSON``) unless fields are selected or
-    /// it is a file record.
-    private func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
-        if fields.isEmpty && row.fileMetaJSON == nil { return RecordJSON.render(row) }
-        return try JSONBody.buffer(record(row, fields: fields))
-    }
-
-    /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
-    static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: RecordJSON.render(row)))
-    }
-
-    func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
-        let caller = try await authenticate(r)
-        let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
-        guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
-        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
-              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
-            throw HTTPFailure.forbidden("no such record, or this client did not write it")
-        }
-        let outcome = try await storage.updateRecord(
-            id: id, expectedVersion: version.lowercased(), plainJSON: req.meta.plain.map(Self.jsonText),
-            dataJSON: Self.jsonText(req.data), recSig: req.recSig, newVersion: newUUID(), now: clock.now())
-        switch outcome {
-        case .done(let row):
-            // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
-            return try JSONBody.response(record(row, plain: .some(req.meta.plain)))
-        case .conflict: throw HTTPFailure.conflict("the record's version is not \(version.prefix(40))")
-        case .notFound: throw HTTPFailure.forbidden("no such record")
-        }
-    }
-
-    func deleteRecord(_ r: APIRequest, id: String, version: String?) async throws -> Response {
-        let caller = try await authenticate(r)
-        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
-              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
-            throw HTTPFailure.forbidden("no such record, or this client did not write it")
-        }
-        switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {
-        case .done(let row):
-            if row.fileMetaJSON != nil { files.remove(id: row.recordID) }
-            return Response(status: .noContent)
-        case .conflict: throw HTTPFailure.conflict("the record's version is not \(version?.prefix(40) ?? "")")
-        case .notFound: throw HTTPFailure.forbidden("no such record")
-        }
+    /// File records (`/v1/storage/files`, for registered clients) and their bodies (`/v1/storage/blobs`, by
+    /// capability URL).
+    func addFileRoutes(to router: Router<E3DBRequestContext>) {
+        router.group("v1/storage/files").add(middleware: Authentication(service: self, requirement: .client))
+            .on("", .post) { try await self.createPendingFile($0) }
+            .on("{id}", .patch) { try await self.commitFile($0, id: $0.parameter("id")) }
+            .on("{id}", .get) { try await self.readFile($0, id: $0.parameter("id")) }
+        router.group("v1/storage/blobs")
+            .on("{id}", .put) { try await self.uploadBody($0, id: $0.parameter("id")) }
+            .on("{id}", .get) { try await self.downloadBody($0, id: $0.parameter("id")) }
     }
 
     // MARK: Files
@@ -173,7 +55,7 @@ extension E3DBService {
     }
 
     func createPendingFile(_ r: APIRequest) async throws -> Response {
-        let caller = try await authenticate(r)
+        let caller = try r.caller()
         let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)),
                                       what: "file record")
         try checkWriter(req.meta, caller: caller)
@@ -241,7 +123,7 @@ extension E3DBService {
     }
 
     func commitFile(_ r: APIRequest, id: String) async throws -> Response {
-        let caller = try await authenticate(r)
+        let caller = try r.caller()
         guard let id = canonicalUUID(id), let pending = try await storage.pendingFile(id: id),
               pending.record.writerID == caller.clientID else {
             throw HTTPFailure.notFound("no such pending file")
@@ -254,7 +136,7 @@ extension E3DBService {
     }
 
     func readFile(_ r: APIRequest, id: String) async throws -> Response {
-        let caller = try await authenticate(r)
+        let caller = try r.caller()
         guard let id = canonicalUUID(id), let row = try await storage.record(id: id, readableBy: caller.clientID),
               row.fileMetaJSON != nil else {
             throw HTTPFailure.notFound("no such file record, or it is not shared with this client")

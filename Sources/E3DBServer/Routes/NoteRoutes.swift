@@ -5,9 +5,18 @@ import HTTPTypes
 import Hummingbird
 
 extension E3DBService {
+    /// Notes (`/v2/storage/notes`), addressed by signing keys: every request carries a TSV1 header.
+    func addNoteRoutes(to router: Router<E3DBRequestContext>) {
+        router.group("v2/storage/notes").add(middleware: Authentication(service: self, requirement: .tsv1))
+            .on("", .post) { try await self.writeNote($0) }
+            .on("", .get) { try await self.readNote($0) }
+            .on("", .put) { try await self.replaceNote($0) }
+            .on("{id}", .delete) { try await self.deleteNote($0, id: $0.parameter("id")) }
+    }
+
     /// Builds the stored row of a note written by a verified TSV1 caller (spec api §7); `client` is the registered
     /// client the header proved to be (``noteCaller(_:)``), `nil` for an anonymous writer.
-    private func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest, client: ClientRow?) throws -> NoteRow {
+    func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest, client: ClientRow?) throws -> NoteRow {
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
             throw HTTPFailure.forbidden("the TSV1 key must be the note's writer_signing_key")
         }
@@ -40,7 +49,7 @@ extension E3DBService {
             bodyJSON: String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self))
     }
 
-    private func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
+    func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
         var note: API.Note
         do { note = try JSONDecoder().decode(API.Note.self, from: Data(row.bodyJSON.utf8)) } catch {
             throw StorageError(.corrupted, "a stored note does not decode")
@@ -50,14 +59,14 @@ extension E3DBService {
     }
 
     /// A note body, bounded by ``ServerConfiguration/maxAnonymousNoteSize`` when the writer is anonymous.
-    private func noteBody(_ r: APIRequest, client: ClientRow?) async throws -> API.Note {
+    func noteBody(_ r: APIRequest, client: ClientRow?) async throws -> API.Note {
         let owner = client.map { BodyOwner.client($0.clientID) } ?? .anonymous
         let limit = client == nil ? configuration.maxAnonymousNoteSize : nil
         return try JSONBody.decode(API.Note.self, from: try await body(r, for: owner, limit: limit), what: "note")
     }
 
     func writeNote(_ r: APIRequest) async throws -> Response {
-        let (verified, client) = try await noteCaller(r)
+        let (verified, client) = try r.noteCaller()
         let note = try await noteBody(r, client: client)
         let row = try noteRow(note, verified: verified, client: client)
         guard try await storage.insertNote(row) else {
@@ -67,7 +76,7 @@ extension E3DBService {
     }
 
     func readNote(_ r: APIRequest) async throws -> Response {
-        let (verified, _) = try await noteCaller(r)
+        let (verified, _) = try r.noteCaller()
         let ids = r.queryValues("note_id"), names = r.queryValues("id_string")
         guard ids.count + names.count == 1 else {
             throw HTTPFailure.badRequest("give exactly one of note_id and id_string")
@@ -90,7 +99,7 @@ extension E3DBService {
     }
 
     func replaceNote(_ r: APIRequest) async throws -> Response {
-        let (verified, client) = try await noteCaller(r)
+        let (verified, client) = try r.noteCaller()
         let note = try await noteBody(r, client: client)
         guard client != nil, let name = note.idString, !name.isEmpty else {
             throw HTTPFailure.badRequest("replacing a note needs a registered client and an id_string")
@@ -105,7 +114,7 @@ extension E3DBService {
     }
 
     func deleteNote(_ r: APIRequest, id: String) async throws -> Response {
-        let (verified, _) = try await noteCaller(r)
+        let (verified, _) = try r.noteCaller()
         guard let id = canonicalUUID(id) else { throw HTTPFailure.badRequest("the note id is not a UUID") }
         guard let note = try await storage.note(id: id) else { throw HTTPFailure.notFound("no such note") }
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {

@@ -43,11 +43,11 @@ extension E3DBService {
     /// Checks the writer rules of a record write: `writer_id` is the caller, `user_id` the writer, `type` non-empty.
     func checkWriter(_ meta: API.Meta, caller: ClientRow) throws {
         guard canonicalUUID(meta.writerID) == caller.clientID else {
-            throw HTTPFailure.forbidden("meta.writer_id must be the authenticated client")
+            throw E3DBError(.forbidden, "meta.writer_id must be the authenticated client")
         }
         guard canonicalUUID(meta.userID) == caller.clientID else {
-            throw HTTPFailure.badRequest("meta.user_id must equal meta.writer_id")
+            throw E3DBError(.badRequest, "meta.user_id must equal meta.writer_id")
         }
-        guard !meta.type.isEmpty else { throw HTTPFailure.badRequest("meta.type must not be empty") }
+        guard !meta.type.isEmpty else { throw E3DBError(.badRequest, "meta.type must not be empty") }
     }
 }

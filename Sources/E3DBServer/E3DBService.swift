@@ -73,24 +73,26 @@ final class E3DBService: Sendable {
         }
     }
 
-    /// The status and message of a request that failed with `error` (logged when it is not the client's fault).
-    func refusal(_ error: any Error, route: String) -> (HTTPResponse.Status, String) {
+    /// The refusal a request that failed with `error` gets: the error itself when it is a refusal of the API, else
+    /// the one that stands for it (logged when it is not the client's fault). The one place where what storage and
+    /// the framework throw becomes an answer.
+    func refusal(_ error: any Error, route: String) -> E3DBError {
         switch error {
-        case let failure as HTTPFailure:
-            return (failure.status, failure.message)
+        case let error as E3DBError where API.httpStatus(of: error.code) != nil:
+            return error
         case let error as StorageError where error.kind == .invalidInput:
             logger.notice("storage refused a value", metadata: ["route": .string(route), "error": .string(error.message)])
-            return (.badRequest, "a value of the request cannot be stored")
+            return E3DBError(.badRequest, "a value of the request cannot be stored")
         case let error as StorageError:
             logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
-            return (.serviceUnavailable, "the storage backend failed; try again")
+            return E3DBError(.serviceUnavailable, "the storage backend failed; try again")
         case is CancellationError:
-            return (.serviceUnavailable, "the request was cancelled")
+            return E3DBError(.serviceUnavailable, "the request was cancelled")
         case let error as HTTPError where error.status == .contentTooLarge:
-            return (.contentTooLarge, "the request body is larger than the server accepts")
+            return E3DBError(.contentTooLarge, "the request body is larger than the server accepts")
         default:
             logger.error("request failed", metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
-            return (.badRequest, "the request could not be processed")
+            return E3DBError(.badRequest, "the request could not be processed")
         }
     }
 
@@ -116,20 +118,20 @@ final class E3DBService: Sendable {
     func body(_ r: APIRequest, for owner: BodyOwner, limit: Int? = nil) async throws -> Data {
         let max = limit ?? configuration.maxBodySize
         if let declared = r.header(.contentLength).flatMap(Int.init), declared > max {
-            throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+            throw E3DBError(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
         }
         // Collected chunk by chunk, each taken from the server's budget of body bytes in memory first.
         var collected = Data()
         let deadline = ContinuousClock.now + .seconds(configuration.bodyTimeout)
         for try await chunk in r.request.body {
             guard collected.count + chunk.readableBytes <= max else {
-                throw HTTPFailure(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+                throw E3DBError(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
             }
             guard ContinuousClock.now <= deadline else {
-                throw HTTPFailure(.requestTimeout, "the request body took longer than \(configuration.bodyTimeout) s to arrive")
+                throw E3DBError(.requestTimeout, "the request body took longer than \(configuration.bodyTimeout) s to arrive")
             }
             guard let reservation = r.context.bodyBytes else {  // every request passes RequestBoundary first
-                throw HTTPFailure(.serviceUnavailable, "the request has no share of the body budget")
+                throw E3DBError(.serviceUnavailable, "the request has no share of the body budget")
             }
             try reservation.take(chunk.readableBytes, for: owner)
             collected.append(contentsOf: chunk.readableBytesView)

@@ -1,22 +1,19 @@
 import Foundation
 import E3DBAPI
-import HTTPTypes
-import Hummingbird
+public import E3DBPrimitives
+public import HTTPTypes
+public import Hummingbird
 
-/// A refusal with the status the SDKs expect and a message for the `{"error": …}` body. Messages never hold a
-/// secret, a token or a ciphertext.
-struct HTTPFailure: Error {
-    var status: HTTPResponse.Status
-    var message: String
-    init(_ status: HTTPResponse.Status, _ message: String) {
-        self.status = status
-        self.message = message
+/// A refusal answers with the HTTP status of its code (``API/httpStatus(of:)``) and the `{"error": message}` body.
+/// Messages never hold a secret, a token or a ciphertext. The server's refusals are the codes of E3DBAPI's wire
+/// contract (`.badRequest`, `.unauthorized`, …, `.serviceUnavailable`); any other error reaches a response only
+/// through ``E3DBService/refusal(_:route:)``, which maps it to one of them.
+extension E3DBError: HTTPResponseError {
+    public var status: HTTPResponse.Status { HTTPResponse.Status(code: API.httpStatus(of: code) ?? 400) }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        JSONBody.error(status, API.httpStatus(of: code) == nil ? "the request could not be processed" : message)
     }
-    static func badRequest(_ m: String) -> Self { .init(.badRequest, m) }
-    static func unauthorized(_ m: String) -> Self { .init(.unauthorized, m) }
-    static func forbidden(_ m: String) -> Self { .init(.forbidden, m) }
-    static func notFound(_ m: String) -> Self { .init(.notFound, m) }
-    static func conflict(_ m: String) -> Self { .init(.conflict, m) }
 }
 
 /// JSON in and out.
@@ -58,21 +55,21 @@ enum JSONBody {
         // JSON is UTF-8 (RFC 8259 §8.1). JSONDecoder would also take UTF-16 and UTF-32, whose U+0000 and
         // structural characters hold 0x00 bytes, which UTF-8 JSON never has; one check refuses them all.
         if let offset = data.firstIndex(of: 0) {
-            throw HTTPFailure.badRequest("the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
+            throw E3DBError(.badRequest, "the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
         }
         if data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) {
-            throw HTTPFailure.badRequest("the \(what) body is not UTF-8 JSON (a UTF-16 byte order mark)")
+            throw E3DBError(.badRequest, "the \(what) body is not UTF-8 JSON (a UTF-16 byte order mark)")
         }
         if let offset = escapedNUL(in: data) {
-            throw HTTPFailure.badRequest("the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
+            throw E3DBError(.badRequest, "the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
         }
         do {
             if T.self == API.Record.self, let record = try API.Record.decodeJSON(data) as? T { return record }
             return try JSONDecoder().decode(type, from: data)
         } catch let error as DecodingError {
-            throw HTTPFailure.badRequest("the \(what) body is not valid: \(describe(error))")
+            throw E3DBError(.badRequest, "the \(what) body is not valid: \(describe(error))")
         } catch {
-            throw HTTPFailure.badRequest("the \(what) body is not valid JSON")
+            throw E3DBError(.badRequest, "the \(what) body is not valid JSON")
         }
     }
 

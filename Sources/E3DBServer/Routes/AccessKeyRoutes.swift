@@ -19,9 +19,9 @@ extension E3DBService {
 
     func tuple(writer: String, user: String, reader: String, type: String) throws -> AccessTuple {
         guard let w = canonicalUUID(writer), let u = canonicalUUID(user), let rd = canonicalUUID(reader) else {
-            throw HTTPFailure.badRequest("writer, user and reader must be UUIDs")
+            throw E3DBError(.badRequest, "writer, user and reader must be UUIDs")
         }
-        guard !type.isEmpty else { throw HTTPFailure.badRequest("the record type must not be empty") }
+        guard !type.isEmpty else { throw E3DBError(.badRequest, "the record type must not be empty") }
         return AccessTuple(writerID: w, userID: u, readerID: rd, type: type)
     }
 
@@ -74,20 +74,20 @@ extension E3DBService {
         switch r.method {
         case .get:
             try await authorize(.readAccessKey, caller: caller.clientID, tuple: t)
-            guard let row = try await storage.accessKey(t) else { throw HTTPFailure.notFound("no access key") }
+            guard let row = try await storage.accessKey(t) else { throw E3DBError(.notFound, "no access key") }
             return try JSONBody.response(eakInfo(row))
         case .put:
             try await authorize(.putAccessKey, caller: caller.clientID, tuple: t)
             let req = try JSONBody.decode(API.PutAccessKeyRequest.self, from: try await body(r, for: .client(caller.clientID)),
                                           what: "access key")
             guard !req.eak.isEmpty, req.eak.utf8.count <= 4096 else {
-                throw HTTPFailure.badRequest("eak must be a non-empty string of at most 4096 bytes")
+                throw E3DBError(.badRequest, "eak must be a non-empty string of at most 4096 bytes")
             }
             let row = AccessKeyRow(
                 tuple: t, eak: req.eak, authorizerID: caller.clientID, authorizerPublicKey: caller.publicKey,
                 signerID: caller.signingKey == nil ? nil : caller.clientID, signerSigningKey: caller.signingKey)
             guard try await storage.insertAccessKey(row) else {
-                throw HTTPFailure.conflict("an access key for this writer, user, reader and type already exists")
+                throw E3DBError(.conflict, "an access key for this writer, user, reader and type already exists")
             }
             return JSONBody.raw("{}", status: .created)
         case .delete:
@@ -95,7 +95,7 @@ extension E3DBService {
             try await storage.deleteAccessKey(t)
             return Response(status: .noContent)
         default:
-            throw HTTPFailure.init(.methodNotAllowed, "access keys take GET, PUT and DELETE")
+            throw E3DBError(.methodNotAllowed, "access keys take GET, PUT and DELETE")
         }
     }
 

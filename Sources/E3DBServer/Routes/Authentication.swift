@@ -30,13 +30,13 @@ struct Authentication: RouterMiddleware {
         case .tsv1:
             let identity = try await service.identify(r, schemes: .bearerOrTSV1)
             guard let verified = identity.tsv1 else {
-                throw HTTPFailure.unauthorized("this endpoint needs a TSV1 Authorization header")
+                throw E3DBError(.unauthorized, "this endpoint needs a TSV1 Authorization header")
             }
             context.tsv1 = verified
             if case .client(let client, _) = identity { context.caller = client }
         case .apiKey:
             guard case .client(let client, _) = try await service.identify(r, schemes: .basic) else {
-                throw HTTPFailure.unauthorized("the API key pair is not valid")
+                throw E3DBError(.unauthorized, "the API key pair is not valid")
             }
             context.caller = client
         }
@@ -94,7 +94,7 @@ extension E3DBService {
     func identify(_ r: APIRequest, schemes: Schemes) async throws -> Identity {
         if schemes == .basic { return .client(try await apiKeyClient(r), tsv1: nil) }
         guard let header = r.header(.authorization) else {
-            throw HTTPFailure.unauthorized("this endpoint needs an Authorization header (Bearer or TSV1)")
+            throw E3DBError(.unauthorized, "this endpoint needs an Authorization header (Bearer or TSV1)")
         }
         let (scheme, credentials) = Self.authorizationScheme(header)
         switch scheme {
@@ -104,7 +104,7 @@ extension E3DBService {
             if let cached = bearerTokens.client(hash: hash, now: now) { return .client(cached, tsv1: nil) }
             guard let found = try await storage.accessToken(hash: hash, now: now),
                   let client = try await storage.client(id: found.clientID), client.enabled else {
-                throw HTTPFailure.unauthorized("the bearer token is unknown or expired")
+                throw E3DBError(.unauthorized, "the bearer token is unknown or expired")
             }
             bearerTokens.insert(hash: hash, client: client, tokenExpires: found.expires, now: now)
             return .client(client, tsv1: nil)
@@ -119,7 +119,7 @@ extension E3DBService {
             }
             return .client(client, tsv1: verified)
         default:
-            throw HTTPFailure.unauthorized("the Authorization scheme is not Bearer or \(TSV1.method)")
+            throw E3DBError(.unauthorized, "the Authorization scheme is not Bearer or \(TSV1.method)")
         }
     }
 
@@ -127,9 +127,9 @@ extension E3DBService {
     func authenticate(_ r: APIRequest) async throws -> ClientRow {
         switch try await identify(r, schemes: .bearerOrTSV1) {
         case .client(let client, _): return client
-        case .anonymous: throw HTTPFailure.unauthorized("this endpoint needs a registered client (TSV1 uid)")
+        case .anonymous: throw E3DBError(.unauthorized, "this endpoint needs a registered client (TSV1 uid)")
         case .unverifiedClient:
-            throw HTTPFailure.unauthorized("TSV1: uid does not name an enabled client whose registered signing key signed the header")
+            throw E3DBError(.unauthorized, "TSV1: uid does not name an enabled client whose registered signing key signed the header")
         }
     }
 
@@ -138,13 +138,13 @@ extension E3DBService {
         guard let header = r.header(.authorization), header.lowercased().hasPrefix("basic "),
               let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
               let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") else {
-            throw HTTPFailure.unauthorized("the token endpoint needs HTTP Basic authentication with the API key pair")
+            throw E3DBError(.unauthorized, "the token endpoint needs HTTP Basic authentication with the API key pair")
         }
         let keyID = String(text[..<colon])
         let secretText = String(text[text.index(after: colon)...])
         guard let client = try await storage.client(apiKeyID: keyID), client.enabled,
               ConstantTime.equals(Self.sha256(secretText), client.apiSecretHash) else {
-            throw HTTPFailure.unauthorized("the API key pair is not valid")
+            throw E3DBError(.unauthorized, "the API key pair is not valid")
         }
         return client
     }
@@ -158,12 +158,12 @@ extension E3DBService {
             verified = try TSV1.verify(authorization: header, rawPath: r.rawPath, rawQuery: r.rawQuery,
                                        method: r.method.rawValue, now: now, window: configuration.tsv1Window)
         } catch {
-            throw HTTPFailure.unauthorized("TSV1: \(error.message)")
+            throw E3DBError(.unauthorized, "TSV1: \(error.message)")
         }
         let expires = (verified.timestamp + configuration.tsv1Window + 1) * 1_000_000
         let nonceHash = hex(Hashes.sha256(verified.signingKey.rawRepresentation + Data(verified.nonce.utf8)))
         guard try await storage.useNonce(nonceHash, expires: expires, now: now * 1_000_000) else {
-            throw HTTPFailure.unauthorized("TSV1: the nonce was already used")
+            throw E3DBError(.unauthorized, "TSV1: the nonce was already used")
         }
         return verified
     }

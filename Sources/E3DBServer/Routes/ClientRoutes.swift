@@ -24,10 +24,10 @@ extension E3DBService {
         let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r, for: .anonymous, limit: 64 << 10),
                                       what: "registration")
         guard Self.validKey(req.client.publicKey.curve25519) else {
-            throw HTTPFailure.badRequest("client.public_key.curve25519 must be a base64url 32-byte key")
+            throw E3DBError(.badRequest, "client.public_key.curve25519 must be a base64url 32-byte key")
         }
         if let sk = req.client.signingKey, !Self.validKey(sk.ed25519) {
-            throw HTTPFailure.badRequest("client.signing_key.ed25519 must be a base64url 32-byte key")
+            throw E3DBError(.badRequest, "client.signing_key.ed25519 must be a base64url 32-byte key")
         }
         let apiSecret = hex(SecureRandom.bytes(count: 32))
         let row = ClientRow(
@@ -36,7 +36,7 @@ extension E3DBService {
             apiSecretHash: Self.sha256(apiSecret), registrationTokenHash: Self.sha256(req.token), created: clock.now())
         // One transaction: a registration that fails uses no registration.
         guard try await storage.registerClient(row) else {
-            throw HTTPFailure.unauthorized("the registration token is unknown or used up")
+            throw E3DBError(.unauthorized, "the registration token is unknown or used up")
         }
         let backup = try await storage.backupClientID() ?? ""
         return try JSONBody.response(
@@ -48,15 +48,15 @@ extension E3DBService {
 
     func backup(_ r: APIRequest, token: String, clientID: String) async throws -> Response {
         guard let id = canonicalUUID(clientID), let client = try await storage.client(id: id) else {
-            throw HTTPFailure.notFound("no such client")
+            throw E3DBError(.notFound, "no such client")
         }
         if r.header(.authorization) != nil {  // the one authentication routine, after the client was found
             let caller = try await authenticate(r)
-            guard caller.clientID == id else { throw HTTPFailure.forbidden("a client may only mark its own backup") }
+            guard caller.clientID == id else { throw E3DBError(.forbidden, "a client may only mark its own backup") }
         } else {
             // js posts this with no authentication: accept it when the token is the one that registered the client.
             guard client.registrationTokenHash == Self.sha256(token) else {
-                throw HTTPFailure.forbidden("the registration token did not register this client")
+                throw E3DBError(.forbidden, "the registration token did not register this client")
             }
         }
         try await storage.setHasBackup(clientID: id)
@@ -67,7 +67,7 @@ extension E3DBService {
         _ = try r.caller()
         // Python's test expects 404 for a malformed id as well as an unknown one.
         guard let id = canonicalUUID(id), let c = try await storage.client(id: id) else {
-            throw HTTPFailure.notFound("no such client")
+            throw E3DBError(.notFound, "no such client")
         }
         return try JSONBody.response(API.ClientInfo(
             clientID: c.clientID, publicKey: .init(curve25519: c.publicKey),

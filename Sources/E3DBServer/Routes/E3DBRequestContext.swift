@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBPrimitives
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -54,7 +55,7 @@ struct APIRequest {
     /// The authenticated caller (``Authentication`` in ``Authentication/Requirement/client`` mode put it there).
     func caller() throws -> ClientRow {
         guard let caller = context.caller else {
-            throw HTTPFailure.unauthorized("this endpoint needs a registered client")
+            throw E3DBError(.unauthorized, "this endpoint needs a registered client")
         }
         return caller
     }
@@ -62,7 +63,7 @@ struct APIRequest {
     /// The caller of a note endpoint: its verified TSV1 header, with the client it names when that checked out.
     func noteCaller() throws -> (verified: TSV1.VerifiedRequest, client: ClientRow?) {
         guard let verified = context.tsv1 else {
-            throw HTTPFailure.unauthorized("this endpoint needs a TSV1 Authorization header")
+            throw E3DBError(.unauthorized, "this endpoint needs a TSV1 Authorization header")
         }
         return (verified, context.caller)
     }
@@ -71,7 +72,8 @@ struct APIRequest {
 /// The first middleware of every request, matched or not: it checks what every route relies on (a path whose
 /// segments percent-decode and hold no U+0000, a query without U+0000, no `Expect` but `100-continue`, which
 /// ``ExpectContinueHandler`` already answered and removed), holds the request's share of the body budget until
-/// the response is made, turns every error into a JSON refusal (``E3DBService/refusal(_:route:)``), and counts
+/// the response is made, turns every error into a refusal (``E3DBService/refusal(_:route:)``, answered as
+/// `HTTPResponseError`), and counts
 /// and logs the request under its route template.
 struct RequestBoundary: RouterMiddleware {
     let service: E3DBService
@@ -88,15 +90,15 @@ struct RequestBoundary: RouterMiddleware {
             context.bodyBytes = bodyBytes
             context.query = try Self.checked(request)
             if request.headers[.expect] != nil {
-                throw HTTPFailure(.expectationFailed, "only Expect: 100-continue is supported")
+                throw E3DBError(.expectationFailed, "only Expect: 100-continue is supported")
             }
             response = try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {  // no route: the router's own refusal
             let segments = request.uri.path.split(separator: "/").prefix(3).map { TSV1.percentDecoded(String($0)) ?? "" }
-            response = JSONBody.error(.notFound, "no such endpoint: \(request.method.rawValue) \(segments.joined(separator: "/"))")
+            response = try E3DBError(.notFound, "no such endpoint: \(request.method.rawValue) \(segments.joined(separator: "/"))")
+                .response(from: request, context: context)
         } catch {
-            let (status, message) = service.refusal(error, route: route)
-            response = JSONBody.error(status, message)
+            response = try service.refusal(error, route: route).response(from: request, context: context)
         }
         service.finished(method: request.method, route: route, status: response.status, started: started)
         return response
@@ -108,10 +110,10 @@ struct RequestBoundary: RouterMiddleware {
     static func checked(_ request: Request) throws -> [(String, String)] {
         for (index, segment) in request.uri.path.split(separator: "/", omittingEmptySubsequences: true).enumerated() {
             guard let decoded = TSV1.percentDecoded(String(segment)) else {
-                throw HTTPFailure.badRequest("the request path has a malformed percent escape")
+                throw E3DBError(.badRequest, "the request path has a malformed percent escape")
             }
             guard !decoded.utf8.contains(0) else {
-                throw HTTPFailure.badRequest("path segment \(index + 1) holds U+0000, which the server refuses")
+                throw E3DBError(.badRequest, "path segment \(index + 1) holds U+0000, which the server refuses")
             }
         }
         let rawQuery = request.uri.query ?? ""
@@ -122,7 +124,7 @@ struct RequestBoundary: RouterMiddleware {
             }
             let (name, value) = (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
             guard !name.utf8.contains(0), !value.utf8.contains(0) else {
-                throw HTTPFailure.badRequest("query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
+                throw E3DBError(.badRequest, "query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
             }
             return (name, value)
         }

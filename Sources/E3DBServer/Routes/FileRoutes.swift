@@ -3,6 +3,7 @@ import E3DBAPI
 import E3DBPrimitives
 import HTTPTypes
 import Hummingbird
+import Logging
 
 extension E3DBService {
     /// File records (`/v1/storage/files`, for registered clients) and their bodies (`/v1/storage/blobs`, by
@@ -45,12 +46,12 @@ extension E3DBService {
     func checkCapability(_ r: APIRequest, op: String, id: String) throws {
         guard r.queryValues("op").first == op, let expiresText = r.queryValues("expires").first,
               let expires = Int64(expiresText), let token = r.queryValues("token").first else {
-            throw HTTPFailure.forbidden("this URL is not a valid \(op) capability")
+            throw E3DBError(.forbidden, "this URL is not a valid \(op) capability")
         }
-        guard expires >= clock.now() / 1_000_000 else { throw HTTPFailure.forbidden("this \(op) URL has expired") }
+        guard expires >= clock.now() / 1_000_000 else { throw E3DBError(.forbidden, "this \(op) URL has expired") }
         let expected = try capabilityToken(op: op, id: id, expires: expires)
         guard ConstantTime.equals(Array(expected.utf8), Array(token.utf8)) else {
-            throw HTTPFailure.forbidden("this URL is not a valid \(op) capability")
+            throw E3DBError(.forbidden, "this URL is not a valid \(op) capability")
         }
     }
 
@@ -61,10 +62,10 @@ extension E3DBService {
         try checkWriter(req.meta, caller: caller)
         guard let fm = req.meta.fileMeta, let checksum = fm.checksum, let md5 = Data(base64Encoded: checksum),
               md5.count == 16 else {
-            throw HTTPFailure.badRequest("meta.file_meta.checksum must be the base64 MD5 of the encrypted file")
+            throw E3DBError(.badRequest, "meta.file_meta.checksum must be the base64 MD5 of the encrypted file")
         }
         guard let size = fm.size, size >= 0, size <= configuration.maxFileSize else {
-            throw HTTPFailure.badRequest("meta.file_meta.size must be between 0 and \(configuration.maxFileSize)")
+            throw E3DBError(.badRequest, "meta.file_meta.size must be between 0 and \(configuration.maxFileSize)")
         }
         let id = newUUID()
         let now = clock.now()
@@ -84,12 +85,12 @@ extension E3DBService {
     }
 
     func uploadBody(_ r: APIRequest, id: String) async throws -> Response {
-        guard let id = canonicalUUID(id) else { throw HTTPFailure.notFound("no such upload") }
+        guard let id = canonicalUUID(id) else { throw E3DBError(.notFound, "no such upload") }
         try checkCapability(r, op: "upload", id: id)
-        guard let pending = try await storage.pendingFile(id: id) else { throw HTTPFailure.notFound("no such upload") }
-        guard !pending.uploaded else { throw HTTPFailure.conflict("this file was already uploaded") }
+        guard let pending = try await storage.pendingFile(id: id) else { throw E3DBError(.notFound, "no such upload") }
+        guard !pending.uploaded else { throw E3DBError(.conflict, "this file was already uploaded") }
         if let declared = r.header(HTTPField.Name("Content-MD5")!), declared != pending.checksum {
-            throw HTTPFailure.badRequest("Content-MD5 is not the checksum declared for this file")
+            throw E3DBError(.badRequest, "Content-MD5 is not the checksum declared for this file")
         }
         guard let md5 = Data(base64Encoded: pending.checksum) else {
             throw StorageError(.corrupted, "a pending file's checksum does not decode")
@@ -100,23 +101,25 @@ extension E3DBService {
         let now = clock.now()
         guard try await storage.claimUpload(pendingID: id, now: now,
                                             staleBefore: now - Self.uploadClaimTimeout * 1_000_000) else {
-            throw HTTPFailure.conflict("this file is being or was already uploaded")
+            throw E3DBError(.conflict, "this file is being or was already uploaded")
         }
         do {
             try await files.store(id: id, chunks: r.request.body, expectedSize: pending.size, expectedMD5: md5)
         } catch {
             try? await storage.releaseUpload(pendingID: id)
-            guard let error = error as? FileBodyError else { throw error }
-            switch error {
-            case .sizeMismatch(let expected, let actual):
-                throw HTTPFailure.badRequest("the body is \(actual > expected ? "longer" : "shorter") than the declared \(expected) bytes")
-            case .checksumMismatch: throw HTTPFailure.badRequest("the body's MD5 is not the declared checksum (BadDigest)")
-            case .notFound, .io: throw StorageError(.unavailable, "storing a file body failed")
+            guard let error = error as? E3DBError else { throw error }
+            switch error.code {
+            case .fileBodySizeMismatch: throw E3DBError(.badRequest, error.message)
+            case .fileBodyChecksumMismatch:
+                throw E3DBError(.badRequest, "the body's MD5 is not the declared checksum (BadDigest)")
+            default:
+                logger.error("storing a file body failed", metadata: ["error": .string(error.message)])
+                throw E3DBError(.serviceUnavailable, "storing a file body failed; try again")
             }
         }
         guard try await storage.markUploaded(pendingID: id) else {  // expired and removed meanwhile
             files.remove(id: id)
-            throw HTTPFailure.notFound("no such upload")
+            throw E3DBError(.notFound, "no such upload")
         }
         ServerMetrics.fileBytes("upload", pending.size)
         return Response(status: .ok)
@@ -126,11 +129,11 @@ extension E3DBService {
         let caller = try r.caller()
         guard let id = canonicalUUID(id), let pending = try await storage.pendingFile(id: id),
               pending.record.writerID == caller.clientID else {
-            throw HTTPFailure.notFound("no such pending file")
+            throw E3DBError(.notFound, "no such pending file")
         }
-        guard pending.uploaded else { throw HTTPFailure.badRequest("the file body has not been uploaded") }
+        guard pending.uploaded else { throw E3DBError(.badRequest, "the file body has not been uploaded") }
         guard let row = try await storage.commitPendingFile(id: id, now: clock.now(), version: newUUID()) else {
-            throw HTTPFailure.notFound("no such pending file")
+            throw E3DBError(.notFound, "no such pending file")
         }
         return try JSONBody.response(record(row), status: .created)
     }
@@ -139,16 +142,16 @@ extension E3DBService {
         let caller = try r.caller()
         guard let id = canonicalUUID(id), let row = try await storage.record(id: id, readableBy: caller.clientID),
               row.fileMetaJSON != nil else {
-            throw HTTPFailure.notFound("no such file record, or it is not shared with this client")
+            throw E3DBError(.notFound, "no such file record, or it is not shared with this client")
         }
         return try JSONBody.response(record(row, fileURL: try capabilityURL(r, op: "download", id: id)))
     }
 
     func downloadBody(_ r: APIRequest, id: String) async throws -> Response {
-        guard let id = canonicalUUID(id) else { throw HTTPFailure.notFound("no such file") }
+        guard let id = canonicalUUID(id) else { throw E3DBError(.notFound, "no such file") }
         try checkCapability(r, op: "download", id: id)
         guard try await storage.record(id: id) != nil, let size = try? files.size(id: id) else {
-            throw HTTPFailure.notFound("no such file")
+            throw E3DBError(.notFound, "no such file")
         }
         let files = self.files
         ServerMetrics.fileBytes("download", size)

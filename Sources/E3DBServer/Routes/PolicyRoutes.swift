@@ -27,7 +27,7 @@ extension E3DBService {
         -> Response {
         let caller = try r.caller()
         let t = try tuple(writer: writer, user: user, reader: reader, type: type)
-        guard t.userID == t.writerID else { throw HTTPFailure.badRequest("user and writer must be the same client") }
+        guard t.userID == t.writerID else { throw E3DBError(.badRequest, "user and writer must be the same client") }
         let req = try JSONBody.decode(API.PolicyRequest.self, from: try await body(r, for: .client(caller.clientID)),
                                       what: "policy")
         func verbs(_ list: [[String: AnyJSON]]?) throws -> Set<String> {
@@ -35,7 +35,7 @@ extension E3DBService {
             for element in list ?? [] {
                 for key in element.keys {
                     guard key == "read" || key == "authorizer" else {
-                        throw HTTPFailure.badRequest("unknown policy verb \(key.prefix(40)); expected read or authorizer")
+                        throw E3DBError(.badRequest, "unknown policy verb \(key.prefix(40)); expected read or authorizer")
                     }
                     out.insert(key)
                 }
@@ -45,7 +45,7 @@ extension E3DBService {
         let allow = try verbs(req.allow)
         let deny = try verbs(req.deny)
         guard !allow.isEmpty || !deny.isEmpty else {
-            throw HTTPFailure.badRequest("a policy needs allow or deny with at least one verb")
+            throw E3DBError(.badRequest, "a policy needs allow or deny with at least one verb")
         }
         let verbs = allow.union(deny)
         if verbs.contains("authorizer") { try await authorize(.changeAuthorizer, caller: caller.clientID, tuple: t) }

@@ -30,9 +30,9 @@ extension E3DBService {
     func newRecord(_ body: Data, caller: ClientRow) throws -> RecordRow {
         let req = try JSONBody.decode(API.Record.self, from: body, what: "record")
         try checkWriter(req.meta, caller: caller)
-        guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
+        guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
         guard req.meta.fileMeta == nil else {
-            throw HTTPFailure.badRequest("file records are written through /v1/storage/files")
+            throw E3DBError(.badRequest, "file records are written through /v1/storage/files")
         }
         let now = clock.now()
         return RecordRow(
@@ -42,7 +42,7 @@ extension E3DBService {
     }
 
     /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
-    static let unreadableRecord = HTTPFailure.notFound("no such record, or it is not shared with this client")
+    static let unreadableRecord = E3DBError(.notFound, "no such record, or it is not shared with this client")
 
     func readRecord(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
@@ -70,10 +70,10 @@ extension E3DBService {
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
         let caller = try r.caller()
         let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
-        guard !req.data.isEmpty else { throw HTTPFailure.badRequest("data must have at least one field") }
+        guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
               AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
-            throw HTTPFailure.forbidden("no such record, or this client did not write it")
+            throw E3DBError(.forbidden, "no such record, or this client did not write it")
         }
         let outcome = try await storage.updateRecord(
             id: id, expectedVersion: version.lowercased(), plainJSON: req.meta.plain.map(Self.jsonText),
@@ -82,8 +82,8 @@ extension E3DBService {
         case .done(let row):
             // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
             return try JSONBody.response(record(row, plain: .some(req.meta.plain)))
-        case .conflict: throw HTTPFailure.conflict("the record's version is not \(version.prefix(40))")
-        case .notFound: throw HTTPFailure.forbidden("no such record")
+        case .conflict: throw E3DBError(.conflict, "the record's version is not \(version.prefix(40))")
+        case .notFound: throw E3DBError(.forbidden, "no such record")
         }
     }
 
@@ -91,14 +91,14 @@ extension E3DBService {
         let caller = try r.caller()
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
               AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
-            throw HTTPFailure.forbidden("no such record, or this client did not write it")
+            throw E3DBError(.forbidden, "no such record, or this client did not write it")
         }
         switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {
         case .done(let row):
             if row.fileMetaJSON != nil { files.remove(id: row.recordID) }
             return Response(status: .noContent)
-        case .conflict: throw HTTPFailure.conflict("the record's version is not \(version?.prefix(40) ?? "")")
-        case .notFound: throw HTTPFailure.forbidden("no such record")
+        case .conflict: throw E3DBError(.conflict, "the record's version is not \(version?.prefix(40) ?? "")")
+        case .notFound: throw E3DBError(.forbidden, "no such record")
         }
     }
 }

@@ -107,7 +107,7 @@ extension E3DBService {
         let q = try JSONBody.decode(API.QueryRequest.self, from: try await body(r, for: .client(caller.clientID)),
                                       what: "query")
         let after = q.afterIndex ?? 0
-        guard after >= 0 else { throw HTTPFailure.badRequest("after_index must not be negative") }
+        guard after >= 0 else { throw E3DBError(.badRequest, "after_index must not be negative") }
         let count = min(max(q.count ?? 50, 1), 1000)
         let writers = Self.ids(q.writerIDs)
         let scope = RecordScope(
@@ -115,7 +115,7 @@ extension E3DBService {
             userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [],
             includeData: false)
         if let plain = q.plain, Self.filterBytes(plain) > Self.maxFilterBytes {
-            throw HTTPFailure.badRequest("a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
+            throw E3DBError(.badRequest, "a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
         }
         let perRow = q.plain.map(Self.filterCost) ?? 0
         let picked = try await searching { budget in
@@ -154,9 +154,9 @@ extension E3DBService {
         let q = try JSONBody.decode(API.SearchRequest.self, from: try await body(r, for: .client(caller.clientID)),
                                       what: "search")
         let limit = (q.limit ?? 0) == 0 ? 50 : q.limit!
-        guard limit > 0, limit <= 1000 else { throw HTTPFailure.badRequest("limit must be between 1 and 1000") }
+        guard limit > 0, limit <= 1000 else { throw E3DBError(.badRequest, "limit must be between 1 and 1000") }
         let offset = q.nextToken ?? 0
-        guard offset >= 0, offset <= 10_000 else { throw HTTPFailure.badRequest("next_token must be between 0 and 10000") }
+        guard offset >= 0, offset <= 10_000 else { throw E3DBError(.badRequest, "next_token must be between 0 and 10000") }
         var after: Int64? = nil
         var before: Int64? = nil
         var byModified = false
@@ -164,12 +164,12 @@ extension E3DBService {
             switch (range.rangeKey ?? "CREATED").uppercased() {
             case "CREATED", "": byModified = false
             case "MODIFIED": byModified = true
-            default: throw HTTPFailure.badRequest("range_key must be CREATED or MODIFIED")
+            default: throw E3DBError(.badRequest, "range_key must be CREATED or MODIFIED")
             }
             func bound(_ text: String?, _ name: String) throws -> Int64? {
                 guard let text, !text.isEmpty else { return nil }
                 guard let micros = APITimestamp.parse(text) else {
-                    throw HTTPFailure.badRequest("range.\(name) is not an RFC 3339 timestamp")
+                    throw E3DBError(.badRequest, "range.\(name) is not an RFC 3339 timestamp")
                 }
                 return micros <= APITimestamp.parse("0001-01-01T00:00:00Z")! ? nil : micros  // Go's zero time: unbounded
             }

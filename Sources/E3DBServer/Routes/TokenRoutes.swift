@@ -17,7 +17,7 @@ extension E3DBService {
         let form = String(decoding: try await body(r, for: .anonymous, limit: 64 << 10), as: UTF8.self)
         for pair in form.split(separator: "&") where pair.hasPrefix("grant_type=") {
             guard pair.dropFirst(11) == "client_credentials" else {
-                throw HTTPFailure.badRequest("grant_type must be client_credentials")
+                throw E3DBError(.badRequest, "grant_type must be client_credentials")
             }
         }
         let token = hex(SecureRandom.bytes(count: 32))

@@ -7,14 +7,16 @@ import Hummingbird
 extension E3DBService {
     /// `GET`, `PUT` and `DELETE /v1/storage/access_keys/{writer}/{user}/{reader}/{type}`, for registered clients.
     func addAccessKeyRoutes(to router: Router<E3DBRequestContext>) {
-        let group = router.group("v1/storage/access_keys")
-            .add(middleware: Authentication(service: self, requirement: .client))
-        for method in [HTTPRequest.Method.get, .put, .delete, .post, .patch] {
-            group.on("{writer}/{user}/{reader}/{type}", method) {
-                try await self.accessKey($0, writer: $0.parameter("writer"), user: $0.parameter("user"),
-                                         reader: $0.parameter("reader"), type: $0.parameter("type"))
-            }
+        let group = router.group().add(middleware: Authentication(service: self, requirement: .client))
+        let handler: @Sendable (APIRequest) async throws -> Response = {
+            try await self.accessKey($0, writer: $0.parameter("writer"), user: $0.parameter("user"),
+                                     reader: $0.parameter("reader"), type: $0.parameter("type"))
         }
+        group.on(API.Endpoints.readAccessKey, handler).on(API.Endpoints.putAccessKey, handler)
+            .on(API.Endpoints.deleteAccessKey, handler)
+        // Other methods on the path: 405, as the API answered before its routes were typed.
+        let path = RouterPath(API.Endpoints.readAccessKey.template)
+        for method in [HTTPRequest.Method.post, .patch] { group.on(path, method, handler) }
     }
 
     func tuple(writer: String, user: String, reader: String, type: String) throws -> AccessTuple {

@@ -8,13 +8,12 @@ extension E3DBService {
     /// Registration and backup (`/v1/account`, with a registration token) and client lookup
     /// (`GET /v1/storage/clients/{id}`, for registered clients).
     func addClientRoutes(to router: Router<E3DBRequestContext>) {
-        router.group("v1/account")
-            .on("e3db/clients/register", .post) { try await self.register($0) }
-            .on("backup/{token}/{client}", .post) {
+        router.on(API.Endpoints.register) { try await self.register($0) }
+            .on(API.Endpoints.backup) {
                 try await self.backup($0, token: $0.parameter("token"), clientID: $0.parameter("client"))
             }
-        router.group("v1/storage/clients").add(middleware: Authentication(service: self, requirement: .client))
-            .on("{id}", .get) { try await self.clientInfo($0, id: $0.parameter("id")) }
+        router.group().add(middleware: Authentication(service: self, requirement: .client))
+            .on(API.Endpoints.client) { try await self.clientInfo($0, id: $0.parameter("id")) }
     }
 
     static func validKey(_ b64u: String) -> Bool { (try? Base64URL.decode(b64u))?.count == 32 }

@@ -1,3 +1,4 @@
+import E3DBAPI
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -35,5 +36,12 @@ extension RouterMethods where Context == E3DBRequestContext {
     func on(_ path: RouterPath, _ method: HTTPRequest.Method,
             _ handler: @escaping @Sendable (APIRequest) async throws -> Response) -> Self {
         on(path, method: method) { request, context in try await handler(APIRequest(request, context)) }
+    }
+
+    /// Adds the route of `endpoint` (its method and path template, as E3DBAPI writes them for the client too).
+    @discardableResult
+    func on<Body: APIBody, Answer: APIBody>(_ endpoint: API.Endpoint<Body, Answer>,
+                          _ handler: @escaping @Sendable (APIRequest) async throws -> Response) -> Self {
+        on(RouterPath(endpoint.template), HTTPRequest.Method(rawValue: endpoint.method) ?? .get, handler)
     }
 }

@@ -9,13 +9,12 @@ extension E3DBService {
     /// File records (`/v1/storage/files`, for registered clients) and their bodies (`/v1/storage/blobs`, by
     /// capability URL).
     func addFileRoutes(to router: Router<E3DBRequestContext>) {
-        router.group("v1/storage/files").add(middleware: Authentication(service: self, requirement: .client))
-            .on("", .post) { try await self.createPendingFile($0) }
-            .on("{id}", .patch) { try await self.commitFile($0, id: $0.parameter("id")) }
-            .on("{id}", .get) { try await self.readFile($0, id: $0.parameter("id")) }
-        router.group("v1/storage/blobs")
-            .on("{id}", .put) { try await self.uploadBody($0, id: $0.parameter("id")) }
-            .on("{id}", .get) { try await self.downloadBody($0, id: $0.parameter("id")) }
+        router.group().add(middleware: Authentication(service: self, requirement: .client))
+            .on(API.Endpoints.createFile) { try await self.createPendingFile($0) }
+            .on(API.Endpoints.commitFile) { try await self.commitFile($0, id: $0.parameter("id")) }
+            .on(API.Endpoints.readFile) { try await self.readFile($0, id: $0.parameter("id")) }
+        router.on(API.Endpoints.uploadBody) { try await self.uploadBody($0, id: $0.parameter("id")) }
+            .on(API.Endpoints.downloadBody) { try await self.downloadBody($0, id: $0.parameter("id")) }
     }
 
     // MARK: Files

@@ -7,11 +7,11 @@ import Hummingbird
 extension E3DBService {
     /// Notes (`/v2/storage/notes`), addressed by signing keys: every request carries a TSV1 header.
     func addNoteRoutes(to router: Router<E3DBRequestContext>) {
-        router.group("v2/storage/notes").add(middleware: Authentication(service: self, requirement: .tsv1))
-            .on("", .post) { try await self.writeNote($0) }
-            .on("", .get) { try await self.readNote($0) }
-            .on("", .put) { try await self.replaceNote($0) }
-            .on("{id}", .delete) { try await self.deleteNote($0, id: $0.parameter("id")) }
+        router.group().add(middleware: Authentication(service: self, requirement: .tsv1))
+            .on(API.Endpoints.writeNote) { try await self.writeNote($0) }
+            .on(API.Endpoints.readNote) { try await self.readNote($0) }
+            .on(API.Endpoints.replaceNote) { try await self.replaceNote($0) }
+            .on(API.Endpoints.deleteNote) { try await self.deleteNote($0, id: $0.parameter("id")) }
     }
 
     /// Builds the stored row of a note written by a verified TSV1 caller (spec api §7); `client` is the registered

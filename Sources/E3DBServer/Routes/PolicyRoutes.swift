@@ -8,19 +8,19 @@ extension E3DBService {
     /// Sharing policies (`/v1/storage/policy`), for registered clients: put one, remove a reader's authorizers,
     /// list them.
     func addPolicyRoutes(to router: Router<E3DBRequestContext>) {
-        router.group("v1/storage/policy").add(middleware: Authentication(service: self, requirement: .client))
-            .on("{user}/{writer}/{reader}/{type}", .put) {
+        router.group().add(middleware: Authentication(service: self, requirement: .client))
+            .on(API.Endpoints.putPolicy) {
                 try await self.putPolicy($0, user: $0.parameter("user"), writer: $0.parameter("writer"),
                                          reader: $0.parameter("reader"), type: $0.parameter("type"))
             }
-            .on("{user}/{writer}/{reader}", .delete) {
+            .on(API.Endpoints.removeAuthorizers) {
                 try await self.deleteAuthorizers($0, user: $0.parameter("user"), writer: $0.parameter("writer"),
                                                  reader: $0.parameter("reader"))
             }
-            .on("outgoing", .get) { try await self.listPolicies($0, .outgoing) }
-            .on("incoming", .get) { try await self.listPolicies($0, .incoming) }
-            .on("proxies", .get) { try await self.listPolicies($0, .proxies) }
-            .on("granted", .get) { try await self.listPolicies($0, .granted) }
+            .on(API.Endpoints.outgoingSharing) { try await self.listPolicies($0, .outgoing) }
+            .on(API.Endpoints.incomingSharing) { try await self.listPolicies($0, .incoming) }
+            .on(API.Endpoints.proxies) { try await self.listPolicies($0, .proxies) }
+            .on(API.Endpoints.granted) { try await self.listPolicies($0, .granted) }
     }
 
     func putPolicy(_ r: APIRequest, user: String, writer: String, reader: String, type: String) async throws

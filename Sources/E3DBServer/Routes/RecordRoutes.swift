@@ -8,16 +8,16 @@ extension E3DBService {
     /// `POST /v1/storage/records`, `GET /v1/storage/records/{id}`, and the versioned (`safe`) and unversioned
     /// update and delete, for registered clients.
     func addRecordRoutes(to router: Router<E3DBRequestContext>) {
-        router.group("v1/storage/records").add(middleware: Authentication(service: self, requirement: .client))
-            .on("", .post) { try await self.writeRecord($0) }
-            .on("{id}", .get) { try await self.readRecord($0, id: $0.parameter("id")) }
-            .on("safe/{id}/{version}", .put) {
+        router.group().add(middleware: Authentication(service: self, requirement: .client))
+            .on(API.Endpoints.writeRecord) { try await self.writeRecord($0) }
+            .on(API.Endpoints.readRecord) { try await self.readRecord($0, id: $0.parameter("id")) }
+            .on(API.Endpoints.updateRecord) {
                 try await self.updateRecord($0, id: $0.parameter("id"), version: $0.parameter("version"))
             }
-            .on("safe/{id}/{version}", .delete) {
+            .on(API.Endpoints.deleteRecordVersion) {
                 try await self.deleteRecord($0, id: $0.parameter("id"), version: $0.parameter("version"))
             }
-            .on("{id}", .delete) { try await self.deleteRecord($0, id: $0.parameter("id"), version: nil) }
+            .on(API.Endpoints.deleteRecord) { try await self.deleteRecord($0, id: $0.parameter("id"), version: nil) }
     }
 
     func writeRecord(_ r: APIRequest) async throws -> Response {

@@ -7,9 +7,9 @@ import Hummingbird
 extension E3DBService {
     /// `POST /v1/storage/search` and `POST /v2/search`, for registered clients.
     func addSearchRoutes(to router: Router<E3DBRequestContext>) {
-        let authentication = Authentication(service: self, requirement: .client)
-        router.group("v1/storage").add(middleware: authentication).on("search", .post) { try await self.searchV1($0) }
-        router.group("v2").add(middleware: authentication).on("search", .post) { try await self.searchV2($0) }
+        router.group().add(middleware: Authentication(service: self, requirement: .client))
+            .on(API.Endpoints.query) { try await self.searchV1($0) }
+            .on(API.Endpoints.search) { try await self.searchV2($0) }
     }
 
     /// Search results with the caller's access key for each (writer, user, type), looked up once per request.

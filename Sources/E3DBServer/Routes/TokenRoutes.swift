@@ -7,8 +7,8 @@ import Hummingbird
 extension E3DBService {
     /// `POST /v1/auth/token`: a Bearer token for a client's API key pair (HTTP Basic).
     func addTokenRoutes(to router: Router<E3DBRequestContext>) {
-        router.group("v1/auth").add(middleware: Authentication(service: self, requirement: .apiKey))
-            .on("token", .post) { try await self.token($0) }
+        router.group().add(middleware: Authentication(service: self, requirement: .apiKey))
+            .on(API.Endpoints.token) { try await self.token($0) }
     }
 
     func token(_ r: APIRequest) async throws -> Response {

@@ -1,5 +1,5 @@
 public import E3DBPrimitives
-public import E3DBAPI
+import E3DBAPI
 
 // The server's refusals (`.unauthorized`, `.forbidden`, `.notFound`, `.conflict`, `.badRequest`, …) are E3DBAPI's
 // (the wire contract): `.io`, the request reached the server and the remote operation failed (the CLI exits 1 and

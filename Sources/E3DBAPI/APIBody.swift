@@ -16,14 +16,18 @@ public protocol APIBody: Codable, Sendable {
 }
 
 extension APIBody {
+    /// Decodes a body with `JSONDecoder`.
     public static func decodeBody(_ data: Data) throws -> Self { try JSONDecoder().decode(Self.self, from: data) }
+    /// Encodes the body with `JSONEncoder`.
     public func encodeBody() throws -> Data { try JSONEncoder().encode(self) }
 }
 
 extension Array: APIBody where Element: APIBody {}
 
 extension API.Record: APIBody {
+    /// Decodes a record body with the hand-written reader (``decodeJSON(_:)``).
     public static func decodeBody(_ data: Data) throws -> API.Record { try decodeJSON(data) }
+    /// Encodes the record with the hand-written writer (``jsonData()``).
     public func encodeBody() -> Data { jsonData() }
 }
 

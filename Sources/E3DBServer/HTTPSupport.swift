@@ -9,8 +9,10 @@ public import Hummingbird
 /// contract (`.badRequest`, `.unauthorized`, …, `.serviceUnavailable`); any other error reaches a response only
 /// through ``E3DBService/refusal(_:route:)``, which maps it to one of them.
 extension E3DBError: HTTPResponseError {
+    /// The HTTP status of the code (``API/httpStatus(of:)``); 400 for a code that is not a refusal of the API.
     public var status: HTTPResponse.Status { HTTPResponse.Status(code: API.httpStatus(of: code) ?? 400) }
 
+    /// The `{"error": message}` response with ``status`` (a generic message for a code that is not a refusal).
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         JSONBody.error(status, API.httpStatus(of: code) == nil ? "the request could not be processed" : message)
     }

@@ -7,7 +7,7 @@ import E3DBPrimitives
 extension E3DBClient {
     func putPolicy(writer: UUID, reader: UUID, type: String, _ policy: API.PolicyRequest) async throws {
         let w = writer.lowercasedString
-        _ = try await send("PUT", ["v1", "storage", "policy", w, w, reader.lowercasedString, type],
+        _ = try await send(API.Endpoints.putPolicy, [w, w, reader.lowercasedString, type],
                            json: policy, operation: "policy")
     }
 
@@ -41,21 +41,21 @@ extension E3DBClient {
     /// As an authorizer of `writer`, revokes `reader`'s access to its records of `type`.
     public func revoke(onBehalfOf writer: UUID, type: String, from reader: UUID) async throws {
         try await putPolicy(writer: writer, reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
-        _ = try await send("DELETE", tuplePath(writer: writer, user: writer, reader: reader, type: type),
+        _ = try await send(API.Endpoints.deleteAccessKey, tuplePath(writer: writer, user: writer, reader: reader, type: type),
                            operation: "access key delete")
     }
 
     /// Authorizer grants this client made (`GET /v1/storage/policy/proxies`).
     public func authorizers() async throws -> [API.AuthorizerPolicy] {
         try Self.decode([API.AuthorizerPolicy].self,
-                        try await send("GET", ["v1", "storage", "policy", "proxies"], operation: "authorizers"),
+                        try await send(API.Endpoints.proxies, operation: "authorizers"),
                         operation: "authorizers")
     }
 
     /// Authorizer grants made to this client (`GET /v1/storage/policy/granted`).
     public func authorizedBy() async throws -> [API.AuthorizerPolicy] {
         try Self.decode([API.AuthorizerPolicy].self,
-                        try await send("GET", ["v1", "storage", "policy", "granted"], operation: "authorized by"),
+                        try await send(API.Endpoints.granted, operation: "authorized by"),
                         operation: "authorized by")
     }
 
@@ -76,7 +76,7 @@ extension E3DBClient {
     /// - Parameter request: the search; set `nextToken` from the previous page's.
     /// - Returns: the page.
     public func search(_ request: API.SearchRequest) async throws -> SearchPage {
-        let r = try await send("POST", ["v2", "search"], json: request, operation: "search", idempotent: true)
+        let r = try await send(API.Endpoints.search, json: request, operation: "search", idempotent: true)
         let response = try Self.decode(API.SearchResponse.self, r, operation: "search")
         var records: [ClientRecord] = []
         for result in response.results {

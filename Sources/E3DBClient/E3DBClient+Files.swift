@@ -80,7 +80,7 @@ extension E3DBClient {
                            fileMeta: API.FileMeta(fileName: URL(fileURLWithPath: path).lastPathComponent,
                                                   checksum: md5, size: Int64(result.encryptedSize))),
             data: [:])
-        let created = try await send("POST", ["v1", "storage", "files"], json: body, operation: "file create",
+        let created = try await send(API.Endpoints.createFile, json: body, operation: "file create",
                                      idempotent: false)
         let pending = try Self.decode(API.PendingFile.self, created, operation: "file create")
         try checkFileURL(pending.fileURL, operation: "file upload")
@@ -94,7 +94,7 @@ extension E3DBClient {
             let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: upload.body))?.error
             throw httpError(status: upload.status, operation: "file upload", serverMessage: message)
         }
-        let committed = try await send("PATCH", ["v1", "storage", "files", pending.id], operation: "file commit",
+        let committed = try await send(API.Endpoints.commitFile, [pending.id], operation: "file commit",
                                        idempotent: false)
         let record = try Self.decode(API.Record.self, committed, operation: "file commit")
         return ClientRecord(meta: record.meta, data: RecordData())
@@ -128,7 +128,7 @@ extension E3DBClient {
     ///   transport's (`.transportFailed`).
     public func readFile(_ id: UUID, to destination: String, verifyChecksum: Bool = false,
                          progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
-        let r = try await send("GET", ["v1", "storage", "files", id.lowercasedString], operation: "file read")
+        let r = try await send(API.Endpoints.readFile, [id.lowercasedString], operation: "file read")
         let record = try Self.decode(API.Record.self, r, operation: "file read")
         try Self.checkAnswer(record.meta, id: id, operation: "file read")
         guard let meta = record.meta.fileMeta, let url = meta.fileURL, let checksum = meta.checksum else {

@@ -9,13 +9,12 @@ extension E3DBClient {
     // MARK: Access keys
 
     func tuplePath(writer: UUID, user: UUID, reader: UUID, type: String) -> [String] {
-        ["v1", "storage", "access_keys", writer.lowercasedString, user.lowercasedString,
-         reader.lowercasedString, type]
+        [writer.lowercasedString, user.lowercasedString, reader.lowercasedString, type]
     }
 
     /// The caller's EAKInfo for (writer, user, type), or nil when the server has none (404).
     func eakInfo(writer: UUID, user: UUID, type: String) async throws -> EAKInfo? {
-        let r = try await send("GET", tuplePath(writer: writer, user: user, reader: clientID, type: type),
+        let r = try await send(API.Endpoints.readAccessKey, tuplePath(writer: writer, user: user, reader: clientID, type: type),
                                operation: "access key read", expect: [404])
         if r.status == 404 { return nil }
         do { return try EAKInfo(jsonData: r.body) } catch {
@@ -67,7 +66,7 @@ extension E3DBClient {
     func putAccessKey(_ ak: AccessKey, writer: UUID, user: UUID, reader: UUID, readerKey: Box.PublicKey,
                       type: String) async throws -> Bool {
         let eak = try EncryptedAccessKey.wrap(ak, for: readerKey, by: identity.boxKey)
-        let r = try await send("PUT", tuplePath(writer: writer, user: user, reader: reader, type: type),
+        let r = try await send(API.Endpoints.putAccessKey, tuplePath(writer: writer, user: user, reader: reader, type: type),
                                json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
                                expect: [409])
         return r.status != 409
@@ -159,7 +158,7 @@ extension E3DBClient {
     public func write(type: String, data: RecordData, plain: RecordData = RecordData()) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
         let body = try encryptedBody(type: type, data: data, plain: plain, ak: ak)
-        let r = try await send("POST", ["v1", "storage", "records"], json: body, operation: "record write",
+        let r = try await send(API.Endpoints.writeRecord, json: body, operation: "record write",
                                idempotent: false)
         return try await echoedOrDecrypted(Self.decode(API.Record.self, r, operation: "record write"), sent: body,
                                            data: data)
@@ -193,7 +192,7 @@ extension E3DBClient {
     ///   (`.missingSignature` for an unsigned record under the default policy).
     public func read(_ id: UUID, fields: [String]? = nil, writer: UUID? = nil, type: String? = nil) async throws
         -> ClientRecord {
-        let r = try await send("GET", ["v1", "storage", "records", id.lowercasedString], operation: "record read")
+        let r = try await send(API.Endpoints.readRecord, [id.lowercasedString], operation: "record read")
         let record = try Self.decode(API.Record.self, r, operation: "record read")
         try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
         var read = try await decrypt(record)
@@ -216,7 +215,7 @@ extension E3DBClient {
         let ak = try await ownAccessKey(type: record.meta.type)
         let body = try encryptedBody(type: record.meta.type, data: record.data,
                                  plain: RecordData(record.meta.plain ?? [:]), ak: ak)
-        let r = try await send("PUT", ["v1", "storage", "records", "safe", id, version], json: body,
+        let r = try await send(API.Endpoints.updateRecord, [id, version], json: body,
                                operation: "record update", idempotent: false)
         var updated = try Self.decode(API.Record.self, r, operation: "record update")
         if updated.meta.plain == nil { updated.meta.plain = body.meta.plain }
@@ -226,7 +225,7 @@ extension E3DBClient {
     /// Deletes a record if its version is still `version`.
     /// - Throws: `E3DBError` `.conflict` for a stale version, `.forbidden` for another's or an unknown record.
     public func delete(_ id: UUID, version: String) async throws {
-        _ = try await send("DELETE", ["v1", "storage", "records", "safe", id.lowercasedString, version],
+        _ = try await send(API.Endpoints.deleteRecordVersion, [id.lowercasedString, version],
                            operation: "record delete", idempotent: false)
     }
 
@@ -248,7 +247,7 @@ extension E3DBClient {
     /// Revokes `reader`'s access to this client's records of `type` (policy first, then the key).
     public func revoke(type: String, from reader: UUID) async throws {
         try await putPolicy(reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
-        _ = try await send("DELETE", tuplePath(writer: clientID, user: clientID, reader: reader, type: type),
+        _ = try await send(API.Endpoints.deleteAccessKey, tuplePath(writer: clientID, user: clientID, reader: reader, type: type),
                            operation: "access key delete")
     }
 
@@ -259,14 +258,14 @@ extension E3DBClient {
     /// Who this client shares with (`GET /v1/storage/policy/outgoing`).
     public func outgoingSharing() async throws -> [API.OutgoingSharing] {
         try Self.decode([API.OutgoingSharing].self,
-                        try await send("GET", ["v1", "storage", "policy", "outgoing"], operation: "outgoing sharing"),
+                        try await send(API.Endpoints.outgoingSharing, operation: "outgoing sharing"),
                         operation: "outgoing sharing")
     }
 
     /// Who shares with this client (`GET /v1/storage/policy/incoming`).
     public func incomingSharing() async throws -> [API.IncomingSharing] {
         try Self.decode([API.IncomingSharing].self,
-                        try await send("GET", ["v1", "storage", "policy", "incoming"], operation: "incoming sharing"),
+                        try await send(API.Endpoints.incomingSharing, operation: "incoming sharing"),
                         operation: "incoming sharing")
     }
 }

@@ -144,9 +144,9 @@ public final class E3DBClient: Sendable {
             signingKey: keys.publicSigningKey.map { .init(ed25519: $0.base64URLEncoded) }))
         let base = apiURL.hasSuffix("/") ? String(apiURL.dropLast()) : apiURL
         let response = try await Self.exchange(
-            transport, TransportRequest(method: "POST", url: base + "/v1/account/e3db/clients/register",
+            transport, TransportRequest(method: API.Endpoints.register.method, url: base + API.Endpoints.register.template,
                                         headers: [("Content-Type", "application/json")],
-                                        body: try JSONEncoder().encode(body)),
+                                        body: try body.encodeBody()),
             operation: "register", idempotent: false, timeout: .seconds(30))
         let details = try Self.decode(API.RegistrationResponse.self, response, operation: "register")
         guard let id = UUID(uuidString: details.clientID) else {
@@ -185,7 +185,7 @@ public final class E3DBClient: Sendable {
         _ = try await write(type: "tozny.key_backup", data: try RecordData(fields),
                             plain: ["client": clientID.lowercasedString])
         try await share(type: "tozny.key_backup", with: backupID)
-        _ = try await send("POST", ["v1", "account", "backup", registrationToken, clientID.lowercasedString],
+        _ = try await send(API.Endpoints.backup, [registrationToken, clientID.lowercasedString],
                            operation: "backup", idempotent: false)
     }
 
@@ -197,7 +197,7 @@ public final class E3DBClient: Sendable {
     ///   `.invalidResponse` for an answer about another client or keys that do not parse.
     public func clientInfo(_ id: UUID) async throws -> API.ClientInfo {
         if let cached = clientInfos.withLock({ $0[id] }) { return cached }
-        let r = try await send("GET", ["v1", "storage", "clients", id.lowercasedString], operation: "client lookup")
+        let r = try await send(API.Endpoints.client, [id.lowercasedString], operation: "client lookup")
         let info = try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
         let client = id.lowercasedString
         guard UUID(uuidString: info.clientID) == id else {
@@ -236,7 +236,17 @@ public final class E3DBClient: Sendable {
 
     /// Sends a request to the API with a bearer token (fetched and refreshed here), mapping failures to
     /// `E3DBError`.
-    func send(_ method: String, _ segments: [String], query: [(String, String)] = [], json: (some Encodable)? = Optional<Int>.none,
+    func send<Body, Answer>(_ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [],
+                            query: [(String, String)] = [], json: Body? = nil, operation: String,
+                            idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil)
+        async throws -> TransportResponse {
+        try await send(endpoint.method, endpoint.path(parameters), query: query, body: try json?.encodeBody(),
+                       operation: operation, idempotent: idempotent, auth: auth, expect: expect)
+    }
+
+    /// Sends `body` (JSON) to `method` and `segments` (each percent-encoded here), as ``send(_:_:query:json:operation:idempotent:auth:expect:)``
+    /// does for an endpoint of the API.
+    func send(_ method: String, _ segments: [String], query: [(String, String)] = [], body: Data?,
               operation: String, idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil)
         async throws -> TransportResponse {
         var url = apiURL + "/" + segments.map(Self.escapeSegment).joined(separator: "/")
@@ -245,11 +255,7 @@ public final class E3DBClient: Sendable {
         }
         var headers: [(String, String)] = []
         if auth == .bearer { headers.append(("Authorization", "Bearer " + (try await bearerToken()))) }
-        var body: Data?
-        if let json {
-            body = try (json as? API.Record)?.jsonData() ?? JSONEncoder().encode(json)
-            headers.append(("Content-Type", "application/json"))
-        }
+        if body != nil { headers.append(("Content-Type", "application/json")) }
         let request = TransportRequest(method: method, url: url, headers: headers, body: body)
         let retry = idempotent ?? (method == "GET" || method == "PUT" || method == "DELETE")
         var response = try await Self.exchange(transport, request, operation: operation, idempotent: retry,
@@ -299,11 +305,10 @@ public final class E3DBClient: Sendable {
         }
     }
 
-    /// Decodes a response body; a record goes through its own reader (`JSONDecoder`'s outcome, faster).
-    static func decode<T: Decodable>(_ type: T.Type, _ response: TransportResponse, operation: String) throws -> T {
+    /// Decodes a response body through the API's body seam (``APIBody``).
+    static func decode<T: APIBody>(_ type: T.Type, _ response: TransportResponse, operation: String) throws -> T {
         do {
-            if T.self == API.Record.self, let record = try API.Record.decodeJSON(response.body) as? T { return record }
-            return try JSONDecoder().decode(type, from: response.body)
+            return try T.decodeBody(response.body)
         } catch {
             throw E3DBError(.invalidResponse, "\(operation): the server's response is not the expected JSON",
                             context: .init(part: operation))

@@ -89,7 +89,7 @@ public struct QueryResults: AsyncSequence, Sendable {
                     userIDs: query.users.isEmpty ? nil : query.users.map { $0.lowercasedString },
                     recordIDs: query.recordIDs.map { $0.lowercasedString }, contentTypes: query.types,
                     plain: query.plain, includeAllWriters: query.includeAllWriters)
-                let r = try await client.send("POST", ["v1", "storage", "search"], json: request, operation: "query",
+                let r = try await client.send(API.Endpoints.query, json: request, operation: "query",
                                               idempotent: true)
                 let response = try E3DBClient.decode(API.QueryResponse.self, r, operation: "query")
                 done = response.results.count < query.pageSize

@@ -324,8 +324,9 @@ final class ModelRun {
     private func call(_ c: Int, _ method: String, _ path: [String], json: (some Encodable)? = Optional<Int>.none)
         async -> (status: Int, body: Data) {
         do {
-            let r = try await clients[c].send(method, path, json: json, operation: "authorization model",
-                                              idempotent: false, expect: Self.anyStatus)
+            let r = try await clients[c].send(method, path, body: try json.map { try JSONEncoder().encode($0) },
+                                              operation: "authorization model", idempotent: false,
+                                              expect: Self.anyStatus)
             return (r.status, r.body)
         } catch {
             return (0, Data("\(error)".utf8))

@@ -166,13 +166,15 @@ struct ClientNotesTests {
             enum CodingKeys: String, CodingKey { case eak, accessKeyWrappers = "access_key_wrappers" }
         }
         let path = writer.tuplePath(writer: writer.clientID, user: writer.clientID, reader: reader.clientID, type: type)
-        let put = try await writer.send("PUT", path, json: GroupPut(eak: groupEAK.description, accessKeyWrappers: [wrapper]),
-                                        operation: "group access key write")
+        let put = try await writer.send(
+            "PUT", API.Endpoints.putAccessKey.path(path),
+            body: try JSONEncoder().encode(GroupPut(eak: groupEAK.description, accessKeyWrappers: [wrapper])),
+            operation: "group access key write")
         #expect(put.status == 201)
         try await writer.putPolicy(reader: reader.clientID, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
 
         // What this server serves: the eak alone, authorized by the writer; the wrappers are not stored.
-        let served = try await reader.send("GET", path, operation: "access key read")
+        let served = try await reader.send(API.Endpoints.readAccessKey, path, operation: "access key read")
         let object = try #require(try JSONSerialization.jsonObject(with: served.body) as? [String: Any])
         #expect(object["access_key_wrappers"] == nil)
         #expect(object["eak"] as? String == groupEAK.description)

@@ -226,7 +226,7 @@ struct ClientTrustTests {
         let x = try #require(try await alice.write(type: "dx", data: ["diagnosis": "flu"]).id)
         let y = try #require(try await alice.write(type: "dx", data: ["diagnosis": "cancer"]).id)
         let other = try #require(try await alice.write(type: "note", data: ["diagnosis": "none"]).id)
-        let yBody = try await alice.send("GET", ["v1", "storage", "records", y.uuidString.lowercased()],
+        let yBody = try await alice.send(API.Endpoints.readRecord, [y.uuidString.lowercased()],
                                          operation: "test read").body
         // The proxy answers x with y, a record of the same writer and type that verifies.
         s.proxy.rewrite { method, target, response in
@@ -425,7 +425,7 @@ struct ClientTrustTests {
         let selected = try await alice.read(x, fields: ["ssn"])
         #expect(selected.data == ["ssn": "111"] && selected.signatureStatus == .verified)
         // The server answers x with y's ssn (same writer, type and access key: it decrypts).
-        let yBody = try await alice.send("GET", ["v1", "storage", "records", y.uuidString.lowercased()],
+        let yBody = try await alice.send(API.Endpoints.readRecord, [y.uuidString.lowercased()],
                                          operation: "test read").body
         let yObject = try #require(try JSONSerialization.jsonObject(with: yBody) as? [String: Any])
         let ySSN = try #require((yObject["data"] as? [String: Any])?["ssn"] as? String)

@@ -1,27 +1,12 @@
 @testable import E3DBServer
 import Foundation
-import HTTPTypes
 import Logging
 import NIOCore
-import NIOEmbedded
-import NIOHTTPTypes
 import PostgresNIO
-import Synchronization
 import Testing
 
-/// Counts the reads a channel's handlers ask of its socket.
-private final class SocketReads: ChannelOutboundHandler, Sendable {
-    typealias OutboundIn = HTTPResponsePart
-    let count = Mutex(0)
-    func read(context: ChannelHandlerContext) {
-        count.withLock { $0 += 1 }
-        context.read()
-    }
-}
-
 /// The PostgreSQL backend's grouped record reads on their own connection: what happens when that connection is
-/// terminated, when a group outlives the operation timeout, and after the storage closed; and how the channel
-/// pipeline holds requests behind a read that waits.
+/// terminated, when a group outlives the operation timeout, and after the storage closed.
 extension StorageTests {
     private static let readsWriter = "00000000-0000-4000-8000-0000000000d4"
     private static let readConnection = "e3dbkit-record-reads"
@@ -192,74 +177,6 @@ extension StorageTests {
         if let error = try await Self.refusedRead(storage, row, "a read after close answered") {
             #expect(error.kind == .unavailable)
             #expect(error.message.contains("closed"), "\(error.message)")
-        }
-    }
-
-    @Test("behind a read that waits, the pipeline reads the socket on until 32 request parts wait, then stops until the answers are written",
-          .timeLimit(.minutes(2)))
-    func thePipelineWithholdsSocketReadsBehindManyWaitingParts() async throws {
-        try await Self.withReadStorage(timeout: .seconds(600), records: 1) { storage, url, rows in
-            let directory = FileManager.default.temporaryDirectory
-                .appendingPathComponent("e3dbkit-withhold-\(UUID().uuidString.lowercased())")
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let service = E3DBService(
-                storage: storage, files: try LocalFileBodyStore(directory: directory.appendingPathComponent("files")),
-                configuration: ServerConfiguration(dataDirectory: directory), secret: Data(count: 32),
-                logger: Self.logger())
-            let now = service.clock.now()
-            service.bearerTokens.insert(
-                hash: E3DBService.sha256("token-w"),
-                client: ClientRow(clientID: Self.readsWriter, name: "w", publicKey: "k", signingKey: nil,
-                                  apiKeyID: UUID().uuidString.lowercased(), apiSecretHash: Data(),
-                                  registrationTokenHash: Data(), created: now),
-                tokenExpires: now + 3_600_000_000, now: now)
-            let channel = NIOAsyncTestingChannel()
-            let reads = SocketReads()
-            try await channel.testingEventLoop.executeInContext {
-                try channel.pipeline.syncOperations.addHandler(reads)
-                try channel.pipeline.syncOperations.addHandler(RecordFastPath(service: service))
-            }
-            try await channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 8080))
-            let get = HTTPRequest(method: .get, scheme: nil, authority: "localhost",
-                                  path: "/v1/storage/records/\(rows[0].recordID)",
-                                  headerFields: [.authorization: "Bearer token-w"])
-            func socketRead() async throws -> Int {
-                try await channel.testingEventLoop.executeInContext {
-                    channel.pipeline.read()
-                    return reads.count.withLock { $0 }
-                }
-            }
-
-            let locker = try await Self.admin(url)
-            defer { Task { try? await locker.close() } }
-            try await Self.lockRecords(locker)
-            try await channel.writeInbound(HTTPRequestPart.head(get))
-            try await channel.writeInbound(HTTPRequestPart.end(nil))  // submitted; it waits for the lock
-            #expect(try await socketRead() == 1, "nothing waits behind the read yet: the socket is read")
-            for _ in 0..<15 {
-                try await channel.writeInbound(HTTPRequestPart.head(get))
-                try await channel.writeInbound(HTTPRequestPart.end(nil))
-            }
-            #expect(try await socketRead() == 2, "30 parts wait: the socket is still read")
-            try await channel.writeInbound(HTTPRequestPart.head(get))
-            try await channel.writeInbound(HTTPRequestPart.end(nil))
-            #expect(try await socketRead() == 2, "32 parts wait: the socket is no longer read")
-            try await locker.query("ROLLBACK", logger: Self.logger())
-            for i in 0..<17 {
-                guard case .head(let head) = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
-                    Issue.record("answer \(i) does not start with a head")
-                    return
-                }
-                #expect(head.status == .ok, "answer \(i)")
-                guard case .body = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self),
-                      case .end = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
-                    Issue.record("answer \(i) has no body or end")
-                    return
-                }
-            }
-            let resumed = try await channel.testingEventLoop.executeInContext { reads.count.withLock { $0 } }
-            #expect(resumed == 3, "once every waiting request is answered, the withheld read is made")
-            _ = try await channel.finish()
         }
     }
 }

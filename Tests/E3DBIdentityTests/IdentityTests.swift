@@ -1,7 +1,7 @@
+import E3DBConformance
 import E3DBIdentity
 import E3DBPrimitives
 import E3DBTestSupport
-import E3DBVectors
 import Foundation
 import Testing
 

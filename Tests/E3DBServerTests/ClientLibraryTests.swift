@@ -5,7 +5,7 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
-/// `e3dbkit server run --port 0` as a child process, for tests of the client library against a real server.
+/// `e3dbkit-server run --port 0` as a child process, for tests of the client library against a real server.
 final class ServerProcess: @unchecked Sendable {
     let process = Process()
     let url: String
@@ -16,9 +16,10 @@ final class ServerProcess: @unchecked Sendable {
 
     static var binary: URL { PythonSDKServerTests.binary }
 
+    /// Runs an `e3dbkit-server` administrative command; its standard output.
     static func cli(_ arguments: [String]) throws -> String {
         let p = Process()
-        p.executableURL = binary
+        p.executableURL = CLIRunner.serverBinary
         p.arguments = arguments
         let out = Pipe()
         p.standardOutput = out
@@ -26,7 +27,7 @@ final class ServerProcess: @unchecked Sendable {
         try p.run()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw ServerFailure(description: "e3dbkit \(arguments[0...1]) failed") }
+        guard p.terminationStatus == 0 else { throw ServerFailure(description: "e3dbkit-server \(arguments.prefix(2)) failed") }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -39,9 +40,9 @@ final class ServerProcess: @unchecked Sendable {
         data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         self.postgres = postgres
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
-        token = try Self.cli(["server", "token", "create"] + storage)
-        process.executableURL = Self.binary
-        process.arguments = ["server", "run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
+        token = try Self.cli(["token", "create"] + storage)
+        process.executableURL = CLIRunner.serverBinary
+        process.arguments = ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
             + storage + extraArguments
         let err = Pipe()
         if let log {
@@ -132,7 +133,7 @@ struct KillingTransport: E3DBTransport {
     }
 }
 
-@Suite("E3DBClient against e3dbkit server", .serialized, .postgresServer)
+@Suite("E3DBClient against e3dbkit-server", .serialized, .postgresServer)
 struct ClientLibraryTests {
     @Test("records: write, read fields, update with versions, delete, query pages and plain filters",
           arguments: ClientTestBackend.allCases)

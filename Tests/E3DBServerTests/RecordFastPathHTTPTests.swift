@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// `RecordFastPath` in `e3dbkit server run`: its answers to record reads and writes against the router's (a second
+/// `RecordFastPath` in `e3dbkit-server run`: its answers to record reads and writes against the router's (a second
 /// process on the same data directory with `--no-record-fast-path`), byte for byte but the `Date` and a new record's
 /// id, version and times, and request order on a connection that pipelines writes and reads.
 @Suite("Record reads and writes in the pipeline, over HTTP", .serialized, .postgresServer)

@@ -2,7 +2,8 @@
 //
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
 // Layers (dependencies point only downward; only E3DBPrimitives imports C):
-//   L5 e3dbkit (CLI)
+//   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
+//      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3½ E3DBAPI (wire types, TSV1; E3DBPrimitives only)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher pages; no SQLite)
@@ -42,6 +43,7 @@ let package = Package(
         .library(name: "E3DBServer", targets: ["E3DBServer"]),
         .library(name: "E3DBClient", targets: ["E3DBClient"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
+        .executable(name: "e3dbkit-server", targets: ["e3dbkit-server"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -195,21 +197,42 @@ let package = Package(
             swiftSettings: memorySafe
         ),
 
-        // L5: command line
+        // L5: what both executables share (exit codes, checked standard output, the one exit path). Not a
+        // product; it links nothing that can decrypt, so the server may use it.
+        .target(
+            name: "E3DBCommandLine",
+            dependencies: ["E3DBPrimitives", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: upcoming
+        ),
+
+        // L5: command line. Never E3DBServer: the key, record and file tool links no HTTP server or PostgreSQL.
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBServer", "E3DBClient", "E3DBVectors", "E3DBSQLite",
+                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBConformance", "E3DBSQLite", "E3DBCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: upcoming
+        ),
+
+        // L5: the API server's executable. Like E3DBServer it must never depend on a module that can decrypt
+        // (E3DBDocuments, E3DBKeys, E3DBFiles, E3DBIdentity, E3DBStore, E3DBClient): the process boundary
+        // between the server and the key-holding CLI is visible here.
+        .executableTarget(
+            name: "e3dbkit-server",
+            dependencies: [
+                "E3DBServer", "E3DBCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: upcoming
         ),
 
-        // Vector suites (not a product): one runner per committed vector file, run by both the tests and
-        // `e3dbkit vectors verify`, so there is one source of truth. No test code and no #filePath: the CLI links it.
+        // The conformance checker (not a product): one suite per committed vector file, run by both the tests and
+        // `e3dbkit vectors verify`, so there is one source of truth. No test-framework code and no #filePath: the
+        // CLI links it.
         .target(
-            name: "E3DBVectors",
+            name: "E3DBConformance",
             dependencies: ["E3DBKit", "E3DBPageCodec"],
             swiftSettings: upcoming
         ),
@@ -228,46 +251,56 @@ let package = Package(
             ],
             path: "Fuzz/Targets"
         ),
+        // A development tool, not a product: writes Swift-made vector cases for the Python SDK to check
+        // (`swift run generate-swift-vectors DIR`; TestVectors/generators/check_swift_output.py DIR).
+        .executableTarget(
+            name: "generate-swift-vectors",
+            dependencies: [
+                "E3DBKit", "E3DBConformance", "E3DBCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: upcoming
+        ),
         // Test support (never linked by a product): the checkout's location from #filePath.
-        .target(name: "E3DBTestSupport", dependencies: ["E3DBVectors"], swiftSettings: upcoming),
+        .target(name: "E3DBTestSupport", dependencies: ["E3DBConformance"], swiftSettings: upcoming),
 
         .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
         .testTarget(
             name: "E3DBPrimitivesTests",
-            dependencies: ["E3DBPrimitives", "E3DBBLAKE2bReference", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBPrimitives", "E3DBBLAKE2bReference", "E3DBTestSupport", "E3DBConformance"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "E3DBCanonicalJSONTests",
             dependencies: [
-                "E3DBCanonicalJSON", "E3DBTestSupport", "E3DBVectors",
+                "E3DBCanonicalJSON", "E3DBTestSupport", "E3DBConformance",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "E3DBKeysTests",
-            dependencies: ["E3DBKeys", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBKeys", "E3DBTestSupport", "E3DBConformance"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "E3DBDocumentsTests",
-            dependencies: ["E3DBDocuments", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBDocuments", "E3DBTestSupport", "E3DBConformance"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "E3DBFilesTests",
-            dependencies: ["E3DBFiles", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBFiles", "E3DBTestSupport", "E3DBConformance"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "E3DBIdentityTests",
-            dependencies: ["E3DBIdentity", "E3DBAPI", "E3DBTestSupport", "E3DBVectors"],
+            dependencies: ["E3DBIdentity", "E3DBAPI", "E3DBTestSupport", "E3DBConformance"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "E3DBKitCLITests",
-            dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBVectors", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBConformance", .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["cli_interop.py"],
             swiftSettings: upcoming
         ),
@@ -280,7 +313,7 @@ let package = Package(
         .testTarget(
             name: "E3DBSQLiteTests",
             dependencies: [
-                "E3DBSQLite", "E3DBPageCodec", "E3DBPrimitives", "E3DBTestSupport", "E3DBVectors",
+                "E3DBSQLite", "E3DBPageCodec", "E3DBPrimitives", "E3DBTestSupport", "E3DBConformance",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             exclude: ["sqlcipher_peer.py"],

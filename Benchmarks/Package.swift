@@ -88,7 +88,7 @@ package.targets += [
     ),
 ]
 
-// Client throughput: E3DBClient writing and reading records against a running `e3dbkit server`, with 1 and 16
+// Client throughput: E3DBClient writing and reading records against a running `e3dbkit-server`, with 1 and 16
 // concurrent tasks; scripts/client-benchmark.sh runs it beside Tozny's Python SDK (ClientBaseline) on the same server.
 package.targets += [
     .executableTarget(
@@ -102,7 +102,7 @@ package.targets += [
 ]
 
 // Server load baseline: a Hummingbird route returning a fixed JSON body, with E3DBServer's HTTP configuration;
-// scripts/server-benchmark.sh drives it and `e3dbkit server run` with wrk in the same run.
+// scripts/server-benchmark.sh drives it and `e3dbkit-server run` with wrk in the same run.
 package.targets += [
     .executableTarget(
         name: "ServerBaseline",

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Client throughput against a local `e3dbkit server run` (SQLite, release build): E3DBClient (Benchmarks/
+# Client throughput against a local `e3dbkit-server run` (SQLite, release build): E3DBClient (Benchmarks/
 # ClientThroughput) and Tozny's Python SDK (Benchmarks/ClientBaseline) write and read the same kind of records
 # (10 fields of 32 bytes) with 1 and 16 concurrent tasks against the same server in the same run; then a file of
 # SIZE_MIB (default 1024) MiB goes up and down through `e3dbkit client file put|get`, beside `e3dbkit file
 # encrypt|decrypt` of the same file. Prints a markdown table for docs/performance.md.
 #
 #   scripts/client-benchmark.sh [RECORDS]     # default 2000 records per measurement
-#   SERVER_FLAGS="--log-level warning" scripts/client-benchmark.sh   # extra `server run` flags
+#   SERVER_FLAGS="--log-level warning" scripts/client-benchmark.sh   # extra `e3dbkit-server run` flags
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 records="${1:-2000}"
@@ -22,13 +22,15 @@ trap cleanup EXIT
 python="$("$root/scripts/python-env.sh")"
 echo "building release binaries" >&2
 (cd "$root" && swift build -c release --product e3dbkit >&2)
+(cd "$root" && swift build -c release --product e3dbkit-server >&2)
 (cd "$root/Benchmarks" && swift build -c release --product ClientThroughput >&2)
 cli="$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit"
+server="$cli-server"
 bench="$(cd "$root/Benchmarks" && swift build -c release --show-bin-path)/ClientThroughput"
 
-"$cli" server token create --data "$work/srv" >"$work/token"
+"$server" token create --data "$work/srv" >"$work/token"
 # shellcheck disable=SC2086
-"$cli" server run --data "$work/srv" --port 0 --log-level warning ${SERVER_FLAGS:-} 2>"$work/server.err" &
+"$server" run --data "$work/srv" --port 0 --log-level warning ${SERVER_FLAGS:-} 2>"$work/server.err" &
 server_pid=$!
 for _ in $(seq 1 100); do
     grep -q "listening on" "$work/server.err" 2>/dev/null && break

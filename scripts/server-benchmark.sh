@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Server load benchmark: `e3dbkit server run` (SQLite, and PostgreSQL when a URL is given) against a Hummingbird
+# Server load benchmark: `e3dbkit-server run` (SQLite, and PostgreSQL when a URL is given) against a Hummingbird
 # route that returns a fixed JSON body of the size of a record response (Benchmarks/ServerBaseline), with wrk, in
 # the same run. For 1, 4, 16 and 64 connections it measures, one after the other: the fixed route; authenticated
 # GET /v1/storage/records/{id} cycling over the records written at set-up; authenticated POST /v1/storage/records.
@@ -7,8 +7,11 @@
 #
 #   scripts/server-benchmark.sh [--postgres URL] [--duration SECONDS] [--records N] [--connections "1 4 16 64"]
 #
-# Environment: E3DBKIT_BENCH_POSTGRES_URL (same as --postgres; a dedicated, disposable database), E3DBKIT_CLI (a
-# release e3dbkit built elsewhere, used instead of building this checkout's: to compare two commits),
+# Environment: E3DBKIT_BENCH_POSTGRES_URL (same as --postgres; a dedicated, disposable database),
+# E3DBKIT_SERVER (the server command to use instead of building this checkout's `e3dbkit-server`, split on spaces:
+# a release build made elsewhere, to compare two commits; `"/path/e3dbkit server"` for builds from before
+# e3dbkit-server existed), E3DBKIT_CLI (a release e3dbkit built elsewhere that still has `e3dbkit server`: the same
+# as E3DBKIT_SERVER="$E3DBKIT_CLI server"),
 # LOG_LEVEL (the server's --log-level, default warning: no access-log line per request, like the baseline; info
 # adds one line on standard error per request).
 # Installs wrk with apt-get when it is missing. wrk runs 2 threads (1 at one connection).
@@ -36,13 +39,17 @@ if ! command -v wrk >/dev/null; then
     if [ "$(id -u)" = 0 ]; then apt-get install -y wrk >&2; else sudo apt-get install -y wrk >&2; fi
 fi
 
-if [ -n "${E3DBKIT_CLI:-}" ]; then
-    cli="$E3DBKIT_CLI"  # another build of e3dbkit (an A/B comparison of two commits)
-    echo "building the baseline server; e3dbkit is $cli" >&2
+# server: the command that takes the server subcommands (run, token create, stats).
+if [ -n "${E3DBKIT_SERVER:-}" ]; then
+    read -r -a server <<<"$E3DBKIT_SERVER"  # another build (an A/B comparison of two commits)
+    echo "building the baseline server; the E3DB server is ${server[*]}" >&2
+elif [ -n "${E3DBKIT_CLI:-}" ]; then
+    server=("$E3DBKIT_CLI" server)  # an e3dbkit from before e3dbkit-server, with `e3dbkit server`
+    echo "building the baseline server; the E3DB server is ${server[*]}" >&2
 else
-    echo "building the release CLI and the baseline server" >&2
-    (cd "$root" && swift build -c release --product e3dbkit >&2)
-    cli="$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit"
+    echo "building the release server and the baseline server" >&2
+    (cd "$root" && swift build -c release --product e3dbkit-server >&2)
+    server=("$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit-server")
 fi
 (cd "$root/Benchmarks" && swift build -c release --product ServerBaseline >&2)
 baseline="$(cd "$root/Benchmarks" && swift build -c release --show-bin-path)/ServerBaseline"
@@ -93,12 +100,12 @@ bench() {
     shift
     mkdir -p "$data" "$dir"
     local registration
-    if ! registration="$("$cli" server token create --data "$data" "$@" 2>"$work/token-$backend.log")"; then
+    if ! registration="$("${server[@]}" token create --data "$data" "$@" 2>"$work/token-$backend.log")"; then
         echo "$backend: skipped (the server refused it: $(tail -n 1 "$work/token-$backend.log"))" >&2
         rows+=("| $backend | — | — | — | — | — | skipped: $(tail -n 1 "$work/token-$backend.log" | tr '|' '/') |")
         return 0
     fi
-    if ! start "server-$backend" "$cli" server run --data "$data" "$@" --port 0 --log-level "$log_level"; then
+    if ! start "server-$backend" "${server[@]}" run --data "$data" "$@" --port 0 --log-level "$log_level"; then
         echo "$backend: the server did not start: $(tail -n 3 "$work/server-$backend.log")" >&2
         return 1
     fi
@@ -132,7 +139,7 @@ print("\n".join(rows))
 PY
 )")
     done
-    echo "$backend: records in the database afterwards: $("$cli" server stats --data "$data" "$@" 2>/dev/null | grep -i records || true)" >&2
+    echo "$backend: records in the database afterwards: $("${server[@]}" stats --data "$data" "$@" 2>/dev/null | grep -i records || true)" >&2
 }
 
 started_load="$(cut -d' ' -f1-3 /proc/loadavg)"

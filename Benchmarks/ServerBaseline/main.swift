@@ -1,5 +1,5 @@
 // The baseline of scripts/server-benchmark.sh: a Hummingbird server with one route, GET /fixed, that returns a fixed
-// JSON body, with the HTTP configuration of `e3dbkit server run` (HTTP/1.1, 120 s idle timeout). The E3DB server's
+// JSON body, with the HTTP configuration of `e3dbkit-server run` (HTTP/1.1, 120 s idle timeout). The E3DB server's
 // record routes are measured against it in the same run.
 //
 //   ServerBaseline [BODY_FILE]     # the body to serve (default: a ~700-byte record-like JSON object)

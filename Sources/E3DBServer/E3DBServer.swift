@@ -15,7 +15,7 @@ extension E3DBError.Code {
     public static let invalidTLSConfiguration = Self("invalidTLSConfiguration", category: .invalidArgument)
 }
 
-/// The E3DB-compatible API server and its administration (`e3dbkit server`).
+/// The E3DB-compatible API server and its administration (`e3dbkit-server`).
 public enum E3DBServer {
     /// Opens the configured backend: PostgreSQL when `postgresURL` is set, else SQLite in the data directory.
     /// - Parameters:

@@ -1,6 +1,6 @@
 public import Foundation
 
-/// How `e3dbkit server run` is set up.
+/// How `e3dbkit-server run` is set up.
 public struct ServerConfiguration: Sendable {
     /// Interface to bind (default loopback).
     public var host: String = "127.0.0.1"

@@ -45,7 +45,7 @@ struct IdentityEnrollment {
 extension EncryptedStore {
     /// The store's keys from `credential`: a passphrase or key opens the master key sealed in `store_meta`; an
     /// identity opens the EAK enrolled for its public key.
-    /// - Throws: ``E3DBError/Code/wrongKey`` when the credential does not open the store (an identity that is not
+    /// - Throws: `E3DBError.Code.wrongKey` when the credential does not open the store (an identity that is not
     ///   enrolled, or whose private key does not open its EAK); `storeCorrupted` when an enrollment is damaged.
     static func unlockKeys(_ pool: DatabasePool, _ header: Header, with credential: StoreCredential) throws(E3DBError)
         -> StoreKeys
@@ -153,7 +153,7 @@ extension EncryptedStore {
 extension EncryptedStore {
     /// Creates a new, empty store that opens with `identity`'s private key only (its master key wrapped for the
     /// identity's public key); ``changeCredential(to:kdf:)`` can add a passphrase or key later.
-    /// - Throws: ``E3DBError/Code/storeExists``, `databaseError`.
+    /// - Throws: `E3DBError.Code.storeExists`, `databaseError`.
     public static func create(at directory: URL, identity: ClientIdentity) throws(E3DBError) -> EncryptedStore {
         try create(
             at: directory, credential: .identity(identity.boxKey), kdfParameters: KDFPreset.moderate.parameters,

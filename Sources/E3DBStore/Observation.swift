@@ -17,7 +17,7 @@ extension EncryptedStore {
     /// order and never go back to an older state.
     ///
     /// The sequence ends when the iterating task is cancelled, when the store is released (no reference left but
-    /// the observation's), and with ``E3DBError/Code/storeLocked`` within `pollInterval` of ``lock()``. It ends with
+    /// the observation's), and with `E3DBError.Code.storeLocked` within `pollInterval` of ``lock()``. It ends with
     /// an error when a record does not authenticate.
     ///
     /// Cost: one extra SQLite connection per observation, and one `PRAGMA data_version` (a few microseconds) per

@@ -22,8 +22,10 @@ extension EncryptedStore {
     }
 
     /// Wraps `collection`'s access key for another E3DB client (an EAKInfo whose authorizer is this store).
-    /// - Parameter readerPublicKey: the reader's Curve25519 public key.
-    /// - Throws: ``E3DBError/Code/collectionNotFound``, `storeLocked`.
+    /// - Parameters:
+    ///   - collection: the collection to share.
+    ///   - readerPublicKey: the reader's Curve25519 public key.
+    /// - Throws: `E3DBError.Code.collectionNotFound`, `storeLocked`.
     public func share(collection: String, with readerPublicKey: Box.PublicKey) throws(E3DBError) -> EAKInfo {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: false)
@@ -36,7 +38,7 @@ extension EncryptedStore {
     /// wrapped for the reader). Any E3DB SDK decrypts the records with the reader's private key and the EAKInfo.
     /// Both files are written through `AtomicFileSink` and appear only when complete; the call refuses to start
     /// when either already exists.
-    /// - Throws: ``E3DBError/Code/collectionNotFound``, `recordTampered` for a record that does not authenticate
+    /// - Throws: `E3DBError.Code.collectionNotFound`, `recordTampered` for a record that does not authenticate
     ///   (nothing is published then), `databaseError` for I/O failures.
     @discardableResult
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) throws(E3DBError)

@@ -23,6 +23,12 @@ public enum CLIRunner {
 
     public static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
 
+    /// The built `e3dbkit-server` binary, beside ``binary``.
+    public static var serverBinary: URL { productsDirectory.appendingPathComponent("e3dbkit-server") }
+
+    /// The built `generate-swift-vectors` development tool (not a product), beside ``binary``.
+    public static var vectorGenerator: URL { productsDirectory.appendingPathComponent("generate-swift-vectors") }
+
     public struct MissingBinary: Error, CustomStringConvertible {
         public let path: String
         public init(path: String) { self.path = path }

@@ -1,4 +1,4 @@
-@_exported public import E3DBVectors
+@_exported public import E3DBConformance
 public import Foundation
 
 extension VectorLocations {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the cases `e3dbkit vectors generate DIR` wrote, with Tozny's Python SDK (e3db==2.3.0) and PyNaCl.
+"""Checks the cases `swift run generate-swift-vectors DIR` wrote, with Tozny's Python SDK (e3db==2.3.0) and PyNaCl.
 
 Every valid case must decrypt / verify in Python and give the expected values; every invalid case must be
 rejected. Record signatures and SignedDocument signatures are verified with PyNaCl over canonical bytes from

@@ -1,6 +1,6 @@
 import E3DBCanonicalJSON
+import E3DBConformance
 import E3DBTestSupport
-import E3DBVectors
 import Testing
 
 /// Runs the same vector suites as `e3dbkit vectors verify`.

@@ -1,8 +1,8 @@
+import E3DBConformance
 import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
 import E3DBTestSupport
-import E3DBVectors
 import Foundation
 import Testing
 

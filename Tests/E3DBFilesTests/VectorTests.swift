@@ -1,5 +1,5 @@
+import E3DBConformance
 import E3DBTestSupport
-import E3DBVectors
 import Testing
 
 @Suite("E3DB file v3 vectors (Python SDK)")

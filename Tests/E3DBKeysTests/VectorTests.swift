@@ -1,5 +1,5 @@
+import E3DBConformance
 import E3DBTestSupport
-import E3DBVectors
 import Testing
 
 /// Every case of the keys vector suites (Python SDK e3db 2.3.0), one test case per vector id.

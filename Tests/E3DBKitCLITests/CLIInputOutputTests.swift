@@ -228,12 +228,12 @@ struct CLIInputOutputTests {
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix(".") }
         #expect(leftovers.isEmpty)
 
-        // vectors generate replaces a symlinked output, never its target.
+        // generate-swift-vectors (the same output-file code) replaces a symlinked output, never its target.
         let generated = dir.appendingPathComponent("vg")
         try FileManager.default.createDirectory(at: generated, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(
             atPath: generated.appendingPathComponent("eak.json").path, withDestinationPath: victim.path)
-        let vg = try await run(["vectors", "generate", generated.path])
+        let vg = try await ChildProcess.run(CLIRunner.vectorGenerator, [generated.path])
         #expect(vg.status == 0, "\(vg.stderr)")
         #expect(try Data(contentsOf: victim) == Data("victim".utf8))
     }

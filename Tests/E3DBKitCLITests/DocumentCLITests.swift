@@ -1,6 +1,6 @@
+import E3DBConformance
 import E3DBKit
 import E3DBTestSupport
-import E3DBVectors
 import Foundation
 import Testing
 
@@ -238,6 +238,8 @@ struct DocumentCLITests {
 
 @Suite("Interop with Tozny's Python SDK")
 struct PythonInteropTests {
+    struct SetupFailure: Error, CustomStringConvertible { let description: String }
+
     /// The project's Python with the vector peers, created with scripts/python-env.sh; nil when python3 is absent.
     static func python() throws -> String? {
         let root = VectorLocations.projectRoot
@@ -252,7 +254,7 @@ struct PythonInteropTests {
         which.waitUntilExit()
         guard which.terminationStatus == 0 else { return nil }
         let setup = try shell(root.appendingPathComponent("scripts/python-env.sh").path, [])
-        guard setup.status == 0 else { throw VectorMismatch("scripts/python-env.sh failed: \(setup.err)") }
+        guard setup.status == 0 else { throw SetupFailure(description: "scripts/python-env.sh failed: \(setup.err)") }
         return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
     }
 
@@ -271,14 +273,14 @@ struct PythonInteropTests {
         return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
     }
 
-    @Test("Swift → Python: the Python SDK decrypts and verifies everything e3dbkit vectors generate writes")
+    @Test("Swift → Python: the Python SDK decrypts and verifies everything generate-swift-vectors writes")
     func swiftToPython() async throws {
         guard let python = try Self.python() else {
             print("skipped: python3 is not installed, so the Python SDK cannot check Swift output")
             return
         }
         let dir = try ScratchDirectory()
-        let gen = try await CLIRunner.run(["vectors", "generate", dir.url.path])
+        let gen = try await ChildProcess.run(CLIRunner.vectorGenerator, [dir.url.path])
         #expect(gen.status == 0, "\(gen.stderr)")
         let checker = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/check_swift_output.py")
         let result = try Self.shell(python, [checker.path, dir.url.path])

@@ -1,6 +1,6 @@
+import E3DBConformance
 import E3DBKit
 import E3DBTestSupport
-import E3DBVectors
 import Foundation
 import Testing
 

@@ -153,8 +153,8 @@ struct RecordBatchCLITests {
         #expect(encBad.status == 65)
         let encOut = lines(encBad.stdout)
         #expect(encOut.count == 4)
-        #expect(try await error(encOut[1])?["line"] == 2 && error(encOut[2])?["line"] == 3)
-        #expect(try await error(encOut[0]) == nil && error(encOut[3]) == nil)
+        #expect(try error(encOut[1])?["line"] == 2 && error(encOut[2])?["line"] == 3)
+        #expect(try error(encOut[0]) == nil && error(encOut[3]) == nil)
     }
 
     @Test("usage errors, empty input, missing input file")

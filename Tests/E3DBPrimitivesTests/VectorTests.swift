@@ -1,5 +1,5 @@
+import E3DBConformance
 import E3DBTestSupport
-import E3DBVectors
 import Testing
 
 /// Every case of every primitives vector suite, one test case per vector id.

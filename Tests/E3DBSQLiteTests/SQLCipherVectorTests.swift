@@ -1,6 +1,6 @@
+import E3DBConformance
 import E3DBPageCodec
 import E3DBTestSupport
-import E3DBVectors
 import Foundation
 import GRDB
 import Testing

@@ -4,7 +4,7 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
-/// Who may read, change and delete what on `e3dbkit server run`, as a model-based test: five clients write,
+/// Who may read, change and delete what on `e3dbkit-server run`, as a model-based test: five clients write,
 /// read, update and delete records of three types, share and revoke `read` as writers and as authorizers (with
 /// any target, the forbidden ones included), add and remove authorizers (per type and with the delete-all
 /// endpoint), put, delete and get access keys, search (v1 and v2) and list policies, in a seeded random order.
@@ -14,7 +14,7 @@ import Testing
 ///
 /// `E3DB_MODEL_SEED` replays a run, `E3DB_MODEL_STEPS` sets its length (3000 steps on SQLite, 400 on PostgreSQL;
 /// 8000 take about a minute on SQLite and two on PostgreSQL).
-@Suite("Authorization model: random operations against e3dbkit server", .serialized, .postgresServer)
+@Suite("Authorization model: random operations against e3dbkit-server", .serialized, .postgresServer)
 struct AuthorizationModelTests {
     @Test("random operations by five clients on three types agree with the reference model after every step",
           .timeLimit(.minutes(10)), arguments: ClientTestBackend.allCases)

@@ -5,7 +5,7 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
-/// `e3dbkit server run --port 0` as a child process, for tests of the client library against a real server.
+/// `e3dbkit-server run --port 0` as a child process, for tests of the client library against a real server.
 /// Started with ``start(data:postgres:extraArguments:log:)``, which awaits the line that says where it listens.
 final class ServerProcess: Sendable {
     let process: RunningProcess
@@ -15,12 +15,14 @@ final class ServerProcess: Sendable {
     /// The PostgreSQL URL of the PostgreSQL backend, `nil` for SQLite.
     let postgres: String?
 
-    static var binary: URL { PythonSDKServerTests.binary }
+    static var binary: URL { CLIRunner.serverBinary }
 
-    /// Runs `e3dbkit ARGUMENTS` to its end; its standard output without the final newline.
+    /// Runs an `e3dbkit-server` administrative command to its end; its standard output without the final newline.
     static func cli(_ arguments: [String]) async throws -> String {
         let result = try await ChildProcess.run(binary, arguments)
-        guard result.status == 0 else { throw ServerFailure(description: "e3dbkit \(arguments[0...1]) failed: \(result.stderr)") }
+        guard result.status == 0 else {
+            throw ServerFailure(description: "e3dbkit-server \(arguments.prefix(2)) failed: \(result.stderr)")
+        }
         return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -42,8 +44,8 @@ final class ServerProcess: Sendable {
     ) async throws -> ServerProcess {
         let data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
-        let token = try await cli(["server", "token", "create"] + storage)
-        let arguments = ["server", "run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
+        let token = try await cli(["token", "create"] + storage)
+        let arguments = ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
             + storage + extraArguments
         @Sendable func listening(_ bytes: Data) -> String? {
             let text = String(decoding: bytes, as: UTF8.self)
@@ -133,7 +135,7 @@ struct KillingTransport: E3DBTransport {
     }
 }
 
-@Suite("E3DBClient against e3dbkit server", .serialized, .postgresServer)
+@Suite("E3DBClient against e3dbkit-server", .serialized, .postgresServer)
 struct ClientLibraryTests {
     @Test("records: write, read fields, update with versions, delete, query pages and plain filters",
           arguments: ClientTestBackend.allCases)

@@ -5,7 +5,7 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
-@Suite("E3DBClient notes and group-wrapped keys against e3dbkit server", .serialized, .postgresServer)
+@Suite("E3DBClient notes and group-wrapped keys against e3dbkit-server", .serialized, .postgresServer)
 struct ClientNotesTests {
     @Test("anonymous notes: written and read with unregistered key pairs, names dropped, views, expiry, refusals",
           arguments: ClientTestBackend.allCases)

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// Record reads and writes over raw HTTP/1.1 connections to `e3dbkit server run`: the statuses and bodies of reads
+/// Record reads and writes over raw HTTP/1.1 connections to `e3dbkit-server run`: the statuses and bodies of reads
 /// and writes by the writer, a reader and strangers, and request order on a connection that pipelines writes and
 /// reads (every request goes through the one router).
 @Suite("Record reads and writes over raw, pipelined HTTP/1.1", .serialized, .postgresServer)

@@ -2,15 +2,13 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
-/// `e3dbkit server run` as a real process, with Tozny's Python SDK (e3db 2.3.0) as its client: the SDK's own
+/// `e3dbkit-server run` as a real process, with Tozny's Python SDK (e3db 2.3.0) as its client: the SDK's own
 /// integration suites, then deny paths, hostile requests, concurrency, a large file with bounded memory and
 /// `kill -9` (Tests/E3DBServerTests/python_sdk_driver.py).
 @Suite("E3DB server against Tozny's Python SDK", .serialized, .postgresServer)
 struct PythonSDKServerTests {
-    static var binary: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("e3dbkit")
-    }
+    /// `e3dbkit`; the drivers find `e3dbkit-server` beside it.
+    static var binary: URL { CLIRunner.binary }
 
     /// The project's Python environment (scripts/python-env.sh makes it with e3db, pytest and the other peers).
     static func python() throws -> String {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`e3dbkit client` and Tozny's Python SDK (e3db 2.3.0) through one `e3dbkit server run`, both directions.
+"""`e3dbkit client` and Tozny's Python SDK (e3db 2.3.0) through one `e3dbkit-server run`, both directions.
 
 Usage: client_interop.py E3DBKIT_BINARY WORK_DIR [--postgres URL]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Notes between `e3dbkit client note` and Tozny's Python SDK (e3db 2.3.0) through one `e3dbkit server run`.
+"""Notes between `e3dbkit client note` and Tozny's Python SDK (e3db 2.3.0) through one `e3dbkit-server run`.
 
 Usage: notes_interop.py E3DBKIT_BINARY WORK_DIR [--postgres URL]
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Tozny's Python SDK (e3db 2.3.0) as an ordinary client of `e3dbkit server run`.
+"""Tozny's Python SDK (e3db 2.3.0) as an ordinary client of `e3dbkit-server run`.
 
 Usage: python_sdk_driver.py E3DBKIT_BINARY WORK_DIR [--postgres URL] [--large-file-mib N]
+(the server is the `e3dbkit-server` binary beside E3DBKIT_BINARY)
 
 1. Starts the server (a real process on a free port) with a registration token and a backup client.
 2. Runs the SDK's own integration suites (test_integration, test_notes, test_search_integration,
@@ -33,6 +34,7 @@ import e3db
 from e3db.tsv1_auth import E3DBTSV1Auth
 
 BINARY, WORK = sys.argv[1], sys.argv[2]
+SERVER_BINARY = os.path.join(os.path.dirname(BINARY), "e3dbkit-server")
 POSTGRES = sys.argv[sys.argv.index("--postgres") + 1] if "--postgres" in sys.argv else None
 LARGE_MIB = int(sys.argv[sys.argv.index("--large-file-mib") + 1]) if "--large-file-mib" in sys.argv else 300
 DATA = os.path.join(WORK, "data")
@@ -51,18 +53,18 @@ def storage_args():
 
 
 def cli(*args):
-    r = subprocess.run([BINARY, "server", *args, *storage_args()], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([SERVER_BINARY, *args, *storage_args()], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
-        raise RuntimeError("e3dbkit server %s failed: %s" % (args[0], r.stderr))
+        raise RuntimeError("e3dbkit-server %s failed: %s" % (args[0], r.stderr))
     return r.stdout.strip()
 
 
 class Server:
-    """`e3dbkit server run --port 0`, waiting for its 'listening on' line."""
+    """`e3dbkit-server run --port 0`, waiting for its 'listening on' line."""
 
     def __init__(self, *extra):
         self.log = open(os.path.join(WORK, "server-%d.log" % time.time_ns()), "w+")
-        self.proc = subprocess.Popen([BINARY, "server", "run", "--port", "0", "--log-level", "info",
+        self.proc = subprocess.Popen([SERVER_BINARY, "run", "--port", "0", "--log-level", "info",
                                       *storage_args(), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60

@@ -1,4 +1,4 @@
-"""Registers a client with a running `e3dbkit server run`, gets a Bearer token and writes records over one
+"""Registers a client with a running `e3dbkit-server run`, gets a Bearer token and writes records over one
 keep-alive connection. Standard library only.
 
 Usage: setup_client.py URL REGISTRATION_TOKEN RECORDS OUT_DIR

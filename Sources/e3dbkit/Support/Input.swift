@@ -1,3 +1,4 @@
+import E3DBCommandLine
 import E3DBKit
 import Foundation
 import Synchronization

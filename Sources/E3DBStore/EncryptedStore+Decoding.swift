@@ -1,0 +1,176 @@
+import E3DBCanonicalJSON
+import E3DBDocuments
+import E3DBFiles
+import E3DBKeys
+import E3DBPrimitives
+import Foundation
+import GRDB
+import Synchronization
+
+extension EncryptedStore {
+    // MARK: Binding and decoding
+
+    /// Keyed BLAKE2b-256 over the record's place (store, collection, id, version, key version, timestamps) and
+    /// its document bytes.
+    func bindingMAC(
+        _ keys: StoreKeys, collection: String, id: UUID, version: Int, keyVersion: Int, created: String,
+        updated: String, document: Data
+    ) throws(E3DBError) -> Data {
+        try bindingMAC(
+            keys, collection: collection, idText: id.lowercasedString, version: version, keyVersion: keyVersion,
+            created: created, updated: updated, document: document)
+    }
+
+    /// The binding MAC with the record id as its lowercase text.
+    func bindingMAC(
+        _ keys: StoreKeys, collection: String, idText: String, version: Int, keyVersion: Int, created: String,
+        updated: String, document: Data
+    ) throws(E3DBError) -> Data {
+        let place = BindingPlace.bytes(
+            storeID: storeIDText, collection: collection, id: idText, version: version, keyVersion: keyVersion,
+            created: created, updated: updated)
+        var hasher = try BLAKE2b(outputByteCount: 32, key: keys.recordMACKey)
+        unsafe place.withUnsafeBytes { unsafe hasher.update(bufferPointer: $0) }
+        hasher.update(data: [0x0A])
+        hasher.update(data: document)
+        return hasher.finalize()
+    }
+
+    func decode(_ row: Row, collection: String) throws(E3DBError) -> StoredRecord {
+        try decode(StoredRow(row), collection: collection)
+    }
+
+    /// Authenticates a row in its place, then decrypts it. `known` is the id the caller selected the row by (a
+    /// point read): a row whose id text is exactly its lowercase form needs no parsing.
+    func decode(_ row: StoredRow, collection: String, known: (id: UUID, text: String)? = nil) throws(E3DBError)
+        -> StoredRecord
+    {
+        let keys = try currentKeys()
+        let id: UUID
+        let item: String
+        // The id's canonical (lowercase) text, which the MAC covers.
+        let canonicalID: String
+        if let known, row.id == known.text {
+            id = known.id
+            item = known.text
+            canonicalID = known.text
+        } else if let idText = row.id, let parsed = UUID(hexText: idText) {
+            // 8-4-4-4-12 hex: its lowercase form is the canonical text.
+            id = parsed
+            item = idText.lowercased()
+            canonicalID = item
+        } else {
+            guard let idText = row.id, let parsed = UUID(uuidString: idText) else {
+                throw E3DBError(.storeCorrupted, "a record row has no valid id")
+            }
+            id = parsed
+            item = idText.lowercased()
+            canonicalID = parsed.lowercasedString
+        }
+        guard let version = row.version, let keyVersion = row.keyVersion, let created = row.created,
+            let updated = row.updated, let bytes = row.document, let mac = row.mac
+        else {
+            throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
+        }
+        let expected = try bindingMAC(
+            keys, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion, created: created, updated: updated, document: bytes)
+        // The MAC covers the canonical id: a copy of a row under the same id in another spelling (upper case) is
+        // not this record, even though its MAC verifies.
+        guard ConstantTime.equals(expected, mac), row.id == nil || row.id == canonicalID else {
+            throw E3DBError(
+                .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
+                context: .init(item: item))
+        }
+        // The MAC authenticates the whole row, so a cached record with this MAC is this row, decrypted earlier.
+        if let cached = cache.withLock({ $0?.value(for: mac) }) { return cached }
+        let accessKey = try accessKey(for: collection, version: keyVersion, item: item)
+        let document: EncryptedDocument
+        if let scanned = StoredDocumentScanner.document(bytes) {
+            document = scanned
+        } else {
+            document = try withItem(item) { () throws(E3DBError) in try EncryptedDocument(jsonData: bytes) }
+        }
+        let plain = try withItem(item) { () throws(E3DBError) in
+            try document.decrypt(accessKey: accessKey, verifyingKey: nil, verification: .init(policy: .ignore))
+        }
+        guard let createdDate = StoreTime.parse(created), let updatedDate = StoreTime.parse(updated) else {
+            throw E3DBError(.storeCorrupted, "record \(item) has damaged timestamps", context: .init(item: item))
+        }
+        let record = StoredRecord(
+            id: id, collection: collection, version: version, created: createdDate, updated: updatedDate,
+            meta: plain.meta, data: plain.data)
+        cache.withLock { $0?.insert(record, for: mac) }
+        return record
+    }
+
+    /// A new record (version 1) ready to be inserted.
+    struct NewRecordRow {
+        let reference: RecordReference
+        let type: String
+        let keyVersion: Int
+        /// Its created and updated time.
+        let time: String
+        let document: Data
+        let mac: Data
+        let plain: RecordData
+        /// The plaintext fields, for the blind-index tokens.
+        let data: RecordData
+        /// The blind-index tokens (index name, token) for the transaction's indexes, when computed with the record.
+        var tokens: [(name: String, token: Data)]? = nil
+    }
+
+    /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
+    func insertRecord(
+        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)]
+    ) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
+                VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
+                """
+        ).execute(
+            arguments: [
+                row.reference.id.lowercasedString, collection, row.type, row.keyVersion, row.time, row.time,
+                row.document, row.mac,
+            ])
+        let seq = db.lastInsertedRowID
+        try insertPlain(db, seq: seq, plain: row.plain)
+        if let tokens = row.tokens {
+            try insertTokens(db, tokens, collection: collection, seq: seq)
+        } else {
+            try insertTokens(db, indexes: indexes, collection: collection, seq: seq, data: row.data)
+        }
+    }
+
+    func insertPlain(_ db: Database, seq: Int64, plain: RecordData) throws {
+        for (key, value) in plain {
+            try db.cachedStatement(sql: "INSERT INTO record_plain (record_seq, key, value) VALUES (?, ?, ?)")
+                .execute(arguments: [seq, key, value])
+        }
+    }
+}
+
+/// The columns of a `records` row, read without trusting them (a Sendable copy of a GRDB `Row`).
+struct StoredRow: Sendable, Equatable {
+    let seq: Int64?
+    let id: String?
+    let version: Int?
+    let keyVersion: Int?
+    let created: String?
+    let updated: String?
+    let document: Data?
+    let mac: Data?
+
+    /// Through `DatabaseValue`: a value of the wrong type in an edited file becomes nil (and the row a typed
+    /// error in `decode`), where GRDB's typed subscripts would trap.
+    init(_ row: Row) {
+        seq = Int64.fromDatabaseValue(row["seq"] as DatabaseValue)
+        id = String.fromDatabaseValue(row["id"] as DatabaseValue)
+        version = Int.fromDatabaseValue(row["version"] as DatabaseValue)
+        keyVersion = Int.fromDatabaseValue(row["key_version"] as DatabaseValue)
+        created = String.fromDatabaseValue(row["created"] as DatabaseValue)
+        updated = String.fromDatabaseValue(row["updated"] as DatabaseValue)
+        document = Data.fromDatabaseValue(row["document"] as DatabaseValue)
+        mac = Data.fromDatabaseValue(row["mac"] as DatabaseValue)
+    }
+}

@@ -1,0 +1,164 @@
+import E3DBCanonicalJSON
+import E3DBDocuments
+import E3DBFiles
+import E3DBKeys
+public import E3DBPrimitives
+import Foundation
+import GRDB
+import Synchronization
+
+extension EncryptedStore {
+    // MARK: Keys
+
+    /// Wipes every key from memory. Every later call fails with `E3DBError.Code.storeLocked` until
+    /// ``unlock(_:)``.
+    public func lock() {
+        state.withLock { $0 = nil }
+        cache.withLock { $0?.removeAll() }
+    }
+
+    /// Whether the store's keys are in memory.
+    public var isLocked: Bool { state.withLock { $0 == nil } }
+
+    /// Opens the master key again after ``lock()``.
+    /// - Throws: `E3DBError.Code.wrongKey`.
+    public func unlock(_ credential: StoreCredential) throws(E3DBError) {
+        let keys = try EncryptedStore.unlockKeys(pool, EncryptedStore.readHeader(pool), with: credential)
+        state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
+    }
+
+    /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of
+    /// records (O(1)); a crash leaves either the old or the new credential working. Enrolled identities are not
+    /// touched: they wrap the master key, which does not change. On a store created for an identity, this adds a
+    /// passphrase or key.
+    /// - Parameters:
+    ///   - credential: the new passphrase or raw key.
+    ///   - kdf: the Argon2id cost for a new passphrase.
+    public func changeCredential(to credential: StoreCredential, kdf: KDFPreset = .moderate) throws(E3DBError) {
+        try changeCredential(to: credential, kdfParameters: kdf.parameters)
+    }
+
+    /// Changes the passphrase or key with explicit Argon2id parameters.
+    /// An identity is not a replacement credential: enroll it with ``addIdentity(publicKey:clientID:)``.
+    public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters) throws(E3DBError) {
+        if case .identity = credential {
+            throw E3DBError(.invalidParameter, "an identity is enrolled with addIdentity, not set with changeCredential")
+        }
+        let wrapping = try StoreKeys.wrapping(try currentKeys().master, for: credential, kdfParameters: kdfParameters)
+        try databaseCall("changing the store key") {
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        UPDATE store_meta SET kdf = ?, kdf_ops = ?, kdf_mem = ?, kdf_salt = ?, wrapped_master = ?
+                        WHERE singleton = 1
+                        """,
+                    arguments: [
+                        wrapping.kdfName, wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
+                        wrapping.wrappedMaster,
+                    ])
+            }
+        }
+    }
+
+    func currentKeys() throws(E3DBError) -> StoreKeys {
+        guard let keys = state.withLock({ $0?.keys }) else {
+            throw E3DBError(.storeLocked, "the store is locked")
+        }
+        return keys
+    }
+
+    /// The keys of a collection: the current one (new writes) and, during a rotation, older ones.
+    struct CollectionKeys {
+        var current: Int
+        var keys: [Int: AccessKey]
+        var currentKey: (key: AccessKey, version: Int) { (keys[current] ?? AccessKey(), current) }
+    }
+
+    /// The current access key of `collection`, created (random, wrapped by the master key) when `create` is set.
+    func accessKey(for collection: String, create: Bool) throws(E3DBError) -> (key: AccessKey, version: Int) {
+        try collectionKeys(collection, create: create).currentKey
+    }
+
+    /// The access key of `collection` at `version` (a record's `key_version`).
+    func accessKey(for collection: String, version: Int, item: String) throws(E3DBError) -> AccessKey {
+        if let key = try collectionKeys(collection, create: false).keys[version] { return key }
+        // A rotation in another connection may have added a key since it was cached.
+        invalidateKeys(collection)
+        guard let key = try collectionKeys(collection, create: false).keys[version] else {
+            throw E3DBError(
+                .storeCorrupted, "record \(item) is under key version \(version), which collection \(collection) lacks",
+                context: .init(item: item))
+        }
+        return key
+    }
+
+    /// The key of blind index `name` of `collection`: derived from the master key once, then kept with the
+    /// unlocked keys (wiped on ``lock()``). It depends only on the master key, the collection and the name, none of
+    /// which changes while the store is unlocked (a passphrase change rewraps the same master key).
+    func blindIndexKey(_ keys: StoreKeys, collection: String, name: String) throws(E3DBError) -> SecureBytes {
+        let slot = IndexKeyName(collection: collection, name: name)
+        if let key = state.withLock({ $0?.indexKeys[slot] }) { return key }
+        let key = try BlindIndex.key(keys, collection: collection, name: name)
+        state.withLock { $0?.indexKeys[slot] = key }
+        return key
+    }
+
+    func invalidateKeys(_ collection: String) {
+        state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
+    }
+
+    func collectionKeys(_ collection: String, create: Bool) throws(E3DBError) -> CollectionKeys {
+        let cached = try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> CollectionKeys? in
+            guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
+            return state.accessKeys[collection]
+        }
+        if let cached { return cached }
+        let keys = try currentKeys()
+        let rows = try databaseCall("reading collection \(collection)") {
+            try pool.read { db -> (Int?, [Row]) in
+                let current = try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+                let keyRows = try Row.fetchAll(
+                    db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?", arguments: [collection])
+                return (current, keyRows)
+            }
+        }
+        guard let current = rows.0 else {
+            guard create else {
+                throw E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+            }
+            let key = AccessKey()
+            let wrapped = StoreKeys.wrap(key.secretBoxKey, under: keys.master)
+            try databaseCall("creating collection \(collection)") {
+                try pool.write { db in
+                    try db.execute(
+                        sql: "INSERT OR IGNORE INTO collections (name, key_version, created) VALUES (?, 1, ?)",
+                        arguments: [collection, StoreTime.format(StoreTime.now())])
+                    if db.changesCount == 1 {
+                        try db.execute(
+                            sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
+                            arguments: [collection, wrapped])
+                    }
+                }
+            }
+            // Another writer may have won the race: read what is stored.
+            return try collectionKeys(collection, create: false)
+        }
+        var result = CollectionKeys(current: current, keys: [:])
+        for row in rows.1 {
+            guard let version = row["version"] as Int?, let wrapped = row["wrapped_key"] as Data? else {
+                throw E3DBError(.storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
+            }
+            let key = try StoreKeys.unwrap(
+                wrapped, under: keys.master,
+                failure: E3DBError(
+                    .recordTampered, "an access key of collection \(collection) does not authenticate",
+                    context: .init(item: collection)))
+            result.keys[version] = AccessKey(key)
+        }
+        guard result.keys[current] != nil else {
+            throw E3DBError(.storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
+        }
+        state.withLock { $0?.accessKeys[collection] = result }
+        return result
+    }
+}

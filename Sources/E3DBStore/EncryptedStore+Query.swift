@@ -1,0 +1,192 @@
+import E3DBCanonicalJSON
+import E3DBDocuments
+import E3DBFiles
+import E3DBKeys
+public import E3DBPrimitives
+import Foundation
+import GRDB
+import Synchronization
+
+extension EncryptedStore {
+    /// The records matching `query`, decrypted, read in pages of `pageSize` so memory stays bounded however many
+    /// match. Each page is one read transaction; records written meanwhile may or may not appear.
+    public func records(matching query: RecordQuery, pageSize: Int = 256) -> StoreRecordSequence {
+        StoreRecordSequence(store: self, query: query, pageSize: max(1, pageSize))
+    }
+
+    /// All records matching `query` at once (for small results; see ``records(matching:pageSize:)``).
+    public func find(_ query: RecordQuery) throws(E3DBError) -> [StoredRecord] {
+        var result: [StoredRecord] = []
+        var after: Int64?
+        while true {
+            let page = try fetchPage(query, after: after, count: 512)
+            result.append(contentsOf: page.records)
+            if let limit = query.limit, result.count >= limit { return Array(result.prefix(limit)) }
+            guard let last = page.lastSeq, page.rowCount == 512 else { return result }
+            after = last
+        }
+    }
+
+    /// The number of records in `collection` (all collections when nil).
+    public func count(collection: String? = nil) throws(E3DBError) -> Int {
+        try databaseCall("counting records") {
+            try pool.read { db in
+                if let collection {
+                    return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records WHERE collection = ?", arguments: [collection]) ?? 0
+                }
+                return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") ?? 0
+            }
+        }
+    }
+
+    /// The collections' names, sorted.
+    public func collections() throws(E3DBError) -> [String] {
+        try databaseCall("listing collections") {
+            try pool.read { db in try String.fetchAll(db, sql: "SELECT name FROM collections ORDER BY name") }
+        }
+    }
+
+    struct Page {
+        /// The records that matched every condition.
+        var records: [StoredRecord]
+        /// The last row read, and how many rows were read (before field conditions).
+        var lastSeq: Int64?
+        var rowCount: Int
+    }
+
+    /// The SQL selecting the rows of `query` (after `after`, at most `count`).
+    func querySQL(_ query: RecordQuery, after: Int64?, count: Int?) throws(E3DBError) -> (String, StatementArguments) {
+        let indexes = query.usesIndexes ? try indexes(collection: query.collection) : []
+        return try querySQL(query, after: after, count: count, indexes: indexes)
+    }
+
+    /// The SQL selecting the rows of `query`, given the collection's blind indexes (read by the caller).
+    func querySQL(
+        _ query: RecordQuery, after: Int64?, count: Int?, indexes: [BlindIndex]
+    ) throws(E3DBError) -> (String, StatementArguments) {
+        var sql = "SELECT \(StoredRow.columns) FROM records r WHERE r.collection = ?"
+        var arguments: [(any DatabaseValueConvertible)?] = [query.collection]
+        if !query.types.isEmpty {
+            sql += " AND r.type IN (" + Array(repeating: "?", count: query.types.count).joined(separator: ",") + ")"
+            arguments.append(contentsOf: query.types.map { $0 as (any DatabaseValueConvertible)? })
+        }
+        for condition in query.plain {
+            switch condition {
+            case .equals(let key, let value):
+                sql += " AND r.seq IN (SELECT record_seq FROM record_plain WHERE key = ? AND value = ?)"
+                arguments += [key, value]
+            case .hasPrefix(let key, let prefix):
+                // A range on the index: prefix <= value < prefix + U+10FFFF (byte order of UTF-8 text).
+                sql += " AND r.seq IN (SELECT record_seq FROM record_plain WHERE key = ? AND value >= ? AND value < ?)"
+                arguments += [key, prefix, prefix + "\u{10FFFF}"]
+            case .between(let key, let lower, let upper):
+                sql += " AND r.seq IN (SELECT record_seq FROM record_plain WHERE key = ?"
+                arguments.append(key)
+                if let lower {
+                    sql += " AND value >= ?"
+                    arguments.append(lower)
+                }
+                if let upper {
+                    sql += " AND value <= ?"
+                    arguments.append(upper)
+                }
+                sql += ")"
+            }
+        }
+        let restriction = try indexRestriction(query, indexes: indexes)
+        if query.types.isEmpty || !restriction.sql.isEmpty {
+            // Without `+`, SQLite reads the whole collection through `records_by_key_version` and sorts it by seq for
+            // every page (a scan in pages was quadratic), or tests every row against a token list. With it, SQLite
+            // walks the rowid (seq) from the page's start, or looks the candidates up by rowid. A query on types
+            // keeps the `(collection, type, seq)` index.
+            sql = sql.replacingOccurrences(of: "WHERE r.collection = ?", with: "WHERE +r.collection = ?")
+        }
+        sql += restriction.sql
+        arguments.append(contentsOf: restriction.arguments.map { $0 as (any DatabaseValueConvertible)? })
+        if let after {
+            sql += query.descending ? " AND r.seq < ?" : " AND r.seq > ?"
+            arguments.append(after)
+        }
+        sql += query.descending ? " ORDER BY r.seq DESC" : " ORDER BY r.seq"
+        if let count {
+            sql += " LIMIT ?"
+            arguments.append(count)
+        }
+        return (sql, StatementArguments(arguments))
+    }
+
+    func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
+        _ = try currentKeys()  // a locked store refuses every query, also one that matches nothing
+        let rows = try databaseCall("querying collection \(query.collection)") {
+            // One connection for the index definitions (when field conditions may use them) and the query; the
+            // query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
+            try readers.read { db in
+                let indexes = query.usesIndexes ? try loadIndexes(db, collection: query.collection) : []
+                let (sql, statementArguments) = try querySQL(query, after: after, count: count, indexes: indexes)
+                return try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments)
+            }
+        }
+        var records: [StoredRecord] = []
+        records.reserveCapacity(rows.count)
+        for row in rows {
+            let record = try decode(row, collection: query.collection)
+            if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
+        }
+        return Page(records: records, lastSeq: rows.last?.seq, rowCount: rows.count)
+    }
+}
+
+/// Records of a query, decrypted page by page (bounded memory).
+public struct StoreRecordSequence: AsyncSequence, Sendable {
+    public typealias Element = StoredRecord
+    let store: EncryptedStore
+    let query: RecordQuery
+    let pageSize: Int
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let store: EncryptedStore
+        let query: RecordQuery
+        let pageSize: Int
+        var buffer: [StoredRecord] = []
+        var index = 0
+        var after: Int64?
+        var returned = 0
+        var finished = false
+
+        public mutating func next() async throws(E3DBError) -> StoredRecord? {
+            try advance()
+        }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(E3DBError) -> StoredRecord? {
+            try advance()
+        }
+
+        mutating func advance() throws(E3DBError) -> StoredRecord? {
+            if let limit = query.limit, returned >= limit { return nil }
+            while index == buffer.count {
+                if finished { return nil }
+                try Task.checkCancellationAsE3DBError()
+                let page = try store.fetchPage(query, after: after, count: pageSize)
+                buffer = page.records
+                index = 0
+                after = page.lastSeq
+                finished = page.rowCount < pageSize
+            }
+            defer {
+                index += 1
+                returned += 1
+            }
+            return buffer[index]
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(store: store, query: query, pageSize: pageSize)
+    }
+}
+
+extension Task where Success == Never, Failure == Never {
+    static func checkCancellationAsE3DBError() throws(E3DBError) {
+        if Task.isCancelled { throw E3DBError(.cancelled, "the scan was cancelled") }
+    }
+}

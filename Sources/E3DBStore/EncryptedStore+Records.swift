@@ -1,0 +1,159 @@
+import E3DBCanonicalJSON
+public import E3DBDocuments
+import E3DBFiles
+import E3DBKeys
+public import E3DBPrimitives
+public import Foundation
+import GRDB
+import Synchronization
+
+extension EncryptedStore {
+    // MARK: Records
+
+    /// Encrypts and stores a new record.
+    /// - Parameters:
+    ///   - collection: the collection (created on first use, with a new access key).
+    ///   - type: the record type (plaintext).
+    ///   - data: the fields to encrypt.
+    ///   - plain: plaintext, queryable metadata.
+    /// - Returns: the new record's id and version (1).
+    @discardableResult
+    public func put(collection: String, type: String, data: RecordData, plain: RecordData = RecordData()) throws(E3DBError)
+        -> RecordReference
+    {
+        try put(collection: collection, records: [(type, data, plain)])[0]
+    }
+
+    /// Encrypts and stores several records in one transaction (all or none).
+    ///
+    /// A large batch is encrypted, bound to its places and indexed on every processor while the transaction
+    /// inserts the records already encrypted.
+    public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)]) throws(E3DBError)
+        -> [RecordReference]
+    {
+        let keys = try currentKeys()
+        let access = try accessKey(for: collection, create: true)
+        return try databaseCall("writing to collection \(collection)") {
+            try pool.write { db in
+                let indexes = try indexKeys(db, keys: keys, collection: collection)
+                var references: [RecordReference] = []
+                references.reserveCapacity(records.count)
+                try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes) { row in
+                    try insertRecord(db, row, collection: collection, indexes: indexes)
+                    references.append(row.reference)
+                }
+                return references
+            }
+        }
+    }
+
+    /// Reads, authenticates and decrypts one record.
+    /// - Throws: `E3DBError.Code.recordNotFound`, `E3DBError.Code.recordTampered` (naming the record), field
+    ///   decryption errors.
+    public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
+        let idText = id.lowercasedString
+        let row = try databaseCall("reading record \(idText)") {
+            // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it. The row
+            // is read by column index from the cursor, without a copy of GRDB's row.
+            try readers.read { db in
+                try StoredRow.fetchOne(
+                    db.cachedStatement(sql: StoredRow.selectByID),
+                    arguments: [idText, collection])
+            }
+        }
+        guard let row else {
+            throw E3DBError(
+                .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+        }
+        return try decode(row, collection: collection, known: (id, idText))
+    }
+
+    /// Replaces a record's data and `plain`; its version goes up by one.
+    /// - Parameters:
+    ///   - collection: the record's collection.
+    ///   - id: the record's id.
+    ///   - expectedVersion: the version the caller read; another version is `E3DBError.Code.versionConflict`.
+    ///   - type: a new record type, or nil to keep it.
+    ///   - data: the new fields to encrypt.
+    ///   - plain: the new plaintext, queryable metadata.
+    @discardableResult
+    public func update(
+        collection: String, id: UUID, expectedVersion: Int, type: String? = nil, data: RecordData,
+        plain: RecordData = RecordData()
+    ) throws(E3DBError) -> RecordReference {
+        let keys = try currentKeys()
+        let access = try accessKey(for: collection, create: false)
+        let idText = id.lowercasedString
+        let now = StoreTime.format(StoreTime.now())
+        let newVersion = expectedVersion + 1
+        return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
+            try pool.write { db -> RecordReference in
+                guard let row = try Row.fetchOne(
+                    db, sql: "SELECT seq, type, version, created FROM records WHERE id = ? AND collection = ?",
+                    arguments: [idText, collection])
+                else {
+                    throw E3DBError(
+                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+                }
+                let current: Int = row["version"]
+                guard current == expectedVersion else {
+                    throw E3DBError(
+                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                        context: .init(expected: expectedVersion, actual: current, item: idText))
+                }
+                let seq: Int64 = row["seq"]
+                let created: String = row["created"]
+                let recordType = type ?? row["type"]
+                let document = EncryptedDocument(
+                    meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
+                    data: encryptFields(data, accessKey: access.key), recordSignature: nil)
+                let bytes = document.jsonData()
+                let mac = try bindingMAC(
+                    keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
+                    created: created, updated: now, document: bytes)
+                try db.execute(
+                    sql: """
+                        UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
+                        WHERE seq = ? AND version = ?
+                        """,
+                    arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, expectedVersion])
+                guard db.changesCount == 1 else {
+                    throw E3DBError(.versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+                }
+                try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
+                try insertPlain(db, seq: seq, plain: plain)
+                try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
+                try insertTokens(
+                    db, indexes: indexKeys(db, keys: keys, collection: collection), collection: collection, seq: seq,
+                    data: data)
+                return RecordReference(id: id, version: newVersion)
+            }
+        }
+    }
+
+    /// Deletes a record.
+    /// - Parameters:
+    ///   - collection: the record's collection.
+    ///   - id: the record's id.
+    ///   - expectedVersion: when given, another version is `E3DBError.Code.versionConflict`.
+    public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) throws(E3DBError) {
+        let idText = id.lowercasedString
+        _ = try currentKeys()
+        try databaseCall("deleting record \(idText)") {
+            try pool.write { db in
+                guard let current = try Int.fetchOne(
+                    db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+                else {
+                    throw E3DBError(
+                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+                }
+                if let expectedVersion, current != expectedVersion {
+                    throw E3DBError(
+                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                        context: .init(expected: expectedVersion, actual: current, item: idText))
+                }
+                try db.execute(sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+            }
+        }
+    }
+}

@@ -1,0 +1,509 @@
+import ArgumentParser
+import E3DBClient
+import E3DBCommandLine
+import E3DBKit
+import Foundation
+
+/// `e3dbkit client …`: the E3DB client against any E3DB API server.
+struct ClientCommand: SubcommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "client",
+        abstract: "Talk to an E3DB API server: register, write, read, query, update, delete, share, revoke.",
+        discussion: """
+            --config takes a credential file (the JSON the other SDKs read and write) or a profile name, read from \
+            ~/.tozny/<profile>/e3db.json as the Go CLI keeps them; without --config, the profile named by \
+            E3DB_PROFILE, else ~/.tozny/e3db.json. Every command prints JSON on standard output.
+
+            Other clients' public keys are pinned on first use in a file beside the credentials (e3db.json's is \
+            e3db.known-keys.json); a key the server later gives otherwise is refused (exit 2) with both \
+            fingerprints, until --accept-new-key CLIENT_ID=FINGERPRINT accepts it (the new key's fingerprint, \
+            checked with that client over another channel). read and query require rec_sig, verified \
+            against the writer's registered signing key, and print "signature_status"; --allow-unsigned accepts \
+            unsigned records, as the Python and Go SDKs write them.
+
+            TLS and proxies, on every command: --ca-file PEM (or E3DBKIT_CA_FILE) trusts a private CA instead of \
+            the system's; --pin-sha256 BASE64 (repeatable) accepts only a server key with that SHA-256 of its \
+            SubjectPublicKeyInfo (both for https URLs only; with an http URL they are refused). \
+            HTTPS_PROXY/https_proxy (https URLs) and http_proxy (http URLs; never HTTP_PROXY) name \
+            an http:// proxy, used with CONNECT; NO_PROXY lists hosts to reach directly (names cover their \
+            subdomains, addresses and IPv4 CIDR ranges, name:port, * for all).
+            """,
+        subcommands: [
+            ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
+            ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
+            ClientFileCommand.self, ClientNoteCommand.self,
+        ]
+    )
+}
+
+/// Where the client's credentials come from.
+struct ClientConfigOptions: ParsableArguments {
+    @Option(help: "A credential file, or a profile name (~/.tozny/<profile>/e3db.json).")
+    var config: String?
+
+    @Option(help: ArgumentHelp(
+        "Accept and pin a changed key of this client id if its fingerprint is this one (repeatable).",
+        discussion: "FINGERPRINT is the one that client's `client whoami` prints (public_key_fingerprint, or "
+            + "public_signing_key_fingerprint when its signing key changed), checked with it over another channel. "
+            + "Every key that changed must be matched; a changed key is otherwise refused.",
+        valueName: "client-id=fingerprint"))
+    var acceptNewKey: [String] = []
+
+    @OptionGroup var connection: ClientConnectionOptions
+
+    /// The credential file's path.
+    var path: String {
+        let home = ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? FileManager.default.homeDirectoryForCurrentUser.path
+        let name = config ?? ProcessInfo.processInfo.environment["E3DB_PROFILE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let name else { return home + "/.tozny/e3db.json" }
+        if name.contains("/") || name.hasSuffix(".json") || name == "-" || FileManager.default.fileExists(atPath: name) {
+            return name
+        }
+        return home + "/.tozny/\(name)/e3db.json"
+    }
+
+    /// The known-keys file beside the credential file: `NAME.json` keeps them in `NAME.known-keys.json`.
+    var knownKeysPath: String? {
+        let credentials = path
+        if credentials == "-" { return nil }
+        return (credentials.hasSuffix(".json") ? String(credentials.dropLast(5)) : credentials) + ".known-keys.json"
+    }
+
+    /// The client for these credentials; `allowUnsigned` accepts records without rec_sig.
+    func client(allowUnsigned: Bool = false) throws -> E3DBClient {
+        let identity = try DocumentCLI.identity(path)
+        var accepted: [UUID: Set<String>] = [:]
+        for text in acceptNewKey {
+            let (id, fingerprint) = try parseAcceptedKey(text)
+            accepted[id, default: []].insert(fingerprint)
+        }
+        var keys = KnownKeys(acceptingChangesOf: accepted)
+        if let knownKeysPath {
+            do { keys = try KnownKeys(path: knownKeysPath, acceptingChangesOf: accepted) } catch {
+                throw CLIError(error, while: "reading the known keys beside \(CLIInput.display(path))")
+            }
+        }
+        let transport = try connection.transport(for: identity.apiURL ?? ClientIdentity.defaultAPIURL)
+        do {
+            return try E3DBClient(identity: identity, transport: transport, verification: RecordVerification(
+                policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys)
+        } catch {
+            throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
+        }
+    }
+}
+
+/// `--allow-unsigned` of the commands that read records.
+struct AllowUnsignedFlag: ParsableArguments {
+    @Flag(help: ArgumentHelp(
+        "Accept records without rec_sig, as the Python and Go SDKs write them (signature_status \"absent\").",
+        discussion: "Without it an unsigned record is refused (exit 2): e3dbkit signs every record it writes, and "
+            + "a server could remove rec_sig to change plain or mix fields. A rec_sig that is present must verify "
+            + "either way."))
+    var allowUnsigned = false
+}
+
+/// The record commands' one scaffold after parsing: runs the client call (a library error becomes the one-line
+/// error naming `doing`) and prints the record it returns as one line (``recordLine(_:)``).
+func printRecord(_ doing: String, _ call: () async throws -> ClientRecord) async throws {
+    try StandardOutput.line(recordLine(try await libraryCall(doing, call)))
+}
+
+/// `{"deleted":"ID"}`, what the delete commands print.
+func printDeleted(_ id: UUID) throws {
+    try StandardOutput.line("{\"deleted\":\"\(id.uuidString.lowercased())\"}")
+}
+
+/// `{"data":…,"meta":…,"signature_status":…}` of a record (data as a JSON object of strings), one line.
+/// `signature_status` is what was verified of rec_sig: verified, absent (accepted with --allow-unsigned) or
+/// not-checked (metadata only, file records).
+func recordLine(_ record: ClientRecord) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var data: [String: String] = [:]
+    for (k, v) in record.data { data[k] = v }
+    struct Line: Encodable {
+        let meta: API.Meta
+        let data: [String: String]
+        let signatureStatus: String
+        enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
+    }
+    let status = (record.signatureStatus ?? .notChecked).rawValue
+    return String(decoding: try encoder.encode(Line(meta: record.meta, data: data, signatureStatus: status)),
+                  as: UTF8.self)
+}
+
+/// `CLIENT_ID=FINGERPRINT` of `--accept-new-key`: a UUID and a fingerprint as ``KnownKeys/fingerprint(_:)`` prints
+/// it (eight groups of four hex digits joined by `:`).
+func parseAcceptedKey(_ text: String) throws -> (UUID, String) {
+    let usage = CLIError("--accept-new-key takes CLIENT_ID=FINGERPRINT (the fingerprint that client's whoami prints, "
+                         + "xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx)", exitCode: ExitStatus.usage)
+    guard let equals = text.firstIndex(of: "=") else { throw usage }
+    let id = try parseUUID(String(text[..<equals]), what: "--accept-new-key's CLIENT_ID")
+    let fingerprint = text[text.index(after: equals)...].lowercased()
+    let groups = fingerprint.split(separator: ":", omittingEmptySubsequences: false)
+    guard groups.count == 8, groups.allSatisfy({ $0.count == 4 && $0.allSatisfy(\.isHexDigit) }) else { throw usage }
+    return (id, fingerprint)
+}
+
+func parseUUID(_ text: String, what: String) throws -> UUID {
+    guard let id = UUID(uuidString: text) else {
+        throw CLIError("\(what) must be a UUID", exitCode: ExitStatus.usage)
+    }
+    return id
+}
+
+struct ClientRegisterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "register",
+        abstract: "Register a new client and write its credentials (mode 0600); prints its public details.")
+
+    @Option(help: "The server's base URL.")
+    var apiURL: String
+
+    @Option(help: "A file holding the registration token ('-' for stdin).")
+    var tokenFile: String
+
+    @Option(help: "The client's name.")
+    var name: String
+
+    @Option(help: "Where to write the credential file (refuses to replace one without --force).")
+    var out: String
+
+    @Flag(help: "Back the credentials up to the account's backup client, as the other SDKs' backup option does.")
+    var backup = false
+
+    @Flag(help: "Replace an existing credential file.")
+    var force = false
+
+    @OptionGroup var connection: ClientConnectionOptions
+
+    func run() async throws {
+        let transport = try connection.transport(for: apiURL)
+        let tokenBytes = try CLIInput.readSecret(tokenFile, what: "registration token")
+        let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        try OutputFile.refuseExisting(out, force: force)
+        let identity = try await libraryCall("registering with \(apiURL)") {
+            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup, transport: transport)
+        }
+        try OutputFile.write(identity.configJSON(), to: out, mode: 0o600, force: force)
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+            "public_key": .string(identity.publicKey.base64URLEncoded),
+            "public_signing_key": .string(identity.publicSigningKey?.base64URLEncoded ?? ""),
+            "api_url": .string(apiURL), "config": .string(out),
+        ])))
+    }
+}
+
+struct ClientWhoamiCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "whoami",
+        abstract: "Print this client's id, public keys and their fingerprints (from the credentials; no server call).",
+        discussion: """
+            Give your "public_key_fingerprint" to whoever shares with you, over a channel other than the server: \
+            "client share" prints the fingerprint of the key the server gave it as "reader_fingerprint".
+            """)
+
+    @OptionGroup var config: ClientConfigOptions
+
+    func run() throws {
+        let identity = try DocumentCLI.identity(config.path)
+        var out: [String: JSONValue] = [
+            "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+            "public_key": .string(identity.publicKey.base64URLEncoded),
+            "public_key_fingerprint": .string(KnownKeys.fingerprint(identity.publicKey.rawRepresentation)),
+        ]
+        if let signing = identity.publicSigningKey {
+            out["public_signing_key"] = .string(signing.base64URLEncoded)
+            out["public_signing_key_fingerprint"] = .string(KnownKeys.fingerprint(signing.rawRepresentation))
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(.object(JSONObject(out))))
+    }
+}
+
+struct ClientWriteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write", abstract: "Encrypt and write a record; prints it, decrypted, as {\"meta\":…,\"data\":…}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record type.")
+    var type: String
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
+    var plain: String?
+
+    @Argument(help: "A file holding the data as a JSON object of strings ('-' for stdin).")
+    var data: String = "-"
+
+    func run() async throws {
+        let client = try config.client()
+        let values = try DocumentCLI.recordData(data, what: "data")
+        let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
+        try await printRecord("writing a \(type) record") {
+            try await client.write(type: type, data: values, plain: plainValues)
+        }
+    }
+}
+
+struct ClientReadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read",
+        abstract: "Read and decrypt a record; prints {\"data\":…,\"meta\":…,\"signature_status\":…}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var unsigned: AllowUnsignedFlag
+
+    @Option(help: "Only this field (repeatable).")
+    var field: [String] = []
+
+    @Argument(help: "The record id.")
+    var recordID: String
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
+        try await printRecord("reading record \(id.uuidString.lowercased())") {
+            try await client.read(id, fields: field.isEmpty ? nil : field)
+        }
+    }
+}
+
+struct ClientQueryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query",
+        abstract: "Query records; prints one {\"data\":…,\"meta\":…,\"signature_status\":…} line per record (NDJSON).")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var unsigned: AllowUnsignedFlag
+
+    @Option(help: "Only this record type (repeatable).")
+    var type: [String] = []
+
+    @Option(help: "Only this writer (repeatable; records it shared with you included).")
+    var writer: [String] = []
+
+    @Flag(help: "Decrypt and print the data (otherwise metadata only, data {}).")
+    var includeData = false
+
+    @Flag(help: "Every record you may read, not only your own.")
+    var allWriters = false
+
+    func run() async throws {
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
+        let writers = try writer.map { try parseUUID($0, what: "--writer") }
+        let query = RecordQuery(types: type, writers: writers, includeAllWriters: allWriters, includeData: includeData)
+        try await libraryCall("querying") {
+            for try await record in client.query(query) { try StandardOutput.line(recordLine(record)) }
+        }
+    }
+}
+
+struct ClientUpdateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update",
+        abstract: "Replace a record's data if its version is still VERSION; prints the updated record.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var unsigned: AllowUnsignedFlag
+
+    @Option(help: "The version the update is based on (409, exit 1, when someone updated it first).")
+    var version: String
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
+    var plain: String?
+
+    @Argument(help: "The record id.")
+    var recordID: String
+
+    @Argument(help: "A file holding the new data as a JSON object of strings ('-' for stdin).")
+    var data: String = "-"
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
+        let values = try DocumentCLI.recordData(data, what: "data")
+        let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") }
+        try await printRecord("updating record \(id.uuidString.lowercased())") {
+            var current = try await client.read(id)
+            current.meta.version = version
+            current.data = values
+            if let plainValues {
+                var map: [String: String] = [:]
+                for (k, v) in plainValues { map[k] = v }
+                current.meta.plain = map
+            }
+            return try await client.update(current)
+        }
+    }
+}
+
+struct ClientDeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete a record if its version is still VERSION; prints {\"deleted\":ID}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record's current version.")
+    var version: String
+
+    @Argument(help: "The record id.")
+    var recordID: String
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        let client = try config.client()
+        try await libraryCall("deleting record \(id.uuidString.lowercased())") { try await client.delete(id, version: version) }
+        try printDeleted(id)
+    }
+}
+
+/// `--type` and `--reader` of share and revoke.
+struct ShareOptions: ParsableArguments {
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record type.")
+    var type: String
+
+    @Option(help: "The reader's client id.")
+    var reader: String
+}
+
+struct ClientShareCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "share",
+        abstract: "Share your records of a type with a reader; prints the reader's key fingerprint.",
+        discussion: """
+            The access key is wrapped for the public key the server gives for the reader, pinned on first use. \
+            Compare "reader_fingerprint" with the reader's own (e3dbkit client whoami prints it) over another \
+            channel: a server that substituted its own key would read what is shared. A fingerprint is the first \
+            16 bytes of the SHA-256 of the raw Curve25519 key, in hex, in groups of four digits.
+            """)
+
+    @OptionGroup var options: ShareOptions
+
+    func run() async throws {
+        let reader = try parseUUID(options.reader, what: "--reader")
+        let client = try options.config.client()
+        let info = try await libraryCall("sharing \(options.type)") {
+            let info = try await client.clientInfo(reader)
+            try await client.share(type: options.type, with: reader)
+            return info
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "shared": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+            "reader_fingerprint": .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519)),
+        ])))
+    }
+}
+
+struct ClientRevokeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke", abstract: "Stop sharing your records of a type with a reader.")
+
+    @OptionGroup var options: ShareOptions
+
+    func run() async throws {
+        let reader = try parseUUID(options.reader, what: "--reader")
+        let client = try options.config.client()
+        try await libraryCall("revoking \(options.type)") { try await client.revoke(type: options.type, from: reader) }
+        try StandardOutput.line(CanonicalJSON.serialize(.object([
+            "revoked": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+        ])))
+    }
+}
+
+struct ClientFileCommand: SubcommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "file", abstract: "Large files (E3DB file format v3) through the server's file flow.",
+        subcommands: [ClientFilePutCommand.self, ClientFileGetCommand.self])
+}
+
+struct ClientFilePutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put",
+        abstract: "Encrypt and upload a file (constant memory); prints the file record's {\"meta\":…,\"data\":{}}.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Option(help: "The record type.")
+    var type: String
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin).")
+    var plain: String?
+
+    @Flag(help: "Report the encryption's progress on stderr (the upload follows it).")
+    var progress = false
+
+    @Argument(help: "The file to encrypt and upload.")
+    var file: String
+
+    func run() async throws {
+        let client = try config.client()
+        let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
+        let report = ClientFileProgress(label: "encrypt", enabled: progress)
+        try await printRecord("uploading \(file)") {
+            defer { report.end() }
+            return try await client.writeFile(type: type, path: file, plain: plainValues, progress: report.callback)
+        }
+    }
+}
+
+struct ClientFileGetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Download and decrypt a file record into OUT, which appears only after the whole file authenticated.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Flag(help: "Replace OUT if it exists.")
+    var force = false
+
+    @Flag(help: "Report the download's progress on stderr (ciphertext bytes decrypted as they arrive).")
+    var progress = false
+
+    @Flag(help: ArgumentHelp(
+        "Also check the body's MD5 against the record's file_meta.checksum.",
+        discussion: "Every chunk is authenticated either way; the MD5 also catches another file's body served "
+            + "for this record under the same access key, and roughly doubles the CPU a download costs."))
+    var verifyChecksum = false
+
+    @Argument(help: "The file record's id.")
+    var recordID: String
+
+    @Argument(help: "Where to write the plaintext.")
+    var out: String
+
+    func run() async throws {
+        let id = try parseUUID(recordID, what: "RECORD_ID")
+        try OutputFile.refuseExisting(out, force: force)
+        let client = try config.client()
+        let report = ClientFileProgress(label: "download", enabled: progress)
+        try await printRecord("downloading file \(id.uuidString.lowercased())") {
+            defer { report.end() }
+            return try await client.readFile(id, to: out, verifyChecksum: verifyChecksum, progress: report.callback)
+        }
+    }
+}
+
+struct ClientNoteDeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete a note you wrote.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Argument(help: "The note id.")
+    var noteID: String
+
+    func run() async throws {
+        let id = try parseUUID(noteID, what: "NOTE_ID")
+        let client = try config.client()
+        try await libraryCall("deleting a note") { try await client.deleteNote(id) }
+        try printDeleted(id)
+    }
+}

@@ -1,0 +1,253 @@
+import ArgumentParser
+import E3DBCommandLine
+import E3DBKit
+import E3DBPageCodec
+import E3DBSQLite
+import Foundation
+
+/// `e3dbkit sqlite …`: SQLCipher 4 databases on the system SQLite (E3DBSQLite).
+struct SQLiteCommand: SubcommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "sqlite",
+        abstract: "Encrypted SQLite databases in SQLCipher 4's format, on the system SQLite.",
+        discussion: """
+            Every command takes one key source: --passphrase-file FILE (surrounding whitespace removed) or \
+            --key-file FILE (SQLCipher's raw key: 64 hex digits, or 96 with the salt); never the key itself on \
+            the command line. A wrong key exits 77, a page that does not authenticate 2, a malformed database 65. \
+            See docs/sqlite.md.
+            """,
+        subcommands: [SQLiteExec.self, SQLiteEncrypt.self, SQLiteDecrypt.self, SQLiteRekey.self, SQLiteVerify.self]
+    )
+}
+
+/// The key and cipher settings of a database.
+struct SQLiteKeyOptions: ParsableArguments {
+    @Option(help: "A file holding the passphrase ('-' for stdin; surrounding whitespace is removed).")
+    var passphraseFile: String?
+
+    @Option(help: "A file holding SQLCipher's raw key: 64 hex digits, or 96 with the salt ('-' for stdin).")
+    var keyFile: String?
+
+    @Option(help: "SQLCipher settings: 4 (default) or 3 (databases of apps built on SQLCipher 3).")
+    var compatibility: Int = 4
+
+    @Option(help: "Page size, if not the settings' default (SQLCipher's cipher_page_size).")
+    var pageSize: Int?
+
+    @Option(help: "PBKDF2 rounds for a passphrase, if not the settings' default (SQLCipher's kdf_iter).")
+    var kdfIter: Int?
+
+    func validate() throws {
+        if passphraseFile != nil && keyFile != nil { throw ValidationError("pass only one of --passphrase-file and --key-file") }
+        guard compatibility == 3 || compatibility == 4 else { throw ValidationError("--compatibility is 3 or 4") }
+    }
+
+    var hasKey: Bool { passphraseFile != nil || keyFile != nil }
+
+    func settings() throws -> SQLCipherSettings {
+        var settings: SQLCipherSettings = compatibility == 3 ? .v3 : .v4
+        if let pageSize { settings.pageSize = pageSize }
+        if let kdfIter { settings.kdfIterations = kdfIter }
+        do {
+            try settings.validate()
+        } catch {
+            throw CLIError(error, while: "checking the cipher settings")
+        }
+        return settings
+    }
+
+    /// The key, or nil when no key source was given.
+    func key() throws -> SQLCipherKey? {
+        try SQLiteKeyOptions.key(passphraseFile: passphraseFile, keyFile: keyFile)
+    }
+
+    func requiredKey() throws -> SQLCipherKey {
+        guard let key = try key() else {
+            throw CLIError("pass --passphrase-file or --key-file", exitCode: ExitStatus.usage)
+        }
+        return key
+    }
+
+    static func key(passphraseFile: String?, keyFile: String?) throws -> SQLCipherKey? {
+        try libraryCall("reading the key") {
+            if let keyFile { return try SQLCipherKey.rawKey(hex: try CLIIO.readSecret(keyFile, what: "key file")) }
+            if let passphraseFile {
+                let passphrase = try CLIIO.readSecret(passphraseFile, what: "passphrase file")
+                guard passphrase.count > 0 else { throw CLIError("the passphrase file is empty", exitCode: ExitStatus.usage) }
+                return .passphrase(passphrase)
+            }
+            return nil
+        }
+    }
+}
+
+/// One result row as a JSON object, members in column order: integers and reals as numbers, text as strings,
+/// NULL as null, blobs as base64.
+enum SQLiteJSON {
+    static func line(_ row: SQLiteRow) -> String {
+        var out = "{"
+        for (index, name) in row.columns.enumerated() {
+            if index > 0 { out += "," }
+            out += CanonicalJSON.serialize(.string(name)) + ":"
+            switch row.values[index] {
+            case .null: out += "null"
+            case .integer(let value): out += String(value)
+            case .real(let value): out += CanonicalJSON.serialize(.number(value))
+            case .text(let value): out += CanonicalJSON.serialize(.string(value))
+            case .blob(let value): out += CanonicalJSON.serialize(.string(Data(value).base64EncodedString()))
+            }
+        }
+        return out + "}"
+    }
+}
+
+struct SQLiteExec: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "exec",
+        abstract: "Run SQL statements (separated by ;) and print each result row as one line of JSON.",
+        discussion: """
+            Rows are objects keyed by column name in column order: integers and reals as numbers, text as \
+            strings, NULL as null, blobs as base64. Without a key the database is opened as plaintext SQLite. \
+            Without SQL, the statements are read from standard input.
+            """
+    )
+
+    @OptionGroup var keys: SQLiteKeyOptions
+
+    @Argument(help: "The database file (created when missing).")
+    var database: String
+
+    @Argument(help: "The SQL to run.")
+    var sql: String?
+
+    func run() throws {
+        let statements: String
+        if let sql {
+            statements = sql
+        } else {
+            statements = String(decoding: try CLIIO.readAll("-", what: "SQL"), as: UTF8.self)
+        }
+        let connection = try libraryCall("opening \(database)") {
+            try SQLiteConnection(path: database, key: try keys.key(), settings: try keys.settings())
+        }
+        var pending = ""
+        do {
+            // Written after each statement (and every 64 KiB): a reader sees a statement's rows once it is done.
+            try connection.execute(
+                statements,
+                row: { row in
+                    pending += SQLiteJSON.line(row) + "\n"
+                    if pending.utf8.count >= 1 << 16 {
+                        try StandardOutput.write(pending)
+                        pending = ""
+                    }
+                },
+                afterStatement: {
+                    if !pending.isEmpty {
+                        try StandardOutput.write(pending)
+                        pending = ""
+                    }
+                })
+        } catch {
+            try? StandardOutput.write(pending)
+            throw CLIError(error, while: "running SQL on \(database)")
+        }
+        try StandardOutput.write(pending)
+    }
+}
+
+struct SQLiteEncrypt: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "encrypt",
+        abstract: "Encrypt a plaintext SQLite database into a new SQLCipher 4 file (like sqlcipher_export)."
+    )
+
+    @OptionGroup var keys: SQLiteKeyOptions
+    @Argument(help: "The plaintext database.") var input: String
+    @Argument(help: "The new encrypted database (must not exist).") var output: String
+
+    func run() throws {
+        try libraryCall("encrypting \(input)") {
+            try E3DBSQLite.encrypt(plaintextDatabaseAt: input, to: output, key: try keys.requiredKey(), settings: try keys.settings())
+        }
+    }
+}
+
+struct SQLiteDecrypt: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decrypt",
+        abstract: "Decrypt an encrypted database into a new plaintext SQLite file."
+    )
+
+    @OptionGroup var keys: SQLiteKeyOptions
+    @Argument(help: "The encrypted database.") var input: String
+    @Argument(help: "The new plaintext database (must not exist).") var output: String
+
+    func run() throws {
+        try libraryCall("decrypting \(input)") {
+            try E3DBSQLite.decrypt(databaseAt: input, key: try keys.requiredKey(), settings: try keys.settings(), to: output)
+        }
+    }
+}
+
+struct SQLiteRekey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rekey",
+        abstract: "Re-encrypt a database under a new passphrase or key (a copy, then an atomic rename).",
+        discussion: "No other connection may use the database meanwhile. Its time and disk space grow with its size."
+    )
+
+    @OptionGroup var keys: SQLiteKeyOptions
+
+    @Option(help: "A file holding the new passphrase.")
+    var newPassphraseFile: String?
+
+    @Option(help: "A file holding the new raw key (64 or 96 hex digits).")
+    var newKeyFile: String?
+
+    @Argument(help: "The encrypted database.") var database: String
+
+    func validate() throws {
+        guard (newPassphraseFile == nil) != (newKeyFile == nil) else {
+            throw ValidationError("pass one of --new-passphrase-file and --new-key-file")
+        }
+    }
+
+    func run() throws {
+        let old = try keys.requiredKey()
+        guard let new = try SQLiteKeyOptions.key(passphraseFile: newPassphraseFile, keyFile: newKeyFile) else {
+            throw CLIError("pass one of --new-passphrase-file and --new-key-file", exitCode: ExitStatus.usage)
+        }
+        try libraryCall("rekeying \(database)") {
+            try E3DBSQLite.rekey(databaseAt: database, from: old, settings: try keys.settings(), to: new)
+        }
+    }
+}
+
+struct SQLiteVerify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Authenticate every page and check the b-tree; print the result as JSON, exit 2 naming the bad pages.",
+        discussion: """
+            Prints {"pages": N, "bad_pages": [...], "integrity": [...]}. Exits 0 when every page authenticates \
+            and integrity_check says ok, 2 otherwise (each bad page named on stderr), 77 for a wrong key.
+            """
+    )
+
+    @OptionGroup var keys: SQLiteKeyOptions
+    @Argument(help: "The encrypted database.") var database: String
+
+    func run() throws {
+        let result = try libraryCall("verifying \(database)") {
+            try E3DBSQLite.verify(databaseAt: database, key: try keys.requiredKey(), settings: try keys.settings())
+        }
+        let bad = result.badPages.map(String.init).joined(separator: ",")
+        let integrity = result.integrity.map { CanonicalJSON.serialize(.string($0)) }.joined(separator: ",")
+        try StandardOutput.line("{\"pages\":\(result.pageCount),\"bad_pages\":[\(bad)],\"integrity\":[\(integrity)]}")
+        guard result.isIntact else {
+            for page in result.badPages { StandardError.line("page \(page) did not authenticate") }
+            if result.badPages.isEmpty { StandardError.line("integrity_check: " + result.integrity.joined(separator: "; ")) }
+            throw ExitCode(ExitStatus.authentication.rawValue)
+        }
+    }
+}

@@ -91,7 +91,7 @@ func runE3DBKit(_ arguments: [String], environment extra: [String: String] = [:]
     -> (status: Int32, out: String, err: String) {
     try await offCooperativePool {
         let p = Process()
-        p.executableURL = ServerProcess.binary
+        p.executableURL = CLIRunner.binary
         p.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "E3DBKIT_CA_FILE"] {

@@ -6,14 +6,11 @@ import Synchronization
 /// A submitter that finds a lane free writes its own item at once, on its own task; whatever arrives while every
 /// lane is busy waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is
 /// no added delay or thread hop when writes do not overlap and one statement per batch when they do. With one lane
-/// batches run one after the other (record inserts on both backends; the PostgreSQL backend's record reads are
-/// grouped the same way by `PostgresReadGroups`, on an event loop instead of tasks); with more, up to that many at
-/// once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
+/// batches run one after the other (record inserts on both backends); with more, up to that many at once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
 /// caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
-    /// Called once with an item's outcome, on the thread of the task that wrote it.
-    typealias Completion = @Sendable (Result<Output, any Error>) -> Void
-    private typealias Waiter = Completion
+    /// Resumes a waiting submitter once with its item's outcome.
+    private typealias Waiter = @Sendable (Result<Output, any Error>) -> Void
     private struct State {
         var queue: [(Item, Waiter)] = []
         /// Lanes writing now (at most `lanes`); no item waits while none is.
@@ -64,17 +61,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// Writes `item` with whatever else is submitted meanwhile, for a caller that cannot suspend (an event loop):
-    /// the item always goes to a drain task, never onto the caller's thread.
-    /// - Parameters:
-    ///   - item: the item.
-    ///   - completion: called once, with its output once its transaction committed or with the error of its own
-    ///     write, on the drain task's thread.
-    func submit(_ item: Item, completion: @escaping Completion) { enqueue(item, completion) }
-
-    /// Returns once nothing is being written and nothing waits: every item submitted before has its outcome (its
-    /// completion has run). A storage awaits it before closing, so that a group still being written for a request
-    /// whose client left (nobody awaits its outcome) does not race the close.
+    /// Returns once nothing is being written and nothing waits: every item submitted before has its outcome. A
+    /// storage awaits it before closing, so that a group still being written does not race the close.
     func idle() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = state.withLock { state in

@@ -6,7 +6,7 @@
 # encrypt|decrypt` of the same file. Prints a markdown table for docs/performance.md.
 #
 #   scripts/client-benchmark.sh [RECORDS]     # default 2000 records per measurement
-#   SERVER_FLAGS="--handlers-on-event-loop" scripts/client-benchmark.sh   # extra `server run` flags
+#   SERVER_FLAGS="--log-level warning" scripts/client-benchmark.sh   # extra `server run` flags
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 records="${1:-2000}"

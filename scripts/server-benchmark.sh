@@ -2,8 +2,7 @@
 # Server load benchmark: `e3dbkit server run` (SQLite, and PostgreSQL when a URL is given) against a Hummingbird
 # route that returns a fixed JSON body of the size of a record response (Benchmarks/ServerBaseline), with wrk, in
 # the same run. For 1, 4, 16 and 64 connections it measures, one after the other: the fixed route; authenticated
-# GET /v1/storage/records/{id} cycling over the records written at set-up; authenticated POST /v1/storage/records;
-# both also through the router alone (a second server process with --no-record-fast-path on the same database).
+# GET /v1/storage/records/{id} cycling over the records written at set-up; authenticated POST /v1/storage/records.
 # Prints a markdown table (requests/s, p50, p99, ratio to the fixed route at the same connection count).
 #
 #   scripts/server-benchmark.sh [--postgres URL] [--duration SECONDS] [--records N] [--connections "1 4 16 64"]
@@ -103,14 +102,7 @@ bench() {
         echo "$backend: the server did not start: $(tail -n 3 "$work/server-$backend.log")" >&2
         return 1
     fi
-    local server_url="$url" router_url=""
-    # The server answers record reads (SQLite) and writes in the channel pipeline; a second process on the same
-    # database with --no-record-fast-path measures the same requests through Hummingbird's router (skipped for
-    # builds without the flag).
-    if start "server-$backend-router" "$cli" server run --data "$data" "$@" --port 0 \
-        --log-level "$log_level" --no-record-fast-path; then
-        router_url="$url"
-    fi
+    local server_url="$url"
     echo "$backend: writing $records records at $server_url" >&2
     python3 "$lua_dir/setup_client.py" "$server_url" "$registration" "$records" "$dir"
     if [ -z "${baseline_url:-}" ]; then
@@ -122,32 +114,20 @@ bench() {
     echo "$backend: warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     wrk -t2 -c16 -d2s "$baseline_url/fixed" >/dev/null
     BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/read.lua" "$server_url" >/dev/null
-    if [ -n "$router_url" ]; then
-        BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/read.lua" "$router_url" >/dev/null
-        BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/write.lua" "$router_url" >/dev/null
-    fi
     BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/write.lua" "$server_url" >/dev/null
-    local c fixed read routed_read write routed_write
+    local c fixed read write
     for c in $connections; do
         fixed="$(measure fixed.lua "$baseline_url" "$c")"
         read="$(measure read.lua "$server_url" "$c")"
-        routed_read="-" routed_write="-"
-        if [ -n "$router_url" ]; then routed_read="$(measure read.lua "$router_url" "$c")"; fi
         write="$(measure write.lua "$server_url" "$c")"
-        if [ -n "$router_url" ]; then routed_write="$(measure write.lua "$router_url" "$c")"; fi
-        echo "$backend c=$c: fixed $fixed | read $read | router read $routed_read | write $write | router write $routed_write | load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-        rows+=("$(python3 - "$backend" "$c" "$fixed" "$read" "$routed_read" "$write" "$routed_write" <<'PY'
+        echo "$backend c=$c: fixed $fixed | read $read | write $write | load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+        rows+=("$(python3 - "$backend" "$c" "$fixed" "$read" "$write" <<'PY'
 import sys
 backend, c = sys.argv[1], sys.argv[2]
-fixed, read, routed_read, write, routed_write = (list(map(float, a.split())) if a != "-" else None for a in sys.argv[3:])
+fixed, read, write = (list(map(float, a.split())) for a in sys.argv[3:])
 def row(route, m):
     return "| %s | %s | %s | %.0f | %.2f | %.2f | %.2f× |" % (backend, route, c, m[0], m[1], m[2], m[0] / fixed[0])
-rows = [row("fixed route (baseline)", fixed), row("GET record (Bearer)", read)]
-if routed_read:
-    rows.append(row("GET record (Bearer), router only", routed_read))
-rows.append(row("POST record (Bearer)", write))
-if routed_write:
-    rows.append(row("POST record (Bearer), router only", routed_write))
+rows = [row("fixed route (baseline)", fixed), row("GET record (Bearer)", read), row("POST record (Bearer)", write)]
 print("\n".join(rows))
 PY
 )")

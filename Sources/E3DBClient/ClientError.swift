@@ -1,18 +1,10 @@
 public import E3DBPrimitives
+public import E3DBAPI
 
-// Refusals by the server are `.io`: the request reached it and the remote operation failed (the CLI exits 1 and
+// The server's refusals (`.unauthorized`, `.forbidden`, `.notFound`, `.conflict`, `.badRequest`, …) are E3DBAPI's
+// (the wire contract): `.io`, the request reached the server and the remote operation failed (the CLI exits 1 and
 // the message keeps the HTTP status); credentials the server rejects are `.verification` (exit 2).
 extension E3DBError.Code {
-    /// The server refused the credentials (HTTP 401).
-    public static let unauthorized = Self("unauthorized", category: .verification)
-    /// The server refused the operation for this client (HTTP 403).
-    public static let forbidden = Self("forbidden", category: .io)
-    /// No such item, or it is not shared with this client (HTTP 404).
-    public static let notFound = Self("notFound", category: .io)
-    /// The item exists with another version, or the name is taken (HTTP 409).
-    public static let conflict = Self("conflict", category: .io)
-    /// The server rejected the request as malformed (HTTP 400, 413, 417, other 4xx).
-    public static let badRequest = Self("badRequest", category: .io)
     /// The server failed (HTTP 5xx) after the retries.
     public static let serverError = Self("serverError", category: .io)
     /// The server could not be reached, or the exchange timed out, after the retries.

@@ -1,3 +1,5 @@
+import E3DBAPI
+import E3DBPrimitives
 /// Who may change the sharing of a writer's records: the one rule for access keys and policies (spec api §4.7,
 /// docs/security.md "Sharing"), as a table of the caller's role × the operation × the reader it addresses.
 ///
@@ -66,7 +68,7 @@ enum AccessRules {
     }
 
     /// The refusal of an operation ``decide(_:caller:target:)`` forbids: what the caller may not do and why.
-    static func refusal(_ operation: Operation, caller: CallerRole, target: TargetRole) -> HTTPFailure {
+    static func refusal(_ operation: Operation, caller: CallerRole, target: TargetRole) -> E3DBError {
         let what = switch operation {
         case .readAccessKey: "read this access key"
         case .putAccessKey: "store this access key"
@@ -83,7 +85,7 @@ enum AccessRules {
         case (_, .authorizer, .authorizer): "an authorizer may not address another authorizer"
         default: "only the writer, or its authorizer for other readers, may do this"
         }
-        return HTTPFailure.forbidden("not allowed to \(what): \(why)")
+        return E3DBError(.forbidden, "not allowed to \(what): \(why)")
     }
 
     /// The one rule for record updates and deletes: only the writer.

@@ -1,3 +1,5 @@
+import E3DBAPI
+import E3DBPrimitives
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -17,10 +19,10 @@ struct WorkBudget {
     var remaining: Int { max(0, limit - used) }
 
     /// Charges `steps`; throws the 400 once the total passes the limit.
-    mutating func charge(_ steps: Int) throws(HTTPFailure) {
+    mutating func charge(_ steps: Int) throws(E3DBError) {
         used += steps
         guard used <= limit else {
-            throw HTTPFailure.badRequest(
+            throw E3DBError(.badRequest, 
                 "the search needs more work than this server allows (\(limit) steps): narrow it with fewer or "
                 + "simpler terms, a type, a writer or a time range")
         }
@@ -93,9 +95,9 @@ final class BodyReservation: Sendable {
     init(_ budget: BodyBudget) { self.budget = budget }
 
     /// Takes `count` more bytes for this request on behalf of `owner`, or refuses the request with 503.
-    func take(_ count: Int, for owner: BodyOwner) throws(HTTPFailure) {
+    func take(_ count: Int, for owner: BodyOwner) throws(E3DBError) {
         guard budget.take(count, for: owner) else {
-            throw HTTPFailure(.serviceUnavailable,
+            throw E3DBError(.serviceUnavailable,
                               "the server holds too many request bodies at the moment; retry shortly")
         }
         held.withLock { $0[owner, default: 0] += count }
@@ -132,7 +134,7 @@ final class AsyncLimiter: Sendable {
         return try await body()
     }
 
-    private func acquire() async throws(HTTPFailure) {
+    private func acquire() async throws(E3DBError) {
         let acquired = state.withLock { state -> Bool? in
             if state.free > 0 {
                 state.free -= 1
@@ -141,7 +143,7 @@ final class AsyncLimiter: Sendable {
             return state.waiting.count < maxWaiting ? false : nil
         }
         guard let acquired else {
-            throw HTTPFailure(.serviceUnavailable, "too many searches are waiting; retry shortly")
+            throw E3DBError(.serviceUnavailable, "too many searches are waiting; retry shortly")
         }
         if acquired { return }
         await withCheckedContinuation { continuation in

@@ -3,8 +3,7 @@ public import Logging
 
 /// The E3DB API as a plain request → response function, without a socket: embed it in an application's own
 /// Hummingbird router (mount ``respond(to:)`` behind a route, or wrap it in a `CallbackResponder`), drive it from
-/// tests, or fuzz it in process. `e3dbkit server run` serves the same service over HTTP/1.1 (and, with SQLite,
-/// answers record reads in the channel pipeline before they reach its router: docs/server.md, "Operations").
+/// tests, or fuzz it in process. `e3dbkit server run` serves the same service over HTTP/1.1.
 ///
 /// ```swift
 /// let storage = try SQLiteStorage(directory: dataDirectory)
@@ -16,7 +15,8 @@ public import Logging
 /// Every refusal is a 4xx response with a JSON `{"error": "<message>"}` body; a storage failure is a 503 with the
 /// same shape. The handler never throws.
 public struct E3DBRequestHandler: Sendable {
-    private let service: E3DBService
+    private let responder: RouterResponder<E3DBRequestContext>
+    private let logger: Logger
 
     /// Migrates `storage` and reads (creating on first use) its server secret, which keys capability URLs.
     /// - Parameters:
@@ -29,8 +29,10 @@ public struct E3DBRequestHandler: Sendable {
     public init(configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
                 logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })) async throws {
         try await storage.migrate()
-        service = E3DBService(storage: storage, files: files, configuration: configuration,
-                              secret: try await storage.serverSecret(), logger: logger)
+        let service = E3DBService(storage: storage, files: files, configuration: configuration,
+                                  secret: try await storage.serverSecret(), logger: logger)
+        responder = service.router().buildResponder()
+        self.logger = logger
     }
 
     /// Answers one request: routing, authentication (Bearer, TSV1 with replay protection, HTTP Basic on the token
@@ -38,6 +40,10 @@ public struct E3DBRequestHandler: Sendable {
     /// - Parameter request: the request; its body is read at most once.
     /// - Returns: the response; never a 5xx but 503 for a failing backend.
     public func respond(to request: Request) async -> Response {
-        await service.respond(to: request)
+        do {
+            return try await responder.respond(to: request, context: E3DBRequestContext(logger: logger))
+        } catch {  // RequestBoundary answers every error; this is not reached
+            return JSONBody.error(.internalServerError, "the request could not be answered")
+        }
     }
 }

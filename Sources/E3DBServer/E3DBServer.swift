@@ -1,11 +1,19 @@
 import Foundation
-import E3DBPrimitives
+public import E3DBPrimitives
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import NIOSSL
 public import Logging
 import NIOCore
+
+extension E3DBError.Code {
+    /// An administrative command names a client that is not registered (`context.item` is the id as given, at most
+    /// 40 characters).
+    public static let unknownClient = Self("unknownClient", category: .invalidArgument)
+    /// The TLS certificate or key cannot be loaded, or only one of them is configured.
+    public static let invalidTLSConfiguration = Self("invalidTLSConfiguration", category: .invalidArgument)
+}
 
 /// The E3DB-compatible API server and its administration (`e3dbkit server`).
 public enum E3DBServer {
@@ -58,14 +66,15 @@ public enum E3DBServer {
     ///   - configuration: the data directory and the optional PostgreSQL URL.
     ///   - clientID: the registered client's id (any case).
     ///   - logger: where the backend logs.
-    /// - Throws: `StorageError` when the client is not registered.
+    /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, `StorageError` when the backend
+    ///   fails.
     public static func setBackupClient(_ configuration: ServerConfiguration, clientID: String, logger: Logger)
         async throws {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
         guard let id = canonicalUUID(clientID), try await storage.client(id: id) != nil else {
             try await storage.close()
-            throw StorageError(.unavailable, "no registered client has the id \(clientID.prefix(40))")
+            throw Self.unknownClient(clientID)
         }
         try await storage.setBackupClientID(id)
         try await storage.close()
@@ -78,7 +87,8 @@ public enum E3DBServer {
     ///   - clientID: the registered client's id (any case).
     ///   - enabled: the new state.
     ///   - logger: where the backend logs.
-    /// - Throws: `StorageError` when the client is not registered or the backend fails.
+    /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, `StorageError` when the backend
+    ///   fails.
     public static func setClientEnabled(_ configuration: ServerConfiguration, clientID: String, enabled: Bool,
                                         logger: Logger) async throws {
         let storage = try openStorage(configuration, logger: logger)
@@ -87,7 +97,7 @@ public enum E3DBServer {
         if let id = canonicalUUID(clientID) { found = try await storage.setClientEnabled(id: id, enabled) }
         try await storage.close()
         guard found else {
-            throw StorageError(.unavailable, "no registered client has the id \(clientID.prefix(40))")
+            throw Self.unknownClient(clientID)
         }
     }
 
@@ -110,7 +120,8 @@ public enum E3DBServer {
     ///   - configuration: where to listen and what to store where.
     ///   - logger: structured logs (never a secret, a token or a ciphertext).
     ///   - onListening: called with the bound host and port once the server accepts connections.
-    /// - Throws: `StorageError` when the backend cannot be opened, or the server's start-up error.
+    /// - Throws: `E3DBError` `.invalidTLSConfiguration` for TLS files that do not load, `StorageError` when the
+    ///   backend cannot be opened, or the server's start-up error.
     public static func run(_ configuration: ServerConfiguration, logger: Logger,
                            onListening: @escaping @Sendable (String, Int) -> Void) async throws {
         let storage = try openStorage(configuration, logger: logger)
@@ -119,17 +130,13 @@ public enum E3DBServer {
         let service = E3DBService(storage: storage, files: files, configuration: configuration,
                                   secret: try await storage.serverSecret(), logger: logger,
                                   metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in await service.respond(to: request) }
+        let responder = service.router().buildResponder()
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
-        let onLoop = configuration.handlersOnEventLoop
-        // Record writes are answered in the pipeline on both backends, record reads only where storage reads
-        // without suspending (SQLite).
-        let fastPath = configuration.recordFastPath ? service : nil
         let connections = AddressConnections(limit: configuration.maxConnectionsPerAddress)
         let http1 = HTTPServerBuilder { responder in
             E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
-                             onLoop: onLoop, fastPath: fastPath, connections: connections)
+                             connections: connections)
         }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
@@ -142,15 +149,15 @@ public enum E3DBServer {
                 let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
                 tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
             } catch {
-                throw StorageError(.unavailable, "cannot load the TLS certificate or key (PEM files expected)")
+                throw E3DBError(.invalidTLSConfiguration, "cannot load the TLS certificate or key (PEM files expected)")
             }
             server = HTTPServerBuilder { responder in
                 E3DBChildChannel(base: try TLSChannel(
                     HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
-                                 onLoop: onLoop, fastPath: fastPath, connections: connections)
+                                 connections: connections)
             }
         default:
-            throw StorageError(.unavailable, "TLS needs both a certificate and a key")
+            throw E3DBError(.invalidTLSConfiguration, "TLS needs both a certificate and a key")
         }
         let app = Application(
             responder: responder,
@@ -174,6 +181,12 @@ public enum E3DBServer {
             throw error
         }
         try await storage.close()
+    }
+}
+
+extension E3DBServer {
+    static func unknownClient(_ id: String) -> E3DBError {
+        E3DBError(.unknownClient, "no registered client has the id \(id.prefix(40))", context: .init(item: String(id.prefix(40))))
     }
 }
 

@@ -5,18 +5,17 @@ import Glibc
 import Darwin
 #endif
 public import NIOCore
-import E3DBPrimitives
+public import E3DBPrimitives
 
-/// Why a file body was refused.
-public enum FileBodyError: Error, Sendable, Equatable {
-    /// More or fewer bytes than declared.
-    case sizeMismatch(expected: Int64, actual: Int64)
-    /// The MD5 of the body is not the declared checksum.
-    case checksumMismatch
-    /// The body is not stored.
-    case notFound
-    /// Reading or writing the storage failed (`errno`-level detail, no content).
-    case io(String)
+extension E3DBError.Code {
+    /// A file body has more or fewer bytes than declared (`context.expected` and `context.actual`).
+    public static let fileBodySizeMismatch = Self("fileBodySizeMismatch", category: .verification)
+    /// The MD5 of a file body is not the declared checksum.
+    public static let fileBodyChecksumMismatch = Self("fileBodyChecksumMismatch", category: .verification)
+    /// No file body is stored under the id.
+    public static let fileBodyNotFound = Self("fileBodyNotFound", category: .io)
+    /// Reading or writing file bodies failed (`errno`-level detail, no content).
+    public static let fileBodyIO = Self("fileBodyIO", category: .io)
 }
 
 /// Where encrypted file bodies live: a directory shared by every server process today; an object store can
@@ -52,11 +51,17 @@ public struct LocalFileBodyStore: FileBodyStore {
 
     private func path(_ id: String) -> String { directory.appendingPathComponent(id).path }
 
+    /// The refusal of a body of `actual` bytes where `expected` were declared.
+    static func sizeMismatch(_ expected: Int64, _ actual: Int64) -> E3DBError {
+        E3DBError(.fileBodySizeMismatch, "the body is \(actual > expected ? "longer" : "shorter") than the declared \(expected) bytes",
+                  context: .init(expected: Int(clamping: expected), actual: Int(clamping: actual)))
+    }
+
     public func store(id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
                       expectedMD5: Data) async throws {
         let tmp = temporary.appendingPathComponent(UUID().uuidString.lowercased()).path
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw FileBodyError.io("cannot create a temporary upload file (errno \(errno))") }
+        guard fd >= 0 else { throw E3DBError(.fileBodyIO, "cannot create a temporary upload file (errno \(errno))") }
         var committed = false
         defer {
             close(fd)
@@ -68,7 +73,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         for try await chunk in chunks {
             written += Int64(chunk.readableBytes)
             guard written <= expectedSize else {
-                throw FileBodyError.sizeMismatch(expected: expectedSize, actual: written)
+                throw Self.sizeMismatch(expectedSize, written)
             }
             try chunk.withUnsafeReadableBytes { raw in
                 md5.update(bufferPointer: raw)
@@ -77,17 +82,19 @@ public struct LocalFileBodyStore: FileBodyStore {
                     let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
                     if n < 0 {
                         if errno == EINTR { continue }
-                        throw FileBodyError.io("writing an upload failed (errno \(errno))")
+                        throw E3DBError(.fileBodyIO, "writing an upload failed (errno \(errno))")
                     }
                     offset += n
                 }
             }
             writeback.wrote(upTo: written, fd: fd)
         }
-        guard written == expectedSize else { throw FileBodyError.sizeMismatch(expected: expectedSize, actual: written) }
-        guard md5.finalize() == expectedMD5 else { throw FileBodyError.checksumMismatch }
-        guard fsync(fd) == 0 else { throw FileBodyError.io("syncing an upload failed (errno \(errno))") }
-        guard rename(tmp, path(id)) == 0 else { throw FileBodyError.io("storing an upload failed (errno \(errno))") }
+        guard written == expectedSize else { throw Self.sizeMismatch(expectedSize, written) }
+        guard md5.finalize() == expectedMD5 else {
+            throw E3DBError(.fileBodyChecksumMismatch, "the MD5 of the body is not the declared checksum")
+        }
+        guard fsync(fd) == 0 else { throw E3DBError(.fileBodyIO, "syncing an upload failed (errno \(errno))") }
+        guard rename(tmp, path(id)) == 0 else { throw E3DBError(.fileBodyIO, "storing an upload failed (errno \(errno))") }
         committed = true
         let dir = open(directory.path, O_RDONLY | O_CLOEXEC)
         if dir >= 0 {
@@ -98,13 +105,13 @@ public struct LocalFileBodyStore: FileBodyStore {
 
     public func size(id: String) throws -> Int64 {
         var st = stat()
-        guard stat(path(id), &st) == 0 else { throw FileBodyError.notFound }
+        guard stat(path(id), &st) == 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         return Int64(st.st_size)
     }
 
     public func read(id: String, into write: (ByteBuffer) async throws -> Void) async throws {
         let fd = open(path(id), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileBodyError.notFound }
+        guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         defer { close(fd) }
         let chunkSize = 256 << 10
         while true {
@@ -116,7 +123,7 @@ public struct LocalFileBodyStore: FileBodyStore {
                 failed = r < 0
                 return max(r, 0)
             }
-            if failed { throw FileBodyError.io("reading a stored file failed (errno \(errno))") }
+            if failed { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(errno))") }
             if n == 0 { return }
             try await write(buffer)
         }

@@ -1,22 +1,19 @@
 import Foundation
 import E3DBAPI
-import HTTPTypes
-import Hummingbird
+public import E3DBPrimitives
+public import HTTPTypes
+public import Hummingbird
 
-/// A refusal with the status the SDKs expect and a message for the `{"error": …}` body. Messages never hold a
-/// secret, a token or a ciphertext.
-struct HTTPFailure: Error {
-    var status: HTTPResponse.Status
-    var message: String
-    init(_ status: HTTPResponse.Status, _ message: String) {
-        self.status = status
-        self.message = message
+/// A refusal answers with the HTTP status of its code (``API/httpStatus(of:)``) and the `{"error": message}` body.
+/// Messages never hold a secret, a token or a ciphertext. The server's refusals are the codes of E3DBAPI's wire
+/// contract (`.badRequest`, `.unauthorized`, …, `.serviceUnavailable`); any other error reaches a response only
+/// through ``E3DBService/refusal(_:route:)``, which maps it to one of them.
+extension E3DBError: HTTPResponseError {
+    public var status: HTTPResponse.Status { HTTPResponse.Status(code: API.httpStatus(of: code) ?? 400) }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        JSONBody.error(status, API.httpStatus(of: code) == nil ? "the request could not be processed" : message)
     }
-    static func badRequest(_ m: String) -> Self { .init(.badRequest, m) }
-    static func unauthorized(_ m: String) -> Self { .init(.unauthorized, m) }
-    static func forbidden(_ m: String) -> Self { .init(.forbidden, m) }
-    static func notFound(_ m: String) -> Self { .init(.notFound, m) }
-    static func conflict(_ m: String) -> Self { .init(.conflict, m) }
 }
 
 /// JSON in and out.
@@ -58,21 +55,21 @@ enum JSONBody {
         // JSON is UTF-8 (RFC 8259 §8.1). JSONDecoder would also take UTF-16 and UTF-32, whose U+0000 and
         // structural characters hold 0x00 bytes, which UTF-8 JSON never has; one check refuses them all.
         if let offset = data.firstIndex(of: 0) {
-            throw HTTPFailure.badRequest("the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
+            throw E3DBError(.badRequest, "the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
         }
         if data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) {
-            throw HTTPFailure.badRequest("the \(what) body is not UTF-8 JSON (a UTF-16 byte order mark)")
+            throw E3DBError(.badRequest, "the \(what) body is not UTF-8 JSON (a UTF-16 byte order mark)")
         }
         if let offset = escapedNUL(in: data) {
-            throw HTTPFailure.badRequest("the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
+            throw E3DBError(.badRequest, "the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
         }
         do {
             if T.self == API.Record.self, let record = try API.Record.decodeJSON(data) as? T { return record }
             return try JSONDecoder().decode(type, from: data)
         } catch let error as DecodingError {
-            throw HTTPFailure.badRequest("the \(what) body is not valid: \(describe(error))")
+            throw E3DBError(.badRequest, "the \(what) body is not valid: \(describe(error))")
         } catch {
-            throw HTTPFailure.badRequest("the \(what) body is not valid JSON")
+            throw E3DBError(.badRequest, "the \(what) body is not valid JSON")
         }
     }
 
@@ -112,55 +109,6 @@ enum JSONBody {
         @unknown default: return "not decodable"
         }
     }
-}
-
-/// A request as the routes see it: path segments (repeated slashes collapsed, each percent-decoded), the raw path
-/// and query (TSV1 signs them as sent) and the query parameters.
-struct APIRequest {
-    let request: Request
-    /// This request's share of the server's body budget (``E3DBService/body(_:limit:)`` takes from it).
-    let bodyBytes: BodyReservation
-    let segments: [String]
-    let rawPath: String
-    let rawQuery: String
-    let query: [(String, String)]
-
-    /// Splits `request`; a path segment or query parameter holding U+0000 is refused (400): no string the server
-    /// stores or matches may hold it (PostgreSQL's text cannot).
-    init(_ request: Request, bodyBytes: BodyReservation) throws {
-        self.request = request
-        self.bodyBytes = bodyBytes
-        rawPath = request.uri.path
-        rawQuery = request.uri.query ?? ""
-        var segs: [String] = []
-        for s in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
-            guard let d = TSV1.percentDecoded(String(s)) else {
-                throw HTTPFailure.badRequest("the request path has a malformed percent escape")
-            }
-            guard !d.utf8.contains(0) else {
-                throw HTTPFailure.badRequest("path segment \(segs.count + 1) holds U+0000, which the server refuses")
-            }
-            segs.append(d)
-        }
-        segments = segs
-        query = try rawQuery.split(separator: "&", omittingEmptySubsequences: true).map { pair in
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func dec(_ s: Substring) -> String {
-                TSV1.percentDecoded(s.replacingOccurrences(of: "+", with: " ")) ?? String(s)
-            }
-            let (name, value) = (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
-            guard !name.utf8.contains(0), !value.utf8.contains(0) else {
-                throw HTTPFailure.badRequest("query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
-            }
-            return (name, value)
-        }
-    }
-
-    var method: HTTPRequest.Method { request.method }
-
-    func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
-
-    func header(_ name: HTTPField.Name) -> String? { request.headers[name] }
 }
 
 /// Lowercase canonical form of a UUID string, or `nil` when it is not one (any case accepted: old Swift sends

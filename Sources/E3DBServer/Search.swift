@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBPrimitives
 
 /// How a v2 search term is compared with a value (spec api §6.2): case-sensitive, on the whole value.
 enum MatchStrategy {
@@ -17,7 +18,7 @@ enum MatchStrategy {
         case "FUZZY": self = .fuzzy
         case "WILDCARD": self = .wildcard
         case "REGEXP": self = .regexp
-        default: throw HTTPFailure.badRequest("strategy must be EXACT, FUZZY, WILDCARD or REGEXP")
+        default: throw E3DBError(.badRequest, "strategy must be EXACT, FUZZY, WILDCARD or REGEXP")
         }
     }
 }
@@ -43,12 +44,12 @@ struct SearchTerm {
         self.text = text
         self.strategy = strategy
         if strategy != .exact, text.utf8.count > Self.maxPatternBytes {
-            throw HTTPFailure.badRequest("a FUZZY, WILDCARD or REGEXP term is longer than \(Self.maxPatternBytes) bytes")
+            throw E3DBError(.badRequest, "a FUZZY, WILDCARD or REGEXP term is longer than \(Self.maxPatternBytes) bytes")
         }
         scalars = strategy == .exact ? [] : Array(text.unicodeScalars)
         if strategy == .regexp {
             do { regex = try LinearRegex(text) } catch {
-                throw HTTPFailure.badRequest("a REGEXP term is not a valid regular expression: \(error.message)")
+                throw E3DBError(.badRequest, "a REGEXP term is not a valid regular expression: \(error.message)")
             }
         } else {
             regex = nil
@@ -58,7 +59,7 @@ struct SearchTerm {
     /// Whether `value` matches, charging `budget` for the comparison: one step per 16 bytes compared for EXACT,
     /// the band's cells for FUZZY, the glob's iterations for WILDCARD, and value length × states for REGEXP
     /// (charged before it runs: the automaton may visit every state at every character).
-    func matches(_ value: String, budget: inout WorkBudget) throws(HTTPFailure) -> Bool {
+    func matches(_ value: String, budget: inout WorkBudget) throws(E3DBError) -> Bool {
         let bytes = value.utf8.count
         if strategy == .exact {
             try budget.charge(1 + min(bytes, text.utf8.count) / 16)
@@ -159,13 +160,13 @@ struct CompiledClause {
         switch (clause.condition ?? "OR").uppercased() {
         case "OR", "": all = false
         case "AND": all = true
-        default: throw HTTPFailure.badRequest("condition must be OR or AND")
+        default: throw E3DBError(.badRequest, "condition must be OR or AND")
         }
         func term(_ text: String) throws -> SearchTerm {
             let compiled = try SearchTerm(text, strategy)
             states += compiled.regex?.stateCount ?? 0
             guard states <= Self.maxStatesPerSearch else {
-                throw HTTPFailure.badRequest(
+                throw E3DBError(.badRequest, 
                     "the REGEXP terms of a search may compile to at most \(Self.maxStatesPerSearch) automaton states")
             }
             return compiled
@@ -203,7 +204,7 @@ struct CompiledClause {
             total += (t?.contentTypes?.count ?? 0) + (t?.keys?.count ?? 0) + (t?.values?.count ?? 0)
             total += 2 * (t?.tags?.count ?? 0)
             guard total <= maxTermsPerSearch else {
-                throw HTTPFailure.badRequest("a search may hold at most \(maxTermsPerSearch) terms")
+                throw E3DBError(.badRequest, "a search may hold at most \(maxTermsPerSearch) terms")
             }
         }
         // Pattern bytes are counted before anything is compiled, automaton states as the terms compile.
@@ -216,7 +217,7 @@ struct CompiledClause {
             patternBytes += (t?.tags ?? [:]).reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         }
         guard patternBytes <= maxPatternBytesPerSearch else {
-            throw HTTPFailure.badRequest(
+            throw E3DBError(.badRequest, 
                 "the FUZZY, WILDCARD and REGEXP terms of a search may hold at most \(maxPatternBytesPerSearch) bytes")
         }
         var states = 0
@@ -225,9 +226,9 @@ struct CompiledClause {
     }
 
     /// Whether the record matches, charging `budget` for every comparison (``SearchTerm/matches(_:budget:)``).
-    func matches(_ row: RecordRow, plain: [String: String], budget: inout WorkBudget) throws(HTTPFailure) -> Bool {
+    func matches(_ row: RecordRow, plain: [String: String], budget: inout WorkBudget) throws(E3DBError) -> Bool {
         if terms.isEmpty { return true }
-        func one(_ kind: Kind, _ term: SearchTerm) throws(HTTPFailure) -> Bool {
+        func one(_ kind: Kind, _ term: SearchTerm) throws(E3DBError) -> Bool {
             switch kind {
             case .writer: return try term.matches(row.writerID, budget: &budget)
             case .user: return try term.matches(row.userID, budget: &budget)

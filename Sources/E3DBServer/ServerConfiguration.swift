@@ -55,16 +55,6 @@ public struct ServerConfiguration: Sendable {
     /// Searches that may run at once; others wait. The default is one less than the cores (at least one), so that
     /// searches cannot take every core from the other routes.
     public var concurrentSearches: Int = max(1, ProcessInfo.processInfo.activeProcessorCount - 1)
-    /// Handle each connection's requests on the event loop that owns its socket instead of Swift's global
-    /// executor: two thread switches fewer per request, so lower latency when few connections are busy (a
-    /// one-connection client writes and reads about 10 % faster), but lower throughput under many concurrent
-    /// connections (about 15 % fewer reads/s at 64). Off by default. File uploads run off the loop either way.
-    public var handlersOnEventLoop: Bool = false
-    /// Answer record reads (`GET /v1/storage/records/{id}`, SQLite storage) and record writes
-    /// (`POST /v1/storage/records`) with a Bearer token read in the last second in the channel pipeline, on the
-    /// connection's event loop: the same responses as the router for less CPU (docs/server.md, "Operations"). On by
-    /// default; off sends every request through the router (`--no-record-fast-path`, to compare the two).
-    public var recordFastPath: Bool = true
 
     /// A configuration with defaults for everything but the data directory.
     public init(dataDirectory: URL) { self.dataDirectory = dataDirectory }

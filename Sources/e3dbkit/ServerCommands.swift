@@ -107,12 +107,6 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Lifetime of bearer tokens in seconds.")
     var tokenLifetime: Int = 3600
 
-    @Flag(help: "Run each connection's requests on its event loop: lower latency with few busy connections, lower throughput with many.")
-    var handlersOnEventLoop = false
-
-    @Flag(inversion: .prefixedNo, help: "Answer record reads (SQLite) and record writes with a recently used Bearer token on the connection's event loop instead of through the router: same responses, less CPU.")
-    var recordFastPath = true
-
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: LogLevelOption = .info
 
@@ -149,8 +143,6 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.bodyTimeout = bodyTimeout
         configuration.tokenLifetime = tokenLifetime
         configuration.metricsEnabled = metrics
-        configuration.handlersOnEventLoop = handlersOnEventLoop
-        configuration.recordFastPath = recordFastPath
         configuration.tlsCertificatePath = tlsCert
         configuration.tlsKeyPath = tlsKey
         let logger = serverLogger(level: logLevel.level)

@@ -1,3 +1,4 @@
+import E3DBPrimitives
 import E3DBAPI
 import Foundation
 @testable import E3DBServer
@@ -50,14 +51,14 @@ struct AccessRulesTests {
         var budget = WorkBudget(limit: 10)
         try budget.charge(4)
         try budget.charge(6)
-        #expect(throws: HTTPFailure.self) { try budget.charge(1) }
+        #expect(throws: E3DBError.self) { try budget.charge(1) }
         var terms = WorkBudget(limit: 1_000_000)
         let star = try SearchTerm("*" + String(repeating: "a", count: 100) + "b", .wildcard)
         #expect(try !star.matches(String(repeating: "a", count: 1000), budget: &terms))
         #expect(terms.used > 50_000, "the glob's backtracking is charged: \(terms.used)")
         // A glob stops where the budget ends, not after its whole O(n·m) run.
         var tiny = WorkBudget(limit: 1000)
-        #expect(throws: HTTPFailure.self) { _ = try star.matches(String(repeating: "a", count: 16_000), budget: &tiny) }
+        #expect(throws: E3DBError.self) { _ = try star.matches(String(repeating: "a", count: 16_000), budget: &tiny) }
         #expect(tiny.used < 20_000, "\(tiny.used) steps charged for a budget of 1000")
         // A class is charged per range it tests.
         let ranges = (0..<200).map { "\(Character(Unicode.Scalar(0x4E00 + 2 * $0)!))" }.joined()
@@ -66,7 +67,7 @@ struct AccessRulesTests {
         #expect(classes.used >= 4 * 200, "\(classes.used)")
         let regex = try SearchTerm("(a|b)*c", .regexp)
         var small = WorkBudget(limit: 100)
-        #expect(throws: HTTPFailure.self) { _ = try regex.matches(String(repeating: "a", count: 1000), budget: &small) }
+        #expect(throws: E3DBError.self) { _ = try regex.matches(String(repeating: "a", count: 1000), budget: &small) }
     }
 
     @Test("the body budget: shares per client and for unauthenticated requests; bytes come back when answered")
@@ -74,14 +75,14 @@ struct AccessRulesTests {
         let budget = BodyBudget(bytes: 160, perClient: 60)
         let first = BodyReservation(budget), second = BodyReservation(budget), third = BodyReservation(budget)
         try first.take(60, for: .client("a"))
-        #expect(throws: HTTPFailure.self) { try first.take(1, for: .client("a")) }  // a's share
+        #expect(throws: E3DBError.self) { try first.take(1, for: .client("a")) }  // a's share
         try second.take(60, for: .client("b"))
         try third.take(40, for: .client("c"))
         #expect(budget.remaining.clients == 0)
-        #expect(throws: HTTPFailure.self) { try third.take(1, for: .client("c")) }  // the clients' pool
+        #expect(throws: E3DBError.self) { try third.take(1, for: .client("c")) }  // the clients' pool
         // Unauthenticated requests have their own pool (a sixteenth): exhausting it leaves the clients' alone.
         try third.take(10, for: .anonymous)
-        #expect(throws: HTTPFailure.self) { try second.take(1, for: .anonymous) }
+        #expect(throws: E3DBError.self) { try second.take(1, for: .anonymous) }
         first.release()
         first.release()  // once only
         #expect(budget.remaining.clients == 60)
@@ -120,7 +121,7 @@ struct AccessRulesTests {
         try await Task.sleep(for: .milliseconds(50))
         let waiter = Task { try await limiter.withPermit { 1 } }
         try await Task.sleep(for: .milliseconds(50))
-        await #expect(throws: HTTPFailure.self) { try await limiter.withPermit { 2 } }
+        await #expect(throws: E3DBError.self) { try await limiter.withPermit { 2 } }
         release.continuation.yield()
         try await holder.value
         #expect(try await waiter.value == 1)

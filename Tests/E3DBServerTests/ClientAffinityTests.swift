@@ -40,9 +40,9 @@ struct ClientAffinityTests {
         #expect(names == (0..<20).map { "n\($0)" })
     }
 
-    @Test("a server with --handlers-on-event-loop serves records, concurrent writers, and a file upload and download")
-    func serverHandlersOnEventLoop() async throws {
-        let server = try ServerProcess(extraArguments: ["--handlers-on-event-loop"])
+    @Test("one client's 32 concurrent writes, their reads, and a file upload and download")
+    func concurrentWritersAndFiles() async throws {
+        let server = try ServerProcess()
         defer { server.stop() }
         let alice = try await server.register("alice")
         let ids = try await withThrowingTaskGroup(of: UUID?.self) { group in

@@ -344,7 +344,7 @@ struct SecurityRegressionTests {
             #expect(utf16.status == 400 && utf16.text.contains("UTF-8"), "\(utf16.text)")
             let bearer = client.bearer, url = f.server.url
             let status = try await offCooperativePool { () -> Int in
-                let c = try RecordFastPathHTTPTests.RawConnection(url)
+                let c = try PipelinedHTTPTests.RawConnection(url)
                 let body = #"{"count":1}"#
                 try c.send("POST /v1/storage/search HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(bearer)\r\n"
                            + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n{")
@@ -457,10 +457,10 @@ struct SecurityRegressionTests {
         try await SecurityFixture.with(.sqlite, extraArguments: ["--max-connections-per-address", "3"]) { f in
             let url = f.server.url
             let outcome = try await offCooperativePool { () -> [Bool] in
-                let held = try (0..<3).map { _ in try RecordFastPathHTTPTests.RawConnection(url) }
+                let held = try (0..<3).map { _ in try PipelinedHTTPTests.RawConnection(url) }
                 for c in held { try c.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n") }
                 var answered = try held.map { try $0.answer().status == 200 }
-                let fourth = try RecordFastPathHTTPTests.RawConnection(url)
+                let fourth = try PipelinedHTTPTests.RawConnection(url)
                 try? fourth.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 answered.append((try? fourth.answer())?.status == 200)
                 return answered

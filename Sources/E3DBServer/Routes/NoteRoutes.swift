@@ -5,17 +5,26 @@ import HTTPTypes
 import Hummingbird
 
 extension E3DBService {
+    /// Notes (`/v2/storage/notes`), addressed by signing keys: every request carries a TSV1 header.
+    func addNoteRoutes(to router: Router<E3DBRequestContext>) {
+        router.group("v2/storage/notes").add(middleware: Authentication(service: self, requirement: .tsv1))
+            .on("", .post) { try await self.writeNote($0) }
+            .on("", .get) { try await self.readNote($0) }
+            .on("", .put) { try await self.replaceNote($0) }
+            .on("{id}", .delete) { try await self.deleteNote($0, id: $0.parameter("id")) }
+    }
+
     /// Builds the stored row of a note written by a verified TSV1 caller (spec api §7); `client` is the registered
     /// client the header proved to be (``noteCaller(_:)``), `nil` for an anonymous writer.
-    private func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest, client: ClientRow?) throws -> NoteRow {
+    func noteRow(_ note: API.Note, verified: TSV1.VerifiedRequest, client: ClientRow?) throws -> NoteRow {
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
-            throw HTTPFailure.forbidden("the TSV1 key must be the note's writer_signing_key")
+            throw E3DBError(.forbidden, "the TSV1 key must be the note's writer_signing_key")
         }
         guard Self.validKey(note.recipientSigningKey), Self.validKey(note.writerSigningKey),
               Self.validKey(note.writerEncryptionKey) else {
-            throw HTTPFailure.badRequest("the note's keys must be base64url 32-byte keys")
+            throw E3DBError(.badRequest, "the note's keys must be base64url 32-byte keys")
         }
-        guard !note.data.isEmpty else { throw HTTPFailure.badRequest("a note needs at least one data field") }
+        guard !note.data.isEmpty else { throw E3DBError(.badRequest, "a note needs at least one data field") }
         let now = clock.now()
         var stored = note
         stored.noteID = newUUID()
@@ -40,7 +49,7 @@ extension E3DBService {
             bodyJSON: String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self))
     }
 
-    private func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
+    func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
         var note: API.Note
         do { note = try JSONDecoder().decode(API.Note.self, from: Data(row.bodyJSON.utf8)) } catch {
             throw StorageError(.corrupted, "a stored note does not decode")
@@ -50,54 +59,54 @@ extension E3DBService {
     }
 
     /// A note body, bounded by ``ServerConfiguration/maxAnonymousNoteSize`` when the writer is anonymous.
-    private func noteBody(_ r: APIRequest, client: ClientRow?) async throws -> API.Note {
+    func noteBody(_ r: APIRequest, client: ClientRow?) async throws -> API.Note {
         let owner = client.map { BodyOwner.client($0.clientID) } ?? .anonymous
         let limit = client == nil ? configuration.maxAnonymousNoteSize : nil
         return try JSONBody.decode(API.Note.self, from: try await body(r, for: owner, limit: limit), what: "note")
     }
 
     func writeNote(_ r: APIRequest) async throws -> Response {
-        let (verified, client) = try await noteCaller(r)
+        let (verified, client) = try r.noteCaller()
         let note = try await noteBody(r, client: client)
         let row = try noteRow(note, verified: verified, client: client)
         guard try await storage.insertNote(row) else {
-            throw HTTPFailure.conflict("a note with this id_string already exists")
+            throw E3DBError(.conflict, "a note with this id_string already exists")
         }
         return try noteResponse(row, status: .created)
     }
 
     func readNote(_ r: APIRequest) async throws -> Response {
-        let (verified, _) = try await noteCaller(r)
+        let (verified, _) = try r.noteCaller()
         let ids = r.queryValues("note_id"), names = r.queryValues("id_string")
         guard ids.count + names.count == 1 else {
-            throw HTTPFailure.badRequest("give exactly one of note_id and id_string")
+            throw E3DBError(.badRequest, "give exactly one of note_id and id_string")
         }
         let found: NoteRow?
         if let id = ids.first {
-            guard let id = canonicalUUID(id) else { throw HTTPFailure.badRequest("note_id is not a UUID") }
+            guard let id = canonicalUUID(id) else { throw E3DBError(.badRequest, "note_id is not a UUID") }
             found = try await storage.note(id: id)
         } else {
             found = try await storage.note(name: names[0])
         }
-        guard let note = found else { throw HTTPFailure.notFound("no such note") }
+        guard let note = found else { throw E3DBError(.notFound, "no such note") }
         guard note.recipientSigningKey == verified.signingKey.base64URLEncoded else {
-            throw HTTPFailure.forbidden("the TSV1 key is not the note's recipient_signing_key")
+            throw E3DBError(.forbidden, "the TSV1 key is not the note's recipient_signing_key")
         }
         guard let viewed = try await storage.viewNote(id: note.noteID, now: clock.now()) else {
-            throw HTTPFailure.notFound("no such note")
+            throw E3DBError(.notFound, "no such note")
         }
         return try noteResponse(viewed, status: .ok)
     }
 
     func replaceNote(_ r: APIRequest) async throws -> Response {
-        let (verified, client) = try await noteCaller(r)
+        let (verified, client) = try r.noteCaller()
         let note = try await noteBody(r, client: client)
         guard client != nil, let name = note.idString, !name.isEmpty else {
-            throw HTTPFailure.badRequest("replacing a note needs a registered client and an id_string")
+            throw E3DBError(.badRequest, "replacing a note needs a registered client and an id_string")
         }
         if let existing = try await storage.note(name: name),
            existing.writerSigningKey != verified.signingKey.base64URLEncoded {
-            throw HTTPFailure.forbidden("only the note's writer may replace it")
+            throw E3DBError(.forbidden, "only the note's writer may replace it")
         }
         let row = try noteRow(note, verified: verified, client: client)
         try await storage.replaceNote(row)
@@ -105,13 +114,13 @@ extension E3DBService {
     }
 
     func deleteNote(_ r: APIRequest, id: String) async throws -> Response {
-        let (verified, _) = try await noteCaller(r)
-        guard let id = canonicalUUID(id) else { throw HTTPFailure.badRequest("the note id is not a UUID") }
-        guard let note = try await storage.note(id: id) else { throw HTTPFailure.notFound("no such note") }
+        let (verified, _) = try r.noteCaller()
+        guard let id = canonicalUUID(id) else { throw E3DBError(.badRequest, "the note id is not a UUID") }
+        guard let note = try await storage.note(id: id) else { throw E3DBError(.notFound, "no such note") }
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
-            throw HTTPFailure.forbidden("only the note's writer may delete it")
+            throw E3DBError(.forbidden, "only the note's writer may delete it")
         }
-        guard try await storage.deleteNote(id: id) else { throw HTTPFailure.notFound("no such note") }
+        guard try await storage.deleteNote(id: id) else { throw E3DBError(.notFound, "no such note") }
         return Response(status: .noContent)
     }
 }

@@ -1,10 +1,19 @@
 import Foundation
 import E3DBAPI
+import E3DBPrimitives
+import HTTPTypes
 import Hummingbird
 
 extension E3DBService {
+    /// `POST /v1/storage/search` and `POST /v2/search`, for registered clients.
+    func addSearchRoutes(to router: Router<E3DBRequestContext>) {
+        let authentication = Authentication(service: self, requirement: .client)
+        router.group("v1/storage").add(middleware: authentication).on("search", .post) { try await self.searchV1($0) }
+        router.group("v2").add(middleware: authentication).on("search", .post) { try await self.searchV2($0) }
+    }
+
     /// Search results with the caller's access key for each (writer, user, type), looked up once per request.
-    private func results(_ rows: [RecordRow], caller: String, includeData: Bool) async throws -> [API.SearchResult] {
+    func results(_ rows: [RecordRow], caller: String, includeData: Bool) async throws -> [API.SearchResult] {
         var keys: [AccessTuple: API.EAKInfo?] = [:]
         var out: [API.SearchResult] = []
         out.reserveCapacity(rows.count)
@@ -63,7 +72,7 @@ extension E3DBService {
 
     /// The records `ids` (ascending index, from `first` on, visible in `scope`) read again, with `data` when
     /// `includeData`: a scan reads records without `data` and keeps only what it matched.
-    private func reread(_ ids: [String], from first: Int64, scope: RecordScope, includeData: Bool) async throws
+    func reread(_ ids: [String], from first: Int64, scope: RecordScope, includeData: Bool) async throws
         -> [RecordRow] {
         guard !ids.isEmpty else { return [] }
         var again = scope
@@ -84,7 +93,7 @@ extension E3DBService {
 
     /// Runs a search's scan behind the search limiter (``ServerConfiguration/concurrentSearches``), with a new
     /// ``WorkBudget``; the scan yields between batches and stops when the request is cancelled.
-    private func searching<T>(_ scan: (inout WorkBudget) async throws -> T) async throws -> T {
+    func searching<T>(_ scan: (inout WorkBudget) async throws -> T) async throws -> T {
         try await searches.withPermit {
             var budget = WorkBudget(limit: configuration.searchBudget)
             return try await scan(&budget)
@@ -94,11 +103,11 @@ extension E3DBService {
     /// v1 query: candidates by writer scope and id/type filters in storage, `plain` filtered here, ascending index,
     /// `index > after_index`, at most `count`.
     func searchV1(_ r: APIRequest) async throws -> Response {
-        let caller = try await authenticate(r)
+        let caller = try r.caller()
         let q = try JSONBody.decode(API.QueryRequest.self, from: try await body(r, for: .client(caller.clientID)),
                                       what: "query")
         let after = q.afterIndex ?? 0
-        guard after >= 0 else { throw HTTPFailure.badRequest("after_index must not be negative") }
+        guard after >= 0 else { throw E3DBError(.badRequest, "after_index must not be negative") }
         let count = min(max(q.count ?? 50, 1), 1000)
         let writers = Self.ids(q.writerIDs)
         let scope = RecordScope(
@@ -106,7 +115,7 @@ extension E3DBService {
             userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [],
             includeData: false)
         if let plain = q.plain, Self.filterBytes(plain) > Self.maxFilterBytes {
-            throw HTTPFailure.badRequest("a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
+            throw E3DBError(.badRequest, "a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
         }
         let perRow = q.plain.map(Self.filterCost) ?? 0
         let picked = try await searching { budget in
@@ -141,13 +150,13 @@ extension E3DBService {
     /// v2 search over the visible set, `(match1 OR match2 …) AND NOT (exclude1 OR …)`, with a creation/modification
     /// range; paged by offset (`next_token`), the next offset returned as `last_index` (0 when done).
     func searchV2(_ r: APIRequest) async throws -> Response {
-        let caller = try await authenticate(r)
+        let caller = try r.caller()
         let q = try JSONBody.decode(API.SearchRequest.self, from: try await body(r, for: .client(caller.clientID)),
                                       what: "search")
         let limit = (q.limit ?? 0) == 0 ? 50 : q.limit!
-        guard limit > 0, limit <= 1000 else { throw HTTPFailure.badRequest("limit must be between 1 and 1000") }
+        guard limit > 0, limit <= 1000 else { throw E3DBError(.badRequest, "limit must be between 1 and 1000") }
         let offset = q.nextToken ?? 0
-        guard offset >= 0, offset <= 10_000 else { throw HTTPFailure.badRequest("next_token must be between 0 and 10000") }
+        guard offset >= 0, offset <= 10_000 else { throw E3DBError(.badRequest, "next_token must be between 0 and 10000") }
         var after: Int64? = nil
         var before: Int64? = nil
         var byModified = false
@@ -155,12 +164,12 @@ extension E3DBService {
             switch (range.rangeKey ?? "CREATED").uppercased() {
             case "CREATED", "": byModified = false
             case "MODIFIED": byModified = true
-            default: throw HTTPFailure.badRequest("range_key must be CREATED or MODIFIED")
+            default: throw E3DBError(.badRequest, "range_key must be CREATED or MODIFIED")
             }
             func bound(_ text: String?, _ name: String) throws -> Int64? {
                 guard let text, !text.isEmpty else { return nil }
                 guard let micros = APITimestamp.parse(text) else {
-                    throw HTTPFailure.badRequest("range.\(name) is not an RFC 3339 timestamp")
+                    throw E3DBError(.badRequest, "range.\(name) is not an RFC 3339 timestamp")
                 }
                 return micros <= APITimestamp.parse("0001-01-01T00:00:00Z")! ? nil : micros  // Go's zero time: unbounded
             }

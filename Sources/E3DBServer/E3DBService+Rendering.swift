@@ -1,0 +1,53 @@
+import Foundation
+import E3DBAPI
+import E3DBPrimitives
+import HTTPTypes
+import Hummingbird
+
+extension E3DBService {
+    // MARK: Rendering
+
+    static func jsonText(_ map: [String: String]) -> String { JSONText.sortedObject(map) }
+
+    static func map(_ json: String) throws -> [String: String] {
+        do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {
+            throw StorageError(.corrupted, "a stored record's JSON does not decode")
+        }
+    }
+
+    func meta(_ row: RecordRow, plain: [String: String]?? = .none, fileURL: String? = nil) throws -> API.Meta {
+        var fileMeta: API.FileMeta?
+        if let fm = row.fileMetaJSON {
+            do { fileMeta = try JSONDecoder().decode(API.FileMeta.self, from: Data(fm.utf8)) } catch {
+                throw StorageError(.corrupted, "a stored file record's file_meta does not decode")
+            }
+            fileMeta?.fileURL = fileURL
+        }
+        let plainValue: [String: String]? = switch plain {
+        case .none: try Self.map(row.plainJSON)
+        case .some(let p): p
+        }
+        return API.Meta(
+            recordID: row.recordID, writerID: row.writerID, userID: row.userID, type: row.type, plain: plainValue,
+            created: APITimestamp.format(micros: row.created), lastModified: APITimestamp.format(micros: row.lastModified),
+            version: row.version, fileMeta: fileMeta)
+    }
+
+    func record(_ row: RecordRow, fields: [String]? = nil, plain: [String: String]?? = .none, fileURL: String? = nil)
+        throws -> API.Record {
+        var data = try Self.map(row.dataJSON)
+        if let fields, !fields.isEmpty { data = data.filter { fields.contains($0.key) } }
+        return API.Record(meta: try meta(row, plain: plain, fileURL: fileURL), data: data, recSig: row.recSig)
+    }
+
+    /// Checks the writer rules of a record write: `writer_id` is the caller, `user_id` the writer, `type` non-empty.
+    func checkWriter(_ meta: API.Meta, caller: ClientRow) throws {
+        guard canonicalUUID(meta.writerID) == caller.clientID else {
+            throw E3DBError(.forbidden, "meta.writer_id must be the authenticated client")
+        }
+        guard canonicalUUID(meta.userID) == caller.clientID else {
+            throw E3DBError(.badRequest, "meta.user_id must equal meta.writer_id")
+        }
+        guard !meta.type.isEmpty else { throw E3DBError(.badRequest, "meta.type must not be empty") }
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import E3DBAPI
+import E3DBPrimitives
+import HTTPTypes
+import Hummingbird
+
+extension E3DBService {
+    /// `POST /v1/storage/records`, `GET /v1/storage/records/{id}`, and the versioned (`safe`) and unversioned
+    /// update and delete, for registered clients.
+    func addRecordRoutes(to router: Router<E3DBRequestContext>) {
+        router.group("v1/storage/records").add(middleware: Authentication(service: self, requirement: .client))
+            .on("", .post) { try await self.writeRecord($0) }
+            .on("{id}", .get) { try await self.readRecord($0, id: $0.parameter("id")) }
+            .on("safe/{id}/{version}", .put) {
+                try await self.updateRecord($0, id: $0.parameter("id"), version: $0.parameter("version"))
+            }
+            .on("safe/{id}/{version}", .delete) {
+                try await self.deleteRecord($0, id: $0.parameter("id"), version: $0.parameter("version"))
+            }
+            .on("{id}", .delete) { try await self.deleteRecord($0, id: $0.parameter("id"), version: nil) }
+    }
+
+    func writeRecord(_ r: APIRequest) async throws -> Response {
+        let caller = try r.caller()
+        let row = try await storage.insertRecord(newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
+        return Self.recordResponse(row, status: .created)
+    }
+
+    /// The row a record write stores: the body decoded and checked as `POST /v1/storage/records` requires.
+    func newRecord(_ body: Data, caller: ClientRow) throws -> RecordRow {
+        let req = try JSONBody.decode(API.Record.self, from: body, what: "record")
+        try checkWriter(req.meta, caller: caller)
+        guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
+        guard req.meta.fileMeta == nil else {
+            throw E3DBError(.badRequest, "file records are written through /v1/storage/files")
+        }
+        let now = clock.now()
+        return RecordRow(
+            recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
+            plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
+            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID())
+    }
+
+    /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
+    static let unreadableRecord = E3DBError(.notFound, "no such record, or it is not shared with this client")
+
+    func readRecord(_ r: APIRequest, id: String) async throws -> Response {
+        let caller = try r.caller()
+        guard let id = canonicalUUID(id),
+              let row = try await storage.record(id: id, readableBy: caller.clientID) else {
+            throw Self.unreadableRecord
+        }
+        return Response(status: .ok, headers: [.contentType: "application/json"],
+                        body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
+    }
+
+    /// The body of a record read: spliced from the stored JSON text (``RecordJSON``) unless fields are selected or
+    /// it is a file record.
+    func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
+        if fields.isEmpty && row.fileMetaJSON == nil { return RecordJSON.render(row) }
+        return try JSONBody.buffer(record(row, fields: fields))
+    }
+
+    /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
+    static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: RecordJSON.render(row)))
+    }
+
+    func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
+        let caller = try r.caller()
+        let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
+        guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
+        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
+              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
+            throw E3DBError(.forbidden, "no such record, or this client did not write it")
+        }
+        let outcome = try await storage.updateRecord(
+            id: id, expectedVersion: version.lowercased(), plainJSON: req.meta.plain.map(Self.jsonText),
+            dataJSON: Self.jsonText(req.data), recSig: req.recSig, newVersion: newUUID(), now: clock.now())
+        switch outcome {
+        case .done(let row):
+            // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
+            return try JSONBody.response(record(row, plain: .some(req.meta.plain)))
+        case .conflict: throw E3DBError(.conflict, "the record's version is not \(version.prefix(40))")
+        case .notFound: throw E3DBError(.forbidden, "no such record")
+        }
+    }
+
+    func deleteRecord(_ r: APIRequest, id: String, version: String?) async throws -> Response {
+        let caller = try r.caller()
+        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
+              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
+            throw E3DBError(.forbidden, "no such record, or this client did not write it")
+        }
+        switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {
+        case .done(let row):
+            if row.fileMetaJSON != nil { files.remove(id: row.recordID) }
+            return Response(status: .noContent)
+        case .conflict: throw E3DBError(.conflict, "the record's version is not \(version?.prefix(40) ?? "")")
+        case .notFound: throw E3DBError(.forbidden, "no such record")
+        }
+    }
+}

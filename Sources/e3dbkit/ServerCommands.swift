@@ -1,4 +1,5 @@
 import ArgumentParser
+import E3DBPrimitives
 import E3DBServer
 import Foundation
 import Logging
@@ -49,7 +50,7 @@ enum LogLevelOption: String, ExpressibleByArgument, CaseIterable {
 
 /// Runs an administrative call, turning backend failures into the CLI's exit codes.
 func serverAdmin<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
-    do { return try await body() } catch let error as StorageError {
+    do { return try await body() } catch let error as E3DBError where error.code.isStorageFailure {
         throw CLIError("e3dbkit server: \(what) failed: \(error.message)")
     }
 }

@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBPrimitives
 @testable import E3DBServer
 import Foundation
 import Logging
@@ -229,7 +230,7 @@ struct HotPathTests {
         let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
             writes.withLock { $0 += 1 }
             try await Task.sleep(for: .milliseconds(5))
-            throw StorageError(.unavailable, "the database is down")
+            throw E3DBError(.storageUnavailable, "the database is down")
         }
         let failures = await withTaskGroup(of: Bool.self) { group in
             for i in 0..<60 { group.addTask { (try? await commit.submit(i)) == nil } }

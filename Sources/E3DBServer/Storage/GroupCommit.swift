@@ -1,4 +1,5 @@
 import Synchronization
+import E3DBPrimitives
 
 /// Group commit: items submitted concurrently are written together, in one statement or transaction, on one task
 /// per lane at a time.
@@ -91,7 +92,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         do {
             let outputs = try await write([item])
             guard outputs.count == 1, let output = outputs.first else {
-                throw StorageError(.corrupted, "a write of one item returned \(outputs.count) results")
+                throw E3DBError(.storageCorrupted, "a write of one item returned \(outputs.count) results")
             }
             result = .success(output)
         } catch {
@@ -126,7 +127,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 // item fail the same way, each after its own timeout, so the whole group fails now. Any other
                 // failure (one item's value, a duplicate) is retried one item at a time, so that it fails only
                 // the item that caused it.
-                if batch.count == 1 || (error as? StorageError)?.kind == .unavailable {
+                if batch.count == 1 || (error as? E3DBError)?.code == .storageUnavailable {
                     for (_, waiter) in batch { waiter(.failure(error)) }
                     continue
                 }
@@ -134,7 +135,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                     do {
                         let outputs = try await write([item])
                         guard let output = outputs.first else {
-                            throw StorageError(.corrupted, "a grouped write returned no result")
+                            throw E3DBError(.storageCorrupted, "a grouped write returned no result")
                         }
                         waiter(.success(output))
                     } catch {
@@ -144,7 +145,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 continue
             }
             guard outputs.count == batch.count else {
-                let error = StorageError(.corrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
+                let error = E3DBError(.storageCorrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
                 for entry in batch { entry.1(.failure(error)) }
                 continue
             }

@@ -4,7 +4,9 @@ public import Foundation
 /// through postgres-nio) that pass the same test suite. Nothing a process needs to share with the other processes
 /// of a deployment lives outside it: tokens, nonces, pending files and the server secret are rows.
 ///
-/// Every method is atomic. Ids are lowercase UUID strings; times are microseconds since the epoch.
+/// Every method is `async` and atomic; a backend's failures are `E3DBError`s with the storage codes
+/// (`.storageUnavailable`, `.storageConflict`, … in `StorageErrors.swift`). Ids are lowercase UUID strings; times are
+/// microseconds since the epoch.
 public protocol ServerStorage: Sendable {
     /// Runs the versioned migrations (idempotent).
     func migrate() async throws
@@ -36,8 +38,7 @@ public protocol ServerStorage: Sendable {
     func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws
     /// The client of an unexpired token.
     func accessTokenClient(hash: Data, now: Int64) async throws -> String?
-    /// The client and expiry (microseconds) of an unexpired token, for the in-memory token cache. The default
-    /// (from `accessTokenClient`) reports the token as expiring `now`, which the cache never keeps.
+    /// The client and expiry (microseconds) of an unexpired token, for the in-memory token cache.
     func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)?
     /// Records a TSV1 nonce (the service passes a hash): `false` when it was already used and has not expired (a
     /// replay).
@@ -66,18 +67,11 @@ public protocol ServerStorage: Sendable {
     // Records.
     /// Inserts a record and returns it with its index.
     func insertRecord(_ row: RecordRow) async throws -> RecordRow
-    /// Inserts a record as ``insertRecord(_:)`` does and calls `completion` once, when it committed or failed, from
-    /// whichever thread wrote it: for callers that cannot suspend (the server's pipeline write path).
-    func insertRecord(_ row: RecordRow, completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void)
     func record(id: String) async throws -> RecordRow?
     /// The record `id` when `readerID` may read it (spec api §4.7: its writer, or a current `read` policy on its
-    /// (user, writer, type) naming the reader); `nil` when it is missing or not readable. A backend answers it with
-    /// one statement where it can; the default reads the record, then the policy when the reader is not the writer.
+    /// (user, writer, type) naming the reader); `nil` when it is missing or not readable. Both backends answer it with
+    /// one statement.
     func record(id: String, readableBy readerID: String) async throws -> RecordRow?
-    /// Reads as ``record(id:readableBy:)`` does and calls `completion` once with the outcome, from whichever
-    /// thread read it: for callers that cannot suspend (the server's pipeline read path).
-    func record(id: String, readableBy readerID: String,
-                completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void)
     /// Replaces `plain` (when given), `data` and `rec_sig` if the version matches.
     func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
                       newVersion: String, now: Int64) async throws -> VersionedOutcome
@@ -115,47 +109,4 @@ public protocol ServerStorage: Sendable {
 
     /// Row counts by table, for `e3dbkit server stats`.
     func statistics() async throws -> [String: Int]
-}
-
-/// A backend that reads a record together with its read check on the calling thread, without suspending (SQLite:
-/// one indexed statement). The server's record-read fast path (`RecordFastPath`) serves
-/// `GET /v1/storage/records/{id}` through it on the connection's event loop.
-protocol NonSuspendingRecordReads: Sendable {
-    /// The record `id` when `readerID` wrote it or holds a `read` policy on it.
-    func readableRecordNow(id: String, readerID: String) throws -> RecordRow?
-}
-
-
-extension ServerStorage {
-    /// Through a task that awaits ``insertRecord(_:)``.
-    public func insertRecord(_ row: RecordRow,
-                             completion: @escaping @Sendable (Result<RecordRow, any Error>) -> Void) {
-        Task {
-            do { completion(.success(try await insertRecord(row))) } catch { completion(.failure(error)) }
-        }
-    }
-
-    /// Through a task that awaits ``record(id:readableBy:)``.
-    public func record(id: String, readableBy readerID: String,
-                       completion: @escaping @Sendable (Result<RecordRow?, any Error>) -> Void) {
-        Task {
-            do { completion(.success(try await record(id: id, readableBy: readerID))) } catch {
-                completion(.failure(error))
-            }
-        }
-    }
-
-    /// The record when `readerID` wrote it or holds a `read` policy on it: a record read, then a policy read.
-    public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
-        guard let row = try await record(id: id) else { return nil }
-        if row.writerID == readerID { return row }
-        let policy = try await policy(AccessTuple(writerID: row.writerID, userID: row.userID, readerID: readerID,
-                                                  type: row.type))
-        return policy?.canRead == true ? row : nil
-    }
-
-    /// The client of an unexpired token, with `now` as its expiry (not cacheable).
-    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
-        try await accessTokenClient(hash: hash, now: now).map { ($0, now) }
-    }
 }

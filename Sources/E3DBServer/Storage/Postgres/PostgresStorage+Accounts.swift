@@ -5,6 +5,7 @@ public import Foundation
 #endif
 import Logging
 internal import PostgresNIO
+import E3DBPrimitives
 
 /// Registration tokens, clients, bearer tokens, nonces, access keys and policies.
 extension PostgresStorage {
@@ -13,7 +14,7 @@ extension PostgresStorage {
             guard let secret = try await fetch("SELECT value FROM server_settings WHERE key = 'secret'", on: client,
                                                { try $0.decode(Data.self) }).first,
                   secret.count == 32 else {
-                throw StorageError(.corrupted, "the server secret is missing; run migrate")
+                throw E3DBError(.storageCorrupted, "the server secret is missing; run migrate")
             }
             return secret
         }

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import Logging
 internal import PostgresNIO
+import E3DBPrimitives
 
 /// Records and pending files.
 extension PostgresStorage {
@@ -22,7 +23,7 @@ extension PostgresStorage {
         var cells = row.makeIterator()
         func next<T: PostgresDecodable>(_: T.Type) throws -> T {
             guard let cell = cells.next() else {
-                throw StorageError(.corrupted, "a record row has fewer columns than a record")
+                throw E3DBError(.storageCorrupted, "a record row has fewer columns than a record")
             }
             return try cell.decode(T.self)
         }
@@ -44,7 +45,7 @@ extension PostgresStorage {
                 \(r.fileMetaJSON), \(r.created), \(r.lastModified), \(r.version))
             RETURNING idx
             """, on: db) { try $0.decode(Int64.self) }.first
-        guard let index else { throw StorageError(.corrupted, "inserting record \(r.recordID) returned no index") }
+        guard let index else { throw E3DBError(.storageCorrupted, "inserting record \(r.recordID) returned no index") }
         var out = r
         out.index = index
         return out
@@ -61,7 +62,7 @@ extension PostgresStorage {
         }
         return try rows.map { row in
             guard let index = indexes[row.recordID] else {
-                throw StorageError(.corrupted, "inserting record \(row.recordID) returned no index")
+                throw E3DBError(.storageCorrupted, "inserting record \(row.recordID) returned no index")
             }
             var out = row
             out.index = index

@@ -48,9 +48,9 @@ public final class PostgresStorage: ServerStorage {
     ///     absent, `disable`, `allow` or `prefer`: connections are not encrypted (use a local network or a tunnel).
     ///   - maximumConnections: the pool's upper bound of connections (per process).
     ///   - operationTimeout: how long one storage call (waiting for a connection included) may take before it
-    ///     throws `StorageError(.unavailable)`.
+    ///     throws `E3DBError` `.storageUnavailable`.
     ///   - logger: receives postgres-nio's connection events; never the password.
-    /// - Throws: `StorageError(.unavailable)` naming the problem when the URL is malformed.
+    /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed.
     public init(url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
                 logger: Logger = Logger(label: "e3dbkit.server.postgres")) throws {
         let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
@@ -84,8 +84,8 @@ public final class PostgresStorage: ServerStorage {
 
     static func configuration(url: String, maximumConnections: Int) throws
         -> (PostgresClient.Configuration, String) {
-        func malformed(_ why: String) -> StorageError {
-            StorageError(.unavailable,
+        func malformed(_ why: String) -> E3DBError {
+            E3DBError(.invalidStorageConfiguration,
                          "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
         }
         guard let parts = URLComponents(string: url) else { throw malformed("it does not parse as a URL") }
@@ -120,7 +120,7 @@ public final class PostgresStorage: ServerStorage {
     // MARK: Running statements
 
     /// Runs `body` within ``operationTimeout`` (``withDeadline(_:_:)``), turning postgres-nio's errors into
-    /// `StorageError`s (``storageError(_:what:at:)``) that name the operation and the server's message, never a
+    /// `E3DBError` storage codes (``storageError(_:what:at:)``) that name the operation and the server's message, never a
     /// bound value or the password. The timeout matters when the server is unreachable: the pool keeps trying to
     /// connect and a lease would otherwise wait for ever.
     @discardableResult
@@ -134,7 +134,7 @@ public final class PostgresStorage: ServerStorage {
         do {
             return try await withDeadline(timeout, body)
         } catch is DeadlineExceeded {
-            throw StorageError(.unavailable, "PostgreSQL at \(url) did not complete \(what) within \(timeout)")
+            throw E3DBError(.storageUnavailable, "PostgreSQL at \(url) did not complete \(what) within \(timeout)")
         } catch {
             throw Self.storageError(error, what: what, at: url)
         }

@@ -61,12 +61,12 @@ extension SQLiteStorage {
     public func migrate() async throws {
         let lock = open(migrationLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else {
-            throw StorageError(.unavailable, "cannot open the migration lock in the data directory (errno \(errno))")
+            throw E3DBError(.storageUnavailable, "cannot open the migration lock in the data directory (errno \(errno))")
         }
         defer { closeDescriptor(lock) }  // closing releases the lock
         while flock(lock, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR else {
-                throw StorageError(.unavailable, "cannot take the migration lock in the data directory (errno \(errno))")
+                throw E3DBError(.storageUnavailable, "cannot take the migration lock in the data directory (errno \(errno))")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -76,7 +76,7 @@ extension SQLiteStorage {
                 Self.migrator.asyncMigrate(pool) { result in continuation.resume(with: result.map { _ in () }) }
             }
         } catch {
-            throw StorageError(.unavailable, "migrating the SQLite database failed: \(error)")
+            throw E3DBError(.storageUnavailable, "migrating the SQLite database failed: \(error)")
         }
     }
 }

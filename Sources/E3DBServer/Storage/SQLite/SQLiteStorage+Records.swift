@@ -33,7 +33,7 @@ extension SQLiteStorage {
     }
 
     public func record(id: String) async throws -> RecordRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
                              arguments: [id]).map(Self.record)
         }
@@ -52,7 +52,7 @@ extension SQLiteStorage {
 
     /// The record with its read check in one statement (one indexed lookup and a primary-key probe).
     public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id, readerID, readerID])
                 .map(Self.record)
         }
@@ -60,7 +60,7 @@ extension SQLiteStorage {
 
     public func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
                              recSig: String?, newVersion: String, now: Int64) async throws -> VersionedOutcome {
-        try await pool.write { db in
+        try await write { db in
             guard let current = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
                 arguments: [id]).map(Self.record) else { return .notFound }
@@ -80,7 +80,7 @@ extension SQLiteStorage {
     }
 
     public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
-        try await pool.write { db in
+        try await write { db in
             guard let current = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
                 arguments: [id]).map(Self.record) else { return .notFound }
@@ -110,7 +110,7 @@ extension SQLiteStorage {
         args.append(limit)
         let arguments = StatementArguments(args)
         let query = sql
-        return try await pool.read { db in
+        return try await read { db in
             try Row.fetchAll(db, sql: query, arguments: arguments).map(Self.record)
         }
     }
@@ -118,7 +118,7 @@ extension SQLiteStorage {
     // MARK: Files
 
     public func insertPendingFile(_ p: PendingFileRow) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: """
                 INSERT INTO pending_files (pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta,
                     checksum, size, uploaded, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -139,7 +139,7 @@ extension SQLiteStorage {
     }
 
     public func pendingFile(id: String) async throws -> PendingFileRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: """
                 SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
                     created FROM pending_files WHERE pending_id = ?
@@ -148,7 +148,7 @@ extension SQLiteStorage {
     }
 
     public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: """
                 UPDATE pending_files SET upload_started = ?
                 WHERE pending_id = ? AND uploaded = 0 AND (upload_started IS NULL OR upload_started < ?)
@@ -158,21 +158,21 @@ extension SQLiteStorage {
     }
 
     public func releaseUpload(pendingID: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE pending_files SET upload_started = NULL WHERE pending_id = ? AND uploaded = 0",
                            arguments: [pendingID])
         }
     }
 
     public func markUploaded(pendingID: String) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID])
             return db.changesCount == 1
         }
     }
 
     public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM notes WHERE expires_at < ?", arguments: [now])
@@ -185,7 +185,7 @@ extension SQLiteStorage {
     }
 
     public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
-        try await pool.write { db in
+        try await write { db in
             guard let p = try Row.fetchOne(db, sql: """
                 SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
                     created FROM pending_files WHERE pending_id = ?

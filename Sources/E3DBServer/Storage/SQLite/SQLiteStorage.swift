@@ -1,5 +1,6 @@
 public import Foundation
 internal import GRDB
+import E3DBPrimitives
 
 /// The embedded backend: one SQLite database in WAL mode through GRDB (a pool: concurrent readers, one writer),
 /// versioned migrations (``migrate()``, `SQLiteSchema.swift`), cached statements.
@@ -29,7 +30,7 @@ public final class SQLiteStorage: ServerStorage {
 
     /// Opens (creating if needed) `DIR/server.sqlite` and starts the background checkpoints.
     /// - Parameter directory: the data directory (created with mode 0700 if missing).
-    /// - Throws: `StorageError(.unavailable)` when the database cannot be opened.
+    /// - Throws: `E3DBError` `.storageUnavailable` when the database cannot be opened.
     public init(directory: URL) throws {
         do {
             try FileManager.default.createDirectory(
@@ -51,11 +52,15 @@ public final class SQLiteStorage: ServerStorage {
             checkpointer = try DatabaseQueue(path: path, configuration: config)
             migrationLockPath = directory.appendingPathComponent("server.sqlite.migrate-lock").path
         } catch {
-            throw StorageError(.unavailable, "cannot open the SQLite database in the data directory: \(error)")
+            throw E3DBError(.storageUnavailable, "cannot open the SQLite database in the data directory: \(error)")
         }
         let pool = self.pool
         recordInserts = GroupCommit { rows in
-            try await pool.write { db in try rows.map { try Self.insert($0, db) } }
+            do {
+                return try await pool.write { db in try rows.map { try Self.insert($0, db) } }
+            } catch {
+                throw Self.storageError(error)
+            }
         }
         checkpoints = Task.detached { [checkpointer] in
             while !Task.isCancelled {
@@ -80,10 +85,51 @@ public final class SQLiteStorage: ServerStorage {
         try pool.close()
     }
 
+    // MARK: Running statements
+
+    /// `body` in a read transaction on one of GRDB's readers (GRDB's `async` API: the caller suspends, no
+    /// cooperative thread waits for SQLite); a failure becomes a storage failure (``storageError(_:)``).
+    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.read(body) } catch { throw Self.storageError(error) }
+    }
+
+    /// `body` in a write transaction on GRDB's writer, as ``read(_:)``.
+    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.write(body) } catch { throw Self.storageError(error) }
+    }
+
+    /// `error` as a storage failure: a uniqueness conflict, a database that cannot be used now (busy, locked, I/O,
+    /// full, cannot open), corrupted data, or a refusal of this operation alone. The message is SQLite's (it names
+    /// columns, never values).
+    static func storageError(_ error: any Error) -> E3DBError {
+        switch error {
+        case let error as E3DBError:
+            return error
+        case let error as DatabaseError:
+            let message = "SQLite refused the operation: \(error.message ?? "no message") (\(error.extendedResultCode))"
+            switch error.resultCode {
+            case .SQLITE_CONSTRAINT where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
+                || error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY:
+                return E3DBError(.storageConflict, message)
+            case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_NOMEM,
+                 .SQLITE_READONLY, .SQLITE_PROTOCOL:
+                return E3DBError(.storageUnavailable, message)
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                return E3DBError(.storageCorrupted, message)
+            default:
+                return E3DBError(.storageFailed, message)
+            }
+        case is CancellationError:
+            return E3DBError(.storageUnavailable, "the SQLite call was cancelled")
+        default:
+            return E3DBError(.storageFailed, "SQLite failed: \(type(of: error))")
+        }
+    }
+
     public func serverSecret() async throws -> Data {
-        try await pool.read { db in
+        try await read { db in
             guard let d = try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'secret'"),
-                  d.count == 32 else { throw StorageError(.corrupted, "the server secret is missing; run migrate") }
+                  d.count == 32 else { throw E3DBError(.storageCorrupted, "the server secret is missing; run migrate") }
             return d
         }
     }
@@ -91,14 +137,14 @@ public final class SQLiteStorage: ServerStorage {
     // MARK: Registration tokens
 
     public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (?, ?, ?)",
                            arguments: [hash, uses, created])
         }
     }
 
     public func registerClient(_ c: ClientRow) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             let hash = c.registrationTokenHash
             guard let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
@@ -117,20 +163,20 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func registrationTokenExists(hash: Data) async throws -> Bool {
-        try await pool.read { db in
+        try await read { db in
             try Bool.fetchOne(db, sql: "SELECT 1 FROM registration_tokens WHERE token_hash = ?", arguments: [hash]) ?? false
         }
     }
 
     public func backupClientID() async throws -> String? {
-        try await pool.read { db in
+        try await read { db in
             try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'backup_client'")
                 .map { String(decoding: $0, as: UTF8.self) }
         }
     }
 
     public func setBackupClientID(_ id: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
                            arguments: [Data(id.utf8)])
         }
@@ -147,27 +193,27 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func client(id: String) async throws -> ClientRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
                              arguments: [id]).map(Self.client)
         }
     }
 
     public func client(apiKeyID: String) async throws -> ClientRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE api_key_id = ?"),
                              arguments: [apiKeyID]).map(Self.client)
         }
     }
 
     public func setHasBackup(clientID: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID])
         }
     }
 
     public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE clients SET enabled = ? WHERE client_id = ?", arguments: [enabled, id])
             return db.changesCount == 1
         }
@@ -176,14 +222,14 @@ public final class SQLiteStorage: ServerStorage {
     // MARK: Tokens and nonces
 
     public func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.cachedStatement(sql: "INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (?, ?, ?)")
                 .execute(arguments: [hash, clientID, expires])
         }
     }
 
     public func accessTokenClient(hash: Data, now: Int64) async throws -> String? {
-        try await pool.read { db in
+        try await read { db in
             try String.fetchOne(
                 db.cachedStatement(sql: "SELECT client_id FROM access_tokens WHERE token_hash = ? AND expires > ?"),
                 arguments: [hash, now])
@@ -191,7 +237,7 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT client_id, expires FROM access_tokens WHERE token_hash = ? AND expires > ?"),
                 arguments: [hash, now]).map { ($0[0], $0[1]) }
@@ -199,7 +245,7 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             if let old = try Int64.fetchOne(db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
                                             arguments: [nonce]) {
                 guard old < now else { return false }
@@ -215,7 +261,7 @@ public final class SQLiteStorage: ServerStorage {
     // MARK: Access keys
 
     public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
                 WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
@@ -227,7 +273,7 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: """
                 INSERT OR IGNORE INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id,
                     authorizer_public_key, signer_id, signer_signing_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -238,7 +284,7 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func deleteAccessKey(_ t: AccessTuple) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
                            arguments: [t.writerID, t.userID, t.readerID, t.type])
         }
@@ -253,7 +299,7 @@ public final class SQLiteStorage: ServerStorage {
     private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
 
     public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT \(Self.policyColumns) FROM policies
                 WHERE user_id = ? AND writer_id = ? AND reader_id = ? AND type = ?
@@ -262,7 +308,7 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: """
                 INSERT INTO policies (\(Self.policyColumns))
                 VALUES (:user, :writer, :reader, :type, coalesce(:read, 0), coalesce(:authorize, 0),
@@ -277,7 +323,7 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: """
                 UPDATE policies SET can_authorize = 0, authorized_by = NULL
                 WHERE user_id = ? AND writer_id = ? AND reader_id = ?
@@ -288,91 +334,14 @@ public final class SQLiteStorage: ServerStorage {
     public func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow] {
         let (column, permission) = listing.filter
         let condition = "\(column) = ? AND \(permission) = 1"
-        return try await pool.read { db in
+        return try await read { db in
             try Row.fetchAll(db, sql: "SELECT \(Self.policyColumns) FROM policies WHERE \(condition) ORDER BY rowid",
                              arguments: [clientID]).map(Self.policy)
         }
     }
 
-    // MARK: Notes
-
-    private static let noteColumns = """
-        note_id, id_string, writer_client_id, recipient_signing_key, writer_signing_key, max_views, views, expires_at,
-        created, body
-        """
-
-    private static func note(_ r: Row) -> NoteRow {
-        NoteRow(noteID: r[0], idString: r[1], writerClientID: r[2], recipientSigningKey: r[3], writerSigningKey: r[4],
-                maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
-    }
-
-    private static func insert(_ n: NoteRow, _ db: Database) throws {
-        try db.execute(sql: "INSERT INTO notes (\(noteColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       arguments: [n.noteID, n.idString, n.writerClientID, n.recipientSigningKey, n.writerSigningKey,
-                                   n.maxViews, n.views, n.expiresAt, n.created, n.bodyJSON])
-    }
-
-    public func insertNote(_ n: NoteRow) async throws -> Bool {
-        try await pool.write { db in
-            if let name = n.idString,
-               try Bool.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id_string = ?", arguments: [name]) == true {
-                return false
-            }
-            try Self.insert(n, db)
-            return true
-        }
-    }
-
-    public func note(id: String) async throws -> NoteRow? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?", arguments: [id])
-                .map(Self.note)
-        }
-    }
-
-    public func note(name: String) async throws -> NoteRow? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE id_string = ?", arguments: [name])
-                .map(Self.note)
-        }
-    }
-
-    public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
-        try await pool.write { db in
-            guard var n = try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?",
-                                           arguments: [id]).map(Self.note) else { return nil }
-            if let e = n.expiresAt, e <= now {
-                try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
-                return nil
-            }
-            n.views += 1
-            if let m = n.maxViews, m > 0, n.views >= m {
-                try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
-            } else {
-                try db.execute(sql: "UPDATE notes SET views = ? WHERE note_id = ?", arguments: [n.views, id])
-            }
-            return n
-        }
-    }
-
-    public func replaceNote(_ n: NoteRow) async throws {
-        try await pool.write { db in
-            if let name = n.idString {
-                try db.execute(sql: "DELETE FROM notes WHERE id_string = ?", arguments: [name])
-            }
-            try Self.insert(n, db)
-        }
-    }
-
-    public func deleteNote(id: String) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
-            return db.changesCount == 1
-        }
-    }
-
     public func statistics() async throws -> [String: Int] {
-        try await pool.read { db in
+        try await read { db in
             var out: [String: Int] = [:]
             for table in ["clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
                           "notes", "access_tokens", "tsv1_nonces"] {

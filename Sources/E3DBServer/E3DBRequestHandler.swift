@@ -25,7 +25,7 @@ public struct E3DBRequestHandler: Sendable {
     ///   - storage: the backend (the handler does not close it; the caller does, after the last request).
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
-    /// - Throws: `StorageError` when the backend cannot be migrated or its secret read.
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its secret read.
     public init(configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
                 logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })) async throws {
         try await storage.migrate()

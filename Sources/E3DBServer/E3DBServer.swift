@@ -22,7 +22,7 @@ public enum E3DBServer {
     ///   - configuration: the data directory and the optional PostgreSQL URL.
     ///   - logger: where the backend logs.
     /// - Returns: the storage, not yet migrated.
-    /// - Throws: `StorageError` when the backend cannot be opened.
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened.
     public static func openStorage(_ configuration: ServerConfiguration, logger: Logger) throws -> any ServerStorage {
         if let url = configuration.postgresURL {
             return try PostgresStorage(url: url, logger: logger)
@@ -34,7 +34,7 @@ public enum E3DBServer {
     /// - Parameters:
     ///   - configuration: the data directory and the optional PostgreSQL URL.
     ///   - logger: where the backend logs.
-    /// - Throws: `StorageError` when the backend cannot be opened or migrated.
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened or migrated.
     public static func migrate(_ configuration: ServerConfiguration, logger: Logger) async throws {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
@@ -47,7 +47,7 @@ public enum E3DBServer {
     ///   - uses: how many registrations it allows; `nil` for unlimited.
     ///   - logger: where the backend logs.
     /// - Returns: the token (64 hex characters), shown once.
-    /// - Throws: `StorageError` when the backend fails.
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend fails.
     public static func createRegistrationToken(_ configuration: ServerConfiguration, uses: Int?, logger: Logger)
         async throws -> String {
         let storage = try openStorage(configuration, logger: logger)
@@ -66,7 +66,7 @@ public enum E3DBServer {
     ///   - configuration: the data directory and the optional PostgreSQL URL.
     ///   - clientID: the registered client's id (any case).
     ///   - logger: where the backend logs.
-    /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, `StorageError` when the backend
+    /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, a storage failure (`E3DBError`, `isStorageFailure`) when the backend
     ///   fails.
     public static func setBackupClient(_ configuration: ServerConfiguration, clientID: String, logger: Logger)
         async throws {
@@ -87,7 +87,7 @@ public enum E3DBServer {
     ///   - clientID: the registered client's id (any case).
     ///   - enabled: the new state.
     ///   - logger: where the backend logs.
-    /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, `StorageError` when the backend
+    /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, a storage failure (`E3DBError`, `isStorageFailure`) when the backend
     ///   fails.
     public static func setClientEnabled(_ configuration: ServerConfiguration, clientID: String, enabled: Bool,
                                         logger: Logger) async throws {
@@ -106,7 +106,7 @@ public enum E3DBServer {
     ///   - configuration: the data directory and the optional PostgreSQL URL.
     ///   - logger: where the backend logs.
     /// - Returns: rows per table.
-    /// - Throws: `StorageError` when the backend fails.
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend fails.
     public static func statistics(_ configuration: ServerConfiguration, logger: Logger) async throws -> [String: Int] {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
@@ -120,7 +120,7 @@ public enum E3DBServer {
     ///   - configuration: where to listen and what to store where.
     ///   - logger: structured logs (never a secret, a token or a ciphertext).
     ///   - onListening: called with the bound host and port once the server accepts connections.
-    /// - Throws: `E3DBError` `.invalidTLSConfiguration` for TLS files that do not load, `StorageError` when the
+    /// - Throws: `E3DBError` `.invalidTLSConfiguration` for TLS files that do not load, a storage failure (`E3DBError`, `isStorageFailure`) when the
     ///   backend cannot be opened, or the server's start-up error.
     public static func run(_ configuration: ServerConfiguration, logger: Logger,
                            onListening: @escaping @Sendable (String, Int) -> Void) async throws {

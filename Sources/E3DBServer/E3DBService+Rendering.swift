@@ -11,7 +11,7 @@ extension E3DBService {
 
     static func map(_ json: String) throws -> [String: String] {
         do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {
-            throw StorageError(.corrupted, "a stored record's JSON does not decode")
+            throw E3DBError(.storageCorrupted, "a stored record's JSON does not decode")
         }
     }
 
@@ -19,7 +19,7 @@ extension E3DBService {
         var fileMeta: API.FileMeta?
         if let fm = row.fileMetaJSON {
             do { fileMeta = try JSONDecoder().decode(API.FileMeta.self, from: Data(fm.utf8)) } catch {
-                throw StorageError(.corrupted, "a stored file record's file_meta does not decode")
+                throw E3DBError(.storageCorrupted, "a stored file record's file_meta does not decode")
             }
             fileMeta?.fileURL = fileURL
         }

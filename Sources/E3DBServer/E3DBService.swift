@@ -80,10 +80,10 @@ final class E3DBService: Sendable {
         switch error {
         case let error as E3DBError where API.httpStatus(of: error.code) != nil:
             return error
-        case let error as StorageError where error.kind == .invalidInput:
+        case let error as E3DBError where error.code == .storageRejectedValue:
             logger.notice("storage refused a value", metadata: ["route": .string(route), "error": .string(error.message)])
             return E3DBError(.badRequest, "a value of the request cannot be stored")
-        case let error as StorageError:
+        case let error as E3DBError where error.code.isStorageFailure:
             logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
             return E3DBError(.serviceUnavailable, "the storage backend failed; try again")
         case is CancellationError:

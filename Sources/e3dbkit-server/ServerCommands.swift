@@ -1,5 +1,6 @@
 import ArgumentParser
 import E3DBCommandLine
+import E3DBPrimitives
 import E3DBServer
 import Foundation
 import Logging
@@ -54,7 +55,7 @@ enum LogLevelOption: String, ExpressibleByArgument, CaseIterable {
 
 /// Runs an administrative call, turning backend failures into the CLI's exit codes.
 func serverAdmin<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
-    do { return try await body() } catch let error as StorageError {
+    do { return try await body() } catch let error as E3DBError where error.code.isStorageFailure {
         throw CLIError("\(what) failed: \(error.message)")
     }
 }

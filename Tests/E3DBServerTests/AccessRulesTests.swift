@@ -146,14 +146,14 @@ struct AccessRulesTests {
 
     @Test("PostgreSQL errors by SQLSTATE: data exceptions are the client's, connection errors unavailable")
     func sqlStates() {
-        #expect(PostgresStorage.kind(sqlState: "22021") == .invalidInput)
-        #expect(PostgresStorage.kind(sqlState: "22P02") == .invalidInput)
-        #expect(PostgresStorage.kind(sqlState: "23505") == .conflict)
+        #expect(PostgresStorage.code(sqlState: "22021") == .storageRejectedValue)
+        #expect(PostgresStorage.code(sqlState: "22P02") == .storageRejectedValue)
+        #expect(PostgresStorage.code(sqlState: "23505") == .storageConflict)
         for state in ["08006", "57P01", "53300", "58030"] {
-            #expect(PostgresStorage.kind(sqlState: state) == .unavailable, "\(state)")
+            #expect(PostgresStorage.code(sqlState: state) == .storageUnavailable, "\(state)")
         }
         for state in ["23502", "42P01", "40001", "XX000"] {
-            #expect(PostgresStorage.kind(sqlState: state) == .failed, "\(state)")
+            #expect(PostgresStorage.code(sqlState: state) == .storageFailed, "\(state)")
         }
     }
 }

@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBPrimitives
 @testable import E3DBServer
 import Foundation
 import Logging
@@ -164,15 +165,9 @@ struct HotPathTests {
             running.withLock { $0.now -= 1 }
             return items.map { -$0 }
         }
-        // Half through the waiting API, half through completions (the pipeline's), all at once.
         let results = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             for i in 0..<200 {
-                group.addTask {
-                    if i % 2 == 0 { return (i, try await commit.submit(i)) }
-                    return (i, try await withCheckedThrowingContinuation { continuation in
-                        commit.submit(i) { continuation.resume(with: $0) }
-                    })
-                }
+                group.addTask { (i, try await commit.submit(i)) }
             }
             return try await group.reduce(into: [Int: Int]()) { $0[$1.0] = $1.1 }
         }
@@ -184,19 +179,28 @@ struct HotPathTests {
         #expect(seen.batches < 200, "no group formed")
     }
 
-    @Test("idle() returns once every submitted item has its outcome, and at once when nothing runs")
+    @Test("idle() returns once every submitted item is written, and at once when nothing runs")
     func groupCommitIdle() async throws {
+        let written = Mutex(0)
+        let started = StartedTasks()
         let commit = GroupCommit<Int, Int>(maxBatch: 8) { items in
             try await Task.sleep(for: .milliseconds(10))
+            written.withLock { $0 += items.count }
             return items
         }
         await commit.idle()  // nothing submitted: returns at once
-        let done = Mutex(0)
-        // Submitted through completions only, as a pipeline write whose client left: nobody awaits them.
-        for i in 0..<40 { commit.submit(i) { _ in done.withLock { $0 += 1 } } }
-        #expect(done.withLock { $0 } < 40, "the items were written before idle() was called")
+        // Submitted by unstructured tasks that nobody awaits, as a request whose client left.
+        for i in 0..<40 {
+            Task {
+                started.count.withLock { $0 += 1 }
+                _ = try? await commit.submit(i)
+            }
+        }
+        while started.count.withLock({ $0 }) < 40 { try await Task.sleep(for: .milliseconds(1)) }
+        try await Task.sleep(for: .milliseconds(2))  // each task is inside submit now
+        #expect(written.withLock { $0 } < 40, "the items were written before idle() was called")
         await commit.idle()
-        #expect(done.withLock { $0 } == 40)
+        #expect(written.withLock { $0 } == 40)
         await commit.idle()
     }
 
@@ -226,7 +230,7 @@ struct HotPathTests {
         let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
             writes.withLock { $0 += 1 }
             try await Task.sleep(for: .milliseconds(5))
-            throw StorageError(.unavailable, "the database is down")
+            throw E3DBError(.storageUnavailable, "the database is down")
         }
         let failures = await withTaskGroup(of: Bool.self) { group in
             for i in 0..<60 { group.addTask { (try? await commit.submit(i)) == nil } }
@@ -285,4 +289,9 @@ struct HotPathTests {
         #expect(cache.client(hash: c, now: 1_001) == client)
         #expect(cache.client(hash: a, now: 1_001) == nil, "a full cache starts over")
     }
+}
+
+/// How many unstructured tasks have started (shared with them).
+private final class StartedTasks: Sendable {
+    let count = Mutex(0)
 }

@@ -1,5 +1,8 @@
+import E3DBPrimitives
 import E3DBServer
 import Foundation
+import Logging
+import PostgresNIO
 import Testing
 
 /// The storage calls of the request hot paths, on both backends: the token lookup the bearer-token cache keeps,
@@ -69,17 +72,11 @@ extension StorageTests {
                 (unshared.recordID, Self.writer, unshared), (unshared.recordID, Self.reader, nil),
                 (shared.recordID, Self.stranger, nil), (missing, Self.writer, nil),
             ]
-            // Many at once, so that the PostgreSQL backend groups them into one statement (the same record more
-            // than once in a group, readers mixed), half through the completion the pipeline uses.
+            // Many at once, on the pool's connections (the same record several times at once, readers mixed).
             let outcomes = try await withThrowingTaskGroup(of: (Int, RecordRow?).self) { group in
                 for i in 0..<240 {
                     let (id, reader, _) = cases[i % cases.count]
-                    group.addTask {
-                        if i % 2 == 0 { return (i, try await storage.record(id: id, readableBy: reader)) }
-                        return (i, try await withCheckedThrowingContinuation { continuation in
-                            storage.record(id: id, readableBy: reader) { continuation.resume(with: $0) }
-                        })
-                    }
+                    group.addTask { (i, try await storage.record(id: id, readableBy: reader)) }
                 }
                 return try await group.reduce(into: [Int: RecordRow?]()) { $0[$1.0] = $1.1 }
             }
@@ -124,5 +121,86 @@ extension StorageTests {
             #expect(try await storage.statistics()["records"] == rows.count)
             try await second.close()
         }
+    }
+
+    @Test("PostgreSQL: a call that waits behind a lock fails at its deadline, without the password, and the next one works",
+          .timeLimit(.minutes(2)))
+    func aPostgresCallPastItsDeadlineFails() async throws {
+        guard let url = try await PostgresTestServer.newDatabase() else { return }
+        var logger = Logger(label: "e3dbkit.tests.deadline")
+        logger.logLevel = .critical
+        // The schema is made by a storage with a generous deadline (tests run in parallel on 2 cores); the one
+        // under test has 2 s for every call.
+        let migrating = try PostgresStorage(url: url, maximumConnections: 1, operationTimeout: .seconds(120),
+                                            logger: logger)
+        try await migrating.migrate()
+        try await migrating.close()
+        let storage = try PostgresStorage(url: url, maximumConnections: 4, operationTimeout: .seconds(2),
+                                          logger: logger)
+        let parts = try #require(URLComponents(string: url))
+        let locker = try await PostgresConnection.connect(
+            configuration: .init(host: try #require(parts.host), port: parts.port ?? 5432,
+                                 username: try #require(parts.user), password: parts.password,
+                                 database: String(parts.path.dropFirst()), tls: .disable),
+            id: 1, logger: logger)
+        do {
+            try await storage.migrate()
+            let row = try await storage.insertRecord(Self.row())
+            try await locker.query("BEGIN", logger: logger)
+            try await locker.query("LOCK TABLE records IN ACCESS EXCLUSIVE MODE", logger: logger)
+            let started = ContinuousClock.now
+            do {
+                _ = try await storage.record(id: row.recordID, readableBy: Self.writer)
+                Issue.record("a read behind an exclusive lock answered")
+            } catch let error as E3DBError {
+                #expect(error.code == .storageUnavailable)
+                #expect(error.message.contains("within"), "\(error.message)")
+                #expect(!error.message.contains(try #require(parts.password)), "no password in the error")
+            }
+            let waited = ContinuousClock.now - started
+            #expect(waited >= .seconds(2) && waited < .seconds(30), "failed after \(waited)")
+            try await locker.query("ROLLBACK", logger: logger)
+            #expect(try await storage.record(id: row.recordID, readableBy: Self.writer) == row)
+        } catch {
+            try? await locker.close()
+            try? await storage.close()
+            throw error
+        }
+        try await locker.close()
+        try await storage.close()
+    }
+
+    @Test("SQLite: the WAL is checkpointed into the database file in the background")
+    func sqliteCheckpointsInTheBackground() async throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("e3dbkit-checkpoint-\(UUID().uuidString.lowercased())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = try SQLiteStorage(directory: directory)
+        try await storage.migrate()
+        let file = directory.appendingPathComponent("server.sqlite").path
+        func size() throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue ?? 0
+        }
+        // Let a first background checkpoint take the migrations, then write about 1 MiB of records at once.
+        try await Task.sleep(for: .seconds(2))  // two ticks of the background checkpoints
+        let before = try size()
+        let body = String(repeating: "c", count: 4_000)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<256 {
+                group.addTask {
+                    var row = Self.row()
+                    row.dataJSON = #"{"f":"\#(body)"}"#
+                    _ = try await storage.insertRecord(row)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try size() < before + 1_000_000, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(try size() >= before + 1_000_000, "the records reached the database file from the WAL")
+        #expect(try await storage.statistics()["records"] == 256)
+        try await storage.close()
     }
 }

@@ -1,3 +1,4 @@
+import E3DBPrimitives
 import E3DBServer
 import E3DBTestSupport
 import Logging
@@ -30,7 +31,7 @@ enum PostgresTestServer: Sendable {
     static func run(_ arguments: [String]) async throws -> String {
         let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [script] + arguments)
         guard result.status == 0 else {
-            throw StorageError(.unavailable, "postgres.sh \(arguments[0]) exited with \(result.status): \(result.stderr)")
+            throw E3DBError(.storageUnavailable, "postgres.sh \(arguments[0]) exited with \(result.status): \(result.stderr)")
         }
         return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -187,8 +188,8 @@ struct StorageTests {
             do {
                 _ = try PostgresStorage(url: bad)
                 Issue.record("accepted \(bad)")
-            } catch let error as StorageError {
-                #expect(error.kind == .unavailable)
+            } catch let error as E3DBError {
+                #expect(error.code == .invalidStorageConfiguration)
                 #expect(!error.message.contains("hunter2"), "the password leaked: \(error.message)")
             }
         }
@@ -199,8 +200,8 @@ struct StorageTests {
         let quiet = quietLogger(.critical)  // the pool logs every failed connection attempt
         let storage = try PostgresStorage(url: "postgres://e3db:hunter2@127.0.0.1:1/e3db",
                                           operationTimeout: .seconds(2), logger: quiet)
-        let error = await #expect(throws: StorageError.self) { try await storage.migrate() }
-        #expect(error?.kind == .unavailable)
+        let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
+        #expect(error?.code == .storageUnavailable)
         #expect(error?.message.contains("hunter2") == false)
         #expect(error?.message.contains("127.0.0.1:1") == true)
         try await storage.close()

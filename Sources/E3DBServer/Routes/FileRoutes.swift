@@ -92,7 +92,7 @@ extension E3DBService {
             throw E3DBError(.badRequest, "Content-MD5 is not the checksum declared for this file")
         }
         guard let md5 = Data(base64Encoded: pending.checksum) else {
-            throw StorageError(.corrupted, "a pending file's checksum does not decode")
+            throw E3DBError(.storageCorrupted, "a pending file's checksum does not decode")
         }
         // Claimed in storage, so that of concurrent uploads (in any process) one stores the body and the others get
         // 409; a claim older than ``uploadClaimTimeout`` (a process that died mid-upload) is taken over by a retry

@@ -52,7 +52,7 @@ extension E3DBService {
     func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
         var note: API.Note
         do { note = try JSONDecoder().decode(API.Note.self, from: Data(row.bodyJSON.utf8)) } catch {
-            throw StorageError(.corrupted, "a stored note does not decode")
+            throw E3DBError(.storageCorrupted, "a stored note does not decode")
         }
         note.views = row.views
         return try JSONBody.response(note, status: status)

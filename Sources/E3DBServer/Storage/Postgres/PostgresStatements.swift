@@ -3,7 +3,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-internal import NIOCore
 internal import PostgresNIO
 
 /// The hot statements of ``PostgresStorage`` as named prepared statements: postgres-nio prepares each once per
@@ -45,63 +44,28 @@ enum PostgresStatements {
         func decodeRow(_ row: PostgresRow) throws -> RecordRow { try PostgresStorage.record(row) }
     }
 
-    /// A group of record reads, each with its read check (the reader is the record's writer or holds a `read`
-    /// policy on its user, writer and type), in one statement: a row per readable record with the 1-based position
-    /// of its request; missing and unreadable records have no row. Prepared once per connection by
-    /// `PostgresReadGroups` through postgres-nio's event-loop API, whose prepared statements describe their
-    /// columns as text while the values arrive in binary; every column is therefore text, whose two formats are
-    /// the same bytes.
-    enum ReadableRecords {
+    /// A record with its read check: a row when the reader is the record's writer or holds a `read` policy on its
+    /// user, writer and type; none when the record is missing or not readable.
+    struct ReadableRecord: PostgresPreparedStatement {
+        static let name = "e3dbkit_readable_record"
         static let sql = """
-            SELECT u.position::text, r.idx::text, r.record_id, r.writer_id, r.user_id, r.type, r.plain, r.data,
-                r.rec_sig, r.file_meta, r.created::text, r.last_modified::text, r.version
-            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, reader, position)
-            JOIN records r ON r.record_id = u.id
-            WHERE r.writer_id = u.reader OR EXISTS (SELECT 1 FROM policies p
-                WHERE p.user_id = r.user_id AND p.writer_id = r.writer_id AND p.reader_id = u.reader
-                    AND p.type = r.type AND p.can_read)
+            SELECT \(PostgresStorage.recordColumns) FROM records r
+            WHERE r.record_id = $1 AND (r.writer_id = $2 OR EXISTS (SELECT 1 FROM policies p
+                WHERE p.user_id = r.user_id AND p.writer_id = r.writer_id AND p.reader_id = $2
+                    AND p.type = r.type AND p.can_read))
             """
 
-        /// The ids and readers of `reads` as the statement's two `text[]` parameters.
-        static func binds(_ reads: some Collection<RecordRead>) -> [PostgresData] {
-            var ids = ByteBuffer(), readers = ByteBuffer()
-            reads.map(\.id).encode(into: &ids, context: .default)
-            reads.map(\.readerID).encode(into: &readers, context: .default)
-            return [PostgresData(type: .textArray, value: ids), PostgresData(type: .textArray, value: readers)]
+        var id: String
+        var readerID: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 2)
+            binds.append(id)
+            binds.append(readerID)
+            return binds
         }
 
-        /// A row's request position (1-based, at most `count`) and record.
-        static func decode(_ row: PostgresRow, count: Int) throws -> (position: Int, record: RecordRow) {
-            var cells = row.makeIterator()
-            func text() throws -> String? {
-                guard let cell = cells.next() else {
-                    throw StorageError(.corrupted, "a grouped record read returned a row with too few columns")
-                }
-                return try cell.decode(String?.self)
-            }
-            func string() throws -> String {
-                guard let value = try text() else {
-                    throw StorageError(.corrupted, "a grouped record read returned NULL where a value belongs")
-                }
-                return value
-            }
-            func integer() throws -> Int64 {
-                guard let value = Int64(try string()) else {
-                    throw StorageError(.corrupted, "a grouped record read returned a column that is not an integer")
-                }
-                return value
-            }
-            let position = try integer()
-            guard position >= 1, position <= count else {
-                throw StorageError(.corrupted, "a grouped record read returned position \(position) of \(count)")
-            }
-            let record = RecordRow(
-                index: try integer(), recordID: try string(), writerID: try string(), userID: try string(),
-                type: try string(), plainJSON: try string(), dataJSON: try string(), recSig: try text(),
-                fileMetaJSON: try text(), created: try integer(), lastModified: try integer(),
-                version: try string())
-            return (Int(position), record)
-        }
+        func decodeRow(_ row: PostgresRow) throws -> RecordRow { try PostgresStorage.record(row) }
     }
 
     /// Inserts a group of records in one statement (one implicit transaction) and returns each one's index.

@@ -1,4 +1,5 @@
 import Synchronization
+import E3DBPrimitives
 
 /// Group commit: items submitted concurrently are written together, in one statement or transaction, on one task
 /// per lane at a time.
@@ -6,14 +7,11 @@ import Synchronization
 /// A submitter that finds a lane free writes its own item at once, on its own task; whatever arrives while every
 /// lane is busy waits and forms the next batch (at most ``maxBatch`` items), written by a drain task, so there is
 /// no added delay or thread hop when writes do not overlap and one statement per batch when they do. With one lane
-/// batches run one after the other (record inserts on both backends; the PostgreSQL backend's record reads are
-/// grouped the same way by `PostgresReadGroups`, on an event loop instead of tasks); with more, up to that many at
-/// once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
+/// batches run one after the other (record inserts on both backends); with more, up to that many at once. When a batch fails, its items are retried one at a time, so that one bad item fails only its own
 /// caller, unless the backend is unavailable, which fails the whole batch at once.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
-    /// Called once with an item's outcome, on the thread of the task that wrote it.
-    typealias Completion = @Sendable (Result<Output, any Error>) -> Void
-    private typealias Waiter = Completion
+    /// Resumes a waiting submitter once with its item's outcome.
+    private typealias Waiter = @Sendable (Result<Output, any Error>) -> Void
     private struct State {
         var queue: [(Item, Waiter)] = []
         /// Lanes writing now (at most `lanes`); no item waits while none is.
@@ -64,17 +62,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// Writes `item` with whatever else is submitted meanwhile, for a caller that cannot suspend (an event loop):
-    /// the item always goes to a drain task, never onto the caller's thread.
-    /// - Parameters:
-    ///   - item: the item.
-    ///   - completion: called once, with its output once its transaction committed or with the error of its own
-    ///     write, on the drain task's thread.
-    func submit(_ item: Item, completion: @escaping Completion) { enqueue(item, completion) }
-
-    /// Returns once nothing is being written and nothing waits: every item submitted before has its outcome (its
-    /// completion has run). A storage awaits it before closing, so that a group still being written for a request
-    /// whose client left (nobody awaits its outcome) does not race the close.
+    /// Returns once nothing is being written and nothing waits: every item submitted before has its outcome. A
+    /// storage awaits it before closing, so that a group still being written does not race the close.
     func idle() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = state.withLock { state in
@@ -103,7 +92,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         do {
             let outputs = try await write([item])
             guard outputs.count == 1, let output = outputs.first else {
-                throw StorageError(.corrupted, "a write of one item returned \(outputs.count) results")
+                throw E3DBError(.storageCorrupted, "a write of one item returned \(outputs.count) results")
             }
             result = .success(output)
         } catch {
@@ -138,7 +127,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 // item fail the same way, each after its own timeout, so the whole group fails now. Any other
                 // failure (one item's value, a duplicate) is retried one item at a time, so that it fails only
                 // the item that caused it.
-                if batch.count == 1 || (error as? StorageError)?.kind == .unavailable {
+                if batch.count == 1 || (error as? E3DBError)?.code == .storageUnavailable {
                     for (_, waiter) in batch { waiter(.failure(error)) }
                     continue
                 }
@@ -146,7 +135,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                     do {
                         let outputs = try await write([item])
                         guard let output = outputs.first else {
-                            throw StorageError(.corrupted, "a grouped write returned no result")
+                            throw E3DBError(.storageCorrupted, "a grouped write returned no result")
                         }
                         waiter(.success(output))
                     } catch {
@@ -156,7 +145,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 continue
             }
             guard outputs.count == batch.count else {
-                let error = StorageError(.corrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
+                let error = E3DBError(.storageCorrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
                 for entry in batch { entry.1(.failure(error)) }
                 continue
             }

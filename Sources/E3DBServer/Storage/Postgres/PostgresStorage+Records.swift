@@ -1,0 +1,235 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+internal import PostgresNIO
+import E3DBPrimitives
+
+/// Records and pending files.
+extension PostgresStorage {
+    // MARK: Records
+
+    static let recordColumns =
+        "idx, record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created, last_modified, version"
+    /// ``recordColumns`` with an empty `data` (``RecordScope/includeData``).
+    static let recordColumnsWithoutData =
+        "idx, record_id, writer_id, user_id, type, plain, ''::text, rec_sig, file_meta, created, last_modified, version"
+
+    /// A record row in ``recordColumns``' order, decoded column by column with concrete types (a tuple `decode`
+    /// resolves generic metadata at run time, which showed in the profile of record reads).
+    static func record(_ row: PostgresRow) throws -> RecordRow {
+        var cells = row.makeIterator()
+        func next<T: PostgresDecodable>(_: T.Type) throws -> T {
+            guard let cell = cells.next() else {
+                throw E3DBError(.storageCorrupted, "a record row has fewer columns than a record")
+            }
+            return try cell.decode(T.self)
+        }
+        return RecordRow(
+            index: try next(Int64.self), recordID: try next(String.self), writerID: try next(String.self),
+            userID: try next(String.self), type: try next(String.self), plainJSON: try next(String.self),
+            dataJSON: try next(String.self), recSig: try next(String?.self), fileMetaJSON: try next(String?.self),
+            created: try next(Int64.self), lastModified: try next(Int64.self), version: try next(String.self))
+    }
+
+    /// Inserts `r` inside the caller's transaction after taking the record-insert lock, so that the identity value
+    /// it draws commits before any later one.
+    private func insert(_ r: RecordRow, on db: PostgresConnection) async throws -> RecordRow {
+        try await execute("SELECT pg_advisory_xact_lock(\(Self.recordInsertLock))", on: db)
+        let index = try await fetch("""
+            INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
+                last_modified, version)
+            VALUES (\(r.recordID), \(r.writerID), \(r.userID), \(r.type), \(r.plainJSON), \(r.dataJSON), \(r.recSig),
+                \(r.fileMetaJSON), \(r.created), \(r.lastModified), \(r.version))
+            RETURNING idx
+            """, on: db) { try $0.decode(Int64.self) }.first
+        guard let index else { throw E3DBError(.storageCorrupted, "inserting record \(r.recordID) returned no index") }
+        var out = r
+        out.index = index
+        return out
+    }
+
+    /// Inserts `rows` in one statement (``PostgresStatements/InsertRecords``) and returns them with their indexes.
+    static func insert(_ rows: [RecordRow], client: PostgresClient, logger: Logger) async throws
+        -> [RecordRow] {
+        var indexes: [String: Int64] = [:]
+        indexes.reserveCapacity(rows.count)
+        for try await (index, id) in try await client.execute(PostgresStatements.InsertRecords(rows: rows),
+                                                              logger: logger) {
+            indexes[id] = index
+        }
+        return try rows.map { row in
+            guard let index = indexes[row.recordID] else {
+                throw E3DBError(.storageCorrupted, "inserting record \(row.recordID) returned no index")
+            }
+            var out = row
+            out.index = index
+            return out
+        }
+    }
+
+    /// Inserts the record together with those of concurrent requests (one statement per group); a group that fails
+    /// is retried one record at a time, so that a duplicate id fails only its own insert.
+    public func insertRecord(_ row: RecordRow) async throws -> RecordRow {
+        try await recordInserts.submit(row)
+    }
+
+    public func record(id: String) async throws -> RecordRow? {
+        try await first("reading record \(id)", PostgresStatements.Record(id: id))
+    }
+
+    /// The record joined with its read check in one prepared statement (`PostgresStatements.ReadableRecord`).
+    public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
+        try await first("reading record \(id)", PostgresStatements.ReadableRecord(id: id, readerID: readerID))
+    }
+
+    /// Whether a record exists, to tell a version conflict from a missing record after a conditional statement
+    /// touched no row.
+    private func outcomeWithoutChange(id: String) async throws -> VersionedOutcome {
+        try await execute("SELECT 1 FROM records WHERE record_id = \(id)", on: client) == 1 ? .conflict : .notFound
+    }
+
+    public func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
+                             recSig: String?, newVersion: String, now: Int64) async throws -> VersionedOutcome {
+        try await perform("updating record \(id)") { [self] in
+            let updated = try await fetch("""
+                UPDATE records SET plain = COALESCE(\(plainJSON)::text, plain), data = \(dataJSON),
+                    rec_sig = \(recSig)::text, version = \(newVersion),
+                    last_modified = GREATEST(\(now)::bigint, last_modified + 1)
+                WHERE record_id = \(id) AND version = \(expectedVersion)
+                RETURNING \(unescaped: Self.recordColumns)
+                """, on: client, Self.record).first
+            if let updated { return .done(updated) }
+            return try await outcomeWithoutChange(id: id)
+        }
+    }
+
+    public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
+        try await perform("deleting record \(id)") { [self] in
+            let deleted = try await fetch("""
+                DELETE FROM records WHERE record_id = \(id)
+                    AND (\(expectedVersion)::text IS NULL OR version = \(expectedVersion)::text)
+                RETURNING \(unescaped: Self.recordColumns)
+                """, on: client, Self.record).first
+            if let deleted { return .done(deleted) }
+            return try await outcomeWithoutChange(id: id)
+        }
+    }
+
+    public func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
+        var binds = PostgresBindings()
+        binds.append(afterIndex)
+        binds.append(scope.caller)
+        let columns = scope.includeData ? Self.recordColumns : Self.recordColumnsWithoutData
+        var sql = "SELECT \(columns) FROM records r WHERE r.idx > $1 AND "
+        if scope.includeShared {
+            sql += """
+                (r.writer_id = $2 OR EXISTS (SELECT 1 FROM policies p WHERE p.user_id = r.user_id
+                 AND p.writer_id = r.writer_id AND p.reader_id = $2 AND p.type = r.type AND p.can_read))
+                """
+        } else {
+            sql += "r.writer_id = $2"
+        }
+        for (column, values) in [("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
+                                 ("record_id", scope.recordIDs), ("type", scope.types)] where !values.isEmpty {
+            binds.append(values)
+            sql += " AND r.\(column) = ANY($\(binds.count))"
+        }
+        binds.append(Int64(max(0, limit)))
+        sql += " ORDER BY r.idx LIMIT $\(binds.count)"
+        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
+        return try await perform("searching records") { [self] in try await fetch(query, on: client, Self.record) }
+    }
+
+    // MARK: Files
+
+    private static let pendingColumns =
+        "pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded, created"
+
+    private static func pending(_ row: PostgresRow) throws -> PendingFileRow {
+        let (id, writer, user, type, plain, data, recSig, fileMeta, checksum, size, uploaded, created) =
+            try row.decode((String, String, String, String, String, String, String?, String?, String, Int64, Bool,
+                            Int64).self)
+        return PendingFileRow(
+            pendingID: id,
+            record: RecordRow(recordID: id, writerID: writer, userID: user, type: type, plainJSON: plain,
+                              dataJSON: data, recSig: recSig, fileMetaJSON: fileMeta, created: created,
+                              lastModified: created, version: ""),
+            checksum: checksum, size: size, uploaded: uploaded, created: created)
+    }
+
+    public func insertPendingFile(_ p: PendingFileRow) async throws {
+        let r = p.record
+        try await perform("inserting pending file \(p.pendingID)") { [self] in
+            try await execute("""
+                INSERT INTO pending_files (\(unescaped: Self.pendingColumns))
+                VALUES (\(p.pendingID), \(r.writerID), \(r.userID), \(r.type), \(r.plainJSON), \(r.dataJSON),
+                    \(r.recSig), \(r.fileMetaJSON), \(p.checksum), \(p.size), \(p.uploaded), \(p.created))
+                """, on: client)
+        }
+    }
+
+    public func pendingFile(id: String) async throws -> PendingFileRow? {
+        try await perform("reading pending file \(id)") { [self] in
+            try await fetch("SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id)",
+                            on: client, Self.pending).first
+        }
+    }
+
+    public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
+        try await perform("claiming the upload of pending file \(pendingID)") { [self] in
+            try await execute("""
+                UPDATE pending_files SET upload_started = \(now)
+                WHERE pending_id = \(pendingID) AND NOT uploaded
+                    AND (upload_started IS NULL OR upload_started < \(staleBefore))
+                RETURNING 1
+                """, on: client) == 1
+        }
+    }
+
+    public func releaseUpload(pendingID: String) async throws {
+        try await perform("releasing the upload of pending file \(pendingID)") { [self] in
+            try await execute("""
+                UPDATE pending_files SET upload_started = NULL WHERE pending_id = \(pendingID) AND NOT uploaded
+                """, on: client)
+        }
+    }
+
+    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
+        try await perform("removing expired nonces, tokens, notes and pending files") { [self] in
+            try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
+            try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
+            try await execute("DELETE FROM notes WHERE expires_at < \(now)", on: client)
+            return try await fetch("""
+                DELETE FROM pending_files
+                WHERE created < \(pendingCreatedBefore)
+                    AND (upload_started IS NULL OR upload_started < \(pendingCreatedBefore))
+                RETURNING pending_id
+                """, on: client) { try $0.decode(String.self) }
+        }
+    }
+
+    public func markUploaded(pendingID: String) async throws -> Bool {
+        try await perform("marking pending file \(pendingID) uploaded") { [self] in
+            try await execute("UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID) RETURNING 1",
+                              on: client) == 1
+        }
+    }
+
+    /// Deletes the pending row and inserts its record in one transaction; of two concurrent commits, the second
+    /// finds no pending row and returns `nil`.
+    public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
+        try await transaction("committing pending file \(id)") { [self] db -> RecordRow? in
+            guard let pending = try await fetch(
+                "DELETE FROM pending_files WHERE pending_id = \(id) RETURNING \(unescaped: Self.pendingColumns)",
+                on: db, Self.pending).first else { return nil }
+            var record = pending.record
+            record.created = now
+            record.lastModified = now
+            record.version = version
+            return try await insert(record, on: db)
+        }
+    }
+}

@@ -1,0 +1,195 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import Logging
+internal import PostgresNIO
+import E3DBPrimitives
+
+/// The shared backend: one PostgreSQL database through postgres-nio's pooled `PostgresClient`, so that several
+/// server processes behind a load balancer share every piece of state (tokens, nonces, pending files, the server
+/// secret). Same semantics as ``SQLiteStorage``; the differences are in how atomicity is reached across processes:
+///
+/// - Versioned updates and deletes are one conditional statement (`WHERE record_id = $1 AND version = $2
+///   RETURNING …`); only when it touches no row does a second query tell a conflict from a missing record.
+/// - Record inserts of concurrent requests are grouped (`GroupCommit`) into one `INSERT … SELECT … FROM unnest(…)`
+///   statement, which takes a transaction-scoped advisory lock before drawing indexes, so that record indexes
+///   become visible in index order across processes (a v1 search paging by index never skips a record that
+///   commits late).
+/// - The hot reads (bearer token, client, record, record joined with its read check) are named prepared
+///   statements (`PostgresStatements`), one round trip each on a pooled connection; every other statement binds
+///   its values as parameters (postgres-nio's extended query protocol), never by splicing them into the SQL.
+/// - Every call has one deadline, ``operationTimeout`` (``withDeadline(_:_:)``), waiting for a connection
+///   included.
+/// - Nonces, access keys, notes' names and registration tokens are single `INSERT … ON CONFLICT` or
+///   `UPDATE … RETURNING` statements; note views lock the note's row (`SELECT … FOR UPDATE`).
+/// - Migrations are versioned in `schema_migrations`, each in its own transaction under an advisory lock, so that
+///   processes starting together migrate once.
+///
+/// The password of the URL is handed to postgres-nio and never logged or put in an error.
+public final class PostgresStorage: ServerStorage {
+    let client: PostgresClient
+    private let runner: Task<Void, Never>
+    let logger: Logger
+    /// How long one storage call may take (``perform(_:_:)``).
+    let operationTimeout: Duration
+    /// Record inserts of concurrent requests, one statement per group.
+    let recordInserts: GroupCommit<RecordRow, RecordRow>
+
+    /// The URL without its password (`postgres://user@host:port/database`), for logs.
+    public let redactedURL: String
+
+    /// Creates the pool and starts its background task. Connections are opened lazily (the first query, e.g.
+    /// ``migrate()``, is the first to fail when the server is unreachable).
+    /// - Parameters:
+    ///   - url: `postgres://user:password@host:port/database` (or `postgresql://`); user, password and database are
+    ///     percent-decoded; the port defaults to 5432 and the database to the user name. `sslmode` may only be
+    ///     absent, `disable`, `allow` or `prefer`: connections are not encrypted (use a local network or a tunnel).
+    ///   - maximumConnections: the pool's upper bound of connections (per process).
+    ///   - operationTimeout: how long one storage call (waiting for a connection included) may take before it
+    ///     throws `E3DBError` `.storageUnavailable`.
+    ///   - logger: receives postgres-nio's connection events; never the password.
+    /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed.
+    public init(url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
+                logger: Logger = Logger(label: "e3dbkit.server.postgres")) throws {
+        let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.logger = logger
+        self.operationTimeout = operationTimeout
+        self.redactedURL = redacted
+        recordInserts = GroupCommit { [logger] rows in
+            try await Self.perform("inserting \(rows.count) record(s)", timeout: operationTimeout, url: redacted) {
+                try await Self.insert(rows, client: client, logger: logger)
+            }
+        }
+        // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
+        if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
+            self.runner = Task.immediate { await client.run() }
+        } else {
+            self.runner = Task { await client.run() }
+        }
+    }
+
+    deinit { runner.cancel() }
+
+    /// Waits for the grouped inserts in progress, stops the pool (open connections are closed) and waits for its
+    /// background task to end.
+    public func close() async throws {
+        await recordInserts.idle()
+        runner.cancel()
+        await runner.value
+    }
+
+    static func configuration(url: String, maximumConnections: Int) throws
+        -> (PostgresClient.Configuration, String) {
+        func malformed(_ why: String) -> E3DBError {
+            E3DBError(.invalidStorageConfiguration,
+                         "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
+        }
+        guard let parts = URLComponents(string: url) else { throw malformed("it does not parse as a URL") }
+        guard let scheme = parts.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
+            throw malformed("the scheme must be postgres or postgresql")
+        }
+        guard var host = parts.host, !host.isEmpty else { throw malformed("it has no host") }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard let user = parts.user, !user.isEmpty else { throw malformed("it has no user name") }
+        let port = parts.port ?? 5432
+        guard (1...65535).contains(port) else { throw malformed("the port is out of range") }
+        var database = parts.path
+        if database.hasPrefix("/") { database.removeFirst() }
+        guard !database.contains("/") else { throw malformed("the database name contains '/'") }
+        for item in parts.queryItems ?? [] {
+            switch (item.name, item.value ?? "") {
+            case ("sslmode", "disable"), ("sslmode", "allow"), ("sslmode", "prefer"): continue
+            case ("sslmode", let mode):
+                throw malformed("sslmode=\(mode) is not supported (connections are not encrypted)")
+            case (let name, _): throw malformed("unknown parameter '\(name)'")
+            }
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: user, password: parts.password,
+            database: database.isEmpty ? nil : database, tls: .disable)
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        let redacted = "postgres://\(user)@\(shownHost):\(port)/\(database.isEmpty ? user : database)"
+        return (configuration, redacted)
+    }
+
+    // MARK: Running statements
+
+    /// Runs `body` within ``operationTimeout`` (``withDeadline(_:_:)``), turning postgres-nio's errors into
+    /// `E3DBError` storage codes (``storageError(_:what:at:)``) that name the operation and the server's message, never a
+    /// bound value or the password. The timeout matters when the server is unreachable: the pool keeps trying to
+    /// connect and a lease would otherwise wait for ever.
+    @discardableResult
+    func perform<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await Self.perform(what, timeout: operationTimeout, url: redactedURL, body)
+    }
+
+    /// ``perform(_:_:)`` with the timeout and the redacted URL given.
+    private static func perform<T: Sendable>(_ what: String, timeout: Duration, url: String,
+                                             _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await withDeadline(timeout, body)
+        } catch is DeadlineExceeded {
+            throw E3DBError(.storageUnavailable, "PostgreSQL at \(url) did not complete \(what) within \(timeout)")
+        } catch {
+            throw Self.storageError(error, what: what, at: url)
+        }
+    }
+
+    /// Runs `body` in one transaction on one pooled connection (rolled back when it throws).
+    func transaction<T: Sendable>(
+        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await perform(what) { [self] in
+            try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        }
+    }
+
+    /// All rows of `query`, mapped.
+    func fetch<T>(_ query: PostgresQuery, on db: some QueryRunner,
+                  _ map: (PostgresRow) throws -> T) async throws -> [T] {
+        var out: [T] = []
+        for try await row in try await db.rows(query, logger: logger) { out.append(try map(row)) }
+        return out
+    }
+
+    /// The first row of a prepared statement (run to its end), within ``perform(_:_:)``.
+    func first<Statement: PostgresPreparedStatement>(_ what: String, _ statement: Statement) async throws
+        -> Statement.Row? where Statement.Row: Sendable {
+        try await perform(what) { [client, logger] in
+            var first: Statement.Row?
+            for try await row in try await client.execute(statement, logger: logger) where first == nil {
+                first = row
+            }
+            return first
+        }
+    }
+
+    /// Runs `query` to its end and returns how many rows it returned (use `RETURNING 1` to count changed rows).
+    @discardableResult
+    func execute(_ query: PostgresQuery, on db: some QueryRunner) async throws -> Int {
+        var count = 0
+        for try await _ in try await db.rows(query, logger: logger) { count += 1 }
+        return count
+    }
+}
+
+/// What runs a query: the pool (any connection) or one connection inside a transaction.
+protocol QueryRunner {
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence
+}
+
+extension PostgresClient: QueryRunner {
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        try await self.query(query, logger: logger)
+    }
+}
+
+extension PostgresConnection: QueryRunner {
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        try await self.query(query, logger: logger)
+    }
+}

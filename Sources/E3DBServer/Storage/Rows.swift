@@ -1,0 +1,238 @@
+public import Foundation
+
+/// A registered client as the server keeps it. The API secret is stored only as its SHA-256.
+public struct ClientRow: Sendable, Hashable {
+    /// Lowercase UUID.
+    public var clientID: String
+    public var name: String
+    /// b64u Curve25519 public key, as registered.
+    public var publicKey: String
+    /// b64u Ed25519 public key, or `nil`.
+    public var signingKey: String?
+    /// 64 lowercase hex characters.
+    public var apiKeyID: String
+    /// SHA-256 of the API secret.
+    public var apiSecretHash: Data
+    public var enabled: Bool
+    public var hasBackup: Bool
+    /// SHA-256 of the registration token that registered the client (backup notifications name it).
+    public var registrationTokenHash: Data
+    /// Microseconds since the epoch.
+    public var created: Int64
+
+    public init(clientID: String, name: String, publicKey: String, signingKey: String?, apiKeyID: String,
+                apiSecretHash: Data, enabled: Bool = true, hasBackup: Bool = false, registrationTokenHash: Data,
+                created: Int64) {
+        self.clientID = clientID
+        self.name = name
+        self.publicKey = publicKey
+        self.signingKey = signingKey
+        self.apiKeyID = apiKeyID
+        self.apiSecretHash = apiSecretHash
+        self.enabled = enabled
+        self.hasBackup = hasBackup
+        self.registrationTokenHash = registrationTokenHash
+        self.created = created
+    }
+}
+
+/// One (writer, user, reader, type) tuple.
+public struct AccessTuple: Sendable, Hashable {
+    public var writerID: String
+    public var userID: String
+    public var readerID: String
+    public var type: String
+    public init(writerID: String, userID: String, readerID: String, type: String) {
+        self.writerID = writerID
+        self.userID = userID
+        self.readerID = readerID
+        self.type = type
+    }
+}
+
+/// An encrypted access key as PUT, with the authorizer's and signer's registered keys captured at PUT time.
+public struct AccessKeyRow: Sendable, Hashable {
+    public var tuple: AccessTuple
+    /// The opaque `eak` string (never validated or opened: the server cannot).
+    public var eak: String
+    public var authorizerID: String
+    public var authorizerPublicKey: String
+    public var signerID: String?
+    public var signerSigningKey: String?
+    public init(tuple: AccessTuple, eak: String, authorizerID: String, authorizerPublicKey: String,
+                signerID: String?, signerSigningKey: String?) {
+        self.tuple = tuple
+        self.eak = eak
+        self.authorizerID = authorizerID
+        self.authorizerPublicKey = authorizerPublicKey
+        self.signerID = signerID
+        self.signerSigningKey = signerSigningKey
+    }
+}
+
+/// The permissions of one tuple.
+public struct PolicyRow: Sendable, Hashable {
+    public var tuple: AccessTuple
+    public var canRead: Bool
+    public var canAuthorize: Bool
+    /// Who granted `authorizer` (the writer), for the proxies/granted listings.
+    public var authorizedBy: String?
+    public init(tuple: AccessTuple, canRead: Bool, canAuthorize: Bool, authorizedBy: String?) {
+        self.tuple = tuple
+        self.canRead = canRead
+        self.canAuthorize = canAuthorize
+        self.authorizedBy = authorizedBy
+    }
+}
+
+/// A stored record. `plain`, `data` and `file_meta` are kept as the JSON text the server encoded once.
+public struct RecordRow: Sendable, Hashable {
+    /// The monotonically increasing index (≥ 1) that v1 search pages on; 0 before insertion.
+    public var index: Int64
+    public var recordID: String
+    public var writerID: String
+    public var userID: String
+    public var type: String
+    /// JSON object of strings.
+    public var plainJSON: String
+    /// JSON object of strings (the encrypted fields).
+    public var dataJSON: String
+    public var recSig: String?
+    /// JSON of `file_meta` without `file_url`, for file records.
+    public var fileMetaJSON: String?
+    public var created: Int64
+    public var lastModified: Int64
+    public var version: String
+
+    public init(index: Int64 = 0, recordID: String, writerID: String, userID: String, type: String,
+                plainJSON: String, dataJSON: String, recSig: String?, fileMetaJSON: String?, created: Int64,
+                lastModified: Int64, version: String) {
+        self.index = index
+        self.recordID = recordID
+        self.writerID = writerID
+        self.userID = userID
+        self.type = type
+        self.plainJSON = plainJSON
+        self.dataJSON = dataJSON
+        self.recSig = recSig
+        self.fileMetaJSON = fileMetaJSON
+        self.created = created
+        self.lastModified = lastModified
+        self.version = version
+    }
+}
+
+/// A file record waiting for its body (between `POST /v1/storage/files` and the commit).
+public struct PendingFileRow: Sendable, Hashable {
+    public var pendingID: String
+    /// The record to create at commit (`record_id` = `pendingID`, index and times set then).
+    public var record: RecordRow
+    /// Base64 (standard, padded) MD5 of the encrypted body, as declared.
+    public var checksum: String
+    /// Declared encrypted size in bytes.
+    public var size: Int64
+    /// Whether a body with that size and MD5 has been stored.
+    public var uploaded: Bool
+    public var created: Int64
+    public init(pendingID: String, record: RecordRow, checksum: String, size: Int64, uploaded: Bool, created: Int64) {
+        self.pendingID = pendingID
+        self.record = record
+        self.checksum = checksum
+        self.size = size
+        self.uploaded = uploaded
+        self.created = created
+    }
+}
+
+/// A stored note. `bodyJSON` is the note as returned (server members filled in), without `views`.
+public struct NoteRow: Sendable, Hashable {
+    public var noteID: String
+    /// `nil` for unnamed and anonymous notes.
+    public var idString: String?
+    public var writerClientID: String?
+    public var recipientSigningKey: String
+    public var writerSigningKey: String
+    /// `nil` or ≤ 0: unlimited.
+    public var maxViews: Int?
+    public var views: Int
+    /// Microseconds; `nil` when the note does not expire.
+    public var expiresAt: Int64?
+    public var created: Int64
+    public var bodyJSON: String
+    public init(noteID: String, idString: String?, writerClientID: String?, recipientSigningKey: String,
+                writerSigningKey: String, maxViews: Int?, views: Int, expiresAt: Int64?, created: Int64,
+                bodyJSON: String) {
+        self.noteID = noteID
+        self.idString = idString
+        self.writerClientID = writerClientID
+        self.recipientSigningKey = recipientSigningKey
+        self.writerSigningKey = writerSigningKey
+        self.maxViews = maxViews
+        self.views = views
+        self.expiresAt = expiresAt
+        self.created = created
+        self.bodyJSON = bodyJSON
+    }
+}
+
+/// Which records a search may see and how it narrows them in storage (the rest is filtered by the service).
+public struct RecordScope: Sendable, Hashable {
+    /// The calling client.
+    public var caller: String
+    /// `false`: only the caller's records; `true`: every record the caller may read (own, or shared by a
+    /// `read` policy).
+    public var includeShared: Bool
+    /// Non-empty: only these writers.
+    public var writerIDs: [String]
+    public var userIDs: [String]
+    public var recordIDs: [String]
+    public var types: [String]
+    /// `false`: rows come with an empty `dataJSON` (a scan that matches on metadata and `plain` reads no `data`).
+    public var includeData: Bool
+    public init(caller: String, includeShared: Bool, writerIDs: [String] = [], userIDs: [String] = [],
+                recordIDs: [String] = [], types: [String] = [], includeData: Bool = true) {
+        self.caller = caller
+        self.includeShared = includeShared
+        self.writerIDs = writerIDs
+        self.userIDs = userIDs
+        self.recordIDs = recordIDs
+        self.types = types
+        self.includeData = includeData
+    }
+}
+
+/// The outcome of a versioned update or delete.
+public enum VersionedOutcome: Sendable, Hashable {
+    /// Done; the row after the update, or the row that was deleted.
+    case done(RecordRow)
+    /// The record exists with another version.
+    case conflict
+    /// No such record.
+    case notFound
+}
+
+/// Which policy listing.
+public enum PolicyListing: Sendable, Hashable {
+    /// `read` granted on the caller's records (writer = caller).
+    case outgoing
+    /// `read` granted to the caller.
+    case incoming
+    /// `authorizer` grants made by the caller.
+    case proxies
+    /// `authorizer` grants to the caller.
+    case granted
+}
+
+
+extension PolicyListing {
+    /// The column that must name the client and the permission that must be set, for this listing. The same
+    /// definition serves every backend.
+    var filter: (column: String, permission: String) {
+        switch self {
+        case .outgoing: ("writer_id", "can_read")
+        case .incoming: ("reader_id", "can_read")
+        case .proxies: ("authorized_by", "can_authorize")
+        case .granted: ("reader_id", "can_authorize")
+        }
+    }
+}

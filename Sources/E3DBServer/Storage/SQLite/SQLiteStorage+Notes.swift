@@ -1,0 +1,81 @@
+internal import GRDB
+
+/// Notes.
+extension SQLiteStorage {
+    // MARK: Notes
+
+    private static let noteColumns = """
+        note_id, id_string, writer_client_id, recipient_signing_key, writer_signing_key, max_views, views, expires_at,
+        created, body
+        """
+
+    private static func note(_ r: Row) -> NoteRow {
+        NoteRow(noteID: r[0], idString: r[1], writerClientID: r[2], recipientSigningKey: r[3], writerSigningKey: r[4],
+                maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
+    }
+
+    private static func insert(_ n: NoteRow, _ db: Database) throws {
+        try db.execute(sql: "INSERT INTO notes (\(noteColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       arguments: [n.noteID, n.idString, n.writerClientID, n.recipientSigningKey, n.writerSigningKey,
+                                   n.maxViews, n.views, n.expiresAt, n.created, n.bodyJSON])
+    }
+
+    public func insertNote(_ n: NoteRow) async throws -> Bool {
+        try await write { db in
+            if let name = n.idString,
+               try Bool.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id_string = ?", arguments: [name]) == true {
+                return false
+            }
+            try Self.insert(n, db)
+            return true
+        }
+    }
+
+    public func note(id: String) async throws -> NoteRow? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?", arguments: [id])
+                .map(Self.note)
+        }
+    }
+
+    public func note(name: String) async throws -> NoteRow? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE id_string = ?", arguments: [name])
+                .map(Self.note)
+        }
+    }
+
+    public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
+        try await write { db in
+            guard var n = try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?",
+                                           arguments: [id]).map(Self.note) else { return nil }
+            if let e = n.expiresAt, e <= now {
+                try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+                return nil
+            }
+            n.views += 1
+            if let m = n.maxViews, m > 0, n.views >= m {
+                try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+            } else {
+                try db.execute(sql: "UPDATE notes SET views = ? WHERE note_id = ?", arguments: [n.views, id])
+            }
+            return n
+        }
+    }
+
+    public func replaceNote(_ n: NoteRow) async throws {
+        try await write { db in
+            if let name = n.idString {
+                try db.execute(sql: "DELETE FROM notes WHERE id_string = ?", arguments: [name])
+            }
+            try Self.insert(n, db)
+        }
+    }
+
+    public func deleteNote(id: String) async throws -> Bool {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+            return db.changesCount == 1
+        }
+    }
+}

@@ -1,0 +1,353 @@
+public import Foundation
+internal import GRDB
+import E3DBPrimitives
+
+/// The embedded backend: one SQLite database in WAL mode through GRDB (a pool: concurrent readers, one writer),
+/// versioned migrations (``migrate()``, `SQLiteSchema.swift`), cached statements.
+///
+/// Every call goes through GRDB's `async` API, so that the statement runs on GRDB's own reader or writer queue
+/// and no cooperative thread waits for SQLite. Record inserts of concurrent requests share one transaction
+/// (`GroupCommit`). WAL checkpoints run on a connection of their own in the background (``checkpointEvery``), so
+/// that no request pays for one.
+public final class SQLiteStorage: ServerStorage {
+    let pool: DatabasePool
+    /// `DIR/server.sqlite.migrate-lock`: held (`flock`) while migrating, so that processes starting together on
+    /// one data directory migrate one after the other (GRDB reads which migrations ran outside the transaction that
+    /// runs them: two processes could both see none and both create the tables).
+    let migrationLockPath: String
+    /// Record inserts of concurrent requests, one transaction per group.
+    let recordInserts: GroupCommit<RecordRow, RecordRow>
+    /// The connection that checkpoints the WAL, beside the pool's writer (a `PASSIVE` checkpoint takes no write
+    /// lock: writers append to the WAL while it copies committed pages into the database).
+    private let checkpointer: DatabaseQueue
+    private let checkpoints: Task<Void, Never>
+
+    /// How often the background task checkpoints the WAL.
+    static let checkpointEvery: Duration = .seconds(1)
+    /// The WAL size (pages of 4 KiB) at which a committing writer checkpoints by itself: 256 MiB, a backstop that
+    /// is reached only when the background checkpoints cannot keep up (a reader holding an old snapshot for long).
+    static let autocheckpointBackstop = 65_536
+
+    /// Opens (creating if needed) `DIR/server.sqlite` and starts the background checkpoints.
+    /// - Parameter directory: the data directory (created with mode 0700 if missing).
+    /// - Throws: `E3DBError` `.storageUnavailable` when the database cannot be opened.
+    public init(directory: URL) throws {
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            var config = Configuration()
+            config.busyMode = .timeout(10)
+            config.prepareDatabase { db in
+                // Durability: `synchronous = NORMAL` in WAL mode. A commit appends to the WAL without an fsync and
+                // survives a crash of the process; a power loss may lose the last commits but never corrupts the
+                // database, and the fsyncs happen at checkpoints, which run in the background (below). `FULL`
+                // would add an fsync of the WAL to every request's commit, the latency this design keeps out of
+                // the request path. This is the durability the server has always had.
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                // Writers do not checkpoint (the background task does) unless the WAL grows past the backstop.
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.autocheckpointBackstop)")
+            }
+            let path = directory.appendingPathComponent("server.sqlite").path
+            pool = try DatabasePool(path: path, configuration: config)
+            checkpointer = try DatabaseQueue(path: path, configuration: config)
+            migrationLockPath = directory.appendingPathComponent("server.sqlite.migrate-lock").path
+        } catch {
+            throw E3DBError(.storageUnavailable, "cannot open the SQLite database in the data directory: \(error)")
+        }
+        let pool = self.pool
+        recordInserts = GroupCommit { rows in
+            do {
+                return try await pool.write { db in try rows.map { try Self.insert($0, db) } }
+            } catch {
+                throw Self.storageError(error)
+            }
+        }
+        checkpoints = Task.detached { [checkpointer] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.checkpointEvery)
+                // PASSIVE: copies what no reader still needs and never waits for readers or writers. A failure
+                // (another process checkpointing, a busy database) is retried at the next tick; the WAL keeps every
+                // commit meanwhile, so nothing is lost by skipping one.
+                _ = try? await checkpointer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            }
+        }
+    }
+
+    deinit { checkpoints.cancel() }
+
+    /// Waits for the grouped inserts in progress, stops the background checkpoints, then closes the connections
+    /// (SQLite checkpoints the WAL when the last one closes).
+    public func close() async throws {
+        await recordInserts.idle()
+        checkpoints.cancel()
+        await checkpoints.value
+        try checkpointer.close()
+        try pool.close()
+    }
+
+    // MARK: Running statements
+
+    /// `body` in a read transaction on one of GRDB's readers (GRDB's `async` API: the caller suspends, no
+    /// cooperative thread waits for SQLite); a failure becomes a storage failure (``storageError(_:)``).
+    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.read(body) } catch { throw Self.storageError(error) }
+    }
+
+    /// `body` in a write transaction on GRDB's writer, as ``read(_:)``.
+    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.write(body) } catch { throw Self.storageError(error) }
+    }
+
+    /// `error` as a storage failure: a uniqueness conflict, a database that cannot be used now (busy, locked, I/O,
+    /// full, cannot open), corrupted data, or a refusal of this operation alone. The message is SQLite's (it names
+    /// columns, never values).
+    static func storageError(_ error: any Error) -> E3DBError {
+        switch error {
+        case let error as E3DBError:
+            return error
+        case let error as DatabaseError:
+            let message = "SQLite refused the operation: \(error.message ?? "no message") (\(error.extendedResultCode))"
+            switch error.resultCode {
+            case .SQLITE_CONSTRAINT where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
+                || error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY:
+                return E3DBError(.storageConflict, message)
+            case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_NOMEM,
+                 .SQLITE_READONLY, .SQLITE_PROTOCOL:
+                return E3DBError(.storageUnavailable, message)
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                return E3DBError(.storageCorrupted, message)
+            default:
+                return E3DBError(.storageFailed, message)
+            }
+        case is CancellationError:
+            return E3DBError(.storageUnavailable, "the SQLite call was cancelled")
+        default:
+            return E3DBError(.storageFailed, "SQLite failed: \(type(of: error))")
+        }
+    }
+
+    public func serverSecret() async throws -> Data {
+        try await read { db in
+            guard let d = try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'secret'"),
+                  d.count == 32 else { throw E3DBError(.storageCorrupted, "the server secret is missing; run migrate") }
+            return d
+        }
+    }
+
+    // MARK: Registration tokens
+
+    public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
+        try await write { db in
+            try db.execute(sql: "INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (?, ?, ?)",
+                           arguments: [hash, uses, created])
+        }
+    }
+
+    public func registerClient(_ c: ClientRow) async throws -> Bool {
+        try await write { db in
+            let hash = c.registrationTokenHash
+            guard let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
+                arguments: [hash]) else { return false }
+            let left: Int? = row[0]
+            if let left {
+                guard left > 0 else { return false }
+                try db.cachedStatement(sql: "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE token_hash = ?")
+                    .execute(arguments: [hash])
+            }
+            try db.execute(sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
+                                       c.enabled, c.hasBackup, c.registrationTokenHash, c.created])
+            return true
+        }
+    }
+
+    public func registrationTokenExists(hash: Data) async throws -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM registration_tokens WHERE token_hash = ?", arguments: [hash]) ?? false
+        }
+    }
+
+    public func backupClientID() async throws -> String? {
+        try await read { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'backup_client'")
+                .map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    public func setBackupClientID(_ id: String) async throws {
+        try await write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
+                           arguments: [Data(id.utf8)])
+        }
+    }
+
+    // MARK: Clients
+
+    private static let clientColumns =
+        "client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup, registration_token_hash, created"
+
+    private static func client(_ r: Row) -> ClientRow {
+        ClientRow(clientID: r[0], name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4], apiSecretHash: r[5],
+                  enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
+    }
+
+    public func client(id: String) async throws -> ClientRow? {
+        try await read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
+                             arguments: [id]).map(Self.client)
+        }
+    }
+
+    public func client(apiKeyID: String) async throws -> ClientRow? {
+        try await read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE api_key_id = ?"),
+                             arguments: [apiKeyID]).map(Self.client)
+        }
+    }
+
+    public func setHasBackup(clientID: String) async throws {
+        try await write { db in
+            try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID])
+        }
+    }
+
+    public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
+        try await write { db in
+            try db.execute(sql: "UPDATE clients SET enabled = ? WHERE client_id = ?", arguments: [enabled, id])
+            return db.changesCount == 1
+        }
+    }
+
+    // MARK: Tokens and nonces
+
+    public func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws {
+        try await write { db in
+            try db.cachedStatement(sql: "INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (?, ?, ?)")
+                .execute(arguments: [hash, clientID, expires])
+        }
+    }
+
+    public func accessTokenClient(hash: Data, now: Int64) async throws -> String? {
+        try await read { db in
+            try String.fetchOne(
+                db.cachedStatement(sql: "SELECT client_id FROM access_tokens WHERE token_hash = ? AND expires > ?"),
+                arguments: [hash, now])
+        }
+    }
+
+    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
+        try await read { db in
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT client_id, expires FROM access_tokens WHERE token_hash = ? AND expires > ?"),
+                arguments: [hash, now]).map { ($0[0], $0[1]) }
+        }
+    }
+
+    public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
+        try await write { db in
+            if let old = try Int64.fetchOne(db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
+                                            arguments: [nonce]) {
+                guard old < now else { return false }
+                try db.execute(sql: "UPDATE tsv1_nonces SET expires = ? WHERE nonce = ?", arguments: [expires, nonce])
+                return true
+            }
+            try db.cachedStatement(sql: "INSERT INTO tsv1_nonces (nonce, expires) VALUES (?, ?)")
+                .execute(arguments: [nonce, expires])
+            return true
+        }
+    }
+
+    // MARK: Access keys
+
+    public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
+        try await read { db in
+            try Row.fetchOne(db.cachedStatement(sql: """
+                SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
+                WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
+                """), arguments: [t.writerID, t.userID, t.readerID, t.type]).map {
+                AccessKeyRow(tuple: t, eak: $0[0], authorizerID: $0[1], authorizerPublicKey: $0[2], signerID: $0[3],
+                             signerSigningKey: $0[4])
+            }
+        }
+    }
+
+    public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
+        try await write { db in
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id,
+                    authorizer_public_key, signer_id, signer_signing_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [r.tuple.writerID, r.tuple.userID, r.tuple.readerID, r.tuple.type, r.eak,
+                                 r.authorizerID, r.authorizerPublicKey, r.signerID, r.signerSigningKey])
+            return db.changesCount == 1
+        }
+    }
+
+    public func deleteAccessKey(_ t: AccessTuple) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
+                           arguments: [t.writerID, t.userID, t.readerID, t.type])
+        }
+    }
+
+    // MARK: Policies
+
+    private static func policy(_ r: Row) -> PolicyRow {
+        PolicyRow(tuple: AccessTuple(writerID: r[1], userID: r[0], readerID: r[2], type: r[3]), canRead: r[4],
+                  canAuthorize: r[5], authorizedBy: r[6])
+    }
+    private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
+
+    public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
+        try await read { db in
+            try Row.fetchOne(db.cachedStatement(sql: """
+                SELECT \(Self.policyColumns) FROM policies
+                WHERE user_id = ? AND writer_id = ? AND reader_id = ? AND type = ?
+                """), arguments: [t.userID, t.writerID, t.readerID, t.type]).map(Self.policy)
+        }
+    }
+
+    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
+        try await write { db in
+            try db.execute(sql: """
+                INSERT INTO policies (\(Self.policyColumns))
+                VALUES (:user, :writer, :reader, :type, coalesce(:read, 0), coalesce(:authorize, 0),
+                        CASE WHEN :authorize THEN :by END)
+                ON CONFLICT (user_id, writer_id, reader_id, type) DO UPDATE SET
+                    rowid = (SELECT max(rowid) + 1 FROM policies),
+                    can_read = coalesce(:read, can_read), can_authorize = coalesce(:authorize, can_authorize),
+                    authorized_by = CASE WHEN :authorize IS NULL THEN authorized_by WHEN :authorize THEN :by END
+                """, arguments: ["user": t.userID, "writer": t.writerID, "reader": t.readerID, "type": t.type,
+                                 "read": read, "authorize": authorize, "by": by])
+        }
+    }
+
+    public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
+        try await write { db in
+            try db.execute(sql: """
+                UPDATE policies SET can_authorize = 0, authorized_by = NULL
+                WHERE user_id = ? AND writer_id = ? AND reader_id = ?
+                """, arguments: [userID, writerID, readerID])
+        }
+    }
+
+    public func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow] {
+        let (column, permission) = listing.filter
+        let condition = "\(column) = ? AND \(permission) = 1"
+        return try await read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.policyColumns) FROM policies WHERE \(condition) ORDER BY rowid",
+                             arguments: [clientID]).map(Self.policy)
+        }
+    }
+
+    public func statistics() async throws -> [String: Int] {
+        try await read { db in
+            var out: [String: Int] = [:]
+            for table in ["clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
+                          "notes", "access_tokens", "tsv1_nonces"] {
+                out[table] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0
+            }
+            return out
+        }
+    }
+}

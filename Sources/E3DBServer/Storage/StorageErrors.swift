@@ -1,0 +1,26 @@
+public import E3DBPrimitives
+
+// The failures of a storage backend (`ServerStorage`). They are not refusals of the API: `E3DBService.refusal` turns
+// `.storageRejectedValue` into 400 and every other one into 503 (logged), so that no backend detail reaches a client.
+extension E3DBError.Code {
+    /// A uniqueness conflict (an id or a name is taken).
+    public static let storageConflict = Self("storageConflict", category: .io)
+    /// The backend cannot be reached or did not answer in time (a lost connection, a busy database, a deadline):
+    /// every operation would fail the same way now, so a group of inserts fails as a whole.
+    public static let storageUnavailable = Self("storageUnavailable", category: .io)
+    /// The backend refused a value of the request (PostgreSQL's data exceptions, SQLSTATE class 22): the client's
+    /// fault, and only its own operation's.
+    public static let storageRejectedValue = Self("storageRejectedValue", category: .malformedInput)
+    /// The backend refused the operation for another reason (in a group, only that item fails).
+    public static let storageFailed = Self("storageFailed", category: .io)
+    /// Stored data does not decode.
+    public static let storageCorrupted = Self("storageCorrupted", category: .io)
+    /// The storage configuration is not usable (a malformed PostgreSQL URL).
+    public static let invalidStorageConfiguration = Self("invalidStorageConfiguration", category: .invalidArgument)
+
+    /// Whether this is one of the storage codes above.
+    public var isStorageFailure: Bool {
+        [.storageConflict, .storageUnavailable, .storageRejectedValue, .storageFailed, .storageCorrupted,
+         .invalidStorageConfiguration].contains(self)
+    }
+}

@@ -153,7 +153,7 @@ struct StoreFileCLITests {
         for round in 0..<10 {
             let delay = Double.random(in: (whole * 0.05)...(whole * 0.8), using: &generator)
             let arguments = ["store", "attach", "--store", store, "--key-file", key, "/r\(round)", input.path]
-            if try !StoreCrashTests.runAndKill(arguments, input: input, delay: delay) { killed += 1 }
+            if try await !StoreCrashTests.runAndKill(arguments, input: input, delay: delay) { killed += 1 }
             // Every listed file is whole: its size is the input's and it reads back (authenticated) in full.
             for entry in try await lines(try storeRun("ls", [])) {
                 #expect(entry["size"] == .number(Double(size)), "round \(round): \(entry)")

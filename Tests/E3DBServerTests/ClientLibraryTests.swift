@@ -15,12 +15,19 @@ final class ServerProcess: Sendable {
     /// The PostgreSQL URL of the PostgreSQL backend, `nil` for SQLite.
     let postgres: String?
 
-    static var binary: URL { PythonSDKServerTests.binary }
+    /// The executable that serves (`e3dbkit`, built beside the test bundle).
+    static var binary: URL { CLIRunner.productsDirectory.appendingPathComponent("e3dbkit") }
 
-    /// Runs `e3dbkit ARGUMENTS` to its end; its standard output without the final newline.
-    static func cli(_ arguments: [String]) async throws -> String {
-        let result = try await ChildProcess.run(binary, arguments)
-        guard result.status == 0 else { throw ServerFailure(description: "e3dbkit \(arguments[0...1]) failed: \(result.stderr)") }
+    /// The arguments before a server command's own (`e3dbkit server run …`).
+    static let commandPrefix = ["server"]
+
+    /// Runs the server command `ARGUMENTS` (`e3dbkit server ARGUMENTS`) to its end; its standard output without the
+    /// final newline.
+    static func command(_ arguments: [String]) async throws -> String {
+        let result = try await ChildProcess.run(binary, commandPrefix + arguments)
+        guard result.status == 0 else {
+            throw ServerFailure(description: "server \(arguments.prefix(2)) failed: \(result.stderr)")
+        }
         return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -42,8 +49,8 @@ final class ServerProcess: Sendable {
     ) async throws -> ServerProcess {
         let data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
-        let token = try await cli(["server", "token", "create"] + storage)
-        let arguments = ["server", "run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
+        let token = try await command(["token", "create"] + storage)
+        let arguments = commandPrefix + ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
             + storage + extraArguments
         @Sendable func listening(_ bytes: Data) -> String? {
             let text = String(decoding: bytes, as: UTF8.self)

@@ -109,6 +109,8 @@ public final class RunningProcess: @unchecked Sendable {
     private let input = Pipe()
     private let lock = NSLock()
     private var seen = Data()
+    private var started = ContinuousClock.now
+    private var runTime: Duration?
 
     /// Starts `executable`; `stdin` is written and, unless `keepingInputOpen`, closed at once.
     /// - Parameters:
@@ -136,6 +138,7 @@ public final class RunningProcess: @unchecked Sendable {
             process.standardError = FileHandle.nullDevice
             try? output.fileHandleForWriting.close()
         }
+        started = ContinuousClock.now
         try process.run()
         let writer = input.fileHandleForWriting
         // Written on a thread of its own: a large input must not block the caller while the child has not read it.
@@ -182,9 +185,29 @@ public final class RunningProcess: @unchecked Sendable {
     /// Waits for the process to end and returns its exit status, or the signal's number (``uncaughtSignal``).
     @discardableResult
     public func exit() async throws -> Int32 {
-        try await offCooperativePool { [process] in
+        try await offCooperativePool { [self] in
             process.waitUntilExit()
+            let ended = ContinuousClock.now
+            lock.withLock { if runTime == nil { runTime = started.duration(to: ended) } }
             return process.terminationStatus
+        }
+    }
+
+    /// How long the process ran, measured when ``exit()`` saw it end on a thread of its own (not when the awaiting
+    /// task resumed, which parallel tests can delay); nil before.
+    public var runningTime: Duration? { lock.withLock { runTime } }
+
+    /// Sends `signal` `delay` from now unless the process has ended by then; returns whether it was still running (and
+    /// got the signal). Timed by a dispatch timer, not by a task's sleep: parallel tests can keep the cooperative pool
+    /// busy past the moment, and a kill at a random moment must come at that moment.
+    public func signal(_ signal: Int32 = SIGKILL, after delay: Duration) async -> Bool {
+        let nanoseconds = Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+                let running = process.isRunning
+                if running { kill(process.processIdentifier, signal) }
+                continuation.resume(returning: running)
+            }
         }
     }
 

@@ -149,11 +149,9 @@ struct StoreCrashTests {
     /// (if it is still running) and returns whether it had finished by itself.
     static func runAndKill(_ arguments: [String], input: URL, delay: Double) async throws -> Bool {
         let process = try CLIRunner.start(arguments, stdin: try Data(contentsOf: input), reading: nil)
-        try await Task.sleep(for: .seconds(delay))
-        let finished = !process.isRunning
-        if !finished { process.signal(SIGKILL) }
+        let killed = await process.signal(SIGKILL, after: .seconds(delay))
         try await process.exit()
-        return finished
+        return !killed
     }
 
     @Test("bulk inserts, index builds and passphrase changes killed at random points")

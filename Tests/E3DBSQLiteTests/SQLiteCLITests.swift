@@ -116,8 +116,7 @@ struct SQLiteCLITests {
             let input = Data(script.utf8)
             let process = try CLIRunner.start(
                 ["sqlite", "exec", "--passphrase-file", dir.path("pass"), "--kdf-iter", "1000", db], stdin: input)
-            try await Task.sleep(for: .microseconds(delay))
-            process.signal(SIGKILL)
+            _ = await process.signal(SIGKILL, after: .microseconds(delay))
             let output = String(decoding: try await process.readOutput(), as: UTF8.self)
             try await process.exit()
             let counts = output.split(separator: "\n").compactMap { line -> Int? in

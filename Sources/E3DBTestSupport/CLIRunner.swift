@@ -4,7 +4,10 @@ public import Foundation
 /// child process (``ChildProcess``).
 public enum CLIRunner {
     public struct Result: Sendable {
+        /// The exit status, or the signal's number when ``uncaughtSignal``.
         public let status: Int32
+        /// Whether a signal ended the child.
+        public let uncaughtSignal: Bool
         public let stdout: Data
         public let stderr: String
         public var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
@@ -37,13 +40,28 @@ public enum CLIRunner {
 
     public static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
 
-    /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit.
+    /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit. The other parameters are
+    /// ``ChildProcess/run(_:_:stdin:in:environment:removingEnvironment:standardOutput:mergingStandardError:)``'s.
     /// - Throws: when the binary is missing, so that every CLI test fails (never skips) without it.
     public static func run(
-        _ arguments: [String], stdin: Data? = nil, in directory: URL? = nil, environment: [String: String] = [:]
+        _ arguments: [String], stdin: Data? = nil, in directory: URL? = nil, environment: [String: String] = [:],
+        removingEnvironment: Set<String> = [], standardOutput: FileHandle? = nil
     ) async throws -> Result {
         guard isAvailable else { throw MissingBinary(path: binary.path) }
-        return try await ChildProcess.run(binary, arguments, stdin: stdin, in: directory, environment: environment)
+        return try await ChildProcess.run(
+            binary, arguments, stdin: stdin, in: directory, environment: environment,
+            removingEnvironment: removingEnvironment, standardOutput: standardOutput)
+    }
+
+    /// Starts `e3dbkit` with `arguments` as a ``RunningProcess``, for a test that talks to it, interrupts or kills it.
+    /// The parameters are ``RunningProcess/init(_:_:stdin:reading:other:environment:keepingInputOpen:)``'s.
+    /// - Throws: when the binary is missing.
+    public static func start(
+        _ arguments: [String], stdin: Data? = nil, reading: RunningProcess.Stream? = .standardOutput,
+        keepingInputOpen: Bool = false
+    ) throws -> RunningProcess {
+        guard isAvailable else { throw MissingBinary(path: binary.path) }
+        return try RunningProcess(binary, arguments, stdin: stdin, reading: reading, keepingInputOpen: keepingInputOpen)
     }
 
     /// A fresh temporary directory, removed by the caller.

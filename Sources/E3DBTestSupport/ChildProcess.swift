@@ -9,44 +9,92 @@ public enum ChildProcess {
     /// Runs `executable` with `arguments`, feeding `stdin`, and returns its status and output once it has exited.
     /// - Parameters:
     ///   - environment: extra variables, added to this process's environment.
+    ///   - removingEnvironment: variables of this process's environment the child does not inherit (proxies, say).
+    ///   - standardOutput: where the child's standard output goes instead of a pipe (`/dev/full`, a pipe whose
+    ///     reading end is closed); the result's `stdout` is then empty.
+    ///   - mergingStandardError: sends standard error into standard output (in the order written), for tools whose
+    ///     report is both; the result's `stderr` is then empty.
     public static func run(
         _ executable: URL, _ arguments: [String], stdin: Data? = nil, in directory: URL? = nil,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], removingEnvironment: Set<String> = [],
+        standardOutput: FileHandle? = nil, mergingStandardError: Bool = false
     ) async throws -> CLIRunner.Result {
         try await offCooperativePool {
             let process = Process()
             process.executableURL = executable
             process.arguments = arguments
             if let directory { process.currentDirectoryURL = directory }
-            if !environment.isEmpty {
-                process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-            }
+            process.environment = childEnvironment(adding: environment, removing: removingEnvironment)
             let outPipe = Pipe(), errPipe = Pipe(), inPipe = Pipe()
-            process.standardOutput = outPipe
-            process.standardError = errPipe
+            process.standardOutput = standardOutput ?? outPipe
+            process.standardError = mergingStandardError ? (standardOutput ?? outPipe) : errPipe
             process.standardInput = inPipe
             try process.run()
+            if standardOutput != nil { try? outPipe.fileHandleForWriting.close() }
+            if mergingStandardError { try? errPipe.fileHandleForWriting.close() }
             // Both pipes are read at once (stderr on a thread of its own), so a large output on one cannot block
             // the child while this thread waits on the other; stdin is written after the readers run for the same
             // reason.
             let errData = ThreadResult { errPipe.fileHandleForReading.readDataToEndOfFile() }
             let writer = ThreadResult { () -> Void in
-                if let stdin { inPipe.fileHandleForWriting.write(stdin) }
+                if let stdin { try? writeInput(stdin, to: inPipe.fileHandleForWriting) }
                 try? inPipe.fileHandleForWriting.close()
             }
             let outData = outPipe.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
             writer.wait()
             return CLIRunner.Result(
-                status: process.terminationStatus, stdout: outData,
-                stderr: String(decoding: errData.wait(), as: UTF8.self))
+                status: process.terminationStatus, uncaughtSignal: process.terminationReason == .uncaughtSignal,
+                stdout: outData, stderr: String(decoding: errData.wait(), as: UTF8.self))
         }
+    }
+
+    /// The writing end of a pipe whose reading end is closed: a child writing to it gets EPIPE (or SIGPIPE).
+    public static func brokenPipe() throws -> FileHandle {
+        let pipe = Pipe()
+        try pipe.fileHandleForReading.close()
+        return pipe.fileHandleForWriting
+    }
+
+    /// This process's environment with `added` set and `removed` unset; nil (inherit it) when both are empty.
+    static func childEnvironment(adding added: [String: String], removing removed: Set<String>) -> [String: String]? {
+        if added.isEmpty && removed.isEmpty { return nil }
+        return ProcessInfo.processInfo.environment.filter { !removed.contains($0.key) }.merging(added) { $1 }
+    }
+
+    /// Writes `data` to a child's standard input, from a thread of test support's own, with SIGPIPE blocked on that
+    /// thread: when the child has ended before reading all of it (killed, or done early), the write throws (EPIPE)
+    /// instead of raising a SIGPIPE that would end the test process. SIGPIPE's disposition stays the default, which
+    /// children inherit: a test that a command survives a closed output pipe must see the command's own handling.
+    static func writeInput(_ data: Data, to handle: FileHandle) throws {
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+        try handle.write(contentsOf: data)
     }
 
     /// The project's Python (`.venv`, made by scripts/python-env.sh) with the peers, or nil when it is missing.
     public static var projectPython: URL? {
         let venv = VectorLocations.projectRoot.appendingPathComponent(".venv/bin/python")
         return FileManager.default.isExecutableFile(atPath: venv.path) ? venv : nil
+    }
+
+    /// The project's Python with the peers, made or brought up to date first by scripts/python-env.sh (which prints
+    /// its path; quick when it is up to date).
+    /// - Throws: ``PythonEnvironmentFailure`` when the script fails (no python3, the peers cannot be installed).
+    public static func makeProjectPython() async throws -> URL {
+        let script = VectorLocations.projectRoot.appendingPathComponent("scripts/python-env.sh")
+        let setup = try await run(URL(fileURLWithPath: "/bin/bash"), [script.path])
+        let path = setup.stdoutText.split(separator: "\n").last.map(String.init) ?? ""
+        guard setup.status == 0, FileManager.default.isExecutableFile(atPath: path) else {
+            throw PythonEnvironmentFailure(description: "scripts/python-env.sh failed: \(setup.stdoutText)\(setup.stderr)")
+        }
+        return URL(fileURLWithPath: path)
+    }
+
+    public struct PythonEnvironmentFailure: Error, CustomStringConvertible {
+        public let description: String
     }
 }
 
@@ -58,23 +106,25 @@ public final class RunningProcess: @unchecked Sendable {
 
     private let process = Process()
     private let output = Pipe()
+    private let input = Pipe()
     private let lock = NSLock()
     private var seen = Data()
+    private var started = ContinuousClock.now
+    private var runTime: Duration?
 
-    /// Starts `executable`; `stdin` is written and closed at once.
+    /// Starts `executable`; `stdin` is written and, unless `keepingInputOpen`, closed at once.
     /// - Parameters:
-    ///   - reading: the stream that ``readOutput(until:)`` reads.
+    ///   - reading: the stream that ``readOutput(until:)`` reads; nil discards both.
     ///   - other: where the other stream goes (discarded by default).
+    ///   - keepingInputOpen: leaves standard input open after `stdin`, for ``writeInput(_:)`` and ``closeInput()``
+    ///     (a child interrupted while it still waits for input).
     public init(
-        _ executable: URL, _ arguments: [String], stdin: Data? = nil, reading: Stream = .standardOutput,
-        other: FileHandle? = nil, environment: [String: String] = [:]
+        _ executable: URL, _ arguments: [String], stdin: Data? = nil, reading: Stream? = .standardOutput,
+        other: FileHandle? = nil, environment: [String: String] = [:], keepingInputOpen: Bool = false
     ) throws {
         process.executableURL = executable
         process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
-        let input = Pipe()
+        process.environment = ChildProcess.childEnvironment(adding: environment, removing: [])
         process.standardInput = input
         switch reading {
         case .standardOutput:
@@ -83,15 +133,30 @@ public final class RunningProcess: @unchecked Sendable {
         case .standardError:
             process.standardError = output
             process.standardOutput = other ?? FileHandle.nullDevice
+        case nil:
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try? output.fileHandleForWriting.close()
         }
+        started = ContinuousClock.now
         try process.run()
         let writer = input.fileHandleForWriting
         // Written on a thread of its own: a large input must not block the caller while the child has not read it.
+        // A child that ends before reading all of it makes the write fail, which is not an error here.
         Thread.detachNewThread {
-            if let stdin { writer.write(stdin) }
-            try? writer.close()
+            if let stdin { try? ChildProcess.writeInput(stdin, to: writer) }
+            if !keepingInputOpen { try? writer.close() }
         }
     }
+
+    /// Writes `data` to the child's standard input (opened with `keepingInputOpen`); returns once the child has
+    /// taken all but at most a pipe buffer of it.
+    public func writeInput(_ data: Data) async throws {
+        try await offCooperativePool { [input] in try ChildProcess.writeInput(data, to: input.fileHandleForWriting) }
+    }
+
+    /// Closes the child's standard input (opened with `keepingInputOpen`): it reads the end of its input.
+    public func closeInput() { try? input.fileHandleForWriting.close() }
 
     public var processIdentifier: Int32 { process.processIdentifier }
     public var isRunning: Bool { process.isRunning }
@@ -114,12 +179,35 @@ public final class RunningProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 
-    /// Waits for the process to end and returns its termination status.
+    /// Whether a signal ended the process (then ``exit()`` returned the signal's number); read after ``exit()``.
+    public var uncaughtSignal: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
+
+    /// Waits for the process to end and returns its exit status, or the signal's number (``uncaughtSignal``).
     @discardableResult
     public func exit() async throws -> Int32 {
-        try await offCooperativePool { [process] in
+        try await offCooperativePool { [self] in
             process.waitUntilExit()
+            let ended = ContinuousClock.now
+            lock.withLock { if runTime == nil { runTime = started.duration(to: ended) } }
             return process.terminationStatus
+        }
+    }
+
+    /// How long the process ran, measured when ``exit()`` saw it end on a thread of its own (not when the awaiting
+    /// task resumed, which parallel tests can delay); nil before.
+    public var runningTime: Duration? { lock.withLock { runTime } }
+
+    /// Sends `signal` `delay` from now unless the process has ended by then; returns whether it was still running (and
+    /// got the signal). Timed by a dispatch timer, not by a task's sleep: parallel tests can keep the cooperative pool
+    /// busy past the moment, and a kill at a random moment must come at that moment.
+    public func signal(_ signal: Int32 = SIGKILL, after delay: Duration) async -> Bool {
+        let nanoseconds = Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+                let running = process.isRunning
+                if running { kill(process.processIdentifier, signal) }
+                continuation.resume(returning: running)
+            }
         }
     }
 

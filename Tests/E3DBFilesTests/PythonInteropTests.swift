@@ -12,8 +12,8 @@ import Testing
 struct PythonInteropTests {
     static let sizes = [0, 1, 16, 65_535, 65_536, 65_537, 131_071, 131_072, 131_073, 200_000, 1_048_577]
 
-    @Test func pythonSDKDecryptsSwiftFiles() throws {
-        let python = try PythonPeer.interpreter()
+    @Test func pythonSDKDecryptsSwiftFiles() async throws {
+        let python = try await ChildProcess.makeProjectPython()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-py-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -36,9 +36,9 @@ struct PythonInteropTests {
         let manifest = directory.appendingPathComponent("manifest.json")
         try JSONSerialization.data(withJSONObject: ["files": entries]).write(to: manifest)
         let script = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/check_swift_files.py")
-        let (status, output) = try PythonPeer.run(python, [script.path, manifest.path])
-        #expect(status == 0, "\(output)")
-        #expect(output.contains("\(Self.sizes.count) passed, 0 failed"), "\(output)")
+        let result = try await ChildProcess.run(python, [script.path, manifest.path])
+        #expect(result.status == 0, "\(result.stdoutText)\(result.stderr)")
+        #expect(result.stdoutText.contains("\(Self.sizes.count) passed, 0 failed"), "\(result.stdoutText)\(result.stderr)")
     }
 }
 
@@ -47,27 +47,5 @@ enum PythonPeer {
         ProcessInfo.processInfo.environment["PATH"]?.split(separator: ":").contains {
             FileManager.default.isExecutableFile(atPath: "\($0)/python3")
         } ?? false
-    }
-
-    /// The project's virtualenv interpreter, created by `scripts/python-env.sh`.
-    static func interpreter() throws -> String {
-        let script = VectorLocations.projectRoot.appendingPathComponent("scripts/python-env.sh").path
-        let (status, output) = try run("/bin/bash", [script])
-        guard status == 0, let line = output.split(separator: "\n").last else {
-            throw VectorFormatError("scripts/python-env.sh failed: \(output)")
-        }
-        return String(line)
-    }
-
-    static func run(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }

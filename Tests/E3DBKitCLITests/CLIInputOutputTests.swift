@@ -19,29 +19,16 @@ struct CLIInputOutputTests {
 
     /// Runs `e3dbkit` with stdout sent to `stdoutPath` (for example /dev/full) or, when nil, to a pipe whose
     /// reading end is closed before the child starts (EPIPE).
-    func runWithBrokenStdout(_ arguments: [String], stdoutPath: String?) throws -> (status: Int32, stderr: String) {
-        let process = Process()
-        process.executableURL = CLIRunner.binary
-        process.arguments = arguments
-        let errPipe = Pipe()
-        process.standardError = errPipe
-        process.standardInput = FileHandle.nullDevice
-        var pipe: Pipe?
+    func runWithBrokenStdout(_ arguments: [String], stdoutPath: String?) async throws -> (status: Int32, stderr: String) {
+        let output: FileHandle
         if let stdoutPath {
             guard let handle = FileHandle(forWritingAtPath: stdoutPath) else { throw CLIRunner.MissingBinary(path: stdoutPath) }
-            process.standardOutput = handle
+            output = handle
         } else {
-            let broken = Pipe()
-            try broken.fileHandleForReading.close()
-            process.standardOutput = broken
-            pipe = broken
+            output = try ChildProcess.brokenPipe()
         }
-        guard CLIRunner.isAvailable else { throw CLIRunner.MissingBinary(path: CLIRunner.binary.path) }
-        try process.run()
-        let errData = errPipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        _ = pipe
-        return (process.terminationStatus, String(decoding: errData, as: UTF8.self))
+        let result = try await CLIRunner.run(arguments, standardOutput: output)
+        return (result.status, result.stderr)
     }
 
     func keygen(_ dir: URL, _ name: String) async throws -> String {
@@ -73,7 +60,7 @@ struct CLIInputOutputTests {
         ]
         for command in commands {
             for target in ["/dev/full", nil] as [String?] {
-                let (status, stderr) = try runWithBrokenStdout(command, stdoutPath: target)
+                let (status, stderr) = try await runWithBrokenStdout(command, stdoutPath: target)
                 let what = "\(command.joined(separator: " ")) > \(target ?? "closed pipe")"
                 #expect(status == 1, "\(what): \(status) \(stderr)")
                 let reason = target == nil ? "Broken pipe" : "No space left on device"
@@ -120,20 +107,12 @@ struct CLIInputOutputTests {
 
         // Process substitution, through bash when it is there.
         if FileManager.default.isExecutableFile(atPath: "/bin/bash") {
-            let bash = Process()
-            bash.executableURL = URL(fileURLWithPath: "/bin/bash")
-            bash.arguments = [
+            let bash = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [
                 "-c", "\"$0\" eak unwrap --identity <(cat \"$1\") \"$2\"",
                 CLIRunner.binary.path, identity, eakPath.path,
-            ]
-            let out = Pipe()
-            bash.standardOutput = out
-            bash.standardError = FileHandle.nullDevice
-            try bash.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            bash.waitUntilExit()
-            #expect(bash.terminationStatus == 0)
-            #expect(data == direct.stdout)
+            ])
+            #expect(bash.status == 0)
+            #expect(bash.stdout == direct.stdout)
         }
     }
 

@@ -1,87 +1,46 @@
+import E3DBTestSupport
 import Foundation
 import Testing
-
-/// Runs the built `e3dbkit` binary (from the build products directory next to the test bundle).
-enum E3DBKitBinary {
-    static var url: URL? {
-        var candidates: [URL] = []
-        for bundle in Bundle.allBundles {
-            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("e3dbkit"))
-        }
-        if let executable = Bundle.main.executableURL {
-            candidates.append(executable.deletingLastPathComponent().appendingPathComponent("e3dbkit"))
-        }
-        let argv0 = URL(fileURLWithPath: CommandLine.arguments[0])
-        candidates.append(argv0.deletingLastPathComponent().appendingPathComponent("e3dbkit"))
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
-    struct Result {
-        let status: Int32
-        let stdout: Data
-        let stderr: String
-    }
-
-    static func run(_ arguments: [String], stdin: Data = Data()) throws -> Result {
-        let binary = try #require(url, "the e3dbkit binary was not found next to the test bundle; run `swift build` first")
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        let input = Pipe()
-        let output = Pipe()
-        let error = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        input.fileHandleForWriting.write(stdin)
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
-    }
-}
 
 @Suite("e3dbkit canonicalize")
 struct CanonicalizeCLITests {
     @Test("writes exactly the canonical bytes, without a trailing newline")
-    func canonicalizeStdin() throws {
+    func canonicalizeStdin() async throws {
         let input = Data("{ \"b\": [1.0, 1e21, \"\\u00e9\"], \"a\": {\"9\": null, \"10\": true} }\n".utf8)
-        let result = try E3DBKitBinary.run(["canonicalize"], stdin: input)
+        let result = try await CLIRunner.run(["canonicalize"], stdin: input)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(String(decoding: result.stdout, as: UTF8.self) == "{\"a\":{\"10\":true,\"9\":null},\"b\":[1,1e+21,\"é\"]}")
     }
 
     @Test("'-' reads stdin; --order js hoists array-index keys")
-    func javaScriptOrder() throws {
-        let result = try E3DBKitBinary.run(["canonicalize", "-", "--order", "js"], stdin: Data("{\"10\":1,\"9\":2,\"a\":3}".utf8))
+    func javaScriptOrder() async throws {
+        let result = try await CLIRunner.run(["canonicalize", "-", "--order", "js"], stdin: Data("{\"10\":1,\"9\":2,\"a\":3}".utf8))
         #expect(result.status == 0, "\(result.stderr)")
         #expect(String(decoding: result.stdout, as: UTF8.self) == "{\"9\":2,\"10\":1,\"a\":3}")
     }
 
     @Test("reads a file argument")
-    func fileArgument() throws {
+    func fileArgument() async throws {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-canon-\(UUID().uuidString).json")
         try Data("[\"\\u001f\", 5e-7, -0]".utf8).write(to: url)
         defer { try? FileManager.default.removeItem(at: url) }
-        let result = try E3DBKitBinary.run(["canonicalize", url.path])
+        let result = try await CLIRunner.run(["canonicalize", url.path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(String(decoding: result.stdout, as: UTF8.self) == "[\"\\u001f\",5e-7,0]")
     }
 
     @Test("--check: 0 for canonical input, 1 otherwise, nothing on stdout")
-    func check() throws {
-        let good = try E3DBKitBinary.run(["canonicalize", "--check"], stdin: Data("{\"a\":1,\"b\":[]}".utf8))
+    func check() async throws {
+        let good = try await CLIRunner.run(["canonicalize", "--check"], stdin: Data("{\"a\":1,\"b\":[]}".utf8))
         #expect(good.status == 0, "\(good.stderr)")
         #expect(good.stdout.isEmpty)
-        let bad = try E3DBKitBinary.run(["canonicalize", "--check"], stdin: Data("{\"b\":1,\"a\":2}".utf8))
+        let bad = try await CLIRunner.run(["canonicalize", "--check"], stdin: Data("{\"b\":1,\"a\":2}".utf8))
         #expect(bad.status == 1)
         #expect(bad.stdout.isEmpty)
         #expect(bad.stderr.contains("not canonical"))
-        let jsGood = try E3DBKitBinary.run(["canonicalize", "--check", "--order", "js"], stdin: Data("{\"9\":1,\"10\":2}".utf8))
+        let jsGood = try await CLIRunner.run(["canonicalize", "--check", "--order", "js"], stdin: Data("{\"9\":1,\"10\":2}".utf8))
         #expect(jsGood.status == 0, "\(jsGood.stderr)")
-        let trailingNewline = try E3DBKitBinary.run(["canonicalize", "--check"], stdin: Data("{}\n".utf8))
+        let trailingNewline = try await CLIRunner.run(["canonicalize", "--check"], stdin: Data("{}\n".utf8))
         #expect(trailingNewline.status == 1)
     }
 
@@ -92,8 +51,8 @@ struct CanonicalizeCLITests {
         ("{} x", "trailingData at byte 3"),
         ("", "unexpectedEnd at byte 0"),
     ])
-    func malformed(_ pair: (String, String)) throws {
-        let result = try E3DBKitBinary.run(["canonicalize"], stdin: Data(pair.0.utf8))
+    func malformed(_ pair: (String, String)) async throws {
+        let result = try await CLIRunner.run(["canonicalize"], stdin: Data(pair.0.utf8))
         #expect(result.status == 65)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.contains(pair.1), "\(result.stderr)")
@@ -101,15 +60,15 @@ struct CanonicalizeCLITests {
     }
 
     @Test("invalid UTF-8: exit 65")
-    func invalidUTF8() throws {
-        let result = try E3DBKitBinary.run(["canonicalize"], stdin: Data([0x22, 0xC0, 0xAF, 0x22]))
+    func invalidUTF8() async throws {
+        let result = try await CLIRunner.run(["canonicalize"], stdin: Data([0x22, 0xC0, 0xAF, 0x22]))
         #expect(result.status == 65)
         #expect(result.stderr.contains("invalidUTF8 at byte 1"), "\(result.stderr)")
     }
 
     @Test("a missing file: exit 66")
-    func missingFile() throws {
-        let result = try E3DBKitBinary.run(["canonicalize", "/nonexistent/e3dbkit-no-such-file.json"])
+    func missingFile() async throws {
+        let result = try await CLIRunner.run(["canonicalize", "/nonexistent/e3dbkit-no-such-file.json"])
         #expect(result.status == 66)
     }
 }

@@ -241,41 +241,21 @@ struct PythonInteropTests {
     struct SetupFailure: Error, CustomStringConvertible { let description: String }
 
     /// The project's Python with the vector peers, created with scripts/python-env.sh; nil when python3 is absent.
-    static func python() throws -> String? {
-        let root = VectorLocations.projectRoot
-        let venv = root.appendingPathComponent(".venv/bin/python").path
-        if FileManager.default.isExecutableFile(atPath: venv) { return venv }
-        let which = Process()
-        which.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        which.arguments = ["python3", "--version"]
-        which.standardOutput = FileHandle.nullDevice
-        which.standardError = FileHandle.nullDevice
-        do { try which.run() } catch { return nil }
-        which.waitUntilExit()
-        guard which.terminationStatus == 0 else { return nil }
-        let setup = try shell(root.appendingPathComponent("scripts/python-env.sh").path, [])
-        guard setup.status == 0 else { throw SetupFailure(description: "scripts/python-env.sh failed: \(setup.err)") }
-        return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
+    static func python() async throws -> String? {
+        if let python = ChildProcess.projectPython { return python.path }
+        let which = try? await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "--version"])
+        guard which?.status == 0 else { return nil }
+        return try await ChildProcess.makeProjectPython().path
     }
 
-    static func shell(_ executable: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = args
-        let out = Pipe()
-        let err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    static func shell(_ executable: String, _ args: [String]) async throws -> (status: Int32, out: String, err: String) {
+        let result = try await ChildProcess.run(URL(fileURLWithPath: executable), args)
+        return (result.status, result.stdoutText, result.stderr)
     }
 
     @Test("Swift → Python: the Python SDK decrypts and verifies everything generate-swift-vectors writes")
     func swiftToPython() async throws {
-        guard let python = try Self.python() else {
+        guard let python = try await Self.python() else {
             print("skipped: python3 is not installed, so the Python SDK cannot check Swift output")
             return
         }
@@ -283,37 +263,37 @@ struct PythonInteropTests {
         let gen = try await ChildProcess.run(CLIRunner.vectorGenerator, [dir.url.path])
         #expect(gen.status == 0, "\(gen.stderr)")
         let checker = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/check_swift_output.py")
-        let result = try Self.shell(python, [checker.path, dir.url.path])
+        let result = try await Self.shell(python, [checker.path, dir.url.path])
         #expect(result.status == 0, "\(result.out)\n\(result.err)")
         #expect(result.out.contains(" passed, 0 failed"), "\(result.out)")
     }
 
     @Test("Through the command line, both ways: EAKs, records (signed and unsigned), notes and credential files")
-    func commandLineRoundTrips() throws {
-        guard let python = try Self.python() else {
+    func commandLineRoundTrips() async throws {
+        guard let python = try await Self.python() else {
             print("skipped: python3 is not installed, so the Python SDK cannot exchange data with e3dbkit")
             return
         }
         let dir = try ScratchDirectory()
         let driver = VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBKitCLITests/cli_interop.py")
-        let result = try Self.shell(python, [driver.path, CLIRunner.binary.path, dir.url.path])
+        let result = try await Self.shell(python, [driver.path, CLIRunner.binary.path, dir.url.path])
         #expect(result.status == 0, "\(result.out)\n\(result.err)")
         #expect(result.out.contains(" passed, 0 failed"), "\(result.out)")
         #expect(!result.out.contains(" 0 passed"), "\(result.out)")
     }
 
     @Test("Python → Swift: regenerating the vectors is byte-identical and every suite passes on the fresh copy")
-    func pythonToSwift() throws {
-        guard let python = try Self.python() else {
+    func pythonToSwift() async throws {
+        guard let python = try await Self.python() else {
             print("skipped: python3 is not installed, so the vectors cannot be regenerated")
             return
         }
         let dir = try ScratchDirectory()
         let generator = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/e3db_documents.py")
-        let result = try Self.shell(python, [generator.path, dir.url.path])
+        let result = try await Self.shell(python, [generator.path, dir.url.path])
         #expect(result.status == 0, "\(result.err)")
         let groupGenerator = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/group_keys.py")
-        let groupResult = try Self.shell(python, [groupGenerator.path, dir.url.path])
+        let groupResult = try await Self.shell(python, [groupGenerator.path, dir.url.path])
         #expect(groupResult.status == 0, "\(groupResult.err)")
         for file in ["keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "keys/group_wrappers.json",
             "documents/record_fields.json",

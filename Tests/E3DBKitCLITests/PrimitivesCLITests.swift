@@ -17,14 +17,7 @@ struct PrimitivesCLITests {
         let hex = digest.map { String(format: "%02x", $0) }.joined()
         #expect(result.stdoutText == "\(hex)  \(file.path)\n")
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/b2sum") {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/b2sum")
-            process.arguments = [file.path]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let b2 = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            let b2 = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/b2sum"), [file.path]).stdout
             #expect(result.stdout == b2, "byte-identical to GNU b2sum")
         }
     }

@@ -121,7 +121,7 @@ struct RecordBatchCLITests {
         let out = lines(dec.stdout)
         #expect(out.count == 7)
         func error(_ line: String) throws -> JSONObject? { try CanonicalJSON.parse(line).objectValue?["error"]?.objectValue }
-        #expect(try await error(out[1]) == [
+        #expect(try error(out[1]) == [
             "category": "malformedInput", "code": "invalidDocument", "line": 2,
             "message": .string(try #require(try error(out[1])?["message"]?.stringValue)),
         ])
@@ -180,30 +180,16 @@ struct RecordBatchCLITests {
         let inputPath = s.dir.path("big.ndjson")
         try input.write(to: URL(fileURLWithPath: inputPath))
         if FileManager.default.fileExists(atPath: "/dev/full") {
-            let process = Process()
-            process.executableURL = CLIRunner.binary
-            process.arguments = s.encrypt + ["--ndjson", inputPath]
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
-            let errPipe = Pipe()
-            process.standardError = errPipe
-            try process.run()
-            let err = String(decoding: errPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit && process.terminationStatus == 1)
+            let full = try await CLIRunner.run(
+                s.encrypt + ["--ndjson", inputPath], standardOutput: try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full")))
+            let err = full.stderr
+            #expect(!full.uncaughtSignal && full.status == 1)
             #expect(err.contains("cannot write to standard output") && err.split(separator: "\n").count == 1, "\(err)")
         }
         // A reader that closes the pipe at once: EPIPE instead of SIGPIPE.
-        let process = Process()
-        process.executableURL = CLIRunner.binary
-        process.arguments = s.encrypt + ["--ndjson", inputPath]
-        let outPipe = Pipe(), errPipe = Pipe()
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        try outPipe.fileHandleForReading.close()
-        try process.run()
-        let err = String(decoding: errPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .exit && process.terminationStatus == 1)
+        let closed = try await CLIRunner.run(s.encrypt + ["--ndjson", inputPath], standardOutput: try ChildProcess.brokenPipe())
+        let err = closed.stderr
+        #expect(!closed.uncaughtSignal && closed.status == 1)
         #expect(err.contains("cannot write to standard output"), "\(err)")
     }
 }

@@ -147,20 +147,11 @@ struct StoreCLITests {
 struct StoreCrashTests {
     /// Starts `e3dbkit` with `arguments` and stdin from `input`, kills it with SIGKILL after `delay` seconds
     /// (if it is still running) and returns whether it had finished by itself.
-    static func runAndKill(_ arguments: [String], input: URL, delay: Double) throws -> Bool {
-        let process = Process()
-        process.executableURL = CLIRunner.binary
-        process.arguments = arguments
-        process.standardInput = try FileHandle(forReadingFrom: input)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard CLIRunner.isAvailable else { throw CLIRunner.MissingBinary(path: CLIRunner.binary.path) }
-        try process.run()
-        usleep(useconds_t(delay * 1_000_000))
-        let finished = !process.isRunning
-        if !finished { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return finished
+    static func runAndKill(_ arguments: [String], input: URL, delay: Double) async throws -> Bool {
+        let process = try CLIRunner.start(arguments, stdin: try Data(contentsOf: input), reading: nil)
+        let killed = await process.signal(SIGKILL, after: .seconds(delay))
+        try await process.exit()
+        return !killed
     }
 
     @Test("bulk inserts, index builds and passphrase changes killed at random points")
@@ -195,7 +186,7 @@ struct StoreCrashTests {
             default:
                 arguments = ["store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection", "bulk"]
             }
-            if try Self.runAndKill(arguments, input: round % 4 < 2 ? input : empty, delay: delay) { finished += 1 } else { killed += 1 }
+            if try await Self.runAndKill(arguments, input: round % 4 < 2 ? input : empty, delay: delay) { finished += 1 } else { killed += 1 }
 
             // Exactly one of the passphrases opens the store.
             let withCurrent = try await CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", current.path])

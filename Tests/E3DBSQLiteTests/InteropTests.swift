@@ -200,18 +200,11 @@ struct InteropTests {
     /// Runs `e3dbkit sqlite exec` on `script` and kills it with SIGKILL once it printed `marker`.
     static func killAfter(marker: String, arguments: [String], script: String) async throws {
         let input = Data(script.utf8)
-        try await offCooperativePool { () throws -> Void in
-            let (process, output) = try KilledWriter.start(arguments, input: input)
-            var seen = Data()
-            while !seen.contains(marker: marker) {
-                let chunk = output.availableData
-                if chunk.isEmpty { break }
-                seen.append(chunk)
-            }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            if !seen.contains(marker: marker) { throw E3DBError(.databaseError, "the writer ended before \(marker)") }
-        }
+        let process = try CLIRunner.start(arguments, stdin: input)
+        let seen = try await process.readOutput { $0.contains(marker: marker) }
+        process.signal(SIGKILL)
+        try await process.exit()
+        if !seen.contains(marker: marker) { throw E3DBError(.databaseError, "the writer ended before \(marker)") }
     }
 
     @Test("a hot WAL and a hot rollback journal this library leaves are recovered by SQLCipher, with the same rows", arguments: ["wal", "delete"])

@@ -114,15 +114,11 @@ struct SQLiteCLITests {
             }
             let delay = UInt32.random(in: 150_000...1_200_000)
             let input = Data(script.utf8)
-            let output = try await offCooperativePool { () throws -> String in
-                let (process, output) = try KilledWriter.start(
-                    ["sqlite", "exec", "--passphrase-file", dir.path("pass"), "--kdf-iter", "1000", db], input: input)
-                usleep(delay)
-                kill(process.processIdentifier, SIGKILL)
-                let data = output.readDataToEndOfFile()
-                process.waitUntilExit()
-                return String(decoding: data, as: UTF8.self)
-            }
+            let process = try CLIRunner.start(
+                ["sqlite", "exec", "--passphrase-file", dir.path("pass"), "--kdf-iter", "1000", db], stdin: input)
+            _ = await process.signal(SIGKILL, after: .microseconds(delay))
+            let output = String(decoding: try await process.readOutput(), as: UTF8.self)
+            try await process.exit()
             let counts = output.split(separator: "\n").compactMap { line -> Int? in
                 guard let range = line.range(of: "\"n\":") else { return nil }
                 return Int(line[range.upperBound...].dropLast())

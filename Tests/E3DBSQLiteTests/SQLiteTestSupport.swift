@@ -61,23 +61,8 @@ enum SQLCipherPeer {
     }
 }
 
-/// Writers killed mid-flight: `e3dbkit sqlite exec` started on a script.
+/// The files of writers killed mid-flight (`e3dbkit sqlite exec` started with ``CLIRunner/start``).
 enum KilledWriter {
-    /// Starts `e3dbkit` with `arguments`, writes `input` to its standard input and closes it (stderr discarded).
-    static func start(_ arguments: [String], input: Data) throws -> (process: Process, output: FileHandle) {
-        let process = Process()
-        process.executableURL = CLIRunner.binary
-        process.arguments = arguments
-        let stdin = Pipe(), out = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-        return (process, out.fileHandleForReading)
-    }
-
     /// Copies a database with its -wal, -shm and -journal (a crashed state that two readers recover separately).
     static func copyDatabase(_ path: String, to copy: String) throws {
         for suffix in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: path + suffix) {

@@ -15,10 +15,11 @@ final class ServerProcess: Sendable {
     /// The PostgreSQL URL of the PostgreSQL backend, `nil` for SQLite.
     let postgres: String?
 
+    /// The executable that serves (`e3dbkit-server`, built beside the test bundle).
     static var binary: URL { CLIRunner.serverBinary }
 
-    /// Runs an `e3dbkit-server` administrative command to its end; its standard output without the final newline.
-    static func cli(_ arguments: [String]) async throws -> String {
+    /// Runs `e3dbkit-server ARGUMENTS` to its end; its standard output without the final newline.
+    static func command(_ arguments: [String]) async throws -> String {
         let result = try await ChildProcess.run(binary, arguments)
         guard result.status == 0 else {
             throw ServerFailure(description: "e3dbkit-server \(arguments.prefix(2)) failed: \(result.stderr)")
@@ -44,7 +45,7 @@ final class ServerProcess: Sendable {
     ) async throws -> ServerProcess {
         let data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
-        let token = try await cli(["token", "create"] + storage)
+        let token = try await command(["token", "create"] + storage)
         let arguments = ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
             + storage + extraArguments
         @Sendable func listening(_ bytes: Data) -> String? {

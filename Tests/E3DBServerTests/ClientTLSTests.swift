@@ -15,21 +15,9 @@ struct TestPKI: Sendable {
     /// Runs a shell command line (openssl only, file names only in it) in the directory; returns its output.
     @discardableResult
     func shell(_ line: String) async throws -> String {
-        let directory = self.directory
-        return try await offCooperativePool {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/bin/sh")
-            p.arguments = ["-c", line]
-            p.currentDirectoryURL = directory
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            guard p.terminationStatus == 0 else { throw ServerProcess.ServerFailure(description: "openssl failed: \(line)") }
-            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/sh"), ["-c", line], in: directory)
+        guard result.status == 0 else { throw ServerProcess.ServerFailure(description: "openssl failed: \(line)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// A CA, and a server certificate `name`.pem/`name`.key signed by it for `subjectAltName`.
@@ -86,29 +74,14 @@ struct TestPKI: Sendable {
     func remove() { try? FileManager.default.removeItem(at: directory) }
 }
 
-/// `e3dbkit` with arguments and extra environment, on a thread of its own; its status, stdout and stderr.
+/// `e3dbkit` with arguments and extra environment, without the proxy and CA variables of this process's
+/// environment; its status, stdout and stderr.
 func runE3DBKit(_ arguments: [String], environment extra: [String: String] = [:]) async throws
     -> (status: Int32, out: String, err: String) {
-    try await offCooperativePool {
-        let p = Process()
-        p.executableURL = CLIRunner.binary
-        p.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "E3DBKIT_CA_FILE"] {
-            environment[name] = nil
-        }
-        environment.merge(extra) { $1 }
-        p.environment = environment
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        // stderr is short; read it after stdout (both end when the process exits).
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
-    }
+    let result = try await CLIRunner.run(
+        arguments, environment: extra,
+        removingEnvironment: ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "E3DBKIT_CA_FILE"])
+    return (result.status, result.stdoutText, result.stderr)
 }
 
 @Suite("E3DBClient and e3dbkit client over HTTPS with a private CA", .serialized)

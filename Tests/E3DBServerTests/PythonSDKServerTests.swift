@@ -7,54 +7,22 @@ import Testing
 /// `kill -9` (Tests/E3DBServerTests/python_sdk_driver.py).
 @Suite("E3DB server against Tozny's Python SDK", .serialized, .postgresServer)
 struct PythonSDKServerTests {
-    /// `e3dbkit`; the drivers find `e3dbkit-server` beside it.
-    static var binary: URL { CLIRunner.binary }
-
-    /// The project's Python environment (scripts/python-env.sh makes it with e3db, pytest and the other peers).
-    static func python() throws -> String {
-        let root = VectorLocations.projectRoot
-        let setup = Process()
-        setup.executableURL = root.appendingPathComponent("scripts/python-env.sh")
-        let out = Pipe()
-        setup.standardOutput = out
-        try setup.run()
-        let path = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        setup.waitUntilExit()
-        guard setup.terminationStatus == 0, FileManager.default.isExecutableFile(atPath: path) else {
-            throw DriverFailure(description: "scripts/python-env.sh could not make the Python environment")
-        }
-        return path
-    }
-
-    struct DriverFailure: Error, CustomStringConvertible { let description: String }
-
-    /// Runs a driver script on a thread of its own (a driver runs for up to a minute and must not hold one of
-    /// the cooperative threads); returns its output.
+    /// Runs a driver script (for up to a minute, awaited); returns its standard output and error, merged.
     static func drive(_ extra: [String], script: String = "python_sdk_driver.py") async throws
         -> (status: Int32, output: String) {
-        try await offCooperativePool { try runDriver(extra, script: script) }
-    }
-
-    private static func runDriver(_ extra: [String], script: String) throws -> (status: Int32, output: String) {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try python())
-        p.arguments = [VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/" + script).path,
-                       binary.path, work.path] + extra
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try await ChildProcess.run(
+            try await ChildProcess.makeProjectPython(),
+            [VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/" + script).path,
+             CLIRunner.binary.path, work.path] + extra,
+            mergingStandardError: true)
+        return (result.status, result.stdoutText)
     }
 
     @Test("SQLite backend: the SDK's suites, deny paths, hostile input, 409 races, a 300 MiB file, kill -9")
     func sqliteBackend() async throws {
-        #expect(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build e3dbkit first")
+        #expect(FileManager.default.isExecutableFile(atPath: CLIRunner.binary.path), "build e3dbkit first")
         let result = try await Self.drive(["--large-file-mib", "300"])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")

@@ -185,7 +185,7 @@ struct SecurityRegressionTests {
             let client = try await f.register()
             let record = try await client.write(f.api, type: "t")
             let key = try #require(client.signingKey)
-            _ = try await ServerProcess.cli(["client", "disable", "--client-id", client.id, "--data", f.server.data.path])
+            _ = try await ServerProcess.command(["client", "disable", "--client-id", client.id, "--data", f.server.data.path])
             try await Task.sleep(for: .milliseconds(1100))  // the Bearer-token cache keeps a client for a second
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: client.bearer).status == 401)
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 401)
@@ -193,7 +193,7 @@ struct SecurityRegressionTests {
                 "POST", "/v1/storage/records", tsv1: key, uid: client.id,
                 json: #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"t"},"data":{"f":"x"}}"#)
             #expect(write.status == 401)
-            _ = try await ServerProcess.cli(["client", "enable", "--client-id", client.id, "--data", f.server.data.path])
+            _ = try await ServerProcess.command(["client", "enable", "--client-id", client.id, "--data", f.server.data.path])
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 200)
         }
     }
@@ -387,7 +387,7 @@ struct SecurityRegressionTests {
                                             uid: "")
             #expect(note.status == 400, "\(note.text)")
 
-            let oneUse = try await ServerProcess.cli(["token", "create", "--uses", "1", "--data", f.server.data.path]
+            let oneUse = try await ServerProcess.command(["token", "create", "--uses", "1", "--data", f.server.data.path]
                                   + (f.server.postgres.map { ["--postgres", $0] } ?? []))
             let bad = #"{"token":"\#(oneUse)","client":{"name":"a\u0000b","public_key":{"curve25519":"\#(Box.PrivateKey().publicKey.base64URLEncoded)"}}}"#
             let refused = try await f.api.send("POST", "/v1/account/e3db/clients/register", body: Data(bad.utf8))
@@ -410,7 +410,7 @@ struct SecurityRegressionTests {
             let fine = try await f.api.send("GET", path, query: query, tsv1: anyone, uid: "",
                                             nonce: String(repeating: "n", count: 64))
             #expect(fine.status == 404, "\(fine.text)")
-            let stats = try await ServerProcess.cli(["stats", "--data", f.server.data.path])
+            let stats = try await ServerProcess.command(["stats", "--data", f.server.data.path])
             #expect(stats.contains(#""tsv1_nonces":1"#), "\(stats)")
         }
     }

@@ -48,19 +48,6 @@ final class ObservedResults: Sendable {
     }
 }
 
-/// The `e3dbkit` binary built beside the test bundle.
-func e3dbkitBinary() throws -> URL {
-    let argv0 = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
-    let candidates = [
-        argv0.deletingLastPathComponent().appendingPathComponent("e3dbkit"),
-        VectorLocations.projectRoot.appendingPathComponent(".build/debug/e3dbkit"),
-    ]
-    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-        throw E3DBError(.invalidParameter, "the e3dbkit binary is not built: run swift build first")
-    }
-    return found
-}
-
 @Suite("E3DBStore: observing commits made by other instances and processes")
 struct StoreObservationTests {
     let home = RecordQuery(collection: "c", plain: [.equals("list", "home")])
@@ -104,7 +91,7 @@ struct StoreObservationTests {
         try Data("p".utf8).write(to: pass)
         try Data(#"{"title":"from a child process"}"#.utf8).write(to: data)
         try Data(#"{"list":"home"}"#.utf8).write(to: plain)
-        let put = try await ChildProcess.run(try e3dbkitBinary(), [
+        let put = try await CLIRunner.run([
             "store", "put", "--store", dir.url.path, "--passphrase-file", pass.path, "--collection", "c", "--plain",
             plain.path, data.path,
         ])

@@ -1,14 +1,18 @@
 // swift-tools-version:6.2
 //
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
-// Layers (dependencies point only downward; only E3DBPrimitives imports C):
+// Layers (dependencies point only downward; C is imported by E3DBPrimitives, E3DBSQLite and the libb2 oracle;
+// docs/architecture.md draws every target):
 //   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
 //      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
-//   L3½ E3DBAPI (wire types, TSV1; E3DBPrimitives only)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher pages; no SQLite)
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
+//      E3DBAPI (the wire contract: endpoints, bodies, TSV1, refusal codes; E3DBPrimitives only, so the server and
+//      the client both link it)
+//   Not products: E3DBConformance (vector checks for `e3dbkit vectors verify` and the tests), E3DBTestSupport,
+//      e3dbkit-fuzz (Fuzz/Targets), generate-swift-vectors
 //   L1 E3DBPrimitives
 //   L0 CE3DBSodium  CE3DBBlake2  CE3DBSQLite3 (the system SQLite, for E3DBSQLite only)
 import PackageDescription
@@ -18,8 +22,8 @@ let upcoming: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
-// Every library module but the server (and the tests, the CLI and the vector runners) marks each unsafe
-// expression `unsafe`; pointer APIs are `package`, never `public`.
+// The library modules that touch pointers (all but E3DBServer, E3DBKit, E3DBBLAKE2bReference and the SQLite
+// extension's entry point) mark each unsafe expression `unsafe`; pointer APIs are `package`, never `public`.
 let memorySafe = upcoming + [.strictMemorySafety()]
 
 let package = Package(
@@ -33,7 +37,6 @@ let package = Package(
         .library(name: "E3DBDocuments", targets: ["E3DBDocuments"]),
         .library(name: "E3DBFiles", targets: ["E3DBFiles"]),
         .library(name: "E3DBIdentity", targets: ["E3DBIdentity"]),
-        .library(name: "E3DBBLAKE2bReference", targets: ["E3DBBLAKE2bReference"]),
         .library(name: "E3DBPageCodec", targets: ["E3DBPageCodec"]),
         .library(name: "E3DBSQLite", targets: ["E3DBSQLite"]),
         // The loadable extension: `load_extension('…/libE3DBSQLiteExtension')` from any host of the system SQLite.
@@ -93,8 +96,7 @@ let package = Package(
         ),
 
         // libb2's BLAKE2b, the independent oracle that tests, vector checks and the BLAKE2b fuzz target compare
-        // libsodium's against. A product only so that the Fuzz package can link it; no other product needs it,
-        // so importing E3DBPrimitives needs libsodium alone.
+        // libsodium's against. Its own module, so that importing E3DBPrimitives needs libsodium alone.
         .target(
             name: "E3DBBLAKE2bReference",
             dependencies: ["CE3DBBlake2", "E3DBPrimitives"],

@@ -3,7 +3,7 @@ public import Logging
 
 /// The E3DB API as a plain request → response function, without a socket: embed it in an application's own
 /// Hummingbird router (mount ``respond(to:)`` behind a route, or wrap it in a `CallbackResponder`), drive it from
-/// tests, or fuzz it in process. `e3dbkit server run` serves the same service over HTTP/1.1.
+/// tests, or fuzz it in process. `e3dbkit-server run` serves the same service over HTTP/1.1.
 ///
 /// ```swift
 /// let storage = try SQLiteStorage(directory: dataDirectory)

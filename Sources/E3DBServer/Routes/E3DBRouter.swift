@@ -6,7 +6,7 @@ import Prometheus
 
 extension E3DBService {
     /// The E3DB API as one Hummingbird router: ``RequestBoundary`` around every request, then one group of routes
-    /// per resource, each behind ``Authentication`` where it needs a caller. The server (`e3dbkit server run`) and
+    /// per resource, each behind ``Authentication`` where it needs a caller. The server (`e3dbkit-server run`) and
     /// ``E3DBRequestHandler`` (in process) answer through it alike.
     func router() -> Router<E3DBRequestContext> {
         let router = Router(context: E3DBRequestContext.self)

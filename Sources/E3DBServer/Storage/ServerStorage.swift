@@ -107,6 +107,6 @@ public protocol ServerStorage: Sendable {
     /// Deletes a note; `false` when unknown.
     func deleteNote(id: String) async throws -> Bool
 
-    /// Row counts by table, for `e3dbkit server stats`.
+    /// Row counts by table, for `e3dbkit-server stats`.
     func statistics() async throws -> [String: Int]
 }

@@ -301,7 +301,9 @@ let package = Package(
         ),
         .testTarget(
             name: "E3DBKitCLITests",
-            dependencies: ["E3DBKit", "E3DBTestSupport", "E3DBConformance", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "E3DBKit", "E3DBTestSupport", "E3DBConformance", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             exclude: ["cli_interop.py"],
             swiftSettings: upcoming
         ),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build once with warnings as errors, run every test target in
+# The whole test suite: install what is missing, check the formatting, build once with warnings as errors, run every test target in
 # parallel from that build (Swift Testing: unit, vector, property, CLI, cross-language tests, and the replay of every
 # fuzz corpus and FailCase), build the DocC catalogs with warnings as errors, then a short libFuzzer pass
 # (Fuzz/run.sh ci; skipped with a note where libFuzzer is unavailable). Each stage prints its time.
@@ -16,6 +16,10 @@ stage() {
 }
 scripts/setup.sh
 stage "set-up"
+# The formatting every Swift file follows (.swift-format: 4 spaces, 120 columns); `swift format -i -r --parallel
+# Sources Tests Fuzz/Targets Package.swift` applies it.
+swift format lint --strict --recursive --parallel Sources Tests Fuzz/Targets Package.swift
+stage "format check"
 swift build --build-tests -Xswiftc -warnings-as-errors
 stage "build"
 # In parallel: tests await their child processes (E3DBTestSupport's ChildProcess), so none holds one of Swift

@@ -35,7 +35,8 @@ let fuzzTargets: [String: @Sendable (UnsafePointer<UInt8>, Int) -> CInt] = [
 private let selectedTarget: @Sendable (UnsafePointer<UInt8>, Int) -> CInt = {
     let name = ProcessInfo.processInfo.environment["E3DB_FUZZ_TARGET"] ?? ""
     guard let body = fuzzTargets[name] else {
-        FileHandle.standardError.write(Data("E3DB_FUZZ_TARGET must name a target: \(fuzzTargets.keys.sorted().joined(separator: " "))\n".utf8))
+        FileHandle.standardError.write(
+            Data("E3DB_FUZZ_TARGET must name a target: \(fuzzTargets.keys.sorted().joined(separator: " "))\n".utf8))
         exit(2)
     }
     return body
@@ -47,32 +48,35 @@ public func testOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 }
 
 #if !E3DB_LIBFUZZER
-/// The replay tool (the regular build). Exit status 0 when every file ran, 2 on usage errors; a violated invariant
-/// traps, as it does under libFuzzer.
-@main
-enum Replay {
-    static func main() {
-        let arguments = CommandLine.arguments.dropFirst()
-        guard let name = arguments.first, let body = fuzzTargets[name] else {
-            FileHandle.standardError.write(Data("usage: e3dbkit-fuzz TARGET FILE…  (targets: \(fuzzTargets.keys.sorted().joined(separator: " ")))\n".utf8))
-            exit(2)
-        }
-        var count = 0
-        for path in arguments.dropFirst() {
-            guard let bytes = FileManager.default.contents(atPath: path) else {
-                FileHandle.standardError.write(Data("e3dbkit-fuzz: cannot read \(path)\n".utf8))
+    /// The replay tool (the regular build). Exit status 0 when every file ran, 2 on usage errors; a violated invariant
+    /// traps, as it does under libFuzzer.
+    @main
+    enum Replay {
+        static func main() {
+            let arguments = CommandLine.arguments.dropFirst()
+            guard let name = arguments.first, let body = fuzzTargets[name] else {
+                FileHandle.standardError.write(
+                    Data(
+                        "usage: e3dbkit-fuzz TARGET FILE…  (targets: \(fuzzTargets.keys.sorted().joined(separator: " ")))\n"
+                            .utf8))
                 exit(2)
             }
-            // libFuzzer hands a target a valid pointer even for an empty input; so does the replay.
-            let input = [UInt8](bytes) + [0]
-            _ = input.withUnsafeBufferPointer { buffer in
-                // The base address of a non-empty array is never nil.
-                guard let base = buffer.baseAddress else { return CInt(0) }
-                return body(base, bytes.count)
+            var count = 0
+            for path in arguments.dropFirst() {
+                guard let bytes = FileManager.default.contents(atPath: path) else {
+                    FileHandle.standardError.write(Data("e3dbkit-fuzz: cannot read \(path)\n".utf8))
+                    exit(2)
+                }
+                // libFuzzer hands a target a valid pointer even for an empty input; so does the replay.
+                let input = [UInt8](bytes) + [0]
+                _ = input.withUnsafeBufferPointer { buffer in
+                    // The base address of a non-empty array is never nil.
+                    guard let base = buffer.baseAddress else { return CInt(0) }
+                    return body(base, bytes.count)
+                }
+                count += 1
             }
-            count += 1
+            print("\(name): \(count) inputs replayed")
         }
-        print("\(name): \(count) inputs replayed")
     }
-}
 #endif

@@ -49,8 +49,9 @@ func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let fast = try? API.Record.decodeJSON(data)
     require(fast == record, "decodeJSON and JSONDecoder disagree")
     if let record {
-        require((try? JSONDecoder().decode(API.Record.self, from: record.jsonData())) == record,
-                "jsonData() of a record does not decode to it")
+        require(
+            (try? JSONDecoder().decode(API.Record.self, from: record.jsonData())) == record,
+            "jsonData() of a record does not decode to it")
     }
     _ = roundTrip(API.Meta.self, data)
     _ = roundTrip(API.RegistrationRequest.self, data)

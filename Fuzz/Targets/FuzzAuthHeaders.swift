@@ -70,7 +70,8 @@ private struct Fixture: Sendable {
     let a: Client, b: Client, c: Client
 }
 
-private let seedA = [UInt8](repeating: 0x41, count: 32), seedC = [UInt8](repeating: 0x43, count: 32)
+private let seedA = [UInt8](repeating: 0x41, count: 32)
+private let seedC = [UInt8](repeating: 0x43, count: 32)
 
 private func unixNow() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
@@ -88,21 +89,33 @@ private func setUp() async throws -> Fixture {
 
     func register(_ name: String, _ signing: Ed25519.PrivateKey?) async -> Client {
         let sk = signing.map { #","signing_key":{"ed25519":"\#($0.publicKey.base64URLEncoded)"}"# } ?? ""
-        let body = #"{"token":"\#(registrationToken)","client":{"name":"\#(name)","public_key":{"curve25519":"\#(pk)"}\#(sk)}}"#
-        let registered = await send(handler, makeRequest(method: .post, path: "/v1/account/e3db/clients/register",
-                                                         body: Data(body.utf8)))
+        let body =
+            #"{"token":"\#(registrationToken)","client":{"name":"\#(name)","public_key":{"curve25519":"\#(pk)"}\#(sk)}}"#
+        let registered = await send(
+            handler,
+            makeRequest(
+                method: .post, path: "/v1/account/e3db/clients/register",
+                body: Data(body.utf8)))
         require(registered.status == 201, "registration of \(name) failed: \(registered.status)")
         let client = setUpJSON(registered.body)
-        let id = client["client_id"] as? String ?? "", keyID = client["api_key_id"] as? String ?? ""
+        let id = client["client_id"] as? String ?? ""
+        let keyID = client["api_key_id"] as? String ?? ""
         let secret = client["api_secret"] as? String ?? ""
         let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
-        let issued = await send(handler, makeRequest(method: .post, path: "/v1/auth/token", authorization: basic,
-                                                     body: Data("grant_type=client_credentials".utf8)))
+        let issued = await send(
+            handler,
+            makeRequest(
+                method: .post, path: "/v1/auth/token", authorization: basic,
+                body: Data("grant_type=client_credentials".utf8)))
         require(issued.status == 200, "token for \(name) failed: \(issued.status)")
         let token = setUpJSON(issued.body)["access_token"] as? String ?? ""
-        let record = #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"t","plain":{"k":"\#(name)"}},"data":{"f":"a.b.c.d"}}"#
-        let written = await send(handler, makeRequest(method: .post, path: "/v1/storage/records",
-                                                      authorization: "Bearer \(token)", body: Data(record.utf8)))
+        let record =
+            #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"t","plain":{"k":"\#(name)"}},"data":{"f":"a.b.c.d"}}"#
+        let written = await send(
+            handler,
+            makeRequest(
+                method: .post, path: "/v1/storage/records",
+                authorization: "Bearer \(token)", body: Data(record.utf8)))
         require(written.status == 201, "record of \(name) failed: \(written.status)")
         let recordID = (setUpJSON(written.body)["meta"] as? [String: Any])?["record_id"] as? String ?? ""
         require(canonical(id) == id && !recordID.isEmpty, "unexpected ids for \(name): \(id) \(recordID)")
@@ -115,9 +128,14 @@ private func setUp() async throws -> Fixture {
     let path = "/v1/storage/records/\(c.recordID)"
     let before = await send(handler, makeRequest(method: .get, path: path, authorization: "Bearer \(c.token)"))
     require(before.status == 200, "C's bearer token before disabling: \(before.status)")
-    let signature = "\(tsv1Scheme); \(key(seed: seedC).publicKey.base64URLEncoded); \(unixNow()); \(UUID().uuidString); uid:\(c.id)"
-    let signed = signature + "; " + Base64URL.encode(sign(prefix: signature, path: path, query: "", method: "GET",
-                                                          with: key(seed: seedC)))
+    let signature =
+        "\(tsv1Scheme); \(key(seed: seedC).publicKey.base64URLEncoded); \(unixNow()); \(UUID().uuidString); uid:\(c.id)"
+    let signed =
+        signature + "; "
+        + Base64URL.encode(
+            sign(
+                prefix: signature, path: path, query: "", method: "GET",
+                with: key(seed: seedC)))
     let beforeTSV1 = await send(handler, makeRequest(method: .get, path: path, authorization: signed))
     require(beforeTSV1.status == 200, "C's TSV1 before disabling: \(beforeTSV1.status)")
     let disabled = try await storage.setClientEnabled(id: c.id, false)
@@ -176,8 +194,10 @@ private struct Signed {
 }
 
 /// Why a TSV1 header as sent is A's: nil when it is, else the reason it is not (parsed from the header itself).
-private func tsv1NotA(_ header: String, signed: Signed?, sentPath: String, sentQuery: String, sentMethod: String,
-                      from t0: Int64, to t1: Int64, _ f: Fixture) -> String? {
+private func tsv1NotA(
+    _ header: String, signed: Signed?, sentPath: String, sentQuery: String, sentMethod: String,
+    from t0: Int64, to t1: Int64, _ f: Fixture
+) -> String? {
     let parts = header.components(separatedBy: "; ")
     guard parts.count == 6, parts[0].lowercased() == tsv1Scheme.lowercased() else { return "not six TSV1 parts" }
     guard let signed else { return "not signed by the harness" }
@@ -186,9 +206,12 @@ private func tsv1NotA(_ header: String, signed: Signed?, sentPath: String, sentQ
     guard let aKey = f.a.key, signed.key.publicKey.rawRepresentation == aKey.publicKey.rawRepresentation else {
         return "signed by another key than A's"
     }
-    guard (try? Base64URL.decodeLenient(parts[1])) == aKey.publicKey.rawRepresentation else { return "key part is not A's" }
+    guard (try? Base64URL.decodeLenient(parts[1])) == aKey.publicKey.rawRepresentation else {
+        return "key part is not A's"
+    }
     guard parts[4].utf8.starts(with: "uid:".utf8),
-          canonical(String(decoding: parts[4].utf8.dropFirst(4), as: UTF8.self)) == f.a.id else {
+        canonical(String(decoding: parts[4].utf8.dropFirst(4), as: UTF8.self)) == f.a.id
+    else {
         return "uid is not A's"
     }
     guard signed.path == sentPath, signed.query == TSV1.canonicalQuery(sentQuery), signed.method == sentMethod else {
@@ -248,9 +271,10 @@ private func mutate(_ text: String, flags: UInt8, p: UInt8, flips: [UInt8]) -> S
 
 /// The scheme text with the case of letter i flipped when bit i % 8 of `p` is set.
 private func cased(_ scheme: String, _ p: UInt8) -> String {
-    String(scheme.enumerated().map { i, c in
-        p >> (i % 8) & 1 == 0 ? c : (c.isUppercase ? Character(c.lowercased()) : Character(c.uppercased()))
-    })
+    String(
+        scheme.enumerated().map { i, c in
+            p >> (i % 8) & 1 == 0 ? c : (c.isUppercase ? Character(c.lowercased()) : Character(c.uppercased()))
+        })
 }
 
 private let offsets: [Int64] = [0, 0, -1, 1, -299, 299, -300, 300, -301, 301, -302, 302, -3600, 3600]
@@ -263,7 +287,8 @@ func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     while pieces.count < 5 { pieces.append([]) }
     func text(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
     let base = Int(bytes[0] % 8)
-    let flags = bytes[3], p = bytes[4]
+    let flags = bytes[3]
+    let p = bytes[4]
     let clients = [f.a, f.b, f.c]
     let target = clients[Int(bytes[2] & 3) % 3]
     let onClient = bytes[2] & 4 != 0
@@ -272,7 +297,8 @@ func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     if !queryText.isEmpty { path += "?" + queryText }
     var method = HTTPRequest.Method.get
     let unsigned = makeRequest(method: .get, path: path)
-    let sentPath = unsigned.uri.path, sentQuery = unsigned.uri.query ?? ""
+    let sentPath = unsigned.uri.path
+    let sentQuery = unsigned.uri.query ?? ""
 
     var header: String
     var signed: Signed?
@@ -295,58 +321,70 @@ func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     default:
         // TSV1: base 1 is A's own header; 2 a chosen key naming a chosen uid; 3 anonymous (chosen key).
         let keyChoice = base == 1 ? 0 : Int(bytes[1] & 3)
-        let signer: Ed25519.PrivateKey = switch keyChoice {
-        case 1: key(seed: seedC)
-        case 2: key(seed: Array((pieces[2] + [UInt8](repeating: 0, count: 32)).prefix(32)))
-        default: key(seed: seedA)
-        }
-        let uid: String = switch base == 1 ? 0 : base == 3 ? 3 : Int(bytes[1] >> 2 & 7) {
-        case 0: f.a.id
-        case 1: f.b.id
-        case 2: f.c.id
-        case 3: ""
-        case 4: f.a.id.uppercased()
-        case 5: substituted(text(pieces[0]), f)
-        case 6: f.b.id.uppercased()
-        default: f.c.id.uppercased()
-        }
+        let signer: Ed25519.PrivateKey =
+            switch keyChoice {
+            case 1: key(seed: seedC)
+            case 2: key(seed: Array((pieces[2] + [UInt8](repeating: 0, count: 32)).prefix(32)))
+            default: key(seed: seedA)
+            }
+        let uid: String =
+            switch base == 1 ? 0 : base == 3 ? 3 : Int(bytes[1] >> 2 & 7) {
+            case 0: f.a.id
+            case 1: f.b.id
+            case 2: f.c.id
+            case 3: ""
+            case 4: f.a.id.uppercased()
+            case 5: substituted(text(pieces[0]), f)
+            case 6: f.b.id.uppercased()
+            default: f.c.id.uppercased()
+            }
         let nonceMode = Int(bytes[5] % 5)
-        let nonce: String = switch nonceMode {
-        case 0: UUID().uuidString
-        case 1: text(pieces[1])
-        case 2: String(repeating: "x", count: Int(bytes[7] & 0x7f))
-        case 3: "the-one-fixed-nonce"
-        default: String(repeating: "é", count: Int(bytes[7] & 0x3f))
-        }
+        let nonce: String =
+            switch nonceMode {
+            case 0: UUID().uuidString
+            case 1: text(pieces[1])
+            case 2: String(repeating: "x", count: Int(bytes[7] & 0x7f))
+            case 3: "the-one-fixed-nonce"
+            default: String(repeating: "é", count: Int(bytes[7] & 0x3f))
+            }
         let now = unixNow()
         let offsetChoice = Int(bytes[6])
-        let timestamp: Int64 = switch offsetChoice {
-        case 0..<offsets.count * 8: now + offsets[offsetChoice % offsets.count]
-        case 240: Int64.min
-        case 241: Int64.max
-        case 242: 0
-        case 243: -now
-        default: now + Int64(Int8(bitPattern: bytes[6])) * 10
-        }
+        let timestamp: Int64 =
+            switch offsetChoice {
+            case 0..<offsets.count * 8: now + offsets[offsetChoice % offsets.count]
+            case 240: Int64.min
+            case 241: Int64.max
+            case 242: 0
+            case 243: -now
+            default: now + Int64(Int8(bitPattern: bytes[6])) * 10
+            }
         let scheme = flags & 1 != 0 ? cased(tsv1Scheme, p) : tsv1Scheme
         var prefix = "\(scheme); \(signer.publicKey.base64URLEncoded); \(timestamp); \(nonce); uid:\(uid)"
         let preSign = flags & 0x80 != 0
         if preSign { prefix = mutate(prefix, flags: flags & 0x7e, p: p, flips: pieces[3]) }
-        var signedPath = sentPath, signedMethod = "GET"
+        var signedPath = sentPath
+        var signedMethod = "GET"
         switch bytes[2] >> 3 & 3 {
-        case 1: signedPath = sentPath.replacingOccurrences(of: target.recordID, with: f.a.recordID == target.recordID
-                                                                ? f.b.recordID : f.a.recordID)
+        case 1:
+            signedPath = sentPath.replacingOccurrences(
+                of: target.recordID,
+                with: f.a.recordID == target.recordID
+                    ? f.b.recordID : f.a.recordID
+            )
             .replacingOccurrences(of: target.id, with: f.a.id == target.id ? f.b.id : f.a.id)
         case 2: signedMethod = "POST"
         default: break
         }
-        let signature = sign(prefix: prefix, path: signedPath, query: TSV1.canonicalQuery(sentQuery),
-                             method: signedMethod, with: signer)
-        signed = Signed(prefix: prefix, signature: signature, key: signer, path: signedPath,
-                        query: TSV1.canonicalQuery(sentQuery), method: signedMethod)
+        let signature = sign(
+            prefix: prefix, path: signedPath, query: TSV1.canonicalQuery(sentQuery),
+            method: signedMethod, with: signer)
+        signed = Signed(
+            prefix: prefix, signature: signature, key: signer, path: signedPath,
+            query: TSV1.canonicalQuery(sentQuery), method: signedMethod)
         header = prefix + "; " + Base64URL.encode(signature)
         if !preSign { header = mutate(header, flags: flags & 0x7e, p: p, flips: pieces[3]) }
-        liveness = base == 1 && flags & 0x7e == 0 && nonceMode == 0 && offsetChoice % offsets.count < 2
+        liveness =
+            base == 1 && flags & 0x7e == 0 && nonceMode == 0 && offsetChoice % offsets.count < 2
             && offsetChoice < offsets.count * 8 && bytes[2] >> 3 & 3 == 0
     }
     liveness = liveness && target.id == f.a.id && !onClient && queryText.isEmpty
@@ -363,8 +401,9 @@ func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     if reply.status >= 400 {
         require(reply.contentType == "application/json", "a \(reply.status) without a JSON Content-Type")
         let object = try? JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
-        require(object?["error"] is String,
-                "a \(reply.status) body is not {\"error\": string}: \(text(Array(reply.body)).prefix(200))")
+        require(
+            object?["error"] is String,
+            "a \(reply.status) body is not {\"error\": string}: \(text(Array(reply.body)).prefix(200))")
     }
     let success = (200..<300).contains(reply.status)
     if liveness {
@@ -372,18 +411,23 @@ func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     }
     guard success else { return 0 }
     if let uid = tsv1Uid(sent) {
-        require(uid != f.b.id, "a TSV1 header naming B (registered without a signing key) got \(reply.status): \(describe)")
+        require(
+            uid != f.b.id, "a TSV1 header naming B (registered without a signing key) got \(reply.status): \(describe)")
         require(uid != f.c.id, "a TSV1 header naming C (disabled) got \(reply.status): \(describe)")
     }
     require(bearerCredentials(sent) != f.c.token, "C's bearer token (C disabled) got \(reply.status): \(describe)")
     if bearerCredentials(sent) == f.a.token { return 0 }
     let sentURI = makeRequest(method: method, path: path).uri
-    let why = tsv1NotA(sent, signed: replaying ? nil : signed, sentPath: sentURI.path, sentQuery: sentURI.query ?? "",
-                       sentMethod: method.rawValue, from: t0, to: t1, f)
+    let why = tsv1NotA(
+        sent, signed: replaying ? nil : signed, sentPath: sentURI.path, sentQuery: sentURI.query ?? "",
+        sentMethod: method.rawValue, from: t0, to: t1, f)
     if replaying {
         fatalError("FuzzAuthHeaders invariant violated: a replayed TSV1 request got \(reply.status) again: \(describe)")
     }
-    require(why == nil, "a 2xx (\(reply.status)) for a header that is neither A's bearer token nor A's TSV1 (\(why ?? "")): \(describe)")
+    require(
+        why == nil,
+        "a 2xx (\(reply.status)) for a header that is neither A's bearer token nor A's TSV1 (\(why ?? "")): \(describe)"
+    )
     // A TSV1 header of A's: its (key, nonce) may succeed once while the first success's window lasts. The server
     // keeps a nonce until (timestamp + window + 1) s and refuses it until then; after that only a header with a later
     // timestamp can use it again (the first one is expired), which is not a replay.
@@ -391,7 +435,10 @@ func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let pair = Hashes.sha256(((try? Base64URL.decodeLenient(parts[1])) ?? Data()) + Data([0]) + Data(parts[3].utf8))
     let timestamp = Int64(parts[2]) ?? 0
     if let first = state.accepted[pair] {
-        require(t1 > first + 301, "a (key, nonce) pair got a second 2xx inside the window of the first (timestamp \(first), now \(t1)): \(describe)")
+        require(
+            t1 > first + 301,
+            "a (key, nonce) pair got a second 2xx inside the window of the first (timestamp \(first), now \(t1)): \(describe)"
+        )
     }
     state.accepted[pair] = timestamp
     state.lastAccepted = (method, path, header)

@@ -22,7 +22,9 @@ func fuzzBLAKE2b(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let key = keyLen == 0 ? nil : SecureBytes(copying: body.prefix(keyLen))
     let message = Data(body.dropFirst(keyLen))
     let sodium = Result { () throws(E3DBError) in try BLAKE2b.hash(data: message, outputByteCount: outLen, key: key) }
-    let reference = Result { () throws(E3DBError) in try BLAKE2bReference.hash(data: message, outputByteCount: outLen, key: key) }
+    let reference = Result { () throws(E3DBError) in
+        try BLAKE2bReference.hash(data: message, outputByteCount: outLen, key: key)
+    }
     switch (sodium, reference) {
     case (.success(let a), .success(let b)):
         require(a == b, "libsodium and libb2 disagree (out \(outLen), key \(keyLen), \(message.count) bytes)")
@@ -33,13 +35,16 @@ func fuzzBLAKE2b(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             let fork = hasher
             hasher.update(data: message.dropFirst(split))
             require(hasher.finalize() == a, "streaming differs from one-shot")
-            require(fork.finalize() == (try BLAKE2b.hash(data: message.prefix(split), outputByteCount: outLen, key: key)), "fork")
+            require(
+                fork.finalize() == (try BLAKE2b.hash(data: message.prefix(split), outputByteCount: outLen, key: key)),
+                "fork")
         } catch {
             fatalError("streaming hasher refused parameters the one-shot accepted: \(error)")
         }
     case (.failure(let a), .failure(let b)):
         require(a.code == b.code, "different error codes: \(a) vs \(b)")
-        require(!(16...64).contains(outLen) || (keyLen != 0 && !(16...64).contains(keyLen)), "valid parameters rejected")
+        require(
+            !(16...64).contains(outLen) || (keyLen != 0 && !(16...64).contains(keyLen)), "valid parameters rejected")
     default:
         fatalError("only one implementation accepted the parameters (out \(outLen), key \(keyLen))")
     }

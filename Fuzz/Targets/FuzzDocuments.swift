@@ -60,7 +60,8 @@ func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         require((try? FieldCipher.decrypt(field, accessKey: keys.access)) == text, "field round trip")
     case 2:
         guard let document = try? EncryptedDocument(jsonData: rest) else { return 0 }
-        require((try? EncryptedDocument(jsonData: document.jsonData())) == document, "EncryptedDocument JSON round trip")
+        require(
+            (try? EncryptedDocument(jsonData: document.jsonData())) == document, "EncryptedDocument JSON round trip")
         let policies: [RecordVerification] = [
             .strict, .init(policy: .verifyIfPresent), .init(policy: .ignore),
             .init(variants: [.javaScriptInsertionOrder, .fileRecordNullData]),
@@ -69,8 +70,10 @@ func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         var outcomes: [Result<DecryptedDocument, E3DBError>] = []
         for verification in policies {
             do {
-                outcomes.append(.success(try document.decrypt(
-                    accessKey: keys.access, verifyingKey: keys.signing.publicKey, verification: verification)))
+                outcomes.append(
+                    .success(
+                        try document.decrypt(
+                            accessKey: keys.access, verifyingKey: keys.signing.publicKey, verification: verification)))
             } catch {
                 outcomes.append(.failure(error))
             }
@@ -78,7 +81,9 @@ func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if case .success(let strict) = outcomes[0] {
             require(strict.signatureStatus == .verified, "strict success without a verified signature")
             for outcome in outcomes {
-                if case .failure(let error) = outcome { require(false, "strict succeeded, another policy failed: \(error.code)") }
+                if case .failure(let error) = outcome {
+                    require(false, "strict succeeded, another policy failed: \(error.code)")
+                }
             }
         }
         if case .failure = outcomes[2] {
@@ -151,7 +156,8 @@ func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
         let salt = "c720777d-fe43-4ded-bf90-90d2726f113e"
         let signed = TFSP1.sign(key: "k", value: text, salt: salt, signingKey: keys.signing)
-        let verified = try? TFSP1.verify(key: "k", signed: signed, publicKey: keys.signing.publicKey, expectedSalt: salt)
+        let verified = try? TFSP1.verify(
+            key: "k", signed: signed, publicKey: keys.signing.publicKey, expectedSalt: salt)
         require(verified?.value == text && verified?.salt == salt, "TFSP1 sign/verify round trip")
     }
     return 0

@@ -27,7 +27,8 @@ private enum Outcome: Equatable {
 private func readRange(_ range: ClosedRange<Int>, _ file: Data, key: AccessKey) -> Outcome {
     var sink = MemoryByteSink()
     do {
-        let result = try E3DBFileCipher.decryptRange(range, from: MemoryRandomAccessSource(file), to: &sink, accessKey: key)
+        let result = try E3DBFileCipher.decryptRange(
+            range, from: MemoryRandomAccessSource(file), to: &sink, accessKey: key)
         guard let written = sink.committed, !sink.aborted else { fatalError("FuzzFileRange: success without commit") }
         require(written.count == range.count, "range \(range) delivered \(written.count) bytes")
         require(result.range == range && range.upperBound < result.plaintextSize, "range outside the plaintext")

@@ -19,7 +19,9 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 
 // Built per input: LeakSanitizer cannot trace `Data` held in globals (see FuzzSealedBoxes).
 private func fixedKey(_ byte: UInt8) -> Box.PrivateKey {
-    do { return try Box.PrivateKey(rawRepresentation: [UInt8](repeating: byte, count: 32)) } catch { fatalError("\(error)") }
+    do { return try Box.PrivateKey(rawRepresentation: [UInt8](repeating: byte, count: 32)) } catch {
+        fatalError("\(error)")
+    }
 }
 
 private func eakString(_ text: String) {

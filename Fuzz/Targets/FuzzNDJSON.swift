@@ -128,16 +128,22 @@ func fuzzNDJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let (decrypted, summary) = RecordBatch.process(input, processor: fixture.decryptor, options: options)
     let decryptedLines = outputLines(decrypted)
     if failFast, let first = summary.firstFailure {
-        require(decryptedLines.count == first.line, "fail-fast wrote \(decryptedLines.count) lines, failure at \(first.line)")
+        require(
+            decryptedLines.count == first.line,
+            "fail-fast wrote \(decryptedLines.count) lines, failure at \(first.line)")
     } else {
-        require(decryptedLines.count == expected.count, "\(decryptedLines.count) output lines for \(expected.count) input lines")
+        require(
+            decryptedLines.count == expected.count,
+            "\(decryptedLines.count) output lines for \(expected.count) input lines")
     }
     require(summary.lines == decryptedLines.count, "summary counts \(summary.lines) lines")
     var failures = 0
     for (i, line) in decryptedLines.enumerated() {
         if let error = errorObject(line) {
             failures += 1
-            require(error["line"] == .number(Double(i + 1)), "error line \(i + 1) names line \(String(describing: error["line"]))")
+            require(
+                error["line"] == .number(Double(i + 1)),
+                "error line \(i + 1) names line \(String(describing: error["line"]))")
         }
     }
     require(failures == summary.failures, "summary counts \(summary.failures) failures, output has \(failures)")
@@ -158,7 +164,9 @@ func fuzzNDJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
         require(errorObject(roundTripLines[i]) == nil, "line \(i + 1) encrypted but does not decrypt")
         do {
-            guard case .object(let object) = try CanonicalJSON.parse(roundTripLines[i]) else { fatalError("not an object") }
+            guard case .object(let object) = try CanonicalJSON.parse(roundTripLines[i]) else {
+                fatalError("not an object")
+            }
             require(object["data"] == (try CanonicalJSON.parse(original)), "line \(i + 1) decrypts to other data")
         } catch {
             fatalError("FuzzNDJSON invariant violated: \(error)")

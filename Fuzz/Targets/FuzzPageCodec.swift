@@ -23,8 +23,10 @@ private let codecs: [PageCodec] = {
             chosen.pageSize = pageSize
             chosen.kdfIterations = 2
             do {
-                made.append(try PageCodec(key: .rawKey(SecureBytes(copying: [UInt8](repeating: 0x33, count: 32))),
-                                          salt: Array(0..<16), settings: chosen))
+                made.append(
+                    try PageCodec(
+                        key: .rawKey(SecureBytes(copying: [UInt8](repeating: 0x33, count: 32))),
+                        salt: Array(0..<16), settings: chosen))
             } catch {
                 fatalError("FuzzPageCodec: cannot make a codec: \(error)")
             }
@@ -92,7 +94,8 @@ func fuzzPageCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             switch try SQLCipherKey.parse(SecureBytes(copying: rest)) {
             case .passphrase(let value): require(value.count == rest.count, "passphrase length")
             case .rawKey(let key): require(key.count == 32, "raw key length")
-            case .rawKeyAndSalt(let key, let salt): require(key.count == 32 && salt.count == 16, "raw key and salt lengths")
+            case .rawKeyAndSalt(let key, let salt):
+                require(key.count == 32 && salt.count == 16, "raw key and salt lengths")
             }
         } catch {
             require(error.code == .invalidKey, "\(error)")

@@ -123,7 +123,8 @@ func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         for (offset, count) in splits(bytes.dropFirst(), limit: image.count + fixture.pageSize) {
             let (rc, out) = fixture.read(offset: offset, count: count)
             let available = max(0, min(count, image.count - offset))
-            let expected = Array(image[min(offset, image.count)..<(min(offset, image.count) + available)])
+            let expected =
+                Array(image[min(offset, image.count)..<(min(offset, image.count) + available)])
                 + [UInt8](repeating: 0, count: count - available)
             require(rc == (available == count ? SQLITE_OK : SHORT_READ), "read \(count) at \(offset): rc \(rc)")
             require(out == expected, "read \(count) at \(offset): other bytes than the plaintext")
@@ -135,7 +136,9 @@ func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 let rc = fixture.write(Array(image[offset..<(offset + count)]), offset: offset)
                 require(rc == SQLITE_OK, "a whole-page write failed: \(rc)")
                 require(fixture.raw() != before, "a rewritten page kept its IV")
-                require(fixture.read(offset: offset, count: count).1 == Array(image[offset..<(offset + count)]), "rewritten page")
+                require(
+                    fixture.read(offset: offset, count: count).1 == Array(image[offset..<(offset + count)]),
+                    "rewritten page")
             } else {
                 let rc = fixture.write([UInt8](repeating: 0x41, count: count), offset: offset)
                 require(rc != SQLITE_OK, "a write of \(count) bytes at \(offset) was accepted")

@@ -60,9 +60,12 @@ func fuzzSealedBoxes(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
     default:
         let sealed = SecretBox.seal(input, using: keys.secret)
-        require((try? SecretBox.open(SecretBox.SealedBox(combined: sealed.combined), using: keys.secret)) == input, "secretbox round trip")
+        require(
+            (try? SecretBox.open(SecretBox.SealedBox(combined: sealed.combined), using: keys.secret)) == input,
+            "secretbox round trip")
         let boxed = try? Box.seal(input, to: keys.bob.publicKey, from: keys.alice)
-        require(boxed.flatMap { try? Box.open($0, from: keys.alice.publicKey, to: keys.bob) } == input, "box round trip")
+        require(
+            boxed.flatMap { try? Box.open($0, from: keys.alice.publicKey, to: keys.bob) } == input, "box round trip")
         let anonymous = try? AnonymousBox.seal(input, to: keys.bob.publicKey)
         require(anonymous.flatMap { try? AnonymousBox.open($0, recipient: keys.bob) } == input, "anonymous round trip")
     }

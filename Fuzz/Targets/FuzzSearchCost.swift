@@ -57,9 +57,9 @@ private func encode(_ object: Any) -> Data {
 /// slower per step, and gets ten times the bound.
 private let budget = 200_000
 #if DEBUG
-private let bound = Duration.seconds(30)
+    private let bound = Duration.seconds(30)
 #else
-private let bound = Duration.seconds(3)
+    private let bound = Duration.seconds(3)
 #endif
 private let maxBody = 2 << 20
 /// `FUZZ_SEARCH_TIMES=1` prints every request's status and time (to measure the margin of the bound).
@@ -78,18 +78,20 @@ private let mixedUnicode: String = {
 }()
 
 /// The `plain` of the adversarial records.
-private let adversarial: [[String: String]] = [
-    ["a16k": String(repeating: "a", count: 16384), "a16k-1b": String(repeating: "a", count: 16383) + "b"],
-    ["over": String(repeating: "a", count: 16385), "ab": String(repeating: "ab", count: 8192)],
-    ["mixed": mixedUnicode, "marks": "a" + String(repeating: "\u{301}", count: 8000)],
-    [String(repeating: "k", count: 4096): "x", "k": "v", "a16k": String(repeating: "a", count: 16384)],
-    ["*": "*", "?": "?", "": "", "a*b": "a?b", "\\": "(a|a)*b"],
-    Dictionary(uniqueKeysWithValues: (0..<64).map { ("k\($0)", String(repeating: "a", count: 200)) }),
-] + (0..<24).map { i in
-    // Enough long values that a search the budget did not stop would take far past the bound (see above).
-    let a = String(repeating: "a", count: 16383 - i)
-    return ["v": a + "b" + String(repeating: "a", count: i), "w": String(repeating: "a", count: 16384 - 2 * i)]
-}
+private let adversarial: [[String: String]] =
+    [
+        ["a16k": String(repeating: "a", count: 16384), "a16k-1b": String(repeating: "a", count: 16383) + "b"],
+        ["over": String(repeating: "a", count: 16385), "ab": String(repeating: "ab", count: 8192)],
+        ["mixed": mixedUnicode, "marks": "a" + String(repeating: "\u{301}", count: 8000)],
+        [String(repeating: "k", count: 4096): "x", "k": "v", "a16k": String(repeating: "a", count: 16384)],
+        ["*": "*", "?": "?", "": "", "a*b": "a?b", "\\": "(a|a)*b"],
+        Dictionary(uniqueKeysWithValues: (0..<64).map { ("k\($0)", String(repeating: "a", count: 200)) }),
+    ]
+    + (0..<24).map { i in
+        // Enough long values that a search the budget did not stop would take far past the bound (see above).
+        let a = String(repeating: "a", count: 16383 - i)
+        return ["v": a + "b" + String(repeating: "a", count: i), "w": String(repeating: "a", count: 16384 - 2 * i)]
+    }
 
 /// Values the generators refer to (prefixes and near misses of what is stored).
 private let values: [String] = adversarial.flatMap { plain in plain.keys.sorted().flatMap { [$0, plain[$0] ?? ""] } }
@@ -114,16 +116,24 @@ private func setUp() async throws -> Fixture {
     let files = try LocalFileBodyStore(directory: directory.appendingPathComponent("files"))
     let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
     let pk = Base64URL.encode(Data(repeating: 7, count: 32))
-    let registration = #"{"token":"\#(registrationToken)","client":{"name":"search","public_key":{"curve25519":"\#(pk)"}}}"#
-    let registered = await send(handler, makeRequest(method: .post, path: "/v1/account/e3db/clients/register",
-                                                     contentType: "application/json", body: Data(registration.utf8)))
+    let registration =
+        #"{"token":"\#(registrationToken)","client":{"name":"search","public_key":{"curve25519":"\#(pk)"}}}"#
+    let registered = await send(
+        handler,
+        makeRequest(
+            method: .post, path: "/v1/account/e3db/clients/register",
+            contentType: "application/json", body: Data(registration.utf8)))
     require(registered.status == 201, "registration failed: \(registered.status)")
     let client = setUpJSON(registered.body)
-    let clientID = client["client_id"] as? String ?? "", keyID = client["api_key_id"] as? String ?? ""
+    let clientID = client["client_id"] as? String ?? ""
+    let keyID = client["api_key_id"] as? String ?? ""
     let secret = client["api_secret"] as? String ?? ""
     let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
-    let issued = await send(handler, makeRequest(method: .post, path: "/v1/auth/token", authorization: basic,
-                                                 contentType: "application/json", body: Data("grant_type=client_credentials".utf8)))
+    let issued = await send(
+        handler,
+        makeRequest(
+            method: .post, path: "/v1/auth/token", authorization: basic,
+            contentType: "application/json", body: Data("grant_type=client_credentials".utf8)))
     require(issued.status == 200, "token failed: \(issued.status)")
     let token = setUpJSON(issued.body)["access_token"] as? String ?? ""
     let plains = (0..<250).map { ["n": "\($0)", "t": $0 % 2 == 0 ? "even" : "odd"] } + adversarial
@@ -132,10 +142,15 @@ private func setUp() async throws -> Fixture {
             "meta": ["writer_id": clientID, "user_id": clientID, "type": i % 3 == 0 ? "t" : "u", "plain": plain],
             "data": ["f": "a.b.c.d"],
         ]
-        let written = await send(handler, makeRequest(method: .post, path: "/v1/storage/records",
-                                                      authorization: "Bearer \(token)", contentType: "application/json",
-                                                      body: encode(record)))
-        require(written.status == 201, "record \(i) failed: \(written.status) \(String(decoding: written.body, as: UTF8.self).prefix(200))")
+        let written = await send(
+            handler,
+            makeRequest(
+                method: .post, path: "/v1/storage/records",
+                authorization: "Bearer \(token)", contentType: "application/json",
+                body: encode(record)))
+        require(
+            written.status == 201,
+            "record \(i) failed: \(written.status) \(String(decoding: written.body, as: UTF8.self).prefix(200))")
     }
     return Fixture(handler: handler, clientID: clientID, token: token)
 }
@@ -190,7 +205,8 @@ private func text(_ r: inout Reader) -> String {
         return r.byte() & 1 == 0 ? base : "(" + base + ")|" + base
     case 5:
         let k = Int(r.byte()) * 4
-        return bigClass(min(1000, k + 1), negated: n & 1 != 0) + (n & 2 != 0 ? "*" : "{\(n % 64)}") + (n & 4 != 0 ? "b" : "")
+        return bigClass(min(1000, k + 1), negated: n & 1 != 0) + (n & 2 != 0 ? "*" : "{\(n % 64)}")
+            + (n & 4 != 0 ? "b" : "")
     case 6:
         let value = values[n % values.count]
         var scalars = Array(value.unicodeScalars.prefix(Int(r.byte()) << 6 | Int(r.byte())))
@@ -290,8 +306,9 @@ func fuzzSearchCost(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let f = fixture
     let (path, data) = body(&reader)
     guard data.count <= maxBody else { return 0 }  // the generators can exceed it; a 413 is not the question here
-    let request = makeRequest(method: .post, path: path, authorization: "Bearer \(f.token)", contentType: "application/json",
-                              body: data)
+    let request = makeRequest(
+        method: .post, path: path, authorization: "Bearer \(f.token)", contentType: "application/json",
+        body: data)
     let clock = ContinuousClock()
     let started = clock.now
     let reply = blocking { await send(f.handler, request) }
@@ -300,8 +317,9 @@ func fuzzSearchCost(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     require(reply.status == 200 || reply.status == 400, "status \(reply.status) for \(describe)")
     let object = (try? JSONSerialization.jsonObject(with: reply.body)) as? [String: Any]
     if reply.status == 400 {
-        require(reply.contentType == "application/json" && object?["error"] is String,
-                "a 400 body is not {\"error\": string}: \(String(decoding: reply.body.prefix(200), as: UTF8.self))")
+        require(
+            reply.contentType == "application/json" && object?["error"] is String,
+            "a 400 body is not {\"error\": string}: \(String(decoding: reply.body.prefix(200), as: UTF8.self))")
     } else {
         require(object?["results"] is [Any], "a 200 body without a results array for \(describe)")
     }

@@ -18,7 +18,9 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 }
 
 private let key: SecretStream.Key = {
-    do { return try SecretStream.Key(rawRepresentation: [UInt8](repeating: 0x5a, count: 32)) } catch { fatalError("\(error)") }
+    do { return try SecretStream.Key(rawRepresentation: [UInt8](repeating: 0x5a, count: 32)) } catch {
+        fatalError("\(error)")
+    }
 }()
 
 private func hostile(_ bytes: ArraySlice<UInt8>) {

@@ -42,9 +42,10 @@ private func signingKey() -> Ed25519.PrivateKey {
 
 private func tsv1(_ request: Request, uid: String, timestamp: Int64, nonce: String) -> String {
     do {
-        return try TSV1.authorization(path: request.uri.path, query: TSV1.canonicalQuery(request.uri.query ?? ""),
-                                      method: request.method.rawValue, timestamp: timestamp, nonce: nonce,
-                                      clientID: uid, signingKey: signingKey())
+        return try TSV1.authorization(
+            path: request.uri.path, query: TSV1.canonicalQuery(request.uri.query ?? ""),
+            method: request.method.rawValue, timestamp: timestamp, nonce: nonce,
+            clientID: uid, signingKey: signingKey())
     } catch { fatalError("signing failed: \(error)") }
 }
 
@@ -78,43 +79,61 @@ private func setUp() async throws -> Fixture {
     let expiringHandler = try await E3DBRequestHandler(configuration: expiring, storage: storage, files: files)
     let pk = Base64URL.encode(Data(repeating: 7, count: 32))
     let sk = signingKey().publicKey.base64URLEncoded
-    let registration = #"{"token":"\#(registrationToken)","client":{"name":"fuzz","public_key":{"curve25519":"\#(pk)"},"signing_key":{"ed25519":"\#(sk)"}}}"#
-    let registered = await send(handler, makeRequest(method: .post, path: "/v1/account/e3db/clients/register",
-                                                     headers: [:], body: Data(registration.utf8)))
+    let registration =
+        #"{"token":"\#(registrationToken)","client":{"name":"fuzz","public_key":{"curve25519":"\#(pk)"},"signing_key":{"ed25519":"\#(sk)"}}}"#
+    let registered = await send(
+        handler,
+        makeRequest(
+            method: .post, path: "/v1/account/e3db/clients/register",
+            headers: [:], body: Data(registration.utf8)))
     require(registered.status == 201, "registration failed: \(registered.status)")
     let client = setUpJSON(registered.body)
-    let clientID = client["client_id"] as? String ?? "", keyID = client["api_key_id"] as? String ?? ""
+    let clientID = client["client_id"] as? String ?? ""
+    let keyID = client["api_key_id"] as? String ?? ""
     let secret = client["api_secret"] as? String ?? ""
     let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
     func token(_ h: E3DBRequestHandler) async -> String {
-        let reply = await send(h, makeRequest(method: .post, path: "/v1/auth/token", headers: [.authorization: basic],
-                                              body: Data("grant_type=client_credentials".utf8)))
+        let reply = await send(
+            h,
+            makeRequest(
+                method: .post, path: "/v1/auth/token", headers: [.authorization: basic],
+                body: Data("grant_type=client_credentials".utf8)))
         require(reply.status == 200, "token failed: \(reply.status)")
         return setUpJSON(reply.body)["access_token"] as? String ?? ""
     }
     let bearer = await token(handler)
     let expired = await token(expiringHandler)
-    let record = #"{"meta":{"writer_id":"\#(clientID)","user_id":"\#(clientID)","type":"t","plain":{"k":"v"}},"data":{"f":"a.b.c.d"}}"#
-    let written = await send(handler, makeRequest(method: .post, path: "/v1/storage/records",
-                                                  headers: [.authorization: "Bearer \(bearer)"],
-                                                  body: Data(record.utf8)))
+    let record =
+        #"{"meta":{"writer_id":"\#(clientID)","user_id":"\#(clientID)","type":"t","plain":{"k":"v"}},"data":{"f":"a.b.c.d"}}"#
+    let written = await send(
+        handler,
+        makeRequest(
+            method: .post, path: "/v1/storage/records",
+            headers: [.authorization: "Bearer \(bearer)"],
+            body: Data(record.utf8)))
     require(written.status == 201, "record write failed: \(written.status)")
     let meta = setUpJSON(written.body)["meta"] as? [String: Any] ?? [:]
-    let note = #"{"mode":"Sodium","recipient_signing_key":"\#(sk)","writer_signing_key":"\#(sk)","writer_encryption_key":"\#(pk)","encrypted_access_key":"x.y","type":"t","data":{"f":"a.b.c.d"},"plain":{},"signature":"s","max_views":-1,"expires":false}"#
+    let note =
+        #"{"mode":"Sodium","recipient_signing_key":"\#(sk)","writer_signing_key":"\#(sk)","writer_encryption_key":"\#(pk)","encrypted_access_key":"x.y","type":"t","data":{"f":"a.b.c.d"},"plain":{},"signature":"s","max_views":-1,"expires":false}"#
     var noteRequest = makeRequest(method: .post, path: "/v2/storage/notes", headers: [:], body: Data(note.utf8))
     let now = Int64(Date().timeIntervalSince1970)
     noteRequest = authorized(noteRequest, tsv1(noteRequest, uid: clientID, timestamp: now, nonce: UUID().uuidString))
     let noted = await send(handler, noteRequest)
     require(noted.status == 201, "note write failed: \(noted.status)")
-    let file = #"{"meta":{"writer_id":"\#(clientID)","user_id":"\#(clientID)","type":"f","file_meta":{"checksum":"4vxxTEcn7pOV8yTNLn8zHw==","compression":"raw","size":4}},"data":{}}"#
-    let pending = await send(handler, makeRequest(method: .post, path: "/v1/storage/files",
-                                                  headers: [.authorization: "Bearer \(bearer)"], body: Data(file.utf8)))
+    let file =
+        #"{"meta":{"writer_id":"\#(clientID)","user_id":"\#(clientID)","type":"f","file_meta":{"checksum":"4vxxTEcn7pOV8yTNLn8zHw==","compression":"raw","size":4}},"data":{}}"#
+    let pending = await send(
+        handler,
+        makeRequest(
+            method: .post, path: "/v1/storage/files",
+            headers: [.authorization: "Bearer \(bearer)"], body: Data(file.utf8)))
     require(pending.status == 202, "pending file failed: \(pending.status)")
     let pendingJSON = setUpJSON(pending.body)
     let url = pendingJSON["file_url"] as? String ?? ""
     // Use the replayed nonce once so that every later use of it is a replay.
     var replay = makeRequest(method: .get, path: "/v1/storage/policy/outgoing", headers: [:], body: Data())
-    replay = authorized(replay, tsv1(replay, uid: clientID, timestamp: now, nonce: "00000000-0000-4000-8000-0000000000aa"))
+    replay = authorized(
+        replay, tsv1(replay, uid: clientID, timestamp: now, nonce: "00000000-0000-4000-8000-0000000000aa"))
     require(await send(handler, replay).status == 200, "the first use of a nonce failed")
     return Fixture(
         handler: handler, clientID: clientID, apiKeyID: keyID, apiSecret: secret, token: bearer, expiredToken: expired,
@@ -161,8 +180,9 @@ private func slot(_ choice: Int, fuzzed: String, _ f: Fixture) -> String {
 
 private func replacing(_ body: Data, _ f: Fixture) -> Data {
     guard let text = String(data: body, encoding: .utf8), text.contains("@") else { return body }
-    return Data(text.replacingOccurrences(of: "@me", with: f.clientID)
-        .replacingOccurrences(of: "@sk", with: signingKey().publicKey.base64URLEncoded).utf8)
+    return Data(
+        text.replacingOccurrences(of: "@me", with: f.clientID)
+            .replacingOccurrences(of: "@sk", with: signingKey().publicKey.base64URLEncoded).utf8)
 }
 
 func fuzzServerRequests(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
@@ -196,7 +216,8 @@ func fuzzServerRequests(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     case 5: request = authorized(request, text(parts[3]))
     case 6: request = authorized(request, "Basic " + Data("\(f.apiKeyID):\(f.apiSecret)".utf8).base64EncodedString())
     case 7: request = authorized(request, tsv1(request, uid: f.clientID, timestamp: now, nonce: f.replayedNonce))
-    case 8: request = authorized(request, tsv1(request, uid: f.clientID, timestamp: now - 3600, nonce: UUID().uuidString))
+    case 8:
+        request = authorized(request, tsv1(request, uid: f.clientID, timestamp: now - 3600, nonce: UUID().uuidString))
     case 9: request = authorized(request, "Bearer \(f.expiredToken)")
     default: break
     }
@@ -206,11 +227,14 @@ func fuzzServerRequests(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     if reply.status >= 400 {
         require(reply.contentType == "application/json", "a \(reply.status) without a JSON Content-Type")
         let object = try? JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
-        require(object?["error"] is String, "a \(reply.status) body is not {\"error\": string}: \(text(reply.body).prefix(200))")
+        require(
+            object?["error"] is String,
+            "a \(reply.status) body is not {\"error\": string}: \(text(reply.body).prefix(200))")
     }
     if template.authenticated, [0, 2, 7, 8, 9].contains(auth) {
-        require(!(200..<300).contains(reply.status),
-                "\(method.rawValue) \(template.path) succeeded with auth variant \(auth) (status \(reply.status))")
+        require(
+            !(200..<300).contains(reply.status),
+            "\(method.rawValue) \(template.path) succeeded with auth variant \(auth) (status \(reply.status))")
     }
     return 0
 }

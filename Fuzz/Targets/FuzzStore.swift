@@ -69,7 +69,8 @@ private struct Fixture {
     func restore() throws {
         try raw.write { db in
             try db.execute(
-                sql: "UPDATE records SET id = ?, version = ?, key_version = ?, created = ?, updated = ?, document = ?, mac = ?",
+                sql:
+                    "UPDATE records SET id = ?, version = ?, key_version = ?, created = ?, updated = ?, document = ?, mac = ?",
                 arguments: [
                     recordRow["id"], recordRow["version"], recordRow["key_version"], recordRow["created"],
                     recordRow["updated"], recordRow["document"], recordRow["mac"],
@@ -126,7 +127,8 @@ private func corrupt(_ table: String, _ column: String, kind: Character, _ value
 private func readRecord() -> Bool {
     do {
         let record = try fixture.store.get(collection: "c", id: fixture.recordID)
-        require(record.data == fixture.recordData && record.id == fixture.recordID, "a tampered record read as other data")
+        require(
+            record.data == fixture.recordData && record.id == fixture.recordID, "a tampered record read as other data")
         return true
     } catch {
         return false
@@ -164,7 +166,9 @@ private func readFile() -> Bool {
     }
     do {
         let files = try fixture.store.files()
-        require(files.allSatisfy { $0.path == fixture.filePath && $0.size == fixture.fileContents.count }, "listing changed")
+        require(
+            files.allSatisfy { $0.path == fixture.filePath && $0.size == fixture.fileContents.count }, "listing changed"
+        )
     } catch {
         require(error.context.item != nil, "a listing error does not name the file: \(error)")
     }
@@ -201,7 +205,9 @@ func fuzzStore(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard corrupt("files", column, kind: kind, value) else { return 0 }
         fine = readFile()
     case 4:
-        do { try Data(value).write(to: fixture.bodyURL) } catch { fatalError("FuzzStore: cannot write the body: \(error)") }
+        do { try Data(value).write(to: fixture.bodyURL) } catch {
+            fatalError("FuzzStore: cannot write the body: \(error)")
+        }
         fine = readFile()
     default:
         var body = fixture.body

@@ -37,16 +37,19 @@ private func pieces(_ bytes: ArraySlice<UInt8>, _ count: Int) -> [String] {
 private func hostile(_ bytes: ArraySlice<UInt8>, window: Int64) {
     let p = pieces(bytes, 4)
     do {
-        let v = try TSV1.verify(authorization: p[0], rawPath: p[1], rawQuery: p[2], method: p[3], now: now,
-                                window: window)
+        let v = try TSV1.verify(
+            authorization: p[0], rawPath: p[1], rawQuery: p[2], method: p[3], now: now,
+            window: window)
         let parts = p[0].components(separatedBy: "; ")
         require(parts.count == 6 && parts[0] == TSV1.method, "accepted a header that is not six TSV1 parts")
-        require(v.signingKey.base64URLEncoded == (try? Ed25519.PublicKey(base64URLEncoded: parts[1]))?.base64URLEncoded,
-                "the verified key is not the header's")
+        require(
+            v.signingKey.base64URLEncoded == (try? Ed25519.PublicKey(base64URLEncoded: parts[1]))?.base64URLEncoded,
+            "the verified key is not the header's")
         require(v.nonce == parts[3] && v.timestamp == Int64(parts[2]), "nonce or timestamp differ from the header")
     } catch {
-        require([E3DBError.Code.tsv1Malformed, .tsv1Expired, .tsv1BadSignature].contains(error.code),
-                "unexpected error code \(error.code)")
+        require(
+            [E3DBError.Code.tsv1Malformed, .tsv1Expired, .tsv1BadSignature].contains(error.code),
+            "unexpected error code \(error.code)")
     }
 }
 
@@ -55,25 +58,29 @@ private func signed(_ control: ArraySlice<UInt8>, _ bytes: ArraySlice<UInt8>) {
     let method = methods[Int(c[0]) % methods.count]
     let skew = Int64(c[1] % 64) - 32
     let p = pieces(bytes, 3)
-    let path = p[0], query = p[1]
+    let path = p[0]
+    let query = p[1]
     // The uid may be any text without "; " (which would split the header); lowercase is what verify returns.
     let uid = p[2].replacingOccurrences(of: ";", with: "")
     let key = signer()
     let header: String
     do {
-        header = try TSV1.authorization(path: path, query: TSV1.canonicalQuery(query), method: method,
-                                        timestamp: now + skew, nonce: nonce, clientID: uid, signingKey: key)
+        header = try TSV1.authorization(
+            path: path, query: TSV1.canonicalQuery(query), method: method,
+            timestamp: now + skew, nonce: nonce, clientID: uid, signingKey: key)
     } catch { fatalError("signing failed: \(error)") }
     do {
-        let v = try TSV1.verify(authorization: header, rawPath: path, rawQuery: query, method: method, now: now,
-                                window: 60)
+        let v = try TSV1.verify(
+            authorization: header, rawPath: path, rawQuery: query, method: method, now: now,
+            window: 60)
         require(v.signingKey == key.publicKey, "verified key")
         require(v.nonce == nonce && v.timestamp == now + skew, "verified nonce or timestamp")
         require(v.clientID == (uid.isEmpty ? nil : uid.lowercased()), "verified uid")
     } catch { fatalError("a freshly signed header does not verify: \(error.code)") }
     do {
-        _ = try TSV1.verify(authorization: header, rawPath: path, rawQuery: query, method: method,
-                            now: now + skew + 61, window: 60)
+        _ = try TSV1.verify(
+            authorization: header, rawPath: path, rawQuery: query, method: method,
+            now: now + skew + 61, window: 60)
         fatalError("an expired header verified")
     } catch { require(error.code == .tsv1Expired, "expired header gave \(error.code)") }
 
@@ -85,11 +92,13 @@ private func signed(_ control: ArraySlice<UInt8>, _ bytes: ArraySlice<UInt8>) {
     let changed = String(decoding: target, as: UTF8.self)
     let newPath = c[2] & 1 == 0 ? changed : path
     let newQuery = c[2] & 1 == 0 ? query : changed
-    let equivalent = TSV1.pathForms(newPath).contains(path)
+    let equivalent =
+        TSV1.pathForms(newPath).contains(path)
         && TSV1.queryForms(newQuery).contains(TSV1.canonicalQuery(query))
     do {
-        _ = try TSV1.verify(authorization: header, rawPath: newPath, rawQuery: newQuery, method: method, now: now,
-                            window: 60)
+        _ = try TSV1.verify(
+            authorization: header, rawPath: newPath, rawQuery: newQuery, method: method, now: now,
+            window: 60)
         require(equivalent, "a header verified over a changed \(c[2] & 1 == 0 ? "path" : "query")")
     } catch {
         require(error.code == .tsv1BadSignature, "a changed request gave \(error.code)")

@@ -48,14 +48,17 @@ func send(_ handler: E3DBRequestHandler, _ request: Request) async -> Reply {
 
 /// A request to the in-process server.
 func makeRequest(method: HTTPRequest.Method, path: String, headers: HTTPFields, body: Data) -> Request {
-    let head = HTTPRequest(method: method, scheme: "http", authority: "localhost:8000", path: path,
-                           headerFields: headers)
+    let head = HTTPRequest(
+        method: method, scheme: "http", authority: "localhost:8000", path: path,
+        headerFields: headers)
     return Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body)))
 }
 
 /// A request with an optional Authorization header and Content-Type.
-func makeRequest(method: HTTPRequest.Method, path: String, authorization: String? = nil, contentType: String? = nil,
-                 body: Data = Data()) -> Request {
+func makeRequest(
+    method: HTTPRequest.Method, path: String, authorization: String? = nil, contentType: String? = nil,
+    body: Data = Data()
+) -> Request {
     var fields = HTTPFields()
     if let authorization { fields[.authorization] = authorization }
     if let contentType { fields[.contentType] = contentType }

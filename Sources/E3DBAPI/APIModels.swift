@@ -154,8 +154,10 @@ public enum API {
         public var authorizerPublicKey: ClientKey
         public var signerID: String?
         public var signerSigningKey: SigningKey?
-        public init(eak: String, authorizerID: String, authorizerPublicKey: ClientKey, signerID: String?,
-                    signerSigningKey: SigningKey?) {
+        public init(
+            eak: String, authorizerID: String, authorizerPublicKey: ClientKey, signerID: String?,
+            signerSigningKey: SigningKey?
+        ) {
             self.eak = eak
             self.authorizerID = authorizerID
             self.authorizerPublicKey = authorizerPublicKey
@@ -246,8 +248,10 @@ public enum API {
         public var checksum: String?
         public var compression: String?
         public var size: Int64?
-        public init(fileURL: String? = nil, fileName: String? = nil, checksum: String?, compression: String? = "raw",
-                    size: Int64?) {
+        public init(
+            fileURL: String? = nil, fileName: String? = nil, checksum: String?, compression: String? = "raw",
+            size: Int64?
+        ) {
             self.fileURL = fileURL
             self.fileName = fileName
             self.checksum = checksum
@@ -353,7 +357,10 @@ public enum API {
         case or([PlainQuery])
         case not(PlainQuery)
 
-        struct Eq: Codable { var name: String; var value: String }
+        struct Eq: Codable {
+            var name: String
+            var value: String
+        }
         enum Keys: String, CodingKey { case eq, and, or, not }
 
         /// The deepest coding path a filter may sit at (each `not` adds one entry, each `and`/`or` element two):
@@ -367,9 +374,10 @@ public enum API {
         /// - Throws: `DecodingError` for other shapes and for filters nested deeper than ``maxCodingPathDepth``.
         public init(from decoder: any Decoder) throws {
             guard decoder.codingPath.count <= Self.maxCodingPathDepth else {
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: decoder.codingPath,
-                    debugDescription: "the plain filter nests deeper than \(Self.maxCodingPathDepth) levels"))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription: "the plain filter nests deeper than \(Self.maxCodingPathDepth) levels"))
             }
             if let c = try? decoder.container(keyedBy: Keys.self), !c.allKeys.isEmpty {
                 do {
@@ -384,7 +392,9 @@ public enum API {
                     }
                     return
                 } catch {
-                    guard let flat = try? decoder.singleValueContainer().decode([String: String].self) else { throw error }
+                    guard let flat = try? decoder.singleValueContainer().decode([String: String].self) else {
+                        throw error
+                    }
                     self = Self.flat(flat)
                     return
                 }
@@ -456,8 +466,9 @@ public enum API {
                 afterIndex = i
             } else if let d = try c.decodeIfPresent(Double.self, forKey: .afterIndex) {
                 guard d.rounded() == d, abs(d) < 9.0e15 else {
-                    throw DecodingError.dataCorruptedError(forKey: .afterIndex, in: c,
-                                                           debugDescription: "after_index must be an integer")
+                    throw DecodingError.dataCorruptedError(
+                        forKey: .afterIndex, in: c,
+                        debugDescription: "after_index must be an integer")
                 }
                 afterIndex = Int64(d)
             } else {
@@ -485,7 +496,9 @@ public enum API {
             self.accessKey = accessKey
             self.recSig = recSig
         }
-        enum CodingKeys: String, CodingKey { case meta, recordData = "record_data", accessKey = "access_key", recSig = "rec_sig" }
+        enum CodingKeys: String, CodingKey {
+            case meta, recordData = "record_data", accessKey = "access_key", recSig = "rec_sig"
+        }
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(meta, forKey: .meta)
@@ -517,9 +530,11 @@ public enum API {
             public var keys: [String]?
             public var values: [String]?
             public var tags: [String: String]?
-            public init(writerIDs: [String]? = nil, userIDs: [String]? = nil, recordIDs: [String]? = nil,
-                        contentTypes: [String]? = nil, keys: [String]? = nil, values: [String]? = nil,
-                        tags: [String: String]? = nil) {
+            public init(
+                writerIDs: [String]? = nil, userIDs: [String]? = nil, recordIDs: [String]? = nil,
+                contentTypes: [String]? = nil, keys: [String]? = nil, values: [String]? = nil,
+                tags: [String: String]? = nil
+            ) {
                 self.writerIDs = writerIDs
                 self.userIDs = userIDs
                 self.recordIDs = recordIDs
@@ -565,9 +580,11 @@ public enum API {
         public var match: [SearchClause]?
         public var exclude: [SearchClause]?
         public var range: SearchRange?
-        public init(limit: Int? = nil, nextToken: Int64? = nil, includeAllWriters: Bool? = nil,
-                    includeData: Bool? = nil, match: [SearchClause]? = nil, exclude: [SearchClause]? = nil,
-                    range: SearchRange? = nil) {
+        public init(
+            limit: Int? = nil, nextToken: Int64? = nil, includeAllWriters: Bool? = nil,
+            includeData: Bool? = nil, match: [SearchClause]? = nil, exclude: [SearchClause]? = nil,
+            range: SearchRange? = nil
+        ) {
             self.limit = limit
             self.nextToken = nextToken
             self.includeAllWriters = includeAllWriters
@@ -626,8 +643,10 @@ public enum API {
         public var recordID: String?
         public var isSecret: Bool?
 
-        public init(recipientSigningKey: String, writerSigningKey: String, writerEncryptionKey: String,
-                    encryptedAccessKey: String, data: [String: String]) {
+        public init(
+            recipientSigningKey: String, writerSigningKey: String, writerEncryptionKey: String,
+            encryptedAccessKey: String, data: [String: String]
+        ) {
             self.recipientSigningKey = recipientSigningKey
             self.writerSigningKey = writerSigningKey
             self.writerEncryptionKey = writerEncryptionKey

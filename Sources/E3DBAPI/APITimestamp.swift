@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// Timestamps on the E3DB wire (spec api §1.5).
@@ -64,8 +64,8 @@ public enum APITimestamp {
             return v
         }
         guard b.count >= 19, let y = num(0, 4), b[4] == 45, let mo = num(5, 2), b[7] == 45, let d = num(8, 2),
-              b[10] == 84 || b[10] == 116 || b[10] == 32, let h = num(11, 2), b[13] == 58, let mi = num(14, 2),
-              b[16] == 58, let s = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61
+            b[10] == 84 || b[10] == 116 || b[10] == 32, let h = num(11, 2), b[13] == 58, let mi = num(14, 2),
+            b[16] == 58, let s = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61
         else { return nil }
         var i = 19
         var micros = 0
@@ -85,7 +85,8 @@ public enum APITimestamp {
             if b[i] == 90 || b[i] == 122 {
                 i += 1
             } else if b[i] == 43 || b[i] == 45, let oh = num(i + 1, 2), i + 3 < b.count, b[i + 3] == 58,
-                      let om = num(i + 4, 2) {
+                let om = num(i + 4, 2)
+            {
                 offsetSeconds = (oh * 3600 + om * 60) * (b[i] == 43 ? 1 : -1)
                 i += 6
             } else {

@@ -73,8 +73,10 @@ public enum JSONText {
                 case 0x0C: escape = #"\f"#
                 default:
                     let digits: StaticString = "0123456789abcdef"
-                    let sequence = unsafe [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                    digits.utf8Start[Int(c >> 4)], digits.utf8Start[Int(c & 15)]]
+                    let sequence = unsafe [
+                        UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                        digits.utf8Start[Int(c >> 4)], digits.utf8Start[Int(c & 15)],
+                    ]
                     unsafe sequence.withUnsafeBufferPointer(append)
                     continue
                 }
@@ -182,7 +184,9 @@ struct RecordBodyReader {
         var recSig: String?
         let ok = object { r, key in
             switch key {
-            case "meta": meta = r.meta(); return meta != nil
+            case "meta":
+                meta = r.meta()
+                return meta != nil
             case "data":
                 if r.null() { return true }
                 data = r.stringMap()
@@ -200,15 +204,26 @@ struct RecordBodyReader {
     }
 
     private mutating func meta() -> API.Meta? {
-        var writer: String?, user: String?, type: String?
+        var writer: String?
+        var user: String?
+        var type: String?
         var plain: [String: String]?
-        var recordID: String?, created: String?, lastModified: String?, version: String?
+        var recordID: String?
+        var created: String?
+        var lastModified: String?
+        var version: String?
         var fileMeta: API.FileMeta?
         let ok = object { r, key in
             switch key {
-            case "writer_id": writer = r.string(); return writer != nil
-            case "user_id": user = r.string(); return user != nil
-            case "type": type = r.string(); return type != nil
+            case "writer_id":
+                writer = r.string()
+                return writer != nil
+            case "user_id":
+                user = r.string()
+                return user != nil
+            case "type":
+                type = r.string()
+                return type != nil
             case "plain":
                 if r.null() { return true }
                 plain = r.stringMap()
@@ -225,12 +240,16 @@ struct RecordBodyReader {
             }
         }
         guard ok, let writer, let user, let type else { return nil }
-        return API.Meta(recordID: recordID, writerID: writer, userID: user, type: type, plain: plain, created: created,
-                        lastModified: lastModified, version: version, fileMeta: fileMeta)
+        return API.Meta(
+            recordID: recordID, writerID: writer, userID: user, type: type, plain: plain, created: created,
+            lastModified: lastModified, version: version, fileMeta: fileMeta)
     }
 
     private mutating func fileMeta() -> API.FileMeta? {
-        var url: String?, name: String?, checksum: String?, compression: String?
+        var url: String?
+        var name: String?
+        var checksum: String?
+        var compression: String?
         var size: Int64?
         let ok = object { r, key in
             switch key {
@@ -371,7 +390,9 @@ struct RecordBodyReader {
                         guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
                         scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
                     }
-                    guard let scalar = Unicode.Scalar(scalarValue), let encoded = UTF8.encode(scalar) else { return nil }
+                    guard let scalar = Unicode.Scalar(scalarValue), let encoded = UTF8.encode(scalar) else {
+                        return nil
+                    }
                     out.append(contentsOf: encoded)
                 default: return nil
                 }

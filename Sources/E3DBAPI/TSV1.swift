@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// TSV1 request signing, the `Authorization` header of E3DB/TozID requests (spec §8.1):
 ///
@@ -94,7 +95,9 @@ public enum TSV1 {
             let c = bytes[i]
             if c == UInt8(ascii: "+") {
                 out.append(UInt8(ascii: " "))
-            } else if c == UInt8(ascii: "%"), i + 2 < bytes.count, let h = Hex.value(of: bytes[i + 1]), let l = Hex.value(of: bytes[i + 2]) {
+            } else if c == UInt8(ascii: "%"), i + 2 < bytes.count, let h = Hex.value(of: bytes[i + 1]),
+                let l = Hex.value(of: bytes[i + 2])
+            {
                 out.append(h << 4 | l)
                 i += 2
             } else {
@@ -122,4 +125,3 @@ public enum TSV1 {
         return String(decoding: out, as: UTF8.self)
     }
 }
-

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension E3DBError.Code {
     /// A TSV1 `Authorization` header is not six `"; "`-separated parts with the TSV1 method, a 32-byte key, a
@@ -54,12 +55,14 @@ extension TSV1 {
         let parts = authorization.components(separatedBy: "; ")
         // The scheme is case-insensitive (RFC 9110 §11.1); the header is signed as sent.
         guard parts.count == 6, parts[0].lowercased() == method.lowercased() else {
-            throw E3DBError(.tsv1Malformed, "the TSV1 header must have 6 parts starting with \(method)",
-                            context: .init(expected: 6, actual: parts.count))
+            throw E3DBError(
+                .tsv1Malformed, "the TSV1 header must have 6 parts starting with \(method)",
+                context: .init(expected: 6, actual: parts.count))
         }
         let key: Ed25519.PublicKey
         do { key = try Ed25519.PublicKey(base64URLEncoded: parts[1]) } catch {
-            throw E3DBError(.tsv1Malformed, "the TSV1 signing key is not a base64url 32-byte key", context: .init(part: "key"))
+            throw E3DBError(
+                .tsv1Malformed, "the TSV1 signing key is not a base64url 32-byte key", context: .init(part: "key"))
         }
         guard let timestamp = Int64(parts[2]) else {
             throw E3DBError(.tsv1Malformed, "the TSV1 timestamp is not an integer", context: .init(part: "timestamp"))
@@ -67,25 +70,29 @@ extension TSV1 {
         // Byte-wise, not by Character: a uid that starts with a combining mark joins the ":" into one grapheme,
         // and `hasPrefix` / `dropFirst(4)` would then refuse the header or lose the mark.
         guard parts[4].utf8.starts(with: "uid:".utf8) else {
-            throw E3DBError(.tsv1Malformed, "the TSV1 header's fifth part must start with uid:", context: .init(part: "uid"))
+            throw E3DBError(
+                .tsv1Malformed, "the TSV1 header's fifth part must start with uid:", context: .init(part: "uid"))
         }
         guard (1...maxNonceBytes).contains(parts[3].utf8.count) else {
-            throw E3DBError(.tsv1Malformed, "the TSV1 nonce must be 1 to \(maxNonceBytes) bytes",
-                            context: .init(part: "nonce", expected: maxNonceBytes, actual: parts[3].utf8.count))
+            throw E3DBError(
+                .tsv1Malformed, "the TSV1 nonce must be 1 to \(maxNonceBytes) bytes",
+                context: .init(part: "nonce", expected: maxNonceBytes, actual: parts[3].utf8.count))
         }
         let signature: Data
         do { signature = try Base64URL.decode(parts[5]) } catch {
             throw E3DBError(.tsv1Malformed, "the TSV1 signature is not base64url", context: .init(part: "signature"))
         }
         guard signature.count == 64 else {
-            throw E3DBError(.tsv1Malformed, "the TSV1 signature must be 64 bytes",
-                            context: .init(part: "signature", expected: 64, actual: signature.count))
+            throw E3DBError(
+                .tsv1Malformed, "the TSV1 signature must be 64 bytes",
+                context: .init(part: "signature", expected: 64, actual: signature.count))
         }
         // Overflow-safe: a timestamp near Int64.min or .max must be "expired", not a trap.
         let (difference, overflow) = now.subtractingReportingOverflow(timestamp)
         guard !overflow, window >= 0, difference.magnitude <= UInt64(window) else {
-            throw E3DBError(.tsv1Expired, "the TSV1 timestamp is more than \(window) s from the server's clock",
-                            context: .init(part: "timestamp"))
+            throw E3DBError(
+                .tsv1Expired, "the TSV1 timestamp is more than \(window) s from the server's clock",
+                context: .init(part: "timestamp"))
         }
         let header = parts[0..<5].joined(separator: "; ")
         for path in pathForms(rawPath) {
@@ -120,7 +127,8 @@ extension TSV1 {
         var i = 0
         while i < bytes.count {
             if bytes[i] == UInt8(ascii: "%") {
-                guard i + 2 < bytes.count, let h = Hex.value(of: bytes[i + 1]), let l = Hex.value(of: bytes[i + 2]) else { return nil }
+                guard i + 2 < bytes.count, let h = Hex.value(of: bytes[i + 1]), let l = Hex.value(of: bytes[i + 2])
+                else { return nil }
                 out.append(h << 4 | l)
                 i += 3
             } else {

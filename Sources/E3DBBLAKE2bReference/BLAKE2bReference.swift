@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBBlake2
 public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// libb2's BLAKE2b: an independent implementation that the tests, the vector checks and a fuzz target compare
 /// `E3DBPrimitives.BLAKE2b` against. It lives in its own module so that importing `E3DBPrimitives` needs only

@@ -73,8 +73,10 @@ public enum CanonicalJSON {
     /// - Throws: ``CanonicalJSONError`` as for the byte-input overload; offsets count UTF-8 bytes of `text`.
     public static func parse(_ text: String, limits: ParseLimits = .default) throws(CanonicalJSONError) -> JSONValue {
         var text = text
-        return try text.withUTF8 { buffer in Result { () throws(CanonicalJSONError) in try unsafe parse(buffer, limits: limits) } }
-            .get()
+        return try text.withUTF8 { buffer in
+            Result { () throws(CanonicalJSONError) in try unsafe parse(buffer, limits: limits) }
+        }
+        .get()
     }
 
     /// Whether `utf8` is valid JSON that is already in canonical form (byte for byte).
@@ -97,7 +99,8 @@ public enum CanonicalJSON {
         _ buffer: UnsafeBufferPointer<UInt8>,
         limits: ParseLimits
     ) -> Result<JSONValue, CanonicalJSONError> {
-        var parser = unsafe Parser(bytes: buffer, maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
+        var parser = unsafe Parser(
+            bytes: buffer, maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
         do throws(CanonicalJSONError) {
             return .success(try parser.parseDocument())
         } catch {
@@ -196,7 +199,9 @@ struct CanonicalWriter {
                         i += 1
                         continue
                     }
-                    if runStart < i { unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i])) }
+                    if runStart < i {
+                        unsafe out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i]))
+                    }
                     out.append(UInt8(ascii: "\\"))
                     out.append(escape)
                     if escape == UInt8(ascii: "u") {

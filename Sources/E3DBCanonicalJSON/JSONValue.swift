@@ -141,7 +141,8 @@ struct CodeUnitKey: Hashable, Sendable {
 func hashCodeUnits(_ string: String, into hasher: inout Hasher) {
     let utf8 = string.utf8
     hasher.combine(utf8.count)
-    if unsafe utf8.withContiguousStorageIfAvailable({ unsafe hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+    if unsafe utf8.withContiguousStorageIfAvailable({ unsafe hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil
+    {
         for byte in utf8 { hasher.combine(byte) }
     }
 }

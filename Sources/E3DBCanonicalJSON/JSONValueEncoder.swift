@@ -114,7 +114,8 @@ final class NodeEncoder: Encoder {
             object = ObjectNode()
             node = .object(object)
         }
-        return KeyedEncodingContainer(KeyedNodeContainer<Key>(object: object, codingPath: codingPath, userInfo: userInfo))
+        return KeyedEncodingContainer(
+            KeyedNodeContainer<Key>(object: object, codingPath: codingPath, userInfo: userInfo))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -166,7 +167,8 @@ struct KeyedNodeContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     ) -> KeyedEncodingContainer<NestedKey> {
         let nested = ObjectNode()
         put(.object(nested), key)
-        return KeyedEncodingContainer(KeyedNodeContainer<NestedKey>(object: nested, codingPath: path(key), userInfo: userInfo))
+        return KeyedEncodingContainer(
+            KeyedNodeContainer<NestedKey>(object: nested, codingPath: path(key), userInfo: userInfo))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
@@ -243,11 +245,14 @@ struct UnkeyedNodeContainer: UnkeyedEncodingContainer {
         put(try encodeNested(value, path: nextPath, userInfo: userInfo))
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<
+        NestedKey
+    > {
         let nested = ObjectNode()
         let path = nextPath
         put(.object(nested))
-        return KeyedEncodingContainer(KeyedNodeContainer<NestedKey>(object: nested, codingPath: path, userInfo: userInfo))
+        return KeyedEncodingContainer(
+            KeyedNodeContainer<NestedKey>(object: nested, codingPath: path, userInfo: userInfo))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {

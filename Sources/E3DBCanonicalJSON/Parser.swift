@@ -26,13 +26,15 @@ struct Parser: ~Copyable {
 
     mutating func parseDocument() throws(CanonicalJSONError) -> JSONValue {
         if unsafe bytes.count >= 3, unsafe bytes[0] == 0xEF, unsafe bytes[1] == 0xBB, unsafe bytes[2] == 0xBF {
-            throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
+            throw CanonicalJSONError(
+                .unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
         }
         skipWhitespace()
         let value = try parseValue(depth: 0)
         skipWhitespace()
         if unsafe pos < bytes.count {
-            throw CanonicalJSONError(.trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+            throw CanonicalJSONError(
+                .trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
         }
         return value
     }
@@ -66,19 +68,26 @@ struct Parser: ~Copyable {
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             return .number(try parseNumber())
         default:
-            throw CanonicalJSONError(.unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) where a value was expected", offset: pos)
+            throw CanonicalJSONError(
+                .unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) where a value was expected",
+                offset: pos)
         }
     }
 
     private mutating func expectLiteral(_ literal: StaticString) throws(CanonicalJSONError) {
         let start = pos
         let text = unsafe UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
-        for unsafe expected in unsafe text {
+        for index in 0..<literal.utf8CodeUnitCount {
+            let expected = unsafe text[index]
             guard unsafe pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside the literal \(literal) that starts at byte \(start)", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedEnd, "input ended inside the literal \(literal) that starts at byte \(start)",
+                    offset: pos)
             }
             guard unsafe bytes[pos] == expected else {
-                throw CanonicalJSONError(.unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) inside the literal \(literal)", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) inside the literal \(literal)",
+                    offset: pos)
             }
             pos += 1
         }
@@ -86,7 +95,8 @@ struct Parser: ~Copyable {
 
     private mutating func parseArray(depth: Int) throws(CanonicalJSONError) -> JSONValue {
         guard depth <= maxDepth else {
-            throw CanonicalJSONError(.nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
+            throw CanonicalJSONError(
+                .nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
         }
         pos += 1  // [
         var elements: [JSONValue] = []
@@ -100,7 +110,8 @@ struct Parser: ~Copyable {
             elements.append(try parseValue(depth: depth))
             skipWhitespace()
             guard unsafe pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an array; expected ',' or ']'", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedEnd, "input ended inside an array; expected ',' or ']'", offset: pos)
             }
             switch unsafe bytes[pos] {
             case UInt8(ascii: ","):
@@ -109,14 +120,17 @@ struct Parser: ~Copyable {
                 pos += 1
                 return .array(elements)
             default:
-                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedCharacter,
+                    unsafe "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
             }
         }
     }
 
     private mutating func parseObject(depth: Int) throws(CanonicalJSONError) -> JSONValue {
         guard depth <= maxDepth else {
-            throw CanonicalJSONError(.nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
+            throw CanonicalJSONError(
+                .nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
         }
         pos += 1  // {
         var object = JSONObject()
@@ -128,10 +142,13 @@ struct Parser: ~Copyable {
         while true {
             skipWhitespace()
             guard unsafe pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
             }
             guard unsafe bytes[pos] == UInt8(ascii: "\"") else {
-                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))",
+                    offset: pos)
             }
             let keyOffset = pos
             let key = try parseString()
@@ -140,7 +157,9 @@ struct Parser: ~Copyable {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
             }
             guard unsafe bytes[pos] == UInt8(ascii: ":") else {
-                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))",
+                    offset: pos)
             }
             pos += 1
             skipWhitespace()
@@ -150,7 +169,8 @@ struct Parser: ~Copyable {
             }
             skipWhitespace()
             guard unsafe pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
             }
             switch unsafe bytes[pos] {
             case UInt8(ascii: ","):
@@ -159,7 +179,9 @@ struct Parser: ~Copyable {
                 pos += 1
                 return .object(object)
             default:
-                throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedCharacter,
+                    unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
             }
         }
     }
@@ -176,7 +198,8 @@ struct Parser: ~Copyable {
         var runStart = pos  // start of the not-yet-copied literal run (only meaningful once `escaped`)
         while true {
             guard unsafe pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
             }
             let byte = unsafe bytes[pos]
             if byte == UInt8(ascii: "\"") {
@@ -185,7 +208,8 @@ struct Parser: ~Copyable {
                     unsafe scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
                     string = unsafe scratch.withUnsafeBufferPointer { unsafe String(decoding: $0, as: UTF8.self) }
                 } else {
-                    string = unsafe String(decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<pos]), as: UTF8.self)
+                    string = unsafe String(
+                        decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<pos]), as: UTF8.self)
                 }
                 pos += 1
                 return string
@@ -197,7 +221,8 @@ struct Parser: ~Copyable {
                 try parseEscape()
                 runStart = pos
             } else if byte < 0x20 {
-                throw CanonicalJSONError(.controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
+                throw CanonicalJSONError(
+                    .controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
             } else if byte < 0x80 {
                 pos += 1
             } else {
@@ -215,12 +240,20 @@ struct Parser: ~Copyable {
         var high: UInt8 = 0xBF
         switch lead {
         case 0xC2...0xDF: count = 2
-        case 0xE0: count = 3; low = 0xA0
+        case 0xE0:
+            count = 3
+            low = 0xA0
         case 0xE1...0xEC, 0xEE...0xEF: count = 3
-        case 0xED: count = 3; high = 0x9F
-        case 0xF0: count = 4; low = 0x90
+        case 0xED:
+            count = 3
+            high = 0x9F
+        case 0xF0:
+            count = 4
+            low = 0x90
         case 0xF1...0xF3: count = 4
-        case 0xF4: count = 4; high = 0x8F
+        case 0xF4:
+            count = 4
+            high = 0x8F
         default:
             throw CanonicalJSONError(.invalidUTF8, "byte 0x\(hex2(lead)) cannot start a UTF-8 sequence", offset: start)
         }
@@ -232,7 +265,8 @@ struct Parser: ~Copyable {
             let (lo, hi) = i == 1 ? (low, high) : (UInt8(0x80), UInt8(0xBF))
             guard b >= lo && b <= hi else {
                 throw CanonicalJSONError(
-                    .invalidUTF8, "ill-formed UTF-8 sequence (lead byte 0x\(hex2(lead)), then 0x\(hex2(b)))", offset: start)
+                    .invalidUTF8, "ill-formed UTF-8 sequence (lead byte 0x\(hex2(lead)), then 0x\(hex2(b)))",
+                    offset: start)
             }
         }
         pos = start + count
@@ -259,20 +293,26 @@ struct Parser: ~Copyable {
             let unit = try readHex4(escapeStart: start)
             var scalar = UInt32(unit)
             if unit >= 0xD800 && unit <= 0xDBFF {
-                guard unsafe pos + 1 < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\\"), unsafe bytes[pos + 1] == UInt8(ascii: "u") else {
+                guard unsafe pos + 1 < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\\"),
+                    unsafe bytes[pos + 1] == UInt8(ascii: "u")
+                else {
                     throw CanonicalJSONError(
-                        .loneSurrogate, "high surrogate \\u\(hex4(unit)) is not followed by a low-surrogate escape", offset: start)
+                        .loneSurrogate, "high surrogate \\u\(hex4(unit)) is not followed by a low-surrogate escape",
+                        offset: start)
                 }
                 let second = pos
                 pos += 2
                 let next = try readHex4(escapeStart: second)
                 guard next >= 0xDC00 && next <= 0xDFFF else {
                     throw CanonicalJSONError(
-                        .loneSurrogate, "high surrogate \\u\(hex4(unit)) is followed by \\u\(hex4(next)), not a low surrogate", offset: start)
+                        .loneSurrogate,
+                        "high surrogate \\u\(hex4(unit)) is followed by \\u\(hex4(next)), not a low surrogate",
+                        offset: start)
                 }
                 scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(next) - 0xDC00)
             } else if unit >= 0xDC00 && unit <= 0xDFFF {
-                throw CanonicalJSONError(.loneSurrogate, "low surrogate \\u\(hex4(unit)) without a preceding high surrogate", offset: start)
+                throw CanonicalJSONError(
+                    .loneSurrogate, "low surrogate \\u\(hex4(unit)) without a preceding high surrogate", offset: start)
             }
             appendUTF8(scalar)
         default:
@@ -293,7 +333,8 @@ struct Parser: ~Copyable {
             case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
             case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
             default:
-                throw CanonicalJSONError(.invalidEscape, "\\u escape needs four hex digits, found \(describe(b))", offset: pos)
+                throw CanonicalJSONError(
+                    .invalidEscape, "\\u escape needs four hex digits, found \(describe(b))", offset: pos)
             }
             value = value << 4 | UInt16(digit)
             pos += 1
@@ -341,7 +382,8 @@ struct Parser: ~Copyable {
         } else if unsafe isDigit(bytes[pos]) {
             while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
         } else {
-            throw CanonicalJSONError(.invalidNumber, unsafe "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
+            throw CanonicalJSONError(
+                .invalidNumber, unsafe "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
         }
         let intEnd = pos
         var isInteger = true
@@ -357,7 +399,9 @@ struct Parser: ~Copyable {
         if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
             isInteger = false
             pos += 1
-            if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
+            if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") {
+                pos += 1
+            }
             guard unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) else {
                 throw CanonicalJSONError(.invalidNumber, "an exponent needs at least one digit", offset: pos)
             }
@@ -374,12 +418,16 @@ struct Parser: ~Copyable {
             throw CanonicalJSONError(.invalidNumber, "number could not be converted", offset: start)
         }
         guard value.isFinite else {
-            throw CanonicalJSONError(.numberOutOfRange, "number is outside the range of an IEEE 754 double", offset: start)
+            throw CanonicalJSONError(
+                .numberOutOfRange, "number is outside the range of an IEEE 754 double", offset: start)
         }
         if value == 0 {
             // A literal with a non-zero digit that becomes 0 (1e-400) would sign as 0: refused like 1e400.
-            let mantissaEnd = unsafe bytes[intStart..<pos].firstIndex { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } ?? pos
-            if unsafe bytes[intStart..<mantissaEnd].contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+            let mantissaEnd =
+                unsafe bytes[intStart..<pos].firstIndex { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } ?? pos
+            if unsafe bytes[intStart..<mantissaEnd].contains(where: {
+                $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9")
+            }) {
                 throw CanonicalJSONError(
                     .numberOutOfRange, "number is too small for an IEEE 754 double and would become 0", offset: start)
             }
@@ -501,14 +549,16 @@ extension Parser {
         current: inout String?
     ) throws(CanonicalJSONError) -> (object: JSONObject, raw: [String: RawJSONString]) {
         if unsafe bytes.count >= 3, unsafe bytes[0] == 0xEF, unsafe bytes[1] == 0xBB, unsafe bytes[2] == 0xBF {
-            throw CanonicalJSONError(.unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
+            throw CanonicalJSONError(
+                .unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
         }
         skipWhitespace()
         guard unsafe pos < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended where an object was expected", offset: pos)
         }
         guard unsafe bytes[pos] == UInt8(ascii: "{") else {
-            throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected an object, found \(describe(bytes[pos]))", offset: pos)
+            throw CanonicalJSONError(
+                .unexpectedCharacter, unsafe "expected an object, found \(describe(bytes[pos]))", offset: pos)
         }
         pos += 1
         var object = JSONObject()
@@ -520,10 +570,13 @@ extension Parser {
             members: while true {
                 skipWhitespace()
                 guard unsafe pos < bytes.count else {
-                    throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
+                    throw CanonicalJSONError(
+                        .unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
                 }
                 guard unsafe bytes[pos] == UInt8(ascii: "\"") else {
-                    throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+                    throw CanonicalJSONError(
+                        .unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))",
+                        offset: pos)
                 }
                 let keyOffset = pos
                 let key = try parseString()
@@ -532,7 +585,9 @@ extension Parser {
                     throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
                 }
                 guard unsafe bytes[pos] == UInt8(ascii: ":") else {
-                    throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+                    throw CanonicalJSONError(
+                        .unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))",
+                        offset: pos)
                 }
                 pos += 1
                 skipWhitespace()
@@ -541,7 +596,10 @@ extension Parser {
                 if rawMembers.contains(key), unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\"") {
                     let start = pos + 1
                     let escaped = try skipString()
-                    duplicate = object[key] != nil || raw.updateValue(RawJSONString(range: start..<(pos - 1), hasEscapes: escaped), forKey: key) != nil
+                    duplicate =
+                        object[key] != nil
+                        || raw.updateValue(RawJSONString(range: start..<(pos - 1), hasEscapes: escaped), forKey: key)
+                            != nil
                 } else {
                     let value = try parseValue(depth: 1)
                     duplicate = raw[key] != nil || !object.insertIfAbsent(key: key, value: value)
@@ -552,7 +610,8 @@ extension Parser {
                 current = nil
                 skipWhitespace()
                 guard unsafe pos < bytes.count else {
-                    throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
+                    throw CanonicalJSONError(
+                        .unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
                 }
                 switch unsafe bytes[pos] {
                 case UInt8(ascii: ","):
@@ -561,13 +620,16 @@ extension Parser {
                     pos += 1
                     break members
                 default:
-                    throw CanonicalJSONError(.unexpectedCharacter, unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+                    throw CanonicalJSONError(
+                        .unexpectedCharacter,
+                        unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
                 }
             }
         }
         skipWhitespace()
         if unsafe pos < bytes.count {
-            throw CanonicalJSONError(.trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+            throw CanonicalJSONError(
+                .trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
         }
         return (object, raw)
     }
@@ -587,7 +649,8 @@ extension Parser {
         }
         while true {
             guard unsafe pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
+                throw CanonicalJSONError(
+                    .unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
             }
             let byte = unsafe bytes[pos]
             if byte == UInt8(ascii: "\"") {
@@ -597,7 +660,8 @@ extension Parser {
                 escaped = true
                 try parseEscape()
             } else if byte < 0x20 {
-                throw CanonicalJSONError(.controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
+                throw CanonicalJSONError(
+                    .controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
             } else if byte < 0x80 {
                 pos += 1
             } else {

@@ -1,5 +1,5 @@
-public import E3DBPrimitives
 import E3DBAPI
+public import E3DBPrimitives
 
 // The server's refusals (`.unauthorized`, `.forbidden`, `.notFound`, `.conflict`, `.badRequest`, …) are E3DBAPI's
 // (the wire contract): `.io`, the request reached the server and the remote operation failed (the CLI exits 1 and
@@ -29,18 +29,22 @@ extension E3DBError.Code {
 /// follow one.
 func httpError(status: Int, operation: String, serverMessage: String?) -> E3DBError {
     if (300..<400).contains(status) {
-        return E3DBError(.invalidResponse, "\(operation): the server answered with a redirect (HTTP \(status)), which "
-                         + "the E3DB API never sends; it was not followed", context: .init(part: operation, actual: status))
+        return E3DBError(
+            .invalidResponse,
+            "\(operation): the server answered with a redirect (HTTP \(status)), which "
+                + "the E3DB API never sends; it was not followed", context: .init(part: operation, actual: status))
     }
-    let code: E3DBError.Code = switch status {
-    case 401: .unauthorized
-    case 403: .forbidden
-    case 404: .notFound
-    case 409: .conflict
-    case 500...: .serverError
-    default: .badRequest
-    }
+    let code: E3DBError.Code =
+        switch status {
+        case 401: .unauthorized
+        case 403: .forbidden
+        case 404: .notFound
+        case 409: .conflict
+        case 500...: .serverError
+        default: .badRequest
+        }
     let detail = serverMessage.map { ": \($0.prefix(300))" } ?? ""
-    return E3DBError(code, "\(operation) failed with HTTP \(status)\(detail)",
-                     context: .init(part: operation, actual: status))
+    return E3DBError(
+        code, "\(operation) failed with HTTP \(status)\(detail)",
+        context: .init(part: operation, actual: status))
 }

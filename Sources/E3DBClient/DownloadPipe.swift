@@ -123,7 +123,8 @@ final class DownloadPipe: Sendable {
     /// - Throws: the error the body was ended with.
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(E3DBError) -> Int {
         while true {
-            let (count, writer) = try state.withLock { s throws(E3DBError) -> (Int?, CheckedContinuation<Void, Never>?) in
+            let (count, writer) = try state.withLock {
+                s throws(E3DBError) -> (Int?, CheckedContinuation<Void, Never>?) in
                 if case .failed(let error) = s.ending { throw error }
                 guard s.head < s.pieces.count else {
                     if s.ending != nil { return (0, nil) }
@@ -161,7 +162,9 @@ final class DownloadPipe: Sendable {
 
         mutating func read(into buffer: inout MutableRawSpan) throws -> Int {
             let pipe = pipe
-            return try unsafe buffer.withUnsafeMutableBytes { (bytes) throws(E3DBError) in try unsafe pipe.read(into: bytes) }
+            return try unsafe buffer.withUnsafeMutableBytes { (bytes) throws(E3DBError) in
+                try unsafe pipe.read(into: bytes)
+            }
         }
     }
 }

@@ -1,8 +1,8 @@
-public import Foundation
 public import E3DBAPI
 public import E3DBDocuments
 public import E3DBKeys
 public import E3DBPrimitives
+public import Foundation
 
 /// The options of a note write: its global name, its view limit and its expiration.
 public struct NoteOptions: Sendable, Hashable {
@@ -83,9 +83,10 @@ extension E3DBClient {
         let body = try noteBody(
             data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: writer.boxKey, writerSigningKey: writer.signingKey, writerID: nil, options: options)
-        let r = try await sendTSV1("POST", apiURL: trimmed(apiURL), path: "/v2/storage/notes", body: body,
-                                   signingKey: writer.signingKey, uid: "", transport: transport, timeout: timeout,
-                                   operation: "note write")
+        let r = try await sendTSV1(
+            "POST", apiURL: trimmed(apiURL), path: "/v2/storage/notes", body: body,
+            signingKey: writer.signingKey, uid: "", transport: transport, timeout: timeout,
+            operation: "note write")
         return try decode(API.Note.self, r, operation: "note write")
     }
 
@@ -110,8 +111,9 @@ extension E3DBClient {
         options: NoteDecryptionOptions = .init(), transport: any E3DBTransport = AsyncHTTPClientTransport(),
         timeout: Duration = .seconds(30)
     ) async throws -> ClientNote {
-        try await readNote(id: id, name: name, boxKey: reader.boxKey, signingKey: reader.signingKey, uid: "",
-                           apiURL: trimmed(apiURL), transport: transport, timeout: timeout, options: options)
+        try await readNote(
+            id: id, name: name, boxKey: reader.boxKey, signingKey: reader.signingKey, uid: "",
+            apiURL: trimmed(apiURL), transport: transport, timeout: timeout, options: options)
     }
 
     /// The API URL without a trailing slash.

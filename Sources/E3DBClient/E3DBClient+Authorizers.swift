@@ -1,14 +1,15 @@
-public import Foundation
 public import E3DBAPI
 import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
+public import Foundation
 
 extension E3DBClient {
     func putPolicy(writer: UUID, reader: UUID, type: String, _ policy: API.PolicyRequest) async throws {
         let w = writer.lowercasedString
-        _ = try await send(API.Endpoints.putPolicy, [w, w, reader.lowercasedString, type],
-                           json: policy, operation: "policy")
+        _ = try await send(
+            API.Endpoints.putPolicy, [w, w, reader.lowercasedString, type],
+            json: policy, operation: "policy")
     }
 
     /// Lets `authorizer` share and revoke this client's records of `type` on its behalf: wraps the access key
@@ -16,8 +17,9 @@ extension E3DBClient {
     public func addAuthorizer(_ authorizer: UUID, type: String) async throws {
         let info = try await clientInfo(authorizer)
         let ak = try await ownAccessKey(type: type)
-        try await putAccessKey(ak, writer: clientID, user: clientID, reader: authorizer,
-                               readerKey: try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519), type: type)
+        try await putAccessKey(
+            ak, writer: clientID, user: clientID, reader: authorizer,
+            readerKey: try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519), type: type)
         try await putPolicy(reader: authorizer, type: type, API.PolicyRequest(allow: [["authorizer": .object([:])]]))
     }
 
@@ -33,30 +35,36 @@ extension E3DBClient {
     public func share(onBehalfOf writer: UUID, type: String, with reader: UUID) async throws {
         let (ak, _) = try await readerAccessKey(writer: writer, user: writer, type: type)
         let info = try await clientInfo(reader)
-        try await putAccessKey(ak, writer: writer, user: writer, reader: reader,
-                               readerKey: try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519), type: type)
-        try await putPolicy(writer: writer, reader: reader, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
+        try await putAccessKey(
+            ak, writer: writer, user: writer, reader: reader,
+            readerKey: try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519), type: type)
+        try await putPolicy(
+            writer: writer, reader: reader, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
     }
 
     /// As an authorizer of `writer`, revokes `reader`'s access to its records of `type`.
     public func revoke(onBehalfOf writer: UUID, type: String, from reader: UUID) async throws {
-        try await putPolicy(writer: writer, reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
-        _ = try await send(API.Endpoints.deleteAccessKey, tuplePath(writer: writer, user: writer, reader: reader, type: type),
-                           operation: "access key delete")
+        try await putPolicy(
+            writer: writer, reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
+        _ = try await send(
+            API.Endpoints.deleteAccessKey, tuplePath(writer: writer, user: writer, reader: reader, type: type),
+            operation: "access key delete")
     }
 
     /// Authorizer grants this client made (`GET /v1/storage/policy/proxies`).
     public func authorizers() async throws -> [API.AuthorizerPolicy] {
-        try Self.decode([API.AuthorizerPolicy].self,
-                        try await send(API.Endpoints.proxies, operation: "authorizers"),
-                        operation: "authorizers")
+        try Self.decode(
+            [API.AuthorizerPolicy].self,
+            try await send(API.Endpoints.proxies, operation: "authorizers"),
+            operation: "authorizers")
     }
 
     /// Authorizer grants made to this client (`GET /v1/storage/policy/granted`).
     public func authorizedBy() async throws -> [API.AuthorizerPolicy] {
-        try Self.decode([API.AuthorizerPolicy].self,
-                        try await send(API.Endpoints.granted, operation: "authorized by"),
-                        operation: "authorized by")
+        try Self.decode(
+            [API.AuthorizerPolicy].self,
+            try await send(API.Endpoints.granted, operation: "authorized by"),
+            operation: "authorized by")
     }
 
     // MARK: Search v2
@@ -86,7 +94,8 @@ extension E3DBClient {
                 records.append(ClientRecord(meta: result.meta, data: RecordData()))
             }
         }
-        return SearchPage(records: records, nextToken: response.lastIndex == 0 ? nil : response.lastIndex,
-                          totalResults: response.totalResults)
+        return SearchPage(
+            records: records, nextToken: response.lastIndex == 0 ? nil : response.lastIndex,
+            totalResults: response.totalResults)
     }
 }

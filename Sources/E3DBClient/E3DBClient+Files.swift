@@ -1,24 +1,27 @@
-public import Foundation
 import E3DBAPI
 public import E3DBDocuments
 public import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
+public import Foundation
 
 extension E3DBClient {
     /// A private temporary directory (mode 0700) for ciphertext on its way up; removed by the caller.
     func privateTemporaryDirectory() throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().lowercasedString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: dir, withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700])
         return dir
     }
 
     /// Encrypts `path` into the new file `scratch` (mode 0600, in a private directory). The ciphertext only waits
     /// there for the upload and is removed after it, so it is not flushed to disk: an `fsync` would write the whole
     /// file out to the disk while the server writes its own copy.
-    static func encryptToScratch(_ path: String, _ scratch: String, accessKey: AccessKey,
-                                 options: FileEncryptionOptions) throws -> FileEncryptionResult {
+    static func encryptToScratch(
+        _ path: String, _ scratch: String, accessKey: AccessKey,
+        options: FileEncryptionOptions
+    ) throws -> FileEncryptionResult {
         let input = unsafe open(path, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else {
             throw E3DBError(.fileIOFailed, "cannot open \(path) to upload it (errno \(errno))")
@@ -30,7 +33,8 @@ extension E3DBClient {
         }
         let result: FileEncryptionResult
         do {
-            result = try E3DBFileCipher.encrypt(fileDescriptor: input, to: output, accessKey: accessKey, options: options)
+            result = try E3DBFileCipher.encrypt(
+                fileDescriptor: input, to: output, accessKey: accessKey, options: options)
         } catch {
             close(output)
             throw error
@@ -53,8 +57,10 @@ extension E3DBClient {
     /// - Returns: the file record (metadata, `file_meta`, empty data).
     /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), `.foreignFileURL` for an upload URL off the API's
     ///   origin and ``fileOrigins``, the server or the transport.
-    public func writeFile(type: String, path: String, plain: RecordData = RecordData(),
-                          progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
+    public func writeFile(
+        type: String, path: String, plain: RecordData = RecordData(),
+        progress: (@Sendable (FileProgress) -> Void)? = nil
+    ) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
         let scratch = try privateTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -62,9 +68,11 @@ extension E3DBClient {
         // Task cancellation reaches the file cipher between chunks.
         let cancellation = FileCancellation()
         let result = try await withTaskCancellationHandler {
-            try Self.encryptToScratch(path, encrypted, accessKey: ak,
-                                      options: FileEncryptionOptions(checksums: [.ciphertextMD5], progress: progress,
-                                                                     cancellation: cancellation))
+            try Self.encryptToScratch(
+                path, encrypted, accessKey: ak,
+                options: FileEncryptionOptions(
+                    checksums: [.ciphertextMD5], progress: progress,
+                    cancellation: cancellation))
         } onCancel: {
             cancellation.cancel()
         }
@@ -76,26 +84,31 @@ extension E3DBClient {
         for (k, v) in plain { plainMap[k] = v }
         let me = clientID.lowercasedString
         let body = API.Record(
-            meta: API.Meta(writerID: me, userID: me, type: type, plain: plainMap,
-                           fileMeta: API.FileMeta(fileName: URL(fileURLWithPath: path).lastPathComponent,
-                                                  checksum: md5, size: Int64(result.encryptedSize))),
+            meta: API.Meta(
+                writerID: me, userID: me, type: type, plain: plainMap,
+                fileMeta: API.FileMeta(
+                    fileName: URL(fileURLWithPath: path).lastPathComponent,
+                    checksum: md5, size: Int64(result.encryptedSize))),
             data: [:])
-        let created = try await send(API.Endpoints.createFile, json: body, operation: "file create",
-                                     idempotent: false)
+        let created = try await send(
+            API.Endpoints.createFile, json: body, operation: "file create",
+            idempotent: false)
         let pending = try Self.decode(API.PendingFile.self, created, operation: "file create")
         try checkFileURL(pending.fileURL, operation: "file upload")
         let upload = try await transportCall("file upload") {
             try await transport.upload(
-                TransportRequest(method: "PUT", url: pending.fileURL,
-                                 headers: [("Content-Type", "application/octet-stream"), ("Content-MD5", md5)]),
+                TransportRequest(
+                    method: "PUT", url: pending.fileURL,
+                    headers: [("Content-Type", "application/octet-stream"), ("Content-MD5", md5)]),
                 bodyPath: encrypted, size: Int64(result.encryptedSize), timeout: .seconds(3600))
         }
         guard upload.status == 200 else {
             let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: upload.body))?.error
             throw httpError(status: upload.status, operation: "file upload", serverMessage: message)
         }
-        let committed = try await send(API.Endpoints.commitFile, [pending.id], operation: "file commit",
-                                       idempotent: false)
+        let committed = try await send(
+            API.Endpoints.commitFile, [pending.id], operation: "file commit",
+            idempotent: false)
         let record = try Self.decode(API.Record.self, committed, operation: "file commit")
         return ClientRecord(meta: record.meta, data: RecordData())
     }
@@ -126,8 +139,10 @@ extension E3DBClient {
     ///   record), `.checksumMismatch` (with `verifyChecksum`), `.chunkAuthenticationFailed`,
     ///   `.fileTruncated`, `.trailingData`, `.wrongAccessKey`, `.fileIOFailed`, `.requestCancelled`, the
     ///   transport's (`.transportFailed`).
-    public func readFile(_ id: UUID, to destination: String, verifyChecksum: Bool = false,
-                         progress: (@Sendable (FileProgress) -> Void)? = nil) async throws -> ClientRecord {
+    public func readFile(
+        _ id: UUID, to destination: String, verifyChecksum: Bool = false,
+        progress: (@Sendable (FileProgress) -> Void)? = nil
+    ) async throws -> ClientRecord {
         let r = try await send(API.Endpoints.readFile, [id.lowercasedString], operation: "file read")
         let record = try Self.decode(API.Record.self, r, operation: "file read")
         try Self.checkAnswer(record.meta, id: id, operation: "file read")
@@ -135,14 +150,16 @@ extension E3DBClient {
             throw E3DBError(.invalidResponse, "the file record has no file_meta with a URL and checksum")
         }
         try checkFileURL(url, operation: "file download")
-        guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
+        guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID)
+        else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
         let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
         try Task.checkCancellation()
         let size = meta.size.map { Int($0) }
-        let options = FileDecryptionOptions(expectedChecksum: verifyChecksum ? .md5Base64(checksum) : nil,
-                                            expectedEncryptedSize: size, progress: progress)
+        let options = FileDecryptionOptions(
+            expectedChecksum: verifyChecksum ? .md5Base64(checksum) : nil,
+            expectedEncryptedSize: size, progress: progress)
         let sink: AtomicFileSink
         do { sink = try AtomicFileSink(path: destination) } catch {
             throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)")
@@ -166,8 +183,10 @@ extension E3DBClient {
                 pipe.finish(failing: nil)
             } else {
                 let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: response.body))?.error
-                pipe.finish(failing: httpError(status: response.status, operation: "file download",
-                                               serverMessage: message))
+                pipe.finish(
+                    failing: httpError(
+                        status: response.status, operation: "file download",
+                        serverMessage: message))
             }
         } catch {
             pipe.finish(failing: Self.transportError(error, "file download"))
@@ -191,7 +210,8 @@ extension E3DBClient {
         if error is CancellationError || Task.isCancelled {
             return E3DBError(.requestCancelled, "\(operation) was cancelled")
         }
-        return E3DBError(.transportFailed, "\(operation): the transfer failed (\(type(of: error)))",
-                         context: .init(part: operation))
+        return E3DBError(
+            .transportFailed, "\(operation): the transfer failed (\(type(of: error)))",
+            context: .init(part: operation))
     }
 }

@@ -1,9 +1,9 @@
-public import Foundation
+import E3DBAPI
 public import E3DBCanonicalJSON
 public import E3DBDocuments
 public import E3DBKeys
 public import E3DBPrimitives
-import E3DBAPI
+public import Foundation
 
 /// Local encryption, decryption, signing and verification: documents that never go through the server, under
 /// the same keys as the records (the old Swift SDK's `createWriterKey`, `getReaderKey`, `encrypt`, `decrypt`,
@@ -21,8 +21,9 @@ extension E3DBClient {
     public func writerKey(type: String) async throws -> EAKInfo {
         _ = try await ownAccessKey(type: type)
         guard let info = try await eakInfo(writer: clientID, user: clientID, type: type) else {
-            throw E3DBError(.invalidResponse, "the server has no access key for type \(type.prefix(80)) just stored",
-                            context: .init(part: "access key read", actual: 404))
+            throw E3DBError(
+                .invalidResponse, "the server has no access key for type \(type.prefix(80)) just stored",
+                context: .init(part: "access key read", actual: 404))
         }
         return info
     }
@@ -37,8 +38,9 @@ extension E3DBClient {
     /// - Throws: `E3DBError` `.notFound` when nothing of that type is shared with this client.
     public func readerKey(writer: UUID, user: UUID? = nil, type: String) async throws -> EAKInfo {
         guard let info = try await eakInfo(writer: writer, user: user ?? writer, type: type) else {
-            throw E3DBError(.notFound, "no access key for type \(type.prefix(80)) is shared with this client",
-                            context: .init(part: "access key read", actual: 404))
+            throw E3DBError(
+                .notFound, "no access key for type \(type.prefix(80)) is shared with this client",
+                context: .init(part: "access key read", actual: 404))
         }
         return info
     }
@@ -54,7 +56,8 @@ extension E3DBClient {
     /// - Throws: `E3DBError` `.missingKey` without a signing key, `.authenticationFailed` for a key that is not
     ///   this client's.
     public func encrypt(type: String, data: RecordData, plain: RecordData = RecordData(), eakInfo: EAKInfo)
-        throws(E3DBError) -> EncryptedDocument {
+        throws(E3DBError) -> EncryptedDocument
+    {
         try EncryptedDocument.encrypt(type: type, data: data, plain: plain, identity: identity, eakInfo: eakInfo)
     }
 
@@ -68,8 +71,9 @@ extension E3DBClient {
     ///   `.invalidSignature` and the policy's errors.
     public func decrypt(_ document: EncryptedDocument, eakInfo: EAKInfo) throws(E3DBError) -> DecryptedDocument {
         let own = document.meta.writerID == clientID ? identity.publicSigningKey : nil
-        return try document.decrypt(identity: identity, eakInfo: eakInfo, verifyingKey: own,
-                                    verification: verification)
+        return try document.decrypt(
+            identity: identity, eakInfo: eakInfo, verifyingKey: own,
+            verification: verification)
     }
 
     /// Signs any `Signable` value with this client's signing key.
@@ -86,10 +90,13 @@ extension E3DBClient {
     ///   - signed: the signed document.
     ///   - publicSigningKey: the signer's public key (default: this client's).
     /// - Throws: `E3DBError` `.invalidSignature` when it does not verify, `.missingKey` without a key.
-    public func verify<D: Signable & Sendable>(_ signed: SignedDocument<D>,
-                                               publicSigningKey: Ed25519.PublicKey? = nil) throws(E3DBError) {
+    public func verify<D: Signable & Sendable>(
+        _ signed: SignedDocument<D>,
+        publicSigningKey: Ed25519.PublicKey? = nil
+    ) throws(E3DBError) {
         guard let key = publicSigningKey ?? identity.publicSigningKey else {
-            throw E3DBError(.missingKey, "verifying needs a public signing key", context: .init(field: "public_signing_key"))
+            throw E3DBError(
+                .missingKey, "verifying needs a public signing key", context: .init(field: "public_signing_key"))
         }
         try signed.verify(with: key)
     }

@@ -1,9 +1,9 @@
-public import Foundation
 public import E3DBAPI
-public import E3DBDocuments
-public import E3DBPrimitives
 import E3DBCanonicalJSON
+public import E3DBDocuments
 import E3DBKeys
+public import E3DBPrimitives
+public import Foundation
 
 /// A note as read: the server's members and the decrypted, verified fields.
 public struct ClientNote: Sendable, Hashable {
@@ -16,19 +16,25 @@ public struct ClientNote: Sendable, Hashable {
 extension E3DBClient {
     /// A TSV1-signed request to the notes API, signed with this client's signing key over the path and query as
     /// sent.
-    func sendTSV1(_ method: String, path: String, query: [(String, String)] = [], body: Data? = nil,
-                  operation: String, expect: Set<Int>? = nil) async throws -> TransportResponse {
-        try await Self.sendTSV1(method, apiURL: apiURL, path: path, query: query, body: body,
-                                signingKey: try identity.requireSigningKey(), uid: clientID.lowercasedString,
-                                transport: transport, timeout: timeout, operation: operation, expect: expect)
+    func sendTSV1(
+        _ method: String, path: String, query: [(String, String)] = [], body: Data? = nil,
+        operation: String, expect: Set<Int>? = nil
+    ) async throws -> TransportResponse {
+        try await Self.sendTSV1(
+            method, apiURL: apiURL, path: path, query: query, body: body,
+            signingKey: try identity.requireSigningKey(), uid: clientID.lowercasedString,
+            transport: transport, timeout: timeout, operation: operation, expect: expect)
     }
 
     /// A TSV1-signed request to the notes API: `uid` is the caller's client id, or empty for an anonymous caller
     /// (a key pair that is not a registered client, as the Python SDK's anonymous notes sign).
-    static func sendTSV1(_ method: String, apiURL: String, path: String, query: [(String, String)] = [],
-                         body: Data? = nil, signingKey: Ed25519.PrivateKey, uid: String, transport: any E3DBTransport,
-                         timeout: Duration, operation: String, expect: Set<Int>? = nil) async throws
-        -> TransportResponse {
+    static func sendTSV1(
+        _ method: String, apiURL: String, path: String, query: [(String, String)] = [],
+        body: Data? = nil, signingKey: Ed25519.PrivateKey, uid: String, transport: any E3DBTransport,
+        timeout: Duration, operation: String, expect: Set<Int>? = nil
+    ) async throws
+        -> TransportResponse
+    {
         let base = URLComponents(string: apiURL)?.percentEncodedPath ?? ""
         let fullPath = (base.hasSuffix("/") ? String(base.dropLast()) : base) + path
         let rawQuery = query.map { escapeQuery($0.0) + "=" + escapeQuery($0.1) }.joined(separator: "&")
@@ -39,8 +45,9 @@ extension E3DBClient {
         var headers = [("Authorization", header)]
         if body != nil { headers.append(("Content-Type", "application/json")) }
         let url = apiURL + path + (rawQuery.isEmpty ? "" : "?" + rawQuery)
-        return try await exchange(transport, TransportRequest(method: method, url: url, headers: headers, body: body),
-                                  operation: operation, idempotent: false, timeout: timeout, expect: expect)
+        return try await exchange(
+            transport, TransportRequest(method: method, url: url, headers: headers, body: body),
+            operation: operation, idempotent: false, timeout: timeout, expect: expect)
     }
 
     /// The JSON body of a note write or replace: the note encrypted and TFSP1-signed by the writer's key pairs,
@@ -50,8 +57,9 @@ extension E3DBClient {
         writerBoxKey: Box.PrivateKey, writerSigningKey: Ed25519.PrivateKey, writerID: UUID?, options: NoteOptions
     ) throws -> Data {
         if let maxViews = options.maxViews, maxViews < -1 {
-            throw E3DBError(.invalidParameter, "max_views must be positive, or 0 or -1 for unlimited",
-                            context: .init(field: "max_views", actual: maxViews))
+            throw E3DBError(
+                .invalidParameter, "max_views must be positive, or 0 or -1 for unlimited",
+                context: .init(field: "max_views", actual: maxViews))
         }
         let encrypted = try EncryptedNote.encrypt(
             data: data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
@@ -64,7 +72,8 @@ extension E3DBClient {
         note.plain = [:]
         if let expiration = options.expiration {
             note.expires = true
-            note.expiration = APITimestamp.format(micros: Int64((expiration.timeIntervalSince1970 * 1e6).rounded(.down)))
+            note.expiration = APITimestamp.format(
+                micros: Int64((expiration.timeIntervalSince1970 * 1e6).rounded(.down)))
         }
         return try JSONEncoder().encode(note)
     }
@@ -80,9 +89,10 @@ extension E3DBClient {
         }
         if let name, name.isEmpty { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
         let query = id.map { [("note_id", $0.lowercasedString)] } ?? [("id_string", name ?? "")]
-        let r = try await sendTSV1("GET", apiURL: apiURL, path: "/v2/storage/notes", query: query,
-                                   signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
-                                   operation: "note read")
+        let r = try await sendTSV1(
+            "GET", apiURL: apiURL, path: "/v2/storage/notes", query: query,
+            signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
+            operation: "note read")
         let note = try decode(API.Note.self, r, operation: "note read")
         let encrypted = try EncryptedNote(jsonData: r.body)
         return ClientNote(note: note, data: try encrypted.decrypt(readerKey: boxKey, options: options))
@@ -103,10 +113,11 @@ extension E3DBClient {
         _ data: RecordData, recipientEncryptionKey: Box.PublicKey, recipientSigningKey: Ed25519.PublicKey,
         name: String? = nil, maxViews: Int? = nil, expiration: Date? = nil
     ) async throws -> API.Note {
-        try await storeNote("POST", data, recipientEncryptionKey: recipientEncryptionKey,
-                            recipientSigningKey: recipientSigningKey,
-                            options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
-                            operation: "note write")
+        try await storeNote(
+            "POST", data, recipientEncryptionKey: recipientEncryptionKey,
+            recipientSigningKey: recipientSigningKey,
+            options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
+            operation: "note write")
     }
 
     /// Encrypts a note with this client's keys and POSTs (write) or PUTs (replace) it.
@@ -141,10 +152,11 @@ extension E3DBClient {
         recipientSigningKey: Ed25519.PublicKey, maxViews: Int? = nil, expiration: Date? = nil
     ) async throws -> API.Note {
         guard !name.isEmpty else { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
-        return try await storeNote("PUT", data, recipientEncryptionKey: recipientEncryptionKey,
-                                   recipientSigningKey: recipientSigningKey,
-                                   options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
-                                   operation: "note replace")
+        return try await storeNote(
+            "PUT", data, recipientEncryptionKey: recipientEncryptionKey,
+            recipientSigningKey: recipientSigningKey,
+            options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
+            operation: "note replace")
     }
 
     /// Reads a note addressed to this client by id or by name, then decrypts and verifies every field.
@@ -156,7 +168,8 @@ extension E3DBClient {
     /// - Throws: `E3DBError` `.notFound` (also for a note past its expiration or whose views are used up: the
     ///   server answers 404 for both), `.forbidden` (not the recipient), the TFSP1 and decryption errors.
     public func readNote(id: UUID? = nil, name: String? = nil, options: NoteDecryptionOptions = .init())
-        async throws -> ClientNote {
+        async throws -> ClientNote
+    {
         try await Self.readNote(
             id: id, name: name, boxKey: identity.boxKey, signingKey: try identity.requireSigningKey(),
             uid: clientID.lowercasedString, apiURL: apiURL, transport: transport, timeout: timeout,
@@ -166,7 +179,8 @@ extension E3DBClient {
     /// Deletes a note this client wrote.
     /// - Throws: `E3DBError` `.notFound`, `.forbidden` (another writer's note).
     public func deleteNote(_ id: UUID) async throws {
-        _ = try await sendTSV1("DELETE", path: "/v2/storage/notes/" + id.lowercasedString,
-                               operation: "note delete")
+        _ = try await sendTSV1(
+            "DELETE", path: "/v2/storage/notes/" + id.lowercasedString,
+            operation: "note delete")
     }
 }

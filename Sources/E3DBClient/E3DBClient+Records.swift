@@ -1,9 +1,9 @@
-public import Foundation
 public import E3DBAPI
-public import E3DBDocuments
 import E3DBCanonicalJSON
+public import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
+public import Foundation
 
 extension E3DBClient {
     // MARK: Access keys
@@ -14,12 +14,14 @@ extension E3DBClient {
 
     /// The caller's EAKInfo for (writer, user, type), or nil when the server has none (404).
     func eakInfo(writer: UUID, user: UUID, type: String) async throws -> EAKInfo? {
-        let r = try await send(API.Endpoints.readAccessKey, tuplePath(writer: writer, user: user, reader: clientID, type: type),
-                               operation: "access key read", expect: [404])
+        let r = try await send(
+            API.Endpoints.readAccessKey, tuplePath(writer: writer, user: user, reader: clientID, type: type),
+            operation: "access key read", expect: [404])
         if r.status == 404 { return nil }
         do { return try EAKInfo(jsonData: r.body) } catch {
-            throw E3DBError(.invalidResponse, "the server's EAKInfo does not parse: \(error.message)",
-                            context: .init(part: "access key read"))
+            throw E3DBError(
+                .invalidResponse, "the server's EAKInfo does not parse: \(error.message)",
+                context: .init(part: "access key read"))
         }
     }
 
@@ -28,14 +30,17 @@ extension E3DBClient {
         let key = AccessKeyCache.Key(writerID: writer, userID: user, readerID: clientID, type: type)
         if let ak = accessKeys.accessKey(for: key) { return (ak, nil) }
         guard let info = try await eakInfo(writer: writer, user: user, type: type) else {
-            throw E3DBError(.notFound, "no access key for type \(type.prefix(80)) is shared with this client",
-                            context: .init(part: "access key read", actual: 404))
+            throw E3DBError(
+                .notFound, "no access key for type \(type.prefix(80)) is shared with this client",
+                context: .init(part: "access key read", actual: 404))
         }
         // This client's own key (writer = user = reader = itself) is wrapped by itself alone: a key wrapped by
         // anyone else (a server that substituted one it knows) would have this client encrypt for them.
         if writer == clientID, user == clientID, info.authorizerPublicKey != identity.publicKey {
-            throw E3DBError(.invalidResponse, "the server's access key for this client's own type \(type.prefix(80)) "
-                            + "is not wrapped by this client", context: .init(part: "access key read"))
+            throw E3DBError(
+                .invalidResponse,
+                "the server's access key for this client's own type \(type.prefix(80)) "
+                    + "is not wrapped by this client", context: .init(part: "access key read"))
         }
         let ak = try info.unwrap(with: identity.boxKey)
         accessKeys.store(ak, for: key)
@@ -52,8 +57,9 @@ extension E3DBClient {
             return try await readerAccessKey(writer: clientID, user: clientID, type: type).0
         } catch let error as E3DBError where error.code == .notFound {
             let ak = AccessKey()
-            let created = try await putAccessKey(ak, writer: clientID, user: clientID, reader: clientID,
-                                                 readerKey: identity.publicKey, type: type)
+            let created = try await putAccessKey(
+                ak, writer: clientID, user: clientID, reader: clientID,
+                readerKey: identity.publicKey, type: type)
             if !created { return try await readerAccessKey(writer: clientID, user: clientID, type: type).0 }
             accessKeys.store(ak, for: .init(writerID: clientID, userID: clientID, readerID: clientID, type: type))
             return ak
@@ -63,24 +69,29 @@ extension E3DBClient {
     /// Wraps `ak` for `reader` (this client is the authorizer) and stores it; an existing key (409) is kept.
     /// - Returns: whether `ak` was stored (false: the server already had a key for the tuple).
     @discardableResult
-    func putAccessKey(_ ak: AccessKey, writer: UUID, user: UUID, reader: UUID, readerKey: Box.PublicKey,
-                      type: String) async throws -> Bool {
+    func putAccessKey(
+        _ ak: AccessKey, writer: UUID, user: UUID, reader: UUID, readerKey: Box.PublicKey,
+        type: String
+    ) async throws -> Bool {
         let eak = try EncryptedAccessKey.wrap(ak, for: readerKey, by: identity.boxKey)
-        let r = try await send(API.Endpoints.putAccessKey, tuplePath(writer: writer, user: user, reader: reader, type: type),
-                               json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
-                               expect: [409])
+        let r = try await send(
+            API.Endpoints.putAccessKey, tuplePath(writer: writer, user: user, reader: reader, type: type),
+            json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
+            expect: [409])
         return r.status != 409
     }
 
     // MARK: Records
 
     func decrypt(_ record: API.Record) async throws -> ClientRecord {
-        guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID) else {
+        guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID)
+        else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
         let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
-        let meta = ClientMeta(writerID: writer, userID: user, type: record.meta.type,
-                              plain: RecordData(record.meta.plain ?? [:]))
+        let meta = ClientMeta(
+            writerID: writer, userID: user, type: record.meta.type,
+            plain: RecordData(record.meta.plain ?? [:]))
         let document = EncryptedDocument(meta: meta, data: RecordData(record.data), recordSignature: record.recSig)
         var options = verification
         // rec_sig is checked against the writer's own registered signing key (looked up once and pinned), never
@@ -92,9 +103,11 @@ extension E3DBClient {
         if record.recSig != nil, options.policy != .ignore {
             key = try await signingKey(of: writer)
             if key == nil {
-                throw E3DBError(.missingKey, "the record is signed, but its writer \(writer.lowercasedString) "
-                                + "registered no signing key to verify rec_sig with",
-                                context: .init(field: "signing_key", item: record.meta.recordID))
+                throw E3DBError(
+                    .missingKey,
+                    "the record is signed, but its writer \(writer.lowercasedString) "
+                        + "registered no signing key to verify rec_sig with",
+                    context: .init(field: "signing_key", item: record.meta.recordID))
             }
         }
         let plain = try document.decrypt(accessKey: ak, verifyingKey: key, verification: options)
@@ -104,33 +117,42 @@ extension E3DBClient {
     /// Refuses a record the server sent in answer to a request for another: `meta.record_id`, and where the caller
     /// knows them, `writer_id` and `type` must be the ones asked for. (`rec_sig` does not cover `record_id`: a
     /// server can still answer an id with another signed record of the same writer and type that it rewrote.)
-    static func checkAnswer(_ meta: API.Meta, id: UUID, writer: UUID? = nil, type: String? = nil,
-                            operation: String) throws(E3DBError) {
+    static func checkAnswer(
+        _ meta: API.Meta, id: UUID, writer: UUID? = nil, type: String? = nil,
+        operation: String
+    ) throws(E3DBError) {
         let asked = id.lowercasedString
         guard meta.recordID.flatMap(UUID.init(uuidString:)) == id else {
-            throw E3DBError(.invalidResponse, "\(operation): the server answered record \(asked) with another record "
-                            + "(\(meta.recordID?.prefix(40) ?? "no record_id"))",
-                            context: .init(field: "record_id", part: operation, item: asked))
+            throw E3DBError(
+                .invalidResponse,
+                "\(operation): the server answered record \(asked) with another record "
+                    + "(\(meta.recordID?.prefix(40) ?? "no record_id"))",
+                context: .init(field: "record_id", part: operation, item: asked))
         }
         if let writer, UUID(uuidString: meta.writerID) != writer {
-            throw E3DBError(.invalidResponse, "\(operation): record \(asked) came back with writer_id "
-                            + "\(meta.writerID.prefix(40)), not \(writer.lowercasedString)",
-                            context: .init(field: "writer_id", part: operation, item: asked))
+            throw E3DBError(
+                .invalidResponse,
+                "\(operation): record \(asked) came back with writer_id "
+                    + "\(meta.writerID.prefix(40)), not \(writer.lowercasedString)",
+                context: .init(field: "writer_id", part: operation, item: asked))
         }
         if let type, meta.type != type {
-            throw E3DBError(.invalidResponse, "\(operation): record \(asked) came back with another type",
-                            context: .init(field: "type", part: operation, item: asked))
+            throw E3DBError(
+                .invalidResponse, "\(operation): record \(asked) came back with another type",
+                context: .init(field: "type", part: operation, item: asked))
         }
     }
 
     func encryptedBody(type: String, data: RecordData, plain: RecordData, ak: AccessKey) throws -> API.Record {
         let document: EncryptedDocument
         if let sk = identity.signingKey {
-            document = EncryptedDocument.encrypt(type: type, data: data, plain: plain, writerID: clientID,
-                                                 accessKey: ak, signingKey: sk)
+            document = EncryptedDocument.encrypt(
+                type: type, data: data, plain: plain, writerID: clientID,
+                accessKey: ak, signingKey: sk)
         } else {
-            document = EncryptedDocument(meta: ClientMeta(writerID: clientID, userID: clientID, type: type, plain: plain),
-                                         data: FieldCipher.encrypt(data, accessKey: ak), recordSignature: nil)
+            document = EncryptedDocument(
+                meta: ClientMeta(writerID: clientID, userID: clientID, type: type, plain: plain),
+                data: FieldCipher.encrypt(data, accessKey: ak), recordSignature: nil)
         }
         var encrypted: [String: String] = [:]
         for (k, v) in document.data { encrypted[k] = v }
@@ -140,12 +162,14 @@ extension E3DBClient {
         // ("é" and "e\u{301}") would merge into one JSON member while rec_sig covers both, and no reader could
         // verify the record.
         guard encrypted.count == document.data.count, plainMap.count == plain.count else {
-            throw E3DBError(.invalidParameter, "two field names of the record differ only in Unicode normalization",
-                            context: .init(field: encrypted.count != document.data.count ? "data" : "plain"))
+            throw E3DBError(
+                .invalidParameter, "two field names of the record differ only in Unicode normalization",
+                context: .init(field: encrypted.count != document.data.count ? "data" : "plain"))
         }
         let id = clientID.lowercasedString
-        return API.Record(meta: API.Meta(writerID: id, userID: id, type: type, plain: plainMap), data: encrypted,
-                          recSig: document.recordSignature)
+        return API.Record(
+            meta: API.Meta(writerID: id, userID: id, type: type, plain: plainMap), data: encrypted,
+            recSig: document.recordSignature)
     }
 
     /// Encrypts and writes a record (signed with `rec_sig` when the identity has a signing key).
@@ -158,10 +182,12 @@ extension E3DBClient {
     public func write(type: String, data: RecordData, plain: RecordData = RecordData()) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
         let body = try encryptedBody(type: type, data: data, plain: plain, ak: ak)
-        let r = try await send(API.Endpoints.writeRecord, json: body, operation: "record write",
-                               idempotent: false)
-        return try await echoedOrDecrypted(Self.decode(API.Record.self, r, operation: "record write"), sent: body,
-                                           data: data)
+        let r = try await send(
+            API.Endpoints.writeRecord, json: body, operation: "record write",
+            idempotent: false)
+        return try await echoedOrDecrypted(
+            Self.decode(API.Record.self, r, operation: "record write"), sent: body,
+            data: data)
     }
 
     /// The record the server echoed after a signed write. When it carries exactly the ciphertext, plain metadata, writer,
@@ -169,13 +195,16 @@ extension E3DBClient {
     /// over those members verifies (Ed25519 verification is deterministic), so neither is redone; anything else is
     /// decrypted and verified in full like a read (so is an unsigned write).
     func echoedOrDecrypted(_ echoed: API.Record, sent: API.Record, data: RecordData) async throws -> ClientRecord {
-        guard sent.recSig != nil, verification.order == .utf16, echoed.data == sent.data, echoed.recSig == sent.recSig, echoed.meta.writerID == sent.meta.writerID,
-              echoed.meta.userID == sent.meta.userID, echoed.meta.type == sent.meta.type,
-              (echoed.meta.plain ?? [:]) == (sent.meta.plain ?? [:]) else {
+        guard sent.recSig != nil, verification.order == .utf16, echoed.data == sent.data, echoed.recSig == sent.recSig,
+            echoed.meta.writerID == sent.meta.writerID,
+            echoed.meta.userID == sent.meta.userID, echoed.meta.type == sent.meta.type,
+            (echoed.meta.plain ?? [:]) == (sent.meta.plain ?? [:])
+        else {
             return try await decrypt(echoed)
         }
-        return ClientRecord(meta: echoed.meta, data: data,
-                            signatureStatus: verification.policy == .ignore ? .notChecked : .verified)
+        return ClientRecord(
+            meta: echoed.meta, data: data,
+            signatureStatus: verification.policy == .ignore ? .notChecked : .verified)
     }
 
     /// Reads and decrypts a record (own, or shared with this client).
@@ -191,7 +220,8 @@ extension E3DBClient {
     ///   with a record of another id (or writer or type), the decryption and verification errors
     ///   (`.missingSignature` for an unsigned record under the default policy).
     public func read(_ id: UUID, fields: [String]? = nil, writer: UUID? = nil, type: String? = nil) async throws
-        -> ClientRecord {
+        -> ClientRecord
+    {
         let r = try await send(API.Endpoints.readRecord, [id.lowercasedString], operation: "record read")
         let record = try Self.decode(API.Record.self, r, operation: "record read")
         try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
@@ -210,13 +240,16 @@ extension E3DBClient {
     /// - Throws: `E3DBError` `.conflict` when someone updated it first, `.forbidden` when it is not this client's.
     public func update(_ record: ClientRecord) async throws -> ClientRecord {
         guard let id = record.meta.recordID, let version = record.meta.version else {
-            throw E3DBError(.missingKey, "updating needs meta.record_id and meta.version", context: .init(field: "version"))
+            throw E3DBError(
+                .missingKey, "updating needs meta.record_id and meta.version", context: .init(field: "version"))
         }
         let ak = try await ownAccessKey(type: record.meta.type)
-        let body = try encryptedBody(type: record.meta.type, data: record.data,
-                                 plain: RecordData(record.meta.plain ?? [:]), ak: ak)
-        let r = try await send(API.Endpoints.updateRecord, [id, version], json: body,
-                               operation: "record update", idempotent: false)
+        let body = try encryptedBody(
+            type: record.meta.type, data: record.data,
+            plain: RecordData(record.meta.plain ?? [:]), ak: ak)
+        let r = try await send(
+            API.Endpoints.updateRecord, [id, version], json: body,
+            operation: "record update", idempotent: false)
         var updated = try Self.decode(API.Record.self, r, operation: "record update")
         if updated.meta.plain == nil { updated.meta.plain = body.meta.plain }
         return try await echoedOrDecrypted(updated, sent: body, data: record.data)
@@ -225,8 +258,9 @@ extension E3DBClient {
     /// Deletes a record if its version is still `version`.
     /// - Throws: `E3DBError` `.conflict` for a stale version, `.forbidden` for another's or an unknown record.
     public func delete(_ id: UUID, version: String) async throws {
-        _ = try await send(API.Endpoints.deleteRecordVersion, [id.lowercasedString, version],
-                           operation: "record delete", idempotent: false)
+        _ = try await send(
+            API.Endpoints.deleteRecordVersion, [id.lowercasedString, version],
+            operation: "record delete", idempotent: false)
     }
 
     // MARK: Sharing
@@ -247,8 +281,9 @@ extension E3DBClient {
     /// Revokes `reader`'s access to this client's records of `type` (policy first, then the key).
     public func revoke(type: String, from reader: UUID) async throws {
         try await putPolicy(reader: reader, type: type, API.PolicyRequest(deny: [["read": .object([:])]]))
-        _ = try await send(API.Endpoints.deleteAccessKey, tuplePath(writer: clientID, user: clientID, reader: reader, type: type),
-                           operation: "access key delete")
+        _ = try await send(
+            API.Endpoints.deleteAccessKey, tuplePath(writer: clientID, user: clientID, reader: reader, type: type),
+            operation: "access key delete")
     }
 
     func putPolicy(reader: UUID, type: String, _ policy: API.PolicyRequest) async throws {
@@ -257,15 +292,17 @@ extension E3DBClient {
 
     /// Who this client shares with (`GET /v1/storage/policy/outgoing`).
     public func outgoingSharing() async throws -> [API.OutgoingSharing] {
-        try Self.decode([API.OutgoingSharing].self,
-                        try await send(API.Endpoints.outgoingSharing, operation: "outgoing sharing"),
-                        operation: "outgoing sharing")
+        try Self.decode(
+            [API.OutgoingSharing].self,
+            try await send(API.Endpoints.outgoingSharing, operation: "outgoing sharing"),
+            operation: "outgoing sharing")
     }
 
     /// Who shares with this client (`GET /v1/storage/policy/incoming`).
     public func incomingSharing() async throws -> [API.IncomingSharing] {
-        try Self.decode([API.IncomingSharing].self,
-                        try await send(API.Endpoints.incomingSharing, operation: "incoming sharing"),
-                        operation: "incoming sharing")
+        try Self.decode(
+            [API.IncomingSharing].self,
+            try await send(API.Endpoints.incomingSharing, operation: "incoming sharing"),
+            operation: "incoming sharing")
     }
 }

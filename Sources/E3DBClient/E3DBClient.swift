@@ -1,8 +1,8 @@
-public import Foundation
 public import E3DBAPI
 public import E3DBDocuments
 public import E3DBKeys
 public import E3DBPrimitives
+public import Foundation
 import Synchronization
 
 /// A record as the client returns it: metadata from the server and the decrypted, verified data.
@@ -82,8 +82,9 @@ public final class E3DBClient: Sendable {
         timeout: Duration = .seconds(30)
     ) throws(E3DBError) {
         guard let id = identity.clientID, identity.apiKeyID != nil, identity.apiSecret != nil else {
-            throw E3DBError(.missingKey, "the identity needs client_id, api_key_id and api_secret to talk to a server",
-                            context: .init(field: "client_id"))
+            throw E3DBError(
+                .missingKey, "the identity needs client_id, api_key_id and api_secret to talk to a server",
+                context: .init(field: "client_id"))
         }
         self.identity = identity
         self.clientID = id
@@ -95,8 +96,9 @@ public final class E3DBClient: Sendable {
         var origins: Set<String> = []
         for text in fileOrigins {
             guard let origin = Self.origin(of: text) else {
-                throw E3DBError(.invalidParameter, "the file origin \(text.prefix(200)) is not scheme://host[:port]",
-                                context: .init(field: "fileOrigins"))
+                throw E3DBError(
+                    .invalidParameter, "the file origin \(text.prefix(200)) is not scheme://host[:port]",
+                    context: .init(field: "fileOrigins"))
             }
             origins.insert(origin)
         }
@@ -108,7 +110,8 @@ public final class E3DBClient: Sendable {
     /// when it has no scheme or host.
     static func origin(of text: String) -> String? {
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host?.lowercased(),
-              !host.isEmpty else { return nil }
+            !host.isEmpty
+        else { return nil }
         guard let port = c.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil) else { return nil }
         return "\(scheme)://\(host):\(port)"
     }
@@ -117,9 +120,11 @@ public final class E3DBClient: Sendable {
     func checkFileURL(_ url: String, operation: String) throws(E3DBError) {
         let origin = Self.origin(of: url)
         guard let origin, origin == Self.origin(of: apiURL) || fileOrigins.contains(origin) else {
-            throw E3DBError(.foreignFileURL, "\(operation): the server's file_url is on \(origin ?? "no origin"), not "
-                            + "the API's origin (allow other origins with fileOrigins)",
-                            context: .init(field: "file_url", part: operation))
+            throw E3DBError(
+                .foreignFileURL,
+                "\(operation): the server's file_url is on \(origin ?? "no origin"), not "
+                    + "the API's origin (allow other origins with fileOrigins)",
+                context: .init(field: "file_url", part: operation))
         }
     }
 
@@ -139,14 +144,18 @@ public final class E3DBClient: Sendable {
         transport: any E3DBTransport = AsyncHTTPClientTransport()
     ) async throws -> ClientIdentity {
         let keys = ClientIdentity.generate()
-        let body = API.RegistrationRequest(token: token, client: .init(
-            name: name, publicKey: .init(curve25519: keys.publicKey.base64URLEncoded),
-            signingKey: keys.publicSigningKey.map { .init(ed25519: $0.base64URLEncoded) }))
+        let body = API.RegistrationRequest(
+            token: token,
+            client: .init(
+                name: name, publicKey: .init(curve25519: keys.publicKey.base64URLEncoded),
+                signingKey: keys.publicSigningKey.map { .init(ed25519: $0.base64URLEncoded) }))
         let base = apiURL.hasSuffix("/") ? String(apiURL.dropLast()) : apiURL
         let response = try await Self.exchange(
-            transport, TransportRequest(method: API.Endpoints.register.method, url: base + API.Endpoints.register.template,
-                                        headers: [("Content-Type", "application/json")],
-                                        body: try body.encodeBody()),
+            transport,
+            TransportRequest(
+                method: API.Endpoints.register.method, url: base + API.Endpoints.register.template,
+                headers: [("Content-Type", "application/json")],
+                body: try body.encodeBody()),
             operation: "register", idempotent: false, timeout: .seconds(30))
         let details = try Self.decode(API.RegistrationResponse.self, response, operation: "register")
         guard let id = UUID(uuidString: details.clientID) else {
@@ -175,18 +184,28 @@ public final class E3DBClient: Sendable {
             ("api_key_id", quoted(identity.apiKeyID ?? "")), ("client_email", quoted("")),
             ("public_key", quoted(identity.publicKey.base64URLEncoded)), ("api_url", quoted(apiURL)),
         ]
-        fields.append(("api_secret", quoted(identity.apiSecret.map { s in
-            unsafe s.withUnsafeBytes { unsafe String(decoding: $0, as: UTF8.self) } } ?? "")))
-        unsafe fields.append(("private_key", quoted(identity.boxKey.withUnsafeBytes { unsafe Base64URL.encode(Array($0)) })))
+        fields.append(
+            (
+                "api_secret",
+                quoted(
+                    identity.apiSecret.map { s in
+                        unsafe s.withUnsafeBytes { unsafe String(decoding: $0, as: UTF8.self) }
+                    } ?? "")
+            ))
+        unsafe fields.append(
+            ("private_key", quoted(identity.boxKey.withUnsafeBytes { unsafe Base64URL.encode(Array($0)) })))
         if let sk = identity.signingKey {
             fields.append(("public_signing_key", quoted(sk.publicKey.base64URLEncoded)))
-            unsafe fields.append(("private_signing_key", quoted(sk.withUnsafeBytes { unsafe Base64URL.encode(Array($0)) })))
+            unsafe fields.append(
+                ("private_signing_key", quoted(sk.withUnsafeBytes { unsafe Base64URL.encode(Array($0)) })))
         }
-        _ = try await write(type: "tozny.key_backup", data: try RecordData(fields),
-                            plain: ["client": clientID.lowercasedString])
+        _ = try await write(
+            type: "tozny.key_backup", data: try RecordData(fields),
+            plain: ["client": clientID.lowercasedString])
         try await share(type: "tozny.key_backup", with: backupID)
-        _ = try await send(API.Endpoints.backup, [registrationToken, clientID.lowercasedString],
-                           operation: "backup", idempotent: false)
+        _ = try await send(
+            API.Endpoints.backup, [registrationToken, clientID.lowercasedString],
+            operation: "backup", idempotent: false)
     }
 
     /// Looks up a client's public keys, once per client for the life of this object, and checks them against
@@ -201,20 +220,23 @@ public final class E3DBClient: Sendable {
         let info = try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
         let client = id.lowercasedString
         guard UUID(uuidString: info.clientID) == id else {
-            throw E3DBError(.invalidResponse, "the server answered a lookup of client \(client) with another client",
-                            context: .init(field: "client_id", item: client))
+            throw E3DBError(
+                .invalidResponse, "the server answered a lookup of client \(client) with another client",
+                context: .init(field: "client_id", item: client))
         }
         do {
             _ = try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519)
             if let signing = info.signingKey { _ = try Ed25519.PublicKey(base64URLEncoded: signing.ed25519) }
         } catch {
-            throw E3DBError(.invalidResponse, "the server's keys for client \(client) do not parse: \(error.message)",
-                            context: .init(field: "public_key", item: client))
+            throw E3DBError(
+                .invalidResponse, "the server's keys for client \(client) do not parse: \(error.message)",
+                context: .init(field: "public_key", item: client))
         }
         let keys = KnownKeys.Keys(publicKey: info.publicKey.curve25519, signingKey: info.signingKey?.ed25519)
         if id == clientID {
-            let own = KnownKeys.Keys(publicKey: identity.publicKey.base64URLEncoded,
-                                     signingKey: identity.publicSigningKey?.base64URLEncoded)
+            let own = KnownKeys.Keys(
+                publicKey: identity.publicKey.base64URLEncoded,
+                signingKey: identity.publicSigningKey?.base64URLEncoded)
             if keys != own { throw KnownKeys.changed(id, from: own, to: keys) }
         } else {
             try await knownKeys.check(keys, for: id)
@@ -236,19 +258,26 @@ public final class E3DBClient: Sendable {
 
     /// Sends a request to the API with a bearer token (fetched and refreshed here), mapping failures to
     /// `E3DBError`.
-    func send<Body, Answer>(_ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [],
-                            query: [(String, String)] = [], json: Body? = nil, operation: String,
-                            idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil)
-        async throws -> TransportResponse {
-        try await send(endpoint.method, endpoint.path(parameters), query: query, body: try json?.encodeBody(),
-                       operation: operation, idempotent: idempotent, auth: auth, expect: expect)
+    func send<Body, Answer>(
+        _ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [],
+        query: [(String, String)] = [], json: Body? = nil, operation: String,
+        idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil
+    )
+        async throws -> TransportResponse
+    {
+        try await send(
+            endpoint.method, endpoint.path(parameters), query: query, body: try json?.encodeBody(),
+            operation: operation, idempotent: idempotent, auth: auth, expect: expect)
     }
 
     /// Sends `body` (JSON) to `method` and `segments` (each percent-encoded here), as ``send(_:_:query:json:operation:idempotent:auth:expect:)``
     /// does for an endpoint of the API.
-    func send(_ method: String, _ segments: [String], query: [(String, String)] = [], body: Data?,
-              operation: String, idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil)
-        async throws -> TransportResponse {
+    func send(
+        _ method: String, _ segments: [String], query: [(String, String)] = [], body: Data?,
+        operation: String, idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil
+    )
+        async throws -> TransportResponse
+    {
         var url = apiURL + "/" + segments.map(Self.escapeSegment).joined(separator: "/")
         if !query.isEmpty {
             url += "?" + query.map { Self.escapeQuery($0.0) + "=" + Self.escapeQuery($0.1) }.joined(separator: "&")
@@ -258,23 +287,27 @@ public final class E3DBClient: Sendable {
         if body != nil { headers.append(("Content-Type", "application/json")) }
         let request = TransportRequest(method: method, url: url, headers: headers, body: body)
         let retry = idempotent ?? (method == "GET" || method == "PUT" || method == "DELETE")
-        var response = try await Self.exchange(transport, request, operation: operation, idempotent: retry,
-                                               timeout: timeout, expect: expect)
+        var response = try await Self.exchange(
+            transport, request, operation: operation, idempotent: retry,
+            timeout: timeout, expect: expect)
         if response.status == 401, auth == .bearer {
             // The token may have been revoked or expired early: fetch a new one once.
             token.withLock { $0 = nil }
             var again = request
             again.headers[0] = ("Authorization", "Bearer " + (try await bearerToken()))
-            response = try await Self.exchange(transport, again, operation: operation, idempotent: retry,
-                                               timeout: timeout, expect: expect)
+            response = try await Self.exchange(
+                transport, again, operation: operation, idempotent: retry,
+                timeout: timeout, expect: expect)
         }
         return response
     }
 
     /// One exchange with retries (idempotent requests: connection errors and 5xx, 3 attempts, backoff), and the
     /// status check.
-    static func exchange(_ transport: any E3DBTransport, _ request: TransportRequest, operation: String,
-                         idempotent: Bool, timeout: Duration, expect: Set<Int>? = nil) async throws -> TransportResponse {
+    static func exchange(
+        _ transport: any E3DBTransport, _ request: TransportRequest, operation: String,
+        idempotent: Bool, timeout: Duration, expect: Set<Int>? = nil
+    ) async throws -> TransportResponse {
         var attempt = 0
         while true {
             attempt += 1
@@ -289,8 +322,9 @@ public final class E3DBClient: Sendable {
                     try await Task.sleep(for: .milliseconds(100 << attempt))
                     continue
                 }
-                throw E3DBError(.transportFailed, "\(operation): the server could not be reached (\(type(of: error)))",
-                                context: .init(part: operation))
+                throw E3DBError(
+                    .transportFailed, "\(operation): the server could not be reached (\(type(of: error)))",
+                    context: .init(part: operation))
             }
             if response.status >= 500, idempotent, attempt < 3 {
                 try await Task.sleep(for: .milliseconds(100 << attempt))
@@ -310,8 +344,9 @@ public final class E3DBClient: Sendable {
         do {
             return try T.decodeBody(response.body)
         } catch {
-            throw E3DBError(.invalidResponse, "\(operation): the server's response is not the expected JSON",
-                            context: .init(part: operation))
+            throw E3DBError(
+                .invalidResponse, "\(operation): the server's response is not the expected JSON",
+                context: .init(part: operation))
         }
     }
 
@@ -319,8 +354,9 @@ public final class E3DBClient: Sendable {
     static func isUnreserved(_ b: UInt8) -> Bool {
         switch b {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-             UInt8(ascii: "~"): true
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"):
+            true
         default: false
         }
     }
@@ -349,10 +385,14 @@ public final class E3DBClient: Sendable {
         // The Basic credentials are built in a temporary string for the header; the SecureBytes copy stays wiped.
         let basic = unsafe secret.withUnsafeBytes { unsafe Data((keyID + ":").utf8) + Data($0) }.base64EncodedString()
         let response = try await Self.exchange(
-            transport, TransportRequest(method: "POST", url: apiURL + "/v1/auth/token",
-                                        headers: [("Authorization", "Basic " + basic),
-                                                  ("Content-Type", "application/x-www-form-urlencoded")],
-                                        body: Data("grant_type=client_credentials".utf8)),
+            transport,
+            TransportRequest(
+                method: "POST", url: apiURL + "/v1/auth/token",
+                headers: [
+                    ("Authorization", "Basic " + basic),
+                    ("Content-Type", "application/x-www-form-urlencoded"),
+                ],
+                body: Data("grant_type=client_credentials".utf8)),
             operation: "token", idempotent: true, timeout: timeout)
         let t = try Self.decode(API.TokenResponse.self, response, operation: "token")
         let expires = Date().addingTimeInterval(TimeInterval(t.expiresIn))

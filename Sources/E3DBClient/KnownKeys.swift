@@ -1,6 +1,6 @@
-public import Foundation
-public import E3DBPrimitives
 import E3DBFiles
+public import E3DBPrimitives
+public import Foundation
 import Synchronization
 
 /// The public keys this client has seen per client id, pinned on first use (TOFU).
@@ -87,14 +87,16 @@ public final class KnownKeys: Sendable {
             throw E3DBError(.fileIOFailed, "cannot read the known keys in \(path)", context: .init(item: path))
         }
         guard let body = try? JSONDecoder().decode(FileBody.self, from: data), body.version == 1 else {
-            throw E3DBError(.invalidKnownKeys, "\(path) is not a known-keys file (version 1)",
-                            context: .init(item: path))
+            throw E3DBError(
+                .invalidKnownKeys, "\(path) is not a known-keys file (version 1)",
+                context: .init(item: path))
         }
         var keys: [UUID: Keys] = [:]
         for (id, entry) in body.clients {
             guard let uuid = UUID(uuidString: id) else {
-                throw E3DBError(.invalidKnownKeys, "\(path) names a client \(id.prefix(40)) that is not a UUID",
-                                context: .init(field: "clients", item: path))
+                throw E3DBError(
+                    .invalidKnownKeys, "\(path) names a client \(id.prefix(40)) that is not a UUID",
+                    context: .init(field: "clients", item: path))
             }
             keys[uuid] = entry
         }
@@ -176,7 +178,9 @@ public final class KnownKeys: Sendable {
     static func changed(_ id: UUID, from old: Keys, to new: Keys, field: String? = nil) -> E3DBError {
         let client = id.lowercasedString
         let name = field ?? (old.publicKey != new.publicKey ? "public_key" : "signing_key")
-        let (before, after) = name == "public_key" ? (Optional(old.publicKey), Optional(new.publicKey))
+        let (before, after) =
+            name == "public_key"
+            ? (Optional(old.publicKey), Optional(new.publicKey))
             : (old.signingKey, new.signingKey)
         func print(_ key: String?) -> String { key.map { fingerprint(base64URL: $0) } ?? "none" }
         return E3DBError(

@@ -44,13 +44,18 @@ final class PinnedTunnel: Sendable {
         private let last = Mutex<(error: any Error, at: ContinuousClock.Instant)?>(nil)
 
         /// Keeps `error`, which happened at `time`, in place of any earlier one.
-        func record(_ error: any Error, at time: ContinuousClock.Instant = .now) { last.withLock { $0 = (error, time) } }
+        func record(_ error: any Error, at time: ContinuousClock.Instant = .now) {
+            last.withLock { $0 = (error, time) }
+        }
 
         /// The failure to report for a request that started at `started` and failed at `failed`, if any.
         func reason(requestStarted started: ContinuousClock.Instant, failedAt failed: ContinuousClock.Instant = .now)
-            -> (any Error)? {
+            -> (any Error)?
+        {
             last.withLock { slot in
-                guard let slot, slot.at >= started, slot.at <= failed, failed - slot.at <= Self.window else { return nil }
+                guard let slot, slot.at >= started, slot.at <= failed, failed - slot.at <= Self.window else {
+                    return nil
+                }
                 return slot.error
             }
         }
@@ -91,7 +96,8 @@ final class PinnedTunnel: Sendable {
     }
 
     private static func start(host: String, port: Int, tls: ClientTLSOptions, proxy: HTTPProxy?) async throws
-        -> PinnedTunnel {
+        -> PinnedTunnel
+    {
         let context = try NIOSSLContext(configuration: tls.nioConfiguration)
         let pins = Set(tls.pins)
         let group = HTTPClient.defaultEventLoopGroup
@@ -110,9 +116,12 @@ final class PinnedTunnel: Sendable {
     }
 
     /// Connects `inbound` to the server once its TLS is verified and pinned; records the failure otherwise.
-    private static func forward(_ inbound: any Channel, host: String, port: Int, proxy: HTTPProxy?,
-                                context: NIOSSLContext, pins: Set<PublicKeyPin>, failure: FailureSlot)
-        -> EventLoopFuture<Void> {
+    private static func forward(
+        _ inbound: any Channel, host: String, port: Int, proxy: HTTPProxy?,
+        context: NIOSSLContext, pins: Set<PublicKeyPin>, failure: FailureSlot
+    )
+        -> EventLoopFuture<Void>
+    {
         let verified = handshake(host: host, port: port, proxy: proxy, context: context, on: inbound.eventLoop)
             .flatMapThrowing { pair -> any Channel in
                 let (channel, certificate) = pair
@@ -202,8 +211,10 @@ private final class ProxyConnect: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        done.fail(E3DBError(.transportFailed, "the proxy closed the connection before it answered CONNECT",
-                            context: .init(part: "proxy")))
+        done.fail(
+            E3DBError(
+                .transportFailed, "the proxy closed the connection before it answered CONNECT",
+                context: .init(part: "proxy")))
         context.fireChannelInactive()
     }
 
@@ -246,7 +257,8 @@ extension PinnedTunnel {
     /// Connects to `host:port` (through `proxy` with `CONNECT`, if any) and completes a TLS handshake with
     /// `context`; the server's certificate, or the failure. The channel stays open for the caller.
     static func handshake(host: String, port: Int, proxy: HTTPProxy?, context: NIOSSLContext, on loop: any EventLoop)
-        -> EventLoopFuture<(any Channel, NIOSSLCertificate?)> {
+        -> EventLoopFuture<(any Channel, NIOSSLCertificate?)>
+    {
         let handshake = loop.makePromise(of: NIOSSLCertificate?.self)
         let tunnelled = loop.makePromise(of: Void.self)
         // NIOSSL checks an IP address against the certificate's IP SANs when given no server name.
@@ -283,8 +295,10 @@ extension PinnedTunnel {
         }
         handshake.futureResult.whenFailure { _ in connected.whenSuccess { $0.close(promise: nil) } }
         let timeout = loop.scheduleTask(in: .seconds(handshakeTimeout.components.seconds)) {
-            let failure = E3DBError(.tlsHandshakeFailed, "TLS with \(host) failed: no connection and TLS handshake within "
-                                    + "\(handshakeTimeout.components.seconds) s", context: .init(part: "tls"))
+            let failure = E3DBError(
+                .tlsHandshakeFailed,
+                "TLS with \(host) failed: no connection and TLS handshake within "
+                    + "\(handshakeTimeout.components.seconds) s", context: .init(part: "tls"))
             tunnelled.fail(failure)
             handshake.fail(failure)
         }
@@ -299,8 +313,10 @@ extension PinnedTunnel {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = .none
         guard let context = try? NIOSSLContext(configuration: configuration),
-              let (channel, certificate) = try? await handshake(host: host, port: port, proxy: proxy, context: context,
-                                                                on: HTTPClient.defaultEventLoopGroup.next()).get()
+            let (channel, certificate) = try? await handshake(
+                host: host, port: port, proxy: proxy, context: context,
+                on: HTTPClient.defaultEventLoopGroup.next()
+            ).get()
         else { return nil }
         try? await channel.close()
         guard let certificate else { return nil }
@@ -309,12 +325,16 @@ extension PinnedTunnel {
             Date(timeIntervalSince1970: TimeInterval(t)).formatted(.iso8601)
         }
         if certificate.notValidAfter < now {
-            return E3DBError(.certificateExpired, "TLS with \(host) failed: the server's certificate expired at "
-                + date(certificate.notValidAfter), context: .init(part: "certificate"))
+            return E3DBError(
+                .certificateExpired,
+                "TLS with \(host) failed: the server's certificate expired at "
+                    + date(certificate.notValidAfter), context: .init(part: "certificate"))
         }
         if certificate.notValidBefore > now {
-            return E3DBError(.certificateExpired, "TLS with \(host) failed: the server's certificate is not valid "
-                + "before \(date(certificate.notValidBefore)) (is this machine's clock right?)",
+            return E3DBError(
+                .certificateExpired,
+                "TLS with \(host) failed: the server's certificate is not valid "
+                    + "before \(date(certificate.notValidBefore)) (is this machine's clock right?)",
                 context: .init(part: "certificate"))
         }
         return nil
@@ -334,7 +354,8 @@ private final class Splice: ChannelDuplexHandler, @unchecked Sendable {
     private var pendingRead = false
 
     static func pair() -> (Splice, Splice) {
-        let a = Splice(), b = Splice()
+        let a = Splice()
+        let b = Splice()
         a.partner = b
         b.partner = a
         return (a, b)

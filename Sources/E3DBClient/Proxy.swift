@@ -1,5 +1,5 @@
-public import Foundation
 public import E3DBPrimitives
+public import Foundation
 
 /// An HTTP proxy that the transport reaches the server through with `CONNECT` (a tunnel, for `https` and `http`
 /// URLs alike; TLS with the server runs inside it, end to end).
@@ -25,11 +25,14 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
     public init(url text: String) throws(E3DBError) {
         let withScheme = text.contains("://") ? text : "http://" + text
         guard let components = URLComponents(string: withScheme), let host = components.host, !host.isEmpty else {
-            throw E3DBError(.invalidParameter, "the proxy is not a URL of the form http://host:port", context: .init(part: "proxy"))
+            throw E3DBError(
+                .invalidParameter, "the proxy is not a URL of the form http://host:port", context: .init(part: "proxy"))
         }
         guard components.scheme?.lowercased() == "http" else {
-            throw E3DBError(.invalidParameter, "only http:// proxies are supported (HTTP CONNECT), not \(components.scheme ?? "")://",
-                            context: .init(part: "proxy"))
+            throw E3DBError(
+                .invalidParameter,
+                "only http:// proxies are supported (HTTP CONNECT), not \(components.scheme ?? "")://",
+                context: .init(part: "proxy"))
         }
         self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         port = components.port ?? 1080
@@ -53,9 +56,12 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
     ///   - environment: the variables (the process's by default).
     /// - Returns: the proxy, or nil to connect directly.
     /// - Throws: `E3DBError` `.invalidParameter` when the variable is not a usable proxy URL.
-    public static func fromEnvironment(for url: String,
-                                       environment: [String: String] = ProcessInfo.processInfo.environment)
-        throws(E3DBError) -> HTTPProxy? {
+    public static func fromEnvironment(
+        for url: String,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    )
+        throws(E3DBError) -> HTTPProxy?
+    {
         func value(_ name: String, upperCase: Bool = true) -> String? {
             for key in upperCase ? [name.lowercased(), name.uppercased()] : [name.lowercased()] {
                 if let v = environment[key]?.trimmingCharacters(in: .whitespaces), !v.isEmpty { return v }
@@ -63,7 +69,8 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
             return nil
         }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              let host = components.host else { return nil }
+            let host = components.host
+        else { return nil }
         let named = scheme == "https" ? value("https_proxy") : value("http_proxy", upperCase: false)
         guard let proxy = named else { return nil }
         let port = components.port ?? (scheme == "https" ? 443 : 80)
@@ -101,7 +108,8 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
             }
             if let slash = entry.firstIndex(of: "/") {
                 if let network = IPv4(entry[..<slash]), let bits = Int(entry[entry.index(after: slash)...]),
-                   (0...32).contains(bits), let address = IPv4(Substring(target)) {
+                    (0...32).contains(bits), let address = IPv4(Substring(target))
+                {
                     let mask: UInt32 = bits == 0 ? 0 : ~UInt32(0) << (32 - bits)
                     if network.value & mask == address.value & mask { return true }
                 }

@@ -1,7 +1,7 @@
-public import Foundation
 public import E3DBAPI
 import E3DBDocuments
 import E3DBPrimitives
+public import Foundation
 
 /// A v1 query (`POST /v1/storage/search`): filters combine with AND, values within one filter with OR.
 public struct RecordQuery: Sendable, Hashable {
@@ -25,9 +25,11 @@ public struct RecordQuery: Sendable, Hashable {
     public var afterIndex: Int64 = 0
 
     /// A query; every filter left empty matches everything.
-    public init(types: [String] = [], writers: [UUID] = [], users: [UUID] = [], recordIDs: [UUID] = [],
-                includeAllWriters: Bool = false, includeData: Bool = true, plain: API.PlainQuery? = nil,
-                pageSize: Int = 100, afterIndex: Int64 = 0) {
+    public init(
+        types: [String] = [], writers: [UUID] = [], users: [UUID] = [], recordIDs: [UUID] = [],
+        includeAllWriters: Bool = false, includeData: Bool = true, plain: API.PlainQuery? = nil,
+        pageSize: Int = 100, afterIndex: Int64 = 0
+    ) {
         self.types = types
         self.writers = writers
         self.users = users
@@ -45,8 +47,10 @@ extension RecordQuery {
     /// records that were not asked for).
     func check(_ meta: API.Meta) throws(E3DBError) {
         func refuse(_ field: String) -> E3DBError {
-            E3DBError(.invalidResponse, "query: the server returned record \(meta.recordID?.prefix(40) ?? "(no id)") "
-                      + "whose \(field) the query does not select", context: .init(field: field, part: "query"))
+            E3DBError(
+                .invalidResponse,
+                "query: the server returned record \(meta.recordID?.prefix(40) ?? "(no id)") "
+                    + "whose \(field) the query does not select", context: .init(field: field, part: "query"))
         }
         if !types.isEmpty, !types.contains(meta.type) { throw refuse("type") }
         if !writers.isEmpty, UUID(uuidString: meta.writerID).map(writers.contains) != true { throw refuse("writer_id") }
@@ -89,16 +93,19 @@ public struct QueryResults: AsyncSequence, Sendable {
                     userIDs: query.users.isEmpty ? nil : query.users.map { $0.lowercasedString },
                     recordIDs: query.recordIDs.map { $0.lowercasedString }, contentTypes: query.types,
                     plain: query.plain, includeAllWriters: query.includeAllWriters)
-                let r = try await client.send(API.Endpoints.query, json: request, operation: "query",
-                                              idempotent: true)
+                let r = try await client.send(
+                    API.Endpoints.query, json: request, operation: "query",
+                    idempotent: true)
                 let response = try E3DBClient.decode(API.QueryResponse.self, r, operation: "query")
                 done = response.results.count < query.pageSize
                 // A full page means another may follow from last_index: one that does not move past the page's
                 // start would be asked for again and again.
                 if !done, response.lastIndex <= afterIndex {
-                    throw E3DBError(.invalidResponse, "query: the server returned a full page with last_index "
-                                    + "\(response.lastIndex) after index \(afterIndex); paging would not advance",
-                                    context: .init(field: "last_index", part: "query"))
+                    throw E3DBError(
+                        .invalidResponse,
+                        "query: the server returned a full page with last_index "
+                            + "\(response.lastIndex) after index \(afterIndex); paging would not advance",
+                        context: .init(field: "last_index", part: "query"))
                 }
                 page = response.results
                 position = 0
@@ -110,9 +117,11 @@ public struct QueryResults: AsyncSequence, Sendable {
             try query.check(result.meta)
             guard query.includeData else { return ClientRecord(meta: result.meta, data: .init()) }
             guard let data = result.recordData else {
-                throw E3DBError(.invalidResponse, "query: the server sent record "
-                                + "\(result.meta.recordID?.prefix(40) ?? "(no id)") without the record_data asked for",
-                                context: .init(field: "record_data", part: "query", item: result.meta.recordID))
+                throw E3DBError(
+                    .invalidResponse,
+                    "query: the server sent record "
+                        + "\(result.meta.recordID?.prefix(40) ?? "(no id)") without the record_data asked for",
+                    context: .init(field: "record_data", part: "query", item: result.meta.recordID))
             }
             return try await client.decrypt(API.Record(meta: result.meta, data: data, recSig: result.recSig))
         }

@@ -1,5 +1,5 @@
-public import Foundation
 public import E3DBPrimitives
+public import Foundation
 import NIOCore
 import NIOSSL
 
@@ -33,8 +33,9 @@ public struct PublicKeyPin: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: `E3DBError` `.invalidLength` for another length.
     public init(sha256: Data) throws(E3DBError) {
         guard sha256.count == 32 else {
-            throw E3DBError(.invalidLength, "a public key pin is a SHA-256: 32 bytes, not \(sha256.count)",
-                            context: .init(part: "pin", expected: 32, actual: sha256.count))
+            throw E3DBError(
+                .invalidLength, "a public key pin is a SHA-256: 32 bytes, not \(sha256.count)",
+                context: .init(part: "pin", expected: 32, actual: sha256.count))
         }
         self.sha256 = sha256
     }
@@ -45,8 +46,9 @@ public struct PublicKeyPin: Sendable, Hashable, CustomStringConvertible {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         let body = trimmed.hasPrefix("sha256//") ? String(trimmed.dropFirst("sha256//".count)) : trimmed
         guard let bytes = Data(base64Encoded: body) else {
-            throw E3DBError(.invalidBase64, "a public key pin must be the base64 of a SHA-256 (44 characters)",
-                            context: .init(part: "pin"))
+            throw E3DBError(
+                .invalidBase64, "a public key pin must be the base64 of a SHA-256 (44 characters)",
+                context: .init(part: "pin"))
         }
         try self.init(sha256: bytes)
     }
@@ -93,13 +95,15 @@ public struct ClientTLSOptions: Sendable, Hashable {
         if let pem = certificateAuthoritiesPEM {
             let text = String(decoding: pem, as: UTF8.self)
             guard text.contains("-----BEGIN CERTIFICATE-----") else {
-                throw E3DBError(.invalidParameter, "the CA file holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-                                context: .init(part: "ca"))
+                throw E3DBError(
+                    .invalidParameter, "the CA file holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                    context: .init(part: "ca"))
             }
             do {
                 certificateAuthorities = try NIOSSLCertificate.fromPEMBytes(Array(pem))
             } catch {
-                throw E3DBError(.invalidParameter, "a certificate in the CA file does not parse", context: .init(part: "ca"))
+                throw E3DBError(
+                    .invalidParameter, "a certificate in the CA file does not parse", context: .init(part: "ca"))
             }
             guard !certificateAuthorities.isEmpty else {
                 throw E3DBError(.invalidParameter, "the CA file holds no certificate", context: .init(part: "ca"))
@@ -116,10 +120,13 @@ public struct ClientTLSOptions: Sendable, Hashable {
     /// - Throws: `E3DBError` `.invalidParameter` for an `http://` URL when CAs or pins are set.
     public func check(for url: String) throws(E3DBError) {
         guard !certificateAuthorities.isEmpty || !pins.isEmpty,
-              URLComponents(string: url)?.scheme?.lowercased() == "http" else { return }
-        throw E3DBError(.invalidParameter, "CA certificates and public key pins apply to https:// URLs only, and "
-                        + "\(URLComponents(string: url)?.host ?? "the server") is reached over http://: use its https:// URL "
-                        + "or drop the CA file and pins", context: .init(part: "tls"))
+            URLComponents(string: url)?.scheme?.lowercased() == "http"
+        else { return }
+        throw E3DBError(
+            .invalidParameter,
+            "CA certificates and public key pins apply to https:// URLs only, and "
+                + "\(URLComponents(string: url)?.host ?? "the server") is reached over http://: use its https:// URL "
+                + "or drop the CA file and pins", context: .init(part: "tls"))
     }
 
     /// NIOSSL's client configuration: full verification (chain and host name) against these CAs.
@@ -155,12 +162,16 @@ func finalTransportFailure(_ error: any Error, operation: String, url: String) -
     default: return nil
     }
     if reasons.contains("CERTIFICATE_VERIFY_FAILED") {
-        return failure(.untrustedCertificate, "the server's certificate is not trusted: it is not signed by a "
-            + "trusted CA (give the server's CA with --ca-file), or it has expired or is not valid yet")
+        return failure(
+            .untrustedCertificate,
+            "the server's certificate is not trusted: it is not signed by a "
+                + "trusted CA (give the server's CA with --ca-file), or it has expired or is not valid yet")
     }
     if reasons.contains(where: { $0.contains("EOF during handshake") }) {
-        return failure(.tlsHandshakeFailed, "the connection closed during the TLS handshake (does the server speak "
-            + "TLS on this port? did it reject this client's certificate or protocol version?)")
+        return failure(
+            .tlsHandshakeFailed,
+            "the connection closed during the TLS handshake (does the server speak "
+                + "TLS on this port? did it reject this client's certificate or protocol version?)")
     }
     if reasons.contains("WRONG_VERSION_NUMBER") {
         return failure(.tlsHandshakeFailed, "the server did not answer with TLS (plain HTTP on an https URL?)")

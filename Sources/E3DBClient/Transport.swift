@@ -1,6 +1,6 @@
-public import Foundation
 public import AsyncHTTPClient
 import E3DBPrimitives
+public import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
@@ -87,9 +87,13 @@ extension E3DBTransport {
     /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
     /// ``download(_:timeout:receive:)``.
     public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
-        -> TransportResponse {
-        guard FileManager.default.createFile(atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
-              let out = FileHandle(forWritingAtPath: destinationPath) else {
+        -> TransportResponse
+    {
+        guard
+            FileManager.default.createFile(
+                atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
+            let out = FileHandle(forWritingAtPath: destinationPath)
+        else {
             throw CocoaError(.fileWriteNoPermission)
         }
         defer { try? out.close() }
@@ -128,9 +132,11 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         // never saw, or leave the pinned forwarder for an unpinned https connection: a 3xx is an error instead.
         configuration.redirectConfiguration = .disallow
         if let proxy {
-            configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: proxy.credentials.map {
-                .basic(credentials: Data($0.utf8).base64EncodedString())
-            })
+            configuration.proxy = .server(
+                host: proxy.host, port: proxy.port,
+                authorization: proxy.credentials.map {
+                    .basic(credentials: Data($0.utf8).base64EncodedString())
+                })
         }
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
@@ -182,20 +188,23 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     public var preferredTaskExecutor: (any TaskExecutor)? { EventLoopTaskExecutor(client.eventLoopGroup.next()) }
 
     public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         let (prepared, tunnel) = try await prepare(request)
         var r = prepared
         if let body = request.body { r.body = .bytes(ByteBuffer(bytes: body)) }
         let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
         let body = try await response.body.collect(upTo: maxResponseSize)
-        return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                                 body: Data(body.readableBytesView))
+        return TransportResponse(
+            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+            body: Data(body.readableBytesView))
     }
 
     /// Executes `r` (through the pinning forwarder `tunnel`, if any). When the server's certificate does not
     /// verify, looks at its dates to tell an expired certificate (`.certificateExpired`) from an untrusted one.
     func execute(_ r: HTTPClientRequest, through tunnel: PinnedTunnel?, url: String, timeout: Duration) async throws
-        -> HTTPClientResponse {
+        -> HTTPClientResponse
+    {
         do {
             // The forwarder is on 127.0.0.1 and asks the proxy itself: its requests never go to the proxy.
             let direct = tunnel == nil ? client : Self.processClient
@@ -204,9 +213,11 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
             }
         } catch {
             guard finalTransportFailure(error, operation: "", url: url)?.code == .untrustedCertificate,
-                  let components = URLComponents(string: url), let host = components.host,
-                  let expired = await PinnedTunnel.validityFailure(host: host, port: components.port ?? 443,
-                                                                   proxy: proxy) else {
+                let components = URLComponents(string: url), let host = components.host,
+                let expired = await PinnedTunnel.validityFailure(
+                    host: host, port: components.port ?? 443,
+                    proxy: proxy)
+            else {
                 throw error
             }
             throw expired
@@ -221,10 +232,13 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         var tunnel: PinnedTunnel?
         var host: String?
         if !tls.pins.isEmpty, var components = URLComponents(string: request.url),
-           components.scheme?.lowercased() == "https", let name = components.host {
+            components.scheme?.lowercased() == "https", let name = components.host
+        {
             let port = components.port ?? 443
             let forwarder = try await PinnedTunnel.shared(host: name, port: port, tls: tls, proxy: proxy)
-            host = components.port == nil ? components.percentEncodedHost : "\(components.percentEncodedHost ?? name):\(port)"
+            host =
+                components.port == nil
+                ? components.percentEncodedHost : "\(components.percentEncodedHost ?? name):\(port)"
             components.scheme = "http"
             components.host = "127.0.0.1"
             components.port = forwarder.localPort
@@ -240,7 +254,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     }
 
     public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         let (prepared, tunnel) = try await prepare(request)
         var r = prepared
         guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
@@ -250,24 +265,30 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         r.body = .stream(FileChunks(handle: handle), length: .known(size))
         let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
         let body = try await response.body.collect(upTo: 1 << 20)
-        return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                                 body: Data(body.readableBytesView))
+        return TransportResponse(
+            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+            body: Data(body.readableBytesView))
     }
 
     /// See ``E3DBTransport/download(_:timeout:receive:)``: each piece shares the storage of the NIO buffer it
     /// arrived in.
     public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
-        async throws -> TransportResponse {
+        async throws -> TransportResponse
+    {
         let (r, tunnel) = try await prepare(request)
         let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
         let headers = response.headers.map { ($0.name, $0.value) }
         guard (200..<300).contains(Int(response.status.code)) else {
             let body = try await response.body.collect(upTo: 1 << 20)
-            return TransportResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
+            return TransportResponse(
+                status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
         }
         for try await buffer in response.body where buffer.readableBytes > 0 {
-            guard let piece = buffer.getData(at: buffer.readerIndex, length: buffer.readableBytes,
-                                             byteTransferStrategy: .noCopy) else { continue }
+            guard
+                let piece = buffer.getData(
+                    at: buffer.readerIndex, length: buffer.readableBytes,
+                    byteTransferStrategy: .noCopy)
+            else { continue }
             try await receive(piece)
         }
         return TransportResponse(status: Int(response.status.code), headers: headers, body: Data())

@@ -3,9 +3,9 @@ import E3DBPrimitives
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A command group run without a subcommand: a usage error (exit 64), not a silent help page with exit 0.

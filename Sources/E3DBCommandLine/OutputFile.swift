@@ -1,9 +1,9 @@
 package import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Output files that are complete or absent: the bytes go to a private temporary file in the destination's

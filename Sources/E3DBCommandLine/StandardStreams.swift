@@ -1,9 +1,9 @@
 package import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Checked writes to a file descriptor: every byte is written or the failure is reported (ENOSPC, EPIPE with
@@ -34,7 +34,8 @@ package enum StandardOutput {
     package static func write(_ data: some ContiguousBytes) throws {
         let failure = data.withUnsafeBytes { Descriptor.writeAll(STDOUT_FILENO, $0) }
         if failure != 0 {
-            throw CLIError("cannot write to standard output: \(Descriptor.message(failure))", exitCode: ExitStatus.failure)
+            throw CLIError(
+                "cannot write to standard output: \(Descriptor.message(failure))", exitCode: ExitStatus.failure)
         }
     }
 

@@ -1,5 +1,4 @@
 import E3DBKit
-
 import Foundation
 
 /// Vector suites for E3DBCanonicalJSON: the project's own Node/rfc8785 vectors (`TestVectors/canonical-json/`)
@@ -50,9 +49,12 @@ public enum CanonicalJSONSuites {
             try requireEqual(try CanonicalJSON.isCanonical(Array(expected.utf8)), true, "expected text is canonical")
         case .invalid:
             let code = test.error ?? ""
-            try requireFailure("tcId \(test.tcId) must be rejected with \(code)", matches: { error in
-                (error as? CanonicalJSONError)?.code.rawValue == code
-            }) {
+            try requireFailure(
+                "tcId \(test.tcId) must be rejected with \(code)",
+                matches: { error in
+                    (error as? CanonicalJSONError)?.code.rawValue == code
+                }
+            ) {
                 _ = try CanonicalJSON.parse(test.input)
             }
         }

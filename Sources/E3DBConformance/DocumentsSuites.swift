@@ -2,7 +2,6 @@ import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
-
 import Foundation
 
 /// Vector suites for E3DBDocuments: `TestVectors/documents/*.json`, made by
@@ -17,10 +16,11 @@ public enum DocumentsSuites {
     }
 
     static func pairs(_ list: [[String]]) throws -> RecordData {
-        try RecordData(list.map { pair -> (String, String) in
-            guard pair.count == 2 else { throw VectorFormatError("a data pair has \(pair.count) elements") }
-            return (pair[0], pair[1])
-        })
+        try RecordData(
+            list.map { pair -> (String, String) in
+                guard pair.count == 2 else { throw VectorFormatError("a data pair has \(pair.count) elements") }
+                return (pair[0], pair[1])
+            })
     }
 
     // MARK: record fields
@@ -46,12 +46,14 @@ public enum DocumentsSuites {
                     fieldNonce: try SecretBox.Nonce(rawRepresentation: Hex.decode(efN)))
                 try requireEqual(mine, t.field, "field encrypted with the vector's data key and nonces")
             }
-            try requireEqual(try FieldCipher.decrypt(FieldCipher.encrypt(value, accessKey: ak), accessKey: ak), value, "round trip")
+            try requireEqual(
+                try FieldCipher.decrypt(FieldCipher.encrypt(value, accessKey: ak), accessKey: ak), value, "round trip")
         } else {
             try requireE3DBError(t.error, part: t.errorPart) { _ = try FieldCipher.decrypt(t.field, accessKey: ak) }
             if t.lenientResult == "valid" {
                 try requireEqual(
-                    try FieldCipher.decrypt(t.field, accessKey: ak, decoding: .lenient), t.value ?? "", "lenient decrypt")
+                    try FieldCipher.decrypt(t.field, accessKey: ak, decoding: .lenient), t.value ?? "",
+                    "lenient decrypt")
             }
         }
     }
@@ -223,7 +225,8 @@ public enum DocumentsSuites {
         switch t.kind {
         case "record":
             let ak = try AccessKey(rawRepresentation: Hex.decode(try required(t.accessKey, "accessKey")))
-            let key = try Ed25519.PublicKey(base64URLEncoded: try required(t.writerSigningPublicKey, "writerSigningPublicKey"))
+            let key = try Ed25519.PublicKey(
+                base64URLEncoded: try required(t.writerSigningPublicKey, "writerSigningPublicKey"))
             var verification = RecordVerification()
             for v in t.variants {
                 switch v {
@@ -243,7 +246,8 @@ public enum DocumentsSuites {
             let plain = try doc.decrypt(accessKey: ak, verifyingKey: key, verification: verification)
             try requireEqual(plain.signatureStatus?.rawValue, t.expectedStatus, "rec_sig status")
             if let message = t.jsMessage {
-                let ours = plain.signatureStatus == .verifiedNullData
+                let ours =
+                    plain.signatureStatus == .verifiedNullData
                     ? doc.meta.canonicalBytes(order: .javaScriptInsertion) + Array("null".utf8)
                     : RecordSignature.message(meta: doc.meta, data: plain.data, order: .javaScriptInsertion)
                 try requireEqual(String(decoding: ours, as: UTF8.self), message, "js-sdk message")

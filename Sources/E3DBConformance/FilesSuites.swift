@@ -1,7 +1,6 @@
 public import E3DBFiles
 public import E3DBKeys
 import E3DBPrimitives
-
 public import Foundation
 
 /// Vector suite for E3DBFiles: `TestVectors/files/e3db_file_v3.json`, made by Tozny's Python SDK (e3db 2.3.0)
@@ -70,7 +69,9 @@ public enum FilesSuites {
     /// The plaintext of a valid case.
     public static func plaintext(of t: FileVector) throws -> Data {
         if let hex = t.plaintext { return try Hex.decode(hex) }
-        if let seed = t.plaintextSeed, let size = t.plaintextSize { return try expand(seed: Hex.decode(seed), count: size) }
+        if let seed = t.plaintextSeed, let size = t.plaintextSize {
+            return try expand(seed: Hex.decode(seed), count: size)
+        }
         if t.plaintextPattern == "A6multi" {
             return Data(repeating: 0, count: 65_536) + Data(repeating: 1, count: 65_536) + Data("tail".utf8)
         }

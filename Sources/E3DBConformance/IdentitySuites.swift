@@ -1,7 +1,6 @@
 import E3DBAPI
 import E3DBIdentity
 import E3DBPrimitives
-
 import Foundation
 
 /// Vector suites for E3DBIdentity: `TestVectors/identity/*.json` from Tozny's Python SDK (e3db 2.3.0).

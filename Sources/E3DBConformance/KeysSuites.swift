@@ -1,6 +1,5 @@
 import E3DBKeys
 import E3DBPrimitives
-
 import Foundation
 
 /// Vector suites for E3DBKeys: `TestVectors/keys/*.json`, made by `TestVectors/generators/e3db_documents.py`

@@ -1,5 +1,4 @@
 import E3DBPrimitives
-
 import Foundation
 
 /// Vector suites for E3DBPrimitives: `TestVectors/primitives/*.json` (PyNaCl, hashlib, cryptography, published
@@ -41,8 +40,10 @@ public enum PrimitivesSuites {
         let ct = try Hex.decode(t.ct)
         if t.result == .valid, let seed = t.senderSeed {
             let derived = try Box.PrivateKey(seed: SecureBytes(copying: Hex.decode(seed)))
-            try requireEqual(derived.publicKey.rawRepresentation, try Hex.decode(t.senderPublic), "seed-derived public key")
-            try requireEqual(derived.withUnsafeBytes { Data($0) }, try Hex.decode(t.senderPrivate), "seed-derived secret key")
+            try requireEqual(
+                derived.publicKey.rawRepresentation, try Hex.decode(t.senderPublic), "seed-derived public key")
+            try requireEqual(
+                derived.withUnsafeBytes { Data($0) }, try Hex.decode(t.senderPrivate), "seed-derived secret key")
         }
         if t.result == .valid {
             try requireEqual(sender.publicKey, senderPublic, "public key from private key")
@@ -72,7 +73,8 @@ public enum PrimitivesSuites {
         let recipient = try Box.PrivateKey(rawRepresentation: Hex.decode(t.recipientPrivate))
         try requireEqual(recipient.publicKey.rawRepresentation, try Hex.decode(t.recipientPublic), "public key")
         if t.result == .valid {
-            try requireEqual(try AnonymousBox.open(Hex.decode(t.sealed), recipient: recipient), try Hex.decode(t.msg), "opened")
+            try requireEqual(
+                try AnonymousBox.open(Hex.decode(t.sealed), recipient: recipient), try Hex.decode(t.msg), "opened")
             let mine = try AnonymousBox.seal(try Hex.decode(t.msg), to: recipient.publicKey)
             try requireEqual(try AnonymousBox.open(mine, recipient: recipient), try Hex.decode(t.msg), "own round trip")
         } else {
@@ -95,12 +97,15 @@ public enum PrimitivesSuites {
             let sealed = SecretBox.seal(try Hex.decode(t.msg), using: key, nonce: nonce)
             try requireEqual(sealed.ciphertext, ct, "ciphertext")
             try requireEqual(try SecretBox.open(sealed, using: key), try Hex.decode(t.msg), "opened")
-            let detached = try SecretBox.openDetached(sealed.encryptedMessage, tag: sealed.tag, nonce: nonce, using: key)
+            let detached = try SecretBox.openDetached(
+                sealed.encryptedMessage, tag: sealed.tag, nonce: nonce, using: key)
             try requireEqual(detached, try Hex.decode(t.msg), "opened detached")
             let combined = try SecretBox.SealedBox(combined: sealed.combined)
             try requireEqual(combined, sealed, "combined round trip")
         } else {
-            try requireError(t.error) { _ = try SecretBox.open(SecretBox.SealedBox(nonce: nonce, ciphertext: ct), using: key) }
+            try requireError(t.error) {
+                _ = try SecretBox.open(SecretBox.SealedBox(nonce: nonce, ciphertext: ct), using: key)
+            }
         }
     }
 
@@ -140,7 +145,8 @@ public enum PrimitivesSuites {
         let error: String?, failAt: Int?
     }
 
-    public static let secretStream = suite("primitives/secretstream", file: "secretstream.json") { (t: SecretStreamTest) in
+    public static let secretStream = suite("primitives/secretstream", file: "secretstream.json") {
+        (t: SecretStreamTest) in
         let key = try SecretStream.Key(rawRepresentation: Hex.decode(t.key))
         let header = try SecretStream.Header(rawRepresentation: Hex.decode(t.header))
         var decryptor = SecretStream.Decryptor(key: key, header: header)
@@ -172,7 +178,9 @@ public enum PrimitivesSuites {
             if index < failAt {
                 _ = try decryptor.open(Hex.decode(chunk))
             } else {
-                try requireError(t.error == "missingFinal" ? nil : t.error) { _ = try decryptor.open(Hex.decode(chunk)) }
+                try requireError(t.error == "missingFinal" ? nil : t.error) {
+                    _ = try decryptor.open(Hex.decode(chunk))
+                }
                 return
             }
         }
@@ -292,7 +300,9 @@ public enum PrimitivesSuites {
 
     struct EdGroup: Decodable, Sendable {
         struct Key: Decodable, Sendable { let pk: String }
-        struct Test: Decodable, Sendable { let tcId: Int, comment: String, msg: String, sig: String, result: VectorResult }
+        struct Test: Decodable, Sendable {
+            let tcId: Int, comment: String, msg: String, sig: String, result: VectorResult
+        }
         let publicKey: Key, tests: [Test]
     }
 
@@ -331,7 +341,9 @@ public enum PrimitivesSuites {
                     let privateKey = try Box.PrivateKey(rawRepresentation: Hex.decode(t.private))
                     let publicKey = try Box.PublicKey(rawRepresentation: Hex.decode(t.public))
                     let expected = try Hex.decode(t.shared)
-                    let outcome = Result { () throws(E3DBError) in try privateKey.rawSharedSecret(with: publicKey).withUnsafeBytes { Data($0) } }
+                    let outcome = Result { () throws(E3DBError) in
+                        try privateKey.rawSharedSecret(with: publicKey).withUnsafeBytes { Data($0) }
+                    }
                     switch (t.result, outcome) {
                     case (.valid, .success(let shared)):
                         try requireEqual(shared, expected, "shared secret")
@@ -363,8 +375,10 @@ protocol IdentifiedVector: Decodable, Sendable {
 
 /// Throws unless `body` throws an ``E3DBError`` whose code is `expected` (any E3DBError when `expected` is nil).
 func requireError(_ expected: String?, _ body: () throws -> Void) throws {
-    try requireFailure("expected error \(expected ?? "any")", matches: { error in
-        guard let error = error as? E3DBError else { return false }
-        return expected == nil || error.code.rawValue == expected
-    }, body)
+    try requireFailure(
+        "expected error \(expected ?? "any")",
+        matches: { error in
+            guard let error = error as? E3DBError else { return false }
+            return expected == nil || error.code.rawValue == expected
+        }, body)
 }

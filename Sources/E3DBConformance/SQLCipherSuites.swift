@@ -1,6 +1,5 @@
 public import E3DBPageCodec
 import E3DBPrimitives
-
 import Foundation
 import Synchronization
 
@@ -202,8 +201,10 @@ private final class CodecCache: Sendable {
     private let codecs = Mutex<[String: PageCodec]>([:])
 
     func codec(for t: SQLCipherSuites.PagesVector) throws -> PageCodec {
-        let id = [t.database, t.keyForm, t.key, t.salt, String(t.settings.pageSize), String(t.settings.kdfIterations),
-                  t.settings.algorithm].joined(separator: "|")
+        let id = [
+            t.database, t.keyForm, t.key, t.salt, String(t.settings.pageSize), String(t.settings.kdfIterations),
+            t.settings.algorithm,
+        ].joined(separator: "|")
         if let codec = codecs.withLock({ $0[id] }) { return codec }
         let codec = try SQLCipherSuites.codec(for: t)
         return codecs.withLock { cache in

@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBCanonicalJSON
-public import E3DBPrimitives
 public import E3DBKeys
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// A value that can be rebuilt from its JSON form (used to parse nested ``SignedDocument`` values).
 public protocol DocumentJSONDecodable: Signable, Sendable {
@@ -20,7 +21,9 @@ extension JSONValue: DocumentJSONDecodable {
 }
 
 /// Parses JSON text into a value, mapping parser errors to `.invalidDocument`.
-func parseDocumentJSON(_ bytes: some DataProtocol, code: E3DBError.Code = .invalidDocument) throws(E3DBError) -> JSONValue {
+func parseDocumentJSON(_ bytes: some DataProtocol, code: E3DBError.Code = .invalidDocument) throws(E3DBError)
+    -> JSONValue
+{
     do {
         return try CanonicalJSON.parse(Array(bytes))
     } catch {
@@ -70,7 +73,8 @@ public struct ClientMeta: Sendable, Hashable, DocumentJSONDecodable {
         }
         func uuid(_ name: String) throws(E3DBError) -> UUID {
             guard case .string(let s)? = o[name] else {
-                throw E3DBError(.invalidDocument, "meta.\(name) is missing or not a string", context: .init(field: name))
+                throw E3DBError(
+                    .invalidDocument, "meta.\(name) is missing or not a string", context: .init(field: name))
             }
             guard let id = UUID(uuidString: s) else {
                 throw E3DBError(.invalidDocument, "meta.\(name) is not a UUID", context: .init(field: name))
@@ -362,7 +366,8 @@ public struct EncryptedDocument: Sendable, Hashable, DocumentJSONDecodable {
         decoding: Base64Decoding = .strict
     ) throws(E3DBError) -> DecryptedDocument {
         try decrypt(
-            identity: identity, eakInfo: eakInfo, verifyingKey: verifyingKey, verification: RecordVerification(order: order),
+            identity: identity, eakInfo: eakInfo, verifyingKey: verifyingKey,
+            verification: RecordVerification(order: order),
             decoding: decoding)
     }
 }
@@ -402,11 +407,14 @@ public struct SignedDocument<Document: Signable & Sendable>: Sendable, Signable 
         do {
             raw = try Base64URL.decode(signature)
         } catch {
-            throw E3DBError(.invalidSignature, "the document signature (sig) is not base64url", context: .init(part: "sig"))
+            throw E3DBError(
+                .invalidSignature, "the document signature (sig) is not base64url", context: .init(part: "sig"))
         }
-        guard raw.count == Ed25519.signatureByteCount, key.isValidSignature(raw, for: document.canonicalBytes(order: order))
+        guard raw.count == Ed25519.signatureByteCount,
+            key.isValidSignature(raw, for: document.canonicalBytes(order: order))
         else {
-            throw E3DBError(.invalidSignature, "the document signature (sig) does not verify", context: .init(part: "sig"))
+            throw E3DBError(
+                .invalidSignature, "the document signature (sig) does not verify", context: .init(part: "sig"))
         }
     }
 

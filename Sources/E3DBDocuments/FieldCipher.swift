@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-public import E3DBPrimitives
 public import E3DBKeys
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Record field encryption, `edk "." edkN "." ef "." efN` (spec §3.1), identical in all E3DB SDKs:
 ///
@@ -41,7 +42,9 @@ public enum FieldCipher {
     /// Encrypts every value of a record's data map with keys and nonces from `reservoir` (bulk writers: one
     /// system call per 64 KiB of randomness instead of one per record).
     package static func encrypt(_ data: RecordData, accessKey: AccessKey, reservoir: RandomReservoir) -> RecordData {
-        unsafe encrypt(data, accessKey: accessKey, random: SecureBytes(count: randomByteCount * data.count) { unsafe reservoir.fill($0) })
+        unsafe encrypt(
+            data, accessKey: accessKey,
+            random: SecureBytes(count: randomByteCount * data.count) { unsafe reservoir.fill($0) })
     }
 
     /// Encrypts every value of a record's data map under ONE data key for the whole record, sealed once: every
@@ -74,7 +77,8 @@ public enum FieldCipher {
                     let field = value.withUTF8 { plain in
                         unsafe withUnsafeTemporaryAllocation(byteCount: plain.count + t, alignment: 16) { ef in
                             invariant("sealing the value into its exact buffer") { () throws(E3DBError) in
-                                _ = try unsafe SecretBox.seal(UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
+                                _ = try unsafe SecretBox.seal(
+                                    UnsafeRawBufferPointer(plain), nonce: efN, using: dataKey, into: ef)
                             }
                             return unsafe assemble(UnsafeRawBufferPointer(edk), edkN, UnsafeRawBufferPointer(ef), efN)
                         }
@@ -93,7 +97,8 @@ public enum FieldCipher {
         unsafe random.withUnsafeBytes { r in
             for (i, member) in data.enumerated() {
                 let slice = unsafe UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
-                unsafe encrypted.insert(key: member.key, value: encrypt(member.value, accessKey: accessKey, randomness: slice))
+                unsafe encrypted.insert(
+                    key: member.key, value: encrypt(member.value, accessKey: accessKey, randomness: slice))
             }
         }
         return encrypted
@@ -207,7 +212,8 @@ public enum FieldCipher {
         _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer,
         _ d: UnsafeRawBufferPointer
     ) -> String {
-        let length = 3 + Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
+        let length =
+            3 + Base64URL.encodedLength(of: a.count) + Base64URL.encodedLength(of: b.count)
             + Base64URL.encodedLength(of: c.count) + Base64URL.encodedLength(of: d.count)
         return unsafe String(unsafeUninitializedCapacity: length) { out in
             var o = 0
@@ -229,7 +235,6 @@ public enum FieldCipher {
             return o
         }
     }
-
 
     /// Decrypts one field string.
     ///
@@ -285,7 +290,8 @@ public enum FieldCipher {
         }
         guard count == 3 else {
             throw E3DBError(
-                .invalidField, "a record field has 4 '.'-separated parts, found \(count + 1)"
+                .invalidField,
+                "a record field has 4 '.'-separated parts, found \(count + 1)"
                     + (name.map { " (field \"\($0)\")" } ?? ""),
                 context: .init(field: name, expected: 4, actual: count + 1))
         }
@@ -301,10 +307,12 @@ public enum FieldCipher {
                     do {
                         // Ciphertexts and nonces, none secret: the table decoder (same results and errors).
                         written = try unsafe Base64URL.decodePublic(
-                            utf8: UnsafeBufferPointer(rebasing: buf[ranges[index]]), into: out, lenient: decoding == .lenient)
+                            utf8: UnsafeBufferPointer(rebasing: buf[ranges[index]]), into: out,
+                            lenient: decoding == .lenient)
                     } catch {
                         throw E3DBError(
-                            .invalidBase64, "\(label) is not valid base64url" + (name.map { " (field \"\($0)\")" } ?? ""),
+                            .invalidBase64,
+                            "\(label) is not valid base64url" + (name.map { " (field \"\($0)\")" } ?? ""),
                             context: .init(field: name, part: label, offset: error.context.offset))
                     }
                     offset += room
@@ -318,10 +326,12 @@ public enum FieldCipher {
                     unsafe edk = try unsafe part(0, "edk")
                     try check(edk.count == encryptedDataKeyByteCount, "edk", encryptedDataKeyByteCount, edk.count, name)
                     unsafe edkN = try unsafe part(1, "edkN")
-                    try check(edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
+                    try check(
+                        edkN.count == SecretBox.nonceByteCount, "edkN", SecretBox.nonceByteCount, edkN.count, name)
                 }
                 let ef = try unsafe part(2, "ef")
-                try check(ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
+                try check(
+                    ef.count >= SecretBox.tagByteCount, "ef", SecretBox.tagByteCount, ef.count, name, atLeast: true)
                 let efN = try unsafe part(3, "efN")
                 try check(efN.count == SecretBox.nonceByteCount, "efN", SecretBox.nonceByteCount, efN.count, name)
 
@@ -330,10 +340,12 @@ public enum FieldCipher {
                     dataKey = remembered
                 } else {
                     do {
-                        dataKey = try unsafe SecretBox.Key(SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
+                        dataKey = try unsafe SecretBox.Key(
+                            SecretBox.openSecret(edk, nonce: edkN, using: accessKey.secretBoxKey))
                     } catch {
                         throw E3DBError(
-                            .authenticationFailed, "the data key does not open with this access key"
+                            .authenticationFailed,
+                            "the data key does not open with this access key"
                                 + (name.map { " (field \"\($0)\")" } ?? ""),
                             context: .init(field: name, part: "edk"))
                     }
@@ -342,7 +354,8 @@ public enum FieldCipher {
                     memo.key = dataKey
                 }
                 let plainCount = ef.count - SecretBox.tagByteCount
-                let opened = unsafe withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) { plain in
+                let opened = unsafe withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) {
+                    plain in
                     Result { () throws(E3DBError) -> String? in
                         do {
                             _ = try unsafe SecretBox.open(ef, nonce: efN, using: dataKey, into: plain)
@@ -353,12 +366,15 @@ public enum FieldCipher {
                                 context: .init(field: name, part: "ef"))
                         }
                         // Validated (never repaired) UTF-8; a leading U+FEFF is kept.
-                        return unsafe String(validating: UnsafeRawBufferPointer(rebasing: plain[0..<plainCount]).bindMemory(to: UInt8.self), as: UTF8.self)
+                        return unsafe String(
+                            validating: UnsafeRawBufferPointer(rebasing: plain[0..<plainCount]).bindMemory(
+                                to: UInt8.self), as: UTF8.self)
                     }
                 }
                 guard let value = try opened.get() else {
                     throw E3DBError(
-                        .invalidUTF8, "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
+                        .invalidUTF8,
+                        "the decrypted value is not valid UTF-8" + (name.map { " (field \"\($0)\")" } ?? ""),
                         context: .init(field: name, part: "ef"))
                 }
                 return value

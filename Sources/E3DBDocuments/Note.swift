@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBCanonicalJSON
-public import E3DBPrimitives
 public import E3DBKeys
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Options for ``EncryptedNote/decrypt(readerKey:options:)``.
 public struct NoteDecryptionOptions: Sendable, Hashable {
@@ -81,7 +82,8 @@ public struct EncryptedNote: Sendable, Hashable {
     ) throws(E3DBError) -> EncryptedNote {
         let ak = AccessKey()
         let eak = try EncryptedAccessKey.wrap(ak, for: recipientEncryptionKey, by: writerBoxKey)
-        let signature = TFSP1.sign(key: "signature", value: objectSalt, salt: signatureSalt, signingKey: writerSigningKey)
+        let signature = TFSP1.sign(
+            key: "signature", value: objectSalt, salt: signatureSalt, signingKey: writerSigningKey)
         var encrypted = RecordData()
         for (key, value) in data {
             let signed = TFSP1.sign(key: key, value: value, salt: objectSalt, signingKey: writerSigningKey)
@@ -117,10 +119,13 @@ public struct EncryptedNote: Sendable, Hashable {
     /// - Throws: `E3DBError` `.writerKeyMismatch`; `.authenticationFailed` (part `eak`, or `edk`/`ef` with the
     ///   field); `.unsignedField`, `.invalidSignedField`, `.saltMismatch`, `.invalidSignature` with
     ///   `context.field` naming the note field (`signature` for the note signature); `.unexpectedFields`.
-    public func decrypt(readerKey: Box.PrivateKey, options: NoteDecryptionOptions = .init()) throws(E3DBError) -> RecordData {
+    public func decrypt(readerKey: Box.PrivateKey, options: NoteDecryptionOptions = .init()) throws(E3DBError)
+        -> RecordData
+    {
         if let expected = options.expectedWriterSigningKey, expected != writerSigningKey {
             throw E3DBError(
-                .writerKeyMismatch, "the note was signed by another writer key", context: .init(field: "writer_signing_key"))
+                .writerKeyMismatch, "the note was signed by another writer key",
+                context: .init(field: "writer_signing_key"))
         }
         let ak = try encryptedAccessKey.unwrap(reader: readerKey, authorizer: writerEncryptionKey)
         let plaintext: RecordData
@@ -162,11 +167,13 @@ public struct EncryptedNote: Sendable, Hashable {
         do {
             raw = try Base64URL.decode(signature)
         } catch {
-            throw E3DBError(.invalidSignature, "the legacy note signature is not base64url", context: .init(field: "signature"))
+            throw E3DBError(
+                .invalidSignature, "the legacy note signature is not base64url", context: .init(field: "signature"))
         }
         guard raw.count == Ed25519.signatureByteCount, writerSigningKey.isValidSignature(raw, for: message) else {
             throw E3DBError(
-                .invalidSignature, "the legacy note signature (NoteInfo) does not verify", context: .init(field: "signature"))
+                .invalidSignature, "the legacy note signature (NoteInfo) does not verify",
+                context: .init(field: "signature"))
         }
         return plaintext
     }
@@ -244,9 +251,10 @@ public struct EncryptedNote: Sendable, Hashable {
                 .invalidNote, "note member \"encrypted_access_key\" is malformed: \(error.message)",
                 context: .init(field: "encrypted_access_key", part: error.context.part))
         }
-        for known in ["data", "signature", "mode", "recipient_signing_key", "writer_signing_key",
-            "writer_encryption_key", "encrypted_access_key"]
-        {
+        for known in [
+            "data", "signature", "mode", "recipient_signing_key", "writer_signing_key",
+            "writer_encryption_key", "encrypted_access_key",
+        ] {
             o[known] = nil
         }
         self.otherMembers = o
@@ -274,9 +282,11 @@ public struct EncryptedNote: Sendable, Hashable {
 public enum LegacyNoteSignature {
     /// True when `signature` is a bare base64url string (what js-sdk checks before verifying a `NoteInfo`).
     public static func isLegacy(_ signature: String) -> Bool {
-        !signature.isEmpty && signature.utf8.allSatisfy { b in
-            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
-        }
+        !signature.isEmpty
+            && signature.utf8.allSatisfy { b in
+                (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D
+                    || b == 0x5F
+            }
     }
 
     /// The signed message for a note's plaintext fields and its keys.

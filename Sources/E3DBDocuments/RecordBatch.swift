@@ -1,12 +1,13 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Dispatch
 public import E3DBCanonicalJSON
-public import E3DBPrimitives
 public import E3DBKeys
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 // Batch mode for records: NDJSON in, NDJSON out, one output line per input line, in input order.
 
@@ -143,9 +144,11 @@ public struct NDJSONLineSplitter: Sendable {
         guard let blank = pendingBlank else { return }
         pendingBlank = nil
         for number in blank.first..<(blank.first + blank.count) {
-            try emit(NDJSONLine(
-                number: number,
-                content: .failure(E3DBError(.blankLine, "the line is blank; only the end of the input may hold blank lines"))))
+            try emit(
+                NDJSONLine(
+                    number: number,
+                    content: .failure(
+                        E3DBError(.blankLine, "the line is blank; only the end of the input may hold blank lines"))))
         }
     }
 
@@ -238,7 +241,8 @@ public struct RecordLineEncryptor: RecordLineProcessor {
                 out.append(contentsOf: CanonicalJSON.serializedBytes(.string(members[i].key)))
                 out.append(contentsOf: #":""#.utf8)
                 let slice = unsafe UnsafeRawBufferPointer(rebasing: r[(i * n)..<((i + 1) * n)])
-                unsafe out.append(contentsOf: FieldCipher.encrypt(members[i].value, accessKey: accessKey, randomness: slice).utf8)
+                unsafe out.append(
+                    contentsOf: FieldCipher.encrypt(members[i].value, accessKey: accessKey, randomness: slice).utf8)
                 out.append(UInt8(ascii: "\""))
             }
         }
@@ -304,7 +308,8 @@ public struct RecordLineDecryptor: RecordLineProcessor {
             document.recordSignature, meta: document.meta, data: data, key: verifyingKey
         ) {
             verification.order == .utf16
-                ? metaBytes + dataBytes : RecordSignature.message(meta: document.meta, data: data, order: verification.order)
+                ? metaBytes + dataBytes
+                : RecordSignature.message(meta: document.meta, data: data, order: verification.order)
         }
         var plain = DecryptedDocument(meta: document.meta, data: data)
         plain.signatureStatus = status
@@ -399,14 +404,15 @@ public enum RecordBatch {
     ///   - line: its number.
     /// - Returns: the UTF-8 bytes.
     public static func errorLine(_ error: E3DBError, line: Int) -> [UInt8] {
-        CanonicalJSON.serializedBytes(.object([
-            "error": .object([
-                "category": .string(error.code.category.rawValue),
-                "code": .string(error.code.rawValue),
-                "line": .number(Double(line)),
-                "message": .string(error.message),
-            ])
-        ]))
+        CanonicalJSON.serializedBytes(
+            .object([
+                "error": .object([
+                    "category": .string(error.code.category.rawValue),
+                    "code": .string(error.code.rawValue),
+                    "line": .number(Double(line)),
+                    "message": .string(error.message),
+                ])
+            ]))
     }
 
     /// Processes a whole input.
@@ -457,7 +463,9 @@ public enum RecordBatch {
                 processor: processor, options: options,
                 read: { buffer in
                     let n = min(buffer.count, input.count - offset)
-                    unsafe input.withUnsafeBytes { unsafe buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+                    unsafe input.withUnsafeBytes {
+                        unsafe buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)]))
+                    }
                     offset += n
                     return n
                 },
@@ -537,7 +545,9 @@ private struct Runner<Processor: RecordLineProcessor> {
         if summary.stoppedEarly { return }
         current.append(line)
         if case .success(let bytes) = line.content { currentBytes += bytes.count }
-        if current.count >= max(1, options.linesPerBatch) || currentBytes >= (1 << 20) { try unsafe submit(write, failed) }
+        if current.count >= max(1, options.linesPerBatch) || currentBytes >= (1 << 20) {
+            try unsafe submit(write, failed)
+        }
     }
 
     private mutating func submit(_ write: Write, _ failed: Failed) throws(E3DBError) {

@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 public import E3DBCanonicalJSON
-public import E3DBPrimitives
 import E3DBKeys
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// How a record's `rec_sig` is treated when the record is decrypted.
 ///

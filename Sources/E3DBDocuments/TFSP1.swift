@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// TFSP1 field signatures (`UUIDv5 "TFSP1;ED25519;BLAKE2B"`, spec §7.1), used for note fields:
 ///
@@ -36,7 +37,9 @@ public enum TFSP1 {
     ///   - salt: the salt, used verbatim (default: a new lowercase UUID). Notes pass the note's object salt.
     ///   - signingKey: the writer's Ed25519 key.
     /// - Returns: `VERSION;salt;86;<sig><value>`.
-    public static func sign(key: String, value: String, salt: String = makeSalt(), signingKey: Ed25519.PrivateKey) -> String {
+    public static func sign(key: String, value: String, salt: String = makeSalt(), signingKey: Ed25519.PrivateKey)
+        -> String
+    {
         let h = hash(salt: salt, key: key, value: value)
         let sig = Base64URL.encode(signingKey.signature(for: Data(h.utf8)))
         return version + ";" + salt + ";" + String(sig.utf8.count) + ";" + sig + value
@@ -90,7 +93,8 @@ public enum TFSP1 {
         let lengthText = bytes[i..<lengthEnd]
         guard lengthText.elementsEqual(String(signatureLength).utf8) else {
             throw E3DBError(
-                .invalidSignedField, "the TFSP1 length field must be \(signatureLength)", context: .init(part: "length"))
+                .invalidSignedField, "the TFSP1 length field must be \(signatureLength)", context: .init(part: "length")
+            )
         }
         let sigStart = lengthEnd + 1
         guard bytes.count - sigStart >= signatureLength else {
@@ -99,7 +103,8 @@ public enum TFSP1 {
                 context: .init(part: "length", expected: signatureLength, actual: bytes.count - sigStart))
         }
         if let expectedSalt, !expectedSalt.utf8.elementsEqual(salt.utf8) {
-            throw E3DBError(.saltMismatch, "the field's salt differs from the expected salt", context: .init(part: "salt"))
+            throw E3DBError(
+                .saltMismatch, "the field's salt differs from the expected salt", context: .init(part: "salt"))
         }
         let sigBytes = bytes[sigStart..<(sigStart + signatureLength)]
         let value = String(decoding: bytes[(sigStart + signatureLength)...], as: UTF8.self)
@@ -108,7 +113,8 @@ public enum TFSP1 {
         do {
             raw = try Base64URL.decode(String(decoding: sigBytes, as: UTF8.self))
         } catch {
-            throw E3DBError(.invalidSignature, "the TFSP1 signature is not base64url", context: .init(part: "signature"))
+            throw E3DBError(
+                .invalidSignature, "the TFSP1 signature is not base64url", context: .init(part: "signature"))
         }
         guard raw.count == Ed25519.signatureByteCount, publicKey.isValidSignature(raw, for: Data(h.utf8)) else {
             throw E3DBError(.invalidSignature, "the TFSP1 signature does not verify", context: .init(part: "signature"))

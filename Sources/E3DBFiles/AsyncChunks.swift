@@ -3,9 +3,9 @@ import E3DBPrimitives
 import Synchronization
 
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+    public import FoundationEssentials
 #else
-public import Foundation
+    public import Foundation
 #endif
 
 /// Pulls exact-size pieces from an async sequence of byte buffers, independent of how the base splits them.
@@ -341,7 +341,9 @@ extension AsyncSequence where Element: DataProtocol {
     ///   - accessKey: the access key.
     ///   - checksums: checksums for the sequence's ``E3DBFileDecryptedChunks/report``.
     /// - Returns: an async sequence of plaintext chunks.
-    public func e3dbFileDecrypted(accessKey: AccessKey, checksums: FileChecksumKinds = []) -> E3DBFileDecryptedChunks<Self> {
+    public func e3dbFileDecrypted(accessKey: AccessKey, checksums: FileChecksumKinds = []) -> E3DBFileDecryptedChunks<
+        Self
+    > {
         E3DBFileDecryptedChunks(self, accessKey: accessKey, checksums: checksums)
     }
 }

@@ -1,9 +1,9 @@
 import E3DBPrimitives
 
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+    public import FoundationEssentials
 #else
-public import Foundation
+    public import Foundation
 #endif
 
 /// A source of bytes that the file cipher pulls from: a file, a pipe, memory, a network body.

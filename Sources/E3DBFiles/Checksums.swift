@@ -1,11 +1,11 @@
-public import E3DBPrimitives
 import Dispatch
+public import E3DBPrimitives
 import Synchronization
 
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+    public import FoundationEssentials
 #else
-public import Foundation
+    public import Foundation
 #endif
 
 /// Which checksums a file operation computes in the same pass as the cipher.
@@ -123,7 +123,6 @@ public enum ExpectedFileChecksum: Sendable, Hashable {
         }
     }
 }
-
 
 /// The running hash states for one operation.
 struct ChecksumState {
@@ -257,7 +256,8 @@ final class ChecksumPipeline: @unchecked Sendable {
     /// first `plaintextCount` bytes of its plaintext, after everything submitted before; hands the slot to the
     /// lanes, which free it when they are done.
     func submit(slot: Int, of ring: SlotRing, ciphertextCount: Int, plaintextCount: Int?) {
-        let plaintext = wantsPlaintext
+        let plaintext =
+            wantsPlaintext
             ? plaintextCount.map { SlotBytes(ring: ring, slot: slot, count: $0, isPlaintext: true) } : nil
         submit(
             ciphertext: SlotBytes(ring: ring, slot: slot, count: ciphertextCount, isPlaintext: false),

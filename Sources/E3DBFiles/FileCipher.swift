@@ -1,11 +1,11 @@
-public import E3DBPrimitives
-public import E3DBKeys
 import Dispatch
+public import E3DBKeys
+public import E3DBPrimitives
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// Encrypts and decrypts E3DB files (format version 3) in constant memory, computing checksums in the same pass.
@@ -247,12 +247,14 @@ public enum E3DBFileCipher {
             try control.checkCancelled()
             slots.acquire(current)
             let chunkOffset = offset
-            let opened = try unsafe slots.withCiphertext(current) { (input) throws(E3DBError) -> (Int, Int, SecretStream.Tag)? in
+            let opened = try unsafe slots.withCiphertext(current) {
+                (input) throws(E3DBError) -> (Int, Int, SecretStream.Tag)? in
                 let n = try unsafe readFully(&source, into: input)
                 if n == 0 { return nil }
                 if let limit, chunkOffset + n > limit { throw longerThanExpected(limit, chunk: chunks) }
                 let cipher = unsafe UnsafeRawBufferPointer(rebasing: input[0..<n])
-                return unsafe try slots.withPlaintext(current) { (output) throws(E3DBError) -> (Int, Int, SecretStream.Tag) in
+                return unsafe try slots.withPlaintext(current) {
+                    (output) throws(E3DBError) -> (Int, Int, SecretStream.Tag) in
                     let (count, tag) = try unsafe openChunk(
                         cipher, into: output, decryptor: &decryptor, index: chunks, offset: chunkOffset)
                     try unsafe write(UnsafeRawBufferPointer(rebasing: output[0..<count]), to: &sink)

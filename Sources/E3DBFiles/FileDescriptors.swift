@@ -1,13 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-public import E3DBPrimitives
 public import E3DBKeys
+public import E3DBPrimitives
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A POSIX error from a file operation (wrapped in `.fileIOFailed` by the cipher).
 public struct FileSystemError: Error, Sendable, CustomStringConvertible {
@@ -52,11 +53,11 @@ public struct FileDescriptorSource: FileByteSource, Sendable {
         return try unsafe buffer.withUnsafeMutableBytes { buffer in
             try retryingInterrupted("read") {
                 #if canImport(Darwin)
-                unsafe Darwin.read(fd, buffer.baseAddress, buffer.count)
+                    unsafe Darwin.read(fd, buffer.baseAddress, buffer.count)
                 #elseif canImport(Glibc)
-                unsafe Glibc.read(fd, buffer.baseAddress, buffer.count)
+                    unsafe Glibc.read(fd, buffer.baseAddress, buffer.count)
                 #else
-                unsafe Musl.read(fd, buffer.baseAddress, buffer.count)
+                    unsafe Musl.read(fd, buffer.baseAddress, buffer.count)
                 #endif
             }
         }
@@ -115,11 +116,11 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
     while done < bytes.count {
         let rest = unsafe UnsafeRawBufferPointer(rebasing: bytes[done...])
         #if canImport(Darwin)
-        let n = Darwin.write(fd, rest.baseAddress, rest.count)
+            let n = Darwin.write(fd, rest.baseAddress, rest.count)
         #elseif canImport(Glibc)
-        let n = unsafe Glibc.write(fd, rest.baseAddress, rest.count)
+            let n = unsafe Glibc.write(fd, rest.baseAddress, rest.count)
         #else
-        let n = Musl.write(fd, rest.baseAddress, rest.count)
+            let n = Musl.write(fd, rest.baseAddress, rest.count)
         #endif
         if n < 0 {
             if errno == EINTR { continue }
@@ -132,8 +133,8 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
 /// Files with no name until they are committed.
 package enum UnnamedFile {
     #if os(Linux) && (arch(x86_64) || arch(arm64))
-    /// Linux `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`); Glibc does not export the macro to Swift.
-    static let temporaryFileFlag: Int32 = 0o20_000_000 | O_DIRECTORY
+        /// Linux `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`); Glibc does not export the macro to Swift.
+        static let temporaryFileFlag: Int32 = 0o20_000_000 | O_DIRECTORY
     #endif
 
     /// Opens a new file with no name in `directory` (Linux `O_TMPFILE`), mode 0600, or returns -1 with `errno`
@@ -145,11 +146,11 @@ package enum UnnamedFile {
     /// - Returns: the descriptor, or -1.
     package static func open(inDirectory directory: String, readable: Bool) -> Int32 {
         #if os(Linux) && (arch(x86_64) || arch(arm64))
-        let access = readable ? O_RDWR : O_WRONLY
-        return openFile(directory, temporaryFileFlag | access | O_CLOEXEC, 0o600)
+            let access = readable ? O_RDWR : O_WRONLY
+            return openFile(directory, temporaryFileFlag | access | O_CLOEXEC, 0o600)
         #else
-        errno = EOPNOTSUPP
-        return -1
+            errno = EOPNOTSUPP
+            return -1
         #endif
     }
 
@@ -159,10 +160,10 @@ package enum UnnamedFile {
     /// - Returns: 0, or -1 with `errno` set.
     package static func link(_ fd: Int32, to path: String) -> Int32 {
         #if os(Linux)
-        return unsafe linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+            return unsafe linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
         #else
-        errno = EOPNOTSUPP
-        return -1
+            errno = EOPNOTSUPP
+            return -1
         #endif
     }
 }
@@ -210,7 +211,8 @@ public enum PendingTemporaryFiles {
     static func register(_ path: String) -> Int? {
         guard let copy = unsafe strdup(path) else { return nil }
         let bits = Int(bitPattern: copy)
-        for i in 0..<capacity where unsafe slots[i].compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
+        for i in 0..<capacity
+        where unsafe slots[i].compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
             return i
         }
         unsafe free(copy)

@@ -124,7 +124,8 @@ enum TextHeader {
             offset += 1
         }
         if bytes.count < E3DBFileFormat.textHeaderSize, atEnd {
-            let part = bytes.count < edkRange.upperBound ? "edk" : bytes.count < edkNRange.upperBound ? "edkN" : "separator"
+            let part =
+                bytes.count < edkRange.upperBound ? "edk" : bytes.count < edkNRange.upperBound ? "edkN" : "separator"
             throw E3DBError(
                 .fileTruncated,
                 "the input ends inside the 100-byte text header after \(bytes.count) bytes",

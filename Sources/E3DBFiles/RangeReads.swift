@@ -1,17 +1,18 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-public import E3DBPrimitives
 public import E3DBKeys
+public import E3DBPrimitives
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+    public import FoundationEssentials
 #else
-public import Foundation
+    public import Foundation
 #endif
 
 extension E3DBError.Code {
@@ -261,7 +262,8 @@ extension E3DBFileCipher {
         // Headers first, so a wrong key or a damaged header is reported before any size or range problem.
         let prefixCount = try unsafe readFullyAt(
             source, at: 0,
-            into: UnsafeMutableRawBufferPointer(rebasing: cipherBuffer[0..<min(max(0, size), E3DBFileFormat.prefixSize)]))
+            into: UnsafeMutableRawBufferPointer(
+                rebasing: cipherBuffer[0..<min(max(0, size), E3DBFileFormat.prefixSize)]))
         var stream = try unsafe openPrefix(
             Data(UnsafeRawBufferPointer(rebasing: cipherBuffer[0..<prefixCount])), accessKey: accessKey)
         var bytesRead = prefixCount

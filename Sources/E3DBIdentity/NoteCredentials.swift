@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Identity (TozID) note credentials derived from a username, password and realm (spec §7.3): the name of the
 /// note holding the user's credentials and the key pairs that open and verify it.
@@ -70,7 +71,8 @@ public struct NoteCredentials: Sendable {
     ///   - kind: the credential kind (default password).
     /// - Returns: the credentials.
     /// - Throws: `E3DBError` `.kdfFailure` if PBKDF2 fails, or the BLAKE2b error if the note name cannot be hashed.
-    public static func derive(username: String, password: String, realm: String, kind: Kind = .password) throws(E3DBError)
+    public static func derive(username: String, password: String, realm: String, kind: Kind = .password)
+        throws(E3DBError)
         -> NoteCredentials
     {
         let seed = nameSeed(username: username, realm: realm, kind: kind)

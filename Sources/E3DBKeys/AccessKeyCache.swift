@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// A thread-safe cache of access keys, keyed by `(writer, user, reader, record type)` like the E3DB
 /// access-key endpoint. Safe to share between tasks and threads (guarded by a `Mutex`).

@@ -1,5 +1,5 @@
-public import E3DBPrimitives
 internal import E3DBCanonicalJSON
+public import E3DBPrimitives
 
 /// One level of group wrapping in an EAKInfo's `access_key_wrappers` (spec §2.3, §8.5):
 /// `{"membership_key": "<ct>.<nonce>", "public_key": "<b64u>", "access_key_id": "…", "group_public_key": "<b64u>"}`.
@@ -19,7 +19,9 @@ public struct AccessKeyWrapper: Sendable, Hashable {
     public var groupPublicKey: Box.PublicKey
 
     /// A wrapper from its parts.
-    public init(membershipKey: EncryptedAccessKey, publicKey: Box.PublicKey, accessKeyID: String, groupPublicKey: Box.PublicKey) {
+    public init(
+        membershipKey: EncryptedAccessKey, publicKey: Box.PublicKey, accessKeyID: String, groupPublicKey: Box.PublicKey
+    ) {
         self.membershipKey = membershipKey
         self.publicKey = publicKey
         self.accessKeyID = accessKeyID
@@ -29,7 +31,9 @@ public struct AccessKeyWrapper: Sendable, Hashable {
     /// Opens ``membershipKey`` into the group's secret key.
     /// - Throws: `E3DBError` `.authenticationFailed` with field `access_key_wrappers[index].membership_key` when
     ///   it does not open, `.invalidKeyLength` (same field) if it opens to a value that is not 32 bytes.
-    func openGroupKey(from sender: Box.PublicKey, with recipient: Box.PrivateKey, index: Int) throws(E3DBError) -> Box.PrivateKey {
+    func openGroupKey(from sender: Box.PublicKey, with recipient: Box.PrivateKey, index: Int) throws(E3DBError)
+        -> Box.PrivateKey
+    {
         let field = "access_key_wrappers[\(index)].membership_key"
         let secret: SecureBytes
         do {
@@ -64,7 +68,8 @@ public struct AccessKeyWrapper: Sendable, Hashable {
         }
         func bad(_ member: String, _ why: String) -> E3DBError {
             E3DBError(
-                .invalidEAKInfo, "EAKInfo member \"\(prefix).\(member)\" \(why)", context: .init(field: "\(prefix).\(member)"))
+                .invalidEAKInfo, "EAKInfo member \"\(prefix).\(member)\" \(why)",
+                context: .init(field: "\(prefix).\(member)"))
         }
         func string(_ member: String) throws(E3DBError) -> String {
             switch object[member] {
@@ -88,7 +93,8 @@ public struct AccessKeyWrapper: Sendable, Hashable {
             throw E3DBError(
                 .invalidEAKInfo,
                 "EAKInfo member \"\(prefix).membership_key\" is not 'b64u(48-byte ciphertext).b64u(24-byte nonce)'",
-                context: .init(field: "\(prefix).membership_key", expected: error.context.expected, actual: error.context.actual))
+                context: .init(
+                    field: "\(prefix).membership_key", expected: error.context.expected, actual: error.context.actual))
         }
         self.publicKey = try key("public_key")
         self.accessKeyID = try string("access_key_id")

@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
-public import E3DBPrimitives
 internal import E3DBCanonicalJSON
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// A client's identity: its client ID, Curve25519 box key pair and (for version 2 clients) Ed25519 signing
 /// key pair, with the API credentials of the client credential file.
@@ -91,7 +92,9 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
 
     /// The members whose string values are secrets: they are decoded from the input bytes straight into wiped
     /// storage and never become a Swift `String`.
-    private static let secretMembers: Set<String> = ["private_key", "private_signing_key", "private_sig_key", "api_secret"]
+    private static let secretMembers: Set<String> = [
+        "private_key", "private_signing_key", "private_sig_key", "api_secret",
+    ]
     /// The members this type reads (and `client_name`, which old Swift writes), which errors may name.
     private static let knownMembers: Set<String> = secretMembers.union([
         "public_key", "public_signing_key", "public_sig_key", "client_id", "api_key_id", "client_email", "api_url",
@@ -133,7 +136,8 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
             throw error.keysError(.invalidClientConfig, what: "client configuration", knownMembers: knownMembers)
         }
         func bad(_ field: String, _ why: String) -> E3DBError {
-            E3DBError(.invalidClientConfig, "client configuration member \"\(field)\" \(why)", context: .init(field: field))
+            E3DBError(
+                .invalidClientConfig, "client configuration member \"\(field)\" \(why)", context: .init(field: field))
         }
         func present(_ name: String) -> Bool { raw[name] != nil || object[name] != nil }
         /// A string member (nil when absent or null).
@@ -185,7 +189,9 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         let signingName = present("private_signing_key") ? "private_signing_key" : "private_sig_key"
         let publicSigningName = present("public_signing_key") ? "public_signing_key" : "public_sig_key"
         // Both spellings are type-checked, even the one that is not used.
-        for name in ["private_signing_key", "private_sig_key"] where name != signingName { _ = try unsafe secretText(name) }
+        for name in ["private_signing_key", "private_sig_key"] where name != signingName {
+            _ = try unsafe secretText(name)
+        }
         for name in ["public_signing_key", "public_sig_key"] where name != publicSigningName { _ = try string(name) }
         let publicSigningText = try string(publicSigningName)
         if let signingBytes = try secretKey(signingName) {
@@ -212,7 +218,9 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
         default: throw bad("version", "is not a string or a number")
         }
         // Empty API credentials (what a key-only credential file holds) mean "none".
-        let apiSecret = try unsafe secretText("api_secret").map { unsafe SecureBytes(copying: $0) }.flatMap { $0.count == 0 ? nil : $0 }
+        let apiSecret = try unsafe secretText("api_secret").map { unsafe SecureBytes(copying: $0) }.flatMap {
+            $0.count == 0 ? nil : $0
+        }
         let apiURL = try string("api_url")
         let baseAPIURL = try string("base_api_url")
         func nonEmpty(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }

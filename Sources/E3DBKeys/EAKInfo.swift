@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
-public import E3DBPrimitives
 internal import E3DBCanonicalJSON
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// An encrypted access key with the identities and keys needed to open it and to verify what it protects,
 /// as returned by `GET /v1/storage/access_keys/{writer}/{user}/{reader}/{type}` (spec §2.4):
@@ -126,7 +127,9 @@ public struct EAKInfo: Sendable, Hashable {
             ("eak", .string(eak.stringValue)),
         ]
         if let signerID { members.append(("signer_id", .string(signerID.lowercasedString))) }
-        if let signerSigningKey { members.append(("signer_signing_key", key(signerSigningKey.base64URLEncoded, "ed25519"))) }
+        if let signerSigningKey {
+            members.append(("signer_signing_key", key(signerSigningKey.base64URLEncoded, "ed25519")))
+        }
         if !accessKeyWrappers.isEmpty {
             members.append(("access_key_wrappers", .array(accessKeyWrappers.map(\.jsonValue))))
         }
@@ -174,7 +177,9 @@ public struct EAKInfo: Sendable, Hashable {
                 .invalidEAKInfo, "EAKInfo member \"eak\" is malformed: \(error.message)",
                 context: .init(field: "eak", part: error.context.part))
         }
-        guard let id = UUID(uuidString: try string("authorizer_id")) else { throw bad("authorizer_id", "is not a UUID") }
+        guard let id = UUID(uuidString: try string("authorizer_id")) else {
+            throw bad("authorizer_id", "is not a UUID")
+        }
         self.authorizerID = id
         guard let authorizerText = try keyText("authorizer_public_key", alg: "curve25519", optional: false) else {
             throw bad("authorizer_public_key", "is missing")

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// An access key wrapped for one reader: `b64u(box ciphertext) "." b64u(nonce)` (spec §2.2).
 ///

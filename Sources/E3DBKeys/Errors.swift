@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-package import FoundationEssentials
-#else
-package import Foundation
-#endif
-public import E3DBPrimitives
 internal import E3DBCanonicalJSON
+public import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    package import FoundationEssentials
+#else
+    package import Foundation
+#endif
 
 extension E3DBError.Code {
     /// An encrypted access key string is not `b64u(ciphertext).b64u(nonce)` (wrong number of `.`-separated parts).
@@ -68,9 +69,11 @@ extension ObjectParseError {
     func keysError(_ code: E3DBError.Code, what: String, knownMembers: Set<String>) -> E3DBError {
         let reason = error.code.rawValue
         guard let member, knownMembers.contains(member) else {
-            return E3DBError(code, "the \(what) is not a strict JSON object (\(reason))", context: .init(offset: error.offset))
+            return E3DBError(
+                code, "the \(what) is not a strict JSON object (\(reason))", context: .init(offset: error.offset))
         }
         let why = error.code == .duplicateKey ? "appears more than once" : "is not strict JSON (\(reason))"
-        return E3DBError(code, "\(what) member \"\(member)\" \(why)", context: .init(field: member, offset: error.offset))
+        return E3DBError(
+            code, "\(what) member \"\(member)\" \(why)", context: .init(field: member, offset: error.offset))
     }
 }

@@ -1,10 +1,11 @@
-public import E3DBPrimitives
 internal import Crypto
 internal import CryptoExtras
+public import E3DBPrimitives
+
 #if canImport(FoundationEssentials)
-internal import FoundationEssentials
+    internal import FoundationEssentials
 #else
-internal import Foundation
+    internal import Foundation
 #endif
 
 extension E3DBError.Code {
@@ -73,11 +74,14 @@ public final class PageCodec: Sendable {
             encryption = raw
         }
         let hmacSalt = salt.map { $0 ^ SQLCipherSettings.hmacSaltMask }
-        let hmacKey = try Self.derive(encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.algorithm)
+        let hmacKey = try Self.derive(
+            encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.algorithm)
         self.settings = settings
         self.salt = salt
         self.encryptionKey = unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) }
-        self.mac = unsafe hmacKey.withUnsafeBytes { unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0)) }
+        self.mac = unsafe hmacKey.withUnsafeBytes {
+            unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0))
+        }
     }
 
     /// PBKDF2 with the settings' hash, to a 32-byte key.
@@ -87,9 +91,11 @@ public final class PageCodec: Sendable {
         try unsafe password.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
             switch algorithm {
             case .sha512:
-                try unsafe PBKDF2.sha512(password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
+                try unsafe PBKDF2.sha512(
+                    password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
             case .sha1:
-                try unsafe PBKDF2.sha1(password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
+                try unsafe PBKDF2.sha1(
+                    password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
             }
         }
     }
@@ -124,7 +130,9 @@ public final class PageCodec: Sendable {
     ///   - number: The page number (1-based), bound into the HMAC.
     /// - Returns: The `pageSize` bytes to store.
     public func encrypt(page: [UInt8], number: UInt32) throws(E3DBError) -> [UInt8] {
-        try unsafe transform(page, number) { (input, output) throws(E3DBError) in try unsafe encrypt(page: input, number: number, into: output) }
+        try unsafe transform(page, number) { (input, output) throws(E3DBError) in
+            try unsafe encrypt(page: input, number: number, into: output)
+        }
     }
 
     /// Authenticates and decrypts one stored page.
@@ -132,7 +140,9 @@ public final class PageCodec: Sendable {
     ///   zero).
     /// - Throws: ``E3DBError/Code/pageTampered`` naming the page when its HMAC does not verify.
     public func decrypt(page: [UInt8], number: UInt32) throws(E3DBError) -> [UInt8] {
-        try unsafe transform(page, number) { (input, output) throws(E3DBError) in try unsafe decrypt(page: input, number: number, into: output) }
+        try unsafe transform(page, number) { (input, output) throws(E3DBError) in
+            try unsafe decrypt(page: input, number: number, into: output)
+        }
     }
 
     /// Runs a pointer-based transform of one page into a new array, after checking its size and number.
@@ -159,7 +169,8 @@ public final class PageCodec: Sendable {
                 context: .init(part: "page", expected: settings.pageSize, actual: count))
         }
         guard number >= 1 else {
-            throw E3DBError(.invalidParameter, "page numbers start at 1", context: .init(part: "page", actual: Int(number)))
+            throw E3DBError(
+                .invalidParameter, "page numbers start at 1", context: .init(part: "page", actual: Int(number)))
         }
     }
 
@@ -181,15 +192,21 @@ public final class PageCodec: Sendable {
             ciphertext = try unsafe AES._CBC.encrypt(
                 UnsafeRawBufferPointer(rebasing: page[start..<end]), using: encryptionKey, iv: iv, noPadding: true)
         } catch {
-            throw E3DBError(.invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
+            throw E3DBError(
+                .invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
         }
-        unsafe ciphertext.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0) }
+        unsafe ciphertext.withUnsafeBytes {
+            unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0)
+        }
         let macStart = end + SQLCipherSettings.ivByteCount
         unsafe mac.write(
             over: UnsafeRawBufferPointer(rebasing: output[start..<macStart]), number: number,
-            into: UnsafeMutableRawBufferPointer(rebasing: output[macStart..<(macStart + settings.algorithm.macByteCount)]))
+            into: UnsafeMutableRawBufferPointer(
+                rebasing: output[macStart..<(macStart + settings.algorithm.macByteCount)]))
         if start > 0 {
-            unsafe salt.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0) }
+            unsafe salt.withUnsafeBytes {
+                unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
+            }
         }
     }
 
@@ -218,10 +235,14 @@ public final class PageCodec: Sendable {
                 UnsafeRawBufferPointer(rebasing: page[start..<end]), using: encryptionKey, iv: iv, noPadding: true)
         } catch {
             unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
-            throw E3DBError(.invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
+            throw E3DBError(
+                .invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
         }
-        unsafe plaintext.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0) }
-        unsafe UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]).initializeMemory(as: UInt8.self, repeating: 0)
+        unsafe plaintext.withUnsafeBytes {
+            unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0)
+        }
+        unsafe UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]).initializeMemory(
+            as: UInt8.self, repeating: 0)
         if start > 0 {
             unsafe Self.sqliteHeader.withUnsafeBytes {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
@@ -255,7 +276,9 @@ private enum PageMAC: Sendable {
     }
 
     /// Calls `body` with the tag over `data` ‖ the page number (4 bytes, little-endian), without copying it.
-    private func compute<R>(over data: UnsafeRawBufferPointer, number: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    private func compute<R>(over data: UnsafeRawBufferPointer, number: UInt32, _ body: (UnsafeRawBufferPointer) -> R)
+        -> R
+    {
         var littleEndian = number.littleEndian
         return unsafe withUnsafeBytes(of: &littleEndian) { pageNumber in
             switch self {

@@ -1,5 +1,5 @@
-public import E3DBPrimitives
 internal import Crypto
+public import E3DBPrimitives
 internal import Synchronization
 
 /// Codecs by key, salt and settings, so that a passphrase is stretched once per database and process, not once per

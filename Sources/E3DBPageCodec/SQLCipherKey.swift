@@ -30,8 +30,12 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
         let decoded = try unsafe value.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
             try unsafe SecureBytes(count: digits / 2) { (out) throws(E3DBError) in
                 for index in 0..<(digits / 2) {
-                    guard let high = unsafe Hex.value(of: bytes[2 + 2 * index]), let low = unsafe Hex.value(of: bytes[3 + 2 * index]) else {
-                        throw E3DBError(.invalidKey, "a raw key holds hex digits only", context: .init(part: "key", offset: 2 + 2 * index))
+                    guard let high = unsafe Hex.value(of: bytes[2 + 2 * index]),
+                        let low = unsafe Hex.value(of: bytes[3 + 2 * index])
+                    else {
+                        throw E3DBError(
+                            .invalidKey, "a raw key holds hex digits only",
+                            context: .init(part: "key", offset: 2 + 2 * index))
                     }
                     unsafe out[index] = high << 4 | low
                 }
@@ -48,7 +52,8 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
     public static func rawKey(hex: SecureBytes) throws(E3DBError) -> SQLCipherKey {
         guard hex.count == 64 || hex.count == 96 else {
             throw E3DBError(
-                .invalidKey, "a raw key is 64 hex digits (96 with the salt)", context: .init(part: "key", actual: hex.count))
+                .invalidKey, "a raw key is 64 hex digits (96 with the salt)",
+                context: .init(part: "key", actual: hex.count))
         }
         let wrapped = unsafe hex.withUnsafeBytes { hexBytes in
             unsafe SecureBytes(count: hexBytes.count + 3) { out in
@@ -79,7 +84,9 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
             }
         case .rawKeyAndSalt(let key, let salt):
             guard key.count == SQLCipherSettings.keyByteCount, salt.count == SQLCipherSettings.saltByteCount else {
-                throw E3DBError(.invalidKey, "a raw key is 32 bytes and its salt 16", context: .init(part: "key", actual: key.count))
+                throw E3DBError(
+                    .invalidKey, "a raw key is 32 bytes and its salt 16", context: .init(part: "key", actual: key.count)
+                )
             }
         }
     }

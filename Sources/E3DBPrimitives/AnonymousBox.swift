@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Anonymous public-key encryption: libsodium sealed boxes (`crypto_box_seal`).
 ///
@@ -39,7 +40,8 @@ public enum AnonymousBox: Sendable {
     ///   ``E3DBError/Code/authenticationFailed`` when it does not open.
     public static func open(_ sealed: some DataProtocol, recipient: Box.PrivateKey) throws(E3DBError) -> Data {
         guard sealed.count >= overheadByteCount else {
-            throw E3DBError.length(.invalidLength, "sealed box (at least)", expected: overheadByteCount, actual: sealed.count)
+            throw E3DBError.length(
+                .invalidLength, "sealed box (at least)", expected: overheadByteCount, actual: sealed.count)
         }
         Sodium.ensure()
         var out = Data(count: sealed.count - overheadByteCount)

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// BLAKE2b through libsodium `crypto_generichash`: one-shot or streaming, optionally keyed, 16 to 64 bytes of
 /// output. 32 bytes is E3DB's default (TFSP1, TSV1, note names); 64 bytes equals GNU `b2sum`.

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+    public import FoundationEssentials
 #else
-public import Foundation
+    public import Foundation
 #endif
 
 /// URL-safe base64 without padding (RFC 4648 §5, `=` removed): the encoding of every E3DB key, nonce,
@@ -112,20 +112,25 @@ public enum Base64URL {
     ///   - lenient: Apply the rules of ``decodeLenient(_:)`` instead of the strict ``decode(_:)``.
     /// - Returns: The decoded bytes.
     /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
-    package static func decodeSecret(utf8: UnsafeBufferPointer<UInt8>, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
+    package static func decodeSecret(utf8: UnsafeBufferPointer<UInt8>, lenient: Bool = false) throws(E3DBError)
+        -> SecureBytes
+    {
         var count = 0
         let scratch = try unsafe SecureBytes(count: maximumDecodedLength(ofEncodedLength: utf8.count)) {
             (out) throws(E3DBError) in
             count = try unsafe Base64Core.decode(utf8, mode: lenient ? .lenient : .strictURL, into: out)
         }
         return unsafe SecureBytes(count: count) { out in
-            unsafe scratch.withUnsafeBytes { unsafe out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            unsafe scratch.withUnsafeBytes {
+                unsafe out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<count]))
+            }
         }
     }
 
     /// Decodes strict (or, with `lenient`, lenient) base64url text into wiped storage, with no unwiped copy.
     /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
-    public static func decodeSecret(_ text: some StringProtocol, lenient: Bool = false) throws(E3DBError) -> SecureBytes {
+    public static func decodeSecret(_ text: some StringProtocol, lenient: Bool = false) throws(E3DBError) -> SecureBytes
+    {
         let inPlace: Result<SecureBytes, E3DBError>? = text.utf8.withContiguousStorageIfAvailable { buffer in
             Result { () throws(E3DBError) in try unsafe decodeSecret(utf8: buffer, lenient: lenient) }
         }
@@ -227,7 +232,9 @@ enum Base64Core {
             var o = 0
             var i = 0
             for _ in 0..<full {
-                let b0 = unsafe input[i], b1 = unsafe input[i + 1], b2 = unsafe input[i + 2]
+                let b0 = unsafe input[i]
+                let b1 = unsafe input[i + 1]
+                let b2 = unsafe input[i + 2]
                 unsafe out[o] = character(b0 >> 2, urlSafe)
                 unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe)
                 unsafe out[o + 2] = character((b1 & 15) << 2 | b2 >> 6, urlSafe)
@@ -246,7 +253,8 @@ enum Base64Core {
                     o += 2
                 }
             } else if rest == 2 {
-                let b0 = unsafe input[i], b1 = unsafe input[i + 1]
+                let b0 = unsafe input[i]
+                let b1 = unsafe input[i + 1]
                 unsafe out[o] = character(b0 >> 2, urlSafe)
                 unsafe out[o + 1] = character((b0 & 3) << 4 | b1 >> 4, urlSafe)
                 unsafe out[o + 2] = character((b1 & 15) << 2, urlSafe)
@@ -268,12 +276,14 @@ enum Base64Core {
         var v: UInt8 = (upper & (c &- 65)) | (lower & (c &- 71)) | (digit & (c &+ 4))
         var valid = upper | lower | digit
         if url {
-            let dash = equal(c, 45), underscore = equal(c, 95)
+            let dash = equal(c, 45)
+            let underscore = equal(c, 95)
             v |= (dash & 62) | (underscore & 63)
             valid |= dash | underscore
         }
         if standard {
-            let plus = equal(c, 43), slash = equal(c, 47)
+            let plus = equal(c, 43)
+            let slash = equal(c, 47)
             v |= (plus & 62) | (slash & 63)
             valid |= plus | slash
         }
@@ -313,7 +323,8 @@ enum Base64Core {
         mode: Mode,
         into output: UnsafeMutableRawBufferPointer
     ) throws(E3DBError) -> Int {
-        try unsafe decode(input, mode: mode, into: output) { c, url, standard in value(c, url: url, standard: standard) }
+        try unsafe decode(input, mode: mode, into: output) { c, url, standard in value(c, url: url, standard: standard)
+        }
     }
 
     /// The values of ``value(_:url:standard:)`` for every byte, one table per alphabet (URL, standard, both).
@@ -355,14 +366,16 @@ enum Base64Core {
         switch mode {
         case .strictURL:
             if padding > 0 {
-                throw E3DBError(.invalidBase64, "padding is not allowed in unpadded base64url", context: .init(offset: n))
+                throw E3DBError(
+                    .invalidBase64, "padding is not allowed in unpadded base64url", context: .init(offset: n))
             }
         case .lenient, .strictStandardPadded:
             if padding > 0 && (padding > 2 || (n + padding) % 4 != 0) {
                 throw E3DBError(.invalidBase64, "invalid base64 padding", context: .init(offset: n))
             }
             if mode == .strictStandardPadded && n % 4 != 0 && padding == 0 {
-                throw E3DBError(.invalidBase64, "standard base64 must be padded to a multiple of 4", context: .init(offset: n))
+                throw E3DBError(
+                    .invalidBase64, "standard base64 must be padded to a multiple of 4", context: .init(offset: n))
             }
         }
         if n % 4 == 1 {
@@ -374,7 +387,8 @@ enum Base64Core {
         }
         let outCount = n / 4 * 3 + (n % 4 == 0 ? 0 : n % 4 - 1)
         guard output.count >= outCount else {
-            throw E3DBError.length(.invalidLength, "base64 output buffer (at least)", expected: outCount, actual: output.count)
+            throw E3DBError.length(
+                .invalidLength, "base64 output buffer (at least)", expected: outCount, actual: output.count)
         }
         var badOffset = -1
         var trailing: UInt8 = 0
@@ -425,7 +439,8 @@ enum Base64Core {
             )
         }
         if trailing != 0 && mode != .lenient {
-            throw E3DBError(.invalidBase64, "non-zero trailing bits in the last character", context: .init(offset: n - 1))
+            throw E3DBError(
+                .invalidBase64, "non-zero trailing bits in the last character", context: .init(offset: n - 1))
         }
         return outCount
     }

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Public-key authenticated encryption: libsodium `crypto_box` (X25519, HSalsa20, XSalsa20-Poly1305).
 ///
@@ -66,7 +67,8 @@ public enum Box: Sendable {
         /// Loads a 32-byte secret key and computes its public key.
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when `rawRepresentation` is not 32 bytes.
         public init(rawRepresentation: some Sequence<UInt8>) throws(E3DBError) {
-            let sk = try FixedBytes.secret(rawRepresentation, count: Box.keyByteCount, code: .invalidKeyLength, what: "box private key")
+            let sk = try FixedBytes.secret(
+                rawRepresentation, count: Box.keyByteCount, code: .invalidKeyLength, what: "box private key")
             self.storage = sk
             self.publicKey = PublicKey(trusted: PrivateKey.publicKey(of: sk))
         }
@@ -75,7 +77,8 @@ public enum Box: Sendable {
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when `bytes` is not 32 bytes.
         public init(_ bytes: SecureBytes) throws(E3DBError) {
             guard bytes.count == Box.keyByteCount else {
-                throw E3DBError.length(.invalidKeyLength, "box private key", expected: Box.keyByteCount, actual: bytes.count)
+                throw E3DBError.length(
+                    .invalidKeyLength, "box private key", expected: Box.keyByteCount, actual: bytes.count)
             }
             self.storage = bytes
             self.publicKey = PublicKey(trusted: PrivateKey.publicKey(of: bytes))
@@ -260,7 +263,9 @@ public enum Box: Sendable {
     /// Opens a box sealed by `sender` for `recipient` (`crypto_box_open_easy`).
     /// - Returns: The plaintext.
     /// - Throws: ``E3DBError/Code/authenticationFailed`` for a wrong key, wrong nonce or tampered bytes.
-    public static func open(_ box: SealedBox, from sender: PublicKey, to recipient: PrivateKey) throws(E3DBError) -> Data {
+    public static func open(_ box: SealedBox, from sender: PublicKey, to recipient: PrivateKey) throws(E3DBError)
+        -> Data
+    {
         var status: Int32 = 0
         // libsodium verifies the tag before it writes plaintext; on failure the buffer is freed unread.
         let out = unsafe uninitializedData(count: box.ciphertext.count - tagByteCount) { m in
@@ -277,7 +282,8 @@ public enum Box: Sendable {
         from sender: PublicKey,
         to recipient: PrivateKey
     ) throws(E3DBError) -> SecureBytes {
-        unsafe try SecureBytes(count: box.ciphertext.count - tagByteCount) { (m: UnsafeMutableRawBufferPointer) throws(E3DBError) in
+        unsafe try SecureBytes(count: box.ciphertext.count - tagByteCount) {
+            (m: UnsafeMutableRawBufferPointer) throws(E3DBError) in
             guard unsafe open(box, from: sender, to: recipient, into: m) == 0 else {
                 throw E3DBError(.authenticationFailed, "box authentication failed")
             }

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Ed25519 signatures (RFC 8032) through libsodium `crypto_sign`.
 ///
@@ -37,7 +38,8 @@ public enum Ed25519: Sendable {
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when the seed is not 32 bytes.
         public init(seed: SecureBytes) throws(E3DBError) {
             guard seed.count == Ed25519.seedByteCount else {
-                throw E3DBError.length(.invalidKeyLength, "ed25519 seed", expected: Ed25519.seedByteCount, actual: seed.count)
+                throw E3DBError.length(
+                    .invalidKeyLength, "ed25519 seed", expected: Ed25519.seedByteCount, actual: seed.count)
             }
             self = PrivateKey(validSeed: seed)
         }
@@ -95,7 +97,9 @@ public enum Ed25519: Sendable {
         /// The 32-byte seed, in wiped storage.
         public var seed: SecureBytes {
             unsafe SecureBytes(count: Ed25519.seedByteCount) { s in
-                unsafe storage.withUnsafeBytes { unsafe s.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+                unsafe storage.withUnsafeBytes {
+                    unsafe s.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<32]))
+                }
             }
         }
 
@@ -134,7 +138,8 @@ public enum Ed25519: Sendable {
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
         public init(rawRepresentation: some Sequence<UInt8>) throws(E3DBError) {
             self.rawRepresentation = try FixedBytes.data(
-                rawRepresentation, count: Ed25519.publicKeyByteCount, code: .invalidKeyLength, what: "ed25519 public key")
+                rawRepresentation, count: Ed25519.publicKeyByteCount, code: .invalidKeyLength,
+                what: "ed25519 public key")
         }
 
         /// Decodes an unpadded base64url public key.

@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
 internal import Crypto
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// The other hashes E3DB formats need: SHA-256 (PKCE), SHA-512, and MD5 (the `Content-MD5` file checksum).
 ///

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+    package import FoundationEssentials
 #else
-package import Foundation
+    package import Foundation
 #endif
 
 /// Hexadecimal text: the one implementation the package's modules use (checksums, fingerprints, percent-escapes,
@@ -52,7 +52,8 @@ package enum Hex {
                 let offset = value(of: digits[i]) == nil ? i : i + 1
                 var context = E3DBError.Context()
                 context.offset = offset
-                throw E3DBError(.invalidHex, "a character that is not a hex digit at offset \(offset)", context: context)
+                throw E3DBError(
+                    .invalidHex, "a character that is not a hex digit at offset \(offset)", context: context)
             }
             out.append(high << 4 | low)
             i += 2
@@ -79,14 +80,17 @@ extension UUID {
                     i += 1
                     continue
                 }
-                guard let high = unsafe Hex.value(of: u[i]), let low = unsafe Hex.value(of: u[i + 1]) else { return nil }
+                guard let high = unsafe Hex.value(of: u[i]), let low = unsafe Hex.value(of: u[i + 1]) else {
+                    return nil
+                }
                 bytes[b] = high << 4 | low
                 b += 1
                 i += 2
             }
             return (
                 bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            )
         }
         guard let parsed else { return nil }
         self.init(uuid: parsed)

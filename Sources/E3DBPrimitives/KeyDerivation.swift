@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
 internal import Crypto
 internal import CryptoExtras
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// PBKDF2-HMAC-SHA512 (swift-crypto), used by E3DB identity and note-credential derivation
 /// (10,000 rounds, 32-byte output).
@@ -47,7 +48,8 @@ public enum PBKDF2: Sendable {
         outputByteCount: Int
     ) throws(E3DBError) -> SecureBytes {
         guard rounds > 0 else {
-            throw E3DBError(.invalidParameter, "PBKDF2 rounds must be positive", context: .init(part: "rounds", actual: rounds))
+            throw E3DBError(
+                .invalidParameter, "PBKDF2 rounds must be positive", context: .init(part: "rounds", actual: rounds))
         }
         guard outputByteCount > 0 else {
             throw E3DBError(
@@ -132,7 +134,8 @@ public enum Argon2id: Sendable {
                 unsafe withBytes(salt) { s in
                     status = unsafe p.withMemoryRebound(to: CChar.self) { pc in
                         unsafe crypto_pwhash(
-                            o.u8, UInt64(o.count), pc.baseAddress ?? UnsafeRawPointer(EmptyBuffer.address).assumingMemoryBound(to: CChar.self),
+                            o.u8, UInt64(o.count),
+                            pc.baseAddress ?? UnsafeRawPointer(EmptyBuffer.address).assumingMemoryBound(to: CChar.self),
                             UInt64(p.count), s.u8,
                             UInt64(parameters.opsLimit), Int(parameters.memoryLimit), crypto_pwhash_ALG_ARGON2ID13)
                     }

@@ -17,11 +17,13 @@ extension SecretBox {
         into output: UnsafeMutableRawBufferPointer
     ) throws(E3DBError) -> Int {
         guard nonce.count == nonceByteCount else {
-            throw E3DBError.length(.invalidNonceLength, "secretbox nonce", expected: nonceByteCount, actual: nonce.count)
+            throw E3DBError.length(
+                .invalidNonceLength, "secretbox nonce", expected: nonceByteCount, actual: nonce.count)
         }
         let needed = message.count + tagByteCount
         guard output.count >= needed else {
-            throw E3DBError.length(.invalidLength, "secretbox output buffer (at least)", expected: needed, actual: output.count)
+            throw E3DBError.length(
+                .invalidLength, "secretbox output buffer (at least)", expected: needed, actual: output.count)
         }
         Sodium.ensure()
         unsafe key.storage.withUnsafeBytes { k in
@@ -47,7 +49,8 @@ extension SecretBox {
         into output: UnsafeMutableRawBufferPointer
     ) throws(E3DBError) -> Int {
         guard nonce.count == nonceByteCount else {
-            throw E3DBError.length(.invalidNonceLength, "secretbox nonce", expected: nonceByteCount, actual: nonce.count)
+            throw E3DBError.length(
+                .invalidNonceLength, "secretbox nonce", expected: nonceByteCount, actual: nonce.count)
         }
         guard ciphertext.count >= tagByteCount else {
             throw E3DBError(
@@ -56,7 +59,8 @@ extension SecretBox {
         }
         let count = ciphertext.count - tagByteCount
         guard output.count >= count else {
-            throw E3DBError.length(.invalidLength, "secretbox output buffer (at least)", expected: count, actual: output.count)
+            throw E3DBError.length(
+                .invalidLength, "secretbox output buffer (at least)", expected: count, actual: output.count)
         }
         Sodium.ensure()
         let status = unsafe key.storage.withUnsafeBytes { k in

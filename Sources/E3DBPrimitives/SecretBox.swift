@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Secret-key authenticated encryption: libsodium `crypto_secretbox` (XSalsa20-Poly1305).
 ///
@@ -33,7 +34,8 @@ public enum SecretBox: Sendable {
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
         public init(_ bytes: SecureBytes) throws(E3DBError) {
             guard bytes.count == SecretBox.keyByteCount else {
-                throw E3DBError.length(.invalidKeyLength, "secretbox key", expected: SecretBox.keyByteCount, actual: bytes.count)
+                throw E3DBError.length(
+                    .invalidKeyLength, "secretbox key", expected: SecretBox.keyByteCount, actual: bytes.count)
             }
             self.storage = bytes
         }
@@ -108,7 +110,8 @@ public enum SecretBox: Sendable {
         public init(nonce: Nonce, tag: some Sequence<UInt8>, encryptedMessage: some Sequence<UInt8>) throws(E3DBError) {
             let t = Data(tag)
             guard t.count == SecretBox.tagByteCount else {
-                throw E3DBError.length(.invalidLength, "secretbox tag", expected: SecretBox.tagByteCount, actual: t.count)
+                throw E3DBError.length(
+                    .invalidLength, "secretbox tag", expected: SecretBox.tagByteCount, actual: t.count)
             }
             self.nonce = nonce
             self.ciphertext = t + Data(encryptedMessage)
@@ -168,7 +171,8 @@ public enum SecretBox: Sendable {
 
     /// Low-level seal into caller-provided memory: `c` must hold `m.count + 16` bytes and `nonce` 24 bytes.
     @unsafe
-    static func seal(_ m: UnsafeRawBufferPointer, into c: UnsafeMutableRawBufferPointer, nonce: Data, key: SecureBytes) {
+    static func seal(_ m: UnsafeRawBufferPointer, into c: UnsafeMutableRawBufferPointer, nonce: Data, key: SecureBytes)
+    {
         Sodium.ensure()
         unsafe nonce.withUnsafeBytes { n in
             unsafe key.withUnsafeBytes { k in
@@ -193,7 +197,8 @@ public enum SecretBox: Sendable {
     /// Opens a sealed box whose plaintext is key material, straight into wiped storage.
     /// - Throws: ``E3DBError/Code/authenticationFailed``.
     public static func openSecret(_ box: SealedBox, using key: Key) throws(E3DBError) -> SecureBytes {
-        unsafe try SecureBytes(count: box.ciphertext.count - tagByteCount) { (m: UnsafeMutableRawBufferPointer) throws(E3DBError) in
+        unsafe try SecureBytes(count: box.ciphertext.count - tagByteCount) {
+            (m: UnsafeMutableRawBufferPointer) throws(E3DBError) in
             guard unsafe open(box, into: m, key: key.storage) == 0 else {
                 throw E3DBError(.authenticationFailed, "secretbox authentication failed")
             }

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 // Positioning a secretstream decryptor without opening the chunks before it, and finding where a FINAL chunk
 // ends inside a longer buffer. Both rest on how libsodium's crypto_secretstream_xchacha20poly1305 advances its

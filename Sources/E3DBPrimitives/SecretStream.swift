@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Authenticated encryption of a sequence of messages: libsodium `crypto_secretstream_xchacha20poly1305`.
 ///
@@ -44,7 +45,8 @@ public enum SecretStream: Sendable {
         /// - Throws: ``E3DBError/Code/invalidKeyLength`` when not 32 bytes.
         public init(_ bytes: SecureBytes) throws(E3DBError) {
             guard bytes.count == SecretStream.keyByteCount else {
-                throw E3DBError.length(.invalidKeyLength, "secretstream key", expected: SecretStream.keyByteCount, actual: bytes.count)
+                throw E3DBError.length(
+                    .invalidKeyLength, "secretstream key", expected: SecretStream.keyByteCount, actual: bytes.count)
             }
             self.storage = bytes
         }
@@ -69,7 +71,8 @@ public enum SecretStream: Sendable {
         /// - Throws: ``E3DBError/Code/invalidNonceLength`` when not 24 bytes.
         public init(rawRepresentation: some Sequence<UInt8>) throws(E3DBError) {
             self.rawRepresentation = try FixedBytes.data(
-                rawRepresentation, count: SecretStream.headerByteCount, code: .invalidNonceLength, what: "secretstream header")
+                rawRepresentation, count: SecretStream.headerByteCount, code: .invalidNonceLength,
+                what: "secretstream header")
         }
 
         init(trusted: Data) { self.rawRepresentation = trusted }
@@ -180,7 +183,8 @@ public enum SecretStream: Sendable {
         ) throws(E3DBError) -> Int {
             let needed = message.count + SecretStream.overheadByteCount
             guard output.count >= needed else {
-                throw E3DBError.length(.invalidLength, "secretstream output buffer (at least)", expected: needed, actual: output.count)
+                throw E3DBError.length(
+                    .invalidLength, "secretstream output buffer (at least)", expected: needed, actual: output.count)
             }
             var written: UInt64 = 0
             _ = unsafe crypto_secretstream_xchacha20poly1305_push(
@@ -260,7 +264,8 @@ public enum SecretStream: Sendable {
             try checkOpenable(chunk.count)
             let needed = chunk.count - SecretStream.overheadByteCount
             guard output.count >= needed else {
-                throw E3DBError.length(.invalidLength, "secretstream output buffer (at least)", expected: needed, actual: output.count)
+                throw E3DBError.length(
+                    .invalidLength, "secretstream output buffer (at least)", expected: needed, actual: output.count)
             }
             let result = unsafe pull(chunk, into: output)
             return (needed, try finishPull(result))

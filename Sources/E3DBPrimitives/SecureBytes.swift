@@ -54,7 +54,9 @@ public final class SecureBytes: @unchecked Sendable {
     public convenience init(copying bytes: some Sequence<UInt8>) {
         if let count = bytes.withContiguousStorageIfAvailable({ $0.count }) {
             unsafe self.init(count: count) { buffer in
-                _ = bytes.withContiguousStorageIfAvailable { unsafe buffer.copyMemory(from: UnsafeRawBufferPointer($0)) }
+                _ = bytes.withContiguousStorageIfAvailable {
+                    unsafe buffer.copyMemory(from: UnsafeRawBufferPointer($0))
+                }
             }
         } else {
             var gathered = Array(bytes)

@@ -1,11 +1,12 @@
 internal import CE3DBSQLite3
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 internal import E3DBPageCodec
 internal import E3DBPrimitives
+
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
 
 /// SQLCipher's pragmas, answered through `SQLITE_FCNTL_PRAGMA` on the main database file they name:
 ///
@@ -21,7 +22,9 @@ enum CipherPragmas {
 
     /// Handles `PRAGMA name [= value]` (argument vector of SQLITE_FCNTL_PRAGMA), or returns nil for a pragma that
     /// is not SQLCipher's.
-    static func handle(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, file: MainDatabaseFile) -> Int32? {
+    static func handle(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, file: MainDatabaseFile)
+        -> Int32?
+    {
         guard let namePointer = unsafe arguments[1] else { return nil }
         let name = unsafe String(cString: namePointer).lowercased()
         let value = unsafe arguments[2]
@@ -50,7 +53,8 @@ enum CipherPragmas {
         case "rekey", "hexrekey":
             return unsafe fail(
                 arguments,
-                "PRAGMA rekey is not supported by E3DBSQLite: rekey makes a copy under the new key (E3DBSQLite.rekey, e3dbkit sqlite rekey)")
+                "PRAGMA rekey is not supported by E3DBSQLite: rekey makes a copy under the new key (E3DBSQLite.rekey, e3dbkit sqlite rekey)"
+            )
         case "cipher_page_size", "kdf_iter":
             if let value = unsafe value {
                 guard let number = unsafe Int(String(cString: value)) else {
@@ -62,9 +66,13 @@ enum CipherPragmas {
                 cipher.settings = settings
                 cipher.codec = nil
             }
-            return unsafe answer(arguments, String(name == "cipher_page_size" ? cipher.settings.pageSize : cipher.settings.kdfIterations))
+            return unsafe answer(
+                arguments, String(name == "cipher_page_size" ? cipher.settings.pageSize : cipher.settings.kdfIterations)
+            )
         case "cipher_compatibility":
-            guard let value = unsafe value else { return unsafe answer(arguments, cipher.settings.algorithm == .sha1 ? "3" : "4") }
+            guard let value = unsafe value else {
+                return unsafe answer(arguments, cipher.settings.algorithm == .sha1 ? "3" : "4")
+            }
             switch unsafe String(cString: value) {
             case "3": cipher.settings = .v3
             case "4": cipher.settings = .v4
@@ -79,7 +87,10 @@ enum CipherPragmas {
         case "cipher_integrity_check":
             switch file.verifyPages() {
             case .success(let bad):
-                return unsafe answer(arguments, bad.isEmpty ? nil : "pages that did not authenticate: " + bad.map(String.init).joined(separator: ", "))
+                return unsafe answer(
+                    arguments,
+                    bad.isEmpty
+                        ? nil : "pages that did not authenticate: " + bad.map(String.init).joined(separator: ", "))
             case .failure(let failure):
                 _ = cipher.fail(failure)
                 return unsafe fail(arguments, failure.error.message)
@@ -90,13 +101,17 @@ enum CipherPragmas {
     }
 
     /// One row holding `text` (or no row for nil).
-    private static func answer(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ text: String?) -> Int32 {
+    private static func answer(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ text: String?)
+        -> Int32
+    {
         if let text { unsafe arguments[0] = copyToSQLite(text) }
         return SQLITE_OK
     }
 
     /// An error whose message SQLite reports.
-    private static func fail(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ message: String) -> Int32 {
+    private static func fail(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ message: String)
+        -> Int32
+    {
         unsafe arguments[0] = copyToSQLite(message)
         return SQLITE_ERROR
     }

@@ -92,7 +92,9 @@ final class DatabaseCipher: @unchecked Sendable {
     /// The codec, resolving it through the main database file (which reads and authenticates page 1).
     func resolvedCodec() -> Result<PageCodec, CipherFailure> {
         if let codec { return .success(codec) }
-        guard let main else { return .failure(CipherFailure(SQLITE_IOERR, E3DBError(.databaseError, "the database is closed"))) }
+        guard let main else {
+            return .failure(CipherFailure(SQLITE_IOERR, E3DBError(.databaseError, "the database is closed")))
+        }
         // A journal or WAL resolves it to write (a frame or record under a new database's salt keeps that salt).
         return main.resolveCodec(forWrite: true)
     }

@@ -34,7 +34,9 @@ public enum E3DBSQLite {
     /// however many connections open the URI.
     /// - Throws: ``E3DBError/Code/invalidKey`` for a malformed key, ``E3DBError/Code/invalidParameter`` for bad
     ///   settings.
-    public static func uri(forDatabaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4) throws(E3DBError) -> String {
+    public static func uri(forDatabaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4)
+        throws(E3DBError) -> String
+    {
         try key.validate()
         try settings.validate()
         try register()
@@ -91,7 +93,9 @@ public enum E3DBSQLite {
 
     /// The name of the VFS this one wraps (plaintext databases are attached through it).
     static var baseVFSName: String {
-        guard let base = unsafe CipherVFS.base ?? sqlite3_vfs_find(nil), let name = unsafe base.pointee.zName else { return "unix" }
+        guard let base = unsafe CipherVFS.base ?? sqlite3_vfs_find(nil), let name = unsafe base.pointee.zName else {
+            return "unix"
+        }
         return unsafe String(cString: name)
     }
 }

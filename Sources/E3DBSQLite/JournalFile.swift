@@ -4,7 +4,8 @@ internal import E3DBPrimitives
 
 /// Big-endian 32-bit helpers for the journal and WAL formats.
 @inline(__always) func bigEndian32(_ bytes: UnsafeRawBufferPointer, _ offset: Int = 0) -> UInt32 {
-    unsafe UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+    unsafe UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8
+        | UInt32(bytes[offset + 3])
 }
 
 @inline(__always) func putBigEndian32(_ value: UInt32, _ bytes: UnsafeMutableRawBufferPointer, _ offset: Int = 0) {
@@ -56,7 +57,9 @@ final class JournalFile: PassThroughFile {
 
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         if buffer.count == 4 {
-            if let page = writtenPage, let codec = try? codec().get(), page.offset + Int64(codec.settings.pageSize) == offset {
+            if let page = writtenPage, let codec = try? codec().get(),
+                page.offset + Int64(codec.settings.pageSize) == offset
+            {
                 writtenPage = nil
                 let value = unsafe bigEndian32(buffer) &- page.plainSum &+ page.cipherSum
                 var stored = [UInt8](repeating: 0, count: 4)
@@ -79,9 +82,13 @@ final class JournalFile: PassThroughFile {
         // or the super-journal's name, never longer than a page and without page content.
         guard buffer.count == pageSize, let number = writtenNumber, number.offset + 4 == offset else {
             guard buffer.count <= pageSize else {
-                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
-                    .invalidLength, "a journal write longer than a page was refused",
-                    context: .init(part: "journal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_WRITE,
+                        E3DBError(
+                            .invalidLength, "a journal write longer than a page was refused",
+                            context: .init(
+                                part: "journal", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
             }
             writtenNumber = nil
             return unsafe writeRaw(buffer, at: offset)
@@ -101,7 +108,9 @@ final class JournalFile: PassThroughFile {
         if buffer.count == 4 {
             let rc = unsafe readRaw(buffer, at: offset)
             guard rc == SQLITE_OK else { return rc }
-            if let page = readPage, let codec = try? codec().get(), page.offset + Int64(codec.settings.pageSize) == offset {
+            if let page = readPage, let codec = try? codec().get(),
+                page.offset + Int64(codec.settings.pageSize) == offset
+            {
                 readPage = nil
                 let value = unsafe bigEndian32(UnsafeRawBufferPointer(buffer)) &- page.cipherSum &+ page.plainSum
                 unsafe putBigEndian32(value, buffer)
@@ -126,11 +135,16 @@ final class JournalFile: PassThroughFile {
             try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number.number, into: buffer)
         } catch {
             // Never zeros in its place: a savepoint rollback does not check the record checksum and would write them.
-            return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
-                .pageTampered, "page \(number.number) in the journal of \(cipher.path) did not authenticate",
-                context: .init(part: "journal", actual: Int(number.number), offset: Int(offset)))))
+            return cipher.fail(
+                CipherFailure(
+                    SQLITE_IOERR_DATA,
+                    E3DBError(
+                        .pageTampered, "page \(number.number) in the journal of \(cipher.path) did not authenticate",
+                        context: .init(part: "journal", actual: Int(number.number), offset: Int(offset)))))
         }
-        readPage = unsafe (offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)), Self.checksumSum(UnsafeRawBufferPointer(stored)))
+        readPage = unsafe (
+            offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)), Self.checksumSum(UnsafeRawBufferPointer(stored))
+        )
         return SQLITE_OK
     }
 }

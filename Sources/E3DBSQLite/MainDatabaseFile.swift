@@ -46,14 +46,20 @@ final class MainDatabaseFile: PassThroughFile {
     func resolveCodec(forWrite: Bool = false) -> Result<PageCodec, CipherFailure> {
         if let codec = cipher.codec { return .success(codec) }
         guard let (key, settings) = cipher.effectiveKey() else {
-            return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(.keyMissing, "no key was given for the encrypted database \(cipher.path)")))
+            return .failure(
+                CipherFailure(
+                    SQLITE_NOTADB, E3DBError(.keyMissing, "no key was given for the encrypted database \(cipher.path)"))
+            )
         }
         var size: Int64 = 0
         let sizeRC = fileSize(&size)
-        guard sizeRC == SQLITE_OK else { return .failure(CipherFailure(sizeRC, E3DBError(.databaseError, "the database's size is unknown"))) }
+        guard sizeRC == SQLITE_OK else {
+            return .failure(CipherFailure(sizeRC, E3DBError(.databaseError, "the database's size is unknown")))
+        }
         do throws(E3DBError) {
             if size == 0 {
-                let codec = try PageCodecCache.shared.codec(key: key, salt: key.saltForNewDatabase(), settings: settings)
+                let codec = try PageCodecCache.shared.codec(
+                    key: key, salt: key.saltForNewDatabase(), settings: settings)
                 if forWrite { cipher.codec = codec }
                 return .success(codec)
             }
@@ -65,12 +71,20 @@ final class MainDatabaseFile: PassThroughFile {
             }
             let header = unsafe Array(first[0..<16])
             if header == PageCodec.sqliteHeader {
-                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
-                    .databaseNotEncrypted, "\(cipher.path) is a plaintext SQLite database, not an encrypted one")))
+                return .failure(
+                    CipherFailure(
+                        SQLITE_NOTADB,
+                        E3DBError(
+                            .databaseNotEncrypted, "\(cipher.path) is a plaintext SQLite database, not an encrypted one"
+                        )))
             }
             guard size >= Int64(SQLCipherSettings.saltByteCount) else {
-                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
-                    .invalidLength, "the database is shorter than its salt", context: .init(part: "database", actual: Int(size)))))
+                return .failure(
+                    CipherFailure(
+                        SQLITE_NOTADB,
+                        E3DBError(
+                            .invalidLength, "the database is shorter than its salt",
+                            context: .init(part: "database", actual: Int(size)))))
             }
             let codec = try PageCodecCache.shared.codec(key: key, salt: header, settings: settings)
             if size >= Int64(pageSize), rc == SQLITE_OK {
@@ -80,18 +94,26 @@ final class MainDatabaseFile: PassThroughFile {
                     try unsafe Self.checkHeader(UnsafeRawBufferPointer(page1), settings: settings)
                     cipher.codec = codec
                     return .success(codec)
-                } catch where error.code == .pageTampered {
+                } catch  where error.code == .pageTampered {
                     // Fall through: a wrong key, or the right key under another page size.
                 }
             }
             if let actual = otherPageSize(codec, fileSize: size) {
-                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
-                    .pageSizeMismatch, "the database's pages are \(actual) bytes, the cipher settings say \(pageSize)",
-                    context: .init(part: "cipher_page_size", expected: pageSize, actual: actual))))
+                return .failure(
+                    CipherFailure(
+                        SQLITE_NOTADB,
+                        E3DBError(
+                            .pageSizeMismatch,
+                            "the database's pages are \(actual) bytes, the cipher settings say \(pageSize)",
+                            context: .init(part: "cipher_page_size", expected: pageSize, actual: actual))))
             }
             guard size >= Int64(pageSize) else {
-                return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
-                    .invalidLength, "the database is shorter than one page", context: .init(part: "database", expected: pageSize, actual: Int(size)))))
+                return .failure(
+                    CipherFailure(
+                        SQLITE_NOTADB,
+                        E3DBError(
+                            .invalidLength, "the database is shorter than one page",
+                            context: .init(part: "database", expected: pageSize, actual: Int(size)))))
             }
             if anotherPageAuthenticates(codec, fileSize: size) {
                 // The key opens the other pages: page 1 itself is damaged (torn by a crash, which a hot journal
@@ -99,8 +121,11 @@ final class MainDatabaseFile: PassThroughFile {
                 cipher.codec = codec
                 return .success(codec)
             }
-            return .failure(CipherFailure(SQLITE_NOTADB, E3DBError(
-                .wrongKey, "the key does not open \(cipher.path) (page 1 did not authenticate)")))
+            return .failure(
+                CipherFailure(
+                    SQLITE_NOTADB,
+                    E3DBError(
+                        .wrongKey, "the key does not open \(cipher.path) (page 1 did not authenticate)")))
         } catch {
             let code: Int32 = error.code == .wrongKey ? SQLITE_NOTADB : SQLITE_ERROR
             return .failure(CipherFailure(code, error))
@@ -138,7 +163,9 @@ final class MainDatabaseFile: PassThroughFile {
                 unsafe !isAllZero(UnsafeRawBufferPointer(stored))
             else { continue }
             let page = unsafe probePlain.buffer(pageSize)
-            return (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: UInt32(index + 1), into: page)) != nil
+            return
+                (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: UInt32(index + 1), into: page))
+                != nil
         }
         return false
     }
@@ -149,7 +176,8 @@ final class MainDatabaseFile: PassThroughFile {
         let pageSize = encoded == 1 ? 65536 : encoded
         guard pageSize == settings.pageSize else {
             throw E3DBError(
-                .pageSizeMismatch, "the database header gives \(pageSize)-byte pages, the cipher settings \(settings.pageSize)",
+                .pageSizeMismatch,
+                "the database header gives \(pageSize)-byte pages, the cipher settings \(settings.pageSize)",
                 context: .init(part: "cipher_page_size", expected: settings.pageSize, actual: pageSize))
         }
         // More than the cipher needs is allowed: SQLCipher 4 switched to `cipher_compatibility = 3` after the key
@@ -157,7 +185,8 @@ final class MainDatabaseFile: PassThroughFile {
         let reserve = unsafe Int(page[20])
         guard reserve >= settings.reserveByteCount else {
             throw E3DBError(
-                .reserveMismatch, "the database reserves \(reserve) bytes per page, the cipher needs \(settings.reserveByteCount)",
+                .reserveMismatch,
+                "the database reserves \(reserve) bytes per page, the cipher needs \(settings.reserveByteCount)",
                 context: .init(part: "reserve", expected: settings.reserveByteCount, actual: reserve))
         }
     }
@@ -194,7 +223,10 @@ final class MainDatabaseFile: PassThroughFile {
             }
             guard rc == SQLITE_OK else { return rc }
             let number = UInt32(clamping: pageIndex + 1)
-            if number == 1, unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount]).elementsEqual(codec.salt) {
+            if number == 1,
+                unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount]).elementsEqual(
+                    codec.salt)
+            {
                 // Another connection gave the file its page 1 (and salt) after this one first looked at it.
                 cipher.codec = nil
                 switch resolveCodec() {
@@ -203,15 +235,20 @@ final class MainDatabaseFile: PassThroughFile {
                 }
             }
             let whole = within == 0 && count == pageSize
-            let output = whole ? unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]) : unsafe plain.buffer(pageSize)
+            let output =
+                whole
+                ? unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]) : unsafe plain.buffer(pageSize)
             // An all-zero page does not authenticate either (SQLCipher 4.12 refuses it too).
             do throws(E3DBError) {
                 try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: output)
             } catch {
                 unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
-                return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
-                    .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
-                    context: .init(part: "database", actual: Int(number)))))
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_DATA,
+                        E3DBError(
+                            .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
+                            context: .init(part: "database", actual: Int(number)))))
             }
             if !whole {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
@@ -230,9 +267,13 @@ final class MainDatabaseFile: PassThroughFile {
         }
         let pageSize = codec.settings.pageSize
         guard buffer.count == pageSize, offset % Int64(pageSize) == 0 else {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
-                .invalidLength, "a write that is not one whole page was refused",
-                context: .init(part: "database", expected: pageSize, actual: buffer.count, offset: Int(offset)))))
+            return cipher.fail(
+                CipherFailure(
+                    SQLITE_IOERR_WRITE,
+                    E3DBError(
+                        .invalidLength, "a write that is not one whole page was refused",
+                        context: .init(part: "database", expected: pageSize, actual: buffer.count, offset: Int(offset)))
+                ))
         }
         let number = UInt32(clamping: offset / Int64(pageSize) + 1)
         if number == 1 {
@@ -284,7 +325,9 @@ final class MainDatabaseFile: PassThroughFile {
     /// Page 1 of an empty database, as SQLite's own `newDatabase` lays it out, with the cipher's reserve.
     static func emptyDatabasePage(_ page: UnsafeMutableRawBufferPointer, settings: SQLCipherSettings) {
         unsafe page.initializeMemory(as: UInt8.self, repeating: 0)
-        unsafe PageCodec.sqliteHeader.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: page[0..<16]).copyMemory(from: $0) }
+        unsafe PageCodec.sqliteHeader.withUnsafeBytes {
+            unsafe UnsafeMutableRawBufferPointer(rebasing: page[0..<16]).copyMemory(from: $0)
+        }
         let encodedSize = settings.pageSize == 65536 ? 1 : settings.pageSize
         unsafe page[16] = UInt8(encodedSize >> 8)
         unsafe page[17] = UInt8(encodedSize & 0xff)
@@ -315,7 +358,8 @@ final class MainDatabaseFile: PassThroughFile {
             return unsafe super.fileControl(op, argument)
         case SQLITE_FCNTL_PRAGMA:
             guard let argument = unsafe argument else { return SQLITE_NOTFOUND }
-            return unsafe CipherPragmas.handle(argument.assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self), file: self)
+            return unsafe CipherPragmas.handle(
+                argument.assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self), file: self)
                 ?? super.fileControl(op, argument)
         default:
             return unsafe super.fileControl(op, argument)
@@ -331,7 +375,9 @@ final class MainDatabaseFile: PassThroughFile {
         }
         var size: Int64 = 0
         let rc = fileSize(&size)
-        guard rc == SQLITE_OK else { return .failure(CipherFailure(rc, E3DBError(.databaseError, "the database's size is unknown"))) }
+        guard rc == SQLITE_OK else {
+            return .failure(CipherFailure(rc, E3DBError(.databaseError, "the database's size is unknown")))
+        }
         let pageSize = codec.settings.pageSize
         var bad: [UInt32] = []
         var index: Int64 = 0
@@ -353,8 +399,7 @@ final class MainDatabaseFile: PassThroughFile {
 
 /// Whether every byte is zero (not constant time: the bytes are ciphertext).
 func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    for unsafe byte in unsafe bytes where byte != 0 { return false }
-    return true
+    unsafe !bytes.contains { $0 != 0 }
 }
 
 /// A page-sized scratch buffer in wiped storage (plaintext passes through it), resized when the page size changes.

@@ -19,7 +19,8 @@ final class MemoryFile: VFSFile {
         while done < buffer.count {
             let position = offset + Int64(done)
             guard position < size else {
-                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done...]).initializeMemory(as: UInt8.self, repeating: 0)
+                unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done...]).initializeMemory(
+                    as: UInt8.self, repeating: 0)
                 return SQLITE_IOERR_SHORT_READ
             }
             let chunk = Int(position / Int64(Self.chunkSize))

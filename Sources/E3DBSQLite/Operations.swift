@@ -88,7 +88,8 @@ extension E3DBSQLite {
             defer { KeyRegistry.shared.remove(handle) }
             try copy(
                 into: temporary, key: newKey, settings: settings,
-                from: uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle]), lockSource: true, commit: replace)
+                from: uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle]), lockSource: true,
+                commit: replace)
         }
         // Back to WAL mode on the renamed file (a connection to the copy's old name would leave its -wal and -shm).
         if wasWAL {
@@ -105,7 +106,9 @@ extension E3DBSQLite {
     /// `cipher_integrity_check` and `integrity_check` together).
     /// - Throws: ``E3DBError/Code/wrongKey`` (page 1 does not authenticate), ``E3DBError/Code/pageSizeMismatch``,
     ///   ``E3DBError/Code/databaseNotEncrypted``.
-    public static func verify(databaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4) throws(E3DBError) -> SQLiteVerification {
+    public static func verify(databaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4)
+        throws(E3DBError) -> SQLiteVerification
+    {
         let connection = try SQLiteConnection(path: path, key: key, settings: settings, readOnly: true)
         var bad: [UInt32] = []
         for row in try connection.rows("PRAGMA cipher_integrity_check") {
@@ -113,14 +116,16 @@ extension E3DBSQLite {
             bad = list.split(separator: ",").compactMap { UInt32($0.trimmingCharacters(in: .whitespaces)) }
         }
         var pageCount = 0
-        if case .integer(let count) = try connection.rows("PRAGMA page_count").first?.values.first { pageCount = Int(count) }
+        if case .integer(let count) = try connection.rows("PRAGMA page_count").first?.values.first {
+            pageCount = Int(count)
+        }
         var integrity: [String] = []
         if bad.isEmpty {
             do throws(E3DBError) {
                 integrity = try connection.rows("PRAGMA integrity_check").compactMap { row in
                     if case .text(let line) = row.values.first { line } else { nil }
                 }
-            } catch where error.code == .pageTampered {
+            } catch  where error.code == .pageTampered {
                 integrity = [error.message]
             }
         }
@@ -141,7 +146,8 @@ extension E3DBSQLite {
 
     private static func requireAbsent(_ path: String) throws(E3DBError) {
         guard !FileManager.default.fileExists(atPath: path) else {
-            throw E3DBError(.invalidParameter, "\(path) exists; the output must be a new file", context: .init(item: path))
+            throw E3DBError(
+                .invalidParameter, "\(path) exists; the output must be a new file", context: .init(item: path))
         }
     }
 
@@ -175,7 +181,8 @@ extension E3DBSQLite {
         let entries = try connection.rows(
             "SELECT type, name, sql, rootpage FROM source.sqlite_schema WHERE sql IS NOT NULL ORDER BY rowid")
         let tables = entries.filter {
-            text($0.values[0]) == "table" && $0.values[3] != .integer(0) && !(text($0.values[1]) ?? "").hasPrefix("sqlite_")
+            text($0.values[0]) == "table" && $0.values[3] != .integer(0)
+                && !(text($0.values[1]) ?? "").hasPrefix("sqlite_")
         }
         for table in tables {
             guard let sql = text(table.values[2]) else { continue }
@@ -185,16 +192,20 @@ extension E3DBSQLite {
             guard let name = text(table.values[1]) else { continue }
             let columns = try connection.rows("SELECT name, hidden FROM pragma_table_xinfo(\(literal(name)), 'source')")
             let names = columns.filter { $0.values[1] == .integer(0) }.compactMap { text($0.values[0]) }
-            let hasRowid = (try? connection.rows("SELECT rowid FROM source.\(quoted(name)) LIMIT 0")) != nil
+            let hasRowid =
+                (try? connection.rows("SELECT rowid FROM source.\(quoted(name)) LIMIT 0")) != nil
                 && !names.contains { ["rowid", "_rowid_", "oid"].contains($0.lowercased()) }
             let list = (hasRowid ? ["rowid"] : []) + names.map(quoted)
             let joined = list.joined(separator: ", ")
-            try connection.execute("INSERT INTO main.\(quoted(name)) (\(joined)) SELECT \(joined) FROM source.\(quoted(name))")
+            try connection.execute(
+                "INSERT INTO main.\(quoted(name)) (\(joined)) SELECT \(joined) FROM source.\(quoted(name))")
         }
         if try !connection.rows("SELECT 1 FROM source.sqlite_schema WHERE name = 'sqlite_sequence'").isEmpty,
             try !connection.rows("SELECT 1 FROM main.sqlite_schema WHERE name = 'sqlite_sequence'").isEmpty
         {
-            try connection.execute("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM source.sqlite_sequence")
+            try connection.execute(
+                "DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM source.sqlite_sequence"
+            )
         }
         for entry in entries where text(entry.values[0]) == "index" {
             if let sql = text(entry.values[2]) { try connection.execute(sql) }

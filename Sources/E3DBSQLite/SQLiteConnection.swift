@@ -1,10 +1,11 @@
 internal import CE3DBSQLite3
 public import E3DBPageCodec
 public import E3DBPrimitives
+
 #if canImport(FoundationEssentials)
-internal import FoundationEssentials
+    internal import FoundationEssentials
 #else
-internal import Foundation
+    internal import Foundation
 #endif
 
 /// A value of a SQLite result column.
@@ -53,7 +54,9 @@ public struct SQLiteRow: Sendable, Equatable {
     ///   - readOnly: Opens without write access (and never creates).
     /// - Throws: ``E3DBError/Code/wrongKey``, ``E3DBError/Code/pageSizeMismatch``,
     ///   ``E3DBError/Code/databaseNotEncrypted``, ``E3DBError/Code/databaseError`` (SQLite's message).
-    public init(path: String, key: SQLCipherKey?, settings: SQLCipherSettings = .v4, readOnly: Bool = false) throws(E3DBError) {
+    public init(path: String, key: SQLCipherKey?, settings: SQLCipherSettings = .v4, readOnly: Bool = false)
+        throws(E3DBError)
+    {
         var target = path
         var handleName: String?
         if let key, path != ":memory:", !path.isEmpty {
@@ -67,7 +70,8 @@ public struct SQLiteRow: Sendable, Equatable {
             target = E3DBSQLite.uri(path: path, parameters: [:])
         }
         var connection: OpaquePointer?
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_URI
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_URI
             | SQLITE_OPEN_NOMUTEX
         FailureLog.clear(path: E3DBSQLite.canonicalPath(path))
         let rc = unsafe sqlite3_open_v2(target, &connection, flags, nil)
@@ -121,7 +125,9 @@ public struct SQLiteRow: Sendable, Equatable {
                 if let tail = unsafe tail { offset = unsafe tail - buffer.baseAddress! }
             }
             let columnCount = unsafe sqlite3_column_count(prepared)
-            let names = (0..<columnCount).map { unsafe sqlite3_column_name(prepared, $0).map { unsafe String(cString: $0) } ?? "" }
+            let names = (0..<columnCount).map {
+                unsafe sqlite3_column_name(prepared, $0).map { unsafe String(cString: $0) } ?? ""
+            }
             while true {
                 let step = unsafe sqlite3_step(prepared)
                 if step == SQLITE_DONE { break }

@@ -1,10 +1,11 @@
 internal import CE3DBSQLite3
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 internal import E3DBPrimitives
+
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
 
 /// The registered `sqlite3_vfs` and the two method tables of its files.
 ///
@@ -58,7 +59,9 @@ enum CipherVFS {
             return unsafe call(base, name, flags, out)
         }
         unsafe vfs.pointee.xFullPathname = { _, name, count, out in
-            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xFullPathname else { return SQLITE_ERROR }
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xFullPathname else {
+                return SQLITE_ERROR
+            }
             return unsafe call(base, name, count, out)
         }
         unsafe vfs.pointee.xDlOpen = { _, name in
@@ -86,7 +89,9 @@ enum CipherVFS {
             return unsafe call(base, microseconds)
         }
         unsafe vfs.pointee.xCurrentTime = { _, out in
-            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xCurrentTime else { return SQLITE_ERROR }
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xCurrentTime else {
+                return SQLITE_ERROR
+            }
             return unsafe call(base, out)
         }
         unsafe vfs.pointee.xGetLastError = { _, count, out in
@@ -94,7 +99,9 @@ enum CipherVFS {
             return unsafe call(base, count, out)
         }
         unsafe vfs.pointee.xCurrentTimeInt64 = { _, out in
-            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xCurrentTimeInt64 else { return SQLITE_ERROR }
+            guard let base = unsafe CipherVFS.base, let call = unsafe base.pointee.xCurrentTimeInt64 else {
+                return SQLITE_ERROR
+            }
             return unsafe call(base, out)
         }
         let rc = unsafe sqlite3_vfs_register(vfs, 0)
@@ -116,7 +123,8 @@ enum CipherVFS {
         unsafe wrapper.pointee.state = nil
         let kind = flags & 0x000F_FF00
         let unnamed = unsafe name == nil
-        let temporary = kind == SQLITE_OPEN_TEMP_DB || kind == SQLITE_OPEN_TEMP_JOURNAL
+        let temporary =
+            kind == SQLITE_OPEN_TEMP_DB || kind == SQLITE_OPEN_TEMP_JOURNAL
             || kind == SQLITE_OPEN_TRANSIENT_DB || kind == SQLITE_OPEN_SUBJOURNAL || unnamed
         if temporary {
             let state = MemoryFile()
@@ -142,7 +150,8 @@ enum CipherVFS {
                 // Never a journal or WAL whose pages could not be encrypted.
                 return SQLITE_CANTOPEN
             }
-            state = kind == SQLITE_OPEN_WAL
+            state =
+                kind == SQLITE_OPEN_WAL
                 ? unsafe WALFile(inner: inner, cipher: cipher) : unsafe JournalFile(inner: inner, cipher: cipher)
         default:
             // A super-journal holds the names of the journals of a multi-database commit, no page content.
@@ -212,11 +221,15 @@ enum CipherVFS {
     private static func fillCommonMethods(_ methods: inout sqlite3_io_methods) {
         unsafe methods.xClose = { file in unsafe CipherVFS.close(file) }
         unsafe methods.xRead = { file, buffer, amount, offset in
-            guard let object = unsafe CipherVFS.object(file), let buffer = unsafe buffer, amount >= 0 else { return SQLITE_IOERR_READ }
+            guard let object = unsafe CipherVFS.object(file), let buffer = unsafe buffer, amount >= 0 else {
+                return SQLITE_IOERR_READ
+            }
             return unsafe object.read(UnsafeMutableRawBufferPointer(start: buffer, count: Int(amount)), at: offset)
         }
         unsafe methods.xWrite = { file, buffer, amount, offset in
-            guard let object = unsafe CipherVFS.object(file), let buffer = unsafe buffer, amount >= 0 else { return SQLITE_IOERR_WRITE }
+            guard let object = unsafe CipherVFS.object(file), let buffer = unsafe buffer, amount >= 0 else {
+                return SQLITE_IOERR_WRITE
+            }
             return unsafe object.write(UnsafeRawBufferPointer(start: buffer, count: Int(amount)), at: offset)
         }
         unsafe methods.xTruncate = { file, size in
@@ -243,7 +256,9 @@ enum CipherVFS {
             return object.unlock(level)
         }
         unsafe methods.xCheckReservedLock = { file, out in
-            guard let object = unsafe CipherVFS.object(file), let out = unsafe out else { return SQLITE_IOERR_CHECKRESERVEDLOCK }
+            guard let object = unsafe CipherVFS.object(file), let out = unsafe out else {
+                return SQLITE_IOERR_CHECKRESERVEDLOCK
+            }
             var reserved: Int32 = 0
             let rc = object.checkReservedLock(&reserved)
             unsafe out.pointee = reserved
@@ -373,7 +388,9 @@ class VFSFile {
         return (unsafe call(inner) & kept) | SQLITE_IOCAP_POWERSAFE_OVERWRITE
     }
 
-    func shmMap(_ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {
+    func shmMap(_ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?)
+        -> Int32
+    {
         guard let call = unsafe methods.xShmMap else { return SQLITE_IOERR_SHMMAP }
         return unsafe call(inner, region, size, extend, out)
     }

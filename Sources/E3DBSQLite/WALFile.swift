@@ -40,10 +40,16 @@ final class WALFile: PassThroughFile {
         unsafe pending.bytes.withUnsafeBytes {
             unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
         }
-        let rc = unsafe readRaw(UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]), at: pending.offset + Int64(Self.frameHeaderSize))
+        let rc = unsafe readRaw(
+            UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]),
+            at: pending.offset + Int64(Self.frameHeaderSize))
         guard rc == SQLITE_OK else {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(
-                .databaseError, "a WAL frame header came without its page", context: .init(part: "wal", offset: Int(pending.offset)))))
+            return cipher.fail(
+                CipherFailure(
+                    SQLITE_IOERR_WRITE,
+                    E3DBError(
+                        .databaseError, "a WAL frame header came without its page",
+                        context: .init(part: "wal", offset: Int(pending.offset)))))
         }
         return unsafe writeChecksummed(frame, at: pending.offset, pageSize: pageSize, headerOnly: true)
     }
@@ -79,9 +85,12 @@ final class WALFile: PassThroughFile {
     }
 
     private func refuse(_ code: Int32, _ what: String, _ count: Int, _ offset: Int64) -> Int32 {
-        cipher.fail(CipherFailure(code, E3DBError(
-            .invalidLength, "\(what) that is not a WAL header or frame was refused",
-            context: .init(part: "wal", actual: count, offset: Int(offset)))))
+        cipher.fail(
+            CipherFailure(
+                code,
+                E3DBError(
+                    .invalidLength, "\(what) that is not a WAL header or frame was refused",
+                    context: .init(part: "wal", actual: count, offset: Int(offset)))))
     }
 
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
@@ -92,7 +101,8 @@ final class WALFile: PassThroughFile {
         }
         let pageSize = codec.settings.pageSize
         let frameSize = Int64(pageSize + Self.frameHeaderSize)
-        if let pending = pendingHeader, buffer.count == pageSize, offset == pending.offset + Int64(Self.frameHeaderSize) {
+        if let pending = pendingHeader, buffer.count == pageSize, offset == pending.offset + Int64(Self.frameHeaderSize)
+        {
             pendingHeader = nil
             return unsafe writeFrame(header: pending.bytes, page: buffer, at: pending.offset, codec: codec)
         }
@@ -105,9 +115,13 @@ final class WALFile: PassThroughFile {
         if buffer.count == pageSize, isFrameStart(offset - Int64(Self.frameHeaderSize), frameSize: frameSize) {
             // A page rewritten in place within the open transaction; SQLite rewrites the checksums before commit.
             guard let number = frameNumber(at: offset - Int64(Self.frameHeaderSize)) else {
-                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(.databaseError, "a WAL frame header could not be read")))
+                return cipher.fail(
+                    CipherFailure(SQLITE_IOERR_WRITE, E3DBError(.databaseError, "a WAL frame header could not be read"))
+                )
             }
-            if let failure = unsafe Self.checkPageOne(buffer, number: number, codec: codec) { return cipher.fail(failure) }
+            if let failure = unsafe Self.checkPageOne(buffer, number: number, codec: codec) {
+                return cipher.fail(failure)
+            }
             let stored = unsafe raw.buffer(pageSize)
             do throws(E3DBError) {
                 try unsafe codec.encrypt(page: buffer, number: number, into: stored)
@@ -139,14 +153,19 @@ final class WALFile: PassThroughFile {
     }
 
     /// Encrypts `page` and writes header and ciphertext as one frame, with checksums over the ciphertext.
-    private func writeFrame(header: [UInt8], page: UnsafeRawBufferPointer, at offset: Int64, codec: PageCodec) -> Int32 {
+    private func writeFrame(header: [UInt8], page: UnsafeRawBufferPointer, at offset: Int64, codec: PageCodec) -> Int32
+    {
         let pageSize = codec.settings.pageSize
         let frame = unsafe raw.buffer(pageSize + Self.frameHeaderSize)
-        unsafe header.withUnsafeBytes { unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0) }
+        unsafe header.withUnsafeBytes {
+            unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
+        }
         let number = unsafe bigEndian32(UnsafeRawBufferPointer(frame))
         if let failure = unsafe Self.checkPageOne(page, number: number, codec: codec) { return cipher.fail(failure) }
         do throws(E3DBError) {
-            try unsafe codec.encrypt(page: page, number: number, into: UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]))
+            try unsafe codec.encrypt(
+                page: page, number: number,
+                into: UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]))
         } catch {
             return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
         }
@@ -156,23 +175,30 @@ final class WALFile: PassThroughFile {
     /// Sets the frame's two checksum words over its first 8 header bytes and its ciphertext, chained from the
     /// previous frame's (or the WAL header's) as stored, in the byte order the WAL magic names; writes the frame
     /// (or only its header).
-    private func writeChecksummed(_ frame: UnsafeMutableRawBufferPointer, at offset: Int64, pageSize: Int, headerOnly: Bool) -> Int32 {
+    private func writeChecksummed(
+        _ frame: UnsafeMutableRawBufferPointer, at offset: Int64, pageSize: Int, headerOnly: Bool
+    ) -> Int32 {
         var magic = [UInt8](repeating: 0, count: 4)
         var previous = [UInt8](repeating: 0, count: 8)
         let previousOffset = offset == Self.headerSize ? 24 : offset - Int64(pageSize + Self.frameHeaderSize) + 16
         let rcMagic = unsafe magic.withUnsafeMutableBytes { unsafe readRaw($0, at: 0) }
         let rcPrevious = unsafe previous.withUnsafeMutableBytes { unsafe readRaw($0, at: previousOffset) }
         guard rcMagic == SQLITE_OK, rcPrevious == SQLITE_OK else {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, E3DBError(.databaseError, "the WAL's previous checksum could not be read")))
+            return cipher.fail(
+                CipherFailure(
+                    SQLITE_IOERR_WRITE, E3DBError(.databaseError, "the WAL's previous checksum could not be read")))
         }
         let bigEndianWords = magic[3] & 1 == 1
         var s1 = unsafe previous.withUnsafeBytes { unsafe bigEndian32($0, 0) }
         var s2 = unsafe previous.withUnsafeBytes { unsafe bigEndian32($0, 4) }
         unsafe Self.checksum(UnsafeRawBufferPointer(rebasing: frame[0..<8]), bigEndian: bigEndianWords, &s1, &s2)
-        unsafe Self.checksum(UnsafeRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]), bigEndian: bigEndianWords, &s1, &s2)
+        unsafe Self.checksum(
+            UnsafeRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]), bigEndian: bigEndianWords, &s1, &s2)
         unsafe putBigEndian32(s1, frame, 16)
         unsafe putBigEndian32(s2, frame, 20)
-        let written = headerOnly ? unsafe UnsafeRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]) : UnsafeRawBufferPointer(frame)
+        let written =
+            headerOnly
+            ? unsafe UnsafeRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]) : UnsafeRawBufferPointer(frame)
         return unsafe writeRaw(written, at: offset)
     }
 
@@ -223,26 +249,38 @@ final class WALFile: PassThroughFile {
             do throws(E3DBError) {
                 try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: buffer)
             } catch {
-                return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
-                    .pageTampered, "page \(number) in the WAL of \(cipher.path) did not authenticate",
-                    context: .init(part: "wal", actual: Int(number), offset: Int(offset)))))
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_DATA,
+                        E3DBError(
+                            .pageTampered, "page \(number) in the WAL of \(cipher.path) did not authenticate",
+                            context: .init(part: "wal", actual: Int(number), offset: Int(offset)))))
             }
             return SQLITE_OK
         }
         // Ciphertext may be read as it is only inside the WAL header, inside a frame header, or as whole frames.
         let end = offset + Int64(buffer.count)
         let inHeader = offset >= 0 && end <= Self.headerSize
-        let inFrameHeader = offset >= Self.headerSize
+        let inFrameHeader =
+            offset >= Self.headerSize
             && (offset - Self.headerSize) % frameSize + Int64(buffer.count) <= Int64(Self.frameHeaderSize)
         let wholeFrames = isFrameStart(offset, frameSize: frameSize) && Int64(buffer.count) % frameSize == 0
-        guard inHeader || inFrameHeader || wholeFrames else { return refuse(SQLITE_IOERR_READ, "a read", buffer.count, offset) }
+        guard inHeader || inFrameHeader || wholeFrames else {
+            return refuse(SQLITE_IOERR_READ, "a read", buffer.count, offset)
+        }
         let readRC = unsafe readRaw(buffer, at: offset)
         if readRC == SQLITE_OK, offset == 0, buffer.count >= 12 {
             let declared = unsafe Int(bigEndian32(UnsafeRawBufferPointer(buffer), 8))
-            if declared != (pageSize == 65536 ? 1 : pageSize), unsafe bigEndian32(UnsafeRawBufferPointer(buffer), 0) & 0xffff_fffe == 0x377f_0682 {
-                return cipher.fail(CipherFailure(SQLITE_IOERR_DATA, E3DBError(
-                    .pageSizeMismatch, "the WAL of \(cipher.path) declares \(declared)-byte pages, the cipher \(pageSize)",
-                    context: .init(part: "wal", expected: pageSize, actual: declared))))
+            if declared != (pageSize == 65536 ? 1 : pageSize),
+                unsafe bigEndian32(UnsafeRawBufferPointer(buffer), 0) & 0xffff_fffe == 0x377f_0682
+            {
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_DATA,
+                        E3DBError(
+                            .pageSizeMismatch,
+                            "the WAL of \(cipher.path) declares \(declared)-byte pages, the cipher \(pageSize)",
+                            context: .init(part: "wal", expected: pageSize, actual: declared))))
             }
         }
         return readRC

@@ -1,5 +1,6 @@
 import E3DBAPI
 import E3DBPrimitives
+
 /// Who may change the sharing of a writer's records: the one rule for access keys and policies (spec api §4.7,
 /// docs/security.md "Sharing"), as a table of the caller's role × the operation × the reader it addresses.
 ///
@@ -69,22 +70,24 @@ enum AccessRules {
 
     /// The refusal of an operation ``decide(_:caller:target:)`` forbids: what the caller may not do and why.
     static func refusal(_ operation: Operation, caller: CallerRole, target: TargetRole) -> E3DBError {
-        let what = switch operation {
-        case .readAccessKey: "read this access key"
-        case .putAccessKey: "store this access key"
-        case .deleteAccessKey: "delete this access key"
-        case .changeRead: "grant or revoke read here"
-        case .changeAuthorizer: "grant or revoke authorizer"
-        case .removeAuthorizers: "remove authorizers"
-        }
-        let why = switch (operation, caller, target) {
-        case (.readAccessKey, _, _): "a client may only read access keys addressed to it"
-        case (.changeAuthorizer, _, _), (.removeAuthorizers, _, _): "only the writer manages its authorizers"
-        case (_, .authorizer, .writer): "an authorizer may not address the writer itself"
-        case (_, .authorizer, .caller): "an authorizer may not address itself"
-        case (_, .authorizer, .authorizer): "an authorizer may not address another authorizer"
-        default: "only the writer, or its authorizer for other readers, may do this"
-        }
+        let what =
+            switch operation {
+            case .readAccessKey: "read this access key"
+            case .putAccessKey: "store this access key"
+            case .deleteAccessKey: "delete this access key"
+            case .changeRead: "grant or revoke read here"
+            case .changeAuthorizer: "grant or revoke authorizer"
+            case .removeAuthorizers: "remove authorizers"
+            }
+        let why =
+            switch (operation, caller, target) {
+            case (.readAccessKey, _, _): "a client may only read access keys addressed to it"
+            case (.changeAuthorizer, _, _), (.removeAuthorizers, _, _): "only the writer manages its authorizers"
+            case (_, .authorizer, .writer): "an authorizer may not address the writer itself"
+            case (_, .authorizer, .caller): "an authorizer may not address itself"
+            case (_, .authorizer, .authorizer): "an authorizer may not address another authorizer"
+            default: "only the writer, or its authorizer for other readers, may do this"
+            }
         return E3DBError(.forbidden, "not allowed to \(what): \(why)")
     }
 

@@ -22,9 +22,10 @@ struct WorkBudget {
     mutating func charge(_ steps: Int) throws(E3DBError) {
         used += steps
         guard used <= limit else {
-            throw E3DBError(.badRequest, 
+            throw E3DBError(
+                .badRequest,
                 "the search needs more work than this server allows (\(limit) steps): narrow it with fewer or "
-                + "simpler terms, a type, a writer or a time range")
+                    + "simpler terms, a type, a writer or a time range")
         }
     }
 }
@@ -97,8 +98,9 @@ final class BodyReservation: Sendable {
     /// Takes `count` more bytes for this request on behalf of `owner`, or refuses the request with 503.
     func take(_ count: Int, for owner: BodyOwner) throws(E3DBError) {
         guard budget.take(count, for: owner) else {
-            throw E3DBError(.serviceUnavailable,
-                              "the server holds too many request bodies at the moment; retry shortly")
+            throw E3DBError(
+                .serviceUnavailable,
+                "the server holds too many request bodies at the moment; retry shortly")
         }
         held.withLock { $0[owner, default: 0] += count }
     }

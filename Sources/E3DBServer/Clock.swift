@@ -1,5 +1,5 @@
-import Synchronization
 import E3DBAPI
+import Synchronization
 
 /// Microsecond wall-clock time that never repeats or goes backwards inside a process, so that two back-to-back
 /// writes get strictly increasing `created`/`last_modified` stamps (a Python SDK test compares them).

@@ -26,11 +26,14 @@ public struct E3DBRequestHandler: Sendable {
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its secret read.
-    public init(configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
-                logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })) async throws {
+    public init(
+        configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
+        logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws {
         try await storage.migrate()
-        let service = E3DBService(storage: storage, files: files, configuration: configuration,
-                                  secret: try await storage.serverSecret(), logger: logger)
+        let service = E3DBService(
+            storage: storage, files: files, configuration: configuration,
+            secret: try await storage.serverSecret(), logger: logger)
         responder = service.router().buildResponder()
         self.logger = logger
     }

@@ -1,11 +1,11 @@
-import Foundation
 public import E3DBPrimitives
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
-import NIOSSL
 public import Logging
 import NIOCore
+import NIOSSL
 
 extension E3DBError.Code {
     /// An administrative command names a client that is not registered (`context.item` is the id as given, at most
@@ -49,12 +49,14 @@ public enum E3DBServer {
     /// - Returns: the token (64 hex characters), shown once.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend fails.
     public static func createRegistrationToken(_ configuration: ServerConfiguration, uses: Int?, logger: Logger)
-        async throws -> String {
+        async throws -> String
+    {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
         let token = hex(SecureRandom.bytes(count: 32))
-        try await storage.createRegistrationToken(hash: Hashes.sha256(Data(token.utf8)), uses: uses,
-                                                  created: APITimestampClock.now())
+        try await storage.createRegistrationToken(
+            hash: Hashes.sha256(Data(token.utf8)), uses: uses,
+            created: APITimestampClock.now())
         try await storage.close()
         return token
     }
@@ -69,7 +71,8 @@ public enum E3DBServer {
     /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, a storage failure (`E3DBError`, `isStorageFailure`) when the backend
     ///   fails.
     public static func setBackupClient(_ configuration: ServerConfiguration, clientID: String, logger: Logger)
-        async throws {
+        async throws
+    {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
         guard let id = canonicalUUID(clientID), try await storage.client(id: id) != nil else {
@@ -89,8 +92,10 @@ public enum E3DBServer {
     ///   - logger: where the backend logs.
     /// - Throws: `E3DBError` `.unknownClient` when the client is not registered, a storage failure (`E3DBError`, `isStorageFailure`) when the backend
     ///   fails.
-    public static func setClientEnabled(_ configuration: ServerConfiguration, clientID: String, enabled: Bool,
-                                        logger: Logger) async throws {
+    public static func setClientEnabled(
+        _ configuration: ServerConfiguration, clientID: String, enabled: Bool,
+        logger: Logger
+    ) async throws {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
         var found = false
@@ -122,21 +127,25 @@ public enum E3DBServer {
     ///   - onListening: called with the bound host and port once the server accepts connections.
     /// - Throws: `E3DBError` `.invalidTLSConfiguration` for TLS files that do not load, a storage failure (`E3DBError`, `isStorageFailure`) when the
     ///   backend cannot be opened, or the server's start-up error.
-    public static func run(_ configuration: ServerConfiguration, logger: Logger,
-                           onListening: @escaping @Sendable (String, Int) -> Void) async throws {
+    public static func run(
+        _ configuration: ServerConfiguration, logger: Logger,
+        onListening: @escaping @Sendable (String, Int) -> Void
+    ) async throws {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
         let files = try LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
-        let service = E3DBService(storage: storage, files: files, configuration: configuration,
-                                  secret: try await storage.serverSecret(), logger: logger,
-                                  metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
+        let service = E3DBService(
+            storage: storage, files: files, configuration: configuration,
+            secret: try await storage.serverSecret(), logger: logger,
+            metrics: configuration.metricsEnabled ? ServerMetrics.bootstrap() : nil)
         let responder = service.router().buildResponder()
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: .seconds(120))
         let connections = AddressConnections(limit: configuration.maxConnectionsPerAddress)
         let http1 = HTTPServerBuilder { responder in
-            E3DBChildChannel(base: HTTP1Channel(responder: responder, configuration: http1Configuration),
-                             connections: connections)
+            E3DBChildChannel(
+                base: HTTP1Channel(responder: responder, configuration: http1Configuration),
+                connections: connections)
         }
         let server: HTTPServerBuilder
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
@@ -147,14 +156,16 @@ public enum E3DBServer {
             do {
                 let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
                 let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
-                tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
+                tls = TLSConfiguration.makeServerConfiguration(
+                    certificateChain: chain, privateKey: .privateKey(privateKey))
             } catch {
                 throw E3DBError(.invalidTLSConfiguration, "cannot load the TLS certificate or key (PEM files expected)")
             }
             server = HTTPServerBuilder { responder in
-                E3DBChildChannel(base: try TLSChannel(
-                    HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
-                                 connections: connections)
+                E3DBChildChannel(
+                    base: try TLSChannel(
+                        HTTP1Channel(responder: responder, configuration: http1Configuration), tlsConfiguration: tls),
+                    connections: connections)
             }
         default:
             throw E3DBError(.invalidTLSConfiguration, "TLS needs both a certificate and a key")
@@ -162,8 +173,9 @@ public enum E3DBServer {
         let app = Application(
             responder: responder,
             server: server,
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port),
-                                 serverName: nil),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: nil),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.port
                 onListening(configuration.host, port)
@@ -186,7 +198,9 @@ public enum E3DBServer {
 
 extension E3DBServer {
     static func unknownClient(_ id: String) -> E3DBError {
-        E3DBError(.unknownClient, "no registered client has the id \(id.prefix(40))", context: .init(item: String(id.prefix(40))))
+        E3DBError(
+            .unknownClient, "no registered client has the id \(id.prefix(40))",
+            context: .init(item: String(id.prefix(40))))
     }
 }
 

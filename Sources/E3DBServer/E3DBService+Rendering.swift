@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -23,18 +23,21 @@ extension E3DBService {
             }
             fileMeta?.fileURL = fileURL
         }
-        let plainValue: [String: String]? = switch plain {
-        case .none: try Self.map(row.plainJSON)
-        case .some(let p): p
-        }
+        let plainValue: [String: String]? =
+            switch plain {
+            case .none: try Self.map(row.plainJSON)
+            case .some(let p): p
+            }
         return API.Meta(
             recordID: row.recordID, writerID: row.writerID, userID: row.userID, type: row.type, plain: plainValue,
-            created: APITimestamp.format(micros: row.created), lastModified: APITimestamp.format(micros: row.lastModified),
+            created: APITimestamp.format(micros: row.created),
+            lastModified: APITimestamp.format(micros: row.lastModified),
             version: row.version, fileMeta: fileMeta)
     }
 
     func record(_ row: RecordRow, fields: [String]? = nil, plain: [String: String]?? = .none, fileURL: String? = nil)
-        throws -> API.Record {
+        throws -> API.Record
+    {
         var data = try Self.map(row.dataJSON)
         if let fields, !fields.isEmpty { data = data.filter { fields.contains($0.key) } }
         return API.Record(meta: try meta(row, plain: plain, fileURL: fileURL), data: data, recSig: row.recSig)

@@ -1,11 +1,11 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import Prometheus
 import NIOCore
+import Prometheus
 
 /// The E3DB API over a ``ServerStorage`` and a ``FileBodyStore``: its state (configuration, capability secret, token
 /// cache, budgets) and what every route shares; the routes themselves are in `Routes/` (``router()``). It stores
@@ -26,8 +26,10 @@ final class E3DBService: Sendable {
     /// Searches running at once (``ServerConfiguration/concurrentSearches``).
     let searches: AsyncLimiter
 
-    init(storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
-         logger: Logger, metrics: PrometheusCollectorRegistry? = nil) {
+    init(
+        storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
+        logger: Logger, metrics: PrometheusCollectorRegistry? = nil
+    ) {
         self.storage = storage
         self.files = files
         self.configuration = configuration
@@ -53,12 +55,17 @@ final class E3DBService: Sendable {
         do {
             let stale = try await storage.purgeExpired(
                 now: now - (margin.overflow ? 0 : margin.partialValue),
-                pendingCreatedBefore: lifetime.overflow ? Int64.min : now.subtractingReportingOverflow(lifetime.partialValue).partialValue)
+                pendingCreatedBefore: lifetime.overflow
+                    ? Int64.min : now.subtractingReportingOverflow(lifetime.partialValue).partialValue)
             for id in stale { files.remove(id: id) }
             let abandoned = files.removeAbandonedUploads(idle: Self.abandonedUploadIdle)
             if !stale.isEmpty || abandoned > 0 {
-                logger.info("maintenance", metadata: ["expired_pending_files": .stringConvertible(stale.count),
-                                                      "abandoned_uploads": .stringConvertible(abandoned)])
+                logger.info(
+                    "maintenance",
+                    metadata: [
+                        "expired_pending_files": .stringConvertible(stale.count),
+                        "abandoned_uploads": .stringConvertible(abandoned),
+                    ])
             }
         } catch {
             logger.warning("maintenance failed", metadata: ["error": .string("\(error)")])
@@ -81,7 +88,8 @@ final class E3DBService: Sendable {
         case let error as E3DBError where API.httpStatus(of: error.code) != nil:
             return error
         case let error as E3DBError where error.code == .storageRejectedValue:
-            logger.notice("storage refused a value", metadata: ["route": .string(route), "error": .string(error.message)])
+            logger.notice(
+                "storage refused a value", metadata: ["route": .string(route), "error": .string(error.message)])
             return E3DBError(.badRequest, "a value of the request cannot be stored")
         case let error as E3DBError where error.code.isStorageFailure:
             logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
@@ -97,16 +105,23 @@ final class E3DBService: Sendable {
     }
 
     /// Counts and logs (at `info`) one answered request: route template, method, status and duration.
-    func finished(method: HTTPRequest.Method, route: String, status: HTTPResponse.Status,
-                  started: ContinuousClock.Instant) {
+    func finished(
+        method: HTTPRequest.Method, route: String, status: HTTPResponse.Status,
+        started: ContinuousClock.Instant
+    ) {
         let elapsed = ContinuousClock.now - started
         ServerMetrics.record(method: method.rawValue, route: route, status: status.code, elapsed: elapsed)
-        logger.info("request", metadata: [
-            "method": .string(method.rawValue), "route": .string(route),
-            "status": .stringConvertible(status.code),
-            "ms": .string(String(format: "%.2f", Double(elapsed.components.attoseconds) / 1e15
-                                 + Double(elapsed.components.seconds) * 1000)),
-        ])
+        logger.info(
+            "request",
+            metadata: [
+                "method": .string(method.rawValue), "route": .string(route),
+                "status": .stringConvertible(status.code),
+                "ms": .string(
+                    String(
+                        format: "%.2f",
+                        Double(elapsed.components.attoseconds) / 1e15
+                            + Double(elapsed.components.seconds) * 1000)),
+            ])
     }
 
     // MARK: Bodies
@@ -125,10 +140,12 @@ final class E3DBService: Sendable {
         let deadline = ContinuousClock.now + .seconds(configuration.bodyTimeout)
         for try await chunk in r.request.body {
             guard collected.count + chunk.readableBytes <= max else {
-                throw E3DBError(.contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
+                throw E3DBError(
+                    .contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
             }
             guard ContinuousClock.now <= deadline else {
-                throw E3DBError(.requestTimeout, "the request body took longer than \(configuration.bodyTimeout) s to arrive")
+                throw E3DBError(
+                    .requestTimeout, "the request body took longer than \(configuration.bodyTimeout) s to arrive")
             }
             guard let reservation = r.context.bodyBytes else {  // every request passes RequestBoundary first
                 throw E3DBError(.serviceUnavailable, "the request has no share of the body budget")

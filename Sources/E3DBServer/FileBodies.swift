@@ -1,11 +1,12 @@
-public import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-public import NIOCore
 public import E3DBPrimitives
+public import Foundation
+public import NIOCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 extension E3DBError.Code {
     /// A file body has more or fewer bytes than declared (`context.expected` and `context.actual`).
@@ -23,8 +24,9 @@ extension E3DBError.Code {
 public protocol FileBodyStore: Sendable {
     /// Stores a body streamed from `chunks`, checking its size and MD5 on the way; nothing is visible under
     /// `id` unless both match (the body is written to a temporary file, synced, then renamed).
-    func store(id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
-               expectedMD5: Data) async throws
+    func store(
+        id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
+        expectedMD5: Data) async throws
     /// The size of a stored body.
     func size(id: String) throws -> Int64
     /// Streams a stored body to `write`, in chunks of at most 256 KiB.
@@ -45,20 +47,25 @@ public struct LocalFileBodyStore: FileBodyStore {
     public init(directory: URL) throws {
         self.directory = directory
         self.temporary = directory.appendingPathComponent("tmp")
-        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: temporary, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
     }
 
     private func path(_ id: String) -> String { directory.appendingPathComponent(id).path }
 
     /// The refusal of a body of `actual` bytes where `expected` were declared.
     static func sizeMismatch(_ expected: Int64, _ actual: Int64) -> E3DBError {
-        E3DBError(.fileBodySizeMismatch, "the body is \(actual > expected ? "longer" : "shorter") than the declared \(expected) bytes",
-                  context: .init(expected: Int(clamping: expected), actual: Int(clamping: actual)))
+        E3DBError(
+            .fileBodySizeMismatch,
+            "the body is \(actual > expected ? "longer" : "shorter") than the declared \(expected) bytes",
+            context: .init(expected: Int(clamping: expected), actual: Int(clamping: actual)))
     }
 
-    public func store(id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
-                      expectedMD5: Data) async throws {
+    public func store(
+        id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
+        expectedMD5: Data
+    ) async throws {
         let tmp = temporary.appendingPathComponent(UUID().uuidString.lowercased()).path
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw E3DBError(.fileBodyIO, "cannot create a temporary upload file (errno \(errno))") }
@@ -94,7 +101,9 @@ public struct LocalFileBodyStore: FileBodyStore {
             throw E3DBError(.fileBodyChecksumMismatch, "the MD5 of the body is not the declared checksum")
         }
         guard fsync(fd) == 0 else { throw E3DBError(.fileBodyIO, "syncing an upload failed (errno \(errno))") }
-        guard rename(tmp, path(id)) == 0 else { throw E3DBError(.fileBodyIO, "storing an upload failed (errno \(errno))") }
+        guard rename(tmp, path(id)) == 0 else {
+            throw E3DBError(.fileBodyIO, "storing an upload failed (errno \(errno))")
+        }
         committed = true
         let dir = open(directory.path, O_RDONLY | O_CLOEXEC)
         if dir >= 0 {
@@ -105,7 +114,9 @@ public struct LocalFileBodyStore: FileBodyStore {
 
     public func size(id: String) throws -> Int64 {
         var st = stat()
-        guard stat(path(id), &st) == 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
+        guard stat(path(id), &st) == 0 else {
+            throw E3DBError(.fileBodyNotFound, "no file body is stored under the id")
+        }
         return Int64(st.st_size)
     }
 
@@ -140,7 +151,8 @@ public struct LocalFileBodyStore: FileBodyStore {
         for name in names {
             let file = temporary.appendingPathComponent(name).path
             guard let modified = (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date,
-                  modified < cutoff, unlink(file) == 0 else { continue }
+                modified < cutoff, unlink(file) == 0
+            else { continue }
             removed += 1
         }
         return removed
@@ -159,19 +171,19 @@ struct Writeback {
 
     mutating func wrote(upTo written: Int64, fd: Int32) {
         #if os(Linux)
-        guard written - advised >= Self.step else { return }
-        let start = max(0, advised - (Self.window - Self.step))
-        // Advice only: a failure changes nothing but the timing, and the fsync before the commit still decides.
-        _ = posix_fadvise(fd, off_t(start), off_t(written - start), POSIX_FADV_DONTNEED)
-        advised = written
+            guard written - advised >= Self.step else { return }
+            let start = max(0, advised - (Self.window - Self.step))
+            // Advice only: a failure changes nothing but the timing, and the fsync before the commit still decides.
+            _ = posix_fadvise(fd, off_t(start), off_t(written - start), POSIX_FADV_DONTNEED)
+            advised = written
         #endif
     }
 }
 
 private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
     #if canImport(Glibc)
-    Glibc.read(fd, buffer, count)
+        Glibc.read(fd, buffer, count)
     #else
-    Darwin.read(fd, buffer, count)
+        Darwin.read(fd, buffer, count)
     #endif
 }

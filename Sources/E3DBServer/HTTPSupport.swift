@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 public import E3DBPrimitives
+import Foundation
 public import HTTPTypes
 public import Hummingbird
 
@@ -26,8 +26,10 @@ enum JSONBody {
         return e
     }
 
-    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok,
-                         headers extra: HTTPFields = [:]) throws -> Response {
+    static func response(
+        _ value: some Encodable, status: HTTPResponse.Status = .ok,
+        headers extra: HTTPFields = [:]
+    ) throws -> Response {
         var headers = extra
         headers[.contentType] = "application/json"
         return Response(status: status, headers: headers, body: .init(byteBuffer: try buffer(value)))
@@ -37,13 +39,15 @@ enum JSONBody {
     static func buffer(_ value: some Encodable) throws -> ByteBuffer { ByteBuffer(bytes: try encoder().encode(value)) }
 
     static func raw(_ json: String, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: ByteBuffer(string: json)))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: json)))
     }
 
     static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: errorBuffer(message)))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: errorBuffer(message)))
     }
 
     /// The `{"error": message}` body.
@@ -57,13 +61,15 @@ enum JSONBody {
         // JSON is UTF-8 (RFC 8259 §8.1). JSONDecoder would also take UTF-16 and UTF-32, whose U+0000 and
         // structural characters hold 0x00 bytes, which UTF-8 JSON never has; one check refuses them all.
         if let offset = data.firstIndex(of: 0) {
-            throw E3DBError(.badRequest, "the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
+            throw E3DBError(
+                .badRequest, "the \(what) body is not UTF-8 JSON (a 0x00 byte at \(offset - data.startIndex))")
         }
         if data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) {
             throw E3DBError(.badRequest, "the \(what) body is not UTF-8 JSON (a UTF-16 byte order mark)")
         }
         if let offset = escapedNUL(in: data) {
-            throw E3DBError(.badRequest, "the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
+            throw E3DBError(
+                .badRequest, "the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
         }
         do {
             return try T.decodeBody(data)
@@ -100,13 +106,15 @@ enum JSONBody {
 
     private static func describe(_ error: DecodingError) -> String {
         func path(_ p: [any CodingKey]) -> String {
-            p.isEmpty ? "the top level" : p.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            p.isEmpty
+                ? "the top level" : p.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
         }
         switch error {
         case .keyNotFound(let key, let ctx): return "missing member \(path(ctx.codingPath + [key]))"
         case .typeMismatch(_, let ctx): return "wrong type at \(path(ctx.codingPath))"
         case .valueNotFound(_, let ctx): return "null at \(path(ctx.codingPath))"
-        case .dataCorrupted(let ctx): return ctx.codingPath.isEmpty ? "not JSON" : "bad value at \(path(ctx.codingPath))"
+        case .dataCorrupted(let ctx):
+            return ctx.codingPath.isEmpty ? "not JSON" : "bad value at \(path(ctx.codingPath))"
         @unknown default: return "not decodable"
         }
     }
@@ -123,10 +131,16 @@ func canonicalUUID(_ text: String) -> String? {
             switch c {
             case UInt8(ascii: "-") where i == 8 || i == 13 || i == 18 || i == 23: buffer[i] = c
             case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
-                guard i != 8 && i != 13 && i != 18 && i != 23 else { valid = false; return 0 }
+                guard i != 8 && i != 13 && i != 18 && i != 23 else {
+                    valid = false
+                    return 0
+                }
                 buffer[i] = c
             case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                guard i != 8 && i != 13 && i != 18 && i != 23 else { valid = false; return 0 }
+                guard i != 8 && i != 13 && i != 18 && i != 23 else {
+                    valid = false
+                    return 0
+                }
                 buffer[i] = c + 32
             default:
                 valid = false

@@ -110,7 +110,8 @@ struct LinearRegex {
 
     private static func allocate(_ state: State, _ states: inout [State]) throws(SyntaxError) -> Int {
         guard states.count < maxStates else {
-            throw SyntaxError(message: "the pattern is too large (more than \(maxStates) states once repetitions are expanded)")
+            throw SyntaxError(
+                message: "the pattern is too large (more than \(maxStates) states once repetitions are expanded)")
         }
         states.append(state)
         return states.count - 1

@@ -12,8 +12,9 @@ enum RecordJSON {
     /// - Returns: the response body.
     static func render(_ row: RecordRow) -> ByteBuffer {
         var out = ByteBuffer()
-        out.reserveCapacity(320 + row.type.utf8.count + row.plainJSON.utf8.count + row.dataJSON.utf8.count
-                            + (row.recSig?.utf8.count ?? 0))
+        out.reserveCapacity(
+            320 + row.type.utf8.count + row.plainJSON.utf8.count + row.dataJSON.utf8.count
+                + (row.recSig?.utf8.count ?? 0))
         out.writeStaticString(#"{"meta":{"record_id":"#)
         writeString(row.recordID, into: &out)
         out.writeStaticString(#","writer_id":"#)

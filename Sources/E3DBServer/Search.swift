@@ -44,7 +44,8 @@ struct SearchTerm {
         self.text = text
         self.strategy = strategy
         if strategy != .exact, text.utf8.count > Self.maxPatternBytes {
-            throw E3DBError(.badRequest, "a FUZZY, WILDCARD or REGEXP term is longer than \(Self.maxPatternBytes) bytes")
+            throw E3DBError(
+                .badRequest, "a FUZZY, WILDCARD or REGEXP term is longer than \(Self.maxPatternBytes) bytes")
         }
         scalars = strategy == .exact ? [] : Array(text.unicodeScalars)
         if strategy == .regexp {
@@ -75,8 +76,9 @@ struct SearchTerm {
             return Self.distance(scalars, Array(value.unicodeScalars), limit: allowed) <= allowed
         case .wildcard:
             var steps = 0
-            let matched = Self.wildcard(scalars[...], Array(value.unicodeScalars)[...], steps: &steps,
-                                        limit: budget.remaining)
+            let matched = Self.wildcard(
+                scalars[...], Array(value.unicodeScalars)[...], steps: &steps,
+                limit: budget.remaining)
             try budget.charge(1 + steps)  // past the limit when the glob stopped at it
             return matched
         case .regexp:
@@ -97,7 +99,8 @@ struct SearchTerm {
         var cur = [Int](repeating: over, count: b.count + 1)
         for j in 0...min(b.count, limit) { prev[j] = j }
         for i in 1...a.count {
-            let lo = max(1, i - limit), hi = min(b.count, i + limit)
+            let lo = max(1, i - limit)
+            let hi = min(b.count, i + limit)
             guard lo <= hi else { return over }
             cur[lo - 1] = lo == 1 ? min(i, over) : over
             var rowMin = over
@@ -119,10 +122,16 @@ struct SearchTerm {
     /// - Parameters:
     ///   - steps: increased by the loop's iterations (at most about `p.count × s.count`).
     ///   - limit: the loop stops (no match) once `steps` passes it: the caller's budget is spent.
-    static func wildcard(_ p: ArraySlice<Unicode.Scalar>, _ s: ArraySlice<Unicode.Scalar>, steps: inout Int,
-                         limit: Int = .max) -> Bool {
-        let p = Array(p), s = Array(s)
-        var pi = 0, si = 0, star = -1, mark = 0
+    static func wildcard(
+        _ p: ArraySlice<Unicode.Scalar>, _ s: ArraySlice<Unicode.Scalar>, steps: inout Int,
+        limit: Int = .max
+    ) -> Bool {
+        let p = Array(p)
+        let s = Array(s)
+        var pi = 0
+        var si = 0
+        var star = -1
+        var mark = 0
         defer { steps += pi + si }
         while si < s.count {
             steps += 1
@@ -166,7 +175,8 @@ struct CompiledClause {
             let compiled = try SearchTerm(text, strategy)
             states += compiled.regex?.stateCount ?? 0
             guard states <= Self.maxStatesPerSearch else {
-                throw E3DBError(.badRequest, 
+                throw E3DBError(
+                    .badRequest,
                     "the REGEXP terms of a search may compile to at most \(Self.maxStatesPerSearch) automaton states")
             }
             return compiled
@@ -196,7 +206,8 @@ struct CompiledClause {
 
     /// Compiles a search's clauses, refusing more than ``maxTermsPerSearch`` terms in all.
     static func compile(match: [API.SearchClause]?, exclude: [API.SearchClause]?) throws
-        -> (match: [CompiledClause], exclude: [CompiledClause]) {
+        -> (match: [CompiledClause], exclude: [CompiledClause])
+    {
         var total = 0
         for clause in (match ?? []) + (exclude ?? []) {
             let t = clause.terms
@@ -217,7 +228,8 @@ struct CompiledClause {
             patternBytes += (t?.tags ?? [:]).reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         }
         guard patternBytes <= maxPatternBytesPerSearch else {
-            throw E3DBError(.badRequest, 
+            throw E3DBError(
+                .badRequest,
                 "the FUZZY, WILDCARD and REGEXP terms of a search may hold at most \(maxPatternBytesPerSearch) bytes")
         }
         var states = 0

@@ -22,7 +22,8 @@ enum ServerMetrics {
         let dimensions = [("method", method), ("route", route), ("status", String(status))]
         Counter(label: "e3db_http_requests_total", dimensions: dimensions).increment()
         Metrics.Timer(label: "e3db_http_request_duration_seconds", dimensions: [("route", route)])
-            .recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+            .recordNanoseconds(
+                elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
     }
 
     /// Bytes of encrypted file bodies stored or served.

@@ -99,18 +99,22 @@ extension EncryptedStore {
         let count = try databaseCall("creating index \(index.name)") { () throws -> Int in
             try pool.write { db -> Int in
                 if try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, index.name]) == true
+                    db, sql: "SELECT 1 FROM blind_indexes WHERE collection = ? AND name = ?",
+                    arguments: [collection, index.name]) == true
                 {
-                    throw E3DBError(.storeExists, "index \(index.name) exists in \(collection)", context: .init(item: index.name))
+                    throw E3DBError(
+                        .storeExists, "index \(index.name) exists in \(collection)", context: .init(item: index.name))
                 }
                 try db.execute(
                     sql: "INSERT INTO blind_indexes (collection, name, fields, bits, created) VALUES (?, ?, ?, ?, ?)",
                     arguments: [collection, index.name, fieldsJSON, bits, StoreTime.format(StoreTime.now())])
                 var filled = 0
-                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
+                let rows = try Row.fetchCursor(
+                    db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
                 while let row = try rows.next() {
                     let record = try decode(row, collection: collection)
-                    try insertTokens(db, indexes: [(index, indexKey)], collection: collection, seq: row["seq"], data: record.data)
+                    try insertTokens(
+                        db, indexes: [(index, indexKey)], collection: collection, seq: row["seq"], data: record.data)
                     filled += 1
                 }
                 return filled
@@ -128,10 +132,14 @@ extension EncryptedStore {
     public func dropIndex(collection: String, name: String) throws(E3DBError) {
         try databaseCall("dropping index \(name)") {
             try pool.write { db in
-                try db.execute(sql: "DELETE FROM blind_index_entries WHERE collection = ? AND name = ?", arguments: [collection, name])
-                try db.execute(sql: "DELETE FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, name])
+                try db.execute(
+                    sql: "DELETE FROM blind_index_entries WHERE collection = ? AND name = ?",
+                    arguments: [collection, name])
+                try db.execute(
+                    sql: "DELETE FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, name])
                 guard db.changesCount == 1 else {
-                    throw E3DBError(.invalidParameter, "there is no index \(name) in \(collection)", context: .init(item: name))
+                    throw E3DBError(
+                        .invalidParameter, "there is no index \(name) in \(collection)", context: .init(item: name))
                 }
             }
         }
@@ -140,32 +148,36 @@ extension EncryptedStore {
     func loadIndexes(_ db: Database, collection: String) throws -> [BlindIndex] {
         try Row.fetchAll(
             db.cachedStatement(sql: "SELECT name, fields, bits FROM blind_indexes WHERE collection = ? ORDER BY name"),
-            arguments: [collection])
-            .map { row in
-                // Read through DatabaseValue: a NULL or a value of the wrong type in an edited file is a typed
-                // error, not a trap in a non-optional conversion.
-                let name = String.fromDatabaseValue(row["name"] as DatabaseValue)
-                guard let name, let fieldsText = String.fromDatabaseValue(row["fields"] as DatabaseValue),
-                      let bits = Int.fromDatabaseValue(row["bits"] as DatabaseValue), (1...256).contains(bits),
-                      case .array(let items)? = try? CanonicalJSON.parse(Data(fieldsText.utf8)) else {
-                    throw E3DBError(.storeCorrupted, "index \(name ?? "?") of collection \(collection) is damaged")
-                }
-                let fields = items.compactMap { item -> String? in if case .string(let s) = item { s } else { nil } }
-                return BlindIndex(name: name, fields: fields, bits: bits)
+            arguments: [collection]
+        )
+        .map { row in
+            // Read through DatabaseValue: a NULL or a value of the wrong type in an edited file is a typed
+            // error, not a trap in a non-optional conversion.
+            let name = String.fromDatabaseValue(row["name"] as DatabaseValue)
+            guard let name, let fieldsText = String.fromDatabaseValue(row["fields"] as DatabaseValue),
+                let bits = Int.fromDatabaseValue(row["bits"] as DatabaseValue), (1...256).contains(bits),
+                case .array(let items)? = try? CanonicalJSON.parse(Data(fieldsText.utf8))
+            else {
+                throw E3DBError(.storeCorrupted, "index \(name ?? "?") of collection \(collection) is damaged")
             }
+            let fields = items.compactMap { item -> String? in if case .string(let s) = item { s } else { nil } }
+            return BlindIndex(name: name, fields: fields, bits: bits)
+        }
     }
 
     /// The indexes of `collection` with their keys: loaded and derived once per write transaction.
-    func indexKeys(_ db: Database, keys: StoreKeys, collection: String) throws -> [(index: BlindIndex, key: SecureBytes)] {
+    func indexKeys(_ db: Database, keys: StoreKeys, collection: String) throws -> [(
+        index: BlindIndex, key: SecureBytes
+    )] {
         try loadIndexes(db, collection: collection).map { index in
             (index, try blindIndexKey(keys, collection: collection, name: index.name))
         }
     }
 
-
     /// Writes the tokens of one record for `indexes` (inside the caller's transaction).
     func insertTokens(
-        _ db: Database, indexes: [(index: BlindIndex, key: SecureBytes)], collection: String, seq: Int64, data: RecordData
+        _ db: Database, indexes: [(index: BlindIndex, key: SecureBytes)], collection: String, seq: Int64,
+        data: RecordData
     ) throws {
         try insertTokens(db, BlindIndex.tokens(data, indexes: indexes), collection: collection, seq: seq)
     }
@@ -195,7 +207,8 @@ extension EncryptedStore {
             let key = try blindIndexKey(keys, collection: query.collection, name: index.name)
             let values = index.fields.map { JSONValue.string(BlindIndex.normalized(wanted[$0, default: ""])) }
             let token = try BlindIndex.token(of: values, key: key, bits: index.bits)
-            sql += " AND r.seq IN (SELECT record_seq FROM blind_index_entries WHERE collection = ? AND name = ? AND token = ?)"
+            sql +=
+                " AND r.seq IN (SELECT record_seq FROM blind_index_entries WHERE collection = ? AND name = ? AND token = ?)"
             arguments += [query.collection, index.name, token]
         }
         return (sql, arguments)

@@ -28,7 +28,8 @@ extension EncryptedStore {
     func encryptFields(_ data: RecordData, accessKey: AccessKey) -> RecordData {
         switch fieldKeyMode {
         case .perField: FieldCipher.encrypt(data, accessKey: accessKey, reservoir: EncryptedStore.reservoir)
-        case .perRecord: FieldCipher.encryptSharingDataKey(data, accessKey: accessKey, reservoir: EncryptedStore.reservoir)
+        case .perRecord:
+            FieldCipher.encryptSharingDataKey(data, accessKey: accessKey, reservoir: EncryptedStore.reservoir)
         }
     }
 
@@ -41,9 +42,11 @@ extension EncryptedStore {
         unsafe bytes.withUnsafeMutableBytes { unsafe reservoir.fill($0) }
         bytes[6] = bytes[6] & 0x0F | 0x40
         bytes[8] = bytes[8] & 0x3F | 0x80
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 
     /// Records per chunk of a large batch; batches smaller than this are encrypted on the writing thread.
@@ -63,23 +66,26 @@ extension EncryptedStore {
     ) throws {
         let now = StoreTime.format(StoreTime.now())
         let storeID = self.storeID
-        let encryptOne: @Sendable ((type: String, data: RecordData, plain: RecordData)) throws(E3DBError) -> NewRecordRow = {
-            record throws(E3DBError) in
-            let id = EncryptedStore.randomID()
-            let document = EncryptedDocument(
-                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
-                data: self.encryptFields(record.data, accessKey: access.key),
-                recordSignature: nil)
-            let bytes = document.jsonData()
-            let mac = try self.bindingMAC(
-                keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now, updated: now,
-                document: bytes)
-            var row = NewRecordRow(
-                reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version, time: now,
-                document: bytes, mac: mac, plain: record.plain, data: record.data)
-            row.tokens = try BlindIndex.tokens(record.data, indexes: indexes)
-            return row
-        }
+        let encryptOne:
+            @Sendable ((type: String, data: RecordData, plain: RecordData)) throws(E3DBError) -> NewRecordRow = {
+                record throws(E3DBError) in
+                let id = EncryptedStore.randomID()
+                let document = EncryptedDocument(
+                    meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
+                    data: self.encryptFields(record.data, accessKey: access.key),
+                    recordSignature: nil)
+                let bytes = document.jsonData()
+                let mac = try self.bindingMAC(
+                    keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
+                    updated: now,
+                    document: bytes)
+                var row = NewRecordRow(
+                    reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version,
+                    time: now,
+                    document: bytes, mac: mac, plain: record.plain, data: record.data)
+                row.tokens = try BlindIndex.tokens(record.data, indexes: indexes)
+                return row
+            }
         let size = EncryptedStore.bulkChunkSize
         let chunkCount = (records.count + size - 1) / size
         guard chunkCount > 1, ProcessInfo.processInfo.activeProcessorCount > 1 else {
@@ -115,7 +121,12 @@ extension EncryptedStore {
         for c in 0..<chunkCount {
             chunks.ready[c].wait()
             if let error = chunks.failure.withLock({ $0 }) { throw error }
-            guard let rows = chunks.rows.withLock({ slots in defer { slots[c] = nil }; return slots[c] }) else {
+            guard
+                let rows = chunks.rows.withLock({ slots in
+                    defer { slots[c] = nil }
+                    return slots[c]
+                })
+            else {
                 throw E3DBError(.cancelled, "encrypting the batch for \(collection) stopped")
             }
             for row in rows { try insert(row) }

@@ -73,7 +73,8 @@ extension EncryptedStore {
             throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
         }
         let expected = try bindingMAC(
-            keys, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion, created: created, updated: updated, document: bytes)
+            keys, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion,
+            created: created, updated: updated, document: bytes)
         // The MAC covers the canonical id: a copy of a row under the same id in another spelling (upper case) is
         // not this record, even though its MAC verifies.
         guard ConstantTime.equals(expected, mac), row.id == nil || row.id == canonicalID else {

@@ -42,7 +42,8 @@ extension EncryptedStore {
     /// An identity is not a replacement credential: enroll it with ``addIdentity(publicKey:clientID:)``.
     public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters) throws(E3DBError) {
         if case .identity = credential {
-            throw E3DBError(.invalidParameter, "an identity is enrolled with addIdentity, not set with changeCredential")
+            throw E3DBError(
+                .invalidParameter, "an identity is enrolled with addIdentity, not set with changeCredential")
         }
         let wrapping = try StoreKeys.wrapping(try currentKeys().master, for: credential, kdfParameters: kdfParameters)
         try databaseCall("changing the store key") {
@@ -53,7 +54,8 @@ extension EncryptedStore {
                         WHERE singleton = 1
                         """,
                     arguments: [
-                        wrapping.kdfName, wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
+                        wrapping.kdfName, wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit,
+                        wrapping.salt,
                         wrapping.wrappedMaster,
                     ])
             }
@@ -116,15 +118,18 @@ extension EncryptedStore {
         let keys = try currentKeys()
         let rows = try databaseCall("reading collection \(collection)") {
             try pool.read { db -> (Int?, [Row]) in
-                let current = try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+                let current = try Int.fetchOne(
+                    db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
                 let keyRows = try Row.fetchAll(
-                    db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?", arguments: [collection])
+                    db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?",
+                    arguments: [collection])
                 return (current, keyRows)
             }
         }
         guard let current = rows.0 else {
             guard create else {
-                throw E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+                throw E3DBError(
+                    .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
             }
             let key = AccessKey()
             let wrapped = StoreKeys.wrap(key.secretBoxKey, under: keys.master)
@@ -146,7 +151,8 @@ extension EncryptedStore {
         var result = CollectionKeys(current: current, keys: [:])
         for row in rows.1 {
             guard let version = row["version"] as Int?, let wrapped = row["wrapped_key"] as Data? else {
-                throw E3DBError(.storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
+                throw E3DBError(
+                    .storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
             }
             let key = try StoreKeys.unwrap(
                 wrapped, under: keys.master,
@@ -156,7 +162,8 @@ extension EncryptedStore {
             result.keys[version] = AccessKey(key)
         }
         guard result.keys[current] != nil else {
-            throw E3DBError(.storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
+            throw E3DBError(
+                .storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
         }
         state.withLock { $0?.accessKeys[collection] = result }
         return result

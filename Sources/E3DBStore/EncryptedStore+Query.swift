@@ -32,7 +32,8 @@ extension EncryptedStore {
         try databaseCall("counting records") {
             try pool.read { db in
                 if let collection {
-                    return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records WHERE collection = ?", arguments: [collection]) ?? 0
+                    return try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ?", arguments: [collection]) ?? 0
                 }
                 return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") ?? 0
             }

@@ -18,7 +18,8 @@ extension EncryptedStore {
     ///   - plain: plaintext, queryable metadata.
     /// - Returns: the new record's id and version (1).
     @discardableResult
-    public func put(collection: String, type: String, data: RecordData, plain: RecordData = RecordData()) throws(E3DBError)
+    public func put(collection: String, type: String, data: RecordData, plain: RecordData = RecordData())
+        throws(E3DBError)
         -> RecordReference
     {
         try put(collection: collection, records: [(type, data, plain)])[0]
@@ -28,7 +29,8 @@ extension EncryptedStore {
     ///
     /// A large batch is encrypted, bound to its places and indexed on every processor while the transaction
     /// inserts the records already encrypted.
-    public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)]) throws(E3DBError)
+    public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)])
+        throws(E3DBError)
         -> [RecordReference]
     {
         let keys = try currentKeys()
@@ -38,7 +40,8 @@ extension EncryptedStore {
                 let indexes = try indexKeys(db, keys: keys, collection: collection)
                 var references: [RecordReference] = []
                 references.reserveCapacity(records.count)
-                try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes) { row in
+                try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes) {
+                    row in
                     try insertRecord(db, row, collection: collection, indexes: indexes)
                     references.append(row.reference)
                 }
@@ -88,12 +91,14 @@ extension EncryptedStore {
         let newVersion = expectedVersion + 1
         return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
             try pool.write { db -> RecordReference in
-                guard let row = try Row.fetchOne(
-                    db, sql: "SELECT seq, type, version, created FROM records WHERE id = ? AND collection = ?",
-                    arguments: [idText, collection])
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT seq, type, version, created FROM records WHERE id = ? AND collection = ?",
+                        arguments: [idText, collection])
                 else {
                     throw E3DBError(
-                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
+                    )
                 }
                 let current: Int = row["version"]
                 guard current == expectedVersion else {
@@ -118,7 +123,8 @@ extension EncryptedStore {
                         """,
                     arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, expectedVersion])
                 guard db.changesCount == 1 else {
-                    throw E3DBError(.versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+                    throw E3DBError(
+                        .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
                 }
                 try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
                 try insertPlain(db, seq: seq, plain: plain)
@@ -141,18 +147,22 @@ extension EncryptedStore {
         _ = try currentKeys()
         try databaseCall("deleting record \(idText)") {
             try pool.write { db in
-                guard let current = try Int.fetchOne(
-                    db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+                guard
+                    let current = try Int.fetchOne(
+                        db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?",
+                        arguments: [idText, collection])
                 else {
                     throw E3DBError(
-                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
+                    )
                 }
                 if let expectedVersion, current != expectedVersion {
                     throw E3DBError(
                         .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
                         context: .init(expected: expectedVersion, actual: current, item: idText))
                 }
-                try db.execute(sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+                try db.execute(
+                    sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
             }
         }
     }

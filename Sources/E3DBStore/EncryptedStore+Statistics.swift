@@ -22,7 +22,9 @@ extension EncryptedStore {
             try pool.read { db in
                 var counts: [String: Int] = [:]
                 for name in try String.fetchAll(db, sql: "SELECT name FROM collections") { counts[name] = 0 }
-                for row in try Row.fetchAll(db, sql: "SELECT collection, COUNT(*) AS n FROM records GROUP BY collection") {
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT collection, COUNT(*) AS n FROM records GROUP BY collection")
+                {
                     counts[row["collection"]] = row["n"]
                 }
                 let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0

@@ -62,43 +62,53 @@ extension EncryptedStore {
             // Entries whose record is gone (or that name an index that does not exist).
             let orphans = try databaseCall("verifying the indexes of \(collection)") {
                 try pool.read { db in
-                    try String.fetchAll(db, sql: """
-                        SELECT DISTINCT e.name FROM blind_index_entries e
-                        WHERE e.collection = ? AND (NOT EXISTS (SELECT 1 FROM records r WHERE r.seq = e.record_seq
-                            AND r.collection = e.collection)
-                          OR NOT EXISTS (SELECT 1 FROM blind_indexes i WHERE i.collection = e.collection AND i.name = e.name))
-                        """, arguments: [collection])
+                    try String.fetchAll(
+                        db,
+                        sql: """
+                            SELECT DISTINCT e.name FROM blind_index_entries e
+                            WHERE e.collection = ? AND (NOT EXISTS (SELECT 1 FROM records r WHERE r.seq = e.record_seq
+                                AND r.collection = e.collection)
+                              OR NOT EXISTS (SELECT 1 FROM blind_indexes i WHERE i.collection = e.collection AND i.name = e.name))
+                            """, arguments: [collection])
                 }
             }
             for name in orphans {
-                problems.append(E3DBError(.indexEntryMismatch, "index \(name) of \(collection) has entries for no record",
-                                          context: .init(item: name)))
+                problems.append(
+                    E3DBError(
+                        .indexEntryMismatch, "index \(name) of \(collection) has entries for no record",
+                        context: .init(item: name)))
             }
         }
         let files = try verifyFiles()
-        return StoreVerificationReport(recordsChecked: checked, filesChecked: files.checked, problems: problems + files.problems)
+        return StoreVerificationReport(
+            recordsChecked: checked, filesChecked: files.checked, problems: problems + files.problems)
     }
 
     /// Compares a record's stored blind-index entries with the tokens its decrypted data gives.
-    func verifyIndexEntries(_ record: StoredRecord, seq: Int64, collection: String,
-                            indexes: [(index: BlindIndex, key: SecureBytes)]) throws(E3DBError) {
+    func verifyIndexEntries(
+        _ record: StoredRecord, seq: Int64, collection: String,
+        indexes: [(index: BlindIndex, key: SecureBytes)]
+    ) throws(E3DBError) {
         let expected = try BlindIndex.tokens(record.data, indexes: indexes)
         let stored = try databaseCall("verifying the index entries of a record") {
             try pool.read { db in
                 try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT name, token FROM blind_index_entries WHERE collection = ? AND record_seq = ?"),
-                    arguments: [collection, seq]).map { row -> String in
-                        let name: String = row["name"]
-                        let token: Data = row["token"]
-                        return name + ":" + token.base64EncodedString()
-                    }
+                    db.cachedStatement(
+                        sql: "SELECT name, token FROM blind_index_entries WHERE collection = ? AND record_seq = ?"),
+                    arguments: [collection, seq]
+                ).map { row -> String in
+                    let name: String = row["name"]
+                    let token: Data = row["token"]
+                    return name + ":" + token.base64EncodedString()
+                }
             }
         }
         let want = expected.map { $0.name + ":" + $0.token.base64EncodedString() }
         guard Set(stored) == Set(want), stored.count == want.count else {
-            throw E3DBError(.indexEntryMismatch,
-                            "the blind-index entries of record \(record.id.lowercasedString) do not match its data",
-                            context: .init(item: record.id.lowercasedString))
+            throw E3DBError(
+                .indexEntryMismatch,
+                "the blind-index entries of record \(record.id.lowercasedString) do not match its data",
+                context: .init(item: record.id.lowercasedString))
         }
     }
 }

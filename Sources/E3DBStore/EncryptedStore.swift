@@ -1,6 +1,6 @@
 import E3DBCanonicalJSON
-import E3DBFiles
 import E3DBDocuments
+import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
 public import Foundation
@@ -174,7 +174,8 @@ public final class EncryptedStore: Sendable {
         }
         guard format <= StoreSchema.formatVersion else {
             throw E3DBError(
-                .unsupportedStoreVersion, "the store is format \(format); this library reads up to \(StoreSchema.formatVersion)",
+                .unsupportedStoreVersion,
+                "the store is format \(format); this library reads up to \(StoreSchema.formatVersion)",
                 context: .init(version: String(format)))
         }
         guard let idText = row["store_id"] as String?, let storeID = UUID(uuidString: idText),

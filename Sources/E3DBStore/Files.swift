@@ -6,11 +6,11 @@ public import Foundation
 import GRDB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension E3DBError.Code {
@@ -69,16 +69,23 @@ enum StorePath {
     /// `/a/b` for `a/b`, `/a//b/` or `/a/b` (NFC); `.`, `..`, control characters and empty paths are refused.
     static func normalize(_ text: String) throws(E3DBError) -> String {
         let names = text.precomposedStringWithCanonicalMapping.split(separator: "/", omittingEmptySubsequences: true)
-        for name in names where name == "." || name == ".." || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+        for name in names
+        where name == "." || name == ".."
+            || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        {
             throw E3DBError(
-                .invalidParameter, "a file path may not contain '.', '..' or control characters", context: .init(item: text))
+                .invalidParameter, "a file path may not contain '.', '..' or control characters",
+                context: .init(item: text))
         }
         let path = "/" + names.joined(separator: "/")
         guard !names.isEmpty else {
-            throw E3DBError(.invalidParameter, "a file path needs at least one name (not only '/')", context: .init(item: text))
+            throw E3DBError(
+                .invalidParameter, "a file path needs at least one name (not only '/')", context: .init(item: text))
         }
         guard path.utf8.count <= maxBytes else {
-            throw E3DBError(.invalidParameter, "a file path is at most \(maxBytes) bytes", context: .init(item: String(text.prefix(64))))
+            throw E3DBError(
+                .invalidParameter, "a file path is at most \(maxBytes) bytes",
+                context: .init(item: String(text.prefix(64))))
         }
         return path
     }
@@ -187,7 +194,8 @@ extension EncryptedStore {
         if let recordID {
             let exists = try databaseCall("reading record \(recordID)") {
                 try pool.read { db in
-                    try Bool.fetchOne(db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [recordID.lowercasedString])
+                    try Bool.fetchOne(
+                        db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [recordID.lowercasedString])
                 }
             }
             guard exists == true else {
@@ -208,7 +216,8 @@ extension EncryptedStore {
         let fileKey = AccessKey()
         var body = try StagedBody(path: bodyURL(id).path)
         let result = try E3DBFileCipher.encrypt(
-            from: &source, to: &body, accessKey: fileKey, options: FileEncryptionOptions(checksums: [.ciphertextBLAKE2b512]))
+            from: &source, to: &body, accessKey: fileKey,
+            options: FileEncryptionOptions(checksums: [.ciphertextBLAKE2b512]))
         guard let checksum = result.checksums.ciphertextBLAKE2b512 else {
             body.abort()
             throw E3DBError(.databaseError, "the file cipher returned no checksum")
@@ -224,7 +233,9 @@ extension EncryptedStore {
                 try pool.writeWithoutTransaction { db in
                     try db.inTransaction(.immediate) {
                         try checkFree(db, path: path, replace: replace)
-                        if let old = try Row.fetchOne(db, sql: "SELECT id, created FROM files WHERE path = ?", arguments: [path]) {
+                        if let old = try Row.fetchOne(
+                            db, sql: "SELECT id, created FROM files WHERE path = ?", arguments: [path])
+                        {
                             replaced = old["id"]
                             entry.created = old["created"] ?? now
                             try db.execute(sql: "DELETE FROM files WHERE path = ?", arguments: [path])
@@ -269,7 +280,9 @@ extension EncryptedStore {
             throw E3DBError(.fileExists, "a file exists at \(path)", context: .init(item: path))
         }
         let (low, high) = StorePath.bounds(under: path)
-        if try Bool.fetchOne(db, sql: "SELECT 1 FROM files WHERE path >= ? AND path < ? LIMIT 1", arguments: [low, high]) == true {
+        if try Bool.fetchOne(
+            db, sql: "SELECT 1 FROM files WHERE path >= ? AND path < ? LIMIT 1", arguments: [low, high]) == true
+        {
             throw E3DBError(.fileExists, "\(path) is a directory", context: .init(item: path))
         }
         for ancestor in StorePath.ancestors(path)
@@ -351,12 +364,14 @@ extension EncryptedStore {
     /// chunks that hold them (E3DBFiles' range reads). Each chunk is authenticated under the file's own key, so
     /// bytes from another body never come out; damage outside the range is found by a full read or `verify()`.
     /// - Throws: as ``readFile(at:to:)``, and `rangeNotSatisfiable` (naming the path).
-    public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError) {
+    public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError)
+    {
         let (entry, fd, key) = try openForReading(path, abort: &sink)
         defer { _ = close(fd) }
         let source: FileDescriptorRandomAccessSource
         do throws(E3DBError) {
-            source = try entry.naming { () throws(E3DBError) in try FileDescriptorRandomAccessSource(fileDescriptor: fd) }
+            source = try entry.naming { () throws(E3DBError) in try FileDescriptorRandomAccessSource(fileDescriptor: fd)
+            }
         } catch {
             sink.abort()
             throw error
@@ -375,7 +390,9 @@ extension EncryptedStore {
 
     /// The row, open body and key of the file at `path`; on failure `sink` is aborted, so a read always either
     /// finishes or aborts its sink.
-    func openForReading<S: FileByteSink>(_ path: String, abort sink: inout S) throws(E3DBError) -> (FileEntry, Int32, AccessKey) {
+    func openForReading<S: FileByteSink>(_ path: String, abort sink: inout S) throws(E3DBError) -> (
+        FileEntry, Int32, AccessKey
+    ) {
         do throws(E3DBError) {
             let (entry, fd) = try openCurrentBody(path)
             do throws(E3DBError) {
@@ -449,7 +466,9 @@ extension EncryptedStore {
                     let rows = try Row.fetchAll(
                         db, sql: "SELECT * FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path",
                         arguments: [from, low, high])
-                    guard !rows.isEmpty else { throw E3DBError(.fileNotFound, "there is no file \(from)", context: .init(item: from)) }
+                    guard !rows.isEmpty else {
+                        throw E3DBError(.fileNotFound, "there is no file \(from)", context: .init(item: from))
+                    }
                     try checkFree(db, path: to, replace: false)
                     let now = StoreTime.format(StoreTime.now())
                     for row in rows {
@@ -483,9 +502,12 @@ extension EncryptedStore {
                 var ids = try String.fetchAll(db, sql: "SELECT id FROM files WHERE path = ?", arguments: [path])
                 if recursive {
                     let (low, high) = StorePath.bounds(under: path)
-                    ids += try String.fetchAll(db, sql: "SELECT id FROM files WHERE path >= ? AND path < ?", arguments: [low, high])
+                    ids += try String.fetchAll(
+                        db, sql: "SELECT id FROM files WHERE path >= ? AND path < ?", arguments: [low, high])
                 }
-                guard !ids.isEmpty else { throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path)) }
+                guard !ids.isEmpty else {
+                    throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path))
+                }
                 for id in ids { try db.execute(sql: "DELETE FROM files WHERE id = ?", arguments: [id]) }
                 return ids
             }
@@ -506,7 +528,9 @@ extension EncryptedStore {
         while true {
             let rows = try databaseCall("verifying files") {
                 try pool.read { db in
-                    try Row.fetchAll(db, sql: "SELECT rowid AS seq, * FROM files WHERE rowid > ? ORDER BY rowid LIMIT 256", arguments: [after])
+                    try Row.fetchAll(
+                        db, sql: "SELECT rowid AS seq, * FROM files WHERE rowid > ? ORDER BY rowid LIMIT 256",
+                        arguments: [after])
                 }
             }
             for row in rows {
@@ -523,9 +547,10 @@ extension EncryptedStore {
             after = last["seq"]
         }
         for name in try orphanBodies() {
-            problems.append(E3DBError(
-                .fileBodyOrphaned, "\(EncryptedStore.filesDirectoryName)/\(name) is a body no file row names",
-                context: .init(item: "\(EncryptedStore.filesDirectoryName)/\(name)")))
+            problems.append(
+                E3DBError(
+                    .fileBodyOrphaned, "\(EncryptedStore.filesDirectoryName)/\(name) is a body no file row names",
+                    context: .init(item: "\(EncryptedStore.filesDirectoryName)/\(name)")))
         }
         return (checked, problems)
     }
@@ -576,7 +601,8 @@ extension EncryptedStore {
             .string(entry.path), .string(entry.recordID ?? ""), .number(Double(entry.size)),
             .number(Double(entry.encryptedSize)), .string(entry.created), .string(entry.updated),
         ])
-        var hasher = try BLAKE2b(outputByteCount: 32, key: try StoreKeys.derive(from: keys.master, label: "file-binding"))
+        var hasher = try BLAKE2b(
+            outputByteCount: 32, key: try StoreKeys.derive(from: keys.master, label: "file-binding"))
         hasher.update(data: CanonicalJSON.serializedBytes(place))
         hasher.update(data: [0x0A])
         hasher.update(data: entry.checksum)
@@ -624,12 +650,14 @@ struct FileEntry {
         guard let uuid = UUID(uuidString: id), let createdDate = StoreTime.parse(created),
             let updatedDate = StoreTime.parse(updated)
         else {
-            throw E3DBError(.fileTampered, "the row of file \(path) is damaged", context: .init(part: bodyName, item: path))
+            throw E3DBError(
+                .fileTampered, "the row of file \(path) is damaged", context: .init(part: bodyName, item: path))
         }
         var record: UUID?
         if let recordID {
             guard let parsed = UUID(uuidString: recordID) else {
-                throw E3DBError(.fileTampered, "the row of file \(path) names no valid record", context: .init(item: path))
+                throw E3DBError(
+                    .fileTampered, "the row of file \(path) names no valid record", context: .init(item: path))
             }
             record = parsed
         }
@@ -659,7 +687,8 @@ struct FileEntry {
             switch error.code.category {
             case .verification, .malformedInput:
                 throw E3DBError(
-                    .fileTampered, "file \(path) (\(bodyName)) does not authenticate: \(error.code.rawValue): \(error.message)",
+                    .fileTampered,
+                    "file \(path) (\(bodyName)) does not authenticate: \(error.code.rawValue): \(error.message)",
                     context: context)
             default:
                 throw E3DBError(error.code, "file \(path): \(error.message)", context: context)
@@ -674,7 +703,11 @@ func openReadOnly(_ path: String) -> Int32 { unsafe open(path, O_RDONLY | O_CLOE
 /// Flushes a directory's entries (a rename in it) to disk.
 func syncDirectory(_ url: URL) throws(E3DBError) {
     let fd = openReadOnly(url.path)
-    guard fd >= 0 else { throw E3DBError(.databaseError, unsafe "cannot open \(url.path): \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else {
+        throw E3DBError(.databaseError, unsafe "cannot open \(url.path): \(String(cString: strerror(errno)))")
+    }
     defer { _ = close(fd) }
-    guard fsync(fd) == 0 else { throw E3DBError(.databaseError, unsafe "cannot sync \(url.path): \(String(cString: strerror(errno)))") }
+    guard fsync(fd) == 0 else {
+        throw E3DBError(.databaseError, unsafe "cannot sync \(url.path): \(String(cString: strerror(errno)))")
+    }
 }

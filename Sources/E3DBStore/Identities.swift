@@ -34,7 +34,8 @@ struct IdentityEnrollment {
     /// Inserts the row, replacing an earlier enrollment of the same key (inside the caller's transaction).
     func insert(_ db: Database) throws {
         try db.execute(
-            sql: "INSERT OR REPLACE INTO store_identities (public_key, client_id, eak_info, created) VALUES (?, ?, ?, ?)",
+            sql:
+                "INSERT OR REPLACE INTO store_identities (public_key, client_id, eak_info, created) VALUES (?, ?, ?, ?)",
             arguments: [
                 identity.publicKey.rawRepresentation, identity.clientID?.lowercasedString,
                 String(decoding: info.jsonData(), as: UTF8.self), StoreTime.format(identity.enrolled),
@@ -67,17 +68,21 @@ extension EncryptedStore {
         do {
             info = try EAKInfo(jsonData: Data(text.utf8))
         } catch {
-            throw E3DBError(.storeCorrupted, "the enrollment of identity \(item) is damaged", context: .init(item: item))
-        }
-        guard info.authorizerPublicKey.rawRepresentation == header.boxPublicKey, info.authorizerID == header.storeID else {
             throw E3DBError(
-                .storeCorrupted, "the enrollment of identity \(item) names another authorizer", context: .init(item: item))
+                .storeCorrupted, "the enrollment of identity \(item) is damaged", context: .init(item: item))
+        }
+        guard info.authorizerPublicKey.rawRepresentation == header.boxPublicKey, info.authorizerID == header.storeID
+        else {
+            throw E3DBError(
+                .storeCorrupted, "the enrollment of identity \(item) names another authorizer",
+                context: .init(item: item))
         }
         let master: AccessKey
         do {
             master = try info.unwrap(with: reader)
         } catch {
-            throw E3DBError(.wrongKey, "the identity's private key does not open its enrollment", context: .init(item: item))
+            throw E3DBError(
+                .wrongKey, "the identity's private key does not open its enrollment", context: .init(item: item))
         }
         let keys = try StoreKeys(master: master.secretBoxKey, wrappedBoxKey: header.wrappedBoxKey)
         guard keys.boxKey.publicKey.rawRepresentation == header.boxPublicKey else {
@@ -96,7 +101,8 @@ extension EncryptedStore {
     /// - Throws: `storeLocked`, `databaseError`; `authenticationFailed` for a low-order public key.
     @discardableResult
     public func addIdentity(publicKey: Box.PublicKey, clientID: UUID? = nil) throws(E3DBError) -> StoreIdentity {
-        let enrollment = try IdentityEnrollment(publicKey: publicKey, clientID: clientID, keys: currentKeys(), storeID: storeID)
+        let enrollment = try IdentityEnrollment(
+            publicKey: publicKey, clientID: clientID, keys: currentKeys(), storeID: storeID)
         try databaseCall("enrolling an identity") { try pool.write { db in try enrollment.insert(db) } }
         return enrollment.identity
     }

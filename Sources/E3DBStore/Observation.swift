@@ -114,7 +114,8 @@ extension EncryptedStore {
 
     func observedRows(_ statement: (String, StatementArguments), collection: String) throws(E3DBError) -> [StoredRow] {
         try databaseCall("observing collection \(collection)") {
-            try pool.read { db in try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init(_:)) }
+            try pool.read { db in try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init(_:))
+            }
         }
     }
 

@@ -105,7 +105,8 @@ extension StoreTime {
     static func milliseconds(_ text: String) -> Int64? {
         var text = text
         return text.withUTF8 { u -> Int64? in
-            guard u.count == 24, unsafe u[4] == UInt8(ascii: "-"), unsafe u[7] == UInt8(ascii: "-"), unsafe u[10] == UInt8(ascii: "T"),
+            guard u.count == 24, unsafe u[4] == UInt8(ascii: "-"), unsafe u[7] == UInt8(ascii: "-"),
+                unsafe u[10] == UInt8(ascii: "T"),
                 unsafe u[13] == UInt8(ascii: ":"), unsafe u[16] == UInt8(ascii: ":"), unsafe u[19] == UInt8(ascii: "."),
                 unsafe u[23] == UInt8(ascii: "Z")
             else { return nil }

@@ -43,14 +43,19 @@ extension EncryptedStore {
         let wrapped = StoreKeys.wrap(newKey.secretBoxKey, under: keys.master)
         let target = try databaseCall("starting the rotation of \(collection)") { () throws -> Int in
             try pool.write { db -> Int in
-                let current = try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection]) ?? 1
-                let stale = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?", arguments: [collection, current]) ?? 0
+                let current =
+                    try Int.fetchOne(
+                        db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection]) ?? 1
+                let stale =
+                    try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
+                        arguments: [collection, current]) ?? 0
                 if stale > 0 { return current }
                 try db.execute(
                     sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, ?, ?)",
                     arguments: [collection, current + 1, wrapped])
-                try db.execute(sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
+                try db.execute(
+                    sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
                 return current + 1
             }
         }
@@ -58,13 +63,16 @@ extension EncryptedStore {
         let total = try databaseCall("counting records to rotate") {
             try pool.read { db in
                 try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?", arguments: [collection, target]) ?? 0
+                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
+                    arguments: [collection, target]) ?? 0
             }
         }
         let current = try accessKey(for: collection, version: target, item: collection)
         var done = 0
         while true {
-            if Task.isCancelled { throw E3DBError(.cancelled, "the rotation of \(collection) was cancelled; call it again to resume") }
+            if Task.isCancelled {
+                throw E3DBError(.cancelled, "the rotation of \(collection) was cancelled; call it again to resume")
+            }
             let rows = try databaseCall("reading records to rotate") {
                 try pool.read { db in
                     try Row.fetchAll(
@@ -93,19 +101,26 @@ extension EncryptedStore {
                                 UPDATE records SET key_version = ?, document = ?, mac = ?
                                 WHERE seq = ? AND key_version = ? AND version = ?
                                 """,
-                            arguments: [target, update.document, update.mac, update.seq, update.oldKeyVersion, update.version])
+                            arguments: [
+                                target, update.document, update.mac, update.seq, update.oldKeyVersion, update.version,
+                            ])
                     }
                 }
             }
             done += updates.count
-            progress?(RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total))
+            progress?(
+                RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total))
         }
         try databaseCall("finishing the rotation of \(collection)") {
             try pool.write { db in
-                let stale = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?", arguments: [collection, target]) ?? 0
+                let stale =
+                    try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
+                        arguments: [collection, target]) ?? 0
                 if stale == 0 {
-                    try db.execute(sql: "DELETE FROM collection_keys WHERE collection = ? AND version < ?", arguments: [collection, target])
+                    try db.execute(
+                        sql: "DELETE FROM collection_keys WHERE collection = ? AND version < ?",
+                        arguments: [collection, target])
                 }
             }
         }
@@ -117,12 +132,17 @@ extension EncryptedStore {
     public func keyStatus(collection: String) throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
         try databaseCall("reading the key status of \(collection)") {
             try pool.read { db in
-                guard let current = try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+                guard
+                    let current = try Int.fetchOne(
+                        db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
                 else {
-                    throw E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+                    throw E3DBError(
+                        .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
                 }
-                let stale = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?", arguments: [collection, current]) ?? 0
+                let stale =
+                    try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
+                        arguments: [collection, current]) ?? 0
                 return (current, stale)
             }
         }

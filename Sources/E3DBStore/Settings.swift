@@ -18,7 +18,9 @@ extension EncryptedStore {
             encoder.outputFormatting = [.sortedKeys]
             payload = try encoder.encode(SettingEnvelope(key: key, value: AnyEncodable(value)))
         } catch {
-            throw E3DBError(.invalidParameter, "the value of setting \(key) does not encode as JSON: \(error)", context: .init(item: key))
+            throw E3DBError(
+                .invalidParameter, "the value of setting \(key) does not encode as JSON: \(error)",
+                context: .init(item: key))
         }
         var plaintext = payload
         defer { plaintext.resetBytes(in: 0..<plaintext.count) }
@@ -39,7 +41,9 @@ extension EncryptedStore {
     public func setting<T: Decodable>(_ type: T.Type, forKey key: String) throws(E3DBError) -> T? {
         let keys = try currentKeys()
         let sealed = try databaseCall("reading setting \(key)") {
-            try pool.read { db in try Data.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key]) }
+            try pool.read { db in
+                try Data.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key])
+            }
         }
         guard let sealed else { return nil }
         let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
@@ -51,7 +55,9 @@ extension EncryptedStore {
         var copy = unsafe opened.withUnsafeBytes { unsafe Data($0) }
         defer { copy.resetBytes(in: 0..<copy.count) }
         // The key name first: a value moved from another key is tampering, whatever its type.
-        guard let named = try? JSONDecoder().decode(SettingName.self, from: copy), named.key == key else { throw tampered }
+        guard let named = try? JSONDecoder().decode(SettingName.self, from: copy), named.key == key else {
+            throw tampered
+        }
         do {
             return try JSONDecoder().decode(SettingEnvelope<T>.self, from: copy).value
         } catch {

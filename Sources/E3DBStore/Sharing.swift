@@ -1,8 +1,8 @@
 import E3DBDocuments
+import E3DBFiles
 public import E3DBKeys
 public import E3DBPrimitives
 public import Foundation
-import E3DBFiles
 import GRDB
 
 /// What ``EncryptedStore/export(collection:to:readerPublicKey:)`` wrote.
@@ -126,7 +126,8 @@ extension EncryptedStore {
                 try document.decrypt(
                     accessKey: accessKey, verifyingKey: info.signerSigningKey,
                     verification: RecordVerification(
-                        policy: info.signerSigningKey == nil ? .ignore : .verifyIfPresent, requireWriterIsSigner: false))
+                        policy: info.signerSigningKey == nil ? .ignore : .verifyIfPresent, requireWriterIsSigner: false)
+                )
             }
             documents.append((document, document.jsonData(), plaintext.data))
         }
@@ -138,17 +139,21 @@ extension EncryptedStore {
             let mac = try bindingMAC(
                 keys, collection: collection, id: id, version: 1, keyVersion: 1, created: now, updated: now,
                 document: bytes)
-            rows.append(NewRecordRow(
-                reference: RecordReference(id: id, version: 1), type: document.meta.type, keyVersion: 1, time: now,
-                document: bytes, mac: mac, plain: document.meta.plain, data: data))
+            rows.append(
+                NewRecordRow(
+                    reference: RecordReference(id: id, version: 1), type: document.meta.type, keyVersion: 1, time: now,
+                    document: bytes, mac: mac, plain: document.meta.plain, data: data))
         }
         try databaseCall("importing collection \(collection)") {
             try pool.write { db in
-                if try Bool.fetchOne(db, sql: "SELECT 1 FROM collections WHERE name = ?", arguments: [collection]) == true {
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM collections WHERE name = ?", arguments: [collection])
+                    == true
+                {
                     throw E3DBError(.storeExists, "collection \(collection) exists", context: .init(item: collection))
                 }
                 try db.execute(
-                    sql: "INSERT INTO collections (name, key_version, created) VALUES (?, 1, ?)", arguments: [collection, now])
+                    sql: "INSERT INTO collections (name, key_version, created) VALUES (?, 1, ?)",
+                    arguments: [collection, now])
                 try db.execute(
                     sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
                     arguments: [collection, wrapped])

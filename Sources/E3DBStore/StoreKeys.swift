@@ -1,5 +1,5 @@
-public import E3DBPrimitives
 import E3DBKeys
+public import E3DBPrimitives
 import Foundation
 
 /// What opens a store: a passphrase (stretched with Argon2id), a raw 32-byte key, or an enrolled E3DB client
@@ -52,7 +52,9 @@ struct StoreKeys: Sendable {
 
     /// Seals a box private key under the master key.
     static func wrap(_ key: Box.PrivateKey, under master: SecretBox.Key) -> Data {
-        let bytes = unsafe key.withUnsafeBytes { raw in unsafe SecureBytes(count: raw.count) { unsafe $0.copyMemory(from: raw) } }
+        let bytes = unsafe key.withUnsafeBytes { raw in
+            unsafe SecureBytes(count: raw.count) { unsafe $0.copyMemory(from: raw) }
+        }
         return SecretBox.seal(bytes, using: master).combined
     }
 
@@ -91,7 +93,8 @@ struct StoreKeys: Sendable {
             }
             return try SecretBox.Key(derived)
         case .identity:
-            throw E3DBError(.invalidParameter, "an identity opens the master key through its EAK, not a key-encryption key")
+            throw E3DBError(
+                .invalidParameter, "an identity opens the master key through its EAK, not a key-encryption key")
         }
     }
 
@@ -117,7 +120,8 @@ struct StoreKeys: Sendable {
     }
 
     /// Opens the master key of a store header with `credential` (wrongKey when it does not open).
-    static func unlock(_ header: EncryptedStore.Header, with credential: StoreCredential) throws(E3DBError) -> StoreKeys {
+    static func unlock(_ header: EncryptedStore.Header, with credential: StoreCredential) throws(E3DBError) -> StoreKeys
+    {
         guard !header.wrappedMaster.isEmpty else {
             throw E3DBError(.wrongKey, "this store has no passphrase or key: it opens with an enrolled identity")
         }
@@ -134,7 +138,8 @@ struct StoreKeys: Sendable {
     }
 
     /// Opens a wrapped key; a MAC failure is `failure` (wrongKey for the master key, recordTampered elsewhere).
-    static func unwrap(_ wrapped: Data, under kek: SecretBox.Key, failure: E3DBError) throws(E3DBError) -> SecretBox.Key {
+    static func unwrap(_ wrapped: Data, under kek: SecretBox.Key, failure: E3DBError) throws(E3DBError) -> SecretBox.Key
+    {
         let box: SecretBox.SealedBox
         do {
             box = try SecretBox.SealedBox(combined: wrapped)

@@ -25,7 +25,9 @@ public enum ChildProcess {
             process.arguments = arguments
             if let directory { process.currentDirectoryURL = directory }
             process.environment = childEnvironment(adding: environment, removing: removingEnvironment)
-            let outPipe = Pipe(), errPipe = Pipe(), inPipe = Pipe()
+            let outPipe = Pipe()
+            let errPipe = Pipe()
+            let inPipe = Pipe()
             process.standardOutput = standardOutput ?? outPipe
             process.standardError = mergingStandardError ? (standardOutput ?? outPipe) : errPipe
             process.standardInput = inPipe
@@ -88,7 +90,8 @@ public enum ChildProcess {
         let setup = try await run(URL(fileURLWithPath: "/bin/bash"), [script.path])
         let path = setup.stdoutText.split(separator: "\n").last.map(String.init) ?? ""
         guard setup.status == 0, FileManager.default.isExecutableFile(atPath: path) else {
-            throw PythonEnvironmentFailure(description: "scripts/python-env.sh failed: \(setup.stdoutText)\(setup.stderr)")
+            throw PythonEnvironmentFailure(
+                description: "scripts/python-env.sh failed: \(setup.stdoutText)\(setup.stderr)")
         }
         return URL(fileURLWithPath: path)
     }

@@ -30,12 +30,16 @@ struct ServerStorageOptions: ParsableArguments {
     @Option(help: "The data directory: server.sqlite (SQLite backend) and files/ (file bodies, both backends).")
     var data: String
 
-    @Option(help: "A PostgreSQL URL (postgres://user:password@host:port/db) for the PostgreSQL backend; or set E3DBKIT_POSTGRES_URL.")
+    @Option(
+        help:
+            "A PostgreSQL URL (postgres://user:password@host:port/db) for the PostgreSQL backend; or set E3DBKIT_POSTGRES_URL."
+    )
     var postgres: String?
 
     func configuration() -> ServerConfiguration {
         var c = ServerConfiguration(dataDirectory: URL(fileURLWithPath: data, isDirectory: true))
-        c.postgresURL = postgres ?? ProcessInfo.processInfo.environment["E3DBKIT_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        c.postgresURL =
+            postgres ?? ProcessInfo.processInfo.environment["E3DBKIT_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
         return c
     }
 }
@@ -74,7 +78,10 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "The TCP port (0 picks a free one).")
     var port: Int = 8000
 
-    @Option(help: "The externally reachable base URL used in file upload and download URLs (default: from the request's Host).")
+    @Option(
+        help:
+            "The externally reachable base URL used in file upload and download URLs (default: from the request's Host)."
+    )
     var publicURL: String?
 
     @Option(help: "Largest JSON request body in bytes.")
@@ -83,13 +90,19 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Largest note body from an anonymous writer (TSV1 without a verified uid), in bytes.")
     var maxAnonymousNoteSize: Int = 64 << 10
 
-    @Option(help: "Request body bytes registered clients may hold in memory at once, each at most twice --max-body-size; unauthenticated requests a sixteenth (503 past a share).")
+    @Option(
+        help:
+            "Request body bytes registered clients may hold in memory at once, each at most twice --max-body-size; unauthenticated requests a sixteenth (503 past a share)."
+    )
     var maxBodyBytesInFlight: Int = 256 << 20
 
     @Option(help: "Open connections one client address (an IPv6 /64) may hold.")
     var maxConnectionsPerAddress: Int = 256
 
-    @Option(help: "The work one search may do, in steps (about 4 bytes of scanned or compared text, or a matcher step); more is refused with 400.")
+    @Option(
+        help:
+            "The work one search may do, in steps (about 4 bytes of scanned or compared text, or a matcher step); more is refused with 400."
+    )
     var searchBudget: Int = 50_000_000
 
     @Option(help: "Searches that may run at once (default: one less than the cores, at least 1).")
@@ -121,15 +134,20 @@ struct ServerRunCommand: AsyncParsableCommand {
         guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be 1...86400") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard maxBodySize >= 1 << 20 else { throw ValidationError("--max-body-size must be at least 1048576") }
-        guard maxAnonymousNoteSize >= 1024 else { throw ValidationError("--max-anonymous-note-size must be at least 1024") }
+        guard maxAnonymousNoteSize >= 1024 else {
+            throw ValidationError("--max-anonymous-note-size must be at least 1024")
+        }
         guard maxBodyBytesInFlight >= maxBodySize else {
             throw ValidationError("--max-body-bytes-in-flight must be at least --max-body-size")
         }
-        guard maxConnectionsPerAddress >= 1 else { throw ValidationError("--max-connections-per-address must be at least 1") }
+        guard maxConnectionsPerAddress >= 1 else {
+            throw ValidationError("--max-connections-per-address must be at least 1")
+        }
         guard searchBudget >= 1000 else { throw ValidationError("--search-budget must be at least 1000") }
         guard (concurrentSearches ?? 1) >= 1 else { throw ValidationError("--concurrent-searches must be at least 1") }
         guard (7200...315_360_000).contains(pendingFileLifetime) else {
-            throw ValidationError("--pending-file-lifetime must be 7200 (twice an upload URL's hour) to 315360000 (ten years)")
+            throw ValidationError(
+                "--pending-file-lifetime must be 7200 (twice an upload URL's hour) to 315360000 (ten years)")
         }
         guard (1...3600).contains(bodyTimeout) else { throw ValidationError("--body-timeout must be 1...3600") }
     }
@@ -181,8 +199,9 @@ struct ServerTokenCreateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let token = try await serverAdmin("creating a token") {
-            try await E3DBServer.createRegistrationToken(storage.configuration(), uses: uses,
-                                                        logger: serverLogger(level: .warning))
+            try await E3DBServer.createRegistrationToken(
+                storage.configuration(), uses: uses,
+                logger: serverLogger(level: .warning))
         }
         try StandardOutput.line(token)
     }
@@ -233,8 +252,9 @@ struct ServerBackupClientCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await serverAdmin("setting the backup client") {
-            try await E3DBServer.setBackupClient(storage.configuration(), clientID: clientID,
-                                                 logger: serverLogger(level: .warning))
+            try await E3DBServer.setBackupClient(
+                storage.configuration(), clientID: clientID,
+                logger: serverLogger(level: .warning))
         }
         try StandardOutput.line("{\"backup_client\":\"\(clientID.lowercased())\"}")
     }
@@ -256,8 +276,9 @@ protocol ServerClientSwitch: AsyncParsableCommand {
 extension ServerClientSwitch {
     func run() async throws {
         try await serverAdmin("\(Self.enabled ? "enabling" : "disabling") a client") {
-            try await E3DBServer.setClientEnabled(storage.configuration(), clientID: clientID, enabled: Self.enabled,
-                                                  logger: serverLogger(level: .warning))
+            try await E3DBServer.setClientEnabled(
+                storage.configuration(), clientID: clientID, enabled: Self.enabled,
+                logger: serverLogger(level: .warning))
         }
         try StandardOutput.line("{\"client_id\":\"\(clientID.lowercased())\",\"enabled\":\(Self.enabled)}")
     }

@@ -28,7 +28,8 @@ struct GenerateVectorsCommand: ParsableCommand {
     func run() throws {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let locations = VectorLocations(testVectors: testVectors.map { URL(fileURLWithPath: $0, isDirectory: true) })
+            let locations = VectorLocations(
+                testVectors: testVectors.map { URL(fileURLWithPath: $0, isDirectory: true) })
             try SwiftVectorWriter(directory: URL(fileURLWithPath: directory, isDirectory: true), locations: locations)
                 .writeAll()
         } catch let error as E3DBError {
@@ -50,7 +51,10 @@ struct SwiftVectorWriter {
     let directory: URL
     let locations: VectorLocations
 
-    struct NaughtyInput: Decodable { let value: String?; let flags: [String] }
+    struct NaughtyInput: Decodable {
+        let value: String?
+        let flags: [String]
+    }
 
     func naughtyStrings() throws -> [String] {
         let file = try VectorFile<NaughtyInput>.load(locations.projectFile("documents/record_fields.json"))
@@ -106,7 +110,8 @@ struct SwiftVectorWriter {
             let eak = try EncryptedAccessKey.wrap(ak, for: reader.publicKey, by: writer.boxKey)
             let akHex = JSONValue.string(ak.withUnsafeBytes { Hex.encode($0) })
             eaks.append([
-                "comment": .string("Swift wrap #\(i)"), "result": "valid", "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
+                "comment": .string("Swift wrap #\(i)"), "result": "valid",
+                "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
                 "authorizerPublicKey": .string(writer.publicKey.base64URLEncoded), "eak": .string(eak.stringValue),
                 "accessKey": akHex,
             ])
@@ -136,12 +141,14 @@ struct SwiftVectorWriter {
         }
         try write("eak.json", algorithm: "E3DB EAK", eaks)
         try write("eakinfo.json", algorithm: "E3DB EAKInfo", infos)
-        try write("identity.json", algorithm: "E3DB client credential JSON", [
+        try write(
+            "identity.json", algorithm: "E3DB client credential JSON",
             [
-                "comment": "e3dbkit keygen output", "result": "valid",
-                "json": .string(String(decoding: writer.configJSON(), as: UTF8.self)),
-            ]
-        ])
+                [
+                    "comment": "e3dbkit keygen output", "result": "valid",
+                    "json": .string(String(decoding: writer.configJSON(), as: UTF8.self)),
+                ]
+            ])
 
         // Record fields.
         let ak = AccessKey()
@@ -177,7 +184,8 @@ struct SwiftVectorWriter {
                 "data": Self.pairs(data), "plain": Self.pairs(plain),
             ])
         }
-        record("Swift record (spec A.4 data)", ["quote": "say \"hi\"\n", "name": "Zoë 😀"], plain: ["b": "2", "a": "1/2"])
+        record(
+            "Swift record (spec A.4 data)", ["quote": "say \"hi\"\n", "name": "Zoë 😀"], plain: ["b": "2", "a": "1/2"])
         record("Swift record, empty", RecordData())
         record("Swift record, canonically equivalent keys", try RecordData([("é", "1"), ("e\u{301}", "2")]))
         record("Swift record, js-sdk order", ["10": "a", "9": "b", "x": "c"], plain: ["2": "p"], order: .javaScript)
@@ -226,7 +234,8 @@ struct SwiftVectorWriter {
         for (i, s) in naughty.enumerated() where i % 5 == 0 {
             let salt = TFSP1.makeSalt()
             tfsp1.append([
-                "comment": .string("Swift TFSP1 naughty \(i)"), "result": "valid", "publicKey": .string(signer.publicKey.base64URLEncoded),
+                "comment": .string("Swift TFSP1 naughty \(i)"), "result": "valid",
+                "publicKey": .string(signer.publicKey.base64URLEncoded),
                 "key": .string(s), "value": .string(s), "salt": .string(salt),
                 "signed": .string(TFSP1.sign(key: s, value: s, salt: salt, signingKey: signer)),
             ])
@@ -240,7 +249,8 @@ struct SwiftVectorWriter {
                 data: data, recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
                 writerBoxKey: writer.boxKey, writerSigningKey: signer)
             notes.append([
-                "comment": .string(comment), "result": "valid", "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
+                "comment": .string(comment), "result": "valid",
+                "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
                 "note": .string(String(decoding: n.jsonData(), as: UTF8.self)), "expectedData": Self.pairs(data),
             ])
         }
@@ -258,7 +268,9 @@ struct SwiftVectorWriter {
 
         // Identity derivation and TSV1.
         var derivations: [JSONObject] = []
-        for (user, password, realm) in [("FRED", "correcthorsebatterystaple", "IntegrationTest"), ("Ünïcode", "pässwörd 😀", "Realm")] {
+        for (user, password, realm) in [
+            ("FRED", "correcthorsebatterystaple", "IntegrationTest"), ("Ünïcode", "pässwörd 😀", "Realm"),
+        ] {
             for kind in NoteCredentials.Kind.allCases {
                 let c = try NoteCredentials.derive(username: user, password: password, realm: realm, kind: kind)
                 derivations.append([
@@ -274,9 +286,10 @@ struct SwiftVectorWriter {
         }
         try write("derivation.json", algorithm: "E3DB identity derivation", derivations)
         var tsv1: [JSONObject] = []
-        for (path, query, method) in [("/v1/storage/records", "", "POST"), ("/x/y%2Fz", "foo=quux&bar=baz", "GET"),
-            ("/v2/search", "z=1&a=2&a=1", "PUT")]
-        {
+        for (path, query, method) in [
+            ("/v1/storage/records", "", "POST"), ("/x/y%2Fz", "foo=quux&bar=baz", "GET"),
+            ("/v2/search", "z=1&a=2&a=1", "PUT"),
+        ] {
             let nonce = UUID().uuidString.lowercased()
             let ts = Int64(Date().timeIntervalSince1970)
             tsv1.append([

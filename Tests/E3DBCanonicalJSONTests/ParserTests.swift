@@ -9,7 +9,10 @@ struct Rejection: Sendable, CustomTestStringConvertible {
     let offset: Int?
     var limits: ParseLimits = .default
 
-    init(_ name: String, _ input: String, _ code: CanonicalJSONError.Code, at offset: Int?, limits: ParseLimits = .default) {
+    init(
+        _ name: String, _ input: String, _ code: CanonicalJSONError.Code, at offset: Int?,
+        limits: ParseLimits = .default
+    ) {
         self.name = name
         self.input = Array(input.utf8)
         self.code = code
@@ -100,9 +103,11 @@ struct ParserTests {
         Rejection("duplicate astral key", "{\"😀\":1,\"\\ud83d\\ude00\":2}", .duplicateKey, at: 10),
         // Limits
         Rejection("nesting beyond the default 512", String(repeating: "[", count: 513), .nestingTooDeep, at: 512),
-        Rejection("nesting beyond a custom limit", "[[{\"a\":[]}]]", .nestingTooDeep, at: 7,
-                  limits: ParseLimits(maxDepth: 3)),
-        Rejection("input larger than the limit", "[1, 2, 3]", .inputTooLarge, at: 4, limits: ParseLimits(maxInputBytes: 4)),
+        Rejection(
+            "nesting beyond a custom limit", "[[{\"a\":[]}]]", .nestingTooDeep, at: 7,
+            limits: ParseLimits(maxDepth: 3)),
+        Rejection(
+            "input larger than the limit", "[1, 2, 3]", .inputTooLarge, at: 4, limits: ParseLimits(maxInputBytes: 4)),
     ]
 
     @Test("rejects malformed input with the right code and byte offset", arguments: rejections)
@@ -153,7 +158,8 @@ struct ParserTests {
 
     @Test("parses every JSON type, escapes and whitespace")
     func accepts() throws {
-        let text = " {\"s\":\"a\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", \"n\":[0,-0,1.5e3,-2E-2,0e-400],\r\n\"t\":true,\"f\":false,\"z\":null,\"o\":{}} "
+        let text =
+            " {\"s\":\"a\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", \"n\":[0,-0,1.5e3,-2E-2,0e-400],\r\n\"t\":true,\"f\":false,\"z\":null,\"o\":{}} "
         let value = try CanonicalJSON.parse(text)
         #expect(value["s"] == .string("a\"\\/\u{8}\u{C}\n\r\té😀"))
         #expect(value["n"] == [0, 0, 1500, -0.02, 0])
@@ -165,9 +171,10 @@ struct ParserTests {
 
     @Test("D18: numbers that would silently change are refused; canonical forms of large doubles parse")
     func imprecise() throws {
-        for text in ["9007199254740993", "-9007199254740993", "18446744073709551617", "1e-400", "-1e-400", "0.1e-330",
-            "123456789012345678901234567890"]
-        {
+        for text in [
+            "9007199254740993", "-9007199254740993", "18446744073709551617", "1e-400", "-1e-400", "0.1e-330",
+            "123456789012345678901234567890",
+        ] {
             do {
                 _ = try CanonicalJSON.parse(text)
                 Issue.record("\(text) was accepted")

@@ -21,7 +21,7 @@ enum JSONBuilder {
         var x = w
         for _ in 0..<Int(w % 7) {
             let pick = x % 4
-            x = x >> 2 &* 6364136223846793005 &+ 1442695040888963407
+            x = x >> 2 &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             let raw: UInt32
             switch pick {
             case 0: raw = UInt32(x % 0x80)
@@ -51,7 +51,8 @@ enum JSONBuilder {
             guard depth < 6 else { return .string(scalarString(w)) }
             var object = JSONObject()
             for i in 0..<Int((w >> 4) % 7) {
-                let key = (w >> (8 + i)) & 1 == 0 ? keys[Int((w >> (12 + i)) % UInt64(keys.count))] : scalarString(w >> i)
+                let key =
+                    (w >> (8 + i)) & 1 == 0 ? keys[Int((w >> (12 + i)) % UInt64(keys.count))] : scalarString(w >> i)
                 object[key] = value(&it, depth: depth + 1)
             }
             return .object(object)
@@ -106,12 +107,15 @@ struct PropertyTests {
 
     @Test("member order never depends on insertion order, except in JavaScript insertion order")
     func insertionOrder() async {
-        await propertyCheck(count: 300, input: Self.words, Gen<UInt64>.value(in: 0...UInt64.max)) { words, seed throws in
+        await propertyCheck(count: 300, input: Self.words, Gen<UInt64>.value(in: 0...UInt64.max)) {
+            words, seed throws in
             let value = JSONBuilder.build(words)
             let shuffled = JSONBuilder.permuted(value, seed: seed)
             #expect(shuffled == value)
             for order in KeyOrder.allCases where order != .javaScriptInsertion {
-                #expect(CanonicalJSON.serializedBytes(shuffled, order: order) == CanonicalJSON.serializedBytes(value, order: order))
+                #expect(
+                    CanonicalJSON.serializedBytes(shuffled, order: order)
+                        == CanonicalJSON.serializedBytes(value, order: order))
             }
         }
     }
@@ -123,7 +127,8 @@ struct PropertyTests {
             (key: "9", value: .string("4")), (key: "01", value: .string("5")), (key: "4294967295", value: .string("6")),
             (key: "4294967294", value: .string("7")),
         ])
-        let text = String(decoding: CanonicalJSON.serializedBytes(.object(object), order: .javaScriptInsertion), as: UTF8.self)
+        let text = String(
+            decoding: CanonicalJSON.serializedBytes(.object(object), order: .javaScriptInsertion), as: UTF8.self)
         #expect(text == #"{"9":"4","10":"2","4294967294":"7","z":"1","a":"3","01":"5","4294967295":"6"}"#)
         #expect(try CanonicalJSON.isCanonical(Array(text.utf8), order: .javaScriptInsertion))
         #expect(try !CanonicalJSON.isCanonical(Array(#"{"a":"1","9":"2"}"#.utf8), order: .javaScriptInsertion))
@@ -134,7 +139,9 @@ struct PropertyTests {
 
     @Test("sorted keys are in UTF-16 code-unit order")
     func keyOrderMatchesUTF16() async {
-        await propertyCheck(count: 300, input: Gen<UInt64>.value(in: 0...UInt64.max), Gen<UInt64>.value(in: 0...UInt64.max)) { a, b in
+        await propertyCheck(
+            count: 300, input: Gen<UInt64>.value(in: 0...UInt64.max), Gen<UInt64>.value(in: 0...UInt64.max)
+        ) { a, b in
             let x = JSONBuilder.scalarString(a)
             let y = JSONBuilder.scalarString(b)
             #expect(CanonicalJSON.keyPrecedes(x, y) == x.utf16.lexicographicallyPrecedes(y.utf16))

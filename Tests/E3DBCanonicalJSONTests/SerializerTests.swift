@@ -31,13 +31,17 @@ struct SerializerTests {
     @Test("members are sorted by UTF-16 code units, not code points or Swift String order")
     func utf16Order() {
         let value: JSONValue = ["～": 3, "😀": 2, "\u{E000}": 4, "a": 1, "\u{D7FF}": 5, "": 0, "é": 6, "Z": 7]
-        #expect(CanonicalJSON.serialize(value) == "{\"\":0,\"Z\":7,\"a\":1,\"é\":6,\"\u{D7FF}\":5,\"😀\":2,\"\u{E000}\":4,\"～\":3}")
+        #expect(
+            CanonicalJSON.serialize(value)
+                == "{\"\":0,\"Z\":7,\"a\":1,\"é\":6,\"\u{D7FF}\":5,\"😀\":2,\"\u{E000}\":4,\"～\":3}")
     }
 
     @Test("spec Appendix A.4: Java/UTF-16 order and js-sdk order")
     func appendixA4() {
         let value: JSONValue = ["a\"b": "x", "9": "1", "10": "2", "é": "e", "😀": "f", "～": "g"]
-        #expect(CanonicalJSON.serialize(value) == "{\"10\":\"2\",\"9\":\"1\",\"a\\\"b\":\"x\",\"é\":\"e\",\"😀\":\"f\",\"～\":\"g\"}")
+        #expect(
+            CanonicalJSON.serialize(value)
+                == "{\"10\":\"2\",\"9\":\"1\",\"a\\\"b\":\"x\",\"é\":\"e\",\"😀\":\"f\",\"～\":\"g\"}")
         #expect(
             CanonicalJSON.serialize(value, order: .javaScript)
                 == "{\"9\":\"1\",\"10\":\"2\",\"a\\\"b\":\"x\",\"é\":\"e\",\"😀\":\"f\",\"～\":\"g\"}")
@@ -62,34 +66,39 @@ struct SerializerTests {
         #expect(CanonicalJSON.serialize(.object(object)) == "{\"e\u{301}\":2,\"\u{E9}\":1}")
     }
 
-    @Test("the byte comparison agrees with UTF-16 code-unit comparison", arguments: [
-        ("a", "b"), ("", "a"), ("ab", "a"), ("😀", "～"), ("\u{E000}", "\u{10000}"), ("\u{FFFF}", "\u{10FFFF}"),
-        ("\u{D7FF}", "\u{10000}"), ("\u{7FF}", "\u{800}"), ("e\u{301}", "\u{E9}"), ("\u{1F600}a", "\u{1F600}"),
-        ("\u{1F600}", "\u{1F601}"), ("\u{EFFF}", "\u{F000}"),
-    ])
+    @Test(
+        "the byte comparison agrees with UTF-16 code-unit comparison",
+        arguments: [
+            ("a", "b"), ("", "a"), ("ab", "a"), ("😀", "～"), ("\u{E000}", "\u{10000}"), ("\u{FFFF}", "\u{10FFFF}"),
+            ("\u{D7FF}", "\u{10000}"), ("\u{7FF}", "\u{800}"), ("e\u{301}", "\u{E9}"), ("\u{1F600}a", "\u{1F600}"),
+            ("\u{1F600}", "\u{1F601}"), ("\u{EFFF}", "\u{F000}"),
+        ])
     func comparison(_ pair: (String, String)) {
         let (a, b) = pair
         #expect(CanonicalJSON.keyPrecedes(a, b) == a.utf16.lexicographicallyPrecedes(b.utf16))
         #expect(CanonicalJSON.keyPrecedes(b, a) == b.utf16.lexicographicallyPrecedes(a.utf16))
     }
 
-    @Test("numbers use ECMAScript Number-to-string", arguments: [
-        (0.0, "0"), (-0.0, "0"), (1, "1"), (-1, "-1"), (1.5, "1.5"), (0.1, "0.1"), (1e21, "1e+21"),
-        (1e20, "100000000000000000000"), (123456789012345683968, "123456789012345680000"), (5e-7, "5e-7"),
-        (1e-6, "0.000001"), (1.5e-7, "1.5e-7"), (0.000001234, "0.000001234"), (1e-7, "1e-7"),
-        (9007199254740992, "9007199254740992"), (9007199254740994, "9007199254740994"),
-        (1152921504606846976, "1152921504606847000"), (1.7976931348623157e308, "1.7976931348623157e+308"),
-        (.leastNonzeroMagnitude, "5e-324"), (-2.2250738585072014e-308, "-2.2250738585072014e-308"), (4.35, "4.35"),
-        (1e23, "1e+23"), (333333333.33333329, "333333333.3333333"), (1.2345e21, "1.2345e+21"),
-        (-1e-7, "-1e-7"), (100, "100"), (0.5, "0.5"),
-    ] as [(Double, String)])
+    @Test(
+        "numbers use ECMAScript Number-to-string",
+        arguments: [
+            (0.0, "0"), (-0.0, "0"), (1, "1"), (-1, "-1"), (1.5, "1.5"), (0.1, "0.1"), (1e21, "1e+21"),
+            (1e20, "100000000000000000000"), (123_456_789_012_345_683_968, "123456789012345680000"), (5e-7, "5e-7"),
+            (1e-6, "0.000001"), (1.5e-7, "1.5e-7"), (0.000001234, "0.000001234"), (1e-7, "1e-7"),
+            (9_007_199_254_740_992, "9007199254740992"), (9_007_199_254_740_994, "9007199254740994"),
+            (1_152_921_504_606_846_976, "1152921504606847000"), (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (.leastNonzeroMagnitude, "5e-324"), (-2.2250738585072014e-308, "-2.2250738585072014e-308"), (4.35, "4.35"),
+            (1e23, "1e+23"), (333333333.33333329, "333333333.3333333"), (1.2345e21, "1.2345e+21"),
+            (-1e-7, "-1e-7"), (100, "100"), (0.5, "0.5"),
+        ] as [(Double, String)])
     func numbers(_ pair: (Double, String)) {
         #expect(CanonicalJSON.formatNumber(pair.0) == pair.1)
     }
 
     @Test("non-finite numbers are written as null, as JSON.stringify does")
     func nonFinite() {
-        #expect(CanonicalJSON.serialize([.number(.nan), .number(.infinity), .number(-.infinity)]) == "[null,null,null]")
+        #expect(
+            CanonicalJSON.serialize([.number(.nan), .number(.infinity), .number(-.infinity)]) == "[null,null,null]")
     }
 
     @Test("no whitespace; arrays keep their order; nested objects are sorted")

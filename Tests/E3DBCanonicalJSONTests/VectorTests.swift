@@ -12,13 +12,22 @@ struct CanonicalJSONVectorTests {
     @Test("TestVectors/canonical-json/numbers.json", arguments: try CanonicalJSONSuites.numbers.cases())
     func numbers(_ c: VectorCase) throws { try c.check() }
 
-    @Test("BLNS, Node SDK output (all 507 match)", .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"), arguments: try CanonicalJSONSuites.blnsNode.cases())
+    @Test(
+        "BLNS, Node SDK output (all 507 match)",
+        .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
+        arguments: try CanonicalJSONSuites.blnsNode.cases())
     func blnsNode(_ c: VectorCase) throws { try c.check() }
 
-    @Test("BLNS, Java SDK output (exactly 92, 94, 503, 504 differ)", .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"), arguments: try CanonicalJSONSuites.blnsJava.cases())
+    @Test(
+        "BLNS, Java SDK output (exactly 92, 94, 503, 504 differ)",
+        .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
+        arguments: try CanonicalJSONSuites.blnsJava.cases())
     func blnsJava(_ c: VectorCase) throws { try c.check() }
 
-    @Test("RFC 8785 reference data", .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"), arguments: try CanonicalJSONSuites.jcs.cases())
+    @Test(
+        "RFC 8785 reference data",
+        .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
+        arguments: try CanonicalJSONSuites.jcs.cases())
     func jcs(_ c: VectorCase) throws { try c.check() }
 
     @Test("project vector files are present and large enough")
@@ -27,7 +36,9 @@ struct CanonicalJSONVectorTests {
         #expect(try CanonicalJSONSuites.numbers.cases().count == 6)
     }
 
-    @Test("external suites run when ../shared is present", .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"))
+    @Test(
+        "external suites run when ../shared is present",
+        .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"))
     func sharedSuites() throws {
         #expect(try CanonicalJSONSuites.blnsNode.cases().count == 508)
         #expect(try CanonicalJSONSuites.blnsJava.cases().count == 508)

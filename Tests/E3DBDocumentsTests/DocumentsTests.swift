@@ -13,8 +13,11 @@ struct DocumentsTests {
     @Test("encrypt for myself, share locally, the reader decrypts and verifies")
     func shareAndDecrypt() throws {
         let (_, mine) = try EAKInfo.makeWriterKey(for: writer)
-        let data = try RecordData([("é", "precomposed"), ("e\u{301}", "decomposed"), ("", ""), ("\u{FEFF}bom", "\u{FEFF}v")])
-        let doc = try EncryptedDocument.encrypt(type: "t", data: data, plain: ["p": "q"], identity: writer, eakInfo: mine)
+        let data = try RecordData([
+            ("é", "precomposed"), ("e\u{301}", "decomposed"), ("", ""), ("\u{FEFF}bom", "\u{FEFF}v"),
+        ])
+        let doc = try EncryptedDocument.encrypt(
+            type: "t", data: data, plain: ["p": "q"], identity: writer, eakInfo: mine)
         let shared = try mine.share(with: reader.publicKey, as: writer)
         let transport = try EncryptedDocument(jsonData: doc.jsonData())
         let decrypted = try transport.decrypt(identity: reader, eakInfo: shared)
@@ -28,7 +31,8 @@ struct DocumentsTests {
     func transportJSON() throws {
         let id = UUID()
         let doc = EncryptedDocument.encrypt(
-            type: "t", data: ["b": "1", "a": "2"], writerID: id, accessKey: AccessKey(), signingKey: Ed25519.PrivateKey())
+            type: "t", data: ["b": "1", "a": "2"], writerID: id, accessKey: AccessKey(),
+            signingKey: Ed25519.PrivateKey())
         let text = String(decoding: doc.jsonData(), as: UTF8.self)
         #expect(text.hasPrefix("{\"data\":{\"a\":"))
         #expect(text.contains("\"writer_id\":\"\(id.uuidString.lowercased())\""))
@@ -65,7 +69,8 @@ struct DocumentsTests {
     func fieldErrorContext() throws {
         let ak = AccessKey()
         let key = Ed25519.PrivateKey()
-        var doc = EncryptedDocument.encrypt(type: "t", data: ["k": "v"], writerID: UUID(), accessKey: ak, signingKey: key)
+        var doc = EncryptedDocument.encrypt(
+            type: "t", data: ["k": "v"], writerID: UUID(), accessKey: ak, signingKey: key)
         doc.data["k"] = "a.b.c"
         do {
             _ = try doc.decrypt(accessKey: ak, verifyingKey: key.publicKey)
@@ -106,7 +111,8 @@ struct DocumentsTests {
             writerSigningKey: try writer.requireSigningKey())
         #expect(try note.decrypt(readerKey: reader.boxKey)["secret"] == "data")
         #expect(throws: E3DBError(.writerKeyMismatch)) {
-            try note.decrypt(readerKey: reader.boxKey, options: .init(expectedWriterSigningKey: reader.publicSigningKey))
+            try note.decrypt(
+                readerKey: reader.boxKey, options: .init(expectedWriterSigningKey: reader.publicSigningKey))
         }
         var unsigned = note
         unsigned.signature = "plain"
@@ -124,10 +130,12 @@ struct DocumentsTests {
         let key = Ed25519.PrivateKey()
         let field = FieldCipher.encrypt("value", accessKey: ak)
         #expect(throws: E3DBError.self) { try FieldCipher.decrypt(String(field.prefix(n)), accessKey: ak) }
-        let doc = EncryptedDocument.encrypt(type: "t", data: ["a": "b"], writerID: UUID(), accessKey: ak, signingKey: key)
+        let doc = EncryptedDocument.encrypt(
+            type: "t", data: ["a": "b"], writerID: UUID(), accessKey: ak, signingKey: key)
         let bytes = doc.jsonData()
         #expect(throws: E3DBError.self) {
-            try EncryptedDocument(jsonData: bytes.prefix(min(n, bytes.count - 1))).decrypt(accessKey: ak, verifyingKey: key.publicKey)
+            try EncryptedDocument(jsonData: bytes.prefix(min(n, bytes.count - 1))).decrypt(
+                accessKey: ak, verifyingKey: key.publicKey)
         }
     }
 }

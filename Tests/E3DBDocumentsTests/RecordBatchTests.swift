@@ -63,7 +63,9 @@ struct RecordBatchTests {
     @Test("lines: \\n and \\r\\n endings, a last line without \\n, trailing blank lines, the same for every split")
     func splitting() {
         let input = bytes("a\nb\r\n\n c \n\r\nd\n\n \r\n")
-        let expected: [(Int, String)] = [(1, "a"), (2, "b"), (3, "!blankLine"), (4, " c "), (5, "!blankLine"), (6, "d")]
+        let expected: [(Int, String)] = [
+            (1, "a"), (2, "b"), (3, "!blankLine"), (4, " c "), (5, "!blankLine"), (6, "d"),
+        ]
         for step in [1, 2, 3, 5, 64] {
             let got = split(input, step: step)
             #expect(got.map(\.0) == expected.map(\.0), "step \(step)")
@@ -86,8 +88,9 @@ struct RecordBatchTests {
         }
         // Exactly at the limit, with and without \r.
         let atLimit = [UInt8](repeating: UInt8(ascii: "y"), count: 100)
-        #expect(split(atLimit + bytes("\r\n") + atLimit + bytes("z\n"), step: 3, max: 100).map(\.1)
-            == [String(repeating: "y", count: 100), "!lineTooLong"])
+        #expect(
+            split(atLimit + bytes("\r\n") + atLimit + bytes("z\n"), step: 3, max: 100).map(\.1)
+                == [String(repeating: "y", count: 100), "!lineTooLong"])
         #expect(E3DBError.Code.lineTooLong.category == .malformedInput)
     }
 
@@ -154,9 +157,11 @@ struct RecordBatchTests {
         return (input, data)
     }
 
-    @Test("order is kept and error lines carry their numbers, for any number of jobs and batch size", arguments: [
-        (1, 64), (2, 1), (2, 7), (4, 64), (3, 1000),
-    ])
+    @Test(
+        "order is kept and error lines carry their numbers, for any number of jobs and batch size",
+        arguments: [
+            (1, 64), (2, 1), (2, 7), (4, 64), (3, 1000),
+        ])
     func orderAndErrors(jobs: Int, linesPerBatch: Int) throws {
         let (_, info) = try EAKInfo.makeWriterKey(for: alice)
         let bad: Set<Int> = [1, 17, 18, 300, 600]
@@ -246,7 +251,8 @@ struct RecordBatchTests {
             d.canonicalBytes() + [0x0A]
         }
         let decryptor = try RecordLineDecryptor(identity: alice, eakInfo: info)
-        let (output, summary) = RecordBatch.process(input, processor: decryptor, options: .init(jobs: 2, linesPerBatch: 2))
+        let (output, summary) = RecordBatch.process(
+            input, processor: decryptor, options: .init(jobs: 2, linesPerBatch: 2))
         let out = lines(output)
         #expect(out.count == 5 && summary.failures == 3)
         #expect(try errorObject(out[1])?["code"] == .string("invalidSignature"))
@@ -269,7 +275,8 @@ struct RecordBatchTests {
         #expect(lines(output3)[1].contains("\"policy\":\"ignore\",\"rec_sig\":\"not-checked\""))
     }
 
-    @Test("fail-fast stops at the first failure; the lines before it and its error line are written",
+    @Test(
+        "fail-fast stops at the first failure; the lines before it and its error line are written",
         arguments: [1, 2, 4])
     func failFast(jobs: Int) throws {
         let (_, info) = try EAKInfo.makeWriterKey(for: alice)
@@ -326,7 +333,8 @@ struct RecordBatchTests {
     func workersRunConcurrently(jobs: Int) {
         let probe = ConcurrencyProbe()
         let input = (1...600).flatMap { Array("\($0)\n".utf8) }
-        let (output, summary) = RecordBatch.process(input, processor: probe, options: .init(jobs: jobs, linesPerBatch: 5))
+        let (output, summary) = RecordBatch.process(
+            input, processor: probe, options: .init(jobs: jobs, linesPerBatch: 5))
         #expect(output == input && summary.lines == 600 && summary.failures == 0)
         let peak = probe.peak.load(ordering: .sequentiallyConsistent)
         #expect(peak >= 2 && peak <= jobs, "peak \(peak)")

@@ -66,18 +66,22 @@ struct SignaturePolicyTests {
         let good = try doc.decrypt(identity: alice, eakInfo: info)
         #expect(good.signatureStatus == .verified && good.data == data)
         doc.meta.plain["z"] = "changed"
-        #expect(code { _ = try doc.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)) }
-            == .invalidSignature)
-        #expect(try doc.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .ignore)).signatureStatus
-            == .notChecked)
+        #expect(
+            code { _ = try doc.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)) }
+                == .invalidSignature)
+        #expect(
+            try doc.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .ignore)).signatureStatus
+                == .notChecked)
         doc.recordSignature = "not base64!"
-        #expect(code { _ = try doc.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)) }
-            == .invalidSignature)
+        #expect(
+            code { _ = try doc.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)) }
+                == .invalidSignature)
         // No key: required or a present signature needs one; an unsigned record under verify-if-present does not.
         #expect(code { _ = try doc.decrypt(accessKey: ak, verifyingKey: nil) } == .missingKey)
         doc.recordSignature = nil
-        #expect(try doc.decrypt(accessKey: ak, verifyingKey: nil, verification: .init(policy: .verifyIfPresent))
-            .signatureStatus == .absent)
+        #expect(
+            try doc.decrypt(accessKey: ak, verifyingKey: nil, verification: .init(policy: .verifyIfPresent))
+                .signatureStatus == .absent)
     }
 
     @Test("D3: meta.writer_id must be the EAKInfo's signer_id unless the check is turned off")
@@ -99,7 +103,8 @@ struct SignaturePolicyTests {
         #expect(relaxed.signatureStatus == .verified)
         // Eve's honest record (writer = signer) is fine; an EAKInfo without signer_id has nothing to check.
         let honest = try EncryptedDocument.encrypt(
-            type: "contact", data: data, writerID: #require(eve.clientID), accessKey: ak, signingKey: #require(eve.signingKey))
+            type: "contact", data: data, writerID: #require(eve.clientID), accessKey: ak,
+            signingKey: #require(eve.signingKey))
         #expect(try honest.decrypt(identity: bob, eakInfo: bobInfo).data == data)
         var anonymous = bobInfo
         anonymous.signerID = nil
@@ -123,8 +128,12 @@ struct SignaturePolicyTests {
         // The order is the record's own: the same fields in another order no longer verify.
         var reordered = doc
         reordered.data = try RecordData(doc.data.members.reversed().map { ($0.key, $0.value) })
-        #expect(code { _ = try reordered.decrypt(identity: alice, eakInfo: info, verification: .init(variants: .javaScriptInsertionOrder)) }
-            == .invalidSignature)
+        #expect(
+            code {
+                _ = try reordered.decrypt(
+                    identity: alice, eakInfo: info, verification: .init(variants: .javaScriptInsertionOrder))
+            }
+                == .invalidSignature)
         // A canonically signed record still verifies as such with the variant enabled.
         let canonical = try signed(ak).decrypt(
             identity: alice, eakInfo: info, verification: .init(variants: .javaScriptInsertionOrder))
@@ -135,19 +144,26 @@ struct SignaturePolicyTests {
     func nullData() throws {
         let (ak, info) = try writerKey()
         let key = try #require(alice.signingKey)
-        let meta = ClientMeta(writerID: try #require(alice.clientID), userID: try #require(alice.clientID), type: "file")
+        let meta = ClientMeta(
+            writerID: try #require(alice.clientID), userID: try #require(alice.clientID), type: "file")
         let sig = Base64URL.encode(key.signature(for: meta.canonicalBytes() + Array("null".utf8)))
         let doc = EncryptedDocument(meta: meta, data: RecordData(), recordSignature: sig)
         #expect(code { _ = try doc.decrypt(identity: alice, eakInfo: info) } == .invalidSignature)
         let ok = try doc.decrypt(identity: alice, eakInfo: info, verification: .init(variants: .fileRecordNullData))
         #expect(ok.signatureStatus == .verifiedNullData && ok.data.isEmpty)
         // With data, the null message would leave the data unsigned: refused.
-        var withData = EncryptedDocument(meta: meta, data: FieldCipher.encrypt(["x": "y"], accessKey: ak), recordSignature: sig)
-        #expect(code { _ = try withData.decrypt(identity: alice, eakInfo: info, verification: .init(variants: .fileRecordNullData)) }
-            == .invalidSignature)
+        var withData = EncryptedDocument(
+            meta: meta, data: FieldCipher.encrypt(["x": "y"], accessKey: ak), recordSignature: sig)
+        #expect(
+            code {
+                _ = try withData.decrypt(
+                    identity: alice, eakInfo: info, verification: .init(variants: .fileRecordNullData))
+            }
+                == .invalidSignature)
         withData.recordSignature = nil
-        #expect(try withData.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)).data
-            == ["x": "y"])
+        #expect(
+            try withData.decrypt(identity: alice, eakInfo: info, verification: .init(policy: .verifyIfPresent)).data
+                == ["x": "y"])
     }
 
     @Test("D1: a note with fields removed still verifies field by field; expectedFields detects it")
@@ -155,7 +171,8 @@ struct SignaturePolicyTests {
         let bob = ClientIdentity.generate(clientID: UUID())
         let note = try EncryptedNote.encrypt(
             data: ["a": "1", "ab": "2", "secret": "3"], recipientEncryptionKey: bob.publicKey,
-            recipientSigningKey: bob.publicSigningKey, writerBoxKey: alice.boxKey, writerSigningKey: #require(alice.signingKey))
+            recipientSigningKey: bob.publicSigningKey, writerBoxKey: alice.boxKey,
+            writerSigningKey: #require(alice.signingKey))
         var stripped = note
         stripped.data["secret"] = nil
         // The format cannot see it (TFSP1 does not bind the set of fields) ...
@@ -167,7 +184,9 @@ struct SignaturePolicyTests {
         do { _ = try stripped.decrypt(readerKey: bob.boxKey, options: options) } catch { caught = error }
         #expect(caught?.code == .unexpectedFields && caught?.context.field == "secret")
         #expect(caught?.message.contains("missing \"secret\"") == true)
-        do { _ = try note.decrypt(readerKey: bob.boxKey, options: .init(expectedFields: ["a"])) } catch { caught = error }
+        do { _ = try note.decrypt(readerKey: bob.boxKey, options: .init(expectedFields: ["a"])) } catch {
+            caught = error
+        }
         #expect(caught?.code == .unexpectedFields && caught?.message.contains("unexpected \"ab\", \"secret\"") == true)
         // Names compare by code units: "é" and "e\u{301}" are different fields.
         let accents = try EncryptedNote.encrypt(
@@ -188,7 +207,8 @@ struct SignaturePolicyTests {
         let ak = try note.encryptedAccessKey.unwrap(reader: bob.boxKey, authorizer: alice.publicKey)
         let plain: RecordData = ["10": "ten", "9": "nine", "b": "bee"]
         note.data = FieldCipher.encrypt(plain, accessKey: ak)
-        note.signature = Base64URL.encode(signingKey.signature(for: LegacyNoteSignature.message(data: plain, note: note)))
+        note.signature = Base64URL.encode(
+            signingKey.signature(for: LegacyNoteSignature.message(data: plain, note: note)))
         #expect(LegacyNoteSignature.isLegacy(note.signature))
         let text = String(decoding: LegacyNoteSignature.message(data: plain, note: note), as: UTF8.self)
         #expect(text.hasPrefix(#"{"data":{"9":"nine","10":"ten","b":"bee"},"note_keys":{"encrypted_access_key":"#))

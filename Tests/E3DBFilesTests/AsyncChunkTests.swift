@@ -77,7 +77,9 @@ struct AsyncChunkTests {
         #expect(await asyncFailure(Data("1.".utf8) + file.dropFirst(2))?.code == .unsupportedFileVersion)
         let plain = Data(repeating: 1, count: 65_536)
         var full = Data()
-        for try await piece in Pieces(bytes: plain, size: 65_536).e3dbFileEncrypted(accessKey: Fixture.key) { full += piece }
+        for try await piece in Pieces(bytes: plain, size: 65_536).e3dbFileEncrypted(accessKey: Fixture.key) {
+            full += piece
+        }
         #expect(await asyncFailure(full + Data([0]))?.code == .trailingData)
         #expect(await asyncFailure(full) == nil)
     }
@@ -86,7 +88,9 @@ struct AsyncChunkTests {
         // With one trailing byte after a full FINAL chunk, the FINAL chunk's plaintext is never yielded.
         let plain = Data(repeating: 9, count: 65_536)
         var file = Data()
-        for try await piece in Pieces(bytes: plain, size: 65_536).e3dbFileEncrypted(accessKey: Fixture.key) { file += piece }
+        for try await piece in Pieces(bytes: plain, size: 65_536).e3dbFileEncrypted(accessKey: Fixture.key) {
+            file += piece
+        }
         var yielded = 0
         do {
             for try await _ in Pieces(bytes: file + Data([1]), size: 100).e3dbFileDecrypted(accessKey: Fixture.key) {
@@ -148,7 +152,9 @@ struct ChecksumAgreementTests {
         var raw = MemoryByteSource(file)
         let (sums, count) = try E3DBFileCipher.checksums(of: &raw)
         #expect(count == file.count)
-        #expect(sums.ciphertextBLAKE2b512 == independent.ciphertextBLAKE2b512 && sums.ciphertextMD5 == independent.ciphertextMD5)
+        #expect(
+            sums.ciphertextBLAKE2b512 == independent.ciphertextBLAKE2b512
+                && sums.ciphertextMD5 == independent.ciphertextMD5)
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3db-sums-\(UUID().uuidString)")
         defer {
             try? FileManager.default.removeItem(at: url)
@@ -164,7 +170,8 @@ struct ChecksumAgreementTests {
         var plainSource = MemoryByteSource(plain)
         var encryptedSink = MemoryByteSink()
         let syncEncrypted = try E3DBFileCipher.encrypt(
-            from: &plainSource, to: &encryptedSink, accessKey: Fixture.key, options: FileEncryptionOptions(checksums: .all))
+            from: &plainSource, to: &encryptedSink, accessKey: Fixture.key,
+            options: FileEncryptionOptions(checksums: .all))
         let other = try #require(encryptedSink.committed)
         #expect(syncEncrypted.checksums.ciphertextMD5 == Hashes.md5(other))
         #expect(syncEncrypted.checksums.plaintextBLAKE2b512 == asyncEncrypted.checksums.plaintextBLAKE2b512)
@@ -172,7 +179,8 @@ struct ChecksumAgreementTests {
     }
 
     @Test func defaultsMatchTheSynchronousDefaults() async throws {
-        let encryption = Pieces(bytes: Data(repeating: 1, count: 1000), size: 100).e3dbFileEncrypted(accessKey: Fixture.key)
+        let encryption = Pieces(bytes: Data(repeating: 1, count: 1000), size: 100).e3dbFileEncrypted(
+            accessKey: Fixture.key)
         for try await _ in encryption {}
         let sums = try #require(encryption.report.result).checksums
         #expect(sums.ciphertextBLAKE2b512 != nil && sums.ciphertextMD5 != nil && sums.plaintextBLAKE2b512 == nil)

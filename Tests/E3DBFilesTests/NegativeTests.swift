@@ -1,9 +1,10 @@
-@testable import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
 import E3DBTestSupport
 import Foundation
 import Testing
+
+@testable import E3DBFiles
 
 /// Shared fixtures: a 3-chunk file (131,073 bytes of plaintext: two full chunks and one of 1 byte).
 enum Fixture {
@@ -81,7 +82,8 @@ struct RoundTripTests {
             #expect(result.checksums.ciphertextMD5 == Hashes.md5(bytes))
             #expect(result.checksums.md5Base64 == Base64.encode(Hashes.md5(bytes)))
             #expect(
-                result.checksums.plaintextBLAKE2b512 == (try BLAKE2b.hash(data: Fixture.plaintext, outputByteCount: 64)))
+                result.checksums.plaintextBLAKE2b512 == (try BLAKE2b.hash(data: Fixture.plaintext, outputByteCount: 64))
+            )
             var again = MemoryByteSource(bytes)
             let (sums, count) = try E3DBFileCipher.checksums(of: &again)
             #expect(count == bytes.count)
@@ -141,7 +143,9 @@ struct StrictDecryptionTests {
         #expect(Fixture.file.count == Fixture.c2 + 18)
         for (length, code) in Self.truncations {
             let error = Fixture.failure(Data(Fixture.file.prefix(length)), readSize: readSize)
-            #expect(error?.code == code, "truncated to \(length) bytes with reads of \(readSize): \(String(describing: error))")
+            #expect(
+                error?.code == code,
+                "truncated to \(length) bytes with reads of \(readSize): \(String(describing: error))")
         }
     }
 
@@ -187,9 +191,12 @@ struct StrictDecryptionTests {
         let error = Fixture.failure(damaged + Data([1, 2, 3]), readSize: readSize)
         #expect(error?.code == .chunkAuthenticationFailed)
         #expect(error?.context.chunkIndex == 2)
-        #expect(Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: Fixture.file.count)) == nil)
         #expect(
-            Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: Fixture.file.count + 5))?
+            Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: Fixture.file.count))
+                == nil)
+        #expect(
+            Fixture.failure(
+                Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: Fixture.file.count + 5))?
                 .code == .checksumMismatch)
     }
 
@@ -260,7 +267,8 @@ struct StrictDecryptionTests {
     }
 
     @Test(arguments: [
-        ("1.", E3DBError.Code.unsupportedFileVersion), ("2.", .unsupportedFileVersion), ("31.", .unsupportedFileVersion),
+        ("1.", E3DBError.Code.unsupportedFileVersion), ("2.", .unsupportedFileVersion),
+        ("31.", .unsupportedFileVersion),
         ("03.", .unsupportedFileVersion), ("", .fileTruncated), ("3", .fileTruncated), ("x", .malformedFileHeader),
         (".", .malformedFileHeader), ("3x", .malformedFileHeader), ("99999999999999999999.", .malformedFileHeader),
     ])
@@ -272,26 +280,33 @@ struct StrictDecryptionTests {
         let md5 = Base64.encode(Hashes.md5(Fixture.file))
         #expect(Fixture.failure(Fixture.file, options: .init(expectedChecksum: .md5Base64(md5))) == nil)
         let wrong = Base64.encode(Hashes.md5(Data("x".utf8)))
-        #expect(Fixture.failure(Fixture.file, options: .init(expectedChecksum: .md5Base64(wrong)))?.code == .checksumMismatch)
+        #expect(
+            Fixture.failure(Fixture.file, options: .init(expectedChecksum: .md5Base64(wrong)))?.code
+                == .checksumMismatch)
         #expect(
             Fixture.failure(Fixture.file, options: .init(expectedChecksum: .ciphertextBLAKE2b512(Data(count: 64))))?
                 .code == .checksumMismatch)
     }
 
     /// D13: a malformed expected checksum is refused before any input is read, and a counting source proves it.
-    @Test(arguments: ["garbage", "", "DPb7oJVFD4O0cXsAkVRltA", "DPb7oJVFD4O0cXsAkVRltA=", "0cf6fba095450f83b471",
-        "DPb7oJVFD4O0cXsAkVRltA==\n", "DPb7oJVFD4O0cXsAkVRltA==DPb7oJVFD4O0cXsAkVRltA=="])
+    @Test(arguments: [
+        "garbage", "", "DPb7oJVFD4O0cXsAkVRltA", "DPb7oJVFD4O0cXsAkVRltA=", "0cf6fba095450f83b471",
+        "DPb7oJVFD4O0cXsAkVRltA==\n", "DPb7oJVFD4O0cXsAkVRltA==DPb7oJVFD4O0cXsAkVRltA==",
+    ])
     func malformedExpectedChecksumIsAnInvalidParameter(text: String) {
         var source = CountingSource(Fixture.file)
         var sink = MemoryByteSink()
         #expect {
             _ = try E3DBFileCipher.decrypt(
                 from: &source, to: &sink, accessKey: Fixture.key, options: .init(expectedChecksum: .md5Base64(text)))
-        } throws: { ($0 as? E3DBError)?.code == .invalidParameter && ($0 as? E3DBError)?.context.field == "expectedChecksum" }
+        } throws: {
+            ($0 as? E3DBError)?.code == .invalidParameter && ($0 as? E3DBError)?.context.field == "expectedChecksum"
+        }
         #expect(source.bytesRead == 0)
         #expect(sink.committed == nil)
-        #expect(Fixture.failure(Fixture.file, options: .init(expectedChecksum: .plaintextBLAKE2b512(Data(count: 32))))?
-            .code == .invalidParameter)
+        #expect(
+            Fixture.failure(Fixture.file, options: .init(expectedChecksum: .plaintextBLAKE2b512(Data(count: 32))))?
+                .code == .invalidParameter)
         #expect(Fixture.failure(Fixture.file, options: .init(expectedEncryptedSize: -1))?.code == .invalidParameter)
     }
 
@@ -299,8 +314,10 @@ struct StrictDecryptionTests {
     /// size), whatever region the size falls in, for split and unsplit input and for a source of known length.
     @Test(arguments: Fixture.readSizes)
     func expectedSizeShorterThanTheFileIsTrailingData(readSize: Int) {
-        let sizes = [0, 1, 50, 99, 123, 124, 125, 140, Fixture.c1 - 1, Fixture.c1, Fixture.c1 + 1, Fixture.c2,
-            Fixture.file.count - 1]
+        let sizes = [
+            0, 1, 50, 99, 123, 124, 125, 140, Fixture.c1 - 1, Fixture.c1, Fixture.c1 + 1, Fixture.c2,
+            Fixture.file.count - 1,
+        ]
         for size in sizes {
             let error = Fixture.failure(Fixture.file, readSize: readSize, options: .init(expectedEncryptedSize: size))
             #expect(error?.code == .trailingData, "expected size \(size): \(String(describing: error))")

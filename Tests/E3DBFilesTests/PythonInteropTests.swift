@@ -38,7 +38,8 @@ struct PythonInteropTests {
         let script = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/check_swift_files.py")
         let result = try await ChildProcess.run(python, [script.path, manifest.path])
         #expect(result.status == 0, "\(result.stdoutText)\(result.stderr)")
-        #expect(result.stdoutText.contains("\(Self.sizes.count) passed, 0 failed"), "\(result.stdoutText)\(result.stderr)")
+        #expect(
+            result.stdoutText.contains("\(Self.sizes.count) passed, 0 failed"), "\(result.stdoutText)\(result.stderr)")
     }
 }
 

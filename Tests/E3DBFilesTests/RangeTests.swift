@@ -1,8 +1,9 @@
-@testable import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
 import Foundation
 import Testing
+
+@testable import E3DBFiles
 
 /// Range reads compared with full decryption, and their failure modes.
 @Suite("E3DB file v3: byte-range reads")
@@ -209,7 +210,8 @@ struct StreamConsumptionTests {
         for (index, range) in bounds.enumerated() {
             file.copyBytes(to: input, from: range)
             let chunk = UnsafeRawBufferPointer(rebasing: input[0..<range.count])
-            let (_, tag) = try E3DBFileCipher.openChunk(chunk, into: output, decryptor: &decryptor, index: index, offset: 0)
+            let (_, tag) = try E3DBFileCipher.openChunk(
+                chunk, into: output, decryptor: &decryptor, index: index, offset: 0)
             tags.append(tag)
             #expect((decryptor != nil) == (tag == .message), "the stream is handed back only after MESSAGE")
         }
@@ -241,17 +243,24 @@ struct TemporaryOutputTests {
         try Data(repeating: 1, count: 1000).withUnsafeBytes { try sink.write($0) }
         let during = try FileManager.default.contentsOfDirectory(atPath: dir.path)
         #if os(Linux)
-        #expect(sink.isUnnamedUntilCommit)
+            #expect(sink.isUnnamedUntilCommit)
         #endif
-        #expect(during == (sink.isUnnamedUntilCommit ? [] : [URL(fileURLWithPath: sink.temporaryPath).lastPathComponent]))
+        #expect(
+            during == (sink.isUnnamedUntilCommit ? [] : [URL(fileURLWithPath: sink.temporaryPath).lastPathComponent]))
         try sink.finish()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [URL(fileURLWithPath: target).lastPathComponent])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: dir.path) == [
+                URL(fileURLWithPath: target).lastPathComponent
+            ])
         #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data(repeating: 1, count: 1000))
 
         let aborted = try AtomicFileSink(path: dir.appendingPathComponent("other").path)
         try Data(repeating: 2, count: 10).withUnsafeBytes { try aborted.write($0) }
         aborted.abort()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [URL(fileURLWithPath: target).lastPathComponent])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: dir.path) == [
+                URL(fileURLWithPath: target).lastPathComponent
+            ])
     }
 
     /// `removeAll()` is `remove(slot:)` over every slot; only this test's slots are removed here, since other

@@ -37,7 +37,8 @@ struct IdentityTests {
     @Test("a fresh Authorization header verifies with the public key")
     func freshHeader() throws {
         let key = Ed25519.PrivateKey()
-        let header = try TSV1.authorization(path: "/v1/x", query: "b=1&a=2", method: "GET", clientID: UUID(), signingKey: key)
+        let header = try TSV1.authorization(
+            path: "/v1/x", query: "b=1&a=2", method: "GET", clientID: UUID(), signingKey: key)
         let parts = header.components(separatedBy: "; ")
         #expect(parts.count == 6)
         #expect(parts[0] == TSV1.method)

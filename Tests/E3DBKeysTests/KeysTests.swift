@@ -71,10 +71,12 @@ struct KeysTests {
         #expect(!String(describing: writer).contains(writer.boxKey.base64URLEncoded))
     }
 
-    @Test("malformed EAK strings give typed errors", arguments: [
-        ("", "invalidEAK"), ("a.b.c", "invalidEAK"), (".", "invalidLength"), ("@@@@.AAAA", "invalidBase64"),
-        (String(repeating: "A", count: 64) + "." + String(repeating: "A", count: 31), "invalidLength"),
-    ])
+    @Test(
+        "malformed EAK strings give typed errors",
+        arguments: [
+            ("", "invalidEAK"), ("a.b.c", "invalidEAK"), (".", "invalidLength"), ("@@@@.AAAA", "invalidBase64"),
+            (String(repeating: "A", count: 64) + "." + String(repeating: "A", count: 31), "invalidLength"),
+        ])
     func malformedEAK(_ input: String, _ code: String) {
         #expect(throws: E3DBError(E3DBError.Code(rawValue: code))) { try EncryptedAccessKey(input) }
     }
@@ -120,7 +122,8 @@ struct GroupWrapperTests {
         let ak = AccessKey()
         let eak = try EncryptedAccessKey.wrap(ak, for: group.publicKey, by: sharer.boxKey)
         let wrapper = AccessKeyWrapper(
-            membershipKey: membership, publicKey: sharer.publicKey, accessKeyID: "ak-1", groupPublicKey: group.publicKey)
+            membershipKey: membership, publicKey: sharer.publicKey, accessKeyID: "ak-1", groupPublicKey: group.publicKey
+        )
         let info = EAKInfo(
             eak: eak, authorizerID: admin.clientID!, authorizerPublicKey: admin.publicKey, accessKeyWrappers: [wrapper])
         return (reader, ak, info)

@@ -51,14 +51,17 @@ struct StrictParsingTests {
         let (_, info) = try eakInfoText(appending: "")
         var nested = String(decoding: info.jsonData(), as: UTF8.self)
         nested = nested.replacingOccurrences(
-            of: "{\"ed25519\":\"\(key)\"}", with: "{\"ed25519\":\"\(key)\",\"ed25519\":\"\(eve.publicSigningKey!.base64URLEncoded)\"}")
+            of: "{\"ed25519\":\"\(key)\"}",
+            with: "{\"ed25519\":\"\(key)\",\"ed25519\":\"\(eve.publicSigningKey!.base64URLEncoded)\"}")
         expectField(.invalidEAKInfo, "signer_signing_key") { _ = try EAKInfo(jsonData: Data(nested.utf8)) }
         // Every other member too.
         for name in ["eak", "authorizer_id", "authorizer_public_key", "signer_id"] {
             let (doubled, parsed) = try eakInfoText(appending: "")
             let object = try JSONSerialization.jsonObject(with: parsed.jsonData()) as? [String: Any]
             let again = try JSONSerialization.data(withJSONObject: [name: object?[name] ?? ""])
-            let text = String(decoding: doubled, as: UTF8.self).dropLast() + "," + String(decoding: again, as: UTF8.self).dropFirst()
+            let text =
+                String(decoding: doubled, as: UTF8.self).dropLast() + ","
+                + String(decoding: again, as: UTF8.self).dropFirst()
             expectField(.invalidEAKInfo, name) { _ = try EAKInfo(jsonData: Data(text.utf8)) }
         }
     }
@@ -82,13 +85,15 @@ struct StrictParsingTests {
         ]
         for (name, value) in cases {
             let base = ClientIdentity(
-                clientID: alice.clientID, boxKey: alice.boxKey, signingKey: name == "private_signing_key" ? nil : alice.signingKey)
+                clientID: alice.clientID, boxKey: alice.boxKey,
+                signingKey: name == "private_signing_key" ? nil : alice.signingKey)
             var text = String(decoding: base.configJSON(), as: UTF8.self)
             // Drop the member (if written) and add it back with the wrong type.
             if let range = text.range(of: "\"\(name)\":\"[^\"]*\"", options: .regularExpression) {
                 text.replaceSubrange(range, with: "\"\(name)\":\(value)")
             } else {
-                text = String(text.trimmingCharacters(in: .whitespacesAndNewlines).dropLast()) + ",\"\(name)\":\(value)}"
+                text =
+                    String(text.trimmingCharacters(in: .whitespacesAndNewlines).dropLast()) + ",\"\(name)\":\(value)}"
             }
             expectField(.invalidClientConfig, name) { _ = try ClientIdentity(configJSON: Data(text.utf8)) }
         }
@@ -117,7 +122,9 @@ struct StrictParsingTests {
             #expect(throws: E3DBError(.invalidEAKInfo)) { try EAKInfo(jsonData: eak) }
         }
         let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
-        #expect(throws: E3DBError(.invalidClientConfig)) { try ClientIdentity(configJSON: bom + Array(alice.configJSON())) }
+        #expect(throws: E3DBError(.invalidClientConfig)) {
+            try ClientIdentity(configJSON: bom + Array(alice.configJSON()))
+        }
         let (_, info) = try eakInfoText(appending: "")
         #expect(throws: E3DBError(.invalidEAKInfo)) { try EAKInfo(jsonData: bom + Array(info.jsonData())) }
     }
@@ -159,7 +166,8 @@ struct StrictParsingTests {
         let escaped = "\\u00" + String(key.utf8.first!, radix: 16) + key.dropFirst()
         var object = try #require(JSONSerialization.jsonObject(with: alice.configJSON()) as? [String: Any])
         object.removeValue(forKey: "private_key")
-        let text = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self).dropLast()
+        let text =
+            String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self).dropLast()
             + ",\"private_key\":\"\(escaped)\"}"
         expectField(.invalidClientConfig, "private_key") { _ = try ClientIdentity(configJSON: Data(text.utf8)) }
     }

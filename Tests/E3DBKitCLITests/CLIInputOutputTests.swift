@@ -4,9 +4,9 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The command line's inputs, outputs and exit codes: any readable path, checked writes, output files that are
@@ -19,10 +19,13 @@ struct CLIInputOutputTests {
 
     /// Runs `e3dbkit` with stdout sent to `stdoutPath` (for example /dev/full) or, when nil, to a pipe whose
     /// reading end is closed before the child starts (EPIPE).
-    func runWithBrokenStdout(_ arguments: [String], stdoutPath: String?) async throws -> (status: Int32, stderr: String) {
+    func runWithBrokenStdout(_ arguments: [String], stdoutPath: String?) async throws -> (status: Int32, stderr: String)
+    {
         let output: FileHandle
         if let stdoutPath {
-            guard let handle = FileHandle(forWritingAtPath: stdoutPath) else { throw CLIRunner.MissingBinary(path: stdoutPath) }
+            guard let handle = FileHandle(forWritingAtPath: stdoutPath) else {
+                throw CLIRunner.MissingBinary(path: stdoutPath)
+            }
             output = handle
         } else {
             output = try ChildProcess.brokenPipe()
@@ -107,10 +110,12 @@ struct CLIInputOutputTests {
 
         // Process substitution, through bash when it is there.
         if FileManager.default.isExecutableFile(atPath: "/bin/bash") {
-            let bash = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [
-                "-c", "\"$0\" eak unwrap --identity <(cat \"$1\") \"$2\"",
-                CLIRunner.binary.path, identity, eakPath.path,
-            ])
+            let bash = try await ChildProcess.run(
+                URL(fileURLWithPath: "/bin/bash"),
+                [
+                    "-c", "\"$0\" eak unwrap --identity <(cat \"$1\") \"$2\"",
+                    CLIRunner.binary.path, identity, eakPath.path,
+                ])
             #expect(bash.status == 0)
             #expect(bash.stdout == direct.stdout)
         }
@@ -127,7 +132,9 @@ struct CLIInputOutputTests {
         #expect(r.stderr.contains("standard input"))
     }
 
-    @Test("access-key files: whitespace around the key is ignored by every command; raw bytes are refused without echoing them (D12, D20)")
+    @Test(
+        "access-key files: whitespace around the key is ignored by every command; raw bytes are refused without echoing them (D12, D20)"
+    )
     func accessKeyFiles() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -145,7 +152,9 @@ struct CLIInputOutputTests {
         let plain = dir.appendingPathComponent("p.txt")
         try Data("hello".utf8).write(to: plain)
         let encrypted = dir.appendingPathComponent("p.e3db").path
-        #expect(try await run(["file", "encrypt", "-q", "--access-key-file", spaced.path, plain.path, encrypted]).status == 0)
+        #expect(
+            try await run(["file", "encrypt", "-q", "--access-key-file", spaced.path, plain.path, encrypted]).status
+                == 0)
 
         let raw = dir.appendingPathComponent("raw.bin")
         let rawBytes: [UInt8] = (0..<32).map { UInt8(0xC0 + $0 % 32) }
@@ -164,7 +173,9 @@ struct CLIInputOutputTests {
         }
     }
 
-    @Test("--out refuses existing files and symlinks without --force and replaces the link, not its target, with it (D11, D15, D21)")
+    @Test(
+        "--out refuses existing files and symlinks without --force and replaces the link, not its target, with it (D11, D15, D21)"
+    )
     func outputFiles() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -186,7 +197,8 @@ struct CLIInputOutputTests {
         let link = dir.appendingPathComponent("link").path
         let dangling = dir.appendingPathComponent("dangling").path
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: victim.path)
-        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: dir.appendingPathComponent("nowhere").path)
+        try FileManager.default.createSymbolicLink(
+            atPath: dangling, withDestinationPath: dir.appendingPathComponent("nowhere").path)
         for path in [link, dangling] {
             let refused = try await run(["keygen", "--out", path])
             #expect(refused.status == 1)
@@ -229,15 +241,21 @@ struct CLIInputOutputTests {
             #expect(r.stderr.contains("missing subcommand"))
         }
         #expect(try await run(["eak", "wrap", "--identity", identity, "--shape", "bogus"]).status == 64)
-        #expect(try await run(["record", "encrypt", "--type", "t", "--identity", identity, "--eak-info", identity, "--order", "x"]).status == 64)
-        let both = try await run(["verify", "--public-key", "AAAA", "--identity", identity, "-"], stdin: Data("{}".utf8))
+        #expect(
+            try await run([
+                "record", "encrypt", "--type", "t", "--identity", identity, "--eak-info", identity, "--order", "x",
+            ]).status == 64)
+        let both = try await run(
+            ["verify", "--public-key", "AAAA", "--identity", identity, "-"], stdin: Data("{}".utf8))
         #expect(both.status == 64)
         #expect(try await run(["verify", "-"], stdin: Data("{}".utf8)).status == 64)
         #expect(try await run(["hash", dir.appendingPathComponent("missing").path]).status == 66)
         #expect(try await run(["hash", dir.path]).status == 66)
         #expect(try await run(["canonicalize", dir.appendingPathComponent("missing").path]).status == 66)
         #expect(try await run(["canonicalize", "-"], stdin: Data("{".utf8)).status == 65)
-        #expect(try await run(["eak", "unwrap", "--identity", dir.appendingPathComponent("missing").path, "-"]).status == 66)
+        #expect(
+            try await run(["eak", "unwrap", "--identity", dir.appendingPathComponent("missing").path, "-"]).status == 66
+        )
         let notJSON = dir.appendingPathComponent("bad.json")
         try Data("{".utf8).write(to: notJSON)
         #expect(try await run(["eak", "unwrap", "--identity", identity, notJSON.path]).status == 65)

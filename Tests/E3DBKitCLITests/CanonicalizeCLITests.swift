@@ -9,19 +9,22 @@ struct CanonicalizeCLITests {
         let input = Data("{ \"b\": [1.0, 1e21, \"\\u00e9\"], \"a\": {\"9\": null, \"10\": true} }\n".utf8)
         let result = try await CLIRunner.run(["canonicalize"], stdin: input)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(String(decoding: result.stdout, as: UTF8.self) == "{\"a\":{\"10\":true,\"9\":null},\"b\":[1,1e+21,\"é\"]}")
+        #expect(
+            String(decoding: result.stdout, as: UTF8.self) == "{\"a\":{\"10\":true,\"9\":null},\"b\":[1,1e+21,\"é\"]}")
     }
 
     @Test("'-' reads stdin; --order js hoists array-index keys")
     func javaScriptOrder() async throws {
-        let result = try await CLIRunner.run(["canonicalize", "-", "--order", "js"], stdin: Data("{\"10\":1,\"9\":2,\"a\":3}".utf8))
+        let result = try await CLIRunner.run(
+            ["canonicalize", "-", "--order", "js"], stdin: Data("{\"10\":1,\"9\":2,\"a\":3}".utf8))
         #expect(result.status == 0, "\(result.stderr)")
         #expect(String(decoding: result.stdout, as: UTF8.self) == "{\"9\":2,\"10\":1,\"a\":3}")
     }
 
     @Test("reads a file argument")
     func fileArgument() async throws {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-canon-\(UUID().uuidString).json")
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "e3dbkit-canon-\(UUID().uuidString).json")
         try Data("[\"\\u001f\", 5e-7, -0]".utf8).write(to: url)
         defer { try? FileManager.default.removeItem(at: url) }
         let result = try await CLIRunner.run(["canonicalize", url.path])
@@ -38,19 +41,22 @@ struct CanonicalizeCLITests {
         #expect(bad.status == 1)
         #expect(bad.stdout.isEmpty)
         #expect(bad.stderr.contains("not canonical"))
-        let jsGood = try await CLIRunner.run(["canonicalize", "--check", "--order", "js"], stdin: Data("{\"9\":1,\"10\":2}".utf8))
+        let jsGood = try await CLIRunner.run(
+            ["canonicalize", "--check", "--order", "js"], stdin: Data("{\"9\":1,\"10\":2}".utf8))
         #expect(jsGood.status == 0, "\(jsGood.stderr)")
         let trailingNewline = try await CLIRunner.run(["canonicalize", "--check"], stdin: Data("{}\n".utf8))
         #expect(trailingNewline.status == 1)
     }
 
-    @Test("malformed input: exit 65 and a one-line error with the byte offset", arguments: [
-        ("{\"a\":1,\"a\":2}", "duplicateKey at byte 7"),
-        ("[1,]", "unexpectedCharacter at byte 3"),
-        ("\"\\ud800\"", "loneSurrogate at byte 1"),
-        ("{} x", "trailingData at byte 3"),
-        ("", "unexpectedEnd at byte 0"),
-    ])
+    @Test(
+        "malformed input: exit 65 and a one-line error with the byte offset",
+        arguments: [
+            ("{\"a\":1,\"a\":2}", "duplicateKey at byte 7"),
+            ("[1,]", "unexpectedCharacter at byte 3"),
+            ("\"\\ud800\"", "loneSurrogate at byte 1"),
+            ("{} x", "trailingData at byte 3"),
+            ("", "unexpectedEnd at byte 0"),
+        ])
     func malformed(_ pair: (String, String)) async throws {
         let result = try await CLIRunner.run(["canonicalize"], stdin: Data(pair.0.utf8))
         #expect(result.status == 65)

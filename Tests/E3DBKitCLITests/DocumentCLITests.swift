@@ -54,14 +54,18 @@ struct DocumentCLITests {
         let wrap = try await run(["eak", "wrap", "--identity", writerPath])
         #expect(wrap.status == 0, "\(wrap.stderr)")
         let writerEAK = try dir.write("writer-eak.json", String(decoding: wrap.stdout, as: UTF8.self))
-        let share = try await run(["eak", "share", "--identity", writerPath, "--reader-public-key",
-            reader.publicKey.base64URLEncoded, writerEAK])
+        let share = try await run([
+            "eak", "share", "--identity", writerPath, "--reader-public-key",
+            reader.publicKey.base64URLEncoded, writerEAK,
+        ])
         #expect(share.status == 0, "\(share.stderr)")
         let readerEAK = try dir.write("reader-eak.json", String(decoding: share.stdout, as: UTF8.self))
         let data = try dir.write("data.json", "{\"name\":\"Zoë 😀\",\"e\\u0301\":\"1\",\"é\":\"2\"}")
         let plain = try dir.write("plain.json", "{\"p\":\"q\"}")
-        let enc = try await run(["record", "encrypt", "--type", "t", "--identity", writerPath, "--eak-info", writerEAK,
-            "--plain", plain, data])
+        let enc = try await run([
+            "record", "encrypt", "--type", "t", "--identity", writerPath, "--eak-info", writerEAK,
+            "--plain", plain, data,
+        ])
         #expect(enc.status == 0, "\(enc.stderr)")
         let docPath = try dir.write("doc.json", String(decoding: enc.stdout, as: UTF8.self))
         let dec = try await run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, docPath])
@@ -75,15 +79,18 @@ struct DocumentCLITests {
         // The writer cannot open the reader's EAK: exit 2.
         #expect(try await run(["eak", "unwrap", "--identity", writerPath, readerEAK]).status == 2)
         // Tampered meta: signature failure, exit 2, nothing on stdout.
-        let tampered = try dir.write("bad.json", String(decoding: enc.stdout, as: UTF8.self).replacingOccurrences(
-            of: "\"type\":\"t\"", with: "\"type\":\"u\""))
+        let tampered = try dir.write(
+            "bad.json",
+            String(decoding: enc.stdout, as: UTF8.self).replacingOccurrences(
+                of: "\"type\":\"t\"", with: "\"type\":\"u\""))
         let bad = try await run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, tampered])
         #expect(bad.status == 2)
         #expect(bad.stdout.isEmpty)
         #expect(bad.stderr.contains("rec_sig"))
         // Malformed document: 65.
         let junk = try dir.write("junk.json", "{\"data\":")
-        #expect(try await run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, junk]).status == 65)
+        #expect(
+            try await run(["record", "decrypt", "--identity", readerPath, "--eak-info", readerEAK, junk]).status == 65)
     }
 
     @Test("record decrypt: signature policy options, the verification member, and the writer check")
@@ -103,26 +110,31 @@ struct DocumentCLITests {
 
         let strict = try await run(base + [signed])
         #expect(strict.status == 0, "\(strict.stderr)")
-        #expect(String(decoding: strict.stdout, as: UTF8.self).contains(
-            #""verification":{"policy":"required","rec_sig":"verified"}"#))
+        #expect(
+            String(decoding: strict.stdout, as: UTF8.self).contains(
+                #""verification":{"policy":"required","rec_sig":"verified"}"#))
         let refused = try await run(base + [unsigned])
         #expect(refused.status == 2 && refused.stdout.isEmpty && refused.stderr.contains("--allow-unsigned") == false)
         #expect(refused.stderr.contains("rec_sig"))
         for flags in [["--allow-unsigned"], ["--signature-policy", "verify-if-present"]] {
             let r = try await run(base + flags + [unsigned])
             #expect(r.status == 0, "\(r.stderr)")
-            #expect(String(decoding: r.stdout, as: UTF8.self).contains(
-                #""data":{"a":"1","b":"2"}"#))
-            #expect(String(decoding: r.stdout, as: UTF8.self).contains(
-                #""verification":{"policy":"verify-if-present","rec_sig":"absent"}"#))
+            #expect(
+                String(decoding: r.stdout, as: UTF8.self).contains(
+                    #""data":{"a":"1","b":"2"}"#))
+            #expect(
+                String(decoding: r.stdout, as: UTF8.self).contains(
+                    #""verification":{"policy":"verify-if-present","rec_sig":"absent"}"#))
         }
         let ignored = try await run(base + ["--signature-policy", "ignore", unsigned])
         #expect(String(decoding: ignored.stdout, as: UTF8.self).contains(#""rec_sig":"not-checked""#))
         #expect(try await run(base + ["--signature-policy", "bogus", unsigned]).status == 64)
         #expect(try await run(base + ["--signature-policy", "ignore", "--allow-unsigned", unsigned]).status == 64)
         // A present rec_sig that does not verify is still refused under --allow-unsigned.
-        let tampered = try dir.write("tampered.json", String(decoding: enc.stdout, as: UTF8.self)
-            .replacingOccurrences(of: "\"type\":\"t\"", with: "\"type\":\"u\""))
+        let tampered = try dir.write(
+            "tampered.json",
+            String(decoding: enc.stdout, as: UTF8.self)
+                .replacingOccurrences(of: "\"type\":\"t\"", with: "\"type\":\"u\""))
         let bad = try await run(base + ["--allow-unsigned", tampered])
         #expect(bad.status == 2 && bad.stdout.isEmpty)
 
@@ -139,13 +151,17 @@ struct DocumentCLITests {
         _ = writer
     }
 
-    @Test("note decrypt --expect-field detects removed fields (D1); --allow-legacy-signature reads js-sdk NoteInfo notes")
+    @Test(
+        "note decrypt --expect-field detects removed fields (D1); --allow-legacy-signature reads js-sdk NoteInfo notes")
     func noteFieldsAndLegacy() async throws {
         let dir = try ScratchDirectory()
         let (writerPath, writer) = try await keygen(dir, "w.json")
         let (readerPath, reader) = try await keygen(dir, "r.json")
-        let enc = try await run(["note", "encrypt", "--identity", writerPath, "--recipient-public-key",
-            reader.publicKey.base64URLEncoded], stdin: Data("{\"a\":\"1\",\"secret\":\"2\"}".utf8))
+        let enc = try await run(
+            [
+                "note", "encrypt", "--identity", writerPath, "--recipient-public-key",
+                reader.publicKey.base64URLEncoded,
+            ], stdin: Data("{\"a\":\"1\",\"secret\":\"2\"}".utf8))
         #expect(enc.status == 0, "\(enc.stderr)")
         var body = try #require(CanonicalJSON.parse(Array(enc.stdout)).objectValue)
         var fields = try #require(body["data"]?.objectValue)
@@ -164,8 +180,9 @@ struct DocumentCLITests {
         let ak = try note.encryptedAccessKey.unwrap(reader: reader.boxKey, authorizer: writer.publicKey)
         let plain: RecordData = ["a": "1", "secret": "2"]
         note.data = FieldCipher.encrypt(plain, accessKey: ak)
-        note.signature = Base64URL.encode(try #require(writer.signingKey).signature(
-            for: LegacyNoteSignature.message(data: plain, note: note)))
+        note.signature = Base64URL.encode(
+            try #require(writer.signingKey).signature(
+                for: LegacyNoteSignature.message(data: plain, note: note)))
         let legacy = try dir.write("legacy.json", String(decoding: note.jsonData(), as: UTF8.self))
         #expect(try await run(["note", "decrypt", "--identity", readerPath, legacy]).status == 2)
         let ok = try await run(["note", "decrypt", "--identity", readerPath, "--allow-legacy-signature", legacy])
@@ -186,7 +203,8 @@ struct DocumentCLITests {
         let smaller = Data(("[" + Array(repeating: "0", count: max - 3).joined(separator: ",") + "]").utf8)
         let signed = try await run(["sign", "--identity", idPath], stdin: smaller)
         #expect(signed.status == 0, "\(signed.stderr)")
-        let verified = try await run(["verify", "--public-key=" + identity.publicSigningKey!.base64URLEncoded], stdin: signed.stdout)
+        let verified = try await run(
+            ["verify", "--public-key=" + identity.publicSigningKey!.base64URLEncoded], stdin: signed.stdout)
         #expect(verified.status == 0, "\(verified.stderr)")
     }
 
@@ -204,7 +222,8 @@ struct DocumentCLITests {
     func signVerify() async throws {
         let dir = try ScratchDirectory()
         let (idPath, identity) = try await keygen(dir, "id.json")
-        let signed = try await run(["sign", "--identity", idPath], stdin: Data("{\"b\":[1,true,null],\"a\":\"x\"}".utf8))
+        let signed = try await run(
+            ["sign", "--identity", idPath], stdin: Data("{\"b\":[1,true,null],\"a\":\"x\"}".utf8))
         #expect(signed.status == 0, "\(signed.stderr)")
         let twice = try await run(["sign", "--identity", idPath], stdin: signed.stdout)
         let pk = identity.publicSigningKey!.base64URLEncoded
@@ -214,7 +233,9 @@ struct DocumentCLITests {
         let other = Ed25519.PrivateKey().publicKey.base64URLEncoded
         #expect(try await run(["verify", "--public-key", other], stdin: signed.stdout).status == 2)
         // Deterministic: signing again gives the same bytes.
-        #expect(try await run(["sign", "--identity", idPath], stdin: Data("{\"a\":\"x\",\"b\":[1,true,null]}".utf8)).stdout == signed.stdout)
+        #expect(
+            try await run(["sign", "--identity", idPath], stdin: Data("{\"a\":\"x\",\"b\":[1,true,null]}".utf8)).stdout
+                == signed.stdout)
     }
 
     @Test("note encrypt/decrypt, writer key check")
@@ -222,15 +243,24 @@ struct DocumentCLITests {
         let dir = try ScratchDirectory()
         let (writerPath, writer) = try await keygen(dir, "w.json")
         let (readerPath, reader) = try await keygen(dir, "r.json")
-        let enc = try await run(["note", "encrypt", "--identity", writerPath, "--recipient-public-key",
-            reader.publicKey.base64URLEncoded], stdin: Data("{\"secret\":\"data\"}".utf8))
+        let enc = try await run(
+            [
+                "note", "encrypt", "--identity", writerPath, "--recipient-public-key",
+                reader.publicKey.base64URLEncoded,
+            ], stdin: Data("{\"secret\":\"data\"}".utf8))
         #expect(enc.status == 0, "\(enc.stderr)")
-        let dec = try await run(["note", "decrypt", "--identity", readerPath, "--writer-signing-key",
-            writer.publicSigningKey!.base64URLEncoded], stdin: enc.stdout)
+        let dec = try await run(
+            [
+                "note", "decrypt", "--identity", readerPath, "--writer-signing-key",
+                writer.publicSigningKey!.base64URLEncoded,
+            ], stdin: enc.stdout)
         #expect(dec.status == 0, "\(dec.stderr)")
         #expect(String(decoding: dec.stdout, as: UTF8.self) == "{\"secret\":\"data\"}\n")
-        let wrongWriter = try await run(["note", "decrypt", "--identity", readerPath, "--writer-signing-key",
-            reader.publicSigningKey!.base64URLEncoded], stdin: enc.stdout)
+        let wrongWriter = try await run(
+            [
+                "note", "decrypt", "--identity", readerPath, "--writer-signing-key",
+                reader.publicSigningKey!.base64URLEncoded,
+            ], stdin: enc.stdout)
         #expect(wrongWriter.status == 2, "a note from another writer is a verification failure (D6)")
         #expect(try await run(["note", "decrypt", "--identity", writerPath], stdin: enc.stdout).status == 2)
     }
@@ -248,7 +278,8 @@ struct PythonInteropTests {
         return try await ChildProcess.makeProjectPython().path
     }
 
-    static func shell(_ executable: String, _ args: [String]) async throws -> (status: Int32, out: String, err: String) {
+    static func shell(_ executable: String, _ args: [String]) async throws -> (status: Int32, out: String, err: String)
+    {
         let result = try await ChildProcess.run(URL(fileURLWithPath: executable), args)
         return (result.status, result.stdoutText, result.stderr)
     }
@@ -295,12 +326,13 @@ struct PythonInteropTests {
         let groupGenerator = VectorLocations.projectRoot.appendingPathComponent("TestVectors/generators/group_keys.py")
         let groupResult = try await Self.shell(python, [groupGenerator.path, dir.url.path])
         #expect(groupResult.status == 0, "\(groupResult.err)")
-        for file in ["keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "keys/group_wrappers.json",
+        for file in [
+            "keys/eak.json", "keys/eakinfo.json", "keys/client_config.json", "keys/group_wrappers.json",
             "documents/record_fields.json",
             "documents/records.json", "documents/signed_documents.json", "documents/tfsp1.json", "documents/notes.json",
             "documents/js_variants.json",
-            "identity/derivation.json", "identity/tsv1.json", "identity/pkce.json"]
-        {
+            "identity/derivation.json", "identity/tsv1.json", "identity/pkce.json",
+        ] {
             let fresh = try Data(contentsOf: dir.url.appendingPathComponent(file))
             let committed = try Data(contentsOf: VectorLocations.default.projectFile(file))
             #expect(fresh == committed, "\(file) differs from a fresh regeneration")

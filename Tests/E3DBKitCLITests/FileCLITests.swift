@@ -28,7 +28,9 @@ struct FileCLITests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let plain = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try plain.write(to: URL(fileURLWithPath: path("plain")))
-        let enc = try await CLIRunner.run(["file", "encrypt", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        let enc = try await CLIRunner.run([
+            "file", "encrypt", "--access-key-file", keyFile.path, path("plain"), path("enc"),
+        ])
         #expect(enc.status == 0, "\(enc.stderr)")
         let encrypted = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
         #expect(encrypted.count == E3DBFileFormat.encryptedSize(forPlaintextSize: size))
@@ -38,23 +40,29 @@ struct FileCLITests {
         #expect(enc.stdoutText.contains("blake2b-512: \(b2)"))
         #expect(enc.stderr.isEmpty, "no progress bar when stderr is not a terminal")
 
-        let dec = try await CLIRunner.run(["file", "decrypt", "--access-key-file", keyFile.path, path("enc"), path("dec")])
+        let dec = try await CLIRunner.run([
+            "file", "decrypt", "--access-key-file", keyFile.path, path("enc"), path("dec"),
+        ])
         #expect(dec.status == 0, "\(dec.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path("dec"))) == plain)
 
         let sum = try await CLIRunner.run(["file", "checksum", path("enc")])
         #expect(sum.status == 0)
-        #expect(sum.stdoutText == "checksum: \(Base64.encode(Hashes.md5(encrypted)))\nsize: \(encrypted.count)\nblake2b-512: \(b2)\n")
+        #expect(
+            sum.stdoutText
+                == "checksum: \(Base64.encode(Hashes.md5(encrypted)))\nsize: \(encrypted.count)\nblake2b-512: \(b2)\n")
         #expect(try entries() == ["dec", "enc", "key", "plain"], "no temporary files left")
     }
 
     @Test func standardInputAndOutput() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let plain = Data((0..<150_000).map { UInt8(truncatingIfNeeded: $0) })
-        let enc = try await CLIRunner.run(["file", "encrypt", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
+        let enc = try await CLIRunner.run(
+            ["file", "encrypt", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
         #expect(enc.status == 0, "\(enc.stderr)")
         #expect(enc.stdout.count == E3DBFileFormat.encryptedSize(forPlaintextSize: plain.count))
-        let dec = try await CLIRunner.run(["file", "decrypt", "--access-key-file", keyFile.path, "-", "-"], stdin: enc.stdout)
+        let dec = try await CLIRunner.run(
+            ["file", "decrypt", "--access-key-file", keyFile.path, "-", "-"], stdin: enc.stdout)
         #expect(dec.status == 0, "\(dec.stderr)")
         #expect(dec.stdout == plain)
         let sum = try await CLIRunner.run(["file", "checksum", "-"], stdin: enc.stdout)
@@ -65,7 +73,9 @@ struct FileCLITests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let plain = Data(repeating: 7, count: 140_000)
         try plain.write(to: URL(fileURLWithPath: path("plain")))
-        _ = try await CLIRunner.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        _ = try await CLIRunner.run([
+            "file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc"),
+        ])
         let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
         var flipped = good
         flipped[70_000] ^= 1
@@ -84,11 +94,13 @@ struct FileCLITests {
             try bytes.write(to: URL(fileURLWithPath: path("bad")))
             // Not an E3DB v3 file at all (another version) is malformed input; everything else fails to verify.
             let expected: Int32 = name == "version 1" ? 65 : 2
-            let out = try await CLIRunner.run(["file", "decrypt", "--access-key-file", key] + extra + [path("bad"), path("out")])
+            let out = try await CLIRunner.run(
+                ["file", "decrypt", "--access-key-file", key] + extra + [path("bad"), path("out")])
             #expect(out.status == expected, "\(name): \(out.stderr)")
             #expect(out.stderr.hasPrefix("e3dbkit: decrypting"), "\(name)")
             #expect(!FileManager.default.fileExists(atPath: path("out")), "\(name): output left behind")
-            let toStdout = try await CLIRunner.run(["file", "decrypt", "--access-key-file", key] + extra + [path("bad"), "-"])
+            let toStdout = try await CLIRunner.run(
+                ["file", "decrypt", "--access-key-file", key] + extra + [path("bad"), "-"])
             #expect(toStdout.status == expected && toStdout.stdout.isEmpty, "\(name): plaintext on stdout")
         }
         #expect(try entries() == ["bad", "enc", "key", "other", "plain"], "no temporary files left")
@@ -99,20 +111,28 @@ struct FileCLITests {
     @Test func expectedChecksumAndSizeArguments() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         try Data([9]).write(to: URL(fileURLWithPath: path("plain")))
-        _ = try await CLIRunner.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        _ = try await CLIRunner.run([
+            "file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc"),
+        ])
         let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
         #expect(good.count == 142)
         for bad in ["garbage", "DPb7oJVFD4O0cXsAkVRltA", "0cf6fba095450f83b4717d910154", "-x"] {
             let out = try await CLIRunner.run(
-                ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-checksum=\(bad)", path("enc"),
-                 path("out")])
+                [
+                    "file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-checksum=\(bad)",
+                    path("enc"),
+                    path("out"),
+                ])
             #expect(out.status == 64, "\(bad): \(out.stderr)")
             #expect(out.stderr.contains("--expected-checksum"), "\(bad): \(out.stderr)")
         }
         for size in [0, 50, 141] {
             let out = try await CLIRunner.run(
-                ["file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-size", "\(size)", path("enc"),
-                 path("out")])
+                [
+                    "file", "decrypt", "-q", "--access-key-file", keyFile.path, "--expected-size", "\(size)",
+                    path("enc"),
+                    path("out"),
+                ])
             #expect(out.status == 2, "\(size): \(out.stderr)")
             #expect(out.stderr.contains("longer than its expected size of \(size) bytes"), "\(size): \(out.stderr)")
         }
@@ -120,8 +140,10 @@ struct FileCLITests {
             ["file", "decrypt", "--access-key-file", keyFile.path, "--expected-size=-1", path("enc"), path("out")])
         #expect(negative.status == 64)
         let right = try await CLIRunner.run(
-            ["file", "decrypt", "--access-key-file", keyFile.path, "--expected-size", "142", "--expected-checksum",
-             Base64.encode(Hashes.md5(good)), path("enc"), path("out")])
+            [
+                "file", "decrypt", "--access-key-file", keyFile.path, "--expected-size", "142", "--expected-checksum",
+                Base64.encode(Hashes.md5(good)), path("enc"), path("out"),
+            ])
         #expect(right.status == 0, "\(right.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path("out"))) == Data([9]))
         #expect(try entries() == ["enc", "key", "out", "plain"])
@@ -134,7 +156,9 @@ struct FileCLITests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
         try plain.write(to: URL(fileURLWithPath: path("plain")))
-        _ = try await CLIRunner.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+        _ = try await CLIRunner.run([
+            "file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc"),
+        ])
         let good = try Data(contentsOf: URL(fileURLWithPath: path("enc")))
         var bad = good
         bad[bad.count - 3] ^= 0x40
@@ -164,10 +188,16 @@ struct FileCLITests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let plain = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
         try plain.write(to: URL(fileURLWithPath: path("plain")))
-        _ = try await CLIRunner.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
-        for (text, range) in [("0-0", 0...0), ("65535-65536", 65_535...65_536), ("100000-", 100_000...199_999),
-            ("0-199999", 0...199_999), ("199999-199999", 199_999...199_999)] {
-            let out = try await CLIRunner.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", text, path("enc"), "-"])
+        _ = try await CLIRunner.run([
+            "file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc"),
+        ])
+        for (text, range) in [
+            ("0-0", 0...0), ("65535-65536", 65_535...65_536), ("100000-", 100_000...199_999),
+            ("0-199999", 0...199_999), ("199999-199999", 199_999...199_999),
+        ] {
+            let out = try await CLIRunner.run([
+                "file", "decrypt", "--access-key-file", keyFile.path, "--range", text, path("enc"), "-",
+            ])
             #expect(out.status == 0, "\(text): \(out.stderr)")
             #expect(out.stdout == plain[range], "\(text)")
         }
@@ -181,19 +211,23 @@ struct FileCLITests {
             #expect(out.status == 64, "'\(malformed)': \(out.status) \(out.stderr)")
             #expect(out.stdout.isEmpty)
         }
-        let stdin = try await CLIRunner.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", "-", "-"])
+        let stdin = try await CLIRunner.run([
+            "file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", "-", "-",
+        ])
         #expect(stdin.status == 64)
         #if os(Linux)
-        // A FIFO cannot be read at an offset: a usage error, not a hang or a partial read.
-        #expect(mkfifo(path("fifo"), 0o600) == 0)
-        let writer = Thread {
-            if let handle = FileHandle(forWritingAtPath: path("fifo")) { try? handle.close() }
-        }
-        writer.start()
-        let fifo = try await CLIRunner.run(["file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", path("fifo"), "-"])
-        #expect(fifo.status == 64, "\(fifo.stderr)")
-        #expect(fifo.stderr.contains("regular file"), "\(fifo.stderr)")
-        try FileManager.default.removeItem(atPath: path("fifo"))
+            // A FIFO cannot be read at an offset: a usage error, not a hang or a partial read.
+            #expect(mkfifo(path("fifo"), 0o600) == 0)
+            let writer = Thread {
+                if let handle = FileHandle(forWritingAtPath: path("fifo")) { try? handle.close() }
+            }
+            writer.start()
+            let fifo = try await CLIRunner.run([
+                "file", "decrypt", "--access-key-file", keyFile.path, "--range", "0-1", path("fifo"), "-",
+            ])
+            #expect(fifo.status == 64, "\(fifo.stderr)")
+            #expect(fifo.stderr.contains("regular file"), "\(fifo.stderr)")
+            try FileManager.default.removeItem(atPath: path("fifo"))
         #endif
         let outOfBounds = try await CLIRunner.run(
             ["file", "decrypt", "--access-key-file", keyFile.path, "--range", "199999-200000", path("enc"), "-"])
@@ -220,11 +254,12 @@ struct FileCLITests {
     @Test(arguments: [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGKILL])
     func interruptedCommandsLeaveNoFiles(signal signo: Int32) async throws {
         #if !os(Linux)
-        if signo == SIGKILL { return }
+            if signo == SIGKILL { return }
         #endif
         defer { try? FileManager.default.removeItem(at: directory) }
         let plain = Data((0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 17) })
-        let encrypted = try await CLIRunner.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
+        let encrypted = try await CLIRunner.run(
+            ["file", "encrypt", "-q", "--access-key-file", keyFile.path, "-", "-"], stdin: plain)
         #expect(encrypted.status == 0)
         for (command, input) in [("encrypt", plain), ("decrypt", encrypted.stdout)] {
             let process = try CLIRunner.start(
@@ -252,31 +287,37 @@ struct FileCLITests {
     /// (the FileMeta values would be lost), and `file checksum` exits 1 instead of 0.
     @Test func unwritableStandardOutputFailsCleanly() async throws {
         #if os(Linux)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try Data(repeating: 3, count: 100_000).write(to: URL(fileURLWithPath: path("plain")))
-        func runToDevFull(_ arguments: [String]) async throws -> (Int32, String) {
-            let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
-            let result = try await CLIRunner.run(arguments, standardOutput: full)
-            return (result.status, result.stderr)
-        }
-        let (encryptStatus, encryptMessage) = try await runToDevFull(
-            ["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
-        #expect(encryptStatus == 1, "\(encryptMessage)")
-        #expect(encryptMessage.contains("cannot write to standard output"), "\(encryptMessage)")
-        #expect(try entries() == ["key", "plain"], "output committed although its FileMeta values were lost")
-        _ = try await CLIRunner.run(["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
-        let (checksumStatus, checksumMessage) = try await runToDevFull(["file", "checksum", path("enc")])
-        #expect(checksumStatus == 1, "\(checksumMessage)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try Data(repeating: 3, count: 100_000).write(to: URL(fileURLWithPath: path("plain")))
+            func runToDevFull(_ arguments: [String]) async throws -> (Int32, String) {
+                let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+                let result = try await CLIRunner.run(arguments, standardOutput: full)
+                return (result.status, result.stderr)
+            }
+            let (encryptStatus, encryptMessage) = try await runToDevFull(
+                ["file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc")])
+            #expect(encryptStatus == 1, "\(encryptMessage)")
+            #expect(encryptMessage.contains("cannot write to standard output"), "\(encryptMessage)")
+            #expect(try entries() == ["key", "plain"], "output committed although its FileMeta values were lost")
+            _ = try await CLIRunner.run([
+                "file", "encrypt", "-q", "--access-key-file", keyFile.path, path("plain"), path("enc"),
+            ])
+            let (checksumStatus, checksumMessage) = try await runToDevFull(["file", "checksum", path("enc")])
+            #expect(checksumStatus == 1, "\(checksumMessage)")
         #endif
     }
 
     @Test func usageErrors() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let missing = try await CLIRunner.run(["file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out")])
+        let missing = try await CLIRunner.run([
+            "file", "decrypt", "--access-key-file", keyFile.path, path("nope"), path("out"),
+        ])
         #expect(missing.status == 66)
         try Data("not a key".utf8).write(to: URL(fileURLWithPath: path("badkey")))
         try Data("x".utf8).write(to: URL(fileURLWithPath: path("in")))
-        let badKey = try await CLIRunner.run(["file", "encrypt", "--access-key-file", path("badkey"), path("in"), path("out")])
+        let badKey = try await CLIRunner.run([
+            "file", "encrypt", "--access-key-file", path("badkey"), path("in"), path("out"),
+        ])
         #expect(badKey.status == 65)
         #expect(!badKey.stderr.contains("not a key"), "key material echoed")
     }

@@ -16,7 +16,8 @@ struct KeysStrictCLITests {
 
     /// `text` (a one-line JSON object) with `member` added before the closing brace.
     func adding(_ member: String, to text: Data) -> String {
-        String(String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).dropLast()) + "," + member + "}"
+        String(String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).dropLast()) + ","
+            + member + "}"
     }
 
     @Test("D14: duplicate private_key, object public_key, boolean private_signing_key exit 65 naming the member")
@@ -26,11 +27,18 @@ struct KeysStrictCLITests {
         let bob = ClientIdentity.generate(clientID: UUID())
         let inputs: [(String, String)] = [
             ("private_key", adding("\"private_key\":\"\(bob.boxKey.base64URLEncoded)\"", to: alice.configJSON())),
-            ("public_key", String(decoding: alice.configJSON(), as: UTF8.self).replacingOccurrences(
-                of: "\"public_key\":\"\(alice.publicKey.base64URLEncoded)\"",
-                with: "\"public_key\":{\"curve25519\":\"\(bob.publicKey.base64URLEncoded)\"}")),
-            ("private_signing_key", String(decoding: alice.configJSON(), as: UTF8.self).replacingOccurrences(
-                of: "\"private_signing_key\":\"\(alice.signingKey!.base64URLEncoded)\"", with: "\"private_signing_key\":true")),
+            (
+                "public_key",
+                String(decoding: alice.configJSON(), as: UTF8.self).replacingOccurrences(
+                    of: "\"public_key\":\"\(alice.publicKey.base64URLEncoded)\"",
+                    with: "\"public_key\":{\"curve25519\":\"\(bob.publicKey.base64URLEncoded)\"}")
+            ),
+            (
+                "private_signing_key",
+                String(decoding: alice.configJSON(), as: UTF8.self).replacingOccurrences(
+                    of: "\"private_signing_key\":\"\(alice.signingKey!.base64URLEncoded)\"",
+                    with: "\"private_signing_key\":true")
+            ),
         ]
         for (index, (member, text)) in inputs.enumerated() {
             #expect(text.contains(member))
@@ -49,7 +57,8 @@ struct KeysStrictCLITests {
         let eve = ClientIdentity.generate(clientID: UUID())
         let alicePath = try identityFile(dir, "alice.json", alice)
         let (_, info) = try EAKInfo.makeWriterKey(for: alice)
-        let text = adding("\"signer_signing_key\":{\"ed25519\":\"\(eve.publicSigningKey!.base64URLEncoded)\"}", to: info.jsonData())
+        let text = adding(
+            "\"signer_signing_key\":{\"ed25519\":\"\(eve.publicSigningKey!.base64URLEncoded)\"}", to: info.jsonData())
         let path = try dir.write("dup.json", text)
         let r = try await run(["eak", "unwrap", "--identity", alicePath, path])
         #expect(r.status == 65, "\(r.stderr)")
@@ -82,7 +91,8 @@ struct KeysStrictCLITests {
         let dir = try ScratchDirectory()
         var checked = 0
         for (index, t) in file.tests.enumerated() where t.result == "valid" {
-            let reader = ClientIdentity(clientID: UUID(), boxKey: try Box.PrivateKey(base64URLEncoded: t.readerSecretKey), signingKey: nil)
+            let reader = ClientIdentity(
+                clientID: UUID(), boxKey: try Box.PrivateKey(base64URLEncoded: t.readerSecretKey), signingKey: nil)
             let readerPath = try identityFile(dir, "reader\(index).json", reader)
             let infoPath = try dir.write("info\(index).json", t.json)
             let r = try await run(["eak", "unwrap", "--identity", readerPath, infoPath])

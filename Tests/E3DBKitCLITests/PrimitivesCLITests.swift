@@ -25,7 +25,8 @@ struct PrimitivesCLITests {
     @Test func hashReadsStdinWithLength() async throws {
         let result = try await CLIRunner.run(["hash", "-l", "256"], stdin: Data("abc".utf8))
         #expect(result.status == 0)
-        let hex = try BLAKE2b.hash(data: Data("abc".utf8), outputByteCount: 32).map { String(format: "%02x", $0) }.joined()
+        let hex = try BLAKE2b.hash(data: Data("abc".utf8), outputByteCount: 32).map { String(format: "%02x", $0) }
+            .joined()
         #expect(result.stdoutText == "\(hex)  -\n")
     }
 
@@ -46,12 +47,16 @@ struct PrimitivesCLITests {
     @Test func vectorsVerifyFailsOnABrokenVector() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let original = try String(contentsOf: root.appendingPathComponent("TestVectors/primitives/hashes.json"), encoding: .utf8)
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let original = try String(
+            contentsOf: root.appendingPathComponent("TestVectors/primitives/hashes.json"), encoding: .utf8)
         // Corrupt one expected digest.
-        let broken = original.replacingOccurrences(of: "\"md5Base64\": \"DPb7oJVFD4O0cXsAkVRltA==\"", with: "\"md5Base64\": \"AAAAAAAAAAAAAAAAAAAAAA==\"")
+        let broken = original.replacingOccurrences(
+            of: "\"md5Base64\": \"DPb7oJVFD4O0cXsAkVRltA==\"", with: "\"md5Base64\": \"AAAAAAAAAAAAAAAAAAAAAA==\"")
         #expect(broken != original)
-        try FileManager.default.createDirectory(at: dir.appendingPathComponent("primitives"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: dir.appendingPathComponent("primitives"), withIntermediateDirectories: true)
         try broken.write(to: dir.appendingPathComponent("primitives/hashes.json"), atomically: true, encoding: .utf8)
         let result = try await CLIRunner.run(["vectors", "verify", dir.path, "--filter", "primitives/hashes"])
         #expect(result.status == 1)

@@ -47,6 +47,8 @@ struct ReadmeSnippetTests {
         }
         let snippet = lines[(begin + 1)..<end].map { $0.hasPrefix("        ") ? String($0.dropFirst(8)) : $0 }
         let block = (["import E3DBPrimitives", ""] + snippet).joined(separator: "\n")
-        #expect(readme.contains("```swift\n" + block + "\n```"), "README.md's primitives snippet differs from the tested code")
+        #expect(
+            readme.contains("```swift\n" + block + "\n```"),
+            "README.md's primitives snippet differs from the tested code")
     }
 }

@@ -3,7 +3,8 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
-@Suite("e3dbkit record encrypt/decrypt --ndjson", .enabled(if: CLIRunner.isAvailable, "the e3dbkit binary is not built"))
+@Suite(
+    "e3dbkit record encrypt/decrypt --ndjson", .enabled(if: CLIRunner.isAvailable, "the e3dbkit binary is not built"))
 struct RecordBatchCLITests {
     /// A writer with its own EAKInfo, a reader with a shared one, and helpers to run the record commands.
     struct Setup {
@@ -32,7 +33,9 @@ struct RecordBatchCLITests {
             readerEAK = try dir.write("reader-eak.json", share.stdoutText)
         }
 
-        var encrypt: [String] { ["record", "encrypt", "--type", "contact", "--identity", writer, "--eak-info", writerEAK] }
+        var encrypt: [String] {
+            ["record", "encrypt", "--type", "contact", "--identity", writer, "--eak-info", writerEAK]
+        }
         var decrypt: [String] { ["record", "decrypt", "--identity", reader, "--eak-info", readerEAK] }
     }
 
@@ -45,9 +48,11 @@ struct RecordBatchCLITests {
 
     func records(_ count: Int) -> [String] {
         (0..<count).map { i in
-            CanonicalJSON.serialize(.object([
-                "n": .string("\(i)"), "name": .string("Zoë 😀 \(i)"), "e\u{301}": .string("1"), "é": .string("\(i * 3)"),
-            ]))
+            CanonicalJSON.serialize(
+                .object([
+                    "n": .string("\(i)"), "name": .string("Zoë 😀 \(i)"), "e\u{301}": .string("1"),
+                    "é": .string("\(i * 3)"),
+                ]))
         }
     }
 
@@ -79,7 +84,8 @@ struct RecordBatchCLITests {
     func perLineEquality() async throws {
         let s = try await Setup()
         let input = records(4)
-        let enc = try await CLIRunner.run(s.encrypt + ["--ndjson", "-"], stdin: Data((input.joined(separator: "\n")).utf8))
+        let enc = try await CLIRunner.run(
+            s.encrypt + ["--ndjson", "-"], stdin: Data((input.joined(separator: "\n")).utf8))
         #expect(enc.status == 0, "\(enc.stderr)")
         let encrypted = lines(enc.stdout)
         let dec = try await CLIRunner.run(s.decrypt + ["--ndjson", "-"], stdin: enc.stdout)
@@ -109,22 +115,27 @@ struct RecordBatchCLITests {
     func errors() async throws {
         let s = try await Setup()
         let input = records(5)
-        let enc = try await CLIRunner.run(s.encrypt + ["--ndjson", "-"], stdin: Data(input.joined(separator: "\n").utf8))
+        let enc = try await CLIRunner.run(
+            s.encrypt + ["--ndjson", "-"], stdin: Data(input.joined(separator: "\n").utf8))
         var encrypted = lines(enc.stdout)
         #expect(encrypted.count == 5)
         // Line 2: malformed (65); line 4: tampered meta, verification (2); line 6: blank then line 7 good.
         encrypted[1] = #"{"data":{"secret":"hunter2"}"#
         encrypted[3] = encrypted[3].replacingOccurrences(of: #""type":"contact""#, with: #""type":"other""#)
         let input2 = encrypted + ["", encrypted[0], "", ""]
-        let dec = try await CLIRunner.run(s.decrypt + ["--ndjson", "--jobs", "2", "-"], stdin: Data(input2.joined(separator: "\n").utf8))
+        let dec = try await CLIRunner.run(
+            s.decrypt + ["--ndjson", "--jobs", "2", "-"], stdin: Data(input2.joined(separator: "\n").utf8))
         #expect(dec.status == 65, "\(dec.stderr)")
         let out = lines(dec.stdout)
         #expect(out.count == 7)
-        func error(_ line: String) throws -> JSONObject? { try CanonicalJSON.parse(line).objectValue?["error"]?.objectValue }
-        #expect(try error(out[1]) == [
-            "category": "malformedInput", "code": "invalidDocument", "line": 2,
-            "message": .string(try #require(try error(out[1])?["message"]?.stringValue)),
-        ])
+        func error(_ line: String) throws -> JSONObject? {
+            try CanonicalJSON.parse(line).objectValue?["error"]?.objectValue
+        }
+        #expect(
+            try error(out[1]) == [
+                "category": "malformedInput", "code": "invalidDocument", "line": 2,
+                "message": .string(try #require(try error(out[1])?["message"]?.stringValue)),
+            ])
         #expect(!dec.stdoutText.contains("hunter2") && !dec.stderr.contains("hunter2"))
         #expect(try error(out[3])?["code"] == "invalidSignature" && error(out[3])?["line"] == 4)
         #expect(try error(out[3])?["category"] == "verification")
@@ -142,14 +153,16 @@ struct RecordBatchCLITests {
         #expect(dec2.status == 2 && lines(dec2.stdout).count == 2)
 
         // --fail-fast: lines before the failure and its error line, then stop.
-        let fast = try await CLIRunner.run(s.decrypt + ["--ndjson", "--fail-fast", "-"], stdin: Data(input2.joined(separator: "\n").utf8))
+        let fast = try await CLIRunner.run(
+            s.decrypt + ["--ndjson", "--fail-fast", "-"], stdin: Data(input2.joined(separator: "\n").utf8))
         #expect(fast.status == 65)
         let fastOut = lines(fast.stdout)
         #expect(fastOut.count == 2 && fastOut[0] == out[0] && fastOut[1] == out[1])
         #expect(fast.stderr.split(separator: "\n").count == 1)
 
         // Encrypt: a line that is not an object of strings is malformed (65), the rest are encrypted.
-        let encBad = try await CLIRunner.run(s.encrypt + ["--ndjson", "-"], stdin: Data("{\"a\":\"1\"}\n{\"a\":1}\n[]\n{\"b\":\"2\"}\n".utf8))
+        let encBad = try await CLIRunner.run(
+            s.encrypt + ["--ndjson", "-"], stdin: Data("{\"a\":\"1\"}\n{\"a\":1}\n[]\n{\"b\":\"2\"}\n".utf8))
         #expect(encBad.status == 65)
         let encOut = lines(encBad.stdout)
         #expect(encOut.count == 4)
@@ -168,7 +181,8 @@ struct RecordBatchCLITests {
         let missing = try await CLIRunner.run(s.decrypt + ["--ndjson", s.dir.path("nope.ndjson")])
         #expect(missing.status == 66 && missing.stdout.isEmpty)
         // The wrong reader: the EAK does not open, nothing is processed (exit 2).
-        let wrong = try await CLIRunner.run(["record", "decrypt", "--identity", s.writer, "--eak-info", s.readerEAK, "--ndjson", "-"],
+        let wrong = try await CLIRunner.run(
+            ["record", "decrypt", "--identity", s.writer, "--eak-info", s.readerEAK, "--ndjson", "-"],
             stdin: Data("{}\n".utf8))
         #expect(wrong.status == 2 && wrong.stdout.isEmpty)
     }
@@ -181,13 +195,15 @@ struct RecordBatchCLITests {
         try input.write(to: URL(fileURLWithPath: inputPath))
         if FileManager.default.fileExists(atPath: "/dev/full") {
             let full = try await CLIRunner.run(
-                s.encrypt + ["--ndjson", inputPath], standardOutput: try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full")))
+                s.encrypt + ["--ndjson", inputPath],
+                standardOutput: try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full")))
             let err = full.stderr
             #expect(!full.uncaughtSignal && full.status == 1)
             #expect(err.contains("cannot write to standard output") && err.split(separator: "\n").count == 1, "\(err)")
         }
         // A reader that closes the pipe at once: EPIPE instead of SIGPIPE.
-        let closed = try await CLIRunner.run(s.encrypt + ["--ndjson", inputPath], standardOutput: try ChildProcess.brokenPipe())
+        let closed = try await CLIRunner.run(
+            s.encrypt + ["--ndjson", inputPath], standardOutput: try ChildProcess.brokenPipe())
         let err = closed.stderr
         #expect(!closed.uncaughtSignal && closed.status == 1)
         #expect(err.contains("cannot write to standard output"), "\(err)")

@@ -22,8 +22,12 @@ struct StoreCLITests {
         try await CLIRunner.run(arguments, stdin: stdin)
     }
 
-    func storeRun(_ command: String, _ arguments: [String], passphrase: String? = nil, stdin: Data? = nil) async throws -> CLIRunner.Result {
-        try await run(["store", command, "--store", store, "--passphrase-file", passphrase ?? self.passphrase] + arguments, stdin: stdin)
+    func storeRun(_ command: String, _ arguments: [String], passphrase: String? = nil, stdin: Data? = nil) async throws
+        -> CLIRunner.Result
+    {
+        try await run(
+            ["store", command, "--store", store, "--passphrase-file", passphrase ?? self.passphrase] + arguments,
+            stdin: stdin)
     }
 
     func json(_ result: CLIRunner.Result) throws -> JSONValue {
@@ -48,7 +52,10 @@ struct StoreCLITests {
         let plain = try file("p.json", #"{"team":"blue"}"#)
         let put = try await storeRun("put", ["--collection", "people", "--type", "person", "--plain", plain, data])
         #expect(put.status == 0, "\(put.stderr)")
-        guard case .string(let id) = try json(put)["id"] ?? .null else { Issue.record("no id"); return }
+        guard case .string(let id) = try json(put)["id"] ?? .null else {
+            Issue.record("no id")
+            return
+        }
         #expect(try json(put)["version"] == .number(1))
 
         let got = try await storeRun("get", ["--collection", "people", id])
@@ -58,10 +65,12 @@ struct StoreCLITests {
         #expect(try json(got)["meta"]?["type"] == .string("person"))
         #expect(try json(got)["meta"]?["record_id"] == .string(id))
 
-        let batch = try await storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"1\"}\r\n\n{\"n\":\"2\"}\n".utf8))
+        let batch = try await storeRun(
+            "put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"1\"}\r\n\n{\"n\":\"2\"}\n".utf8))
         #expect(batch.status == 0, "\(batch.stderr)")
         #expect(batch.stdoutText.split(separator: "\n").count == 2)
-        let badBatch = try await storeRun("put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"3\"}\n{\"n\":4}\n".utf8))
+        let badBatch = try await storeRun(
+            "put", ["--collection", "people", "--ndjson", "-"], stdin: Data("{\"n\":\"3\"}\n{\"n\":4}\n".utf8))
         #expect(badBatch.status == 65)
         #expect(badBatch.stderr.contains("line 2"))
 
@@ -92,7 +101,8 @@ struct StoreCLITests {
         #expect(try await storeRun("delete", ["--collection", "people", "--version", "2", id]).status == 64)
         #expect(try await storeRun("delete", ["--collection", "people", "--version", "1", id]).status == 0)
         #expect(try await storeRun("get", ["--collection", "people", id]).status == 64)
-        #expect(try await run(["store", "get", "--store", store, "--collection", "people", id], stdin: Data()).status == 64,
+        #expect(
+            try await run(["store", "get", "--store", store, "--collection", "people", id], stdin: Data()).status == 64,
             "no passphrase source and no terminal")
     }
 
@@ -116,13 +126,15 @@ struct StoreCLITests {
         let reader = dir.appendingPathComponent("reader.json").path
         #expect(try await run(["keygen", "--out", reader, "--client-id", UUID().uuidString]).status == 0)
         let exportDir = dir.appendingPathComponent("export").path
-        let exported = try await storeRun("export", ["--collection", "c", "--reader-identity", reader, "--out", exportDir], passphrase: newPass)
+        let exported = try await storeRun(
+            "export", ["--collection", "c", "--reader-identity", reader, "--out", exportDir], passphrase: newPass)
         #expect(exported.status == 0, "\(exported.stderr)")
         #expect(try json(exported)["records"] == .number(3))
         // The exported key opens with the reader's identity through the ordinary commands.
         let ak = try await run(["eak", "unwrap", "--identity", reader, exportDir + "/eak.json"])
         #expect(ak.status == 0, "\(ak.stderr)")
-        let imported = try await storeRun("import", ["--identity", reader, "--collection", "copy", exportDir], passphrase: newPass)
+        let imported = try await storeRun(
+            "import", ["--identity", reader, "--collection", "copy", exportDir], passphrase: newPass)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stdoutText.split(separator: "\n").count == 3)
 
@@ -159,10 +171,14 @@ struct StoreCrashTests {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
-        let passA = dir.appendingPathComponent("a"), passB = dir.appendingPathComponent("b")
+        let passA = dir.appendingPathComponent("a")
+        let passB = dir.appendingPathComponent("b")
         try Data("passphrase A".utf8).write(to: passA)
         try Data("passphrase B".utf8).write(to: passB)
-        #expect(try await CLIRunner.run(["store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive"]).status == 0)
+        #expect(
+            try await CLIRunner.run([
+                "store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive",
+            ]).status == 0)
         let batchSize = 2000
         var lines = ""
         for i in 0..<batchSize { lines += "{\"n\":\"\(i)\",\"v\":\"value \(i) \(UUID().uuidString)\"}\n" }
@@ -172,26 +188,46 @@ struct StoreCrashTests {
         try Data().write(to: empty)
 
         var generator = SystemRandomNumberGenerator()
-        var current = passA, other = passB
-        var killed = 0, finished = 0
+        var current = passA
+        var other = passB
+        var killed = 0
+        var finished = 0
         for round in 0..<16 {
             let delay = Double.random(in: 0.02...0.6, using: &generator)
             let arguments: [String]
             switch round % 4 {
             case 0, 1:
-                arguments = ["store", "put", "--store", store, "--passphrase-file", current.path, "--collection", "bulk", "--ndjson", "-"]
+                arguments = [
+                    "store", "put", "--store", store, "--passphrase-file", current.path, "--collection", "bulk",
+                    "--ndjson", "-",
+                ]
             case 2:
-                arguments = ["store", "passwd", "--store", store, "--passphrase-file", current.path,
-                    "--new-passphrase-file", other.path, "--kdf", "interactive"]
+                arguments = [
+                    "store", "passwd", "--store", store, "--passphrase-file", current.path,
+                    "--new-passphrase-file", other.path, "--kdf", "interactive",
+                ]
             default:
-                arguments = ["store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection", "bulk"]
+                arguments = [
+                    "store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection",
+                    "bulk",
+                ]
             }
-            if try await Self.runAndKill(arguments, input: round % 4 < 2 ? input : empty, delay: delay) { finished += 1 } else { killed += 1 }
+            if try await Self.runAndKill(arguments, input: round % 4 < 2 ? input : empty, delay: delay) {
+                finished += 1
+            } else {
+                killed += 1
+            }
 
             // Exactly one of the passphrases opens the store.
-            let withCurrent = try await CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", current.path])
-            let withOther = try await CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", other.path])
-            #expect((withCurrent.status == 0) != (withOther.status == 0), "round \(round): \(withCurrent.stderr) \(withOther.stderr)")
+            let withCurrent = try await CLIRunner.run([
+                "store", "stats", "--store", store, "--passphrase-file", current.path,
+            ])
+            let withOther = try await CLIRunner.run([
+                "store", "stats", "--store", store, "--passphrase-file", other.path,
+            ])
+            #expect(
+                (withCurrent.status == 0) != (withOther.status == 0),
+                "round \(round): \(withCurrent.stderr) \(withOther.stderr)")
             if withOther.status == 0 { swap(&current, &other) }
             let stats = withCurrent.status == 0 ? withCurrent : withOther
             let count: Int
@@ -207,12 +243,18 @@ struct StoreCrashTests {
         let verify = try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path])
         #expect(verify.status == 0, "\(verify.stderr)")
         // An interrupted rotation finishes when run again.
-        let rotated = try await CLIRunner.run(["store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection", "bulk"])
+        let rotated = try await CLIRunner.run([
+            "store", "rotate", "-q", "--store", store, "--passphrase-file", current.path, "--collection", "bulk",
+        ])
         #expect(rotated.status == 0 || rotated.stderr.contains("no collection"), "\(rotated.stderr)")
-        #expect(try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path]).status == 0)
+        #expect(
+            try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", current.path]).status
+                == 0)
         #expect(killed > 0, "no run was killed mid-way (finished: \(finished))")
-        let indexed = try await CLIRunner.run(["store", "index", "--store", store, "--passphrase-file", current.path,
-            "--collection", "bulk", "--field", "n"])
+        let indexed = try await CLIRunner.run([
+            "store", "index", "--store", store, "--passphrase-file", current.path,
+            "--collection", "bulk", "--field", "n",
+        ])
         #expect(indexed.status == 0 || indexed.stderr.contains("no collection"), "\(indexed.stderr)")
     }
 }

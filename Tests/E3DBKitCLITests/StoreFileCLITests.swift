@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `e3dbkit store attach/cat/ls/mv/rm/gc` through the binary, with their failure exits.
@@ -17,12 +17,16 @@ struct StoreFileCLITests {
     init() throws {
         dir = try CLIRunner.temporaryDirectory()
         key = dir.appendingPathComponent("key").path
-        try Data((Base64URL.encode(Data((0..<32).map { UInt8($0 * 7 % 256) })) + "\n").utf8).write(to: URL(fileURLWithPath: key))
+        try Data((Base64URL.encode(Data((0..<32).map { UInt8($0 * 7 % 256) })) + "\n").utf8).write(
+            to: URL(fileURLWithPath: key))
         store = dir.appendingPathComponent("store").path
     }
 
-    func storeRun(_ command: String, _ arguments: [String], key: String? = nil, stdin: Data? = nil) async throws -> CLIRunner.Result {
-        try await CLIRunner.run(["store", command, "--store", store, "--key-file", key ?? self.key] + arguments, stdin: stdin)
+    func storeRun(_ command: String, _ arguments: [String], key: String? = nil, stdin: Data? = nil) async throws
+        -> CLIRunner.Result
+    {
+        try await CLIRunner.run(
+            ["store", command, "--store", store, "--key-file", key ?? self.key] + arguments, stdin: stdin)
     }
 
     func lines(_ result: CLIRunner.Result) throws -> [JSONValue] {
@@ -41,10 +45,16 @@ struct StoreFileCLITests {
         #expect(try lines(attached).first?["size"] == .number(200_000))
         #expect(try await storeRun("attach", ["docs/note.txt", "-"], stdin: Data("note\n".utf8)).status == 0)
         let put = try await storeRun("put", ["--collection", "c", "-"], stdin: Data(#"{"k":"v"}"#.utf8))
-        guard case .string(let recordID)? = try CanonicalJSON.parse(put.stdout)["id"] else { Issue.record("no id"); return }
+        guard case .string(let recordID)? = try CanonicalJSON.parse(put.stdout)["id"] else {
+            Issue.record("no id")
+            return
+        }
         #expect(try await storeRun("attach", ["--record", recordID, "/att/a", "-"], stdin: Data("A".utf8)).status == 0)
 
-        #expect(try await lines(try storeRun("ls", [])).compactMap { $0["path"] } == ["/att/a", "/docs/in.bin", "/docs/note.txt"])
+        #expect(
+            try await lines(try storeRun("ls", [])).compactMap { $0["path"] } == [
+                "/att/a", "/docs/in.bin", "/docs/note.txt",
+            ])
         #expect(try await lines(try storeRun("ls", ["/docs"])).count == 2)
         let byRecord = try await lines(try storeRun("ls", ["--record", recordID]))
         #expect(byRecord.count == 1 && byRecord.first?["record_id"] == .string(recordID))
@@ -65,9 +75,11 @@ struct StoreFileCLITests {
         #expect(try await storeRun("attach", ["--record", "not-a-uuid", "/x", "-"], stdin: Data()).status == 64)
         #expect(try await storeRun("cat", ["--range", "0-200000", "/docs/in.bin"]).status == 64)
         let wrongKey = dir.appendingPathComponent("wrong").path
-        try Data((Base64URL.encode(Data(repeating: 1, count: 32)) + "\n").utf8).write(to: URL(fileURLWithPath: wrongKey))
+        try Data((Base64URL.encode(Data(repeating: 1, count: 32)) + "\n").utf8).write(
+            to: URL(fileURLWithPath: wrongKey))
         #expect(try await storeRun("cat", ["/docs/in.bin"], key: wrongKey).status == 77)
-        #expect(try await storeRun("attach", ["/docs/note.txt", "-", "--replace"], stdin: Data("new".utf8)).status == 0)
+        #expect(
+            try await storeRun("attach", ["/docs/note.txt", "-", "--replace"], stdin: Data("new".utf8)).status == 0)
         #expect(try await storeRun("cat", ["/docs/note.txt"]).stdout == Data("new".utf8))
 
         #expect(try await lines(try storeRun("mv", ["/docs", "/archive"])).first?["moved"] == .number(2))
@@ -77,19 +89,24 @@ struct StoreFileCLITests {
 
         // A damaged body: cat exits 2 naming the file and writes nothing to stdout; verify lists it.
         guard case .string(let id)? = try await lines(try storeRun("ls", ["/archive"])).first?["id"] else {
-            Issue.record("no id"); return
+            Issue.record("no id")
+            return
         }
         let body = URL(fileURLWithPath: store).appendingPathComponent("files/\(id).e3f")
         var bytes = try Data(contentsOf: body)
         bytes[bytes.count - 5] ^= 0x80
         try bytes.write(to: body)
         let damaged = try await storeRun("cat", ["/archive/in.bin"])
-        #expect(damaged.status == 2 && damaged.stdout.isEmpty && damaged.stderr.contains("/archive/in.bin"), "\(damaged.stderr)")
+        #expect(
+            damaged.status == 2 && damaged.stdout.isEmpty && damaged.stderr.contains("/archive/in.bin"),
+            "\(damaged.stderr)")
         #expect(try await storeRun("cat", ["--range", "0-9", "/archive/in.bin"]).stdout == plain.prefix(10))
         try Data("orphan".utf8).write(to: URL(fileURLWithPath: store).appendingPathComponent("files/orphan.e3f"))
         let verify = try await storeRun("verify", [])
         #expect(verify.status == 2)
-        #expect(verify.stderr.contains("/archive/in.bin: fileTampered") && verify.stderr.contains("files/orphan.e3f: fileBodyOrphaned"), "\(verify.stderr)")
+        #expect(
+            verify.stderr.contains("/archive/in.bin: fileTampered")
+                && verify.stderr.contains("files/orphan.e3f: fileBodyOrphaned"), "\(verify.stderr)")
         #expect(try CanonicalJSON.parse(verify.stdout)["files"] == .number(2))
         #expect(try await lines(try storeRun("gc", [])).first?["removed"] == .array(["files/orphan.e3f"]))
         #expect(try await storeRun("rm", ["-r", "/archive"]).status == 0)
@@ -129,7 +146,9 @@ struct StoreFileCLITests {
         let attach = try Self.peakMemory(["store", "attach"] + common + ["/big", input.path])
         let cat = try Self.peakMemory(["store", "cat"] + common + ["/big"])
         #expect(baseline.status == 0 && attach.status == 0 && cat.status == 0)
-        #expect(attach.kibibytes < baseline.kibibytes + 16 * 1024, "attach: \(attach.kibibytes) KiB vs \(baseline.kibibytes)")
+        #expect(
+            attach.kibibytes < baseline.kibibytes + 16 * 1024,
+            "attach: \(attach.kibibytes) KiB vs \(baseline.kibibytes)")
         #expect(cat.kibibytes < baseline.kibibytes + 16 * 1024, "cat: \(cat.kibibytes) KiB vs \(baseline.kibibytes)")
         let verify = try await storeRun("verify", [])
         let files = try CanonicalJSON.parse(verify.stdout)["files"]
@@ -148,7 +167,8 @@ struct StoreFileCLITests {
         // Kill moments within the time one whole attach takes here, so that most runs die mid-way on a quiet
         // machine as on a loaded one.
         // The time is the child's own, not including the wait for this task to resume.
-        let first = try CLIRunner.start(["store", "attach", "--store", store, "--key-file", key, "/whole", input.path], reading: nil)
+        let first = try CLIRunner.start(
+            ["store", "attach", "--store", store, "--key-file", key, "/whole", input.path], reading: nil)
         #expect(try await first.exit() == 0)
         let whole = max((first.runningTime ?? .zero) / .seconds(1), 0.02)
         for round in 0..<10 {

@@ -22,24 +22,33 @@ struct StoreIdentityCLITests {
     }
 
     func member(_ path: String, _ name: String) throws -> String {
-        guard case .string(let text) = try CanonicalJSON.parse(Data(contentsOf: URL(fileURLWithPath: path)))[name] ?? .null else {
+        guard
+            case .string(let text) = try CanonicalJSON.parse(Data(contentsOf: URL(fileURLWithPath: path)))[name]
+                ?? .null
+        else {
             throw E3DBError(.invalidParameter, "\(path) has no \(name)")
         }
         return text
     }
 
     /// `e3dbkit store COMMAND --store S KEYSOURCE… ARGS…`.
-    func store(_ command: [String], _ keySource: [String], _ arguments: [String] = [], stdin: Data? = nil) async throws -> CLIRunner.Result {
+    func store(_ command: [String], _ keySource: [String], _ arguments: [String] = [], stdin: Data? = nil) async throws
+        -> CLIRunner.Result
+    {
         try await CLIRunner.run(["store"] + command + ["--store", store] + keySource + arguments, stdin: stdin)
     }
 
     @Test("init for an identity, enroll and remove others, passwd beside identities, wrong identity exits 77")
     func identities() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        let alice = try await identity("alice"), bob = try await identity("bob"), stranger = try await identity("stranger")
+        let alice = try await identity("alice")
+        let bob = try await identity("bob")
+        let stranger = try await identity("stranger")
         let pass = dir.appendingPathComponent("pass").path
         try Data("a passphrase\n".utf8).write(to: URL(fileURLWithPath: pass))
-        let asAlice = ["--identity", alice], asBob = ["--identity", bob], withPass = ["--passphrase-file", pass]
+        let asAlice = ["--identity", alice]
+        let asBob = ["--identity", bob]
+        let withPass = ["--passphrase-file", pass]
 
         let created = try await store(["init"], asAlice)
         #expect(created.status == 0, "\(created.stderr)")
@@ -48,7 +57,10 @@ struct StoreIdentityCLITests {
         try Data(#"{"secret":"IDENTITY-PLAINTEXT-VALUE"}"#.utf8).write(to: URL(fileURLWithPath: data))
         let put = try await store(["put"], asAlice, ["--collection", "c", data])
         #expect(put.status == 0, "\(put.stderr)")
-        guard case .string(let id) = try CanonicalJSON.parse(put.stdout)["id"] ?? .null else { Issue.record("no id"); return }
+        guard case .string(let id) = try CanonicalJSON.parse(put.stdout)["id"] ?? .null else {
+            Issue.record("no id")
+            return
+        }
         let got = try await store(["get"], asAlice, ["--collection", "c", id])
         #expect(try CanonicalJSON.parse(got.stdout)["data"] == .object(["secret": "IDENTITY-PLAINTEXT-VALUE"]))
 
@@ -68,7 +80,10 @@ struct StoreIdentityCLITests {
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(listed.stdoutText.split(separator: "\n").count == 2)
         #expect(listed.stdoutText.contains(try member(alice, "public_key")))
-        #expect(try await store(["identity", "add"], asBob, ["--client", alice, "--public-key", try member(alice, "public_key")]).status == 64)
+        #expect(
+            try await store(
+                ["identity", "add"], asBob, ["--client", alice, "--public-key", try member(alice, "public_key")]
+            ).status == 64)
 
         #expect(try await store(["identity", "remove"], asBob, ["--client", alice]).status == 0)
         #expect(try await store(["get"], asAlice, ["--collection", "c", id]).status == 77)
@@ -77,7 +92,8 @@ struct StoreIdentityCLITests {
         #expect(last.stderr.contains("only way"))
 
         // A passphrase added beside the identity; identities keep working.
-        #expect(try await store(["passwd"], asBob, ["--new-passphrase-file", pass, "--kdf", "interactive"]).status == 0)
+        #expect(
+            try await store(["passwd"], asBob, ["--new-passphrase-file", pass, "--kdf", "interactive"]).status == 0)
         #expect(try await store(["stats"], withPass).status == 0)
         #expect(try await store(["stats"], asBob).status == 0)
         let byKey = try await store(["identity", "add"], withPass, ["--public-key", try member(alice, "public_key")])
@@ -87,12 +103,14 @@ struct StoreIdentityCLITests {
 
         // Export for a reader, then import with --identity alone: it opens the store and is the reader.
         let exportDir = dir.appendingPathComponent("export").path
-        let exported = try await store(["export"], asBob, ["--collection", "c", "--reader-identity", alice, "--out", exportDir])
+        let exported = try await store(
+            ["export"], asBob, ["--collection", "c", "--reader-identity", alice, "--out", exportDir])
         #expect(exported.status == 0, "\(exported.stderr)")
         let imported = try await store(["import"], asAlice, ["--collection", "copy", exportDir])
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stdoutText.split(separator: "\n").count == 1)
-        let withReader = try await store(["import"], withPass, ["--reader-identity", alice, "--collection", "copy2", exportDir])
+        let withReader = try await store(
+            ["import"], withPass, ["--reader-identity", alice, "--collection", "copy2", exportDir])
         #expect(withReader.status == 0, "\(withReader.stderr)")
         #expect(try await store(["import"], withPass, ["--collection", "copy3", exportDir]).status == 64)
 

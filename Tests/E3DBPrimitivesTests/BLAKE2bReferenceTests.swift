@@ -18,8 +18,10 @@ struct BLAKE2bReferenceTests {
         let error: String?
     }
 
-    static let cases: [Case] = (try? VectorFile<Case>.load(
-        VectorLocations.checkout.projectFile("primitives/blake2b.json")).tests) ?? []
+    static let cases: [Case] =
+        (try? VectorFile<Case>.load(
+            VectorLocations.checkout.projectFile("primitives/blake2b.json")
+        ).tests) ?? []
 
     @Test("the vector file loads") func loads() throws {
         let file = try VectorFile<Case>.load(VectorLocations.checkout.projectFile("primitives/blake2b.json"))

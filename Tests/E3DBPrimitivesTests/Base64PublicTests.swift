@@ -11,7 +11,9 @@ struct Base64PublicTests {
         return text.withUnsafeBufferPointer { u in
             out.withUnsafeMutableBytes { o in
                 Result { () throws(E3DBError) -> [UInt8] in
-                    let n = usePublic ? try Base64URL.decodePublic(utf8: u, into: o, lenient: lenient)
+                    let n =
+                        usePublic
+                        ? try Base64URL.decodePublic(utf8: u, into: o, lenient: lenient)
                         : try Base64URL.decode(utf8: u, into: o, lenient: lenient)
                     return Array(o.prefix(n))
                 }
@@ -23,7 +25,8 @@ struct Base64PublicTests {
     func decodeMatches() {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=".utf8)
-        var checked = 0, failures = 0
+        var checked = 0
+        var failures = 0
         for round in 0..<4000 {
             var text: [UInt8]
             switch round % 3 {
@@ -59,7 +62,9 @@ struct Base64PublicTests {
             let bytes = [UInt8](SecureRandom.bytes(count: n))
             var a = [UInt8](repeating: 0, count: Base64URL.encodedLength(of: n))
             var b = a
-            let na = try bytes.withUnsafeBytes { r in try a.withUnsafeMutableBufferPointer { try Base64URL.encode(r, into: $0) } }
+            let na = try bytes.withUnsafeBytes { r in
+                try a.withUnsafeMutableBufferPointer { try Base64URL.encode(r, into: $0) }
+            }
             let nb = try bytes.withUnsafeBytes { r in
                 try b.withUnsafeMutableBufferPointer { try Base64URL.encodePublic(r, into: $0) }
             }

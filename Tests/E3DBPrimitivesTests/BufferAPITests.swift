@@ -39,7 +39,9 @@ struct BufferAPITests {
                 nonce.withUnsafeBytes { nb in
                     out.withUnsafeMutableBytes { ob in
                         Result { () throws(E3DBError) in
-                            try SecretBox.open(cb, nonce: nb, using: key, into: UnsafeMutableRawBufferPointer(rebasing: ob[0..<outCount]))
+                            try SecretBox.open(
+                                cb, nonce: nb, using: key,
+                                into: UnsafeMutableRawBufferPointer(rebasing: ob[0..<outCount]))
                         }
                     }
                 }
@@ -48,7 +50,9 @@ struct BufferAPITests {
         }
         let nonce = [UInt8](repeating: 0, count: 24)
         #expect(throws: E3DBError(.invalidNonceLength)) { _ = try open(sealed, nonce: [1, 2, 3], outCount: 64) }
-        #expect(throws: E3DBError(.invalidLength)) { _ = try open(Array(sealed.prefix(15)), nonce: nonce, outCount: 64) }
+        #expect(throws: E3DBError(.invalidLength)) {
+            _ = try open(Array(sealed.prefix(15)), nonce: nonce, outCount: 64)
+        }
         #expect(throws: E3DBError(.invalidLength)) { _ = try open(sealed, nonce: nonce, outCount: 4) }
         #expect(throws: E3DBError(.authenticationFailed)) { _ = try open(sealed, nonce: nonce, outCount: 64) }
         // Nothing is written when authentication fails.
@@ -75,7 +79,9 @@ struct BufferAPITests {
             }
         }
         let lenient = try padded.withUnsafeMutableBufferPointer { u in
-            try out.withUnsafeMutableBytes { o in try Base64URL.decode(utf8: UnsafeBufferPointer(u), into: o, lenient: true) }
+            try out.withUnsafeMutableBytes { o in
+                try Base64URL.decode(utf8: UnsafeBufferPointer(u), into: o, lenient: true)
+            }
         }
         #expect(lenient == 1 && out[0] == 0)
         var long = Array("AAAAAAAA".utf8)
@@ -91,13 +97,17 @@ struct BufferAPITests {
         for n in 0..<80 {
             let bytes = SecureRandom.bytes(count: n)
             var out = [UInt8](repeating: 0, count: Base64URL.encodedLength(of: n))
-            let written = try bytes.withUnsafeBytes { b in try out.withUnsafeMutableBufferPointer { o in try Base64URL.encode(b, into: o) } }
+            let written = try bytes.withUnsafeBytes { b in
+                try out.withUnsafeMutableBufferPointer { o in try Base64URL.encode(b, into: o) }
+            }
             #expect(written == out.count)
             #expect(String(decoding: out, as: UTF8.self) == Base64URL.encode(bytes))
         }
         var tiny = [UInt8](repeating: 0, count: 3)
         #expect(throws: E3DBError(.invalidLength)) {
-            _ = try Data([1, 2, 3]).withUnsafeBytes { b in try tiny.withUnsafeMutableBufferPointer { o in try Base64URL.encode(b, into: o) } }
+            _ = try Data([1, 2, 3]).withUnsafeBytes { b in
+                try tiny.withUnsafeMutableBufferPointer { o in try Base64URL.encode(b, into: o) }
+            }
         }
     }
 }

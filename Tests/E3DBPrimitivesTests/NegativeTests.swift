@@ -6,7 +6,9 @@ import Testing
 
 func code(_ error: any Error) -> E3DBError.Code? { (error as? E3DBError)?.code }
 
-func expectCode(_ expected: E3DBError.Code, _ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
+func expectCode(
+    _ expected: E3DBError.Code, _ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
+) {
     do {
         try body()
         Issue.record("expected \(expected), but nothing was thrown", sourceLocation: sourceLocation)
@@ -52,7 +54,8 @@ struct LengthTests {
     }
 
     @Test func ed25519HalvesMustAgree() throws {
-        let a = Ed25519.PrivateKey(), b = Ed25519.PrivateKey()
+        let a = Ed25519.PrivateKey()
+        let b = Ed25519.PrivateKey()
         var raw = a.withUnsafeBytes { Array($0) }
         raw.replaceSubrange(32..<64, with: b.publicKey.rawRepresentation)
         expectCode(.inconsistentKey) { _ = try Ed25519.PrivateKey(rawRepresentation: raw) }
@@ -73,13 +76,16 @@ struct TamperTests {
     }
 
     @Test func everyBitOfABoxIsAuthenticated() throws {
-        let alice = Box.PrivateKey(), bob = Box.PrivateKey()
+        let alice = Box.PrivateKey()
+        let bob = Box.PrivateKey()
         let sealed = try Box.seal(Data(repeating: 0x42, count: 32), to: bob.publicKey, from: alice)
         let combined = sealed.combined
         for bit in 0..<(combined.count * 8) {
             var bad = combined
             bad[bit / 8] ^= UInt8(1 << (bit % 8))
-            expectCode(.authenticationFailed) { _ = try Box.open(Box.SealedBox(combined: bad), from: alice.publicKey, to: bob) }
+            expectCode(.authenticationFailed) {
+                _ = try Box.open(Box.SealedBox(combined: bad), from: alice.publicKey, to: bob)
+            }
         }
     }
 
@@ -106,11 +112,15 @@ struct TamperTests {
                 #expect([.invalidLength, .authenticationFailed].contains(code(error)))
             }
         }
-        expectCode(.authenticationFailed) { _ = try SecretBox.open(SecretBox.SealedBox(combined: combined + [0]), using: key) }
+        expectCode(.authenticationFailed) {
+            _ = try SecretBox.open(SecretBox.SealedBox(combined: combined + [0]), using: key)
+        }
     }
 
     @Test func wrongKeys() throws {
-        let alice = Box.PrivateKey(), bob = Box.PrivateKey(), eve = Box.PrivateKey()
+        let alice = Box.PrivateKey()
+        let bob = Box.PrivateKey()
+        let eve = Box.PrivateKey()
         let sealed = try Box.seal(Data("x".utf8), to: bob.publicKey, from: alice)
         expectCode(.authenticationFailed) { _ = try Box.open(sealed, from: eve.publicKey, to: bob) }
         expectCode(.authenticationFailed) { _ = try Box.open(sealed, from: alice.publicKey, to: eve) }
@@ -235,7 +245,9 @@ struct SecretStreamTests {
         #expect(count == 1000 && tag == .message && plain == message)
         var small = [UInt8](repeating: 0, count: 10)
         expectCode(.invalidLength) {
-            _ = try message.withUnsafeBytes { m in try small.withUnsafeMutableBytes { o in try encryptor.seal(m, tag: .message, into: o) } }
+            _ = try message.withUnsafeBytes { m in
+                try small.withUnsafeMutableBytes { o in try encryptor.seal(m, tag: .message, into: o) }
+            }
         }
     }
 }
@@ -252,7 +264,9 @@ struct RedactionTests {
         let encodedSecrets = [box.base64URLEncoded, signing.base64URLEncoded, secret.base64URLEncoded]
         let values: [Any] = [box, signing, secret, stream, bytes, shared]
         for value in values {
-            for text in [String(describing: value), String(reflecting: value), "\(Mirror(reflecting: value).children.count)"] {
+            for text in [
+                String(describing: value), String(reflecting: value), "\(Mirror(reflecting: value).children.count)",
+            ] {
                 #expect(text.contains("redacted") || text == "0", "not redacted: \(text)")
                 for encoded in encodedSecrets { #expect(!text.contains(encoded)) }
             }
@@ -293,7 +307,9 @@ struct BLAKE2bTests {
         for size in [0, 1, 64, 127, 128, 129, 255, 256, 1000, 65536] {
             let data = SecureRandom.bytes(count: size)
             for out in [16, 32, 64] {
-                #expect(try BLAKE2b.hash(data: data, outputByteCount: out) == BLAKE2bReference.hash(data: data, outputByteCount: out))
+                #expect(
+                    try BLAKE2b.hash(data: data, outputByteCount: out)
+                        == BLAKE2bReference.hash(data: data, outputByteCount: out))
             }
             let key = SecureBytes(randomCount: 32)
             #expect(try BLAKE2b.hash(data: data, key: key) == BLAKE2bReference.hash(data: data, key: key))
@@ -373,7 +389,8 @@ struct Base64Tests {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<5000 {
             let length = Int.random(in: 0...9, using: &generator)
-            let text = String(decoding: (0..<length).map { _ in alphabet.randomElement(using: &generator) ?? 65 }, as: UTF8.self)
+            let text = String(
+                decoding: (0..<length).map { _ in alphabet.randomElement(using: &generator) ?? 65 }, as: UTF8.self)
             if let strict = try? Base64URL.decode(text) {
                 #expect(try Base64URL.decodeLenient(text) == strict, "\(text)")
                 #expect(Base64URL.encode(strict) == text, "strict decoding is canonical: \(text)")

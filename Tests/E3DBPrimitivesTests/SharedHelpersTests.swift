@@ -12,7 +12,9 @@ struct SharedHelpersTests {
         #expect(try Hex.decode("000f10a5ff") == Data(bytes))
         #expect(try Hex.decode("000F10A5FF") == Data(bytes))
         #expect(try Hex.decode("").isEmpty)
-        for (bad, offset) in [("0", nil), ("abc", nil), ("0g", 1), ("é", 0), (" 00", nil), ("00 0", 2)] as [(String, Int?)] {
+        for (bad, offset) in [("0", nil), ("abc", nil), ("0g", 1), ("é", 0), (" 00", nil), ("00 0", 2)]
+            as [(String, Int?)]
+        {
             #expect(throws: E3DBError.self, "\(bad)") { try Hex.decode(bad) }
             do {
                 _ = try Hex.decode(bad)

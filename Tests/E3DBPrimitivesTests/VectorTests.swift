@@ -36,12 +36,14 @@ struct PrimitivesVectorTests {
     func base64(_ c: VectorCase) throws { try c.check() }
 
     @Test(
-        "Wycheproof Ed25519", .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
+        "Wycheproof Ed25519",
+        .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
         arguments: try PrimitivesSuites.wycheproofEd25519.cases())
     func wycheproofEd25519(_ c: VectorCase) throws { try c.check() }
 
     @Test(
-        "Wycheproof X25519", .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
+        "Wycheproof X25519",
+        .enabled(if: VectorLocations.default.sharedVectors != nil, "\(VectorLocations.sharedMissingMessage)"),
         arguments: try PrimitivesSuites.wycheproofX25519.cases())
     func wycheproofX25519(_ c: VectorCase) throws { try c.check() }
 }

@@ -8,11 +8,17 @@ import Testing
 struct ExtensionTests {
     static var library: String { CLIRunner.productsDirectory.appendingPathComponent("libE3DBSQLiteExtension").path }
 
-    @Test("the sqlite3 shell loads the extension, reads a database written here and writes to it; SQLCipher's format holds")
+    @Test(
+        "the sqlite3 shell loads the extension, reads a database written here and writes to it; SQLCipher's format holds"
+    )
     func shell() async throws {
         let shell = "/usr/bin/sqlite3"
-        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell is missing (scripts/setup.sh installs it)")
-        #expect(FileManager.default.fileExists(atPath: Self.library + ".so") || FileManager.default.fileExists(atPath: Self.library + ".dylib"))
+        try #require(
+            FileManager.default.isExecutableFile(atPath: shell),
+            "the sqlite3 shell is missing (scripts/setup.sh installs it)")
+        #expect(
+            FileManager.default.fileExists(atPath: Self.library + ".so")
+                || FileManager.default.fileExists(atPath: Self.library + ".dylib"))
         let dir = try TestDirectory()
         defer { dir.remove() }
         let path = dir.path("shell.db")
@@ -32,19 +38,27 @@ struct ExtensionTests {
         // A wrong key in the shell: SQLite's "file is not a database", never a row.
         let wrong = try await ChildProcess.run(
             URL(fileURLWithPath: shell),
-            [":memory:", "-cmd", ".load \(Self.library)", "-cmd", ".open file:\(path)?vfs=\(E3DBSQLite.vfsName)", "PRAGMA key = 'no'; SELECT v FROM t;"])
-        #expect(wrong.status != 0 && wrong.stderr.contains("file is not a database") && !wrong.stdoutText.contains("written"))
+            [
+                ":memory:", "-cmd", ".load \(Self.library)", "-cmd", ".open file:\(path)?vfs=\(E3DBSQLite.vfsName)",
+                "PRAGMA key = 'no'; SELECT v FROM t;",
+            ])
+        #expect(
+            wrong.status != 0 && wrong.stderr.contains("file is not a database")
+                && !wrong.stdoutText.contains("written"))
     }
 
     @Test("Python's sqlite3 module (the system Python's) loads the extension and reads the database")
     func python() async throws {
         let python = "/usr/bin/python3"
-        let probe = try await ChildProcess.run(URL(fileURLWithPath: python), ["-c", "import sqlite3; print(hasattr(sqlite3.Connection, 'enable_load_extension'))"])
+        let probe = try await ChildProcess.run(
+            URL(fileURLWithPath: python),
+            ["-c", "import sqlite3; print(hasattr(sqlite3.Connection, 'enable_load_extension'))"])
         try #require(probe.stdoutText == "True\n", "the system Python's sqlite3 module cannot load extensions")
         let dir = try TestDirectory()
         defer { dir.remove() }
         let path = dir.path("python.db")
-        try SQLiteConnection(path: path, key: TestKeys.raw(7)).execute("CREATE TABLE t(v); INSERT INTO t VALUES (41), (1)")
+        try SQLiteConnection(path: path, key: TestKeys.raw(7)).execute(
+            "CREATE TABLE t(v); INSERT INTO t VALUES (41), (1)")
         let script = """
             import sqlite3, sys
             loader = sqlite3.connect(":memory:")

@@ -6,9 +6,9 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One way of keying a database, as the SQLCipher peer and this library each say it.
@@ -19,27 +19,36 @@ struct PeerKeying: Sendable, CustomTestStringConvertible {
     let settings: SQLCipherSettings
     var testDescription: String { name }
 
-    static let passphrase = PeerKeying(name: "passphrase", peerArguments: ["--key", "peer pass"], key: { TestKeys.passphrase("peer pass") }, settings: .v4)
+    static let passphrase = PeerKeying(
+        name: "passphrase", peerArguments: ["--key", "peer pass"], key: { TestKeys.passphrase("peer pass") },
+        settings: .v4)
     static let rawKey = PeerKeying(
-        name: "raw key", peerArguments: ["--key", String(repeating: "5a", count: 32), "--raw-key"], key: { TestKeys.raw(0x5a) },
+        name: "raw key", peerArguments: ["--key", String(repeating: "5a", count: 32), "--raw-key"],
+        key: { TestKeys.raw(0x5a) },
         settings: .v4)
     static let rawKeyAndSalt = PeerKeying(
         name: "raw key with salt",
         peerArguments: ["--key", String(repeating: "5a", count: 32) + String(repeating: "c3", count: 16), "--raw-key"],
         key: {
-            .rawKeyAndSalt(key: SecureBytes(copying: [UInt8](repeating: 0x5a, count: 32)), salt: [UInt8](repeating: 0xc3, count: 16))
+            .rawKeyAndSalt(
+                key: SecureBytes(copying: [UInt8](repeating: 0x5a, count: 32)),
+                salt: [UInt8](repeating: 0xc3, count: 16))
         },
         settings: .v4)
-    static let version3 = PeerKeying(name: "SQLCipher 3 settings", peerArguments: ["--key", "peer pass", "--compat", "3"], key: { TestKeys.passphrase("peer pass") }, settings: .v3)
+    static let version3 = PeerKeying(
+        name: "SQLCipher 3 settings", peerArguments: ["--key", "peer pass", "--compat", "3"],
+        key: { TestKeys.passphrase("peer pass") }, settings: .v3)
     static let version3AfterKey = PeerKeying(
         name: "cipher_compatibility 3 after the key (80 reserved bytes, 48 used)",
-        peerArguments: ["--key", "peer pass", "--compat", "3", "--compat-after-key"], key: { TestKeys.passphrase("peer pass") }, settings: .v3)
+        peerArguments: ["--key", "peer pass", "--compat", "3", "--compat-after-key"],
+        key: { TestKeys.passphrase("peer pass") }, settings: .v3)
     static let largePages: PeerKeying = {
         var settings = SQLCipherSettings.v4
         settings.pageSize = 8192
         settings.kdfIterations = 10000
         return PeerKeying(
-            name: "8 KiB pages, kdf_iter 10000", peerArguments: ["--key", "peer pass", "--page-size", "8192", "--kdf-iter", "10000"],
+            name: "8 KiB pages, kdf_iter 10000",
+            peerArguments: ["--key", "peer pass", "--page-size", "8192", "--kdf-iter", "10000"],
             key: { TestKeys.passphrase("peer pass") }, settings: settings)
     }()
 
@@ -61,7 +70,8 @@ enum LocalDump {
         switch value {
         case .null: NSNull()
         case .integer(let value): NSNumber(value: value)
-        case .real(let value): value.isInfinite ? ["real": value > 0 ? "Infinity" : "-Infinity"] as [String: Any] : NSNumber(value: value)
+        case .real(let value):
+            value.isInfinite ? ["real": value > 0 ? "Infinity" : "-Infinity"] as [String: Any] : NSNumber(value: value)
         case .text(let value): value
         case .blob(let value): ["base64": Data(value).base64EncodedString()]
         }
@@ -70,7 +80,8 @@ enum LocalDump {
     static func dump(_ path: String, _ keying: PeerKeying) throws -> Dump {
         let connection = try SQLiteConnection(path: path, key: keying.key(), settings: keying.settings)
         var tables: [String: Any] = [:]
-        let names = try connection.rows("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        let names = try connection.rows(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         for row in names {
             guard case .text(let name) = row.values[0] else { continue }
             let info = try connection.rows("PRAGMA table_info(\"\(name)\")")
@@ -79,21 +90,25 @@ enum LocalDump {
                 return false
             }.compactMap { row -> String? in if case .text(let key) = row.values[1] { "\"\(key)\"" } else { nil } }
             let order = keys.isEmpty ? "rowid" : keys.joined(separator: ", ")
-            tables[name] = try connection.rows("SELECT * FROM \"\(name)\" ORDER BY \(order)").map { $0.values.map(cell) }
+            tables[name] = try connection.rows("SELECT * FROM \"\(name)\" ORDER BY \(order)").map {
+                $0.values.map(cell)
+            }
         }
         func texts(_ sql: String) throws -> [String] {
             try connection.rows(sql).compactMap { if case .text(let text) = $0.values.first { text } else { nil } }
         }
-        return Dump(dictionary: [
-            "tables": tables, "integrity_check": try texts("PRAGMA integrity_check"),
-            "cipher_integrity_check": try texts("PRAGMA cipher_integrity_check"),
-        ] as NSDictionary)
+        return Dump(
+            dictionary: [
+                "tables": tables, "integrity_check": try texts("PRAGMA integrity_check"),
+                "cipher_integrity_check": try texts("PRAGMA cipher_integrity_check"),
+            ] as NSDictionary)
     }
 
     /// The peer's dump of `path` (SQLCipher 4.12).
     static func peer(_ path: String, _ keying: PeerKeying) async throws -> Dump {
         let result = try await SQLCipherPeer.run(["dump", path] + keying.peerArguments)
-        guard result.status == 0, let object = try JSONSerialization.jsonObject(with: result.stdout) as? NSDictionary else {
+        guard result.status == 0, let object = try JSONSerialization.jsonObject(with: result.stdout) as? NSDictionary
+        else {
             throw E3DBError(.databaseError, "the SQLCipher peer could not dump \(path): \(result.stderr)")
         }
         return Dump(dictionary: object)
@@ -120,7 +135,9 @@ struct InteropTests {
             """)
     }
 
-    @Test("files SQLCipher writes open here with equal rows; each side then writes to the other's file", arguments: PeerKeying.all)
+    @Test(
+        "files SQLCipher writes open here with equal rows; each side then writes to the other's file",
+        arguments: PeerKeying.all)
     func sqlcipherFiles(keying: PeerKeying) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -137,20 +154,24 @@ struct InteropTests {
         #expect(afterHere["integrity_check"] as? [String] == ["ok"])
         #expect(try LocalDump.dump(path, keying) == afterHere)
         // SQLCipher writes again to the file this side wrote; both read the same.
-        let again = try await SQLCipherPeer.run(["write", path, "--rows", "40", "--start", "60"] + keying.peerArguments)
+        let again = try await SQLCipherPeer.run(
+            ["write", path, "--rows", "40", "--start", "60"] + keying.peerArguments)
         #expect(again.status == 0, "\(again.stderr)")
         let final = try await LocalDump.peer(path, keying)
         #expect(try LocalDump.dump(path, keying) == final)
         #expect(((final["tables"] as? NSDictionary)?["items"] as? [Any])?.count == 100)
     }
 
-    @Test("a several-MiB file SQLCipher writes in each journal mode opens here with equal rows and verifies", arguments: ["delete", "wal"])
+    @Test(
+        "a several-MiB file SQLCipher writes in each journal mode opens here with equal rows and verifies",
+        arguments: ["delete", "wal"])
     func largeSQLCipherFiles(mode: String) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
         let keying = PeerKeying.passphrase
         let path = dir.path("large.db")
-        let written = try await SQLCipherPeer.run(["write", path, "--rows", "5000", "--journal-mode", mode] + keying.peerArguments)
+        let written = try await SQLCipherPeer.run(
+            ["write", path, "--rows", "5000", "--journal-mode", mode] + keying.peerArguments)
         try #require(written.status == 0, "\(written.stderr)")
         let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         #expect(size > 4 << 20)
@@ -159,7 +180,9 @@ struct InteropTests {
         #expect(try E3DBSQLite.verify(databaseAt: path, key: keying.key()).isIntact)
     }
 
-    @Test("files written here pass SQLCipher's cipher_integrity_check and integrity_check with equal rows, in both journal modes", arguments: ["delete", "wal"])
+    @Test(
+        "files written here pass SQLCipher's cipher_integrity_check and integrity_check with equal rows, in both journal modes",
+        arguments: ["delete", "wal"])
     func localFiles(mode: String) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -175,7 +198,9 @@ struct InteropTests {
         #expect(try LocalDump.dump(path, keying) == peerDump)
     }
 
-    @Test("a hot WAL and a hot rollback journal SQLCipher leaves are recovered here as SQLCipher recovers them", arguments: ["wal", "delete"])
+    @Test(
+        "a hot WAL and a hot rollback journal SQLCipher leaves are recovered here as SQLCipher recovers them",
+        arguments: ["wal", "delete"])
     func sqlcipherHot(mode: String) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -183,7 +208,8 @@ struct InteropTests {
         let path = dir.path("hot.db")
         let base = try await SQLCipherPeer.run(["write", path, "--rows", "30"] + keying.peerArguments)
         try #require(base.status == 0, "\(base.stderr)")
-        let hot = try await SQLCipherPeer.run(["hot", path, "--journal-mode", mode, "--rows", "400", "--start", "30"] + keying.peerArguments)
+        let hot = try await SQLCipherPeer.run(
+            ["hot", path, "--journal-mode", mode, "--rows", "400", "--start", "30"] + keying.peerArguments)
         try #require(hot.status == 0, "\(hot.stderr)")
         let leftover = path + (mode == "wal" ? "-wal" : "-journal")
         try #require(FileManager.default.fileExists(atPath: leftover), "the peer left no \(leftover)")
@@ -194,7 +220,9 @@ struct InteropTests {
         let peer = try await LocalDump.peer(path, keying)
         #expect(local == peer)
         let items = ((local["tables"] as? NSDictionary)?["items"] as? [Any])?.count
-        #expect(items == (mode == "wal" ? 430 : 30), "committed WAL rows are kept, the uncommitted transaction is rolled back")
+        #expect(
+            items == (mode == "wal" ? 430 : 30),
+            "committed WAL rows are kept, the uncommitted transaction is rolled back")
     }
 
     /// Runs `e3dbkit sqlite exec` on `script` and kills it with SIGKILL once it printed `marker`.
@@ -207,7 +235,9 @@ struct InteropTests {
         if !seen.contains(marker: marker) { throw E3DBError(.databaseError, "the writer ended before \(marker)") }
     }
 
-    @Test("a hot WAL and a hot rollback journal this library leaves are recovered by SQLCipher, with the same rows", arguments: ["wal", "delete"])
+    @Test(
+        "a hot WAL and a hot rollback journal this library leaves are recovered by SQLCipher, with the same rows",
+        arguments: ["wal", "delete"])
     func localHot(mode: String) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -215,7 +245,8 @@ struct InteropTests {
         let path = dir.path("hot.db")
         try Self.writeHere(path, keying, rows: 1...50, mode: mode)
         try Self.write("peer pass", to: dir.path("pass"))
-        let transaction = mode == "wal"
+        let transaction =
+            mode == "wal"
             ? """
             PRAGMA wal_autocheckpoint = 0;
             BEGIN; WITH RECURSIVE c(x) AS (SELECT 51 UNION ALL SELECT x + 1 FROM c WHERE x < 700)
@@ -225,12 +256,16 @@ struct InteropTests {
             PRAGMA cache_size = 2;
             BEGIN; UPDATE here SET name = name || ' changed', data = randomblob(1500);
             """
-        let script = "PRAGMA journal_mode = \(mode);\n\(transaction)\nSELECT 'MARKER' AS m;\n"
+        let script =
+            "PRAGMA journal_mode = \(mode);\n\(transaction)\nSELECT 'MARKER' AS m;\n"
             + "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c;"
         try await Self.killAfter(
-            marker: "MARKER", arguments: ["sqlite", "exec", "--passphrase-file", dir.path("pass"), path], script: script)
+            marker: "MARKER", arguments: ["sqlite", "exec", "--passphrase-file", dir.path("pass"), path], script: script
+        )
         let leftover = path + (mode == "wal" ? "-wal" : "-journal")
-        #expect(((try? FileManager.default.attributesOfItem(atPath: leftover)[.size] as? Int) ?? 0) > 0, "no hot \(leftover)")
+        #expect(
+            ((try? FileManager.default.attributesOfItem(atPath: leftover)[.size] as? Int) ?? 0) > 0,
+            "no hot \(leftover)")
         let copy = dir.path("copy.db")
         try KilledWriter.copyDatabase(path, to: copy)
         let peer = try await LocalDump.peer(path, keying)
@@ -239,12 +274,18 @@ struct InteropTests {
         #expect(local == peer)
         let rows = ((local["tables"] as? NSDictionary)?["here"] as? [[Any]]) ?? []
         #expect(rows.count == (mode == "wal" ? 700 : 50))
-        #expect(!rows.contains { ($0[1] as? String)?.hasSuffix("changed") == true }, "the uncommitted update is rolled back")
+        #expect(
+            !rows.contains { ($0[1] as? String)?.hasSuffix("changed") == true }, "the uncommitted update is rolled back"
+        )
     }
 
-    static func write(_ text: String, to path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+    static func write(_ text: String, to path: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
 
-    @Test("a writer that recovers a hot WAL and commits before it is killed too: every commit survives, in SQLCipher and here")
+    @Test(
+        "a writer that recovers a hot WAL and commits before it is killed too: every commit survives, in SQLCipher and here"
+    )
     func recoveredWALWrittenAgain() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -253,7 +294,8 @@ struct InteropTests {
         try Self.writeHere(path, keying, rows: 1...10, mode: "wal")
         try Self.write("peer pass", to: dir.path("pass"))
         let arguments = ["sqlite", "exec", "--passphrase-file", dir.path("pass"), path]
-        let spin = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c;"
+        let spin =
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c;"
         for (round, range) in [(1, 11...200), (2, 201...400), (3, 401...600)] {
             // Each writer starts on the hot WAL the previous one left: it recovers it (reading whole frames), then
             // appends its own frames after the recovered ones.
@@ -282,7 +324,8 @@ struct InteropTests {
         // A WAL header for 1024-byte pages with a valid checksum (no key needed), then one frame of plaintext.
         var header = Data([0x37, 0x7f, 0x06, 0x82, 0x00, 0x2d, 0xe2, 0x18, 0x00, 0x00, 0x04, 0x00])
         header += Data(repeating: 0, count: 4) + Data([1, 2, 3, 4, 5, 6, 7, 8])
-        var s1: UInt32 = 0, s2: UInt32 = 0
+        var s1: UInt32 = 0
+        var s2: UInt32 = 0
         for index in stride(from: 0, to: 24, by: 8) {
             let a = header[index..<(index + 4)].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self).littleEndian }
             let b = header[(index + 4)..<(index + 8)].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self).littleEndian }
@@ -293,15 +336,20 @@ struct InteropTests {
         try (header + Data(repeating: 0x41, count: 24 + 1024)).write(to: URL(fileURLWithPath: path + "-wal"))
         let error = VFSOutcomeTests.error { _ = try LocalDump.dump(path, keying) }
         #expect(error != nil)
-        #expect([E3DBError.Code.pageSizeMismatch, .invalidLength].contains(error?.code ?? .databaseError), "\(String(describing: error))")
+        #expect(
+            [E3DBError.Code.pageSizeMismatch, .invalidLength].contains(error?.code ?? .databaseError),
+            "\(String(describing: error))")
     }
 
-    @Test("SQLCipher's PRAGMA rekey output opens here under the new key only; rekey here opens in SQLCipher under the new key only")
+    @Test(
+        "SQLCipher's PRAGMA rekey output opens here under the new key only; rekey here opens in SQLCipher under the new key only"
+    )
     func rekeyBothWays() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
         let keying = PeerKeying.passphrase
-        let newKeying = PeerKeying(name: "new", peerArguments: ["--key", "new pass"], key: { TestKeys.passphrase("new pass") }, settings: .v4)
+        let newKeying = PeerKeying(
+            name: "new", peerArguments: ["--key", "new pass"], key: { TestKeys.passphrase("new pass") }, settings: .v4)
         let path = dir.path("rekey.db")
         let made = try await SQLCipherPeer.run(["write", path, "--rows", "80"] + keying.peerArguments)
         try #require(made.status == 0)

@@ -6,7 +6,8 @@ import Testing
 struct PageCodecTests {
     @Test("a page encrypts and decrypts back, under a fresh IV each time")
     func roundTrip() throws {
-        let codec = try PageCodec(key: .rawKey(SecureBytes(randomCount: 32)), salt: Array(repeating: 7, count: 16), settings: .v4)
+        let codec = try PageCodec(
+            key: .rawKey(SecureBytes(randomCount: 32)), salt: Array(repeating: 7, count: 16), settings: .v4)
         var page = [UInt8](repeating: 0, count: 4096)
         for index in page.indices { page[index] = UInt8(truncatingIfNeeded: index &* 31) }
         let first = try codec.encrypt(page: page, number: 3)

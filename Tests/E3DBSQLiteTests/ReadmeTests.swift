@@ -17,7 +17,9 @@ struct ReadmeTests {
         let uri = try E3DBSQLite.uri(forDatabaseAt: path, key: .passphrase(passphrase))
         let dbPool = try DatabasePool(path: uri)
 
-        try await dbPool.write { try $0.execute(sql: "CREATE TABLE note(text TEXT); INSERT INTO note VALUES ('hello')") }
+        try await dbPool.write {
+            try $0.execute(sql: "CREATE TABLE note(text TEXT); INSERT INTO note VALUES ('hello')")
+        }
         #expect(try await dbPool.read { try String.fetchOne($0, sql: "SELECT text FROM note") } == "hello")
         do {
             _ = try E3DBSQLite.verify(databaseAt: path, key: .passphrase(SecureBytes(copying: Array("wrong".utf8))))

@@ -6,9 +6,9 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 @Suite("e3dbkit sqlite: exec, encrypt, decrypt, rekey, verify")
@@ -31,12 +31,19 @@ struct SQLiteCLITests {
         let result = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), db, sql])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdoutText.split(separator: "\n").map(String.init)
-        #expect(lines == [#"{"z":9007199254740993,"a":1.5,"m":"quote \" and \\ and é","n":null,"b":"AP8Q"}"#, #"{"two":2}"#])
+        #expect(
+            lines == [
+                #"{"z":9007199254740993,"a":1.5,"m":"quote \" and \\ and é","n":null,"b":"AP8Q"}"#, #"{"two":2}"#,
+            ])
         // The passphrase's surrounding whitespace is not part of it.
-        #expect(try SQLiteConnection(path: db, key: TestKeys.passphrase("cli pass")).rows("SELECT count(*) FROM t").first?.values == [.integer(1)])
+        #expect(
+            try SQLiteConnection(path: db, key: TestKeys.passphrase("cli pass")).rows("SELECT count(*) FROM t").first?
+                .values == [.integer(1)])
         // SQL from standard input; without a key, a plaintext database.
         let plain = dir.path("plain.db")
-        let fromStdin = try await CLIRunner.run(["sqlite", "exec", plain], stdin: Data("CREATE TABLE p(v); INSERT INTO p VALUES ('x'); SELECT v FROM p".utf8))
+        let fromStdin = try await CLIRunner.run(
+            ["sqlite", "exec", plain],
+            stdin: Data("CREATE TABLE p(v); INSERT INTO p VALUES ('x'); SELECT v FROM p".utf8))
         #expect(fromStdin.status == 0 && fromStdin.stdoutText == "{\"v\":\"x\"}\n")
         #expect(try Data(contentsOf: URL(fileURLWithPath: plain)).starts(with: Data("SQLite format 3".utf8)))
         // An SQL error exits 1 with SQLite's message; a wrong key 77; a key on a plaintext database 65.
@@ -45,12 +52,16 @@ struct SQLiteCLITests {
         try Self.write("wrong", to: dir.path("wrong"))
         let wrong = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("wrong"), db, "SELECT 1"])
         #expect(wrong.status == 77 && wrong.stdout.isEmpty)
-        let keyed = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), plain, "SELECT 1"])
+        let keyed = try await CLIRunner.run([
+            "sqlite", "exec", "--passphrase-file", dir.path("pass"), plain, "SELECT 1",
+        ])
         #expect(keyed.status == 65, "\(keyed.stderr)")
         #expect(!wrong.stderr.contains("wrong\n") && !bad.stderr.contains("cli pass"))
     }
 
-    @Test("encrypt, rekey (passphrase to raw key) and decrypt keep every row; the old key no longer opens; verify names bad pages with exit 2")
+    @Test(
+        "encrypt, rekey (passphrase to raw key) and decrypt keep every row; the old key no longer opens; verify names bad pages with exit 2"
+    )
     func roundTrip() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -76,13 +87,18 @@ struct SQLiteCLITests {
             #expect(result.status == 0, "\(step[0]): \(result.stderr)")
         }
         let out = try SQLiteConnection(path: dir.path("out.db"), key: nil)
-        #expect(try out.rows("SELECT count(*), sum(length(v)) FROM t").first?.values == [.integer(500), .integer(4392)])
+        #expect(
+            try out.rows("SELECT count(*), sum(length(v)) FROM t").first?.values == [.integer(500), .integer(4392)])
         #expect(try out.rows("SELECT group_concat(rowid) FROM r").first?.values == [.text("10,77")])
         #expect(try out.rows("PRAGMA user_version").first?.values == [.integer(5)])
-        let old = try await CLIRunner.run(["sqlite", "exec", "--passphrase-file", dir.path("pass"), encrypted, "SELECT 1"])
+        let old = try await CLIRunner.run([
+            "sqlite", "exec", "--passphrase-file", dir.path("pass"), encrypted, "SELECT 1",
+        ])
         #expect(old.status == 77)
         // An existing output is never replaced.
-        let again = try await CLIRunner.run(["sqlite", "decrypt", "--key-file", dir.path("key"), encrypted, dir.path("out.db")])
+        let again = try await CLIRunner.run([
+            "sqlite", "decrypt", "--key-file", dir.path("key"), encrypted, dir.path("out.db"),
+        ])
         #expect(again.status == 64)
         // Two pages tampered with: verify names both and exits 2.
         var bytes = try Data(contentsOf: URL(fileURLWithPath: encrypted))
@@ -92,7 +108,9 @@ struct SQLiteCLITests {
         let verify = try await CLIRunner.run(["sqlite", "verify", "--key-file", dir.path("key"), encrypted])
         #expect(verify.status == 2)
         #expect(verify.stdoutText.contains("\"bad_pages\":[2,4]"))
-        #expect(verify.stderr.contains("page 2 did not authenticate") && verify.stderr.contains("page 4 did not authenticate"))
+        #expect(
+            verify.stderr.contains("page 2 did not authenticate")
+                && verify.stderr.contains("page 4 did not authenticate"))
     }
 
     /// Kills a writer with SIGKILL at a random moment, `rounds` times; every transaction whose result the writer
@@ -110,7 +128,8 @@ struct SQLiteCLITests {
             var script = "PRAGMA journal_mode = \(mode); PRAGMA cache_size = 3;\n"
             for index in 0..<400 {
                 script += "BEGIN; INSERT INTO t(round, b) VALUES (\(round), randomblob(\(500 + index % 7 * 900))); "
-                script += "UPDATE t SET b = randomblob(300) WHERE id % 17 = \(index % 17); COMMIT; SELECT count(*) AS n FROM t;\n"
+                script +=
+                    "UPDATE t SET b = randomblob(300) WHERE id % 17 = \(index % 17); COMMIT; SELECT count(*) AS n FROM t;\n"
             }
             let delay = UInt32.random(in: 150_000...1_200_000)
             let input = Data(script.utf8)
@@ -124,10 +143,13 @@ struct SQLiteCLITests {
                 return Int(line[range.upperBound...].dropLast())
             }
             committed = max(committed, counts.last ?? 0)
-            let leftover = (try? FileManager.default.attributesOfItem(atPath: db + (mode == "wal" ? "-wal" : "-journal"))[.size] as? Int) ?? 0
+            let leftover =
+                (try? FileManager.default.attributesOfItem(atPath: db + (mode == "wal" ? "-wal" : "-journal"))[.size]
+                    as? Int) ?? 0
             if leftover > 0 { hotRounds += 1 }
             // The next open recovers the hot journal or WAL; nothing printed as committed is lost.
-            let connection = try SQLiteConnection(path: db, key: TestKeys.passphrase("crash pass"), settings: TestKeys.fast)
+            let connection = try SQLiteConnection(
+                path: db, key: TestKeys.passphrase("crash pass"), settings: TestKeys.fast)
             let rows = try connection.rows("SELECT count(*) FROM t; PRAGMA integrity_check")
             guard case .integer(let count) = rows.first?.values.first else {
                 Issue.record("no count")
@@ -139,7 +161,9 @@ struct SQLiteCLITests {
         }
         #expect(committed > 0)
         #expect(hotRounds > 0, "no round left a \(mode == "wal" ? "WAL" : "journal") to recover")
-        #expect(try E3DBSQLite.verify(databaseAt: db, key: TestKeys.passphrase("crash pass"), settings: TestKeys.fast).isIntact)
+        #expect(
+            try E3DBSQLite.verify(databaseAt: db, key: TestKeys.passphrase("crash pass"), settings: TestKeys.fast)
+                .isIntact)
     }
 
     @Test("kill -9 during writes in rollback-journal mode: the next open recovers and loses no committed transaction")

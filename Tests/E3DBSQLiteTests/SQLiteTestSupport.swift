@@ -18,7 +18,9 @@ struct TestDirectory {
 
     /// Every file in the directory, with its bytes.
     func files() throws -> [(name: String, bytes: Data)] {
-        try FileManager.default.contentsOfDirectory(atPath: url.path).sorted().map { ($0, try Data(contentsOf: url.appendingPathComponent($0))) }
+        try FileManager.default.contentsOfDirectory(atPath: url.path).sorted().map {
+            ($0, try Data(contentsOf: url.appendingPathComponent($0)))
+        }
     }
 }
 
@@ -57,7 +59,9 @@ enum SQLCipherPeer {
     }
 
     struct PeerMissing: Error, CustomStringConvertible {
-        var description: String { "the project's Python environment with sqlcipher3-binary (.venv, scripts/python-env.sh) is missing" }
+        var description: String {
+            "the project's Python environment with sqlcipher3-binary (.venv, scripts/python-env.sh) is missing"
+        }
     }
 }
 

@@ -8,7 +8,9 @@ import Testing
 
 @Suite("E3DBSQLite: GRDB apps on the encrypting VFS")
 struct GRDBTests {
-    @Test("a DatabasePool (WAL) opened with two lines writes, reads from concurrent readers and reopens; the file is ciphertext")
+    @Test(
+        "a DatabasePool (WAL) opened with two lines writes, reads from concurrent readers and reopens; the file is ciphertext"
+    )
     func pool() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -19,22 +21,27 @@ struct GRDBTests {
             let pool = try DatabasePool(path: uri)
             #expect(try await pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
             try await pool.write { db in
-                try db.execute(sql: "CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, score INTEGER)")
+                try db.execute(
+                    sql: "CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, score INTEGER)")
                 for index in 0..<2000 {
-                    try db.execute(sql: "INSERT INTO player(name, score) VALUES (?, ?)", arguments: ["secret-player-\(index)", index])
+                    try db.execute(
+                        sql: "INSERT INTO player(name, score) VALUES (?, ?)",
+                        arguments: ["secret-player-\(index)", index])
                 }
             }
             let sums = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<6 {
-                    group.addTask { try await pool.read { try Int.fetchOne($0, sql: "SELECT sum(score) FROM player") ?? -1 } }
+                    group.addTask {
+                        try await pool.read { try Int.fetchOne($0, sql: "SELECT sum(score) FROM player") ?? -1 }
+                    }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
             #expect(sums == Array(repeating: 1_999_000, count: 6))
             // Seven connections (the writer and six readers), one key derivation.
-        let salt = Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(16))
-        #expect(PageCodecCache.shared.derivations(key: key, salt: salt, settings: .v4) == 1)
-        let wal = try Data(contentsOf: URL(fileURLWithPath: path + "-wal"))
+            let salt = Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(16))
+            #expect(PageCodecCache.shared.derivations(key: key, salt: salt, settings: .v4) == 1)
+            let wal = try Data(contentsOf: URL(fileURLWithPath: path + "-wal"))
             #expect(!wal.isEmpty && !wal.contains(marker: "secret-player"))
             try pool.close()
         }
@@ -58,7 +65,10 @@ struct GRDBTests {
         let queue = try DatabaseQueue(path: try E3DBSQLite.uri(forDatabaseAt: path, key: TestKeys.raw()))
         try await queue.write { try $0.execute(sql: "CREATE TABLE t(v); INSERT INTO t VALUES ('awkward')") }
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["data base%2F.sqlite"])
-        #expect(try SQLiteConnection(path: path, key: TestKeys.raw()).rows("SELECT v FROM t").first?.values == [.text("awkward")])
+        #expect(
+            try SQLiteConnection(path: path, key: TestKeys.raw()).rows("SELECT v FROM t").first?.values == [
+                .text("awkward")
+            ])
         let memory = try SQLiteConnection(path: ":memory:", key: nil)
         #expect(try memory.rows("SELECT 1").first?.values == [.integer(1)])
         #expect(!FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/:memory:"))
@@ -80,7 +90,9 @@ struct GRDBTests {
             #expect(try String.fetchOne(db, sql: "PRAGMA cipher_provider") == "e3dbkit")
         }
         #expect(try open("pragma pass").read { try String.fetchOne($0, sql: "SELECT v FROM t") } == "pragma-marker")
-        let error = #expect(throws: DatabaseError.self) { try open("wrong").read { try Int.fetchOne($0, sql: "SELECT count(*) FROM t") } }
+        let error = #expect(throws: DatabaseError.self) {
+            try open("wrong").read { try Int.fetchOne($0, sql: "SELECT count(*) FROM t") }
+        }
         #expect(error?.resultCode == .SQLITE_NOTADB)
         #expect(E3DBSQLite.lastFailure(forDatabaseAt: path)?.code == .wrongKey)
         // The same file opens with SQLiteConnection and the passphrase as a key.
@@ -92,13 +104,15 @@ struct GRDBTests {
 
 @Suite("E3DBSQLite: ATTACH")
 struct AttachTests {
-    @Test("ATTACH opens a database under the main database's key, or under the key its URI names; a wrong one is refused")
+    @Test(
+        "ATTACH opens a database under the main database's key, or under the key its URI names; a wrong one is refused")
     func attach() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
         let (main, same, other) = (dir.path("main.db"), dir.path("same.db"), dir.path("other.db"))
         for (path, key, value) in [(same, TestKeys.passphrase(), "same"), (other, TestKeys.raw(3), "other")] {
-            try SQLiteConnection(path: path, key: key).execute("CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('\(value)')")
+            try SQLiteConnection(path: path, key: key).execute(
+                "CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('\(value)')")
         }
         let connection = try SQLiteConnection(path: main, key: TestKeys.passphrase())
         try connection.execute("ATTACH '\(same)' AS same")
@@ -115,7 +129,9 @@ struct AttachTests {
 
 @Suite("E3DBSQLite: rekey")
 struct RekeyTests {
-    @Test("rekey of a WAL database keeps WAL mode and every row, under new settings too; the old key no longer opens; no file of the old key remains")
+    @Test(
+        "rekey of a WAL database keeps WAL mode and every row, under new settings too; the old key no longer opens; no file of the old key remains"
+    )
     func rekeyWAL() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -128,14 +144,26 @@ struct RekeyTests {
         var newSettings = SQLCipherSettings.v4
         newSettings.pageSize = 8192
         newSettings.kdfIterations = 2000
-        try E3DBSQLite.rekey(databaseAt: path, from: TestKeys.passphrase(), settings: TestKeys.fast, to: TestKeys.raw(9), newSettings: newSettings)
+        try E3DBSQLite.rekey(
+            databaseAt: path, from: TestKeys.passphrase(), settings: TestKeys.fast, to: TestKeys.raw(9),
+            newSettings: newSettings)
         let connection = try SQLiteConnection(path: path, key: TestKeys.raw(9), settings: newSettings)
-        #expect(try connection.rows("PRAGMA journal_mode; SELECT count(*) FROM t").map(\.values) == [[.text("wal")], [.integer(1000)]])
-        #expect(VFSOutcomeTests.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?.code == .wrongKey)
+        #expect(
+            try connection.rows("PRAGMA journal_mode; SELECT count(*) FROM t").map(\.values) == [
+                [.text("wal")], [.integer(1000)],
+            ])
+        #expect(
+            VFSOutcomeTests.error {
+                _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast)
+            }?.code == .wrongKey)
         #expect(try dir.files().map(\.name).filter { $0.contains("rekey") } == [])
         // With a wrong old key nothing changes.
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
-        #expect(VFSOutcomeTests.error { try E3DBSQLite.rekey(databaseAt: path, from: TestKeys.raw(1), settings: newSettings, to: TestKeys.raw(2)) }?.code == .wrongKey)
+        #expect(
+            VFSOutcomeTests.error {
+                try E3DBSQLite.rekey(
+                    databaseAt: path, from: TestKeys.raw(1), settings: newSettings, to: TestKeys.raw(2))
+            }?.code == .wrongKey)
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
     }
 }
@@ -143,7 +171,9 @@ struct RekeyTests {
 @Suite("E3DBSQLite: typed outcomes for wrong keys, tampering and mismatches")
 struct VFSOutcomeTests {
     /// A small encrypted database with a few pages and an overflow row.
-    static func make(_ path: String, key: SQLCipherKey = TestKeys.passphrase(), settings: SQLCipherSettings = TestKeys.fast) throws {
+    static func make(
+        _ path: String, key: SQLCipherKey = TestKeys.passphrase(), settings: SQLCipherSettings = TestKeys.fast
+    ) throws {
         let connection = try SQLiteConnection(path: path, key: key, settings: settings)
         try connection.execute(
             """
@@ -173,7 +203,8 @@ struct VFSOutcomeTests {
         try Self.make(path)
         let wrong: [SQLCipherKey] = [
             TestKeys.passphrase("not it"), TestKeys.raw(),
-            .rawKeyAndSalt(key: SecureBytes(copying: [UInt8](repeating: 1, count: 32)), salt: [UInt8](repeating: 2, count: 16)),
+            .rawKeyAndSalt(
+                key: SecureBytes(copying: [UInt8](repeating: 1, count: 32)), salt: [UInt8](repeating: 2, count: 16)),
         ]
         for key in wrong {
             let error = Self.error { _ = try SQLiteConnection(path: path, key: key, settings: TestKeys.fast) }
@@ -182,7 +213,9 @@ struct VFSOutcomeTests {
         // The right passphrase under other round counts is a wrong key too (another derived key).
         var rounds = TestKeys.fast
         rounds.kdfIterations = 1001
-        #expect(Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: rounds) }?.code == .wrongKey)
+        #expect(
+            Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: rounds) }?.code
+                == .wrongKey)
     }
 
     @Test("a raw key with its salt opens a database created with it, and the salt is the file's first 16 bytes")
@@ -194,10 +227,14 @@ struct VFSOutcomeTests {
         let key = SQLCipherKey.rawKeyAndSalt(key: SecureBytes(copying: [UInt8](repeating: 9, count: 32)), salt: salt)
         try Self.make(path, key: key)
         #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(16)) == salt)
-        #expect(try SQLiteConnection(path: path, key: key).rows("SELECT count(*) FROM t").first?.values == [.integer(201)])
+        #expect(
+            try SQLiteConnection(path: path, key: key).rows("SELECT count(*) FROM t").first?.values == [.integer(201)])
         // The raw key alone (salt from the file) opens it as well.
         let rawOnly = SQLCipherKey.rawKey(SecureBytes(copying: [UInt8](repeating: 9, count: 32)))
-        #expect(try SQLiteConnection(path: path, key: rawOnly).rows("SELECT count(*) FROM t").first?.values == [.integer(201)])
+        #expect(
+            try SQLiteConnection(path: path, key: rawOnly).rows("SELECT count(*) FROM t").first?.values == [
+                .integer(201)
+            ])
     }
 
     @Test("every byte of a page flipped is tampering naming that page; page 1 flipped is tampering, not a wrong key")
@@ -220,19 +257,24 @@ struct VFSOutcomeTests {
             copy[(page - 1) * pageSize + byte] ^= 0x01
             try copy.write(to: URL(fileURLWithPath: path))
             let result = Self.error {
-                let verification = try E3DBSQLite.verify(databaseAt: path, key: TestKeys.passphrase(), settings: TestKeys.fast)
+                let verification = try E3DBSQLite.verify(
+                    databaseAt: path, key: TestKeys.passphrase(), settings: TestKeys.fast)
                 if verification.badPages != [UInt32(page)] {
                     throw E3DBError(.databaseError, "bad pages \(verification.badPages), expected [\(page)]")
                 }
                 throw E3DBError(.pageTampered, "page \(page)", context: .init(actual: page))
             }
-            #expect(result?.code == .pageTampered && result?.context.actual == page, "page \(page) byte \(byte): \(String(describing: result))")
+            #expect(
+                result?.code == .pageTampered && result?.context.actual == page,
+                "page \(page) byte \(byte): \(String(describing: result))")
         }
         // A salt byte changed derives other keys: that reads as a wrong key (SQLCipher cannot tell either).
         var salted = original
         salted[3] ^= 0x01
         try salted.write(to: URL(fileURLWithPath: path))
-        #expect(Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?.code == .wrongKey)
+        #expect(
+            Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?
+                .code == .wrongKey)
         // A query on a tampered page fails with the typed error, naming the page.
         var tampered = original
         tampered[(pages - 1) * pageSize + 50] ^= 0x80
@@ -254,15 +296,22 @@ struct VFSOutcomeTests {
         swapped.replaceSubrange(pageSize..<(2 * pageSize), with: original[(2 * pageSize)..<(3 * pageSize)])
         swapped.replaceSubrange((2 * pageSize)..<(3 * pageSize), with: original[pageSize..<(2 * pageSize)])
         try swapped.write(to: URL(fileURLWithPath: path))
-        #expect(try E3DBSQLite.verify(databaseAt: path, key: TestKeys.passphrase(), settings: TestKeys.fast).badPages == [2, 3])
+        #expect(
+            try E3DBSQLite.verify(databaseAt: path, key: TestKeys.passphrase(), settings: TestKeys.fast).badPages == [
+                2, 3,
+            ])
 
         // Page 2 of another database under the same passphrase (another salt, so other keys).
         let other = dir.path("other.db")
         try Self.make(other)
         var foreign = original
-        foreign.replaceSubrange(pageSize..<(2 * pageSize), with: try Data(contentsOf: URL(fileURLWithPath: other))[pageSize..<(2 * pageSize)])
+        foreign.replaceSubrange(
+            pageSize..<(2 * pageSize),
+            with: try Data(contentsOf: URL(fileURLWithPath: other))[pageSize..<(2 * pageSize)])
         try foreign.write(to: URL(fileURLWithPath: path))
-        #expect(try E3DBSQLite.verify(databaseAt: path, key: TestKeys.passphrase(), settings: TestKeys.fast).badPages == [2])
+        #expect(
+            try E3DBSQLite.verify(databaseAt: path, key: TestKeys.passphrase(), settings: TestKeys.fast).badPages == [2]
+        )
 
         // Cut in the middle of a page: SQLite sees fewer pages than page 1 announces.
         try original.prefix(original.count - 100).write(to: URL(fileURLWithPath: path))
@@ -270,9 +319,13 @@ struct VFSOutcomeTests {
         #expect(!cut.isIntact)
         // Shorter than one page, shorter than the salt, empty of content.
         try original.prefix(1000).write(to: URL(fileURLWithPath: path))
-        #expect(Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?.code == .invalidLength)
+        #expect(
+            Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?
+                .code == .invalidLength)
         try original.prefix(10).write(to: URL(fileURLWithPath: path))
-        #expect(Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?.code == .invalidLength)
+        #expect(
+            Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }?
+                .code == .invalidLength)
     }
 
     @Test("a page size mismatch, a plaintext database and a missing key have their own errors")
@@ -283,17 +336,25 @@ struct VFSOutcomeTests {
         var large = TestKeys.fast
         large.pageSize = 8192
         try Self.make(path, settings: large)
-        let error = Self.error { _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast) }
+        let error = Self.error {
+            _ = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast)
+        }
         #expect(error?.code == .pageSizeMismatch && error?.context.expected == 4096 && error?.context.actual == 8192)
-        #expect(try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: large).rows("SELECT count(*) FROM t").first?.values == [.integer(201)])
+        #expect(
+            try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: large).rows("SELECT count(*) FROM t")
+                .first?.values == [.integer(201)])
 
         let plain = dir.path("plain.db")
         try SQLiteConnection(path: plain, key: nil).execute("CREATE TABLE t(v); INSERT INTO t VALUES (1)")
-        #expect(Self.error { _ = try SQLiteConnection(path: plain, key: TestKeys.passphrase(), settings: TestKeys.fast) }?.code == .databaseNotEncrypted)
+        #expect(
+            Self.error { _ = try SQLiteConnection(path: plain, key: TestKeys.passphrase(), settings: TestKeys.fast) }?
+                .code == .databaseNotEncrypted)
 
         // An encrypted file opened through the VFS with no key at all.
         try E3DBSQLite.register()
-        let keyless = #expect(throws: DatabaseError.self) { _ = try DatabaseQueue(path: "file:\(path)?vfs=\(E3DBSQLite.vfsName)") }
+        let keyless = #expect(throws: DatabaseError.self) {
+            _ = try DatabaseQueue(path: "file:\(path)?vfs=\(E3DBSQLite.vfsName)")
+        }
         #expect(keyless?.resultCode == .SQLITE_NOTADB)
         #expect(E3DBSQLite.lastFailure(forDatabaseAt: path)?.code == .keyMissing)
     }
@@ -304,12 +365,16 @@ struct VFSOutcomeTests {
             let result = Self.error { _ = try SQLCipherKey.parse(SecureBytes(copying: Array(text.utf8))) }
             #expect(result?.code == .invalidKey, "\(text)")
         }
-        if case .rawKey(let key) = try SQLCipherKey.parse(SecureBytes(copying: Array(("x'" + String(repeating: "aB", count: 32) + "'").utf8))) {
+        if case .rawKey(let key) = try SQLCipherKey.parse(
+            SecureBytes(copying: Array(("x'" + String(repeating: "aB", count: 32) + "'").utf8)))
+        {
             #expect(key.count == 32)
         } else {
             Issue.record("x'…' with 64 hex digits is a raw key")
         }
-        #expect(Self.error { _ = try SQLCipherKey.rawKey(hex: SecureBytes(copying: Array("1234".utf8))) }?.code == .invalidKey)
+        #expect(
+            Self.error { _ = try SQLCipherKey.rawKey(hex: SecureBytes(copying: Array("1234".utf8))) }?.code
+                == .invalidKey)
     }
 }
 
@@ -320,7 +385,9 @@ struct PlaintextScanTests {
     /// A workload that touches every kind of file: journal and WAL modes, a statement journal, temporary tables and
     /// indexes, a big sort, VACUUM and VACUUM INTO; returns the files left in the directory, scanned at the end and
     /// while the WAL and journal are still there.
-    @Test("journal mode, WAL mode, temporary tables, sorts, VACUUM and VACUUM INTO leave no marker in any file", arguments: ["delete", "wal"])
+    @Test(
+        "journal mode, WAL mode, temporary tables, sorts, VACUUM and VACUUM INTO leave no marker in any file",
+        arguments: ["delete", "wal"])
     func scan(mode: String) throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -330,7 +397,8 @@ struct PlaintextScanTests {
         func snapshot() throws { for file in try dir.files() { seen[file.name + "@\(seen.count)"] = file.bytes } }
         do {
             let connection = try SQLiteConnection(path: path, key: TestKeys.passphrase(), settings: TestKeys.fast)
-            try connection.execute("PRAGMA journal_mode = \(mode); PRAGMA cache_size = 5; PRAGMA mmap_size = 1000000000")
+            try connection.execute(
+                "PRAGMA journal_mode = \(mode); PRAGMA cache_size = 5; PRAGMA mmap_size = 1000000000")
             try connection.execute(
                 """
                 CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT UNIQUE, b BLOB);

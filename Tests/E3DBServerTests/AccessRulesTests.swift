@@ -1,9 +1,10 @@
-import E3DBPrimitives
 import E3DBAPI
+import E3DBPrimitives
 import Foundation
-@testable import E3DBServer
 import HTTPTypes
 import Testing
+
+@testable import E3DBServer
 
 /// The sharing rule's table, cell by cell, and the budgets that bound a request's work.
 @Suite("Access rules and work budgets")
@@ -73,7 +74,9 @@ struct AccessRulesTests {
     @Test("the body budget: shares per client and for unauthenticated requests; bytes come back when answered")
     func bodyBudget() throws {
         let budget = BodyBudget(bytes: 160, perClient: 60)
-        let first = BodyReservation(budget), second = BodyReservation(budget), third = BodyReservation(budget)
+        let first = BodyReservation(budget)
+        let second = BodyReservation(budget)
+        let third = BodyReservation(budget)
         try first.take(60, for: .client("a"))
         #expect(throws: E3DBError.self) { try first.take(1, for: .client("a")) }  // a's share
         try second.take(60, for: .client("b"))
@@ -131,7 +134,12 @@ struct AccessRulesTests {
     final class Counter: @unchecked Sendable {
         private let lock = NSLock()
         private var value = 0
-        func add(_ n: Int) -> Int { lock.withLock { value += n; return value } }
+        func add(_ n: Int) -> Int {
+            lock.withLock {
+                value += n
+                return value
+            }
+        }
     }
 
     @Test("U+0000 in JSON is found only where it is U+0000")

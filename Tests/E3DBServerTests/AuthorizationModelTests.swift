@@ -1,8 +1,9 @@
 import E3DBAPI
-@testable import E3DBClient
 import E3DBTestSupport
 import Foundation
 import Testing
+
+@testable import E3DBClient
 
 /// Who may read, change and delete what on `e3dbkit-server run`, as a model-based test: five clients write,
 /// read, update and delete records of three types, share and revoke `read` as writers and as authorizers (with
@@ -16,8 +17,9 @@ import Testing
 /// 8000 take about a minute on SQLite and two on PostgreSQL).
 @Suite("Authorization model: random operations against e3dbkit-server", .serialized, .postgresServer)
 struct AuthorizationModelTests {
-    @Test("random operations by five clients on three types agree with the reference model after every step",
-          .timeLimit(.minutes(10)), arguments: ClientTestBackend.allCases)
+    @Test(
+        "random operations by five clients on three types agree with the reference model after every step",
+        .timeLimit(.minutes(10)), arguments: ClientTestBackend.allCases)
     func randomOperations(backend: ClientTestBackend) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["E3DB_MODEL_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
@@ -137,8 +139,9 @@ struct AuthorizationModel {
     }
 
     func mayRead(_ client: Int, _ record: Record) -> Bool {
-        record.alive && (client == record.writer
-            || reads.contains(ModelTuple(writer: record.writer, reader: client, type: record.type)))
+        record.alive
+            && (client == record.writer
+                || reads.contains(ModelTuple(writer: record.writer, reader: client, type: record.type)))
     }
 
     /// Whether `caller` may put or delete the access key of `t`, or allow or deny `read` on it: the writer, or an
@@ -185,8 +188,11 @@ struct ModelCheck {
 
     var difference: String {
         let sameStatus = expected.status == actual.status && expected.problem == nil && actual.problem == nil
-        var lines = [sameStatus ? "\(what): \(actual.status) as expected, but not the expected items"
-            : "\(what): expected \(expected), got \(actual)"]
+        var lines = [
+            sameStatus
+                ? "\(what): \(actual.status) as expected, but not the expected items"
+                : "\(what): expected \(expected), got \(actual)"
+        ]
         let missing = expected.items.subtracting(actual.items).sorted()
         let extra = actual.items.subtracting(expected.items).sorted()
         if !missing.isEmpty { lines.append("    missing: \(missing.joined(separator: "; "))") }
@@ -237,8 +243,9 @@ struct ModelOutcome {
                 lines.append("     " + failing.difference.replacingOccurrences(of: "\n", with: "\n     "))
             } else if let first = entry.checks.first {
                 let probes = entry.checks.dropFirst().map { "\($0.what): \($0.actual)" }
-                lines.append(head + ": expected and got \(first.actual)"
-                    + (probes.isEmpty ? "" : "; " + probes.joined(separator: "; ")))
+                lines.append(
+                    head + ": expected and got \(first.actual)"
+                        + (probes.isEmpty ? "" : "; " + probes.joined(separator: "; ")))
             } else {
                 lines.append(head)
             }
@@ -322,11 +329,13 @@ final class ModelRun {
 
     /// One request by client `c` with its Bearer token, through the client library's own sender; any status.
     private func call(_ c: Int, _ method: String, _ path: [String], json: (some Encodable)? = Optional<Int>.none)
-        async -> (status: Int, body: Data) {
+        async -> (status: Int, body: Data)
+    {
         do {
-            let r = try await clients[c].send(method, path, body: try json.map { try JSONEncoder().encode($0) },
-                                              operation: "authorization model", idempotent: false,
-                                              expect: Self.anyStatus)
+            let r = try await clients[c].send(
+                method, path, body: try json.map { try JSONEncoder().encode($0) },
+                operation: "authorization model", idempotent: false,
+                expect: Self.anyStatus)
             return (r.status, r.body)
         } catch {
             return (0, Data("\(error)".utf8))
@@ -334,8 +343,10 @@ final class ModelRun {
     }
 
     /// The status and, for a 2xx answer, what `items` makes of its decoded body.
-    private func observe<T: Decodable>(_ reply: (status: Int, body: Data), as type: T.Type,
-                                       items: (T) -> Set<String>) -> Observation {
+    private func observe<T: Decodable>(
+        _ reply: (status: Int, body: Data), as type: T.Type,
+        items: (T) -> Set<String>
+    ) -> Observation {
         guard reply.status != 0 else {
             return Observation(status: 0, problem: String(decoding: reply.body, as: UTF8.self))
         }
@@ -343,8 +354,9 @@ final class ModelRun {
         do {
             return Observation(status: reply.status, items: items(try JSONDecoder().decode(T.self, from: reply.body)))
         } catch {
-            return Observation(status: reply.status,
-                               problem: "undecodable: " + String(decoding: reply.body.prefix(200), as: UTF8.self))
+            return Observation(
+                status: reply.status,
+                problem: "undecodable: " + String(decoding: reply.body.prefix(200), as: UTF8.self))
         }
     }
 
@@ -396,8 +408,9 @@ final class ModelRun {
         }
         switch step {
         case .write(let c, let r, let t):
-            let body = API.Record(meta: .init(writerID: ids[c], userID: ids[c], type: "t\(t)", plain: ["label": "r\(r)"]),
-                                  data: ["f": "r\(r)"])
+            let body = API.Record(
+                meta: .init(writerID: ids[c], userID: ids[c], type: "t\(t)", plain: ["label": "r\(r)"]),
+                data: ["f": "r\(r)"])
             let reply = await call(c, "POST", ["v1", "storage", "records"], json: body)
             var written: API.Record?
             let actual = observe(reply, as: API.Record.self) { record in
@@ -420,7 +433,8 @@ final class ModelRun {
             let data = "r\(r).u\(value)"
             let w = ids[record.writer]
             let body = API.Record(
-                meta: .init(writerID: w, userID: w, type: "t\(record.type)", plain: ["label": "r\(r)"]), data: ["f": data])
+                meta: .init(writerID: w, userID: w, type: "t\(record.type)", plain: ["label": "r\(r)"]),
+                data: ["f": data])
             let reply = await call(c, "PUT", ["v1", "storage", "records", "safe", recordIDs[r]!, version], json: body)
             let expected: Observation
             if !record.alive || c != record.writer {
@@ -428,14 +442,17 @@ final class ModelRun {
             } else if !current {
                 expected = Observation(status: 409)
             } else {
-                expected = Observation(status: 200,
-                                       items: ["r\(r) by c\(record.writer) t\(record.type) f=\(data) new version"])
+                expected = Observation(
+                    status: 200,
+                    items: ["r\(r) by c\(record.writer) t\(record.type) f=\(data) new version"])
             }
             var newVersion: String?
             let actual = observe(reply, as: API.Record.self) { updated in
                 newVersion = updated.meta.version
-                return [self.actualRecord(updated, version: false)
-                    + (updated.meta.version != record.version ? " new version" : " same version")]
+                return [
+                    self.actualRecord(updated, version: false)
+                        + (updated.meta.version != record.version ? " new version" : " same version")
+                ]
             }
             entry.context = "writer c\(record.writer)" + (record.alive ? "" : ", deleted")
             entry.checks.append(ModelCheck(what: "update", expected: expected, actual: actual))
@@ -452,21 +469,26 @@ final class ModelRun {
             let reply = await call(c, "DELETE", ["v1", "storage", "records", "safe", recordIDs[r]!, version])
             let expected = Observation(status: !record.alive || c != record.writer ? 403 : current ? 204 : 409)
             entry.context = "writer c\(record.writer)" + (record.alive ? "" : ", deleted")
-            entry.checks.append(ModelCheck(what: "delete", expected: expected,
-                                           actual: Observation(status: reply.status)))
+            entry.checks.append(
+                ModelCheck(
+                    what: "delete", expected: expected,
+                    actual: Observation(status: reply.status)))
             guard !entry.failed else { return entry }
             if expected.status == 204 { model.records[r]!.alive = false }
             entry.checks.append(await readCheck(record.writer, r, what: "then c\(record.writer) reads r\(r)"))
 
         case .policy(let c, let t, let verb, let allow):
             entry.context = model.authorizersNote(t)
-            let body = API.PolicyRequest(allow: allow ? [[verb.rawValue: .object([:])]] : nil,
-                                         deny: allow ? nil : [[verb.rawValue: .object([:])]])
+            let body = API.PolicyRequest(
+                allow: allow ? [[verb.rawValue: .object([:])]] : nil,
+                deny: allow ? nil : [[verb.rawValue: .object([:])]])
             let path = ["v1", "storage", "policy", ids[t.writer], ids[t.writer], ids[t.reader], "t\(t.type)"]
             let reply = await call(c, "PUT", path, json: body)
             let permitted = c == t.writer || (verb == .read && model.mayShare(c, t))
-            entry.checks.append(ModelCheck(what: "policy", expected: Observation(status: permitted ? 201 : 403),
-                                           actual: Observation(status: reply.status)))
+            entry.checks.append(
+                ModelCheck(
+                    what: "policy", expected: Observation(status: permitted ? 201 : 403),
+                    actual: Observation(status: reply.status)))
             guard !entry.failed else { return entry }
             if permitted {
                 switch (verb, allow) {
@@ -477,13 +499,17 @@ final class ModelRun {
                 }
             }
             let probe: ListingKind = verb == .read ? .incoming : .granted
-            entry.checks.append(await listingCheck(t.reader, probe,
-                                                   what: "then c\(t.reader) GET policy/\(probe.rawValue)"))
+            entry.checks.append(
+                await listingCheck(
+                    t.reader, probe,
+                    what: "then c\(t.reader) GET policy/\(probe.rawValue)"))
 
         case .removeAuthorizer(let c, let w, let x):
             let reply = await call(c, "DELETE", ["v1", "storage", "policy", ids[w], ids[w], ids[x]])
-            entry.checks.append(ModelCheck(what: "delete policy", expected: Observation(status: c == w ? 200 : 403),
-                                           actual: Observation(status: reply.status)))
+            entry.checks.append(
+                ModelCheck(
+                    what: "delete policy", expected: Observation(status: c == w ? 200 : 403),
+                    actual: Observation(status: reply.status)))
             guard !entry.failed else { return entry }
             if c == w { model.authorizers = model.authorizers.filter { $0.writer != w || $0.reader != x } }
             entry.checks.append(await listingCheck(x, .granted, what: "then c\(x) GET policy/granted"))
@@ -496,8 +522,10 @@ final class ModelRun {
             let reply = await call(c, "PUT", keyPath(t), json: API.PutAccessKeyRequest(eak: "eak-\(eak)"))
             let permitted = model.mayShare(c, t)
             let status = !permitted ? 403 : model.keys[t] == nil ? 201 : 409
-            entry.checks.append(ModelCheck(what: "put key", expected: Observation(status: status),
-                                           actual: Observation(status: reply.status)))
+            entry.checks.append(
+                ModelCheck(
+                    what: "put key", expected: Observation(status: status),
+                    actual: Observation(status: reply.status)))
             guard !entry.failed else { return entry }
             if status == 201 { model.keys[t] = .init(eak: "eak-\(eak)", authorizer: c) }
             entry.checks.append(await keyCheck(t.reader, t, what: "then c\(t.reader) GET the key"))
@@ -506,8 +534,10 @@ final class ModelRun {
             entry.context = model.authorizersNote(t)
             let reply = await call(c, "DELETE", keyPath(t))
             let permitted = model.mayShare(c, t)
-            entry.checks.append(ModelCheck(what: "delete key", expected: Observation(status: permitted ? 204 : 403),
-                                           actual: Observation(status: reply.status)))
+            entry.checks.append(
+                ModelCheck(
+                    what: "delete key", expected: Observation(status: permitted ? 204 : 403),
+                    actual: Observation(status: reply.status)))
             guard !entry.failed else { return entry }
             if permitted { model.keys[t] = nil }
             entry.checks.append(await keyCheck(t.reader, t, what: "then c\(t.reader) GET the key"))
@@ -530,17 +560,20 @@ final class ModelRun {
 
     private func readCheck(_ c: Int, _ r: Int, what: String) async -> ModelCheck {
         let reply = await call(c, "GET", ["v1", "storage", "records", recordIDs[r]!])
-        let expected = model.mayRead(c, model.records[r]!)
+        let expected =
+            model.mayRead(c, model.records[r]!)
             ? Observation(status: 200, items: [expectedRecord(r)]) : Observation(status: 404)
-        return ModelCheck(what: what, expected: expected,
-                          actual: observe(reply, as: API.Record.self) { [self.actualRecord($0)] })
+        return ModelCheck(
+            what: what, expected: expected,
+            actual: observe(reply, as: API.Record.self) { [self.actualRecord($0)] })
     }
 
     private func keyCheck(_ c: Int, _ t: ModelTuple, what: String) async -> ModelCheck {
         let reply = await call(c, "GET", keyPath(t))
         let expected = c == t.reader ? expectedKey(t) : Observation(status: 403)
-        return ModelCheck(what: what, expected: expected,
-                          actual: observe(reply, as: API.EAKInfo.self) { [self.keyItem($0)] })
+        return ModelCheck(
+            what: what, expected: expected,
+            actual: observe(reply, as: API.EAKInfo.self) { [self.keyItem($0)] })
     }
 
     private func listingCheck(_ c: Int, _ kind: ListingKind, what: String) async -> ModelCheck {
@@ -564,10 +597,11 @@ final class ModelRun {
         case .proxies, .granted:
             expected = Set(model.authorizers.filter { kind == .proxies ? $0.writer == c : $0.reader == c }.map(grant))
             actual = observe(reply, as: [API.AuthorizerPolicy].self) {
-                Set($0.map {
-                    "authorizer \(self.name($0.authorizerID)) writer \(self.name($0.writerID)) "
-                        + "user \(self.name($0.userID)) \($0.recordType) by \(self.name($0.authorizedBy))"
-                })
+                Set(
+                    $0.map {
+                        "authorizer \(self.name($0.authorizerID)) writer \(self.name($0.writerID)) "
+                            + "user \(self.name($0.userID)) \($0.recordType) by \(self.name($0.authorizedBy))"
+                    })
             }
         }
         return ModelCheck(what: what, expected: Observation(status: 200, items: expected), actual: actual)
@@ -575,14 +609,15 @@ final class ModelRun {
 
     /// A search of everything `c` may read (or only `writer`'s records), all pages.
     private func searchCheck(_ c: Int, v2: Bool, writer: Int?, what: String) async -> ModelCheck {
-        var expected = Set(model.records.keys.filter { label in
-            let r = model.records[label]!
-            return model.mayRead(c, r) && (writer == nil || r.writer == writer)
-        }.map { label in
-            let r = model.records[label]!
-            let key = model.keys[ModelTuple(writer: r.writer, reader: c, type: r.type)]
-            return expectedRecord(label) + " key=" + (key.map { "\($0.eak) by c\($0.authorizer)" } ?? "none")
-        })
+        var expected = Set(
+            model.records.keys.filter { label in
+                let r = model.records[label]!
+                return model.mayRead(c, r) && (writer == nil || r.writer == writer)
+            }.map { label in
+                let r = model.records[label]!
+                let key = model.keys[ModelTuple(writer: r.writer, reader: c, type: r.type)]
+                return expectedRecord(label) + " key=" + (key.map { "\($0.eak) by c\($0.authorizer)" } ?? "none")
+            })
         func item(_ result: API.SearchResult) -> String {
             actualRecord(API.Record(meta: result.meta, data: result.recordData ?? [:]))
                 + (result.recordData == nil ? " no data" : "") + " key=" + keyItem(result.accessKey)
@@ -593,8 +628,10 @@ final class ModelRun {
             let match = writer.map { [API.SearchClause(terms: .init(writerIDs: [ids[$0]]))] }
             var token: Int64 = 0
             repeat {
-                let reply = await call(c, "POST", ["v2", "search"], json: API.SearchRequest(
-                    limit: 1000, nextToken: token, includeAllWriters: true, includeData: true, match: match))
+                let reply = await call(
+                    c, "POST", ["v2", "search"],
+                    json: API.SearchRequest(
+                        limit: 1000, nextToken: token, includeAllWriters: true, includeData: true, match: match))
                 var next: Int64 = 0
                 let page = observe(reply, as: API.SearchResponse.self) { response in
                     next = response.lastIndex
@@ -614,9 +651,11 @@ final class ModelRun {
         } else {
             var after: Int64 = 0
             while true {
-                let reply = await call(c, "POST", ["v1", "storage", "search"], json: API.QueryRequest(
-                    count: 1000, afterIndex: after, includeData: true, writerIDs: writer.map { [ids[$0]] },
-                    includeAllWriters: writer == nil))
+                let reply = await call(
+                    c, "POST", ["v1", "storage", "search"],
+                    json: API.QueryRequest(
+                        count: 1000, afterIndex: after, includeData: true, writerIDs: writer.map { [ids[$0]] },
+                        includeAllWriters: writer == nil))
                 var response: API.QueryResponse?
                 let page = observe(reply, as: API.QueryResponse.self) {
                     response = $0
@@ -727,8 +766,9 @@ struct StepGenerator {
             return .read(chance(30) ? m.records[r]!.writer : client(), record: r)
         case 24..<30:
             let r = pick(labels)!
-            return .update(chance(60) ? m.records[r]!.writer : client(), record: r, currentVersion: chance(80),
-                           value: fresh())
+            return .update(
+                chance(60) ? m.records[r]!.writer : client(), record: r, currentVersion: chance(80),
+                value: fresh())
         case 30..<34:
             let r = pick(labels)!
             return .delete(chance(60) ? m.records[r]!.writer : client(), record: r, currentVersion: chance(80))
@@ -742,8 +782,9 @@ struct StepGenerator {
         case 57..<60:
             let w = client()
             let authorizers = Set(m.authorizers.filter { $0.writer == w }.map(\.reader)).sorted()
-            return .removeAuthorizer(chance(75) ? w : client(), writer: w,
-                                     reader: chance(70) ? (pick(authorizers) ?? client()) : client())
+            return .removeAuthorizer(
+                chance(75) ? w : client(), writer: w,
+                reader: chance(70) ? (pick(authorizers) ?? client()) : client())
         case 60..<70:
             let t = tuple(m)
             return .putKey(actor(m, writer: t.writer, type: t.type, writerPercent: 35), t, eak: fresh())

@@ -1,8 +1,8 @@
-import E3DBClient
 import Dispatch
+import E3DBClient
 import E3DBKit
-import Foundation
 import E3DBTestSupport
+import Foundation
 import Synchronization
 import Testing
 
@@ -17,12 +17,14 @@ struct HookedDownloadTransport: E3DBTransport {
     }
 
     func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
     func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         var first = true
         return try await inner.download(request, timeout: timeout) { piece in
             try await receive(piece)
@@ -101,7 +103,8 @@ final class ProgressGate: Sendable {
 struct ClientFileTests {
     /// The body of a file record as the server stores it.
     static func body(_ server: ServerProcess, _ record: ClientRecord) throws -> URL {
-        server.data.appendingPathComponent("files").appendingPathComponent(try #require(record.id).uuidString.lowercased())
+        server.data.appendingPathComponent("files").appendingPathComponent(
+            try #require(record.id).uuidString.lowercased())
     }
 
     @Test("readFile round-trips empty, one-chunk and multi-chunk files, with progress up to file_meta.size")
@@ -140,8 +143,10 @@ struct ClientFileTests {
         let other = try scratch.file("other", count: size)
         var kept: Set<String> = ["in", "other"]
 
-        func expectRefused(_ code: E3DBError.Code, _ record: ClientRecord, _ name: String,
-                           verifyChecksum: Bool = false) async throws {
+        func expectRefused(
+            _ code: E3DBError.Code, _ record: ClientRecord, _ name: String,
+            verifyChecksum: Bool = false
+        ) async throws {
             let out = scratch.path(name)
             do {
                 _ = try await alice.readFile(try #require(record.id), to: out, verifyChecksum: verifyChecksum)
@@ -181,14 +186,16 @@ struct ClientFileTests {
         try await expectRefused(.checksumMismatch, swapped, "swapped", verifyChecksum: true)
         _ = try await alice.readFile(try #require(swapped.id), to: scratch.path("unverified"))
         kept.insert("unverified")
-        #expect(FileManager.default.contents(atPath: scratch.path("unverified"))
+        #expect(
+            FileManager.default.contents(atPath: scratch.path("unverified"))
                 == FileManager.default.contents(atPath: other))
 
         // The untouched file still reads.
         let good = try await alice.writeFile(type: "blob", path: input)
         _ = try await alice.readFile(try #require(good.id), to: scratch.path("good"), verifyChecksum: true)
         kept.insert("good")
-        #expect(FileManager.default.contents(atPath: scratch.path("good")) == FileManager.default.contents(atPath: input))
+        #expect(
+            FileManager.default.contents(atPath: scratch.path("good")) == FileManager.default.contents(atPath: input))
     }
 
     @Test("a server killed mid-download and a cancelled download leave nothing at the destination")
@@ -226,8 +233,9 @@ struct ClientFileTests {
         #expect(!FileManager.default.fileExists(atPath: outsideOut))
 
         // The server dies after sending the first piece: the body ends before its Content-Length.
-        let dying = try E3DBClient(identity: alice.identity, apiURL: server.url,
-                                   transport: HookedDownloadTransport { server.process.signal(SIGKILL) })
+        let dying = try E3DBClient(
+            identity: alice.identity, apiURL: server.url,
+            transport: HookedDownloadTransport { server.process.signal(SIGKILL) })
         let dyingOut = scratch.path("dying")
         do {
             _ = try await dying.readFile(id, to: dyingOut)

@@ -43,10 +43,13 @@ final class ServerProcess: Sendable {
     static func start(
         data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil
     ) async throws -> ServerProcess {
-        let data = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
+        let data =
+            existing
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
         let token = try await command(["token", "create"] + storage)
-        let arguments = ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
+        let arguments =
+            ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]
             + storage + extraArguments
         @Sendable func listening(_ bytes: Data) -> String? {
             let text = String(decoding: bytes, as: UTF8.self)
@@ -59,7 +62,8 @@ final class ServerProcess: Sendable {
             guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
                 throw ServerFailure(description: "cannot create the log file")
             }
-            process = try RunningProcess(binary, arguments, reading: .standardOutput, other: try FileHandle(forWritingTo: log))
+            process = try RunningProcess(
+                binary, arguments, reading: .standardOutput, other: try FileHandle(forWritingTo: log))
             for _ in 0..<600 where found == nil && process.isRunning {
                 found = listening((try? Data(contentsOf: log)) ?? Data())
                 if found == nil { try await Task.sleep(for: .milliseconds(100)) }
@@ -125,29 +129,34 @@ struct KillingTransport: E3DBTransport {
     }
 
     func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         await server.kill()
         return try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
     func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         try await inner.download(request, timeout: timeout, receive: receive)
     }
 }
 
 @Suite("E3DBClient against e3dbkit-server", .serialized, .postgresServer)
 struct ClientLibraryTests {
-    @Test("records: write, read fields, update with versions, delete, query pages and plain filters",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "records: write, read fields, update with versions, delete, query pages and plain filters",
+        arguments: ClientTestBackend.allCases)
     func records(backend: ClientTestBackend) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
         let alice = try await server.register("alice")
         var written: [ClientRecord] = []
         for i in 0..<5 {
-            written.append(try await alice.write(type: "contact", data: ["name": "n\(i)", "phone": "\(i)"],
-                                                 plain: ["parity": i % 2 == 0 ? "even" : "odd"]))
+            written.append(
+                try await alice.write(
+                    type: "contact", data: ["name": "n\(i)", "phone": "\(i)"],
+                    plain: ["parity": i % 2 == 0 ? "even" : "odd"]))
         }
         #expect(written[0].signatureStatus == .verified)
         let partial = try await alice.read(try #require(written[1].id), fields: ["name"])
@@ -155,7 +164,9 @@ struct ClientLibraryTests {
         // The whole record is fetched and verified; only then are the other fields dropped.
         #expect(partial.signatureStatus == .verified)
         var page: [String] = []
-        for try await r in alice.query(RecordQuery(types: ["contact"], pageSize: 2)) { page.append(r.data["name"] ?? "") }
+        for try await r in alice.query(RecordQuery(types: ["contact"], pageSize: 2)) {
+            page.append(r.data["name"] ?? "")
+        }
         #expect(page == ["n0", "n1", "n2", "n3", "n4"])
         var evens: [String] = []
         for try await r in alice.query(RecordQuery(types: ["contact"], plain: .equals(name: "parity", value: "even"))) {
@@ -192,7 +203,9 @@ struct ClientLibraryTests {
         try await writer.revoke(type: "doc", from: reader.clientID)
         await #expect(throws: E3DBError(.notFound)) { _ = try await reader.read(id) }
 
-        await #expect(throws: E3DBError.self) { try await helper.share(onBehalfOf: writer.clientID, type: "doc", with: reader.clientID) }
+        await #expect(throws: E3DBError.self) {
+            try await helper.share(onBehalfOf: writer.clientID, type: "doc", with: reader.clientID)
+        }
         try await writer.addAuthorizer(helper.clientID, type: "doc")
         #expect(try await writer.authorizers().map(\.authorizerID) == [helper.clientID.uuidString.lowercased()])
         #expect(try await helper.authorizedBy().map(\.authorizedBy) == [writer.clientID.uuidString.lowercased()])
@@ -214,16 +227,21 @@ struct ClientLibraryTests {
         for word in ["veryveryfuzzy", "toznywebsite", "other", "another", "third"] {
             _ = try await alice.write(type: "word", data: ["w": word], plain: ["word": word])
         }
-        let fuzzy = try await alice.search(API.SearchRequest(
-            includeData: true, match: [.init(strategy: "FUZZY", terms: .init(values: ["veryveryfunny"]))]))
+        let fuzzy = try await alice.search(
+            API.SearchRequest(
+                includeData: true, match: [.init(strategy: "FUZZY", terms: .init(values: ["veryveryfunny"]))]))
         #expect(fuzzy.records.map { $0.data["w"] } == ["veryveryfuzzy"])
-        let regexp = try await alice.search(API.SearchRequest(
-            match: [.init(strategy: "REGEXP", terms: .init(values: ["tozny.*"]))]))
+        let regexp = try await alice.search(
+            API.SearchRequest(
+                match: [.init(strategy: "REGEXP", terms: .init(values: ["tozny.*"]))]))
         #expect(regexp.records.map { $0.meta.plain?["word"] } == ["toznywebsite"])
-        let first = try await alice.search(API.SearchRequest(limit: 2, match: [.init(terms: .init(contentTypes: ["word"]))]))
+        let first = try await alice.search(
+            API.SearchRequest(limit: 2, match: [.init(terms: .init(contentTypes: ["word"]))]))
         #expect(first.records.count == 2 && first.totalResults == 5 && first.nextToken == 2)
-        let rest = try await alice.search(API.SearchRequest(limit: 10, nextToken: first.nextToken,
-                                                            match: [.init(terms: .init(contentTypes: ["word"]))]))
+        let rest = try await alice.search(
+            API.SearchRequest(
+                limit: 10, nextToken: first.nextToken,
+                match: [.init(terms: .init(contentTypes: ["word"]))]))
         #expect(rest.records.count == 3 && rest.nextToken == nil)
     }
 
@@ -244,8 +262,9 @@ struct ClientLibraryTests {
         try handle.close()
         // The server dies in the middle of the file flow: after the pending file exists, when the body upload starts
         // (the real transport, with a hook that kills the server process first).
-        let dying = try E3DBClient(identity: alice.identity, apiURL: server.url,
-                                   transport: KillingTransport(server: server))
+        let dying = try E3DBClient(
+            identity: alice.identity, apiURL: server.url,
+            transport: KillingTransport(server: server))
         do {
             _ = try await dying.writeFile(type: "big", path: big.path)
             Issue.record("an upload to a server killed mid-way succeeded")

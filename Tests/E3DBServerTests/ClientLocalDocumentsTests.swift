@@ -16,8 +16,9 @@ struct ClientLocalDocumentsTests {
 
         let writerKey = try await alice.writerKey(type: "UserInfo")
         #expect(try await alice.writerKey(type: "UserInfo") == writerKey)
-        let encrypted = try alice.encrypt(type: "UserInfo", data: ["SSN": "123-45-6789"],
-                                          plain: ["Sent from": "my iPhone"], eakInfo: writerKey)
+        let encrypted = try alice.encrypt(
+            type: "UserInfo", data: ["SSN": "123-45-6789"],
+            plain: ["Sent from": "my iPhone"], eakInfo: writerKey)
         #expect(encrypted.data["SSN"] != "123-45-6789")
         #expect(encrypted.recordSignature != nil)
         let mine = try alice.decrypt(encrypted, eakInfo: writerKey)
@@ -58,8 +59,9 @@ struct ClientLocalDocumentsTests {
         try bob.verify(signed, publicSigningKey: key)
         let error = #expect(throws: E3DBError.self) { try bob.verify(signed) }
         #expect(error?.code == .invalidSignature)
-        let forged = SignedDocument(document: DecryptedDocument(meta: document.meta, data: ["text": "bye"]),
-                                    signature: signed.signature)
+        let forged = SignedDocument(
+            document: DecryptedDocument(meta: document.meta, data: ["text": "bye"]),
+            signature: signed.signature)
         #expect(throws: E3DBError.self) { try bob.verify(forged, publicSigningKey: key) }
     }
 }

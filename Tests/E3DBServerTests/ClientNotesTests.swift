@@ -1,18 +1,22 @@
 import E3DBAPI
-@testable import E3DBClient
 import E3DBKit
 import E3DBTestSupport
 import Foundation
 import Testing
 
+@testable import E3DBClient
+
 @Suite("E3DBClient notes and group-wrapped keys against e3dbkit-server", .serialized, .postgresServer)
 struct ClientNotesTests {
-    @Test("anonymous notes: written and read with unregistered key pairs, names dropped, views, expiry, refusals",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "anonymous notes: written and read with unregistered key pairs, names dropped, views, expiry, refusals",
+        arguments: ClientTestBackend.allCases)
     func anonymousNotes(backend: ClientTestBackend) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
-        let writer = NoteKeyPairs.generate(), reader = NoteKeyPairs.generate(), stranger = NoteKeyPairs.generate()
+        let writer = NoteKeyPairs.generate()
+        let reader = NoteKeyPairs.generate()
+        let stranger = NoteKeyPairs.generate()
         let note = try await E3DBClient.writeAnonymousNote(
             ["pin": "1234", "who": "anon"], recipientEncryptionKey: reader.publicKey,
             recipientSigningKey: reader.publicSigningKey, writer: writer, apiURL: server.url + "/",
@@ -30,8 +34,9 @@ struct ClientNotesTests {
         #expect(first.note.views == 1 && first.note.maxViews == 2)
         // A pinned writer key that is not the note's refuses the note before any field is returned.
         await #expect(throws: E3DBError.self) {
-            _ = try await E3DBClient.readAnonymousNote(id: id, reader: reader, apiURL: server.url,
-                                                       options: .init(expectedWriterSigningKey: stranger.publicSigningKey))
+            _ = try await E3DBClient.readAnonymousNote(
+                id: id, reader: reader, apiURL: server.url,
+                options: .init(expectedWriterSigningKey: stranger.publicSigningKey))
         }
         // That refused read was the second view: the note is used up.
         await #expect(throws: E3DBError(.notFound)) {
@@ -41,13 +46,15 @@ struct ClientNotesTests {
         // A registered writer's name is kept, and an anonymous reader reads by it; a second note with the name is 409.
         let alice = try await server.register("alice")
         let name = "named-\(UUID())"
-        _ = try await alice.writeNote(["n": "1"], recipientEncryptionKey: reader.publicKey,
-                                      recipientSigningKey: reader.publicSigningKey, name: name)
+        _ = try await alice.writeNote(
+            ["n": "1"], recipientEncryptionKey: reader.publicKey,
+            recipientSigningKey: reader.publicSigningKey, name: name)
         let byName = try await E3DBClient.readAnonymousNote(name: name, reader: reader, apiURL: server.url)
         #expect(byName.data == ["n": "1"] && byName.note.idString == name)
         await #expect(throws: E3DBError(.conflict)) {
-            _ = try await alice.writeNote(["n": "2"], recipientEncryptionKey: reader.publicKey,
-                                          recipientSigningKey: reader.publicSigningKey, name: name)
+            _ = try await alice.writeNote(
+                ["n": "2"], recipientEncryptionKey: reader.publicKey,
+                recipientSigningKey: reader.publicSigningKey, name: name)
         }
         await #expect(throws: E3DBError(.notFound)) {
             _ = try await E3DBClient.readAnonymousNote(name: "no-such-\(UUID())", reader: reader, apiURL: server.url)
@@ -61,15 +68,20 @@ struct ClientNotesTests {
             ["x": "y"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
             writer: writer, apiURL: server.url, options: NoteOptions(expiration: Date().addingTimeInterval(-60)))
         await #expect(throws: E3DBError(.notFound)) {
-            _ = try await E3DBClient.readAnonymousNote(id: UUID(uuidString: past.noteID ?? ""), reader: reader,
-                                                       apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(
+                id: UUID(uuidString: past.noteID ?? ""), reader: reader,
+                apiURL: server.url)
         }
-        let future = try await alice.writeNote(["x": "z"], recipientEncryptionKey: reader.publicKey,
-                                               recipientSigningKey: reader.publicSigningKey,
-                                               expiration: Date().addingTimeInterval(3600))
+        let future = try await alice.writeNote(
+            ["x": "z"], recipientEncryptionKey: reader.publicKey,
+            recipientSigningKey: reader.publicSigningKey,
+            expiration: Date().addingTimeInterval(3600))
         #expect(future.expires == true)
-        #expect(try await E3DBClient.readAnonymousNote(id: UUID(uuidString: future.noteID ?? ""), reader: reader,
-                                                       apiURL: server.url).data == ["x": "z"])
+        #expect(
+            try await E3DBClient.readAnonymousNote(
+                id: UUID(uuidString: future.noteID ?? ""), reader: reader,
+                apiURL: server.url
+            ).data == ["x": "z"])
 
         // Refusals before any request, and the writer-only delete.
         await #expect(throws: E3DBError(.invalidParameter)) {
@@ -88,12 +100,17 @@ struct ClientNotesTests {
         let live = try await E3DBClient.writeAnonymousNote(
             ["a": "b"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
             writer: writer, apiURL: server.url)
-        await #expect(throws: E3DBError(.forbidden)) { try await alice.deleteNote(try #require(UUID(uuidString: live.noteID ?? ""))) }
-        await #expect(throws: E3DBError(.notFound)) { try await alice.deleteNote(try #require(UUID(uuidString: past.noteID ?? ""))) }
+        await #expect(throws: E3DBError(.forbidden)) {
+            try await alice.deleteNote(try #require(UUID(uuidString: live.noteID ?? "")))
+        }
+        await #expect(throws: E3DBError(.notFound)) {
+            try await alice.deleteNote(try #require(UUID(uuidString: past.noteID ?? "")))
+        }
     }
 
-    @Test("replace by name: new fields, new id, new recipient, views reset; only the writer; upsert",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "replace by name: new fields, new id, new recipient, views reset; only the writer; upsert",
+        arguments: ClientTestBackend.allCases)
     func replace(backend: ClientTestBackend) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
@@ -101,16 +118,19 @@ struct ClientNotesTests {
         let bob = try await server.register("bob")
         let reader = NoteKeyPairs.generate()
         let name = "replace-\(UUID())"
-        let original = try await alice.writeNote(["v": "1"], recipientEncryptionKey: reader.publicKey,
-                                                 recipientSigningKey: reader.publicSigningKey, name: name, maxViews: 1)
-        let replaced = try await alice.replaceNote(named: name, with: ["v": "2"],
-                                                   recipientEncryptionKey: bob.identity.publicKey,
-                                                   recipientSigningKey: try #require(bob.identity.publicSigningKey),
-                                                   maxViews: 2)
+        let original = try await alice.writeNote(
+            ["v": "1"], recipientEncryptionKey: reader.publicKey,
+            recipientSigningKey: reader.publicSigningKey, name: name, maxViews: 1)
+        let replaced = try await alice.replaceNote(
+            named: name, with: ["v": "2"],
+            recipientEncryptionKey: bob.identity.publicKey,
+            recipientSigningKey: try #require(bob.identity.publicSigningKey),
+            maxViews: 2)
         #expect(replaced.noteID != nil && replaced.noteID != original.noteID && replaced.idString == name)
         await #expect(throws: E3DBError(.notFound)) {
-            _ = try await E3DBClient.readAnonymousNote(id: UUID(uuidString: original.noteID ?? ""), reader: reader,
-                                                       apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(
+                id: UUID(uuidString: original.noteID ?? ""), reader: reader,
+                apiURL: server.url)
         }
         await #expect(throws: E3DBError(.forbidden)) {
             _ = try await E3DBClient.readAnonymousNote(name: name, reader: reader, apiURL: server.url)
@@ -118,17 +138,22 @@ struct ClientNotesTests {
         let read = try await bob.readNote(name: name)
         #expect(read.data == ["v": "2"] && read.note.views == 1 && read.note.maxViews == 2)
         await #expect(throws: E3DBError(.forbidden)) {
-            _ = try await bob.replaceNote(named: name, with: ["v": "bob's"], recipientEncryptionKey: reader.publicKey,
-                                          recipientSigningKey: reader.publicSigningKey)
+            _ = try await bob.replaceNote(
+                named: name, with: ["v": "bob's"], recipientEncryptionKey: reader.publicKey,
+                recipientSigningKey: reader.publicSigningKey)
         }
         await #expect(throws: E3DBError(.invalidParameter)) {
-            _ = try await alice.replaceNote(named: "", with: ["v": "3"], recipientEncryptionKey: reader.publicKey,
-                                            recipientSigningKey: reader.publicSigningKey)
+            _ = try await alice.replaceNote(
+                named: "", with: ["v": "3"], recipientEncryptionKey: reader.publicKey,
+                recipientSigningKey: reader.publicSigningKey)
         }
         let fresh = "upsert-\(UUID())"
-        _ = try await bob.replaceNote(named: fresh, with: ["v": "new"], recipientEncryptionKey: reader.publicKey,
-                                      recipientSigningKey: reader.publicSigningKey)
-        #expect(try await E3DBClient.readAnonymousNote(name: fresh, reader: reader, apiURL: server.url).data == ["v": "new"])
+        _ = try await bob.replaceNote(
+            named: fresh, with: ["v": "new"], recipientEncryptionKey: reader.publicKey,
+            recipientSigningKey: reader.publicSigningKey)
+        #expect(
+            try await E3DBClient.readAnonymousNote(name: fresh, reader: reader, apiURL: server.url).data == ["v": "new"]
+        )
     }
 
     @Test("Python SDK and e3dbkit client: anonymous notes and replace by name in both directions, views, expiry")
@@ -139,7 +164,9 @@ struct ClientNotesTests {
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")
     }
 
-    @Test("group-wrapped access keys: the server stores only eak, so the client's read fails typed; served with the wrappers the client path opens them")
+    @Test(
+        "group-wrapped access keys: the server stores only eak, so the client's read fails typed; served with the wrappers the client path opens them"
+    )
     func groupWrappedAccessKey() async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
@@ -149,14 +176,16 @@ struct ClientNotesTests {
         // The writer's own access key, and the same key shared through a group, as a group sharer would store it:
         // eak wrapped for the group's public key, the group's secret key boxed for the member (spec formats §2.3).
         let ak = AccessKey()
-        try await writer.putAccessKey(ak, writer: writer.clientID, user: writer.clientID, reader: writer.clientID,
-                                      readerKey: writer.identity.publicKey, type: type)
+        try await writer.putAccessKey(
+            ak, writer: writer.clientID, user: writer.clientID, reader: writer.clientID,
+            readerKey: writer.identity.publicKey, type: type)
         let record = try await writer.write(type: type, data: ["body": "for the group"])
         let group = Box.PrivateKey()
         let groupSecret = try AccessKey(SecureBytes(copying: group.withUnsafeBytes { Array($0) }))
         let wrapper = AccessKeyWrapper(
-            membershipKey: try EncryptedAccessKey.wrap(groupSecret, for: reader.identity.publicKey,
-                                                       by: writer.identity.boxKey),
+            membershipKey: try EncryptedAccessKey.wrap(
+                groupSecret, for: reader.identity.publicKey,
+                by: writer.identity.boxKey),
             publicKey: writer.identity.publicKey, accessKeyID: UUID().uuidString.lowercased(),
             groupPublicKey: group.publicKey)
         let groupEAK = try EncryptedAccessKey.wrap(ak, for: group.publicKey, by: writer.identity.boxKey)
@@ -171,7 +200,8 @@ struct ClientNotesTests {
             body: try JSONEncoder().encode(GroupPut(eak: groupEAK.description, accessKeyWrappers: [wrapper])),
             operation: "group access key write")
         #expect(put.status == 201)
-        try await writer.putPolicy(reader: reader.clientID, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
+        try await writer.putPolicy(
+            reader: reader.clientID, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
 
         // What this server serves: the eak alone, authorized by the writer; the wrappers are not stored.
         let served = try await reader.send(API.Endpoints.readAccessKey, path, operation: "access key read")
@@ -184,8 +214,9 @@ struct ClientNotesTests {
         // The client's read path (fetch, parse, unwrap through the wrappers, cache, decrypt, verify rec_sig) with
         // the EAKInfo a service that keeps group wrappers serves: the server's own response with the wrappers the
         // PUT carried put back (the one member this server drops).
-        let restoring = try E3DBClient(identity: reader.identity, apiURL: server.url,
-                                       transport: WrapperRestoringTransport(wrappers: [wrapper]))
+        let restoring = try E3DBClient(
+            identity: reader.identity, apiURL: server.url,
+            transport: WrapperRestoringTransport(wrappers: [wrapper]))
         let opened = try await restoring.read(id)
         #expect(opened.data == ["body": "for the group"] && opened.signatureStatus == .verified)
         #expect(try await restoring.read(id).data == ["body": "for the group"], "the unwrapped key is cached")
@@ -194,8 +225,9 @@ struct ClientNotesTests {
         let foreign = AccessKeyWrapper(
             membershipKey: try EncryptedAccessKey.wrap(groupSecret, for: other.publicKey, by: writer.identity.boxKey),
             publicKey: writer.identity.publicKey, accessKeyID: "x", groupPublicKey: group.publicKey)
-        let refused = try E3DBClient(identity: reader.identity, apiURL: server.url,
-                                     transport: WrapperRestoringTransport(wrappers: [foreign]))
+        let refused = try E3DBClient(
+            identity: reader.identity, apiURL: server.url,
+            transport: WrapperRestoringTransport(wrappers: [foreign]))
         await #expect(throws: E3DBError(.authenticationFailed)) { _ = try await refused.read(id) }
     }
 }
@@ -209,7 +241,8 @@ struct WrapperRestoringTransport: E3DBTransport {
     func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
         var response = try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
         guard request.method == "GET", request.url.contains("/v1/storage/access_keys/"), response.status == 200,
-              var object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any] else {
+            var object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        else {
             return response
         }
         object["access_key_wrappers"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(wrappers))
@@ -218,12 +251,14 @@ struct WrapperRestoringTransport: E3DBTransport {
     }
 
     func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
     func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         try await inner.download(request, timeout: timeout, receive: receive)
     }
 }

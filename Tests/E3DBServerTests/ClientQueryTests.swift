@@ -13,7 +13,9 @@ struct ClientQueryTests {
         for i in 0..<5 { _ = try await alice.write(type: "item", data: ["n": "\(i)"]) }
 
         var mine: [String] = []
-        for try await r in alice.query(RecordQuery(types: ["item"], users: [alice.clientID])) { mine.append(r.data["n"] ?? "") }
+        for try await r in alice.query(RecordQuery(types: ["item"], users: [alice.clientID])) {
+            mine.append(r.data["n"] ?? "")
+        }
         #expect(mine == ["0", "1", "2", "3", "4"])
         var nobody = 0
         for try await _ in alice.query(RecordQuery(types: ["item"], users: [UUID()])) { nobody += 1 }

@@ -1,8 +1,9 @@
-@testable import E3DBClient
 import E3DBKit
 import E3DBTestSupport
 import Foundation
 import Testing
+
+@testable import E3DBClient
 
 /// A private CA and server certificates made with `openssl` at test time, in a temporary directory.
 struct TestPKI: Sendable {
@@ -22,10 +23,12 @@ struct TestPKI: Sendable {
 
     /// A CA, and a server certificate `name`.pem/`name`.key signed by it for `subjectAltName`.
     static func make() async throws -> TestPKI {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pki-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "e3dbkit-pki-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let pki = TestPKI(directory: directory)
-        try await pki.shell("""
+        try await pki.shell(
+            """
             openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 \
             -subj '/CN=E3DBKit test CA' -addext basicConstraints=critical,CA:TRUE \
             -addext keyUsage=critical,keyCertSign,cRLSign
@@ -35,7 +38,8 @@ struct TestPKI: Sendable {
 
     /// A server key and certificate signed by the CA, valid for `subjectAltName`.
     func server(_ name: String, subjectAltName: String) async throws -> (cert: String, key: String) {
-        try await shell("""
+        try await shell(
+            """
             printf 'subjectAltName=%s\\nextendedKeyUsage=serverAuth\\nbasicConstraints=CA:FALSE\\n' '\(subjectAltName)' \
             > \(name).ext && \
             openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout \(name).key -out \(name).csr \
@@ -49,14 +53,16 @@ struct TestPKI: Sendable {
     /// A server key and a certificate for localhost and 127.0.0.1 that expired in 2020, signed by the CA
     /// (`openssl ca`, which takes explicit dates).
     func expiredServer(_ name: String) async throws -> (cert: String, key: String) {
-        let config = "[ca]\ndefault_ca = test\n[test]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n"
+        let config =
+            "[ca]\ndefault_ca = test\n[test]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n"
             + "default_md = sha256\npolicy = any\ncopy_extensions = none\n[any]\ncommonName = supplied\n"
         try Data(config.utf8).write(to: directory.appendingPathComponent("ca.cnf"))
         try Data("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n".utf8)
             .write(to: directory.appendingPathComponent("\(name).ext"))
         try Data().write(to: directory.appendingPathComponent("index.txt"))
         try Data("01\n".utf8).write(to: directory.appendingPathComponent("serial"))
-        try await shell("""
+        try await shell(
+            """
             openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout \(name).key -out \(name).csr \
             -subj '/CN=\(name)' && \
             openssl ca -batch -notext -config ca.cnf -cert ca.pem -keyfile ca.key -in \(name).csr -out \(name).pem \
@@ -67,8 +73,9 @@ struct TestPKI: Sendable {
 
     /// The base64 SHA-256 of a certificate's SubjectPublicKeyInfo, as openssl computes it.
     func pin(ofCertificate file: String) async throws -> String {
-        try await shell("openssl x509 -in '\(file)' -pubkey -noout | openssl pkey -pubin -outform DER "
-            + "| openssl dgst -sha256 -binary | openssl base64 -A")
+        try await shell(
+            "openssl x509 -in '\(file)' -pubkey -noout | openssl pkey -pubin -outform DER "
+                + "| openssl dgst -sha256 -binary | openssl base64 -A")
     }
 
     func remove() { try? FileManager.default.removeItem(at: directory) }
@@ -77,10 +84,13 @@ struct TestPKI: Sendable {
 /// `e3dbkit` with arguments and extra environment, without the proxy and CA variables of this process's
 /// environment; its status, stdout and stderr.
 func runE3DBKit(_ arguments: [String], environment extra: [String: String] = [:]) async throws
-    -> (status: Int32, out: String, err: String) {
+    -> (status: Int32, out: String, err: String)
+{
     let result = try await CLIRunner.run(
         arguments, environment: extra,
-        removingEnvironment: ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "E3DBKIT_CA_FILE"])
+        removingEnvironment: [
+            "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "E3DBKIT_CA_FILE",
+        ])
     return (result.status, result.stdoutText, result.stderr)
 }
 
@@ -88,11 +98,15 @@ func runE3DBKit(_ arguments: [String], environment extra: [String: String] = [:]
 struct ClientTLSTests {
     /// Runs `body` with a new CA and a server using a certificate it signed, for `subjectAltName` (or one that
     /// expired in 2020); stops the server and removes the files afterwards (off the cooperative pool).
-    static func withServer<T>(subjectAltName: String = "DNS:localhost,IP:127.0.0.1", expired: Bool = false,
-                              _ body: (TestPKI, ServerProcess) async throws -> T) async throws -> T {
+    static func withServer<T>(
+        subjectAltName: String = "DNS:localhost,IP:127.0.0.1", expired: Bool = false,
+        _ body: (TestPKI, ServerProcess) async throws -> T
+    ) async throws -> T {
         let pki = try await TestPKI.make()
         defer { pki.remove() }
-        let (cert, key) = expired ? try await pki.expiredServer("server")
+        let (cert, key) =
+            expired
+            ? try await pki.expiredServer("server")
             : try await pki.server("server", subjectAltName: subjectAltName)
         let server = try await ServerProcess.start(extraArguments: ["--tls-cert", cert, "--tls-key", key])
         do {
@@ -106,8 +120,9 @@ struct ClientTLSTests {
     }
 
     static func tls(_ pki: TestPKI, pins: [String] = []) throws -> ClientTLSOptions {
-        try ClientTLSOptions(certificateAuthoritiesPEM: try Data(contentsOf: URL(fileURLWithPath: pki.caFile)),
-                             pins: try pins.map { text throws(E3DBError) in try PublicKeyPin(base64: text) })
+        try ClientTLSOptions(
+            certificateAuthoritiesPEM: try Data(contentsOf: URL(fileURLWithPath: pki.caFile)),
+            pins: try pins.map { text throws(E3DBError) in try PublicKeyPin(base64: text) })
     }
 
     @Test("library: with the CA, register, write and read over HTTPS; without it, the certificate is not trusted")
@@ -115,8 +130,9 @@ struct ClientTLSTests {
         try await Self.withServer { pki, server in
             #expect(server.url.hasPrefix("https://"))
             let transport = AsyncHTTPClientTransport(tls: try Self.tls(pki))
-            let identity = try await E3DBClient.register(token: server.token, name: "tls", apiURL: server.url,
-                                                         transport: transport)
+            let identity = try await E3DBClient.register(
+                token: server.token, name: "tls", apiURL: server.url,
+                transport: transport)
             let client = try E3DBClient(identity: identity, transport: transport)
             let written = try await client.write(type: "contact", data: ["name": "Jon"])
             #expect(try await client.read(try #require(written.id)).data["name"] == "Jon")
@@ -128,7 +144,9 @@ struct ClientTLSTests {
             #expect(untrusted?.message.contains("127.0.0.1") == true, "\(String(describing: untrusted))")
             // The system's CAs are still used by a transport without options: an existing client fails the same way.
             let plain = try E3DBClient(identity: identity)
-            await #expect(throws: E3DBError(.untrustedCertificate)) { _ = try await plain.read(try #require(written.id)) }
+            await #expect(throws: E3DBError(.untrustedCertificate)) {
+                _ = try await plain.read(try #require(written.id))
+            }
         }
     }
 
@@ -140,8 +158,9 @@ struct ClientTLSTests {
             #expect(serverPin != caPin)
 
             let pinned = AsyncHTTPClientTransport(tls: try Self.tls(pki, pins: [caPin, "sha256//" + serverPin]))
-            let identity = try await E3DBClient.register(token: server.token, name: "pinned", apiURL: server.url,
-                                                         transport: pinned)
+            let identity = try await E3DBClient.register(
+                token: server.token, name: "pinned", apiURL: server.url,
+                transport: pinned)
             let client = try E3DBClient(identity: identity, transport: pinned)
             let written = try await client.write(type: "note", data: ["body": "pinned"])
             #expect(try await client.read(try #require(written.id)).data["body"] == "pinned")
@@ -167,16 +186,18 @@ struct ClientTLSTests {
         try await Self.withServer(subjectAltName: "DNS:elsewhere.example") { pki, server in
             let transport = AsyncHTTPClientTransport(tls: try Self.tls(pki))
             let error = await #expect(throws: E3DBError(.hostnameMismatch)) {
-                _ = try await E3DBClient.register(token: server.token, name: "mismatch", apiURL: server.url,
-                                                  transport: transport)
+                _ = try await E3DBClient.register(
+                    token: server.token, name: "mismatch", apiURL: server.url,
+                    transport: transport)
             }
             #expect(error?.message.contains("not valid for 127.0.0.1") == true, "\(String(describing: error))")
             // Through the pinning forwarder too (the pin is right; the name is not).
             let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
             let pinned = AsyncHTTPClientTransport(tls: try Self.tls(pki, pins: [pin]))
             await #expect(throws: E3DBError(.hostnameMismatch)) {
-                _ = try await E3DBClient.register(token: server.token, name: "mismatch", apiURL: server.url,
-                                                  transport: pinned)
+                _ = try await E3DBClient.register(
+                    token: server.token, name: "mismatch", apiURL: server.url,
+                    transport: pinned)
             }
         }
     }
@@ -186,8 +207,9 @@ struct ClientTLSTests {
         try await Self.withServer(expired: true) { pki, server in
             let transport = AsyncHTTPClientTransport(tls: try Self.tls(pki))
             let error = await #expect(throws: E3DBError(.certificateExpired)) {
-                _ = try await E3DBClient.register(token: server.token, name: "expired", apiURL: server.url,
-                                                  transport: transport)
+                _ = try await E3DBClient.register(
+                    token: server.token, name: "expired", apiURL: server.url,
+                    transport: transport)
             }
             #expect(error?.message.contains("expired at 2020-01-02") == true, "\(String(describing: error))")
         }
@@ -199,8 +221,10 @@ struct ClientTLSTests {
             let tokenFile = pki.path("token")
             try Data(server.token.utf8).write(to: URL(fileURLWithPath: tokenFile))
             let config = pki.path("client.json")
-            let register = ["client", "register", "--api-url", server.url, "--token-file", tokenFile, "--name", "cli",
-                            "--out", config]
+            let register = [
+                "client", "register", "--api-url", server.url, "--token-file", tokenFile, "--name", "cli",
+                "--out", config,
+            ]
 
             let refused = try await runE3DBKit(register)
             #expect(refused.status == 2, "\(refused.err)")
@@ -212,22 +236,27 @@ struct ClientTLSTests {
             let data = pki.path("data.json")
             try Data(#"{"name":"Jon"}"#.utf8).write(to: URL(fileURLWithPath: data))
             // The CA from the environment this time.
-            let written = try await runE3DBKit(["client", "write", "--config", config, "--type", "contact", data],
-                                               environment: ["E3DBKIT_CA_FILE": pki.caFile])
+            let written = try await runE3DBKit(
+                ["client", "write", "--config", config, "--type", "contact", data],
+                environment: ["E3DBKIT_CA_FILE": pki.caFile])
             #expect(written.status == 0, "\(written.err)")
             let line = try JSONSerialization.jsonObject(with: Data(written.out.utf8)) as? [String: Any]
             let meta = try #require(line?["meta"] as? [String: Any])
             let id = try #require(meta["record_id"] as? String)
 
             let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
-            let read = try await runE3DBKit(["client", "read", "--config", config, "--ca-file", pki.caFile,
-                                             "--pin-sha256", pin, id])
+            let read = try await runE3DBKit([
+                "client", "read", "--config", config, "--ca-file", pki.caFile,
+                "--pin-sha256", pin, id,
+            ])
             #expect(read.status == 0, "\(read.err)")
             #expect(read.out.contains(#""name":"Jon""#), "\(read.out)")
 
             let caPin = try await pki.pin(ofCertificate: pki.caFile)
-            let wrong = try await runE3DBKit(["client", "read", "--config", config, "--ca-file", pki.caFile,
-                                              "--pin-sha256", caPin, id])
+            let wrong = try await runE3DBKit([
+                "client", "read", "--config", config, "--ca-file", pki.caFile,
+                "--pin-sha256", caPin, id,
+            ])
             #expect(wrong.status == 2, "\(wrong.err)")
             #expect(wrong.err.contains("sha256//" + caPin) && wrong.err.contains("sha256//" + pin), "\(wrong.err)")
 
@@ -265,8 +294,9 @@ struct TLSOptionInputTests {
             #expect(throws: E3DBError(.invalidParameter)) { try tls.check(for: url + "/v1/auth/token") }
             let transport = AsyncHTTPClientTransport(tls: tls)
             await #expect(throws: E3DBError(.invalidParameter)) {
-                _ = try await transport.send(TransportRequest(method: "GET", url: url + "/"), timeout: .seconds(5),
-                                             maxResponseSize: 1024)
+                _ = try await transport.send(
+                    TransportRequest(method: "GET", url: url + "/"), timeout: .seconds(5),
+                    maxResponseSize: 1024)
             }
             await #expect(throws: E3DBError(.invalidParameter)) {
                 _ = try await E3DBClient.register(token: "t", name: "n", apiURL: url, transport: transport)
@@ -275,21 +305,31 @@ struct TLSOptionInputTests {
         }
         try ClientTLSOptions().check(for: url)
         for option in [["--pin-sha256", pin.description], ["--ca-file", pki.caFile]] {
-            let r = try await runE3DBKit(["client", "register", "--api-url", url, "--token-file", pki.path("none"),
-                                          "--name", "n", "--out", pki.path("n.json")] + option)
+            let r = try await runE3DBKit(
+                [
+                    "client", "register", "--api-url", url, "--token-file", pki.path("none"),
+                    "--name", "n", "--out", pki.path("n.json"),
+                ] + option)
             #expect(r.status == 64 && r.err.contains("https://"), "\(r.err)")
         }
         // E3DBKIT_CA_FILE is a default for https URLs only: an http URL goes on (to the closed port: exit 1).
-        let r = try await runE3DBKit(["client", "register", "--api-url", url, "--token-file", pki.caFile, "--name", "n",
-                                      "--out", pki.path("n.json")], environment: ["E3DBKIT_CA_FILE": pki.caFile])
+        let r = try await runE3DBKit(
+            [
+                "client", "register", "--api-url", url, "--token-file", pki.caFile, "--name", "n",
+                "--out", pki.path("n.json"),
+            ], environment: ["E3DBKIT_CA_FILE": pki.caFile])
         #expect(r.status == 1, "\(r.err)")
     }
 
     @Test("CA PEM: no certificate block, or a block that is not a certificate, is refused")
     func caPEM() {
-        #expect(throws: E3DBError(.invalidParameter)) { try ClientTLSOptions(certificateAuthoritiesPEM: Data("hello".utf8)) }
+        #expect(throws: E3DBError(.invalidParameter)) {
+            try ClientTLSOptions(certificateAuthoritiesPEM: Data("hello".utf8))
+        }
         let broken = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
-        #expect(throws: E3DBError(.invalidParameter)) { try ClientTLSOptions(certificateAuthoritiesPEM: Data(broken.utf8)) }
+        #expect(throws: E3DBError(.invalidParameter)) {
+            try ClientTLSOptions(certificateAuthoritiesPEM: Data(broken.utf8))
+        }
     }
 }
 
@@ -302,21 +342,26 @@ struct ClientTLSFailureSlotTests {
         #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(1)) == nil)
         slot.record(E3DBError(.pinMismatch, "pin"), at: t0 + .seconds(1))
         // The request whose connection it closed: started before, failed right after.
-        #expect((slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(1010)) as? E3DBError)?.code == .pinMismatch)
+        #expect(
+            (slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(1010)) as? E3DBError)?.code == .pinMismatch)
         // Reported again to another request under way then (it is not used up), but not:
         #expect((slot.reason(requestStarted: t0, failedAt: t0 + .seconds(2)) as? E3DBError)?.code == .pinMismatch)
         // to a request that started after it (its own connection did not fail of it),
         #expect(slot.reason(requestStarted: t0 + .seconds(2), failedAt: t0 + .seconds(3)) == nil)
         // to one that failed long after it (a timeout hours later),
-        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(1) + PinnedTunnel.FailureSlot.window
-                                + .milliseconds(1)) == nil)
+        #expect(
+            slot.reason(
+                requestStarted: t0,
+                failedAt: t0 + .seconds(1) + PinnedTunnel.FailureSlot.window
+                    + .milliseconds(1)) == nil)
         #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(3600)) == nil)
         // or to one that failed before it.
         #expect(slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(500)) == nil)
         // A later failure replaces it.
         slot.record(E3DBError(.tlsHandshakeFailed, "eof"), at: t0 + .seconds(10))
-        #expect((slot.reason(requestStarted: t0 + .seconds(9), failedAt: t0 + .seconds(10)) as? E3DBError)?.code
-                    == .tlsHandshakeFailed)
+        #expect(
+            (slot.reason(requestStarted: t0 + .seconds(9), failedAt: t0 + .seconds(10)) as? E3DBError)?.code
+                == .tlsHandshakeFailed)
     }
 }
 
@@ -349,34 +394,50 @@ struct ProxyEnvironmentTests {
             ("anything.example", 443, "*.example", false),
         ]
         for c in cases {
-            #expect(HTTPProxy.bypassesProxy(host: c.host, port: c.port, noProxy: c.noProxy) == c.bypass,
-                    "\(c.host):\(c.port) with NO_PROXY=\(c.noProxy)")
+            #expect(
+                HTTPProxy.bypassesProxy(host: c.host, port: c.port, noProxy: c.noProxy) == c.bypass,
+                "\(c.host):\(c.port) with NO_PROXY=\(c.noProxy)")
         }
     }
 
-    @Test("the variable for the URL's scheme, lower case first, only http_proxy for http (httpoxy), NO_PROXY, bad values")
+    @Test(
+        "the variable for the URL's scheme, lower case first, only http_proxy for http (httpoxy), NO_PROXY, bad values")
     func environment() throws {
-        let env = ["HTTPS_PROXY": "http://upper:3128", "https_proxy": "http://lower:3129",
-                   "HTTP_PROXY": "proxy.internal:8080", "NO_PROXY": "skip.example"]
-        #expect(try HTTPProxy.fromEnvironment(for: "https://api.example:8443", environment: env)?.description == "lower:3129")
-        #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: ["HTTPS_PROXY": "http://upper:3128"])?
-            .description == "upper:3128")
+        let env = [
+            "HTTPS_PROXY": "http://upper:3128", "https_proxy": "http://lower:3129",
+            "HTTP_PROXY": "proxy.internal:8080", "NO_PROXY": "skip.example",
+        ]
+        #expect(
+            try HTTPProxy.fromEnvironment(for: "https://api.example:8443", environment: env)?.description
+                == "lower:3129")
+        #expect(
+            try HTTPProxy.fromEnvironment(
+                for: "https://api.example", environment: ["HTTPS_PROXY": "http://upper:3128"])?
+                .description == "upper:3128")
         // HTTP_PROXY is what a CGI program gets from a request's Proxy: header: never read, only http_proxy.
         #expect(try HTTPProxy.fromEnvironment(for: "http://api.example", environment: env) == nil)
-        #expect(try HTTPProxy.fromEnvironment(for: "http://api.example", environment: env.merging(
-            ["http_proxy": "lower.internal:8081"]) { $1 })?.description == "lower.internal:8081")
-        #expect(try HTTPProxy.fromEnvironment(for: "http://skip.example", environment: ["http_proxy": "p:1", "no_proxy": "skip.example"])
-            == nil)
+        #expect(
+            try HTTPProxy.fromEnvironment(
+                for: "http://api.example",
+                environment: env.merging(
+                    ["http_proxy": "lower.internal:8081"]) { $1 })?.description == "lower.internal:8081")
+        #expect(
+            try HTTPProxy.fromEnvironment(
+                for: "http://skip.example", environment: ["http_proxy": "p:1", "no_proxy": "skip.example"])
+                == nil)
         #expect(try HTTPProxy.fromEnvironment(for: "https://a.skip.example", environment: env) == nil)
         #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: [:]) == nil)
         #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: ["https_proxy": ""]) == nil)
-        #expect(try HTTPProxy.fromEnvironment(for: "https://api.example", environment: ["https_proxy": "h"])?.port == 1080)
-        let secret = try #require(try HTTPProxy.fromEnvironment(
-            for: "https://api.example", environment: ["https_proxy": "http://user:s3cret@proxy:3128"]))
+        #expect(
+            try HTTPProxy.fromEnvironment(for: "https://api.example", environment: ["https_proxy": "h"])?.port == 1080)
+        let secret = try #require(
+            try HTTPProxy.fromEnvironment(
+                for: "https://api.example", environment: ["https_proxy": "http://user:s3cret@proxy:3128"]))
         #expect(!secret.description.contains("s3cret"))
         let refused = #expect(throws: E3DBError(.invalidParameter)) {
-            _ = try HTTPProxy.fromEnvironment(for: "https://api.example",
-                                              environment: ["https_proxy": "socks5://user:s3cret@proxy:1080"])
+            _ = try HTTPProxy.fromEnvironment(
+                for: "https://api.example",
+                environment: ["https_proxy": "socks5://user:s3cret@proxy:1080"])
         }
         #expect(refused?.message.contains("s3cret") == false)
     }
@@ -422,7 +483,10 @@ final class ConnectProxy: @unchecked Sendable {
     }
 
     /// Stops accepting (open tunnels end with their connections).
-    func stop() { shutdown(listener, Int32(SHUT_RDWR)); close(listener) }
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
 
     private func tunnel(_ client: Int32) {
         defer { close(client) }
@@ -436,7 +500,8 @@ final class ConnectProxy: @unchecked Sendable {
         guard request.count >= 3, request[0] == "CONNECT" else { return }
         let target = String(request[1])
         lock.withLock { seen.append(target) }
-        guard let colon = target.lastIndex(of: ":"), let targetPort = UInt16(target[target.index(after: colon)...]) else { return }
+        guard let colon = target.lastIndex(of: ":"), let targetPort = UInt16(target[target.index(after: colon)...])
+        else { return }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = targetPort.bigEndian
@@ -468,7 +533,10 @@ final class ConnectProxy: @unchecked Sendable {
             var sent = 0
             while sent < n {
                 let w = buffer[sent..<n].withUnsafeBytes { write(destination, $0.baseAddress, n - sent) }
-                if w <= 0 { shutdown(source, Int32(SHUT_RDWR)); return }
+                if w <= 0 {
+                    shutdown(source, Int32(SHUT_RDWR))
+                    return
+                }
                 sent += w
             }
         }
@@ -489,13 +557,17 @@ struct ClientProxyTests {
             let config = pki.path("client.json")
             let proxied = ["HTTPS_PROXY": "http://127.0.0.1:\(proxy.port)", "E3DBKIT_CA_FILE": pki.caFile]
 
-            let registered = try await runE3DBKit(["client", "register", "--api-url", server.url, "--token-file", tokenFile,
-                                                   "--name", "proxied", "--out", config], environment: proxied)
+            let registered = try await runE3DBKit(
+                [
+                    "client", "register", "--api-url", server.url, "--token-file", tokenFile,
+                    "--name", "proxied", "--out", config,
+                ], environment: proxied)
             #expect(registered.status == 0, "\(registered.err)")
             let data = pki.path("data.json")
             try Data(#"{"city":"Oslo"}"#.utf8).write(to: URL(fileURLWithPath: data))
-            let written = try await runE3DBKit(["client", "write", "--config", config, "--type", "place", data],
-                                               environment: proxied)
+            let written = try await runE3DBKit(
+                ["client", "write", "--config", config, "--type", "place", data],
+                environment: proxied)
             #expect(written.status == 0, "\(written.err)")
             let through = proxy.targets.count
             #expect(through >= 2, "\(proxy.targets)")
@@ -503,26 +575,35 @@ struct ClientProxyTests {
 
             var direct = proxied
             direct["NO_PROXY"] = "localhost,127.0.0.1"
-            let bypassed = try await runE3DBKit(["client", "write", "--config", config, "--type", "place", data],
-                                                environment: direct)
+            let bypassed = try await runE3DBKit(
+                ["client", "write", "--config", config, "--type", "place", data],
+                environment: direct)
             #expect(bypassed.status == 0, "\(bypassed.err)")
             #expect(proxy.targets.count == through, "\(proxy.targets)")
 
             // A proxy that refuses connections: the CLI fails rather than going around it.
-            let dead = try await runE3DBKit(["client", "write", "--config", config, "--type", "place", data],
-                                            environment: ["HTTPS_PROXY": "http://127.0.0.1:1", "E3DBKIT_CA_FILE": pki.caFile])
+            let dead = try await runE3DBKit(
+                ["client", "write", "--config", config, "--type", "place", data],
+                environment: ["HTTPS_PROXY": "http://127.0.0.1:1", "E3DBKIT_CA_FILE": pki.caFile])
             #expect(dead.status == 1, "\(dead.err)")
 
             // A pinned server through the proxy: the pinning forwarder asks the proxy for the tunnel.
             let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
             let before = proxy.targets.count
-            let pinned = try await runE3DBKit(["client", "write", "--config", config, "--type", "place",
-                                               "--pin-sha256", pin, data], environment: proxied)
+            let pinned = try await runE3DBKit(
+                [
+                    "client", "write", "--config", config, "--type", "place",
+                    "--pin-sha256", pin, data,
+                ], environment: proxied)
             #expect(pinned.status == 0, "\(pinned.err)")
-            #expect(proxy.targets.count > before && proxy.targets.allSatisfy { $0 == serverAddress }, "\(proxy.targets)")
+            #expect(
+                proxy.targets.count > before && proxy.targets.allSatisfy { $0 == serverAddress }, "\(proxy.targets)")
             let caPin = try await pki.pin(ofCertificate: pki.caFile)
-            let wrongPin = try await runE3DBKit(["client", "write", "--config", config, "--type", "place",
-                                                 "--pin-sha256", caPin, data], environment: proxied)
+            let wrongPin = try await runE3DBKit(
+                [
+                    "client", "write", "--config", config, "--type", "place",
+                    "--pin-sha256", caPin, data,
+                ], environment: proxied)
             #expect(wrongPin.status == 2, "\(wrongPin.err)")
             #expect(wrongPin.err.contains("sha256//" + pin), "\(wrongPin.err)")
         }
@@ -530,39 +611,43 @@ struct ClientProxyTests {
 }
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 
-/// Records every authentication challenge URLSession raises, and performs the default handling.
-final class ChallengeRecorder: NSObject, URLSessionDelegate, @unchecked Sendable {
-    // @unchecked: `methods` is guarded by `lock`.
-    private let lock = NSLock()
-    private var methods: [String] = []
-    var seen: [String] { lock.withLock { methods } }
+    /// Records every authentication challenge URLSession raises, and performs the default handling.
+    final class ChallengeRecorder: NSObject, URLSessionDelegate, @unchecked Sendable {
+        // @unchecked: `methods` is guarded by `lock`.
+        private let lock = NSLock()
+        private var methods: [String] = []
+        var seen: [String] { lock.withLock { methods } }
 
-    func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge,
-                    completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-        lock.withLock { methods.append(challenge.protectionSpace.authenticationMethod) }
-        completionHandler(.performDefaultHandling, nil)
-    }
-}
-
-@Suite("URLSession on Linux and a private CA")
-struct URLSessionTLSLimitTests {
-    /// What docs/client.md says: FoundationNetworking refuses the server and never asks the delegate, so a
-    /// URLSession transport cannot take `ClientTLSOptions` on Linux. Fails when that changes (then implement it).
-    @Test("the server is refused and the session delegate gets no server-trust challenge")
-    func noServerTrustChallenge() async throws {
-        try await ClientTLSTests.withServer { pki, server in
-            let recorder = ChallengeRecorder()
-            let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
-            defer { session.invalidateAndCancel() }
-            let url = try #require(URL(string: server.url + "/v1/storage/clients/" + UUID().uuidString.lowercased()))
-            // libcurl's verdict, in the error's description (FoundationNetworking gives it no code of its own).
-            let error = await #expect(throws: URLError.self) { _ = try await session.data(from: url) }
-            #expect(error?.localizedDescription.contains("SSL certificate problem") == true,
-                    "\(String(describing: error))")
-            #expect(recorder.seen.isEmpty, "\(recorder.seen)")
+        func urlSession(
+            _ session: URLSession, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
+            lock.withLock { methods.append(challenge.protectionSpace.authenticationMethod) }
+            completionHandler(.performDefaultHandling, nil)
         }
     }
-}
+
+    @Suite("URLSession on Linux and a private CA")
+    struct URLSessionTLSLimitTests {
+        /// What docs/client.md says: FoundationNetworking refuses the server and never asks the delegate, so a
+        /// URLSession transport cannot take `ClientTLSOptions` on Linux. Fails when that changes (then implement it).
+        @Test("the server is refused and the session delegate gets no server-trust challenge")
+        func noServerTrustChallenge() async throws {
+            try await ClientTLSTests.withServer { pki, server in
+                let recorder = ChallengeRecorder()
+                let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+                defer { session.invalidateAndCancel() }
+                let url = try #require(
+                    URL(string: server.url + "/v1/storage/clients/" + UUID().uuidString.lowercased()))
+                // libcurl's verdict, in the error's description (FoundationNetworking gives it no code of its own).
+                let error = await #expect(throws: URLError.self) { _ = try await session.data(from: url) }
+                #expect(
+                    error?.localizedDescription.contains("SSL certificate problem") == true,
+                    "\(String(describing: error))")
+                #expect(recorder.seen.isEmpty, "\(recorder.seen)")
+            }
+        }
+    }
 #endif

@@ -1,5 +1,4 @@
 import E3DBAPI
-@testable import E3DBClient
 import E3DBDocuments
 import E3DBKit
 import E3DBTestSupport
@@ -10,6 +9,8 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import E3DBClient
 
 /// A malicious server for the client: an HTTP/1.1 forwarder on 127.0.0.1 in front of a real server that passes
 /// every response through ``rewrite`` before answering. JSON responses name the proxy, not the server, in URLs
@@ -77,11 +78,13 @@ final class RewritingProxy: Sendable {
             var request = incoming
             let body = try await request.collectBody(upTo: 256 << 20)
             let target = request.head.path ?? "/"
-            let skipped: Set<HTTPField.Name> = [.contentLength, .connection, .transferEncoding]  // Host is the authority
+            // Host is the authority.
+            let skipped: Set<HTTPField.Name> = [.contentLength, .connection, .transferEncoding]
             let headers = request.headers.filter { !skipped.contains($0.name) }.map { ($0.name.rawName, $0.value) }
             var response = try await transport.send(
-                TransportRequest(method: request.method.rawValue, url: upstream + target, headers: headers,
-                                 body: body.readableBytes > 0 ? Data(body.readableBytesView) : nil),
+                TransportRequest(
+                    method: request.method.rawValue, url: upstream + target, headers: headers,
+                    body: body.readableBytes > 0 ? Data(body.readableBytesView) : nil),
                 timeout: .seconds(60), maxResponseSize: 256 << 20)
             proxy.withLock { $0 }?.apply(request.method.rawValue, target, &response)
             var fields = HTTPFields()
@@ -89,8 +92,9 @@ final class RewritingProxy: Sendable {
                 guard let field = HTTPField.Name(name), !skipped.contains(field) else { continue }
                 fields.append(HTTPField(name: field, value: value))
             }
-            return Response(status: .init(code: response.status), headers: fields,
-                            body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+            return Response(
+                status: .init(code: response.status), headers: fields,
+                body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
         }
     }
 
@@ -140,11 +144,14 @@ struct ClientTrustTests {
             try await E3DBClient.register(token: server.token, name: name, apiURL: proxy.url)
         }
 
-        func client(_ identity: ClientIdentity, verification: RecordVerification? = nil,
-                    knownKeys: KnownKeys = KnownKeys(), fileOrigins: Set<String> = []) throws -> E3DBClient {
+        func client(
+            _ identity: ClientIdentity, verification: RecordVerification? = nil,
+            knownKeys: KnownKeys = KnownKeys(), fileOrigins: Set<String> = []
+        ) throws -> E3DBClient {
             if let verification {
-                return try E3DBClient(identity: identity, verification: verification, knownKeys: knownKeys,
-                                      fileOrigins: fileOrigins)
+                return try E3DBClient(
+                    identity: identity, verification: verification, knownKeys: knownKeys,
+                    fileOrigins: fileOrigins)
             }
             return try E3DBClient(identity: identity, knownKeys: knownKeys, fileOrigins: fileOrigins)
         }
@@ -171,7 +178,9 @@ struct ClientTrustTests {
         #expect(try await reader.read(id).signatureStatus == .verified)
 
         s.proxy.rewrite { method, target, response in
-            guard ClientTrustTests.isRecordRead(method, target, id) || target.hasPrefix("/v1/storage/search") else { return }
+            guard ClientTrustTests.isRecordRead(method, target, id) || target.hasPrefix("/v1/storage/search") else {
+                return
+            }
             func strip(_ object: inout [String: Any]) {
                 object["rec_sig"] = nil
                 if var meta = object["meta"] as? [String: Any] {
@@ -226,15 +235,18 @@ struct ClientTrustTests {
         let x = try #require(try await alice.write(type: "dx", data: ["diagnosis": "flu"]).id)
         let y = try #require(try await alice.write(type: "dx", data: ["diagnosis": "cancer"]).id)
         let other = try #require(try await alice.write(type: "note", data: ["diagnosis": "none"]).id)
-        let yBody = try await alice.send(API.Endpoints.readRecord, [y.uuidString.lowercased()],
-                                         operation: "test read").body
+        let yBody = try await alice.send(
+            API.Endpoints.readRecord, [y.uuidString.lowercased()],
+            operation: "test read"
+        ).body
         // The proxy answers x with y, a record of the same writer and type that verifies.
         s.proxy.rewrite { method, target, response in
             if ClientTrustTests.isRecordRead(method, target, x) { response.body = yBody }
         }
         let swapped = await Self.code { _ = try await alice.read(x) }
-        #expect(swapped?.code == .invalidResponse && swapped?.context.field == "record_id"
-                    && swapped?.context.item == x.uuidString.lowercased())
+        #expect(
+            swapped?.code == .invalidResponse && swapped?.context.field == "record_id"
+                && swapped?.context.item == x.uuidString.lowercased())
         // Where the caller knows the writer and type, those are checked too.
         s.proxy.rewrite(nil)
         #expect(try await alice.read(x, writer: alice.clientID, type: "dx").data == ["diagnosis": "flu"])
@@ -277,12 +289,15 @@ struct ClientTrustTests {
         #expect(try await reader.eakInfo(writer: writer.clientID, user: writer.clientID, type: "secret2") == nil)
 
         // Accepting another fingerprint than the new key's (the old one, say) still refuses the change.
-        let wrong = try s.client(writerIdentity,
-                                 knownKeys: try KnownKeys(path: pins, acceptingChangesOf: [reader.clientID: [readerPrint]]))
+        let wrong = try s.client(
+            writerIdentity,
+            knownKeys: try KnownKeys(path: pins, acceptingChangesOf: [reader.clientID: [readerPrint]]))
         #expect(await Self.code { try await wrong.share(type: "secret2", with: reader.clientID) }?.code == .keyChanged)
         // Told to accept the new key's fingerprint, the client pins it (in the file, for the next run too).
-        let accepting = try s.client(writerIdentity, knownKeys: try KnownKeys(
-            path: pins, acceptingChangesOf: [reader.clientID: [malloryPrint.uppercased()]]))
+        let accepting = try s.client(
+            writerIdentity,
+            knownKeys: try KnownKeys(
+                path: pins, acceptingChangesOf: [reader.clientID: [malloryPrint.uppercased()]]))
         try await accepting.share(type: "secret2", with: reader.clientID)
         #expect(try KnownKeys(path: pins).keys(of: reader.clientID)?.publicKey == malloryKey)
 
@@ -313,7 +328,8 @@ struct ClientTrustTests {
             KnownKeys.Keys(publicKey: Base64URL.encode(Array(UUID().uuidString.utf8.prefix(32))), signingKey: nil)
         }
         // Both read the (missing) file before either pins.
-        let first = try KnownKeys(path: path), second = try KnownKeys(path: path)
+        let first = try KnownKeys(path: path)
+        let second = try KnownKeys(path: path)
         let (a, b) = (UUID(), UUID())
         let (aKeys, bKeys) = (keys(), keys())
         try await first.check(aKeys, for: a)
@@ -337,11 +353,14 @@ struct ClientTrustTests {
         let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         // No temporary files are left beside it.
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
-                    == ["a.known-keys.json", "a.known-keys.json.lock"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+                == ["a.known-keys.json", "a.known-keys.json.lock"])
     }
 
-    @Test("query: a full page whose last_index does not advance, and results without the record_data asked for, are refused")
+    @Test(
+        "query: a full page whose last_index does not advance, and results without the record_data asked for, are refused"
+    )
     func queryPaging() async throws {
         let s = try await Setup.start()
         defer { s.stop() }
@@ -402,10 +421,13 @@ struct ClientTrustTests {
         let target = elsewhere.url
         s.proxy.rewrite { method, path, response in
             // A record read, and a file body (its file_url is on the API's origin).
-            guard ClientTrustTests.isRecordRead(method, path, record)
-                    || (method == "GET" && path.hasPrefix("/v1/storage/blobs/")) else { return }
-            response = TransportResponse(status: 302, headers: [("Location", target + path), ("Content-Length", "0")],
-                                         body: Data())
+            guard
+                ClientTrustTests.isRecordRead(method, path, record)
+                    || (method == "GET" && path.hasPrefix("/v1/storage/blobs/"))
+            else { return }
+            response = TransportResponse(
+                status: 302, headers: [("Location", target + path), ("Content-Length", "0")],
+                body: Data())
         }
         let read = await Self.code { _ = try await alice.read(record) }
         #expect(read?.code == .invalidResponse && read?.context.actual == 302, "\(String(describing: read))")
@@ -425,8 +447,10 @@ struct ClientTrustTests {
         let selected = try await alice.read(x, fields: ["ssn"])
         #expect(selected.data == ["ssn": "111"] && selected.signatureStatus == .verified)
         // The server answers x with y's ssn (same writer, type and access key: it decrypts).
-        let yBody = try await alice.send(API.Endpoints.readRecord, [y.uuidString.lowercased()],
-                                         operation: "test read").body
+        let yBody = try await alice.send(
+            API.Endpoints.readRecord, [y.uuidString.lowercased()],
+            operation: "test read"
+        ).body
         let yObject = try #require(try JSONSerialization.jsonObject(with: yBody) as? [String: Any])
         let ySSN = try #require((yObject["data"] as? [String: Any])?["ssn"] as? String)
         s.proxy.rewrite { method, target, response in
@@ -459,8 +483,9 @@ struct ClientTrustTests {
         let (proxyURL, serverURL) = (s.proxy.url, s.server.url)
         s.proxy.rewrite { method, target, response in
             guard method == "GET", target.hasPrefix("/v1/storage/files/") else { return }
-            response.body = Data(String(decoding: response.body, as: UTF8.self)
-                .replacingOccurrences(of: proxyURL, with: serverURL).utf8)
+            response.body = Data(
+                String(decoding: response.body, as: UTF8.self)
+                    .replacingOccurrences(of: proxyURL, with: serverURL).utf8)
         }
         let out = dir.appendingPathComponent("elsewhere.bin").path
         let refused = await Self.code { _ = try await alice.readFile(file, to: out) }
@@ -497,8 +522,10 @@ struct ClientTrustCLITests {
         try Data(s.server.token.utf8).write(to: URL(fileURLWithPath: token))
         func register(_ name: String) async throws -> (config: String, id: String) {
             let config = dir.appendingPathComponent("\(name).json").path
-            let r = try await Self.run(["register", "--api-url", s.proxy.url, "--token-file", token, "--name", name,
-                                        "--out", config])
+            let r = try await Self.run([
+                "register", "--api-url", s.proxy.url, "--token-file", token, "--name", name,
+                "--out", config,
+            ])
             #expect(r.status == 0, "\(r.stderr)")
             return (config, Self.json(r)["client_id"] as? String ?? "")
         }
@@ -514,27 +541,35 @@ struct ClientTrustCLITests {
         let shared = try await Self.run(["share", "--config", writer.config, "--type", "med", "--reader", reader.id])
         let whoami = try await Self.run(["whoami", "--config", reader.config])
         let fingerprint = Self.json(whoami)["public_key_fingerprint"] as? String
-        #expect(shared.status == 0 && fingerprint != nil && Self.json(shared)["reader_fingerprint"] as? String == fingerprint)
+        #expect(
+            shared.status == 0 && fingerprint != nil
+                && Self.json(shared)["reader_fingerprint"] as? String == fingerprint)
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("writer.known-keys.json").path))
 
         let read = try await Self.run(["read", "--config", reader.config, id])
         #expect(read.status == 0 && Self.json(read)["signature_status"] as? String == "verified", "\(read.stderr)")
 
         s.proxy.rewrite { method, target, response in
-            guard (method == "GET" && target.hasPrefix("/v1/storage/records/")) || target.hasPrefix("/v1/storage/search")
+            guard
+                (method == "GET" && target.hasPrefix("/v1/storage/records/")) || target.hasPrefix("/v1/storage/search")
             else { return }
             RewritingProxy.editJSON(&response) { $0["rec_sig"] = nil }
             RewritingProxy.editResults(&response) { $0["rec_sig"] = nil }
         }
         for config in [writer.config, reader.config] {
             let refused = try await Self.run(["read", "--config", config, id])
-            #expect(refused.status == 2 && refused.stdout.isEmpty && refused.stderr.contains("rec_sig"), "\(refused.stderr)")
+            #expect(
+                refused.status == 2 && refused.stdout.isEmpty && refused.stderr.contains("rec_sig"), "\(refused.stderr)"
+            )
             // Selected fields are verified as a whole read (the whole record is fetched, then cut locally).
             let field = try await Self.run(["read", "--config", config, "--field", "ssn", id])
             #expect(field.status == 2 && field.stdout.isEmpty, "\(field.stderr)")
-            let fieldAllowed = try await Self.run(["read", "--config", config, "--field", "ssn", "--allow-unsigned", id])
-            #expect(fieldAllowed.status == 0 && Self.json(fieldAllowed)["signature_status"] as? String == "absent"
-                        && Self.json(fieldAllowed)["data"] as? [String: String] == ["ssn": "123"], "\(fieldAllowed.stderr)")
+            let fieldAllowed = try await Self.run([
+                "read", "--config", config, "--field", "ssn", "--allow-unsigned", id,
+            ])
+            #expect(
+                fieldAllowed.status == 0 && Self.json(fieldAllowed)["signature_status"] as? String == "absent"
+                    && Self.json(fieldAllowed)["data"] as? [String: String] == ["ssn": "123"], "\(fieldAllowed.stderr)")
             let allowed = try await Self.run(["read", "--config", config, "--allow-unsigned", id])
             #expect(allowed.status == 0 && Self.json(allowed)["signature_status"] as? String == "absent")
             let query = ["query", "--config", config, "--writer", writer.id, "--include-data"]
@@ -546,17 +581,20 @@ struct ClientTrustCLITests {
 
         // The server substitutes another key for the reader: share refuses it, naming the reader, until accepted.
         let mallory = try await register("mallory")
-        let malloryKey = Self.json(try await Self.run(["whoami", "--config", mallory.config]))["public_key"] as? String ?? ""
+        let malloryKey =
+            Self.json(try await Self.run(["whoami", "--config", mallory.config]))["public_key"] as? String ?? ""
         s.proxy.rewrite { method, target, response in
             guard method == "GET", target == "/v1/storage/clients/" + reader.id else { return }
             RewritingProxy.editJSON(&response) { $0["public_key"] = ["curve25519": malloryKey] }
         }
         let share = ["share", "--config", writer.config, "--type", "med2", "--reader", reader.id]
         let substituted = try await Self.run(share)
-        #expect(substituted.status == 2 && substituted.stderr.contains(reader.id)
-                    && substituted.stderr.contains(fingerprint ?? "-"), "\(substituted.stderr)")
+        #expect(
+            substituted.status == 2 && substituted.stderr.contains(reader.id)
+                && substituted.stderr.contains(fingerprint ?? "-"), "\(substituted.stderr)")
         // Accepted only with the new key's fingerprint (as mallory's whoami prints it), not another.
-        let malloryPrint = Self.json(try await Self.run(["whoami", "--config", mallory.config]))["public_key_fingerprint"]
+        let malloryPrint =
+            Self.json(try await Self.run(["whoami", "--config", mallory.config]))["public_key_fingerprint"]
             as? String ?? ""
         let mismatch = try await Self.run(share + ["--accept-new-key", "\(reader.id)=\(fingerprint ?? "")"])
         #expect(mismatch.status == 2 && mismatch.stderr.contains(reader.id), "\(mismatch.stderr)")
@@ -565,8 +603,9 @@ struct ClientTrustCLITests {
             #expect(usage.status == 64, "\(malformed): \(usage.stderr)")
         }
         let accepted = try await Self.run(share + ["--accept-new-key", "\(reader.id)=\(malloryPrint)"])
-        #expect(accepted.status == 0 && Self.json(accepted)["reader_fingerprint"] as? String == malloryPrint,
-                "\(accepted.stderr)")
+        #expect(
+            accepted.status == 0 && Self.json(accepted)["reader_fingerprint"] as? String == malloryPrint,
+            "\(accepted.stderr)")
 
         // Two CLI runs at once with the same credentials, each pinning another reader: the file keeps both.
         s.proxy.rewrite(nil)

@@ -1,11 +1,12 @@
 import E3DBAPI
 import E3DBPrimitives
-@testable import E3DBServer
 import Foundation
 import Logging
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import E3DBServer
 
 /// The server's fast paths against the code they replace: record responses spliced from stored JSON text,
 /// group commit of record inserts, and the bearer-token cache.
@@ -23,11 +24,13 @@ struct HotPathTests {
     }
 
     static func row(type: String = "bench", plain: [String: String], data: [String: String], recSig: String?)
-        -> RecordRow {
-        RecordRow(index: 7, recordID: newUUID(), writerID: newUUID(), userID: newUUID(), type: type,
-                  plainJSON: E3DBService.jsonText(plain), dataJSON: E3DBService.jsonText(data), recSig: recSig,
-                  fileMetaJSON: nil, created: 1_764_070_496_123_456, lastModified: 1_764_070_496_123_457,
-                  version: newUUID())
+        -> RecordRow
+    {
+        RecordRow(
+            index: 7, recordID: newUUID(), writerID: newUUID(), userID: newUUID(), type: type,
+            plainJSON: E3DBService.jsonText(plain), dataJSON: E3DBService.jsonText(data), recSig: recSig,
+            fileMetaJSON: nil, created: 1_764_070_496_123_456, lastModified: 1_764_070_496_123_457,
+            version: newUUID())
     }
 
     /// Members of a JSON object, recursively, as Foundation reads them.
@@ -48,14 +51,16 @@ struct HotPathTests {
         let hostile = "q\"uote \\ back/slash \n\r\t\u{8}\u{c}\u{1}\u{1f} é 🙂 </script>"
         let rows = [
             Self.row(plain: [:], data: ["a": "x"], recSig: nil),
-            Self.row(type: hostile, plain: ["k": hostile, hostile: "v"], data: ["f1": "a.b.c.d", "f2": hostile],
-                         recSig: hostile),
+            Self.row(
+                type: hostile, plain: ["k": hostile, hostile: "v"], data: ["f1": "a.b.c.d", "f2": hostile],
+                recSig: hostile),
             Self.row(plain: ["n": "1"], data: [:], recSig: "sig"),
         ]
         for row in rows {
             let spliced = Data(RecordJSON.render(row).readableBytesView)
             let encoded = try JSONBody.encoder().encode(try service.record(row))
-            #expect(try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")
+            #expect(
+                try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")
             #expect(try JSONDecoder().decode(API.Record.self, from: spliced) == (try service.record(row)))
         }
     }
@@ -72,12 +77,14 @@ struct HotPathTests {
 
     @Test("canonicalUUID agrees with UUID(uuidString:) on 8-4-4-4-12 hex and refuses everything else")
     func canonicalUUIDMatchesFoundation() {
-        var inputs = ["", "x", "5F1C1A6E-2A55-4A55-9B1E-3F6A2F9C0D11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11",
-                      "5f1c1a6e2a554a559b1e3f6a2f9c0d11", "{5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11}",
-                      "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d111",
-                      "5f1c1a6e_2a55-4a55-9b1e-3f6a2f9c0d11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1g",
-                      "5f1c1a6e--a55-4a55-9b1e-3f6a2f9c0d11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1é",
-                      " 5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c-d11"]
+        var inputs = [
+            "", "x", "5F1C1A6E-2A55-4A55-9B1E-3F6A2F9C0D11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11",
+            "5f1c1a6e2a554a559b1e3f6a2f9c0d11", "{5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11}",
+            "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d111",
+            "5f1c1a6e_2a55-4a55-9b1e-3f6a2f9c0d11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1g",
+            "5f1c1a6e--a55-4a55-9b1e-3f6a2f9c0d11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1é",
+            " 5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d1", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c-d11",
+        ]
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789abcdefABCDEFgG-_ ")
         for _ in 0..<2000 {
@@ -89,9 +96,11 @@ struct HotPathTests {
         }
         for input in inputs {
             let foundation = UUID(uuidString: input).map { $0.uuidString.lowercased() }
-            let strict = input.utf8.count == 36 && input.enumerated().allSatisfy { i, c in
-                [8, 13, 18, 23].contains(i) ? c == "-" : c.isHexDigit && c.isASCII
-            }
+            let strict =
+                input.utf8.count == 36
+                && input.enumerated().allSatisfy { i, c in
+                    [8, 13, 18, 23].contains(i) ? c == "-" : c.isHexDigit && c.isASCII
+                }
             // Foundation's parser (sscanf "%2hhx") also takes a few malformed forms ("-a" as 0xf6, " 4" as 0x04);
             // canonicalUUID refuses them and agrees everywhere else.
             #expect(canonicalUUID(input) == (strict ? foundation : nil), "\(input)")
@@ -272,9 +281,12 @@ struct HotPathTests {
     @Test("the token cache honours the token's expiry and its own lifetime")
     func tokenCacheExpiry() throws {
         let cache = BearerTokenCache(lifetime: 100, capacity: 2)
-        let client = ClientRow(clientID: newUUID(), name: "c", publicKey: "k", signingKey: nil, apiKeyID: "id",
-                               apiSecretHash: Data(), registrationTokenHash: Data(), created: 0)
-        let a = Data(repeating: 1, count: 32), b = Data(repeating: 2, count: 32), c = Data(repeating: 3, count: 32)
+        let client = ClientRow(
+            clientID: newUUID(), name: "c", publicKey: "k", signingKey: nil, apiKeyID: "id",
+            apiSecretHash: Data(), registrationTokenHash: Data(), created: 0)
+        let a = Data(repeating: 1, count: 32)
+        let b = Data(repeating: 2, count: 32)
+        let c = Data(repeating: 3, count: 32)
         cache.insert(hash: a, client: client, tokenExpires: 1_050, now: 1_000)
         #expect(cache.client(hash: a, now: 1_049) == client)
         #expect(cache.client(hash: a, now: 1_050) == nil)

@@ -2,8 +2,9 @@ import E3DBClient
 import E3DBKit
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Record reads and writes over raw HTTP/1.1 connections to `e3dbkit-server run`: the statuses and bodies of reads
@@ -72,7 +73,8 @@ struct PipelinedHTTPTests {
             pending.removeFirst(headEnd! + 4)
             let status = Int(lines[0].split(separator: " ")[1]) ?? 0
             let headers = lines.dropFirst().filter { !$0.lowercased().hasPrefix("date:") }
-            let length = headers.first { $0.lowercased().hasPrefix("content-length:") }
+            let length =
+                headers.first { $0.lowercased().hasPrefix("content-length:") }
                 .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
             while pending.count < length { try receive() }
             let body = String(decoding: pending[..<length], as: UTF8.self)
@@ -103,17 +105,20 @@ struct PipelinedHTTPTests {
         let secret = try #require(client.identity.apiSecret).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         let body = "grant_type=client_credentials"
         let connection = try RawConnection(url)
-        try connection.send("POST /v1/auth/token HTTP/1.1\r\nHost: localhost\r\n"
-            + "Authorization: Basic \(Data("\(key):\(secret)".utf8).base64EncodedString())\r\n"
-            + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        try connection.send(
+            "POST /v1/auth/token HTTP/1.1\r\nHost: localhost\r\n"
+                + "Authorization: Basic \(Data("\(key):\(secret)".utf8).base64EncodedString())\r\n"
+                + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        )
         let answer = try connection.answer()
         #expect(answer.status == 200)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
         return try #require(json["access_token"] as? String)
     }
 
-    @Test("record reads and writes are answered in order, one request at a time and pipelined",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "record reads and writes are answered in order, one request at a time and pipelined",
+        arguments: ClientTestBackend.allCases)
     func readsAndWritesInOrder(backend: ClientTestBackend) async throws {
         var postgres: String?
         if backend == .postgres {
@@ -127,14 +132,18 @@ struct PipelinedHTTPTests {
         let server = try await ServerProcess.start(postgres: postgres, log: log)
         defer { server.stop() }
 
-        let alice = try await server.register("alice"), bob = try await server.register("bob")
+        let alice = try await server.register("alice")
+        let bob = try await server.register("bob")
         let carol = try await server.register("carol")
         let record = try #require(try await alice.write(type: "contact", data: ["name": "Ada"], plain: ["k": "v"]).id)
         try await alice.share(type: "contact", with: try #require(bob.identity.clientID))
         try Data("file body".utf8).write(to: scratch.appendingPathComponent("in"))
-        let file = try #require(try await alice.writeFile(type: "blob", path: scratch.appendingPathComponent("in").path).id)
-        let tokens = ["alice": try Self.token(alice, server.url), "bob": try Self.token(bob, server.url),
-                      "carol": try Self.token(carol, server.url), "nobody": String(repeating: "0", count: 64)]
+        let file = try #require(
+            try await alice.writeFile(type: "blob", path: scratch.appendingPathComponent("in").path).id)
+        let tokens = [
+            "alice": try Self.token(alice, server.url), "bob": try Self.token(bob, server.url),
+            "carol": try Self.token(carol, server.url), "nobody": String(repeating: "0", count: 64),
+        ]
 
         let id = record.uuidString.lowercased()
         let reads: [(String, String)] = [
@@ -155,8 +164,9 @@ struct PipelinedHTTPTests {
             #expect(answers[0].body == answers[1].body && answers[0].body == answers[2].body)
             #expect(answers[0].body.contains(#""name":"#) && answers[0].body.contains(#""k":"v""#))
             #expect(answers[3].body == answers[4].body && answers[3].body.contains(#""error""#))
-            #expect(answers.allSatisfy { $0.headers.contains { $0.lowercased() == "content-type: application/json" } },
-                    "\(answers.map(\.headers))")
+            #expect(
+                answers.allSatisfy { $0.headers.contains { $0.lowercased() == "content-type: application/json" } },
+                "\(answers.map(\.headers))")
         }
 
         // Writes: a record written, and the writer rules' refusals.
@@ -165,13 +175,16 @@ struct PipelinedHTTPTests {
         func body(writer: String = aliceID, data: String = #"{"f":"x"}"#) -> String {
             #"{"meta":{"writer_id":"\#(writer)","user_id":"\#(writer)","type":"t","plain":{"p":"1"}},"data":\#(data)}"#
         }
-        let writes = [body(), "{not json", body(writer: UUID().uuidString.lowercased()), body(data: "{}"),
-                      #"{"meta":{}}"#]
+        let writes = [
+            body(), "{not json", body(writer: UUID().uuidString.lowercased()), body(data: "{}"),
+            #"{"meta":{}}"#,
+        ]
         let statuses = try writes.map { text in
             try connection.send(RawConnection.post("/v1/storage/records", token: aliceToken, body: text))
             let answer = try connection.answer()
             if answer.status == 201 {
-                let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
+                let json = try #require(
+                    try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
                 #expect((json["data"] as? NSDictionary) == ["f": "x"] as NSDictionary)
                 let meta = try #require(json["meta"] as? [String: Any])
                 #expect(meta["writer_id"] as? String == aliceID && meta["type"] as? String == "t")
@@ -184,24 +197,27 @@ struct PipelinedHTTPTests {
 
         // Writes and reads in one packet: answers in order, each read after the write before it.
         let pipelined = try RawConnection(server.url)
-        try pipelined.send(RawConnection.post("/v1/storage/records", token: aliceToken, body: body())
-            + RawConnection.get("/v1/storage/records/\(id)", token: aliceToken)
-            + RawConnection.post("/v1/storage/records", token: aliceToken, body: body(data: #"{"g":"y"}"#))
-            + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["bob"]))
-            + RawConnection.post("/v1/storage/records", token: aliceToken, body: "{not json"))
+        try pipelined.send(
+            RawConnection.post("/v1/storage/records", token: aliceToken, body: body())
+                + RawConnection.get("/v1/storage/records/\(id)", token: aliceToken)
+                + RawConnection.post("/v1/storage/records", token: aliceToken, body: body(data: #"{"g":"y"}"#))
+                + RawConnection.get("/v1/storage/records/\(id)", token: try #require(tokens["bob"]))
+                + RawConnection.post("/v1/storage/records", token: aliceToken, body: "{not json"))
         let answers = try (0..<5).map { _ in try pipelined.answer() }
         #expect(answers.map(\.status) == [201, 200, 201, 200, 400])
         #expect(answers[0].body.contains(#""f":"x""#) && answers[2].body.contains(#""g":"y""#))
         #expect(answers[1].body == answers[3].body && answers[1].body.contains(id))
-        try pipelined.send(RawConnection.post("/v1/storage/records", token: aliceToken, body: body())
-            + RawConnection.get("/v1/storage/records/\(id)?field=name", token: aliceToken)
-            + RawConnection.get("/v1/storage/records/\(id)", token: "unknown-token")
-            + RawConnection.post("/v1/storage/records", token: aliceToken, body: body()))
+        try pipelined.send(
+            RawConnection.post("/v1/storage/records", token: aliceToken, body: body())
+                + RawConnection.get("/v1/storage/records/\(id)?field=name", token: aliceToken)
+                + RawConnection.get("/v1/storage/records/\(id)", token: "unknown-token")
+                + RawConnection.post("/v1/storage/records", token: aliceToken, body: body()))
         #expect(try (0..<4).map { _ in try pipelined.answer().status } == [201, 200, 401, 201])
 
         // Many reads in one packet: every read is answered, in order.
-        try pipelined.send((0..<200).map { _ in RawConnection.get("/v1/storage/records/\(id)", token: aliceToken) }
-            .joined())
+        try pipelined.send(
+            (0..<200).map { _ in RawConnection.get("/v1/storage/records/\(id)", token: aliceToken) }
+                .joined())
         let many = try (0..<200).map { _ in try pipelined.answer() }
         #expect(many.allSatisfy { $0.status == 200 && $0.body == answers[1].body })
 
@@ -212,8 +228,10 @@ struct PipelinedHTTPTests {
         #expect(try halfClosed.answer().status == 201)
 
         let written = try (0..<100).map { i in
-            try pipelined.send(RawConnection.post("/v1/storage/records", token: aliceToken,
-                                                  body: body(data: #"{"n":"\#(i)"}"#)))
+            try pipelined.send(
+                RawConnection.post(
+                    "/v1/storage/records", token: aliceToken,
+                    body: body(data: #"{"n":"\#(i)"}"#)))
             let answer = try pipelined.answer()
             #expect(answer.status == 201)
             let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
@@ -227,9 +245,11 @@ struct PipelinedHTTPTests {
 
         // The server's log names each request's route template.
         let lines = String(decoding: try Data(contentsOf: log), as: UTF8.self).split(separator: "\n")
-        #expect(lines.filter { $0.contains("route=/v1/storage/records/{id}") && $0.contains("method=GET") }.count >= 220,
-                "\(lines.suffix(5))")
-        #expect(lines.filter { $0.contains("route=/v1/storage/records ") && $0.contains("method=POST") }.count >= 100,
-                "\(lines.suffix(5))")
+        #expect(
+            lines.filter { $0.contains("route=/v1/storage/records/{id}") && $0.contains("method=GET") }.count >= 220,
+            "\(lines.suffix(5))")
+        #expect(
+            lines.filter { $0.contains("route=/v1/storage/records ") && $0.contains("method=POST") }.count >= 100,
+            "\(lines.suffix(5))")
     }
 }

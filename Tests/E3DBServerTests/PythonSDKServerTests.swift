@@ -9,13 +9,16 @@ import Testing
 struct PythonSDKServerTests {
     /// Runs a driver script (for up to a minute, awaited); returns its standard output and error, merged.
     static func drive(_ extra: [String], script: String = "python_sdk_driver.py") async throws
-        -> (status: Int32, output: String) {
+        -> (status: Int32, output: String)
+    {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
         let result = try await ChildProcess.run(
             try await ChildProcess.makeProjectPython(),
-            [VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/" + script).path,
-             CLIRunner.binary.path, work.path] + extra,
+            [
+                VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/" + script).path,
+                CLIRunner.binary.path, work.path,
+            ] + extra,
             mergingStandardError: true)
         return (result.status, result.stdoutText)
     }
@@ -29,7 +32,9 @@ struct PythonSDKServerTests {
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")
     }
 
-    @Test("e3dbkit client and the Python SDK through one server, both directions: credentials, records, sharing, 409, tampering")
+    @Test(
+        "e3dbkit client and the Python SDK through one server, both directions: credentials, records, sharing, 409, tampering"
+    )
     func clientInterop() async throws {
         let result = try await Self.drive([], script: "client_interop.py")
         #expect(result.status == 0, "\(result.output)")

@@ -92,7 +92,9 @@ struct RecordJSONTests {
 
     @Test("every truncation and every single-byte change of a body gets JSONDecoder's outcome")
     func mutations() {
-        let body = Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#.utf8)
+        let body = Data(
+            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#
+                .utf8)
         for n in 0...body.count { expectSameOutcome(body.prefix(n)) }
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]:,"\ u0123456789abcdefnrtl-.eE"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xFF]
@@ -110,11 +112,15 @@ struct RecordJSONTests {
         let awkward = ["", "\"", "\\", "/", "\u{0}\u{1}\u{1F}\u{7F}", "é", "e\u{301}", "😀", "\u{2028}", "a\nb\tc"]
         for (n, s) in awkward.enumerated() {
             let record = API.Record(
-                meta: API.Meta(recordID: n % 2 == 0 ? s : nil, writerID: s, userID: "u\(s)", type: s,
-                               plain: n % 3 == 0 ? nil : [s: s, "k": s], created: s, lastModified: nil, version: s,
-                               fileMeta: n % 2 == 0 ? nil : API.FileMeta(fileURL: n % 4 == 1 ? nil : s, fileName: s,
-                                                                          checksum: s, compression: nil,
-                                                                          size: Int64(n) - 5)),
+                meta: API.Meta(
+                    recordID: n % 2 == 0 ? s : nil, writerID: s, userID: "u\(s)", type: s,
+                    plain: n % 3 == 0 ? nil : [s: s, "k": s], created: s, lastModified: nil, version: s,
+                    fileMeta: n % 2 == 0
+                        ? nil
+                        : API.FileMeta(
+                            fileURL: n % 4 == 1 ? nil : s, fileName: s,
+                            checksum: s, compression: nil,
+                            size: Int64(n) - 5)),
                 data: [s: s, "f\(n)": s], recSig: n % 2 == 0 ? s : nil)
             let data = record.jsonData()
             #expect(try JSONDecoder().decode(API.Record.self, from: data) == record)

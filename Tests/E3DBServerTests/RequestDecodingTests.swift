@@ -18,13 +18,15 @@ struct RequestDecodingTests {
 
     @Test func goRecordWithNullPlainAndZeroTimes() throws {
         // e3db-go: "plain": null and zero created/last_modified; also other types where the server ignores them.
-        let go = #"{"meta":{"record_id":"","writer_id":"\#(Self.me)","user_id":"\#(Self.me)","type":"t","plain":null,"created":"0001-01-01T00:00:00Z","last_modified":"0001-01-01T00:00:00Z","version":""},"data":{"f":"a.b.c.d"}}"#
+        let go =
+            #"{"meta":{"record_id":"","writer_id":"\#(Self.me)","user_id":"\#(Self.me)","type":"t","plain":null,"created":"0001-01-01T00:00:00Z","last_modified":"0001-01-01T00:00:00Z","version":""},"data":{"f":"a.b.c.d"}}"#
         let record = try decode(API.Record.self, go)
         #expect(record.meta.plain == nil)
         #expect(record.meta.writerID == Self.me)
         #expect(record.meta.created == "0001-01-01T00:00:00Z")
         #expect(record.data == ["f": "a.b.c.d"])
-        let odd = #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{},"version":null,"record_id":7}}"#
+        let odd =
+            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{},"version":null,"record_id":7}}"#
         let r = try decode(API.Record.self, odd)
         #expect(r.meta.created == nil && r.meta.lastModified == nil && r.meta.version == nil && r.meta.recordID == nil)
         #expect(r.data == [:])  // missing data is empty (file writes)
@@ -32,9 +34,11 @@ struct RequestDecodingTests {
 
     @Test func mapsOfStringsOnly() {
         // §1.5: plain and data are string → string; other value types are refused (a 400 at the server).
-        for bad in [#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"k":5}},"data":{}}"#,
-                    #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":["x"]}}"#,
-                    #"{"meta":{"writer_id":"w","user_id":"u"},"data":{}}"#] {
+        for bad in [
+            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"k":5}},"data":{}}"#,
+            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":["x"]}}"#,
+            #"{"meta":{"writer_id":"w","user_id":"u"},"data":{}}"#,
+        ] {
             #expect(throws: DecodingError.self) { try decode(API.Record.self, bad) }
         }
     }
@@ -49,16 +53,19 @@ struct RequestDecodingTests {
     }
 
     @Test func plainQueryForms() throws {
-        let python = try decode(API.QueryRequest.self,
-            #"{"count":100,"after_index":0,"include_data":true,"writer_ids":[],"user_ids":[],"record_ids":[],"content_types":[],"plain":{"and":[{"eq":{"name":"a","value":"1"}},{"not":{"eq":{"name":"b","value":"3"}}}]},"include_all_writers":false}"#)
+        let python = try decode(
+            API.QueryRequest.self,
+            #"{"count":100,"after_index":0,"include_data":true,"writer_ids":[],"user_ids":[],"record_ids":[],"content_types":[],"plain":{"and":[{"eq":{"name":"a","value":"1"}},{"not":{"eq":{"name":"b","value":"3"}}}]},"include_all_writers":false}"#
+        )
         #expect(python.plain == .and([.equals(name: "a", value: "1"), .not(.equals(name: "b", value: "3"))]))
         // e3db-go's flat map is the AND of its equalities, keys named like operators included.
         let flat = try decode(API.PlainQuery.self, #"{"b":"2","a":"1"}"#)
         #expect(flat == .and([.equals(name: "a", value: "1"), .equals(name: "b", value: "2")]))
         #expect(flat.matches(["a": "1", "b": "2", "c": "3"]))
         #expect(!flat.matches(["a": "1"]))
-        #expect(try decode(API.PlainQuery.self, #"{"eq":"x","not":"y"}"#)
-            == .and([.equals(name: "eq", value: "x"), .equals(name: "not", value: "y")]))
+        #expect(
+            try decode(API.PlainQuery.self, #"{"eq":"x","not":"y"}"#)
+                == .and([.equals(name: "eq", value: "x"), .equals(name: "not", value: "y")]))
         #expect(try decode(API.PlainQuery.self, "{}").matches([:]))
         #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, #"{"not":5}"#) }
         // FailCase FuzzAPIBodies/plainquery-deeper-than-the-encoder: 511 nested `not`s decoded (JSONDecoder allows
@@ -72,8 +79,9 @@ struct RequestDecodingTests {
     }
 
     @Test func searchResultsCarryNullDataAndAccessKey() throws {
-        let meta = API.Meta(recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:], created: "c",
-                            lastModified: "m", version: "v")
+        let meta = API.Meta(
+            recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:], created: "c",
+            lastModified: "m", version: "v")
         let o = try object(API.SearchResult(meta: meta, recordData: nil, accessKey: nil))
         #expect(o["record_data"] is NSNull)
         #expect(o["access_key"] is NSNull)
@@ -84,23 +92,30 @@ struct RequestDecodingTests {
     }
 
     @Test func signingKeysAreNullNotAbsent() throws {
-        let registration = try object(API.RegistrationResponse(
-            clientID: "c", apiKeyID: "k", apiSecret: "s", name: "n", publicKey: .init(curve25519: "p"), signingKey: nil))
+        let registration = try object(
+            API.RegistrationResponse(
+                clientID: "c", apiKeyID: "k", apiSecret: "s", name: "n", publicKey: .init(curve25519: "p"),
+                signingKey: nil))
         #expect(registration["signing_key"] is NSNull)
         let info = try object(API.ClientInfo(clientID: "c", publicKey: .init(curve25519: "p"), signingKey: nil))
         #expect(info["signing_key"] is NSNull)
-        let eak = try object(API.EAKInfo(eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "p"),
-                                         signerID: nil, signerSigningKey: nil))
+        let eak = try object(
+            API.EAKInfo(
+                eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "p"),
+                signerID: nil, signerSigningKey: nil))
         #expect(eak["signer_signing_key"] is NSNull)
         #expect(eak["signer_id"] == nil)
         // Requests: a registration without (or with a null) signing key decodes.
-        let go = try decode(API.RegistrationRequest.self, #"{"token":"t","client":{"name":"n","public_key":{"curve25519":"p"},"signing_key":null}}"#)
+        let go = try decode(
+            API.RegistrationRequest.self,
+            #"{"token":"t","client":{"name":"n","public_key":{"curve25519":"p"},"signing_key":null}}"#)
         #expect(go.client.signingKey == nil)
     }
 
     @Test func fileMetaOnlyOnFiles() throws {
-        let file = API.Meta(recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:],
-                            fileMeta: .init(fileName: "f", checksum: "c", size: 4))
+        let file = API.Meta(
+            recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:],
+            fileMeta: .init(fileName: "f", checksum: "c", size: 4))
         let fm = try #require(try object(file)["file_meta"] as? [String: Any])
         #expect(fm["file_url"] is NSNull)  // Python reads the key
         #expect(fm["compression"] as? String == "raw")
@@ -109,24 +124,37 @@ struct RequestDecodingTests {
     }
 
     @Test func notesAcceptNullForEveryOptionalMember() throws {
-        let swift = #"{"note_id":null,"id_string":null,"client_id":"ABC","mode":"Sodium","recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","type":null,"data":{"f":"x"},"plain":null,"file_meta":null,"signature":null,"max_views":null,"views":null,"expiration":null,"expires":null,"eacp":null,"created_at":null}"#
+        let swift =
+            #"{"note_id":null,"id_string":null,"client_id":"ABC","mode":"Sodium","recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","type":null,"data":{"f":"x"},"plain":null,"file_meta":null,"signature":null,"max_views":null,"views":null,"expiration":null,"expires":null,"eacp":null,"created_at":null}"#
         let note = try decode(API.Note.self, swift)
         #expect(note.idString == nil && note.plain == nil && note.fileMeta == nil && note.maxViews == nil)
         // Python sends plain inside file_meta and a float max_views; a non-map plain is dropped.
-        let python = try decode(API.Note.self, #"{"mode":"sodium","recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","data":{"f":"x"},"plain":[1],"file_meta":{"a":"b"},"max_views":3.0,"expiration":"0001-01-01T00:00:00Z"}"#)
+        let python = try decode(
+            API.Note.self,
+            #"{"mode":"sodium","recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","data":{"f":"x"},"plain":[1],"file_meta":{"a":"b"},"max_views":3.0,"expiration":"0001-01-01T00:00:00Z"}"#
+        )
         #expect(python.plain == nil)
         #expect(python.fileMeta == .object(["a": .string("b")]))
         #expect(python.maxViews == 3)
         #expect(throws: DecodingError.self) {
-            try decode(API.Note.self, #"{"recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k"}"#)
+            try decode(
+                API.Note.self,
+                #"{"recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k"}"#
+            )
         }
     }
 
     @Test func searchRequestsOfEverySDK() throws {
-        let python = try decode(API.SearchRequest.self, #"{"limit":50,"next_token":0,"include_all_writers":false,"include_data":true,"match":[{"condition":"OR","strategy":"EXACT","terms":{"writer_ids":[],"user_ids":[],"record_ids":[],"content_types":["t"],"keys":[],"values":[],"tags":null}}],"exclude":[],"range":{}}"#)
+        let python = try decode(
+            API.SearchRequest.self,
+            #"{"limit":50,"next_token":0,"include_all_writers":false,"include_data":true,"match":[{"condition":"OR","strategy":"EXACT","terms":{"writer_ids":[],"user_ids":[],"record_ids":[],"content_types":["t"],"keys":[],"values":[],"tags":null}}],"exclude":[],"range":{}}"#
+        )
         #expect(python.match?.first?.terms?.tags == nil)
         #expect(python.range == API.SearchRange())
-        let js = try decode(API.SearchRequest.self, #"{"limit":2,"include_data":false,"group_ids":[],"order":{"sort_order":"ASCENDING"},"range":{"range_key":"CREATED","after":"2026-01-01T00:00:00.000Z"}}"#)
+        let js = try decode(
+            API.SearchRequest.self,
+            #"{"limit":2,"include_data":false,"group_ids":[],"order":{"sort_order":"ASCENDING"},"range":{"range_key":"CREATED","after":"2026-01-01T00:00:00.000Z"}}"#
+        )
         #expect(js.range?.after == "2026-01-01T00:00:00.000Z")
         #expect(js.nextToken == nil)
     }

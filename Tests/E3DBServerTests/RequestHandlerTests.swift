@@ -1,9 +1,10 @@
 import E3DBAPI
 import E3DBPrimitives
-@testable import E3DBServer
 import Foundation
 import Hummingbird
 import Testing
+
+@testable import E3DBServer
 
 /// The request path in process through ``E3DBRequestHandler`` over a real SQLite database: every refusal is a 4xx
 /// with a JSON `{"error": …}` body, never a 5xx or a crash (the issue's list, and the fuzzers' reproducers).
@@ -18,7 +19,9 @@ struct RequestHandlerTests {
     final class Sink: @unchecked Sendable { var bytes = Data() }
     struct Collector: ResponseBodyWriter {
         let sink: Sink
-        mutating func write(_ buffer: ByteBuffer) async throws { sink.bytes.append(contentsOf: buffer.readableBytesView) }
+        mutating func write(_ buffer: ByteBuffer) async throws {
+            sink.bytes.append(contentsOf: buffer.readableBytesView)
+        }
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 
@@ -39,36 +42,46 @@ struct RequestHandlerTests {
             let storage = try SQLiteStorage(directory: dir)
             try await storage.migrate()
             let registrationToken = UUID().uuidString
-            try await storage.createRegistrationToken(hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil,
-                                                      created: 0)
+            try await storage.createRegistrationToken(
+                hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil,
+                created: 0)
             let handler = try await E3DBRequestHandler(
                 configuration: configuration, storage: storage,
                 files: try LocalFileBodyStore(directory: dir.appendingPathComponent("files")))
             let key = try Ed25519.PrivateKey(seed: SecureBytes(copying: [UInt8](repeating: 0x42, count: 32)))
-            let body = #"{"token":"\#(registrationToken)","client":{"name":"t","public_key":{"curve25519":"\#(Base64URL.encode(Data(repeating: 7, count: 32)))"},"signing_key":{"ed25519":"\#(key.publicKey.base64URLEncoded)"}}}"#
+            let body =
+                #"{"token":"\#(registrationToken)","client":{"name":"t","public_key":{"curve25519":"\#(Base64URL.encode(Data(repeating: 7, count: 32)))"},"signing_key":{"ed25519":"\#(key.publicKey.base64URLEncoded)"}}}"#
             let registered = await send(handler, .post, "/v1/account/e3db/clients/register", body: body)
             try #require(registered.status == 201)
             let clientID = try #require(registered.json?["client_id"] as? String)
-            let pair = "\(registered.json?["api_key_id"] as? String ?? ""):\(registered.json?["api_secret"] as? String ?? "")"
+            let pair =
+                "\(registered.json?["api_key_id"] as? String ?? ""):\(registered.json?["api_secret"] as? String ?? "")"
             let basic = "Basic " + Data(pair.utf8).base64EncodedString()
-            let issued = await send(handler, .post, "/v1/auth/token", headers: [.authorization: basic],
-                                    body: "grant_type=client_credentials")
+            let issued = await send(
+                handler, .post, "/v1/auth/token", headers: [.authorization: basic],
+                body: "grant_type=client_credentials")
             try #require(issued.status == 200)
-            return Server(handler: handler, storage: storage, clientID: clientID, basic: basic,
-                          token: try #require(issued.json?["access_token"] as? String), key: key)
+            return Server(
+                handler: handler, storage: storage, clientID: clientID, basic: basic,
+                token: try #require(issued.json?["access_token"] as? String), key: key)
         }
 
         var bearer: HTTPFields { [.authorization: "Bearer \(token)"] }
 
         func send(_ method: HTTPRequest.Method, _ path: String, headers: HTTPFields = [:], body: String = "") async
-            -> Reply {
+            -> Reply
+        {
             await Self.send(handler, method, path, headers: headers, body: body)
         }
 
-        static func send(_ handler: E3DBRequestHandler, _ method: HTTPRequest.Method, _ path: String,
-                         headers: HTTPFields = [:], body: String = "") async -> Reply {
-            let head = HTTPRequest(method: method, scheme: "http", authority: "localhost", path: path, headerFields: headers)
-            let response = await handler.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(string: body))))
+        static func send(
+            _ handler: E3DBRequestHandler, _ method: HTTPRequest.Method, _ path: String,
+            headers: HTTPFields = [:], body: String = ""
+        ) async -> Reply {
+            let head = HTTPRequest(
+                method: method, scheme: "http", authority: "localhost", path: path, headerFields: headers)
+            let response = await handler.respond(
+                to: Request(head: head, body: RequestBody(buffer: ByteBuffer(string: body))))
             let sink = Sink()
             try? await response.body.write(Collector(sink: sink))
             let json = (try? JSONSerialization.jsonObject(with: sink.bytes)) as? [String: Any]
@@ -81,17 +94,23 @@ struct RequestHandlerTests {
         }
 
         /// A TSV1 header over the request as sent.
-        func tsv1(_ method: HTTPRequest.Method, _ path: String, query: String = "", timestamp: Int64? = nil,
-                  nonce: String = UUID().uuidString.lowercased(), uid: String? = nil) throws -> HTTPFields {
-            [.authorization: try TSV1.authorization(
-                path: path, query: TSV1.canonicalQuery(query), method: method.rawValue,
-                timestamp: timestamp ?? Int64(Date().timeIntervalSince1970), nonce: nonce, clientID: uid ?? clientID,
-                signingKey: key)]
+        func tsv1(
+            _ method: HTTPRequest.Method, _ path: String, query: String = "", timestamp: Int64? = nil,
+            nonce: String = UUID().uuidString.lowercased(), uid: String? = nil
+        ) throws -> HTTPFields {
+            [
+                .authorization: try TSV1.authorization(
+                    path: path, query: TSV1.canonicalQuery(query), method: method.rawValue,
+                    timestamp: timestamp ?? Int64(Date().timeIntervalSince1970), nonce: nonce,
+                    clientID: uid ?? clientID,
+                    signingKey: key)
+            ]
         }
 
         func record(plain: [String: String]) -> String {
             let p = String(decoding: (try? JSONEncoder().encode(plain)) ?? Data("{}".utf8), as: UTF8.self)
-            return #"{"meta":{"writer_id":"\#(clientID)","user_id":"\#(clientID)","type":"t","plain":\#(p)},"data":{"f":"a.b.c.d"}}"#
+            return
+                #"{"meta":{"writer_id":"\#(clientID)","user_id":"\#(clientID)","type":"t","plain":\#(p)},"data":{"f":"a.b.c.d"}}"#
         }
     }
 
@@ -108,9 +127,13 @@ struct RequestHandlerTests {
         #expect(await s.send(.post, "/v2/search", headers: headers, body: "a=b").status == 400)
         // Nesting: deeper than JSONDecoder's limit, and deeper than a plain filter may be.
         let deep = String(repeating: #"{"not":"#, count: 300) + "{}" + String(repeating: "}", count: 300)
-        #expect(await s.send(.post, "/v1/storage/search", headers: s.bearer, body: #"{"plain":"# + deep + "}").status == 400)
+        #expect(
+            await s.send(.post, "/v1/storage/search", headers: s.bearer, body: #"{"plain":"# + deep + "}").status == 400
+        )
         let deeper = String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)
-        #expect(await s.send(.post, "/v1/storage/search", headers: s.bearer, body: #"{"plain":"# + deeper + "}").status == 400)
+        #expect(
+            await s.send(.post, "/v1/storage/search", headers: s.bearer, body: #"{"plain":"# + deeper + "}").status
+                == 400)
     }
 
     @Test func oversizedBodies() async throws {
@@ -154,14 +177,16 @@ struct RequestHandlerTests {
         let path = "/v1/storage/policy/outgoing"
         for ts in [Int64.min, Int64.min + 1, Int64.max] {
             #expect(await s.send(.get, path, headers: try s.tsv1(.get, path, timestamp: ts)).status == 401)
-            let header = try TSV1.authorization(path: path, query: "", method: "GET", timestamp: ts, nonce: "n",
-                                                clientID: "", signingKey: s.key)
+            let header = try TSV1.authorization(
+                path: path, query: "", method: "GET", timestamp: ts, nonce: "n",
+                clientID: "", signingKey: s.key)
             #expect(throws: E3DBError(.tsv1Expired)) {
                 try TSV1.verify(authorization: header, rawPath: path, rawQuery: "", method: "GET", now: 1_764_072_000)
             }
         }
-        let header = try TSV1.authorization(path: "/", query: "", method: "GET", timestamp: 10, nonce: "n",
-                                            clientID: "", signingKey: s.key)
+        let header = try TSV1.authorization(
+            path: "/", query: "", method: "GET", timestamp: 10, nonce: "n",
+            clientID: "", signingKey: s.key)
         #expect(throws: E3DBError(.tsv1Expired)) {  // a negative window accepts nothing
             try TSV1.verify(authorization: header, rawPath: "/", rawQuery: "", method: "GET", now: 10, window: -1)
         }
@@ -173,8 +198,9 @@ struct RequestHandlerTests {
     @Test func tsv1UidStartingWithACombiningMark() throws {
         let key = try Ed25519.PrivateKey(seed: SecureBytes(copying: [UInt8](repeating: 0x42, count: 32)))
         for uid in ["\u{59E}abc", "\u{301}", "e\u{301}X", "ABC"] {
-            let header = try TSV1.authorization(path: "/p", query: "", method: "GET", timestamp: 10, nonce: "n",
-                                                clientID: uid, signingKey: key)
+            let header = try TSV1.authorization(
+                path: "/p", query: "", method: "GET", timestamp: 10, nonce: "n",
+                clientID: uid, signingKey: key)
             let verified = try TSV1.verify(authorization: header, rawPath: "/p", rawQuery: "", method: "GET", now: 10)
             #expect(verified.clientID == uid.lowercased())
             #expect(verified.clientID?.unicodeScalars.elementsEqual(uid.lowercased().unicodeScalars) == true)
@@ -190,27 +216,36 @@ struct RequestHandlerTests {
     @Test func hostileRegexpAndWildcardTermsAreBounded() async throws {
         let s = try await Server.make()
         let value = String(repeating: "a", count: 4000) + "c"
-        #expect(await s.send(.post, "/v1/storage/records", headers: s.bearer, body: s.record(plain: ["k": value])).status == 201)
+        #expect(
+            await s.send(.post, "/v1/storage/records", headers: s.bearer, body: s.record(plain: ["k": value])).status
+                == 201)
         let started = ContinuousClock.now
-        for (strategy, term) in [("REGEXP", "(a|a)*b"), ("REGEXP", "(a*)*b"), ("REGEXP", "(a|aa)+b"),
-                                 ("WILDCARD", String(repeating: "*a", count: 500) + "b"), ("FUZZY", String(repeating: "a", count: 1000))] {
+        for (strategy, term) in [
+            ("REGEXP", "(a|a)*b"), ("REGEXP", "(a*)*b"), ("REGEXP", "(a|aa)+b"),
+            ("WILDCARD", String(repeating: "*a", count: 500) + "b"), ("FUZZY", String(repeating: "a", count: 1000)),
+        ] {
             let body = #"{"match":[{"strategy":"\#(strategy)","terms":{"values":["\#(term)"]}}]}"#
             let reply = await s.send(.post, "/v2/search", headers: s.bearer, body: body)
             #expect(reply.status == 200, "\(strategy) \(term.prefix(20))")
             #expect(reply.json?["total_results"] as? Int ?? 0 == 0)
         }
         #expect(ContinuousClock.now - started < .seconds(20))
-        let tooLong = #"{"match":[{"strategy":"REGEXP","terms":{"values":["\#(String(repeating: "a", count: 1025))"]}}]}"#
+        let tooLong =
+            #"{"match":[{"strategy":"REGEXP","terms":{"values":["\#(String(repeating: "a", count: 1025))"]}}]}"#
         #expect(await s.send(.post, "/v2/search", headers: s.bearer, body: tooLong).status == 400)
         for bad in ["a~b", "(a", "a{3,1}", "[z-a]", "*", "a{99999}"] {
             let body = #"{"match":[{"strategy":"REGEXP","terms":{"values":["\#(bad)"]}}]}"#
             #expect(await s.send(.post, "/v2/search", headers: s.bearer, body: body).status == 400, "\(bad)")
         }
         let many = (0..<1025).map { "\"v\($0)\"" }.joined(separator: ",")
-        #expect(await s.send(.post, "/v2/search", headers: s.bearer,
-                             body: #"{"match":[{"terms":{"values":[\#(many)]}}]}"#).status == 400)
-        let found = await s.send(.post, "/v2/search", headers: s.bearer,
-                                 body: #"{"match":[{"strategy":"REGEXP","terms":{"values":["a*c"]}}]}"#)
+        #expect(
+            await s.send(
+                .post, "/v2/search", headers: s.bearer,
+                body: #"{"match":[{"terms":{"values":[\#(many)]}}]}"#
+            ).status == 400)
+        let found = await s.send(
+            .post, "/v2/search", headers: s.bearer,
+            body: #"{"match":[{"strategy":"REGEXP","terms":{"values":["a*c"]}}]}"#)
         #expect(found.json?["total_results"] as? Int == 1)
     }
 }
@@ -221,7 +256,8 @@ struct SearchMatchingTests {
 
     @Test func lucenePatterns() throws {
         let cases: [(String, String, Bool)] = [
-            ("tozny.*", "toznywebsite", true), ("tozny.*", "xtozny", false), ("abc", "abc", true), ("abc", "abcd", false),
+            ("tozny.*", "toznywebsite", true), ("tozny.*", "xtozny", false), ("abc", "abc", true),
+            ("abc", "abcd", false),
             ("a|b", "b", true), ("(ab)+", "ababab", true), ("(ab)+", "", false), ("a?b", "b", true),
             ("a{2,3}", "aaa", true), ("a{2,3}", "aaaa", false), ("a{2,}", "aaaaa", true), ("a{2}", "a", false),
             ("[a-c]+", "abcabc", true), ("[^a-c]", "d", true), ("[^a-c]", "a", false), ("[]a]", "]", true),
@@ -232,8 +268,10 @@ struct SearchMatchingTests {
         for (pattern, value, expected) in cases {
             #expect(try regex(pattern).wholeMatch(value) == expected, "\(pattern) on \(value)")
         }
-        for bad in ["(", ")", "a)", "[", "[a", "{", "a{", "a{2", "a{x}", "a{3,2}", "[b-a]", "\\", "\"a", "+", "~a",
-                    "a&b", "<1-2>", "a{2049}", String(repeating: "(", count: 70) + String(repeating: ")", count: 70)] {
+        for bad in [
+            "(", ")", "a)", "[", "[a", "{", "a{", "a{2", "a{x}", "a{3,2}", "[b-a]", "\\", "\"a", "+", "~a",
+            "a&b", "<1-2>", "a{2049}", String(repeating: "(", count: 70) + String(repeating: ")", count: 70),
+        ] {
             #expect(throws: LinearRegex.SyntaxError.self, "\(bad)") { try regex(bad) }
         }
         // Repetitions of nothing cost nothing; repetitions of something hit the state budget.
@@ -250,7 +288,9 @@ struct SearchMatchingTests {
             for i in stride(from: 1, through: a.count, by: 1) {
                 for j in stride(from: 1, through: b.count, by: 1) {
                     d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-                    if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
+                    if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                        d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+                    }
                 }
             }
             return d[a.count][b.count]
@@ -261,8 +301,9 @@ struct SearchMatchingTests {
             let b = (0..<Int.random(in: 0...8, using: &rng)).map { _ in "abc".randomElement(using: &rng)! }
             let limit = Int.random(in: 0...2, using: &rng)
             let expected = min(full(a, b), limit + 1)
-            let got = SearchTerm.distance(a.map { $0.unicodeScalars.first! }, b.map { $0.unicodeScalars.first! },
-                                          limit: limit)
+            let got = SearchTerm.distance(
+                a.map { $0.unicodeScalars.first! }, b.map { $0.unicodeScalars.first! },
+                limit: limit)
             #expect(min(got, limit + 1) == expected, "\(String(a)) \(String(b)) limit \(limit)")
         }
         let funny = try SearchTerm("veryveryfunny", .fuzzy)

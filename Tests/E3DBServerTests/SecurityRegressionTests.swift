@@ -20,7 +20,8 @@ struct RawAPI: Sendable {
     }
 
     func send(_ method: String, _ path: String, headers: [(String, String)] = [], body: Data? = nil) async throws
-        -> Reply {
+        -> Reply
+    {
         var all = headers
         if body != nil { all.append(("Content-Type", "application/json")) }
         let response = try await transport.send(
@@ -34,23 +35,29 @@ struct RawAPI: Sendable {
     }
 
     /// A request signed with TSV1 by `key`, naming `uid` (empty: anonymous).
-    func send(_ method: String, _ path: String, query: String = "", tsv1 key: Ed25519.PrivateKey, uid: String,
-              json: String? = nil, nonce: String = UUID().uuidString.lowercased(), scheme: String = TSV1.method)
-        async throws -> Reply {
+    func send(
+        _ method: String, _ path: String, query: String = "", tsv1 key: Ed25519.PrivateKey, uid: String,
+        json: String? = nil, nonce: String = UUID().uuidString.lowercased(), scheme: String = TSV1.method
+    )
+        async throws -> Reply
+    {
         let header: String
         if scheme == TSV1.method {
             header = try TSV1.authorization(
                 path: path, query: TSV1.canonicalQuery(query), method: method,
                 timestamp: Int64(Date().timeIntervalSince1970), nonce: nonce, clientID: uid, signingKey: key)
         } else {  // the scheme spelled otherwise, and signed as sent
-            let unsigned = "\(scheme); \(key.publicKey.base64URLEncoded); \(Int64(Date().timeIntervalSince1970)); "
+            let unsigned =
+                "\(scheme); \(key.publicKey.base64URLEncoded); \(Int64(Date().timeIntervalSince1970)); "
                 + "\(nonce); uid:\(uid)"
             let toSign = "\(path); \(TSV1.canonicalQuery(query)); \(method); \(unsigned)"
-            header = unsigned + "; "
+            header =
+                unsigned + "; "
                 + Base64URL.encode(key.signature(for: try BLAKE2b.hash(data: Data(toSign.utf8), outputByteCount: 32)))
         }
-        return try await send(method, path + (query.isEmpty ? "" : "?" + query), headers: [("Authorization", header)],
-                              body: json.map { Data($0.utf8) })
+        return try await send(
+            method, path + (query.isEmpty ? "" : "?" + query), headers: [("Authorization", header)],
+            body: json.map { Data($0.utf8) })
     }
 }
 
@@ -63,29 +70,35 @@ struct RawClient: Sendable {
 
     /// Registers a client (with a signing key unless `signing` is false) and takes a Bearer token.
     static func register(_ api: RawAPI, token: String, name: String = "c", signing: Bool = true) async throws
-        -> RawClient {
+        -> RawClient
+    {
         let key = signing ? Ed25519.PrivateKey() : nil
         let publicKey = Box.PrivateKey().publicKey.base64URLEncoded
         let signingMember = key.map { #","signing_key":{"ed25519":"\#($0.publicKey.base64URLEncoded)"}"# } ?? ""
-        let body = #"{"token":"\#(token)","client":{"name":"\#(name)","public_key":{"curve25519":"\#(publicKey)"}\#(signingMember)}}"#
+        let body =
+            #"{"token":"\#(token)","client":{"name":"\#(name)","public_key":{"curve25519":"\#(publicKey)"}\#(signingMember)}}"#
         let registered = try await api.send("POST", "/v1/account/e3db/clients/register", body: Data(body.utf8))
         try #require(registered.status == 201, "registration: \(registered.text)")
         let json = try #require(registered.json)
         let pair = "\(json["api_key_id"] as? String ?? ""):\(json["api_secret"] as? String ?? "")"
         let issued = try await api.send(
             "POST", "/v1/auth/token",
-            headers: [("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()),
-                      ("Content-Type", "application/x-www-form-urlencoded")],
+            headers: [
+                ("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
             body: Data("grant_type=client_credentials".utf8))
         try #require(issued.status == 200)
-        return RawClient(id: try #require(json["client_id"] as? String),
-                         bearer: try #require(issued.json?["access_token"] as? String), signingKey: key,
-                         publicKey: publicKey)
+        return RawClient(
+            id: try #require(json["client_id"] as? String),
+            bearer: try #require(issued.json?["access_token"] as? String), signingKey: key,
+            publicKey: publicKey)
     }
 
     /// Writes a record of `type` and returns its id.
     func write(_ api: RawAPI, type: String, plain: String = "{}") async throws -> String {
-        let body = #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"\#(type)","plain":\#(plain)},"data":{"f":"x"}}"#
+        let body =
+            #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"\#(type)","plain":\#(plain)},"data":{"f":"x"}}"#
         let reply = try await api.send("POST", "/v1/storage/records", bearer: bearer, json: body)
         try #require(reply.status == 201, "write: \(reply.text)")
         return try #require((reply.json?["meta"] as? [String: Any])?["record_id"] as? String)
@@ -117,8 +130,10 @@ struct SecurityFixture: Sendable {
 
     /// Runs `body` against a new server on `backend` (nothing when PostgreSQL is not installed) and stops the
     /// server however `body` ends.
-    static func with(_ backend: ClientTestBackend, extraArguments: [String] = [],
-                     _ body: (SecurityFixture) async throws -> Void) async throws {
+    static func with(
+        _ backend: ClientTestBackend, extraArguments: [String] = [],
+        _ body: (SecurityFixture) async throws -> Void
+    ) async throws {
         guard let fixture = try await start(backend, extraArguments: extraArguments) else { return }
         do { try await body(fixture) } catch {
             await fixture.stop()
@@ -134,8 +149,9 @@ struct SecurityFixture: Sendable {
 struct SecurityRegressionTests {
     // MARK: H1, L1: authentication
 
-    @Test("H1: TSV1 naming a client without a registered signing key is refused; the right key still works",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "H1: TSV1 naming a client without a registered signing key is refused; the right key still works",
+        arguments: ClientTestBackend.allCases)
     func tsv1NeedsTheRegisteredSigningKey(backend: ClientTestBackend) async throws {
         try await SecurityFixture.with(backend) { f in
             let victim = try await f.register("victim", signing: false)
@@ -144,10 +160,14 @@ struct SecurityRegressionTests {
             let refused: [(String, String, String?)] = [
                 ("GET", "/v1/storage/records/\(record)", nil),
                 ("POST", "/v2/search", #"{"include_all_writers":true}"#),
-                ("POST", "/v1/storage/records",
-                 #"{"meta":{"writer_id":"\#(victim.id)","user_id":"\#(victim.id)","type":"medical"},"data":{"f":"x"}}"#),
-                ("PUT", "/v1/storage/policy/\(victim.id)/\(victim.id)/\(UUID().uuidString.lowercased())/medical",
-                 #"{"allow":[{"read":{}}]}"#),
+                (
+                    "POST", "/v1/storage/records",
+                    #"{"meta":{"writer_id":"\#(victim.id)","user_id":"\#(victim.id)","type":"medical"},"data":{"f":"x"}}"#
+                ),
+                (
+                    "PUT", "/v1/storage/policy/\(victim.id)/\(victim.id)/\(UUID().uuidString.lowercased())/medical",
+                    #"{"allow":[{"read":{}}]}"#
+                ),
                 ("GET", "/v1/storage/policy/outgoing", nil),
                 ("DELETE", "/v1/storage/records/\(record)", nil),
             ]
@@ -158,8 +178,9 @@ struct SecurityRegressionTests {
                 messages.insert(reply.text)
             }
             // An unknown id gets the same answer as a keyless one: a refusal tells nobody who is registered.
-            let unknown = try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: attacker,
-                                               uid: UUID().uuidString.lowercased())
+            let unknown = try await f.api.send(
+                "GET", "/v1/storage/records/\(record)", tsv1: attacker,
+                uid: UUID().uuidString.lowercased())
             messages.insert(unknown.text)
             #expect(messages.count == 1, "\(messages)")
             let own = try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: victim.bearer)
@@ -172,29 +193,38 @@ struct SecurityRegressionTests {
             #expect(wrongKey.status == 401)
             let key = try #require(signer.signingKey)
             for scheme in [TSV1.method, TSV1.method.lowercased(), "Tsv1-Ed25519-Blake2b"] {
-                let reply = try await f.api.send("GET", "/v1/storage/records/\(signed)", tsv1: key, uid: signer.id,
-                                                 scheme: scheme)
+                let reply = try await f.api.send(
+                    "GET", "/v1/storage/records/\(signed)", tsv1: key, uid: signer.id,
+                    scheme: scheme)
                 #expect(reply.status == 200, "\(scheme): \(reply.text)")
             }
         }
     }
 
-    @Test("L1: a disabled client is refused on every scheme; enabled again, it works", arguments: [ClientTestBackend.sqlite])
+    @Test(
+        "L1: a disabled client is refused on every scheme; enabled again, it works",
+        arguments: [ClientTestBackend.sqlite])
     func disabledClientsAreRefused(backend: ClientTestBackend) async throws {
         try await SecurityFixture.with(backend) { f in
             let client = try await f.register()
             let record = try await client.write(f.api, type: "t")
             let key = try #require(client.signingKey)
-            _ = try await ServerProcess.command(["client", "disable", "--client-id", client.id, "--data", f.server.data.path])
+            _ = try await ServerProcess.command([
+                "client", "disable", "--client-id", client.id, "--data", f.server.data.path,
+            ])
             try await Task.sleep(for: .milliseconds(1100))  // the Bearer-token cache keeps a client for a second
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: client.bearer).status == 401)
-            #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 401)
+            #expect(
+                try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 401)
             let write = try await f.api.send(
                 "POST", "/v1/storage/records", tsv1: key, uid: client.id,
                 json: #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"t"},"data":{"f":"x"}}"#)
             #expect(write.status == 401)
-            _ = try await ServerProcess.command(["client", "enable", "--client-id", client.id, "--data", f.server.data.path])
-            #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 200)
+            _ = try await ServerProcess.command([
+                "client", "enable", "--client-id", client.id, "--data", f.server.data.path,
+            ])
+            #expect(
+                try await f.api.send("GET", "/v1/storage/records/\(record)", tsv1: key, uid: client.id).status == 200)
         }
     }
 
@@ -204,11 +234,13 @@ struct SecurityRegressionTests {
             let client = try await f.register()
             let record = try await client.write(f.api, type: "t")
             for scheme in ["Bearer", "bearer", "BEARER"] {
-                let reply = try await f.api.send("GET", "/v1/storage/records/\(record)",
-                                                 headers: [("Authorization", "\(scheme) \(client.bearer)")])
+                let reply = try await f.api.send(
+                    "GET", "/v1/storage/records/\(record)",
+                    headers: [("Authorization", "\(scheme) \(client.bearer)")])
                 #expect(reply.status == 200, "\(scheme)")
             }
-            let basic = try await f.api.send("GET", "/v1/storage/records/\(record)", headers: [("Authorization", "Basic eDp5")])
+            let basic = try await f.api.send(
+                "GET", "/v1/storage/records/\(record)", headers: [("Authorization", "Basic eDp5")])
             #expect(basic.status == 401)
             #expect(basic.text.contains("Bearer"), "\(basic.text)")
             #expect(!basic.text.contains("needs a TSV1"), "\(basic.text)")
@@ -217,17 +249,21 @@ struct SecurityRegressionTests {
 
     // MARK: H4: authorizers
 
-    @Test("H4: an authorizer shares and revokes read for other readers, and nothing more",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "H4: an authorizer shares and revokes read for other readers, and nothing more",
+        arguments: ClientTestBackend.allCases)
     func authorizersShareForOthersOnly(backend: ClientTestBackend) async throws {
         try await SecurityFixture.with(backend) { f in
-            let writer = try await f.register("w"), authorizer = try await f.register("a")
-            let second = try await f.register("a2"), reader = try await f.register("r")
+            let writer = try await f.register("w")
+            let authorizer = try await f.register("a")
+            let second = try await f.register("a2")
+            let reader = try await f.register("r")
             let record = try await writer.write(f.api, type: "docs")
             func key(_ reader: String) -> String { "/v1/storage/access_keys/\(writer.id)/\(writer.id)/\(reader)/docs" }
             func policy(_ reader: String) -> String { "/v1/storage/policy/\(writer.id)/\(writer.id)/\(reader)/docs" }
             let eak = #"{"eak":"opaque.key"}"#
-            let read = #"{"allow":[{"read":{}}]}"#, unread = #"{"deny":[{"read":{}}]}"#
+            let read = #"{"allow":[{"read":{}}]}"#
+            let unread = #"{"deny":[{"read":{}}]}"#
             let authorize = #"{"allow":[{"authorizer":{}}]}"#
             #expect(try await f.api.send("PUT", key(writer.id), bearer: writer.bearer, json: eak).status == 201)
             #expect(try await f.api.send("PUT", key(second.id), bearer: writer.bearer, json: eak).status == 201)
@@ -242,25 +278,31 @@ struct SecurityRegressionTests {
             // any authorizer grant.
             for (method, path, body) in [
                 ("DELETE", key(writer.id), nil), ("PUT", key(writer.id), eak), ("DELETE", key(second.id), nil),
-                ("PUT", key(authorizer.id), eak), ("PUT", policy(authorizer.id), read), ("PUT", policy(second.id), unread),
+                ("PUT", key(authorizer.id), eak), ("PUT", policy(authorizer.id), read),
+                ("PUT", policy(second.id), unread),
                 ("PUT", policy(writer.id), unread), ("PUT", policy(reader.id), authorize),
                 ("DELETE", "/v1/storage/policy/\(writer.id)/\(writer.id)/\(second.id)", nil),
             ] {
                 let reply = try await f.api.send(method, path, bearer: authorizer.bearer, json: body)
                 #expect(reply.status == 403, "\(method) \(path): \(reply.status) \(reply.text)")
             }
-            #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: authorizer.bearer).status == 404)
+            #expect(
+                try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: authorizer.bearer).status == 404)
             let own = try await f.api.send("GET", key(writer.id), bearer: writer.bearer)
             #expect((own.json?["eak"] as? String) == "opaque.key", "\(own.text)")
             #expect(try await f.api.send("GET", key(second.id), bearer: second.bearer).status == 200)
 
             // The writer removes the authorizer: what it granted stays, visible in the writer's listing, and it can
             // share no more.
-            #expect(try await f.api.send("DELETE", "/v1/storage/policy/\(writer.id)/\(writer.id)/\(authorizer.id)",
-                                         bearer: writer.bearer).status == 200)
+            #expect(
+                try await f.api.send(
+                    "DELETE", "/v1/storage/policy/\(writer.id)/\(writer.id)/\(authorizer.id)",
+                    bearer: writer.bearer
+                ).status == 200)
             let outgoing = try await f.api.send("GET", "/v1/storage/policy/outgoing", bearer: writer.bearer)
             #expect(outgoing.array?.contains { $0["reader_id"] as? String == reader.id } == true, "\(outgoing.text)")
-            #expect(try await f.api.send("PUT", policy(reader.id), bearer: authorizer.bearer, json: unread).status == 403)
+            #expect(
+                try await f.api.send("PUT", policy(reader.id), bearer: authorizer.bearer, json: unread).status == 403)
             #expect(try await f.api.send("GET", "/v1/storage/records/\(record)", bearer: reader.bearer).status == 200)
         }
     }
@@ -278,12 +320,14 @@ struct SecurityRegressionTests {
                 let values = terms.map { "\"\($0)\"" }.joined(separator: ",")
                 return #"{"match":[{"condition":"OR","strategy":"WILDCARD","terms":{"values":[\#(values)]}}]}"#
             }
-            let expensive = try await f.api.send("POST", "/v2/search", bearer: client.bearer,
-                                                 json: search([pattern, pattern, pattern]))
+            let expensive = try await f.api.send(
+                "POST", "/v2/search", bearer: client.bearer,
+                json: search([pattern, pattern, pattern]))
             #expect(expensive.status == 400, "\(expensive.text)")
             #expect(expensive.text.contains("more work"), "\(expensive.text)")
-            let tooLong = try await f.api.send("POST", "/v2/search", bearer: client.bearer,
-                                               json: search(Array(repeating: pattern, count: 5)))
+            let tooLong = try await f.api.send(
+                "POST", "/v2/search", bearer: client.bearer,
+                json: search(Array(repeating: pattern, count: 5)))
             #expect(tooLong.status == 400)
             #expect(tooLong.text.contains("4096 bytes"), "\(tooLong.text)")
             let cheap = try await f.api.send("POST", "/v2/search", bearer: client.bearer, json: search(["a*"]))
@@ -294,7 +338,8 @@ struct SecurityRegressionTests {
         }
     }
 
-    @Test("H2, second look: v1 filters pay for their text, v2 pays for rows outside its range, REGEXP states are capped")
+    @Test(
+        "H2, second look: v1 filters pay for their text, v2 pays for rows outside its range, REGEXP states are capped")
     func searchCostsHaveNoBypass() async throws {
         try await SecurityFixture.with(.sqlite, extraArguments: ["--search-budget", "200000"]) { f in
             let client = try await f.register()
@@ -329,18 +374,24 @@ struct SecurityRegressionTests {
     func bodiesAreUTF8AndTimely() async throws {
         try await SecurityFixture.with(.sqlite, extraArguments: ["--body-timeout", "1"]) { f in
             let client = try await f.register()
-            let json = #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"t\u0000x"},"data":{"f":"x"}}"#
-            let utf16 = try await f.api.send("POST", "/v1/storage/records",
-                                             headers: [("Authorization", "Bearer \(client.bearer)"),
-                                                       ("Content-Type", "application/json")],
-                                             body: json.data(using: .utf16LittleEndian))
+            let json =
+                #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"t\u0000x"},"data":{"f":"x"}}"#
+            let utf16 = try await f.api.send(
+                "POST", "/v1/storage/records",
+                headers: [
+                    ("Authorization", "Bearer \(client.bearer)"),
+                    ("Content-Type", "application/json"),
+                ],
+                body: json.data(using: .utf16LittleEndian))
             #expect(utf16.status == 400 && utf16.text.contains("UTF-8"), "\(utf16.text)")
-            let bearer = client.bearer, url = f.server.url
+            let bearer = client.bearer
+            let url = f.server.url
             let status = try await offCooperativePool { () -> Int in
                 let c = try PipelinedHTTPTests.RawConnection(url)
                 let body = #"{"count":1}"#
-                try c.send("POST /v1/storage/search HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(bearer)\r\n"
-                           + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n{")
+                try c.send(
+                    "POST /v1/storage/search HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(bearer)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n{")
                 Thread.sleep(forTimeInterval: 1.5)
                 try c.send(String(body.dropFirst()))
                 return try c.answer().status
@@ -351,11 +402,13 @@ struct SecurityRegressionTests {
 
     // MARK: H3: U+0000 and bad input on PostgreSQL
 
-    @Test("H3: U+0000 is a 400 everywhere, other tenants' writes go on, and a failed registration uses no token",
-          arguments: ClientTestBackend.allCases)
+    @Test(
+        "H3: U+0000 is a 400 everywhere, other tenants' writes go on, and a failed registration uses no token",
+        arguments: ClientTestBackend.allCases)
     func nulIsRefusedAtTheBoundary(backend: ClientTestBackend) async throws {
         try await SecurityFixture.with(backend) { f in
-            let a = try await f.register("a"), b = try await f.register("b")
+            let a = try await f.register("a")
+            let b = try await f.register("b")
             let poison = #"{"meta":{"writer_id":"\#(a.id)","user_id":"\#(a.id)","type":"t\u0000"},"data":{"f":"x"}}"#
             let good = #"{"meta":{"writer_id":"\#(b.id)","user_id":"\#(b.id)","type":"t"},"data":{"f":"x"}}"#
             let statuses = try await withThrowingTaskGroup(of: (Bool, Int).self) { group in
@@ -363,8 +416,13 @@ struct SecurityRegressionTests {
                     let poisoned = i % 2 == 0
                     group.addTask {
                         let client = poisoned ? a : b
-                        return (poisoned, try await f.api.send("POST", "/v1/storage/records", bearer: client.bearer,
-                                                               json: poisoned ? poison : good).status)
+                        return (
+                            poisoned,
+                            try await f.api.send(
+                                "POST", "/v1/storage/records", bearer: client.bearer,
+                                json: poisoned ? poison : good
+                            ).status
+                        )
                     }
                 }
                 return try await group.reduce(into: [(Bool, Int)]()) { $0.append($1) }
@@ -383,13 +441,16 @@ struct SecurityRegressionTests {
             // Not a U+0000: an escaped backslash followed by u0000 is text.
             let text = #"{"meta":{"writer_id":"\#(a.id)","user_id":"\#(a.id)","type":"t\\u0000"},"data":{"f":"x"}}"#
             #expect(try await f.api.send("POST", "/v1/storage/records", bearer: a.bearer, json: text).status == 201)
-            let note = try await f.api.send("GET", "/v2/storage/notes", query: "id_string=%00", tsv1: Ed25519.PrivateKey(),
-                                            uid: "")
+            let note = try await f.api.send(
+                "GET", "/v2/storage/notes", query: "id_string=%00", tsv1: Ed25519.PrivateKey(),
+                uid: "")
             #expect(note.status == 400, "\(note.text)")
 
-            let oneUse = try await ServerProcess.command(["token", "create", "--uses", "1", "--data", f.server.data.path]
-                                  + (f.server.postgres.map { ["--postgres", $0] } ?? []))
-            let bad = #"{"token":"\#(oneUse)","client":{"name":"a\u0000b","public_key":{"curve25519":"\#(Box.PrivateKey().publicKey.base64URLEncoded)"}}}"#
+            let oneUse = try await ServerProcess.command(
+                ["token", "create", "--uses", "1", "--data", f.server.data.path]
+                    + (f.server.postgres.map { ["--postgres", $0] } ?? []))
+            let bad =
+                #"{"token":"\#(oneUse)","client":{"name":"a\u0000b","public_key":{"curve25519":"\#(Box.PrivateKey().publicKey.base64URLEncoded)"}}}"#
             let refused = try await f.api.send("POST", "/v1/account/e3db/clients/register", body: Data(bad.utf8))
             #expect(refused.status == 400, "\(refused.text)")
             _ = try await RawClient.register(f.api, token: oneUse, name: "valid")  // the token's one use is still there
@@ -404,11 +465,13 @@ struct SecurityRegressionTests {
             let anyone = Ed25519.PrivateKey()
             let path = "/v2/storage/notes"
             let query = "note_id=\(UUID().uuidString.lowercased())"
-            let long = try await f.api.send("GET", path, query: query, tsv1: anyone, uid: "",
-                                            nonce: String(repeating: "n", count: 65))
+            let long = try await f.api.send(
+                "GET", path, query: query, tsv1: anyone, uid: "",
+                nonce: String(repeating: "n", count: 65))
             #expect(long.status == 401 && long.text.contains("nonce"), "\(long.text)")
-            let fine = try await f.api.send("GET", path, query: query, tsv1: anyone, uid: "",
-                                            nonce: String(repeating: "n", count: 64))
+            let fine = try await f.api.send(
+                "GET", path, query: query, tsv1: anyone, uid: "",
+                nonce: String(repeating: "n", count: 64))
             #expect(fine.status == 404, "\(fine.text)")
             let stats = try await ServerProcess.command(["stats", "--data", f.server.data.path])
             #expect(stats.contains(#""tsv1_nonces":1"#), "\(stats)")
@@ -434,9 +497,11 @@ struct SecurityRegressionTests {
             let client = try await f.register()
             let signer = try #require(client.signingKey)
             let signerKey = signer.publicKey.base64URLEncoded
-            let registered = #"{"recipient_signing_key":"\#(signerKey)","writer_signing_key":"\#(signerKey)","#
+            let registered =
+                #"{"recipient_signing_key":"\#(signerKey)","writer_signing_key":"\#(signerKey)","#
                 + #""writer_encryption_key":"\#(signerKey)","encrypted_access_key":"e","data":{"f":"\#(String(repeating: "d", count: 5000))"}}"#
-            let named = try await f.api.send("POST", "/v2/storage/notes", tsv1: signer, uid: client.id, json: registered)
+            let named = try await f.api.send(
+                "POST", "/v2/storage/notes", tsv1: signer, uid: client.id, json: registered)
             #expect(named.status == 201, "a registered writer's note may be larger: \(named.text)")
         }
     }
@@ -462,7 +527,9 @@ struct SecurityRegressionTests {
 
     // MARK: Minor findings
 
-    @Test("Concurrent uploads of one file: one stores the body, the others get 409", arguments: ClientTestBackend.allCases)
+    @Test(
+        "Concurrent uploads of one file: one stores the body, the others get 409", arguments: ClientTestBackend.allCases
+    )
     func uploadsAreClaimedAtomically(backend: ClientTestBackend) async throws {
         try await SecurityFixture.with(backend) { f in
             let client = try await f.register()
@@ -470,14 +537,18 @@ struct SecurityRegressionTests {
             let md5 = Hashes.md5(body).base64EncodedString()
             let created = try await f.api.send(
                 "POST", "/v1/storage/files", bearer: client.bearer,
-                json: #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"f","file_meta":{"checksum":"\#(md5)","size":\#(body.count)}},"data":{}}"#)
+                json:
+                    #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"f","file_meta":{"checksum":"\#(md5)","size":\#(body.count)}},"data":{}}"#
+            )
             try #require(created.status == 202, "\(created.text)")
             let upload = try #require(created.json?["file_url"] as? String)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
-                        try await f.api.transport.send(TransportRequest(method: "PUT", url: upload, body: body),
-                                                       timeout: .seconds(60), maxResponseSize: 1 << 20).status
+                        try await f.api.transport.send(
+                            TransportRequest(method: "PUT", url: upload, body: body),
+                            timeout: .seconds(60), maxResponseSize: 1 << 20
+                        ).status
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -500,7 +571,8 @@ struct SecurityRegressionTests {
 
             let anyone = Ed25519.PrivateKey()
             let key = anyone.publicKey.base64URLEncoded
-            let note = #"{"recipient_signing_key":"\#(key)","writer_signing_key":"\#(key)","writer_encryption_key":"\#(key)","encrypted_access_key":"e","#
+            let note =
+                #"{"recipient_signing_key":"\#(key)","writer_signing_key":"\#(key)","writer_encryption_key":"\#(key)","encrypted_access_key":"e","#
                 + #""client_id":"\#(client.id)","data":{"f":"d"}}"#
             let written = try await f.api.send("POST", "/v2/storage/notes", tsv1: anyone, uid: "", json: note)
             #expect(written.status == 201, "\(written.text)")
@@ -514,9 +586,11 @@ struct SecurityRegressionTests {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let tmp = data.appendingPathComponent("files/tmp")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
-        let old = tmp.appendingPathComponent("abandoned"), fresh = tmp.appendingPathComponent("in-progress")
+        let old = tmp.appendingPathComponent("abandoned")
+        let fresh = tmp.appendingPathComponent("in-progress")
         for file in [old, fresh] { try Data(repeating: 1, count: 1024).write(to: file) }
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: old.path)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: old.path)
         let server = try await ServerProcess.start(data: data)
         var gone = false
         for _ in 0..<50 where !gone {

@@ -12,11 +12,14 @@ extension StorageTests {
     private static let reader = "00000000-0000-4000-8000-0000000000b2"
     private static let stranger = "00000000-0000-4000-8000-0000000000c3"
 
-    private static func row(_ id: String = UUID().uuidString.lowercased(), type: String = "t1", recSig: String? = nil,
-                            fileMeta: String? = nil) -> RecordRow {
-        RecordRow(recordID: id, writerID: writer, userID: writer, type: type, plainJSON: #"{"p":"\#(id)"}"#,
-                  dataJSON: #"{"f":"c"}"#, recSig: recSig, fileMetaJSON: fileMeta, created: 100, lastModified: 101,
-                  version: "v-\(id)")
+    private static func row(
+        _ id: String = UUID().uuidString.lowercased(), type: String = "t1", recSig: String? = nil,
+        fileMeta: String? = nil
+    ) -> RecordRow {
+        RecordRow(
+            recordID: id, writerID: writer, userID: writer, type: type, plainJSON: #"{"p":"\#(id)"}"#,
+            dataJSON: #"{"f":"c"}"#, recSig: recSig, fileMetaJSON: fileMeta, created: 100, lastModified: 101,
+            version: "v-\(id)")
     }
 
     @Test(arguments: Backend.allCases)
@@ -37,22 +40,27 @@ extension StorageTests {
         try await withStorage(backend) { _, storage in
             let record = try await storage.insertRecord(Self.row(recSig: "sig"))
             let other = try await storage.insertRecord(Self.row(type: "t2"))
-            try await storage.upsertPolicy(PolicyRow(
-                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
-                canRead: true, canAuthorize: false, authorizedBy: nil))
-            try await storage.upsertPolicy(PolicyRow(
-                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.stranger, type: "t1"),
-                canRead: false, canAuthorize: true, authorizedBy: Self.writer))
+            try await storage.upsertPolicy(
+                PolicyRow(
+                    tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
+                    canRead: true, canAuthorize: false, authorizedBy: nil))
+            try await storage.upsertPolicy(
+                PolicyRow(
+                    tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.stranger, type: "t1"),
+                    canRead: false, canAuthorize: true, authorizedBy: Self.writer))
             #expect(try await storage.record(id: record.recordID, readableBy: Self.writer) == record)
             #expect(try await storage.record(id: record.recordID, readableBy: Self.reader) == record)
-            #expect(try await storage.record(id: other.recordID, readableBy: Self.reader) == nil,
-                    "a read policy covers its own type only")
-            #expect(try await storage.record(id: record.recordID, readableBy: Self.stranger) == nil,
-                    "an authorizer policy does not grant reading")
+            #expect(
+                try await storage.record(id: other.recordID, readableBy: Self.reader) == nil,
+                "a read policy covers its own type only")
+            #expect(
+                try await storage.record(id: record.recordID, readableBy: Self.stranger) == nil,
+                "an authorizer policy does not grant reading")
             #expect(try await storage.record(id: UUID().uuidString.lowercased(), readableBy: Self.writer) == nil)
-            try await storage.upsertPolicy(PolicyRow(
-                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
-                canRead: false, canAuthorize: false, authorizedBy: nil))
+            try await storage.upsertPolicy(
+                PolicyRow(
+                    tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
+                    canRead: false, canAuthorize: false, authorizedBy: nil))
             #expect(try await storage.record(id: record.recordID, readableBy: Self.reader) == nil, "revoked")
         }
     }
@@ -62,9 +70,10 @@ extension StorageTests {
         try await withStorage(backend) { _, storage in
             let shared = try await storage.insertRecord(Self.row(recSig: "sig"))
             let unshared = try await storage.insertRecord(Self.row(type: "t2", fileMeta: #"{"size":3}"#))
-            try await storage.upsertPolicy(PolicyRow(
-                tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
-                canRead: true, canAuthorize: false, authorizedBy: nil))
+            try await storage.upsertPolicy(
+                PolicyRow(
+                    tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
+                    canRead: true, canAuthorize: false, authorizedBy: nil))
             let missing = UUID().uuidString.lowercased()
             // (record id, reader, expected): the writer, a read policy, another type, a stranger, a missing record.
             let cases: [(String, String, RecordRow?)] = [
@@ -123,25 +132,29 @@ extension StorageTests {
         }
     }
 
-    @Test("PostgreSQL: a call that waits behind a lock fails at its deadline, without the password, and the next one works",
-          .timeLimit(.minutes(2)))
+    @Test(
+        "PostgreSQL: a call that waits behind a lock fails at its deadline, without the password, and the next one works",
+        .timeLimit(.minutes(2)))
     func aPostgresCallPastItsDeadlineFails() async throws {
         guard let url = try await PostgresTestServer.newDatabase() else { return }
         var logger = Logger(label: "e3dbkit.tests.deadline")
         logger.logLevel = .critical
         // The schema is made by a storage with a generous deadline (tests run in parallel on 2 cores); the one
         // under test has 2 s for every call.
-        let migrating = try PostgresStorage(url: url, maximumConnections: 1, operationTimeout: .seconds(120),
-                                            logger: logger)
+        let migrating = try PostgresStorage(
+            url: url, maximumConnections: 1, operationTimeout: .seconds(120),
+            logger: logger)
         try await migrating.migrate()
         try await migrating.close()
-        let storage = try PostgresStorage(url: url, maximumConnections: 4, operationTimeout: .seconds(2),
-                                          logger: logger)
+        let storage = try PostgresStorage(
+            url: url, maximumConnections: 4, operationTimeout: .seconds(2),
+            logger: logger)
         let parts = try #require(URLComponents(string: url))
         let locker = try await PostgresConnection.connect(
-            configuration: .init(host: try #require(parts.host), port: parts.port ?? 5432,
-                                 username: try #require(parts.user), password: parts.password,
-                                 database: String(parts.path.dropFirst()), tls: .disable),
+            configuration: .init(
+                host: try #require(parts.host), port: parts.port ?? 5432,
+                username: try #require(parts.user), password: parts.password,
+                database: String(parts.path.dropFirst()), tls: .disable),
             id: 1, logger: logger)
         do {
             try await storage.migrate()

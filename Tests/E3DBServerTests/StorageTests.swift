@@ -1,10 +1,9 @@
 import E3DBPrimitives
 import E3DBServer
 import E3DBTestSupport
+import Foundation
 import Logging
 import Testing
-
-import Foundation
 
 /// The storage backends every test runs against.
 enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
@@ -31,7 +30,8 @@ enum PostgresTestServer: Sendable {
     static func run(_ arguments: [String]) async throws -> String {
         let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [script] + arguments)
         guard result.status == 0 else {
-            throw E3DBError(.storageUnavailable, "postgres.sh \(arguments[0]) exited with \(result.status): \(result.stderr)")
+            throw E3DBError(
+                .storageUnavailable, "postgres.sh \(arguments[0]) exited with \(result.status): \(result.stderr)")
         }
         return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -54,8 +54,10 @@ enum PostgresTestServer: Sendable {
 
 /// Starts the PostgreSQL test server before the suite and stops it (removing its directory) afterwards.
 struct PostgresServerTrait: SuiteTrait, TestScoping {
-    func provideScope(for test: Test, testCase: Test.Case?,
-                      performing function: @Sendable () async throws -> Void) async throws {
+    func provideScope(
+        for test: Test, testCase: Test.Case?,
+        performing function: @Sendable () async throws -> Void
+    ) async throws {
         guard PostgresTestServer.isInstalled else {
             print("SKIPPED: PostgreSQL not installed: the PostgreSQL cases of \(test.name) will not run")
             try await PostgresTestServer.$current.withValue(.notInstalled) { try await function() }
@@ -94,23 +96,29 @@ struct StorageFixture: Sendable {
         case .sqlite:
             let directory = FileManager.default.temporaryDirectory
                 .appendingPathComponent("e3dbkit-storage-\(UUID().uuidString.lowercased())")
-            return StorageFixture(backend: backend, open: { try SQLiteStorage(directory: directory) },
-                                  cleanup: { try? FileManager.default.removeItem(at: directory) })
+            return StorageFixture(
+                backend: backend, open: { try SQLiteStorage(directory: directory) },
+                cleanup: { try? FileManager.default.removeItem(at: directory) })
         case .postgres:
             guard let url = try await PostgresTestServer.newDatabase() else { return nil }
             let logger = quietLogger(.warning)  // the pool's connection events at close are noise here
-            return StorageFixture(backend: backend, open: {
-                // A generous call deadline: these tests check storage semantics, not timeouts, and a starved
-                // 2-core test run must not turn a slow call into a failure.
-                try PostgresStorage(url: url, maximumConnections: 8, operationTimeout: .seconds(600), logger: logger)
-            }, cleanup: {})
+            return StorageFixture(
+                backend: backend,
+                open: {
+                    // A generous call deadline: these tests check storage semantics, not timeouts, and a starved
+                    // 2-core test run must not turn a slow call into a failure.
+                    try PostgresStorage(
+                        url: url, maximumConnections: 8, operationTimeout: .seconds(600), logger: logger)
+                }, cleanup: {})
         }
     }
 }
 
 /// Runs `body` with a migrated storage of `backend` (nothing when the backend is not installed), then closes it.
-func withStorage(_ backend: Backend,
-                 _ body: (StorageFixture, any ServerStorage) async throws -> Void) async throws {
+func withStorage(
+    _ backend: Backend,
+    _ body: (StorageFixture, any ServerStorage) async throws -> Void
+) async throws {
     guard let fixture = try await StorageFixture.make(backend) else { return }
     defer { fixture.cleanup() }
     let storage = try fixture.open()
@@ -138,16 +146,20 @@ private func uuid() -> String { UUID().uuidString.lowercased() }
 
 private func hash(_ text: String) -> Data { Data(text.utf8) + Data(repeating: 0, count: 32 - min(32, text.utf8.count)) }
 
-private func recordRow(_ id: String = uuid(), writer: String, user: String? = nil, type: String = "t1",
-               version: String = "v1") -> RecordRow {
-    RecordRow(recordID: id, writerID: writer, userID: user ?? writer, type: type, plainJSON: #"{"p":"1"}"#,
-              dataJSON: #"{"f":"cipher"}"#, recSig: nil, fileMetaJSON: nil, created: 100, lastModified: 100,
-              version: version)
+private func recordRow(
+    _ id: String = uuid(), writer: String, user: String? = nil, type: String = "t1",
+    version: String = "v1"
+) -> RecordRow {
+    RecordRow(
+        recordID: id, writerID: writer, userID: user ?? writer, type: type, plainJSON: #"{"p":"1"}"#,
+        dataJSON: #"{"f":"cipher"}"#, recSig: nil, fileMetaJSON: nil, created: 100, lastModified: 100,
+        version: version)
 }
 
 private func clientRow(_ id: String, apiKeyID: String, token: String = "token") -> ClientRow {
-    ClientRow(clientID: id, name: "client \(id.suffix(1))", publicKey: "pk-\(id)", signingKey: nil, apiKeyID: apiKeyID,
-              apiSecretHash: hash("secret \(id)"), registrationTokenHash: hash(token), created: 5)
+    ClientRow(
+        clientID: id, name: "client \(id.suffix(1))", publicKey: "pk-\(id)", signingKey: nil, apiKeyID: apiKeyID,
+        apiSecretHash: hash("secret \(id)"), registrationTokenHash: hash(token), created: 5)
 }
 
 extension ServerStorage {
@@ -162,29 +174,38 @@ private func register(_ storage: any ServerStorage, token: String) async throws 
     try await storage.registerClient(clientRow(uuid(), apiKeyID: uuid() + uuid(), token: token))
 }
 
-private func noteRow(_ id: String = uuid(), name: String? = nil, maxViews: Int? = nil, expiresAt: Int64? = nil) -> NoteRow {
-    NoteRow(noteID: id, idString: name, writerClientID: alice, recipientSigningKey: "rk", writerSigningKey: "wk",
-            maxViews: maxViews, views: 0, expiresAt: expiresAt, created: 10, bodyJSON: #"{"note_id":"\#(id)"}"#)
+private func noteRow(_ id: String = uuid(), name: String? = nil, maxViews: Int? = nil, expiresAt: Int64? = nil)
+    -> NoteRow
+{
+    NoteRow(
+        noteID: id, idString: name, writerClientID: alice, recipientSigningKey: "rk", writerSigningKey: "wk",
+        maxViews: maxViews, views: 0, expiresAt: expiresAt, created: 10, bodyJSON: #"{"note_id":"\#(id)"}"#)
 }
 
-private func policyRow(writer: String, user: String? = nil, reader: String, type: String = "t1", read: Bool = true,
-               authorize: Bool = false, by: String? = nil) -> PolicyRow {
-    PolicyRow(tuple: AccessTuple(writerID: writer, userID: user ?? writer, readerID: reader, type: type),
-              canRead: read, canAuthorize: authorize, authorizedBy: by)
+private func policyRow(
+    writer: String, user: String? = nil, reader: String, type: String = "t1", read: Bool = true,
+    authorize: Bool = false, by: String? = nil
+) -> PolicyRow {
+    PolicyRow(
+        tuple: AccessTuple(writerID: writer, userID: user ?? writer, readerID: reader, type: type),
+        canRead: read, canAuthorize: authorize, authorizedBy: by)
 }
 
 @Suite("Server storage (SQLite and PostgreSQL)", .postgresServer)
 struct StorageTests {
     @Test func postgresURLsAreCheckedAndNeverShowThePassword() async throws {
-        let storage = try PostgresStorage(url: "postgresql://e3db:p%40ss%2Fw0rd@db.example:6543/e3db_prod?sslmode=disable")
+        let storage = try PostgresStorage(
+            url: "postgresql://e3db:p%40ss%2Fw0rd@db.example:6543/e3db_prod?sslmode=disable")
         #expect(storage.redactedURL == "postgres://e3db@db.example:6543/e3db_prod")
         try await storage.close()
         let defaults = try PostgresStorage(url: "postgres://e3db:pw@[::1]")
         #expect(defaults.redactedURL == "postgres://e3db@[::1]:5432/e3db")
         try await defaults.close()
-        for bad in ["mysql://e3db:hunter2@host/db", "postgres://host/db", "postgres://e3db:hunter2@/db",
-                    "postgres://e3db:hunter2@host/db?sslmode=require", "postgres://e3db:hunter2@host/db?x=1",
-                    "postgres://e3db:hunter2@host:70000/db", "postgres://e3db:hunter2@host/db/more", "not a url"] {
+        for bad in [
+            "mysql://e3db:hunter2@host/db", "postgres://host/db", "postgres://e3db:hunter2@/db",
+            "postgres://e3db:hunter2@host/db?sslmode=require", "postgres://e3db:hunter2@host/db?x=1",
+            "postgres://e3db:hunter2@host:70000/db", "postgres://e3db:hunter2@host/db/more", "not a url",
+        ] {
             do {
                 _ = try PostgresStorage(url: bad)
                 Issue.record("accepted \(bad)")
@@ -198,8 +219,9 @@ struct StorageTests {
     @Test func anUnreachablePostgresServerIsAnErrorWithoutThePassword() async throws {
         // Port 1 of the loopback interface: nothing listens there.
         let quiet = quietLogger(.critical)  // the pool logs every failed connection attempt
-        let storage = try PostgresStorage(url: "postgres://e3db:hunter2@127.0.0.1:1/e3db",
-                                          operationTimeout: .seconds(2), logger: quiet)
+        let storage = try PostgresStorage(
+            url: "postgres://e3db:hunter2@127.0.0.1:1/e3db",
+            operationTimeout: .seconds(2), logger: quiet)
         let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
         #expect(error?.code == .storageUnavailable)
         #expect(error?.message.contains("hunter2") == false)
@@ -309,11 +331,17 @@ struct StorageTests {
                 group.addTask { try await storage.changePolicy(tuple, read: nil, authorize: true, by: alice) }
                 try await group.waitForAll()
             }
-            #expect(try await storage.policy(tuple) == PolicyRow(tuple: tuple, canRead: true, canAuthorize: true,
-                                                                 authorizedBy: alice))
+            #expect(
+                try await storage.policy(tuple)
+                    == PolicyRow(
+                        tuple: tuple, canRead: true, canAuthorize: true,
+                        authorizedBy: alice))
             try await storage.changePolicy(tuple, read: nil, authorize: false, by: bob)
-            #expect(try await storage.policy(tuple) == PolicyRow(tuple: tuple, canRead: true, canAuthorize: false,
-                                                                 authorizedBy: nil))
+            #expect(
+                try await storage.policy(tuple)
+                    == PolicyRow(
+                        tuple: tuple, canRead: true, canAuthorize: false,
+                        authorizedBy: nil))
             #expect(try await !register(storage, token: "token"), "three uses")
         }
     }
@@ -350,8 +378,9 @@ struct StorageTests {
     func accessKeysRefuseDuplicates(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
             let tuple = AccessTuple(writerID: alice, userID: alice, readerID: bob, type: "t1")
-            let row = AccessKeyRow(tuple: tuple, eak: "eak-1", authorizerID: alice, authorizerPublicKey: "pk-a",
-                                   signerID: alice, signerSigningKey: "sk-a")
+            let row = AccessKeyRow(
+                tuple: tuple, eak: "eak-1", authorizerID: alice, authorizerPublicKey: "pk-a",
+                signerID: alice, signerSigningKey: "sk-a")
             #expect(try await storage.accessKey(tuple) == nil)
             #expect(try await storage.insertAccessKey(row))
             var second = row
@@ -374,14 +403,16 @@ struct StorageTests {
         try await withStorage(backend) { _, storage in
             let aliceReadsBob = policyRow(writer: bob, reader: alice)
             let carolReadsBob = policyRow(writer: bob, reader: carol, type: "t2")
-            let aliceAuthorizesForBob = policyRow(writer: bob, reader: alice, type: "t3", read: false, authorize: true,
-                                                  by: bob)
+            let aliceAuthorizesForBob = policyRow(
+                writer: bob, reader: alice, type: "t3", read: false, authorize: true,
+                by: bob)
             let bobReadsAlice = policyRow(writer: alice, reader: bob)
             for p in [aliceReadsBob, carolReadsBob, aliceAuthorizesForBob, bobReadsAlice] {
                 try await storage.upsertPolicy(p)
             }
             #expect(try await storage.policy(aliceReadsBob.tuple) == aliceReadsBob)
-            #expect(try await storage.policy(AccessTuple(writerID: bob, userID: bob, readerID: alice, type: "x")) == nil)
+            #expect(
+                try await storage.policy(AccessTuple(writerID: bob, userID: bob, readerID: alice, type: "x")) == nil)
 
             #expect(try await storage.listPolicies(.outgoing, clientID: bob) == [aliceReadsBob, carolReadsBob])
             #expect(try await storage.listPolicies(.incoming, clientID: alice) == [aliceReadsBob])
@@ -416,16 +447,27 @@ struct StorageTests {
             #expect(second.index > first.index)
             #expect(try await storage.record(id: first.recordID) == first)
             #expect(try await storage.record(id: uuid()) == nil)
-            await #expect(throws: (any Error).self) { _ = try await storage.insertRecord(recordRow(first.recordID, writer: bob)) }
+            await #expect(throws: (any Error).self) {
+                _ = try await storage.insertRecord(recordRow(first.recordID, writer: bob))
+            }
 
             let missing = uuid()
-            #expect(try await storage.updateRecord(id: missing, expectedVersion: "v1", plainJSON: nil, dataJSON: "{}",
-                                                   recSig: nil, newVersion: "v2", now: 200) == .notFound)
-            #expect(try await storage.updateRecord(id: first.recordID, expectedVersion: "v0", plainJSON: nil,
-                                                   dataJSON: "{}", recSig: nil, newVersion: "v2", now: 200) == .conflict)
-            guard case .done(let updated) = try await storage.updateRecord(
-                id: first.recordID, expectedVersion: "v1", plainJSON: nil, dataJSON: #"{"f":"new"}"#, recSig: "sig",
-                newVersion: "v2", now: 50) else { Issue.record("the update with the right version failed"); return }
+            #expect(
+                try await storage.updateRecord(
+                    id: missing, expectedVersion: "v1", plainJSON: nil, dataJSON: "{}",
+                    recSig: nil, newVersion: "v2", now: 200) == .notFound)
+            #expect(
+                try await storage.updateRecord(
+                    id: first.recordID, expectedVersion: "v0", plainJSON: nil,
+                    dataJSON: "{}", recSig: nil, newVersion: "v2", now: 200) == .conflict)
+            guard
+                case .done(let updated) = try await storage.updateRecord(
+                    id: first.recordID, expectedVersion: "v1", plainJSON: nil, dataJSON: #"{"f":"new"}"#, recSig: "sig",
+                    newVersion: "v2", now: 50)
+            else {
+                Issue.record("the update with the right version failed")
+                return
+            }
             #expect(updated.version == "v2")
             #expect(updated.plainJSON == first.plainJSON, "a nil plain keeps the stored one")
             #expect(updated.dataJSON == #"{"f":"new"}"#)
@@ -433,9 +475,14 @@ struct StorageTests {
             #expect(updated.lastModified == 101, "last_modified moves forward even when the clock is behind")
             #expect(updated.index == first.index)
             #expect(try await storage.record(id: first.recordID) == updated)
-            guard case .done(let replaced) = try await storage.updateRecord(
-                id: first.recordID, expectedVersion: "v2", plainJSON: #"{"p":"2"}"#, dataJSON: "{}", recSig: nil,
-                newVersion: "v3", now: 500) else { Issue.record("the second update failed"); return }
+            guard
+                case .done(let replaced) = try await storage.updateRecord(
+                    id: first.recordID, expectedVersion: "v2", plainJSON: #"{"p":"2"}"#, dataJSON: "{}", recSig: nil,
+                    newVersion: "v3", now: 500)
+            else {
+                Issue.record("the second update failed")
+                return
+            }
             #expect(replaced.plainJSON == #"{"p":"2"}"#)
             #expect(replaced.recSig == nil)
             #expect(replaced.lastModified == 500)
@@ -460,76 +507,97 @@ struct StorageTests {
             let b1ForCarol = try await storage.insertRecord(recordRow(writer: bob, user: carol, type: "t1"))
             let c1 = try await storage.insertRecord(recordRow(writer: carol, type: "t1"))
             try await storage.upsertPolicy(policyRow(writer: bob, reader: alice, type: "t1"))
-            try await storage.upsertPolicy(policyRow(writer: carol, reader: alice, type: "t1", read: false,
-                                                     authorize: true, by: carol))
+            try await storage.upsertPolicy(
+                policyRow(
+                    writer: carol, reader: alice, type: "t1", read: false,
+                    authorize: true, by: carol))
             try await storage.upsertPolicy(policyRow(writer: bob, reader: carol, type: "t2"))
 
             func ids(_ scope: RecordScope, after: Int64 = 0, limit: Int = 100) async throws -> [String] {
                 try await storage.records(in: scope, afterIndex: after, limit: limit).map(\.recordID)
             }
             #expect(try await ids(RecordScope(caller: alice, includeShared: false)) == a.map(\.recordID))
-            #expect(try await ids(RecordScope(caller: alice, includeShared: true))
+            #expect(
+                try await ids(RecordScope(caller: alice, includeShared: true))
                     == a.map(\.recordID) + [b1.recordID], "own records and those shared by a read policy")
-            #expect(try await ids(RecordScope(caller: carol, includeShared: true))
+            #expect(
+                try await ids(RecordScope(caller: carol, includeShared: true))
                     == [b2.recordID, c1.recordID])
             #expect(try await ids(RecordScope(caller: alice, includeShared: true, writerIDs: [bob])) == [b1.recordID])
-            #expect(try await ids(RecordScope(caller: alice, includeShared: true, writerIDs: [bob, carol]))
+            #expect(
+                try await ids(RecordScope(caller: alice, includeShared: true, writerIDs: [bob, carol]))
                     == [b1.recordID])
-            #expect(try await ids(RecordScope(caller: bob, includeShared: false, userIDs: [carol]))
+            #expect(
+                try await ids(RecordScope(caller: bob, includeShared: false, userIDs: [carol]))
                     == [b1ForCarol.recordID])
             #expect(try await ids(RecordScope(caller: bob, includeShared: false, types: ["t2"])) == [b2.recordID])
-            #expect(try await ids(RecordScope(caller: alice, includeShared: true,
-                                              recordIDs: [a[1].recordID, b1.recordID, b2.recordID]))
+            #expect(
+                try await ids(
+                    RecordScope(
+                        caller: alice, includeShared: true,
+                        recordIDs: [a[1].recordID, b1.recordID, b2.recordID]))
                     == [a[1].recordID, b1.recordID])
             #expect(try await ids(RecordScope(caller: alice, includeShared: false, types: ["none"])) == [])
 
             // Pagination by index.
-            let all = try await storage.records(in: RecordScope(caller: alice, includeShared: true), afterIndex: 0,
-                                                limit: 100)
-            let page1 = try await storage.records(in: RecordScope(caller: alice, includeShared: true), afterIndex: 0,
-                                                  limit: 2)
+            let all = try await storage.records(
+                in: RecordScope(caller: alice, includeShared: true), afterIndex: 0,
+                limit: 100)
+            let page1 = try await storage.records(
+                in: RecordScope(caller: alice, includeShared: true), afterIndex: 0,
+                limit: 2)
             #expect(page1 == Array(all.prefix(2)))
             let last = try #require(page1.last)
-            let page2 = try await storage.records(in: RecordScope(caller: alice, includeShared: true),
-                                                  afterIndex: last.index, limit: 2)
+            let page2 = try await storage.records(
+                in: RecordScope(caller: alice, includeShared: true),
+                afterIndex: last.index, limit: 2)
             #expect(page2 == Array(all.dropFirst(2).prefix(2)))
             #expect(try await ids(RecordScope(caller: alice, includeShared: true), after: b1.index) == [])
         }
     }
 
-    @Test("upload claims: one of concurrent claims wins, stale claims are taken over; expired pending files go",
-          arguments: Backend.allCases)
+    @Test(
+        "upload claims: one of concurrent claims wins, stale claims are taken over; expired pending files go",
+        arguments: Backend.allCases)
     func uploadClaimsAndExpiredPendingFiles(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
             func pending(created: Int64) -> PendingFileRow {
-                PendingFileRow(pendingID: uuid(), record: recordRow(writer: alice), checksum: "c", size: 1,
-                               uploaded: false, created: created)
+                PendingFileRow(
+                    pendingID: uuid(), record: recordRow(writer: alice), checksum: "c", size: 1,
+                    uploaded: false, created: created)
             }
-            let old = pending(created: 100), oldInUpload = pending(created: 200), young = pending(created: 5_000)
+            let old = pending(created: 100)
+            let oldInUpload = pending(created: 200)
+            let young = pending(created: 5_000)
             for p in [old, oldInUpload, young] { try await storage.insertPendingFile(p) }
             let wins = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
-                        try await storage.claimUpload(pendingID: young.pendingID, now: 5_100, staleBefore: 1_000) ? 1 : 0
+                        try await storage.claimUpload(pendingID: young.pendingID, now: 5_100, staleBefore: 1_000)
+                            ? 1 : 0
                     }
                 }
                 return try await group.reduce(0, +)
             }
             #expect(wins == 1)
             #expect(try await !storage.claimUpload(pendingID: young.pendingID, now: 5_200, staleBefore: 5_100))
-            #expect(try await storage.claimUpload(pendingID: young.pendingID, now: 5_300, staleBefore: 5_101),
-                    "a claim older than staleBefore is taken over")
+            #expect(
+                try await storage.claimUpload(pendingID: young.pendingID, now: 5_300, staleBefore: 5_101),
+                "a claim older than staleBefore is taken over")
             try await storage.releaseUpload(pendingID: young.pendingID)
             #expect(try await storage.claimUpload(pendingID: young.pendingID, now: 5_400, staleBefore: 0))
             #expect(try await storage.markUploaded(pendingID: young.pendingID))
             try await storage.releaseUpload(pendingID: young.pendingID)
-            #expect(try await !storage.claimUpload(pendingID: young.pendingID, now: 5_500, staleBefore: 10_000),
-                    "an uploaded file is never claimed again")
+            #expect(
+                try await !storage.claimUpload(pendingID: young.pendingID, now: 5_500, staleBefore: 10_000),
+                "an uploaded file is never claimed again")
             #expect(try await storage.claimUpload(pendingID: oldInUpload.pendingID, now: 1_500, staleBefore: 0))
 
             try await storage.insertAccessToken(hash: hash("old"), clientID: alice, expires: 1_000)
             try await storage.insertAccessToken(hash: hash("new"), clientID: alice, expires: 9_000)
-            let expired = noteRow(expiresAt: 1_500), lasting = noteRow(expiresAt: 3_000), forever = noteRow()
+            let expired = noteRow(expiresAt: 1_500)
+            let lasting = noteRow(expiresAt: 3_000)
+            let forever = noteRow()
             for note in [expired, lasting, forever] { #expect(try await storage.insertNote(note)) }
             #expect(try await storage.purgeExpired(now: 2_000, pendingCreatedBefore: 1_000) == [old.pendingID])
             #expect(try await storage.pendingFile(id: old.pendingID) == nil)
@@ -554,8 +622,9 @@ struct StorageTests {
             meta.created = 7
             meta.lastModified = 7
             meta.version = ""
-            let pending = PendingFileRow(pendingID: id, record: meta, checksum: "abc==", size: 10, uploaded: false,
-                                         created: 7)
+            let pending = PendingFileRow(
+                pendingID: id, record: meta, checksum: "abc==", size: 10, uploaded: false,
+                created: 7)
             try await storage.insertPendingFile(pending)
             #expect(try await storage.pendingFile(id: id) == pending)
             #expect(try await storage.pendingFile(id: uuid()) == nil)
@@ -609,7 +678,9 @@ struct StorageTests {
             #expect(try await storage.note(id: expiring.noteID) == nil, "an expired note is deleted when viewed")
             let zeroMeansUnlimited = noteRow(maxViews: 0)
             #expect(try await storage.insertNote(zeroMeansUnlimited))
-            for views in 1...3 { #expect(try await storage.viewNote(id: zeroMeansUnlimited.noteID, now: 0)?.views == views) }
+            for views in 1...3 {
+                #expect(try await storage.viewNote(id: zeroMeansUnlimited.noteID, now: 0)?.views == views)
+            }
 
             // Replace by name, then delete.
             let replacement = noteRow(name: "greeting", maxViews: 5)
@@ -631,22 +702,26 @@ struct StorageTests {
         try await withStorage(backend) { _, storage in
             try await storage.createRegistrationToken(hash: hash("token"), uses: nil, created: 0)
             #expect(try await storage.registerClient(clientRow(alice, apiKeyID: String(repeating: "a", count: 64))))
-            _ = try await storage.insertAccessKey(AccessKeyRow(
-                tuple: AccessTuple(writerID: alice, userID: alice, readerID: alice, type: "t"), eak: "e",
-                authorizerID: alice, authorizerPublicKey: "pk", signerID: nil, signerSigningKey: nil))
+            _ = try await storage.insertAccessKey(
+                AccessKeyRow(
+                    tuple: AccessTuple(writerID: alice, userID: alice, readerID: alice, type: "t"), eak: "e",
+                    authorizerID: alice, authorizerPublicKey: "pk", signerID: nil, signerSigningKey: nil))
             try await storage.upsertPolicy(policyRow(writer: alice, reader: bob))
             try await storage.upsertPolicy(policyRow(writer: alice, reader: carol))
             for _ in 0..<3 { _ = try await storage.insertRecord(recordRow(writer: alice)) }
-            try await storage.insertPendingFile(PendingFileRow(pendingID: uuid(), record: recordRow(writer: alice),
-                                                               checksum: "c", size: 1, uploaded: false, created: 0))
+            try await storage.insertPendingFile(
+                PendingFileRow(
+                    pendingID: uuid(), record: recordRow(writer: alice),
+                    checksum: "c", size: 1, uploaded: false, created: 0))
             _ = try await storage.insertNote(noteRow())
             try await storage.insertAccessToken(hash: hash("a"), clientID: alice, expires: 10)
             _ = try await storage.useNonce("n", expires: 10, now: 0)
             _ = try await storage.useNonce("m", expires: 10, now: 0)
-            #expect(try await storage.statistics() == [
-                "clients": 1, "registration_tokens": 1, "access_keys": 1, "policies": 2, "records": 3,
-                "pending_files": 1, "notes": 1, "access_tokens": 1, "tsv1_nonces": 2,
-            ])
+            #expect(
+                try await storage.statistics() == [
+                    "clients": 1, "registration_tokens": 1, "access_keys": 1, "policies": 2, "records": 3,
+                    "pending_files": 1, "notes": 1, "access_tokens": 1, "tsv1_nonces": 2,
+                ])
         }
     }
 
@@ -657,9 +732,10 @@ struct StorageTests {
             let outcomes = try await withThrowingTaskGroup(of: VersionedOutcome.self) { group in
                 for i in 0..<8 {
                     group.addTask {
-                        try await storage.updateRecord(id: record.recordID, expectedVersion: "v1", plainJSON: nil,
-                                                       dataJSON: #"{"writer":"\#(i)"}"#, recSig: nil,
-                                                       newVersion: "v2-\(i)", now: 200)
+                        try await storage.updateRecord(
+                            id: record.recordID, expectedVersion: "v1", plainJSON: nil,
+                            dataJSON: #"{"writer":"\#(i)"}"#, recSig: nil,
+                            newVersion: "v2-\(i)", now: 200)
                     }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }

@@ -3,10 +3,11 @@ import E3DBClient
 import E3DBDocuments
 import E3DBPrimitives
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// A sample `E3DBTransport` over Foundation's URLSession, as an app that does not want AsyncHTTPClient would
 /// write it (the three calls of the protocol; `preferredTaskExecutor` keeps its default, nil).
@@ -39,7 +40,8 @@ struct URLSessionTransport: E3DBTransport {
     }
 
     func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         var r = try urlRequest(request, timeout: timeout)
         r.setValue(String(size), forHTTPHeaderField: "Content-Length")
         let (body, response) = try await session.upload(for: r, fromFile: URL(fileURLWithPath: bodyPath))
@@ -48,7 +50,8 @@ struct URLSessionTransport: E3DBTransport {
 
     /// URLSession's download task spools the body to its own temporary file; the pieces are read from there.
     func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse {
+        -> TransportResponse
+    {
         let (file, response) = try await session.download(for: try urlRequest(request, timeout: timeout))
         defer { try? FileManager.default.removeItem(at: file) }
         let handle = try FileHandle(forReadingFrom: file)
@@ -68,8 +71,9 @@ struct URLSessionTransportTests {
         let server = try await ServerProcess.start()
         defer { server.stop() }
         let transport = URLSessionTransport()
-        let identity = try await E3DBClient.register(token: server.token, name: "url-session", apiURL: server.url,
-                                                     transport: transport)
+        let identity = try await E3DBClient.register(
+            token: server.token, name: "url-session", apiURL: server.url,
+            transport: transport)
         let alice = try E3DBClient(identity: identity, transport: transport)
         let bob = try await server.register("bob")
         let written = try await alice.write(type: "contact", data: ["name": "Jon"], plain: ["kind": "friend"])

@@ -11,9 +11,11 @@ struct BulkWriteTests {
 
     static func records() -> [(type: String, data: RecordData, plain: RecordData)] {
         (0..<count).map { i in
-            (type: i % 2 == 0 ? "even" : "odd",
-             data: ["n": String(i), "email": "user\(i)@example.com", "note": "Zoë \(i)"],
-             plain: ["bucket": String(i % 7)])
+            (
+                type: i % 2 == 0 ? "even" : "odd",
+                data: ["n": String(i), "email": "user\(i)@example.com", "note": "Zoë \(i)"],
+                plain: ["bucket": String(i % 7)]
+            )
         }
     }
 
@@ -43,7 +45,8 @@ struct BulkWriteTests {
         #expect(try store.find(RecordQuery(collection: "c")).map(\.id) == refs.map(\.id))
         // One token per record and index, each finding exactly its record (a non-ASCII value goes through NFC).
         for i in [0, 1, 150, BulkWriteTests.count - 1] {
-            let byEmail = try store.find(RecordQuery(collection: "c", fields: [.equals("email", "user\(i)@example.com")]))
+            let byEmail = try store.find(
+                RecordQuery(collection: "c", fields: [.equals("email", "user\(i)@example.com")]))
             #expect(byEmail.map(\.id) == [refs[i].id])
             let decomposed = "Zoe\u{0308} \(i)"
             let byNote = try store.find(RecordQuery(collection: "c", fields: [.equals("note", decomposed)]))
@@ -63,13 +66,18 @@ struct BulkWriteTests {
         var mine: [UUID] = []
         for i in 0..<40 {
             mine.append(try store.put(collection: "mine", type: "t\(i % 3)", data: ["n": String(i)]).id)
-            _ = try store.put(collection: "other", records: Array(repeating: (type: "t", data: ["x": "y"], plain: RecordData()), count: i % 4))
+            _ = try store.put(
+                collection: "other",
+                records: Array(repeating: (type: "t", data: ["x": "y"], plain: RecordData()), count: i % 4))
         }
         var scanned: [UUID] = []
-        for try await record in store.records(matching: RecordQuery(collection: "mine"), pageSize: 7) { scanned.append(record.id) }
+        for try await record in store.records(matching: RecordQuery(collection: "mine"), pageSize: 7) {
+            scanned.append(record.id)
+        }
         #expect(scanned == mine)
         var backwards: [UUID] = []
-        for try await record in store.records(matching: RecordQuery(collection: "mine", descending: true), pageSize: 7) {
+        for try await record in store.records(matching: RecordQuery(collection: "mine", descending: true), pageSize: 7)
+        {
             backwards.append(record.id)
         }
         #expect(backwards == mine.reversed())
@@ -77,7 +85,8 @@ struct BulkWriteTests {
         #expect(typed.map { $0.data["n"] } == stride(from: 1, to: 40, by: 3).map { String($0) })
     }
 
-    @Test("documents written by a bulk put are canonical E3DB JSON, also with keys that need escaping or sort by UTF-16")
+    @Test(
+        "documents written by a bulk put are canonical E3DB JSON, also with keys that need escaping or sort by UTF-16")
     func canonicalDocuments() throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("canon"), kdfParameters: testKDF)

@@ -66,7 +66,9 @@ struct FileTreeTests {
         #expect(try store.file(at: "/docs/sub/b.txt").size == 4)
         #expect(FileManager.default.fileExists(atPath: dir.url.appendingPathComponent(a.bodyName).path))
 
-        expectStoreError(.fileExists, item: "/docs/a.txt") { try store.putFile(at: "/docs/a.txt", data: Data("x".utf8)) }
+        expectStoreError(.fileExists, item: "/docs/a.txt") {
+            try store.putFile(at: "/docs/a.txt", data: Data("x".utf8))
+        }
         expectStoreError(.fileExists, item: "/docs") { try store.putFile(at: "/docs", data: Data("x".utf8)) }
         expectStoreError(.fileExists, item: "/top/x") { try store.putFile(at: "/top/x", data: Data("x".utf8)) }
         for bad in ["", "/", "/a/../b", "/./a", "/a\u{0}b", "/a\nb"] {
@@ -95,7 +97,8 @@ struct FileTreeTests {
         expectStoreError(.fileNotFound) { try store.deleteFile(at: "/archive") }
         #expect(try store.deleteFile(at: "/archive", recursive: true) == 2)
         #expect(try store.files().isEmpty)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.appendingPathComponent("files").path).isEmpty)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: dir.url.appendingPathComponent("files").path).isEmpty)
         let report = try store.verify()
         #expect(report.problems.isEmpty && report.filesChecked == 0)
     }
@@ -163,7 +166,8 @@ struct FileTreeTests {
         #expect(tail == Data(((size - 100)..<size).map { PatternSource.byte($0, seed: 3) }))
     }
 
-    @Test("damaged, cut, missing and swapped bodies and edited rows are fileTampered naming the file; verify lists each")
+    @Test(
+        "damaged, cut, missing and swapped bodies and edited rows are fileTampered naming the file; verify lists each")
     func tampering() throws {
         let dir = try StoreDirectory()
         let store = try Self.store(dir)
@@ -175,7 +179,11 @@ struct FileTreeTests {
         func body(_ name: String) throws -> URL { dir.url.appendingPathComponent(try #require(paths[name]).bodyName) }
         func expectTampered(_ name: String, range: ClosedRange<Int>? = nil) {
             expectStoreError(.fileTampered, item: "/\(name)") {
-                if let range { _ = try store.readFile(at: "/\(name)", range: range) } else { _ = try store.readFile(at: "/\(name)") }
+                if let range {
+                    _ = try store.readFile(at: "/\(name)", range: range)
+                } else {
+                    _ = try store.readFile(at: "/\(name)")
+                }
             }
         }
         // One byte of the second chunk flipped: whole reads and ranges over that chunk fail; the first chunk reads.
@@ -193,7 +201,9 @@ struct FileTreeTests {
         try FileManager.default.removeItem(at: try body("missing"))
         expectTampered("missing")
         // Two bodies of one size swapped: each file's own key refuses the other's header, before any plaintext.
-        let a = try body("swapA"), b = try body("swapB"), t = a.appendingPathExtension("t")
+        let a = try body("swapA")
+        let b = try body("swapB")
+        let t = a.appendingPathExtension("t")
         try FileManager.default.moveItem(at: a, to: t)
         try FileManager.default.moveItem(at: b, to: a)
         try FileManager.default.moveItem(at: t, to: b)
@@ -206,7 +216,10 @@ struct FileTreeTests {
             try db.execute(sql: "UPDATE files SET path = '/path' WHERE path = '/good'")
             try db.execute(sql: "UPDATE files SET path = '/good' WHERE path = '/tmp'")
             try db.execute(sql: "UPDATE files SET size = size - 1 WHERE path = '/size'")
-            try db.execute(sql: "UPDATE files SET wrapped_key = (SELECT wrapped_key FROM files WHERE path = '/path') WHERE path = '/key'")
+            try db.execute(
+                sql:
+                    "UPDATE files SET wrapped_key = (SELECT wrapped_key FROM files WHERE path = '/path') WHERE path = '/key'"
+            )
         }
         for name in ["path", "good", "size", "key"] { expectTampered(name) }
         expectStoreError(.fileTampered) { _ = try store.files() }
@@ -217,8 +230,11 @@ struct FileTreeTests {
         let report = try store.verify()
         #expect(report.filesChecked == 9)
         let items = Set(report.problems.compactMap(\.context.item))
-        #expect(items == ["/edit", "/cut", "/missing", "/swapA", "/swapB", "/path", "/good", "/size", "/key",
-            "files/0badc0de-0000-4000-8000-000000000000.e3f"], "\(report.problems)")
+        #expect(
+            items == [
+                "/edit", "/cut", "/missing", "/swapA", "/swapB", "/path", "/good", "/size", "/key",
+                "files/0badc0de-0000-4000-8000-000000000000.e3f",
+            ], "\(report.problems)")
         #expect(report.problems.filter { $0.code == .fileTampered }.count == 9)
         #expect(try store.removeOrphanFiles() == ["files/0badc0de-0000-4000-8000-000000000000.e3f"])
         #expect(!FileManager.default.fileExists(atPath: orphan.path))

@@ -1,6 +1,6 @@
 import E3DBKit
-import E3DBTestSupport
 import E3DBStore
+import E3DBTestSupport
 import Foundation
 import GRDB
 import Testing
@@ -26,11 +26,13 @@ struct HardeningTests {
         #expect(try store.find(RecordQuery(collection: "c")).count == 1)
         let raw = try DatabaseQueue(path: dir.database)
         try raw.write { db in
-            let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info('records') WHERE name != 'seq'")
+            let columns = try String.fetchAll(
+                db, sql: "SELECT name FROM pragma_table_info('records') WHERE name != 'seq'")
             let list = columns.joined(separator: ", ")
             let values = columns.map { $0 == "id" ? "upper(id)" : $0 }.joined(separator: ", ")
-            try db.execute(sql: "INSERT INTO records (\(list)) SELECT \(values) FROM records WHERE id = ?",
-                           arguments: [a.id.uuidString.lowercased()])
+            try db.execute(
+                sql: "INSERT INTO records (\(list)) SELECT \(values) FROM records WHERE id = ?",
+                arguments: [a.id.uuidString.lowercased()])
         }
         expectStoreError(.recordTampered) { _ = try store.find(RecordQuery(collection: "c")) }
     }
@@ -43,8 +45,10 @@ struct HardeningTests {
         try store.createIndex(collection: "c", fields: ["email"], bits: 32)
         #expect(try store.find(RecordQuery(collection: "c", fields: [.equals("email", "a@example.com")])).count == 1)
         let raw = try DatabaseQueue(path: dir.database)
-        for edit in ["UPDATE blind_indexes SET bits = -20", "UPDATE blind_indexes SET bits = 32, fields = 42",
-                     "UPDATE blind_indexes SET fields = 'not json', bits = 32"] {
+        for edit in [
+            "UPDATE blind_indexes SET bits = -20", "UPDATE blind_indexes SET bits = 32, fields = 42",
+            "UPDATE blind_indexes SET fields = 'not json', bits = 32",
+        ] {
             try raw.write { db in try db.execute(sql: edit) }
             expectStoreError(.storeCorrupted) {
                 _ = try store.find(RecordQuery(collection: "c", fields: [.equals("email", "a@example.com")]))

@@ -38,7 +38,9 @@ struct StoreIdentityTests {
         expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("p")) }
         _ = try EncryptedStore.open(at: dir.url, credential: passphrase("q"))
         _ = try EncryptedStore.open(at: dir.url, credential: .identity(alice.boxKey))
-        expectStoreError(.invalidParameter) { try store.changeCredential(to: .identity(alice.boxKey), kdfParameters: testKDF) }
+        expectStoreError(.invalidParameter) {
+            try store.changeCredential(to: .identity(alice.boxKey), kdfParameters: testKDF)
+        }
 
         try store.removeIdentity(publicKey: alice.publicKey)
         expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: .identity(alice.boxKey)) }
@@ -56,7 +58,8 @@ struct StoreIdentityTests {
         #expect(try store.identities().map(\.clientID) == [alice.clientID])
         expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("p")) }
         expectStoreError(.wrongKey) {
-            _ = try EncryptedStore.open(at: dir.url, credential: .key(SecureBytes(copying: [UInt8](repeating: 7, count: 32))))
+            _ = try EncryptedStore.open(
+                at: dir.url, credential: .key(SecureBytes(copying: [UInt8](repeating: 7, count: 32))))
         }
         expectStoreError(.wrongKey) {
             _ = try EncryptedStore.open(at: dir.url, credential: .identity(ClientIdentity.generate().boxKey))
@@ -77,28 +80,33 @@ struct StoreIdentityTests {
     func tamperedEnrollment() throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        let alice = ClientIdentity.generate(), bob = ClientIdentity.generate()
+        let alice = ClientIdentity.generate()
+        let bob = ClientIdentity.generate()
         try store.addIdentity(publicKey: alice.publicKey)
         try store.addIdentity(publicKey: bob.publicKey)
         let raw = try DatabaseQueue(path: dir.database)
         // Alice's row now holds the EAK written for Bob: Alice's key does not open it.
         try raw.write { db in
             try db.execute(
-                sql: "UPDATE store_identities SET eak_info = (SELECT eak_info FROM store_identities WHERE public_key = ?) WHERE public_key = ?",
+                sql:
+                    "UPDATE store_identities SET eak_info = (SELECT eak_info FROM store_identities WHERE public_key = ?) WHERE public_key = ?",
                 arguments: [bob.publicKey.rawRepresentation, alice.publicKey.rawRepresentation])
         }
         expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: .identity(alice.boxKey)) }
         // An EAKInfo whose authorizer is someone else's key (an attacker's own wrap of a master key).
         let attacker = ClientIdentity.generate()
         let forged = EAKInfo(
-            eak: try EncryptedAccessKey.wrap(AccessKey(), for: bob.publicKey, by: attacker.boxKey), authorizerID: store.storeID,
+            eak: try EncryptedAccessKey.wrap(AccessKey(), for: bob.publicKey, by: attacker.boxKey),
+            authorizerID: store.storeID,
             authorizerPublicKey: attacker.publicKey)
         try raw.write { db in
             try db.execute(
                 sql: "UPDATE store_identities SET eak_info = ? WHERE public_key = ?",
                 arguments: [String(decoding: forged.jsonData(), as: UTF8.self), bob.publicKey.rawRepresentation])
         }
-        expectStoreError(.storeCorrupted) { _ = try EncryptedStore.open(at: dir.url, credential: .identity(bob.boxKey)) }
+        expectStoreError(.storeCorrupted) {
+            _ = try EncryptedStore.open(at: dir.url, credential: .identity(bob.boxKey))
+        }
         // A passphrase store whose wrapped master key is gone is damaged, not an identity-only store.
         try raw.write { db in try db.execute(sql: "UPDATE store_meta SET wrapped_master = x''") }
         expectStoreError(.storeCorrupted) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("p")) }

@@ -20,7 +20,9 @@ final class ObservedResults: Sendable {
         let state = self.state
         task = Task {
             do {
-                for try await records in stream { state.results.withLock { $0.append(records.map { $0.data[field] ?? "?" }) } }
+                for try await records in stream {
+                    state.results.withLock { $0.append(records.map { $0.data[field] ?? "?" }) }
+                }
                 state.end.withLock { $0 = .finished }
             } catch {
                 state.end.withLock { $0 = .failed((error as? E3DBError)?.code) }
@@ -74,7 +76,10 @@ struct StoreObservationTests {
 
         observed.lock()
         #expect(try await results.wait { $0.ending != nil } != nil)
-        guard case .failed(let code) = results.ending else { Issue.record("expected storeLocked"); return }
+        guard case .failed(let code) = results.ending else {
+            Issue.record("expected storeLocked")
+            return
+        }
         #expect(code == .storeLocked)
     }
 
@@ -86,7 +91,8 @@ struct StoreObservationTests {
         let results = ObservedResults(store.observe(home, pollInterval: .milliseconds(50)))
         #expect(try await results.wait { $0.last == ["first"] } != nil)
 
-        let pass = dir.url.appendingPathComponent("pass"), data = dir.url.appendingPathComponent("data.json")
+        let pass = dir.url.appendingPathComponent("pass")
+        let data = dir.url.appendingPathComponent("data.json")
         let plain = dir.url.appendingPathComponent("plain.json")
         try Data("p".utf8).write(to: pass)
         try Data(#"{"title":"from a child process"}"#.utf8).write(to: data)
@@ -105,11 +111,15 @@ struct StoreObservationTests {
     @Test("releasing the store ends the sequence")
     func released() async throws {
         let dir = try StoreDirectory()
-        var store: EncryptedStore? = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        var store: EncryptedStore? = try EncryptedStore.create(
+            at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let results = ObservedResults(try #require(store).observe(home, pollInterval: .milliseconds(20)))
         #expect(try await results.wait { $0.last == [] } != nil)
         store = nil
         #expect(try await results.wait { $0.ending != nil } != nil)
-        guard case .finished = results.ending else { Issue.record("expected a normal end, got \(String(describing: results.ending))"); return }
+        guard case .finished = results.ending else {
+            Issue.record("expected a normal end, got \(String(describing: results.ending))")
+            return
+        }
     }
 }

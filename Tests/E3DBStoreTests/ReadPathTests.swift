@@ -1,9 +1,10 @@
 import E3DBKit
-@testable import E3DBStore
 import E3DBTestSupport
 import Foundation
 import GRDB
 import Testing
+
+@testable import E3DBStore
 
 @Suite("E3DBStore: the fast read path gives what the general code gives")
 struct ReadPathTests {
@@ -22,11 +23,14 @@ struct ReadPathTests {
                     storeID: "7d444840-9dc0-11d1-b245-5ffdce74fad2", collection: collection,
                     id: "0f8fad5b-d9cb-469f-a165-70867728950e", version: version, keyVersion: keyVersion,
                     created: created, updated: collection)
-                let reference = CanonicalJSON.serializedBytes(.array([
-                    .string("E3DBStore record v1"), .string("7d444840-9dc0-11d1-b245-5ffdce74fad2"), .string(collection),
-                    .string("0f8fad5b-d9cb-469f-a165-70867728950e"), .number(Double(version)), .number(Double(keyVersion)),
-                    .string(created), .string(collection),
-                ]))
+                let reference = CanonicalJSON.serializedBytes(
+                    .array([
+                        .string("E3DBStore record v1"), .string("7d444840-9dc0-11d1-b245-5ffdce74fad2"),
+                        .string(collection),
+                        .string("0f8fad5b-d9cb-469f-a165-70867728950e"), .number(Double(version)),
+                        .number(Double(keyVersion)),
+                        .string(created), .string(collection),
+                    ]))
                 #expect(fast == reference, "\(collection) \(version) \(keyVersion)")
             }
         }
@@ -44,7 +48,8 @@ struct ReadPathTests {
                         meta: ClientMeta(writerID: writer, userID: UUID(), type: "t ☃", plain: plain),
                         data: FieldCipher.encrypt(data, accessKey: access), recordSignature: signature)
                     let bytes = document.jsonData()
-                    let scanned = try #require(StoredDocumentScanner.document(bytes), "\(String(decoding: bytes, as: UTF8.self))")
+                    let scanned = try #require(
+                        StoredDocumentScanner.document(bytes), "\(String(decoding: bytes, as: UTF8.self))")
                     #expect(scanned == (try EncryptedDocument(jsonData: bytes)))
                     #expect(scanned.recordSignature == signature)
                 }
@@ -63,27 +68,37 @@ struct ReadPathTests {
         }
         var invalid = Data(#"{"data":{"a":""#.utf8)
         invalid.append(contentsOf: [0xC3, 0x28])
-        invalid.append(contentsOf: Data(#""},"meta":{"plain":{},"type":"t","user_id":"0f8fad5b-d9cb-469f-a165-70867728950e","writer_id":"0f8fad5b-d9cb-469f-a165-70867728950e"}}"#.utf8))
+        invalid.append(
+            contentsOf: Data(
+                #""},"meta":{"plain":{},"type":"t","user_id":"0f8fad5b-d9cb-469f-a165-70867728950e","writer_id":"0f8fad5b-d9cb-469f-a165-70867728950e"}}"#
+                    .utf8))
         #expect(StoredDocumentScanner.document(invalid) == nil)
     }
 
     @Test("timestamps in the store's form parse to the same instant as Foundation's parser gives; others fall back")
     func timestampParsing() throws {
         var samples = [
-            "1970-01-01T00:00:00.000Z", "2000-02-29T23:59:59.999Z", "2026-11-25T12:15:00.123Z", "1969-12-31T23:59:59.999Z",
+            "1970-01-01T00:00:00.000Z", "2000-02-29T23:59:59.999Z", "2026-11-25T12:15:00.123Z",
+            "1969-12-31T23:59:59.999Z",
             "2100-12-31T00:00:00.001Z", "1900-03-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z",
         ]
         for _ in 0..<200 {
-            samples.append(StoreTime.format(Date(timeIntervalSince1970: Double.random(in: -2e12...4e12).rounded() / 1000)))
+            samples.append(
+                StoreTime.format(Date(timeIntervalSince1970: Double.random(in: -2e12...4e12).rounded() / 1000)))
         }
         for text in samples {
             #expect(StoreTime.milliseconds(text) != nil, "\(text)")
             let reference = try Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
             let parsed = try #require(StoreTime.parse(text))
-            #expect(parsed == reference, "\(text): \(parsed.timeIntervalSinceReferenceDate) \(reference.timeIntervalSinceReferenceDate)")
+            #expect(
+                parsed == reference,
+                "\(text): \(parsed.timeIntervalSinceReferenceDate) \(reference.timeIntervalSinceReferenceDate)")
             #expect(StoreTime.format(parsed) == StoreTime.format(reference))
         }
-        for other in ["2026-02-30T00:00:00.000Z", "2026-11-25T12:15:00Z", "2026-11-25T12:15:00.123+00:00", "2026-13-01T00:00:00.000Z", "x"] {
+        for other in [
+            "2026-02-30T00:00:00.000Z", "2026-11-25T12:15:00Z", "2026-11-25T12:15:00.123+00:00",
+            "2026-13-01T00:00:00.000Z", "x",
+        ] {
             #expect(StoreTime.milliseconds(other) == nil, "\(other)")
         }
         // Foundation still reads what the fast path leaves to it.
@@ -97,7 +112,9 @@ struct ReadPathTests {
         #expect(store.fieldKeyMode == .perField)
         let perField = try store.put(collection: "c", type: "t", data: ["a": "one", "b": "two", "c": "three"])
         store.fieldKeyMode = .perRecord
-        let data: RecordData = ["a": "alpha", "b": "", "c": "naïve ☃ \u{1F600}", "d": String(repeating: "x", count: 5000)]
+        let data: RecordData = [
+            "a": "alpha", "b": "", "c": "naïve ☃ \u{1F600}", "d": String(repeating: "x", count: 5000),
+        ]
         let shared = try store.put(collection: "c", type: "t", data: data, plain: ["k": "v"])
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<600 { batch.append(("t", ["n": "\(i)", "m": "value \(i)"], ["i": "\(i)"])) }
@@ -105,12 +122,14 @@ struct ReadPathTests {
         let raw = try DatabaseQueue(path: dir.database)
         func document(_ id: UUID) throws -> EncryptedDocument {
             let bytes = try raw.read { db in
-                try Data.fetchOne(db, sql: "SELECT document FROM records WHERE id = ?", arguments: [id.uuidString.lowercased()])
+                try Data.fetchOne(
+                    db, sql: "SELECT document FROM records WHERE id = ?", arguments: [id.uuidString.lowercased()])
             }
             return try EncryptedDocument(jsonData: try #require(bytes))
         }
         func prefixes(_ document: EncryptedDocument) -> (keys: Set<String>, nonces: Set<String>) {
-            var keys = Set<String>(), nonces = Set<String>()
+            var keys = Set<String>()
+            var nonces = Set<String>()
             for (_, field) in document.data {
                 let parts = field.split(separator: ".", omittingEmptySubsequences: false)
                 keys.insert(String(parts[0]) + "." + String(parts[1]))
@@ -171,22 +190,30 @@ struct ReadPathTests {
         var expected: [JSONValue] = []
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<300 {
-            let data: RecordData = ["a": "\(i)", "b": "naïve ☃ \(i) \u{1F600}", "c": "", "d": String(repeating: "z", count: i)]
+            let data: RecordData = [
+                "a": "\(i)", "b": "naïve ☃ \(i) \u{1F600}", "c": "", "d": String(repeating: "z", count: i),
+            ]
             batch.append(("memo", data, ["i": "\(i)"]))
-            expected.append(.object(["data": data.signableJSON, "plain": RecordData(["i": "\(i)"]).signableJSON, "type": .string("memo")]))
+            expected.append(
+                .object([
+                    "data": data.signableJSON, "plain": RecordData(["i": "\(i)"]).signableJSON, "type": .string("memo"),
+                ]))
         }
         _ = try store.put(collection: "shared", records: batch)
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
-        #expect(try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 300)
+        #expect(
+            try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 300)
         // Every exported record has one edk.edkN for all its fields.
         let lines = try String(contentsOf: exportDir.appendingPathComponent("records.ndjson"), encoding: .utf8)
             .split(separator: "\n")
         for line in lines {
             let document = try EncryptedDocument(jsonData: Data(line.utf8))
-            #expect(Set(document.data.map { $0.value.split(separator: ".").prefix(2).joined(separator: ".") }).count == 1)
+            #expect(
+                Set(document.data.map { $0.value.split(separator: ".").prefix(2).joined(separator: ".") }).count == 1)
         }
-        let result = try await StoreSharingTests.run(python, [StoreSharingTests.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
+        let result = try await StoreSharingTests.run(
+            python, [StoreSharingTests.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
         #expect(result.status == 0, "\(result.err)")
         #expect(try StoreSharingTests.lines(result.out) == expected)
     }
@@ -208,7 +235,8 @@ struct ReadPathTests {
         var mixed = encrypted
         mixed["d"] = FieldCipher.encrypt("4", accessKey: access)
         mixed["e"] = encrypted["a"]
-        #expect(try FieldCipher.decrypt(mixed, accessKey: access) == ["a": "1", "b": "2", "c": "3", "d": "4", "e": "1"])
+        #expect(
+            try FieldCipher.decrypt(mixed, accessKey: access) == ["a": "1", "b": "2", "c": "3", "d": "4", "e": "1"])
     }
 
     @Test("lookups see indexes created and dropped after earlier lookups, and lock wipes the derived index keys")
@@ -217,7 +245,8 @@ struct ReadPathTests {
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         for i in 0..<40 { try store.put(collection: "u", type: "t", data: ["n": "\(i % 10)", "m": "\(i)"]) }
         func lookup(_ value: String) throws -> [String] {
-            try store.find(RecordQuery(collection: "u", fields: [.equals("n", value)])).compactMap { $0.data["m"] }.sorted()
+            try store.find(RecordQuery(collection: "u", fields: [.equals("n", value)])).compactMap { $0.data["m"] }
+                .sorted()
         }
         #expect(try lookup("3") == ["13", "23", "3", "33"])
         try store.createIndex(collection: "u", fields: ["n"], bits: 4)

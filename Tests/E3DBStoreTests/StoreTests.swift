@@ -42,7 +42,8 @@ struct StoreTests {
     @Test("records round-trip; the store reopens with its passphrase and refuses a wrong one before reading data")
     func roundTripAndWrongKey() throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("correct horse"), kdfParameters: testKDF)
+        let store = try EncryptedStore.create(
+            at: dir.url, credential: passphrase("correct horse"), kdfParameters: testKDF)
         let data: RecordData = ["name": "Ada", "note": "naïve ☃ \u{0}"]
         let reference = try store.put(collection: "people", type: "person", data: data, plain: ["team": "blue"])
         #expect(reference.version == 1)
@@ -85,7 +86,8 @@ struct StoreTests {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let first = try store.put(collection: "c", type: "t", data: ["a": "1"], plain: ["k": "v1"])
-        let second = try store.update(collection: "c", id: first.id, expectedVersion: 1, data: ["a": "2"], plain: ["k": "v2"])
+        let second = try store.update(
+            collection: "c", id: first.id, expectedVersion: 1, data: ["a": "2"], plain: ["k": "v2"])
         #expect(second.version == 2)
         let read = try store.get(collection: "c", id: first.id)
         #expect(read.version == 2 && read.data == ["a": "2"] && read.meta.plain == ["k": "v2"])
@@ -94,7 +96,9 @@ struct StoreTests {
         expectStoreError(.versionConflict, item: id) {
             try store.update(collection: "c", id: first.id, expectedVersion: 1, data: ["a": "3"])
         }
-        expectStoreError(.versionConflict, item: id) { try store.delete(collection: "c", id: first.id, expectedVersion: 1) }
+        expectStoreError(.versionConflict, item: id) {
+            try store.delete(collection: "c", id: first.id, expectedVersion: 1)
+        }
         try store.delete(collection: "c", id: first.id, expectedVersion: 2)
         expectStoreError(.recordNotFound, item: id) { _ = try store.get(collection: "c", id: first.id) }
         expectStoreError(.recordNotFound) { try store.delete(collection: "c", id: first.id) }
@@ -110,7 +114,8 @@ struct StoreTests {
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for (i, handle) in [store, other, store, other].enumerated() {
                 group.addTask {
-                    (try? handle.update(collection: "c", id: reference.id, expectedVersion: 1, data: ["n": "\(i)"])) != nil
+                    (try? handle.update(collection: "c", id: reference.id, expectedVersion: 1, data: ["n": "\(i)"]))
+                        != nil
                 }
             }
             var results: [Bool] = []
@@ -128,14 +133,20 @@ struct StoreTests {
         let a = try store.put(collection: "c", type: "t", data: ["secret": "alpha"])
         let b = try store.put(collection: "c", type: "t", data: ["secret": "bravo"])
         _ = try store.put(collection: "d", type: "t", data: ["secret": "charlie"])
-        let aID = a.id.uuidString.lowercased(), bID = b.id.uuidString.lowercased()
+        let aID = a.id.uuidString.lowercased()
+        let bID = b.id.uuidString.lowercased()
         let raw = try DatabaseQueue(path: dir.database)
 
         // Swap the two documents and their MACs: each row now holds the other's valid ciphertext.
         try raw.write { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, document, mac FROM records WHERE collection = 'c' ORDER BY seq")
-            try db.execute(sql: "UPDATE records SET document = ?, mac = ? WHERE id = ?", arguments: [rows[1]["document"], rows[1]["mac"], aID])
-            try db.execute(sql: "UPDATE records SET document = ?, mac = ? WHERE id = ?", arguments: [rows[0]["document"], rows[0]["mac"], bID])
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT id, document, mac FROM records WHERE collection = 'c' ORDER BY seq")
+            try db.execute(
+                sql: "UPDATE records SET document = ?, mac = ? WHERE id = ?",
+                arguments: [rows[1]["document"], rows[1]["mac"], aID])
+            try db.execute(
+                sql: "UPDATE records SET document = ?, mac = ? WHERE id = ?",
+                arguments: [rows[0]["document"], rows[0]["mac"], bID])
         }
         expectStoreError(.recordTampered, item: aID) { _ = try store.get(collection: "c", id: a.id) }
         expectStoreError(.recordTampered, item: bID) { _ = try store.get(collection: "c", id: b.id) }
@@ -144,7 +155,8 @@ struct StoreTests {
         let c = try store.put(collection: "c", type: "t", data: ["secret": "delta"])
         let cID = c.id.uuidString.lowercased()
         try raw.write { db in
-            var document: Data = try Data.fetchOne(db, sql: "SELECT document FROM records WHERE id = ?", arguments: [cID]) ?? Data()
+            var document: Data =
+                try Data.fetchOne(db, sql: "SELECT document FROM records WHERE id = ?", arguments: [cID]) ?? Data()
             document[document.count / 2] ^= 0x01
             try db.execute(sql: "UPDATE records SET document = ? WHERE id = ?", arguments: [document, cID])
         }
@@ -157,7 +169,8 @@ struct StoreTests {
         expectStoreError(.recordTampered, item: eID) { _ = try store.get(collection: "c", id: e.id) }
         let f = try store.put(collection: "c", type: "t", data: ["secret": "foxtrot"])
         let fID = f.id.uuidString.lowercased()
-        try raw.write { db in try db.execute(sql: "UPDATE records SET collection = 'd' WHERE id = ?", arguments: [fID]) }
+        try raw.write { db in try db.execute(sql: "UPDATE records SET collection = 'd' WHERE id = ?", arguments: [fID])
+        }
         expectStoreError(.recordTampered, item: fID) { _ = try store.get(collection: "d", id: f.id) }
         // A scan stops at the first record that does not authenticate, naming it.
         expectStoreError(.recordTampered) { _ = try store.find(RecordQuery(collection: "c")) }
@@ -219,12 +232,15 @@ struct StoreTests {
         let c3 = try store.find(RecordQuery(collection: "ledger", plain: [.equals("customer", "c3")]))
         #expect(c3.count == (0..<300).filter { $0 % 7 == 3 }.count)
         #expect(c3.allSatisfy { $0.meta.plain["customer"] == "c3" })
-        let early = try store.find(RecordQuery(collection: "ledger", plain: [.between("day", lower: "2026-11-01", upper: "2026-11-05")]))
+        let early = try store.find(
+            RecordQuery(collection: "ledger", plain: [.between("day", lower: "2026-11-01", upper: "2026-11-05")]))
         #expect(early.count == (0..<300).filter { $0 % 30 < 5 }.count)
         let prefixed = try store.find(RecordQuery(collection: "ledger", plain: [.hasPrefix("day", "2026-11-1")]))
         #expect(prefixed.count == (0..<300).filter { (10...19).contains($0 % 30 + 1) }.count)
-        let both = try store.find(RecordQuery(
-            collection: "ledger", types: ["receipt"], plain: [.equals("customer", "c1"), .hasPrefix("day", "2026-11-0")]))
+        let both = try store.find(
+            RecordQuery(
+                collection: "ledger", types: ["receipt"],
+                plain: [.equals("customer", "c1"), .hasPrefix("day", "2026-11-0")]))
         #expect(both.count == (0..<300).filter { $0 % 3 != 0 && $0 % 7 == 1 && $0 % 30 + 1 <= 9 }.count)
         let newest = try store.find(RecordQuery(collection: "ledger", limit: 5, descending: true))
         #expect(newest.map(\.id) == references.suffix(5).reversed().map(\.id))
@@ -235,7 +251,9 @@ struct StoreTests {
         }
         #expect(streamed == references.map(\.id))
         var limited = 0
-        for try await _ in store.records(matching: RecordQuery(collection: "ledger", limit: 10), pageSize: 3) { limited += 1 }
+        for try await _ in store.records(matching: RecordQuery(collection: "ledger", limit: 10), pageSize: 3) {
+            limited += 1
+        }
         #expect(limited == 10)
         #expect(try store.collections() == ["ledger", "other"])
         #expect(try store.count(collection: "ledger") == 300)
@@ -248,7 +266,8 @@ struct StoreTests {
         let reference = try store.put(collection: "c", type: "t", data: ["field": "value"], plain: ["p": "q"])
         let raw = try DatabaseQueue(path: dir.database)
         let bytes = try raw.read { db in
-            try Data.fetchOne(db, sql: "SELECT document FROM records WHERE id = ?", arguments: [reference.id.uuidString.lowercased()])
+            try Data.fetchOne(
+                db, sql: "SELECT document FROM records WHERE id = ?", arguments: [reference.id.uuidString.lowercased()])
         }
         let document = try EncryptedDocument(jsonData: try #require(bytes))
         #expect(document.meta.type == "t")
@@ -256,7 +275,8 @@ struct StoreTests {
         for (_, field) in document.data { #expect(field.split(separator: ".").count == 4) }
     }
 
-    @Test("no plaintext value reaches any file of the store (database, WAL, shared memory, file bodies) after a workload")
+    @Test(
+        "no plaintext value reaches any file of the store (database, WAL, shared memory, file bodies) after a workload")
     func noPlaintextOnDisk() throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
@@ -265,7 +285,9 @@ struct StoreTests {
         for i in 0..<200 {
             let secret = "PLAINTEXT-\(i)-\(UUID().uuidString)"
             secrets.append(secret)
-            references.append(try store.put(collection: "c", type: "t", data: ["s": secret, "n": "\(i)"], plain: ["bucket": "\(i % 5)"]))
+            references.append(
+                try store.put(
+                    collection: "c", type: "t", data: ["s": secret, "n": "\(i)"], plain: ["bucket": "\(i % 5)"]))
         }
         for (i, reference) in references.prefix(50).enumerated() {
             let secret = "UPDATED-\(i)-\(UUID().uuidString)"
@@ -298,7 +320,8 @@ struct StoreTests {
         if let walker = FileManager.default.enumerator(atPath: dir.url.path) {
             for case let name as String in walker {
                 var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: dir.url.appendingPathComponent(name).path, isDirectory: &isDirectory),
+                if FileManager.default.fileExists(
+                    atPath: dir.url.appendingPathComponent(name).path, isDirectory: &isDirectory),
                     !isDirectory.boolValue
                 {
                     files.append(name)
@@ -324,7 +347,9 @@ struct StoreTests {
 struct StoreSharingTests {
     static func python() -> String? { ChildProcess.projectPython?.path }
 
-    static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+    static func run(_ executable: String, _ arguments: [String]) async throws -> (
+        status: Int32, out: String, err: String
+    ) {
         let result = try await ChildProcess.run(URL(fileURLWithPath: executable), arguments)
         return (result.status, result.stdoutText, result.stderr)
     }
@@ -353,9 +378,12 @@ struct StoreSharingTests {
         let exportDir = dir.url.appendingPathComponent("export")
         let export = try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
         #expect(export.recordCount == 25)
-        expectStoreError(.storeExists) { try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey) }
+        expectStoreError(.storeExists) {
+            try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
+        }
         expectStoreError(.collectionNotFound) {
-            try store.export(collection: "missing", to: dir.url.appendingPathComponent("x"), readerPublicKey: reader.publicKey)
+            try store.export(
+                collection: "missing", to: dir.url.appendingPathComponent("x"), readerPublicKey: reader.publicKey)
         }
 
         // Another store imports it with the reader's key.
@@ -364,9 +392,16 @@ struct StoreSharingTests {
         let imported = try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
         #expect(imported.count == 25)
         let records = try other.find(RecordQuery(collection: "inbox"))
-        #expect(records.map { JSONValue.object(["data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type)]) } == expected)
+        #expect(
+            records.map {
+                JSONValue.object([
+                    "data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type),
+                ])
+            } == expected)
         #expect(records.allSatisfy { $0.meta.writerID == store.storeID })
-        expectStoreError(.storeExists) { try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox") }
+        expectStoreError(.storeExists) {
+            try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
+        }
         let stranger = ClientIdentity.generate(clientID: UUID())
         expectStoreError(.authenticationFailed, item: "eak.json") {
             try other.importCollection(from: exportDir, reader: stranger.boxKey, as: "stolen")
@@ -376,7 +411,8 @@ struct StoreSharingTests {
             Issue.record("the project's Python environment (.venv, scripts/python-env.sh) is missing")
             return
         }
-        let result = try await Self.run(python, [Self.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
+        let result = try await Self.run(
+            python, [Self.script, "decrypt", exportDir.path, reader.boxKey.base64URLEncoded])
         #expect(result.status == 0, "\(result.err)")
         #expect(try Self.lines(result.out) == expected)
     }
@@ -390,14 +426,21 @@ struct StoreSharingTests {
         let dir = try StoreDirectory()
         let reader = ClientIdentity.generate(clientID: UUID())
         let pyDir = dir.url.appendingPathComponent("python")
-        let result = try await Self.run(python, [Self.script, "write", pyDir.path, reader.publicKey.base64URLEncoded, "12"])
+        let result = try await Self.run(
+            python, [Self.script, "write", pyDir.path, reader.publicKey.base64URLEncoded, "12"])
         #expect(result.status == 0, "\(result.err)")
         let expected = try Self.lines(result.out)
-        let store = try EncryptedStore.create(at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try EncryptedStore.create(
+            at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)
         let references = try store.importCollection(from: pyDir, reader: reader.boxKey, as: "from-python")
         #expect(references.count == 12)
         let records = try store.find(RecordQuery(collection: "from-python", plain: [.equals("source", "python")]))
-        #expect(records.map { JSONValue.object(["data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type)]) } == expected)
+        #expect(
+            records.map {
+                JSONValue.object([
+                    "data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type),
+                ])
+            } == expected)
         #expect(try store.find(RecordQuery(collection: "from-python", plain: [.equals("i", "3")])).count == 1)
     }
 }
@@ -417,16 +460,22 @@ struct BlindIndexTests {
         var unchecked = Configuration()
         unchecked.foreignKeysEnabled = false
         let raw = try DatabaseQueue(path: dir.database, configuration: unchecked)
-        let aID = a.id.uuidString.lowercased(), bID = b.id.uuidString.lowercased()
+        let aID = a.id.uuidString.lowercased()
+        let bID = b.id.uuidString.lowercased()
         try raw.write { db in
             // a's token replaced by b's; b's entry deleted; an entry for a record that does not exist.
             let seqA = try Int64.fetchOne(db, sql: "SELECT seq FROM records WHERE id = ?", arguments: [aID]) ?? -1
             let seqB = try Int64.fetchOne(db, sql: "SELECT seq FROM records WHERE id = ?", arguments: [bID]) ?? -1
-            let tokenB = try Data.fetchOne(db, sql: "SELECT token FROM blind_index_entries WHERE record_seq = ?",
-                                           arguments: [seqB])
-            try db.execute(sql: "UPDATE blind_index_entries SET token = ? WHERE record_seq = ?", arguments: [tokenB, seqA])
+            let tokenB = try Data.fetchOne(
+                db, sql: "SELECT token FROM blind_index_entries WHERE record_seq = ?",
+                arguments: [seqB])
+            try db.execute(
+                sql: "UPDATE blind_index_entries SET token = ? WHERE record_seq = ?", arguments: [tokenB, seqA])
             try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seqB])
-            try db.execute(sql: "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES ('users', 'email', x'00000000', 999999)")
+            try db.execute(
+                sql:
+                    "INSERT INTO blind_index_entries (collection, name, token, record_seq) VALUES ('users', 'email', x'00000000', 999999)"
+            )
         }
         let problems = try store.verify().problems
         #expect(problems.allSatisfy { $0.code == .indexEntryMismatch }, "\(problems)")
@@ -453,7 +502,8 @@ struct BlindIndexTests {
         expectStoreError(.collectionNotFound) { _ = try store.createIndex(collection: "nobody", fields: ["x"]) }
 
         // Records written after the index get tokens too.
-        try store.put(collection: "users", type: "t", data: ["email": "user7@example.com", "city": "city3", "n": "new"])
+        try store.put(
+            collection: "users", type: "t", data: ["email": "user7@example.com", "city": "city3", "n": "new"])
 
         let byEmail = try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user7@example.com")]))
         #expect(byEmail.count == 9)
@@ -461,21 +511,30 @@ struct BlindIndexTests {
         let byCity = try store.find(RecordQuery(collection: "users", fields: [.equals("city", "city2")]))
         #expect(byCity.count == 100, "1-bit tokens match about half the records; the false positives are removed")
         #expect(byCity.allSatisfy { $0.data["city"] == "city2" })
-        let both = try store.find(RecordQuery(
-            collection: "users", fields: [.equals("email", "user7@example.com"), .equals("city", "city3")]))
+        let both = try store.find(
+            RecordQuery(
+                collection: "users", fields: [.equals("email", "user7@example.com"), .equals("city", "city3")]))
         let bothNumbers: [String] = both.map { $0.data["n"] ?? "" }.sorted()
         var expectedNumbers: [String] = (0..<400).filter { $0 % 50 == 7 && $0 % 4 == 3 }.map { String($0) }
         expectedNumbers.append("new")
         #expect(bothNumbers == expectedNumbers.sorted())
-        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "nobody@example.com")])).isEmpty)
+        #expect(
+            try store.find(RecordQuery(collection: "users", fields: [.equals("email", "nobody@example.com")])).isEmpty)
 
         // Updates move a record's tokens; deletes remove them.
         let target = try #require(byEmail.first)
-        try store.update(collection: "users", id: target.id, expectedVersion: 1, data: ["email": "moved@example.com", "city": "city0"])
-        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user7@example.com")])).count == 8)
-        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).map(\.id) == [target.id])
+        try store.update(
+            collection: "users", id: target.id, expectedVersion: 1,
+            data: ["email": "moved@example.com", "city": "city0"])
+        #expect(
+            try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user7@example.com")])).count == 8
+        )
+        #expect(
+            try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).map(\.id)
+                == [target.id])
         try store.delete(collection: "users", id: target.id)
-        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).isEmpty)
+        #expect(
+            try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).isEmpty)
 
         // The tokens in the file: truncated to the index's bits, distinct keys per index, no plaintext.
         let raw = try DatabaseQueue(path: dir.database)
@@ -493,14 +552,21 @@ struct BlindIndexTests {
         }
         // The index is what selects the candidates: a damaged record outside them is never read by an indexed
         // search, while a search without an index reads (and stops at) it.
-        let victim = try #require(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user8@example.com")])).first)
+        let victim = try #require(
+            try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user8@example.com")])).first)
         try raw.write { db in
-            try db.execute(sql: "UPDATE records SET version = 9 WHERE id = ?", arguments: [victim.id.uuidString.lowercased()])
+            try db.execute(
+                sql: "UPDATE records SET version = 9 WHERE id = ?", arguments: [victim.id.uuidString.lowercased()])
         }
-        #expect(try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user9@example.com")])).count == 8)
-        expectStoreError(.recordTampered) { _ = try store.find(RecordQuery(collection: "users", fields: [.equals("n", "5")])) }
+        #expect(
+            try store.find(RecordQuery(collection: "users", fields: [.equals("email", "user9@example.com")])).count == 8
+        )
+        expectStoreError(.recordTampered) {
+            _ = try store.find(RecordQuery(collection: "users", fields: [.equals("n", "5")]))
+        }
         try raw.write { db in
-            try db.execute(sql: "UPDATE records SET version = 1 WHERE id = ?", arguments: [victim.id.uuidString.lowercased()])
+            try db.execute(
+                sql: "UPDATE records SET version = 1 WHERE id = ?", arguments: [victim.id.uuidString.lowercased()])
         }
         try store.dropIndex(collection: "users", name: "coarse")
         #expect(try store.indexes(collection: "users").map(\.name) == ["email", "email+city"])
@@ -561,10 +627,13 @@ struct RotationTests {
         let status = try store.keyStatus(collection: "c")
         #expect(status.keyVersion == 2 && status.recordsUnderOlderKeys == 40)
         // Both key versions read; new writes use the new key; export waits for the rotation.
-        for (i, reference) in references.enumerated() { #expect(try store.get(collection: "c", id: reference.id).data == ["n": "\(i)"]) }
+        for (i, reference) in references.enumerated() {
+            #expect(try store.get(collection: "c", id: reference.id).data == ["n": "\(i)"])
+        }
         try store.put(collection: "c", type: "t", data: ["n": "during"])
         expectStoreError(.invalidParameter) {
-            try store.export(collection: "c", to: dir.url.appendingPathComponent("x"), readerPublicKey: Box.PrivateKey().publicKey)
+            try store.export(
+                collection: "c", to: dir.url.appendingPathComponent("x"), readerPublicKey: Box.PrivateKey().publicKey)
         }
         let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
         let resumed = try other.rotateKey(collection: "c", batchSize: 7)
@@ -593,7 +662,9 @@ struct StoreExtrasTests {
         #expect(try store.setting(Preferences.self, forKey: "preferences") == preferences)
         #expect(try store.setting(Int.self, forKey: "answer") == 42)
         #expect(try store.setting(Int.self, forKey: "missing") == nil)
-        expectStoreError(.settingTypeMismatch, item: "answer") { _ = try store.setting(Preferences.self, forKey: "answer") }
+        expectStoreError(.settingTypeMismatch, item: "answer") {
+            _ = try store.setting(Preferences.self, forKey: "answer")
+        }
         #expect(try store.settingKeys() == ["answer", "preferences"])
         let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
         #expect(try reopened.setting(Preferences.self, forKey: "preferences") == preferences)
@@ -601,7 +672,10 @@ struct StoreExtrasTests {
         // A sealed value moved to another key name does not open there.
         let raw = try DatabaseQueue(path: dir.database)
         try raw.write { db in
-            try db.execute(sql: "UPDATE settings SET sealed = (SELECT sealed FROM settings WHERE key = 'preferences') WHERE key = 'answer'")
+            try db.execute(
+                sql:
+                    "UPDATE settings SET sealed = (SELECT sealed FROM settings WHERE key = 'preferences') WHERE key = 'answer'"
+            )
         }
         expectStoreError(.recordTampered, item: "answer") { _ = try store.setting(Int.self, forKey: "answer") }
         try store.removeSetting(forKey: "answer")
@@ -627,13 +701,17 @@ struct StoreExtrasTests {
         #expect(try store.get(collection: "c", id: last.id).data == ["n": "changed"])
         // Tampering is caught even for a cached record.
         let raw = try DatabaseQueue(path: dir.database)
-        try raw.write { db in try db.execute(sql: "UPDATE records SET version = 5 WHERE id = ?", arguments: [last.id.uuidString.lowercased()]) }
+        try raw.write { db in
+            try db.execute(
+                sql: "UPDATE records SET version = 5 WHERE id = ?", arguments: [last.id.uuidString.lowercased()])
+        }
         expectStoreError(.recordTampered) { _ = try store.get(collection: "c", id: last.id) }
         store.lock()
         #expect(store.cachedRecordCount == 0)
     }
 
-    @Test("observation: a new result after each committed change to the query's records (changes elsewhere are skipped)")
+    @Test(
+        "observation: a new result after each committed change to the query's records (changes elsewhere are skipped)")
     func observation() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
@@ -645,7 +723,9 @@ struct StoreExtrasTests {
         let afterInsert = try await iterator.next()
         #expect(afterInsert?.map { $0.data["title"] } == ["first", "second"])
         try store.put(collection: "c", type: "todo", data: ["title": "elsewhere"], plain: ["list": "work"])
-        try store.update(collection: "c", id: second.id, expectedVersion: 1, data: ["title": "second, edited"], plain: ["list": "home"])
+        try store.update(
+            collection: "c", id: second.id, expectedVersion: 1, data: ["title": "second, edited"],
+            plain: ["list": "home"])
         let afterUpdate = try await iterator.next()
         #expect(afterUpdate?.map { $0.data["title"] } == ["first", "second, edited"])
         try store.delete(collection: "c", id: second.id)

@@ -12,8 +12,12 @@ struct FuzzReplayTests {
 
     /// The targets: one file per target in Fuzz/Targets, named like the target.
     static var targets: [String] {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: fuzzDirectory.appendingPathComponent("Targets").path)) ?? []
-        return files.filter { $0.hasPrefix("Fuzz") && $0.hasSuffix(".swift") }.map { String($0.dropLast(".swift".count)) }.sorted()
+        let files =
+            (try? FileManager.default.contentsOfDirectory(atPath: fuzzDirectory.appendingPathComponent("Targets").path))
+            ?? []
+        return files.filter { $0.hasPrefix("Fuzz") && $0.hasSuffix(".swift") }.map {
+            String($0.dropLast(".swift".count))
+        }.sorted()
     }
 
     /// Every committed input, in a stable order.
@@ -21,7 +25,8 @@ struct FuzzReplayTests {
         var paths: [String] = []
         for directory in ["Corpus", "FailCases"] {
             let root = fuzzDirectory.appendingPathComponent(directory)
-            guard let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey]) else {
+            guard let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey])
+            else {
                 continue
             }
             for case let url as URL in walker where url.lastPathComponent != ".gitkeep" {
@@ -40,7 +45,8 @@ struct FuzzReplayTests {
     @Test("every corpus file and FailCase runs through the target without violating an invariant", arguments: targets)
     func replay(target: String) async throws {
         let binary = CLIRunner.productsDirectory.appendingPathComponent("e3dbkit-fuzz")
-        try #require(FileManager.default.isExecutableFile(atPath: binary.path), "e3dbkit-fuzz is not built at \(binary.path)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: binary.path), "e3dbkit-fuzz is not built at \(binary.path)")
         let inputs = try Self.inputs()
         let result = try await ChildProcess.run(binary, [target] + inputs)
         #expect(result.status == 0, "\(target) failed on replay: \(result.stderr.suffix(2000))")

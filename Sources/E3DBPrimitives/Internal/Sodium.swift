@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 internal import CE3DBSodium
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One-time libsodium initialisation. Every entry point that calls libsodium touches `Sodium.ready` first.
 enum Sodium {
@@ -65,5 +66,6 @@ func uninitializedData(count: Int, _ body: (UnsafeMutableRawBufferPointer) -> Vo
     }
     let pointer = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 16)
     unsafe body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
-    return unsafe Data(bytesNoCopy: pointer, count: count, deallocator: .custom { pointer, _ in unsafe pointer.deallocate() })
+    return unsafe Data(
+        bytesNoCopy: pointer, count: count, deallocator: .custom { pointer, _ in unsafe pointer.deallocate() })
 }

@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -9,8 +9,9 @@ extension E3DBService {
     func addAccessKeyRoutes(to router: Router<E3DBRequestContext>) {
         let group = router.group().add(middleware: Authentication(service: self, requirement: .client))
         let handler: @Sendable (APIRequest) async throws -> Response = {
-            try await self.accessKey($0, writer: $0.parameter("writer"), user: $0.parameter("user"),
-                                     reader: $0.parameter("reader"), type: $0.parameter("type"))
+            try await self.accessKey(
+                $0, writer: $0.parameter("writer"), user: $0.parameter("user"),
+                reader: $0.parameter("reader"), type: $0.parameter("type"))
         }
         group.on(API.Endpoints.readAccessKey, handler).on(API.Endpoints.putAccessKey, handler)
             .on(API.Endpoints.deleteAccessKey, handler)
@@ -30,7 +31,8 @@ extension E3DBService {
     /// The caller's and the addressed reader's roles on the writer's (writer, type) of `t` (``AccessRules``):
     /// a storage read of the caller's policy unless it is the writer, and of the reader's when it is neither.
     func sharingRoles(caller: String, tuple t: AccessTuple) async throws
-        -> (caller: AccessRules.CallerRole, target: AccessRules.TargetRole) {
+        -> (caller: AccessRules.CallerRole, target: AccessRules.TargetRole)
+    {
         func isAuthorizer(_ id: String) async throws -> Bool {
             try await storage.policy(AccessTuple(writerID: t.writerID, userID: t.userID, readerID: id, type: t.type))?
                 .canAuthorize == true
@@ -70,7 +72,8 @@ extension E3DBService {
     }
 
     func accessKey(_ r: APIRequest, writer: String, user: String, reader: String, type: String) async throws
-        -> Response {
+        -> Response
+    {
         let caller = try r.caller()
         let t = try tuple(writer: writer, user: user, reader: reader, type: type)
         switch r.method {
@@ -80,8 +83,9 @@ extension E3DBService {
             return try JSONBody.response(eakInfo(row))
         case .put:
             try await authorize(.putAccessKey, caller: caller.clientID, tuple: t)
-            let req = try JSONBody.decode(API.PutAccessKeyRequest.self, from: try await body(r, for: .client(caller.clientID)),
-                                          what: "access key")
+            let req = try JSONBody.decode(
+                API.PutAccessKeyRequest.self, from: try await body(r, for: .client(caller.clientID)),
+                what: "access key")
             guard !req.eak.isEmpty, req.eak.utf8.count <= 4096 else {
                 throw E3DBError(.badRequest, "eak must be a non-empty string of at most 4096 bytes")
             }
@@ -102,8 +106,9 @@ extension E3DBService {
     }
 
     func eakInfo(_ row: AccessKeyRow) -> API.EAKInfo {
-        API.EAKInfo(eak: row.eak, authorizerID: row.authorizerID,
-                    authorizerPublicKey: .init(curve25519: row.authorizerPublicKey), signerID: row.signerID,
-                    signerSigningKey: row.signerSigningKey.map { .init(ed25519: $0) })
+        API.EAKInfo(
+            eak: row.eak, authorizerID: row.authorizerID,
+            authorizerPublicKey: .init(curve25519: row.authorizerPublicKey), signerID: row.signerID,
+            signerSigningKey: row.signerSigningKey.map { .init(ed25519: $0) })
     }
 }

@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -20,8 +20,10 @@ struct Authentication: RouterMiddleware {
     let service: E3DBService
     let requirement: Requirement
 
-    func handle(_ request: Request, context: E3DBRequestContext,
-                next: (Request, E3DBRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: E3DBRequestContext,
+        next: (Request, E3DBRequestContext) async throws -> Response
+    ) async throws -> Response {
         var context = context
         let r = APIRequest(request, context)
         switch requirement {
@@ -103,7 +105,8 @@ extension E3DBService {
             let now = clock.now()
             if let cached = bearerTokens.client(hash: hash, now: now) { return .client(cached, tsv1: nil) }
             guard let found = try await storage.accessToken(hash: hash, now: now),
-                  let client = try await storage.client(id: found.clientID), client.enabled else {
+                let client = try await storage.client(id: found.clientID), client.enabled
+            else {
                 throw E3DBError(.unauthorized, "the bearer token is unknown or expired")
             }
             bearerTokens.insert(hash: hash, client: client, tokenExpires: found.expires, now: now)
@@ -113,8 +116,9 @@ extension E3DBService {
             guard let uid = verified.clientID else { return .anonymous(verified) }
             // One answer for every way it fails: who is registered, disabled or keyless is nobody's business.
             guard let id = canonicalUUID(uid), let client = try await storage.client(id: id), client.enabled,
-                  let registered = client.signingKey,
-                  (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation else {
+                let registered = client.signingKey,
+                (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation
+            else {
                 return .unverifiedClient(verified)
             }
             return .client(client, tsv1: verified)
@@ -129,21 +133,25 @@ extension E3DBService {
         case .client(let client, _): return client
         case .anonymous: throw E3DBError(.unauthorized, "this endpoint needs a registered client (TSV1 uid)")
         case .unverifiedClient:
-            throw E3DBError(.unauthorized, "TSV1: uid does not name an enabled client whose registered signing key signed the header")
+            throw E3DBError(
+                .unauthorized,
+                "TSV1: uid does not name an enabled client whose registered signing key signed the header")
         }
     }
 
     /// The client whose API key pair an HTTP Basic header holds (the token endpoint), else 401.
     private func apiKeyClient(_ r: APIRequest) async throws -> ClientRow {
         guard let header = r.header(.authorization), header.lowercased().hasPrefix("basic "),
-              let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
-              let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") else {
+            let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+            let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
+        else {
             throw E3DBError(.unauthorized, "the token endpoint needs HTTP Basic authentication with the API key pair")
         }
         let keyID = String(text[..<colon])
         let secretText = String(text[text.index(after: colon)...])
         guard let client = try await storage.client(apiKeyID: keyID), client.enabled,
-              ConstantTime.equals(Self.sha256(secretText), client.apiSecretHash) else {
+            ConstantTime.equals(Self.sha256(secretText), client.apiSecretHash)
+        else {
             throw E3DBError(.unauthorized, "the API key pair is not valid")
         }
         return client
@@ -155,8 +163,9 @@ extension E3DBService {
         let now = clock.now() / 1_000_000
         let verified: TSV1.VerifiedRequest
         do {
-            verified = try TSV1.verify(authorization: header, rawPath: r.rawPath, rawQuery: r.rawQuery,
-                                       method: r.method.rawValue, now: now, window: configuration.tsv1Window)
+            verified = try TSV1.verify(
+                authorization: header, rawPath: r.rawPath, rawQuery: r.rawQuery,
+                method: r.method.rawValue, now: now, window: configuration.tsv1Window)
         } catch {
             throw E3DBError(.unauthorized, "TSV1: \(error.message)")
         }

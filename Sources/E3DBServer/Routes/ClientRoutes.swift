@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -20,8 +20,9 @@ extension E3DBService {
 
     func register(_ r: APIRequest) async throws -> Response {
         // Bounded before the token is checked: anyone can send a registration.
-        let req = try JSONBody.decode(API.RegistrationRequest.self, from: try await body(r, for: .anonymous, limit: 64 << 10),
-                                      what: "registration")
+        let req = try JSONBody.decode(
+            API.RegistrationRequest.self, from: try await body(r, for: .anonymous, limit: 64 << 10),
+            what: "registration")
         guard Self.validKey(req.client.publicKey.curve25519) else {
             throw E3DBError(.badRequest, "client.public_key.curve25519 must be a base64url 32-byte key")
         }
@@ -68,8 +69,9 @@ extension E3DBService {
         guard let id = canonicalUUID(id), let c = try await storage.client(id: id) else {
             throw E3DBError(.notFound, "no such client")
         }
-        return try JSONBody.response(API.ClientInfo(
-            clientID: c.clientID, publicKey: .init(curve25519: c.publicKey),
-            signingKey: c.signingKey.map { .init(ed25519: $0) }))
+        return try JSONBody.response(
+            API.ClientInfo(
+                clientID: c.clientID, publicKey: .init(curve25519: c.publicKey),
+                signingKey: c.signingKey.map { .init(ed25519: $0) }))
     }
 }

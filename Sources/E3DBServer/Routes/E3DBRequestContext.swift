@@ -78,8 +78,10 @@ struct APIRequest {
 struct RequestBoundary: RouterMiddleware {
     let service: E3DBService
 
-    func handle(_ request: Request, context: E3DBRequestContext,
-                next: (Request, E3DBRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: E3DBRequestContext,
+        next: (Request, E3DBRequestContext) async throws -> Response
+    ) async throws -> Response {
         let started = ContinuousClock.now
         let route = context.endpointPath ?? "unmatched"
         let bodyBytes = BodyReservation(service.bodyBudget)
@@ -94,9 +96,13 @@ struct RequestBoundary: RouterMiddleware {
             }
             response = try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {  // no route: the router's own refusal
-            let segments = request.uri.path.split(separator: "/").prefix(3).map { TSV1.percentDecoded(String($0)) ?? "" }
-            response = try E3DBError(.notFound, "no such endpoint: \(request.method.rawValue) \(segments.joined(separator: "/"))")
-                .response(from: request, context: context)
+            let segments = request.uri.path.split(separator: "/").prefix(3).map {
+                TSV1.percentDecoded(String($0)) ?? ""
+            }
+            response = try E3DBError(
+                .notFound, "no such endpoint: \(request.method.rawValue) \(segments.joined(separator: "/"))"
+            )
+            .response(from: request, context: context)
         } catch {
             response = try service.refusal(error, route: route).response(from: request, context: context)
         }
@@ -124,7 +130,9 @@ struct RequestBoundary: RouterMiddleware {
             }
             let (name, value) = (dec(kv[0]), kv.count > 1 ? dec(kv[1]) : "")
             guard !name.utf8.contains(0), !value.utf8.contains(0) else {
-                throw E3DBError(.badRequest, "query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
+                throw E3DBError(
+                    .badRequest,
+                    "query parameter \(name.prefix(40).filter { $0 != "\0" }) holds U+0000, which the server refuses")
             }
             return (name, value)
         }

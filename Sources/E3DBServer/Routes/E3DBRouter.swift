@@ -22,8 +22,9 @@ extension E3DBService {
         router.get("healthz") { _, _ in JSONBody.raw(#"{"status":"ok"}"#) }
         if let metrics {
             router.get("metrics") { _, _ in
-                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                         body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+                Response(
+                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
             }
         }
         return router
@@ -33,15 +34,19 @@ extension E3DBService {
 extension RouterMethods where Context == E3DBRequestContext {
     /// Adds a route whose handler takes the request and its context as one ``APIRequest``.
     @discardableResult
-    func on(_ path: RouterPath, _ method: HTTPRequest.Method,
-            _ handler: @escaping @Sendable (APIRequest) async throws -> Response) -> Self {
+    func on(
+        _ path: RouterPath, _ method: HTTPRequest.Method,
+        _ handler: @escaping @Sendable (APIRequest) async throws -> Response
+    ) -> Self {
         on(path, method: method) { request, context in try await handler(APIRequest(request, context)) }
     }
 
     /// Adds the route of `endpoint` (its method and path template, as E3DBAPI writes them for the client too).
     @discardableResult
-    func on<Body: APIBody, Answer: APIBody>(_ endpoint: API.Endpoint<Body, Answer>,
-                          _ handler: @escaping @Sendable (APIRequest) async throws -> Response) -> Self {
+    func on<Body: APIBody, Answer: APIBody>(
+        _ endpoint: API.Endpoint<Body, Answer>,
+        _ handler: @escaping @Sendable (APIRequest) async throws -> Response
+    ) -> Self {
         on(RouterPath(endpoint.template), HTTPRequest.Method(rawValue: endpoint.method) ?? .get, handler)
     }
 }

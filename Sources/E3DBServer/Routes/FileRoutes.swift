@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -44,7 +44,8 @@ extension E3DBService {
 
     func checkCapability(_ r: APIRequest, op: String, id: String) throws {
         guard r.queryValues("op").first == op, let expiresText = r.queryValues("expires").first,
-              let expires = Int64(expiresText), let token = r.queryValues("token").first else {
+            let expires = Int64(expiresText), let token = r.queryValues("token").first
+        else {
             throw E3DBError(.forbidden, "this URL is not a valid \(op) capability")
         }
         guard expires >= clock.now() / 1_000_000 else { throw E3DBError(.forbidden, "this \(op) URL has expired") }
@@ -56,11 +57,13 @@ extension E3DBService {
 
     func createPendingFile(_ r: APIRequest) async throws -> Response {
         let caller = try r.caller()
-        let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)),
-                                      what: "file record")
+        let req = try JSONBody.decode(
+            API.Record.self, from: try await body(r, for: .client(caller.clientID)),
+            what: "file record")
         try checkWriter(req.meta, caller: caller)
         guard let fm = req.meta.fileMeta, let checksum = fm.checksum, let md5 = Data(base64Encoded: checksum),
-              md5.count == 16 else {
+            md5.count == 16
+        else {
             throw E3DBError(.badRequest, "meta.file_meta.checksum must be the base64 MD5 of the encrypted file")
         }
         guard let size = fm.size, size >= 0, size <= configuration.maxFileSize else {
@@ -69,18 +72,22 @@ extension E3DBService {
         let id = newUUID()
         let now = clock.now()
         let name = (fm.fileName?.isEmpty == false ? fm.fileName : nil) ?? "\(id)-\(now)"
-        let stored = API.FileMeta(fileURL: nil, fileName: name, checksum: checksum, compression: fm.compression ?? "raw",
-                                  size: size)
+        let stored = API.FileMeta(
+            fileURL: nil, fileName: name, checksum: checksum, compression: fm.compression ?? "raw",
+            size: size)
         let fileMetaJSON = String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self)
-        try await storage.insertPendingFile(PendingFileRow(
-            pendingID: id,
-            record: RecordRow(recordID: id, writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
-                              plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
-                              recSig: req.recSig, fileMetaJSON: fileMetaJSON, created: now, lastModified: now,
-                              version: ""),
-            checksum: checksum, size: size, uploaded: false, created: now))
-        return try JSONBody.response(API.PendingFile(id: id, fileURL: try capabilityURL(r, op: "upload", id: id)),
-                                     status: .accepted)
+        try await storage.insertPendingFile(
+            PendingFileRow(
+                pendingID: id,
+                record: RecordRow(
+                    recordID: id, writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
+                    plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
+                    recSig: req.recSig, fileMetaJSON: fileMetaJSON, created: now, lastModified: now,
+                    version: ""),
+                checksum: checksum, size: size, uploaded: false, created: now))
+        return try JSONBody.response(
+            API.PendingFile(id: id, fileURL: try capabilityURL(r, op: "upload", id: id)),
+            status: .accepted)
     }
 
     func uploadBody(_ r: APIRequest, id: String) async throws -> Response {
@@ -98,8 +105,11 @@ extension E3DBService {
         // 409; a claim older than ``uploadClaimTimeout`` (a process that died mid-upload) is taken over by a retry
         // with the same URL. Two uploads that both store a body store the same bytes: size and MD5 are checked.
         let now = clock.now()
-        guard try await storage.claimUpload(pendingID: id, now: now,
-                                            staleBefore: now - Self.uploadClaimTimeout * 1_000_000) else {
+        guard
+            try await storage.claimUpload(
+                pendingID: id, now: now,
+                staleBefore: now - Self.uploadClaimTimeout * 1_000_000)
+        else {
             throw E3DBError(.conflict, "this file is being or was already uploaded")
         }
         do {
@@ -127,7 +137,8 @@ extension E3DBService {
     func commitFile(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
         guard let id = canonicalUUID(id), let pending = try await storage.pendingFile(id: id),
-              pending.record.writerID == caller.clientID else {
+            pending.record.writerID == caller.clientID
+        else {
             throw E3DBError(.notFound, "no such pending file")
         }
         guard pending.uploaded else { throw E3DBError(.badRequest, "the file body has not been uploaded") }
@@ -140,7 +151,8 @@ extension E3DBService {
     func readFile(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
         guard let id = canonicalUUID(id), let row = try await storage.record(id: id, readableBy: caller.clientID),
-              row.fileMetaJSON != nil else {
+            row.fileMetaJSON != nil
+        else {
             throw E3DBError(.notFound, "no such file record, or it is not shared with this client")
         }
         return try JSONBody.response(record(row, fileURL: try capabilityURL(r, op: "download", id: id)))

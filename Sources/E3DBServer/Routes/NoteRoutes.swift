@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -21,7 +21,8 @@ extension E3DBService {
             throw E3DBError(.forbidden, "the TSV1 key must be the note's writer_signing_key")
         }
         guard Self.validKey(note.recipientSigningKey), Self.validKey(note.writerSigningKey),
-              Self.validKey(note.writerEncryptionKey) else {
+            Self.validKey(note.writerEncryptionKey)
+        else {
             throw E3DBError(.badRequest, "the note's keys must be base64url 32-byte keys")
         }
         guard !note.data.isEmpty else { throw E3DBError(.badRequest, "a note needs at least one data field") }
@@ -38,7 +39,8 @@ extension E3DBService {
         stored.plain = note.plain ?? [:]
         var expiresAt: Int64?
         if note.expires == true, let text = note.expiration, let t = APITimestamp.parse(text),
-           t > APITimestamp.parse("0001-01-01T00:00:00Z")! {
+            t > APITimestamp.parse("0001-01-01T00:00:00Z")!
+        {
             expiresAt = t
         }
         let maxViews = note.maxViews.flatMap { $0 > 0 ? $0 : nil }
@@ -77,7 +79,8 @@ extension E3DBService {
 
     func readNote(_ r: APIRequest) async throws -> Response {
         let (verified, _) = try r.noteCaller()
-        let ids = r.queryValues("note_id"), names = r.queryValues("id_string")
+        let ids = r.queryValues("note_id")
+        let names = r.queryValues("id_string")
         guard ids.count + names.count == 1 else {
             throw E3DBError(.badRequest, "give exactly one of note_id and id_string")
         }
@@ -105,7 +108,8 @@ extension E3DBService {
             throw E3DBError(.badRequest, "replacing a note needs a registered client and an id_string")
         }
         if let existing = try await storage.note(name: name),
-           existing.writerSigningKey != verified.signingKey.base64URLEncoded {
+            existing.writerSigningKey != verified.signingKey.base64URLEncoded
+        {
             throw E3DBError(.forbidden, "only the note's writer may replace it")
         }
         let row = try noteRow(note, verified: verified, client: client)

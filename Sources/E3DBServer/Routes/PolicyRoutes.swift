@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -10,12 +10,14 @@ extension E3DBService {
     func addPolicyRoutes(to router: Router<E3DBRequestContext>) {
         router.group().add(middleware: Authentication(service: self, requirement: .client))
             .on(API.Endpoints.putPolicy) {
-                try await self.putPolicy($0, user: $0.parameter("user"), writer: $0.parameter("writer"),
-                                         reader: $0.parameter("reader"), type: $0.parameter("type"))
+                try await self.putPolicy(
+                    $0, user: $0.parameter("user"), writer: $0.parameter("writer"),
+                    reader: $0.parameter("reader"), type: $0.parameter("type"))
             }
             .on(API.Endpoints.removeAuthorizers) {
-                try await self.deleteAuthorizers($0, user: $0.parameter("user"), writer: $0.parameter("writer"),
-                                                 reader: $0.parameter("reader"))
+                try await self.deleteAuthorizers(
+                    $0, user: $0.parameter("user"), writer: $0.parameter("writer"),
+                    reader: $0.parameter("reader"))
             }
             .on(API.Endpoints.outgoingSharing) { try await self.listPolicies($0, .outgoing) }
             .on(API.Endpoints.incomingSharing) { try await self.listPolicies($0, .incoming) }
@@ -24,18 +26,21 @@ extension E3DBService {
     }
 
     func putPolicy(_ r: APIRequest, user: String, writer: String, reader: String, type: String) async throws
-        -> Response {
+        -> Response
+    {
         let caller = try r.caller()
         let t = try tuple(writer: writer, user: user, reader: reader, type: type)
         guard t.userID == t.writerID else { throw E3DBError(.badRequest, "user and writer must be the same client") }
-        let req = try JSONBody.decode(API.PolicyRequest.self, from: try await body(r, for: .client(caller.clientID)),
-                                      what: "policy")
+        let req = try JSONBody.decode(
+            API.PolicyRequest.self, from: try await body(r, for: .client(caller.clientID)),
+            what: "policy")
         func verbs(_ list: [[String: AnyJSON]]?) throws -> Set<String> {
             var out = Set<String>()
             for element in list ?? [] {
                 for key in element.keys {
                     guard key == "read" || key == "authorizer" else {
-                        throw E3DBError(.badRequest, "unknown policy verb \(key.prefix(40)); expected read or authorizer")
+                        throw E3DBError(
+                            .badRequest, "unknown policy verb \(key.prefix(40)); expected read or authorizer")
                     }
                     out.insert(key)
                 }
@@ -57,7 +62,8 @@ extension E3DBService {
     }
 
     func deleteAuthorizers(_ r: APIRequest, user: String, writer: String, reader: String) async throws
-        -> Response {
+        -> Response
+    {
         let caller = try r.caller()
         let t = try tuple(writer: writer, user: user, reader: reader, type: "-")
         try await authorize(.removeAuthorizers, caller: caller.clientID, tuple: t)
@@ -79,23 +85,29 @@ extension E3DBService {
         case .outgoing:
             var out: [API.OutgoingSharing] = []
             for p in rows {
-                out.append(.init(readerID: p.tuple.readerID, readerName: try await name(p.tuple.readerID),
-                                 recordType: p.tuple.type))
+                out.append(
+                    .init(
+                        readerID: p.tuple.readerID, readerName: try await name(p.tuple.readerID),
+                        recordType: p.tuple.type))
             }
             return try JSONBody.response(out)
         case .incoming:
             var out: [API.IncomingSharing] = []
             for p in rows {
-                out.append(.init(writerID: p.tuple.writerID, writerName: try await name(p.tuple.writerID),
-                                 recordType: p.tuple.type))
+                out.append(
+                    .init(
+                        writerID: p.tuple.writerID, writerName: try await name(p.tuple.writerID),
+                        recordType: p.tuple.type))
             }
             return try JSONBody.response(out)
         case .proxies, .granted:
-            return try JSONBody.response(rows.map {
-                API.AuthorizerPolicy(authorizerID: $0.tuple.readerID, writerID: $0.tuple.writerID,
-                                     userID: $0.tuple.userID, recordType: $0.tuple.type,
-                                     authorizedBy: $0.authorizedBy ?? $0.tuple.writerID)
-            })
+            return try JSONBody.response(
+                rows.map {
+                    API.AuthorizerPolicy(
+                        authorizerID: $0.tuple.readerID, writerID: $0.tuple.writerID,
+                        userID: $0.tuple.userID, recordType: $0.tuple.type,
+                        authorizedBy: $0.authorizedBy ?? $0.tuple.writerID)
+                })
         }
     }
 }

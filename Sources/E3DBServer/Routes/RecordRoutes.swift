@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -22,7 +22,8 @@ extension E3DBService {
 
     func writeRecord(_ r: APIRequest) async throws -> Response {
         let caller = try r.caller()
-        let row = try await storage.insertRecord(newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
+        let row = try await storage.insertRecord(
+            newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
         return Self.recordResponse(row, status: .created)
     }
 
@@ -47,11 +48,13 @@ extension E3DBService {
     func readRecord(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
         guard let id = canonicalUUID(id),
-              let row = try await storage.record(id: id, readableBy: caller.clientID) else {
+            let row = try await storage.record(id: id, readableBy: caller.clientID)
+        else {
             throw Self.unreadableRecord
         }
-        return Response(status: .ok, headers: [.contentType: "application/json"],
-                        body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
     }
 
     /// The body of a record read: spliced from the stored JSON text (``RecordJSON``) unless fields are selected or
@@ -63,16 +66,19 @@ extension E3DBService {
 
     /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
     static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: RecordJSON.render(row)))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: RecordJSON.render(row)))
     }
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
         let caller = try r.caller()
-        let req = try JSONBody.decode(API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
+        let req = try JSONBody.decode(
+            API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
         guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
-              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
+            AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID)
+        else {
             throw E3DBError(.forbidden, "no such record, or this client did not write it")
         }
         let outcome = try await storage.updateRecord(
@@ -90,7 +96,8 @@ extension E3DBService {
     func deleteRecord(_ r: APIRequest, id: String, version: String?) async throws -> Response {
         let caller = try r.caller()
         guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
-              AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID) else {
+            AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID)
+        else {
             throw E3DBError(.forbidden, "no such record, or this client did not write it")
         }
         switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {

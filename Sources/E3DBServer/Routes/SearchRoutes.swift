@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -26,8 +26,10 @@ extension E3DBService {
                 key = try await storage.accessKey(t).map(eakInfo)
                 keys[t] = key
             }
-            out.append(API.SearchResult(meta: try meta(row), recordData: includeData ? try Self.map(row.dataJSON) : nil,
-                                        accessKey: key, recSig: row.recSig))
+            out.append(
+                API.SearchResult(
+                    meta: try meta(row), recordData: includeData ? try Self.map(row.dataJSON) : nil,
+                    accessKey: key, recSig: row.recSig))
         }
         return out
     }
@@ -73,7 +75,8 @@ extension E3DBService {
     /// The records `ids` (ascending index, from `first` on, visible in `scope`) read again, with `data` when
     /// `includeData`: a scan reads records without `data` and keeps only what it matched.
     func reread(_ ids: [String], from first: Int64, scope: RecordScope, includeData: Bool) async throws
-        -> [RecordRow] {
+        -> [RecordRow]
+    {
         guard !ids.isEmpty else { return [] }
         var again = scope
         again.recordIDs = ids
@@ -104,8 +107,9 @@ extension E3DBService {
     /// `index > after_index`, at most `count`.
     func searchV1(_ r: APIRequest) async throws -> Response {
         let caller = try r.caller()
-        let q = try JSONBody.decode(API.QueryRequest.self, from: try await body(r, for: .client(caller.clientID)),
-                                      what: "query")
+        let q = try JSONBody.decode(
+            API.QueryRequest.self, from: try await body(r, for: .client(caller.clientID)),
+            what: "query")
         let after = q.afterIndex ?? 0
         guard after >= 0 else { throw E3DBError(.badRequest, "after_index must not be negative") }
         let count = min(max(q.count ?? 50, 1), 1000)
@@ -115,7 +119,8 @@ extension E3DBService {
             userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [],
             includeData: false)
         if let plain = q.plain, Self.filterBytes(plain) > Self.maxFilterBytes {
-            throw E3DBError(.badRequest, "a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
+            throw E3DBError(
+                .badRequest, "a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
         }
         let perRow = q.plain.map(Self.filterCost) ?? 0
         let picked = try await searching { budget in
@@ -138,9 +143,11 @@ extension E3DBService {
             return picked
         }
         let includeData = q.includeData == true
-        let rows = Self.capped(includeData
-            ? try await reread(picked.map(\.recordID), from: picked.first?.index ?? 0, scope: scope, includeData: true)
-            : picked)
+        let rows = Self.capped(
+            includeData
+                ? try await reread(
+                    picked.map(\.recordID), from: picked.first?.index ?? 0, scope: scope, includeData: true)
+                : picked)
         let response = API.QueryResponse(
             results: try await results(rows, caller: caller.clientID, includeData: includeData),
             lastIndex: rows.last?.index ?? after)
@@ -151,12 +158,15 @@ extension E3DBService {
     /// range; paged by offset (`next_token`), the next offset returned as `last_index` (0 when done).
     func searchV2(_ r: APIRequest) async throws -> Response {
         let caller = try r.caller()
-        let q = try JSONBody.decode(API.SearchRequest.self, from: try await body(r, for: .client(caller.clientID)),
-                                      what: "search")
+        let q = try JSONBody.decode(
+            API.SearchRequest.self, from: try await body(r, for: .client(caller.clientID)),
+            what: "search")
         let limit = (q.limit ?? 0) == 0 ? 50 : q.limit!
         guard limit > 0, limit <= 1000 else { throw E3DBError(.badRequest, "limit must be between 1 and 1000") }
         let offset = q.nextToken ?? 0
-        guard offset >= 0, offset <= 10_000 else { throw E3DBError(.badRequest, "next_token must be between 0 and 10000") }
+        guard offset >= 0, offset <= 10_000 else {
+            throw E3DBError(.badRequest, "next_token must be between 0 and 10000")
+        }
         var after: Int64? = nil
         var before: Int64? = nil
         var byModified = false
@@ -171,7 +181,8 @@ extension E3DBService {
                 guard let micros = APITimestamp.parse(text) else {
                     throw E3DBError(.badRequest, "range.\(name) is not an RFC 3339 timestamp")
                 }
-                return micros <= APITimestamp.parse("0001-01-01T00:00:00Z")! ? nil : micros  // Go's zero time: unbounded
+                // Go's zero time: unbounded.
+                return micros <= APITimestamp.parse("0001-01-01T00:00:00Z")! ? nil : micros
             }
             after = try bound(range.after, "after")
             before = try bound(range.before, "before")
@@ -213,14 +224,18 @@ extension E3DBService {
         }
         let start = min(Int(offset), matched.count)
         let wanted = matched[start..<min(start + limit, matched.count)]
-        let page = Self.capped(try await reread(wanted.map(\.id), from: wanted.first?.index ?? 0, scope: scope,
-                                                includeData: q.includeData == true))
+        let page = Self.capped(
+            try await reread(
+                wanted.map(\.id), from: wanted.first?.index ?? 0, scope: scope,
+                includeData: q.includeData == true))
         // The page may stop early (``maxPageBytes``): the next offset follows its last record.
-        let end = page.last.flatMap { last in wanted.firstIndex { $0.id == last.recordID } }.map { $0 + 1 }
+        let end =
+            page.last.flatMap { last in wanted.firstIndex { $0.id == last.recordID } }.map { $0 + 1 }
             ?? wanted.endIndex
         let next = end < matched.count ? Int64(end) : 0
-        return try JSONBody.response(API.SearchResponse(
-            results: try await results(page, caller: caller.clientID, includeData: q.includeData == true),
-            lastIndex: next, totalResults: matched.count))
+        return try JSONBody.response(
+            API.SearchResponse(
+                results: try await results(page, caller: caller.clientID, includeData: q.includeData == true),
+                lastIndex: next, totalResults: matched.count))
     }
 }

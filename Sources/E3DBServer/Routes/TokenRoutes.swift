@@ -1,6 +1,6 @@
-import Foundation
 import E3DBAPI
 import E3DBPrimitives
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -24,7 +24,9 @@ extension E3DBService {
         let now = clock.now()
         let expires = now + Int64(configuration.tokenLifetime) * 1_000_000
         try await storage.insertAccessToken(hash: Self.sha256(token), clientID: client.clientID, expires: expires)
-        return try JSONBody.response(API.TokenResponse(
-            accessToken: token, expiresIn: configuration.tokenLifetime, expiresAt: APITimestamp.format(micros: expires)))
+        return try JSONBody.response(
+            API.TokenResponse(
+                accessToken: token, expiresIn: configuration.tokenLifetime,
+                expiresAt: APITimestamp.format(micros: expires)))
     }
 }

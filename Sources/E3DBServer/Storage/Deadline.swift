@@ -15,8 +15,10 @@ struct DeadlineExceeded: Error, Sendable {
 ///   - body: the work.
 /// - Returns: what `body` returns.
 /// - Throws: ``DeadlineExceeded`` when `timeout` passed first, else what `body` throws.
-func withDeadline<T: Sendable>(_ timeout: Duration,
-                               _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+func withDeadline<T: Sendable>(
+    _ timeout: Duration,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let race = DeadlineRace<T>()
     let work = Task {
         do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
@@ -28,7 +30,11 @@ func withDeadline<T: Sendable>(_ timeout: Duration,
         race.finish(.failure(DeadlineExceeded(timeout: timeout)))
     }
     defer { timer.cancel() }
-    return try await withTaskCancellationHandler { try await race.outcome() } onCancel: { work.cancel() }
+    return try await withTaskCancellationHandler {
+        try await race.outcome()
+    } onCancel: {
+        work.cancel()
+    }
 }
 
 /// The first outcome of ``withDeadline(_:_:)``: the body's or the deadline's; later ones are ignored.

@@ -1,5 +1,5 @@
-import Synchronization
 import E3DBPrimitives
+import Synchronization
 
 /// Group commit: items submitted concurrently are written together, in one statement or transaction, on one task
 /// per lane at a time.
@@ -145,7 +145,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 continue
             }
             guard outputs.count == batch.count else {
-                let error = E3DBError(.storageCorrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
+                let error = E3DBError(
+                    .storageCorrupted, "a grouped write returned \(outputs.count) results for \(batch.count) items")
                 for entry in batch { entry.1(.failure(error)) }
                 continue
             }

@@ -20,9 +20,11 @@ public struct ClientRow: Sendable, Hashable {
     /// Microseconds since the epoch.
     public var created: Int64
 
-    public init(clientID: String, name: String, publicKey: String, signingKey: String?, apiKeyID: String,
-                apiSecretHash: Data, enabled: Bool = true, hasBackup: Bool = false, registrationTokenHash: Data,
-                created: Int64) {
+    public init(
+        clientID: String, name: String, publicKey: String, signingKey: String?, apiKeyID: String,
+        apiSecretHash: Data, enabled: Bool = true, hasBackup: Bool = false, registrationTokenHash: Data,
+        created: Int64
+    ) {
         self.clientID = clientID
         self.name = name
         self.publicKey = publicKey
@@ -59,8 +61,10 @@ public struct AccessKeyRow: Sendable, Hashable {
     public var authorizerPublicKey: String
     public var signerID: String?
     public var signerSigningKey: String?
-    public init(tuple: AccessTuple, eak: String, authorizerID: String, authorizerPublicKey: String,
-                signerID: String?, signerSigningKey: String?) {
+    public init(
+        tuple: AccessTuple, eak: String, authorizerID: String, authorizerPublicKey: String,
+        signerID: String?, signerSigningKey: String?
+    ) {
         self.tuple = tuple
         self.eak = eak
         self.authorizerID = authorizerID
@@ -104,9 +108,11 @@ public struct RecordRow: Sendable, Hashable {
     public var lastModified: Int64
     public var version: String
 
-    public init(index: Int64 = 0, recordID: String, writerID: String, userID: String, type: String,
-                plainJSON: String, dataJSON: String, recSig: String?, fileMetaJSON: String?, created: Int64,
-                lastModified: Int64, version: String) {
+    public init(
+        index: Int64 = 0, recordID: String, writerID: String, userID: String, type: String,
+        plainJSON: String, dataJSON: String, recSig: String?, fileMetaJSON: String?, created: Int64,
+        lastModified: Int64, version: String
+    ) {
         self.index = index
         self.recordID = recordID
         self.writerID = writerID
@@ -159,9 +165,11 @@ public struct NoteRow: Sendable, Hashable {
     public var expiresAt: Int64?
     public var created: Int64
     public var bodyJSON: String
-    public init(noteID: String, idString: String?, writerClientID: String?, recipientSigningKey: String,
-                writerSigningKey: String, maxViews: Int?, views: Int, expiresAt: Int64?, created: Int64,
-                bodyJSON: String) {
+    public init(
+        noteID: String, idString: String?, writerClientID: String?, recipientSigningKey: String,
+        writerSigningKey: String, maxViews: Int?, views: Int, expiresAt: Int64?, created: Int64,
+        bodyJSON: String
+    ) {
         self.noteID = noteID
         self.idString = idString
         self.writerClientID = writerClientID
@@ -189,8 +197,10 @@ public struct RecordScope: Sendable, Hashable {
     public var types: [String]
     /// `false`: rows come with an empty `dataJSON` (a scan that matches on metadata and `plain` reads no `data`).
     public var includeData: Bool
-    public init(caller: String, includeShared: Bool, writerIDs: [String] = [], userIDs: [String] = [],
-                recordIDs: [String] = [], types: [String] = [], includeData: Bool = true) {
+    public init(
+        caller: String, includeShared: Bool, writerIDs: [String] = [], userIDs: [String] = [],
+        recordIDs: [String] = [], types: [String] = [], includeData: Bool = true
+    ) {
         self.caller = caller
         self.includeShared = includeShared
         self.writerIDs = writerIDs
@@ -222,7 +232,6 @@ public enum PolicyListing: Sendable, Hashable {
     /// `authorizer` grants to the caller.
     case granted
 }
-
 
 extension PolicyListing {
     /// The column that must name the client and the permission that must be set, for this listing. The same

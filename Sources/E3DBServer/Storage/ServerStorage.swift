@@ -73,8 +73,10 @@ public protocol ServerStorage: Sendable {
     /// one statement.
     func record(id: String, readableBy readerID: String) async throws -> RecordRow?
     /// Replaces `plain` (when given), `data` and `rec_sig` if the version matches.
-    func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
-                      newVersion: String, now: Int64) async throws -> VersionedOutcome
+    func updateRecord(
+        id: String, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
+        newVersion: String, now: Int64
+    ) async throws -> VersionedOutcome
     /// Deletes a record if the version matches (`nil`: any version).
     func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome
     /// Records in `scope` with index > `afterIndex`, ascending, at most `limit`.

@@ -20,7 +20,9 @@ extension E3DBError.Code {
 
     /// Whether this is one of the storage codes above.
     public var isStorageFailure: Bool {
-        [.storageConflict, .storageUnavailable, .storageRejectedValue, .storageFailed, .storageCorrupted,
-         .invalidStorageConfiguration].contains(self)
+        [
+            .storageConflict, .storageUnavailable, .storageRejectedValue, .storageFailed, .storageCorrupted,
+            .invalidStorageConfiguration,
+        ].contains(self)
     }
 }

@@ -29,7 +29,8 @@ struct ClientCommand: SubcommandGroup {
             subdomains, addresses and IPv4 CIDR ranges, name:port, * for all).
             """,
         subcommands: [
-            ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientWriteCommand.self, ClientReadCommand.self, ClientQueryCommand.self,
+            ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientWriteCommand.self, ClientReadCommand.self,
+            ClientQueryCommand.self,
             ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
             ClientFileCommand.self, ClientNoteCommand.self,
         ]
@@ -41,23 +42,26 @@ struct ClientConfigOptions: ParsableArguments {
     @Option(help: "A credential file, or a profile name (~/.tozny/<profile>/e3db.json).")
     var config: String?
 
-    @Option(help: ArgumentHelp(
-        "Accept and pin a changed key of this client id if its fingerprint is this one (repeatable).",
-        discussion: "FINGERPRINT is the one that client's `client whoami` prints (public_key_fingerprint, or "
-            + "public_signing_key_fingerprint when its signing key changed), checked with it over another channel. "
-            + "Every key that changed must be matched; a changed key is otherwise refused.",
-        valueName: "client-id=fingerprint"))
+    @Option(
+        help: ArgumentHelp(
+            "Accept and pin a changed key of this client id if its fingerprint is this one (repeatable).",
+            discussion: "FINGERPRINT is the one that client's `client whoami` prints (public_key_fingerprint, or "
+                + "public_signing_key_fingerprint when its signing key changed), checked with it over another channel. "
+                + "Every key that changed must be matched; a changed key is otherwise refused.",
+            valueName: "client-id=fingerprint"))
     var acceptNewKey: [String] = []
 
     @OptionGroup var connection: ClientConnectionOptions
 
     /// The credential file's path.
     var path: String {
-        let home = ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+        let home =
+            ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? FileManager.default.homeDirectoryForCurrentUser.path
         let name = config ?? ProcessInfo.processInfo.environment["E3DB_PROFILE"].flatMap { $0.isEmpty ? nil : $0 }
         guard let name else { return home + "/.tozny/e3db.json" }
-        if name.contains("/") || name.hasSuffix(".json") || name == "-" || FileManager.default.fileExists(atPath: name) {
+        if name.contains("/") || name.hasSuffix(".json") || name == "-" || FileManager.default.fileExists(atPath: name)
+        {
             return name
         }
         return home + "/.tozny/\(name)/e3db.json"
@@ -86,8 +90,10 @@ struct ClientConfigOptions: ParsableArguments {
         }
         let transport = try connection.transport(for: identity.apiURL ?? ClientIdentity.defaultAPIURL)
         do {
-            return try E3DBClient(identity: identity, transport: transport, verification: RecordVerification(
-                policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys)
+            return try E3DBClient(
+                identity: identity, transport: transport,
+                verification: RecordVerification(
+                    policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys)
         } catch {
             throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
         }
@@ -96,11 +102,12 @@ struct ClientConfigOptions: ParsableArguments {
 
 /// `--allow-unsigned` of the commands that read records.
 struct AllowUnsignedFlag: ParsableArguments {
-    @Flag(help: ArgumentHelp(
-        "Accept records without rec_sig, as the Python and Go SDKs write them (signature_status \"absent\").",
-        discussion: "Without it an unsigned record is refused (exit 2): e3dbkit signs every record it writes, and "
-            + "a server could remove rec_sig to change plain or mix fields. A rec_sig that is present must verify "
-            + "either way."))
+    @Flag(
+        help: ArgumentHelp(
+            "Accept records without rec_sig, as the Python and Go SDKs write them (signature_status \"absent\").",
+            discussion: "Without it an unsigned record is refused (exit 2): e3dbkit signs every record it writes, and "
+                + "a server could remove rec_sig to change plain or mix fields. A rec_sig that is present must verify "
+                + "either way."))
     var allowUnsigned = false
 }
 
@@ -130,15 +137,17 @@ func recordLine(_ record: ClientRecord) throws -> String {
         enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
     }
     let status = (record.signatureStatus ?? .notChecked).rawValue
-    return String(decoding: try encoder.encode(Line(meta: record.meta, data: data, signatureStatus: status)),
-                  as: UTF8.self)
+    return String(
+        decoding: try encoder.encode(Line(meta: record.meta, data: data, signatureStatus: status)),
+        as: UTF8.self)
 }
 
 /// `CLIENT_ID=FINGERPRINT` of `--accept-new-key`: a UUID and a fingerprint as ``KnownKeys/fingerprint(_:)`` prints
 /// it (eight groups of four hex digits joined by `:`).
 func parseAcceptedKey(_ text: String) throws -> (UUID, String) {
-    let usage = CLIError("--accept-new-key takes CLIENT_ID=FINGERPRINT (the fingerprint that client's whoami prints, "
-                         + "xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx)", exitCode: ExitStatus.usage)
+    let usage = CLIError(
+        "--accept-new-key takes CLIENT_ID=FINGERPRINT (the fingerprint that client's whoami prints, "
+            + "xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx)", exitCode: ExitStatus.usage)
     guard let equals = text.firstIndex(of: "=") else { throw usage }
     let id = try parseUUID(String(text[..<equals]), what: "--accept-new-key's CLIENT_ID")
     let fingerprint = text[text.index(after: equals)...].lowercased()
@@ -185,15 +194,18 @@ struct ClientRegisterCommand: AsyncParsableCommand {
         let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         try OutputFile.refuseExisting(out, force: force)
         let identity = try await libraryCall("registering with \(apiURL)") {
-            try await E3DBClient.register(token: token, name: name, apiURL: apiURL, backup: backup, transport: transport)
+            try await E3DBClient.register(
+                token: token, name: name, apiURL: apiURL, backup: backup, transport: transport)
         }
         try OutputFile.write(identity.configJSON(), to: out, mode: 0o600, force: force)
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
-            "public_key": .string(identity.publicKey.base64URLEncoded),
-            "public_signing_key": .string(identity.publicSigningKey?.base64URLEncoded ?? ""),
-            "api_url": .string(apiURL), "config": .string(out),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+                    "public_key": .string(identity.publicKey.base64URLEncoded),
+                    "public_signing_key": .string(identity.publicSigningKey?.base64URLEncoded ?? ""),
+                    "api_url": .string(apiURL), "config": .string(out),
+                ])))
     }
 }
 
@@ -358,7 +370,9 @@ struct ClientDeleteCommand: AsyncParsableCommand {
     func run() async throws {
         let id = try parseUUID(recordID, what: "RECORD_ID")
         let client = try config.client()
-        try await libraryCall("deleting record \(id.uuidString.lowercased())") { try await client.delete(id, version: version) }
+        try await libraryCall("deleting record \(id.uuidString.lowercased())") {
+            try await client.delete(id, version: version)
+        }
         try printDeleted(id)
     }
 }
@@ -395,10 +409,12 @@ struct ClientShareCommand: AsyncParsableCommand {
             try await client.share(type: options.type, with: reader)
             return info
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "shared": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
-            "reader_fingerprint": .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519)),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "shared": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+                    "reader_fingerprint": .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519)),
+                ])))
     }
 }
 
@@ -412,9 +428,11 @@ struct ClientRevokeCommand: AsyncParsableCommand {
         let reader = try parseUUID(options.reader, what: "--reader")
         let client = try options.config.client()
         try await libraryCall("revoking \(options.type)") { try await client.revoke(type: options.type, from: reader) }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "revoked": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "revoked": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+                ])))
     }
 }
 
@@ -467,10 +485,11 @@ struct ClientFileGetCommand: AsyncParsableCommand {
     @Flag(help: "Report the download's progress on stderr (ciphertext bytes decrypted as they arrive).")
     var progress = false
 
-    @Flag(help: ArgumentHelp(
-        "Also check the body's MD5 against the record's file_meta.checksum.",
-        discussion: "Every chunk is authenticated either way; the MD5 also catches another file's body served "
-            + "for this record under the same access key, and roughly doubles the CPU a download costs."))
+    @Flag(
+        help: ArgumentHelp(
+            "Also check the body's MD5 against the record's file_meta.checksum.",
+            discussion: "Every chunk is authenticated either way; the MD5 also catches another file's body served "
+                + "for this record under the same access key, and roughly doubles the CPU a download costs."))
     var verifyChecksum = false
 
     @Argument(help: "The file record's id.")

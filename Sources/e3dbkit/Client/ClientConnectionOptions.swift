@@ -7,15 +7,18 @@ import Foundation
 /// How `e3dbkit client` reaches the server: the CAs it trusts, the server keys it accepts, and the proxy
 /// (`HTTPS_PROXY`, `http_proxy`, `NO_PROXY`).
 struct ClientConnectionOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "A PEM file of the CA certificates to trust instead of the system's (default: $E3DBKIT_CA_FILE).",
-        valueName: "pem"))
+    @Option(
+        help: ArgumentHelp(
+            "A PEM file of the CA certificates to trust instead of the system's (default: $E3DBKIT_CA_FILE).",
+            valueName: "pem"))
     var caFile: String?
 
-    @Option(name: .customLong("pin-sha256"), help: ArgumentHelp(
-        "Accept only a server whose certificate's public key has this SHA-256 (base64 of the SubjectPublicKeyInfo, "
-            + "as curl's --pinnedpubkey sha256//…; repeatable).",
-        valueName: "base64"))
+    @Option(
+        name: .customLong("pin-sha256"),
+        help: ArgumentHelp(
+            "Accept only a server whose certificate's public key has this SHA-256 (base64 of the SubjectPublicKeyInfo, "
+                + "as curl's --pinnedpubkey sha256//…; repeatable).",
+            valueName: "base64"))
     var pins: [String] = []
 
     /// The transport to `apiURL`: the CAs from --ca-file or `E3DBKIT_CA_FILE` (https URLs only), the pins, and the

@@ -3,9 +3,9 @@ import E3DBKit
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `--progress` of `client file put|get`, on stderr only: the file commands' bar when stderr is a terminal, else

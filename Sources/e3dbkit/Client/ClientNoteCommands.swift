@@ -13,8 +13,10 @@ struct ClientNoteCommand: SubcommandGroup {
             output of `e3dbkit keygen` or a credential file), the requests are TSV1-signed with an empty uid as \
             the Python SDK's anonymous notes are, and the server comes from --api-url or the file's api_url.
             """,
-        subcommands: [ClientNoteWriteCommand.self, ClientNoteReadCommand.self, ClientNoteReplaceCommand.self,
-                      ClientNoteDeleteCommand.self])
+        subcommands: [
+            ClientNoteWriteCommand.self, ClientNoteReadCommand.self, ClientNoteReplaceCommand.self,
+            ClientNoteDeleteCommand.self,
+        ])
 }
 
 /// A note as printed: the server's members (ids, views) and, for a read, the decrypted fields.
@@ -39,9 +41,10 @@ func noteLine(_ note: API.Note, data: RecordData?) throws -> String {
 
 /// Anonymous mode: key pairs from a file (never argv) and the server's URL.
 struct AnonymousNoteOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "A JSON file with the key pairs to use instead of a registered client (see `client note --help`).",
-        valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "A JSON file with the key pairs to use instead of a registered client (see `client note --help`).",
+            valueName: "file"))
     var anonymousKeys: String?
 
     @Option(help: "The server's base URL (anonymous mode; default: the key file's api_url).")
@@ -53,7 +56,9 @@ struct AnonymousNoteOptions: ParsableArguments {
             if apiURL != nil { throw CLIError("--api-url goes with --anonymous-keys", exitCode: ExitStatus.usage) }
             return nil
         }
-        if config != nil { throw CLIError("--config and --anonymous-keys exclude each other", exitCode: ExitStatus.usage) }
+        if config != nil {
+            throw CLIError("--config and --anonymous-keys exclude each other", exitCode: ExitStatus.usage)
+        }
         let identity = try DocumentCLI.identity(anonymousKeys)
         guard let url = apiURL ?? identity.apiURL else {
             throw CLIError("anonymous mode needs --api-url (or an api_url in the key file)", exitCode: ExitStatus.usage)
@@ -72,7 +77,8 @@ struct NoteRecipientOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "The recipient's Curve25519 public key, base64url (instead of --recipient).")
     var recipientPublicKey: String?
 
-    @Option(parsing: .unconditional, help: "The recipient's Ed25519 public key, base64url (with --recipient-public-key).")
+    @Option(
+        parsing: .unconditional, help: "The recipient's Ed25519 public key, base64url (with --recipient-public-key).")
     var recipientSigningKey: String?
 
     func validate() throws {
@@ -87,21 +93,27 @@ struct NoteRecipientOptions: ParsableArguments {
     /// The recipient's public keys (looked up through `client` for --recipient).
     func keys(_ client: E3DBClient?) async throws -> (Box.PublicKey, Ed25519.PublicKey) {
         if let publicKey = recipientPublicKey, let signingKey = recipientSigningKey {
-            return (try DocumentCLI.boxPublicKey(publicKey, what: "reading --recipient-public-key"),
-                    try DocumentCLI.signingPublicKey(signingKey, what: "reading --recipient-signing-key"))
+            return (
+                try DocumentCLI.boxPublicKey(publicKey, what: "reading --recipient-public-key"),
+                try DocumentCLI.signingPublicKey(signingKey, what: "reading --recipient-signing-key")
+            )
         }
         let recipientID = try parseUUID(recipient ?? "", what: "--recipient")
         guard let client else {
-            throw CLIError("anonymous mode takes the recipient's public keys, not --recipient", exitCode: ExitStatus.usage)
+            throw CLIError(
+                "anonymous mode takes the recipient's public keys, not --recipient", exitCode: ExitStatus.usage)
         }
         return try await libraryCall("looking up the recipient") {
             let info = try await client.clientInfo(recipientID)
             guard let signing = info.signingKey else {
-                throw E3DBError(.missingKey, "the recipient has no signing key, so it cannot read notes",
-                                context: .init(field: "signing_key"))
+                throw E3DBError(
+                    .missingKey, "the recipient has no signing key, so it cannot read notes",
+                    context: .init(field: "signing_key"))
             }
-            return (try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519),
-                    try Ed25519.PublicKey(base64URLEncoded: signing.ed25519))
+            return (
+                try Box.PublicKey(base64URLEncoded: info.publicKey.curve25519),
+                try Ed25519.PublicKey(base64URLEncoded: signing.ed25519)
+            )
         }
     }
 }
@@ -122,7 +134,8 @@ struct NoteLimitOptions: ParsableArguments {
     func expirationDate() throws -> Date? {
         guard let expiration else { return nil }
         guard let micros = APITimestamp.parse(expiration) else {
-            throw CLIError("--expiration must be an RFC 3339 time such as 2030-01-01T00:00:00Z", exitCode: ExitStatus.usage)
+            throw CLIError(
+                "--expiration must be an RFC 3339 time such as 2030-01-01T00:00:00Z", exitCode: ExitStatus.usage)
         }
         return Date(timeIntervalSince1970: Double(micros) / 1e6)
     }
@@ -147,7 +160,7 @@ struct ClientNoteWriteCommand: AsyncParsableCommand {
         let values = try DocumentCLI.recordData(data, what: "data")
         let expiration = try limits.expirationDate()
         let note: API.Note
-        if case let (keys, url)? = try anonymous.load(refusing: config.config) {
+        if case (let keys, let url)? = try anonymous.load(refusing: config.config) {
             let (publicKey, signingKey) = try await recipient.keys(nil)
             note = try await libraryCall("writing an anonymous note") {
                 try await E3DBClient.writeAnonymousNote(
@@ -159,8 +172,9 @@ struct ClientNoteWriteCommand: AsyncParsableCommand {
             let client = try config.client()
             let (publicKey, signingKey) = try await recipient.keys(client)
             note = try await libraryCall("writing a note") {
-                try await client.writeNote(values, recipientEncryptionKey: publicKey, recipientSigningKey: signingKey,
-                                           name: name, maxViews: limits.maxViews, expiration: expiration)
+                try await client.writeNote(
+                    values, recipientEncryptionKey: publicKey, recipientSigningKey: signingKey,
+                    name: name, maxViews: limits.maxViews, expiration: expiration)
             }
         }
         try StandardOutput.line(noteLine(note, data: nil))
@@ -194,11 +208,12 @@ struct ClientNoteReadCommand: AsyncParsableCommand {
         }
         let options = NoteDecryptionOptions(expectedWriterSigningKey: expected)
         let read: ClientNote
-        if case let (keys, url)? = try anonymous.load(refusing: config.config) {
+        if case (let keys, let url)? = try anonymous.load(refusing: config.config) {
             read = try await libraryCall("reading a note anonymously") {
-                try await E3DBClient.readAnonymousNote(id: noteID, name: name, reader: keys, apiURL: url,
-                                                       options: options,
-                                                       transport: try config.connection.transport(for: url))
+                try await E3DBClient.readAnonymousNote(
+                    id: noteID, name: name, reader: keys, apiURL: url,
+                    options: options,
+                    transport: try config.connection.transport(for: url))
             }
         } else {
             let client = try config.client()
@@ -231,9 +246,10 @@ struct ClientNoteReplaceCommand: AsyncParsableCommand {
         let client = try config.client()
         let (publicKey, signingKey) = try await recipient.keys(client)
         let note = try await libraryCall("replacing note \(name.prefix(80))") {
-            try await client.replaceNote(named: name, with: values, recipientEncryptionKey: publicKey,
-                                         recipientSigningKey: signingKey, maxViews: limits.maxViews,
-                                         expiration: expiration)
+            try await client.replaceNote(
+                named: name, with: values, recipientEncryptionKey: publicKey,
+                recipientSigningKey: signingKey, maxViews: limits.maxViews,
+                expiration: expiration)
         }
         try StandardOutput.line(noteLine(note, data: nil))
     }

@@ -74,8 +74,10 @@ struct NoteDecryptCommand: ParsableCommand {
     @Flag(help: "Accept js-sdk's legacy note signature (a bare Ed25519 signature over NoteInfo, unsigned fields).")
     var allowLegacySignature = false
 
-    @Option(help: ArgumentHelp("A field the note must hold; repeat for each. The note must hold exactly these.",
-        valueName: "name"))
+    @Option(
+        help: ArgumentHelp(
+            "A field the note must hold; repeat for each. The note must hold exactly these.",
+            valueName: "name"))
     var expectField: [String] = []
 
     @Argument(help: "The note JSON file ('-' for stdin).")

@@ -4,9 +4,9 @@ import E3DBKit
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `--ndjson`, `--fail-fast`, `--jobs` of `record encrypt` and `record decrypt`.
@@ -60,7 +60,8 @@ enum RecordBatchCLI {
     }
 
     /// One read(2), retried on EINTR; 0 at the end of the input.
-    static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, name: String) throws(E3DBError) -> Int {
+    static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, name: String) throws(E3DBError) -> Int
+    {
         while true {
             let n = read(fd, buffer.baseAddress, buffer.count)
             if n >= 0 { return n }

@@ -86,7 +86,8 @@ enum SignaturePolicyOption: String, ExpressibleByArgument, CaseIterable {
 
 /// How `record decrypt` treats rec_sig and the writer (shared by the single-record and batch modes).
 struct RecordDecryptOptions: ParsableArguments {
-    @Option(parsing: .unconditional, help: "The writer's Ed25519 public key (default: signer_signing_key of the EAKInfo).")
+    @Option(
+        parsing: .unconditional, help: "The writer's Ed25519 public key (default: signer_signing_key of the EAKInfo).")
     var verifyingKey: String?
 
     @Option(help: "Key order of the signed message: utf16 (default) or js (js-sdk Signable).")
@@ -101,7 +102,10 @@ struct RecordDecryptOptions: ParsableArguments {
             valueName: "policy"))
     var signaturePolicy: SignaturePolicyOption?
 
-    @Flag(help: "Accept records without rec_sig, as the Python and Go SDKs write them (--signature-policy verify-if-present).")
+    @Flag(
+        help:
+            "Accept records without rec_sig, as the Python and Go SDKs write them (--signature-policy verify-if-present)."
+    )
     var allowUnsigned = false
 
     @Flag(help: "Also accept a rec_sig made by js-sdk over plain and data in their JSON order (unsorted).")

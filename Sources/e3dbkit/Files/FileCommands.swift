@@ -4,9 +4,9 @@ import E3DBKit
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `e3dbkit file ...`: E3DB file format v3 (streaming, constant memory).
@@ -20,7 +20,8 @@ struct FileCommand: SubcommandGroup {
 
 /// Options shared by encrypt and decrypt.
 struct FileCipherOptions: ParsableArguments {
-    @Option(name: .customLong("access-key-file"), help: "File holding the access key as base64url (as the SDKs store it).")
+    @Option(
+        name: .customLong("access-key-file"), help: "File holding the access key as base64url (as the SDKs store it).")
     var accessKeyFile: String
 
     @Flag(name: [.short, .long], help: "No progress bar and no summary on stderr.")
@@ -29,7 +30,8 @@ struct FileCipherOptions: ParsableArguments {
     @Argument(help: "Input file, or - for standard input.")
     var input: String
 
-    @Argument(help: "Output file, or - for standard output. Written to an unnamed or temporary file and renamed on success.")
+    @Argument(
+        help: "Output file, or - for standard output. Written to an unnamed or temporary file and renamed on success.")
     var output: String
 
     func accessKey() throws -> AccessKey {
@@ -283,7 +285,9 @@ struct FileDecryptCommand: ParsableCommand {
 
     func validate() throws {
         if range != nil {
-            guard options.input != "-" else { throw ValidationError("--range needs a file as INPUT, not standard input") }
+            guard options.input != "-" else {
+                throw ValidationError("--range needs a file as INPUT, not standard input")
+            }
             guard expectedChecksum == nil, !acceptZeroChunk else {
                 throw ValidationError(
                     "--range reads part of the file: --expected-checksum and --accept-zero-chunk need a full decrypt")

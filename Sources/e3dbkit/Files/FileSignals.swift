@@ -2,9 +2,9 @@ import E3DBCommandLine
 import E3DBKit
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Signal handling for the commands that write output files (`file encrypt`, `file decrypt`).
@@ -21,9 +21,9 @@ enum FileSignals {
         for signo in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
             var action = sigaction()
             #if canImport(Darwin)
-            action.__sigaction_u.__sa_handler = handleTerminatingSignal
+                action.__sigaction_u.__sa_handler = handleTerminatingSignal
             #else
-            action.__sigaction_handler.sa_handler = handleTerminatingSignal
+                action.__sigaction_handler.sa_handler = handleTerminatingSignal
             #endif
             sigemptyset(&action.sa_mask)
             // The default action is back and the signal unblocked while the handler runs, so raise() ends the

@@ -4,9 +4,9 @@ import E3DBKit
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `e3dbkit hash [FILE ...]`: BLAKE2b of files or stdin in GNU `b2sum` format.
@@ -64,7 +64,8 @@ struct HashCommand: ParsableCommand {
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw CLIError("cannot read \(CLIInput.display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
+                throw CLIError(
+                    "cannot read \(CLIInput.display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
             }
             if count == 0 { break }
             buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }

@@ -152,7 +152,9 @@ struct EAKWrapCommand: ParsableCommand {
     @Option(help: "A file holding the base64url access key to wrap (default: a new random key).")
     var accessKey: String?
 
-    @Option(parsing: .unconditional, help: "The reader's Curve25519 public key, base64url (default: the identity's own key).")
+    @Option(
+        parsing: .unconditional,
+        help: "The reader's Curve25519 public key, base64url (default: the identity's own key).")
     var readerPublicKey: String?
 
     @Option(help: "EAKInfo shape to write: api (default) or java.")
@@ -168,7 +170,9 @@ struct EAKWrapCommand: ParsableCommand {
             } else {
                 ak = AccessKey()
             }
-            let reader = try readerPublicKey.map { try DocumentCLI.boxPublicKey($0, what: "reading --reader-public-key") }
+            let reader = try readerPublicKey.map {
+                try DocumentCLI.boxPublicKey($0, what: "reading --reader-public-key")
+            }
             let eak = try EncryptedAccessKey.wrap(ak, for: reader ?? me.publicKey, by: me.boxKey)
             let info = EAKInfo(
                 eak: eak, authorizerID: id, authorizerPublicKey: me.publicKey,

@@ -38,7 +38,9 @@ struct SQLiteKeyOptions: ParsableArguments {
     var kdfIter: Int?
 
     func validate() throws {
-        if passphraseFile != nil && keyFile != nil { throw ValidationError("pass only one of --passphrase-file and --key-file") }
+        if passphraseFile != nil && keyFile != nil {
+            throw ValidationError("pass only one of --passphrase-file and --key-file")
+        }
         guard compatibility == 3 || compatibility == 4 else { throw ValidationError("--compatibility is 3 or 4") }
     }
 
@@ -73,7 +75,9 @@ struct SQLiteKeyOptions: ParsableArguments {
             if let keyFile { return try SQLCipherKey.rawKey(hex: try CLIIO.readSecret(keyFile, what: "key file")) }
             if let passphraseFile {
                 let passphrase = try CLIIO.readSecret(passphraseFile, what: "passphrase file")
-                guard passphrase.count > 0 else { throw CLIError("the passphrase file is empty", exitCode: ExitStatus.usage) }
+                guard passphrase.count > 0 else {
+                    throw CLIError("the passphrase file is empty", exitCode: ExitStatus.usage)
+                }
                 return .passphrase(passphrase)
             }
             return nil
@@ -168,7 +172,8 @@ struct SQLiteEncrypt: ParsableCommand {
 
     func run() throws {
         try libraryCall("encrypting \(input)") {
-            try E3DBSQLite.encrypt(plaintextDatabaseAt: input, to: output, key: try keys.requiredKey(), settings: try keys.settings())
+            try E3DBSQLite.encrypt(
+                plaintextDatabaseAt: input, to: output, key: try keys.requiredKey(), settings: try keys.settings())
         }
     }
 }
@@ -185,7 +190,8 @@ struct SQLiteDecrypt: ParsableCommand {
 
     func run() throws {
         try libraryCall("decrypting \(input)") {
-            try E3DBSQLite.decrypt(databaseAt: input, key: try keys.requiredKey(), settings: try keys.settings(), to: output)
+            try E3DBSQLite.decrypt(
+                databaseAt: input, key: try keys.requiredKey(), settings: try keys.settings(), to: output)
         }
     }
 }
@@ -227,7 +233,8 @@ struct SQLiteRekey: ParsableCommand {
 struct SQLiteVerify: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Authenticate every page and check the b-tree; print the result as JSON, exit 2 naming the bad pages.",
+        abstract:
+            "Authenticate every page and check the b-tree; print the result as JSON, exit 2 naming the bad pages.",
         discussion: """
             Prints {"pages": N, "bad_pages": [...], "integrity": [...]}. Exits 0 when every page authenticates \
             and integrity_check says ok, 2 otherwise (each bad page named on stderr), 77 for a wrong key.
@@ -246,7 +253,9 @@ struct SQLiteVerify: ParsableCommand {
         try StandardOutput.line("{\"pages\":\(result.pageCount),\"bad_pages\":[\(bad)],\"integrity\":[\(integrity)]}")
         guard result.isIntact else {
             for page in result.badPages { StandardError.line("page \(page) did not authenticate") }
-            if result.badPages.isEmpty { StandardError.line("integrity_check: " + result.integrity.joined(separator: "; ")) }
+            if result.badPages.isEmpty {
+                StandardError.line("integrity_check: " + result.integrity.joined(separator: "; "))
+            }
             throw ExitCode(ExitStatus.authentication.rawValue)
         }
     }

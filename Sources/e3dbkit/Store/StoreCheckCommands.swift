@@ -5,11 +5,10 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
-
 
 struct StoreVerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,10 +23,12 @@ struct StoreVerifyCommand: ParsableCommand {
         for problem in report.problems {
             StandardError.line("e3dbkit: \(problem.context.item ?? "?"): \(problem.code.rawValue): \(problem.message)")
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "checked": .number(Double(report.recordsChecked)), "files": .number(Double(report.filesChecked)),
-            "problems": .number(Double(report.problems.count)),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "checked": .number(Double(report.recordsChecked)), "files": .number(Double(report.filesChecked)),
+                    "problems": .number(Double(report.problems.count)),
+                ])))
         if !report.problems.isEmpty { throw ExitStatus.authentication }
     }
 }
@@ -45,9 +46,11 @@ struct StoreStatsCommand: ParsableCommand {
         for (name, count) in stats.recordsPerCollection.sorted(by: { $0.key < $1.key }) {
             collections[name] = .number(Double(count))
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "collections": .object(collections), "database_bytes": .number(Double(stats.databaseBytes)),
-            "store_id": .string(store.storeID.uuidString.lowercased()),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "collections": .object(collections), "database_bytes": .number(Double(stats.databaseBytes)),
+                    "store_id": .string(store.storeID.uuidString.lowercased()),
+                ])))
     }
 }

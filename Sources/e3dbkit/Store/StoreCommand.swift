@@ -5,9 +5,9 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `e3dbkit store …`: the embedded encrypted store.
@@ -22,8 +22,10 @@ struct StoreCommand: SubcommandGroup {
             the key itself on the command line. A wrong passphrase, key or identity exits 77. See docs/store.md.
             """,
         subcommands: [
-            StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self, StoreIndexCommand.self,
-            StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self, StoreImportCommand.self,
+            StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self,
+            StoreIndexCommand.self,
+            StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self,
+            StoreImportCommand.self,
             StoreVerifyCommand.self, StoreStatsCommand.self, StoreIdentityCommand.self, StoreAttachCommand.self,
             StoreCatCommand.self, StoreListFilesCommand.self, StoreMoveFileCommand.self, StoreRemoveFileCommand.self,
             StoreRemoveOrphansCommand.self,
@@ -48,7 +50,10 @@ struct StoreKeyOptions: ParsableArguments {
     @Option(help: "A file holding a raw 32-byte key as base64url ('-' for stdin).")
     var keyFile: String?
 
-    @Option(help: "An E3DB client identity JSON file (client_id, public_key, private_key, …) enrolled in the store ('-' for stdin).")
+    @Option(
+        help:
+            "An E3DB client identity JSON file (client_id, public_key, private_key, …) enrolled in the store ('-' for stdin)."
+    )
     var identity: String?
 
     static let onlyOne = "pass only one of --passphrase-file, --key-file and --identity"
@@ -63,19 +68,26 @@ struct StoreKeyOptions: ParsableArguments {
     /// The credential: from the file given, or typed at the terminal.
     func credential(confirm: Bool = false) throws -> StoreCredential {
         if let identity {
-            guard passphraseFile == nil && keyFile == nil else { throw CLIError(StoreKeyOptions.onlyOne, exitCode: ExitStatus.usage) }
+            guard passphraseFile == nil && keyFile == nil else {
+                throw CLIError(StoreKeyOptions.onlyOne, exitCode: ExitStatus.usage)
+            }
             return .identity(try DocumentCLI.identity(identity).boxKey)
         }
-        return try StoreKeyOptions.credential(passphraseFile: passphraseFile, keyFile: keyFile, confirm: confirm, what: "passphrase")
+        return try StoreKeyOptions.credential(
+            passphraseFile: passphraseFile, keyFile: keyFile, confirm: confirm, what: "passphrase")
     }
 
-    static func credential(passphraseFile: String?, keyFile: String?, confirm: Bool, what: String) throws -> StoreCredential {
+    static func credential(passphraseFile: String?, keyFile: String?, confirm: Bool, what: String) throws
+        -> StoreCredential
+    {
         if let keyFile { return .key(try DocumentCLI.keyFile(keyFile, what: "key file", key: "store key")) }
         if let passphraseFile { return .passphrase(try CLIIO.readSecret(passphraseFile, what: "passphrase file")) }
         let first = try TerminalPrompt.secret("\(what): ")
         if confirm {
             let second = try TerminalPrompt.secret("\(what) again: ")
-            guard first.constantTimeEquals(second) else { throw CLIError("the two entries differ", exitCode: ExitStatus.usage) }
+            guard first.constantTimeEquals(second) else {
+                throw CLIError("the two entries differ", exitCode: ExitStatus.usage)
+            }
         }
         return .passphrase(first)
     }

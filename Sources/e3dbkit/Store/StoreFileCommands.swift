@@ -5,9 +5,9 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `e3dbkit store attach`: a file into the store's encrypted file tree.
@@ -82,7 +82,11 @@ struct StoreCatCommand: ParsableCommand {
             }
             if let out {
                 var sink = try createOutput(out)
-                if let closed { try store.readFile(at: path, range: closed, to: &sink) } else { try store.readFile(at: path, to: &sink) }
+                if let closed {
+                    try store.readFile(at: path, range: closed, to: &sink)
+                } else {
+                    try store.readFile(at: path, to: &sink)
+                }
                 return
             }
             // Authenticate first: nothing reaches stdout from a body that does not verify.

@@ -21,14 +21,17 @@ struct StoreIdentityCommand: SubcommandGroup {
 
 /// The identity an `add` or `remove` is about: a client identity file (only its public part is used) or a key.
 struct EnrolledIdentityOptions: ParsableArguments {
-    @Option(name: .customLong("client"), help: "The client's identity JSON file (its public key and client_id are used).")
+    @Option(
+        name: .customLong("client"), help: "The client's identity JSON file (its public key and client_id are used).")
     var clientIdentity: String?
 
     @Option(parsing: .unconditional, help: "The client's Curve25519 public key, base64url (instead of --client).")
     var publicKey: String?
 
     func validate() throws {
-        if (clientIdentity == nil) == (publicKey == nil) { throw ValidationError("pass exactly one of --client and --public-key") }
+        if (clientIdentity == nil) == (publicKey == nil) {
+            throw ValidationError("pass exactly one of --client and --public-key")
+        }
     }
 
     /// The public key and, from an identity file, the client id.
@@ -60,7 +63,9 @@ struct StoreIdentityAddCommand: ParsableCommand {
     func run() throws {
         var (publicKey, clientID) = try enrolled.resolve()
         if let text = self.clientID {
-            guard let id = UUID(uuidString: text) else { throw CLIError("\(text) is not a client id (a UUID)", exitCode: ExitStatus.usage) }
+            guard let id = UUID(uuidString: text) else {
+                throw CLIError("\(text) is not a client id (a UUID)", exitCode: ExitStatus.usage)
+            }
             clientID = id
         }
         let store = try keys.open()

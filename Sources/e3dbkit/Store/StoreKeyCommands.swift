@@ -5,11 +5,10 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
-
 
 struct StoreInitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,7 +27,9 @@ struct StoreInitCommand: ParsableCommand {
                 throw CLIError(StoreKeyOptions.onlyOne, exitCode: ExitStatus.usage)
             }
             let me = try DocumentCLI.identity(identity)
-            store = try libraryCall("creating the store \(keys.store)") { try EncryptedStore.create(at: keys.url, identity: me) }
+            store = try libraryCall("creating the store \(keys.store)") {
+                try EncryptedStore.create(at: keys.url, identity: me)
+            }
             kdfName = "identity"
         } else {
             let credential = try keys.credential(confirm: true)
@@ -37,9 +38,11 @@ struct StoreInitCommand: ParsableCommand {
             }
             if case .key = credential { kdfName = "raw-key" } else { kdfName = "argon2id-\(kdf.rawValue)" }
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "store_id": .string(store.storeID.uuidString.lowercased()), "kdf": .string(kdfName),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "store_id": .string(store.storeID.uuidString.lowercased()), "kdf": .string(kdfName),
+                ])))
     }
 }
 
@@ -73,7 +76,9 @@ struct StorePasswdCommand: ParsableCommand {
         let store = try keys.open()
         let credential = try StoreKeyOptions.credential(
             passphraseFile: newPassphraseFile, keyFile: newKeyFile, confirm: true, what: "new passphrase")
-        try libraryCall("changing the key of \(keys.store)") { try store.changeCredential(to: credential, kdf: kdf.preset) }
+        try libraryCall("changing the key of \(keys.store)") {
+            try store.changeCredential(to: credential, kdf: kdf.preset)
+        }
     }
 }
 
@@ -103,8 +108,10 @@ struct StoreRotateCommand: ParsableCommand {
                 if !quiet { StandardError.line("rotate: \(progress.recordsDone)/\(progress.recordsTotal)") }
             }
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "key_version": .number(Double(result.keyVersion)), "records": .number(Double(result.recordsDone)),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "key_version": .number(Double(result.keyVersion)), "records": .number(Double(result.recordsDone)),
+                ])))
     }
 }

@@ -5,11 +5,10 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
-
 
 struct StorePutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -55,19 +54,24 @@ struct StorePutCommand: ParsableCommand {
                 } catch let error as E3DBError {
                     throw CLIError(error, while: "reading \(data) line \(lineNumber)")
                 } catch {
-                    throw CLIError("\(data) line \(lineNumber) is not valid JSON: \(error)", exitCode: ExitStatus.dataError)
+                    throw CLIError(
+                        "\(data) line \(lineNumber) is not valid JSON: \(error)", exitCode: ExitStatus.dataError)
                 }
             }
         } else {
             records.append((type, try DocumentCLI.recordData(data, what: "data"), plainValues))
         }
-        let references = try libraryCall("storing in \(collection)") { try store.put(collection: collection, records: records) }
+        let references = try libraryCall("storing in \(collection)") {
+            try store.put(collection: collection, records: records)
+        }
         for reference in references { try StandardOutput.line(CanonicalJSON.serialize(reference.jsonValue)) }
     }
 }
 
 func parseRecordID(_ text: String) throws -> UUID {
-    guard let id = UUID(uuidString: text) else { throw CLIError("\(text) is not a record id (a UUID)", exitCode: ExitStatus.usage) }
+    guard let id = UUID(uuidString: text) else {
+        throw CLIError("\(text) is not a record id (a UUID)", exitCode: ExitStatus.usage)
+    }
     return id
 }
 
@@ -108,10 +112,14 @@ struct StoreFindCommand: AsyncParsableCommand {
     @Option(help: "Only records of this type (repeatable).")
     var type: [String] = []
 
-    @Option(name: .customLong("plain"), help: ArgumentHelp("plain[KEY] must equal VALUE (repeatable).", valueName: "key=value"))
+    @Option(
+        name: .customLong("plain"),
+        help: ArgumentHelp("plain[KEY] must equal VALUE (repeatable).", valueName: "key=value"))
     var plainConditions: [Assignment] = []
 
-    @Option(name: .customLong("where"), help: ArgumentHelp("data[FIELD] must equal VALUE (repeatable).", valueName: "field=value"))
+    @Option(
+        name: .customLong("where"),
+        help: ArgumentHelp("data[FIELD] must equal VALUE (repeatable).", valueName: "field=value"))
     var whereConditions: [Assignment] = []
 
     @Option(help: "At most this many records.")
@@ -168,9 +176,12 @@ struct StoreIndexCommand: ParsableCommand {
         let (index, records) = try libraryCall("indexing \(collection)") {
             try store.createIndex(collection: collection, fields: field, name: name, bits: bits)
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "name": .string(index.name), "bits": .number(Double(index.bits)), "records": .number(Double(records)),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "name": .string(index.name), "bits": .number(Double(index.bits)),
+                    "records": .number(Double(records)),
+                ])))
     }
 }
 
@@ -191,6 +202,8 @@ struct StoreDeleteCommand: ParsableCommand {
     func run() throws {
         let recordID = try parseRecordID(id)
         let store = try keys.open()
-        try libraryCall("deleting \(id)") { try store.delete(collection: collection, id: recordID, expectedVersion: version) }
+        try libraryCall("deleting \(id)") {
+            try store.delete(collection: collection, id: recordID, expectedVersion: version)
+        }
     }
 }

@@ -5,11 +5,10 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
-
 
 struct StoreExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -50,12 +49,15 @@ struct StoreExportCommand: ParsableCommand {
         }
         let store = try keys.open()
         let export = try libraryCall("exporting \(collection)") {
-            try store.export(collection: collection, to: URL(fileURLWithPath: out, isDirectory: true), readerPublicKey: reader)
+            try store.export(
+                collection: collection, to: URL(fileURLWithPath: out, isDirectory: true), readerPublicKey: reader)
         }
-        try StandardOutput.line(CanonicalJSON.serialize(.object([
-            "records": .number(Double(export.recordCount)), "records_file": .string(export.recordsFile.path),
-            "eak": .string(export.eakFile.path),
-        ])))
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "records": .number(Double(export.recordCount)), "records_file": .string(export.recordsFile.path),
+                    "eak": .string(export.eakFile.path),
+                ])))
     }
 }
 
@@ -82,7 +84,9 @@ struct StoreImportCommand: ParsableCommand {
 
     func run() throws {
         guard let readerPath = readerIdentity ?? keys.identity else {
-            throw CLIError("pass --reader-identity or --identity (the reader the EAKInfo was written for)", exitCode: ExitStatus.usage)
+            throw CLIError(
+                "pass --reader-identity or --identity (the reader the EAKInfo was written for)",
+                exitCode: ExitStatus.usage)
         }
         let me = try DocumentCLI.identity(readerPath)
         let store: EncryptedStore

@@ -5,11 +5,10 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
-
 
 /// A passphrase typed at the terminal without echo, read into wiped storage.
 enum TerminalPrompt {
@@ -43,7 +42,10 @@ enum TerminalPrompt {
                 var byte: UInt8 = 0
                 let n = read(fd, &byte, 1)
                 if n < 0 && errno == EINTR { continue }
-                if n <= 0 { failed = length == 0; return }
+                if n <= 0 {
+                    failed = length == 0
+                    return
+                }
                 if byte == 0x0A || byte == 0x0D { return }
                 base.storeBytes(of: byte, toByteOffset: length, as: UInt8.self)
                 length += 1

@@ -5,9 +5,9 @@ import E3DBStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The whole-input helpers the commands use (``CLIInput`` and ``OutputFile`` underneath).

@@ -4,9 +4,9 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Whole inputs read with `open(2)` and `read(2)`: any path that can be opened for reading works, including
@@ -44,7 +44,8 @@ enum CLIInput {
         }
         let fd = systemOpen(path)
         guard fd >= 0 else {
-            throw CLIError("cannot open the \(what) \(path): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
+            throw CLIError(
+                "cannot open the \(what) \(path): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
         }
         var info = stat()
         if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
@@ -65,7 +66,8 @@ enum CLIInput {
             if count < 0 {
                 if errno == EINTR { continue }
                 throw CLIError(
-                    "cannot read the \(what) \(display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
+                    "cannot read the \(what) \(display(path)): \(Descriptor.message(errno))",
+                    exitCode: ExitStatus.noInput)
             }
             if count == 0 { break }
             guard data.count + count <= limit else {
@@ -125,17 +127,17 @@ enum CLIInput {
 
     private static func systemOpen(_ path: String) -> Int32 {
         #if canImport(Glibc)
-        Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            Glibc.open(path, O_RDONLY | O_CLOEXEC)
         #else
-        Darwin.open(path, O_RDONLY | O_CLOEXEC)
+            Darwin.open(path, O_RDONLY | O_CLOEXEC)
         #endif
     }
 
     private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
         #if canImport(Glibc)
-        Glibc.read(fd, buffer, count)
+            Glibc.read(fd, buffer, count)
         #else
-        Darwin.read(fd, buffer, count)
+            Darwin.read(fd, buffer, count)
         #endif
     }
 }

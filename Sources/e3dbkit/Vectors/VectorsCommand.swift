@@ -86,11 +86,13 @@ struct VerifyVectorsCommand: ParsableCommand {
         let width = max(5, rows.map(\.0.count).max() ?? 5)
         func pad(_ s: String, _ n: Int) -> String { s + String(repeating: " ", count: max(0, n - s.count)) }
         func left(_ s: String, _ n: Int) -> String { String(repeating: " ", count: max(0, n - s.count)) + s }
-        try StandardOutput.line(pad("suite", width) + "  " + left("cases", 6) + "  " + left("passed", 6) + "  " + left("failed", 6))
+        try StandardOutput.line(
+            pad("suite", width) + "  " + left("cases", 6) + "  " + left("passed", 6) + "  " + left("failed", 6))
         try StandardOutput.line(String(repeating: "-", count: width + 24))
         for row in rows {
-            try StandardOutput.line(pad(row.0, width) + "  " + left("\(row.1)", 6) + "  " + left("\(row.2)", 6) + "  " + left("\(row.3)", 6)
-                + (row.4.isEmpty ? "" : "  (\(row.4))"))
+            try StandardOutput.line(
+                pad(row.0, width) + "  " + left("\(row.1)", 6) + "  " + left("\(row.2)", 6) + "  " + left("\(row.3)", 6)
+                    + (row.4.isEmpty ? "" : "  (\(row.4))"))
         }
         let totalPassed = rows.map(\.2).reduce(0, +)
         let totalFailed = rows.map(\.3).reduce(0, +)

@@ -1,5 +1,5 @@
-internal import PostgresNIO
 import E3DBPrimitives
+internal import PostgresNIO
 
 /// How postgres-nio's errors become storage failures (`E3DBError` storage codes).
 extension PostgresStorage {

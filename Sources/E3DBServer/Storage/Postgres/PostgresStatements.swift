@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 internal import PostgresNIO
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The hot statements of ``PostgresStorage`` as named prepared statements: postgres-nio prepares each once per
 /// pooled connection and then only binds and executes it, so that PostgreSQL parses and plans it once per

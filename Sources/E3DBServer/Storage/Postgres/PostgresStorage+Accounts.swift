@@ -1,19 +1,24 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
+import E3DBPrimitives
 import Logging
 internal import PostgresNIO
-import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// Registration tokens, clients, bearer tokens, nonces, access keys and policies.
 extension PostgresStorage {
     public func serverSecret() async throws -> Data {
         try await perform("reading the server secret") { [self] in
-            guard let secret = try await fetch("SELECT value FROM server_settings WHERE key = 'secret'", on: client,
-                                               { try $0.decode(Data.self) }).first,
-                  secret.count == 32 else {
+            guard
+                let secret = try await fetch(
+                    "SELECT value FROM server_settings WHERE key = 'secret'", on: client,
+                    { try $0.decode(Data.self) }
+                ).first,
+                secret.count == 32
+            else {
                 throw E3DBError(.storageCorrupted, "the server secret is missing; run migrate")
             }
             return secret
@@ -24,7 +29,8 @@ extension PostgresStorage {
 
     public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
         try await perform("creating a registration token") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (\(hash), \(uses), \(created))
                 """, on: client)
         }
@@ -33,11 +39,15 @@ extension PostgresStorage {
     /// Uses the token and inserts the client in one transaction (a failed insert uses nothing).
     public func registerClient(_ c: ClientRow) async throws -> Bool {
         try await transaction("registering client \(c.clientID)") { [self] db -> Bool in
-            guard try await execute("""
-                UPDATE registration_tokens SET uses_left = uses_left - 1
-                WHERE token_hash = \(c.registrationTokenHash) AND (uses_left IS NULL OR uses_left > 0) RETURNING 1
-                """, on: db) == 1 else { return false }
-            try await execute("""
+            guard
+                try await execute(
+                    """
+                    UPDATE registration_tokens SET uses_left = uses_left - 1
+                    WHERE token_hash = \(c.registrationTokenHash) AND (uses_left IS NULL OR uses_left > 0) RETURNING 1
+                    """, on: db) == 1
+            else { return false }
+            try await execute(
+                """
                 INSERT INTO clients (\(unescaped: Self.clientColumns)) VALUES (\(c.clientID), \(c.name), \(c.publicKey),
                     \(c.signingKey), \(c.apiKeyID), \(c.apiSecretHash), \(c.enabled), \(c.hasBackup),
                     \(c.registrationTokenHash), \(c.created))
@@ -62,7 +72,8 @@ extension PostgresStorage {
 
     public func setBackupClientID(_ id: String) async throws {
         try await perform("setting the backup client") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO server_settings (key, value) VALUES ('backup_client', \(Data(id.utf8)))
                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
                 """, on: client)
@@ -79,9 +90,10 @@ extension PostgresStorage {
     static func client(_ row: PostgresRow) throws -> ClientRow {
         let (id, name, publicKey, signingKey, apiKeyID, secretHash, enabled, hasBackup, tokenHash, created) =
             try row.decode((String, String, String, String?, String, Data, Bool, Bool, Data, Int64).self)
-        return ClientRow(clientID: id, name: name, publicKey: publicKey, signingKey: signingKey, apiKeyID: apiKeyID,
-                         apiSecretHash: secretHash, enabled: enabled, hasBackup: hasBackup,
-                         registrationTokenHash: tokenHash, created: created)
+        return ClientRow(
+            clientID: id, name: name, publicKey: publicKey, signingKey: signingKey, apiKeyID: apiKeyID,
+            apiSecretHash: secretHash, enabled: enabled, hasBackup: hasBackup,
+            registrationTokenHash: tokenHash, created: created)
     }
 
     public func client(id: String) async throws -> ClientRow? {
@@ -90,8 +102,10 @@ extension PostgresStorage {
 
     public func client(apiKeyID: String) async throws -> ClientRow? {
         try await perform("reading a client by API key id") { [self] in
-            try await fetch("SELECT \(unescaped: Self.clientColumns) FROM clients WHERE api_key_id = \(apiKeyID)",
-                            on: client, Self.client).first
+            try await fetch(
+                "SELECT \(unescaped: Self.clientColumns) FROM clients WHERE api_key_id = \(apiKeyID)",
+                on: client, Self.client
+            ).first
         }
     }
 
@@ -103,7 +117,8 @@ extension PostgresStorage {
 
     public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
         try await perform("\(enabled ? "enabling" : "disabling") client \(id)") { [self] in
-            try await execute("UPDATE clients SET enabled = \(enabled) WHERE client_id = \(id) RETURNING 1", on: client) == 1
+            try await execute("UPDATE clients SET enabled = \(enabled) WHERE client_id = \(id) RETURNING 1", on: client)
+                == 1
         }
     }
 
@@ -111,7 +126,8 @@ extension PostgresStorage {
 
     public func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws {
         try await perform("storing an access token") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (\(hash), \(clientID), \(expires))
                 """, on: client)
         }
@@ -119,8 +135,10 @@ extension PostgresStorage {
 
     public func accessTokenClient(hash: Data, now: Int64) async throws -> String? {
         try await perform("checking an access token") { [self] in
-            try await fetch("SELECT client_id FROM access_tokens WHERE token_hash = \(hash) AND expires > \(now)",
-                            on: client) { try $0.decode(String.self) }.first
+            try await fetch(
+                "SELECT client_id FROM access_tokens WHERE token_hash = \(hash) AND expires > \(now)",
+                on: client
+            ) { try $0.decode(String.self) }.first
         }
     }
 
@@ -136,7 +154,8 @@ extension PostgresStorage {
     /// present and unexpired.
     public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
         try await perform("recording a TSV1 nonce") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO tsv1_nonces (nonce, expires) VALUES (\(nonce), \(expires))
                 ON CONFLICT (nonce) DO UPDATE SET expires = EXCLUDED.expires WHERE tsv1_nonces.expires < \(now)
                 RETURNING 1
@@ -148,22 +167,26 @@ extension PostgresStorage {
 
     public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
         try await perform("reading an access key") { [self] in
-            try await fetch("""
+            try await fetch(
+                """
                 SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
                 WHERE writer_id = \(t.writerID) AND user_id = \(t.userID) AND reader_id = \(t.readerID)
                     AND type = \(t.type)
-                """, on: client) { row in
+                """, on: client
+            ) { row in
                 let (eak, authorizerID, authorizerKey, signerID, signerKey) =
                     try row.decode((String, String, String, String?, String?).self)
-                return AccessKeyRow(tuple: t, eak: eak, authorizerID: authorizerID, authorizerPublicKey: authorizerKey,
-                                    signerID: signerID, signerSigningKey: signerKey)
+                return AccessKeyRow(
+                    tuple: t, eak: eak, authorizerID: authorizerID, authorizerPublicKey: authorizerKey,
+                    signerID: signerID, signerSigningKey: signerKey)
             }.first
         }
     }
 
     public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
         try await perform("inserting an access key") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id, authorizer_public_key,
                     signer_id, signer_signing_key)
                 VALUES (\(r.tuple.writerID), \(r.tuple.userID), \(r.tuple.readerID), \(r.tuple.type), \(r.eak),
@@ -175,7 +198,8 @@ extension PostgresStorage {
 
     public func deleteAccessKey(_ t: AccessTuple) async throws {
         try await perform("deleting an access key") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 DELETE FROM access_keys WHERE writer_id = \(t.writerID) AND user_id = \(t.userID)
                     AND reader_id = \(t.readerID) AND type = \(t.type)
                 """, on: client)
@@ -189,16 +213,19 @@ extension PostgresStorage {
     private static func policy(_ row: PostgresRow) throws -> PolicyRow {
         let (user, writer, reader, type, canRead, canAuthorize, authorizedBy) =
             try row.decode((String, String, String, String, Bool, Bool, String?).self)
-        return PolicyRow(tuple: AccessTuple(writerID: writer, userID: user, readerID: reader, type: type),
-                         canRead: canRead, canAuthorize: canAuthorize, authorizedBy: authorizedBy)
+        return PolicyRow(
+            tuple: AccessTuple(writerID: writer, userID: user, readerID: reader, type: type),
+            canRead: canRead, canAuthorize: canAuthorize, authorizedBy: authorizedBy)
     }
 
     public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
         try await perform("reading a policy") { [self] in
-            try await fetch("""
+            try await fetch(
+                """
                 SELECT \(unescaped: Self.policyColumns) FROM policies WHERE user_id = \(t.userID)
                     AND writer_id = \(t.writerID) AND reader_id = \(t.readerID) AND type = \(t.type)
-                """, on: client, Self.policy).first
+                """, on: client, Self.policy
+            ).first
         }
     }
 
@@ -206,7 +233,8 @@ extension PostgresStorage {
     /// `INSERT OR REPLACE` gives it a new rowid).
     public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
         try await perform("writing a policy") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO policies (\(unescaped: Self.policyColumns))
                 VALUES (\(t.userID), \(t.writerID), \(t.readerID), \(t.type), coalesce(\(read)::boolean, false),
                     coalesce(\(authorize)::boolean, false), CASE WHEN \(authorize)::boolean THEN \(by)::text END)
@@ -221,7 +249,8 @@ extension PostgresStorage {
 
     public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
         try await perform("removing authorizations") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 UPDATE policies SET can_authorize = false, authorized_by = NULL
                 WHERE user_id = \(userID) AND writer_id = \(writerID) AND reader_id = \(readerID)
                 """, on: client)

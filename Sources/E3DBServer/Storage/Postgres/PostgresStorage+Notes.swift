@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 internal import PostgresNIO
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Notes and row counts.
 extension PostgresStorage {
@@ -18,9 +19,10 @@ extension PostgresStorage {
     private static func note(_ row: PostgresRow) throws -> NoteRow {
         let (id, name, writer, recipientKey, writerKey, maxViews, views, expiresAt, created, body) =
             try row.decode((String, String?, String?, String, String, Int?, Int, Int64?, Int64, String).self)
-        return NoteRow(noteID: id, idString: name, writerClientID: writer, recipientSigningKey: recipientKey,
-                       writerSigningKey: writerKey, maxViews: maxViews, views: views, expiresAt: expiresAt,
-                       created: created, bodyJSON: body)
+        return NoteRow(
+            noteID: id, idString: name, writerClientID: writer, recipientSigningKey: recipientKey,
+            writerSigningKey: writerKey, maxViews: maxViews, views: views, expiresAt: expiresAt,
+            created: created, bodyJSON: body)
     }
 
     /// `INSERT INTO notes (…) VALUES (…)` for `n`, followed by `suffix`.
@@ -41,23 +43,30 @@ extension PostgresStorage {
 
     public func note(id: String) async throws -> NoteRow? {
         try await perform("reading note \(id)") { [self] in
-            try await fetch("SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id)", on: client,
-                            Self.note).first
+            try await fetch(
+                "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id)", on: client,
+                Self.note
+            ).first
         }
     }
 
     public func note(name: String) async throws -> NoteRow? {
         try await perform("reading a note by name") { [self] in
-            try await fetch("SELECT \(unescaped: Self.noteColumns) FROM notes WHERE id_string = \(name)", on: client,
-                            Self.note).first
+            try await fetch(
+                "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE id_string = \(name)", on: client,
+                Self.note
+            ).first
         }
     }
 
     public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
         try await transaction("viewing note \(id)") { [self] db -> NoteRow? in
-            guard var n = try await fetch(
-                "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id) FOR UPDATE", on: db,
-                Self.note).first else { return nil }
+            guard
+                var n = try await fetch(
+                    "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id) FOR UPDATE", on: db,
+                    Self.note
+                ).first
+            else { return nil }
             if let expiry = n.expiresAt, expiry <= now {
                 try await execute("DELETE FROM notes WHERE note_id = \(id)", on: db)
                 return nil
@@ -75,7 +84,10 @@ extension PostgresStorage {
     /// One statement for a named note (an upsert on the name, so that two processes replacing the same name
     /// concurrently both succeed and the later one wins); a plain insert for an unnamed one.
     public func replaceNote(_ n: NoteRow) async throws {
-        let suffix = n.idString == nil ? "" : """
+        let suffix =
+            n.idString == nil
+            ? ""
+            : """
             ON CONFLICT (id_string) DO UPDATE SET note_id = EXCLUDED.note_id,
                 writer_client_id = EXCLUDED.writer_client_id, recipient_signing_key = EXCLUDED.recipient_signing_key,
                 writer_signing_key = EXCLUDED.writer_signing_key, max_views = EXCLUDED.max_views,
@@ -96,11 +108,14 @@ extension PostgresStorage {
     public func statistics() async throws -> [String: Int] {
         try await perform("counting rows") { [self] in
             var out: [String: Int] = [:]
-            for table in ["clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
-                          "notes", "access_tokens", "tsv1_nonces"] {
-                out[table] = try await fetch("SELECT COUNT(*) FROM \(unescaped: table)", on: client) {
-                    try $0.decode(Int.self)
-                }.first ?? 0
+            for table in [
+                "clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
+                "notes", "access_tokens", "tsv1_nonces",
+            ] {
+                out[table] =
+                    try await fetch("SELECT COUNT(*) FROM \(unescaped: table)", on: client) {
+                        try $0.decode(Int.self)
+                    }.first ?? 0
             }
             return out
         }

@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
+import E3DBPrimitives
 import Logging
 internal import PostgresNIO
-import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Records and pending files.
 extension PostgresStorage {
@@ -38,13 +39,15 @@ extension PostgresStorage {
     /// it draws commits before any later one.
     private func insert(_ r: RecordRow, on db: PostgresConnection) async throws -> RecordRow {
         try await execute("SELECT pg_advisory_xact_lock(\(Self.recordInsertLock))", on: db)
-        let index = try await fetch("""
+        let index = try await fetch(
+            """
             INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
                 last_modified, version)
             VALUES (\(r.recordID), \(r.writerID), \(r.userID), \(r.type), \(r.plainJSON), \(r.dataJSON), \(r.recSig),
                 \(r.fileMetaJSON), \(r.created), \(r.lastModified), \(r.version))
             RETURNING idx
-            """, on: db) { try $0.decode(Int64.self) }.first
+            """, on: db
+        ) { try $0.decode(Int64.self) }.first
         guard let index else { throw E3DBError(.storageCorrupted, "inserting record \(r.recordID) returned no index") }
         var out = r
         out.index = index
@@ -53,11 +56,14 @@ extension PostgresStorage {
 
     /// Inserts `rows` in one statement (``PostgresStatements/InsertRecords``) and returns them with their indexes.
     static func insert(_ rows: [RecordRow], client: PostgresClient, logger: Logger) async throws
-        -> [RecordRow] {
+        -> [RecordRow]
+    {
         var indexes: [String: Int64] = [:]
         indexes.reserveCapacity(rows.count)
-        for try await (index, id) in try await client.execute(PostgresStatements.InsertRecords(rows: rows),
-                                                              logger: logger) {
+        for try await (index, id) in try await client.execute(
+            PostgresStatements.InsertRecords(rows: rows),
+            logger: logger)
+        {
             indexes[id] = index
         }
         return try rows.map { row in
@@ -91,16 +97,20 @@ extension PostgresStorage {
         try await execute("SELECT 1 FROM records WHERE record_id = \(id)", on: client) == 1 ? .conflict : .notFound
     }
 
-    public func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
-                             recSig: String?, newVersion: String, now: Int64) async throws -> VersionedOutcome {
+    public func updateRecord(
+        id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
+        recSig: String?, newVersion: String, now: Int64
+    ) async throws -> VersionedOutcome {
         try await perform("updating record \(id)") { [self] in
-            let updated = try await fetch("""
+            let updated = try await fetch(
+                """
                 UPDATE records SET plain = COALESCE(\(plainJSON)::text, plain), data = \(dataJSON),
                     rec_sig = \(recSig)::text, version = \(newVersion),
                     last_modified = GREATEST(\(now)::bigint, last_modified + 1)
                 WHERE record_id = \(id) AND version = \(expectedVersion)
                 RETURNING \(unescaped: Self.recordColumns)
-                """, on: client, Self.record).first
+                """, on: client, Self.record
+            ).first
             if let updated { return .done(updated) }
             return try await outcomeWithoutChange(id: id)
         }
@@ -108,11 +118,13 @@ extension PostgresStorage {
 
     public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
         try await perform("deleting record \(id)") { [self] in
-            let deleted = try await fetch("""
+            let deleted = try await fetch(
+                """
                 DELETE FROM records WHERE record_id = \(id)
                     AND (\(expectedVersion)::text IS NULL OR version = \(expectedVersion)::text)
                 RETURNING \(unescaped: Self.recordColumns)
-                """, on: client, Self.record).first
+                """, on: client, Self.record
+            ).first
             if let deleted { return .done(deleted) }
             return try await outcomeWithoutChange(id: id)
         }
@@ -132,8 +144,10 @@ extension PostgresStorage {
         } else {
             sql += "r.writer_id = $2"
         }
-        for (column, values) in [("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
-                                 ("record_id", scope.recordIDs), ("type", scope.types)] where !values.isEmpty {
+        for (column, values) in [
+            ("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
+            ("record_id", scope.recordIDs), ("type", scope.types),
+        ] where !values.isEmpty {
             binds.append(values)
             sql += " AND r.\(column) = ANY($\(binds.count))"
         }
@@ -150,20 +164,25 @@ extension PostgresStorage {
 
     private static func pending(_ row: PostgresRow) throws -> PendingFileRow {
         let (id, writer, user, type, plain, data, recSig, fileMeta, checksum, size, uploaded, created) =
-            try row.decode((String, String, String, String, String, String, String?, String?, String, Int64, Bool,
-                            Int64).self)
+            try row.decode(
+                (
+                    String, String, String, String, String, String, String?, String?, String, Int64, Bool,
+                    Int64
+                ).self)
         return PendingFileRow(
             pendingID: id,
-            record: RecordRow(recordID: id, writerID: writer, userID: user, type: type, plainJSON: plain,
-                              dataJSON: data, recSig: recSig, fileMetaJSON: fileMeta, created: created,
-                              lastModified: created, version: ""),
+            record: RecordRow(
+                recordID: id, writerID: writer, userID: user, type: type, plainJSON: plain,
+                dataJSON: data, recSig: recSig, fileMetaJSON: fileMeta, created: created,
+                lastModified: created, version: ""),
             checksum: checksum, size: size, uploaded: uploaded, created: created)
     }
 
     public func insertPendingFile(_ p: PendingFileRow) async throws {
         let r = p.record
         try await perform("inserting pending file \(p.pendingID)") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 INSERT INTO pending_files (\(unescaped: Self.pendingColumns))
                 VALUES (\(p.pendingID), \(r.writerID), \(r.userID), \(r.type), \(r.plainJSON), \(r.dataJSON),
                     \(r.recSig), \(r.fileMetaJSON), \(p.checksum), \(p.size), \(p.uploaded), \(p.created))
@@ -173,14 +192,17 @@ extension PostgresStorage {
 
     public func pendingFile(id: String) async throws -> PendingFileRow? {
         try await perform("reading pending file \(id)") { [self] in
-            try await fetch("SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id)",
-                            on: client, Self.pending).first
+            try await fetch(
+                "SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id)",
+                on: client, Self.pending
+            ).first
         }
     }
 
     public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
         try await perform("claiming the upload of pending file \(pendingID)") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 UPDATE pending_files SET upload_started = \(now)
                 WHERE pending_id = \(pendingID) AND NOT uploaded
                     AND (upload_started IS NULL OR upload_started < \(staleBefore))
@@ -191,7 +213,8 @@ extension PostgresStorage {
 
     public func releaseUpload(pendingID: String) async throws {
         try await perform("releasing the upload of pending file \(pendingID)") { [self] in
-            try await execute("""
+            try await execute(
+                """
                 UPDATE pending_files SET upload_started = NULL WHERE pending_id = \(pendingID) AND NOT uploaded
                 """, on: client)
         }
@@ -202,19 +225,22 @@ extension PostgresStorage {
             try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
             try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
             try await execute("DELETE FROM notes WHERE expires_at < \(now)", on: client)
-            return try await fetch("""
+            return try await fetch(
+                """
                 DELETE FROM pending_files
                 WHERE created < \(pendingCreatedBefore)
                     AND (upload_started IS NULL OR upload_started < \(pendingCreatedBefore))
                 RETURNING pending_id
-                """, on: client) { try $0.decode(String.self) }
+                """, on: client
+            ) { try $0.decode(String.self) }
         }
     }
 
     public func markUploaded(pendingID: String) async throws -> Bool {
         try await perform("marking pending file \(pendingID) uploaded") { [self] in
-            try await execute("UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID) RETURNING 1",
-                              on: client) == 1
+            try await execute(
+                "UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID) RETURNING 1",
+                on: client) == 1
         }
     }
 
@@ -222,9 +248,12 @@ extension PostgresStorage {
     /// finds no pending row and returns `nil`.
     public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
         try await transaction("committing pending file \(id)") { [self] db -> RecordRow? in
-            guard let pending = try await fetch(
-                "DELETE FROM pending_files WHERE pending_id = \(id) RETURNING \(unescaped: Self.pendingColumns)",
-                on: db, Self.pending).first else { return nil }
+            guard
+                let pending = try await fetch(
+                    "DELETE FROM pending_files WHERE pending_id = \(id) RETURNING \(unescaped: Self.pendingColumns)",
+                    on: db, Self.pending
+                ).first
+            else { return nil }
             var record = pending.record
             record.created = now
             record.lastModified = now

@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
+import E3DBPrimitives
 public import Logging
 internal import PostgresNIO
-import E3DBPrimitives
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The shared backend: one PostgreSQL database through postgres-nio's pooled `PostgresClient`, so that several
 /// server processes behind a load balancer share every piece of state (tokens, nonces, pending files, the server
@@ -51,8 +52,10 @@ public final class PostgresStorage: ServerStorage {
     ///     throws `E3DBError` `.storageUnavailable`.
     ///   - logger: receives postgres-nio's connection events; never the password.
     /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed.
-    public init(url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
-                logger: Logger = Logger(label: "e3dbkit.server.postgres")) throws {
+    public init(
+        url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "e3dbkit.server.postgres")
+    ) throws {
         let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
@@ -83,10 +86,12 @@ public final class PostgresStorage: ServerStorage {
     }
 
     static func configuration(url: String, maximumConnections: Int) throws
-        -> (PostgresClient.Configuration, String) {
+        -> (PostgresClient.Configuration, String)
+    {
         func malformed(_ why: String) -> E3DBError {
-            E3DBError(.invalidStorageConfiguration,
-                         "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
+            E3DBError(
+                .invalidStorageConfiguration,
+                "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
         }
         guard let parts = URLComponents(string: url) else { throw malformed("it does not parse as a URL") }
         guard let scheme = parts.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
@@ -129,8 +134,10 @@ public final class PostgresStorage: ServerStorage {
     }
 
     /// ``perform(_:_:)`` with the timeout and the redacted URL given.
-    private static func perform<T: Sendable>(_ what: String, timeout: Duration, url: String,
-                                             _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    private static func perform<T: Sendable>(
+        _ what: String, timeout: Duration, url: String,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         do {
             return try await withDeadline(timeout, body)
         } catch is DeadlineExceeded {
@@ -142,15 +149,18 @@ public final class PostgresStorage: ServerStorage {
 
     /// Runs `body` in one transaction on one pooled connection (rolled back when it throws).
     func transaction<T: Sendable>(
-        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         try await perform(what) { [self] in
             try await client.withTransaction(logger: logger) { connection in try await body(connection) }
         }
     }
 
     /// All rows of `query`, mapped.
-    func fetch<T>(_ query: PostgresQuery, on db: some QueryRunner,
-                  _ map: (PostgresRow) throws -> T) async throws -> [T] {
+    func fetch<T>(
+        _ query: PostgresQuery, on db: some QueryRunner,
+        _ map: (PostgresRow) throws -> T
+    ) async throws -> [T] {
         var out: [T] = []
         for try await row in try await db.rows(query, logger: logger) { out.append(try map(row)) }
         return out
@@ -158,7 +168,8 @@ public final class PostgresStorage: ServerStorage {
 
     /// The first row of a prepared statement (run to its end), within ``perform(_:_:)``.
     func first<Statement: PostgresPreparedStatement>(_ what: String, _ statement: Statement) async throws
-        -> Statement.Row? where Statement.Row: Sendable {
+        -> Statement.Row? where Statement.Row: Sendable
+    {
         try await perform(what) { [client, logger] in
             var first: Statement.Row?
             for try await row in try await client.execute(statement, logger: logger) where first == nil {

@@ -10,20 +10,25 @@ extension SQLiteStorage {
         """
 
     private static func note(_ r: Row) -> NoteRow {
-        NoteRow(noteID: r[0], idString: r[1], writerClientID: r[2], recipientSigningKey: r[3], writerSigningKey: r[4],
-                maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
+        NoteRow(
+            noteID: r[0], idString: r[1], writerClientID: r[2], recipientSigningKey: r[3], writerSigningKey: r[4],
+            maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
     }
 
     private static func insert(_ n: NoteRow, _ db: Database) throws {
-        try db.execute(sql: "INSERT INTO notes (\(noteColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       arguments: [n.noteID, n.idString, n.writerClientID, n.recipientSigningKey, n.writerSigningKey,
-                                   n.maxViews, n.views, n.expiresAt, n.created, n.bodyJSON])
+        try db.execute(
+            sql: "INSERT INTO notes (\(noteColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: [
+                n.noteID, n.idString, n.writerClientID, n.recipientSigningKey, n.writerSigningKey,
+                n.maxViews, n.views, n.expiresAt, n.created, n.bodyJSON,
+            ])
     }
 
     public func insertNote(_ n: NoteRow) async throws -> Bool {
         try await write { db in
             if let name = n.idString,
-               try Bool.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id_string = ?", arguments: [name]) == true {
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id_string = ?", arguments: [name]) == true
+            {
                 return false
             }
             try Self.insert(n, db)
@@ -47,8 +52,12 @@ extension SQLiteStorage {
 
     public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
         try await write { db in
-            guard var n = try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?",
-                                           arguments: [id]).map(Self.note) else { return nil }
+            guard
+                var n = try Row.fetchOne(
+                    db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?",
+                    arguments: [id]
+                ).map(Self.note)
+            else { return nil }
             if let e = n.expiresAt, e <= now {
                 try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
                 return nil

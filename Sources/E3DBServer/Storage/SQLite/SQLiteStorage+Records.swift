@@ -11,17 +11,22 @@ extension SQLiteStorage {
 
     /// A row of ``recordColumns``.
     private static func record(_ r: Row) -> RecordRow {
-        RecordRow(index: r[0], recordID: r[1], writerID: r[2], userID: r[3], type: r[4], plainJSON: r[5],
-                  dataJSON: r[6], recSig: r[7], fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
+        RecordRow(
+            index: r[0], recordID: r[1], writerID: r[2], userID: r[3], type: r[4], plainJSON: r[5],
+            dataJSON: r[6], recSig: r[7], fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
     }
 
     /// Inserts `r` in the caller's transaction and returns it with its index.
     static func insert(_ r: RecordRow, _ db: Database) throws -> RecordRow {
-        try db.cachedStatement(sql: """
-            INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
-                last_modified, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [r.recordID, r.writerID, r.userID, r.type, r.plainJSON, r.dataJSON, r.recSig,
-                                     r.fileMetaJSON, r.created, r.lastModified, r.version])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
+                    last_modified, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            r.recordID, r.writerID, r.userID, r.type, r.plainJSON, r.dataJSON, r.recSig,
+            r.fileMetaJSON, r.created, r.lastModified, r.version,
+        ])
         var out = r
         out.index = db.lastInsertedRowID
         return out
@@ -34,8 +39,10 @@ extension SQLiteStorage {
 
     public func record(id: String) async throws -> RecordRow? {
         try await read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
-                             arguments: [id]).map(Self.record)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
+                arguments: [id]
+            ).map(Self.record)
         }
     }
 
@@ -58,12 +65,17 @@ extension SQLiteStorage {
         }
     }
 
-    public func updateRecord(id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
-                             recSig: String?, newVersion: String, now: Int64) async throws -> VersionedOutcome {
+    public func updateRecord(
+        id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
+        recSig: String?, newVersion: String, now: Int64
+    ) async throws -> VersionedOutcome {
         try await write { db in
-            guard let current = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
-                arguments: [id]).map(Self.record) else { return .notFound }
+            guard
+                let current = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
+                    arguments: [id]
+                ).map(Self.record)
+            else { return .notFound }
             guard current.version == expectedVersion else { return .conflict }
             var updated = current
             if let plainJSON { updated.plainJSON = plainJSON }
@@ -71,19 +83,26 @@ extension SQLiteStorage {
             updated.recSig = recSig
             updated.version = newVersion
             updated.lastModified = max(now, current.lastModified + 1)
-            try db.cachedStatement(sql: """
-                UPDATE records SET plain = ?, data = ?, rec_sig = ?, version = ?, last_modified = ? WHERE record_id = ?
-                """).execute(arguments: [updated.plainJSON, updated.dataJSON, updated.recSig, updated.version,
-                                         updated.lastModified, id])
+            try db.cachedStatement(
+                sql: """
+                    UPDATE records SET plain = ?, data = ?, rec_sig = ?, version = ?, last_modified = ? WHERE record_id = ?
+                    """
+            ).execute(arguments: [
+                updated.plainJSON, updated.dataJSON, updated.recSig, updated.version,
+                updated.lastModified, id,
+            ])
             return .done(updated)
         }
     }
 
     public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
         try await write { db in
-            guard let current = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
-                arguments: [id]).map(Self.record) else { return .notFound }
+            guard
+                let current = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
+                    arguments: [id]
+                ).map(Self.record)
+            else { return .notFound }
             if let expectedVersion, current.version != expectedVersion { return .conflict }
             try db.execute(sql: "DELETE FROM records WHERE record_id = ?", arguments: [id])
             return .done(current)
@@ -101,8 +120,10 @@ extension SQLiteStorage {
             sql += "r.writer_id = ?"
             args.append(scope.caller)
         }
-        for (column, values) in [("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
-                                 ("record_id", scope.recordIDs), ("type", scope.types)] where !values.isEmpty {
+        for (column, values) in [
+            ("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
+            ("record_id", scope.recordIDs), ("type", scope.types),
+        ] where !values.isEmpty {
             sql += " AND r.\(column) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
             args += values.map { $0 }
         }
@@ -119,12 +140,16 @@ extension SQLiteStorage {
 
     public func insertPendingFile(_ p: PendingFileRow) async throws {
         try await write { db in
-            try db.execute(sql: """
-                INSERT INTO pending_files (pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta,
-                    checksum, size, uploaded, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [p.pendingID, p.record.writerID, p.record.userID, p.record.type, p.record.plainJSON,
-                                 p.record.dataJSON, p.record.recSig, p.record.fileMetaJSON, p.checksum, p.size,
-                                 p.uploaded, p.created])
+            try db.execute(
+                sql: """
+                    INSERT INTO pending_files (pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta,
+                        checksum, size, uploaded, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    p.pendingID, p.record.writerID, p.record.userID, p.record.type, p.record.plainJSON,
+                    p.record.dataJSON, p.record.recSig, p.record.fileMetaJSON, p.checksum, p.size,
+                    p.uploaded, p.created,
+                ])
         }
     }
 
@@ -133,34 +158,40 @@ extension SQLiteStorage {
         let created: Int64 = r[11]
         return PendingFileRow(
             pendingID: id,
-            record: RecordRow(recordID: id, writerID: r[1], userID: r[2], type: r[3], plainJSON: r[4], dataJSON: r[5],
-                              recSig: r[6], fileMetaJSON: r[7], created: created, lastModified: created, version: ""),
+            record: RecordRow(
+                recordID: id, writerID: r[1], userID: r[2], type: r[3], plainJSON: r[4], dataJSON: r[5],
+                recSig: r[6], fileMetaJSON: r[7], created: created, lastModified: created, version: ""),
             checksum: r[8], size: r[9], uploaded: r[10], created: created)
     }
 
     public func pendingFile(id: String) async throws -> PendingFileRow? {
         try await read { db in
-            try Row.fetchOne(db, sql: """
-                SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
-                    created FROM pending_files WHERE pending_id = ?
-                """, arguments: [id]).map(Self.pending)
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
+                        created FROM pending_files WHERE pending_id = ?
+                    """, arguments: [id]
+            ).map(Self.pending)
         }
     }
 
     public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: """
-                UPDATE pending_files SET upload_started = ?
-                WHERE pending_id = ? AND uploaded = 0 AND (upload_started IS NULL OR upload_started < ?)
-                """, arguments: [now, pendingID, staleBefore])
+            try db.execute(
+                sql: """
+                    UPDATE pending_files SET upload_started = ?
+                    WHERE pending_id = ? AND uploaded = 0 AND (upload_started IS NULL OR upload_started < ?)
+                    """, arguments: [now, pendingID, staleBefore])
             return db.changesCount == 1
         }
     }
 
     public func releaseUpload(pendingID: String) async throws {
         try await write { db in
-            try db.execute(sql: "UPDATE pending_files SET upload_started = NULL WHERE pending_id = ? AND uploaded = 0",
-                           arguments: [pendingID])
+            try db.execute(
+                sql: "UPDATE pending_files SET upload_started = NULL WHERE pending_id = ? AND uploaded = 0",
+                arguments: [pendingID])
         }
     }
 
@@ -176,20 +207,27 @@ extension SQLiteStorage {
             try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM notes WHERE expires_at < ?", arguments: [now])
-            let stale = try String.fetchAll(db, sql: """
-                DELETE FROM pending_files WHERE created < ?1 AND (upload_started IS NULL OR upload_started < ?1)
-                RETURNING pending_id
-                """, arguments: [pendingCreatedBefore])
+            let stale = try String.fetchAll(
+                db,
+                sql: """
+                    DELETE FROM pending_files WHERE created < ?1 AND (upload_started IS NULL OR upload_started < ?1)
+                    RETURNING pending_id
+                    """, arguments: [pendingCreatedBefore])
             return stale
         }
     }
 
     public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
         try await write { db in
-            guard let p = try Row.fetchOne(db, sql: """
-                SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
-                    created FROM pending_files WHERE pending_id = ?
-                """, arguments: [id]).map(Self.pending) else { return nil }
+            guard
+                let p = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
+                            created FROM pending_files WHERE pending_id = ?
+                        """, arguments: [id]
+                ).map(Self.pending)
+            else { return nil }
             var record = p.record
             record.created = now
             record.lastModified = now

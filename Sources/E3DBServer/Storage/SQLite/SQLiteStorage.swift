@@ -1,6 +1,6 @@
+import E3DBPrimitives
 public import Foundation
 internal import GRDB
-import E3DBPrimitives
 
 /// The embedded backend: one SQLite database in WAL mode through GRDB (a pool: concurrent readers, one writer),
 /// versioned migrations (``migrate()``, `SQLiteSchema.swift`), cached statements.
@@ -108,11 +108,12 @@ public final class SQLiteStorage: ServerStorage {
         case let error as DatabaseError:
             let message = "SQLite refused the operation: \(error.message ?? "no message") (\(error.extendedResultCode))"
             switch error.resultCode {
-            case .SQLITE_CONSTRAINT where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
+            case .SQLITE_CONSTRAINT
+            where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
                 || error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY:
                 return E3DBError(.storageConflict, message)
             case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_NOMEM,
-                 .SQLITE_READONLY, .SQLITE_PROTOCOL:
+                .SQLITE_READONLY, .SQLITE_PROTOCOL:
                 return E3DBError(.storageUnavailable, message)
             case .SQLITE_CORRUPT, .SQLITE_NOTADB:
                 return E3DBError(.storageCorrupted, message)
@@ -129,7 +130,8 @@ public final class SQLiteStorage: ServerStorage {
     public func serverSecret() async throws -> Data {
         try await read { db in
             guard let d = try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'secret'"),
-                  d.count == 32 else { throw E3DBError(.storageCorrupted, "the server secret is missing; run migrate") }
+                d.count == 32
+            else { throw E3DBError(.storageCorrupted, "the server secret is missing; run migrate") }
             return d
         }
     }
@@ -138,33 +140,42 @@ public final class SQLiteStorage: ServerStorage {
 
     public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
         try await write { db in
-            try db.execute(sql: "INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (?, ?, ?)",
-                           arguments: [hash, uses, created])
+            try db.execute(
+                sql: "INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (?, ?, ?)",
+                arguments: [hash, uses, created])
         }
     }
 
     public func registerClient(_ c: ClientRow) async throws -> Bool {
         try await write { db in
             let hash = c.registrationTokenHash
-            guard let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
-                arguments: [hash]) else { return false }
+            guard
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
+                    arguments: [hash])
+            else { return false }
             let left: Int? = row[0]
             if let left {
                 guard left > 0 else { return false }
-                try db.cachedStatement(sql: "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE token_hash = ?")
-                    .execute(arguments: [hash])
+                try db.cachedStatement(
+                    sql: "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE token_hash = ?"
+                )
+                .execute(arguments: [hash])
             }
-            try db.execute(sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
-                                       c.enabled, c.hasBackup, c.registrationTokenHash, c.created])
+            try db.execute(
+                sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
+                    c.enabled, c.hasBackup, c.registrationTokenHash, c.created,
+                ])
             return true
         }
     }
 
     public func registrationTokenExists(hash: Data) async throws -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM registration_tokens WHERE token_hash = ?", arguments: [hash]) ?? false
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM registration_tokens WHERE token_hash = ?", arguments: [hash])
+                ?? false
         }
     }
 
@@ -177,8 +188,9 @@ public final class SQLiteStorage: ServerStorage {
 
     public func setBackupClientID(_ id: String) async throws {
         try await write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
-                           arguments: [Data(id.utf8)])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
+                arguments: [Data(id.utf8)])
         }
     }
 
@@ -188,21 +200,26 @@ public final class SQLiteStorage: ServerStorage {
         "client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup, registration_token_hash, created"
 
     private static func client(_ r: Row) -> ClientRow {
-        ClientRow(clientID: r[0], name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4], apiSecretHash: r[5],
-                  enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
+        ClientRow(
+            clientID: r[0], name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4], apiSecretHash: r[5],
+            enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
     }
 
     public func client(id: String) async throws -> ClientRow? {
         try await read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
-                             arguments: [id]).map(Self.client)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
+                arguments: [id]
+            ).map(Self.client)
         }
     }
 
     public func client(apiKeyID: String) async throws -> ClientRow? {
         try await read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE api_key_id = ?"),
-                             arguments: [apiKeyID]).map(Self.client)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE api_key_id = ?"),
+                arguments: [apiKeyID]
+            ).map(Self.client)
         }
     }
 
@@ -239,15 +256,19 @@ public final class SQLiteStorage: ServerStorage {
     public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
         try await read { db in
             try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT client_id, expires FROM access_tokens WHERE token_hash = ? AND expires > ?"),
-                arguments: [hash, now]).map { ($0[0], $0[1]) }
+                db.cachedStatement(
+                    sql: "SELECT client_id, expires FROM access_tokens WHERE token_hash = ? AND expires > ?"),
+                arguments: [hash, now]
+            ).map { ($0[0], $0[1]) }
         }
     }
 
     public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
         try await write { db in
-            if let old = try Int64.fetchOne(db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
-                                            arguments: [nonce]) {
+            if let old = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
+                arguments: [nonce])
+            {
                 guard old < now else { return false }
                 try db.execute(sql: "UPDATE tsv1_nonces SET expires = ? WHERE nonce = ?", arguments: [expires, nonce])
                 return true
@@ -262,72 +283,90 @@ public final class SQLiteStorage: ServerStorage {
 
     public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
         try await read { db in
-            try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
-                WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
-                """), arguments: [t.writerID, t.userID, t.readerID, t.type]).map {
-                AccessKeyRow(tuple: t, eak: $0[0], authorizerID: $0[1], authorizerPublicKey: $0[2], signerID: $0[3],
-                             signerSigningKey: $0[4])
+            try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
+                        WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
+                        """), arguments: [t.writerID, t.userID, t.readerID, t.type]
+            ).map {
+                AccessKeyRow(
+                    tuple: t, eak: $0[0], authorizerID: $0[1], authorizerPublicKey: $0[2], signerID: $0[3],
+                    signerSigningKey: $0[4])
             }
         }
     }
 
     public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: """
-                INSERT OR IGNORE INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id,
-                    authorizer_public_key, signer_id, signer_signing_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [r.tuple.writerID, r.tuple.userID, r.tuple.readerID, r.tuple.type, r.eak,
-                                 r.authorizerID, r.authorizerPublicKey, r.signerID, r.signerSigningKey])
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id,
+                        authorizer_public_key, signer_id, signer_signing_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    r.tuple.writerID, r.tuple.userID, r.tuple.readerID, r.tuple.type, r.eak,
+                    r.authorizerID, r.authorizerPublicKey, r.signerID, r.signerSigningKey,
+                ])
             return db.changesCount == 1
         }
     }
 
     public func deleteAccessKey(_ t: AccessTuple) async throws {
         try await write { db in
-            try db.execute(sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
-                           arguments: [t.writerID, t.userID, t.readerID, t.type])
+            try db.execute(
+                sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
+                arguments: [t.writerID, t.userID, t.readerID, t.type])
         }
     }
 
     // MARK: Policies
 
     private static func policy(_ r: Row) -> PolicyRow {
-        PolicyRow(tuple: AccessTuple(writerID: r[1], userID: r[0], readerID: r[2], type: r[3]), canRead: r[4],
-                  canAuthorize: r[5], authorizedBy: r[6])
+        PolicyRow(
+            tuple: AccessTuple(writerID: r[1], userID: r[0], readerID: r[2], type: r[3]), canRead: r[4],
+            canAuthorize: r[5], authorizedBy: r[6])
     }
     private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
 
     public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
         try await read { db in
-            try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT \(Self.policyColumns) FROM policies
-                WHERE user_id = ? AND writer_id = ? AND reader_id = ? AND type = ?
-                """), arguments: [t.userID, t.writerID, t.readerID, t.type]).map(Self.policy)
+            try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.policyColumns) FROM policies
+                        WHERE user_id = ? AND writer_id = ? AND reader_id = ? AND type = ?
+                        """), arguments: [t.userID, t.writerID, t.readerID, t.type]
+            ).map(Self.policy)
         }
     }
 
     public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
         try await write { db in
-            try db.execute(sql: """
-                INSERT INTO policies (\(Self.policyColumns))
-                VALUES (:user, :writer, :reader, :type, coalesce(:read, 0), coalesce(:authorize, 0),
-                        CASE WHEN :authorize THEN :by END)
-                ON CONFLICT (user_id, writer_id, reader_id, type) DO UPDATE SET
-                    rowid = (SELECT max(rowid) + 1 FROM policies),
-                    can_read = coalesce(:read, can_read), can_authorize = coalesce(:authorize, can_authorize),
-                    authorized_by = CASE WHEN :authorize IS NULL THEN authorized_by WHEN :authorize THEN :by END
-                """, arguments: ["user": t.userID, "writer": t.writerID, "reader": t.readerID, "type": t.type,
-                                 "read": read, "authorize": authorize, "by": by])
+            try db.execute(
+                sql: """
+                    INSERT INTO policies (\(Self.policyColumns))
+                    VALUES (:user, :writer, :reader, :type, coalesce(:read, 0), coalesce(:authorize, 0),
+                            CASE WHEN :authorize THEN :by END)
+                    ON CONFLICT (user_id, writer_id, reader_id, type) DO UPDATE SET
+                        rowid = (SELECT max(rowid) + 1 FROM policies),
+                        can_read = coalesce(:read, can_read), can_authorize = coalesce(:authorize, can_authorize),
+                        authorized_by = CASE WHEN :authorize IS NULL THEN authorized_by WHEN :authorize THEN :by END
+                    """,
+                arguments: [
+                    "user": t.userID, "writer": t.writerID, "reader": t.readerID, "type": t.type,
+                    "read": read, "authorize": authorize, "by": by,
+                ])
         }
     }
 
     public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
         try await write { db in
-            try db.execute(sql: """
-                UPDATE policies SET can_authorize = 0, authorized_by = NULL
-                WHERE user_id = ? AND writer_id = ? AND reader_id = ?
-                """, arguments: [userID, writerID, readerID])
+            try db.execute(
+                sql: """
+                    UPDATE policies SET can_authorize = 0, authorized_by = NULL
+                    WHERE user_id = ? AND writer_id = ? AND reader_id = ?
+                    """, arguments: [userID, writerID, readerID])
         }
     }
 
@@ -335,16 +374,20 @@ public final class SQLiteStorage: ServerStorage {
         let (column, permission) = listing.filter
         let condition = "\(column) = ? AND \(permission) = 1"
         return try await read { db in
-            try Row.fetchAll(db, sql: "SELECT \(Self.policyColumns) FROM policies WHERE \(condition) ORDER BY rowid",
-                             arguments: [clientID]).map(Self.policy)
+            try Row.fetchAll(
+                db, sql: "SELECT \(Self.policyColumns) FROM policies WHERE \(condition) ORDER BY rowid",
+                arguments: [clientID]
+            ).map(Self.policy)
         }
     }
 
     public func statistics() async throws -> [String: Int] {
         try await read { db in
             var out: [String: Int] = [:]
-            for table in ["clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
-                          "notes", "access_tokens", "tsv1_nonces"] {
+            for table in [
+                "clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
+                "notes", "access_tokens", "tsv1_nonces",
+            ] {
                 out[table] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0
             }
             return out

@@ -21,7 +21,7 @@ internal import PostgresNIO
 /// - The hot reads (bearer token, client, record, record joined with its read check) are named prepared
 ///   statements (`PostgresStatements`), one round trip each on a pooled connection; every other statement binds
 ///   its values as parameters (postgres-nio's extended query protocol), never by splicing them into the SQL.
-/// - Every call has one deadline, ``operationTimeout`` (``withDeadline(_:_:)``), waiting for a connection
+/// - Every call has one deadline, `operationTimeout` (`withDeadline`), waiting for a connection
 ///   included.
 /// - Nonces, access keys, notes' names and registration tokens are single `INSERT … ON CONFLICT` or
 ///   `UPDATE … RETURNING` statements; note views lock the note's row (`SELECT … FOR UPDATE`).

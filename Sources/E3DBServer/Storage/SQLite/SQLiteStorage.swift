@@ -7,7 +7,7 @@ internal import GRDB
 ///
 /// Every call goes through GRDB's `async` API, so that the statement runs on GRDB's own reader or writer queue
 /// and no cooperative thread waits for SQLite. Record inserts of concurrent requests share one transaction
-/// (`GroupCommit`). WAL checkpoints run on a connection of their own in the background (``checkpointEvery``), so
+/// (`GroupCommit`). WAL checkpoints run on a connection of their own in the background (`checkpointEvery`), so
 /// that no request pays for one.
 public final class SQLiteStorage: ServerStorage {
     let pool: DatabasePool

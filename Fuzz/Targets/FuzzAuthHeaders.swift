@@ -76,15 +76,8 @@ private let seedC = [UInt8](repeating: 0x43, count: 32)
 private func unixNow() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
 private func setUp() async throws -> Fixture {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fuzz-auth-\(UUID().uuidString)")
-    var configuration = ServerConfiguration(dataDirectory: directory)
-    configuration.maxBodySize = 1 << 20
-    let storage = try SQLiteStorage(directory: directory)
-    try await storage.migrate()
-    let registrationToken = UUID().uuidString
-    try await storage.createRegistrationToken(hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil, created: 0)
-    let files = try LocalFileBodyStore(directory: directory.appendingPathComponent("files"))
-    let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+    let server = try await makeInProcessServer("auth")
+    let (storage, handler, registrationToken) = (server.storage, server.handler, server.registrationToken)
     let pk = Base64URL.encode(Data(repeating: 7, count: 32))
 
     func register(_ name: String, _ signing: Ed25519.PrivateKey?) async -> Client {

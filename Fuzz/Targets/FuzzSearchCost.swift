@@ -104,17 +104,12 @@ private struct Fixture: Sendable {
 }
 
 private func setUp() async throws -> Fixture {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fuzz-search-\(UUID().uuidString)")
-    var configuration = ServerConfiguration(dataDirectory: directory)
-    configuration.maxBodySize = maxBody
-    configuration.searchBudget = budget
-    configuration.concurrentSearches = 1
-    let storage = try SQLiteStorage(directory: directory)
-    try await storage.migrate()
-    let registrationToken = UUID().uuidString
-    try await storage.createRegistrationToken(hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil, created: 0)
-    let files = try LocalFileBodyStore(directory: directory.appendingPathComponent("files"))
-    let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+    let server = try await makeInProcessServer("search") {
+        $0.maxBodySize = maxBody
+        $0.searchBudget = budget
+        $0.concurrentSearches = 1
+    }
+    let (handler, registrationToken) = (server.handler, server.registrationToken)
     let pk = Base64URL.encode(Data(repeating: 7, count: 32))
     let registration =
         #"{"token":"\#(registrationToken)","client":{"name":"search","public_key":{"curve25519":"\#(pk)"}}}"#

@@ -65,15 +65,9 @@ private struct Fixture: Sendable {
 }
 
 private func setUp() async throws -> Fixture {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fuzz-server-\(UUID().uuidString)")
-    var configuration = ServerConfiguration(dataDirectory: directory)
-    configuration.maxBodySize = 1 << 20
-    let storage = try SQLiteStorage(directory: directory)
-    try await storage.migrate()
-    let registrationToken = UUID().uuidString
-    try await storage.createRegistrationToken(hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil, created: 0)
-    let files = try LocalFileBodyStore(directory: directory.appendingPathComponent("files"))
-    let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+    let server = try await makeInProcessServer("server")
+    let (configuration, storage, files, handler, registrationToken) =
+        (server.configuration, server.storage, server.files, server.handler, server.registrationToken)
     var expiring = configuration
     expiring.tokenLifetime = -60
     let expiringHandler = try await E3DBRequestHandler(configuration: expiring, storage: storage, files: files)

@@ -1,5 +1,6 @@
 // What the three server targets (FuzzServerRequests, FuzzAuthHeaders, FuzzSearchCost) share: running the
 // in-process request handler from libFuzzer's synchronous callback, building requests and reading replies.
+import E3DBPrimitives
 import E3DBServer
 import Foundation
 import HTTPTypes
@@ -71,4 +72,33 @@ func setUpJSON(_ data: Data) -> [String: Any] {
         fatalError("set-up response is not a JSON object: \(String(decoding: data, as: UTF8.self))")
     }
     return object
+}
+
+/// A server in process over SQLite in a new temporary directory, with one unlimited registration token.
+struct InProcessServer {
+    let configuration: ServerConfiguration
+    let storage: SQLiteStorage
+    let files: LocalFileBodyStore
+    let handler: E3DBRequestHandler
+    let registrationToken: String
+}
+
+/// Makes an ``InProcessServer`` in a directory named after `label`; `configure` adjusts the configuration (the body
+/// limit is 1 MiB unless it says otherwise).
+func makeInProcessServer(
+    _ label: String, configure: (inout ServerConfiguration) -> Void = { _ in }
+) async throws -> InProcessServer {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fuzz-\(label)-\(UUID().uuidString)")
+    var configuration = ServerConfiguration(dataDirectory: directory)
+    configuration.maxBodySize = 1 << 20
+    configure(&configuration)
+    let storage = try SQLiteStorage(directory: directory)
+    try await storage.migrate()
+    let registrationToken = UUID().uuidString
+    try await storage.createRegistrationToken(hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil, created: 0)
+    let files = try LocalFileBodyStore(directory: directory.appendingPathComponent("files"))
+    let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+    return InProcessServer(
+        configuration: configuration, storage: storage, files: files, handler: handler,
+        registrationToken: registrationToken)
 }

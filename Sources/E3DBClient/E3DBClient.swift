@@ -323,7 +323,8 @@ public final class E3DBClient: Sendable {
                     continue
                 }
                 throw E3DBError(
-                    .transportFailed, "\(operation): the server could not be reached (\(type(of: error)))",
+                    .transportFailed,
+                    "\(operation): the server could not be reached (\(transportFailureDetail(error)))",
                     context: .init(part: operation))
             }
             if response.status >= 500, idempotent, attempt < 3 {

@@ -1,6 +1,8 @@
+import AsyncHTTPClient
 public import E3DBPrimitives
 public import Foundation
 import NIOCore
+import NIOPosix
 import NIOSSL
 
 // TLS failures are told apart because each needs a different fix: a CA to trust (--ca-file), a certificate with
@@ -177,6 +179,21 @@ func finalTransportFailure(_ error: any Error, operation: String, url: String) -
         return failure(.tlsHandshakeFailed, "the server did not answer with TLS (plain HTTP on an https URL?)")
     }
     return failure(.tlsHandshakeFailed, "the TLS handshake failed (\(reasons.joined(separator: ", ")))")
+}
+
+/// What a transport failure that retrying did not fix was, for its message: the system call and its `errno` text,
+/// AsyncHTTPClient's short description (which has no header values: an invalid header value may be a token), the
+/// address NIO could not connect to; the type's name for any other error, since another transport's error may
+/// carry anything.
+func transportFailureDetail(_ error: any Error) -> String {
+    switch error {
+    case let error as IOError: "IOError: \(error.description)"
+    case let error as HTTPClientError: "HTTPClientError: \(error.shortDescription)"
+    case let error as NIOConnectionError:
+        "could not connect to \(error.host):\(error.port)"
+            + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
+    default: "\(type(of: error))"
+    }
 }
 
 /// BoringSSL's reason names (`CERTIFICATE_VERIFY_FAILED`, …) from an error stack, or NIOSSL's synthetic

@@ -271,7 +271,11 @@ struct ClientLibraryTests {
         } catch let error as E3DBError {
             #expect(error.code == .transportFailed, "\(error)")
         }
-        await #expect(throws: E3DBError(.transportFailed)) { _ = try await alice.read(UUID()) }
+        let dead = await #expect(throws: E3DBError(.transportFailed)) { _ = try await alice.read(UUID()) }
+        // The message says what failed (here: nothing listens on the port), never only an error type's name.
+        #expect(
+            dead?.message.contains("could not connect to") == true || dead?.message.contains("IOError: ") == true,
+            "\(String(describing: dead))")
 
         // The same data directory, a new process: the killed upload left nothing that can be committed or read.
         let again = try await ServerProcess.start(data: server.data)

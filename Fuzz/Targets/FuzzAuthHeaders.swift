@@ -131,7 +131,8 @@ private func setUp() async throws -> Fixture {
                 with: key(seed: seedC)))
     let beforeTSV1 = await send(handler, makeRequest(method: .get, path: path, authorization: signed))
     require(beforeTSV1.status == 200, "C's TSV1 before disabling: \(beforeTSV1.status)")
-    let disabled = try await storage.setClientEnabled(id: c.id, false)
+    guard let cID = ClientID(c.id) else { fatalError("C's id is not a UUID: \(c.id)") }
+    let disabled = try await storage.setClientEnabled(id: cID, false)
     require(disabled, "disabling C failed")
     try await Task.sleep(for: .milliseconds(1500))
     return Fixture(handler: handler, a: a, b: b, c: c)

@@ -64,7 +64,18 @@ package enum Hex {
 
 extension UUID {
     /// The id as E3DB writes it on the wire and in stores: lowercase `8-4-4-4-12` hex.
-    package var lowercasedString: String { uuidString.lowercased() }
+    /// Formatted directly (no `uuidString` and `lowercased()`: the server writes ids into every response).
+    package var lowercasedString: String {
+        let u = uuid
+        let bytes = [u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15]
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        for (i, byte) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            Hex.append(byte, to: &out)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 
     /// Parses `8-4-4-4-12` hex (either case) without Foundation's parser; nil for anything else.
     package init?(hexText text: String) {

@@ -92,5 +92,5 @@ enum AccessRules {
     }
 
     /// The one rule for record updates and deletes: only the writer.
-    static func mayChangeRecord(caller: String, writer: String) -> Bool { caller == writer }
+    static func mayChangeRecord(caller: ClientID, writer: ClientID) -> Bool { caller == writer }
 }

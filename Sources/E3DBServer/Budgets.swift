@@ -34,7 +34,7 @@ struct WorkBudget {
 /// registration, tokens, anonymous notes).
 enum BodyOwner: Hashable, Sendable {
     case anonymous
-    case client(String)
+    case client(ClientID)
 }
 
 /// The request body bytes that requests hold in memory, bounded twice: all registered clients together
@@ -45,7 +45,7 @@ final class BodyBudget: Sendable {
     private struct State {
         var clients: Int
         var anonymous: Int
-        var perClient: [String: Int] = [:]
+        var perClient: [ClientID: Int] = [:]
     }
     private let state: Mutex<State>
     private let perClientLimit: Int

@@ -53,7 +53,7 @@ public enum E3DBServer {
     {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
-        let token = hex(SecureRandom.bytes(count: 32))
+        let token = Hex.encode(SecureRandom.bytes(count: 32))
         try await storage.createRegistrationToken(
             hash: Hashes.sha256(Data(token.utf8)), uses: uses,
             created: APITimestampClock.now())
@@ -75,7 +75,7 @@ public enum E3DBServer {
     {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
-        guard let id = canonicalUUID(clientID), try await storage.client(id: id) != nil else {
+        guard let id = ClientID(clientID), try await storage.client(id: id) != nil else {
             try await storage.close()
             throw Self.unknownClient(clientID)
         }
@@ -99,7 +99,7 @@ public enum E3DBServer {
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
         var found = false
-        if let id = canonicalUUID(clientID) { found = try await storage.setClientEnabled(id: id, enabled) }
+        if let id = ClientID(clientID) { found = try await storage.setClientEnabled(id: id, enabled) }
         try await storage.close()
         guard found else {
             throw Self.unknownClient(clientID)

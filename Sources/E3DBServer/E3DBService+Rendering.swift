@@ -29,7 +29,8 @@ extension E3DBService {
             case .some(let p): p
             }
         return API.Meta(
-            recordID: row.recordID, writerID: row.writerID, userID: row.userID, type: row.type, plain: plainValue,
+            recordID: row.recordID.text, writerID: row.writerID.text, userID: row.userID.text, type: row.type,
+            plain: plainValue,
             created: APITimestamp.format(micros: row.created),
             lastModified: APITimestamp.format(micros: row.lastModified),
             version: row.version, fileMeta: fileMeta)
@@ -45,10 +46,10 @@ extension E3DBService {
 
     /// Checks the writer rules of a record write: `writer_id` is the caller, `user_id` the writer, `type` non-empty.
     func checkWriter(_ meta: API.Meta, caller: ClientRow) throws {
-        guard canonicalUUID(meta.writerID) == caller.clientID else {
+        guard ClientID(meta.writerID) == caller.clientID else {
             throw E3DBError(.forbidden, "meta.writer_id must be the authenticated client")
         }
-        guard canonicalUUID(meta.userID) == caller.clientID else {
+        guard ClientID(meta.userID) == caller.clientID else {
             throw E3DBError(.badRequest, "meta.user_id must equal meta.writer_id")
         }
         guard !meta.type.isEmpty else { throw E3DBError(.badRequest, "meta.type must not be empty") }

@@ -20,19 +20,20 @@ extension E3DBError.Code {
 }
 
 /// Where encrypted file bodies live: a directory shared by every server process today; an object store can
-/// implement this later. Bodies are opaque ciphertext (E3DB file v3); the server never opens them.
+/// implement this later. Bodies are opaque ciphertext (E3DB file v3); the server never opens them. A body is
+/// stored under its file record's id.
 public protocol FileBodyStore: Sendable {
     /// Stores a body streamed from `chunks`, checking its size and MD5 on the way; nothing is visible under
     /// `id` unless both match (the body is written to a temporary file, synced, then renamed).
     func store(
-        id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
+        id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
         expectedMD5: Data) async throws
     /// The size of a stored body.
-    func size(id: String) throws -> Int64
+    func size(id: RecordID) throws -> Int64
     /// Streams a stored body to `write`, in chunks of at most 256 KiB.
-    func read(id: String, into write: (ByteBuffer) async throws -> Void) async throws
+    func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws
     /// Removes a body (no error when it is missing).
-    func remove(id: String)
+    func remove(id: RecordID)
     /// Removes the partial uploads of uploads that died (a killed process, a dropped connection): those not
     /// written to for `idle` seconds. Returns how many it removed.
     func removeAbandonedUploads(idle: TimeInterval) -> Int
@@ -52,7 +53,7 @@ public struct LocalFileBodyStore: FileBodyStore {
             attributes: [.posixPermissions: 0o700])
     }
 
-    private func path(_ id: String) -> String { directory.appendingPathComponent(id).path }
+    private func path(_ id: RecordID) -> String { directory.appendingPathComponent(id.text).path }
 
     /// The refusal of a body of `actual` bytes where `expected` were declared.
     static func sizeMismatch(_ expected: Int64, _ actual: Int64) -> E3DBError {
@@ -63,10 +64,10 @@ public struct LocalFileBodyStore: FileBodyStore {
     }
 
     public func store(
-        id: String, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
+        id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
         expectedMD5: Data
     ) async throws {
-        let tmp = temporary.appendingPathComponent(UUID().uuidString.lowercased()).path
+        let tmp = temporary.appendingPathComponent(UUID().lowercasedString).path
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw E3DBError(.fileBodyIO, "cannot create a temporary upload file (errno \(errno))") }
         var committed = false
@@ -112,7 +113,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         }
     }
 
-    public func size(id: String) throws -> Int64 {
+    public func size(id: RecordID) throws -> Int64 {
         var st = stat()
         guard stat(path(id), &st) == 0 else {
             throw E3DBError(.fileBodyNotFound, "no file body is stored under the id")
@@ -120,7 +121,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         return Int64(st.st_size)
     }
 
-    public func read(id: String, into write: (ByteBuffer) async throws -> Void) async throws {
+    public func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
         let fd = open(path(id), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         defer { close(fd) }
@@ -140,7 +141,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         }
     }
 
-    public func remove(id: String) { unlink(path(id)) }
+    public func remove(id: RecordID) { unlink(path(id)) }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
     /// body arrives, and other processes sharing the directory may have uploads in progress).

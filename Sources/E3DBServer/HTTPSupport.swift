@@ -120,38 +120,6 @@ enum JSONBody {
     }
 }
 
-/// Lowercase canonical form of a UUID string, or `nil` when it is not one (any case accepted: old Swift sends
-/// uppercase). Exactly 8-4-4-4-12 hex digits: the strict form of `UUID(uuidString:)`, whose sscanf-based parser
-/// also takes a few malformed forms (`-a` as `f6`, ` 4` as `04`); no parse and re-format per request.
-func canonicalUUID(_ text: String) -> String? {
-    guard text.utf8.count == 36 else { return nil }
-    var valid = true
-    let out = String(unsafeUninitializedCapacity: 36) { buffer in
-        for (i, c) in text.utf8.enumerated() {
-            switch c {
-            case UInt8(ascii: "-") where i == 8 || i == 13 || i == 18 || i == 23: buffer[i] = c
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
-                guard i != 8 && i != 13 && i != 18 && i != 23 else {
-                    valid = false
-                    return 0
-                }
-                buffer[i] = c
-            case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                guard i != 8 && i != 13 && i != 18 && i != 23 else {
-                    valid = false
-                    return 0
-                }
-                buffer[i] = c + 32
-            default:
-                valid = false
-                return 0
-            }
-        }
-        return 36
-    }
-    return valid ? out : nil
-}
-
 /// `text` without leading and trailing whitespace (`CharacterSet.whitespaces`: tab and the space separators),
 /// with an ASCII fast path (a bearer token is hex).
 func trimmedWhitespace(_ text: Substring) -> String {
@@ -162,38 +130,4 @@ func trimmedWhitespace(_ text: Substring) -> String {
         return ""
     }
     return String(text[first...last])
-}
-
-/// A new random (version 4) UUID, lowercase, formatted directly (no `uuidString` and `lowercased()` per record).
-func newUUID() -> String {
-    var generator = SystemRandomNumberGenerator()
-    var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-    bytes.0 = (bytes.0 & ~(0xF000 as UInt64)) | 0x4000  // version 4 in byte 6 (bits 12-15 of the first half)
-    bytes.1 = (bytes.1 & ~(0xC0 << 56 as UInt64)) | (0x80 << 56)  // variant 10 in byte 8
-    let digits: StaticString = "0123456789abcdef"
-    return String(unsafeUninitializedCapacity: 36) { out in
-        var o = 0
-        for (half, value) in [bytes.0, bytes.1].enumerated() {
-            for i in 0..<16 {
-                if (half == 0 && (i == 8 || i == 12)) || (half == 1 && (i == 0 || i == 4)) {
-                    out[o] = UInt8(ascii: "-")
-                    o += 1
-                }
-                out[o] = digits.utf8Start[Int((value >> UInt64(60 - 4 * i)) & 15)]
-                o += 1
-            }
-        }
-        return o
-    }
-}
-
-/// Lowercase hex.
-func hex(_ bytes: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 15)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -183,7 +183,7 @@ struct CompiledClause {
         }
         var terms: [(Kind, SearchTerm)] = []
         let t = clause.terms ?? API.SearchClause.Terms()
-        // UUIDs compare case-insensitively.
+        // Patterns over the ids' lowercase text: UUIDs compare case-insensitively.
         for w in t.writerIDs ?? [] { terms.append((.writer, try term(w.lowercased()))) }
         for u in t.userIDs ?? [] { terms.append((.user, try term(u.lowercased()))) }
         for r in t.recordIDs ?? [] { terms.append((.record, try term(r.lowercased()))) }
@@ -242,9 +242,9 @@ struct CompiledClause {
         if terms.isEmpty { return true }
         func one(_ kind: Kind, _ term: SearchTerm) throws(E3DBError) -> Bool {
             switch kind {
-            case .writer: return try term.matches(row.writerID, budget: &budget)
-            case .user: return try term.matches(row.userID, budget: &budget)
-            case .record: return try term.matches(row.recordID, budget: &budget)
+            case .writer: return try term.matches(row.writerID.text, budget: &budget)
+            case .user: return try term.matches(row.userID.text, budget: &budget)
+            case .record: return try term.matches(row.recordID.text, budget: &budget)
             case .type: return try term.matches(row.type, budget: &budget)
             case .key:
                 for key in plain.keys where try term.matches(key, budget: &budget) { return true }

@@ -43,8 +43,9 @@ struct AccessRulesTests {
             }
         }
         #expect(cells == 72)
-        #expect(AccessRules.mayChangeRecord(caller: "a", writer: "a"))
-        #expect(!AccessRules.mayChangeRecord(caller: "b", writer: "a"))
+        let (a, b) = (ClientID.random(), ClientID.random())
+        #expect(AccessRules.mayChangeRecord(caller: a, writer: a))
+        #expect(!AccessRules.mayChangeRecord(caller: b, writer: a))
     }
 
     @Test("a work budget refuses the step that passes it, and not before")
@@ -77,19 +78,20 @@ struct AccessRulesTests {
         let first = BodyReservation(budget)
         let second = BodyReservation(budget)
         let third = BodyReservation(budget)
-        try first.take(60, for: .client("a"))
-        #expect(throws: E3DBError.self) { try first.take(1, for: .client("a")) }  // a's share
-        try second.take(60, for: .client("b"))
-        try third.take(40, for: .client("c"))
+        let (a, b, c) = (ClientID.random(), ClientID.random(), ClientID.random())
+        try first.take(60, for: .client(a))
+        #expect(throws: E3DBError.self) { try first.take(1, for: .client(a)) }  // a's share
+        try second.take(60, for: .client(b))
+        try third.take(40, for: .client(c))
         #expect(budget.remaining.clients == 0)
-        #expect(throws: E3DBError.self) { try third.take(1, for: .client("c")) }  // the clients' pool
+        #expect(throws: E3DBError.self) { try third.take(1, for: .client(c)) }  // the clients' pool
         // Unauthenticated requests have their own pool (a sixteenth): exhausting it leaves the clients' alone.
         try third.take(10, for: .anonymous)
         #expect(throws: E3DBError.self) { try second.take(1, for: .anonymous) }
         first.release()
         first.release()  // once only
         #expect(budget.remaining.clients == 60)
-        try first.take(60, for: .client("a"))
+        try first.take(60, for: .client(a))
         first.release()
         second.release()
         third.release()

@@ -27,10 +27,10 @@ struct HotPathTests {
         -> RecordRow
     {
         RecordRow(
-            index: 7, recordID: newUUID(), writerID: newUUID(), userID: newUUID(), type: type,
+            index: 7, recordID: .random(), writerID: .random(), userID: .random(), type: type,
             plainJSON: E3DBService.jsonText(plain), dataJSON: E3DBService.jsonText(data), recSig: recSig,
             fileMetaJSON: nil, created: 1_764_070_496_123_456, lastModified: 1_764_070_496_123_457,
-            version: newUUID())
+            version: RecordRow.newVersion())
     }
 
     /// Members of a JSON object, recursively, as Foundation reads them.
@@ -75,8 +75,8 @@ struct HotPathTests {
         #expect(try JSONDecoder().decode(String.self, from: Data(buffer.readableBytesView)) == all)
     }
 
-    @Test("canonicalUUID agrees with UUID(uuidString:) on 8-4-4-4-12 hex and refuses everything else")
-    func canonicalUUIDMatchesFoundation() {
+    @Test("an id parses as UUID(uuidString:) on 8-4-4-4-12 hex of either case and refuses everything else")
+    func idParsingMatchesFoundation() {
         var inputs = [
             "", "x", "5F1C1A6E-2A55-4A55-9B1E-3F6A2F9C0D11", "5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11",
             "5f1c1a6e2a554a559b1e3f6a2f9c0d11", "{5f1c1a6e-2a55-4a55-9b1e-3f6a2f9c0d11}",
@@ -102,21 +102,25 @@ struct HotPathTests {
                     [8, 13, 18, 23].contains(i) ? c == "-" : c.isHexDigit && c.isASCII
                 }
             // Foundation's parser (sscanf "%2hhx") also takes a few malformed forms ("-a" as 0xf6, " 4" as 0x04);
-            // canonicalUUID refuses them and agrees everywhere else.
-            #expect(canonicalUUID(input) == (strict ? foundation : nil), "\(input)")
+            // an id refuses them and agrees everywhere else, and its text is the lowercase form.
+            #expect(ClientID(input)?.text == (strict ? foundation : nil), "\(input)")
+            #expect(ClientID(input)?.uuid == (strict ? UUID(uuidString: input) : nil), "\(input)")
             if strict { #expect(foundation != nil, "\(input)") }
         }
     }
 
-    @Test("newUUID makes distinct lowercase version-4 UUIDs")
-    func newUUIDs() {
+    @Test("new ids and versions are distinct lowercase version-4 UUIDs that parse back")
+    func newIDs() {
         var seen = Set<String>()
-        for _ in 0..<1000 {
-            let id = newUUID()
-            #expect(canonicalUUID(id) == id)
-            #expect(Array(id)[14] == "4")
-            #expect("89ab".contains(Array(id)[19]))
-            seen.insert(id)
+        for _ in 0..<500 {
+            let id = RecordID.random()
+            #expect(RecordID(id.text) == id)
+            for text in [id.text, RecordRow.newVersion()] {
+                #expect(text == text.lowercased() && UUID(uuidString: text)?.uuidString.lowercased() == text)
+                #expect(Array(text)[14] == "4")
+                #expect("89ab".contains(Array(text)[19]))
+                seen.insert(text)
+            }
         }
         #expect(seen.count == 1000)
     }
@@ -282,7 +286,7 @@ struct HotPathTests {
     func tokenCacheExpiry() throws {
         let cache = BearerTokenCache(lifetime: 100, capacity: 2)
         let client = ClientRow(
-            clientID: newUUID(), name: "c", publicKey: "k", signingKey: nil, apiKeyID: "id",
+            clientID: .random(), name: "c", publicKey: "k", signingKey: nil, apiKeyID: "id",
             apiSecretHash: Data(), registrationTokenHash: Data(), created: 0)
         let a = Data(repeating: 1, count: 32)
         let b = Data(repeating: 2, count: 32)

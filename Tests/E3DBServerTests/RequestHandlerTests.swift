@@ -155,6 +155,66 @@ struct RequestHandlerTests {
         #expect(await s.send(.delete, path, headers: try s.tsv1(.delete, path)).status == 400)
     }
 
+    /// Ids are parsed once where they enter (``Identifier``): a malformed one in a path, a query or a body is refused
+    /// with the route's message before any storage call, and changes nothing; either case is an id.
+    @Test func malformedIDsAtEachEdgeAreRefusedBeforeStorage() async throws {
+        let s = try await Server.make()
+        let written = await s.send(.post, "/v1/storage/records", headers: s.bearer, body: s.record(plain: [:]))
+        try #require(written.status == 201)
+        let stored = try await s.storage.statistics()
+        let me = s.clientID
+        func refused(
+            _ reply: Reply, _ status: Int, _ message: String, sourceLocation: SourceLocation = #_sourceLocation
+        ) {
+            #expect(reply.status == status, sourceLocation: sourceLocation)
+            #expect(reply.json?["error"] as? String == message, sourceLocation: sourceLocation)
+        }
+        // Path segments.
+        for path in [
+            "/v1/storage/access_keys/\(me)/\(me)/not-a-uuid/t", "/v1/storage/access_keys/\(me)x/\(me)/\(me)/t",
+        ] {
+            refused(
+                await s.send(.put, path, headers: s.bearer, body: #"{"eak":"e"}"#), 400,
+                "writer, user and reader must be UUIDs")
+        }
+        refused(
+            await s.send(
+                .put, "/v1/storage/policy/\(me)/\(me)/\(me.dropLast())/t", headers: s.bearer,
+                body: #"{"allow":[{"read":{}}]}"#), 400, "writer, user and reader must be UUIDs")
+        let note = "/v2/storage/notes/\(me.dropLast())g"
+        refused(await s.send(.delete, note, headers: try s.tsv1(.delete, note)), 400, "the note id is not a UUID")
+        refused(
+            await s.send(.get, "/v1/storage/clients/\(me)-", headers: s.bearer), 404, "no such client")
+        // A query parameter.
+        refused(
+            await s.send(
+                .get, "/v2/storage/notes?note_id=not-a-uuid",
+                headers: try s.tsv1(.get, "/v2/storage/notes", query: "note_id=not-a-uuid")),
+            400, "note_id is not a UUID")
+        // JSON bodies: a record naming a malformed user, and a query whose only writer is malformed (it names no
+        // record: an empty page, not every record as an empty filter would be).
+        let badUser =
+            #"{"meta":{"writer_id":"\#(me)","user_id":"\#(me)z","type":"t","plain":{}},"data":{"f":"a.b.c.d"}}"#
+        refused(
+            await s.send(.post, "/v1/storage/records", headers: s.bearer, body: badUser), 400,
+            "meta.user_id must equal meta.writer_id")
+        let query = await s.send(
+            .post, "/v1/storage/search", headers: s.bearer, body: #"{"writer_ids":["nobody"],"include_data":true}"#)
+        #expect(query.status == 200)
+        #expect((query.json?["results"] as? [Any])?.count == 0)
+        let upper = await s.send(
+            .post, "/v1/storage/search", headers: s.bearer, body: #"{"writer_ids":["\#(me.uppercased())"]}"#)
+        #expect((upper.json?["results"] as? [Any])?.count == 1, "an uppercase id is the same id")
+        refused(
+            await s.send(
+                .get, "/v1/storage/access_keys/\(me.uppercased())/\(me)/\(me.uppercased())/t", headers: s.bearer),
+            404, "no access key")
+        let after = try await s.storage.statistics()
+        for table in ["records", "access_keys", "policies", "notes", "clients"] {
+            #expect(after[table] == stored[table], "\(table) changed")
+        }
+    }
+
     @Test func badSignaturesReplaysAndExpiry() async throws {
         let s = try await Server.make()
         let path = "/v1/storage/policy/outgoing"

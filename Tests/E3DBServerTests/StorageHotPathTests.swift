@@ -8,12 +8,12 @@ import Testing
 /// The storage calls of the request hot paths, on both backends: the token lookup the bearer-token cache keeps,
 /// the record read joined with its read check, and grouped record inserts.
 extension StorageTests {
-    private static let writer = "00000000-0000-4000-8000-0000000000a1"
-    private static let reader = "00000000-0000-4000-8000-0000000000b2"
-    private static let stranger = "00000000-0000-4000-8000-0000000000c3"
+    private static let writer = ClientID("00000000-0000-4000-8000-0000000000a1")!
+    private static let reader = ClientID("00000000-0000-4000-8000-0000000000b2")!
+    private static let stranger = ClientID("00000000-0000-4000-8000-0000000000c3")!
 
     private static func row(
-        _ id: String = UUID().uuidString.lowercased(), type: String = "t1", recSig: String? = nil,
+        _ id: RecordID = .random(), type: String = "t1", recSig: String? = nil,
         fileMeta: String? = nil
     ) -> RecordRow {
         RecordRow(
@@ -56,7 +56,7 @@ extension StorageTests {
             #expect(
                 try await storage.record(id: record.recordID, readableBy: Self.stranger) == nil,
                 "an authorizer policy does not grant reading")
-            #expect(try await storage.record(id: UUID().uuidString.lowercased(), readableBy: Self.writer) == nil)
+            #expect(try await storage.record(id: .random(), readableBy: Self.writer) == nil)
             try await storage.upsertPolicy(
                 PolicyRow(
                     tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
@@ -74,9 +74,9 @@ extension StorageTests {
                 PolicyRow(
                     tuple: AccessTuple(writerID: Self.writer, userID: Self.writer, readerID: Self.reader, type: "t1"),
                     canRead: true, canAuthorize: false, authorizedBy: nil))
-            let missing = UUID().uuidString.lowercased()
+            let missing = RecordID.random()
             // (record id, reader, expected): the writer, a read policy, another type, a stranger, a missing record.
-            let cases: [(String, String, RecordRow?)] = [
+            let cases: [(RecordID, ClientID, RecordRow?)] = [
                 (shared.recordID, Self.writer, shared), (shared.recordID, Self.reader, shared),
                 (unshared.recordID, Self.writer, unshared), (unshared.recordID, Self.reader, nil),
                 (shared.recordID, Self.stranger, nil), (missing, Self.writer, nil),

@@ -138,16 +138,17 @@ private func quietLogger(_ level: Logger.Level) -> Logger {
     return logger
 }
 
-private let alice = "00000000-0000-4000-8000-00000000000a"
-private let bob = "00000000-0000-4000-8000-00000000000b"
-private let carol = "00000000-0000-4000-8000-00000000000c"
+private let alice = ClientID("00000000-0000-4000-8000-00000000000a")!
+private let bob = ClientID("00000000-0000-4000-8000-00000000000b")!
+private let carol = ClientID("00000000-0000-4000-8000-00000000000c")!
 
-private func uuid() -> String { UUID().uuidString.lowercased() }
+/// A new random id of the kind the context needs.
+private func uuid<Kind: IdentifierKind>() -> Identifier<Kind> { .random() }
 
 private func hash(_ text: String) -> Data { Data(text.utf8) + Data(repeating: 0, count: 32 - min(32, text.utf8.count)) }
 
 private func recordRow(
-    _ id: String = uuid(), writer: String, user: String? = nil, type: String = "t1",
+    _ id: RecordID = uuid(), writer: ClientID, user: ClientID? = nil, type: String = "t1",
     version: String = "v1"
 ) -> RecordRow {
     RecordRow(
@@ -156,9 +157,9 @@ private func recordRow(
         version: version)
 }
 
-private func clientRow(_ id: String, apiKeyID: String, token: String = "token") -> ClientRow {
+private func clientRow(_ id: ClientID, apiKeyID: String, token: String = "token") -> ClientRow {
     ClientRow(
-        clientID: id, name: "client \(id.suffix(1))", publicKey: "pk-\(id)", signingKey: nil, apiKeyID: apiKeyID,
+        clientID: id, name: "client \(id.text.suffix(1))", publicKey: "pk-\(id)", signingKey: nil, apiKeyID: apiKeyID,
         apiSecretHash: hash("secret \(id)"), registrationTokenHash: hash(token), created: 5)
 }
 
@@ -171,10 +172,11 @@ extension ServerStorage {
 
 /// Registers a new client (random id and API key id) with the registration token `token`.
 private func register(_ storage: any ServerStorage, token: String) async throws -> Bool {
-    try await storage.registerClient(clientRow(uuid(), apiKeyID: uuid() + uuid(), token: token))
+    try await storage.registerClient(
+        clientRow(uuid(), apiKeyID: UUID().lowercasedString + UUID().lowercasedString, token: token))
 }
 
-private func noteRow(_ id: String = uuid(), name: String? = nil, maxViews: Int? = nil, expiresAt: Int64? = nil)
+private func noteRow(_ id: NoteID = uuid(), name: String? = nil, maxViews: Int? = nil, expiresAt: Int64? = nil)
     -> NoteRow
 {
     NoteRow(
@@ -183,8 +185,8 @@ private func noteRow(_ id: String = uuid(), name: String? = nil, maxViews: Int? 
 }
 
 private func policyRow(
-    writer: String, user: String? = nil, reader: String, type: String = "t1", read: Bool = true,
-    authorize: Bool = false, by: String? = nil
+    writer: ClientID, user: ClientID? = nil, reader: ClientID, type: String = "t1", read: Bool = true,
+    authorize: Bool = false, by: ClientID? = nil
 ) -> PolicyRow {
     PolicyRow(
         tuple: AccessTuple(writerID: writer, userID: user ?? writer, readerID: reader, type: type),
@@ -451,7 +453,7 @@ struct StorageTests {
                 _ = try await storage.insertRecord(recordRow(first.recordID, writer: bob))
             }
 
-            let missing = uuid()
+            let missing: RecordID = uuid()
             #expect(
                 try await storage.updateRecord(
                     id: missing, expectedVersion: "v1", plainJSON: nil, dataJSON: "{}",
@@ -513,7 +515,7 @@ struct StorageTests {
                     authorize: true, by: carol))
             try await storage.upsertPolicy(policyRow(writer: bob, reader: carol, type: "t2"))
 
-            func ids(_ scope: RecordScope, after: Int64 = 0, limit: Int = 100) async throws -> [String] {
+            func ids(_ scope: RecordScope, after: Int64 = 0, limit: Int = 100) async throws -> [RecordID] {
                 try await storage.records(in: scope, afterIndex: after, limit: limit).map(\.recordID)
             }
             #expect(try await ids(RecordScope(caller: alice, includeShared: false)) == a.map(\.recordID))
@@ -615,7 +617,7 @@ struct StorageTests {
     func pendingFilesCommitIntoRecords(_ backend: Backend) async throws {
         try await withStorage(backend) { _, storage in
             let before = try await storage.insertRecord(recordRow(writer: alice))
-            let id = uuid()
+            let id: RecordID = uuid()
             var meta = recordRow(id, writer: alice, type: "file")
             meta.fileMetaJSON = #"{"size":10,"checksum":"abc","compression":"raw"}"#
             meta.recSig = "sig"

@@ -21,7 +21,7 @@ extension E3DBService {
     }
 
     func tuple(writer: String, user: String, reader: String, type: String) throws -> AccessTuple {
-        guard let w = canonicalUUID(writer), let u = canonicalUUID(user), let rd = canonicalUUID(reader) else {
+        guard let w = ClientID(writer), let u = ClientID(user), let rd = ClientID(reader) else {
             throw E3DBError(.badRequest, "writer, user and reader must be UUIDs")
         }
         guard !type.isEmpty else { throw E3DBError(.badRequest, "the record type must not be empty") }
@@ -30,10 +30,10 @@ extension E3DBService {
 
     /// The caller's and the addressed reader's roles on the writer's (writer, type) of `t` (``AccessRules``):
     /// a storage read of the caller's policy unless it is the writer, and of the reader's when it is neither.
-    func sharingRoles(caller: String, tuple t: AccessTuple) async throws
+    func sharingRoles(caller: ClientID, tuple t: AccessTuple) async throws
         -> (caller: AccessRules.CallerRole, target: AccessRules.TargetRole)
     {
-        func isAuthorizer(_ id: String) async throws -> Bool {
+        func isAuthorizer(_ id: ClientID) async throws -> Bool {
             try await storage.policy(AccessTuple(writerID: t.writerID, userID: t.userID, readerID: id, type: t.type))?
                 .canAuthorize == true
         }
@@ -57,7 +57,7 @@ extension E3DBService {
     }
 
     /// Refuses `operation` by `caller` on `t` unless ``AccessRules`` allows it.
-    func authorize(_ operation: AccessRules.Operation, caller: String, tuple t: AccessTuple) async throws {
+    func authorize(_ operation: AccessRules.Operation, caller: ClientID, tuple t: AccessTuple) async throws {
         if operation == .readAccessKey {  // needs no storage read: only the reader itself
             let target: AccessRules.TargetRole = t.readerID == caller ? .caller : .reader
             guard AccessRules.decide(operation, caller: .other, target: target) else {
@@ -107,8 +107,8 @@ extension E3DBService {
 
     func eakInfo(_ row: AccessKeyRow) -> API.EAKInfo {
         API.EAKInfo(
-            eak: row.eak, authorizerID: row.authorizerID,
-            authorizerPublicKey: .init(curve25519: row.authorizerPublicKey), signerID: row.signerID,
+            eak: row.eak, authorizerID: row.authorizerID.text,
+            authorizerPublicKey: .init(curve25519: row.authorizerPublicKey), signerID: row.signerID?.text,
             signerSigningKey: row.signerSigningKey.map { .init(ed25519: $0) })
     }
 }

@@ -115,7 +115,7 @@ extension E3DBService {
             let verified = try await verifyTSV1(r, header: header)
             guard let uid = verified.clientID else { return .anonymous(verified) }
             // One answer for every way it fails: who is registered, disabled or keyless is nobody's business.
-            guard let id = canonicalUUID(uid), let client = try await storage.client(id: id), client.enabled,
+            guard let id = ClientID(uid), let client = try await storage.client(id: id), client.enabled,
                 let registered = client.signingKey,
                 (try? Base64URL.decode(registered)) == verified.signingKey.rawRepresentation
             else {
@@ -170,7 +170,7 @@ extension E3DBService {
             throw E3DBError(.unauthorized, "TSV1: \(error.message)")
         }
         let expires = (verified.timestamp + configuration.tsv1Window + 1) * 1_000_000
-        let nonceHash = hex(Hashes.sha256(verified.signingKey.rawRepresentation + Data(verified.nonce.utf8)))
+        let nonceHash = Hex.encode(Hashes.sha256(verified.signingKey.rawRepresentation + Data(verified.nonce.utf8)))
         guard try await storage.useNonce(nonceHash, expires: expires, now: now * 1_000_000) else {
             throw E3DBError(.unauthorized, "TSV1: the nonce was already used")
         }

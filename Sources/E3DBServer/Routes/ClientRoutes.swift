@@ -29,25 +29,25 @@ extension E3DBService {
         if let sk = req.client.signingKey, !Self.validKey(sk.ed25519) {
             throw E3DBError(.badRequest, "client.signing_key.ed25519 must be a base64url 32-byte key")
         }
-        let apiSecret = hex(SecureRandom.bytes(count: 32))
+        let apiSecret = Hex.encode(SecureRandom.bytes(count: 32))
         let row = ClientRow(
-            clientID: newUUID(), name: req.client.name, publicKey: req.client.publicKey.curve25519,
-            signingKey: req.client.signingKey?.ed25519, apiKeyID: hex(SecureRandom.bytes(count: 32)),
+            clientID: .random(), name: req.client.name, publicKey: req.client.publicKey.curve25519,
+            signingKey: req.client.signingKey?.ed25519, apiKeyID: Hex.encode(SecureRandom.bytes(count: 32)),
             apiSecretHash: Self.sha256(apiSecret), registrationTokenHash: Self.sha256(req.token), created: clock.now())
         // One transaction: a registration that fails uses no registration.
         guard try await storage.registerClient(row) else {
             throw E3DBError(.unauthorized, "the registration token is unknown or used up")
         }
-        let backup = try await storage.backupClientID() ?? ""
+        let backup = try await storage.backupClientID()?.text ?? ""
         return try JSONBody.response(
             API.RegistrationResponse(
-                clientID: row.clientID, apiKeyID: row.apiKeyID, apiSecret: apiSecret, name: row.name,
+                clientID: row.clientID.text, apiKeyID: row.apiKeyID, apiSecret: apiSecret, name: row.name,
                 publicKey: req.client.publicKey, signingKey: req.client.signingKey),
             status: .created, headers: [HTTPField.Name("X-Backup-Client")!: backup])
     }
 
     func backup(_ r: APIRequest, token: String, clientID: String) async throws -> Response {
-        guard let id = canonicalUUID(clientID), let client = try await storage.client(id: id) else {
+        guard let id = ClientID(clientID), let client = try await storage.client(id: id) else {
             throw E3DBError(.notFound, "no such client")
         }
         if r.header(.authorization) != nil {  // the one authentication routine, after the client was found
@@ -66,12 +66,12 @@ extension E3DBService {
     func clientInfo(_ r: APIRequest, id: String) async throws -> Response {
         _ = try r.caller()
         // Python's test expects 404 for a malformed id as well as an unknown one.
-        guard let id = canonicalUUID(id), let c = try await storage.client(id: id) else {
+        guard let id = ClientID(id), let c = try await storage.client(id: id) else {
             throw E3DBError(.notFound, "no such client")
         }
         return try JSONBody.response(
             API.ClientInfo(
-                clientID: c.clientID, publicKey: .init(curve25519: c.publicKey),
+                clientID: c.clientID.text, publicKey: .init(curve25519: c.publicKey),
                 signingKey: c.signingKey.map { .init(ed25519: $0) }))
     }
 }

@@ -24,12 +24,12 @@ extension E3DBService {
 
     /// A capability URL for one operation on one body, valid until `expires` (Unix seconds):
     /// `token = hex(BLAKE2b-256 keyed by the server secret, "op\nid\nexpires")`.
-    func capabilityToken(op: String, id: String, expires: Int64) throws -> String {
-        let message = Data("\(op)\n\(id)\n\(expires)".utf8)
-        return hex(try BLAKE2b.hash(data: message, outputByteCount: 32, key: secret))
+    func capabilityToken(op: String, id: RecordID, expires: Int64) throws -> String {
+        let message = Data("\(op)\n\(id.text)\n\(expires)".utf8)
+        return Hex.encode(try BLAKE2b.hash(data: message, outputByteCount: 32, key: secret))
     }
 
-    func capabilityURL(_ r: APIRequest, op: String, id: String) throws -> String {
+    func capabilityURL(_ r: APIRequest, op: String, id: RecordID) throws -> String {
         let expires = clock.now() / 1_000_000 + configuration.capabilityLifetime
         let token = try capabilityToken(op: op, id: id, expires: expires)
         let base: String
@@ -39,10 +39,10 @@ extension E3DBService {
             let host = r.request.head.authority ?? (configuration.host + ":" + String(configuration.port))
             base = (configuration.tlsCertificatePath == nil ? "http://" : "https://") + host
         }
-        return "\(base)/v1/storage/blobs/\(id)?op=\(op)&expires=\(expires)&token=\(token)"
+        return "\(base)/v1/storage/blobs/\(id.text)?op=\(op)&expires=\(expires)&token=\(token)"
     }
 
-    func checkCapability(_ r: APIRequest, op: String, id: String) throws {
+    func checkCapability(_ r: APIRequest, op: String, id: RecordID) throws {
         guard r.queryValues("op").first == op, let expiresText = r.queryValues("expires").first,
             let expires = Int64(expiresText), let token = r.queryValues("token").first
         else {
@@ -69,9 +69,9 @@ extension E3DBService {
         guard let size = fm.size, size >= 0, size <= configuration.maxFileSize else {
             throw E3DBError(.badRequest, "meta.file_meta.size must be between 0 and \(configuration.maxFileSize)")
         }
-        let id = newUUID()
+        let id = RecordID.random()
         let now = clock.now()
-        let name = (fm.fileName?.isEmpty == false ? fm.fileName : nil) ?? "\(id)-\(now)"
+        let name = (fm.fileName?.isEmpty == false ? fm.fileName : nil) ?? "\(id.text)-\(now)"
         let stored = API.FileMeta(
             fileURL: nil, fileName: name, checksum: checksum, compression: fm.compression ?? "raw",
             size: size)
@@ -86,12 +86,12 @@ extension E3DBService {
                     version: ""),
                 checksum: checksum, size: size, uploaded: false, created: now))
         return try JSONBody.response(
-            API.PendingFile(id: id, fileURL: try capabilityURL(r, op: "upload", id: id)),
+            API.PendingFile(id: id.text, fileURL: try capabilityURL(r, op: "upload", id: id)),
             status: .accepted)
     }
 
     func uploadBody(_ r: APIRequest, id: String) async throws -> Response {
-        guard let id = canonicalUUID(id) else { throw E3DBError(.notFound, "no such upload") }
+        guard let id = RecordID(id) else { throw E3DBError(.notFound, "no such upload") }
         try checkCapability(r, op: "upload", id: id)
         guard let pending = try await storage.pendingFile(id: id) else { throw E3DBError(.notFound, "no such upload") }
         guard !pending.uploaded else { throw E3DBError(.conflict, "this file was already uploaded") }
@@ -136,13 +136,14 @@ extension E3DBService {
 
     func commitFile(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
-        guard let id = canonicalUUID(id), let pending = try await storage.pendingFile(id: id),
+        guard let id = RecordID(id), let pending = try await storage.pendingFile(id: id),
             pending.record.writerID == caller.clientID
         else {
             throw E3DBError(.notFound, "no such pending file")
         }
         guard pending.uploaded else { throw E3DBError(.badRequest, "the file body has not been uploaded") }
-        guard let row = try await storage.commitPendingFile(id: id, now: clock.now(), version: newUUID()) else {
+        guard let row = try await storage.commitPendingFile(id: id, now: clock.now(), version: RecordRow.newVersion())
+        else {
             throw E3DBError(.notFound, "no such pending file")
         }
         return try JSONBody.response(record(row), status: .created)
@@ -150,7 +151,7 @@ extension E3DBService {
 
     func readFile(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
-        guard let id = canonicalUUID(id), let row = try await storage.record(id: id, readableBy: caller.clientID),
+        guard let id = RecordID(id), let row = try await storage.record(id: id, readableBy: caller.clientID),
             row.fileMetaJSON != nil
         else {
             throw E3DBError(.notFound, "no such file record, or it is not shared with this client")
@@ -159,7 +160,7 @@ extension E3DBService {
     }
 
     func downloadBody(_ r: APIRequest, id: String) async throws -> Response {
-        guard let id = canonicalUUID(id) else { throw E3DBError(.notFound, "no such file") }
+        guard let id = RecordID(id) else { throw E3DBError(.notFound, "no such file") }
         try checkCapability(r, op: "download", id: id)
         guard try await storage.record(id: id) != nil, let size = try? files.size(id: id) else {
             throw E3DBError(.notFound, "no such file")

@@ -28,12 +28,13 @@ extension E3DBService {
         guard !note.data.isEmpty else { throw E3DBError(.badRequest, "a note needs at least one data field") }
         let now = clock.now()
         var stored = note
-        stored.noteID = newUUID()
+        let noteID = NoteID.random()
+        stored.noteID = noteID.text
         // Names are a registered client's feature: an anonymous note is returned with id_string "".
         let name = client == nil ? nil : (note.idString?.isEmpty == false ? note.idString : nil)
         stored.idString = name ?? ""
         // Only a verified client is named as the writer: an anonymous body's client_id is not believed.
-        stored.clientID = client?.clientID
+        stored.clientID = client?.clientID.text
         stored.createdAt = APITimestamp.format(micros: now)
         stored.views = nil
         stored.plain = note.plain ?? [:]
@@ -45,7 +46,7 @@ extension E3DBService {
         }
         let maxViews = note.maxViews.flatMap { $0 > 0 ? $0 : nil }
         return NoteRow(
-            noteID: stored.noteID!, idString: name, writerClientID: stored.clientID,
+            noteID: noteID, idString: name, writerClientID: client?.clientID,
             recipientSigningKey: note.recipientSigningKey, writerSigningKey: note.writerSigningKey, maxViews: maxViews,
             views: 0, expiresAt: expiresAt, created: now,
             bodyJSON: String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self))
@@ -86,7 +87,7 @@ extension E3DBService {
         }
         let found: NoteRow?
         if let id = ids.first {
-            guard let id = canonicalUUID(id) else { throw E3DBError(.badRequest, "note_id is not a UUID") }
+            guard let id = NoteID(id) else { throw E3DBError(.badRequest, "note_id is not a UUID") }
             found = try await storage.note(id: id)
         } else {
             found = try await storage.note(name: names[0])
@@ -119,7 +120,7 @@ extension E3DBService {
 
     func deleteNote(_ r: APIRequest, id: String) async throws -> Response {
         let (verified, _) = try r.noteCaller()
-        guard let id = canonicalUUID(id) else { throw E3DBError(.badRequest, "the note id is not a UUID") }
+        guard let id = NoteID(id) else { throw E3DBError(.badRequest, "the note id is not a UUID") }
         guard let note = try await storage.note(id: id) else { throw E3DBError(.notFound, "no such note") }
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
             throw E3DBError(.forbidden, "only the note's writer may delete it")

@@ -74,39 +74,36 @@ extension E3DBService {
     func listPolicies(_ r: APIRequest, _ listing: PolicyListing) async throws -> Response {
         let caller = try r.caller()
         let rows = try await storage.listPolicies(listing, clientID: caller.clientID)
-        var names: [String: String] = [:]
-        func name(_ id: String) async throws -> String {
+        var names: [ClientID: String] = [:]
+        func name(_ id: ClientID) async throws -> String {
             if let n = names[id] { return n }
             let n = try await storage.client(id: id)?.name ?? ""
             names[id] = n
             return n
         }
+        /// Each row as `make(id, name, type)` of the client `party` names (the other side of the sharing).
+        func sharing<T: Encodable>(
+            _ party: KeyPath<AccessTuple, ClientID>, _ make: (String, String, String) -> T
+        ) async throws -> Response {
+            var out: [T] = []
+            for p in rows {
+                let id = p.tuple[keyPath: party]
+                out.append(make(id.text, try await name(id), p.tuple.type))
+            }
+            return try JSONBody.response(out)
+        }
         switch listing {
         case .outgoing:
-            var out: [API.OutgoingSharing] = []
-            for p in rows {
-                out.append(
-                    .init(
-                        readerID: p.tuple.readerID, readerName: try await name(p.tuple.readerID),
-                        recordType: p.tuple.type))
-            }
-            return try JSONBody.response(out)
+            return try await sharing(\.readerID, API.OutgoingSharing.init(readerID:readerName:recordType:))
         case .incoming:
-            var out: [API.IncomingSharing] = []
-            for p in rows {
-                out.append(
-                    .init(
-                        writerID: p.tuple.writerID, writerName: try await name(p.tuple.writerID),
-                        recordType: p.tuple.type))
-            }
-            return try JSONBody.response(out)
+            return try await sharing(\.writerID, API.IncomingSharing.init(writerID:writerName:recordType:))
         case .proxies, .granted:
             return try JSONBody.response(
                 rows.map {
                     API.AuthorizerPolicy(
-                        authorizerID: $0.tuple.readerID, writerID: $0.tuple.writerID,
-                        userID: $0.tuple.userID, recordType: $0.tuple.type,
-                        authorizedBy: $0.authorizedBy ?? $0.tuple.writerID)
+                        authorizerID: $0.tuple.readerID.text, writerID: $0.tuple.writerID.text,
+                        userID: $0.tuple.userID.text, recordType: $0.tuple.type,
+                        authorizedBy: ($0.authorizedBy ?? $0.tuple.writerID).text)
                 })
         }
     }

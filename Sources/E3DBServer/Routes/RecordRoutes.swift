@@ -37,9 +37,9 @@ extension E3DBService {
         }
         let now = clock.now()
         return RecordRow(
-            recordID: newUUID(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
+            recordID: .random(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
             plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
-            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: newUUID())
+            recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: RecordRow.newVersion())
     }
 
     /// The refusal of a record read, whether the record is missing or not shared (the two are not told apart).
@@ -47,8 +47,7 @@ extension E3DBService {
 
     func readRecord(_ r: APIRequest, id: String) async throws -> Response {
         let caller = try r.caller()
-        guard let id = canonicalUUID(id),
-            let row = try await storage.record(id: id, readableBy: caller.clientID)
+        guard let id = RecordID(id), let row = try await storage.record(id: id, readableBy: caller.clientID)
         else {
             throw Self.unreadableRecord
         }
@@ -76,14 +75,14 @@ extension E3DBService {
         let req = try JSONBody.decode(
             API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
         guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
-        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
+        guard let id = RecordID(id), let current = try await storage.record(id: id),
             AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID)
         else {
             throw E3DBError(.forbidden, "no such record, or this client did not write it")
         }
         let outcome = try await storage.updateRecord(
             id: id, expectedVersion: version.lowercased(), plainJSON: req.meta.plain.map(Self.jsonText),
-            dataJSON: Self.jsonText(req.data), recSig: req.recSig, newVersion: newUUID(), now: clock.now())
+            dataJSON: Self.jsonText(req.data), recSig: req.recSig, newVersion: RecordRow.newVersion(), now: clock.now())
         switch outcome {
         case .done(let row):
             // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
@@ -95,7 +94,7 @@ extension E3DBService {
 
     func deleteRecord(_ r: APIRequest, id: String, version: String?) async throws -> Response {
         let caller = try r.caller()
-        guard let id = canonicalUUID(id), let current = try await storage.record(id: id),
+        guard let id = RecordID(id), let current = try await storage.record(id: id),
             AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID)
         else {
             throw E3DBError(.forbidden, "no such record, or this client did not write it")

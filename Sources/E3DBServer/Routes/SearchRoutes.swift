@@ -13,7 +13,7 @@ extension E3DBService {
     }
 
     /// Search results with the caller's access key for each (writer, user, type), looked up once per request.
-    func results(_ rows: [RecordRow], caller: String, includeData: Bool) async throws -> [API.SearchResult] {
+    func results(_ rows: [RecordRow], caller: ClientID, includeData: Bool) async throws -> [API.SearchResult] {
         var keys: [AccessTuple: API.EAKInfo?] = [:]
         var out: [API.SearchResult] = []
         out.reserveCapacity(rows.count)
@@ -34,7 +34,13 @@ extension E3DBService {
         return out
     }
 
-    private static func ids(_ list: [String]?) -> [String] { (list ?? []).map { canonicalUUID($0) ?? $0.lowercased() } }
+    /// A v1 query's id filter, parsed: the UUIDs it names (empty: no filter), or `nil` when it names ids but none
+    /// is a UUID. An id that is not a UUID names no record, so such a filter matches nothing.
+    private static func ids<Kind: IdentifierKind>(_ list: [String]?) -> [Identifier<Kind>]? {
+        let texts = list ?? []
+        let ids = texts.compactMap { Identifier<Kind>($0) }
+        return !texts.isEmpty && ids.isEmpty ? nil : ids
+    }
 
     /// The steps of scanning one record: reading and decoding its `plain` (a step per 4 bytes). Scans read no
     /// `data` (``RecordScope/includeData``).
@@ -74,7 +80,7 @@ extension E3DBService {
 
     /// The records `ids` (ascending index, from `first` on, visible in `scope`) read again, with `data` when
     /// `includeData`: a scan reads records without `data` and keeps only what it matched.
-    func reread(_ ids: [String], from first: Int64, scope: RecordScope, includeData: Bool) async throws
+    func reread(_ ids: [RecordID], from first: Int64, scope: RecordScope, includeData: Bool) async throws
         -> [RecordRow]
     {
         guard !ids.isEmpty else { return [] }
@@ -113,15 +119,18 @@ extension E3DBService {
         let after = q.afterIndex ?? 0
         guard after >= 0 else { throw E3DBError(.badRequest, "after_index must not be negative") }
         let count = min(max(q.count ?? 50, 1), 1000)
-        let writers = Self.ids(q.writerIDs)
-        let scope = RecordScope(
-            caller: caller.clientID, includeShared: !writers.isEmpty || q.includeAllWriters == true, writerIDs: writers,
-            userIDs: Self.ids(q.userIDs), recordIDs: Self.ids(q.recordIDs), types: q.contentTypes ?? [],
-            includeData: false)
         if let plain = q.plain, Self.filterBytes(plain) > Self.maxFilterBytes {
             throw E3DBError(
                 .badRequest, "a plain filter may hold at most \(Self.maxFilterBytes) bytes of names and values")
         }
+        guard let writers: [ClientID] = Self.ids(q.writerIDs), let users: [ClientID] = Self.ids(q.userIDs),
+            let records: [RecordID] = Self.ids(q.recordIDs)
+        else {
+            return try JSONBody.response(API.QueryResponse(results: [], lastIndex: after))
+        }
+        let scope = RecordScope(
+            caller: caller.clientID, includeShared: !writers.isEmpty || q.includeAllWriters == true, writerIDs: writers,
+            userIDs: users, recordIDs: records, types: q.contentTypes ?? [], includeData: false)
         let perRow = q.plain.map(Self.filterCost) ?? 0
         let picked = try await searching { budget in
             var picked: [RecordRow] = []
@@ -190,9 +199,9 @@ extension E3DBService {
         let scope = RecordScope(caller: caller.clientID, includeShared: q.includeAllWriters == true, includeData: false)
         let window = 10_000
         // Compiled inside the limiter too: REGEXP terms cost memory and time to compile.
-        let matched = try await searching { budget -> [(index: Int64, id: String)] in
+        let matched = try await searching { budget -> [(index: Int64, id: RecordID)] in
             let (matches, excludes) = try CompiledClause.compile(match: q.match, exclude: q.exclude)
-            var matched: [(index: Int64, id: String)] = []
+            var matched: [(index: Int64, id: RecordID)] = []
             var cursor: Int64 = 0
             scan: while true {
                 let batch = try await storage.records(in: scope, afterIndex: cursor, limit: 1000)

@@ -20,7 +20,7 @@ extension E3DBService {
                 throw E3DBError(.badRequest, "grant_type must be client_credentials")
             }
         }
-        let token = hex(SecureRandom.bytes(count: 32))
+        let token = Hex.encode(SecureRandom.bytes(count: 32))
         let now = clock.now()
         let expires = now + Int64(configuration.tokenLifetime) * 1_000_000
         try await storage.insertAccessToken(hash: Self.sha256(token), clientID: client.clientID, expires: expires)

@@ -1,9 +1,9 @@
+import E3DBPrimitives
 public import Foundation
 
 /// A registered client as the server keeps it. The API secret is stored only as its SHA-256.
 public struct ClientRow: Sendable, Hashable {
-    /// Lowercase UUID.
-    public var clientID: String
+    public var clientID: ClientID
     public var name: String
     /// b64u Curve25519 public key, as registered.
     public var publicKey: String
@@ -21,7 +21,7 @@ public struct ClientRow: Sendable, Hashable {
     public var created: Int64
 
     public init(
-        clientID: String, name: String, publicKey: String, signingKey: String?, apiKeyID: String,
+        clientID: ClientID, name: String, publicKey: String, signingKey: String?, apiKeyID: String,
         apiSecretHash: Data, enabled: Bool = true, hasBackup: Bool = false, registrationTokenHash: Data,
         created: Int64
     ) {
@@ -40,11 +40,11 @@ public struct ClientRow: Sendable, Hashable {
 
 /// One (writer, user, reader, type) tuple.
 public struct AccessTuple: Sendable, Hashable {
-    public var writerID: String
-    public var userID: String
-    public var readerID: String
+    public var writerID: ClientID
+    public var userID: ClientID
+    public var readerID: ClientID
     public var type: String
-    public init(writerID: String, userID: String, readerID: String, type: String) {
+    public init(writerID: ClientID, userID: ClientID, readerID: ClientID, type: String) {
         self.writerID = writerID
         self.userID = userID
         self.readerID = readerID
@@ -57,13 +57,13 @@ public struct AccessKeyRow: Sendable, Hashable {
     public var tuple: AccessTuple
     /// The opaque `eak` string (never validated or opened: the server cannot).
     public var eak: String
-    public var authorizerID: String
+    public var authorizerID: ClientID
     public var authorizerPublicKey: String
-    public var signerID: String?
+    public var signerID: ClientID?
     public var signerSigningKey: String?
     public init(
-        tuple: AccessTuple, eak: String, authorizerID: String, authorizerPublicKey: String,
-        signerID: String?, signerSigningKey: String?
+        tuple: AccessTuple, eak: String, authorizerID: ClientID, authorizerPublicKey: String,
+        signerID: ClientID?, signerSigningKey: String?
     ) {
         self.tuple = tuple
         self.eak = eak
@@ -80,8 +80,8 @@ public struct PolicyRow: Sendable, Hashable {
     public var canRead: Bool
     public var canAuthorize: Bool
     /// Who granted `authorizer` (the writer), for the proxies/granted listings.
-    public var authorizedBy: String?
-    public init(tuple: AccessTuple, canRead: Bool, canAuthorize: Bool, authorizedBy: String?) {
+    public var authorizedBy: ClientID?
+    public init(tuple: AccessTuple, canRead: Bool, canAuthorize: Bool, authorizedBy: ClientID?) {
         self.tuple = tuple
         self.canRead = canRead
         self.canAuthorize = canAuthorize
@@ -93,9 +93,9 @@ public struct PolicyRow: Sendable, Hashable {
 public struct RecordRow: Sendable, Hashable {
     /// The monotonically increasing index (≥ 1) that v1 search pages on; 0 before insertion.
     public var index: Int64
-    public var recordID: String
-    public var writerID: String
-    public var userID: String
+    public var recordID: RecordID
+    public var writerID: ClientID
+    public var userID: ClientID
     public var type: String
     /// JSON object of strings.
     public var plainJSON: String
@@ -106,10 +106,13 @@ public struct RecordRow: Sendable, Hashable {
     public var fileMetaJSON: String?
     public var created: Int64
     public var lastModified: Int64
+    /// A new lowercase UUID at every write, kept as text: the server only compares it with the version a client
+    /// names (a version that is not one of its UUIDs is a conflict, 409, as any other stale version), and a pending
+    /// file's record has none (`""`) until its commit.
     public var version: String
 
     public init(
-        index: Int64 = 0, recordID: String, writerID: String, userID: String, type: String,
+        index: Int64 = 0, recordID: RecordID, writerID: ClientID, userID: ClientID, type: String,
         plainJSON: String, dataJSON: String, recSig: String?, fileMetaJSON: String?, created: Int64,
         lastModified: Int64, version: String
     ) {
@@ -128,9 +131,14 @@ public struct RecordRow: Sendable, Hashable {
     }
 }
 
+extension RecordRow {
+    /// A new version: a random lowercase UUID (``version``).
+    static func newVersion() -> String { UUID().lowercasedString }
+}
+
 /// A file record waiting for its body (between `POST /v1/storage/files` and the commit).
 public struct PendingFileRow: Sendable, Hashable {
-    public var pendingID: String
+    public var pendingID: RecordID
     /// The record to create at commit (`record_id` = `pendingID`, index and times set then).
     public var record: RecordRow
     /// Base64 (standard, padded) MD5 of the encrypted body, as declared.
@@ -140,7 +148,7 @@ public struct PendingFileRow: Sendable, Hashable {
     /// Whether a body with that size and MD5 has been stored.
     public var uploaded: Bool
     public var created: Int64
-    public init(pendingID: String, record: RecordRow, checksum: String, size: Int64, uploaded: Bool, created: Int64) {
+    public init(pendingID: RecordID, record: RecordRow, checksum: String, size: Int64, uploaded: Bool, created: Int64) {
         self.pendingID = pendingID
         self.record = record
         self.checksum = checksum
@@ -152,10 +160,10 @@ public struct PendingFileRow: Sendable, Hashable {
 
 /// A stored note. `bodyJSON` is the note as returned (server members filled in), without `views`.
 public struct NoteRow: Sendable, Hashable {
-    public var noteID: String
+    public var noteID: NoteID
     /// `nil` for unnamed and anonymous notes.
     public var idString: String?
-    public var writerClientID: String?
+    public var writerClientID: ClientID?
     public var recipientSigningKey: String
     public var writerSigningKey: String
     /// `nil` or ≤ 0: unlimited.
@@ -166,7 +174,7 @@ public struct NoteRow: Sendable, Hashable {
     public var created: Int64
     public var bodyJSON: String
     public init(
-        noteID: String, idString: String?, writerClientID: String?, recipientSigningKey: String,
+        noteID: NoteID, idString: String?, writerClientID: ClientID?, recipientSigningKey: String,
         writerSigningKey: String, maxViews: Int?, views: Int, expiresAt: Int64?, created: Int64,
         bodyJSON: String
     ) {
@@ -186,20 +194,20 @@ public struct NoteRow: Sendable, Hashable {
 /// Which records a search may see and how it narrows them in storage (the rest is filtered by the service).
 public struct RecordScope: Sendable, Hashable {
     /// The calling client.
-    public var caller: String
+    public var caller: ClientID
     /// `false`: only the caller's records; `true`: every record the caller may read (own, or shared by a
     /// `read` policy).
     public var includeShared: Bool
     /// Non-empty: only these writers.
-    public var writerIDs: [String]
-    public var userIDs: [String]
-    public var recordIDs: [String]
+    public var writerIDs: [ClientID]
+    public var userIDs: [ClientID]
+    public var recordIDs: [RecordID]
     public var types: [String]
     /// `false`: rows come with an empty `dataJSON` (a scan that matches on metadata and `plain` reads no `data`).
     public var includeData: Bool
     public init(
-        caller: String, includeShared: Bool, writerIDs: [String] = [], userIDs: [String] = [],
-        recordIDs: [String] = [], types: [String] = [], includeData: Bool = true
+        caller: ClientID, includeShared: Bool, writerIDs: [ClientID] = [], userIDs: [ClientID] = [],
+        recordIDs: [RecordID] = [], types: [String] = [], includeData: Bool = true
     ) {
         self.caller = caller
         self.includeShared = includeShared

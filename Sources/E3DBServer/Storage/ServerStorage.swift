@@ -5,7 +5,8 @@ public import Foundation
 /// of a deployment lives outside it: tokens, nonces, pending files and the server secret are rows.
 ///
 /// Every method is `async` and atomic; a backend's failures are `E3DBError`s with the storage codes
-/// (`.storageUnavailable`, `.storageConflict`, … in `StorageErrors.swift`). Ids are lowercase UUID strings; times are
+/// (`.storageUnavailable`, `.storageConflict`, … in `StorageErrors.swift`). Ids are typed (``ClientID``,
+/// ``RecordID``, ``NoteID``, parsed at the edge) and stored as their lowercase ``Identifier/text``; times are
 /// microseconds since the epoch.
 public protocol ServerStorage: Sendable {
     /// Runs the versioned migrations (idempotent).
@@ -24,29 +25,27 @@ public protocol ServerStorage: Sendable {
     /// Whether the token exists (for backup notifications; does not use it).
     func registrationTokenExists(hash: Data) async throws -> Bool
     /// The account's backup client, if one was configured.
-    func backupClientID() async throws -> String?
-    func setBackupClientID(_ id: String) async throws
+    func backupClientID() async throws -> ClientID?
+    func setBackupClientID(_ id: ClientID) async throws
 
     // Clients.
-    func client(id: String) async throws -> ClientRow?
+    func client(id: ClientID) async throws -> ClientRow?
     func client(apiKeyID: String) async throws -> ClientRow?
-    func setHasBackup(clientID: String) async throws
+    func setHasBackup(clientID: ClientID) async throws
     /// Enables or disables a client; `false` when there is no such client.
-    func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool
+    func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool
 
     // Bearer tokens (stored as SHA-256 hashes) and TSV1 nonces.
-    func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws
-    /// The client of an unexpired token.
-    func accessTokenClient(hash: Data, now: Int64) async throws -> String?
+    func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws
     /// The client and expiry (microseconds) of an unexpired token, for the in-memory token cache.
-    func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)?
+    func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)?
     /// Records a TSV1 nonce (the service passes a hash): `false` when it was already used and has not expired (a
     /// replay).
     func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool
     /// Removes expired nonces, access tokens and notes, and the pending files created before `pendingCreatedBefore`
     /// whose upload did not start since then; returns those pending files' ids (their bodies are the caller's to
     /// remove).
-    func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String]
+    func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID]
 
     // Access keys.
     func accessKey(_ tuple: AccessTuple) async throws -> AccessKeyRow?
@@ -59,56 +58,63 @@ public protocol ServerStorage: Sendable {
     /// Changes a tuple's permissions in one statement (creating the row, without permissions, when missing):
     /// `read` and `authorize` set `can_read` and `can_authorize` when not `nil` and leave them otherwise; granting
     /// `authorizer` records `by`, revoking it clears it. Concurrent changes of different permissions both hold.
-    func changePolicy(_ tuple: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws
+    func changePolicy(_ tuple: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws
     /// Removes every `authorizer` permission of `readerID` on (user, writer), all types.
-    func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws
-    func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow]
+    func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws
+    func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow]
 
     // Records.
     /// Inserts a record and returns it with its index.
     func insertRecord(_ row: RecordRow) async throws -> RecordRow
-    func record(id: String) async throws -> RecordRow?
+    func record(id: RecordID) async throws -> RecordRow?
     /// The record `id` when `readerID` may read it (spec api §4.7: its writer, or a current `read` policy on its
     /// (user, writer, type) naming the reader); `nil` when it is missing or not readable. Both backends answer it with
     /// one statement.
-    func record(id: String, readableBy readerID: String) async throws -> RecordRow?
+    func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow?
     /// Replaces `plain` (when given), `data` and `rec_sig` if the version matches.
     func updateRecord(
-        id: String, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
+        id: RecordID, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
         newVersion: String, now: Int64
     ) async throws -> VersionedOutcome
     /// Deletes a record if the version matches (`nil`: any version).
-    func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome
+    func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome
     /// Records in `scope` with index > `afterIndex`, ascending, at most `limit`.
     func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow]
 
     // Files.
     func insertPendingFile(_ row: PendingFileRow) async throws
-    func pendingFile(id: String) async throws -> PendingFileRow?
+    func pendingFile(id: RecordID) async throws -> PendingFileRow?
     /// Claims the upload of a pending file that is not uploaded and whose upload did not start after
     /// `staleBefore` (an upload whose process died is taken over then): `false` when another upload holds it.
-    func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool
+    func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool
     /// Gives up a claim of ``claimUpload(pendingID:now:staleBefore:)`` (the upload failed).
-    func releaseUpload(pendingID: String) async throws
+    func releaseUpload(pendingID: RecordID) async throws
     /// Marks a pending file uploaded; `false` when it no longer exists.
-    func markUploaded(pendingID: String) async throws -> Bool
+    func markUploaded(pendingID: RecordID) async throws -> Bool
     /// Turns an uploaded pending file into a record (record_id = pending id) in one transaction; `nil` when the
     /// pending file is unknown.
-    func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow?
+    func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow?
 
     // Notes.
     /// Inserts a note: `false` when its non-nil `idString` is taken.
     func insertNote(_ row: NoteRow) async throws -> Bool
-    func note(id: String) async throws -> NoteRow?
+    func note(id: NoteID) async throws -> NoteRow?
     func note(name: String) async throws -> NoteRow?
     /// Counts one view of a readable note in one transaction: returns the note with `views` incremented, deleting
     /// it when `maxViews` is reached; `nil` when it is gone or expired.
-    func viewNote(id: String, now: Int64) async throws -> NoteRow?
+    func viewNote(id: NoteID, now: Int64) async throws -> NoteRow?
     /// Replaces the note named `row.idString` (or inserts it).
     func replaceNote(_ row: NoteRow) async throws
     /// Deletes a note; `false` when unknown.
-    func deleteNote(id: String) async throws -> Bool
+    func deleteNote(id: NoteID) async throws -> Bool
 
     /// Row counts by table, for `e3dbkit-server stats`.
     func statistics() async throws -> [String: Int]
+}
+
+extension ServerStorage {
+    /// The client of an unexpired token.
+    public func accessTokenClient(hash: Data, now: Int64) async throws -> ClientID? {
+        try await accessToken(hash: hash, now: now)?.clientID
+    }
 }

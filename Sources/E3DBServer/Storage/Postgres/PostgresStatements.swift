@@ -14,7 +14,7 @@ enum PostgresStatements {
     struct AccessToken: PostgresPreparedStatement {
         static let name = "e3dbkit_access_token"
         static let sql = "SELECT client_id, expires FROM access_tokens WHERE token_hash = $1 AND expires > $2"
-        typealias Row = (String, Int64)
+        typealias Row = (ClientID, Int64)
 
         var hash: Data
         var now: Int64
@@ -26,14 +26,17 @@ enum PostgresStatements {
             return binds
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (id, expires) = try row.decode((String, Int64).self)
+            return (try ClientID(stored: id), expires)
+        }
     }
 
     /// A client by id.
     struct Client: LookupByID {
         static let name = "e3dbkit_client"
         static let sql = "SELECT \(PostgresStorage.clientColumns) FROM clients WHERE client_id = $1"
-        var id: String
+        var id: ClientID
         func decodeRow(_ row: PostgresRow) throws -> ClientRow { try PostgresStorage.client(row) }
     }
 
@@ -41,7 +44,7 @@ enum PostgresStatements {
     struct Record: LookupByID {
         static let name = "e3dbkit_record"
         static let sql = "SELECT \(PostgresStorage.recordColumns) FROM records WHERE record_id = $1"
-        var id: String
+        var id: RecordID
         func decodeRow(_ row: PostgresRow) throws -> RecordRow { try PostgresStorage.record(row) }
     }
 
@@ -56,13 +59,13 @@ enum PostgresStatements {
                     AND p.type = r.type AND p.can_read))
             """
 
-        var id: String
-        var readerID: String
+        var id: RecordID
+        var readerID: ClientID
 
         func makeBindings() throws -> PostgresBindings {
             var binds = PostgresBindings(capacity: 2)
-            binds.append(id)
-            binds.append(readerID)
+            binds.append(id.text)
+            binds.append(readerID.text)
             return binds
         }
 
@@ -98,9 +101,9 @@ enum PostgresStatements {
 
         func makeBindings() throws -> PostgresBindings {
             var binds = PostgresBindings(capacity: 13)
-            binds.append(rows.map(\.recordID))
-            binds.append(rows.map(\.writerID))
-            binds.append(rows.map(\.userID))
+            binds.append(rows.map(\.recordID.text))
+            binds.append(rows.map(\.writerID.text))
+            binds.append(rows.map(\.userID.text))
             binds.append(rows.map(\.type))
             binds.append(rows.map(\.plainJSON))
             binds.append(rows.map(\.dataJSON))
@@ -120,14 +123,15 @@ enum PostgresStatements {
 
 /// A prepared statement whose one parameter is an id.
 protocol LookupByID: PostgresPreparedStatement {
-    /// The id bound as `$1`.
-    var id: String { get }
+    associatedtype Kind: IdentifierKind
+    /// The id bound as `$1` (its ``Identifier/text``).
+    var id: Identifier<Kind> { get }
 }
 
 extension LookupByID {
     func makeBindings() throws -> PostgresBindings {
         var binds = PostgresBindings(capacity: 1)
-        binds.append(id)
+        binds.append(id.text)
         return binds
     }
 }

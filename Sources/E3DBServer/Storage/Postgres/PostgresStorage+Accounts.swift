@@ -48,7 +48,8 @@ extension PostgresStorage {
             else { return false }
             try await execute(
                 """
-                INSERT INTO clients (\(unescaped: Self.clientColumns)) VALUES (\(c.clientID), \(c.name), \(c.publicKey),
+                INSERT INTO clients (\(unescaped: Self.clientColumns))
+                VALUES (\(c.clientID.text), \(c.name), \(c.publicKey),
                     \(c.signingKey), \(c.apiKeyID), \(c.apiSecretHash), \(c.enabled), \(c.hasBackup),
                     \(c.registrationTokenHash), \(c.created))
                 """, on: db)
@@ -62,19 +63,19 @@ extension PostgresStorage {
         }
     }
 
-    public func backupClientID() async throws -> String? {
+    public func backupClientID() async throws -> ClientID? {
         try await perform("reading the backup client") { [self] in
             try await fetch("SELECT value FROM server_settings WHERE key = 'backup_client'", on: client) {
-                String(decoding: try $0.decode(Data.self), as: UTF8.self)
+                try ClientID(stored: String(decoding: try $0.decode(Data.self), as: UTF8.self))
             }.first
         }
     }
 
-    public func setBackupClientID(_ id: String) async throws {
+    public func setBackupClientID(_ id: ClientID) async throws {
         try await perform("setting the backup client") { [self] in
             try await execute(
                 """
-                INSERT INTO server_settings (key, value) VALUES ('backup_client', \(Data(id.utf8)))
+                INSERT INTO server_settings (key, value) VALUES ('backup_client', \(Data(id.text.utf8)))
                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
                 """, on: client)
         }
@@ -91,12 +92,13 @@ extension PostgresStorage {
         let (id, name, publicKey, signingKey, apiKeyID, secretHash, enabled, hasBackup, tokenHash, created) =
             try row.decode((String, String, String, String?, String, Data, Bool, Bool, Data, Int64).self)
         return ClientRow(
-            clientID: id, name: name, publicKey: publicKey, signingKey: signingKey, apiKeyID: apiKeyID,
+            clientID: try ClientID(stored: id), name: name, publicKey: publicKey, signingKey: signingKey,
+            apiKeyID: apiKeyID,
             apiSecretHash: secretHash, enabled: enabled, hasBackup: hasBackup,
             registrationTokenHash: tokenHash, created: created)
     }
 
-    public func client(id: String) async throws -> ClientRow? {
+    public func client(id: ClientID) async throws -> ClientRow? {
         try await first("reading client \(id)", PostgresStatements.Client(id: id))
     }
 
@@ -109,43 +111,35 @@ extension PostgresStorage {
         }
     }
 
-    public func setHasBackup(clientID: String) async throws {
+    public func setHasBackup(clientID: ClientID) async throws {
         try await perform("marking client \(clientID) as backed up") { [self] in
-            try await execute("UPDATE clients SET has_backup = true WHERE client_id = \(clientID)", on: client)
+            try await execute("UPDATE clients SET has_backup = true WHERE client_id = \(clientID.text)", on: client)
         }
     }
 
-    public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
+    public func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool {
         try await perform("\(enabled ? "enabling" : "disabling") client \(id)") { [self] in
-            try await execute("UPDATE clients SET enabled = \(enabled) WHERE client_id = \(id) RETURNING 1", on: client)
-                == 1
+            try await execute(
+                "UPDATE clients SET enabled = \(enabled) WHERE client_id = \(id.text) RETURNING 1", on: client) == 1
         }
     }
 
     // MARK: Tokens and nonces
 
-    public func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws {
+    public func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws {
         try await perform("storing an access token") { [self] in
             try await execute(
                 """
-                INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (\(hash), \(clientID), \(expires))
+                INSERT INTO access_tokens (token_hash, client_id, expires)
+                VALUES (\(hash), \(clientID.text), \(expires))
                 """, on: client)
-        }
-    }
-
-    public func accessTokenClient(hash: Data, now: Int64) async throws -> String? {
-        try await perform("checking an access token") { [self] in
-            try await fetch(
-                "SELECT client_id FROM access_tokens WHERE token_hash = \(hash) AND expires > \(now)",
-                on: client
-            ) { try $0.decode(String.self) }.first
         }
     }
 
     /// The client and expiry of an unexpired token, so that `E3DBService`'s bearer-token cache keeps it (for at
     /// most a second after this read: a token deleted in the database, by another process or an operator, is
     /// refused by every process at most that long later).
-    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
+    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)? {
         try await first("checking an access token", PostgresStatements.AccessToken(hash: hash, now: now))
             .map { (clientID: $0.0, expires: $0.1) }
     }
@@ -170,15 +164,16 @@ extension PostgresStorage {
             try await fetch(
                 """
                 SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
-                WHERE writer_id = \(t.writerID) AND user_id = \(t.userID) AND reader_id = \(t.readerID)
-                    AND type = \(t.type)
+                WHERE writer_id = \(t.writerID.text) AND user_id = \(t.userID.text)
+                    AND reader_id = \(t.readerID.text) AND type = \(t.type)
                 """, on: client
             ) { row in
                 let (eak, authorizerID, authorizerKey, signerID, signerKey) =
                     try row.decode((String, String, String, String?, String?).self)
                 return AccessKeyRow(
-                    tuple: t, eak: eak, authorizerID: authorizerID, authorizerPublicKey: authorizerKey,
-                    signerID: signerID, signerSigningKey: signerKey)
+                    tuple: t, eak: eak, authorizerID: try ClientID(stored: authorizerID),
+                    authorizerPublicKey: authorizerKey, signerID: try signerID.map { try ClientID(stored: $0) },
+                    signerSigningKey: signerKey)
             }.first
         }
     }
@@ -189,8 +184,9 @@ extension PostgresStorage {
                 """
                 INSERT INTO access_keys (writer_id, user_id, reader_id, type, eak, authorizer_id, authorizer_public_key,
                     signer_id, signer_signing_key)
-                VALUES (\(r.tuple.writerID), \(r.tuple.userID), \(r.tuple.readerID), \(r.tuple.type), \(r.eak),
-                    \(r.authorizerID), \(r.authorizerPublicKey), \(r.signerID), \(r.signerSigningKey))
+                VALUES (\(r.tuple.writerID.text), \(r.tuple.userID.text), \(r.tuple.readerID.text), \(r.tuple.type),
+                    \(r.eak), \(r.authorizerID.text), \(r.authorizerPublicKey), \(r.signerID?.text),
+                    \(r.signerSigningKey))
                 ON CONFLICT DO NOTHING RETURNING 1
                 """, on: client) == 1
         }
@@ -200,8 +196,8 @@ extension PostgresStorage {
         try await perform("deleting an access key") { [self] in
             try await execute(
                 """
-                DELETE FROM access_keys WHERE writer_id = \(t.writerID) AND user_id = \(t.userID)
-                    AND reader_id = \(t.readerID) AND type = \(t.type)
+                DELETE FROM access_keys WHERE writer_id = \(t.writerID.text) AND user_id = \(t.userID.text)
+                    AND reader_id = \(t.readerID.text) AND type = \(t.type)
                 """, on: client)
         }
     }
@@ -214,16 +210,19 @@ extension PostgresStorage {
         let (user, writer, reader, type, canRead, canAuthorize, authorizedBy) =
             try row.decode((String, String, String, String, Bool, Bool, String?).self)
         return PolicyRow(
-            tuple: AccessTuple(writerID: writer, userID: user, readerID: reader, type: type),
-            canRead: canRead, canAuthorize: canAuthorize, authorizedBy: authorizedBy)
+            tuple: AccessTuple(
+                writerID: try ClientID(stored: writer), userID: try ClientID(stored: user),
+                readerID: try ClientID(stored: reader), type: type),
+            canRead: canRead, canAuthorize: canAuthorize,
+            authorizedBy: try authorizedBy.map { try ClientID(stored: $0) })
     }
 
     public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
         try await perform("reading a policy") { [self] in
             try await fetch(
                 """
-                SELECT \(unescaped: Self.policyColumns) FROM policies WHERE user_id = \(t.userID)
-                    AND writer_id = \(t.writerID) AND reader_id = \(t.readerID) AND type = \(t.type)
+                SELECT \(unescaped: Self.policyColumns) FROM policies WHERE user_id = \(t.userID.text)
+                    AND writer_id = \(t.writerID.text) AND reader_id = \(t.readerID.text) AND type = \(t.type)
                 """, on: client, Self.policy
             ).first
         }
@@ -231,12 +230,14 @@ extension PostgresStorage {
 
     /// Inserts or replaces the tuple's policy; a replaced policy moves to the end of the listings (as SQLite's
     /// `INSERT OR REPLACE` gives it a new rowid).
-    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
+    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws {
+        let by = by?.text
         try await perform("writing a policy") { [self] in
             try await execute(
                 """
                 INSERT INTO policies (\(unescaped: Self.policyColumns))
-                VALUES (\(t.userID), \(t.writerID), \(t.readerID), \(t.type), coalesce(\(read)::boolean, false),
+                VALUES (\(t.userID.text), \(t.writerID.text), \(t.readerID.text), \(t.type),
+                    coalesce(\(read)::boolean, false),
                     coalesce(\(authorize)::boolean, false), CASE WHEN \(authorize)::boolean THEN \(by)::text END)
                 ON CONFLICT (user_id, writer_id, reader_id, type) DO UPDATE SET seq = DEFAULT,
                     can_read = coalesce(\(read)::boolean, policies.can_read),
@@ -247,21 +248,21 @@ extension PostgresStorage {
         }
     }
 
-    public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
+    public func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws {
         try await perform("removing authorizations") { [self] in
             try await execute(
                 """
                 UPDATE policies SET can_authorize = false, authorized_by = NULL
-                WHERE user_id = \(userID) AND writer_id = \(writerID) AND reader_id = \(readerID)
+                WHERE user_id = \(userID.text) AND writer_id = \(writerID.text) AND reader_id = \(readerID.text)
                 """, on: client)
         }
     }
 
-    public func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow] {
+    public func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow] {
         let (column, permission) = listing.filter
         let query: PostgresQuery = """
             SELECT \(unescaped: Self.policyColumns) FROM policies
-            WHERE \(unescaped: column) = \(clientID) AND \(unescaped: permission) ORDER BY seq
+            WHERE \(unescaped: column) = \(clientID.text) AND \(unescaped: permission) ORDER BY seq
             """
         return try await perform("listing policies") { [self] in try await fetch(query, on: client, Self.policy) }
     }

@@ -20,7 +20,8 @@ extension PostgresStorage {
         let (id, name, writer, recipientKey, writerKey, maxViews, views, expiresAt, created, body) =
             try row.decode((String, String?, String?, String, String, Int?, Int, Int64?, Int64, String).self)
         return NoteRow(
-            noteID: id, idString: name, writerClientID: writer, recipientSigningKey: recipientKey,
+            noteID: try NoteID(stored: id), idString: name,
+            writerClientID: try writer.map { try ClientID(stored: $0) }, recipientSigningKey: recipientKey,
             writerSigningKey: writerKey, maxViews: maxViews, views: views, expiresAt: expiresAt,
             created: created, bodyJSON: body)
     }
@@ -29,7 +30,8 @@ extension PostgresStorage {
     private static func insertNote(_ n: NoteRow, _ suffix: String) -> PostgresQuery {
         """
         INSERT INTO notes (\(unescaped: noteColumns))
-        VALUES (\(n.noteID), \(n.idString), \(n.writerClientID), \(n.recipientSigningKey), \(n.writerSigningKey),
+        VALUES (\(n.noteID.text), \(n.idString), \(n.writerClientID?.text), \(n.recipientSigningKey),
+            \(n.writerSigningKey),
             \(n.maxViews), \(n.views), \(n.expiresAt), \(n.created), \(n.bodyJSON))
         \(unescaped: suffix)
         """
@@ -41,10 +43,10 @@ extension PostgresStorage {
         }
     }
 
-    public func note(id: String) async throws -> NoteRow? {
+    public func note(id: NoteID) async throws -> NoteRow? {
         try await perform("reading note \(id)") { [self] in
             try await fetch(
-                "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id)", on: client,
+                "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id.text)", on: client,
                 Self.note
             ).first
         }
@@ -59,8 +61,9 @@ extension PostgresStorage {
         }
     }
 
-    public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
-        try await transaction("viewing note \(id)") { [self] db -> NoteRow? in
+    public func viewNote(id noteID: NoteID, now: Int64) async throws -> NoteRow? {
+        let id = noteID.text
+        return try await transaction("viewing note \(id)") { [self] db -> NoteRow? in
             guard
                 var n = try await fetch(
                     "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id) FOR UPDATE", on: db,
@@ -99,9 +102,9 @@ extension PostgresStorage {
         }
     }
 
-    public func deleteNote(id: String) async throws -> Bool {
+    public func deleteNote(id: NoteID) async throws -> Bool {
         try await perform("deleting note \(id)") { [self] in
-            try await execute("DELETE FROM notes WHERE note_id = \(id) RETURNING 1", on: client) == 1
+            try await execute("DELETE FROM notes WHERE note_id = \(id.text) RETURNING 1", on: client) == 1
         }
     }
 

@@ -29,8 +29,9 @@ extension PostgresStorage {
             return try cell.decode(T.self)
         }
         return RecordRow(
-            index: try next(Int64.self), recordID: try next(String.self), writerID: try next(String.self),
-            userID: try next(String.self), type: try next(String.self), plainJSON: try next(String.self),
+            index: try next(Int64.self), recordID: try RecordID(stored: next(String.self)),
+            writerID: try ClientID(stored: next(String.self)), userID: try ClientID(stored: next(String.self)),
+            type: try next(String.self), plainJSON: try next(String.self),
             dataJSON: try next(String.self), recSig: try next(String?.self), fileMetaJSON: try next(String?.self),
             created: try next(Int64.self), lastModified: try next(Int64.self), version: try next(String.self))
     }
@@ -43,8 +44,8 @@ extension PostgresStorage {
             """
             INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
                 last_modified, version)
-            VALUES (\(r.recordID), \(r.writerID), \(r.userID), \(r.type), \(r.plainJSON), \(r.dataJSON), \(r.recSig),
-                \(r.fileMetaJSON), \(r.created), \(r.lastModified), \(r.version))
+            VALUES (\(r.recordID.text), \(r.writerID.text), \(r.userID.text), \(r.type), \(r.plainJSON),
+                \(r.dataJSON), \(r.recSig), \(r.fileMetaJSON), \(r.created), \(r.lastModified), \(r.version))
             RETURNING idx
             """, on: db
         ) { try $0.decode(Int64.self) }.first
@@ -58,7 +59,7 @@ extension PostgresStorage {
     static func insert(_ rows: [RecordRow], client: PostgresClient, logger: Logger) async throws
         -> [RecordRow]
     {
-        var indexes: [String: Int64] = [:]
+        var indexes: [String: Int64] = [:]  // by the id's text, as the statement returns it
         indexes.reserveCapacity(rows.count)
         for try await (index, id) in try await client.execute(
             PostgresStatements.InsertRecords(rows: rows),
@@ -67,7 +68,7 @@ extension PostgresStorage {
             indexes[id] = index
         }
         return try rows.map { row in
-            guard let index = indexes[row.recordID] else {
+            guard let index = indexes[row.recordID.text] else {
                 throw E3DBError(.storageCorrupted, "inserting record \(row.recordID) returned no index")
             }
             var out = row
@@ -82,23 +83,23 @@ extension PostgresStorage {
         try await recordInserts.submit(row)
     }
 
-    public func record(id: String) async throws -> RecordRow? {
+    public func record(id: RecordID) async throws -> RecordRow? {
         try await first("reading record \(id)", PostgresStatements.Record(id: id))
     }
 
     /// The record joined with its read check in one prepared statement (`PostgresStatements.ReadableRecord`).
-    public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
+    public func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
         try await first("reading record \(id)", PostgresStatements.ReadableRecord(id: id, readerID: readerID))
     }
 
     /// Whether a record exists, to tell a version conflict from a missing record after a conditional statement
     /// touched no row.
-    private func outcomeWithoutChange(id: String) async throws -> VersionedOutcome {
-        try await execute("SELECT 1 FROM records WHERE record_id = \(id)", on: client) == 1 ? .conflict : .notFound
+    private func outcomeWithoutChange(id: RecordID) async throws -> VersionedOutcome {
+        try await execute("SELECT 1 FROM records WHERE record_id = \(id.text)", on: client) == 1 ? .conflict : .notFound
     }
 
     public func updateRecord(
-        id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
+        id: RecordID, expectedVersion: String, plainJSON: String?, dataJSON: String,
         recSig: String?, newVersion: String, now: Int64
     ) async throws -> VersionedOutcome {
         try await perform("updating record \(id)") { [self] in
@@ -107,7 +108,7 @@ extension PostgresStorage {
                 UPDATE records SET plain = COALESCE(\(plainJSON)::text, plain), data = \(dataJSON),
                     rec_sig = \(recSig)::text, version = \(newVersion),
                     last_modified = GREATEST(\(now)::bigint, last_modified + 1)
-                WHERE record_id = \(id) AND version = \(expectedVersion)
+                WHERE record_id = \(id.text) AND version = \(expectedVersion)
                 RETURNING \(unescaped: Self.recordColumns)
                 """, on: client, Self.record
             ).first
@@ -116,11 +117,11 @@ extension PostgresStorage {
         }
     }
 
-    public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
+    public func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
         try await perform("deleting record \(id)") { [self] in
             let deleted = try await fetch(
                 """
-                DELETE FROM records WHERE record_id = \(id)
+                DELETE FROM records WHERE record_id = \(id.text)
                     AND (\(expectedVersion)::text IS NULL OR version = \(expectedVersion)::text)
                 RETURNING \(unescaped: Self.recordColumns)
                 """, on: client, Self.record
@@ -133,7 +134,7 @@ extension PostgresStorage {
     public func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
         var binds = PostgresBindings()
         binds.append(afterIndex)
-        binds.append(scope.caller)
+        binds.append(scope.caller.text)
         let columns = scope.includeData ? Self.recordColumns : Self.recordColumnsWithoutData
         var sql = "SELECT \(columns) FROM records r WHERE r.idx > $1 AND "
         if scope.includeShared {
@@ -145,8 +146,8 @@ extension PostgresStorage {
             sql += "r.writer_id = $2"
         }
         for (column, values) in [
-            ("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
-            ("record_id", scope.recordIDs), ("type", scope.types),
+            ("writer_id", scope.writerIDs.map(\.text)), ("user_id", scope.userIDs.map(\.text)),
+            ("record_id", scope.recordIDs.map(\.text)), ("type", scope.types),
         ] where !values.isEmpty {
             binds.append(values)
             sql += " AND r.\(column) = ANY($\(binds.count))"
@@ -169,10 +170,12 @@ extension PostgresStorage {
                     String, String, String, String, String, String, String?, String?, String, Int64, Bool,
                     Int64
                 ).self)
+        let pendingID = try RecordID(stored: id)
         return PendingFileRow(
-            pendingID: id,
+            pendingID: pendingID,
             record: RecordRow(
-                recordID: id, writerID: writer, userID: user, type: type, plainJSON: plain,
+                recordID: pendingID, writerID: try ClientID(stored: writer), userID: try ClientID(stored: user),
+                type: type, plainJSON: plain,
                 dataJSON: data, recSig: recSig, fileMetaJSON: fileMeta, created: created,
                 lastModified: created, version: ""),
             checksum: checksum, size: size, uploaded: uploaded, created: created)
@@ -184,43 +187,44 @@ extension PostgresStorage {
             try await execute(
                 """
                 INSERT INTO pending_files (\(unescaped: Self.pendingColumns))
-                VALUES (\(p.pendingID), \(r.writerID), \(r.userID), \(r.type), \(r.plainJSON), \(r.dataJSON),
+                VALUES (\(p.pendingID.text), \(r.writerID.text), \(r.userID.text), \(r.type), \(r.plainJSON),
+                    \(r.dataJSON),
                     \(r.recSig), \(r.fileMetaJSON), \(p.checksum), \(p.size), \(p.uploaded), \(p.created))
                 """, on: client)
         }
     }
 
-    public func pendingFile(id: String) async throws -> PendingFileRow? {
+    public func pendingFile(id: RecordID) async throws -> PendingFileRow? {
         try await perform("reading pending file \(id)") { [self] in
             try await fetch(
-                "SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id)",
+                "SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id.text)",
                 on: client, Self.pending
             ).first
         }
     }
 
-    public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
+    public func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool {
         try await perform("claiming the upload of pending file \(pendingID)") { [self] in
             try await execute(
                 """
                 UPDATE pending_files SET upload_started = \(now)
-                WHERE pending_id = \(pendingID) AND NOT uploaded
+                WHERE pending_id = \(pendingID.text) AND NOT uploaded
                     AND (upload_started IS NULL OR upload_started < \(staleBefore))
                 RETURNING 1
                 """, on: client) == 1
         }
     }
 
-    public func releaseUpload(pendingID: String) async throws {
+    public func releaseUpload(pendingID: RecordID) async throws {
         try await perform("releasing the upload of pending file \(pendingID)") { [self] in
             try await execute(
                 """
-                UPDATE pending_files SET upload_started = NULL WHERE pending_id = \(pendingID) AND NOT uploaded
+                UPDATE pending_files SET upload_started = NULL WHERE pending_id = \(pendingID.text) AND NOT uploaded
                 """, on: client)
         }
     }
 
-    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
+    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
         try await perform("removing expired nonces, tokens, notes and pending files") { [self] in
             try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
             try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
@@ -232,25 +236,28 @@ extension PostgresStorage {
                     AND (upload_started IS NULL OR upload_started < \(pendingCreatedBefore))
                 RETURNING pending_id
                 """, on: client
-            ) { try $0.decode(String.self) }
+            ) { try RecordID(stored: $0.decode(String.self)) }
         }
     }
 
-    public func markUploaded(pendingID: String) async throws -> Bool {
+    public func markUploaded(pendingID: RecordID) async throws -> Bool {
         try await perform("marking pending file \(pendingID) uploaded") { [self] in
             try await execute(
-                "UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID) RETURNING 1",
+                "UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID.text) RETURNING 1",
                 on: client) == 1
         }
     }
 
     /// Deletes the pending row and inserts its record in one transaction; of two concurrent commits, the second
     /// finds no pending row and returns `nil`.
-    public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
+    public func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
         try await transaction("committing pending file \(id)") { [self] db -> RecordRow? in
             guard
                 let pending = try await fetch(
-                    "DELETE FROM pending_files WHERE pending_id = \(id) RETURNING \(unescaped: Self.pendingColumns)",
+                    """
+                    DELETE FROM pending_files WHERE pending_id = \(id.text)
+                    RETURNING \(unescaped: Self.pendingColumns)
+                    """,
                     on: db, Self.pending
                 ).first
             else { return nil }

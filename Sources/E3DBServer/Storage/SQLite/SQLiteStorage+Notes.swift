@@ -9,9 +9,11 @@ extension SQLiteStorage {
         created, body
         """
 
-    private static func note(_ r: Row) -> NoteRow {
+    private static func note(_ r: Row) throws -> NoteRow {
         NoteRow(
-            noteID: r[0], idString: r[1], writerClientID: r[2], recipientSigningKey: r[3], writerSigningKey: r[4],
+            noteID: try NoteID(stored: r[0]), idString: r[1],
+            writerClientID: try (r[2] as String?).map { text in try ClientID(stored: text) },
+            recipientSigningKey: r[3], writerSigningKey: r[4],
             maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
     }
 
@@ -19,7 +21,7 @@ extension SQLiteStorage {
         try db.execute(
             sql: "INSERT INTO notes (\(noteColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             arguments: [
-                n.noteID, n.idString, n.writerClientID, n.recipientSigningKey, n.writerSigningKey,
+                n.noteID.text, n.idString, n.writerClientID?.text, n.recipientSigningKey, n.writerSigningKey,
                 n.maxViews, n.views, n.expiresAt, n.created, n.bodyJSON,
             ])
     }
@@ -36,10 +38,12 @@ extension SQLiteStorage {
         }
     }
 
-    public func note(id: String) async throws -> NoteRow? {
+    public func note(id: NoteID) async throws -> NoteRow? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?", arguments: [id])
-                .map(Self.note)
+            try Row.fetchOne(
+                db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?", arguments: [id.text]
+            )
+            .map(Self.note)
         }
     }
 
@@ -50,8 +54,9 @@ extension SQLiteStorage {
         }
     }
 
-    public func viewNote(id: String, now: Int64) async throws -> NoteRow? {
-        try await write { db in
+    public func viewNote(id: NoteID, now: Int64) async throws -> NoteRow? {
+        let id = id.text
+        return try await write { db in
             guard
                 var n = try Row.fetchOne(
                     db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?",
@@ -81,9 +86,9 @@ extension SQLiteStorage {
         }
     }
 
-    public func deleteNote(id: String) async throws -> Bool {
+    public func deleteNote(id: NoteID) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id.text])
             return db.changesCount == 1
         }
     }

@@ -10,10 +10,18 @@ extension SQLiteStorage {
         "idx, record_id, writer_id, user_id, type, plain, '', rec_sig, file_meta, created, last_modified, version"
 
     /// A row of ``recordColumns``.
-    private static func record(_ r: Row) -> RecordRow {
+    private static func record(_ r: Row) throws -> RecordRow {
         RecordRow(
-            index: r[0], recordID: r[1], writerID: r[2], userID: r[3], type: r[4], plainJSON: r[5],
-            dataJSON: r[6], recSig: r[7], fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
+            index: r[0], recordID: try RecordID(stored: r[1]), writerID: try ClientID(stored: r[2]),
+            userID: try ClientID(stored: r[3]), type: r[4], plainJSON: r[5], dataJSON: r[6], recSig: r[7],
+            fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
+    }
+
+    /// The record `id`, read in the caller's transaction.
+    private static func record(id: RecordID, _ db: Database) throws -> RecordRow? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE record_id = ?"), arguments: [id.text]
+        ).map(record)
     }
 
     /// Inserts `r` in the caller's transaction and returns it with its index.
@@ -24,7 +32,7 @@ extension SQLiteStorage {
                     last_modified, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
-            r.recordID, r.writerID, r.userID, r.type, r.plainJSON, r.dataJSON, r.recSig,
+            r.recordID.text, r.writerID.text, r.userID.text, r.type, r.plainJSON, r.dataJSON, r.recSig,
             r.fileMetaJSON, r.created, r.lastModified, r.version,
         ])
         var out = r
@@ -37,13 +45,8 @@ extension SQLiteStorage {
         try await recordInserts.submit(row)
     }
 
-    public func record(id: String) async throws -> RecordRow? {
-        try await read { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
-                arguments: [id]
-            ).map(Self.record)
-        }
+    public func record(id: RecordID) async throws -> RecordRow? {
+        try await read { db in try Self.record(id: id, db) }
     }
 
     /// The read check of a record `r` for the client of the next argument: it wrote the record, or holds a `read`
@@ -58,24 +61,20 @@ extension SQLiteStorage {
         "SELECT \(recordColumns) FROM records r WHERE r.record_id = ? AND \(readableByCaller)"
 
     /// The record with its read check in one statement (one indexed lookup and a primary-key probe).
-    public func record(id: String, readableBy readerID: String) async throws -> RecordRow? {
+    public func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
         try await read { db in
-            try Row.fetchOne(db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id, readerID, readerID])
-                .map(Self.record)
+            try Row.fetchOne(
+                db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id.text, readerID.text, readerID.text]
+            ).map(Self.record)
         }
     }
 
     public func updateRecord(
-        id: String, expectedVersion: String, plainJSON: String?, dataJSON: String,
+        id: RecordID, expectedVersion: String, plainJSON: String?, dataJSON: String,
         recSig: String?, newVersion: String, now: Int64
     ) async throws -> VersionedOutcome {
         try await write { db in
-            guard
-                let current = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
-                    arguments: [id]
-                ).map(Self.record)
-            else { return .notFound }
+            guard let current = try Self.record(id: id, db) else { return .notFound }
             guard current.version == expectedVersion else { return .conflict }
             var updated = current
             if let plainJSON { updated.plainJSON = plainJSON }
@@ -89,22 +88,17 @@ extension SQLiteStorage {
                     """
             ).execute(arguments: [
                 updated.plainJSON, updated.dataJSON, updated.recSig, updated.version,
-                updated.lastModified, id,
+                updated.lastModified, id.text,
             ])
             return .done(updated)
         }
     }
 
-    public func deleteRecord(id: String, expectedVersion: String?) async throws -> VersionedOutcome {
+    public func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
         try await write { db in
-            guard
-                let current = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM records WHERE record_id = ?"),
-                    arguments: [id]
-                ).map(Self.record)
-            else { return .notFound }
+            guard let current = try Self.record(id: id, db) else { return .notFound }
             if let expectedVersion, current.version != expectedVersion { return .conflict }
-            try db.execute(sql: "DELETE FROM records WHERE record_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM records WHERE record_id = ?", arguments: [id.text])
             return .done(current)
         }
     }
@@ -115,14 +109,14 @@ extension SQLiteStorage {
         var args: [(any DatabaseValueConvertible)?] = [afterIndex]
         if scope.includeShared {
             sql += Self.readableByCaller
-            args += [scope.caller, scope.caller]
+            args += [scope.caller.text, scope.caller.text]
         } else {
             sql += "r.writer_id = ?"
-            args.append(scope.caller)
+            args.append(scope.caller.text)
         }
         for (column, values) in [
-            ("writer_id", scope.writerIDs), ("user_id", scope.userIDs),
-            ("record_id", scope.recordIDs), ("type", scope.types),
+            ("writer_id", scope.writerIDs.map(\.text)), ("user_id", scope.userIDs.map(\.text)),
+            ("record_id", scope.recordIDs.map(\.text)), ("type", scope.types),
         ] where !values.isEmpty {
             sql += " AND r.\(column) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
             args += values.map { $0 }
@@ -146,63 +140,68 @@ extension SQLiteStorage {
                         checksum, size, uploaded, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    p.pendingID, p.record.writerID, p.record.userID, p.record.type, p.record.plainJSON,
+                    p.pendingID.text, p.record.writerID.text, p.record.userID.text, p.record.type, p.record.plainJSON,
                     p.record.dataJSON, p.record.recSig, p.record.fileMetaJSON, p.checksum, p.size,
                     p.uploaded, p.created,
                 ])
         }
     }
 
-    private static func pending(_ r: Row) -> PendingFileRow {
-        let id: String = r[0]
+    private static func pending(_ r: Row) throws -> PendingFileRow {
+        let id = try RecordID(stored: r[0])
         let created: Int64 = r[11]
         return PendingFileRow(
             pendingID: id,
             record: RecordRow(
-                recordID: id, writerID: r[1], userID: r[2], type: r[3], plainJSON: r[4], dataJSON: r[5],
-                recSig: r[6], fileMetaJSON: r[7], created: created, lastModified: created, version: ""),
+                recordID: id, writerID: try ClientID(stored: r[1]), userID: try ClientID(stored: r[2]), type: r[3],
+                plainJSON: r[4], dataJSON: r[5], recSig: r[6], fileMetaJSON: r[7], created: created,
+                lastModified: created, version: ""),
             checksum: r[8], size: r[9], uploaded: r[10], created: created)
     }
 
-    public func pendingFile(id: String) async throws -> PendingFileRow? {
-        try await read { db in
-            try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
-                        created FROM pending_files WHERE pending_id = ?
-                    """, arguments: [id]
-            ).map(Self.pending)
-        }
+    /// The pending file `id`, read in the caller's transaction.
+    private static func pending(id: RecordID, _ db: Database) throws -> PendingFileRow? {
+        try Row.fetchOne(
+            db,
+            sql: """
+                SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
+                    created FROM pending_files WHERE pending_id = ?
+                """, arguments: [id.text]
+        ).map(pending)
     }
 
-    public func claimUpload(pendingID: String, now: Int64, staleBefore: Int64) async throws -> Bool {
+    public func pendingFile(id: RecordID) async throws -> PendingFileRow? {
+        try await read { db in try Self.pending(id: id, db) }
+    }
+
+    public func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool {
         try await write { db in
             try db.execute(
                 sql: """
                     UPDATE pending_files SET upload_started = ?
                     WHERE pending_id = ? AND uploaded = 0 AND (upload_started IS NULL OR upload_started < ?)
-                    """, arguments: [now, pendingID, staleBefore])
+                    """, arguments: [now, pendingID.text, staleBefore])
             return db.changesCount == 1
         }
     }
 
-    public func releaseUpload(pendingID: String) async throws {
+    public func releaseUpload(pendingID: RecordID) async throws {
         try await write { db in
             try db.execute(
                 sql: "UPDATE pending_files SET upload_started = NULL WHERE pending_id = ? AND uploaded = 0",
-                arguments: [pendingID])
+                arguments: [pendingID.text])
         }
     }
 
-    public func markUploaded(pendingID: String) async throws -> Bool {
+    public func markUploaded(pendingID: RecordID) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID])
+            try db.execute(
+                sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID.text])
             return db.changesCount == 1
         }
     }
 
-    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [String] {
+    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
         try await write { db in
             try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
@@ -213,27 +212,19 @@ extension SQLiteStorage {
                     DELETE FROM pending_files WHERE created < ?1 AND (upload_started IS NULL OR upload_started < ?1)
                     RETURNING pending_id
                     """, arguments: [pendingCreatedBefore])
-            return stale
+            return try stale.map { text in try RecordID(stored: text) }
         }
     }
 
-    public func commitPendingFile(id: String, now: Int64, version: String) async throws -> RecordRow? {
+    public func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
         try await write { db in
-            guard
-                let p = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, checksum, size, uploaded,
-                            created FROM pending_files WHERE pending_id = ?
-                        """, arguments: [id]
-                ).map(Self.pending)
-            else { return nil }
+            guard let p = try Self.pending(id: id, db) else { return nil }
             var record = p.record
             record.created = now
             record.lastModified = now
             record.version = version
             let stored = try Self.insert(record, db)
-            try db.execute(sql: "DELETE FROM pending_files WHERE pending_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM pending_files WHERE pending_id = ?", arguments: [id.text])
             return stored
         }
     }

@@ -165,7 +165,7 @@ public final class SQLiteStorage: ServerStorage {
             try db.execute(
                 sql: "INSERT INTO clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 arguments: [
-                    c.clientID, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
+                    c.clientID.text, c.name, c.publicKey, c.signingKey, c.apiKeyID, c.apiSecretHash,
                     c.enabled, c.hasBackup, c.registrationTokenHash, c.created,
                 ])
             return true
@@ -179,18 +179,18 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func backupClientID() async throws -> String? {
+    public func backupClientID() async throws -> ClientID? {
         try await read { db in
             try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'backup_client'")
-                .map { String(decoding: $0, as: UTF8.self) }
+                .map { value in try ClientID(stored: String(decoding: value, as: UTF8.self)) }
         }
     }
 
-    public func setBackupClientID(_ id: String) async throws {
+    public func setBackupClientID(_ id: ClientID) async throws {
         try await write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
-                arguments: [Data(id.utf8)])
+                arguments: [Data(id.text.utf8)])
         }
     }
 
@@ -199,17 +199,18 @@ public final class SQLiteStorage: ServerStorage {
     private static let clientColumns =
         "client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup, registration_token_hash, created"
 
-    private static func client(_ r: Row) -> ClientRow {
+    private static func client(_ r: Row) throws -> ClientRow {
         ClientRow(
-            clientID: r[0], name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4], apiSecretHash: r[5],
+            clientID: try ClientID(stored: r[0]), name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4],
+            apiSecretHash: r[5],
             enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
     }
 
-    public func client(id: String) async throws -> ClientRow? {
+    public func client(id: ClientID) async throws -> ClientRow? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
-                arguments: [id]
+                arguments: [id.text]
             ).map(Self.client)
         }
     }
@@ -223,43 +224,35 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func setHasBackup(clientID: String) async throws {
+    public func setHasBackup(clientID: ClientID) async throws {
         try await write { db in
-            try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID])
+            try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID.text])
         }
     }
 
-    public func setClientEnabled(id: String, _ enabled: Bool) async throws -> Bool {
+    public func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: "UPDATE clients SET enabled = ? WHERE client_id = ?", arguments: [enabled, id])
+            try db.execute(sql: "UPDATE clients SET enabled = ? WHERE client_id = ?", arguments: [enabled, id.text])
             return db.changesCount == 1
         }
     }
 
     // MARK: Tokens and nonces
 
-    public func insertAccessToken(hash: Data, clientID: String, expires: Int64) async throws {
+    public func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws {
         try await write { db in
             try db.cachedStatement(sql: "INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (?, ?, ?)")
-                .execute(arguments: [hash, clientID, expires])
+                .execute(arguments: [hash, clientID.text, expires])
         }
     }
 
-    public func accessTokenClient(hash: Data, now: Int64) async throws -> String? {
-        try await read { db in
-            try String.fetchOne(
-                db.cachedStatement(sql: "SELECT client_id FROM access_tokens WHERE token_hash = ? AND expires > ?"),
-                arguments: [hash, now])
-        }
-    }
-
-    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: String, expires: Int64)? {
+    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(
                     sql: "SELECT client_id, expires FROM access_tokens WHERE token_hash = ? AND expires > ?"),
                 arguments: [hash, now]
-            ).map { ($0[0], $0[1]) }
+            ).map { row in (try ClientID(stored: row[0]), row[1]) }
         }
     }
 
@@ -288,11 +281,12 @@ public final class SQLiteStorage: ServerStorage {
                     sql: """
                         SELECT eak, authorizer_id, authorizer_public_key, signer_id, signer_signing_key FROM access_keys
                         WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
-                        """), arguments: [t.writerID, t.userID, t.readerID, t.type]
-            ).map {
+                        """), arguments: [t.writerID.text, t.userID.text, t.readerID.text, t.type]
+            ).map { row in
                 AccessKeyRow(
-                    tuple: t, eak: $0[0], authorizerID: $0[1], authorizerPublicKey: $0[2], signerID: $0[3],
-                    signerSigningKey: $0[4])
+                    tuple: t, eak: row[0], authorizerID: try ClientID(stored: row[1]), authorizerPublicKey: row[2],
+                    signerID: try (row[3] as String?).map { text in try ClientID(stored: text) },
+                    signerSigningKey: row[4])
             }
         }
     }
@@ -305,8 +299,8 @@ public final class SQLiteStorage: ServerStorage {
                         authorizer_public_key, signer_id, signer_signing_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    r.tuple.writerID, r.tuple.userID, r.tuple.readerID, r.tuple.type, r.eak,
-                    r.authorizerID, r.authorizerPublicKey, r.signerID, r.signerSigningKey,
+                    r.tuple.writerID.text, r.tuple.userID.text, r.tuple.readerID.text, r.tuple.type, r.eak,
+                    r.authorizerID.text, r.authorizerPublicKey, r.signerID?.text, r.signerSigningKey,
                 ])
             return db.changesCount == 1
         }
@@ -316,16 +310,19 @@ public final class SQLiteStorage: ServerStorage {
         try await write { db in
             try db.execute(
                 sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
-                arguments: [t.writerID, t.userID, t.readerID, t.type])
+                arguments: [t.writerID.text, t.userID.text, t.readerID.text, t.type])
         }
     }
 
     // MARK: Policies
 
-    private static func policy(_ r: Row) -> PolicyRow {
+    private static func policy(_ r: Row) throws -> PolicyRow {
         PolicyRow(
-            tuple: AccessTuple(writerID: r[1], userID: r[0], readerID: r[2], type: r[3]), canRead: r[4],
-            canAuthorize: r[5], authorizedBy: r[6])
+            tuple: AccessTuple(
+                writerID: try ClientID(stored: r[1]), userID: try ClientID(stored: r[0]),
+                readerID: try ClientID(stored: r[2]), type: r[3]),
+            canRead: r[4], canAuthorize: r[5],
+            authorizedBy: try (r[6] as String?).map { text in try ClientID(stored: text) })
     }
     private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
 
@@ -336,12 +333,12 @@ public final class SQLiteStorage: ServerStorage {
                     sql: """
                         SELECT \(Self.policyColumns) FROM policies
                         WHERE user_id = ? AND writer_id = ? AND reader_id = ? AND type = ?
-                        """), arguments: [t.userID, t.writerID, t.readerID, t.type]
+                        """), arguments: [t.userID.text, t.writerID.text, t.readerID.text, t.type]
             ).map(Self.policy)
         }
     }
 
-    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: String?) async throws {
+    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws {
         try await write { db in
             try db.execute(
                 sql: """
@@ -354,29 +351,29 @@ public final class SQLiteStorage: ServerStorage {
                         authorized_by = CASE WHEN :authorize IS NULL THEN authorized_by WHEN :authorize THEN :by END
                     """,
                 arguments: [
-                    "user": t.userID, "writer": t.writerID, "reader": t.readerID, "type": t.type,
-                    "read": read, "authorize": authorize, "by": by,
+                    "user": t.userID.text, "writer": t.writerID.text, "reader": t.readerID.text, "type": t.type,
+                    "read": read, "authorize": authorize, "by": by?.text,
                 ])
         }
     }
 
-    public func removeAuthorizations(userID: String, writerID: String, readerID: String) async throws {
+    public func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws {
         try await write { db in
             try db.execute(
                 sql: """
                     UPDATE policies SET can_authorize = 0, authorized_by = NULL
                     WHERE user_id = ? AND writer_id = ? AND reader_id = ?
-                    """, arguments: [userID, writerID, readerID])
+                    """, arguments: [userID.text, writerID.text, readerID.text])
         }
     }
 
-    public func listPolicies(_ listing: PolicyListing, clientID: String) async throws -> [PolicyRow] {
+    public func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow] {
         let (column, permission) = listing.filter
         let condition = "\(column) = ? AND \(permission) = 1"
         return try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT \(Self.policyColumns) FROM policies WHERE \(condition) ORDER BY rowid",
-                arguments: [clientID]
+                arguments: [clientID.text]
             ).map(Self.policy)
         }
     }

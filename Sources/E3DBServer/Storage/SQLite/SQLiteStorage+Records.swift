@@ -60,13 +60,17 @@ extension SQLiteStorage {
     private static let readableRecordSQL =
         "SELECT \(recordColumns) FROM records r WHERE r.record_id = ? AND \(readableByCaller)"
 
-    /// The record with its read check in one statement (one indexed lookup and a primary-key probe).
+    /// The record `id` when `readerID` may read it, in the caller's transaction: one statement (an indexed lookup
+    /// and a primary-key probe).
+    static func record(id: RecordID, readableBy readerID: ClientID, _ db: Database) throws -> RecordRow? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id.text, readerID.text, readerID.text]
+        ).map(Self.record)
+    }
+
+    /// Grouped with the reads of concurrent requests into one read transaction (`GroupCommit`).
     public func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
-        try await read { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: Self.readableRecordSQL), arguments: [id.text, readerID.text, readerID.text]
-            ).map(Self.record)
-        }
+        try await readableRecords.submit((id, readerID))
     }
 
     public func updateRecord(

@@ -17,6 +17,9 @@ public final class SQLiteStorage: ServerStorage {
     let migrationLockPath: String
     /// Record inserts of concurrent requests, one transaction per group.
     let recordInserts: GroupCommit<RecordRow, RecordRow>
+    /// Record reads (with their read check) of concurrent requests, one read transaction per group, two groups at
+    /// once on GRDB's readers: a group pays once for the hop to a reader and its `BEGIN`/`COMMIT`.
+    let readableRecords: GroupCommit<(RecordID, ClientID), RecordRow?>
     /// The connection that checkpoints the WAL, beside the pool's writer (a `PASSIVE` checkpoint takes no write
     /// lock: writers append to the WAL while it copies committed pages into the database).
     private let checkpointer: DatabaseQueue
@@ -62,6 +65,15 @@ public final class SQLiteStorage: ServerStorage {
                 throw Self.storageError(error)
             }
         }
+        readableRecords = GroupCommit(maxBatch: 64, lanes: 2) { reads in
+            do {
+                return try await pool.read { db in
+                    try reads.map { id, reader in try Self.record(id: id, readableBy: reader, db) }
+                }
+            } catch {
+                throw Self.storageError(error)
+            }
+        }
         checkpoints = Task.detached { [checkpointer] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.checkpointEvery)
@@ -79,6 +91,7 @@ public final class SQLiteStorage: ServerStorage {
     /// (SQLite checkpoints the WAL when the last one closes).
     public func close() async throws {
         await recordInserts.idle()
+        await readableRecords.idle()
         checkpoints.cancel()
         await checkpoints.value
         try checkpointer.close()

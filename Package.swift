@@ -179,7 +179,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L4: the E3DB client SDK over the HTTP API (AsyncHTTPClient by default, behind a transport protocol).

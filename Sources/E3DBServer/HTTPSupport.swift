@@ -126,22 +126,22 @@ enum JSONBody {
 func canonicalUUID(_ text: String) -> String? {
     guard text.utf8.count == 36 else { return nil }
     var valid = true
-    let out = String(unsafeUninitializedCapacity: 36) { buffer in
+    let out = unsafe String(unsafeUninitializedCapacity: 36) { buffer in
         for (i, c) in text.utf8.enumerated() {
             switch c {
-            case UInt8(ascii: "-") where i == 8 || i == 13 || i == 18 || i == 23: buffer[i] = c
+            case UInt8(ascii: "-") where i == 8 || i == 13 || i == 18 || i == 23: unsafe buffer[i] = c
             case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
                 guard i != 8 && i != 13 && i != 18 && i != 23 else {
                     valid = false
                     return 0
                 }
-                buffer[i] = c
+                unsafe buffer[i] = c
             case UInt8(ascii: "A")...UInt8(ascii: "F"):
                 guard i != 8 && i != 13 && i != 18 && i != 23 else {
                     valid = false
                     return 0
                 }
-                buffer[i] = c + 32
+                unsafe buffer[i] = c + 32
             default:
                 valid = false
                 return 0
@@ -171,15 +171,15 @@ func newUUID() -> String {
     bytes.0 = (bytes.0 & ~(0xF000 as UInt64)) | 0x4000  // version 4 in byte 6 (bits 12-15 of the first half)
     bytes.1 = (bytes.1 & ~(0xC0 << 56 as UInt64)) | (0x80 << 56)  // variant 10 in byte 8
     let digits: StaticString = "0123456789abcdef"
-    return String(unsafeUninitializedCapacity: 36) { out in
+    return unsafe String(unsafeUninitializedCapacity: 36) { out in
         var o = 0
         for (half, value) in [bytes.0, bytes.1].enumerated() {
             for i in 0..<16 {
                 if (half == 0 && (i == 8 || i == 12)) || (half == 1 && (i == 0 || i == 4)) {
-                    out[o] = UInt8(ascii: "-")
+                    unsafe out[o] = UInt8(ascii: "-")
                     o += 1
                 }
-                out[o] = digits.utf8Start[Int((value >> UInt64(60 - 4 * i)) & 15)]
+                unsafe out[o] = unsafe digits.utf8Start[Int((value >> UInt64(60 - 4 * i)) & 15)]
                 o += 1
             }
         }

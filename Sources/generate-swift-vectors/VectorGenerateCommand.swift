@@ -108,7 +108,7 @@ struct SwiftVectorWriter {
         for i in 0..<8 {
             let ak = AccessKey()
             let eak = try EncryptedAccessKey.wrap(ak, for: reader.publicKey, by: writer.boxKey)
-            let akHex = JSONValue.string(ak.withUnsafeBytes { Hex.encode($0) })
+            let akHex = unsafe JSONValue.string(ak.withUnsafeBytes { unsafe Hex.encode($0) })
             eaks.append([
                 "comment": .string("Swift wrap #\(i)"), "result": "valid",
                 "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
@@ -125,17 +125,18 @@ struct SwiftVectorWriter {
                 let (_, mine) = try EAKInfo.makeWriterKey(for: writer)
                 let shared = try mine.share(with: reader.publicKey, as: writer)
                 let sharedAK = try shared.unwrap(with: reader.boxKey)
-                infos.append([
+                unsafe infos.append([
                     "comment": "Swift local sharing (EAKInfo API shape)", "result": "valid",
                     "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
                     "json": .string(String(decoding: shared.jsonData(), as: UTF8.self)),
-                    "accessKey": .string(sharedAK.withUnsafeBytes { Hex.encode($0) }),
+                    "accessKey": .string(sharedAK.withUnsafeBytes { unsafe Hex.encode($0) }),
                 ])
-                infos.append([
+                unsafe infos.append([
                     "comment": "Swift writer key (EAKInfo for itself)", "result": "valid",
                     "readerSecretKey": .string(writer.boxKey.base64URLEncoded),
                     "json": .string(String(decoding: mine.jsonData(), as: UTF8.self)),
-                    "accessKey": .string(try mine.unwrap(with: writer.boxKey).withUnsafeBytes { Hex.encode($0) }),
+                    "accessKey": .string(
+                        try mine.unwrap(with: writer.boxKey).withUnsafeBytes { unsafe Hex.encode($0) }),
                 ])
             }
         }
@@ -152,7 +153,7 @@ struct SwiftVectorWriter {
 
         // Record fields.
         let ak = AccessKey()
-        let akHex = JSONValue.string(ak.withUnsafeBytes { Hex.encode($0) })
+        let akHex = unsafe JSONValue.string(ak.withUnsafeBytes { unsafe Hex.encode($0) })
         var fields: [JSONObject] = []
         let extras = ["", "\u{FEFF}leading BOM", "é", "e\u{301}", String(repeating: "x", count: 100_000), "a\u{0}b"]
         for value in extras + naughty {

@@ -191,7 +191,7 @@ struct ClientRegisterCommand: AsyncParsableCommand {
     func run() async throws {
         let transport = try connection.transport(for: apiURL)
         let tokenBytes = try CLIInput.readSecret(tokenFile, what: "registration token")
-        let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let token = unsafe tokenBytes.withUnsafeBytes { unsafe String(decoding: $0, as: UTF8.self) }
         try OutputFile.refuseExisting(out, force: force)
         let identity = try await libraryCall("registering with \(apiURL)") {
             try await E3DBClient.register(

@@ -291,17 +291,17 @@ struct SwiftVectorWriter {
             ("/v1/storage/records", "", "POST"), ("/x/y%2Fz", "foo=quux&bar=baz", "GET"),
             ("/v2/search", "z=1&a=2&a=1", "PUT"),
         ] {
-            let nonce = UUID().uuidString.lowercased()
+            let nonce = UUID().lowercasedString
             let ts = Int64(Date().timeIntervalSince1970)
             tsv1.append([
                 "comment": "Swift TSV1", "result": "valid", "signingKey": .string(signer.base64URLEncoded),
                 "path": .string(path), "query": .string(TSV1.canonicalQuery(query)), "rawQuery": .string(query),
                 "method": .string(method), "timestamp": .number(Double(ts)), "nonce": .string(nonce),
-                "clientId": .string(writerID.uuidString.lowercased()),
+                "clientId": .string(writerID.lowercasedString),
                 "authorization": .string(
                     try TSV1.authorization(
                         path: path, query: TSV1.canonicalQuery(query), method: method, timestamp: ts, nonce: nonce,
-                        clientID: writerID.uuidString.lowercased(), signingKey: signer)),
+                        clientID: writerID.lowercasedString, signingKey: signer)),
             ])
         }
         try write("tsv1.json", algorithm: "TSV1", tsv1)

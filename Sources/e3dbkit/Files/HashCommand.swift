@@ -44,7 +44,7 @@ struct HashCommand: ParsableCommand {
                 if failure == nil { failure = error }
                 continue
             }
-            try StandardOutput.line("\(digest.map { String(format: "%02x", $0) }.joined())  \(name)")
+            try StandardOutput.line("\(Hex.encode(digest))  \(name)")
         }
         if let failure { throw ExitCode(failure.exitCode.rawValue) }
     }

@@ -306,14 +306,7 @@ final class MainDatabaseFile: PassThroughFile {
                 return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
             }
         }
-        return unsafe raw.withBytes(pageSize) { stored in
-            do throws(E3DBError) {
-                try unsafe codec.encrypt(page: buffer, number: number, into: stored)
-            } catch {
-                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
-            }
-            return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
-        }
+        return unsafe raw.encryptAndWrite(buffer, number: number, codec: codec, to: self, at: offset, cipher: cipher)
     }
 
     override func lock(_ level: Int32) -> Int32 {
@@ -445,6 +438,22 @@ struct PageBuffer {
             storage = current
         }
         return try unsafe current.withUnsafeMutableBytes(body)
+    }
+
+    /// Encrypts `page` as page `number` in this buffer and writes the ciphertext to `file` at `offset`; a failure
+    /// to encrypt is `cipher`'s `SQLITE_IOERR_WRITE`.
+    mutating func encryptAndWrite(
+        _ page: UnsafeRawBufferPointer, number: UInt32, codec: PageCodec, to file: PassThroughFile, at offset: Int64,
+        cipher: DatabaseCipher
+    ) -> Int32 {
+        unsafe withBytes(codec.settings.pageSize) { stored in
+            do throws(E3DBError) {
+                try unsafe codec.encrypt(page: page, number: number, into: stored)
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+            }
+            return unsafe file.writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+        }
     }
 
     mutating func release() { storage = nil }

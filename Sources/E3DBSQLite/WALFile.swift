@@ -123,14 +123,8 @@ final class WALFile: PassThroughFile {
             if let failure = unsafe Self.checkPageOne(buffer, number: number, codec: codec) {
                 return cipher.fail(failure)
             }
-            return unsafe raw.withBytes(pageSize) { stored in
-                do throws(E3DBError) {
-                    try unsafe codec.encrypt(page: buffer, number: number, into: stored)
-                } catch {
-                    return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
-                }
-                return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
-            }
+            return unsafe raw.encryptAndWrite(
+                buffer, number: number, codec: codec, to: self, at: offset, cipher: cipher)
         }
         if offset == 0, buffer.count == Int(Self.headerSize) {
             // The WAL header: magic, version, page size, checkpoint sequence, salts, its own checksum.

@@ -22,8 +22,9 @@ let upcoming: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
-// The library modules that touch pointers (all but E3DBServer, E3DBKit, E3DBBLAKE2bReference and the SQLite
-// extension's entry point) mark each unsafe expression `unsafe`; pointer APIs are `package`, never `public`.
+// Every module, executable and fuzz target builds with strict memory safety (the test targets, which nothing links,
+// do not): each unsafe expression is marked `unsafe`, with a `// Safety:` reason where it is not obvious; pointer
+// APIs are `package`, never `public` (the C entry points of the SQLite extension and the fuzzer excepted).
 let memorySafe = upcoming + [.strictMemorySafety()]
 
 let package = Package(
@@ -100,7 +101,7 @@ let package = Package(
         .target(
             name: "E3DBBLAKE2bReference",
             dependencies: ["CE3DBBlake2", "E3DBPrimitives"],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L2
@@ -135,7 +136,8 @@ let package = Package(
         ),
 
         // L5: the loadable SQLite extension around E3DBSQLite.
-        .target(name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: upcoming),
+        .target(
+            name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: memorySafe),
 
         // L3½: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
         .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: memorySafe),
@@ -147,7 +149,7 @@ let package = Package(
                 "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity",
                 "E3DBAPI",
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L4: the embedded encrypted store (SQLite through GRDB)
@@ -179,7 +181,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L4: the E3DB client SDK over the HTTP API (AsyncHTTPClient by default, behind a transport protocol).
@@ -203,7 +205,7 @@ let package = Package(
         .target(
             name: "E3DBCommandLine",
             dependencies: ["E3DBPrimitives", .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L5: command line. Never E3DBServer: the key, record and file tool links no HTTP server or PostgreSQL.
@@ -213,7 +215,7 @@ let package = Package(
                 "E3DBKit", "E3DBStore", "E3DBClient", "E3DBConformance", "E3DBSQLite", "E3DBCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // L5: the API server's executable. Like E3DBServer it must never depend on a module that can decrypt
@@ -226,7 +228,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
 
         // The conformance checker (not a product): one suite per committed vector file, run by both the tests and
@@ -235,7 +237,7 @@ let package = Package(
         .target(
             name: "E3DBConformance",
             dependencies: ["E3DBKit", "E3DBPageCodec"],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
         // The fuzz targets (Fuzz/Targets, one file each) as one executable, never a product: built with the package
         // it is the replay tool the FuzzReplayTests suite runs every corpus and FailCase through; Fuzz/run.sh builds
@@ -250,7 +252,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
-            path: "Fuzz/Targets"
+            path: "Fuzz/Targets",
+            swiftSettings: [.strictMemorySafety()]
         ),
         // A development tool, not a product: writes Swift-made vector cases for the Python SDK to check
         // (`swift run generate-swift-vectors DIR`; TestVectors/generators/check_swift_output.py DIR).
@@ -260,10 +263,10 @@ let package = Package(
                 "E3DBKit", "E3DBConformance", "E3DBCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: memorySafe
         ),
         // Test support (never linked by a product): the checkout's location from #filePath.
-        .target(name: "E3DBTestSupport", dependencies: ["E3DBConformance"], swiftSettings: upcoming),
+        .target(name: "E3DBTestSupport", dependencies: ["E3DBConformance"], swiftSettings: memorySafe),
 
         .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
         .testTarget(

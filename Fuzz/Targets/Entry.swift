@@ -10,9 +10,9 @@
 import Foundation
 
 /// Every fuzz target by name (the name of its file, of its corpus directory and of its FailCases directory).
-let fuzzTargets: [String: @Sendable (UnsafePointer<UInt8>, Int) -> CInt] = [
-    "FuzzAPIBodies": { fuzzAPIBodies(UnsafeRawPointer($0), $1) },
-    "FuzzAuthHeaders": { fuzzAuthHeaders(UnsafeRawPointer($0), $1) },
+let fuzzTargets: [String: @Sendable (UnsafePointer<UInt8>, Int) -> CInt] = unsafe [
+    "FuzzAPIBodies": { unsafe fuzzAPIBodies(UnsafeRawPointer($0), $1) },
+    "FuzzAuthHeaders": { unsafe fuzzAuthHeaders(UnsafeRawPointer($0), $1) },
     "FuzzBLAKE2b": fuzzBLAKE2b,
     "FuzzBase64URL": fuzzBase64URL,
     "FuzzCanonicalJSON": fuzzCanonicalJSON,
@@ -24,27 +24,29 @@ let fuzzTargets: [String: @Sendable (UnsafePointer<UInt8>, Int) -> CInt] = [
     "FuzzPageCodec": fuzzPageCodec,
     "FuzzSQLiteVFS": fuzzSQLiteVFS,
     "FuzzSealedBoxes": fuzzSealedBoxes,
-    "FuzzSearchCost": { fuzzSearchCost(UnsafeRawPointer($0), $1) },
+    "FuzzSearchCost": { unsafe fuzzSearchCost(UnsafeRawPointer($0), $1) },
     "FuzzSecretStream": fuzzSecretStream,
-    "FuzzServerRequests": { fuzzServerRequests(UnsafeRawPointer($0), $1) },
+    "FuzzServerRequests": { unsafe fuzzServerRequests(UnsafeRawPointer($0), $1) },
     "FuzzStore": fuzzStore,
-    "FuzzTSV1Verify": { fuzzTSV1Verify(UnsafeRawPointer($0), $1) },
+    "FuzzTSV1Verify": { unsafe fuzzTSV1Verify(UnsafeRawPointer($0), $1) },
 ]
 
 /// The target LLVMFuzzerTestOneInput runs: the one E3DB_FUZZ_TARGET names.
 private let selectedTarget: @Sendable (UnsafePointer<UInt8>, Int) -> CInt = {
     let name = ProcessInfo.processInfo.environment["E3DB_FUZZ_TARGET"] ?? ""
-    guard let body = fuzzTargets[name] else {
+    guard let body = unsafe fuzzTargets[name] else {
         FileHandle.standardError.write(
-            Data("E3DB_FUZZ_TARGET must name a target: \(fuzzTargets.keys.sorted().joined(separator: " "))\n".utf8))
+            Data(
+                unsafe "E3DB_FUZZ_TARGET must name a target: \(fuzzTargets.keys.sorted().joined(separator: " "))\n".utf8
+            ))
         exit(2)
     }
-    return body
+    return unsafe body
 }()
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func testOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    selectedTarget(data, size)
+    unsafe selectedTarget(data, size)
 }
 
 #if !E3DB_LIBFUZZER
@@ -54,10 +56,10 @@ public func testOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     enum Replay {
         static func main() {
             let arguments = CommandLine.arguments.dropFirst()
-            guard let name = arguments.first, let body = fuzzTargets[name] else {
+            guard let name = arguments.first, let body = unsafe fuzzTargets[name] else {
                 FileHandle.standardError.write(
                     Data(
-                        "usage: e3dbkit-fuzz TARGET FILE…  (targets: \(fuzzTargets.keys.sorted().joined(separator: " ")))\n"
+                        unsafe "usage: e3dbkit-fuzz TARGET FILE…  (targets: \(fuzzTargets.keys.sorted().joined(separator: " ")))\n"
                             .utf8))
                 exit(2)
             }
@@ -69,10 +71,10 @@ public func testOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 }
                 // libFuzzer hands a target a valid pointer even for an empty input; so does the replay.
                 let input = [UInt8](bytes) + [0]
-                _ = input.withUnsafeBufferPointer { buffer in
+                _ = unsafe input.withUnsafeBufferPointer { buffer in
                     // The base address of a non-empty array is never nil.
                     guard let base = buffer.baseAddress else { return CInt(0) }
-                    return body(base, bytes.count)
+                    return unsafe body(base, bytes.count)
                 }
                 count += 1
             }

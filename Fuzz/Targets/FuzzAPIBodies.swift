@@ -44,7 +44,7 @@ private func timestamp(_ text: String) {
 private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
 
 func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
-    let data = start.map { Data(bytes: $0, count: count) } ?? Data()
+    let data = unsafe start.map { unsafe Data(bytes: $0, count: count) } ?? Data()
     let record = roundTrip(API.Record.self, data)
     let fast = try? API.Record.decodeJSON(data)
     require(fast == record, "decodeJSON and JSONDecoder disagree")

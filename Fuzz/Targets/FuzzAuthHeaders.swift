@@ -274,8 +274,8 @@ private func cased(_ scheme: String, _ p: UInt8) -> String {
 private let offsets: [Int64] = [0, 0, -1, 1, -299, 299, -300, 300, -301, 301, -302, 302, -3600, 3600]
 
 func fuzzAuthHeaders(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
-    guard let start, count >= 8 else { return 0 }
-    let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
+    guard let start = unsafe start, count >= 8 else { return 0 }
+    let bytes = unsafe Array(UnsafeRawBufferPointer(start: start, count: count))
     let f = fixture
     var pieces = bytes[8...].split(separator: 0, maxSplits: 4, omittingEmptySubsequences: false).map { Array($0) }
     while pieces.count < 5 { pieces.append([]) }

@@ -13,7 +13,7 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 }
 
 func fuzzBLAKE2b(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard bytes.count >= 3 else { return 0 }
     let outLen = bytes[0] & 0x80 != 0 ? Int(bytes[0] & 0x7f) : 16 + Int(bytes[0]) % 49
     let keyLen = bytes[1] == 0 ? 0 : (bytes[1] & 0x80 != 0 ? Int(bytes[1] & 0x7f) : 16 + Int(bytes[1]) % 49)

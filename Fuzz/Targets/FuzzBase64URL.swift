@@ -11,7 +11,7 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 }
 
 func fuzzBase64URL(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    let text = unsafe String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     let strict = try? Base64URL.decode(text)
     let lenient = try? Base64URL.decodeLenient(text)
     if let strict {

@@ -13,10 +13,10 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 }
 
 func fuzzCanonicalJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let input = UnsafeBufferPointer(start: data, count: size)
+    let input = unsafe UnsafeBufferPointer(start: data, count: size)
     let value: JSONValue
     do {
-        value = try CanonicalJSON.parse(input, limits: limits)
+        value = try unsafe CanonicalJSON.parse(input, limits: limits)
     } catch {
         if let offset = error.offset { require(offset >= 0 && offset <= size, "offset \(offset) outside 0...\(size)") }
         return 0

@@ -45,7 +45,7 @@ private func makeKeys() -> Keys {
 }
 
 func fuzzDocuments(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let rest = Data(bytes.dropFirst())
     let text = String(decoding: rest, as: UTF8.self)

@@ -27,7 +27,7 @@ private struct SplitSource: FileByteSource {
         let want = min(buffer.byteCount, toggle ? sizes.0 : sizes.1, bytes.count - offset)
         guard want > 0 else { return 0 }
         let range = (bytes.startIndex + offset)..<(bytes.startIndex + offset + want)
-        buffer.withUnsafeMutableBytes { _ = bytes.copyBytes(to: $0, from: range) }
+        unsafe buffer.withUnsafeMutableBytes { _ = unsafe bytes.copyBytes(to: $0, from: range) }
         offset += want
         return want
     }
@@ -38,7 +38,9 @@ private struct RecordingSink: FileByteSink {
     var written = Data()
     var finished = false
     var aborted = false
-    mutating func write(_ bytes: RawSpan) throws { bytes.withUnsafeBytes { written.append(contentsOf: $0) } }
+    mutating func write(_ bytes: RawSpan) throws {
+        unsafe bytes.withUnsafeBytes { unsafe written.append(contentsOf: $0) }
+    }
     mutating func finish() throws { finished = true }
     mutating func abort() { aborted = true }
 }
@@ -72,8 +74,8 @@ private func decrypt(_ file: Data, sizes: (Int, Int), key: AccessKey) -> Outcome
 
 func fuzzFileDecrypt(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 2, let key = accessKey else { return 0 }
-    let sizes = (1 + Int(data[0]), 1 + 257 * Int(data[1]))
-    let file = Data(bytes: data + 2, count: size - 2)
+    let sizes = unsafe (1 + Int(data[0]), 1 + 257 * Int(data[1]))
+    let file = unsafe Data(bytes: data + 2, count: size - 2)
     let split = decrypt(file, sizes: sizes, key: key)
     let whole = decrypt(file, sizes: (Int.max / 2, Int.max / 2), key: key)
     require(split == whole, "outcome depends on read sizes: \(split) vs \(whole)")

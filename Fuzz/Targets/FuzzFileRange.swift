@@ -52,10 +52,10 @@ private func decryptWhole(_ file: Data, key: AccessKey) -> Data? {
 
 func fuzzFileRange(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 6, let key = accessKey else { return 0 }
-    let start = Int(data[0]) | Int(data[1]) << 8 | Int(data[2]) << 16
-    let count = 1 + (Int(data[3]) | Int(data[4]) << 8 | Int(data[5]) << 16)
+    let start = unsafe Int(data[0]) | Int(data[1]) << 8 | Int(data[2]) << 16
+    let count = unsafe 1 + (Int(data[3]) | Int(data[4]) << 8 | Int(data[5]) << 16)
     let range = start...(start + count - 1)
-    let file = Data(bytes: data + 6, count: size - 6)
+    let file = unsafe Data(bytes: data + 6, count: size - 6)
     let outcome = readRange(range, file, key: key)
     if let plain = decryptWhole(file, key: key) {
         if range.upperBound < plain.count {

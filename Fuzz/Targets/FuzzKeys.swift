@@ -36,7 +36,7 @@ private func eakString(_ text: String) {
         require((try? EncryptedAccessKey(printed)) == eak, "printed EAK does not parse back strictly")
         do {
             let key = try eak.unwrap(reader: fixedKey(1), authorizer: fixedKey(2).publicKey)
-            require(key.secretBoxKey.withUnsafeBytes { $0.count } == 32, "unwrapped key size")
+            unsafe require(key.secretBoxKey.withUnsafeBytes { $0.count } == 32, "unwrapped key size")
         } catch {
             _ = error.code  // typed by construction (throws(E3DBError))
         }
@@ -51,7 +51,7 @@ private func groupReader() -> Box.PrivateKey {
 }
 
 private func unwrapOutcome(_ info: EAKInfo, _ reader: Box.PrivateKey) -> Result<Data, E3DBError> {
-    Result { () throws(E3DBError) in try info.unwrap(with: reader).withUnsafeBytes { Data($0) } }
+    Result { () throws(E3DBError) in try unsafe info.unwrap(with: reader).withUnsafeBytes { unsafe Data($0) } }
 }
 
 private func sameOutcome(_ a: Result<Data, E3DBError>, _ b: Result<Data, E3DBError>) -> Bool {
@@ -100,7 +100,7 @@ private func clientConfig(_ data: Data) {
 }
 
 func fuzzKeys(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let rest = Data(bytes.dropFirst())
     switch mode & 3 {

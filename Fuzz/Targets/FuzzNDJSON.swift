@@ -91,7 +91,7 @@ private func errorObject(_ line: [UInt8]) -> JSONObject? {
 
 func fuzzNDJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 2 else { return 0 }
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     let jobs = Int(bytes[0] & 0x03) % 3 + 1
     let failFast = bytes[0] & 0x04 != 0
     let shift = Int(bytes[0] >> 3) & 0x07

@@ -41,7 +41,7 @@ private func page(from bytes: ArraySlice<UInt8>, size: Int) -> [UInt8] {
 }
 
 func fuzzPageCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard bytes.count >= 6 else { return 0 }
     let codec = codecs[Int(bytes[1]) % codecs.count]
     let pageSize = codec.settings.pageSize

@@ -25,6 +25,8 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 
 private let SHORT_READ = SQLITE_IOERR | (2 << 8)
 
+// @safe: `file` is the main database file of `queue`, which the fixture keeps open for its whole life.
+@safe
 private final class Fixture: @unchecked Sendable {
     let directory: URL
     let path: String
@@ -50,16 +52,17 @@ private final class Fixture: @unchecked Sendable {
         var pointer: UnsafeMutablePointer<sqlite3_file>?
         try queue.inDatabase { db in
             _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
-            _ = sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_FILE_POINTER, &pointer)
+            _ = unsafe sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_FILE_POINTER, &pointer)
         }
-        guard let pointer else { throw E3DBError(.databaseError, "no file pointer") }
-        file = pointer
+        guard let pointer = unsafe pointer else { throw E3DBError(.databaseError, "no file pointer") }
+        unsafe file = unsafe pointer
         let size = try Data(contentsOf: URL(fileURLWithPath: path)).count
         var image = [UInt8](repeating: 0, count: size)
         let page = pageSize
         for start in stride(from: 0, to: size, by: page) {
-            let rc = image.withUnsafeMutableBytes { buffer in
-                pointer.pointee.pMethods.pointee.xRead(pointer, buffer.baseAddress! + start, Int32(page), Int64(start))
+            let rc = unsafe image.withUnsafeMutableBytes { buffer in
+                unsafe pointer.pointee.pMethods.pointee.xRead(
+                    pointer, buffer.baseAddress! + start, Int32(page), Int64(start))
             }
             guard rc == SQLITE_OK else { throw E3DBError(.databaseError, "page read failed: \(rc)") }
         }
@@ -69,8 +72,8 @@ private final class Fixture: @unchecked Sendable {
     func read(offset: Int, count: Int) -> (Int32, [UInt8]) {
         var out = [UInt8](repeating: 0xee, count: count)
         let rc = queue.inDatabase { _ in
-            out.withUnsafeMutableBytes { buffer in
-                file.pointee.pMethods.pointee.xRead(file, buffer.baseAddress, Int32(count), Int64(offset))
+            unsafe out.withUnsafeMutableBytes { buffer in
+                unsafe file.pointee.pMethods.pointee.xRead(file, buffer.baseAddress, Int32(count), Int64(offset))
             }
         }
         return (rc, out)
@@ -78,8 +81,8 @@ private final class Fixture: @unchecked Sendable {
 
     func write(_ bytes: [UInt8], offset: Int) -> Int32 {
         queue.inDatabase { _ in
-            bytes.withUnsafeBytes { buffer in
-                file.pointee.pMethods.pointee.xWrite(file, buffer.baseAddress, Int32(bytes.count), Int64(offset))
+            unsafe bytes.withUnsafeBytes { buffer in
+                unsafe file.pointee.pMethods.pointee.xWrite(file, buffer.baseAddress, Int32(bytes.count), Int64(offset))
             }
         }
     }
@@ -91,9 +94,9 @@ nonisolated(unsafe) private var fixtureDirectory: URL?
 private let fixture: Fixture = {
     do {
         let made = try Fixture()
-        fixtureDirectory = made.directory
+        unsafe fixtureDirectory = made.directory
         atexit {
-            if let directory = fixtureDirectory { try? FileManager.default.removeItem(at: directory) }
+            if let directory = unsafe fixtureDirectory { try? FileManager.default.removeItem(at: directory) }
         }
         return made
     } catch {
@@ -115,7 +118,7 @@ private func splits(_ bytes: ArraySlice<UInt8>, limit: Int) -> [(offset: Int, co
 }
 
 func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     let image = fixture.image
     switch mode % 3 {

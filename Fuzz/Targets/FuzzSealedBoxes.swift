@@ -31,7 +31,7 @@ private func makeKeys() -> Keys {
 }
 
 func fuzzSealedBoxes(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard let kind = bytes.first else { return 0 }
     let input = Data(bytes.dropFirst())
     let keys = makeKeys()

@@ -296,8 +296,8 @@ private func body(_ r: inout Reader) -> (path: String, body: Data) {
 }
 
 func fuzzSearchCost(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
-    guard let start, count >= 1 else { return 0 }
-    var reader = Reader(bytes: Array(UnsafeRawBufferPointer(start: start, count: count)))
+    guard let start = unsafe start, count >= 1 else { return 0 }
+    var reader = unsafe Reader(bytes: Array(UnsafeRawBufferPointer(start: start, count: count)))
     let f = fixture
     let (path, data) = body(&reader)
     guard data.count <= maxBody else { return 0 }  // the generators can exceed it; a 413 is not the question here

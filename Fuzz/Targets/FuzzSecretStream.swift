@@ -90,7 +90,7 @@ private func roundTrip(_ bytes: ArraySlice<UInt8>) {
 }
 
 func fuzzSecretStream(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
     if mode & 1 == 0 { hostile(bytes.dropFirst()) } else { roundTrip(bytes.dropFirst()) }
     return 0

@@ -180,8 +180,8 @@ private func replacing(_ body: Data, _ f: Fixture) -> Data {
 }
 
 func fuzzServerRequests(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
-    guard let start, count >= 5 else { return 0 }
-    let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
+    guard let start = unsafe start, count >= 5 else { return 0 }
+    let bytes = unsafe Array(UnsafeRawBufferPointer(start: start, count: count))
     let f = fixture
     let template = templates[Int(bytes[0]) % templates.count]
     let method = methods[Int(bytes[1]) % methods.count]

@@ -96,9 +96,9 @@ nonisolated(unsafe) private var fixtureDirectory: URL?
 nonisolated(unsafe) private let fixture: Fixture = {
     do {
         let made = try Fixture()
-        fixtureDirectory = made.directory
+        unsafe fixtureDirectory = made.directory
         atexit {
-            if let directory = fixtureDirectory { try? FileManager.default.removeItem(at: directory) }
+            if let directory = unsafe fixtureDirectory { try? FileManager.default.removeItem(at: directory) }
         }
         return made
     } catch {
@@ -116,7 +116,9 @@ private func corrupt(_ table: String, _ column: String, kind: Character, _ value
     default: argument = value
     }
     do {
-        try fixture.raw.write { db in try db.execute(sql: "UPDATE \(table) SET \(column) = ?", arguments: [argument]) }
+        try unsafe fixture.raw.write { db in
+            try db.execute(sql: "UPDATE \(table) SET \(column) = ?", arguments: [argument])
+        }
         return true
     } catch {
         return false
@@ -126,8 +128,8 @@ private func corrupt(_ table: String, _ column: String, kind: Character, _ value
 /// Reads the record; true when it read back (as stored).
 private func readRecord() -> Bool {
     do {
-        let record = try fixture.store.get(collection: "c", id: fixture.recordID)
-        require(
+        let record = try unsafe fixture.store.get(collection: "c", id: fixture.recordID)
+        unsafe require(
             record.data == fixture.recordData && record.id == fixture.recordID, "a tampered record read as other data")
         return true
     } catch {
@@ -137,7 +139,7 @@ private func readRecord() -> Bool {
 
 private func readSetting() -> Bool {
     do {
-        let value = try fixture.store.setting(String.self, forKey: "s")
+        let value = try unsafe fixture.store.setting(String.self, forKey: "s")
         require(value == Fixture.settingValue, "a tampered setting read as \(String(describing: value))")
         return true
     } catch {
@@ -150,8 +152,8 @@ private func readFile() -> Bool {
     var sink = MemoryByteSink()
     var whole = false
     do {
-        try fixture.store.readFile(at: fixture.filePath, to: &sink)
-        require(sink.committed == fixture.fileContents, "a tampered file read as other bytes")
+        try unsafe fixture.store.readFile(at: fixture.filePath, to: &sink)
+        unsafe require(sink.committed == fixture.fileContents, "a tampered file read as other bytes")
         whole = true
     } catch {
         require(sink.committed == nil && sink.aborted, "a failed read committed its sink")
@@ -159,15 +161,16 @@ private func readFile() -> Bool {
     }
     do {
         let range = 65_530...65_540
-        let bytes = try fixture.store.readFile(at: fixture.filePath, range: range)
-        require(bytes == fixture.fileContents[range], "a tampered file's range read as other bytes")
+        let bytes = try unsafe fixture.store.readFile(at: fixture.filePath, range: range)
+        unsafe require(bytes == fixture.fileContents[range], "a tampered file's range read as other bytes")
     } catch {
         require(error.context.item != nil, "a range error does not name the file: \(error)")
     }
     do {
-        let files = try fixture.store.files()
+        let files = try unsafe fixture.store.files()
         require(
-            files.allSatisfy { $0.path == fixture.filePath && $0.size == fixture.fileContents.count }, "listing changed"
+            files.allSatisfy { unsafe $0.path == fixture.filePath && $0.size == fixture.fileContents.count },
+            "listing changed"
         )
     } catch {
         require(error.context.item != nil, "a listing error does not name the file: \(error)")
@@ -177,7 +180,7 @@ private func readFile() -> Bool {
 
 func fuzzStore(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 2 else { return 0 }
-    let input = Data(bytes: data, count: size)
+    let input = unsafe Data(bytes: data, count: size)
     let surface = input[0] % 6
     let selector = Int(input[1])
     let value = input.dropFirst(2)
@@ -205,19 +208,21 @@ func fuzzStore(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard corrupt("files", column, kind: kind, value) else { return 0 }
         fine = readFile()
     case 4:
-        do { try Data(value).write(to: fixture.bodyURL) } catch {
+        do { try unsafe Data(value).write(to: fixture.bodyURL) } catch {
             fatalError("FuzzStore: cannot write the body: \(error)")
         }
         fine = readFile()
     default:
-        var body = fixture.body
+        var body = unsafe fixture.body
         let offset = (selector << 8 | Int(value.first ?? 0)) % body.count
         for (i, byte) in value.dropFirst().enumerated() where offset + i < body.count { body[offset + i] ^= byte }
-        do { try body.write(to: fixture.bodyURL) } catch { fatalError("FuzzStore: cannot write the body: \(error)") }
+        do { try unsafe body.write(to: fixture.bodyURL) } catch {
+            fatalError("FuzzStore: cannot write the body: \(error)")
+        }
         fine = readFile()
     }
     do {
-        let report = try fixture.store.verify()
+        let report = try unsafe fixture.store.verify()
         // What read back whole is intact, so verify finds nothing; a record or file that does not read is damage
         // verify must report (settings are not part of verify, and a record id changed only in letter case no
         // longer matches its lookup but still authenticates).
@@ -228,6 +233,6 @@ func fuzzStore(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     } catch {
         require(!fine, "verify failed (\(error)) on a store that reads")
     }
-    do { try fixture.restore() } catch { fatalError("FuzzStore: cannot restore the fixture: \(error)") }
+    do { try unsafe fixture.restore() } catch { fatalError("FuzzStore: cannot restore the fixture: \(error)") }
     return 0
 }

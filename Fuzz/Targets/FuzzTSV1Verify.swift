@@ -107,8 +107,8 @@ private func signed(_ control: ArraySlice<UInt8>, _ bytes: ArraySlice<UInt8>) {
 }
 
 func fuzzTSV1Verify(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
-    guard let start, count >= 1 else { return 0 }
-    let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
+    guard let start = unsafe start, count >= 1 else { return 0 }
+    let bytes = unsafe Array(UnsafeRawBufferPointer(start: start, count: count))
     if bytes[0] & 1 == 0 {
         let window: Int64 = count > 1 ? [0, 1, 300, 86_400, Int64.max, Int64.min][Int(bytes[1]) % 6] : 300
         hostile(bytes.dropFirst(min(2, count)), window: window)

@@ -25,14 +25,14 @@ public enum BLAKE2bReference: Sendable {
         try BLAKE2b.validate(outputByteCount: outputByteCount, key: key)
         var out = Data(count: outputByteCount)
         let input = Array(data)
-        let status: Int32 = input.withUnsafeBytes { d in
-            out.withUnsafeMutableBytes { o in
+        let status: Int32 = unsafe input.withUnsafeBytes { d in
+            unsafe out.withUnsafeMutableBytes { o in
                 if let key {
-                    return key.withUnsafeBytes { k in
-                        blake2b(o.baseAddress, d.baseAddress, k.baseAddress, o.count, d.count, k.count)
+                    return unsafe key.withUnsafeBytes { k in
+                        unsafe blake2b(o.baseAddress, d.baseAddress, k.baseAddress, o.count, d.count, k.count)
                     }
                 }
-                return blake2b(o.baseAddress, d.baseAddress, nil, o.count, d.count, 0)
+                return unsafe blake2b(o.baseAddress, d.baseAddress, nil, o.count, d.count, 0)
             }
         }
         guard status == 0 else { throw E3DBError(.invalidParameter, "libb2 blake2b failed") }

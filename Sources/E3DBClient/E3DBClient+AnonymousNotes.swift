@@ -84,10 +84,10 @@ extension E3DBClient {
             data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: writer.boxKey, writerSigningKey: writer.signingKey, writerID: nil, options: options)
         let r = try await sendTSV1(
-            "POST", apiURL: trimmed(apiURL), path: "/v2/storage/notes", body: body,
+            API.Endpoints.writeNote, apiURL: trimmed(apiURL), body: body,
             signingKey: writer.signingKey, uid: "", transport: transport, timeout: timeout,
             operation: "note write")
-        return try decode(API.Note.self, r, operation: "note write")
+        return try decode(API.Endpoints.writeNote, r, operation: "note write")
     }
 
     /// Reads a note without a registered client, as the Python SDK's `read_anonymous_note_by_id` and

@@ -53,18 +53,12 @@ extension E3DBClient {
 
     /// Authorizer grants this client made (`GET /v1/storage/policy/proxies`).
     public func authorizers() async throws -> [API.AuthorizerPolicy] {
-        try Self.decode(
-            [API.AuthorizerPolicy].self,
-            try await send(API.Endpoints.proxies, operation: "authorizers"),
-            operation: "authorizers")
+        try await call(API.Endpoints.proxies, operation: "authorizers")
     }
 
     /// Authorizer grants made to this client (`GET /v1/storage/policy/granted`).
     public func authorizedBy() async throws -> [API.AuthorizerPolicy] {
-        try Self.decode(
-            [API.AuthorizerPolicy].self,
-            try await send(API.Endpoints.granted, operation: "authorized by"),
-            operation: "authorized by")
+        try await call(API.Endpoints.granted, operation: "authorized by")
     }
 
     // MARK: Search v2
@@ -84,8 +78,7 @@ extension E3DBClient {
     /// - Parameter request: the search; set `nextToken` from the previous page's.
     /// - Returns: the page.
     public func search(_ request: API.SearchRequest) async throws -> SearchPage {
-        let r = try await send(API.Endpoints.search, json: request, operation: "search", idempotent: true)
-        let response = try Self.decode(API.SearchResponse.self, r, operation: "search")
+        let response = try await call(API.Endpoints.search, json: request, operation: "search", idempotent: true)
         var records: [ClientRecord] = []
         for result in response.results {
             if request.includeData == true, let data = result.recordData {

@@ -90,10 +90,8 @@ extension E3DBClient {
                     fileName: URL(fileURLWithPath: path).lastPathComponent,
                     checksum: md5, size: Int64(result.encryptedSize))),
             data: [:])
-        let created = try await send(
-            API.Endpoints.createFile, json: body, operation: "file create",
-            idempotent: false)
-        let pending = try Self.decode(API.PendingFile.self, created, operation: "file create")
+        let pending = try await call(
+            API.Endpoints.createFile, json: body, operation: "file create", idempotent: false)
         try checkFileURL(pending.fileURL, operation: "file upload")
         let upload = try await transportCall("file upload") {
             try await transport.upload(
@@ -106,10 +104,8 @@ extension E3DBClient {
             let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: upload.body))?.error
             throw httpError(status: upload.status, operation: "file upload", serverMessage: message)
         }
-        let committed = try await send(
-            API.Endpoints.commitFile, [pending.id], operation: "file commit",
-            idempotent: false)
-        let record = try Self.decode(API.Record.self, committed, operation: "file commit")
+        let record = try await call(
+            API.Endpoints.commitFile, [pending.id], operation: "file commit", idempotent: false)
         return ClientRecord(meta: record.meta, data: RecordData())
     }
 
@@ -143,8 +139,7 @@ extension E3DBClient {
         _ id: UUID, to destination: String, verifyChecksum: Bool = false,
         progress: (@Sendable (FileProgress) -> Void)? = nil
     ) async throws -> ClientRecord {
-        let r = try await send(API.Endpoints.readFile, [id.lowercasedString], operation: "file read")
-        let record = try Self.decode(API.Record.self, r, operation: "file read")
+        let record = try await call(API.Endpoints.readFile, [id.lowercasedString], operation: "file read")
         try Self.checkAnswer(record.meta, id: id, operation: "file read")
         guard let meta = record.meta.fileMeta, let url = meta.fileURL, let checksum = meta.checksum else {
             throw E3DBError(.invalidResponse, "the file record has no file_meta with a URL and checksum")

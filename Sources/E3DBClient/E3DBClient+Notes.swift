@@ -16,25 +16,27 @@ public struct ClientNote: Sendable, Hashable {
 extension E3DBClient {
     /// A TSV1-signed request to the notes API, signed with this client's signing key over the path and query as
     /// sent.
-    func sendTSV1(
-        _ method: String, path: String, query: [(String, String)] = [], body: Data? = nil,
-        operation: String, expect: Set<Int>? = nil
+    func sendTSV1<Body, Answer>(
+        _ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [], query: [(String, String)] = [],
+        body: Data? = nil, operation: String, expect: Set<Int>? = nil
     ) async throws -> TransportResponse {
         try await Self.sendTSV1(
-            method, apiURL: apiURL, path: path, query: query, body: body,
+            endpoint, parameters, apiURL: apiURL, query: query, body: body,
             signingKey: try identity.requireSigningKey(), uid: clientID.lowercasedString,
             transport: transport, timeout: timeout, operation: operation, expect: expect)
     }
 
     /// A TSV1-signed request to the notes API: `uid` is the caller's client id, or empty for an anonymous caller
     /// (a key pair that is not a registered client, as the Python SDK's anonymous notes sign).
-    static func sendTSV1(
-        _ method: String, apiURL: String, path: String, query: [(String, String)] = [],
-        body: Data? = nil, signingKey: Ed25519.PrivateKey, uid: String, transport: any E3DBTransport,
-        timeout: Duration, operation: String, expect: Set<Int>? = nil
+    static func sendTSV1<Body, Answer>(
+        _ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [], apiURL: String,
+        query: [(String, String)] = [], body: Data? = nil, signingKey: Ed25519.PrivateKey, uid: String,
+        transport: any E3DBTransport, timeout: Duration, operation: String, expect: Set<Int>? = nil
     ) async throws
         -> TransportResponse
     {
+        let method = endpoint.method
+        let path = "/" + endpoint.path(parameters).map(escapeSegment).joined(separator: "/")
         let base = URLComponents(string: apiURL)?.percentEncodedPath ?? ""
         let fullPath = (base.hasSuffix("/") ? String(base.dropLast()) : base) + path
         let rawQuery = query.map { escapeQuery($0.0) + "=" + escapeQuery($0.1) }.joined(separator: "&")
@@ -90,10 +92,10 @@ extension E3DBClient {
         if let name, name.isEmpty { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
         let query = id.map { [("note_id", $0.lowercasedString)] } ?? [("id_string", name ?? "")]
         let r = try await sendTSV1(
-            "GET", apiURL: apiURL, path: "/v2/storage/notes", query: query,
+            API.Endpoints.readNote, apiURL: apiURL, query: query,
             signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
             operation: "note read")
-        let note = try decode(API.Note.self, r, operation: "note read")
+        let note = try decode(API.Endpoints.readNote, r, operation: "note read")
         let encrypted = try EncryptedNote(jsonData: r.body)
         return ClientNote(note: note, data: try encrypted.decrypt(readerKey: boxKey, options: options))
     }
@@ -114,7 +116,7 @@ extension E3DBClient {
         name: String? = nil, maxViews: Int? = nil, expiration: Date? = nil
     ) async throws -> API.Note {
         try await storeNote(
-            "POST", data, recipientEncryptionKey: recipientEncryptionKey,
+            API.Endpoints.writeNote, data, recipientEncryptionKey: recipientEncryptionKey,
             recipientSigningKey: recipientSigningKey,
             options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
             operation: "note write")
@@ -122,15 +124,15 @@ extension E3DBClient {
 
     /// Encrypts a note with this client's keys and POSTs (write) or PUTs (replace) it.
     private func storeNote(
-        _ method: String, _ data: RecordData, recipientEncryptionKey: Box.PublicKey,
+        _ endpoint: API.Endpoint<API.Note, API.Note>, _ data: RecordData, recipientEncryptionKey: Box.PublicKey,
         recipientSigningKey: Ed25519.PublicKey, options: NoteOptions, operation: String
     ) async throws -> API.Note {
         let body = try Self.noteBody(
             data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: identity.boxKey, writerSigningKey: try identity.requireSigningKey(), writerID: clientID,
             options: options)
-        let r = try await sendTSV1(method, path: "/v2/storage/notes", body: body, operation: operation)
-        return try Self.decode(API.Note.self, r, operation: operation)
+        let r = try await sendTSV1(endpoint, body: body, operation: operation)
+        return try Self.decode(endpoint, r, operation: operation)
     }
 
     /// Replaces the note named `name` (an upsert keyed by `id_string`, `PUT /v2/storage/notes`, as the Swift and
@@ -153,7 +155,7 @@ extension E3DBClient {
     ) async throws -> API.Note {
         guard !name.isEmpty else { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
         return try await storeNote(
-            "PUT", data, recipientEncryptionKey: recipientEncryptionKey,
+            API.Endpoints.replaceNote, data, recipientEncryptionKey: recipientEncryptionKey,
             recipientSigningKey: recipientSigningKey,
             options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
             operation: "note replace")
@@ -179,8 +181,6 @@ extension E3DBClient {
     /// Deletes a note this client wrote.
     /// - Throws: `E3DBError` `.notFound`, `.forbidden` (another writer's note).
     public func deleteNote(_ id: UUID) async throws {
-        _ = try await sendTSV1(
-            "DELETE", path: "/v2/storage/notes/" + id.lowercasedString,
-            operation: "note delete")
+        _ = try await sendTSV1(API.Endpoints.deleteNote, [id.lowercasedString], operation: "note delete")
     }
 }

@@ -182,12 +182,9 @@ extension E3DBClient {
     public func write(type: String, data: RecordData, plain: RecordData = RecordData()) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
         let body = try encryptedBody(type: type, data: data, plain: plain, ak: ak)
-        let r = try await send(
-            API.Endpoints.writeRecord, json: body, operation: "record write",
-            idempotent: false)
-        return try await echoedOrDecrypted(
-            Self.decode(API.Record.self, r, operation: "record write"), sent: body,
-            data: data)
+        let echoed = try await call(
+            API.Endpoints.writeRecord, json: body, operation: "record write", idempotent: false)
+        return try await echoedOrDecrypted(echoed, sent: body, data: data)
     }
 
     /// The record the server echoed after a signed write. When it carries exactly the ciphertext, plain metadata, writer,
@@ -222,8 +219,7 @@ extension E3DBClient {
     public func read(_ id: UUID, fields: [String]? = nil, writer: UUID? = nil, type: String? = nil) async throws
         -> ClientRecord
     {
-        let r = try await send(API.Endpoints.readRecord, [id.lowercasedString], operation: "record read")
-        let record = try Self.decode(API.Record.self, r, operation: "record read")
+        let record = try await call(API.Endpoints.readRecord, [id.lowercasedString], operation: "record read")
         try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
         var read = try await decrypt(record)
         if let fields, !fields.isEmpty {
@@ -247,10 +243,8 @@ extension E3DBClient {
         let body = try encryptedBody(
             type: record.meta.type, data: record.data,
             plain: RecordData(record.meta.plain ?? [:]), ak: ak)
-        let r = try await send(
-            API.Endpoints.updateRecord, [id, version], json: body,
-            operation: "record update", idempotent: false)
-        var updated = try Self.decode(API.Record.self, r, operation: "record update")
+        var updated = try await call(
+            API.Endpoints.updateRecord, [id, version], json: body, operation: "record update", idempotent: false)
         if updated.meta.plain == nil { updated.meta.plain = body.meta.plain }
         return try await echoedOrDecrypted(updated, sent: body, data: record.data)
     }
@@ -292,17 +286,11 @@ extension E3DBClient {
 
     /// Who this client shares with (`GET /v1/storage/policy/outgoing`).
     public func outgoingSharing() async throws -> [API.OutgoingSharing] {
-        try Self.decode(
-            [API.OutgoingSharing].self,
-            try await send(API.Endpoints.outgoingSharing, operation: "outgoing sharing"),
-            operation: "outgoing sharing")
+        try await call(API.Endpoints.outgoingSharing, operation: "outgoing sharing")
     }
 
     /// Who shares with this client (`GET /v1/storage/policy/incoming`).
     public func incomingSharing() async throws -> [API.IncomingSharing] {
-        try Self.decode(
-            [API.IncomingSharing].self,
-            try await send(API.Endpoints.incomingSharing, operation: "incoming sharing"),
-            operation: "incoming sharing")
+        try await call(API.Endpoints.incomingSharing, operation: "incoming sharing")
     }
 }

@@ -157,7 +157,7 @@ public final class E3DBClient: Sendable {
                 headers: [("Content-Type", "application/json")],
                 body: try body.encodeBody()),
             operation: "register", idempotent: false, timeout: .seconds(30))
-        let details = try Self.decode(API.RegistrationResponse.self, response, operation: "register")
+        let details = try Self.decode(API.Endpoints.register, response, operation: "register")
         guard let id = UUID(uuidString: details.clientID) else {
             throw E3DBError(.invalidResponse, "the registration response's client_id is not a UUID")
         }
@@ -216,8 +216,7 @@ public final class E3DBClient: Sendable {
     ///   `.invalidResponse` for an answer about another client or keys that do not parse.
     public func clientInfo(_ id: UUID) async throws -> API.ClientInfo {
         if let cached = clientInfos.withLock({ $0[id] }) { return cached }
-        let r = try await send(API.Endpoints.client, [id.lowercasedString], operation: "client lookup")
-        let info = try Self.decode(API.ClientInfo.self, r, operation: "client lookup")
+        let info = try await call(API.Endpoints.client, [id.lowercasedString], operation: "client lookup")
         let client = id.lowercasedString
         guard UUID(uuidString: info.clientID) == id else {
             throw E3DBError(
@@ -268,6 +267,15 @@ public final class E3DBClient: Sendable {
         try await send(
             endpoint.method, endpoint.path(parameters), query: query, body: try json?.encodeBody(),
             operation: operation, idempotent: idempotent, auth: auth, expect: expect)
+    }
+
+    /// Sends a request to `endpoint` and decodes the answer as the endpoint's response body.
+    func call<Body, Answer>(
+        _ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [], json: Body? = nil, operation: String,
+        idempotent: Bool? = nil
+    ) async throws -> Answer {
+        let response = try await send(endpoint, parameters, json: json, operation: operation, idempotent: idempotent)
+        return try Self.decode(endpoint, response, operation: operation)
     }
 
     /// Sends `body` (JSON) to `method` and `segments` (each percent-encoded here), as ``send(_:_:query:json:operation:idempotent:auth:expect:)``
@@ -340,10 +348,12 @@ public final class E3DBClient: Sendable {
         }
     }
 
-    /// Decodes a response body through the API's body seam (``APIBody``).
-    static func decode<T: APIBody>(_ type: T.Type, _ response: TransportResponse, operation: String) throws -> T {
+    /// Decodes a response body as `endpoint`'s response type, through the API's body seam (``APIBody``).
+    static func decode<Body, Answer>(
+        _ endpoint: API.Endpoint<Body, Answer>, _ response: TransportResponse, operation: String
+    ) throws -> Answer {
         do {
-            return try T.decodeBody(response.body)
+            return try Answer.decodeBody(response.body)
         } catch {
             throw E3DBError(
                 .invalidResponse, "\(operation): the server's response is not the expected JSON",
@@ -388,14 +398,14 @@ public final class E3DBClient: Sendable {
         let response = try await Self.exchange(
             transport,
             TransportRequest(
-                method: "POST", url: apiURL + "/v1/auth/token",
+                method: API.Endpoints.token.method, url: apiURL + API.Endpoints.token.template,
                 headers: [
                     ("Authorization", "Basic " + basic),
                     ("Content-Type", "application/x-www-form-urlencoded"),
                 ],
                 body: Data("grant_type=client_credentials".utf8)),
             operation: "token", idempotent: true, timeout: timeout)
-        let t = try Self.decode(API.TokenResponse.self, response, operation: "token")
+        let t = try Self.decode(API.Endpoints.token, response, operation: "token")
         let expires = Date().addingTimeInterval(TimeInterval(t.expiresIn))
         token.withLock { $0 = (t.accessToken, expires) }
         return t.accessToken

@@ -93,10 +93,8 @@ public struct QueryResults: AsyncSequence, Sendable {
                     userIDs: query.users.isEmpty ? nil : query.users.map { $0.lowercasedString },
                     recordIDs: query.recordIDs.map { $0.lowercasedString }, contentTypes: query.types,
                     plain: query.plain, includeAllWriters: query.includeAllWriters)
-                let r = try await client.send(
-                    API.Endpoints.query, json: request, operation: "query",
-                    idempotent: true)
-                let response = try E3DBClient.decode(API.QueryResponse.self, r, operation: "query")
+                let response = try await client.call(
+                    API.Endpoints.query, json: request, operation: "query", idempotent: true)
                 done = response.results.count < query.pageSize
                 // A full page means another may follow from last_index: one that does not move past the page's
                 // start would be asked for again and again.

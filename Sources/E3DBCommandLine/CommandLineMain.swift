@@ -36,9 +36,9 @@ package enum CommandLineMain {
         // inherited through fork/exec): unblock them, so that Ctrl-C, SIGTERM and SIGHUP work; threads started
         // later inherit this mask.
         var terminating = sigset_t()
-        sigemptyset(&terminating)
-        for signo in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&terminating, signo) }
-        pthread_sigmask(SIG_UNBLOCK, &terminating, nil)
+        unsafe sigemptyset(&terminating)
+        for signo in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { unsafe sigaddset(&terminating, signo) }
+        unsafe pthread_sigmask(SIG_UNBLOCK, &terminating, nil)
         let status: Int32
         do {
             var command = try Root.parseAsRoot()

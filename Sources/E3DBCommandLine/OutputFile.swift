@@ -25,9 +25,9 @@ package enum OutputFile {
         let (fd, temporary) = try createTemporary(in: directory, mode: mode, for: path)
         var committed = false
         defer {
-            if !committed { unlink(temporary) }
+            if !committed { unsafe unlink(temporary) }
         }
-        let failure = data.withUnsafeBytes { Descriptor.writeAll(fd, $0) }
+        let failure = unsafe data.withUnsafeBytes { unsafe Descriptor.writeAll(fd, $0) }
         if failure != 0 {
             close(fd)
             throw CLIError("cannot write \(path): \(Descriptor.message(failure))", exitCode: ExitStatus.failure)
@@ -48,7 +48,7 @@ package enum OutputFile {
     /// is not set.
     package static func refuseExisting(_ path: String, force: Bool) throws {
         var info = stat()
-        if lstat(path, &info) == 0 {
+        if unsafe lstat(path, &info) == 0 {
             if (info.st_mode & S_IFMT) == S_IFDIR {
                 throw CLIError("\(path) is a directory", exitCode: ExitStatus.failure)
             }
@@ -70,7 +70,7 @@ package enum OutputFile {
         for _ in 0..<16 {
             let suffix = (0..<8).map { _ in String(UInt8.random(in: 0...15), radix: 16) }.joined()
             let temporary = (directory == "/" ? "" : directory) + "/.e3dbkit-" + suffix
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            let fd = unsafe open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
             if fd >= 0 {
                 // The umask may have narrowed the mode; secrets keep exactly 0600, other files what was asked.
                 _ = fchmod(fd, mode)
@@ -87,12 +87,12 @@ package enum OutputFile {
     /// if anything took the name meanwhile) and `unlink(2)`.
     static func publish(_ temporary: String, as path: String, force: Bool) throws {
         if force {
-            guard rename(temporary, path) == 0 else {
+            guard unsafe rename(temporary, path) == 0 else {
                 throw CLIError("cannot create \(path): \(Descriptor.message(errno))", exitCode: ExitStatus.failure)
             }
             return
         }
-        guard link(temporary, path) == 0 else {
+        guard unsafe link(temporary, path) == 0 else {
             let code = errno
             if code == EEXIST {
                 throw CLIError("\(path) exists; pass --force to replace it", exitCode: ExitStatus.failure)
@@ -100,13 +100,13 @@ package enum OutputFile {
             // File systems without hard links: check once more, then rename (a narrow window, documented).
             if code == EPERM || code == ENOTSUP || code == EOPNOTSUPP || code == EXDEV {
                 try refuseExisting(path, force: false)
-                guard rename(temporary, path) == 0 else {
+                guard unsafe rename(temporary, path) == 0 else {
                     throw CLIError("cannot create \(path): \(Descriptor.message(errno))", exitCode: ExitStatus.failure)
                 }
                 return
             }
             throw CLIError("cannot create \(path): \(Descriptor.message(code))", exitCode: ExitStatus.failure)
         }
-        unlink(temporary)
+        unsafe unlink(temporary)
     }
 }

@@ -15,7 +15,7 @@ package enum Descriptor {
         guard let base = bytes.baseAddress else { return 0 }
         var offset = 0
         while offset < bytes.count {
-            let written = write(fd, base + offset, bytes.count - offset)
+            let written = unsafe write(fd, base + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 return errno
@@ -26,13 +26,13 @@ package enum Descriptor {
         return 0
     }
 
-    package static func message(_ code: Int32) -> String { String(cString: strerror(code)) }
+    package static func message(_ code: Int32) -> String { unsafe String(cString: strerror(code)) }
 }
 
 /// Standard output through `write(2)`: a lost write is an error with exit code 1, never a crash or a silent 0.
 package enum StandardOutput {
     package static func write(_ data: some ContiguousBytes) throws {
-        let failure = data.withUnsafeBytes { Descriptor.writeAll(STDOUT_FILENO, $0) }
+        let failure = unsafe data.withUnsafeBytes { unsafe Descriptor.writeAll(STDOUT_FILENO, $0) }
         if failure != 0 {
             throw CLIError(
                 "cannot write to standard output: \(Descriptor.message(failure))", exitCode: ExitStatus.failure)
@@ -41,7 +41,7 @@ package enum StandardOutput {
 
     package static func write(_ text: String) throws {
         var text = text
-        try text.withUTF8 { try write(UnsafeRawBufferPointer($0)) }
+        try text.withUTF8 { try unsafe write(UnsafeRawBufferPointer($0)) }
     }
 
     /// `text` followed by a newline.
@@ -59,11 +59,11 @@ package enum StandardOutput {
 package enum StandardError {
     package static func line(_ text: String) {
         var text = text + "\n"
-        text.withUTF8 { _ = Descriptor.writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
+        text.withUTF8 { _ = unsafe Descriptor.writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
     }
 
     package static func write(_ text: String) {
         var text = text
-        text.withUTF8 { _ = Descriptor.writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
+        text.withUTF8 { _ = unsafe Descriptor.writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
     }
 }

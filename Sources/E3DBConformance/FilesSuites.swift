@@ -59,7 +59,7 @@ public enum FilesSuites {
         var i: UInt64 = 0
         while out.count < count {
             var block = seed
-            withUnsafeBytes(of: i.littleEndian) { block.append(contentsOf: $0) }
+            unsafe withUnsafeBytes(of: i.littleEndian) { unsafe block.append(contentsOf: $0) }
             out.append(try BLAKE2b.hash(data: block, outputByteCount: 64))
             i += 1
         }

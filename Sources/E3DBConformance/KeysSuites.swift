@@ -34,7 +34,7 @@ public enum KeysSuites {
         let authorizer = try Box.PublicKey(base64URLEncoded: t.authorizerPublicKey)
         func unwrap(_ decoding: Base64Decoding) throws -> Data {
             let ak = try EncryptedAccessKey(t.eak, decoding: decoding).unwrap(reader: reader, authorizer: authorizer)
-            return ak.withUnsafeBytes { Data($0) }
+            return unsafe ak.withUnsafeBytes { unsafe Data($0) }
         }
         if t.result == .valid {
             let expected = try Hex.decode(t.accessKey ?? "")
@@ -78,8 +78,9 @@ public enum KeysSuites {
             try requireEqual(info.signerID?.lowercasedString, e.signerId, "signer_id")
             try requireEqual(info.signerSigningKey?.base64URLEncoded, e.signerSigningKey, "signer key")
             let reader = try Box.PrivateKey(base64URLEncoded: t.readerSecretKey)
-            try requireEqual(
-                info.unwrap(with: reader).withUnsafeBytes { Data($0) }, try Hex.decode(t.accessKey ?? ""), "access key")
+            try unsafe requireEqual(
+                info.unwrap(with: reader).withUnsafeBytes { unsafe Data($0) }, try Hex.decode(t.accessKey ?? ""),
+                "access key")
             // Both written shapes read back to the same value; Codable agrees with jsonData(shape:).
             try requireEqual(try EAKInfo(jsonData: info.jsonData()), info, "API shape round trip")
             try requireEqual(try EAKInfo(jsonData: info.jsonData(shape: .javaFlat)), info, "Java shape round trip")
@@ -109,7 +110,8 @@ public enum KeysSuites {
             let info = try EAKInfo(jsonData: Data(t.json.utf8))
             try requireEqual(info.accessKeyWrappers.count, t.wrapperCount ?? -1, "wrapper count")
             let expected = try Hex.decode(t.accessKey ?? "")
-            try requireEqual(info.unwrap(with: reader).withUnsafeBytes { Data($0) }, expected, "access key")
+            try unsafe requireEqual(
+                info.unwrap(with: reader).withUnsafeBytes { unsafe Data($0) }, expected, "access key")
             // The wrappers survive both written shapes, Codable, and a lenient parse.
             try requireEqual(try EAKInfo(jsonData: info.jsonData()), info, "API shape round trip")
             try requireEqual(try EAKInfo(jsonData: info.jsonData(shape: .javaFlat)), info, "Java shape round trip")

@@ -42,8 +42,8 @@ public enum PrimitivesSuites {
             let derived = try Box.PrivateKey(seed: SecureBytes(copying: Hex.decode(seed)))
             try requireEqual(
                 derived.publicKey.rawRepresentation, try Hex.decode(t.senderPublic), "seed-derived public key")
-            try requireEqual(
-                derived.withUnsafeBytes { Data($0) }, try Hex.decode(t.senderPrivate), "seed-derived secret key")
+            try unsafe requireEqual(
+                derived.withUnsafeBytes { unsafe Data($0) }, try Hex.decode(t.senderPrivate), "seed-derived secret key")
         }
         if t.result == .valid {
             try requireEqual(sender.publicKey, senderPublic, "public key from private key")
@@ -54,7 +54,8 @@ public enum PrimitivesSuites {
             try requireEqual(try Box.open(sealed, using: shared), try Hex.decode(t.msg), "opened with shared key")
             if let expected = t.sharedSecret {
                 let raw = try sender.rawSharedSecret(with: recipient.publicKey)
-                try requireEqual(raw.withUnsafeBytes { Data($0) }, try Hex.decode(expected), "X25519 shared secret")
+                try unsafe requireEqual(
+                    raw.withUnsafeBytes { unsafe Data($0) }, try Hex.decode(expected), "X25519 shared secret")
             }
         } else {
             try requireError(t.error) {
@@ -128,7 +129,8 @@ public enum PrimitivesSuites {
         let fromRaw = try Ed25519.PrivateKey(rawRepresentation: Hex.decode(t.private))
         try requireEqual(fromSeed.publicKey, publicKey, "public key from seed")
         try requireEqual(fromRaw.publicKey, publicKey, "public key from 64-byte secret key")
-        try requireEqual(fromSeed.withUnsafeBytes { Data($0) }, try Hex.decode(t.private), "64-byte secret key")
+        try unsafe requireEqual(
+            fromSeed.withUnsafeBytes { unsafe Data($0) }, try Hex.decode(t.private), "64-byte secret key")
         if t.result == .valid {
             try requireEqual(fromSeed.signature(for: msg), sig, "deterministic signature")
             try requireEqual(publicKey.isValidSignature(sig, for: msg), true, "verifies")
@@ -241,7 +243,8 @@ public enum PrimitivesSuites {
                 password: Hex.decode(t.password), salt: Hex.decode(t.salt), rounds: t.rounds, outputByteCount: t.outLen)
         }
         if t.result == .valid {
-            try requireEqual(try run().withUnsafeBytes { Data($0) }, try Hex.decode(t.derived), "derived key")
+            try unsafe requireEqual(
+                try run().withUnsafeBytes { unsafe Data($0) }, try Hex.decode(t.derived), "derived key")
         } else {
             try requireError(t.error) { _ = try run() }
         }
@@ -259,7 +262,8 @@ public enum PrimitivesSuites {
                 parameters: .init(opsLimit: t.opsLimit, memoryLimit: t.memLimit))
         }
         if t.result == .valid {
-            try requireEqual(try run().withUnsafeBytes { Data($0) }, try Hex.decode(t.derived), "derived key")
+            try unsafe requireEqual(
+                try run().withUnsafeBytes { unsafe Data($0) }, try Hex.decode(t.derived), "derived key")
         } else {
             try requireError(t.error) { _ = try run() }
         }
@@ -342,7 +346,7 @@ public enum PrimitivesSuites {
                     let publicKey = try Box.PublicKey(rawRepresentation: Hex.decode(t.public))
                     let expected = try Hex.decode(t.shared)
                     let outcome = Result { () throws(E3DBError) in
-                        try privateKey.rawSharedSecret(with: publicKey).withUnsafeBytes { Data($0) }
+                        try unsafe privateKey.rawSharedSecret(with: publicKey).withUnsafeBytes { unsafe Data($0) }
                     }
                     switch (t.result, outcome) {
                     case (.valid, .success(let shared)):

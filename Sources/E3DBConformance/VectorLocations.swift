@@ -53,7 +53,8 @@ public struct VectorLocations: Sendable {
 
     private static func isDirectory(_ url: URL) -> Bool {
         var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) && isDirectory.boolValue
+        return unsafe FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
+            && isDirectory.boolValue
     }
 
     /// The message printed when a suite that needs `../shared` is skipped.

@@ -454,5 +454,5 @@ extension SignedDocument: Hashable where Document: Hashable {}
 
 extension UUID: Signable {
     /// A UUID signs as its lowercase string, as every E3DB SDK writes it.
-    public var signableJSON: JSONValue { .string(uuidString.lowercased()) }
+    public var signableJSON: JSONValue { .string(lowercasedString) }
 }

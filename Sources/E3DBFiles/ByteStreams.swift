@@ -132,7 +132,7 @@ public struct MemoryByteSink: FileByteSink, Sendable {
 
     /// See ``FileByteSink/abort()``. Wipes what was written so far.
     public mutating func abort() {
-        buffer.resetBytes(in: buffer.startIndex..<buffer.endIndex)
+        buffer.wipe()
         buffer = Data()
         committed = nil
         aborted = true

@@ -129,4 +129,12 @@ public struct BLAKE2b: Sendable {
         }
         return out
     }
+
+    /// Returns the digest in wiped storage, for a digest that is itself a key (a keyed subkey derivation).
+    package func finalizeSecret() -> SecureBytes {
+        let copy = State(copying: state)
+        return unsafe SecureBytes(count: outputByteCount) { o in
+            _ = unsafe crypto_generichash_final(copy.typed, o.u8, o.count)
+        }
+    }
 }

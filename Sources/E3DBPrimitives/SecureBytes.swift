@@ -1,5 +1,11 @@
 internal import CE3DBSodium
 
+#if canImport(FoundationEssentials)
+    package import FoundationEssentials
+#else
+    package import Foundation
+#endif
+
 /// Heap storage for secret bytes that is wiped with `sodium_memzero` over its whole capacity when released.
 ///
 /// Every secret in E3DBKit (private keys, access keys, data keys, derived seeds) lives in a `SecureBytes`.
@@ -81,6 +87,25 @@ public final class SecureBytes: @unchecked Sendable {
     public func constantTimeEquals(_ other: SecureBytes) -> Bool {
         guard count == other.count else { return false }
         return unsafe sodium_memcmp(pointer, other.pointer, count) == 0
+    }
+}
+
+extension SecureBytes {
+    /// Calls `body` with a temporary `Data` copy of the secret bytes, wiped when `body` returns: for APIs that read
+    /// only `Data` (`JSONDecoder`). Do not keep the `Data`: a copy that outlives the call is not wiped.
+    package func withTemporaryData<R, E: Error>(_ body: (Data) throws(E) -> R) throws(E) -> R {
+        var data = unsafe withUnsafeBytes { unsafe Data($0) }
+        defer { data.wipe() }
+        return try body(data)
+    }
+}
+
+extension Data {
+    /// Overwrites the bytes with zeros (`sodium_memzero`): for plaintext that has to pass through `Data` (a
+    /// `JSONEncoder`'s output, a sink's buffer). Only storage this value does not share is wiped in place; wipe a
+    /// value once the copies that shared its storage are gone.
+    package mutating func wipe() {
+        unsafe withUnsafeMutableBytes { unsafe sodium_memzero($0.baseAddress, $0.count) }
     }
 }
 

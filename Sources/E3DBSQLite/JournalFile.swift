@@ -93,15 +93,16 @@ final class JournalFile: PassThroughFile {
             writtenNumber = nil
             return unsafe writeRaw(buffer, at: offset)
         }
-        let stored = unsafe raw.buffer(pageSize)
-        do throws(E3DBError) {
-            try unsafe codec.encrypt(page: buffer, number: number.number, into: stored)
-        } catch {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+        return unsafe raw.withBytes(pageSize) { stored in
+            do throws(E3DBError) {
+                try unsafe codec.encrypt(page: buffer, number: number.number, into: stored)
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+            }
+            writtenPage = unsafe (offset, Self.checksumSum(buffer), Self.checksumSum(UnsafeRawBufferPointer(stored)))
+            writtenNumber = nil
+            return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
         }
-        writtenPage = unsafe (offset, Self.checksumSum(buffer), Self.checksumSum(UnsafeRawBufferPointer(stored)))
-        writtenNumber = nil
-        return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
     }
 
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
@@ -125,26 +126,30 @@ final class JournalFile: PassThroughFile {
             return unsafe readRaw(buffer, at: offset)
         }
         readNumber = nil
-        let stored = unsafe raw.buffer(buffer.count)
-        let rc = unsafe readRaw(stored, at: offset)
-        guard rc == SQLITE_OK else {
-            unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
-            return rc
+        return unsafe raw.withBytes(buffer.count) { stored in
+            let rc = unsafe readRaw(stored, at: offset)
+            guard rc == SQLITE_OK else {
+                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                return rc
+            }
+            do throws(E3DBError) {
+                try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number.number, into: buffer)
+            } catch {
+                // Never zeros in its place: a savepoint rollback does not check the record checksum and would write
+                // them.
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_DATA,
+                        E3DBError(
+                            .pageTampered,
+                            "page \(number.number) in the journal of \(cipher.path) did not authenticate",
+                            context: .init(part: "journal", actual: Int(number.number), offset: Int(offset)))))
+            }
+            readPage = unsafe (
+                offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)),
+                Self.checksumSum(UnsafeRawBufferPointer(stored))
+            )
+            return SQLITE_OK
         }
-        do throws(E3DBError) {
-            try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number.number, into: buffer)
-        } catch {
-            // Never zeros in its place: a savepoint rollback does not check the record checksum and would write them.
-            return cipher.fail(
-                CipherFailure(
-                    SQLITE_IOERR_DATA,
-                    E3DBError(
-                        .pageTampered, "page \(number.number) in the journal of \(cipher.path) did not authenticate",
-                        context: .init(part: "journal", actual: Int(number.number), offset: Int(offset)))))
-        }
-        readPage = unsafe (
-            offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)), Self.checksumSum(UnsafeRawBufferPointer(stored))
-        )
-        return SQLITE_OK
     }
 }

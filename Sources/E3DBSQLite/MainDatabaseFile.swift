@@ -64,39 +64,52 @@ final class MainDatabaseFile: PassThroughFile {
                 return .success(codec)
             }
             let pageSize = settings.pageSize
-            let first = unsafe probeRaw.buffer(pageSize)
-            let rc = unsafe readRaw(first, at: 0)
-            guard rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ else {
-                return .failure(CipherFailure(rc, E3DBError(.databaseError, "page 1 could not be read")))
-            }
-            let header = unsafe Array(first[0..<16])
-            if header == PageCodec.sqliteHeader {
-                return .failure(
-                    CipherFailure(
-                        SQLITE_NOTADB,
-                        E3DBError(
-                            .databaseNotEncrypted, "\(cipher.path) is a plaintext SQLite database, not an encrypted one"
-                        )))
-            }
-            guard size >= Int64(SQLCipherSettings.saltByteCount) else {
-                return .failure(
-                    CipherFailure(
-                        SQLITE_NOTADB,
-                        E3DBError(
-                            .invalidLength, "the database is shorter than its salt",
-                            context: .init(part: "database", actual: Int(size)))))
-            }
-            let codec = try PageCodecCache.shared.codec(key: key, salt: header, settings: settings)
-            if size >= Int64(pageSize), rc == SQLITE_OK {
-                let page1 = unsafe probePlain.buffer(pageSize)
-                do throws(E3DBError) {
-                    try unsafe codec.decrypt(page: UnsafeRawBufferPointer(first), number: 1, into: page1)
-                    try unsafe Self.checkHeader(UnsafeRawBufferPointer(page1), settings: settings)
-                    cipher.codec = codec
-                    return .success(codec)
-                } catch  where error.code == .pageTampered {
-                    // Fall through: a wrong key, or the right key under another page size.
+            // Page 1: its salt gives the codec, and whether it authenticates settles the key at once.
+            let probe = try unsafe probeRaw.withBytes(pageSize) {
+                (first) throws(E3DBError) -> Result<(codec: PageCodec, opened: Bool), CipherFailure> in
+                let rc = unsafe readRaw(first, at: 0)
+                guard rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ else {
+                    return .failure(CipherFailure(rc, E3DBError(.databaseError, "page 1 could not be read")))
                 }
+                let header = unsafe Array(first[0..<16])
+                if header == PageCodec.sqliteHeader {
+                    return .failure(
+                        CipherFailure(
+                            SQLITE_NOTADB,
+                            E3DBError(
+                                .databaseNotEncrypted,
+                                "\(cipher.path) is a plaintext SQLite database, not an encrypted one")))
+                }
+                guard size >= Int64(SQLCipherSettings.saltByteCount) else {
+                    return .failure(
+                        CipherFailure(
+                            SQLITE_NOTADB,
+                            E3DBError(
+                                .invalidLength, "the database is shorter than its salt",
+                                context: .init(part: "database", actual: Int(size)))))
+                }
+                let codec = try PageCodecCache.shared.codec(key: key, salt: header, settings: settings)
+                guard size >= Int64(pageSize), rc == SQLITE_OK else { return .success((codec, false)) }
+                let opened = try unsafe probePlain.withBytes(pageSize) { (page1) throws(E3DBError) -> Bool in
+                    do throws(E3DBError) {
+                        try unsafe codec.decrypt(page: UnsafeRawBufferPointer(first), number: 1, into: page1)
+                        try unsafe Self.checkHeader(UnsafeRawBufferPointer(page1), settings: settings)
+                        return true
+                    } catch  where error.code == .pageTampered {
+                        return false  // a wrong key, or the right key under another page size
+                    }
+                }
+                return .success((codec, opened))
+            }
+            let codec: PageCodec
+            switch probe {
+            case .failure(let failure): return .failure(failure)
+            case .success(let (probed, opened)):
+                if opened {
+                    cipher.codec = probed
+                    return .success(probed)
+                }
+                codec = probed
             }
             if let actual = otherPageSize(codec, fileSize: size) {
                 return .failure(
@@ -140,12 +153,13 @@ final class MainDatabaseFile: PassThroughFile {
             guard candidate != codec.settings.pageSize, Int64(candidate) <= fileSize,
                 let other = try? codec.withPageSize(candidate)
             else { continue }
-            let stored = unsafe probeRaw.buffer(candidate)
-            guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { continue }
-            let page = unsafe probePlain.buffer(candidate)
-            if (try? unsafe other.decrypt(page: UnsafeRawBufferPointer(stored), number: 1, into: page)) != nil {
-                return candidate
+            let opens = unsafe probeRaw.withBytes(candidate) { stored in
+                guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { return false }
+                return unsafe probePlain.withBytes(candidate) { page in
+                    (try? unsafe other.decrypt(page: UnsafeRawBufferPointer(stored), number: 1, into: page)) != nil
+                }
             }
+            if opens { return candidate }
         }
         return nil
     }
@@ -158,14 +172,16 @@ final class MainDatabaseFile: PassThroughFile {
         var index: Int64 = 1
         while index < min(pages, 9) {
             defer { index += 1 }
-            let stored = unsafe probeRaw.buffer(pageSize)
-            guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK,
-                unsafe !isAllZero(UnsafeRawBufferPointer(stored))
-            else { continue }
-            let page = unsafe probePlain.buffer(pageSize)
-            return
-                (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: UInt32(index + 1), into: page))
-                != nil
+            let number = UInt32(index + 1)
+            let authenticates: Bool? = unsafe probeRaw.withBytes(pageSize) { stored in
+                guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK,
+                    unsafe !isAllZero(UnsafeRawBufferPointer(stored))
+                else { return nil }
+                return unsafe probePlain.withBytes(pageSize) { page in
+                    (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) != nil
+                }
+            }
+            if let authenticates { return authenticates }
         }
         return false
     }
@@ -213,47 +229,54 @@ final class MainDatabaseFile: PassThroughFile {
             let pageIndex = position / Int64(pageSize)
             let within = Int(position - pageIndex * Int64(pageSize))
             let count = min(pageSize - within, buffer.count - done)
-            let stored = unsafe raw.buffer(pageSize)
-            let rc = unsafe readRaw(stored, at: pageIndex * Int64(pageSize))
             let target = unsafe UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
-            if rc == SQLITE_IOERR_SHORT_READ {
-                // Past the end of the file (or a torn last page): zeros, as SQLite expects of a short read.
-                unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
-                return SQLITE_IOERR_SHORT_READ
-            }
-            guard rc == SQLITE_OK else { return rc }
-            let number = UInt32(clamping: pageIndex + 1)
-            if number == 1,
-                unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount]).elementsEqual(
-                    codec.salt)
-            {
-                // Another connection gave the file its page 1 (and salt) after this one first looked at it.
-                cipher.codec = nil
-                switch resolveCodec() {
-                case .success(let resolved): codec = resolved
-                case .failure(let failure): return cipher.fail(failure)
+            // The page's status when the read ends here, nil when it goes on.
+            let stop: Int32? = unsafe raw.withBytes(pageSize) { stored in
+                let rc = unsafe readRaw(stored, at: pageIndex * Int64(pageSize))
+                if rc == SQLITE_IOERR_SHORT_READ {
+                    // Past the end of the file (or a torn last page): zeros, as SQLite expects of a short read.
+                    unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
+                    return SQLITE_IOERR_SHORT_READ
+                }
+                guard rc == SQLITE_OK else { return rc }
+                let number = UInt32(clamping: pageIndex + 1)
+                if number == 1,
+                    unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount])
+                        .elementsEqual(codec.salt)
+                {
+                    // Another connection gave the file its page 1 (and salt) after this one first looked at it.
+                    cipher.codec = nil
+                    switch resolveCodec() {
+                    case .success(let resolved): codec = resolved
+                    case .failure(let failure): return cipher.fail(failure)
+                    }
+                }
+                // An all-zero page does not authenticate either (SQLCipher 4.12 refuses it too).
+                func decrypt(into output: UnsafeMutableRawBufferPointer) -> Int32? {
+                    do throws(E3DBError) {
+                        try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: output)
+                        return nil
+                    } catch {
+                        unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
+                        return cipher.fail(
+                            CipherFailure(
+                                SQLITE_IOERR_DATA,
+                                E3DBError(
+                                    .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
+                                    context: .init(part: "database", actual: Int(number)))))
+                    }
+                }
+                if within == 0 && count == pageSize {
+                    return unsafe decrypt(into: UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]))
+                }
+                return unsafe plain.withBytes(pageSize) { output in
+                    if let failure = unsafe decrypt(into: output) { return failure }
+                    unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: output[within..<(within + count)]))
+                    return nil
                 }
             }
-            let whole = within == 0 && count == pageSize
-            let output =
-                whole
-                ? unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]) : unsafe plain.buffer(pageSize)
-            // An all-zero page does not authenticate either (SQLCipher 4.12 refuses it too).
-            do throws(E3DBError) {
-                try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: output)
-            } catch {
-                unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
-                return cipher.fail(
-                    CipherFailure(
-                        SQLITE_IOERR_DATA,
-                        E3DBError(
-                            .pageTampered, "page \(number) of \(cipher.path) did not authenticate",
-                            context: .init(part: "database", actual: Int(number)))))
-            }
-            if !whole {
-                unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: output[within..<(within + count)]))
-            }
+            if let stop { return stop }
             done += count
         }
         return SQLITE_OK
@@ -283,13 +306,7 @@ final class MainDatabaseFile: PassThroughFile {
                 return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
             }
         }
-        let stored = unsafe raw.buffer(pageSize)
-        do throws(E3DBError) {
-            try unsafe codec.encrypt(page: buffer, number: number, into: stored)
-        } catch {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
-        }
-        return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+        return unsafe raw.encryptAndWrite(buffer, number: number, codec: codec, to: self, at: offset, cipher: cipher)
     }
 
     override func lock(_ level: Int32) -> Int32 {
@@ -314,10 +331,12 @@ final class MainDatabaseFile: PassThroughFile {
         guard super.lock(SQLITE_LOCK_RESERVED) == SQLITE_OK else { return }
         defer { _ = super.unlock(SQLITE_LOCK_SHARED) }
         guard super.lock(SQLITE_LOCK_EXCLUSIVE) == SQLITE_OK, fileSize(&size) == SQLITE_OK, size == 0 else { return }
-        let page = unsafe plain.buffer(settings.pageSize)
-        unsafe Self.emptyDatabasePage(page, settings: settings)
-        cipher.codec = nil
-        if unsafe write(UnsafeRawBufferPointer(page), at: 0) == SQLITE_OK, sync(SQLITE_SYNC_NORMAL) == SQLITE_OK {
+        let written = unsafe plain.withBytes(settings.pageSize) { page in
+            unsafe Self.emptyDatabasePage(page, settings: settings)
+            cipher.codec = nil
+            return unsafe write(UnsafeRawBufferPointer(page), at: 0)
+        }
+        if written == SQLITE_OK, sync(SQLITE_SYNC_NORMAL) == SQLITE_OK {
             checkedEmpty = true
         }
     }
@@ -383,14 +402,13 @@ final class MainDatabaseFile: PassThroughFile {
         var index: Int64 = 0
         while index * Int64(pageSize) < size {
             let number = UInt32(clamping: index + 1)
-            let stored = unsafe raw.buffer(pageSize)
-            let readRC = unsafe readRaw(stored, at: index * Int64(pageSize))
-            let page = unsafe plain.buffer(pageSize)
-            if readRC != SQLITE_OK
-                || (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) == nil
-            {
-                bad.append(number)
+            let authenticates = unsafe raw.withBytes(pageSize) { stored in
+                guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK else { return false }
+                return unsafe plain.withBytes(pageSize) { page in
+                    (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) != nil
+                }
             }
+            if !authenticates { bad.append(number) }
             index += 1
         }
         return .success(bad)
@@ -403,10 +421,15 @@ func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
 }
 
 /// A page-sized scratch buffer in wiped storage (plaintext passes through it), resized when the page size changes.
+/// The bytes are lent only inside ``withBytes(_:_:)``, so no pointer outlives the call that uses them.
 struct PageBuffer {
     private var storage: WipedBuffer?
 
-    mutating func buffer(_ size: Int) -> UnsafeMutableRawBufferPointer {
+    /// Calls `body` with `size` writable bytes: zeros after a resize, otherwise what the last call left in them.
+    /// The buffer is held for the whole call (a nested `withBytes` on the same buffer is an exclusivity violation).
+    mutating func withBytes<R, E: Error>(
+        _ size: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R {
         let current: WipedBuffer
         if let storage, storage.count == size {
             current = storage
@@ -414,9 +437,23 @@ struct PageBuffer {
             current = WipedBuffer(count: size)
             storage = current
         }
-        // The storage lives as long as this buffer's owner; callers use the pointer only within one VFS call.
-        // (The one pointer that still leaves its closure: the VFS callers are not yet scoped.)
-        return unsafe current.withUnsafeMutableBytes { unsafe $0 }
+        return try unsafe current.withUnsafeMutableBytes(body)
+    }
+
+    /// Encrypts `page` as page `number` in this buffer and writes the ciphertext to `file` at `offset`; a failure
+    /// to encrypt is `cipher`'s `SQLITE_IOERR_WRITE`.
+    mutating func encryptAndWrite(
+        _ page: UnsafeRawBufferPointer, number: UInt32, codec: PageCodec, to file: PassThroughFile, at offset: Int64,
+        cipher: DatabaseCipher
+    ) -> Int32 {
+        unsafe withBytes(codec.settings.pageSize) { stored in
+            do throws(E3DBError) {
+                try unsafe codec.encrypt(page: page, number: number, into: stored)
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+            }
+            return unsafe file.writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+        }
     }
 
     mutating func release() { storage = nil }

@@ -36,22 +36,23 @@ final class WALFile: PassThroughFile {
         case .failure(let failure): return cipher.fail(failure)
         }
         let pageSize = codec.settings.pageSize
-        let frame = unsafe raw.buffer(pageSize + Self.frameHeaderSize)
-        unsafe pending.bytes.withUnsafeBytes {
-            unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
+        return unsafe raw.withBytes(pageSize + Self.frameHeaderSize) { frame in
+            unsafe pending.bytes.withUnsafeBytes {
+                unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
+            }
+            let rc = unsafe readRaw(
+                UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]),
+                at: pending.offset + Int64(Self.frameHeaderSize))
+            guard rc == SQLITE_OK else {
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_WRITE,
+                        E3DBError(
+                            .databaseError, "a WAL frame header came without its page",
+                            context: .init(part: "wal", offset: Int(pending.offset)))))
+            }
+            return unsafe writeChecksummed(frame, at: pending.offset, pageSize: pageSize, headerOnly: true)
         }
-        let rc = unsafe readRaw(
-            UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]),
-            at: pending.offset + Int64(Self.frameHeaderSize))
-        guard rc == SQLITE_OK else {
-            return cipher.fail(
-                CipherFailure(
-                    SQLITE_IOERR_WRITE,
-                    E3DBError(
-                        .databaseError, "a WAL frame header came without its page",
-                        context: .init(part: "wal", offset: Int(pending.offset)))))
-        }
-        return unsafe writeChecksummed(frame, at: pending.offset, pageSize: pageSize, headerOnly: true)
     }
 
     private func isFrameStart(_ offset: Int64, frameSize: Int64) -> Bool {
@@ -122,13 +123,8 @@ final class WALFile: PassThroughFile {
             if let failure = unsafe Self.checkPageOne(buffer, number: number, codec: codec) {
                 return cipher.fail(failure)
             }
-            let stored = unsafe raw.buffer(pageSize)
-            do throws(E3DBError) {
-                try unsafe codec.encrypt(page: buffer, number: number, into: stored)
-            } catch {
-                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
-            }
-            return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
+            return unsafe raw.encryptAndWrite(
+                buffer, number: number, codec: codec, to: self, at: offset, cipher: cipher)
         }
         if offset == 0, buffer.count == Int(Self.headerSize) {
             // The WAL header: magic, version, page size, checkpoint sequence, salts, its own checksum.
@@ -156,20 +152,23 @@ final class WALFile: PassThroughFile {
     private func writeFrame(header: [UInt8], page: UnsafeRawBufferPointer, at offset: Int64, codec: PageCodec) -> Int32
     {
         let pageSize = codec.settings.pageSize
-        let frame = unsafe raw.buffer(pageSize + Self.frameHeaderSize)
-        unsafe header.withUnsafeBytes {
-            unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
+        return unsafe raw.withBytes(pageSize + Self.frameHeaderSize) { frame in
+            unsafe header.withUnsafeBytes {
+                unsafe UnsafeMutableRawBufferPointer(rebasing: frame[0..<Self.frameHeaderSize]).copyMemory(from: $0)
+            }
+            let number = unsafe bigEndian32(UnsafeRawBufferPointer(frame))
+            if let failure = unsafe Self.checkPageOne(page, number: number, codec: codec) {
+                return cipher.fail(failure)
+            }
+            do throws(E3DBError) {
+                try unsafe codec.encrypt(
+                    page: page, number: number,
+                    into: UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]))
+            } catch {
+                return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
+            }
+            return unsafe writeChecksummed(frame, at: offset, pageSize: pageSize, headerOnly: false)
         }
-        let number = unsafe bigEndian32(UnsafeRawBufferPointer(frame))
-        if let failure = unsafe Self.checkPageOne(page, number: number, codec: codec) { return cipher.fail(failure) }
-        do throws(E3DBError) {
-            try unsafe codec.encrypt(
-                page: page, number: number,
-                into: UnsafeMutableRawBufferPointer(rebasing: frame[Self.frameHeaderSize...]))
-        } catch {
-            return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
-        }
-        return unsafe writeChecksummed(frame, at: offset, pageSize: pageSize, headerOnly: false)
     }
 
     /// Sets the frame's two checksum words over its first 8 header bytes and its ciphertext, chained from the
@@ -240,23 +239,24 @@ final class WALFile: PassThroughFile {
         let frameSize = Int64(pageSize + Self.frameHeaderSize)
         if buffer.count == pageSize, isFrameStart(offset - Int64(Self.frameHeaderSize), frameSize: frameSize) {
             guard let number = frameNumber(at: offset - Int64(Self.frameHeaderSize)) else { return SQLITE_IOERR_READ }
-            let stored = unsafe raw.buffer(pageSize)
-            let readRC = unsafe readRaw(stored, at: offset)
-            guard readRC == SQLITE_OK else {
-                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
-                return readRC
+            return unsafe raw.withBytes(pageSize) { stored in
+                let readRC = unsafe readRaw(stored, at: offset)
+                guard readRC == SQLITE_OK else {
+                    unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                    return readRC
+                }
+                do throws(E3DBError) {
+                    try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: buffer)
+                } catch {
+                    return cipher.fail(
+                        CipherFailure(
+                            SQLITE_IOERR_DATA,
+                            E3DBError(
+                                .pageTampered, "page \(number) in the WAL of \(cipher.path) did not authenticate",
+                                context: .init(part: "wal", actual: Int(number), offset: Int(offset)))))
+                }
+                return SQLITE_OK
             }
-            do throws(E3DBError) {
-                try unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: buffer)
-            } catch {
-                return cipher.fail(
-                    CipherFailure(
-                        SQLITE_IOERR_DATA,
-                        E3DBError(
-                            .pageTampered, "page \(number) in the WAL of \(cipher.path) did not authenticate",
-                            context: .init(part: "wal", actual: Int(number), offset: Int(offset)))))
-            }
-            return SQLITE_OK
         }
         // Ciphertext may be read as it is only inside the WAL header, inside a frame header, or as whole frames.
         let end = offset + Int64(buffer.count)

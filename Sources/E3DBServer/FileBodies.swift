@@ -68,12 +68,12 @@ public struct LocalFileBodyStore: FileBodyStore {
         expectedMD5: Data
     ) async throws {
         let tmp = temporary.appendingPathComponent(UUID().lowercasedString).path
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let fd = unsafe open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw E3DBError(.fileBodyIO, "cannot create a temporary upload file (errno \(errno))") }
         var committed = false
         defer {
             close(fd)
-            if !committed { unlink(tmp) }
+            if !committed { unsafe unlink(tmp) }
         }
         var md5 = Hashes.MD5()
         var written: Int64 = 0
@@ -83,17 +83,19 @@ public struct LocalFileBodyStore: FileBodyStore {
             guard written <= expectedSize else {
                 throw Self.sizeMismatch(expectedSize, written)
             }
-            try chunk.withUnsafeReadableBytes { raw in
-                md5.update(bufferPointer: raw)
-                var offset = 0
-                while offset < raw.count {
-                    let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw E3DBError(.fileBodyIO, "writing an upload failed (errno \(errno))")
-                    }
-                    offset += n
+            let bytes = chunk.readableBytesSpan
+            unsafe bytes.withUnsafeBytes { unsafe md5.update(bufferPointer: $0) }
+            var offset = 0
+            while offset < bytes.byteCount {
+                // Safety: `write` reads at most `rest.count` bytes of `rest`, inside the closure.
+                let n = unsafe bytes.extracting(droppingFirst: offset).withUnsafeBytes { rest in
+                    unsafe write(fd, rest.baseAddress, rest.count)
                 }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw E3DBError(.fileBodyIO, "writing an upload failed (errno \(errno))")
+                }
+                offset += n
             }
             writeback.wrote(upTo: written, fd: fd)
         }
@@ -102,11 +104,11 @@ public struct LocalFileBodyStore: FileBodyStore {
             throw E3DBError(.fileBodyChecksumMismatch, "the MD5 of the body is not the declared checksum")
         }
         guard fsync(fd) == 0 else { throw E3DBError(.fileBodyIO, "syncing an upload failed (errno \(errno))") }
-        guard rename(tmp, path(id)) == 0 else {
+        guard unsafe rename(tmp, path(id)) == 0 else {
             throw E3DBError(.fileBodyIO, "storing an upload failed (errno \(errno))")
         }
         committed = true
-        let dir = open(directory.path, O_RDONLY | O_CLOEXEC)
+        let dir = unsafe open(directory.path, O_RDONLY | O_CLOEXEC)
         if dir >= 0 {
             _ = fsync(dir)
             close(dir)
@@ -115,23 +117,24 @@ public struct LocalFileBodyStore: FileBodyStore {
 
     public func size(id: RecordID) throws -> Int64 {
         var st = stat()
-        guard stat(path(id), &st) == 0 else {
+        guard unsafe stat(path(id), &st) == 0 else {
             throw E3DBError(.fileBodyNotFound, "no file body is stored under the id")
         }
         return Int64(st.st_size)
     }
 
     public func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
-        let fd = open(path(id), O_RDONLY | O_CLOEXEC)
+        let fd = unsafe open(path(id), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         defer { close(fd) }
         let chunkSize = 256 << 10
         while true {
             var buffer = ByteBufferAllocator().buffer(capacity: chunkSize)
             var failed = false
-            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
+            // Safety: `read` writes at most `chunkSize` bytes, the writable bytes asked for, inside the closure.
+            let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
                 var r: Int
-                repeat { r = posixRead(fd, raw.baseAddress, chunkSize) } while r < 0 && errno == EINTR
+                repeat { r = unsafe posixRead(fd, raw.baseAddress, chunkSize) } while r < 0 && errno == EINTR
                 failed = r < 0
                 return max(r, 0)
             }
@@ -141,7 +144,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         }
     }
 
-    public func remove(id: RecordID) { unlink(path(id)) }
+    public func remove(id: RecordID) { unsafe unlink(path(id)) }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
     /// body arrives, and other processes sharing the directory may have uploads in progress).
@@ -152,7 +155,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         for name in names {
             let file = temporary.appendingPathComponent(name).path
             guard let modified = (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date,
-                modified < cutoff, unlink(file) == 0
+                modified < cutoff, unsafe unlink(file) == 0
             else { continue }
             removed += 1
         }
@@ -183,8 +186,8 @@ struct Writeback {
 
 private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
     #if canImport(Glibc)
-        Glibc.read(fd, buffer, count)
+        unsafe Glibc.read(fd, buffer, count)
     #else
-        Darwin.read(fd, buffer, count)
+        unsafe Darwin.read(fd, buffer, count)
     #endif
 }

@@ -43,6 +43,6 @@ enum RecordJSON {
 
     /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (``JSONText/writeString(_:_:)``).
     static func writeString(_ text: String, into out: inout ByteBuffer) {
-        JSONText.writeString(text) { out.writeBytes($0) }
+        unsafe JSONText.writeString(text) { unsafe out.writeBytes($0) }
     }
 }

@@ -54,7 +54,7 @@ public struct StoredFile: Sendable, Hashable {
         var object: JSONObject = [
             "path": .string(path), "id": .string(id.lowercasedString), "size": .number(Double(size)),
             "encrypted_size": .number(Double(encryptedSize)),
-            "blake2b512": .string(checksum.map { String(format: "%02x", $0) }.joined()),
+            "blake2b512": .string(Hex.encode(checksum)),
             "created": .string(StoreTime.format(created)), "updated": .string(StoreTime.format(updated)),
         ]
         if let recordID { object["record_id"] = .string(recordID.lowercasedString) }

@@ -12,7 +12,7 @@ extension EncryptedStore {
     /// key name is sealed with the value, so a value moved to another key does not open there.
     public func setSetting(_ value: some Encodable, forKey key: String) throws(E3DBError) {
         let keys = try currentKeys()
-        let payload: Data
+        var payload: Data
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -22,10 +22,9 @@ extension EncryptedStore {
                 .invalidParameter, "the value of setting \(key) does not encode as JSON: \(error)",
                 context: .init(item: key))
         }
-        var plaintext = payload
-        defer { plaintext.resetBytes(in: 0..<plaintext.count) }
+        defer { payload.wipe() }
         let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
-        let sealed = SecretBox.seal(SecureBytes(copying: plaintext), using: sealingKey).combined
+        let sealed = SecretBox.seal(SecureBytes(copying: payload), using: sealingKey).combined
         try databaseCall("writing setting \(key)") {
             try pool.write { db in
                 try db.execute(
@@ -52,16 +51,16 @@ extension EncryptedStore {
         do { box = try SecretBox.SealedBox(combined: sealed) } catch { throw tampered }
         let opened: SecureBytes
         do { opened = try SecretBox.openSecret(box, using: sealingKey) } catch { throw tampered }
-        var copy = unsafe opened.withUnsafeBytes { unsafe Data($0) }
-        defer { copy.resetBytes(in: 0..<copy.count) }
-        // The key name first: a value moved from another key is tampering, whatever its type.
-        guard let named = try? JSONDecoder().decode(SettingName.self, from: copy), named.key == key else {
-            throw tampered
-        }
-        do {
-            return try JSONDecoder().decode(SettingEnvelope<T>.self, from: copy).value
-        } catch {
-            throw E3DBError(.settingTypeMismatch, "setting \(key) is not a \(T.self)", context: .init(item: key))
+        return try opened.withTemporaryData { (json) throws(E3DBError) -> T in
+            // The key name first: a value moved from another key is tampering, whatever its type.
+            guard let named = try? JSONDecoder().decode(SettingName.self, from: json), named.key == key else {
+                throw tampered
+            }
+            do {
+                return try JSONDecoder().decode(SettingEnvelope<T>.self, from: json).value
+            } catch {
+                throw E3DBError(.settingTypeMismatch, "setting \(key) is not a \(T.self)", context: .init(item: key))
+            }
         }
     }
 

@@ -63,9 +63,7 @@ struct StoreKeys: Sendable {
         let context = Array("E3DBStore v1 subkey \(label)".utf8)
         var hasher = try BLAKE2b(outputByteCount: 32, key: master.secureBytes)
         hasher.update(data: context)
-        var digest = hasher.finalize()
-        defer { digest.resetBytes(in: 0..<digest.count) }
-        return SecureBytes(copying: digest)
+        return hasher.finalizeSecret()
     }
 
     /// The key-encryption key for `credential`, with the store's KDF parameters.

@@ -70,9 +70,9 @@ public enum ChildProcess {
     /// children inherit: a test that a command survives a closed output pipe must see the command's own handling.
     static func writeInput(_ data: Data, to handle: FileHandle) throws {
         var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+        unsafe sigemptyset(&pipeSignal)
+        unsafe sigaddset(&pipeSignal, SIGPIPE)
+        unsafe pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
         try handle.write(contentsOf: data)
     }
 

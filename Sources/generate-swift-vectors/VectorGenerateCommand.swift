@@ -108,7 +108,7 @@ struct SwiftVectorWriter {
         for i in 0..<8 {
             let ak = AccessKey()
             let eak = try EncryptedAccessKey.wrap(ak, for: reader.publicKey, by: writer.boxKey)
-            let akHex = JSONValue.string(ak.withUnsafeBytes { Hex.encode($0) })
+            let akHex = unsafe JSONValue.string(ak.withUnsafeBytes { unsafe Hex.encode($0) })
             eaks.append([
                 "comment": .string("Swift wrap #\(i)"), "result": "valid",
                 "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
@@ -125,17 +125,18 @@ struct SwiftVectorWriter {
                 let (_, mine) = try EAKInfo.makeWriterKey(for: writer)
                 let shared = try mine.share(with: reader.publicKey, as: writer)
                 let sharedAK = try shared.unwrap(with: reader.boxKey)
-                infos.append([
+                unsafe infos.append([
                     "comment": "Swift local sharing (EAKInfo API shape)", "result": "valid",
                     "readerSecretKey": .string(reader.boxKey.base64URLEncoded),
                     "json": .string(String(decoding: shared.jsonData(), as: UTF8.self)),
-                    "accessKey": .string(sharedAK.withUnsafeBytes { Hex.encode($0) }),
+                    "accessKey": .string(sharedAK.withUnsafeBytes { unsafe Hex.encode($0) }),
                 ])
-                infos.append([
+                unsafe infos.append([
                     "comment": "Swift writer key (EAKInfo for itself)", "result": "valid",
                     "readerSecretKey": .string(writer.boxKey.base64URLEncoded),
                     "json": .string(String(decoding: mine.jsonData(), as: UTF8.self)),
-                    "accessKey": .string(try mine.unwrap(with: writer.boxKey).withUnsafeBytes { Hex.encode($0) }),
+                    "accessKey": .string(
+                        try mine.unwrap(with: writer.boxKey).withUnsafeBytes { unsafe Hex.encode($0) }),
                 ])
             }
         }
@@ -152,7 +153,7 @@ struct SwiftVectorWriter {
 
         // Record fields.
         let ak = AccessKey()
-        let akHex = JSONValue.string(ak.withUnsafeBytes { Hex.encode($0) })
+        let akHex = unsafe JSONValue.string(ak.withUnsafeBytes { unsafe Hex.encode($0) })
         var fields: [JSONObject] = []
         let extras = ["", "\u{FEFF}leading BOM", "é", "e\u{301}", String(repeating: "x", count: 100_000), "a\u{0}b"]
         for value in extras + naughty {
@@ -290,17 +291,17 @@ struct SwiftVectorWriter {
             ("/v1/storage/records", "", "POST"), ("/x/y%2Fz", "foo=quux&bar=baz", "GET"),
             ("/v2/search", "z=1&a=2&a=1", "PUT"),
         ] {
-            let nonce = UUID().uuidString.lowercased()
+            let nonce = UUID().lowercasedString
             let ts = Int64(Date().timeIntervalSince1970)
             tsv1.append([
                 "comment": "Swift TSV1", "result": "valid", "signingKey": .string(signer.base64URLEncoded),
                 "path": .string(path), "query": .string(TSV1.canonicalQuery(query)), "rawQuery": .string(query),
                 "method": .string(method), "timestamp": .number(Double(ts)), "nonce": .string(nonce),
-                "clientId": .string(writerID.uuidString.lowercased()),
+                "clientId": .string(writerID.lowercasedString),
                 "authorization": .string(
                     try TSV1.authorization(
                         path: path, query: TSV1.canonicalQuery(query), method: method, timestamp: ts, nonce: nonce,
-                        clientID: writerID.uuidString.lowercased(), signingKey: signer)),
+                        clientID: writerID.lowercasedString, signingKey: signer)),
             ])
         }
         try write("tsv1.json", algorithm: "TSV1", tsv1)

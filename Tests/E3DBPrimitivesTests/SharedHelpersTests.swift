@@ -67,4 +67,25 @@ struct SharedHelpersTests {
         #expect(buffer.withUnsafeBytes { $0.allSatisfy { $0 == 0 } })
         #expect(WipedBuffer(count: 0).withUnsafeBytes { $0.count } == 0)
     }
+
+    @Test("Data.wipe zeroes in place; SecureBytes lends a Data copy; a keyed digest finalizes into SecureBytes")
+    func secretDataHelpers() throws {
+        var data = Data((1...40).map { UInt8($0) })
+        data.wipe()
+        #expect(data == Data(count: 40))
+        var small = Data([0xAB, 0xCD])  // inline representation
+        small.wipe()
+        #expect(small == Data([0, 0]))
+
+        let secret = SecureBytes(copying: Array("{\"k\":1}".utf8))
+        let decoded = secret.withTemporaryData { try? JSONDecoder().decode([String: Int].self, from: $0) }
+        #expect(decoded == ["k": 1])
+        #expect(secret.withTemporaryData { $0 } == Data("{\"k\":1}".utf8))
+
+        var hasher = try BLAKE2b(outputByteCount: 32, key: SecureBytes(copying: [UInt8](repeating: 7, count: 32)))
+        hasher.update(data: Array("label".utf8))
+        let digest = hasher.finalizeSecret()
+        #expect(digest.count == 32)
+        #expect(digest.withUnsafeBytes { Data($0) } == hasher.finalize())
+    }
 }

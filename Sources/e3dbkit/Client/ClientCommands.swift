@@ -119,7 +119,7 @@ func printRecord(_ doing: String, _ call: () async throws -> ClientRecord) async
 
 /// `{"deleted":"ID"}`, what the delete commands print.
 func printDeleted(_ id: UUID) throws {
-    try StandardOutput.line("{\"deleted\":\"\(id.uuidString.lowercased())\"}")
+    try StandardOutput.line("{\"deleted\":\"\(id.lowercasedString)\"}")
 }
 
 /// `{"data":…,"meta":…,"signature_status":…}` of a record (data as a JSON object of strings), one line.
@@ -191,7 +191,7 @@ struct ClientRegisterCommand: AsyncParsableCommand {
     func run() async throws {
         let transport = try connection.transport(for: apiURL)
         let tokenBytes = try CLIInput.readSecret(tokenFile, what: "registration token")
-        let token = tokenBytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let token = unsafe tokenBytes.withUnsafeBytes { unsafe String(decoding: $0, as: UTF8.self) }
         try OutputFile.refuseExisting(out, force: force)
         let identity = try await libraryCall("registering with \(apiURL)") {
             try await E3DBClient.register(
@@ -201,7 +201,7 @@ struct ClientRegisterCommand: AsyncParsableCommand {
         try StandardOutput.line(
             CanonicalJSON.serialize(
                 .object([
-                    "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+                    "client_id": .string(identity.clientID?.lowercasedString ?? ""),
                     "public_key": .string(identity.publicKey.base64URLEncoded),
                     "public_signing_key": .string(identity.publicSigningKey?.base64URLEncoded ?? ""),
                     "api_url": .string(apiURL), "config": .string(out),
@@ -223,7 +223,7 @@ struct ClientWhoamiCommand: ParsableCommand {
     func run() throws {
         let identity = try DocumentCLI.identity(config.path)
         var out: [String: JSONValue] = [
-            "client_id": .string(identity.clientID?.uuidString.lowercased() ?? ""),
+            "client_id": .string(identity.clientID?.lowercasedString ?? ""),
             "public_key": .string(identity.publicKey.base64URLEncoded),
             "public_key_fingerprint": .string(KnownKeys.fingerprint(identity.publicKey.rawRepresentation)),
         ]
@@ -278,7 +278,7 @@ struct ClientReadCommand: AsyncParsableCommand {
     func run() async throws {
         let id = try parseUUID(recordID, what: "RECORD_ID")
         let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
-        try await printRecord("reading record \(id.uuidString.lowercased())") {
+        try await printRecord("reading record \(id.lowercasedString)") {
             try await client.read(id, fields: field.isEmpty ? nil : field)
         }
     }
@@ -341,7 +341,7 @@ struct ClientUpdateCommand: AsyncParsableCommand {
         let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
         let values = try DocumentCLI.recordData(data, what: "data")
         let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") }
-        try await printRecord("updating record \(id.uuidString.lowercased())") {
+        try await printRecord("updating record \(id.lowercasedString)") {
             var current = try await client.read(id)
             current.meta.version = version
             current.data = values
@@ -370,7 +370,7 @@ struct ClientDeleteCommand: AsyncParsableCommand {
     func run() async throws {
         let id = try parseUUID(recordID, what: "RECORD_ID")
         let client = try config.client()
-        try await libraryCall("deleting record \(id.uuidString.lowercased())") {
+        try await libraryCall("deleting record \(id.lowercasedString)") {
             try await client.delete(id, version: version)
         }
         try printDeleted(id)
@@ -412,7 +412,7 @@ struct ClientShareCommand: AsyncParsableCommand {
         try StandardOutput.line(
             CanonicalJSON.serialize(
                 .object([
-                    "shared": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+                    "shared": .string(options.type), "reader": .string(reader.lowercasedString),
                     "reader_fingerprint": .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519)),
                 ])))
     }
@@ -431,7 +431,7 @@ struct ClientRevokeCommand: AsyncParsableCommand {
         try StandardOutput.line(
             CanonicalJSON.serialize(
                 .object([
-                    "revoked": .string(options.type), "reader": .string(reader.uuidString.lowercased()),
+                    "revoked": .string(options.type), "reader": .string(reader.lowercasedString),
                 ])))
     }
 }
@@ -503,7 +503,7 @@ struct ClientFileGetCommand: AsyncParsableCommand {
         try OutputFile.refuseExisting(out, force: force)
         let client = try config.client()
         let report = ClientFileProgress(label: "download", enabled: progress)
-        try await printRecord("downloading file \(id.uuidString.lowercased())") {
+        try await printRecord("downloading file \(id.lowercasedString)") {
             defer { report.end() }
             return try await client.readFile(id, to: out, verifyChecksum: verifyChecksum, progress: report.callback)
         }

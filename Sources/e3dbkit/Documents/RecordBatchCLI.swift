@@ -42,10 +42,10 @@ enum RecordBatchCLI {
         defer { if owned { close(fd) } }
         let summary: RecordBatchSummary
         do {
-            summary = try RecordBatch.run(
+            summary = try unsafe RecordBatch.run(
                 processor: processor, options: flags.options,
-                read: { buffer throws(E3DBError) in try readSome(fd, into: buffer, name: input) },
-                write: { bytes throws(E3DBError) in try writeAll(STDOUT_FILENO, bytes) },
+                read: { buffer throws(E3DBError) in try unsafe readSome(fd, into: buffer, name: input) },
+                write: { bytes throws(E3DBError) in try unsafe writeAll(STDOUT_FILENO, bytes) },
                 failed: { failure in
                     let cli = CLIError(failure.error, while: "line \(failure.line): \(doing)")
                     StandardError.line("e3dbkit: \(cli.message)")
@@ -63,17 +63,17 @@ enum RecordBatchCLI {
     static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, name: String) throws(E3DBError) -> Int
     {
         while true {
-            let n = read(fd, buffer.baseAddress, buffer.count)
+            let n = unsafe read(fd, buffer.baseAddress, buffer.count)
             if n >= 0 { return n }
             if errno == EINTR { continue }
             let what = name == "-" ? "stdin" : name
-            throw E3DBError(.fileIOFailed, "cannot read \(what): \(String(cString: strerror(errno)))")
+            throw E3DBError(.fileIOFailed, "cannot read \(what): \(Descriptor.message(errno))")
         }
     }
 
     /// Every byte to `fd` (`Descriptor.writeAll`); EPIPE, ENOSPC and the rest throw.
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(E3DBError) {
-        let failure = Descriptor.writeAll(fd, bytes)
+        let failure = unsafe Descriptor.writeAll(fd, bytes)
         if failure != 0 {
             throw E3DBError(.fileIOFailed, "cannot write to standard output: \(Descriptor.message(failure))")
         }

@@ -109,14 +109,16 @@ final class CiphertextSpool {
             return
         }
         var template = Array((directory + "/e3dbkit-spool-XXXXXX").utf8CString)
-        let named = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
+        let named = unsafe template.withUnsafeMutableBufferPointer { buffer in
+            unsafe buffer.baseAddress.map { unsafe mkstemp($0) } ?? -1
+        }
         guard named >= 0 else {
             throw CLIError(
-                "cannot create a spool file in \(directory): \(String(cString: strerror(errno)))",
+                "cannot create a spool file in \(directory): \(Descriptor.message(errno))",
                 exitCode: ExitStatus.failure)
         }
         let path = String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        unlink(path)
+        unsafe unlink(path)
         fd = named
     }
 
@@ -127,7 +129,7 @@ final class CiphertextSpool {
 
     func rewind() throws {
         guard lseek(fd, 0, SEEK_SET) == 0 else {
-            throw CLIError("cannot rewind the spool file: \(String(cString: strerror(errno)))")
+            throw CLIError("cannot rewind the spool file: \(Descriptor.message(errno))")
         }
     }
 }
@@ -147,7 +149,7 @@ struct TeeByteSource: FileByteSource {
 /// True when `fd` is a regular file whose offset can be moved (so it can be read twice).
 func isSeekableFile(_ fd: Int32) -> Bool {
     var info = stat()
-    return fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && lseek(fd, 0, SEEK_CUR) >= 0
+    return unsafe fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && lseek(fd, 0, SEEK_CUR) >= 0
 }
 
 /// A plaintext byte range `START-END` (END included) or `START-` (to the end), as in an HTTP `Range` header.
@@ -353,7 +355,7 @@ struct FileDecryptCommand: ParsableCommand {
             var source = FileDescriptorSource(fileDescriptor: input)
             _ = try E3DBFileCipher.decrypt(from: &source, to: &discard, accessKey: key, options: options)
             guard lseek(input, start, SEEK_SET) == start else {
-                throw CLIError("cannot rewind \(self.options.input): \(String(cString: strerror(errno)))")
+                throw CLIError("cannot rewind \(self.options.input): \(Descriptor.message(errno))")
             }
             var again = FileDescriptorSource(fileDescriptor: input)
             _ = try E3DBFileCipher.decrypt(from: &again, to: &out, accessKey: key, options: second)

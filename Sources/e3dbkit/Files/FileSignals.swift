@@ -23,13 +23,13 @@ enum FileSignals {
             #if canImport(Darwin)
                 action.__sigaction_u.__sa_handler = handleTerminatingSignal
             #else
-                action.__sigaction_handler.sa_handler = handleTerminatingSignal
+                unsafe action.__sigaction_handler.sa_handler = handleTerminatingSignal
             #endif
-            sigemptyset(&action.sa_mask)
+            unsafe sigemptyset(&action.sa_mask)
             // The default action is back and the signal unblocked while the handler runs, so raise() ends the
             // process by the signal itself.
             action.sa_flags = Int32(truncatingIfNeeded: Int(SA_RESETHAND) | Int(SA_NODEFER))
-            _ = sigaction(signo, &action, nil)
+            _ = unsafe sigaction(signo, &action, nil)
         }
     }
 }

@@ -44,7 +44,7 @@ struct HashCommand: ParsableCommand {
                 if failure == nil { failure = error }
                 continue
             }
-            try StandardOutput.line("\(digest.map { String(format: "%02x", $0) }.joined())  \(name)")
+            try StandardOutput.line("\(Hex.encode(digest))  \(name)")
         }
         if let failure { throw ExitCode(failure.exitCode.rawValue) }
     }
@@ -61,14 +61,14 @@ struct HashCommand: ParsableCommand {
         }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw CLIError(
                     "cannot read \(CLIInput.display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
             }
             if count == 0 { break }
-            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            hasher.update(data: buffer[0..<count])
         }
         return hasher.finalize()
     }

@@ -9,7 +9,9 @@ enum DocumentCLI {
     static func identity(_ path: String) throws -> ClientIdentity {
         let secret = try CLIIO.readSecret(path, what: "identity")
         do {
-            return try secret.withUnsafeBytes { (raw) throws(E3DBError) in try ClientIdentity(configJSON: raw) }
+            return try unsafe secret.withUnsafeBytes { (raw) throws(E3DBError) in
+                try unsafe ClientIdentity(configJSON: raw)
+            }
         } catch {
             throw CLIError(error, while: "reading identity \(path)")
         }
@@ -59,8 +61,8 @@ enum DocumentCLI {
         let secret = try CLIIO.readSecret(path, what: what)
         let decoded: SecureBytes
         do {
-            decoded = try secret.withUnsafeBytes { (raw) throws(E3DBError) in
-                try Base64URL.decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self))
+            decoded = try unsafe secret.withUnsafeBytes { (raw) throws(E3DBError) in
+                try unsafe Base64URL.decodeSecret(utf8: raw.assumingMemoryBound(to: UInt8.self))
             }
         } catch {
             throw CLIError(

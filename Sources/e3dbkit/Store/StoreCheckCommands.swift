@@ -50,7 +50,7 @@ struct StoreStatsCommand: ParsableCommand {
             CanonicalJSON.serialize(
                 .object([
                     "collections": .object(collections), "database_bytes": .number(Double(stats.databaseBytes)),
-                    "store_id": .string(store.storeID.uuidString.lowercased()),
+                    "store_id": .string(store.storeID.lowercasedString),
                 ])))
     }
 }

@@ -45,7 +45,7 @@ struct EnrolledIdentityOptions: ParsableArguments {
 /// One identity as printed by the identity commands.
 func identityJSON(_ identity: StoreIdentity) -> JSONValue {
     .object([
-        "client_id": identity.clientID.map { .string($0.uuidString.lowercased()) } ?? .null,
+        "client_id": identity.clientID.map { .string($0.lowercasedString) } ?? .null,
         "public_key": .string(identity.publicKey.base64URLEncoded),
     ])
 }

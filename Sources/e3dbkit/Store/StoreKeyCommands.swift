@@ -41,7 +41,7 @@ struct StoreInitCommand: ParsableCommand {
         try StandardOutput.line(
             CanonicalJSON.serialize(
                 .object([
-                    "store_id": .string(store.storeID.uuidString.lowercased()), "kdf": .string(kdfName),
+                    "store_id": .string(store.storeID.lowercasedString), "kdf": .string(kdfName),
                 ])))
     }
 }

@@ -48,7 +48,7 @@ enum CLIInput {
                 "cannot open the \(what) \(path): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
         }
         var info = stat()
-        if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+        if unsafe fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             close(fd)
             throw CLIError("cannot read the \(what) \(path): it is a directory", exitCode: ExitStatus.noInput)
         }
@@ -62,7 +62,7 @@ enum CLIInput {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = buffer.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
+            let count = unsafe buffer.withUnsafeMutableBytes { unsafe systemRead(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw CLIError(
@@ -87,9 +87,9 @@ enum CLIInput {
         defer { if owned { close(fd) } }
         var length = 0
         var failure: CLIError?
-        let buffer = SecureBytes(count: limit + 1) { (raw: UnsafeMutableRawBufferPointer) in
+        let buffer = unsafe SecureBytes(count: limit + 1) { (raw: UnsafeMutableRawBufferPointer) in
             while length <= limit, let base = raw.baseAddress {
-                let count = systemRead(fd, base + length, limit + 1 - length)
+                let count = unsafe systemRead(fd, base + length, limit + 1 - length)
                 if count < 0 {
                     if errno == EINTR { continue }
                     failure = CLIError(
@@ -105,16 +105,16 @@ enum CLIInput {
         guard length <= limit else {
             throw CLIError("the \(what) \(display(path)) is larger than \(limit) bytes", exitCode: ExitStatus.dataError)
         }
-        return try buffer.withUnsafeBytes { (raw) throws(CLIError) -> SecureBytes in
+        return try unsafe buffer.withUnsafeBytes { (raw) throws(CLIError) -> SecureBytes in
             var start = 0
             var end = length
-            while start < end, isSpace(raw[start]) { start += 1 }
-            while end > start, isSpace(raw[end - 1]) { end -= 1 }
+            while start < end, unsafe isSpace(raw[start]) { start += 1 }
+            while end > start, unsafe isSpace(raw[end - 1]) { end -= 1 }
             guard end > start else {
                 throw CLIError("the \(what) \(display(path)) is empty", exitCode: ExitStatus.dataError)
             }
-            return SecureBytes(count: end - start) { target in
-                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+            return unsafe SecureBytes(count: end - start) { target in
+                unsafe target.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[start..<end]))
             }
         }
     }
@@ -127,7 +127,7 @@ enum CLIInput {
 
     private static func systemOpen(_ path: String) -> Int32 {
         #if canImport(Glibc)
-            Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            unsafe Glibc.open(path, O_RDONLY | O_CLOEXEC)
         #else
             Darwin.open(path, O_RDONLY | O_CLOEXEC)
         #endif
@@ -135,7 +135,7 @@ enum CLIInput {
 
     private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
         #if canImport(Glibc)
-            Glibc.read(fd, buffer, count)
+            unsafe Glibc.read(fd, buffer, count)
         #else
             Darwin.read(fd, buffer, count)
         #endif

@@ -43,7 +43,7 @@ struct VerifyVectorsCommand: ParsableCommand {
             testVectors: directory.map { URL(fileURLWithPath: $0, isDirectory: true) },
             sharedVectors: shared.map { URL(fileURLWithPath: $0, isDirectory: true) })
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: locations.testVectors.path, isDirectory: &isDirectory),
+        guard unsafe FileManager.default.fileExists(atPath: locations.testVectors.path, isDirectory: &isDirectory),
             isDirectory.boolValue
         else {
             throw CLIError(

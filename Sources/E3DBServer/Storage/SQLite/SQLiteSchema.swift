@@ -62,7 +62,7 @@ extension SQLiteStorage {
     /// lock (other processes migrating the same directory wait; migrations take milliseconds). The lock is polled
     /// rather than waited for, so that no cooperative thread blocks.
     public func migrate() async throws {
-        let lock = open(migrationLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let lock = unsafe open(migrationLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else {
             throw E3DBError(
                 .storageUnavailable, "cannot open the migration lock in the data directory (errno \(errno))")

@@ -1,3 +1,4 @@
+import E3DBPrimitives
 internal import PostgresNIO
 
 #if canImport(FoundationEssentials)
@@ -70,6 +71,40 @@ enum PostgresStatements {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> RecordRow { try PostgresStorage.record(row) }
+    }
+
+    /// ``ReadableRecord`` for a group of reads in one statement: the ids and readers travel as two `text[]`, and
+    /// each row ends with the 1-based position of its read, so that repeated ids map back to their reads and a
+    /// read whose record is missing or not readable gets no row.
+    struct ReadableRecords: PostgresPreparedStatement {
+        static let name = "e3dbkit_readable_records"
+        static let sql = """
+            SELECT \(PostgresStorage.recordColumns), position
+            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, reader, position)
+            JOIN records r ON r.record_id = u.id
+            WHERE r.writer_id = u.reader OR EXISTS (SELECT 1 FROM policies p
+                WHERE p.user_id = r.user_id AND p.writer_id = r.writer_id AND p.reader_id = u.reader
+                    AND p.type = r.type AND p.can_read)
+            """
+        typealias Row = (position: Int64, record: RecordRow)
+
+        var reads: [(RecordID, ClientID)]
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 2)
+            binds.append(reads.map(\.0.text))
+            binds.append(reads.map(\.1.text))
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            var cells = row.makeIterator()
+            let record = try PostgresStorage.record(&cells)
+            guard let position = cells.next() else {
+                throw E3DBError(.storageCorrupted, "a grouped record read returned a row without its position")
+            }
+            return (try position.decode(Int64.self), record)
+        }
     }
 
     /// Inserts a group of records in one statement (one implicit transaction) and returns each one's index.

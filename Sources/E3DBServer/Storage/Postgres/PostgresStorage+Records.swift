@@ -22,6 +22,12 @@ extension PostgresStorage {
     /// resolves generic metadata at run time, which showed in the profile of record reads).
     static func record(_ row: PostgresRow) throws -> RecordRow {
         var cells = row.makeIterator()
+        return try record(&cells)
+    }
+
+    /// The record in the next columns of `cells`, in ``recordColumns``' order (a statement may select more after
+    /// them).
+    static func record(_ cells: inout PostgresRow.Iterator) throws -> RecordRow {
         func next<T: PostgresDecodable>(_: T.Type) throws -> T {
             guard let cell = cells.next() else {
                 throw E3DBError(.storageCorrupted, "a record row has fewer columns than a record")
@@ -88,8 +94,36 @@ extension PostgresStorage {
     }
 
     /// The record joined with its read check in one prepared statement (`PostgresStatements.ReadableRecord`).
+    /// Grouped with the reads of concurrent requests into one statement (`GroupCommit`).
     public func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
-        try await first("reading record \(id)", PostgresStatements.ReadableRecord(id: id, readerID: readerID))
+        try await readableRecords.submit((id, readerID))
+    }
+
+    /// The records of `reads` that their readers may read, in one statement (a group of one runs the single
+    /// prepared read); nil for a read whose record is missing or not readable.
+    static func readableRecords(_ reads: [(RecordID, ClientID)], client: PostgresClient, logger: Logger)
+        async throws -> [RecordRow?]
+    {
+        if reads.count == 1, let (id, readerID) = reads.first {
+            var found: RecordRow?
+            for try await row in try await client.execute(
+                PostgresStatements.ReadableRecord(id: id, readerID: readerID), logger: logger)
+            where found == nil {
+                found = row
+            }
+            return [found]
+        }
+        var records = [RecordRow?](repeating: nil, count: reads.count)
+        for try await (position, record) in try await client.execute(
+            PostgresStatements.ReadableRecords(reads: reads), logger: logger)
+        {
+            guard position >= 1, position <= Int64(reads.count) else {
+                throw E3DBError(
+                    .storageCorrupted, "a grouped record read returned position \(position) for \(reads.count) reads")
+            }
+            records[Int(position) - 1] = record
+        }
+        return records
     }
 
     /// Whether a record exists, to tell a version conflict from a missing record after a conditional statement

@@ -19,8 +19,10 @@ internal import PostgresNIO
 ///   become visible in index order across processes (a v1 search paging by index never skips a record that
 ///   commits late).
 /// - The hot reads (bearer token, client, record, record joined with its read check) are named prepared
-///   statements (`PostgresStatements`), one round trip each on a pooled connection; every other statement binds
-///   its values as parameters (postgres-nio's extended query protocol), never by splicing them into the SQL.
+///   statements (`PostgresStatements`), one round trip each on a pooled connection; record reads with their read
+///   check of concurrent requests are grouped (`GroupCommit`) into one statement over `unnest(ids, readers)`.
+///   Every other statement binds its values as parameters (postgres-nio's extended query protocol), never by
+///   splicing them into the SQL.
 /// - Every call has one deadline, `operationTimeout` (`withDeadline`), waiting for a connection
 ///   included.
 /// - Nonces, access keys, notes' names and registration tokens are single `INSERT … ON CONFLICT` or
@@ -37,6 +39,8 @@ public final class PostgresStorage: ServerStorage {
     let operationTimeout: Duration
     /// Record inserts of concurrent requests, one statement per group.
     let recordInserts: GroupCommit<RecordRow, RecordRow>
+    /// Record reads (with their read check) of concurrent requests, one statement per group.
+    let readableRecords: GroupCommit<(RecordID, ClientID), RecordRow?>
 
     /// The URL without its password (`postgres://user@host:port/database`), for logs.
     public let redactedURL: String
@@ -67,6 +71,11 @@ public final class PostgresStorage: ServerStorage {
                 try await Self.insert(rows, client: client, logger: logger)
             }
         }
+        readableRecords = GroupCommit { [logger] reads in
+            try await Self.perform("reading \(reads.count) record(s)", timeout: operationTimeout, url: redacted) {
+                try await Self.readableRecords(reads, client: client, logger: logger)
+            }
+        }
         // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
         if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
             self.runner = Task.immediate { await client.run() }
@@ -81,6 +90,7 @@ public final class PostgresStorage: ServerStorage {
     /// background task to end.
     public func close() async throws {
         await recordInserts.idle()
+        await readableRecords.idle()
         runner.cancel()
         await runner.value
     }

@@ -36,27 +36,79 @@ final class PinnedTunnel: Sendable {
     static let handshakeTimeout: Duration = .seconds(15)
 
     /// Where a connection's failure waits for its request. A failure is reported only to a request that started
-    /// before it and failed at most ``window`` after it: the request whose loopback connection it closed fails at
-    /// once, while a request failing later (a timeout, hours after an old pin mismatch) gets its own error.
+    /// before it, on a connection accepted before the request failed, and within ``window`` of the request's
+    /// failure: the request whose loopback connection it closed gets it, while a request failing later (a timeout,
+    /// hours after an old pin mismatch) gets its own error. A request can see its loopback connection close before
+    /// the forwarder has its verdict on that connection (which side notices first is up to the scheduler), so a
+    /// failing request first waits for the verdicts of the connections accepted before it failed (each bounded by
+    /// ``handshakeTimeout``).
     final class FailureSlot: Sendable {
-        /// How long after a forwarder's failure a failing request is taken to have failed of it.
+        /// How far from a request's failure a forwarder's failure is taken to be its cause.
         static let window: Duration = .seconds(5)
-        private let last = Mutex<(error: any Error, at: ContinuousClock.Instant)?>(nil)
+        private typealias Instant = ContinuousClock.Instant
+        private struct State {
+            /// The latest failure: when it happened and when its connection was accepted.
+            var last: (error: any Error, at: Instant, accepted: Instant)?
+            /// Connections whose verdict is not in yet, by number, with when they were accepted.
+            var pending: [UInt64: Instant] = [:]
+            var next: UInt64 = 0
+            /// Failing requests waiting for verdicts, with the time they failed.
+            var waiters: [(failed: Instant, resume: CheckedContinuation<Void, Never>)] = []
 
-        /// Keeps `error`, which happened at `time`, in place of any earlier one.
-        func record(_ error: any Error, at time: ContinuousClock.Instant = .now) {
-            last.withLock { $0 = (error, time) }
+            /// Whether a connection accepted by `time` has no verdict yet.
+            func holds(_ time: Instant) -> Bool { pending.values.contains { $0 <= time } }
+
+            /// Removes and returns the waiters that no pending connection holds back any more.
+            mutating func released() -> [CheckedContinuation<Void, Never>] {
+                let pendingSince = pending.values.min()
+                let ready = waiters.filter { waiter in pendingSince.map { $0 > waiter.failed } ?? true }
+                waiters.removeAll { waiter in pendingSince.map { $0 > waiter.failed } ?? true }
+                return ready.map(\.resume)
+            }
+        }
+        private let state = Mutex(State())
+
+        /// A connection was accepted at `time`: its verdict is pending until ``settle(_:with:at:)``.
+        /// - Returns: its number.
+        func accept(at time: ContinuousClock.Instant = .now) -> UInt64 {
+            state.withLock { state in
+                state.next += 1
+                state.pending[state.next] = time
+                return state.next
+            }
         }
 
-        /// The failure to report for a request that started at `started` and failed at `failed`, if any.
+        /// The verdict on connection `number` at `time`: `error` when it failed (kept in place of any earlier
+        /// failure), nil when its bytes flow to the server.
+        func settle(_ number: UInt64, with error: (any Error)?, at time: ContinuousClock.Instant = .now) {
+            let ready = state.withLock { state in
+                let accepted = state.pending.removeValue(forKey: number) ?? time
+                if let error { state.last = (error, time, accepted) }
+                return state.released()
+            }
+            for waiter in ready { waiter.resume() }
+        }
+
+        /// The failure to report for a request that started at `started` and failed at `failed`, if any, once
+        /// every connection accepted by then has its verdict.
+        /// - Parameters:
+        ///   - started: when the request started.
+        ///   - failed: when it failed.
         func reason(requestStarted started: ContinuousClock.Instant, failedAt failed: ContinuousClock.Instant = .now)
-            -> (any Error)?
+            async -> (any Error)?
         {
-            last.withLock { slot in
-                guard let slot, slot.at >= started, slot.at <= failed, failed - slot.at <= Self.window else {
-                    return nil
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let wait = state.withLock { state in
+                    guard state.holds(failed) else { return false }
+                    state.waiters.append((failed, continuation))
+                    return true
                 }
-                return slot.error
+                if !wait { continuation.resume() }
+            }
+            return state.withLock { state in
+                guard let last = state.last, last.at >= started, last.accepted <= failed else { return nil }
+                let gap = last.at > failed ? failed.duration(to: last.at) : last.at.duration(to: failed)
+                return gap <= Self.window ? last.error : nil
             }
         }
     }
@@ -90,7 +142,7 @@ final class PinnedTunnel: Sendable {
     static func reporting<T>(_ tunnel: PinnedTunnel?, _ body: () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
         do { return try await body() } catch {
-            if let tunnel, let reason = tunnel.failure.reason(requestStarted: started) { throw reason }
+            if let tunnel, let reason = await tunnel.failure.reason(requestStarted: started) { throw reason }
             throw error
         }
     }
@@ -122,6 +174,7 @@ final class PinnedTunnel: Sendable {
     )
         -> EventLoopFuture<Void>
     {
+        let connection = failure.accept()
         let verified = handshake(host: host, port: port, proxy: proxy, context: context, on: inbound.eventLoop)
             .flatMapThrowing { pair -> any Channel in
                 let (channel, certificate) = pair
@@ -137,10 +190,13 @@ final class PinnedTunnel: Sendable {
                         + "not one of the pinned keys (\(expected))",
                     context: .init(part: "pin"))
             }
-        verified.whenFailure { error in
-            // A loopback connection already closed has no request waiting for the reason.
-            if inbound.isActive { failure.record(error) }
-            inbound.close(promise: nil)
+        verified.whenComplete { result in
+            if case .failure(let error) = result {
+                failure.settle(connection, with: error)
+                inbound.close(promise: nil)
+            } else {
+                failure.settle(connection, with: nil)
+            }
         }
         // The loopback side closing (before the pin check, or after: the splice closes it then too) closes the
         // outbound side.

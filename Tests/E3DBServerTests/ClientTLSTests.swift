@@ -336,32 +336,53 @@ struct TLSOptionInputTests {
 @Suite("The pinning forwarder reports a failure only to the request it failed")
 struct ClientTLSFailureSlotTests {
     @Test("a failure is reported to a request that started before it and failed within the window, to no other")
-    func staleFailuresAreNotReported() {
+    func staleFailuresAreNotReported() async {
         let slot = PinnedTunnel.FailureSlot()
         let t0 = ContinuousClock.now
-        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(1)) == nil)
-        slot.record(E3DBError(.pinMismatch, "pin"), at: t0 + .seconds(1))
+        #expect(await slot.reason(requestStarted: t0, failedAt: t0 + .seconds(1)) == nil)
+        let first = slot.accept(at: t0 + .milliseconds(900))
+        slot.settle(first, with: E3DBError(.pinMismatch, "pin"), at: t0 + .seconds(1))
         // The request whose connection it closed: started before, failed right after.
         #expect(
-            (slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(1010)) as? E3DBError)?.code == .pinMismatch)
+            (await slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(1010)) as? E3DBError)?.code
+                == .pinMismatch)
+        // Its loopback connection closed a little before the verdict came (the scheduler's order).
+        #expect(
+            (await slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(950)) as? E3DBError)?.code
+                == .pinMismatch)
         // Reported again to another request under way then (it is not used up), but not:
-        #expect((slot.reason(requestStarted: t0, failedAt: t0 + .seconds(2)) as? E3DBError)?.code == .pinMismatch)
+        #expect((await slot.reason(requestStarted: t0, failedAt: t0 + .seconds(2)) as? E3DBError)?.code == .pinMismatch)
         // to a request that started after it (its own connection did not fail of it),
-        #expect(slot.reason(requestStarted: t0 + .seconds(2), failedAt: t0 + .seconds(3)) == nil)
+        #expect(await slot.reason(requestStarted: t0 + .seconds(2), failedAt: t0 + .seconds(3)) == nil)
         // to one that failed long after it (a timeout hours later),
         #expect(
-            slot.reason(
+            await slot.reason(
                 requestStarted: t0,
-                failedAt: t0 + .seconds(1) + PinnedTunnel.FailureSlot.window
-                    + .milliseconds(1)) == nil)
-        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .seconds(3600)) == nil)
-        // or to one that failed before it.
-        #expect(slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(500)) == nil)
+                failedAt: t0 + .seconds(1) + PinnedTunnel.FailureSlot.window + .milliseconds(1)) == nil)
+        #expect(await slot.reason(requestStarted: t0, failedAt: t0 + .seconds(3600)) == nil)
+        // or to one that failed before the failed connection was accepted.
+        #expect(await slot.reason(requestStarted: t0, failedAt: t0 + .milliseconds(500)) == nil)
         // A later failure replaces it.
-        slot.record(E3DBError(.tlsHandshakeFailed, "eof"), at: t0 + .seconds(10))
+        let second = slot.accept(at: t0 + .seconds(9))
+        slot.settle(second, with: E3DBError(.tlsHandshakeFailed, "eof"), at: t0 + .seconds(10))
         #expect(
-            (slot.reason(requestStarted: t0 + .seconds(9), failedAt: t0 + .seconds(10)) as? E3DBError)?.code
+            (await slot.reason(requestStarted: t0 + .seconds(9), failedAt: t0 + .seconds(10)) as? E3DBError)?.code
                 == .tlsHandshakeFailed)
+        // A connection that succeeded leaves the last failure in place and reports nothing new.
+        slot.settle(slot.accept(at: t0 + .seconds(11)), with: nil, at: t0 + .seconds(11))
+        #expect(await slot.reason(requestStarted: t0 + .seconds(11), failedAt: t0 + .seconds(12)) == nil)
+    }
+
+    @Test("a request that fails before the forwarder's verdict on its connection waits for it")
+    func aFailureThatComesAfterTheRequestsIsStillReported() async throws {
+        let slot = PinnedTunnel.FailureSlot()
+        let started = ContinuousClock.now
+        let connection = slot.accept()
+        // The loopback connection closed first: the request fails while the verdict is still pending.
+        let request = Task { await slot.reason(requestStarted: started) }
+        try await Task.sleep(for: .milliseconds(200))
+        slot.settle(connection, with: E3DBError(.hostnameMismatch, "name"))
+        #expect((await request.value as? E3DBError)?.code == .hostnameMismatch)
     }
 }
 

@@ -2,16 +2,19 @@
 # Server load benchmark: `e3dbkit-server run` (SQLite, and PostgreSQL when a URL is given) against a Hummingbird
 # route that returns a fixed JSON body of the size of a record response (Benchmarks/ServerBaseline), with wrk, in
 # the same run. For 1, 4, 16 and 64 connections it measures, one after the other: the fixed route; authenticated
-# GET /v1/storage/records/{id} cycling over the records written at set-up; authenticated POST /v1/storage/records.
-# Prints a markdown table (requests/s, p50, p99, ratio to the fixed route at the same connection count).
+# GET /v1/storage/records/{id} cycling over the records written at set-up; authenticated POST /v1/storage/records;
+# and, when a build from before is given (--before), the same two routes of that build's server, on its own data.
+# Prints a markdown table (requests/s, p50, p99, ratio to the fixed route at the same connection count, ratio of
+# this build to the build before).
 #
-#   scripts/server-benchmark.sh [--postgres URL] [--duration SECONDS] [--records N] [--connections "1 4 16 64"]
+#   scripts/server-benchmark.sh [--postgres URL [--postgres-before URL]] [--before "COMMAND"]
+#                               [--duration SECONDS] [--records N] [--connections "1 4 16 64"]
 #
+# --before: the server command of another release build, split on spaces (`"/path/e3dbkit-server"`, or
+# `"/path/e3dbkit server"` for builds from before e3dbkit-server existed); with PostgreSQL it needs its own
+# database, --postgres-before (`scripts/postgres.sh createdb DIR` makes one).
 # Environment: E3DBKIT_BENCH_POSTGRES_URL (same as --postgres; a dedicated, disposable database),
-# E3DBKIT_SERVER (the server command to use instead of building this checkout's `e3dbkit-server`, split on spaces:
-# a release build made elsewhere, to compare two commits; `"/path/e3dbkit server"` for builds from before
-# e3dbkit-server existed), E3DBKIT_CLI (a release e3dbkit built elsewhere that still has `e3dbkit server`: the same
-# as E3DBKIT_SERVER="$E3DBKIT_CLI server"),
+# E3DBKIT_SERVER (the server command to use instead of building this checkout's `e3dbkit-server`, split on spaces),
 # LOG_LEVEL (the server's --log-level, default warning: no access-log line per request, like the baseline; info
 # adds one line on standard error per request).
 # Installs wrk with apt-get when it is missing. wrk runs 2 threads (1 at one connection).
@@ -23,14 +26,18 @@ postgres="${E3DBKIT_BENCH_POSTGRES_URL:-}"
 duration=10
 records=10000
 connections="1 4 16 64"
+before=()
+postgres_before=""
 log_level="${LOG_LEVEL:-warning}"
 while [ $# -gt 0 ]; do
     case "$1" in
         --postgres) postgres="$2"; shift 2 ;;
+        --postgres-before) postgres_before="$2"; shift 2 ;;
+        --before) read -r -a before <<<"$2"; shift 2 ;;
         --duration) duration="$2"; shift 2 ;;
         --records) records="$2"; shift 2 ;;
         --connections) connections="$2"; shift 2 ;;
-        *) echo "usage: $0 [--postgres URL] [--duration SECONDS] [--records N] [--connections LIST]" >&2; exit 64 ;;
+        *) echo "usage: $0 [--postgres URL [--postgres-before URL]] [--before COMMAND] [--duration SECONDS] [--records N] [--connections LIST]" >&2; exit 64 ;;
     esac
 done
 
@@ -42,9 +49,6 @@ fi
 # server: the command that takes the server subcommands (run, token create, stats).
 if [ -n "${E3DBKIT_SERVER:-}" ]; then
     read -r -a server <<<"$E3DBKIT_SERVER"  # another build (an A/B comparison of two commits)
-    echo "building the baseline server; the E3DB server is ${server[*]}" >&2
-elif [ -n "${E3DBKIT_CLI:-}" ]; then
-    server=("$E3DBKIT_CLI" server)  # an e3dbkit from before e3dbkit-server, with `e3dbkit server`
     echo "building the baseline server; the E3DB server is ${server[*]}" >&2
 else
     echo "building the release server and the baseline server" >&2
@@ -94,66 +98,115 @@ measure() {
 }
 
 rows=()
-# bench BACKEND STORAGE_ARGS...: sets up a server with that backend and measures every route.
-bench() {
-    local backend="$1" data="$work/data-$1" dir="$work/client-$1"
-    shift
+# setup LABEL SERVER_ARRAY BACKEND STORAGE_ARGS...: registers a client with a fresh server of that build and
+# backend, writes the records, and sets ${LABEL}_url and ${LABEL}_dir; returns 2 when the server refuses the backend.
+setup() {
+    local label="$1" backend="$3"
+    local -n cmd="$2"
+    shift 3
+    local data="$work/data-$label" dir="$work/client-$label" registration
     mkdir -p "$data" "$dir"
-    local registration
-    if ! registration="$("${server[@]}" token create --data "$data" "$@" 2>"$work/token-$backend.log")"; then
-        echo "$backend: skipped (the server refused it: $(tail -n 1 "$work/token-$backend.log"))" >&2
-        rows+=("| $backend | — | — | — | — | — | skipped: $(tail -n 1 "$work/token-$backend.log" | tr '|' '/') |")
-        return 0
+    if ! registration="$("${cmd[@]}" token create --data "$data" "$@" 2>"$work/token-$label.log")"; then
+        return 2
     fi
-    if ! start "server-$backend" "${server[@]}" run --data "$data" "$@" --port 0 --log-level "$log_level"; then
-        echo "$backend: the server did not start: $(tail -n 3 "$work/server-$backend.log")" >&2
+    if ! start "server-$label" "${cmd[@]}" run --data "$data" "$@" --port 0 --log-level "$log_level"; then
+        echo "$label: the server did not start: $(tail -n 3 "$work/server-$label.log")" >&2
         return 1
     fi
-    local server_url="$url"
-    echo "$backend: writing $records records at $server_url" >&2
-    python3 "$lua_dir/setup_client.py" "$server_url" "$registration" "$records" "$dir"
+    echo "$label: writing $records records at $url" >&2
+    python3 "$lua_dir/setup_client.py" "$url" "$registration" "$records" "$dir"
+    printf -v "${label}_url" '%s' "$url"
+    printf -v "${label}_dir" '%s' "$dir"
+}
+
+# route SCRIPT LABEL CONNECTIONS: measures one route of one server (read.lua or write.lua) and prints its result.
+route() {
+    local script="$1" label="$2" c="$3" u d
+    u="${label}_url"
+    d="${label}_dir"
+    BENCH_IDS="${!d}/ids" BENCH_BODY="${!d}/body.json" BENCH_TOKEN="$(cat "${!d}/token")" \
+        measure "$script" "${!u}" "$c"
+}
+
+# bench BACKEND STORAGE_ARGS...: sets up this checkout's server (and the build before, when given) with that
+# backend and measures every route at every connection count. For PostgreSQL the build before gets its own database
+# (--postgres-before).
+bench() {
+    local backend="$1" status=0
+    shift
+    setup "${backend}_now" server "$backend" "$@" || status=$?
+    if [ "$status" = 2 ]; then
+        echo "$backend: skipped (the server refused it: $(tail -n 1 "$work/token-${backend}_now.log"))" >&2
+        rows+=("| $backend | — | — | — | — | — | — | skipped: $(tail -n 1 "$work/token-${backend}_now.log" | tr '|' '/') |")
+        return 0
+    elif [ "$status" != 0 ]; then
+        return 1
+    fi
+    local with_before=""
+    if [ "${#before[@]}" -gt 0 ]; then
+        local before_args=("$@")
+        if [ "$backend" = postgresql ]; then before_args=(--postgres "$postgres_before"); fi
+        setup "${backend}_before" before "$backend" "${before_args[@]}" || return 1
+        with_before=1
+    fi
     if [ -z "${baseline_url:-}" ]; then
-        start baseline "$baseline" "$dir/record.json" || { echo "the baseline did not start" >&2; return 1; }
+        local d="${backend}_now_dir"
+        start baseline "$baseline" "${!d}/record.json" || { echo "the baseline did not start" >&2; return 1; }
         baseline_url="$url"
     fi
-    export BENCH_IDS="$dir/ids" BENCH_TOKEN BENCH_BODY="$dir/body.json"
-    BENCH_TOKEN="$(cat "$dir/token")"
     echo "$backend: warming up; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     wrk -t2 -c16 -d2s "$baseline_url/fixed" >/dev/null
-    BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/read.lua" "$server_url" >/dev/null
-    BENCH_LUA_DIR="$lua_dir" wrk -t2 -c16 -d2s -s "$lua_dir/write.lua" "$server_url" >/dev/null
-    local c fixed read write
+    local label
+    for label in "${backend}_now" ${with_before:+"${backend}_before"}; do
+        route read.lua "$label" 16 >/dev/null
+        route write.lua "$label" 16 >/dev/null
+    done
+    local c fixed read write read_before="" write_before=""
     for c in $connections; do
         fixed="$(measure fixed.lua "$baseline_url" "$c")"
-        read="$(measure read.lua "$server_url" "$c")"
-        write="$(measure write.lua "$server_url" "$c")"
-        echo "$backend c=$c: fixed $fixed | read $read | write $write | load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-        rows+=("$(python3 - "$backend" "$c" "$fixed" "$read" "$write" <<'PY'
+        read="$(route read.lua "${backend}_now" "$c")"
+        write="$(route write.lua "${backend}_now" "$c")"
+        if [ -n "$with_before" ]; then
+            read_before="$(route read.lua "${backend}_before" "$c")"
+            write_before="$(route write.lua "${backend}_before" "$c")"
+        fi
+        echo "$backend c=$c: fixed $fixed | read $read | write $write${with_before:+ | before: read $read_before | write $write_before} | load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+        rows+=("$(python3 - "$backend" "$c" "$fixed" "$read" "$write" "$read_before" "$write_before" <<'PY'
 import sys
 backend, c = sys.argv[1], sys.argv[2]
-fixed, read, write = (list(map(float, a.split())) for a in sys.argv[3:])
-def row(route, m):
-    return "| %s | %s | %s | %.0f | %.2f | %.2f | %.2f× |" % (backend, route, c, m[0], m[1], m[2], m[0] / fixed[0])
-rows = [row("fixed route (baseline)", fixed), row("GET record (Bearer)", read), row("POST record (Bearer)", write)]
+fixed, read, write = (list(map(float, a.split())) for a in sys.argv[3:6])
+before = [list(map(float, a.split())) if a else None for a in sys.argv[6:8]]
+def row(route, m, versus=None):
+    ratio = "%.2f×" % (m[0] / versus[0]) if versus else "—"
+    return "| %s | %s | %s | %.0f | %.2f | %.2f | %.2f× | %s |" % (
+        backend, route, c, m[0], m[1], m[2], m[0] / fixed[0], ratio)
+rows = [row("fixed route (baseline)", fixed), row("GET record (Bearer)", read, before[0]),
+        row("POST record (Bearer)", write, before[1])]
+if before[0]:
+    rows += [row("GET record (Bearer), before", before[0]), row("POST record (Bearer), before", before[1])]
 print("\n".join(rows))
 PY
 )")
     done
-    echo "$backend: records in the database afterwards: $("${server[@]}" stats --data "$data" "$@" 2>/dev/null | grep -i records || true)" >&2
+    echo "$backend: records in the database afterwards: $("${server[@]}" stats --data "$work/data-${backend}_now" "$@" 2>/dev/null | grep -i records || true)" >&2
 }
 
 started_load="$(cut -d' ' -f1-3 /proc/loadavg)"
 bench sqlite
 if [ -n "$postgres" ]; then
+    if [ "${#before[@]}" -gt 0 ] && [ -z "$postgres_before" ]; then
+        echo "--before with PostgreSQL needs --postgres-before URL (a second database)" >&2
+        exit 64
+    fi
     bench postgresql --postgres "$postgres"
 else
-    rows+=("| postgresql | — | — | — | — | — | not measured: no --postgres URL given |")
+    rows+=("| postgresql | — | — | — | — | — | — | not measured: no --postgres URL given |")
 fi
 
 echo
 echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores; load average at start $started_load, at end $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "wrk -t2 (-t1 at one connection) -d${duration}s; $records records written at set-up; server --log-level $log_level."
 echo
-echo "| backend | route | connections | requests/s | p50 ms | p99 ms | × fixed route |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| backend | route | connections | requests/s | p50 ms | p99 ms | × fixed route | × before |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"

@@ -254,3 +254,20 @@ struct ClientNoteReplaceCommand: AsyncParsableCommand {
         try StandardOutput.line(noteLine(note, data: nil))
     }
 }
+
+struct ClientNoteDeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete a note you wrote.")
+
+    @OptionGroup var config: ClientConfigOptions
+
+    @Argument(help: "The note id.")
+    var noteID: String
+
+    func run() async throws {
+        let id = try parseUUID(noteID, what: "NOTE_ID")
+        let client = try config.client()
+        try await libraryCall("deleting a note") { try await client.deleteNote(id) }
+        try printDeleted(id)
+    }
+}

@@ -191,25 +191,14 @@ extension EncryptedStore {
         }
     }
 
-    /// SQL restricting a query to the candidates of `indexes` (the collection's) that its field conditions cover.
-    func indexRestriction(
-        _ query: RecordQuery, indexes: [BlindIndex]
-    ) throws(E3DBError) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
-        var wanted: [String: String] = [:]
-        for condition in query.fields {
-            if case .equals(let field, let value) = condition { wanted[field] = value }
-        }
-        guard !wanted.isEmpty, !indexes.isEmpty else { return ("", []) }
-        let keys = try currentKeys()
+    /// SQL restricting a query to the candidates of the blind indexes its matcher looks up.
+    func indexRestriction(_ matcher: QueryMatcher) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
         var sql = ""
         var arguments: [any DatabaseValueConvertible] = []
-        for index in indexes where index.fields.allSatisfy({ wanted[$0] != nil }) {
-            let key = try blindIndexKey(keys, collection: query.collection, name: index.name)
-            let values = index.fields.map { JSONValue.string(BlindIndex.normalized(wanted[$0, default: ""])) }
-            let token = try BlindIndex.token(of: values, key: key, bits: index.bits)
+        for lookup in matcher.lookups {
             sql +=
                 " AND r.seq IN (SELECT record_seq FROM blind_index_entries WHERE collection = ? AND name = ? AND token = ?)"
-            arguments += [query.collection, index.name, token]
+            arguments += [matcher.query.collection, lookup.index.name, lookup.token]
         }
         return (sql, arguments)
     }

@@ -55,16 +55,21 @@ extension EncryptedStore {
         var rowCount: Int
     }
 
-    /// The SQL selecting the rows of `query` (after `after`, at most `count`).
-    func querySQL(_ query: RecordQuery, after: Int64?, count: Int?) throws(E3DBError) -> (String, StatementArguments) {
+    /// The matcher of `query` (its collection's blind indexes read here) and the SQL selecting its candidate rows
+    /// (after `after`, at most `count`).
+    func querySQL(
+        _ query: RecordQuery, after: Int64?, count: Int?
+    ) throws(E3DBError) -> (matcher: QueryMatcher, sql: String, arguments: StatementArguments) {
         let indexes = query.usesIndexes ? try indexes(collection: query.collection) : []
-        return try querySQL(query, after: after, count: count, indexes: indexes)
+        let matcher = try QueryMatcher(query, indexes: indexes, store: self)
+        let (sql, arguments) = querySQL(matcher, after: after, count: count)
+        return (matcher, sql, arguments)
     }
 
-    /// The SQL selecting the rows of `query`, given the collection's blind indexes (read by the caller).
-    func querySQL(
-        _ query: RecordQuery, after: Int64?, count: Int?, indexes: [BlindIndex]
-    ) throws(E3DBError) -> (String, StatementArguments) {
+    /// The SQL selecting the candidate rows of the matcher's query. The query tables it reads are not
+    /// authenticated: every candidate goes through ``QueryMatcher/accepts(_:)`` after decryption.
+    func querySQL(_ matcher: QueryMatcher, after: Int64?, count: Int?) -> (String, StatementArguments) {
+        let query = matcher.query
         var sql = "SELECT \(StoredRow.columns) FROM records r WHERE r.collection = ?"
         var arguments: [(any DatabaseValueConvertible)?] = [query.collection]
         if !query.types.isEmpty {
@@ -94,7 +99,7 @@ extension EncryptedStore {
                 sql += ")"
             }
         }
-        let restriction = try indexRestriction(query, indexes: indexes)
+        let restriction = indexRestriction(matcher)
         if query.types.isEmpty || !restriction.sql.isEmpty {
             // Without `+`, SQLite reads the whole collection through `records_by_key_version` and sorts it by seq for
             // every page (a scan in pages was quadratic), or tests every row against a token list. With it, SQLite
@@ -123,17 +128,19 @@ extension EncryptedStore {
             // query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
             try readers.read { db in
                 let indexes = query.usesIndexes ? try loadIndexes(db, collection: query.collection) : []
-                let (sql, statementArguments) = try querySQL(query, after: after, count: count, indexes: indexes)
-                return try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments)
+                let matcher = try QueryMatcher(query, indexes: indexes, store: self)
+                let (sql, statementArguments) = querySQL(matcher, after: after, count: count)
+                return (matcher, try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments))
             }
         }
+        let matcher = rows.0
         var records: [StoredRecord] = []
-        records.reserveCapacity(rows.count)
-        for row in rows {
+        records.reserveCapacity(rows.1.count)
+        for row in rows.1 {
             let record = try decode(row, collection: query.collection)
-            if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
+            if try matcher.accepts(record) { records.append(record) }
         }
-        return Page(records: records, lastSeq: rows.last?.seq, rowCount: rows.count)
+        return Page(records: records, lastSeq: rows.1.last?.seq, rowCount: rows.1.count)
     }
 }
 

@@ -227,15 +227,31 @@ func withItem<T>(_ item: String, _ body: () throws(E3DBError) -> T) throws(E3DBE
     }
 }
 
-/// Runs a GRDB call, turning its errors into `E3DBError` (`databaseError`; E3DBErrors thrown inside pass through).
+/// Runs a GRDB call, turning its errors into `E3DBError` (see ``storeError(_:doing:)``; E3DBErrors thrown inside pass
+/// through).
 func databaseCall<T>(_ doing: String, _ body: () throws -> T) throws(E3DBError) -> T {
     do {
         return try body()
-    } catch let error as E3DBError {
-        throw error
-    } catch let error as DatabaseError {
-        throw E3DBError(.databaseError, "\(doing): SQLite error \(error.resultCode.rawValue): \(error.message ?? "")")
     } catch {
-        throw E3DBError(.databaseError, "\(doing): \(error)")
+        throw storeError(error, doing: doing)
+    }
+}
+
+/// The one mapping of a database failure to an `E3DBError`: a damaged file (`SQLITE_CORRUPT`, `SQLITE_NOTADB`: a
+/// malformed page, a truncated file, a header that is not SQLite's) is `storeCorrupted`; any other SQLite or I/O
+/// failure is `databaseError`. `doing` says what the store was doing, for the message.
+func storeError(_ error: any Error, doing: String) -> E3DBError {
+    switch error {
+    case let error as E3DBError:
+        return error
+    case let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB:
+        return E3DBError(
+            .storeCorrupted,
+            "\(doing): the store's database file is damaged (SQLite error \(error.resultCode.rawValue): "
+                + "\(error.message ?? "")); restore it from a backup")
+    case let error as DatabaseError:
+        return E3DBError(.databaseError, "\(doing): SQLite error \(error.resultCode.rawValue): \(error.message ?? "")")
+    default:
+        return E3DBError(.databaseError, "\(doing): \(error)")
     }
 }

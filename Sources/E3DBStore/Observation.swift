@@ -31,12 +31,15 @@ extension EncryptedStore {
         _ query: RecordQuery, pollInterval: Duration = EncryptedStore.defaultObservationInterval
     ) -> AsyncThrowingStream<[StoredRecord], any Error> {
         let statement: (String, StatementArguments)
+        let matcher: QueryMatcher
         let watcher: DatabaseQueue
         do {
             guard pollInterval > .zero else {
                 throw E3DBError(.invalidParameter, "the observation's poll interval must be more than zero")
             }
-            statement = try querySQL(query, after: nil, count: query.fields.isEmpty ? query.limit : nil)
+            let selection = try querySQL(query, after: nil, count: query.fields.isEmpty ? query.limit : nil)
+            matcher = selection.matcher
+            statement = (selection.sql, selection.arguments)
             watcher = try openWatcher()
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: error) }
@@ -57,7 +60,7 @@ extension EncryptedStore {
                         let rows = try store.observedRows(statement, collection: query.collection)
                         if rows == last { continue }
                         last = rows
-                        continuation.yield(try store.observedRecords(rows, query: query))
+                        continuation.yield(try store.observedRecords(rows, matcher: matcher))
                     }
                     continuation.finish()
                 } catch {
@@ -68,7 +71,7 @@ extension EncryptedStore {
                 do {
                     for try await _ in sameInstance { signal.yield(()) }
                 } catch {
-                    continuation.finish(throwing: error)
+                    continuation.finish(throwing: storeError(error, doing: "observing collection \(query.collection)"))
                 }
             }
             let poller = Task { [weak self] in
@@ -91,7 +94,7 @@ extension EncryptedStore {
                 } catch is CancellationError {
                     return
                 } catch {
-                    continuation.finish(throwing: E3DBError(.databaseError, "watching the store for changes: \(error)"))
+                    continuation.finish(throwing: storeError(error, doing: "watching the store for changes"))
                 }
             }
             continuation.onTermination = { _ in
@@ -119,13 +122,13 @@ extension EncryptedStore {
         }
     }
 
-    /// Decrypts the observed rows that match the query's field conditions, up to its limit.
-    func observedRecords(_ rows: [StoredRow], query: RecordQuery) throws(E3DBError) -> [StoredRecord] {
+    /// Decrypts the observed rows that are answers of the matcher's query, up to its limit.
+    func observedRecords(_ rows: [StoredRow], matcher: QueryMatcher) throws(E3DBError) -> [StoredRecord] {
         var records: [StoredRecord] = []
         for row in rows {
-            let record = try decode(row, collection: query.collection)
-            if query.fields.allSatisfy({ $0.matches(record.data) }) { records.append(record) }
-            if let limit = query.limit, records.count >= limit { break }
+            let record = try decode(row, collection: matcher.query.collection)
+            if try matcher.accepts(record) { records.append(record) }
+            if let limit = matcher.query.limit, records.count >= limit { break }
         }
         return records
     }

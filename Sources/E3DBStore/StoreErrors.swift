@@ -2,13 +2,15 @@ public import E3DBPrimitives
 
 extension E3DBError.Code {
     /// A blind-index entry is missing, differs from the token its record's data gives, or points at no record
-    /// (`verify()`; the record id or index name in `context.item`).
+    /// (`verify()`, and a query that found a record through an entry its data does not give; the record id or
+    /// index name in `context.item`).
     public static let indexEntryMismatch = Self("indexEntryMismatch", category: .verification)
     /// There is no store at the path given.
     public static let storeNotFound = Self("storeNotFound", category: .invalidArgument)
     /// A store already exists where a new one was to be created.
     public static let storeExists = Self("storeExists", category: .invalidArgument)
-    /// The store's own tables hold something its format does not allow (a damaged or foreign database).
+    /// The store's own tables hold something its format does not allow (a damaged or foreign database), or SQLite
+    /// found the file damaged (`SQLITE_CORRUPT`, `SQLITE_NOTADB`: a malformed page, a truncated file).
     public static let storeCorrupted = Self("storeCorrupted", category: .malformedInput)
     /// The store's format version is newer than this library reads.
     public static let unsupportedStoreVersion = Self("unsupportedStoreVersion", category: .malformedInput)
@@ -22,6 +24,7 @@ extension E3DBError.Code {
     /// `context.expected` and `context.actual` hold the versions.
     public static let versionConflict = Self("versionConflict", category: .invalidArgument)
     /// A stored record does not authenticate in its place: its bytes were edited, or it was moved from another
-    /// row, collection or version. `context.item` names the record.
+    /// row, collection or version; or its plaintext query columns (`type`, `plain`) differ from its authenticated
+    /// meta, so a query selected it wrongly (or would miss it). `context.item` names the record.
     public static let recordTampered = Self("recordTampered", category: .verification)
 }

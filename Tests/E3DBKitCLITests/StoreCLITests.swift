@@ -153,6 +153,60 @@ struct StoreCLITests {
     }
 }
 
+extension StoreCLITests {
+    @Test("an edited type column: find --type exits 2 naming the record, verify exits 2; a damaged page exits 65, verify reports it and goes on")
+    func tamperingAndCorruption() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        let filler = String(repeating: "x", count: 300)
+        let lines = (0..<400).map { "{\"n\":\"\($0)\",\"f\":\"\(filler)\"}" }.joined(separator: "\n")
+        let put = try await storeRun("put", ["--collection", "c", "--type", "note", "--ndjson", "-"], stdin: Data(lines.utf8))
+        #expect(put.status == 0, "\(put.stderr)")
+        let ids = put.stdoutText.split(separator: "\n").compactMap { line -> String? in
+            if case .string(let id) = try? CanonicalJSON.parse(Data(line.utf8))["id"] ?? .null { return id }
+            return nil
+        }
+        #expect(ids.count == 400)
+        let database = store + "/store.sqlite"
+        try await DatabaseQueue(path: database).write { db in
+            try db.execute(sql: "UPDATE records SET type = 'memo' WHERE id = ?", arguments: [ids[0]])
+        }
+        let found = try await storeRun("find", ["--collection", "c", "--type", "memo"])
+        #expect(found.status == 2, "\(found.stderr)")
+        #expect(found.stderr.contains(ids[0]) && found.stderr.contains("type column was edited"), "\(found.stderr)")
+        let verified = try await storeRun("verify", [])
+        #expect(verified.status == 2)
+        #expect(verified.stderr.contains(ids[0]), "\(verified.stderr)")
+        try await DatabaseQueue(path: database).write { db in
+            try db.execute(sql: "UPDATE records SET type = 'note' WHERE id = ?", arguments: [ids[0]])
+        }
+        #expect(try await storeRun("verify", []).status == 0)
+
+        // A zeroed leaf page of the records table, in the middle of the collection.
+        let (page, pageSize) = try await DatabaseQueue(path: database).writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            let pages = try Int.fetchAll(
+                db, sql: "SELECT pageno FROM dbstat WHERE name = 'records' AND pagetype = 'leaf' ORDER BY pageno")
+            return (pages[pages.count / 2], try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096)
+        }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: database))
+        try handle.seek(toOffset: UInt64((page - 1) * pageSize))
+        try handle.write(contentsOf: Data(count: pageSize))
+        try handle.close()
+        let listed = try await storeRun("find", ["--collection", "c"])
+        #expect(listed.status == 65, "\(listed.stderr)")
+        #expect(listed.stderr.contains("damaged"), "\(listed.stderr)")
+        let damaged = try await storeRun("verify", [])
+        #expect(damaged.status == 65, "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("storeCorrupted"), "\(damaged.stderr)")
+        guard case .number(let checked) = try json(damaged)["checked"] ?? .null else {
+            Issue.record("no count: \(damaged.stdoutText)")
+            return
+        }
+        #expect(checked > 350 && checked < 400, "verify went on past the damaged page")
+    }
+}
+
 /// `kill -9` at random moments of bulk inserts, index builds and passphrase changes: the store always opens
 /// afterwards, every committed transaction is whole, nothing half-written is visible.
 @Suite("CLI: e3dbkit store survives kill -9")

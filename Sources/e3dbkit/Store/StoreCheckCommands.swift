@@ -13,7 +13,9 @@ import Foundation
 struct StoreVerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Authenticate and decrypt every record and file; report each problem by id or path (exit 2 if any).")
+        abstract: "Authenticate and decrypt every record and file, compare the query tables with the records, check the "
+            + "database file; report each problem by id, index or path and go on (exit 65 if the file is damaged, "
+            + "else 2 if any problem).")
 
     @OptionGroup var keys: StoreKeyOptions
 
@@ -29,6 +31,7 @@ struct StoreVerifyCommand: ParsableCommand {
                     "checked": .number(Double(report.recordsChecked)), "files": .number(Double(report.filesChecked)),
                     "problems": .number(Double(report.problems.count)),
                 ])))
+        if report.problems.contains(where: { $0.code == .storeCorrupted }) { throw ExitStatus.dataError }
         if !report.problems.isEmpty { throw ExitStatus.authentication }
     }
 }

@@ -119,7 +119,8 @@ extension EncryptedStore {
                 try pool.read { db in
                     try Int64.fetchAll(
                         db,
-                        sql: "SELECT seq FROM records INDEXED BY records_by_collection_type WHERE collection = ? ORDER BY seq",
+                        sql:
+                            "SELECT seq FROM records INDEXED BY records_by_collection_type WHERE collection = ? ORDER BY seq",
                         arguments: [collection])
                 }
             }
@@ -139,27 +140,33 @@ extension EncryptedStore {
     func readRows(_ seqs: [Int64], collection: String, problems: inout [E3DBError]) -> [(Int64, Row)] {
         guard let first = seqs.first, let last = seqs.last else { return [] }
         let doing = "verifying collection \(collection)"
-        if let rows = try? databaseCall(doing, {
-            try pool.read { db in
-                try Row.fetchAll(
-                    db, sql: "SELECT * FROM records WHERE collection = ? AND seq BETWEEN ? AND ? ORDER BY seq",
-                    arguments: [collection, first, last])
-            }
-        }) {
+        if let rows = try? databaseCall(
+            doing,
+            {
+                try pool.read { db in
+                    try Row.fetchAll(
+                        db, sql: "SELECT * FROM records WHERE collection = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                        arguments: [collection, first, last])
+                }
+            })
+        {
             return rows.compactMap { row in Int64.fromDatabaseValue(row["seq"] as DatabaseValue).map { ($0, row) } }
         }
         var rows: [(Int64, Row)] = []
         for seq in seqs {
             do {
                 let row = try databaseCall(doing) {
-                    try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM records WHERE seq = ?", arguments: [seq]) }
+                    try pool.read { db in
+                        try Row.fetchOne(db, sql: "SELECT * FROM records WHERE seq = ?", arguments: [seq])
+                    }
                 }
                 if let row { rows.append((seq, row)) }
             } catch {
                 let item = recordID(seq: seq) ?? "seq \(seq)"
                 var context = error.context
                 context.item = item
-                problems.append(E3DBError(error.code, "record \(item) cannot be read: \(error.message)", context: context))
+                problems.append(
+                    E3DBError(error.code, "record \(item) cannot be read: \(error.message)", context: context))
             }
         }
         return rows
@@ -195,18 +202,23 @@ extension EncryptedStore {
         let (plain, entries) = try databaseCall("verifying the query rows of record \(item)") {
             try pool.read { db in
                 let plain = try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT key, value FROM record_plain WHERE record_seq = ?"), arguments: [seq]
+                    db.cachedStatement(sql: "SELECT key, value FROM record_plain WHERE record_seq = ?"),
+                    arguments: [seq]
                 ).map { row in
-                    (String.fromDatabaseValue(row["key"] as DatabaseValue) ?? "",
-                     String.fromDatabaseValue(row["value"] as DatabaseValue) ?? "")
+                    (
+                        String.fromDatabaseValue(row["key"] as DatabaseValue) ?? "",
+                        String.fromDatabaseValue(row["value"] as DatabaseValue) ?? ""
+                    )
                 }
                 let entries = try Row.fetchAll(
                     db.cachedStatement(
                         sql: "SELECT name, token FROM blind_index_entries WHERE collection = ? AND record_seq = ?"),
                     arguments: [record.collection, seq]
                 ).map { row in
-                    (String.fromDatabaseValue(row["name"] as DatabaseValue) ?? "",
-                     Data.fromDatabaseValue(row["token"] as DatabaseValue)?.base64EncodedString() ?? "")
+                    (
+                        String.fromDatabaseValue(row["name"] as DatabaseValue) ?? "",
+                        Data.fromDatabaseValue(row["token"] as DatabaseValue)?.base64EncodedString() ?? ""
+                    )
                 }
                 return (plain, entries)
             }
@@ -215,7 +227,8 @@ extension EncryptedStore {
         if let difference = entryDifference(stored: plain, expected: wantPlain) {
             problems.append(
                 E3DBError(
-                    .recordTampered, "record \(item): its record_plain rows differ from its authenticated plain "
+                    .recordTampered,
+                    "record \(item): its record_plain rows differ from its authenticated plain "
                         + "(\(difference))", context: .init(item: item)))
         }
         let wantEntries = try BlindIndex.tokens(record.data, indexes: indexes).map {
@@ -224,7 +237,8 @@ extension EncryptedStore {
         if let difference = entryDifference(stored: entries, expected: wantEntries) {
             problems.append(
                 E3DBError(
-                    .indexEntryMismatch, "the blind-index entries of record \(item) do not match its data "
+                    .indexEntryMismatch,
+                    "the blind-index entries of record \(item) do not match its data "
                         + "(\(difference))", context: .init(item: item)))
         }
         return problems
@@ -290,7 +304,8 @@ extension EncryptedStore {
             }
             return seqs.map { seq in
                 E3DBError(
-                    .recordTampered, "record_plain has rows for no record (seq \(seq))", context: .init(item: "seq \(seq)"))
+                    .recordTampered, "record_plain has rows for no record (seq \(seq))",
+                    context: .init(item: "seq \(seq)"))
             }
         } catch {
             return [onDatabase(error)]

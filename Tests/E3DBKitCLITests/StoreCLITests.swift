@@ -154,13 +154,16 @@ struct StoreCLITests {
 }
 
 extension StoreCLITests {
-    @Test("an edited type column: find --type exits 2 naming the record, verify exits 2; a damaged page exits 65, verify reports it and goes on")
+    @Test(
+        "an edited type column: find --type exits 2 naming the record, verify exits 2; a damaged page exits 65, verify reports it and goes on"
+    )
     func tamperingAndCorruption() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
         let filler = String(repeating: "x", count: 300)
         let lines = (0..<400).map { "{\"n\":\"\($0)\",\"f\":\"\(filler)\"}" }.joined(separator: "\n")
-        let put = try await storeRun("put", ["--collection", "c", "--type", "note", "--ndjson", "-"], stdin: Data(lines.utf8))
+        let put = try await storeRun(
+            "put", ["--collection", "c", "--type", "note", "--ndjson", "-"], stdin: Data(lines.utf8))
         #expect(put.status == 0, "\(put.stderr)")
         let ids = put.stdoutText.split(separator: "\n").compactMap { line -> String? in
             if case .string(let id) = try? CanonicalJSON.parse(Data(line.utf8))["id"] ?? .null { return id }

@@ -41,7 +41,9 @@ struct QueryIntegrityTests {
         #expect(report.problems.count == 1)
     }
 
-    @Test("edited or deleted record_plain rows: plain queries never answer with a non-matching record; verify reports each (B4b, B4c)")
+    @Test(
+        "edited or deleted record_plain rows: plain queries never answer with a non-matching record; verify reports each (B4b, B4c)"
+    )
     func editedPlain() throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
@@ -75,12 +77,17 @@ struct QueryIntegrityTests {
         #expect(
             tampered.compactMap(\.context.item).sorted()
                 == ([first, second, third].map { $0.id.lowercasedString } + ["seq 9999"]).sorted(), "\(tampered)")
-        #expect(tampered.contains { $0.context.item == first.id.lowercasedString && $0.message.contains("different: day") })
-        #expect(tampered.contains { $0.context.item == second.id.lowercasedString && $0.message.contains("extra: team") })
-        #expect(tampered.contains { $0.context.item == third.id.lowercasedString && $0.message.contains("missing: day") })
+        #expect(
+            tampered.contains { $0.context.item == first.id.lowercasedString && $0.message.contains("different: day") })
+        #expect(
+            tampered.contains { $0.context.item == second.id.lowercasedString && $0.message.contains("extra: team") })
+        #expect(
+            tampered.contains { $0.context.item == third.id.lowercasedString && $0.message.contains("missing: day") })
     }
 
-    @Test("an edited blind-index entry: find reports indexEntryMismatch, a truncated-token collision is only filtered; verify reports each (B4d)")
+    @Test(
+        "an edited blind-index entry: find reports indexEntryMismatch, a truncated-token collision is only filtered; verify reports each (B4d)"
+    )
     func editedIndexEntry() throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
@@ -182,7 +189,8 @@ struct QueryIntegrityTests {
                 db, sql: "SELECT pageno FROM dbstat WHERE name = 'records' AND pagetype = 'leaf' ORDER BY pageno")
         }
         let page = try #require(pages.count > 10 ? pages[pages.count / 2] : nil)
-        let pageSize = try DatabaseQueue(path: dir.database).read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") }
+        let pageSize = try DatabaseQueue(path: dir.database).read { db in try Int.fetchOne(db, sql: "PRAGMA page_size")
+        }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: dir.database))
         try handle.seek(toOffset: UInt64((page - 1) * (pageSize ?? 4096)))
         try handle.write(contentsOf: Data(count: 4096))

@@ -13,7 +13,8 @@ import Foundation
 struct StoreVerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Authenticate and decrypt every record and file, compare the query tables with the records, check the "
+        abstract:
+            "Authenticate and decrypt every record and file, compare the query tables with the records, check the "
             + "database file; report each problem by id, index or path and go on (exit 65 if the file is damaged, "
             + "else 2 if any problem).")
 

@@ -77,31 +77,10 @@ private func unixNow() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
 private func setUp() async throws -> Fixture {
     let server = try await makeInProcessServer("auth")
-    let (storage, handler, registrationToken) = (server.storage, server.handler, server.registrationToken)
-    let pk = Base64URL.encode(Data(repeating: 7, count: 32))
+    let (storage, handler) = (server.storage, server.handler)
 
     func register(_ name: String, _ signing: Ed25519.PrivateKey?) async -> Client {
-        let sk = signing.map { #","signing_key":{"ed25519":"\#($0.publicKey.base64URLEncoded)"}"# } ?? ""
-        let body =
-            #"{"token":"\#(registrationToken)","client":{"name":"\#(name)","public_key":{"curve25519":"\#(pk)"}\#(sk)}}"#
-        let registered = await send(
-            handler,
-            makeRequest(
-                method: .post, path: "/v1/account/e3db/clients/register",
-                body: Data(body.utf8)))
-        require(registered.status == 201, "registration of \(name) failed: \(registered.status)")
-        let client = setUpJSON(registered.body)
-        let id = client["client_id"] as? String ?? ""
-        let keyID = client["api_key_id"] as? String ?? ""
-        let secret = client["api_secret"] as? String ?? ""
-        let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
-        let issued = await send(
-            handler,
-            makeRequest(
-                method: .post, path: "/v1/auth/token", authorization: basic,
-                body: Data("grant_type=client_credentials".utf8)))
-        require(issued.status == 200, "token for \(name) failed: \(issued.status)")
-        let token = setUpJSON(issued.body)["access_token"] as? String ?? ""
+        let (id, token) = await registerClient(on: server, name: name, signingKey: signing)
         let record =
             #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"t","plain":{"k":"\#(name)"}},"data":{"f":"a.b.c.d"}}"#
         let written = await send(

@@ -109,28 +109,8 @@ private func setUp() async throws -> Fixture {
         $0.searchBudget = budget
         $0.concurrentSearches = 1
     }
-    let (handler, registrationToken) = (server.handler, server.registrationToken)
-    let pk = Base64URL.encode(Data(repeating: 7, count: 32))
-    let registration =
-        #"{"token":"\#(registrationToken)","client":{"name":"search","public_key":{"curve25519":"\#(pk)"}}}"#
-    let registered = await send(
-        handler,
-        makeRequest(
-            method: .post, path: "/v1/account/e3db/clients/register",
-            contentType: "application/json", body: Data(registration.utf8)))
-    require(registered.status == 201, "registration failed: \(registered.status)")
-    let client = setUpJSON(registered.body)
-    let clientID = client["client_id"] as? String ?? ""
-    let keyID = client["api_key_id"] as? String ?? ""
-    let secret = client["api_secret"] as? String ?? ""
-    let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
-    let issued = await send(
-        handler,
-        makeRequest(
-            method: .post, path: "/v1/auth/token", authorization: basic,
-            contentType: "application/json", body: Data("grant_type=client_credentials".utf8)))
-    require(issued.status == 200, "token failed: \(issued.status)")
-    let token = setUpJSON(issued.body)["access_token"] as? String ?? ""
+    let handler = server.handler
+    let (clientID, token) = await registerClient(on: server, name: "search")
     let plains = (0..<250).map { ["n": "\($0)", "t": $0 % 2 == 0 ? "even" : "odd"] } + adversarial
     for (i, plain) in plains.enumerated() {
         let record: [String: Any] = [

@@ -102,3 +102,33 @@ func makeInProcessServer(
         configuration: configuration, storage: storage, files: files, handler: handler,
         registrationToken: registrationToken)
 }
+
+/// Registers a client named `name` on `server` (with `signingKey`'s public key when given) and gets its Bearer
+/// token: set-up shared by the server targets, which must succeed.
+/// - Returns: the client's id and its token.
+func registerClient(on server: InProcessServer, name: String, signingKey: Ed25519.PrivateKey? = nil) async -> (
+    id: String, token: String
+) {
+    let pk = Base64URL.encode(Data(repeating: 7, count: 32))
+    let sk = signingKey.map { #","signing_key":{"ed25519":"\#($0.publicKey.base64URLEncoded)"}"# } ?? ""
+    let body =
+        #"{"token":"\#(server.registrationToken)","client":{"name":"\#(name)","public_key":{"curve25519":"\#(pk)"}\#(sk)}}"#
+    let registered = await send(
+        server.handler,
+        makeRequest(
+            method: .post, path: "/v1/account/e3db/clients/register", contentType: "application/json",
+            body: Data(body.utf8)))
+    guard registered.status == 201 else { fatalError("set-up: registration of \(name) failed: \(registered.status)") }
+    let client = setUpJSON(registered.body)
+    let id = client["client_id"] as? String ?? ""
+    let keyID = client["api_key_id"] as? String ?? ""
+    let secret = client["api_secret"] as? String ?? ""
+    let basic = "Basic " + Data("\(keyID):\(secret)".utf8).base64EncodedString()
+    let issued = await send(
+        server.handler,
+        makeRequest(
+            method: .post, path: "/v1/auth/token", authorization: basic,
+            body: Data("grant_type=client_credentials".utf8)))
+    guard issued.status == 200 else { fatalError("set-up: a token for \(name) failed: \(issued.status)") }
+    return (id, setUpJSON(issued.body)["access_token"] as? String ?? "")
+}

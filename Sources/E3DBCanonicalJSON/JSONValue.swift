@@ -328,3 +328,34 @@ extension JSONObject: Encodable {
         for member in storage { try c.encode(member.value, forKey: StringKey(stringValue: member.key)) }
     }
 }
+
+extension JSONValue: Decodable {
+    /// Decodes any JSON value from any `Decoder` (for example a stored `Codable` value read back as JSON). Objects
+    /// take their members in the order the decoder lists them; numbers are doubles, as everywhere in this type.
+    /// - Parameter decoder: the decoder.
+    /// - Throws: whatever the decoder throws for a value that is none of JSON's kinds.
+    public init(from decoder: any Decoder) throws {
+        if let keyed = try? decoder.container(keyedBy: StringKey.self) {
+            var members: [JSONObject.Member] = []
+            for key in keyed.allKeys {
+                members.append((key.stringValue, try keyed.decode(JSONValue.self, forKey: key)))
+            }
+            self = .object(JSONObject(members))
+        } else if var unkeyed = try? decoder.unkeyedContainer() {
+            var items: [JSONValue] = []
+            while !unkeyed.isAtEnd { items.append(try unkeyed.decode(JSONValue.self)) }
+            self = .array(items)
+        } else {
+            let single = try decoder.singleValueContainer()
+            if single.decodeNil() {
+                self = .null
+            } else if let bool = try? single.decode(Bool.self) {
+                self = .bool(bool)
+            } else if let number = try? single.decode(Double.self) {
+                self = .number(number)
+            } else {
+                self = .string(try single.decode(String.self))
+            }
+        }
+    }
+}

@@ -220,7 +220,7 @@ extension EAKInfo: Codable {
     /// Prefer ``init(jsonData:decoding:)`` for JSON text: a `Decoder` cannot report duplicate members.
     /// - Throws: `E3DBError` `.invalidEAKInfo` naming the member, or a `DecodingError` when the value is not an object.
     public init(from decoder: any Decoder) throws {
-        try self.init(json: DecodedJSONValue(from: decoder).value, decoding: .strict)
+        try self.init(json: JSONValue(from: decoder), decoding: .strict)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -237,43 +237,5 @@ extension EAKInfo: Codable {
         try c.encodeIfPresent(signerID?.lowercasedString, forKey: .signer_id)
         try c.encodeIfPresent(signerSigningKey.map(Ed25519PublicKeyJSON.init), forKey: .signer_signing_key)
         if !accessKeyWrappers.isEmpty { try c.encode(accessKeyWrappers, forKey: .access_key_wrappers) }
-    }
-}
-
-/// A `JSONValue` read from any `Decoder`, so that Codable decoding goes through the same member checks as
-/// ``EAKInfo/init(jsonData:decoding:)``.
-struct DecodedJSONValue: Decodable {
-    let value: JSONValue
-
-    struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    init(from decoder: any Decoder) throws {
-        if let object = try? decoder.container(keyedBy: AnyKey.self) {
-            var members: [JSONObject.Member] = []
-            for key in object.allKeys {
-                members.append((key.stringValue, try object.decode(DecodedJSONValue.self, forKey: key).value))
-            }
-            value = .object(JSONObject(members))
-        } else if var array = try? decoder.unkeyedContainer() {
-            var elements: [JSONValue] = []
-            while !array.isAtEnd { elements.append(try array.decode(DecodedJSONValue.self).value) }
-            value = .array(elements)
-        } else {
-            let single = try decoder.singleValueContainer()
-            if single.decodeNil() {
-                value = .null
-            } else if let b = try? single.decode(Bool.self) {
-                value = .bool(b)
-            } else if let s = try? single.decode(String.self) {
-                value = .string(s)
-            } else {
-                value = .number(try single.decode(Double.self))
-            }
-        }
     }
 }

@@ -315,3 +315,66 @@ struct StoreCrashTests {
         #expect(indexed.status == 0 || indexed.stderr.contains("no collection"), "\(indexed.stderr)")
     }
 }
+
+extension StoreCLITests {
+    @Test("update keeps type and plain unless told and refuses a stale version; settings set, get, list, remove")
+    func updateAndSettings() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        let put = try await storeRun(
+            "put", ["--collection", "c", "--type", "note", "--plain", try file("p.json", #"{"day":"mon"}"#), "-"],
+            stdin: Data(#"{"body":"one"}"#.utf8))
+        guard case .string(let id) = try json(put)["id"] ?? .null else {
+            Issue.record("no id: \(put.stderr)")
+            return
+        }
+        let updated = try await storeRun(
+            "update", ["--collection", "c", "--version", "1", id, "-"], stdin: Data(#"{"body":"two"}"#.utf8))
+        #expect(updated.status == 0, "\(updated.stderr)")
+        #expect(try json(updated) == .object(["id": .string(id), "version": .number(2)]))
+        let got = try json(try await storeRun("get", ["--collection", "c", id]))
+        #expect(got["data"] == .object(["body": "two"]))
+        #expect(got["meta"]?["type"] == .string("note"))
+        #expect(got["meta"]?["plain"] == .object(["day": "mon"]))
+
+        let stale = try await storeRun(
+            "update", ["--collection", "c", "--version", "1", id, "-"], stdin: Data(#"{"body":"lost"}"#.utf8))
+        #expect(stale.status == 64)
+        #expect(stale.stderr.contains("version"))
+        let retyped = try await storeRun(
+            "update",
+            ["--collection", "c", "--version", "2", "--type", "memo", "--plain", try file("q.json", "{}"), id, "-"],
+            stdin: Data(#"{"body":"three"}"#.utf8))
+        #expect(retyped.status == 0, "\(retyped.stderr)")
+        let again = try json(try await storeRun("get", ["--collection", "c", id]))
+        #expect(again["meta"]?["type"] == .string("memo"))
+        #expect(again["meta"]?["plain"] == .object([:]))
+        #expect(again["data"] == .object(["body": "three"]))
+        #expect(
+            try await storeRun(
+                "update", ["--collection", "c", "--version", "1", UUID().uuidString, "-"], stdin: Data("{}".utf8)
+            )
+            .status == 64)
+
+        let value = #"{"theme":"dark","sizes":[12,14],"beta":true}"#
+        let set = try await run(
+            ["store", "setting", "set", "--store", store, "--passphrase-file", passphrase, "ui", "-"],
+            stdin: Data(value.utf8))
+        #expect(set.status == 0, "\(set.stderr)")
+        func setting(_ arguments: [String], stdin: Data? = nil) async throws -> CLIRunner.Result {
+            try await run(
+                ["store", "setting"] + [arguments[0], "--store", store, "--passphrase-file", passphrase]
+                    + arguments.dropFirst(), stdin: stdin)
+        }
+        let read = try await setting(["get", "ui"])
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(try json(read) == (try CanonicalJSON.parse(Array(value.utf8))))
+        #expect(try await setting(["set", "limit", "-"], stdin: Data("42".utf8)).status == 0)
+        #expect(try await setting(["list"]).stdoutText == "limit\nui\n")
+        #expect(try await setting(["set", "broken", "-"], stdin: Data("{".utf8)).status == 65)
+        #expect(try await setting(["get", "missing"]).status == 64)
+        #expect(try await setting(["remove", "ui"]).status == 0)
+        #expect(try await setting(["get", "ui"]).status == 64)
+        #expect(try await setting(["list"]).stdoutText == "limit\n")
+    }
+}

@@ -22,13 +22,14 @@ struct StoreCommand: SubcommandGroup {
             the key itself on the command line. A wrong passphrase, key or identity exits 77. See docs/store.md.
             """,
         subcommands: [
-            StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self,
+            StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreUpdateCommand.self,
+            StoreFindCommand.self,
             StoreIndexCommand.self,
             StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self,
             StoreImportCommand.self,
             StoreVerifyCommand.self, StoreStatsCommand.self, StoreIdentityCommand.self, StoreAttachCommand.self,
             StoreCatCommand.self, StoreListFilesCommand.self, StoreMoveFileCommand.self, StoreRemoveFileCommand.self,
-            StoreRemoveOrphansCommand.self,
+            StoreRemoveOrphansCommand.self, StoreSettingCommand.self,
         ]
     )
 }

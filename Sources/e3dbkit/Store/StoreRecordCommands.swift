@@ -95,6 +95,56 @@ struct StoreGetCommand: ParsableCommand {
     }
 }
 
+struct StoreUpdateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update",
+        abstract: "Replace a record's data (and type or plain); prints {\"id\":…,\"version\":N+1}.",
+        discussion: """
+            --version is the version you read (from 'store get' or 'store find'): when the record has moved on, \
+            nothing changes and the command exits 64 with a version conflict. Without --type or --plain the \
+            record keeps its type and plain metadata.
+            """)
+
+    @OptionGroup var keys: StoreKeyOptions
+
+    @Option(help: "The collection.")
+    var collection: String
+
+    @Option(help: "The version you read: the update applies only to it.")
+    var version: Int
+
+    @Option(help: "A new record type.")
+    var type: String?
+
+    @Option(help: "A file holding a JSON object of strings for meta.plain ('-' for stdin), replacing it.")
+    var plain: String?
+
+    @Argument(help: "The record id.")
+    var id: String
+
+    @Argument(help: "The data file: a JSON object of strings ('-' for stdin).")
+    var data: String = "-"
+
+    func validate() throws {
+        if plain == "-" && data == "-" { throw ValidationError("--plain and DATA cannot both be standard input") }
+    }
+
+    func run() throws {
+        let recordID = try parseRecordID(id)
+        let fields = try DocumentCLI.recordData(data, what: "data")
+        let store = try keys.open()
+        let plainValues =
+            try plain.map { try DocumentCLI.recordData($0, what: "plain") }
+            ?? libraryCall("reading \(id)") { try store.get(collection: collection, id: recordID).meta.plain }
+        let reference = try libraryCall("updating \(id)") {
+            try store.update(
+                collection: collection, id: recordID, expectedVersion: version, type: type, data: fields,
+                plain: plainValues)
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(reference.jsonValue))
+    }
+}
+
 struct StoreFindCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "find",

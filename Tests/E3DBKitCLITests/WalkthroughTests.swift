@@ -1,0 +1,93 @@
+import E3DBKit
+import E3DBTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The README's "E3DB API server and client" walk-through, run as the script it is, so that it cannot drift from
+/// what the programs do.
+@Suite("README walk-through")
+struct WalkthroughTests {
+    /// The `sh` block after the walk-through marker in README.md.
+    static func walkthrough() throws -> String {
+        let readme = try String(
+            contentsOf: VectorLocations.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let marker = readme.range(of: "<!-- walkthrough:"),
+            let open = readme.range(of: "```sh\n", range: marker.upperBound..<readme.endIndex),
+            let close = readme.range(of: "\n```", range: open.upperBound..<readme.endIndex)
+        else {
+            throw CLIError("README.md has no walk-through block after its marker")
+        }
+        return String(readme[open.upperBound..<close.lowerBound])
+    }
+
+    /// A TCP port nothing listens on now (the kernel's pick for port 0), for the walk-through's fixed 8000.
+    static func freePort() throws -> Int {
+        #if canImport(Glibc)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw CLIError("socket: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw CLIError("bind: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    struct CLIError: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    @Test("the README walk-through runs as written, in a fresh directory, and stops its server")
+    func readmeWalkthrough() async throws {
+        guard CLIRunner.isAvailable, FileManager.default.isExecutableFile(atPath: CLIRunner.serverBinary.path) else {
+            Issue.record("build e3dbkit and e3dbkit-server first (swift build)")
+            return
+        }
+        let script = try Self.walkthrough()
+        #expect(script.contains("--port 8000") && script.contains("http://127.0.0.1:8000"))
+        let port = try Self.freePort()
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The one change: another port than 8000, so that parallel runs do not collide. The trap stops the server if
+        // a line fails before the walk-through's own `kill %1`.
+        let body = script.replacingOccurrences(of: "8000", with: String(port))
+        let wrapped = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + body
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/bash"), ["-c", wrapped], in: dir,
+            environment: ["PATH": CLIRunner.productsDirectory.path + ":" + path])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdoutText.split(separator: "\n").map(String.init)
+        // Two registrations, alice's read, the share, bob's read, the second write, the query's two records.
+        #expect(lines.count == 8, "\(result.stdoutText)")
+        #expect(lines.filter { $0.contains(#""client_id":"#) }.count == 2)
+        let records = lines.filter { $0.contains(#""signature_status":"verified""#) }
+        #expect(records.count == 5, "every record printed was verified: \(result.stdoutText)")
+        #expect(lines.contains { $0.contains(#""shared":"contact""#) })
+        #expect(lines.filter { $0.contains(#""name":"Jon""#) }.count == 3)
+        #expect(lines.filter { $0.contains(#""name":"Ann""#) }.count == 2)
+        let log = try String(contentsOf: dir.appendingPathComponent("server.log"), encoding: .utf8)
+        #expect(log.contains("listening on http://127.0.0.1:\(port)"))
+        #expect(!result.stdoutText.contains("listening"), "the server's log stays out of the clients' output")
+        // `kill %1` stopped the server: nothing listens on the port any more.
+        let connection = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/bash"), ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port)"])
+        #expect(connection.status != 0, "the server still listens after the walk-through")
+    }
+}

@@ -13,6 +13,9 @@ public struct NoteOptions: Sendable, Hashable {
     public var maxViews: Int?
     /// When the server stops serving the note (nil: never).
     public var expiration: Date?
+    /// Sends "unlimited" and "never" for a nil `maxViews` and `expiration` instead of leaving them out (a replace
+    /// that leaves a limit out keeps the current note's).
+    var statesEveryLimit = false
 
     /// Options for a note write.
     public init(name: String? = nil, maxViews: Int? = nil, expiration: Date? = nil) {

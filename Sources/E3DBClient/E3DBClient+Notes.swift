@@ -76,7 +76,10 @@ extension E3DBClient {
             note.expires = true
             note.expiration = APITimestamp.format(
                 micros: Int64((expiration.timeIntervalSince1970 * 1e6).rounded(.down)))
+        } else if options.statesEveryLimit {
+            note.expires = false
         }
+        if options.statesEveryLimit, note.maxViews == nil { note.maxViews = -1 }
         return try JSONEncoder().encode(note)
     }
 
@@ -144,21 +147,25 @@ extension E3DBClient {
     ///   - data: the new fields.
     ///   - recipientEncryptionKey: the recipient's Curve25519 public key.
     ///   - recipientSigningKey: the recipient's Ed25519 public key.
-    ///   - maxViews: how many reads before the server deletes it (nil, 0 or -1: unlimited); views start at 0.
-    ///   - expiration: when the server stops serving it (nil: never).
+    ///   - maxViews: how many reads before the server deletes it (0 or -1: unlimited); views start at 0. Nil
+    ///     keeps the current note's limit (e3dbkit-server; see docs/client.md), unless `resettingLimits`.
+    ///   - expiration: when the server stops serving it. Nil keeps the current note's expiry, unless
+    ///     `resettingLimits`.
+    ///   - resettingLimits: a nil `maxViews` or `expiration` means unlimited reads and no expiry.
     /// - Returns: the stored note (a new `note_id`).
     /// - Throws: `E3DBError` `.invalidParameter` for an empty name, `.forbidden` when another writer holds the
     ///   name, the server's.
     public func replaceNote(
         named name: String, with data: RecordData, recipientEncryptionKey: Box.PublicKey,
-        recipientSigningKey: Ed25519.PublicKey, maxViews: Int? = nil, expiration: Date? = nil
+        recipientSigningKey: Ed25519.PublicKey, maxViews: Int? = nil, expiration: Date? = nil,
+        resettingLimits: Bool = false
     ) async throws -> API.Note {
         guard !name.isEmpty else { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
+        var options = NoteOptions(name: name, maxViews: maxViews, expiration: expiration)
+        options.statesEveryLimit = resettingLimits
         return try await storeNote(
             API.Endpoints.replaceNote, data, recipientEncryptionKey: recipientEncryptionKey,
-            recipientSigningKey: recipientSigningKey,
-            options: NoteOptions(name: name, maxViews: maxViews, expiration: expiration),
-            operation: "note replace")
+            recipientSigningKey: recipientSigningKey, options: options, operation: "note replace")
     }
 
     /// Reads a note addressed to this client by id or by name, then decrypts and verifies every field.

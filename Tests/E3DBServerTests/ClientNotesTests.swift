@@ -147,6 +147,30 @@ struct ClientNotesTests {
                 named: "", with: ["v": "3"], recipientEncryptionKey: reader.publicKey,
                 recipientSigningKey: reader.publicSigningKey)
         }
+        // Limits left out are kept: the new note allows 2 reads again and expires when the old one did; resetting
+        // them makes the note unlimited.
+        let limited = "limits-\(UUID())"
+        let expiry = Date().addingTimeInterval(3600)
+        _ = try await alice.writeNote(
+            ["v": "1"], recipientEncryptionKey: bob.identity.publicKey,
+            recipientSigningKey: try #require(bob.identity.publicSigningKey), name: limited, maxViews: 2,
+            expiration: expiry)
+        _ = try await alice.replaceNote(
+            named: limited, with: ["v": "2"], recipientEncryptionKey: bob.identity.publicKey,
+            recipientSigningKey: try #require(bob.identity.publicSigningKey))
+        let kept = try await bob.readNote(name: limited)
+        #expect(kept.data == ["v": "2"] && kept.note.maxViews == 2 && kept.note.views == 1)
+        #expect(kept.note.expires == true && kept.note.expiration != nil)
+        _ = try await bob.readNote(name: limited)
+        await #expect(throws: E3DBError(.notFound), "the kept limit of 2 reads is used up") {
+            _ = try await bob.readNote(name: limited)
+        }
+        _ = try await alice.replaceNote(
+            named: limited, with: ["v": "3"], recipientEncryptionKey: bob.identity.publicKey,
+            recipientSigningKey: try #require(bob.identity.publicSigningKey), resettingLimits: true)
+        for _ in 0..<3 { #expect(try await bob.readNote(name: limited).data == ["v": "3"]) }
+        #expect(try await bob.readNote(name: limited).note.expires != true)
+
         let fresh = "upsert-\(UUID())"
         _ = try await bob.replaceNote(
             named: fresh, with: ["v": "new"], recipientEncryptionKey: reader.publicKey,

@@ -172,6 +172,27 @@ def main():
         check("the replaced note's old id is 404",
               refused(lambda: py_read("id", str(old_id), py_enc, py_sig, url), "404"))
 
+        # A replace keeps the limits it does not state; --reset-limits lifts them.
+        kept_name = "sw-kept-" + os.urandom(6).hex()
+        code, out, err = cli("write", "--config", alice_file, "--recipient-public-key", py_enc.public_key,
+                             "--recipient-signing-key", py_sig.public_key, "--name", kept_name, "--max-views", "1",
+                             data_file("k1.json", {"v": "1"}))
+        check("Swift writes a named note with --max-views 1", code == 0, err)
+        code, out, err = cli("replace", "--config", alice_file, "--name", kept_name, "--recipient-public-key",
+                             py_enc.public_key, "--recipient-signing-key", py_sig.public_key,
+                             data_file("k2.json", {"v": "2"}))
+        check("Swift replaces it without limits", code == 0, err)
+        got = py_read("name", kept_name, py_enc, py_sig, url)
+        check("Python reads the replacement once", got.data == {"v": "2"}, got.data)
+        check("the replacement kept max_views 1: a second read is 404",
+              refused(lambda: py_read("name", kept_name, py_enc, py_sig, url), "404"))
+        code, out, err = cli("replace", "--config", alice_file, "--name", kept_name, "--recipient-public-key",
+                             py_enc.public_key, "--recipient-signing-key", py_sig.public_key, "--reset-limits",
+                             data_file("k3.json", {"v": "3"}))
+        check("Swift replaces it with --reset-limits", code == 0, err)
+        reads = [py_read("name", kept_name, py_enc, py_sig, url).data for _ in range(3)]
+        check("--reset-limits: three reads", reads == [{"v": "3"}] * 3, reads)
+
         # Replace by name, Python -> Swift: the SDK's note builder and TSV1 signer, PUT /v2/storage/notes.
         encrypted = e3db.Client.create_encrypted_note({"named": "replaced by python"}, sw["public_key"],
                                                       sw["public_signing_key"], bob_enc, bob_sig,

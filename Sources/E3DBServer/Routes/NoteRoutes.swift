@@ -104,14 +104,22 @@ extension E3DBService {
 
     func replaceNote(_ r: APIRequest) async throws -> Response {
         let (verified, client) = try r.noteCaller()
-        let note = try await noteBody(r, client: client)
+        var note = try await noteBody(r, client: client)
         guard client != nil, let name = note.idString, !name.isEmpty else {
             throw E3DBError(.badRequest, "replacing a note needs a registered client and an id_string")
         }
-        if let existing = try await storage.note(name: name),
-            existing.writerSigningKey != verified.signingKey.base64URLEncoded
-        {
-            throw E3DBError(.forbidden, "only the note's writer may replace it")
+        if let existing = try await storage.note(name: name) {
+            guard existing.writerSigningKey == verified.signingKey.base64URLEncoded else {
+                throw E3DBError(.forbidden, "only the note's writer may replace it")
+            }
+            // A limit the body does not state (no `max_views`; no `expires` and no `expiration`) is the current
+            // note's: a replaced note never loses its read limit or expiry by omission. Stating one (-1 or 0 for
+            // unlimited views, `expires: false`) changes it.
+            if note.maxViews == nil { note.maxViews = existing.maxViews }
+            if note.expires == nil, note.expiration == nil, let expiresAt = existing.expiresAt {
+                note.expires = true
+                note.expiration = APITimestamp.format(micros: expiresAt)
+            }
         }
         let row = try noteRow(note, verified: verified, client: client)
         try await storage.replaceNote(row)

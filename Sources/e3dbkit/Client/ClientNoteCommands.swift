@@ -228,11 +228,18 @@ struct ClientNoteReadCommand: AsyncParsableCommand {
 struct ClientNoteReplaceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replace",
-        abstract: "Replace the note with a name you wrote (or create it): new fields, new note_id; prints it.")
+        abstract: "Replace the note with a name you wrote (or create it): new fields, new note_id; prints it.",
+        discussion: """
+            The new note keeps the current one's --max-views and --expiration unless you give them (--max-views -1 \
+            for unlimited reads) or pass --reset-limits; its views start again at 0.
+            """)
 
     @OptionGroup var config: ClientConfigOptions
     @OptionGroup var recipient: NoteRecipientOptions
     @OptionGroup var limits: NoteLimitOptions
+
+    @Flag(help: "Limits you do not give become unlimited reads and no expiry, instead of the current note's.")
+    var resetLimits = false
 
     @Option(help: "The note's name.")
     var name: String
@@ -249,7 +256,7 @@ struct ClientNoteReplaceCommand: AsyncParsableCommand {
             try await client.replaceNote(
                 named: name, with: values, recipientEncryptionKey: publicKey,
                 recipientSigningKey: signingKey, maxViews: limits.maxViews,
-                expiration: expiration)
+                expiration: expiration, resettingLimits: resetLimits)
         }
         try StandardOutput.line(noteLine(note, data: nil))
     }

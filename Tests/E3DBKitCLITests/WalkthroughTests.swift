@@ -13,17 +13,43 @@ import Testing
 /// what the programs do.
 @Suite("README walk-through")
 struct WalkthroughTests {
-    /// The `sh` block after the walk-through marker in README.md.
-    static func walkthrough() throws -> String {
-        let readme = try String(
-            contentsOf: VectorLocations.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let marker = readme.range(of: "<!-- walkthrough:"),
-            let open = readme.range(of: "```sh\n", range: marker.upperBound..<readme.endIndex),
-            let close = readme.range(of: "\n```", range: open.upperBound..<readme.endIndex)
+    /// The fenced blocks of `language` between the walk-through markers of a file of the checkout, in order.
+    static func blocks(_ language: String, in file: String) throws -> [String] {
+        let text = try String(contentsOf: VectorLocations.projectRoot.appendingPathComponent(file), encoding: .utf8)
+        guard let marker = text.range(of: "<!-- walkthrough:"),
+            let end = text.range(of: "<!-- /walkthrough -->", range: marker.upperBound..<text.endIndex)
         else {
-            throw CLIError("README.md has no walk-through block after its marker")
+            throw CLIError("\(file) has no walk-through markers")
         }
-        return String(readme[open.upperBound..<close.lowerBound])
+        var blocks: [String] = []
+        var rest = marker.upperBound..<end.lowerBound
+        while let open = text.range(of: "```\(language)\n", range: rest),
+            let close = text.range(of: "\n```", range: open.upperBound..<end.lowerBound)
+        {
+            blocks.append(String(text[open.upperBound..<close.lowerBound]))
+            rest = close.upperBound..<end.lowerBound
+        }
+        guard !blocks.isEmpty else { throw CLIError("\(file) has no \(language) block after its marker") }
+        return blocks
+    }
+
+    /// Runs `script` with bash in a fresh directory, the built binaries first on `PATH`, and 8000 replaced by a
+    /// free port (the one change, so that parallel runs do not collide); a trap stops a server the script left
+    /// running if a line fails. Returns the result, the directory and the port.
+    static func runScript(_ script: String) async throws -> (CLIRunner.Result, URL, Int) {
+        let port = try freePort()
+        let dir = try CLIRunner.temporaryDirectory()
+        let body = script.replacingOccurrences(of: "8000", with: String(port))
+        let wrapped = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + body
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/bash"), ["-c", wrapped], in: dir,
+            environment: ["PATH": CLIRunner.productsDirectory.path + ":" + path])
+        return (result, dir, port)
+    }
+
+    static var binariesBuilt: Bool {
+        CLIRunner.isAvailable && FileManager.default.isExecutableFile(atPath: CLIRunner.serverBinary.path)
     }
 
     /// A TCP port nothing listens on now (the kernel's pick for port 0), for the walk-through's fixed 8000.
@@ -55,23 +81,14 @@ struct WalkthroughTests {
 
     @Test("the README walk-through runs as written, in a fresh directory, and stops its server")
     func readmeWalkthrough() async throws {
-        guard CLIRunner.isAvailable, FileManager.default.isExecutableFile(atPath: CLIRunner.serverBinary.path) else {
+        guard Self.binariesBuilt else {
             Issue.record("build e3dbkit and e3dbkit-server first (swift build)")
             return
         }
-        let script = try Self.walkthrough()
+        let script = try #require(try Self.blocks("sh", in: "README.md").first)
         #expect(script.contains("--port 8000") && script.contains("http://127.0.0.1:8000"))
-        let port = try Self.freePort()
-        let dir = try CLIRunner.temporaryDirectory()
+        let (result, dir, port) = try await Self.runScript(script)
         defer { try? FileManager.default.removeItem(at: dir) }
-        // The one change: another port than 8000, so that parallel runs do not collide. The trap stops the server if
-        // a line fails before the walk-through's own `kill %1`.
-        let body = script.replacingOccurrences(of: "8000", with: String(port))
-        let wrapped = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + body
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        let result = try await ChildProcess.run(
-            URL(fileURLWithPath: "/bin/bash"), ["-c", wrapped], in: dir,
-            environment: ["PATH": CLIRunner.productsDirectory.path + ":" + path])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdoutText.split(separator: "\n").map(String.init)
         // Two registrations, alice's read, the share, bob's read, the second write, the query's two records.
@@ -89,5 +106,22 @@ struct WalkthroughTests {
         let connection = try await ChildProcess.run(
             URL(fileURLWithPath: "/bin/bash"), ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port)"])
         #expect(connection.status != 0, "the server still listens after the walk-through")
+    }
+
+    @Test("docs/server.md's start-up and its Python SDK example run as written against the server")
+    func serverDocsWalkthrough() async throws {
+        guard Self.binariesBuilt else {
+            Issue.record("build e3dbkit and e3dbkit-server first (swift build)")
+            return
+        }
+        let python = try await ChildProcess.makeProjectPython()
+        let shell = try Self.blocks("sh", in: "docs/server.md")
+        let example = try #require(try Self.blocks("python", in: "docs/server.md").first)
+        #expect(shell.count == 1)
+        let script = shell.joined(separator: "\n") + "\n'\(python.path)' - <<'PYTHON'\n\(example)\nPYTHON\nkill %1\n"
+        let (result, dir, _) = try await Self.runScript(script)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdoutText == "{'name': 'Jon'}\n", "\(result.stdoutText)")
     }
 }

@@ -59,9 +59,9 @@ def data_file(name, fields):
     return path
 
 
-def options(writer_id="", max_views=-1, name=None, expiration=NO_EXPIRY, expires=False):
+def options(writer_id="", max_views=-1, name=None, expiration=NO_EXPIRY, expires=False, eacp=None):
     # The SDK signs TSV1 with uid:<note_writer_client_id>: "" is anonymous (None would sign "uid:None").
-    return NoteOptions(writer_id, max_views, name, expiration, expires, "", {}, {})
+    return NoteOptions(writer_id, max_views, name, expiration, expires, "", {}, {}, eacp)
 
 
 def py_read(by, value, enc, sig, url):
@@ -207,6 +207,14 @@ def main():
         code, out, err = cli("replace", "--config", alice_file, "--name", name, "--recipient", bob_id,
                              data_file("d5.json", {"hijack": "x"}))
         check("Swift cannot replace Python's note (exit 1, HTTP 403)", code == 1 and "403" in err, (code, err))
+
+        # An access control policy the server cannot enforce (an email challenge) is refused, not stored.
+        email_eacp = {"email_eacp": {"email_address": "jon@example.com", "template": "claim_secret",
+                                     "provider_link": "https://example.com/claim", "default_expiration_minutes": 60}}
+        check("a note with an email EACP is refused with 400",
+              refused(lambda: e3db.Client.write_anonymous_note({"gated": "1"}, sw["public_key"],
+                                                               sw["public_signing_key"], py_enc, py_sig,
+                                                               options(eacp=email_eacp), url), "400"))
 
         # Expiry both ways: a past expiration is 404 at once.
         note = e3db.Client.write_anonymous_note({"late": "1"}, sw["public_key"], sw["public_signing_key"], py_enc,

@@ -20,6 +20,17 @@ extension E3DBService {
         guard note.writerSigningKey == verified.signingKey.base64URLEncoded else {
             throw E3DBError(.forbidden, "the TSV1 key must be the note's writer_signing_key")
         }
+        // An extended access control policy (email or TozOTP challenge, last access) needs Tozny's identity
+        // service to enforce it. Storing one unenforced would serve the note to anyone with the recipient's key,
+        // so it is refused (docs/server.md, "Where the SDKs disagree").
+        switch note.eacp {
+        case nil, .null: break
+        case .object(let members) where members.isEmpty: break
+        default:
+            throw E3DBError(
+                .badRequest,
+                "this server does not enforce note access control policies (eacp); write the note without one")
+        }
         guard Self.validKey(note.recipientSigningKey), Self.validKey(note.writerSigningKey),
             Self.validKey(note.writerEncryptionKey)
         else {

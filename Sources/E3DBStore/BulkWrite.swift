@@ -40,7 +40,13 @@ extension EncryptedStore {
     static func randomID() -> UUID {
         var bytes = [UInt8](repeating: 0, count: 16)
         unsafe bytes.withUnsafeMutableBytes { unsafe reservoir.fill($0) }
-        bytes[6] = bytes[6] & 0x0F | 0x40
+        return uuid(bytes, version: 4)
+    }
+
+    /// An RFC 9562 UUID of `version` from 16 bytes (random or a hash): the version and variant bits set.
+    static func uuid(_ source: [UInt8], version: UInt8) -> UUID {
+        var bytes = source
+        bytes[6] = bytes[6] & 0x0F | version << 4
         bytes[8] = bytes[8] & 0x3F | 0x80
         return UUID(
             uuid: (
@@ -53,8 +59,8 @@ extension EncryptedStore {
     static let bulkChunkSize = 256
 
     /// Encrypts, binds and indexes new records (version 1) and hands each to `insert`, in order, on the calling
-    /// thread. Each record gets a fresh id, its `EncryptedDocument` (fresh data key and nonces per field, from
-    /// ``reservoir``), its binding MAC and its blind-index tokens for `indexes`.
+    /// thread. Each record gets a fresh id (or its entry of `ids`, one per record), its `EncryptedDocument` (fresh
+    /// data key and nonces per field, from ``reservoir``), its binding MAC and its blind-index tokens for `indexes`.
     ///
     /// A batch of more than one chunk is encrypted on every processor, chunk by chunk, while the calling thread
     /// inserts the chunks already done (the write transaction and the encryption overlap). A failure on either
@@ -62,34 +68,33 @@ extension EncryptedStore {
     func encryptNewRecords(
         _ records: [(type: String, data: RecordData, plain: RecordData)], collection: String, keys: StoreKeys,
         access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)],
-        insert: (NewRecordRow) throws -> Void
+        ids: [UUID]? = nil, insert: (NewRecordRow) throws -> Void
     ) throws {
         let now = StoreTime.format(StoreTime.now())
         let storeID = self.storeID
-        let encryptOne:
-            @Sendable ((type: String, data: RecordData, plain: RecordData)) throws(E3DBError) -> NewRecordRow = {
-                record throws(E3DBError) in
-                let id = EncryptedStore.randomID()
-                let document = EncryptedDocument(
-                    meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
-                    data: self.encryptFields(record.data, accessKey: access.key),
-                    recordSignature: nil)
-                let bytes = document.jsonData()
-                let mac = try self.bindingMAC(
-                    keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
-                    updated: now,
-                    document: bytes)
-                var row = NewRecordRow(
-                    reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version,
-                    time: now,
-                    document: bytes, mac: mac, plain: record.plain, data: record.data)
-                row.tokens = try BlindIndex.tokens(record.data, indexes: indexes)
-                return row
-            }
+        let encryptOne: @Sendable (Int) throws(E3DBError) -> NewRecordRow = { offset throws(E3DBError) in
+            let record = records[offset]
+            let id = ids?[offset] ?? EncryptedStore.randomID()
+            let document = EncryptedDocument(
+                meta: ClientMeta(writerID: storeID, userID: storeID, type: record.type, plain: record.plain),
+                data: self.encryptFields(record.data, accessKey: access.key),
+                recordSignature: nil)
+            let bytes = document.jsonData()
+            let mac = try self.bindingMAC(
+                keys, collection: collection, id: id, version: 1, keyVersion: access.version, created: now,
+                updated: now,
+                document: bytes)
+            var row = NewRecordRow(
+                reference: RecordReference(id: id, version: 1), type: record.type, keyVersion: access.version,
+                time: now,
+                document: bytes, mac: mac, plain: record.plain, data: record.data)
+            row.tokens = try BlindIndex.tokens(record.data, indexes: indexes)
+            return row
+        }
         let size = EncryptedStore.bulkChunkSize
         let chunkCount = (records.count + size - 1) / size
         guard chunkCount > 1, ProcessInfo.processInfo.activeProcessorCount > 1 else {
-            for record in records { try insert(try encryptOne(record)) }
+            for offset in records.indices { try insert(try encryptOne(offset)) }
             return
         }
         let chunks = BulkChunks(count: chunkCount)
@@ -102,8 +107,8 @@ extension EncryptedStore {
                 var rows: [NewRecordRow] = []
                 rows.reserveCapacity(size)
                 do throws(E3DBError) {
-                    for record in records[(c * size)..<min(records.count, (c + 1) * size)] {
-                        rows.append(try encryptOne(record))
+                    for offset in (c * size)..<min(records.count, (c + 1) * size) {
+                        rows.append(try encryptOne(offset))
                     }
                     chunks.rows.withLock { $0[c] = rows }
                 } catch {

@@ -33,15 +33,29 @@ extension EncryptedStore {
         throws(E3DBError)
         -> [RecordReference]
     {
+        try insertRecords(collection: collection, records: records, ids: nil) ?? []
+    }
+
+    /// Inserts new records in one transaction, with fresh ids or `ids` (one per record); nil, and nothing written,
+    /// when a record with one of `ids` exists already.
+    func insertRecords(
+        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
+    ) throws(E3DBError) -> [RecordReference]? {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
         return try databaseCall("writing to collection \(collection)") {
-            try pool.write { db in
+            try pool.write { db -> [RecordReference]? in
+                for id in ids ?? [] {
+                    let present = try Bool.fetchOne(
+                        db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [id.lowercasedString])
+                    if present == true { return nil }
+                }
                 let indexes = try indexKeys(db, keys: keys, collection: collection)
                 var references: [RecordReference] = []
                 references.reserveCapacity(records.count)
-                try encryptNewRecords(records, collection: collection, keys: keys, access: access, indexes: indexes) {
-                    row in
+                try encryptNewRecords(
+                    records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids
+                ) { row in
                     try insertRecord(db, row, collection: collection, indexes: indexes)
                     references.append(row.reference)
                 }

@@ -317,7 +317,9 @@ struct StoreCrashTests {
 }
 
 extension StoreCLITests {
-    @Test("update keeps type and plain unless told and refuses a stale version; settings set, get, list, remove")
+    @Test(
+        "update keeps type and plain unless told and refuses a stale version; keyed put, get, delete; settings set, get, list, remove"
+    )
     func updateAndSettings() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
@@ -355,6 +357,23 @@ extension StoreCLITests {
                 "update", ["--collection", "c", "--version", "1", UUID().uuidString, "-"], stdin: Data("{}".utf8)
             )
             .status == 64)
+
+        // Keyed records: put --key creates, then replaces; get and delete by key.
+        let keyed = try await storeRun(
+            "put", ["--collection", "kv", "--key", "theme", "-"], stdin: Data(#"{"v":"dark"}"#.utf8))
+        #expect(keyed.status == 0, "\(keyed.stderr)")
+        let replaced = try await storeRun(
+            "put", ["--collection", "kv", "--key", "theme", "-"], stdin: Data(#"{"v":"light"}"#.utf8))
+        #expect(try json(replaced)["version"] == .number(2))
+        #expect(try json(replaced)["id"] == (try json(keyed)["id"]))
+        let byKey = try await storeRun("get", ["--collection", "kv", "--key", "theme"])
+        #expect(try json(byKey)["data"] == .object(["v": "light"]), "\(byKey.stderr)")
+        #expect(try await storeRun("get", ["--collection", "kv", "--key", "theme", id]).status == 64)
+        #expect(
+            try await storeRun("put", ["--collection", "kv", "--key", "t", "--ndjson", "-"], stdin: Data()).status == 64
+        )
+        #expect(try await storeRun("delete", ["--collection", "kv", "--key", "theme"]).status == 0)
+        #expect(try await storeRun("get", ["--collection", "kv", "--key", "theme"]).status == 64)
 
         let value = #"{"theme":"dark","sizes":[12,14],"beta":true}"#
         let set = try await run(

@@ -16,7 +16,9 @@ struct StorePutCommand: ParsableCommand {
         abstract: "Encrypt and store a record; prints {\"id\":…,\"version\":1}.",
         discussion: """
             DATA is a file holding a JSON object of strings ('-' for stdin). With --ndjson it holds one such object \
-            per line; they are stored in one transaction and one {"id":…,"version":1} line is printed per record.
+            per line; they are stored in one transaction and one {"id":…,"version":1} line is printed per record. \
+            With --key the record is named by your key: the first put creates it, later ones replace it (a new \
+            version); 'store get --key' and 'store delete --key' find it by the key.
             """)
 
     @OptionGroup var keys: StoreKeyOptions
@@ -32,6 +34,14 @@ struct StorePutCommand: ParsableCommand {
 
     @Flag(help: "DATA holds one JSON object of strings per line.")
     var ndjson = false
+
+    @Option(help: "A key naming the record in its collection (create or replace it).")
+    var key: String?
+
+    func validate() throws {
+        if key != nil && ndjson { throw ValidationError("--key names one record: it does not go with --ndjson") }
+        if key == "" { throw ValidationError("--key cannot be empty") }
+    }
 
     @Argument(help: "The data file ('-' for stdin).")
     var data: String = "-"
@@ -58,6 +68,12 @@ struct StorePutCommand: ParsableCommand {
                         "\(data) line \(lineNumber) is not valid JSON: \(error)", exitCode: ExitStatus.dataError)
                 }
             }
+        } else if let key {
+            let fields = try DocumentCLI.recordData(data, what: "data")
+            let reference = try libraryCall("storing \(key) in \(collection)") {
+                try store.put(collection: collection, key: key, type: type, data: fields, plain: plainValues)
+            }
+            return try StandardOutput.line(CanonicalJSON.serialize(reference.jsonValue))
         } else {
             records.append((type, try DocumentCLI.recordData(data, what: "data"), plainValues))
         }
@@ -65,6 +81,34 @@ struct StorePutCommand: ParsableCommand {
             try store.put(collection: collection, records: records)
         }
         for reference in references { try StandardOutput.line(CanonicalJSON.serialize(reference.jsonValue)) }
+    }
+}
+
+/// A record named by its id (the argument) or by the key it was put with (`--key`).
+struct RecordNameOptions: ParsableArguments {
+    enum Name: CustomStringConvertible {
+        case id(UUID)
+        case key(String)
+        var description: String {
+            switch self {
+            case .id(let id): id.lowercasedString
+            case .key(let key): "key \(key)"
+            }
+        }
+    }
+
+    @Option(help: "The key the record was put with (instead of its id).")
+    var key: String?
+
+    @Argument(help: "The record id.")
+    var id: String?
+
+    func name() throws -> Name {
+        switch (id, key) {
+        case (let id?, nil): return .id(try parseRecordID(id))
+        case (nil, let key?): return .key(key)
+        default: throw CLIError("give the record's id or --key, not both", exitCode: ExitStatus.usage)
+        }
     }
 }
 
@@ -84,14 +128,18 @@ struct StoreGetCommand: ParsableCommand {
     @Option(help: "The collection.")
     var collection: String
 
-    @Argument(help: "The record id.")
-    var id: String
+    @OptionGroup var record: RecordNameOptions
 
     func run() throws {
-        let recordID = try parseRecordID(id)
+        let name = try record.name()
         let store = try keys.open()
-        let record = try libraryCall("reading \(id)") { try store.get(collection: collection, id: recordID) }
-        try StandardOutput.line(CanonicalJSON.serialize(record.jsonValue))
+        let found = try libraryCall("reading \(name)") {
+            switch name {
+            case .id(let id): try store.get(collection: collection, id: id)
+            case .key(let key): try store.get(collection: collection, key: key)
+            }
+        }
+        try StandardOutput.line(CanonicalJSON.serialize(found.jsonValue))
     }
 }
 
@@ -246,14 +294,16 @@ struct StoreDeleteCommand: ParsableCommand {
     @Option(help: "Delete only if the record is at this version (exit 64 with a version conflict otherwise).")
     var version: Int?
 
-    @Argument(help: "The record id.")
-    var id: String
+    @OptionGroup var record: RecordNameOptions
 
     func run() throws {
-        let recordID = try parseRecordID(id)
+        let name = try record.name()
         let store = try keys.open()
-        try libraryCall("deleting \(id)") {
-            try store.delete(collection: collection, id: recordID, expectedVersion: version)
+        try libraryCall("deleting \(name)") {
+            switch name {
+            case .id(let id): try store.delete(collection: collection, id: id, expectedVersion: version)
+            case .key(let key): try store.delete(collection: collection, key: key, expectedVersion: version)
+            }
         }
     }
 }

@@ -1,0 +1,100 @@
+import E3DBCanonicalJSON
+public import E3DBDocuments
+public import E3DBPrimitives
+public import Foundation
+import GRDB
+
+// Records named by a key the app chooses, for key-value use (YapDatabase's `setObject:forKey:inCollection:`): the
+// record's id is derived from the store, the collection and the key, so a key names at most one record, a lookup
+// by key is a lookup by id, and the id (bound by the record's MAC like any other) cannot be moved to another key.
+
+extension EncryptedStore {
+    /// The id of the record named `key` in `collection` of this store: a version 8 UUID from BLAKE2b-128 over the
+    /// canonical JSON array `["E3DBStore key v1", store id, collection, key]`.
+    ///
+    /// The derivation is not keyed: whoever can read the ids in a store file (a store in a plain database file)
+    /// and guesses a key can tell whether the store holds a record under it, as they can read `plain` metadata.
+    public func recordID(forKey key: String, in collection: String) throws(E3DBError) -> UUID {
+        let place: JSONValue = .array(["E3DBStore key v1", .string(storeIDText), .string(collection), .string(key)])
+        let digest = try BLAKE2b.hash(data: Data(CanonicalJSON.serialize(place).utf8), outputByteCount: 16)
+        return EncryptedStore.uuid([UInt8](digest), version: 8)
+    }
+
+    /// Stores the record named `key` in `collection`: a new record (version 1) when there is none, else a new
+    /// version of it (its data, type and `plain` replaced), in one transaction either way.
+    /// - Parameters:
+    ///   - expectedVersion: when given, the version the caller read (0 for "no record yet"); another one is
+    ///     `E3DBError.Code.versionConflict`. Without it, the write replaces whatever version is current.
+    /// - Returns: the record's id (``recordID(forKey:in:)``) and new version.
+    /// - Throws: `invalidParameter` for an empty key, `versionConflict`, the errors of ``put(collection:type:data:plain:)``.
+    @discardableResult
+    public func put(
+        collection: String, key: String, type: String, data: RecordData, plain: RecordData = RecordData(),
+        expectedVersion: Int? = nil
+    ) throws(E3DBError) -> RecordReference {
+        guard !key.isEmpty else {
+            throw E3DBError(.invalidParameter, "a record key cannot be empty", context: .init(item: collection))
+        }
+        let id = try recordID(forKey: key, in: collection)
+        // Another writer may create, update or delete the record between the read of its version and the write:
+        // then look again (each step is its own transaction; a handful of rounds settles any race).
+        for _ in 0..<8 {
+            let current = try databaseCall("reading record \(id.lowercasedString)") {
+                try pool.read { db in
+                    try Int.fetchOne(
+                        db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?",
+                        arguments: [id.lowercasedString, collection])
+                }
+            }
+            if let expectedVersion, expectedVersion != (current ?? 0) {
+                throw E3DBError(
+                    .versionConflict,
+                    "the record with key \(key) is at version \(current ?? 0), not \(expectedVersion)",
+                    context: .init(expected: expectedVersion, actual: current ?? 0, item: id.lowercasedString))
+            }
+            guard let current else {
+                if let inserted = try insertRecords(
+                    collection: collection, records: [(type, data, plain)], ids: [id])
+                {
+                    return inserted[0]
+                }
+                continue
+            }
+            do {
+                return try update(
+                    collection: collection, id: id, expectedVersion: current, type: type, data: data, plain: plain)
+            } catch  where error.code == .versionConflict || error.code == .recordNotFound {
+                continue
+            }
+        }
+        throw E3DBError(
+            .versionConflict, "the record with key \(key) kept changing while it was written",
+            context: .init(item: id.lowercasedString))
+    }
+
+    /// Reads, authenticates and decrypts the record named `key` in `collection`.
+    /// - Throws: `recordNotFound` when there is none, and the errors of ``get(collection:id:)``.
+    public func get(collection: String, key: String) throws(E3DBError) -> StoredRecord {
+        let id = try recordID(forKey: key, in: collection)
+        do {
+            return try get(collection: collection, id: id)
+        } catch  where error.code == .recordNotFound {
+            throw E3DBError(
+                .recordNotFound, "no record with key \(key) in collection \(collection)",
+                context: .init(item: id.lowercasedString))
+        }
+    }
+
+    /// Deletes the record named `key` in `collection`.
+    /// - Throws: `recordNotFound` when there is none, `versionConflict` when `expectedVersion` is not current.
+    public func delete(collection: String, key: String, expectedVersion: Int? = nil) throws(E3DBError) {
+        let id = try recordID(forKey: key, in: collection)
+        do {
+            try delete(collection: collection, id: id, expectedVersion: expectedVersion)
+        } catch  where error.code == .recordNotFound {
+            throw E3DBError(
+                .recordNotFound, "no record with key \(key) in collection \(collection)",
+                context: .init(item: id.lowercasedString))
+        }
+    }
+}

@@ -117,6 +117,7 @@ extension EncryptedStore {
                         db, indexes: [(index, indexKey)], collection: collection, seq: row["seq"], data: record.data)
                     filled += 1
                 }
+                try commitState(db, keys, nil)
                 return filled
             }
         }
@@ -130,6 +131,7 @@ extension EncryptedStore {
 
     /// Removes a blind index and its tokens.
     public func dropIndex(collection: String, name: String) throws(E3DBError) {
+        let keys = try currentKeys()
         try databaseCall("dropping index \(name)") {
             try pool.write { db in
                 try db.execute(
@@ -141,6 +143,7 @@ extension EncryptedStore {
                     throw E3DBError(
                         .invalidParameter, "there is no index \(name) in \(collection)", context: .init(item: name))
                 }
+                try commitState(db, keys, nil)
             }
         }
     }

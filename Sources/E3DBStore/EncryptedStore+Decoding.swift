@@ -36,6 +36,17 @@ extension EncryptedStore {
         return hasher.finalize()
     }
 
+    /// Whether `mac` is the binding MAC of a row with these columns (compared in constant time).
+    func bindingMACMatches(
+        _ keys: StoreKeys, _ mac: Data, collection: String, idText: String, version: Int, keyVersion: Int,
+        created: String, updated: String, document: Data
+    ) throws(E3DBError) -> Bool {
+        let expected = try bindingMAC(
+            keys, collection: collection, idText: idText, version: version, keyVersion: keyVersion, created: created,
+            updated: updated, document: document)
+        return ConstantTime.equals(expected, mac)
+    }
+
     func decode(_ row: Row, collection: String) throws(E3DBError) -> StoredRecord {
         try decode(StoredRow(row), collection: collection)
     }
@@ -72,12 +83,13 @@ extension EncryptedStore {
         else {
             throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
         }
-        let expected = try bindingMAC(
-            keys, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion,
-            created: created, updated: updated, document: bytes)
         // The MAC covers the canonical id: a copy of a row under the same id in another spelling (upper case) is
         // not this record, even though its MAC verifies.
-        guard ConstantTime.equals(expected, mac), row.id == nil || row.id == canonicalID else {
+        guard
+            try bindingMACMatches(
+                keys, mac, collection: collection, idText: canonicalID, version: version, keyVersion: keyVersion,
+                created: created, updated: updated, document: bytes), row.id == nil || row.id == canonicalID
+        else {
             throw E3DBError(
                 .recordTampered, "record \(item) does not authenticate in its place (edited or moved)",
                 context: .init(item: item))
@@ -120,9 +132,11 @@ extension EncryptedStore {
         var tokens: [(name: String, token: Data)]? = nil
     }
 
-    /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
+    /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction), and adds
+    /// it to `state`, the collection's state change of the transaction (see `writingRecords`).
     func insertRecord(
-        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)]
+        _ db: Database, _ row: NewRecordRow, collection: String, indexes: [(index: BlindIndex, key: SecureBytes)],
+        state: inout CollectionStateChange
     ) throws {
         try db.cachedStatement(
             sql: """
@@ -135,6 +149,7 @@ extension EncryptedStore {
                 row.document, row.mac,
             ])
         let seq = db.lastInsertedRowID
+        try state.add(id: row.reference.id.lowercasedString, version: 1, mac: row.mac)
         try insertPlain(db, seq: seq, plain: row.plain)
         if let tokens = row.tokens {
             try insertTokens(db, tokens, collection: collection, seq: seq)

@@ -92,6 +92,7 @@ extension EncryptedStore {
                             try db.execute(sql: "DELETE FROM files WHERE path = ?", arguments: [path])
                         }
                         let mac = try fileMAC(keys, entry)
+                        try commitState(db, keys, nil)
                         try db.execute(
                             sql: """
                                 INSERT INTO files (id, path, record_id, size, encrypted_size, checksum, wrapped_key, created,
@@ -221,6 +222,7 @@ extension EncryptedStore {
                             arguments: [entry.path, entry.updated, try fileMAC(keys, entry), entry.id])
                         moved += 1
                     }
+                    try commitState(db, keys, nil)
                     return .commit
                 }
                 return moved
@@ -235,7 +237,7 @@ extension EncryptedStore {
     /// - Throws: `fileNotFound`.
     @discardableResult
     public func deleteFile(at path: String, recursive: Bool = false) throws(E3DBError) -> Int {
-        _ = try currentKeys()
+        let keys = try currentKeys()
         let path = try StorePath.normalize(path)
         let ids = try databaseCall("deleting \(path)") {
             try pool.write { db in
@@ -249,6 +251,7 @@ extension EncryptedStore {
                     throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path))
                 }
                 for id in ids { try db.execute(sql: "DELETE FROM files WHERE id = ?", arguments: [id]) }
+                try commitState(db, keys, nil)
                 return ids
             }
         }

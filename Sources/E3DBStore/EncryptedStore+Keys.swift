@@ -20,10 +20,11 @@ extension EncryptedStore {
     /// Whether the store's keys are in memory.
     public var isLocked: Bool { state.withLock { $0 == nil } }
 
-    /// Opens the master key again after ``lock()``.
-    /// - Throws: `E3DBError.Code.wrongKey`.
+    /// Opens the master key again after ``lock()``, and checks the state rows as ``open(at:credential:expectedMinimumWriteCounter:)`` does.
+    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered`.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
         let keys = try EncryptedStore.unlockKeys(pool, EncryptedStore.readHeader(pool), with: credential)
+        try checkState(keys, minimumWriteCounter: nil)
         state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
     }
 
@@ -142,6 +143,10 @@ extension EncryptedStore {
                         try db.execute(
                             sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
                             arguments: [collection, wrapped])
+                        try commitState(
+                            db, keys,
+                            CollectionStateChange(
+                                collection: collection, authenticator: stateAuthenticator(keys), creating: true))
                     }
                 }
             }

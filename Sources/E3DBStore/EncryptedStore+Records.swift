@@ -53,11 +53,13 @@ extension EncryptedStore {
                 let indexes = try indexKeys(db, keys: keys, collection: collection)
                 var references: [RecordReference] = []
                 references.reserveCapacity(records.count)
-                try encryptNewRecords(
-                    records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids
-                ) { row in
-                    try insertRecord(db, row, collection: collection, indexes: indexes)
-                    references.append(row.reference)
+                try writingRecords(db, keys, collection: collection) { state in
+                    try encryptNewRecords(
+                        records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids
+                    ) { row in
+                        try insertRecord(db, row, collection: collection, indexes: indexes, state: &state)
+                        references.append(row.reference)
+                    }
                 }
                 return references
             }
@@ -107,7 +109,7 @@ extension EncryptedStore {
             try pool.write { db -> RecordReference in
                 guard
                     let row = try Row.fetchOne(
-                        db, sql: "SELECT seq, type, version, created FROM records WHERE id = ? AND collection = ?",
+                        db, sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
                         arguments: [idText, collection])
                 else {
                     throw E3DBError(
@@ -130,15 +132,20 @@ extension EncryptedStore {
                 let mac = try bindingMAC(
                     keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
                     created: created, updated: now, document: bytes)
-                try db.execute(
-                    sql: """
-                        UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
-                        WHERE seq = ? AND version = ?
-                        """,
-                    arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, expectedVersion])
-                guard db.changesCount == 1 else {
-                    throw E3DBError(
-                        .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+                let oldMAC = Data.fromDatabaseValue(row["mac"] as DatabaseValue) ?? Data()
+                try writingRecords(db, keys, collection: collection) { state in
+                    try db.execute(
+                        sql: """
+                            UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
+                            WHERE seq = ? AND version = ?
+                            """,
+                        arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, expectedVersion])
+                    guard db.changesCount == 1 else {
+                        throw E3DBError(
+                            .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+                    }
+                    try state.remove(id: idText, version: expectedVersion, mac: oldMAC)
+                    try state.add(id: idText, version: newVersion, mac: mac)
                 }
                 try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
                 try insertPlain(db, seq: seq, plain: plain)
@@ -158,13 +165,14 @@ extension EncryptedStore {
     ///   - expectedVersion: when given, another version is `E3DBError.Code.versionConflict`.
     public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) throws(E3DBError) {
         let idText = id.lowercasedString
-        _ = try currentKeys()
+        let keys = try currentKeys()
         try databaseCall("deleting record \(idText)") {
             try pool.write { db in
                 guard
-                    let current = try Int.fetchOne(
-                        db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?",
-                        arguments: [idText, collection])
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT version, mac FROM records WHERE id = ? AND collection = ?",
+                        arguments: [idText, collection]),
+                    let current = Int.fromDatabaseValue(row["version"] as DatabaseValue)
                 else {
                     throw E3DBError(
                         .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
@@ -175,8 +183,13 @@ extension EncryptedStore {
                         .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
                         context: .init(expected: expectedVersion, actual: current, item: idText))
                 }
-                try db.execute(
-                    sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+                try writingRecords(db, keys, collection: collection) { state in
+                    try db.execute(
+                        sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+                    try state.remove(
+                        id: idText, version: current, mac: Data.fromDatabaseValue(row["mac"] as DatabaseValue) ?? Data()
+                    )
+                }
             }
         }
     }

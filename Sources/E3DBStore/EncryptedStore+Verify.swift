@@ -15,8 +15,9 @@ public struct StoreVerificationReport: Sendable {
     public let filesChecked: Int
     /// One error per record (or collection) that did not authenticate, decrypt or could not be read, per query table
     /// that differs from a record (`recordTampered` for `type` and `record_plain`, `indexEntryMismatch` for index
-    /// entries), and per damaged page SQLite found (`storeCorrupted`, item `database`), each naming what it is
-    /// about in `context.item`.
+    /// entries), per damaged page SQLite found (`storeCorrupted`, item `database`), and per collection whose records
+    /// are not those its authenticated state counts or whose state row is missing or edited (`storeTampered`, item
+    /// the collection, or `store` for the write-counter row), each naming what it is about in `context.item`.
     public let problems: [E3DBError]
 }
 
@@ -25,11 +26,22 @@ extension EncryptedStore {
     /// `record_plain`, blind-index entries) with each authenticated record, and checks every file of the file tree
     /// (row, body, checksum; then orphan bodies), going on after a failure, so that every damaged record is
     /// reported (by id), every query-table difference (by record or index) and every damaged file (by path).
+    /// It recomputes each collection's record count and digest from its authenticated rows and compares them with
+    /// the collection's authenticated state: a deleted record row, a deleted row put back and an older version of a
+    /// row restored are each reported naming the collection (`storeTampered`).
     /// SQLite's own check of the file (`PRAGMA quick_check`) runs first; each damaged page it finds is a
     /// `storeCorrupted` problem, and a record that cannot be read is reported and passed over.
     public func verify() throws(E3DBError) -> StoreVerificationReport {
         var checked = 0
         var problems = databaseFileProblems()
+        let keys = try currentKeys()
+        do {
+            problems += try databaseCall("verifying the store's state") {
+                try pool.read { db in try stateRowProblems(db, keys).problems }
+            }
+        } catch {
+            problems.append(onDatabase(error))
+        }
         var names: [String] = []
         do {
             names = try collections()
@@ -43,7 +55,6 @@ extension EncryptedStore {
                 problems.append(error)
                 continue
             }
-            let keys = try currentKeys()
             let indexes: [(index: BlindIndex, key: SecureBytes)]
             do {
                 indexes = try databaseCall("verifying the indexes of \(collection)") {
@@ -75,6 +86,7 @@ extension EncryptedStore {
                 }
             }
             problems += orphanProblems(collection: collection)
+            problems += collectionStateProblems(collection, keys)
         }
         problems += orphanPlainProblems()
         var files: (checked: Int, problems: [E3DBError]) = (0, [])

@@ -134,14 +134,28 @@ public final class EncryptedStore: Sendable {
                 if let enrollment { try enrollment.insert(db) }
             }
         }
-        return EncryptedStore(directory: directory, storeID: storeID, pool: pool, keys: keys)
+        let store = EncryptedStore(directory: directory, storeID: storeID, pool: pool, keys: keys)
+        try store.checkState(keys, minimumWriteCounter: nil)
+        return store
     }
 
-    /// Opens an existing store.
+    /// Opens an existing store, and checks its authenticated state (O(collections): every collection's state row
+    /// and the store's write counter authenticate).
+    ///
+    /// A store opened with an older version of this library gets its state here, from its authenticated records.
+    ///
+    /// - Parameters:
+    ///   - directory: the store's directory.
+    ///   - credential: a passphrase, raw key or enrolled identity.
+    ///   - expectedMinimumWriteCounter: the ``writeCounter`` the app saw last and keeps outside the file (keychain,
+    ///     server); a store whose counter is lower is an older copy and is refused. Nil checks nothing.
     /// - Throws: `E3DBError.Code.storeNotFound`; `E3DBError.Code.wrongKey` when the credential does not open
-    ///   the master key (checked before any record is read); `storeCorrupted`, `unsupportedStoreVersion`,
-    ///   `databaseError`.
-    public static func open(at directory: URL, credential: StoreCredential) throws(E3DBError) -> EncryptedStore {
+    ///   the master key (checked before any record is read); `storeTampered` when a state row is missing or edited;
+    ///   `storeRolledBack` when the write counter is below `expectedMinimumWriteCounter`; `storeCorrupted`,
+    ///   `unsupportedStoreVersion`, `databaseError`.
+    public static func open(
+        at directory: URL, credential: StoreCredential, expectedMinimumWriteCounter: Int? = nil
+    ) throws(E3DBError) -> EncryptedStore {
         let path = directory.appendingPathComponent(databaseFileName).path
         guard FileManager.default.fileExists(atPath: path) else {
             throw E3DBError(.storeNotFound, "there is no store in \(directory.path)")
@@ -150,7 +164,9 @@ public final class EncryptedStore: Sendable {
         try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
         let header = try readHeader(pool)
         let keys = try unlockKeys(pool, header, with: credential)
-        return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: keys)
+        let store = EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: keys)
+        try store.checkState(keys, minimumWriteCounter: expectedMinimumWriteCounter)
+        return store
     }
 
     struct Header {

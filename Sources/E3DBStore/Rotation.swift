@@ -56,6 +56,7 @@ extension EncryptedStore {
                     arguments: [collection, current + 1, wrapped])
                 try db.execute(
                     sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
+                try commitState(db, keys, nil)
                 return current + 1
             }
         }
@@ -81,7 +82,9 @@ extension EncryptedStore {
                 }
             }
             if rows.isEmpty { break }
-            var updates: [(seq: Int64, oldKeyVersion: Int, version: Int, document: Data, mac: Data)] = []
+            var updates:
+                [(seq: Int64, id: String, oldKeyVersion: Int, version: Int, oldMAC: Data, document: Data, mac: Data)] =
+                    []
             for row in rows {
                 let record = try decode(row, collection: collection)
                 let document = EncryptedDocument(
@@ -90,20 +93,31 @@ extension EncryptedStore {
                 let mac = try bindingMAC(
                     keys, collection: collection, id: record.id, version: record.version, keyVersion: target,
                     created: row["created"], updated: row["updated"], document: bytes)
-                updates.append((row["seq"], row["key_version"], record.version, bytes, mac))
+                updates.append(
+                    (
+                        row["seq"], record.id.lowercasedString, row["key_version"], record.version, row["mac"], bytes,
+                        mac
+                    ))
             }
             try databaseCall("rotating records of \(collection)") {
                 try pool.write { db in
-                    for update in updates {
-                        // Skipped when the record changed meanwhile (an update writes it under the new key).
-                        try db.execute(
-                            sql: """
-                                UPDATE records SET key_version = ?, document = ?, mac = ?
-                                WHERE seq = ? AND key_version = ? AND version = ?
-                                """,
-                            arguments: [
-                                target, update.document, update.mac, update.seq, update.oldKeyVersion, update.version,
-                            ])
+                    try writingRecords(db, keys, collection: collection) { state in
+                        for update in updates {
+                            // Skipped when the record changed meanwhile (an update writes it under the new key).
+                            try db.execute(
+                                sql: """
+                                    UPDATE records SET key_version = ?, document = ?, mac = ?
+                                    WHERE seq = ? AND key_version = ? AND version = ?
+                                    """,
+                                arguments: [
+                                    target, update.document, update.mac, update.seq, update.oldKeyVersion,
+                                    update.version,
+                                ])
+                            if db.changesCount == 1 {
+                                try state.remove(id: update.id, version: update.version, mac: update.oldMAC)
+                                try state.add(id: update.id, version: update.version, mac: update.mac)
+                            }
+                        }
                     }
                 }
             }
@@ -121,6 +135,7 @@ extension EncryptedStore {
                     try db.execute(
                         sql: "DELETE FROM collection_keys WHERE collection = ? AND version < ?",
                         arguments: [collection, target])
+                    try commitState(db, keys, nil)
                 }
             }
         }

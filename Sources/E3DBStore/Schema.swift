@@ -125,6 +125,27 @@ enum StoreSchema {
                     CREATE INDEX files_by_record ON files(record_id);
                     """)
         }
+        migrator.registerMigration("v6-collection-state") { db in
+            // The authenticated state (docs/store.md): per collection its record count and the XOR digest of its
+            // records' keyed elements, MACed with the write counter of its last change; one row with the store's
+            // write counter and the digest of the collection rows' MACs. Filled at the first unlock.
+            try db.execute(
+                sql: """
+                    CREATE TABLE collection_state (
+                        collection TEXT PRIMARY KEY,
+                        record_count INTEGER NOT NULL,
+                        digest BLOB NOT NULL,
+                        write_counter INTEGER NOT NULL,
+                        mac BLOB NOT NULL
+                    ) STRICT;
+                    CREATE TABLE store_state (
+                        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                        write_counter INTEGER NOT NULL,
+                        states_digest BLOB NOT NULL,
+                        mac BLOB NOT NULL
+                    ) STRICT;
+                    """)
+        }
         return migrator
     }
 }

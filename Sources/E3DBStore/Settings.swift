@@ -30,6 +30,7 @@ extension EncryptedStore {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO settings (key, sealed, updated) VALUES (?, ?, ?)",
                     arguments: [key, sealed, StoreTime.format(StoreTime.now())])
+                try commitState(db, keys, nil)
             }
         }
     }
@@ -66,9 +67,12 @@ extension EncryptedStore {
 
     /// Removes the setting under `key` (nothing happens when there is none).
     public func removeSetting(forKey key: String) throws(E3DBError) {
-        _ = try currentKeys()
+        let keys = try currentKeys()
         try databaseCall("removing setting \(key)") {
-            try pool.write { db in try db.execute(sql: "DELETE FROM settings WHERE key = ?", arguments: [key]) }
+            try pool.write { db in
+                try db.execute(sql: "DELETE FROM settings WHERE key = ?", arguments: [key])
+                try commitState(db, keys, nil)
+            }
         }
     }
 

@@ -158,7 +158,9 @@ extension EncryptedStore {
                     sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
                     arguments: [collection, wrapped])
                 // A new collection has no blind indexes yet.
-                for row in rows { try insertRecord(db, row, collection: collection, indexes: []) }
+                try writingRecords(db, keys, collection: collection, creating: true) { state in
+                    for row in rows { try insertRecord(db, row, collection: collection, indexes: [], state: &state) }
+                }
             }
         }
         return rows.map(\.reference)

@@ -27,4 +27,13 @@ extension E3DBError.Code {
     /// row, collection or version; or its plaintext query columns (`type`, `plain`) differ from its authenticated
     /// meta, so a query selected it wrongly (or would miss it). `context.item` names the record.
     public static let recordTampered = Self("recordTampered", category: .verification)
+    /// The store's authenticated state does not match: a collection's state row (record count and digest) or the
+    /// store's write-counter row is missing or does not authenticate (at open, unlock and any write), or a
+    /// collection's records are not the ones its state counts (`verify()`: a record row deleted, a deleted row put
+    /// back, an older version of a row restored). `context.item` names the collection, or `store`.
+    public static let storeTampered = Self("storeTampered", category: .verification)
+    /// The store's authenticated write counter is lower than the minimum the caller expects
+    /// (``EncryptedStore/open(at:credential:expectedMinimumWriteCounter:)``): the file is an older copy of the store.
+    /// `context.expected` holds the minimum, `context.actual` the store's counter.
+    public static let storeRolledBack = Self("storeRolledBack", category: .verification)
 }

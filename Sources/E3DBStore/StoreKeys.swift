@@ -34,16 +34,19 @@ public enum KDFPreset: String, Sendable, CaseIterable {
 }
 
 /// The store's key hierarchy: the credential's key (KEK) wraps the master key; the master key wraps one access
-/// key per collection and derives the record-binding MAC key.
+/// key per collection and derives the record-binding MAC key and the collection-state MAC key.
 struct StoreKeys: Sendable {
     let master: SecretBox.Key
     let recordMACKey: SecureBytes
+    /// Authenticates the per-collection state and the write counter (`CollectionState.swift`).
+    let stateMACKey: SecureBytes
     /// The store's Curve25519 key: the authorizer of the EAKs it writes when it shares a collection.
     let boxKey: Box.PrivateKey
 
     init(master: SecretBox.Key, wrappedBoxKey: Data) throws(E3DBError) {
         self.master = master
         self.recordMACKey = try StoreKeys.derive(from: master, label: "record-binding")
+        self.stateMACKey = try StoreKeys.derive(from: master, label: "collection-state")
         let box = try StoreKeys.unwrap(
             wrappedBoxKey, under: master,
             failure: E3DBError(.storeCorrupted, "the store's box key does not authenticate under its master key"))

@@ -39,13 +39,17 @@ struct StoreVerifyCommand: ParsableCommand {
 
 struct StoreStatsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "stats", abstract: "Print record counts per collection and the database size.")
+        commandName: "stats",
+        abstract:
+            "Print record counts per collection, the database size and the store's write counter (for --min-write-counter)."
+    )
 
     @OptionGroup var keys: StoreKeyOptions
 
     func run() throws {
         let store = try keys.open()
         let stats = try libraryCall("reading \(keys.store)") { try store.statistics() }
+        let counter = try libraryCall("reading \(keys.store)") { try store.writeCounter }
         var collections = JSONObject()
         for (name, count) in stats.recordsPerCollection.sorted(by: { $0.key < $1.key }) {
             collections[name] = .number(Double(count))
@@ -54,7 +58,7 @@ struct StoreStatsCommand: ParsableCommand {
             CanonicalJSON.serialize(
                 .object([
                     "collections": .object(collections), "database_bytes": .number(Double(stats.databaseBytes)),
-                    "store_id": .string(store.storeID.lowercasedString),
+                    "store_id": .string(store.storeID.lowercasedString), "write_counter": .number(Double(counter)),
                 ])))
     }
 }

@@ -57,6 +57,12 @@ struct StoreKeyOptions: ParsableArguments {
     )
     var identity: String?
 
+    @Option(
+        help:
+            "Refuse the store (exit 2, storeRolledBack) when its write counter (see 'store stats') is below N: an older copy."
+    )
+    var minWriteCounter: Int?
+
     static let onlyOne = "pass only one of --passphrase-file, --key-file and --identity"
 
     func validate() throws {
@@ -99,7 +105,8 @@ struct StoreKeyOptions: ParsableArguments {
 
     func open(with credential: StoreCredential) throws -> EncryptedStore {
         do {
-            return try EncryptedStore.open(at: url, credential: credential)
+            return try EncryptedStore.open(
+                at: url, credential: credential, expectedMinimumWriteCounter: minWriteCounter)
         } catch {
             throw CLIError(error, while: "opening the store \(store)")
         }

@@ -118,6 +118,8 @@ extension EncryptedStore {
         let data: RecordData
         /// The blind-index tokens (index name, token) for the transaction's indexes, when computed with the record.
         var tokens: [(name: String, token: Data)]? = nil
+        /// Its updated time when it differs from ``time`` (a record copied by a rekey, at any version).
+        var updated: String? = nil
     }
 
     /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction).
@@ -127,11 +129,12 @@ extension EncryptedStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
-                VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(
             arguments: [
-                row.reference.id.lowercasedString, collection, row.type, row.keyVersion, row.time, row.time,
+                row.reference.id.lowercasedString, collection, row.type, row.reference.version, row.keyVersion,
+                row.time, row.updated ?? row.time,
                 row.document, row.mac,
             ])
         let seq = db.lastInsertedRowID

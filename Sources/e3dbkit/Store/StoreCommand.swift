@@ -24,7 +24,8 @@ struct StoreCommand: SubcommandGroup {
         subcommands: [
             StoreInitCommand.self, StorePutCommand.self, StoreGetCommand.self, StoreFindCommand.self,
             StoreIndexCommand.self,
-            StoreDeleteCommand.self, StorePasswdCommand.self, StoreRotateCommand.self, StoreExportCommand.self,
+            StoreDeleteCommand.self, StorePasswdCommand.self, StoreRekeyCommand.self, StoreRotateCommand.self,
+            StoreExportCommand.self,
             StoreImportCommand.self,
             StoreVerifyCommand.self, StoreStatsCommand.self, StoreIdentityCommand.self, StoreAttachCommand.self,
             StoreCatCommand.self, StoreListFilesCommand.self, StoreMoveFileCommand.self, StoreRemoveFileCommand.self,

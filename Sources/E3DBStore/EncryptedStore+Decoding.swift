@@ -118,7 +118,7 @@ extension EncryptedStore {
         let data: RecordData
         /// The blind-index tokens (index name, token) for the transaction's indexes, when computed with the record.
         var tokens: [(name: String, token: Data)]? = nil
-        /// Its updated time when it differs from ``time`` (a record copied by a rekey, at any version).
+        /// Its updated time when it differs from `time` (a record copied by a rekey, at any version).
         var updated: String? = nil
     }
 

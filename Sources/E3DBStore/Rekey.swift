@@ -394,7 +394,7 @@ struct RekeyState {
     let resumed: Bool
     var lastSeq: Int64 = 0
     var done = 0
-    /// Old rows fed to ``hasher``.
+    /// Old rows fed to `hasher`.
     var records = 0
     var hasher: BLAKE2b
 

@@ -297,6 +297,37 @@ struct RekeyTests {
         expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("a")) }
     }
 
+    @Test("while a rekey copies, a writer in another connection waits, then fails with storeBusy; nothing is lost")
+    func writerWaits() throws {
+        let dir = try StoreDirectory()
+        do {
+            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("a"), kdfParameters: testKDF)
+            var batch: [(type: String, data: RecordData, plain: RecordData)] = []
+            for i in 0..<30 { batch.append(("t", ["n": "\(i)"], [:])) }
+            _ = try store.put(collection: "c", records: batch)
+        }
+        let url = dir.url
+        let outcome = Mutex<E3DBError.Code?>(nil)
+        let store = try EncryptedStore.rekey(
+            at: url, credential: passphrase("a"), newCredential: passphrase("b"), kdfParameters: testKDF,
+            batchSize: 10
+        ) { progress in
+            guard progress.recordsDone == 10 else { return }
+            // Another connection, released before the swap; the copy holds the write lock.
+            do {
+                let other = try EncryptedStore.open(at: url, credential: passphrase("a"))
+                try other.put(collection: "c", type: "t", data: ["n": "lost?"])
+            } catch let error as E3DBError {
+                outcome.withLock { $0 = error.code }
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+        #expect(outcome.withLock { $0 } == .storeBusy)
+        #expect(try store.count(collection: "c") == 30)
+        #expect(try store.verify().problems.isEmpty)
+    }
+
     @Test("a store created for an identity is rekeyed with that identity; an identity cannot replace a passphrase")
     func identityStore() throws {
         let dir = try StoreDirectory()

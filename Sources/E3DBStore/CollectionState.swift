@@ -362,8 +362,8 @@ extension EncryptedStore {
     }
 
     /// Writes the state of a store that has none: every collection's count and digest from its authenticated
-    /// records, and the store row with write counter 1 (inside the caller's transaction).
-    func buildState(_ db: Database, _ keys: StoreKeys) throws {
+    /// records, and the store row with write counter `counter` + 1 (inside the caller's transaction).
+    func buildState(_ db: Database, _ keys: StoreKeys, counter: Int = 0) throws {
         let authenticator = stateAuthenticator(keys)
         var statesDigest = StateDigest.zero
         for collection in try String.fetchAll(db, sql: "SELECT name FROM collections ORDER BY name") {
@@ -377,8 +377,10 @@ extension EncryptedStore {
             statesDigest.formXOR(try authenticator.collectionElement(collection: collection, mac: mac))
         }
         try db.execute(
-            sql: "INSERT INTO store_state (singleton, write_counter, states_digest, mac) VALUES (1, 0, ?, ?)",
-            arguments: [statesDigest.data, try authenticator.storeMAC(counter: 0, statesDigest: statesDigest)])
+            sql: "INSERT INTO store_state (singleton, write_counter, states_digest, mac) VALUES (1, ?, ?, ?)",
+            arguments: [
+                counter, statesDigest.data, try authenticator.storeMAC(counter: counter, statesDigest: statesDigest),
+            ])
         try commitState(db, keys, nil)
     }
 

@@ -130,6 +130,8 @@ extension EncryptedStore {
         let data: RecordData
         /// The blind-index tokens (index name, token) for the transaction's indexes, when computed with the record.
         var tokens: [(name: String, token: Data)]? = nil
+        /// Its updated time when it differs from `time` (a record copied by a rekey, at any version).
+        var updated: String? = nil
     }
 
     /// Inserts a new record row with its `plain` rows and index tokens (inside the caller's transaction), and adds
@@ -141,15 +143,16 @@ extension EncryptedStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
-                VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(
             arguments: [
-                row.reference.id.lowercasedString, collection, row.type, row.keyVersion, row.time, row.time,
+                row.reference.id.lowercasedString, collection, row.type, row.reference.version, row.keyVersion,
+                row.time, row.updated ?? row.time,
                 row.document, row.mac,
             ])
         let seq = db.lastInsertedRowID
-        try state.add(id: row.reference.id.lowercasedString, version: 1, mac: row.mac)
+        try state.add(id: row.reference.id.lowercasedString, version: row.reference.version, mac: row.mac)
         try insertPlain(db, seq: seq, plain: row.plain)
         if let tokens = row.tokens {
             try insertTokens(db, tokens, collection: collection, seq: seq)

@@ -91,17 +91,8 @@ extension EncryptedStore {
                             entry.created = old["created"] ?? now
                             try db.execute(sql: "DELETE FROM files WHERE path = ?", arguments: [path])
                         }
-                        let mac = try fileMAC(keys, entry)
                         try commitState(db, keys, nil)
-                        try db.execute(
-                            sql: """
-                                INSERT INTO files (id, path, record_id, size, encrypted_size, checksum, wrapped_key, created,
-                                    updated, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                                """,
-                            arguments: [
-                                entry.id, entry.path, entry.recordID, entry.size, entry.encryptedSize, entry.checksum,
-                                entry.wrappedKey, entry.created, entry.updated, mac,
-                            ])
+                        try insertFile(db, entry, keys: keys)
                         try body.publish()
                         try syncDirectory(filesDirectory)
                         return .commit
@@ -114,6 +105,19 @@ extension EncryptedStore {
         }
         if let replaced { _ = unsafe unlink(bodyURL(replaced).path) }
         return try entry.stored()
+    }
+
+    /// Inserts a file row bound by its MAC under `keys` (inside the caller's transaction).
+    func insertFile(_ db: Database, _ entry: FileEntry, keys: StoreKeys) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO files (id, path, record_id, size, encrypted_size, checksum, wrapped_key, created, updated,
+                    mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                entry.id, entry.path, entry.recordID, entry.size, entry.encryptedSize, entry.checksum,
+                entry.wrappedKey, entry.created, entry.updated, try fileMAC(keys, entry),
+            ])
     }
 
     /// Stores `data` as the file at `path`; see ``putFile(at:from:attachedTo:replace:)``.

@@ -32,6 +32,12 @@ extension EncryptedStore {
     /// records (O(1)); a crash leaves either the old or the new credential working. Enrolled identities are not
     /// touched: they wrap the master key, which does not change. On a store created for an identity, this adds a
     /// passphrase or key.
+    ///
+    /// It does not change the master key, nor anything under it (collection keys, binding MACs, blind-index
+    /// tokens, settings, files): the old passphrase or key with an old copy of the file (a backup) still opens the
+    /// master key, and with it every record of that copy and every record written later into the current file.
+    /// To cut off old credentials and old copies, use
+    /// ``rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)``.
     /// - Parameters:
     ///   - credential: the new passphrase or raw key.
     ///   - kdf: the Argon2id cost for a new passphrase.

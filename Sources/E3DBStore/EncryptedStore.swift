@@ -52,12 +52,14 @@ public final class EncryptedStore: Sendable {
         var indexKeys: [IndexKeyName: SecureBytes] = [:]
     }
 
-    private init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys) {
+    /// A store over an open pool; `databasePath` is the pool's file when it is not the store's own (a rekey's copy).
+    init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys, databasePath: String? = nil) {
         self.directory = directory
         self.storeID = storeID
         self.storeIDText = storeID.lowercasedString
         self.pool = pool
-        self.readers = RecordReaders(path: directory.appendingPathComponent(EncryptedStore.databaseFileName).path)
+        self.readers = RecordReaders(
+            path: databasePath ?? directory.appendingPathComponent(EncryptedStore.databaseFileName).path)
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
@@ -254,8 +256,9 @@ func databaseCall<T>(_ doing: String, _ body: () throws -> T) throws(E3DBError) 
 }
 
 /// The one mapping of a database failure to an `E3DBError`: a damaged file (`SQLITE_CORRUPT`, `SQLITE_NOTADB`: a
-/// malformed page, a truncated file, a header that is not SQLite's) is `storeCorrupted`; any other SQLite or I/O
-/// failure is `databaseError`. `doing` says what the store was doing, for the message.
+/// malformed page, a truncated file, a header that is not SQLite's) is `storeCorrupted`; a lock another connection
+/// holds past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`) is `storeBusy`; any other SQLite or I/O failure is
+/// `databaseError`. `doing` says what the store was doing, for the message.
 func storeError(_ error: any Error, doing: String) -> E3DBError {
     switch error {
     case let error as E3DBError:
@@ -265,6 +268,11 @@ func storeError(_ error: any Error, doing: String) -> E3DBError {
             .storeCorrupted,
             "\(doing): the store's database file is damaged (SQLite error \(error.resultCode.rawValue): "
                 + "\(error.message ?? "")); restore it from a backup")
+    case let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED:
+        return E3DBError(
+            .storeBusy,
+            "\(doing): the store is busy (SQLite error \(error.resultCode.rawValue): \(error.message ?? "")); another "
+                + "connection holds its write lock (a rekey holds it while it copies the store)")
     case let error as DatabaseError:
         return E3DBError(.databaseError, "\(doing): SQLite error \(error.resultCode.rawValue): \(error.message ?? "")")
     default:

@@ -232,7 +232,7 @@ struct FileEntry {
 /// `open(path, O_RDONLY | O_CLOEXEC)` (a free function: inside the store, `open` names its static opener).
 func openReadOnly(_ path: String) -> Int32 { unsafe open(path, O_RDONLY | O_CLOEXEC) }
 
-/// Flushes a directory's entries (a rename in it) to disk.
+/// Flushes a file, or a directory's entries (a rename in it), to disk.
 func syncDirectory(_ url: URL) throws(E3DBError) {
     let fd = openReadOnly(url.path)
     guard fd >= 0 else {

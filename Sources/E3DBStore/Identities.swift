@@ -19,10 +19,12 @@ struct IdentityEnrollment {
     let identity: StoreIdentity
     let info: EAKInfo
 
-    init(publicKey: Box.PublicKey, clientID: UUID?, keys: StoreKeys, storeID: UUID) throws(E3DBError) {
+    init(
+        publicKey: Box.PublicKey, clientID: UUID?, keys: StoreKeys, storeID: UUID, enrolled: Date = StoreTime.now()
+    ) throws(E3DBError) {
         let eak = try EncryptedAccessKey.wrap(AccessKey(keys.master), for: publicKey, by: keys.boxKey)
         info = EAKInfo(eak: eak, authorizerID: storeID, authorizerPublicKey: keys.boxKey.publicKey)
-        identity = StoreIdentity(publicKey: publicKey, clientID: clientID, enrolled: StoreTime.now())
+        identity = StoreIdentity(publicKey: publicKey, clientID: clientID, enrolled: enrolled)
     }
 
     /// The enrollment of the identity a store is created for; nil for a passphrase or key.

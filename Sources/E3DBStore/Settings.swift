@@ -23,8 +23,7 @@ extension EncryptedStore {
                 context: .init(item: key))
         }
         defer { payload.wipe() }
-        let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
-        let sealed = SecretBox.seal(SecureBytes(copying: payload), using: sealingKey).combined
+        let sealed = try EncryptedStore.sealSetting(SecureBytes(copying: payload), keys: keys)
         try databaseCall("writing setting \(key)") {
             try pool.write { db in
                 try db.execute(
@@ -46,23 +45,35 @@ extension EncryptedStore {
             }
         }
         guard let sealed else { return nil }
-        let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
-        let tampered = E3DBError(.recordTampered, "setting \(key) does not authenticate", context: .init(item: key))
-        let box: SecretBox.SealedBox
-        do { box = try SecretBox.SealedBox(combined: sealed) } catch { throw tampered }
-        let opened: SecureBytes
-        do { opened = try SecretBox.openSecret(box, using: sealingKey) } catch { throw tampered }
+        let opened = try EncryptedStore.openSetting(sealed, key: key, keys: keys)
         return try opened.withTemporaryData { (json) throws(E3DBError) -> T in
-            // The key name first: a value moved from another key is tampering, whatever its type.
-            guard let named = try? JSONDecoder().decode(SettingName.self, from: json), named.key == key else {
-                throw tampered
-            }
             do {
                 return try JSONDecoder().decode(SettingEnvelope<T>.self, from: json).value
             } catch {
                 throw E3DBError(.settingTypeMismatch, "setting \(key) is not a \(T.self)", context: .init(item: key))
             }
         }
+    }
+
+    /// Seals a setting's JSON envelope under the settings key derived from the master key.
+    static func sealSetting(_ payload: SecureBytes, keys: StoreKeys) throws(E3DBError) -> Data {
+        let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
+        return SecretBox.seal(payload, using: sealingKey).combined
+    }
+
+    /// Opens a sealed setting and checks that it names `key`.
+    /// - Throws: `recordTampered` when it does not open, or was moved from another key.
+    static func openSetting(_ sealed: Data, key: String, keys: StoreKeys) throws(E3DBError) -> SecureBytes {
+        let sealingKey = try SecretBox.Key(StoreKeys.derive(from: keys.master, label: "settings"))
+        let tampered = E3DBError(.recordTampered, "setting \(key) does not authenticate", context: .init(item: key))
+        let box: SecretBox.SealedBox
+        do { box = try SecretBox.SealedBox(combined: sealed) } catch { throw tampered }
+        let opened: SecureBytes
+        do { opened = try SecretBox.openSecret(box, using: sealingKey) } catch { throw tampered }
+        // The key name first: a value moved from another key is tampering, whatever its type.
+        let named = opened.withTemporaryData { json in try? JSONDecoder().decode(SettingName.self, from: json) }
+        guard named?.key == key else { throw tampered }
+        return opened
     }
 
     /// Removes the setting under `key` (nothing happens when there is none).

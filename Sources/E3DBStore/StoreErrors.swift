@@ -14,6 +14,9 @@ extension E3DBError.Code {
     public static let storeCorrupted = Self("storeCorrupted", category: .malformedInput)
     /// The store's format version is newer than this library reads.
     public static let unsupportedStoreVersion = Self("unsupportedStoreVersion", category: .malformedInput)
+    /// Another connection holds the store's write lock past the busy timeout (a rekey holds it while it copies the
+    /// store), or has the store open when a rekey swaps its file.
+    public static let storeBusy = Self("storeBusy", category: .io)
     /// The store was locked (``EncryptedStore/lock()``); its keys are gone from memory.
     public static let storeLocked = Self("storeLocked", category: .invalidArgument)
     /// No record with this id in this collection. `context.item` names it.

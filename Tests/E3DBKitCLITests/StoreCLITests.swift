@@ -212,6 +212,36 @@ extension StoreCLITests {
     }
 }
 
+extension StoreCLITests {
+    @Test("rekey: a new master key under a new passphrase; the old passphrase no longer opens; verify is clean")
+    func rekey() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        let data = try file("d.json", #"{"name":"Ada"}"#)
+        let put = try await storeRun("put", ["--collection", "people", "--type", "person", data])
+        guard case .string(let id) = try json(put)["id"] ?? .null else {
+            Issue.record("no id: \(put.stderr)")
+            return
+        }
+        let newPassphrase = try file("new", "a new passphrase")
+        let keyFile = try file("key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+        #expect(
+            try await storeRun("rekey", ["--new-passphrase-file", newPassphrase, "--new-key-file", keyFile]).status
+                == 64)
+        let rekeyed = try await storeRun("rekey", ["--new-passphrase-file", newPassphrase])
+        #expect(rekeyed.status == 0, "\(rekeyed.stderr)")
+        #expect(try json(rekeyed)["records"] == .number(1))
+        #expect(try json(rekeyed)["resumed"] == .bool(false))
+        #expect(rekeyed.stderr.contains("rekey: 1/1"))
+        #expect(try await storeRun("get", ["--collection", "people", id]).status == 77)
+        let got = try await storeRun("get", ["--collection", "people", id], passphrase: newPassphrase)
+        #expect(got.status == 0, "\(got.stderr)")
+        #expect(try json(got)["data"] == .object(["name": .string("Ada")]))
+        #expect(try await storeRun("verify", [], passphrase: newPassphrase).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: store + "/store.sqlite.rekey"))
+    }
+}
+
 /// `kill -9` at random moments of bulk inserts, index builds and passphrase changes: the store always opens
 /// afterwards, every committed transaction is whole, nothing half-written is visible.
 @Suite("CLI: e3dbkit store survives kill -9")
@@ -225,10 +255,9 @@ struct StoreCrashTests {
         return !killed
     }
 
-    @Test("bulk inserts, index builds and passphrase changes killed at random points")
-    func killNine() async throws {
+    /// A new directory with passphrase files `a` and `b`, and a store in it created under `a`.
+    static func storeWithTwoPassphrases() async throws -> (dir: URL, store: String, a: URL, b: URL) {
         let dir = try CLIRunner.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store").path
         let passA = dir.appendingPathComponent("a")
         let passB = dir.appendingPathComponent("b")
@@ -238,6 +267,30 @@ struct StoreCrashTests {
             try await CLIRunner.run([
                 "store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive",
             ]).status == 0)
+        return (dir, store, passA, passB)
+    }
+
+    /// Checks that exactly one of the two passphrases opens the store, makes it `current`, and returns its
+    /// `store stats`.
+    static func exactlyOneOpens(_ store: String, _ current: inout URL, _ other: inout URL, _ label: String)
+        async throws -> CLIRunner.Result
+    {
+        let withCurrent = try await CLIRunner.run([
+            "store", "stats", "--store", store, "--passphrase-file", current.path,
+        ])
+        let withOther = try await CLIRunner.run([
+            "store", "stats", "--store", store, "--passphrase-file", other.path,
+        ])
+        #expect(
+            (withCurrent.status == 0) != (withOther.status == 0), "\(label): \(withCurrent.stderr) \(withOther.stderr)")
+        if withOther.status == 0 { swap(&current, &other) }
+        return withCurrent.status == 0 ? withCurrent : withOther
+    }
+
+    @Test("bulk inserts, index builds and passphrase changes killed at random points")
+    func killNine() async throws {
+        let (dir, store, passA, passB) = try await Self.storeWithTwoPassphrases()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let batchSize = 2000
         var lines = ""
         for i in 0..<batchSize { lines += "{\"n\":\"\(i)\",\"v\":\"value \(i) \(UUID().uuidString)\"}\n" }
@@ -277,18 +330,7 @@ struct StoreCrashTests {
                 killed += 1
             }
 
-            // Exactly one of the passphrases opens the store.
-            let withCurrent = try await CLIRunner.run([
-                "store", "stats", "--store", store, "--passphrase-file", current.path,
-            ])
-            let withOther = try await CLIRunner.run([
-                "store", "stats", "--store", store, "--passphrase-file", other.path,
-            ])
-            #expect(
-                (withCurrent.status == 0) != (withOther.status == 0),
-                "round \(round): \(withCurrent.stderr) \(withOther.stderr)")
-            if withOther.status == 0 { swap(&current, &other) }
-            let stats = withCurrent.status == 0 ? withCurrent : withOther
+            let stats = try await Self.exactlyOneOpens(store, &current, &other, "round \(round)")
             let count: Int
             if case .object(let collections)? = try CanonicalJSON.parse(stats.stdout)["collections"],
                 case .number(let n)? = collections["bulk"]
@@ -315,6 +357,61 @@ struct StoreCrashTests {
             "--collection", "bulk", "--field", "n",
         ])
         #expect(indexed.status == 0 || indexed.stderr.contains("no collection"), "\(indexed.stderr)")
+    }
+
+    @Test("store rekey killed after 1, 10 and every batch: the next open sees the old or the new store, whole")
+    func rekeyKillNine() async throws {
+        let (dir, store, passA, passB) = try await Self.storeWithTwoPassphrases()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let count = 3000
+        var lines = ""
+        for i in 0..<count { lines += "{\"n\":\"\(i)\",\"v\":\"value \(i)\"}\n" }
+        let put = try await CLIRunner.run(
+            [
+                "store", "put", "--store", store, "--passphrase-file", passA.path, "--collection", "bulk", "--ndjson",
+                "-",
+            ],
+            stdin: Data(lines.utf8))
+        #expect(put.status == 0, "\(put.stderr)")
+        var current = passA
+        var other = passB
+        var killed = 0
+        // Killed once the child has reported this many batches of 100 (30 is all: then it is finishing or swapping).
+        for batches in [1, 10, 30, 30] {
+            let process = try CLIRunner.start(
+                [
+                    "store", "rekey", "--store", store, "--passphrase-file", current.path, "--new-passphrase-file",
+                    other.path, "--kdf", "interactive", "--batch-size", "100",
+                ], reading: .standardError)
+            _ = try await process.readOutput { seen in
+                String(decoding: seen, as: UTF8.self).components(separatedBy: "rekey: ").count > batches
+            }
+            process.signal(SIGKILL)
+            try await process.exit()
+            if process.uncaughtSignal { killed += 1 }
+
+            // Exactly one of the passphrases opens the store, with every record.
+            let stats = try await Self.exactlyOneOpens(store, &current, &other, "after \(batches) batches")
+            #expect(
+                try CanonicalJSON.parse(stats.stdout)["collections"] == .object(["bulk": .number(Double(count))]),
+                "after \(batches) batches: \(stats.stdoutText)")
+            let verify = try await CLIRunner.run([
+                "store", "verify", "--store", store, "--passphrase-file", current.path,
+            ])
+            #expect(verify.status == 0, "\(verify.stderr)")
+        }
+        #expect(killed > 0, "no rekey was killed mid-way")
+        let finished = try await CLIRunner.run([
+            "store", "rekey", "-q", "--store", store, "--passphrase-file", current.path, "--new-passphrase-file",
+            other.path, "--kdf", "interactive",
+        ])
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(
+            try await CLIRunner.run(["store", "stats", "--store", store, "--passphrase-file", current.path]).status
+                == 77)
+        let verify = try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", other.path])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store + "/store.sqlite.rekey"))
     }
 }
 

@@ -3,6 +3,7 @@ import E3DBCommandLine
 import E3DBKit
 import E3DBStore
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -52,30 +53,21 @@ struct StorePasswdCommand: ParsableCommand {
         abstract: "Change the store's passphrase or key (one wrapped key is rewritten, whatever the store's size).",
         discussion: """
             Enrolled identities keep working (they wrap the store's master key, which does not change). On a store \
-            created with --identity, this adds a passphrase or key.
+            created with --identity, this adds a passphrase or key. It does not change the master key: the old \
+            passphrase with an old copy of the store still opens that copy's master key, and with it every record \
+            written later; use 'store rekey' to cut those off.
             """)
 
     @OptionGroup var keys: StoreKeyOptions
 
-    @Option(help: "A file holding the new passphrase.")
-    var newPassphraseFile: String?
-
-    @Option(help: "A file holding the new raw key (32 bytes, base64url).")
-    var newKeyFile: String?
+    @OptionGroup var newKey: NewStoreKeyOptions
 
     @Option(help: "Argon2id cost for the new passphrase.")
     var kdf: KDFOption = .moderate
 
-    func validate() throws {
-        if newPassphraseFile != nil && newKeyFile != nil {
-            throw ValidationError("pass only one of --new-passphrase-file and --new-key-file")
-        }
-    }
-
     func run() throws {
         let store = try keys.open()
-        let credential = try StoreKeyOptions.credential(
-            passphraseFile: newPassphraseFile, keyFile: newKeyFile, confirm: true, what: "new passphrase")
+        let credential = try newKey.credential()
         try libraryCall("changing the key of \(keys.store)") {
             try store.changeCredential(to: credential, kdf: kdf.preset)
         }
@@ -113,5 +105,85 @@ struct StoreRotateCommand: ParsableCommand {
                 .object([
                     "key_version": .number(Double(result.keyVersion)), "records": .number(Double(result.recordsDone)),
                 ])))
+    }
+}
+
+struct StoreRekeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rekey",
+        abstract: "Replace the store's master key: re-encrypt every record, setting and file key under a new one.",
+        discussion: """
+            Unlike passwd, an old passphrase or key with an old copy of the store opens nothing written afterwards. \
+            The store is copied under the new master key beside itself (store.sqlite.rekey; free disk space for one \
+            copy), in batches, then the copy replaces it in one rename. If interrupted, run it again: it resumes the \
+            copy, or starts it again when the store changed meanwhile; the store stays the old one until the rename. \
+            Writers wait while it copies; no other process may have the store open when it swaps the files. With \
+            --new-passphrase-file or --new-key-file the new master key is sealed under that credential. Prints \
+            {"records":N,"resumed":…,"store_id":…}; progress on stderr (not with --quiet).
+            """)
+
+    @OptionGroup var keys: StoreKeyOptions
+
+    @OptionGroup var newKey: NewStoreKeyOptions
+
+    @Option(help: "Argon2id cost for the passphrase (default: the store's current cost).")
+    var kdf: KDFOption?
+
+    @Option(help: "Records per transaction in the copy.")
+    var batchSize = 500
+
+    @Flag(name: [.short, .long], help: "No progress on stderr.")
+    var quiet = false
+
+    func validate() throws {
+        guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
+    }
+
+    func run() throws {
+        let credential = try keys.credential()
+        let newCredential = newKey.isGiven ? try newKey.credential() : nil
+        let quiet = self.quiet
+        let resumed = Mutex(false)
+        let store = try libraryCall("rekeying \(keys.store)") {
+            try EncryptedStore.rekey(
+                at: keys.url, credential: credential, newCredential: newCredential,
+                kdfParameters: kdf?.preset.parameters, batchSize: batchSize
+            ) { progress in
+                resumed.withLock { $0 = progress.resumed }
+                if !quiet { StandardError.line("rekey: \(progress.recordsDone)/\(progress.recordsTotal)") }
+            }
+        }
+        let total = try libraryCall("counting the records of \(keys.store)") {
+            try store.statistics().recordsPerCollection.values.reduce(0, +)
+        }
+        try StandardOutput.line(
+            CanonicalJSON.serialize(
+                .object([
+                    "records": .number(Double(total)), "resumed": .bool(resumed.withLock { $0 }),
+                    "store_id": .string(store.storeID.lowercasedString),
+                ])))
+    }
+}
+
+/// The new passphrase or key of `store passwd` and `store rekey`.
+struct NewStoreKeyOptions: ParsableArguments {
+    @Option(help: "A file holding the new passphrase.")
+    var newPassphraseFile: String?
+
+    @Option(help: "A file holding the new raw key (32 bytes, base64url).")
+    var newKeyFile: String?
+
+    func validate() throws {
+        if newPassphraseFile != nil && newKeyFile != nil {
+            throw ValidationError("pass only one of --new-passphrase-file and --new-key-file")
+        }
+    }
+
+    var isGiven: Bool { newPassphraseFile != nil || newKeyFile != nil }
+
+    /// The new credential: from the file given, or typed twice at the terminal.
+    func credential() throws -> StoreCredential {
+        try StoreKeyOptions.credential(
+            passphraseFile: newPassphraseFile, keyFile: newKeyFile, confirm: true, what: "new passphrase")
     }
 }

@@ -28,6 +28,15 @@ extension E3DBClient {
         try await putPolicy(reader: authorizer, type: type, API.PolicyRequest(deny: [["authorizer": .object([:])]]))
     }
 
+    /// Withdraws `authorizer`'s right to share this client's records of every type at once
+    /// (`DELETE /v1/storage/policy/{user}/{writer}/{reader}`), as e3db-swift's `remove(authorizerId:)` and Java's
+    /// `removeAuthorizer(UUID)` do. Removing an authorizer that holds no grant is not an error.
+    public func removeAuthorizer(_ authorizer: UUID) async throws {
+        let me = clientID.lowercasedString
+        _ = try await send(
+            API.Endpoints.removeAuthorizers, [me, me, authorizer.lowercasedString], operation: "authorizer removal")
+    }
+
     /// As an authorizer of `writer`, shares its records of `type` with `reader`: the writer's access key (wrapped
     /// for this client) is wrapped again for the reader, with this client as the EAK's authorizer.
     /// - Throws: `E3DBError` `.notFound` when this client holds no key for the writer's type, `.forbidden` when it

@@ -30,7 +30,8 @@ package enum CommandLineMain {
 
     /// Parses the arguments as `Root`, runs the command and exits with its status.
     package static func run<Root: ParsableCommand>(_ root: Root.Type) async -> Never {
-        // A closed pipe is a write error (EPIPE) that the commands report, not a silent death by signal.
+        // A closed pipe is a write error (EPIPE), not a death by signal in the middle of a write; the exit path
+        // then ends quietly with status 141 (closedPipeStatus).
         signal(SIGPIPE, SIG_IGN)
         // A parent may have started us with terminating signals blocked (a dispatch worker thread's mask is
         // inherited through fork/exec): unblock them, so that Ctrl-C, SIGTERM and SIGHUP work; threads started
@@ -54,18 +55,39 @@ package enum CommandLineMain {
         exit(status)
     }
 
-    /// Flushes what `print` may have buffered; a failure there is a lost output (exit 1).
+    /// The status of a command whose standard output's reader went away (`e3dbkit … | head -1`): 128 + SIGPIPE,
+    /// what a shell reports for a program that SIGPIPE ended, without a message.
+    package static let closedPipeStatus: Int32 = 128 + SIGPIPE
+
+    /// Whether standard output is a pipe or socket whose reading end is closed. The one test for a closed pipe,
+    /// whichever write (`StandardOutput`, a file sink, `fflush`) met EPIPE.
+    static func standardOutputReaderIsGone() -> Bool {
+        var status = stat()
+        guard unsafe fstat(STDOUT_FILENO, &status) == 0 else { return false }
+        let kind = status.st_mode & S_IFMT
+        guard kind == S_IFIFO || kind == S_IFSOCK else { return false }
+        var descriptor = pollfd(fd: STDOUT_FILENO, events: Int16(POLLOUT), revents: 0)
+        guard unsafe poll(&descriptor, 1, 0) == 1 else { return false }
+        return descriptor.revents & Int16(POLLERR | POLLHUP) != 0
+    }
+
+    /// Flushes what `print` may have buffered; a failure there is a lost output (exit 1), or a closed pipe
+    /// (``closedPipeStatus``, quietly).
     static func finishStandardOutput() -> Int32 {
         if fflush(nil) != 0 {
+            if standardOutputReaderIsGone() { return closedPipeStatus }
             StandardError.line("\(program): cannot write to standard output: \(Descriptor.message(errno))")
             return ExitStatus.failure.rawValue
         }
         return 0
     }
 
-    /// Prints one line for `error` on stderr (help and version go to stdout) and returns its exit code.
+    /// Prints one line for `error` on stderr (help and version go to stdout) and returns its exit code; when
+    /// standard output's reader has gone (a write met EPIPE), nothing is printed and the status is
+    /// ``closedPipeStatus``.
     static func report<Root: ParsableCommand>(_ error: any Error, root: Root.Type) -> Int32 {
         _ = fflush(nil)
+        if standardOutputReaderIsGone() { return closedPipeStatus }
         switch error {
         case let error as CLIError:
             StandardError.line("\(program): \(error.message)")

@@ -217,6 +217,21 @@ struct ClientLibraryTests {
         await #expect(throws: E3DBError(.forbidden)) {
             try await helper.share(onBehalfOf: writer.clientID, type: "doc", with: reader.clientID)
         }
+
+        // Every type at once: both grants go, and sharing either type on behalf is refused.
+        _ = try await writer.write(type: "memo", data: ["body": "second type"])
+        try await writer.addAuthorizer(helper.clientID, type: "doc")
+        try await writer.addAuthorizer(helper.clientID, type: "memo")
+        #expect(Set(try await helper.authorizedBy().map(\.recordType)) == ["doc", "memo"])
+        try await writer.removeAuthorizer(helper.clientID)
+        #expect(try await writer.authorizers().isEmpty)
+        #expect(try await helper.authorizedBy().isEmpty)
+        for type in ["doc", "memo"] {
+            await #expect(throws: E3DBError(.forbidden)) {
+                try await helper.share(onBehalfOf: writer.clientID, type: type, with: reader.clientID)
+            }
+        }
+        try await writer.removeAuthorizer(helper.clientID)
     }
 
     @Test("search v2: strategies, data decrypted, offset pages", arguments: ClientTestBackend.allCases)

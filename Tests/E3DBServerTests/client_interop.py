@@ -137,6 +137,112 @@ def main():
             revoked = "404" in str(e)
         check("after Swift revokes, Python's read is refused", code == 0 and revoked, err)
 
+        # Authorizers and sharing on behalf, both ways; carol (Swift) is the reader.
+        carol_file = os.path.join(WORK, "carol.json")
+        code, out, err = cli("register", "--api-url", url, "--token-file", token_file, "--name", "carol",
+                             "--out", carol_file)
+        carol_id = json.loads(out)["client_id"] if code == 0 else ""
+        check("Swift registers carol", code == 0, err)
+
+        def lines_of(out):
+            return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+        py_auth = bob_py.write("py-auth", {"secret": "authorized by python"})
+        bob_py.add_authorizer("py-auth", alice_id)
+        code, out, err = cli("authorized-by", "--config", alice_file)
+        check("Swift authorized-by lists the grant Python's add_authorizer made",
+              code == 0 and any(l["authorized_by"] == bob_id and l["record_type"] == "py-auth" for l in lines_of(out)),
+              (out, err))
+        code, out, err = cli("share", "--config", alice_file, "--type", "py-auth", "--reader", carol_id,
+                             "--on-behalf-of", bob_id)
+        check("Swift, as Python's authorizer, shares on its behalf",
+              code == 0 and json.loads(out)["on_behalf_of"] == bob_id, err)
+        code, out, err = cli("read", "--config", carol_file, "--allow-unsigned", str(py_auth.meta.record_id))
+        check("the reader Swift shared with on Python's behalf reads Python's record",
+              code == 0 and json.loads(out)["data"] == {"secret": "authorized by python"}, err)
+        check("Python's outgoing sharing shows the reader Swift added on its behalf",
+              any(str(o.reader_id) == carol_id and o.record_type == "py-auth" for o in bob_py.outgoing_sharing()))
+        code, out, err = cli("revoke", "--config", alice_file, "--type", "py-auth", "--reader", carol_id,
+                             "--on-behalf-of", bob_id)
+        check("Swift revokes on Python's behalf", code == 0, err)
+        code, out, err = cli("read", "--config", carol_file, "--allow-unsigned", str(py_auth.meta.record_id))
+        check("after the revocation on behalf, the reader gets 404", code == 1 and "404" in err, (code, err))
+        bob_py.remove_authorizer("py-auth", alice_id)
+        code, out, err = cli("share", "--config", alice_file, "--type", "py-auth", "--reader", carol_id,
+                             "--on-behalf-of", bob_id)
+        check("after Python's remove_authorizer, Swift can no longer share on its behalf", code != 0, (code, err))
+
+        with open(data_file, "w") as f:
+            json.dump({"secret": "authorized by swift"}, f)
+        code, out, err = cli("write", "--config", alice_file, "--type", "sw-auth", data_file)
+        sw_auth = json.loads(out)["meta"]["record_id"] if code == 0 else ""
+        code, out, err = cli("authorizer", "add", "--config", alice_file, "--authorizer", bob_id, "--type", "sw-auth")
+        check("Swift adds Python as an authorizer", code == 0 and json.loads(out)["authorizer"] == bob_id, err)
+        check("Python's get_authorized_by lists Swift's grant",
+              any(str(p.authorized_by) == alice_id and p.record_type == "sw-auth" for p in bob_py.get_authorized_by()))
+        code, out, err = cli("authorizer", "list", "--config", alice_file)
+        check("Swift authorizer list shows Python",
+              code == 0 and [(l["authorizer_id"], l["record_type"]) for l in lines_of(out)] == [(bob_id, "sw-auth")],
+              (out, err))
+        bob_py.share_on_behalf_of(alice_id, carol_id, "sw-auth")
+        code, out, err = cli("read", "--config", carol_file, sw_auth)
+        check("Python shares Swift's record on its behalf; the reader verifies and reads it",
+              code == 0 and json.loads(out)["data"] == {"secret": "authorized by swift"}
+              and json.loads(out)["signature_status"] == "verified", err)
+        code, out, err = cli("sharing", "incoming", "--config", carol_file)
+        check("Swift sharing incoming lists the writer Python shared for",
+              code == 0 and [(l["writer_id"], l["record_type"]) for l in lines_of(out)] == [(alice_id, "sw-auth")],
+              (out, err))
+        code, out, err = cli("sharing", "outgoing", "--config", alice_file)
+        check("Swift sharing outgoing lists the reader Python added",
+              code == 0 and any(l["reader_id"] == carol_id and l["record_type"] == "sw-auth" for l in lines_of(out)),
+              (out, err))
+        code, out, err = cli("sharing", "incoming", "--config", alice_file)
+        check("Swift sharing incoming agrees with Python's outgoing sharing",
+              code == 0 and {(l["writer_id"], l["record_type"]) for l in lines_of(out) if l["writer_id"] == bob_id}
+              == {(bob_id, str(o.record_type)) for o in bob_py.outgoing_sharing() if str(o.reader_id) == alice_id},
+              (out, err))
+        bob_py.revoke_on_behalf_of(alice_id, carol_id, "sw-auth")
+        code, out, err = cli("read", "--config", carol_file, sw_auth)
+        check("Python revokes on Swift's behalf", code == 1 and "404" in err, (code, err))
+        code, out, err = cli("authorizer", "remove", "--config", alice_file, "--authorizer", bob_id, "--all-types")
+        check("Swift removes its authorizer for every type", code == 0, err)
+        check("Python's get_authorized_by no longer lists Swift",
+              not any(str(p.authorized_by) == alice_id for p in bob_py.get_authorized_by()))
+        try:
+            bob_py.share_on_behalf_of(alice_id, carol_id, "sw-auth")
+            refused = False
+        except Exception:
+            refused = True
+        check("Python can no longer share on Swift's behalf", refused)
+
+        # Search v2: what each side wrote, found by the other's search; the same query gives the same records.
+        from e3db.types import Search
+        for color in ["teal", "teal", "red"]:
+            with open(data_file, "w") as f:
+                json.dump({"color": color}, f)
+            plain_file = os.path.join(WORK, "plain.json")
+            with open(plain_file, "w") as f:
+                json.dump({"color": color}, f)
+            cli("write", "--config", alice_file, "--type", "sw-search", "--plain", plain_file, data_file)
+        py_found = alice_py.search(
+            Search(include_data=True).match(condition="AND", record_types=["sw-search"], values=["teal"]))
+        code, out, err = cli("search", "--config", alice_file, "--type", "sw-search", "--value", "teal",
+                             "--condition", "AND", "--include-data")
+        page = json.loads(out) if code == 0 else {}
+        check("Python's search finds the records Swift wrote, decrypted",
+              sorted(r.data["color"] for r in py_found.records) == ["teal", "teal"])
+        check("Swift's search gives the same records as Python's",
+              sorted(r["meta"]["record_id"] for r in page.get("records", []))
+              == sorted(str(r.meta.record_id) for r in py_found.records) and page.get("total_results") == 2, (out, err))
+        py_written = bob_py.write("py-search", {"k": "v"}, {"shape": "round"})
+        code, out, err = cli("search", "--config", "bobprofile", "--key", "shape", "--include-data",
+                             "--allow-unsigned")
+        page = json.loads(out) if code == 0 else {}
+        check("Swift's search finds and decrypts a record Python wrote",
+              [r["meta"]["record_id"] for r in page.get("records", [])] == [str(py_written.meta.record_id)]
+              and page["records"][0]["data"] == {"k": "v"}, (out, err))
+
         # Tampering on the server: a ciphertext byte changed in the database is an authentication failure (exit 2).
         tampered = alice_py.write("tamper-type", {"field": "original"})
         tamper_id = str(tampered.meta.record_id)

@@ -8,7 +8,8 @@ import Foundation
 struct ClientCommand: SubcommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "client",
-        abstract: "Talk to an E3DB API server: register, write, read, query, update, delete, share, revoke.",
+        abstract: "Talk to an E3DB API server: "
+            + subcommandList.map { $0.configuration.commandName ?? "" }.joined(separator: ", ") + ".",
         discussion: """
             --config takes a credential file (the JSON the other SDKs read and write) or a profile name, read from \
             ~/.tozny/<profile>/e3db.json as the Go CLI keeps them; without --config, the profile named by \
@@ -28,13 +29,17 @@ struct ClientCommand: SubcommandGroup {
             an http:// proxy, used with CONNECT; NO_PROXY lists hosts to reach directly (names cover their \
             subdomains, addresses and IPv4 CIDR ranges, name:port, * for all).
             """,
-        subcommands: [
-            ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientWriteCommand.self, ClientReadCommand.self,
-            ClientQueryCommand.self,
-            ClientUpdateCommand.self, ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self,
-            ClientFileCommand.self, ClientNoteCommand.self,
-        ]
+        subcommands: subcommandList
     )
+
+    /// Every subcommand, in the order `--help` lists them; the abstract names them from this list.
+    static let subcommandList: [any ParsableCommand.Type] = [
+        ClientRegisterCommand.self, ClientWhoamiCommand.self, ClientInfoCommand.self, ClientWriteCommand.self,
+        ClientReadCommand.self, ClientQueryCommand.self, ClientSearchCommand.self, ClientUpdateCommand.self,
+        ClientDeleteCommand.self, ClientShareCommand.self, ClientRevokeCommand.self, ClientSharingCommand.self,
+        ClientAuthorizerCommand.self, ClientAuthorizedByCommand.self, ClientKeyCommand.self, ClientFileCommand.self,
+        ClientNoteCommand.self,
+    ]
 }
 
 /// Where the client's credentials come from.
@@ -123,23 +128,30 @@ func printDeleted(_ id: UUID) throws {
 }
 
 /// `{"data":…,"meta":…,"signature_status":…}` of a record (data as a JSON object of strings), one line.
-/// `signature_status` is what was verified of rec_sig: verified, absent (accepted with --allow-unsigned) or
-/// not-checked (metadata only, file records).
-func recordLine(_ record: ClientRecord) throws -> String {
+func recordLine(_ record: ClientRecord) throws -> String { try jsonLine(RecordLine(record)) }
+
+/// A record as the client commands print it: `signature_status` is what was verified of rec_sig: verified, absent
+/// (accepted with --allow-unsigned) or not-checked (metadata only, file records).
+struct RecordLine: Encodable {
+    let meta: API.Meta
+    let data: [String: String]
+    let signatureStatus: String
+    enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
+
+    init(_ record: ClientRecord) {
+        var data: [String: String] = [:]
+        for (k, v) in record.data { data[k] = v }
+        self.meta = record.meta
+        self.data = data
+        self.signatureStatus = (record.signatureStatus ?? .notChecked).rawValue
+    }
+}
+
+/// `value` as one line of JSON with sorted keys, as every client command prints it.
+func jsonLine(_ value: some Encodable) throws -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    var data: [String: String] = [:]
-    for (k, v) in record.data { data[k] = v }
-    struct Line: Encodable {
-        let meta: API.Meta
-        let data: [String: String]
-        let signatureStatus: String
-        enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
-    }
-    let status = (record.signatureStatus ?? .notChecked).rawValue
-    return String(
-        decoding: try encoder.encode(Line(meta: record.meta, data: data, signatureStatus: status)),
-        as: UTF8.self)
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
 }
 
 /// `CLIENT_ID=FINGERPRINT` of `--accept-new-key`: a UUID and a fingerprint as ``KnownKeys/fingerprint(_:)`` prints

@@ -23,12 +23,22 @@ struct ClientConnectionOptions: ParsableArguments {
 
     /// The transport to `apiURL`: the CAs from --ca-file or `E3DBKIT_CA_FILE` (https URLs only), the pins, and the
     /// proxy the environment names for that URL.
-    /// - Throws: a usage error (exit 64) for --ca-file or --pin-sha256 with an `http://` URL.
+    /// - Throws: a usage error (exit 64) for a URL that is not `http://` or `https://` with a host (such as
+    ///   `127.0.0.1:8000`), and for --ca-file or --pin-sha256 with an `http://` URL.
     func transport(for apiURL: String) throws -> AsyncHTTPClientTransport {
+        let components = URLComponents(string: apiURL)
+        guard let scheme = components?.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            components?.host?.isEmpty == false
+        else {
+            let shown = String(String(reflecting: apiURL).prefix(200))
+            throw CLIError(
+                "the server URL \(shown) needs a scheme and a host: http://HOST[:PORT] or https://HOST[:PORT] "
+                    + "(for example http://127.0.0.1:8000)", exitCode: ExitStatus.usage)
+        }
         let environment = ProcessInfo.processInfo.environment
         // E3DBKIT_CA_FILE is a default for https URLs (as curl's CURL_CA_BUNDLE); --ca-file and --pin-sha256 with
         // an http URL are refused (ClientTLSOptions.check).
-        let https = URLComponents(string: apiURL)?.scheme?.lowercased() == "https"
+        let https = scheme == "https"
         let path = caFile ?? (https ? environment["E3DBKIT_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 } : nil)
         do {
             let parsedPins = try pins.map { text throws(E3DBError) in try PublicKeyPin(base64: text) }

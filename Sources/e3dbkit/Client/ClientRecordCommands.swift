@@ -74,10 +74,49 @@ struct ClientQueryCommand: AsyncParsableCommand {
     @Flag(help: "Every record you may read, not only your own.")
     var allWriters = false
 
+    @Option(help: "Only records about this user id (repeatable).")
+    var user: [String] = []
+
+    @Option(help: "Only this record id (repeatable).")
+    var recordID: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "A file holding a plain metadata filter as JSON ('-' for stdin).",
+            discussion: "{\"eq\":{\"name\":N,\"value\":V}}, {\"and\":[…]}, {\"or\":[…]}, {\"not\":…}, or a flat "
+                + "object of strings, read as the AND of its equalities (as the Go SDK's map)."))
+    var plain: String?
+
+    @Option(help: "Start after this index (the last_index of an earlier page; 0, the default, from the start).")
+    var after: Int64 = 0
+
+    @Option(help: "Records per request to the server (default 100); every page is read either way.")
+    var pageSize = 100
+
+    func validate() throws {
+        if after < 0 { throw ValidationError("--after must not be negative") }
+        if !(1...1000).contains(pageSize) {
+            throw ValidationError("--page-size must be from 1 to 1000")
+        }
+    }
+
     func run() async throws {
-        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
         let writers = try writer.map { try parseUUID($0, what: "--writer") }
-        let query = RecordQuery(types: type, writers: writers, includeAllWriters: allWriters, includeData: includeData)
+        let users = try user.map { try parseUUID($0, what: "--user") }
+        let recordIDs = try recordID.map { try parseUUID($0, what: "--record-id") }
+        var plainFilter: API.PlainQuery?
+        if let plain {
+            let data = try CLIIO.readAll(plain, what: "plain filter")
+            do { plainFilter = try JSONDecoder().decode(API.PlainQuery.self, from: data) } catch {
+                throw CLIError(
+                    "the plain filter \(CLIInput.display(plain)) is not a filter: \(error)",
+                    exitCode: ExitStatus.dataError)
+            }
+        }
+        let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
+        let query = RecordQuery(
+            types: type, writers: writers, users: users, recordIDs: recordIDs, includeAllWriters: allWriters,
+            includeData: includeData, plain: plainFilter, pageSize: pageSize, afterIndex: after)
         try await libraryCall("querying") {
             for try await record in client.query(query) { try StandardOutput.line(recordLine(record)) }
         }
@@ -155,6 +194,22 @@ struct ShareOptions: ParsableArguments {
 
     @Option(help: "The reader's client id.")
     var reader: String
+
+    @Option(
+        help: ArgumentHelp(
+            "As an authorizer of this writer ('client authorizer add'), its records instead of yours.",
+            valueName: "writer-id"))
+    var onBehalfOf: String?
+
+    /// The writer of --on-behalf-of, or nil for your own records.
+    func writer() throws -> UUID? { try onBehalfOf.map { try parseUUID($0, what: "--on-behalf-of") } }
+
+    /// What share and revoke print: the type under `verb`, the reader, and the writer acted for.
+    func output(_ verb: String, reader: UUID, writer: UUID?) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [verb: .string(type), "reader": .string(reader.lowercasedString)]
+        if let writer { out["on_behalf_of"] = .string(writer.lowercasedString) }
+        return out
+    }
 }
 
 struct ClientShareCommand: AsyncParsableCommand {
@@ -172,18 +227,20 @@ struct ClientShareCommand: AsyncParsableCommand {
 
     func run() async throws {
         let reader = try parseUUID(options.reader, what: "--reader")
+        let writer = try options.writer()
         let client = try options.config.client()
         let info = try await libraryCall("sharing \(options.type)") {
             let info = try await client.clientInfo(reader)
-            try await client.share(type: options.type, with: reader)
+            if let writer {
+                try await client.share(onBehalfOf: writer, type: options.type, with: reader)
+            } else {
+                try await client.share(type: options.type, with: reader)
+            }
             return info
         }
-        try StandardOutput.line(
-            CanonicalJSON.serialize(
-                .object([
-                    "shared": .string(options.type), "reader": .string(reader.lowercasedString),
-                    "reader_fingerprint": .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519)),
-                ])))
+        var out = options.output("shared", reader: reader, writer: writer)
+        out["reader_fingerprint"] = .string(KnownKeys.fingerprint(base64URL: info.publicKey.curve25519))
+        try StandardOutput.line(CanonicalJSON.serialize(.object(JSONObject(out))))
     }
 }
 
@@ -195,12 +252,16 @@ struct ClientRevokeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let reader = try parseUUID(options.reader, what: "--reader")
+        let writer = try options.writer()
         let client = try options.config.client()
-        try await libraryCall("revoking \(options.type)") { try await client.revoke(type: options.type, from: reader) }
+        try await libraryCall("revoking \(options.type)") {
+            if let writer {
+                try await client.revoke(onBehalfOf: writer, type: options.type, from: reader)
+            } else {
+                try await client.revoke(type: options.type, from: reader)
+            }
+        }
         try StandardOutput.line(
-            CanonicalJSON.serialize(
-                .object([
-                    "revoked": .string(options.type), "reader": .string(reader.lowercasedString),
-                ])))
+            CanonicalJSON.serialize(.object(JSONObject(options.output("revoked", reader: reader, writer: writer)))))
     }
 }

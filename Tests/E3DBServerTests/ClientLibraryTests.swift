@@ -2,6 +2,7 @@ import E3DBAPI
 import E3DBClient
 import E3DBKit
 import E3DBTestSupport
+import E3DBURLSession
 import Foundation
 import Testing
 
@@ -100,9 +101,28 @@ final class ServerProcess: Sendable {
         }
     }
 
-    func register(_ name: String) async throws -> E3DBClient {
-        try E3DBClient(identity: try await E3DBClient.register(token: token, name: name, apiURL: url))
+    /// A client registered as `name`, registering and then talking through `transport`.
+    func register(_ name: String, transport: ClientTransport = .asyncHTTPClient) async throws -> E3DBClient {
+        let through = transport.make()
+        return try E3DBClient(
+            identity: try await E3DBClient.register(token: token, name: name, apiURL: url, transport: through),
+            transport: through)
     }
+}
+
+/// The transports the client's suites run through: each test that takes one runs once per case.
+enum ClientTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case asyncHTTPClient, urlSession
+
+    /// A new transport of this kind (a URLSession transport owns a new session).
+    func make() -> any E3DBTransport {
+        switch self {
+        case .asyncHTTPClient: AsyncHTTPClientTransport()
+        case .urlSession: URLSessionTransport()
+        }
+    }
+
+    var testDescription: String { rawValue }
 }
 
 /// The server's backends; the PostgreSQL cases run on the suite's throwaway server (skipped loudly without one).

@@ -30,7 +30,11 @@ let memorySafe = upcoming + [.strictMemorySafety()]
 
 let package = Package(
     name: "E3DBKit",
-    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    // What is built and tested: Linux, and macOS with Homebrew's libsodium and libb2. macOS 15 is what the code
+    // needs (Synchronization's Mutex and Atomic in E3DBPrimitives and up; task executors in E3DBClient). No iOS,
+    // tvOS, watchOS or visionOS: libsodium is found with pkg-config, which an Apple device SDK does not have
+    // (README, "Platforms").
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "E3DBKit", targets: ["E3DBKit"]),
         .library(name: "E3DBPrimitives", targets: ["E3DBPrimitives"]),

@@ -5,7 +5,8 @@
 // docs/architecture.md draws every target):
 //   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
 //      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
-//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
+//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (AsyncHTTPClient)  E3DBURLSession (URLSession)
+//      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher pages; no SQLite)
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
@@ -29,7 +30,11 @@ let memorySafe = upcoming + [.strictMemorySafety()]
 
 let package = Package(
     name: "E3DBKit",
-    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    // What is built and tested: Linux, and macOS with Homebrew's libsodium and libb2. macOS 15 is what the code
+    // needs (Synchronization's Mutex and Atomic in E3DBPrimitives and up; task executors in E3DBClient). No iOS,
+    // tvOS, watchOS or visionOS: libsodium is found with pkg-config, which an Apple device SDK does not have
+    // (README, "Platforms").
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "E3DBKit", targets: ["E3DBKit"]),
         .library(name: "E3DBPrimitives", targets: ["E3DBPrimitives"]),
@@ -46,6 +51,7 @@ let package = Package(
         .library(name: "E3DBAPI", targets: ["E3DBAPI"]),
         .library(name: "E3DBServer", targets: ["E3DBServer"]),
         .library(name: "E3DBClient", targets: ["E3DBClient"]),
+        .library(name: "E3DBURLSession", targets: ["E3DBURLSession"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
         .executable(name: "e3dbkit-server", targets: ["e3dbkit-server"]),
     ],
@@ -200,6 +206,10 @@ let package = Package(
             swiftSettings: memorySafe
         ),
 
+        // L4: E3DBClient's transport over Foundation's URLSession (FoundationNetworking on Linux), for apps that do
+        // not want AsyncHTTPClient.
+        .target(name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBPrimitives"], swiftSettings: memorySafe),
+
         // L5: what both executables share (exit codes, checked standard output, the one exit path). Not a
         // product; it links nothing that can decrypt, so the server may use it.
         .target(
@@ -328,7 +338,7 @@ let package = Package(
         .testTarget(
             name: "E3DBServerTests",
             dependencies: [
-                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport",
+                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBURLSession", "E3DBKit", "E3DBTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -206,7 +206,7 @@ extension E3DBClient {
             return E3DBError(.requestCancelled, "\(operation) was cancelled")
         }
         return E3DBError(
-            .transportFailed, "\(operation): the transfer failed (\(type(of: error)))",
+            .transportFailed, "\(operation): the transfer failed (\(transportFailureDetail(error)))",
             context: .init(part: operation))
     }
 }

@@ -152,6 +152,20 @@ func finalTransportFailure(_ error: any Error, operation: String, url: String) -
     func failure(_ code: E3DBError.Code, _ what: String) -> E3DBError {
         E3DBError(code, "\(operation): TLS with \(host) failed: \(what)", context: .init(part: operation))
     }
+    if let error = error as? URLError {
+        // URLSession's TLS verdicts (Apple platforms; on Linux libcurl's arrive as an unknown error with its text).
+        switch error.code {
+        case .serverCertificateUntrusted, .serverCertificateHasUnknownRoot, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid:
+            return failure(
+                .untrustedCertificate,
+                "the server's certificate is not trusted (URLError \(error.code.rawValue)): it is not signed by a "
+                    + "trusted CA, or it has expired or is not valid yet")
+        case .secureConnectionFailed, .clientCertificateRejected, .clientCertificateRequired:
+            return failure(.tlsHandshakeFailed, "the TLS handshake failed (URLError \(error.code.rawValue))")
+        default: return nil
+        }
+    }
     if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
         return failure(.hostnameMismatch, "the server's certificate is not valid for \(host) (host name mismatch)")
     }
@@ -192,9 +206,19 @@ func transportFailureDetail(_ error: any Error) -> String {
     case let error as NIOConnectionError:
         "could not connect to \(error.host):\(error.port)"
             + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
+    case let error as URLError: "URLError \(error.code.rawValue)" + (urlErrorNames[error.code].map { ": \($0)" } ?? "")
     default: "\(type(of: error))"
     }
 }
+
+/// The URLSession failures a transport meets most, by name (URLError's descriptions differ between platforms).
+private let urlErrorNames: [URLError.Code: String] = [
+    .timedOut: "timed out", .cannotConnectToHost: "cannot connect to the host",
+    .cannotFindHost: "cannot find the host", .networkConnectionLost: "the connection was lost",
+    .notConnectedToInternet: "not connected to the network", .badURL: "bad URL",
+    .unsupportedURL: "unsupported URL", .badServerResponse: "bad server response",
+    .cancelled: "cancelled", .dnsLookupFailed: "DNS lookup failed",
+]
 
 /// BoringSSL's reason names (`CERTIFICATE_VERIFY_FAILED`, …) from an error stack, or NIOSSL's synthetic
 /// descriptions (`EOF during handshake`).

@@ -6,10 +6,10 @@ import Foundation
 import Synchronization
 import Testing
 
-/// The default transport, with a hook run after the first piece of a download body was handed on (to kill the
-/// server or cancel the task in the middle of a download).
+/// A transport (the default one unless given), with a hook run after the first piece of a download body was
+/// handed on (to kill the server or cancel the task in the middle of a download).
 struct HookedDownloadTransport: E3DBTransport {
-    let inner = AsyncHTTPClientTransport()
+    var inner: any E3DBTransport = AsyncHTTPClientTransport()
     let afterFirstPiece: @Sendable () -> Void
 
     func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
@@ -107,11 +107,13 @@ struct ClientFileTests {
             try #require(record.id).uuidString.lowercased())
     }
 
-    @Test("readFile round-trips empty, one-chunk and multi-chunk files, with progress up to file_meta.size")
-    func roundTrip() async throws {
+    @Test(
+        "readFile round-trips empty, one-chunk and multi-chunk files, with progress up to file_meta.size",
+        arguments: ClientTransport.allCases)
+    func roundTrip(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         let scratch = try Scratch()
         for size in [0, 65_536, 3 << 20 + 1234] {
             let input = try scratch.file("in-\(size)", count: size)
@@ -132,11 +134,13 @@ struct ClientFileTests {
         #expect(try scratch.leftovers(keeping: names) == [], "no temporary file remains")
     }
 
-    @Test("a body altered, cut or swapped on the server is refused and nothing appears at the destination")
-    func damagedBodies() async throws {
+    @Test(
+        "a body altered, cut or swapped on the server is refused and nothing appears at the destination",
+        arguments: ClientTransport.allCases)
+    func damagedBodies(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         let scratch = try Scratch()
         let size = 1 << 20
         let input = try scratch.file("in", count: size)
@@ -198,11 +202,13 @@ struct ClientFileTests {
             FileManager.default.contents(atPath: scratch.path("good")) == FileManager.default.contents(atPath: input))
     }
 
-    @Test("a server killed mid-download and a cancelled download leave nothing at the destination")
-    func interruptedDownloads() async throws {
+    @Test(
+        "a server killed mid-download and a cancelled download leave nothing at the destination",
+        arguments: ClientTransport.allCases)
+    func interruptedDownloads(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         let scratch = try Scratch()
         let input = try scratch.file("in", count: 24 << 20)
         let record = try await alice.writeFile(type: "blob", path: input)
@@ -211,7 +217,7 @@ struct ClientFileTests {
         // Cancelled from inside the download (the readFile task cancels itself after the first piece).
         let cancelling = try E3DBClient(
             identity: alice.identity, apiURL: server.url,
-            transport: HookedDownloadTransport { withUnsafeCurrentTask { $0?.cancel() } })
+            transport: HookedDownloadTransport(inner: transport.make()) { withUnsafeCurrentTask { $0?.cancel() } })
         let cancelledOut = scratch.path("cancelled")
         let cancelled = Task { try await cancelling.readFile(id, to: cancelledOut) }
         do {
@@ -232,7 +238,11 @@ struct ClientFileTests {
         await #expect(throws: E3DBError(.requestCancelled)) { _ = try await outside.value }
         #expect(!FileManager.default.fileExists(atPath: outsideOut))
 
-        // The server dies after sending the first piece: the body ends before its Content-Length.
+        // The server dies after sending the first piece: the body ends before its Content-Length. Only with the
+        // default transport, which reads no further than the receiver takes: URLSession reads on without waiting
+        // (into memory or its spill file), so the whole body may have arrived before the hook runs
+        // (URLSessionTransportTests covers a body cut short for it).
+        guard transport == .asyncHTTPClient else { return }
         let dying = try E3DBClient(
             identity: alice.identity, apiURL: server.url,
             transport: HookedDownloadTransport { server.process.signal(SIGKILL) })

@@ -2,6 +2,7 @@ import E3DBAPI
 import E3DBClient
 import E3DBKit
 import E3DBTestSupport
+import E3DBURLSession
 import Foundation
 import Testing
 
@@ -100,9 +101,28 @@ final class ServerProcess: Sendable {
         }
     }
 
-    func register(_ name: String) async throws -> E3DBClient {
-        try E3DBClient(identity: try await E3DBClient.register(token: token, name: name, apiURL: url))
+    /// A client registered as `name`, registering and then talking through `transport`.
+    func register(_ name: String, transport: ClientTransport = .asyncHTTPClient) async throws -> E3DBClient {
+        let through = transport.make()
+        return try E3DBClient(
+            identity: try await E3DBClient.register(token: token, name: name, apiURL: url, transport: through),
+            transport: through)
     }
+}
+
+/// The transports the client's suites run through: each test that takes one runs once per case.
+enum ClientTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case asyncHTTPClient, urlSession
+
+    /// A new transport of this kind (a URLSession transport owns a new session).
+    func make() -> any E3DBTransport {
+        switch self {
+        case .asyncHTTPClient: AsyncHTTPClientTransport()
+        case .urlSession: URLSessionTransport()
+        }
+    }
+
+    var testDescription: String { rawValue }
 }
 
 /// The server's backends; the PostgreSQL cases run on the suite's throwaway server (skipped loudly without one).
@@ -119,10 +139,10 @@ enum ClientTestBackend: String, CaseIterable, Sendable {
     }
 }
 
-/// The default transport, except that an upload first kills the server process (a server dying mid-flow).
+/// A transport whose uploads first kill the server process (a server dying mid-flow).
 struct KillingTransport: E3DBTransport {
     let server: ServerProcess
-    let inner = AsyncHTTPClientTransport()
+    let inner: any E3DBTransport
 
     func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
         try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
@@ -146,11 +166,11 @@ struct KillingTransport: E3DBTransport {
 struct ClientLibraryTests {
     @Test(
         "records: write, read fields, update with versions, delete, query pages and plain filters",
-        arguments: ClientTestBackend.allCases)
-    func records(backend: ClientTestBackend) async throws {
+        arguments: ClientTestBackend.allCases, ClientTransport.allCases)
+    func records(backend: ClientTestBackend, transport: ClientTransport) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         var written: [ClientRecord] = []
         for i in 0..<5 {
             written.append(
@@ -187,13 +207,15 @@ struct ClientLibraryTests {
         await #expect(throws: E3DBError(.badRequest)) { _ = try await alice.write(type: "contact", data: [:]) }
     }
 
-    @Test("sharing, revocation, authorizers sharing on behalf, and the listings", arguments: ClientTestBackend.allCases)
-    func sharingAndAuthorizers(backend: ClientTestBackend) async throws {
+    @Test(
+        "sharing, revocation, authorizers sharing on behalf, and the listings",
+        arguments: ClientTestBackend.allCases, ClientTransport.allCases)
+    func sharingAndAuthorizers(backend: ClientTestBackend, transport: ClientTransport) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
-        let writer = try await server.register("writer")
-        let helper = try await server.register("authorizer")
-        let reader = try await server.register("reader")
+        let writer = try await server.register("writer", transport: transport)
+        let helper = try await server.register("authorizer", transport: transport)
+        let reader = try await server.register("reader", transport: transport)
         let record = try await writer.write(type: "doc", data: ["body": "shared"])
         let id = try #require(record.id)
         await #expect(throws: E3DBError(.notFound)) { _ = try await reader.read(id) }
@@ -234,11 +256,13 @@ struct ClientLibraryTests {
         try await writer.removeAuthorizer(helper.clientID)
     }
 
-    @Test("search v2: strategies, data decrypted, offset pages", arguments: ClientTestBackend.allCases)
-    func searchV2(backend: ClientTestBackend) async throws {
+    @Test(
+        "search v2: strategies, data decrypted, offset pages", arguments: ClientTestBackend.allCases,
+        ClientTransport.allCases)
+    func searchV2(backend: ClientTestBackend, transport: ClientTransport) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         for word in ["veryveryfuzzy", "toznywebsite", "other", "another", "third"] {
             _ = try await alice.write(type: "word", data: ["w": word], plain: ["word": word])
         }
@@ -260,13 +284,15 @@ struct ClientLibraryTests {
         #expect(rest.records.count == 3 && rest.nextToken == nil)
     }
 
-    @Test("typed errors: wrong credentials, a dead server, a server killed during an upload, cancellation")
-    func failures() async throws {
+    @Test(
+        "typed errors: wrong credentials, a dead server, a server killed during an upload, cancellation",
+        arguments: ClientTransport.allCases)
+    func failures(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         var wrong = alice.identity
         wrong.apiSecret = SecureBytes(copying: Data("0000".utf8))
-        let impostor = try E3DBClient(identity: wrong, apiURL: server.url)
+        let impostor = try E3DBClient(identity: wrong, apiURL: server.url, transport: transport.make())
         await #expect(throws: E3DBError(.unauthorized)) { _ = try await impostor.write(type: "t", data: ["a": "b"]) }
 
         let big = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-big-\(UUID().uuidString)")
@@ -279,7 +305,7 @@ struct ClientLibraryTests {
         // (the real transport, with a hook that kills the server process first).
         let dying = try E3DBClient(
             identity: alice.identity, apiURL: server.url,
-            transport: KillingTransport(server: server))
+            transport: KillingTransport(server: server, inner: transport.make()))
         do {
             _ = try await dying.writeFile(type: "big", path: big.path)
             Issue.record("an upload to a server killed mid-way succeeded")
@@ -289,13 +315,14 @@ struct ClientLibraryTests {
         let dead = await #expect(throws: E3DBError(.transportFailed)) { _ = try await alice.read(UUID()) }
         // The message says what failed (here: nothing listens on the port), never only an error type's name.
         #expect(
-            dead?.message.contains("could not connect to") == true || dead?.message.contains("IOError: ") == true,
+            dead?.message.contains("could not connect to") == true || dead?.message.contains("IOError: ") == true
+                || dead?.message.contains("URLError -1004: cannot connect to the host") == true,
             "\(String(describing: dead))")
 
         // The same data directory, a new process: the killed upload left nothing that can be committed or read.
         let again = try await ServerProcess.start(data: server.data)
         defer { again.stop() }
-        let client = try E3DBClient(identity: alice.identity, apiURL: again.url)
+        let client = try E3DBClient(identity: alice.identity, apiURL: again.url, transport: transport.make())
         var files = 0
         for try await _ in client.query(RecordQuery(types: ["big"])) { files += 1 }
         #expect(files == 0)

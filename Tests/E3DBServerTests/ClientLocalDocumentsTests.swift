@@ -7,12 +7,14 @@ import Testing
 
 @Suite("E3DBClient local documents: writer and reader keys, encrypt, decrypt, sign, verify")
 struct ClientLocalDocumentsTests {
-    @Test("a document encrypted locally opens for its writer and, once shared, for a reader; tampering is refused")
-    func localRoundTrip() async throws {
+    @Test(
+        "a document encrypted locally opens for its writer and, once shared, for a reader; tampering is refused",
+        arguments: ClientTransport.allCases)
+    func localRoundTrip(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let alice = try await server.register("alice")
-        let bob = try await server.register("bob")
+        let alice = try await server.register("alice", transport: transport)
+        let bob = try await server.register("bob", transport: transport)
 
         let writerKey = try await alice.writerKey(type: "UserInfo")
         #expect(try await alice.writerKey(type: "UserInfo") == writerKey)
@@ -44,12 +46,14 @@ struct ClientLocalDocumentsTests {
         #expect(error?.code == .invalidSignature)
     }
 
-    @Test("sign and verify: own key by default, another client's key from its public info")
-    func signAndVerify() async throws {
+    @Test(
+        "sign and verify: own key by default, another client's key from its public info",
+        arguments: ClientTransport.allCases)
+    func signAndVerify(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let alice = try await server.register("alice")
-        let bob = try await server.register("bob")
+        let alice = try await server.register("alice", transport: transport)
+        let bob = try await server.register("bob", transport: transport)
         let document = DecryptedDocument(
             meta: ClientMeta(writerID: alice.clientID, userID: alice.clientID, type: "note"), data: ["text": "hi"])
         let signed = try alice.sign(document)

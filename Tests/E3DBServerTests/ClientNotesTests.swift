@@ -10,46 +10,48 @@ import Testing
 struct ClientNotesTests {
     @Test(
         "anonymous notes: written and read with unregistered key pairs, names dropped, views, expiry, refusals",
-        arguments: ClientTestBackend.allCases)
-    func anonymousNotes(backend: ClientTestBackend) async throws {
+        arguments: ClientTestBackend.allCases, ClientTransport.allCases)
+    func anonymousNotes(backend: ClientTestBackend, transport: ClientTransport) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
+        let through = transport.make()
         let writer = NoteKeyPairs.generate()
         let reader = NoteKeyPairs.generate()
         let stranger = NoteKeyPairs.generate()
         let note = try await E3DBClient.writeAnonymousNote(
             ["pin": "1234", "who": "anon"], recipientEncryptionKey: reader.publicKey,
             recipientSigningKey: reader.publicSigningKey, writer: writer, apiURL: server.url + "/",
-            options: NoteOptions(name: "dropped-\(UUID())", maxViews: 2))
+            options: NoteOptions(name: "dropped-\(UUID())", maxViews: 2), transport: through)
         let id = try #require(note.noteID.flatMap(UUID.init(uuidString:)))
         #expect(note.idString == "", "the server keeps names for registered writers only")
         #expect(note.writerSigningKey == writer.publicSigningKey.base64URLEncoded)
         await #expect(throws: E3DBError(.forbidden)) {
-            _ = try await E3DBClient.readAnonymousNote(id: id, reader: stranger, apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(id: id, reader: stranger, apiURL: server.url, transport: through)
         }
         let first = try await E3DBClient.readAnonymousNote(
             id: id, reader: reader, apiURL: server.url,
-            options: .init(expectedWriterSigningKey: writer.publicSigningKey))
+            options: .init(expectedWriterSigningKey: writer.publicSigningKey), transport: through)
         #expect(first.data == ["pin": "1234", "who": "anon"])
         #expect(first.note.views == 1 && first.note.maxViews == 2)
         // A pinned writer key that is not the note's refuses the note before any field is returned.
         await #expect(throws: E3DBError.self) {
             _ = try await E3DBClient.readAnonymousNote(
                 id: id, reader: reader, apiURL: server.url,
-                options: .init(expectedWriterSigningKey: stranger.publicSigningKey))
+                options: .init(expectedWriterSigningKey: stranger.publicSigningKey), transport: through)
         }
         // That refused read was the second view: the note is used up.
         await #expect(throws: E3DBError(.notFound)) {
-            _ = try await E3DBClient.readAnonymousNote(id: id, reader: reader, apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(id: id, reader: reader, apiURL: server.url, transport: through)
         }
 
         // A registered writer's name is kept, and an anonymous reader reads by it; a second note with the name is 409.
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         let name = "named-\(UUID())"
         _ = try await alice.writeNote(
             ["n": "1"], recipientEncryptionKey: reader.publicKey,
             recipientSigningKey: reader.publicSigningKey, name: name)
-        let byName = try await E3DBClient.readAnonymousNote(name: name, reader: reader, apiURL: server.url)
+        let byName = try await E3DBClient.readAnonymousNote(
+            name: name, reader: reader, apiURL: server.url, transport: through)
         #expect(byName.data == ["n": "1"] && byName.note.idString == name)
         await #expect(throws: E3DBError(.conflict)) {
             _ = try await alice.writeNote(
@@ -57,20 +59,23 @@ struct ClientNotesTests {
                 recipientSigningKey: reader.publicSigningKey, name: name)
         }
         await #expect(throws: E3DBError(.notFound)) {
-            _ = try await E3DBClient.readAnonymousNote(name: "no-such-\(UUID())", reader: reader, apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(
+                name: "no-such-\(UUID())", reader: reader, apiURL: server.url, transport: through)
         }
         await #expect(throws: E3DBError(.notFound)) {
-            _ = try await E3DBClient.readAnonymousNote(id: UUID(), reader: reader, apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(
+                id: UUID(), reader: reader, apiURL: server.url, transport: through)
         }
 
         // Expiration: past is gone (404), future is served; anonymous writers get it too.
         let past = try await E3DBClient.writeAnonymousNote(
             ["x": "y"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
-            writer: writer, apiURL: server.url, options: NoteOptions(expiration: Date().addingTimeInterval(-60)))
+            writer: writer, apiURL: server.url, options: NoteOptions(expiration: Date().addingTimeInterval(-60)),
+            transport: through)
         await #expect(throws: E3DBError(.notFound)) {
             _ = try await E3DBClient.readAnonymousNote(
                 id: UUID(uuidString: past.noteID ?? ""), reader: reader,
-                apiURL: server.url)
+                apiURL: server.url, transport: through)
         }
         let future = try await alice.writeNote(
             ["x": "z"], recipientEncryptionKey: reader.publicKey,
@@ -80,26 +85,26 @@ struct ClientNotesTests {
         #expect(
             try await E3DBClient.readAnonymousNote(
                 id: UUID(uuidString: future.noteID ?? ""), reader: reader,
-                apiURL: server.url
+                apiURL: server.url, transport: through
             ).data == ["x": "z"])
 
         // Refusals before any request, and the writer-only delete.
         await #expect(throws: E3DBError(.invalidParameter)) {
-            _ = try await E3DBClient.readAnonymousNote(reader: reader, apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(reader: reader, apiURL: server.url, transport: through)
         }
         await #expect(throws: E3DBError(.invalidParameter)) {
             _ = try await E3DBClient.writeAnonymousNote(
                 ["a": "b"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
-                writer: writer, apiURL: server.url, options: NoteOptions(maxViews: -5))
+                writer: writer, apiURL: server.url, options: NoteOptions(maxViews: -5), transport: through)
         }
         await #expect(throws: E3DBError(.badRequest)) {
             _ = try await E3DBClient.writeAnonymousNote(
                 [:], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
-                writer: writer, apiURL: server.url)
+                writer: writer, apiURL: server.url, transport: through)
         }
         let live = try await E3DBClient.writeAnonymousNote(
             ["a": "b"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
-            writer: writer, apiURL: server.url)
+            writer: writer, apiURL: server.url, transport: through)
         await #expect(throws: E3DBError(.forbidden)) {
             try await alice.deleteNote(try #require(UUID(uuidString: live.noteID ?? "")))
         }
@@ -110,12 +115,12 @@ struct ClientNotesTests {
 
     @Test(
         "replace by name: new fields, new id, new recipient, views reset; only the writer; upsert",
-        arguments: ClientTestBackend.allCases)
-    func replace(backend: ClientTestBackend) async throws {
+        arguments: ClientTestBackend.allCases, ClientTransport.allCases)
+    func replace(backend: ClientTestBackend, transport: ClientTransport) async throws {
         guard let server = try await backend.start() else { return }
         defer { server.stop() }
-        let alice = try await server.register("alice")
-        let bob = try await server.register("bob")
+        let alice = try await server.register("alice", transport: transport)
+        let bob = try await server.register("bob", transport: transport)
         let reader = NoteKeyPairs.generate()
         let name = "replace-\(UUID())"
         let original = try await alice.writeNote(

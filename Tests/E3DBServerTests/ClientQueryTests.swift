@@ -5,11 +5,13 @@ import Testing
 
 @Suite("E3DBClient v1 query: user filter and resuming after an index")
 struct ClientQueryTests {
-    @Test("users filters on user_id; afterIndex resumes where an earlier iteration stopped")
-    func usersAndResume() async throws {
+    @Test(
+        "users filters on user_id; afterIndex resumes where an earlier iteration stopped",
+        arguments: ClientTransport.allCases)
+    func usersAndResume(transport: ClientTransport) async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let alice = try await server.register("alice")
+        let alice = try await server.register("alice", transport: transport)
         for i in 0..<5 { _ = try await alice.write(type: "item", data: ["n": "\(i)"]) }
 
         var mine: [String] = []

@@ -140,20 +140,20 @@ struct ClientTrustTests {
             server.stop()
         }
 
-        func register(_ name: String) async throws -> ClientIdentity {
-            try await E3DBClient.register(token: server.token, name: name, apiURL: proxy.url)
+        func register(_ name: String, transport: ClientTransport = .asyncHTTPClient) async throws -> ClientIdentity {
+            try await E3DBClient.register(
+                token: server.token, name: name, apiURL: proxy.url, transport: transport.make())
         }
 
         func client(
             _ identity: ClientIdentity, verification: RecordVerification? = nil,
-            knownKeys: KnownKeys = KnownKeys(), fileOrigins: Set<String> = []
+            knownKeys: KnownKeys = KnownKeys(), fileOrigins: Set<String> = [],
+            transport: ClientTransport = .asyncHTTPClient
         ) throws -> E3DBClient {
-            if let verification {
-                return try E3DBClient(
-                    identity: identity, verification: verification, knownKeys: knownKeys,
-                    fileOrigins: fileOrigins)
-            }
-            return try E3DBClient(identity: identity, knownKeys: knownKeys, fileOrigins: fileOrigins)
+            try E3DBClient(
+                identity: identity, transport: transport.make(),
+                verification: verification ?? RecordVerification(policy: .required), knownKeys: knownKeys,
+                fileOrigins: fileOrigins)
         }
     }
 
@@ -402,8 +402,10 @@ struct ClientTrustTests {
         #expect(foreign?.code == .invalidResponse && foreign?.context.field == "type")
     }
 
-    @Test("a redirect is not followed: record reads and file bodies answered with 302 to another host fail typed")
-    func redirectsAreNotFollowed() async throws {
+    @Test(
+        "a redirect is not followed: record reads and file bodies answered with 302 to another host fail typed",
+        arguments: ClientTransport.allCases)
+    func redirectsAreNotFollowed(transport: ClientTransport) async throws {
         let s = try await Setup.start()
         defer { s.stop() }
         // Another host (here another port) that would serve everything, and records whether it was contacted.
@@ -414,7 +416,7 @@ struct ClientTrustTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let plain = dir.appendingPathComponent("plain.bin")
         try Data(repeating: 1, count: 1000).write(to: plain)
-        let alice = try s.client(try await s.register("alice"))
+        let alice = try s.client(try await s.register("alice", transport: transport), transport: transport)
         let record = try #require(try await alice.write(type: "r", data: ["a": "b"]).id)
         let file = try #require(try await alice.writeFile(type: "f", path: plain.path).id)
 

@@ -2,79 +2,104 @@ import E3DBAPI
 import E3DBClient
 import E3DBDocuments
 import E3DBPrimitives
+import E3DBTestSupport
+import E3DBURLSession
 import Foundation
+import Synchronization
 import Testing
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
+/// A raw HTTP/1.1 server (Python, on a free port) for what e3dbkit-server never does: a body cut short of its
+/// Content-Length, an answer that never comes, a redirect, a large body made on the fly, and an upload it counts.
+final class RawHTTPServer: Sendable {
+    static let script = #"""
+        import socket, sys, threading, time
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        print(s.getsockname()[1], flush=True)
+        block = bytes(range(256)) * 4096
+        def handle(c):
+            f = c.makefile("rb")
+            path = f.readline().decode().split()[1]
+            length = None
+            while True:
+                line = f.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            if "/slow" in path:
+                time.sleep(30)
+            elif path == "/short":
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+            elif path == "/redirect":
+                c.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n")
+            elif path.startswith("/big/"):
+                n = int(path[5:])
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+                sent = 0
+                while sent < n:
+                    k = min(len(block), n - sent)
+                    c.sendall(block[:k])
+                    sent += k
+            elif path == "/upload":
+                got = 0
+                while length is not None and got < length:
+                    piece = f.read(min(1 << 20, length - got))
+                    if not piece:
+                        break
+                    got += len(piece)
+                body = ("%s %d" % (length, got)).encode()
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            try:
+                c.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            c.close()
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=handle, args=(c,), daemon=True).start()
+        """#
 
-/// A sample `E3DBTransport` over Foundation's URLSession, as an app that does not want AsyncHTTPClient would
-/// write it (the three calls of the protocol; `preferredTaskExecutor` keeps its default, nil).
-struct URLSessionTransport: E3DBTransport {
-    let session: URLSession
+    let process: RunningProcess
+    let url: String
 
-    init(session: URLSession = URLSession(configuration: .ephemeral)) { self.session = session }
-
-    func urlRequest(_ request: TransportRequest, timeout: Duration) throws -> URLRequest {
-        guard let url = URL(string: request.url) else { throw URLError(.badURL) }
-        var r = URLRequest(url: url)
-        r.httpMethod = request.method
-        r.timeoutInterval = Double(timeout.components.seconds)
-        for (name, value) in request.headers { r.addValue(value, forHTTPHeaderField: name) }
-        return r
-    }
-
-    func response(_ response: URLResponse, body: Data) throws -> TransportResponse {
-        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
-        let headers = http.allHeaderFields.compactMap { (k, v) in (k as? String).map { ($0, "\(v)") } }
-        return TransportResponse(status: http.statusCode, headers: headers, body: body)
-    }
-
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        var r = try urlRequest(request, timeout: timeout)
-        r.httpBody = request.body
-        let (body, response) = try await session.data(for: r)
-        guard body.count <= maxResponseSize else { throw URLError(.dataLengthExceedsMaximum) }
-        return try self.response(response, body: body)
-    }
-
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
-    {
-        var r = try urlRequest(request, timeout: timeout)
-        r.setValue(String(size), forHTTPHeaderField: "Content-Length")
-        let (body, response) = try await session.upload(for: r, fromFile: URL(fileURLWithPath: bodyPath))
-        return try self.response(response, body: body)
-    }
-
-    /// URLSession's download task spools the body to its own temporary file; the pieces are read from there.
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
-    {
-        let (file, response) = try await session.download(for: try urlRequest(request, timeout: timeout))
-        defer { try? FileManager.default.removeItem(at: file) }
-        let handle = try FileHandle(forReadingFrom: file)
-        defer { try? handle.close() }
-        guard let http = response as? HTTPURLResponse, (200..<300).contains(http.statusCode) else {
-            return try self.response(response, body: try handle.read(upToCount: 1 << 20) ?? Data())
+    init() async throws {
+        process = try RunningProcess(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", Self.script], reading: .standardOutput)
+        let line = try await process.readOutput { $0.contains(UInt8(ascii: "\n")) }
+        let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard Int(port) != nil else {
+            process.signal(SIGKILL)
+            throw ServerProcess.ServerFailure(description: "the raw HTTP server did not start")
         }
-        while let piece = try handle.read(upToCount: 256 << 10), !piece.isEmpty { try await receive(piece) }
-        return try self.response(response, body: Data())
+        url = "http://127.0.0.1:\(port)"
     }
+
+    func stop() { process.signal(SIGKILL) }
 }
 
-@Suite("E3DBClient over a URLSession transport")
+/// This process's resident memory in bytes (Linux), nil elsewhere.
+func residentBytes() -> Int? {
+    #if os(Linux)
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    #else
+        return nil
+    #endif
+}
+
+@Suite("E3DBURLSession: URLSessionTransport", .serialized)
 struct URLSessionTransportTests {
     @Test("register, write, read, query, share, and a file up and down, all through URLSession")
     func everythingThroughURLSession() async throws {
         let server = try await ServerProcess.start()
         defer { server.stop() }
-        let transport = URLSessionTransport()
-        let identity = try await E3DBClient.register(
-            token: server.token, name: "url-session", apiURL: server.url,
-            transport: transport)
-        let alice = try E3DBClient(identity: identity, transport: transport)
+        let alice = try await server.register("url-session", transport: .urlSession)
         let bob = try await server.register("bob")
         let written = try await alice.write(type: "contact", data: ["name": "Jon"], plain: ["kind": "friend"])
         #expect(try await alice.read(try #require(written.id)).data["name"] == "Jon")
@@ -84,18 +109,181 @@ struct URLSessionTransportTests {
         try await alice.share(type: "contact", with: bob.clientID)
         #expect(try await bob.read(try #require(written.id)).data["name"] == "Jon")
 
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("urlsession-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let input = dir.appendingPathComponent("in.bin").path
+        let scratch = try Scratch()
+        let input = scratch.path("in.bin")
         let bytes = Data((0..<(1 << 20) + 777).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try bytes.write(to: URL(fileURLWithPath: input))
         let file = try await alice.writeFile(type: "blob", path: input)
-        let output = dir.appendingPathComponent("out.bin").path
+        let output = scratch.path("out.bin")
         _ = try await alice.readFile(try #require(file.id), to: output)
         #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == bytes)
 
         let missing = await #expect(throws: E3DBError.self) { _ = try await alice.read(UUID()) }
         #expect(missing?.code == .notFound)
     }
+
+    @Test("a 256 MiB download to a slow receiver arrives whole, in order, in pieces, in bounded memory")
+    func slowReceiverBoundedMemory() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let size = 256 << 20
+        let transport = URLSessionTransport()
+        // What the server sends: byte i is i mod 256. Pieces are compared with a slice of it.
+        let pattern = Data((0..<(4 << 20) + 256).map { UInt8(truncatingIfNeeded: $0) })
+        let before = residentBytes()
+        let peak = MemoryPeak()
+        var received = 0
+        var pieces = 0
+        var inOrder = true
+        let response = try await transport.download(
+            TransportRequest(method: "GET", url: raw.url + "/big/\(size)"), timeout: .seconds(120)
+        ) { piece in
+            if pieces == 0 {
+                // Lag well behind: the whole body reaches this host meanwhile.
+                try await Task.sleep(for: .seconds(2))
+            }
+            let start = received % 256
+            if piece.count > pattern.count - start || piece != pattern[start..<start + piece.count] {
+                inOrder = false
+            }
+            received += piece.count
+            pieces += 1
+            if pieces % 64 == 0 { peak.sample() }
+        }
+        #expect(response.status == 200 && response.body.isEmpty)
+        #expect(received == size && inOrder)
+        #expect(pieces > 64, "\(pieces) pieces")
+        if let before {
+            let growth = peak.bytes - before
+            #expect(growth < 96 << 20, "resident memory grew by \(growth >> 20) MiB for a \(size >> 20) MiB body")
+        }
+    }
+
+    @Test("a 256 MiB upload goes from the file with its Content-Length, in bounded memory")
+    func streamedUpload() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let scratch = try Scratch()
+        let size = 256 << 20
+        let path = try scratch.file("upload", count: size)
+        let before = residentBytes()
+        let peak = MemoryPeak()
+        let sampler = Task {
+            while !Task.isCancelled {
+                peak.sample()
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let response = try await URLSessionTransport().upload(
+            TransportRequest(method: "POST", url: raw.url + "/upload"), bodyPath: path, size: Int64(size),
+            timeout: .seconds(120))
+        sampler.cancel()
+        await sampler.value
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == "\(size) \(size)", "Content-Length, bytes read")
+        if let before {
+            let growth = peak.bytes - before
+            #expect(growth < 96 << 20, "resident memory grew by \(growth >> 20) MiB for a \(size >> 20) MiB file")
+        }
+    }
+
+    @Test("maxResponseSize is enforced while receiving; a non-2xx download body is collected up to 1 MiB")
+    func responseLimits() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let transport = URLSessionTransport()
+        let big = TransportRequest(method: "GET", url: raw.url + "/big/\(64 << 20)")
+        let started = ContinuousClock.now
+        let refused = await #expect(throws: E3DBError.self) {
+            _ = try await transport.send(big, timeout: .seconds(60), maxResponseSize: 1 << 20)
+        }
+        #expect(refused?.code == .invalidResponse && refused?.context.expected == 1 << 20)
+        #expect(ContinuousClock.now - started < .seconds(30))
+        let small = try await transport.send(
+            TransportRequest(method: "GET", url: raw.url + "/big/1000"), timeout: .seconds(10),
+            maxResponseSize: 1000)
+        #expect(small.status == 200 && small.body.count == 1000)
+    }
+
+    @Test("a body shorter than its Content-Length is an error, for send and for download")
+    func shortBody() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let transport = URLSessionTransport()
+        let request = TransportRequest(method: "GET", url: raw.url + "/short")
+        await #expect(throws: (any Error).self) {
+            _ = try await transport.send(request, timeout: .seconds(10), maxResponseSize: 1 << 20)
+        }
+        await #expect(throws: (any Error).self) {
+            _ = try await transport.download(request, timeout: .seconds(10)) { _ in }
+        }
+    }
+
+    @Test("a redirect is returned, not followed (the Location's server is never contacted)")
+    func redirectRefused() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let transport = URLSessionTransport()
+        let request = TransportRequest(method: "GET", url: raw.url + "/redirect")
+        let sent = try await transport.send(request, timeout: .seconds(10), maxResponseSize: 1 << 20)
+        #expect(sent.status == 302 && sent.header("location") == "http://127.0.0.1:1/elsewhere")
+        let downloaded = try await transport.download(request, timeout: .seconds(10)) { _ in
+            Issue.record("a redirect's body was handed on")
+        }
+        #expect(downloaded.status == 302)
+    }
+
+    @Test("the timeout ends an exchange that gets no answer; the client reports it as transportFailed, timed out")
+    func timeout() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let transport = URLSessionTransport()
+        let started = ContinuousClock.now
+        await #expect(throws: URLError.self) {
+            _ = try await transport.send(
+                TransportRequest(method: "GET", url: raw.url + "/slow"), timeout: .seconds(1),
+                maxResponseSize: 1 << 20)
+        }
+        await #expect(throws: URLError.self) {
+            _ = try await transport.download(
+                TransportRequest(method: "GET", url: raw.url + "/slow"), timeout: .seconds(1)
+            ) { _ in }
+        }
+        #expect(ContinuousClock.now - started < .seconds(15))
+        // Registration is not retried: one timeout, mapped where the client maps every transport failure.
+        let failed = await #expect(throws: E3DBError.self) {
+            _ = try await E3DBClient.register(token: "t", name: "n", apiURL: raw.url + "/slow", transport: transport)
+        }
+        #expect(failed?.code == .transportFailed)
+        #expect(failed?.message.contains("URLError -1001: timed out") == true, "\(String(describing: failed))")
+    }
+
+    @Test("cancelling the calling task ends a download at once")
+    func cancellation() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let transport = URLSessionTransport()
+        let task = Task {
+            try await transport.download(
+                TransportRequest(method: "GET", url: raw.url + "/slow"), timeout: .seconds(60)
+            ) { _ in }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: (any Error).self) { _ = try await task.value }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+}
+
+/// The highest resident memory sampled.
+final class MemoryPeak: Sendable {
+    private let highest = Mutex(0)
+
+    func sample() {
+        guard let now = residentBytes() else { return }
+        highest.withLock { $0 = max($0, now) }
+    }
+
+    var bytes: Int { highest.withLock { $0 } }
 }

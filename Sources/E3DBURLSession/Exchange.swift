@@ -58,8 +58,13 @@ final class Exchange: Sendable {
 
     let state = Mutex(State())
     let task: URLSessionTask
+    /// Where the most bytes held in memory at once is noted.
+    unowned let owner: SessionOwner
 
-    init(task: URLSessionTask) { self.task = task }
+    init(task: URLSessionTask, owner: SessionOwner) {
+        self.task = task
+        self.owner = owner
+    }
 
     // MARK: the delegate's side
 
@@ -82,6 +87,7 @@ final class Exchange: Sendable {
             if state.spill == nil, state.inMemory + data.count <= URLSessionTransport.memoryAhead {
                 state.pieces.append(data)
                 state.inMemory += data.count
+                owner.bufferedHighWater.max(state.inMemory)
                 return
             }
             do {
@@ -211,5 +217,18 @@ final class Exchange: Sendable {
         let delivered = state.withLock { $0.delivered }
         let encoded = (response.value(forHTTPHeaderField: "Content-Encoding") ?? "identity") != "identity"
         if expected >= 0, !encoded, delivered < expected { throw URLError(.networkConnectionLost) }
+    }
+}
+
+extension Atomic where Value == Int {
+    /// Raises the value to `candidate` when it is larger.
+    func max(_ candidate: Int) {
+        var current = load(ordering: .relaxed)
+        while candidate > current {
+            let (exchanged, original) = compareExchange(
+                expected: current, desired: candidate, ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
     }
 }

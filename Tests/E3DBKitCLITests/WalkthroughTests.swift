@@ -124,4 +124,25 @@ struct WalkthroughTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdoutText == "{'name': 'Jon'}\n", "\(result.stdoutText)")
     }
+
+    @Test("docs/client.md's walk-through runs as written: every group of client commands against the server")
+    func clientDocsWalkthrough() async throws {
+        guard Self.binariesBuilt else {
+            Issue.record("build e3dbkit and e3dbkit-server first (swift build)")
+            return
+        }
+        let script = try #require(try Self.blocks("sh", in: "docs/client.md").first)
+        let (result, dir, _) = try await Self.runScript(script)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdoutText.split(separator: "\n").map(String.init)
+        // carol read the updated record that bob shared on alice's behalf.
+        #expect(
+            lines.filter { $0.contains(#""city":"Salem""#) && $0.contains(#""signature_status":"verified""#) }.count
+                == 2)
+        #expect(lines.contains { $0.contains(#""removed_all_types":true"#) })
+        // The replaced note kept its read limit.
+        #expect(lines.filter { $0.contains(#""id_string":"door-code""#) && $0.contains(#""max_views":2"#) }.count == 3)
+        #expect(lines.filter { $0.hasPrefix(#"{"deleted":"#) }.count == 2)
+    }
 }

@@ -25,8 +25,8 @@ extension EncryptedStore {
     /// `record_plain`, blind-index entries) with each authenticated record, and checks every file of the file tree
     /// (row, body, checksum; then orphan bodies), going on after a failure, so that every damaged record is
     /// reported (by id), every query-table difference (by record or index) and every damaged file (by path).
-    /// SQLite's own check of the file (`PRAGMA quick_check`) runs first; each damaged page it finds is a
-    /// `storeCorrupted` problem, and a record that cannot be read is reported and passed over.
+    /// SQLite's own check of the file (`PRAGMA quick_check`, after E3DBSQLite's `cipher_integrity_check` for an
+    /// encrypted file) runs first; each damaged page it finds is a `storeCorrupted` problem, and a record that cannot be read is reported and passed over.
     public func verify() throws(E3DBError) -> StoreVerificationReport {
         var checked = 0
         var problems = databaseFileProblems()
@@ -91,17 +91,25 @@ extension EncryptedStore {
     /// `PRAGMA quick_check`'s findings, one `storeCorrupted` problem each (none for a sound file), all with item
     /// `database`.
     func databaseFileProblems() -> [E3DBError] {
-        do {
-            let lines = try databaseCall("checking the database file") {
-                try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+        // An encrypted file: E3DBSQLite authenticates every page first and names those that fail.
+        let checks =
+            (databaseEncryption == .encrypted ? ["PRAGMA cipher_integrity_check"] : []) + ["PRAGMA quick_check"]
+        var problems: [E3DBError] = []
+        for check in checks {
+            do {
+                let lines = try databaseCall("checking the database file") {
+                    try pool.read { db in try String.fetchAll(db, sql: check) }
+                }
+                problems += lines.filter { $0 != "ok" }.map { line in
+                    E3DBError(
+                        .storeCorrupted, "the store's database file is damaged: \(line)",
+                        context: .init(item: "database"))
+                }
+            } catch {
+                problems.append(onDatabase(error))
             }
-            return lines.filter { $0 != "ok" }.map { line in
-                E3DBError(
-                    .storeCorrupted, "the store's database file is damaged: \(line)", context: .init(item: "database"))
-            }
-        } catch {
-            return [onDatabase(error)]
         }
+        return problems
     }
 
     /// `error` about the database file as a whole (item `database`), for a file-wide check that could not run.

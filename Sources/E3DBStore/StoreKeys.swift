@@ -38,12 +38,15 @@ public enum KDFPreset: String, Sendable, CaseIterable {
 struct StoreKeys: Sendable {
     let master: SecretBox.Key
     let recordMACKey: SecureBytes
+    /// The raw SQLCipher 4 key of an encrypted database file's pages (see ``DatabaseEncryption``).
+    let databaseKey: SecureBytes
     /// The store's Curve25519 key: the authorizer of the EAKs it writes when it shares a collection.
     let boxKey: Box.PrivateKey
 
     init(master: SecretBox.Key, wrappedBoxKey: Data) throws(E3DBError) {
         self.master = master
         self.recordMACKey = try StoreKeys.derive(from: master, label: "record-binding")
+        self.databaseKey = try StoreKeys.derive(from: master, label: "database-pages")
         let box = try StoreKeys.unwrap(
             wrappedBoxKey, under: master,
             failure: E3DBError(.storeCorrupted, "the store's box key does not authenticate under its master key"))

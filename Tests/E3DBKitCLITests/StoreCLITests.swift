@@ -46,6 +46,7 @@ struct StoreCLITests {
         let created = try await storeRun("init", ["--kdf", "interactive"])
         #expect(created.status == 0, "\(created.stderr)")
         #expect(try json(created)["kdf"] == .string("argon2id-interactive"))
+        #expect(try json(created)["database"] == .string("encrypted"))
         #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 64)
 
         let data = try file("d.json", #"{"name":"Ada","ssn":"078-05-1120"}"#)
@@ -109,7 +110,9 @@ struct StoreCLITests {
     @Test("passwd, export for a reader, import, verify reports a tampered record by id (exit 2), stats")
     func keysSharingAndVerify() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        // A plain database file, so that the test can edit a record row with SQL below.
+        let created = try await storeRun("init", ["--kdf", "interactive", "--plain-database"])
+        #expect(try json(created)["database"] == .string("plain"))
         let data = try file("d.json", #"{"secret":"s1"}"#)
         var ids: [String] = []
         for _ in 0..<3 {
@@ -122,6 +125,7 @@ struct StoreCLITests {
         #expect(try await storeRun("stats", []).status == 77)
         let stats = try await storeRun("stats", [], passphrase: newPass)
         #expect(try json(stats)["collections"] == .object(["c": .number(3)]))
+        #expect(try json(stats)["database"] == .string("plain"))
 
         let reader = dir.appendingPathComponent("reader.json").path
         #expect(try await run(["keygen", "--out", reader, "--client-id", UUID().uuidString]).status == 0)
@@ -159,7 +163,8 @@ extension StoreCLITests {
     )
     func tamperingAndCorruption() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        // A plain database file: the test edits it with SQL (encryptedFileDamage below for the encrypted file).
+        #expect(try await storeRun("init", ["--kdf", "interactive", "--plain-database"]).status == 0)
         let filler = String(repeating: "x", count: 300)
         let lines = (0..<400).map { "{\"n\":\"\($0)\",\"f\":\"\(filler)\"}" }.joined(separator: "\n")
         let put = try await storeRun(
@@ -207,6 +212,47 @@ extension StoreCLITests {
             return
         }
         #expect(checked > 350 && checked < 400, "verify went on past the damaged page")
+    }
+}
+
+extension StoreCLITests {
+    @Test(
+        "an encrypted database file: SQL cannot read or edit it without the key; a changed byte exits 65, verify names the page and goes on"
+    )
+    func encryptedFileDamage() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        let filler = String(repeating: "x", count: 300)
+        let lines = (0..<400).map { "{\"n\":\"\($0)\",\"f\":\"\(filler)\"}" }.joined(separator: "\n")
+        let put = try await storeRun(
+            "put", ["--collection", "c", "--type", "note", "--ndjson", "-"], stdin: Data(lines.utf8))
+        #expect(put.status == 0, "\(put.stderr)")
+        let stats = try await storeRun("stats", [])
+        #expect(try json(stats)["database"] == .string("encrypted"))
+        let verified = try await storeRun("verify", [])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try json(verified)["database"] == .string("encrypted"))
+        // SQLite without the key does not read the file, so it cannot edit a query table.
+        let database = store + "/store.sqlite"
+        await #expect(throws: DatabaseError.self) {
+            try await DatabaseQueue(path: database).read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records")
+            }
+        }
+        // One byte changed in a page in the middle of the file (the process closed it: no WAL is left).
+        let size = try FileManager.default.attributesOfItem(atPath: database)[.size] as? Int ?? 0
+        #expect(size > 40 * 4096)
+        let page = size / 4096 / 2
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        let offset = UInt64((page - 1) * 4096 + 200)
+        try handle.seek(toOffset: offset)
+        let byte = try handle.read(upToCount: 1)?.first ?? 0
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: Data([byte ^ 0x80]))
+        try handle.close()
+        let damaged = try await storeRun("verify", [])
+        #expect(damaged.status == 65, "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("pages that did not authenticate: \(page)"), "\(damaged.stderr)")
     }
 }
 

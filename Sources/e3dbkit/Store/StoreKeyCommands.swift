@@ -12,14 +12,21 @@ import Foundation
 
 struct StoreInitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "init", abstract: "Create a store; prints {\"kdf\":…,\"store_id\":…}.")
+        commandName: "init", abstract: "Create a store; prints {\"database\":…,\"kdf\":…,\"store_id\":…}.")
 
     @OptionGroup var keys: StoreKeyOptions
 
     @Option(help: "Argon2id cost for a passphrase: interactive, moderate (default) or sensitive.")
     var kdf: KDFOption = .moderate
 
+    @Flag(
+        help: ArgumentHelp(
+            "Keep the database in a plain SQLite file (the layout before the encrypted file): its query tables "
+                + "(collection names, types, plain metadata, index tokens, sizes) are then readable in the file."))
+    var plainDatabase = false
+
     func run() throws {
+        let encryption: DatabaseEncryption = plainDatabase ? .plain : .encrypted
         let store: EncryptedStore
         let kdfName: String
         if let identity = keys.identity {
@@ -28,13 +35,14 @@ struct StoreInitCommand: ParsableCommand {
             }
             let me = try DocumentCLI.identity(identity)
             store = try libraryCall("creating the store \(keys.store)") {
-                try EncryptedStore.create(at: keys.url, identity: me)
+                try EncryptedStore.create(at: keys.url, identity: me, databaseEncryption: encryption)
             }
             kdfName = "identity"
         } else {
             let credential = try keys.credential(confirm: true)
             store = try libraryCall("creating the store \(keys.store)") {
-                try EncryptedStore.create(at: keys.url, credential: credential, kdf: kdf.preset)
+                try EncryptedStore.create(
+                    at: keys.url, credential: credential, kdf: kdf.preset, databaseEncryption: encryption)
             }
             if case .key = credential { kdfName = "raw-key" } else { kdfName = "argon2id-\(kdf.rawValue)" }
         }
@@ -42,6 +50,7 @@ struct StoreInitCommand: ParsableCommand {
             CanonicalJSON.serialize(
                 .object([
                     "store_id": .string(store.storeID.lowercasedString), "kdf": .string(kdfName),
+                    "database": .string(store.databaseEncryption.rawValue),
                 ])))
     }
 }

@@ -165,10 +165,14 @@ extension KeyHeader {
         return (file, sealed)
     }
 
-    /// Whether `name` is one of the store's database files or their journals (`store*.sqlite*`); the key header
-    /// (`keys.sqlite`) and anything else in the directory is not.
+    /// Whether `name` (without its `-wal`, `-shm` or `-journal`) is a name the store gives a database file:
+    /// `store.sqlite`, a rekey's `store-<8 hex>.sqlite`, or `store.sqlite.rekey` (an earlier version's rekey
+    /// copy). The key header, and anything else in the directory (a `store.sqlite.bak` of the user's), is not.
     static func isDatabaseFileName(_ name: String) -> Bool {
-        name.hasPrefix("store") && name.contains(".sqlite")
+        if name == EncryptedStore.databaseFileName || name == EncryptedStore.databaseFileName + ".rekey" { return true }
+        guard name.hasPrefix("store-"), name.hasSuffix(".sqlite") else { return false }
+        let hex = name.dropFirst("store-".count).dropLast(".sqlite".count)
+        return hex.count == 8 && hex.allSatisfy(\.isHexDigit)
     }
 
     /// Removes the database files (and their `-wal`, `-shm`, `-journal`) that neither the header nor an unfinished
@@ -185,12 +189,12 @@ extension KeyHeader {
                     }
                     if let pending = try pendingRekey(db) { named.insert(pending.file) }
                     let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-                    for name in names where isDatabaseFileName(name) {
+                    for name in names {
                         var base = name
                         for suffix in ["-wal", "-shm", "-journal"] where base.hasSuffix(suffix) {
                             base.removeLast(suffix.count)
                         }
-                        guard !named.isEmpty, !named.contains(base) else { continue }
+                        guard isDatabaseFileName(base), !named.isEmpty, !named.contains(base) else { continue }
                         try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
                     }
                     return .commit

@@ -343,7 +343,7 @@ struct RekeyTests {
         ] {
             try old.write(to: dir.url.appendingPathComponent(name))
         }
-        for name in ["notes.sqlite", "stored.txt"] {
+        for name in ["notes.sqlite", "stored.txt", "store.sqlite.bak", "store-1.sqlite"] {
             try Data("keep".utf8).write(to: dir.url.appendingPathComponent(name))
         }
         let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("a"))
@@ -351,7 +351,11 @@ struct RekeyTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter {
             !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm")
         }
-        #expect(Set(left) == [EncryptedStore.keyHeaderFileName, current, "notes.sqlite", "stored.txt"], "\(left)")
+        #expect(
+            Set(left) == [
+                EncryptedStore.keyHeaderFileName, current, "notes.sqlite", "stored.txt", "store.sqlite.bak",
+                "store-1.sqlite",
+            ], "\(left)")
         #expect(!FileManager.default.fileExists(atPath: dir.database + "-wal"))
     }
 

@@ -262,7 +262,10 @@ extension EncryptedStore {
     /// schema, the collections with new access keys and the blind-index definitions.
     func startRekey(_ oldDB: Database, structure: Data, keys: StoreKeys) throws -> RekeyState {
         let master = SecretBox.Key()
-        let file = "store-" + String(format: "%08x", UInt32.random(in: 0...UInt32.max)) + ".sqlite"
+        var file: String
+        repeat {
+            file = "store-" + String(format: "%08x", UInt32.random(in: 0...UInt32.max)) + ".sqlite"
+        } while file == URL(fileURLWithPath: databasePath).lastPathComponent
         try keyHeader.write { db in
             try db.execute(sql: KeyHeader.rekeySchema)
             try db.execute(

@@ -162,7 +162,7 @@ let package = Package(
         .target(
             name: "E3DBStore",
             dependencies: [
-                "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles",
+                "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: memorySafe

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # E3DBStore against SQLCipher 4 and plain SQLite on the same records, in one run: bulk insert in one transaction
 # (with and without an index on one field), random point reads by id, lookups on the indexed field (blind index
-# for the store), a full scan with its peak memory, and the passphrase change against `PRAGMA rekey`.
-# Prints a markdown table for docs/performance.md.
+# for the store), a full scan with its peak memory, and the passphrase change against `PRAGMA rekey`. The store runs
+# twice: in an encrypted database file (E3DBSQLite, the default) and in a plain file (STORE_DATABASE=plain, the
+# layout before). Prints markdown tables for docs/performance.md.
 #
 #   scripts/store-benchmark.sh [RECORDS] [RUNS]      # default 100000 records, 2 runs (best of the runs)
 #
@@ -43,6 +44,10 @@ for ((run = 0; run < runs; run++)); do
     rm -rf "$work/sqlcipher"
     echo "run $((run + 1)) of $runs: E3DBStore and SQLite" >&2
     "$bench" "$work/records.ndjson" "$work/store" "${store_extra[@]}" | sed 's/^/e3dbkit /' >>"$work/results"
+    rm -rf "$work/store"
+    echo "run $((run + 1)) of $runs: E3DBStore in a plain file" >&2
+    mkdir -p "$work/store"
+    STORE_DATABASE=plain "$bench" "$work/records.ndjson" "$work/store" | sed 's/^/e3dbkit-plain /' >>"$work/results"
     rm -rf "$work/store"
 done
 load_after="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)"
@@ -93,4 +98,18 @@ for count in sorted({k[2] for k in best if k[1] == "rekey"}):
         r = ratio(t, rekey)
         g = ("≥ 100: " + goal(r, 100)) if count >= 1000000 else ""
         print("| change the passphrase, %s records: %s | %s | %s (`PRAGMA rekey`) | | %s SQLCipher / E3DBStore | %s |" % ("{:,}".format(count), label, "—" if t is None else "%.4f s" % t, "—" if rekey is None else "%.2f s" % rekey, r, g))
+print()
+print("## Store in an encrypted file (E3DBSQLite) against the plain file and SQLCipher 4\n")
+print("| operation | encrypted file (default) | plain file (before) | SQLCipher 4 | encrypted / plain | encrypted / SQLCipher |")
+print("| --- | ---: | ---: | ---: | ---: | ---: |")
+for label, store, cipher in (
+    ("bulk insert, one transaction", "store_insert", "insert"),
+    ("bulk insert, index on one field", "store_insert_indexed", "insert_indexed"),
+    ("random point reads by id", "store_point_read", "point_read"),
+    ("lookup on the indexed field", "store_index_lookup", "indexed_lookup"),
+    ("full scan with decryption", "store_scan", None),
+):
+    enc, plain = s("e3dbkit", store), s("e3dbkit-plain", store)
+    sc = s("sqlcipher", cipher) if cipher else None
+    print("| %s | %s | %s | %s | %s | %s |" % (label, rate(enc), rate(plain), rate(sc), ratio(enc, plain), "—" if not sc else ratio(enc, sc)))
 PY

@@ -4,6 +4,7 @@
 //   StoreThroughput RECORDS.ndjson WORKDIR [--change-records M]
 //   STORE_ONLY=insert|read|lookup StoreThroughput RECORDS.ndjson WORKDIR   (one store phase alone, for perf record)
 //   STORE_FIELD_KEYS=record StoreThroughput …     (the store writes one data key per record instead of per field)
+//   STORE_DATABASE=plain StoreThroughput …         (the store's database in a plain file; default: encrypted file)
 //   StoreThroughput scan STOREDIR KEYFILE       (the child process that scans and reports its peak memory)
 //
 // RECORDS.ndjson holds one record a line, a JSON object of strings (store_baseline.py generate). Each measurement is
@@ -121,7 +122,8 @@ func loadInput(_ path: String) -> Input {
 /// Creates a store in `directory` with a raw key (no KDF) and an optional blind index on the indexed field, and
 /// times `put(collection:records:)` of all records in one call (one transaction).
 func storeInsert(_ input: Input, directory: URL, key: SecureBytes, indexed: Bool) throws -> (EncryptedStore, [UUID], Double) {
-    let store = try EncryptedStore.create(at: freshDirectory(directory), credential: .key(key))
+    let store = try EncryptedStore.create(
+        at: freshDirectory(directory), credential: .key(key), databaseEncryption: databaseEncryption)
     if fieldKeysPerRecord { store.fieldKeyMode = .perRecord }
     if indexed {
         _ = try store.put(collection: collection, records: [])  // creates the collection and its key
@@ -132,6 +134,10 @@ func storeInsert(_ input: Input, directory: URL, key: SecureBytes, indexed: Bool
     let time = try seconds { refs = try store.put(collection: collection, records: batch) }
     return (store, refs.map(\.id), time)
 }
+
+/// STORE_DATABASE=plain keeps the store's database in a plain SQLite file (the layout before the encrypted file).
+let databaseEncryption: DatabaseEncryption =
+    ProcessInfo.processInfo.environment["STORE_DATABASE"] == "plain" ? .plain : .encrypted
 
 /// STORE_FIELD_KEYS=record writes with one data key per record (`FieldKeyMode.perRecord`) instead of per field.
 let fieldKeysPerRecord = ProcessInfo.processInfo.environment["STORE_FIELD_KEYS"] == "record"
@@ -214,7 +220,9 @@ func storeSide(_ input: Input, work: URL, changeRecords: Int) async throws {
 
     // The same on a store of `changeRecords` records (the records repeated), written in batches of 100,000.
     if changeRecords > n {
-        let big = try EncryptedStore.create(at: freshDirectory(work.appendingPathComponent("store-big")), credential: .key(key))
+        let big = try EncryptedStore.create(
+            at: freshDirectory(work.appendingPathComponent("store-big")), credential: .key(key),
+            databaseEncryption: databaseEncryption)
         var written = 0
         while written < changeRecords {
             let count = min(100_000, changeRecords - written)

@@ -47,7 +47,9 @@ private struct Fixture {
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("fuzzstore-\(UUID().uuidString)")
-        store = try EncryptedStore.create(at: directory, credential: .key(SecureBytes(randomCount: 32)))
+        // A plain database file: the target edits its rows with SQL (an encrypted file's pages refuse any edit).
+        store = try EncryptedStore.create(
+            at: directory, credential: .key(SecureBytes(randomCount: 32)), databaseEncryption: .plain)
         recordData = ["name": "Ada", "note": "fuzz ☃"]
         recordID = try store.put(collection: "c", type: "t", data: recordData, plain: ["p": "q"]).id
         try store.setSetting(Fixture.settingValue, forKey: "s")

@@ -131,8 +131,13 @@ final class KeyRegistry: Sendable {
             let digits = Array("0123456789abcdef".utf8)
             return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
         }.joined()
-        entries.withLock { $0[handle] = Entry(key: key, settings: settings) }
+        register(key, settings: settings, handle: handle)
         return handle
+    }
+
+    /// Registers `key` under an existing `handle` (a key forgotten and given back, for URIs already in use).
+    func register(_ key: SQLCipherKey, settings: SQLCipherSettings, handle: String) {
+        entries.withLock { $0[handle] = Entry(key: key, settings: settings) }
     }
 
     func entry(_ handle: String) -> Entry? { entries.withLock { $0[handle] } }

@@ -47,8 +47,29 @@ public enum E3DBSQLite {
     /// Forgets the key a URI of ``uri(forDatabaseAt:key:settings:)`` refers to; connections already open keep
     /// working, new ones fail with ``E3DBError/Code/keyMissing``.
     public static func forgetKey(inURI uri: String) {
-        guard let range = uri.range(of: "e3db_key=") else { return }
-        KeyRegistry.shared.remove(String(uri[range.upperBound...].prefix { $0 != "&" }))
+        guard let handle = keyHandle(inURI: uri) else { return }
+        KeyRegistry.shared.remove(handle)
+    }
+
+    /// Gives a URI of ``uri(forDatabaseAt:key:settings:)`` its key again after ``forgetKey(inURI:)`` (a store that
+    /// forgets its page key while locked and gets it back at unlock, with connections that keep the URI).
+    /// - Throws: ``E3DBError/Code/invalidKey`` for a malformed key, ``E3DBError/Code/invalidParameter`` for bad
+    ///   settings or a URI without a key handle.
+    package static func restoreKey(_ key: SQLCipherKey, settings: SQLCipherSettings = .v4, inURI uri: String)
+        throws(E3DBError)
+    {
+        try key.validate()
+        try settings.validate()
+        guard let handle = keyHandle(inURI: uri) else {
+            throw E3DBError(.invalidParameter, "the URI has no key handle")
+        }
+        KeyRegistry.shared.register(key, settings: settings, handle: handle)
+    }
+
+    /// The key handle of a URI of ``uri(forDatabaseAt:key:settings:)``.
+    private static func keyHandle(inURI uri: String) -> String? {
+        guard let range = uri.range(of: "e3db_key=") else { return nil }
+        return String(uri[range.upperBound...].prefix { $0 != "&" })
     }
 
     /// Forgets every registered key and every cached derived key.

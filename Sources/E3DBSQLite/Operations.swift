@@ -136,7 +136,7 @@ extension E3DBSQLite {
 
     /// Makes a rename in the directory of `path` durable (best effort: some file systems refuse fsync on a
     /// directory).
-    private static func syncDirectory(of path: String) {
+    package static func syncDirectory(of path: String) {
         let directory = (path as NSString).deletingLastPathComponent
         let descriptor = unsafe open(directory.isEmpty ? "." : directory, O_RDONLY)
         guard descriptor >= 0 else { return }

@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBSQLite
 import Foundation
 import GRDB
 import Synchronization
@@ -11,10 +12,13 @@ extension EncryptedStore {
     // MARK: Keys
 
     /// Wipes every key from memory. Every later call fails with `E3DBError.Code.storeLocked` until
-    /// ``unlock(_:)``.
+    /// ``unlock(_:)``. An encrypted database's page key is forgotten too (connections already open keep the keys
+    /// SQLite derived; no new one opens until ``unlock(_:)``).
     public func lock() {
         state.withLock { $0 = nil }
         cache.withLock { $0?.removeAll() }
+        readers.locked.store(true, ordering: .releasing)
+        if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
     }
 
     /// Whether the store's keys are in memory.
@@ -23,9 +27,11 @@ extension EncryptedStore {
     /// Opens the master key again after ``lock()``, and checks the state rows as ``open(at:credential:expectedMinimumWriteCounter:)`` does.
     /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered`.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
-        let keys = try EncryptedStore.unlockKeys(pool, EncryptedStore.readHeader(pool), with: credential)
+        let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
+        if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
         try checkState(keys, minimumWriteCounter: nil)
         state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
+        readers.locked.store(false, ordering: .releasing)
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of
@@ -54,7 +60,7 @@ extension EncryptedStore {
         }
         let wrapping = try StoreKeys.wrapping(try currentKeys().master, for: credential, kdfParameters: kdfParameters)
         try databaseCall("changing the store key") {
-            try pool.write { db in
+            try keyHeader.write { db in
                 try db.execute(
                     sql: """
                         UPDATE store_meta SET kdf = ?, kdf_ops = ?, kdf_mem = ?, kdf_salt = ?, wrapped_master = ?

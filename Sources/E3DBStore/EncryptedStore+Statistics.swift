@@ -13,12 +13,16 @@ public struct StoreStatistics: Sendable {
     public let recordsPerCollection: [String: Int]
     /// The database's size in bytes (pages × page size, without the WAL).
     public let databaseBytes: Int
+    /// Whether the database file is encrypted or plain.
+    public let databaseEncryption: DatabaseEncryption
 }
 
 extension EncryptedStore {
     /// Records per collection and the database size.
+    /// - Throws: `storeLocked` (an encrypted database's page key is forgotten while the store is locked).
     public func statistics() throws(E3DBError) -> StoreStatistics {
-        try databaseCall("reading statistics") {
+        _ = try currentKeys()
+        return try databaseCall("reading statistics") {
             try pool.read { db in
                 var counts: [String: Int] = [:]
                 for name in try String.fetchAll(db, sql: "SELECT name FROM collections") { counts[name] = 0 }
@@ -29,7 +33,9 @@ extension EncryptedStore {
                 }
                 let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
                 let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
-                return StoreStatistics(recordsPerCollection: counts, databaseBytes: pages * pageSize)
+                return StoreStatistics(
+                    recordsPerCollection: counts, databaseBytes: pages * pageSize,
+                    databaseEncryption: databaseEncryption)
             }
         }
     }

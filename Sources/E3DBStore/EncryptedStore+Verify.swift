@@ -29,8 +29,9 @@ extension EncryptedStore {
     /// It recomputes each collection's record count and digest from its authenticated rows and compares them with
     /// the collection's authenticated state: a deleted record row, a deleted row put back and an older version of a
     /// row restored are each reported naming the collection (`storeTampered`).
-    /// SQLite's own check of the file (`PRAGMA quick_check`) runs first; each damaged page it finds is a
-    /// `storeCorrupted` problem, and a record that cannot be read is reported and passed over.
+    /// SQLite's own check of the file (`PRAGMA quick_check`, after E3DBSQLite's `cipher_integrity_check` for an
+    /// encrypted file) runs first; each damaged page it finds is a `storeCorrupted` problem, and a record that
+    /// cannot be read is reported and passed over.
     public func verify() throws(E3DBError) -> StoreVerificationReport {
         var checked = 0
         var problems = databaseFileProblems()
@@ -103,17 +104,25 @@ extension EncryptedStore {
     /// `PRAGMA quick_check`'s findings, one `storeCorrupted` problem each (none for a sound file), all with item
     /// `database`.
     func databaseFileProblems() -> [E3DBError] {
-        do {
-            let lines = try databaseCall("checking the database file") {
-                try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+        // An encrypted file: E3DBSQLite authenticates every page first and names those that fail.
+        let checks =
+            (databaseEncryption == .encrypted ? ["PRAGMA cipher_integrity_check"] : []) + ["PRAGMA quick_check"]
+        var problems: [E3DBError] = []
+        for check in checks {
+            do {
+                let lines = try databaseCall("checking the database file") {
+                    try pool.read { db in try String.fetchAll(db, sql: check) }
+                }
+                problems += lines.filter { $0 != "ok" }.map { line in
+                    E3DBError(
+                        .storeCorrupted, "the store's database file is damaged: \(line)",
+                        context: .init(item: "database"))
+                }
+            } catch {
+                problems.append(onDatabase(error))
             }
-            return lines.filter { $0 != "ok" }.map { line in
-                E3DBError(
-                    .storeCorrupted, "the store's database file is damaged: \(line)", context: .init(item: "database"))
-            }
-        } catch {
-            return [onDatabase(error)]
         }
+        return problems
     }
 
     /// `error` about the database file as a whole (item `database`), for a file-wide check that could not run.

@@ -3,18 +3,22 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBSQLite
 public import Foundation
 import GRDB
 import Synchronization
 
-/// An embedded encrypted store: E3DB records in one SQLite database (WAL mode) under a key hierarchy.
+/// An embedded encrypted store: E3DB records in one SQLite database (WAL mode, encrypted by default) under a key
+/// hierarchy.
 ///
 /// A passphrase (Argon2id), a raw key or an enrolled E3DB client identity (an EAK of the master key for its
 /// public key) opens the store's master key; the master key wraps one E3DB access key
 /// per collection and derives the key that binds every record to its place. Each record is an E3DB
 /// `EncryptedDocument` (fields `edk.edkN.ef.efN` under the collection's access key), so a record taken out of the
-/// store decrypts in the other SDKs. Its type, `plain` metadata, id, version and timestamps stay in plaintext and
-/// are queryable, as in E3DB (docs/store.md lists what the file reveals).
+/// store decrypts in the other SDKs. Its type, `plain` metadata, id, version and timestamps stay outside the E3DB
+/// record and are queryable, as in E3DB; by default the SQLite file is encrypted by E3DBSQLite under a key derived
+/// from the master key, so they are not readable in the file (``DatabaseEncryption``; docs/store.md lists what the
+/// file reveals). The key material sits in a key header beside the database (``keyHeaderFileName``).
 ///
 /// ```swift
 /// let store = try EncryptedStore.create(at: url, credential: .passphrase(secret), kdf: .moderate)
@@ -26,8 +30,12 @@ import Synchronization
 /// before decrypting it; a moved or edited record is `E3DBError.Code.recordTampered` naming the record.
 /// The type is safe to share between threads and tasks: SQLite's WAL lets readers run beside one writer.
 public final class EncryptedStore: Sendable {
-    /// The database file's name inside the store directory.
+    /// The database file's name inside the store directory (a new store's; the key header names the file of an
+    /// existing one).
     public static let databaseFileName = "store.sqlite"
+    /// The key header's name inside the store directory: the key material that opens the store, readable before
+    /// the database (whose pages may be encrypted under a key derived from the master key).
+    public static let keyHeaderFileName = KeyHeader.fileName
 
     /// The store's directory.
     public let directory: URL
@@ -35,8 +43,17 @@ public final class EncryptedStore: Sendable {
     public let storeID: UUID
     /// The store's id as lowercase text (part of every binding MAC).
     let storeIDText: String
+    /// Whether the store's database file is encrypted (E3DBSQLite) or plain.
+    public let databaseEncryption: DatabaseEncryption
 
     let pool: DatabasePool
+    /// The key header (`keys.sqlite`): the credential wrappings and enrolled identities.
+    let keyHeader: DatabaseQueue
+    /// The database file's path (the file the key header names).
+    let databasePath: String
+    /// The URI that opens the encrypted database (nil for a plain file): it names the page key in this process by a
+    /// handle, which ``lock()`` forgets and ``unlock(_:)`` gives back.
+    let databaseURI: String?
     /// Read-only connections for `get` and query pages (no schema check per read).
     let readers: RecordReaders
     let state: Mutex<UnlockedState?>
@@ -52,16 +69,22 @@ public final class EncryptedStore: Sendable {
         var indexKeys: [IndexKeyName: SecureBytes] = [:]
     }
 
-    /// A store over an open pool; `databasePath` is the pool's file when it is not the store's own (a rekey's copy).
-    init(directory: URL, storeID: UUID, pool: DatabasePool, keys: StoreKeys, databasePath: String? = nil) {
+    init(directory: URL, header: Header, keyHeader: DatabaseQueue, database: OpenDatabase, keys: StoreKeys) {
         self.directory = directory
-        self.storeID = storeID
-        self.storeIDText = storeID.lowercasedString
-        self.pool = pool
-        self.readers = RecordReaders(
-            path: databasePath ?? directory.appendingPathComponent(EncryptedStore.databaseFileName).path)
+        self.storeID = header.storeID
+        self.storeIDText = header.storeID.lowercasedString
+        self.databaseEncryption = header.encryption
+        self.pool = database.pool
+        self.keyHeader = keyHeader
+        self.databaseURI = database.uri
+        self.databasePath = database.path
+        self.readers = RecordReaders(location: database.location)
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
+    }
+
+    deinit {
+        if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
     }
 
     /// How many decrypted records the cache keeps (YapDatabase keeps 250 objects per connection).
@@ -82,26 +105,35 @@ public final class EncryptedStore: Sendable {
     ///   - directory: the store's directory.
     ///   - credential: a passphrase or a raw 32-byte key.
     ///   - kdf: the Argon2id cost for a passphrase (ignored for a raw key).
+    ///   - databaseEncryption: whether the database file is encrypted (the default) or plain.
     /// - Throws: `E3DBError.Code.storeExists`, `databaseError`, KDF errors.
     public static func create(
-        at directory: URL, credential: StoreCredential, kdf: KDFPreset = .moderate
+        at directory: URL, credential: StoreCredential, kdf: KDFPreset = .moderate,
+        databaseEncryption: DatabaseEncryption = .encrypted
     ) throws(E3DBError) -> EncryptedStore {
-        try create(at: directory, credential: credential, kdfParameters: kdf.parameters)
+        try create(
+            at: directory, credential: credential, kdfParameters: kdf.parameters, databaseEncryption: databaseEncryption
+        )
     }
 
     /// Creates a new store with explicit Argon2id parameters (for tests and tuning).
     public static func create(
-        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters
+        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters,
+        databaseEncryption: DatabaseEncryption = .encrypted
     ) throws(E3DBError) -> EncryptedStore {
-        try create(at: directory, credential: credential, kdfParameters: kdfParameters, clientID: nil)
+        try create(
+            at: directory, credential: credential, kdfParameters: kdfParameters, clientID: nil,
+            databaseEncryption: databaseEncryption)
     }
 
-    /// Creates a new store; `clientID` names the identity of an `.identity` credential.
+    /// Creates a new store; `clientID` names the identity of an `.identity` credential. The key header is written
+    /// first (complete or absent after a crash), then the database under the key the header's master key derives.
     static func create(
-        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters, clientID: UUID?
+        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters, clientID: UUID?,
+        databaseEncryption: DatabaseEncryption
     ) throws(E3DBError) -> EncryptedStore {
-        let path = directory.appendingPathComponent(databaseFileName).path
-        if FileManager.default.fileExists(atPath: path) {
+        for name in [KeyHeader.fileName, databaseFileName]
+        where FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path) {
             throw E3DBError(.storeExists, "a store already exists in \(directory.path)")
         }
         do {
@@ -117,34 +149,31 @@ public final class EncryptedStore: Sendable {
         let storeID = UUID()
         let enrollment = try IdentityEnrollment(
             credential: credential, clientID: clientID, keys: keys, storeID: storeID)
-        let pool = try openPool(path: path)
-        try databaseCall("creating the store") {
-            try StoreSchema.migrator.migrate(pool)
-            try pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO store_meta (singleton, format, store_id, kdf, kdf_ops, kdf_mem, kdf_salt,
-                            wrapped_master, box_public, wrapped_box_private, created)
-                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        StoreSchema.formatVersion, storeID.lowercasedString, wrapping.kdfName,
-                        wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
-                        wrapping.wrappedMaster, boxKey.publicKey.rawRepresentation, wrappedBox,
-                        StoreTime.format(StoreTime.now()),
-                    ])
-                if let enrollment { try enrollment.insert(db) }
-            }
+        try KeyHeader.create(in: directory) { db in
+            try KeyHeader.insertMeta(
+                db,
+                [
+                    StoreSchema.formatVersion, storeID.lowercasedString, wrapping.kdfName,
+                    wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
+                    wrapping.wrappedMaster, boxKey.publicKey.rawRepresentation, wrappedBox,
+                    StoreTime.format(StoreTime.now()), databaseFileName, databaseEncryption.rawValue,
+                ])
+            if let enrollment { try enrollment.insert(db) }
         }
-        let store = EncryptedStore(directory: directory, storeID: storeID, pool: pool, keys: keys)
+        let keyHeader = try KeyHeader.open(in: directory)
+        let header = try readHeader(keyHeader)
+        let database = try openDatabase(in: directory, header: header, keys: keys, creating: true)
+        let store = EncryptedStore(
+            directory: directory, header: header, keyHeader: keyHeader, database: database, keys: keys)
         try store.checkState(keys, minimumWriteCounter: nil)
         return store
     }
 
     /// Opens an existing store, and checks its authenticated state (O(collections): every collection's state row
-    /// and the store's write counter authenticate).
-    ///
-    /// A store opened with an older version of this library gets its state here, from its authenticated records.
+    /// and the store's write counter authenticate). A store made before the key header has its key material moved
+    /// into one first (its database stays plain); a store opened with an older version of this library gets its
+    /// state here, from its authenticated records. Database files the key header does not name (an old file a
+    /// rekey left behind when it was interrupted after its commit point) are removed.
     ///
     /// - Parameters:
     ///   - directory: the store's directory.
@@ -152,21 +181,28 @@ public final class EncryptedStore: Sendable {
     ///   - expectedMinimumWriteCounter: the ``writeCounter`` the app saw last and keeps outside the file (keychain,
     ///     server); a store whose counter is lower is an older copy and is refused. Nil checks nothing.
     /// - Throws: `E3DBError.Code.storeNotFound`; `E3DBError.Code.wrongKey` when the credential does not open
-    ///   the master key (checked before any record is read); `storeTampered` when a state row is missing or edited;
-    ///   `storeRolledBack` when the write counter is below `expectedMinimumWriteCounter`; `storeCorrupted`,
+    ///   the master key (checked before the database is opened); `storeTampered` when a state row is missing or
+    ///   edited; `storeRolledBack` when the write counter is below `expectedMinimumWriteCounter`; `storeCorrupted`
+    ///   (also for an encrypted database that does not open under the key the master key derives),
     ///   `unsupportedStoreVersion`, `databaseError`.
     public static func open(
         at directory: URL, credential: StoreCredential, expectedMinimumWriteCounter: Int? = nil
     ) throws(E3DBError) -> EncryptedStore {
-        let path = directory.appendingPathComponent(databaseFileName).path
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw E3DBError(.storeNotFound, "there is no store in \(directory.path)")
+        let headerPath = directory.appendingPathComponent(KeyHeader.fileName).path
+        if !FileManager.default.fileExists(atPath: headerPath) {
+            guard FileManager.default.fileExists(atPath: directory.appendingPathComponent(databaseFileName).path)
+            else {
+                throw E3DBError(.storeNotFound, "there is no store in \(directory.path)")
+            }
+            try KeyHeader.migrate(in: directory, databaseFile: databaseFileName)
         }
-        let pool = try openPool(path: path)
-        try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
-        let header = try readHeader(pool)
-        let keys = try unlockKeys(pool, header, with: credential)
-        let store = EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: keys)
+        let keyHeader = try KeyHeader.open(in: directory)
+        let header = try readHeader(keyHeader)
+        let keys = try unlockKeys(keyHeader, header, with: credential)
+        try KeyHeader.removeUnnamedDatabaseFiles(in: directory, keyHeader)
+        let database = try openDatabase(in: directory, header: header, keys: keys, creating: false)
+        let store = EncryptedStore(
+            directory: directory, header: header, keyHeader: keyHeader, database: database, keys: keys)
         try store.checkState(keys, minimumWriteCounter: expectedMinimumWriteCounter)
         return store
     }
@@ -180,11 +216,21 @@ public final class EncryptedStore: Sendable {
         let wrappedBoxKey: Data
         /// The store's Curve25519 public key (the authorizer of the EAKs that open it for identities).
         let boxPublicKey: Data
+        /// The database file's name inside the store directory.
+        let databaseFile: String
+        let encryption: DatabaseEncryption
+
+        /// The same header naming another database file (a rekey's copy).
+        func naming(_ file: String) -> Header {
+            Header(
+                storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: wrappedMaster,
+                wrappedBoxKey: wrappedBoxKey, boxPublicKey: boxPublicKey, databaseFile: file, encryption: encryption)
+        }
     }
 
-    static func readHeader(_ pool: DatabasePool) throws(E3DBError) -> Header {
+    static func readHeader(_ keyHeader: DatabaseQueue) throws(E3DBError) -> Header {
         let row = try databaseCall("reading the store header") {
-            try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM store_meta WHERE singleton = 1") }
+            try keyHeader.read { db in try Row.fetchOne(db, sql: "SELECT * FROM store_meta WHERE singleton = 1") }
         }
         guard let row else { throw E3DBError(.storeCorrupted, "the store has no header row") }
         guard let format = row["format"] as Int?, format >= 1 else {
@@ -203,6 +249,11 @@ public final class EncryptedStore: Sendable {
         else {
             throw E3DBError(.storeCorrupted, "the store header is damaged")
         }
+        guard let databaseFile = row["database_file"] as String?, isPlainFileName(databaseFile),
+            let encryption = (row["database_encryption"] as String?).flatMap(DatabaseEncryption.init(rawValue:))
+        else {
+            throw E3DBError(.storeCorrupted, "the store header does not name its database file and encryption")
+        }
         guard kdf == "none" || !wrapped.isEmpty else {
             throw E3DBError(.storeCorrupted, "the store header has no wrapped master key")
         }
@@ -219,10 +270,70 @@ public final class EncryptedStore: Sendable {
         }
         return Header(
             storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: kdf == "none" ? Data() : wrapped,
-            wrappedBoxKey: wrappedBox, boxPublicKey: boxPublic)
+            wrappedBoxKey: wrappedBox, boxPublicKey: boxPublic, databaseFile: databaseFile, encryption: encryption)
     }
 
-    static func openPool(path: String) throws(E3DBError) -> DatabasePool {
+    /// A file name inside the store directory: no directory part, not `.` or `..`.
+    private static func isPlainFileName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\0")
+    }
+
+    /// The store's database, open: the pool, its path, what GRDB opens it by (the path, or E3DBSQLite's URI), the
+    /// URI.
+    struct OpenDatabase {
+        let pool: DatabasePool
+        let path: String
+        let location: String
+        let uri: String?
+    }
+
+    /// Opens (or, when `creating`, creates) the database the header names, through E3DBSQLite under the page key
+    /// for an encrypted one, and brings its schema up to date.
+    /// - Throws: `storeCorrupted` when the file is missing (and not `creating`), or does not open under the key.
+    static func openDatabase(in directory: URL, header: Header, keys: StoreKeys, creating: Bool) throws(E3DBError)
+        -> OpenDatabase
+    {
+        let path = directory.appendingPathComponent(header.databaseFile).path
+        guard creating || FileManager.default.fileExists(atPath: path) else {
+            throw E3DBError(.storeCorrupted, "the store's database file \(header.databaseFile) is missing")
+        }
+        var uri: String?
+        if header.encryption == .encrypted {
+            uri = try E3DBSQLite.uri(forDatabaseAt: path, key: .rawKey(keys.databaseKey), settings: .v4)
+        }
+        let location = uri ?? path
+        do {
+            let pool = try openPool(location: location)
+            try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
+            return OpenDatabase(pool: pool, path: path, location: location, uri: uri)
+        } catch {
+            guard let uri else { throw error }
+            E3DBSQLite.forgetKey(inURI: uri)
+            // E3DBSQLite's typed reason (a key that does not open the file, a page that does not authenticate).
+            guard error.code == .storeCorrupted, let reason = E3DBSQLite.lastFailure(forDatabaseAt: path) else {
+                throw error
+            }
+            throw E3DBError(
+                .storeCorrupted,
+                "the store's encrypted database does not open under the key its header gives: \(reason.message)",
+                context: reason.context)
+        }
+    }
+
+    /// What GRDB opens the store's database by, for this package's tests and tools that read or edit the file
+    /// outside the store: its path when plain, else a new E3DBSQLite URI (a handle to the page key, never the key).
+    /// - Throws: `storeLocked`; `invalidKey` from E3DBSQLite.
+    package func databaseLocation() throws(E3DBError) -> String {
+        guard databaseEncryption == .encrypted else { return databasePath }
+        return try E3DBSQLite.uri(forDatabaseAt: databasePath, key: .rawKey(databasePageKey()), settings: .v4)
+    }
+
+    /// The raw SQLCipher 4 key of the database's pages (for this package's interoperability tests with SQLCipher).
+    /// - Throws: `storeLocked`.
+    package func databasePageKey() throws(E3DBError) -> SecureBytes { try currentKeys().databaseKey }
+
+    /// A pool on the database at `location` (a path, or an E3DBSQLite URI: the key never appears in it).
+    static func openPool(location: String) throws(E3DBError) -> DatabasePool {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
@@ -230,7 +341,9 @@ public final class EncryptedStore: Sendable {
             // Keep SQLite's temporary tables and sort files in memory, and zero deleted content.
             try db.execute(sql: "PRAGMA temp_store = MEMORY; PRAGMA secure_delete = ON")
         }
-        return try databaseCall("opening \(path)") { try DatabasePool(path: path, configuration: configuration) }
+        return try databaseCall("opening the store's database") {
+            try DatabasePool(path: location, configuration: configuration)
+        }
     }
 }
 
@@ -256,14 +369,17 @@ func databaseCall<T>(_ doing: String, _ body: () throws -> T) throws(E3DBError) 
 }
 
 /// The one mapping of a database failure to an `E3DBError`: a damaged file (`SQLITE_CORRUPT`, `SQLITE_NOTADB`: a
-/// malformed page, a truncated file, a header that is not SQLite's) is `storeCorrupted`; a lock another connection
-/// holds past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`) is `storeBusy`; any other SQLite or I/O failure is
-/// `databaseError`. `doing` says what the store was doing, for the message.
+/// malformed page, a truncated file, a header that is not SQLite's, an encrypted file that does not open under its
+/// key; `SQLITE_IOERR_DATA`: an encrypted page that does not authenticate) is `storeCorrupted`; a lock another
+/// connection holds past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`) is `storeBusy`; any other SQLite or I/O
+/// failure is `databaseError`. `doing` says what the store was doing, for the message.
 func storeError(_ error: any Error, doing: String) -> E3DBError {
     switch error {
     case let error as E3DBError:
         return error
-    case let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB:
+    case let error as DatabaseError
+    where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+        || error.extendedResultCode == .SQLITE_IOERR_DATA:
         return E3DBError(
             .storeCorrupted,
             "\(doing): the store's database file is damaged (SQLite error \(error.resultCode.rawValue): "

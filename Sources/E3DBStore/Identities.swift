@@ -14,7 +14,7 @@ public struct StoreIdentity: Sendable, Hashable {
     public let enrolled: Date
 }
 
-/// The `store_identities` row of one identity: the master key wrapped for its public key as an EAKInfo.
+/// The key header's `store_identities` row of one identity: the master key wrapped for its public key as an EAKInfo.
 struct IdentityEnrollment {
     let identity: StoreIdentity
     let info: EAKInfo
@@ -46,18 +46,19 @@ struct IdentityEnrollment {
 }
 
 extension EncryptedStore {
-    /// The store's keys from `credential`: a passphrase or key opens the master key sealed in `store_meta`; an
-    /// identity opens the EAK enrolled for its public key.
+    /// The store's keys from `credential`: a passphrase or key opens the master key sealed in the key header's
+    /// `store_meta`; an identity opens the EAK enrolled for its public key.
     /// - Throws: `E3DBError.Code.wrongKey` when the credential does not open the store (an identity that is not
     ///   enrolled, or whose private key does not open its EAK); `storeCorrupted` when an enrollment is damaged.
-    static func unlockKeys(_ pool: DatabasePool, _ header: Header, with credential: StoreCredential) throws(E3DBError)
+    static func unlockKeys(_ keyHeader: DatabaseQueue, _ header: Header, with credential: StoreCredential)
+        throws(E3DBError)
         -> StoreKeys
     {
         guard case .identity(let reader) = credential else { return try StoreKeys.unlock(header, with: credential) }
         let publicKey = reader.publicKey
         let item = publicKey.base64URLEncoded
         let text = try databaseCall("reading the store's identities") {
-            try pool.read { db in
+            try keyHeader.read { db in
                 try String.fetchOne(
                     db, sql: "SELECT eak_info FROM store_identities WHERE public_key = ?",
                     arguments: [publicKey.rawRepresentation])
@@ -105,7 +106,7 @@ extension EncryptedStore {
     public func addIdentity(publicKey: Box.PublicKey, clientID: UUID? = nil) throws(E3DBError) -> StoreIdentity {
         let enrollment = try IdentityEnrollment(
             publicKey: publicKey, clientID: clientID, keys: currentKeys(), storeID: storeID)
-        try databaseCall("enrolling an identity") { try pool.write { db in try enrollment.insert(db) } }
+        try databaseCall("enrolling an identity") { try keyHeader.write { db in try enrollment.insert(db) } }
         return enrollment.identity
     }
 
@@ -117,7 +118,7 @@ extension EncryptedStore {
         _ = try currentKeys()
         let item = publicKey.base64URLEncoded
         try databaseCall("removing an identity") {
-            try pool.write { db in
+            try keyHeader.write { db in
                 try db.execute(
                     sql: "DELETE FROM store_identities WHERE public_key = ?", arguments: [publicKey.rawRepresentation])
                 guard db.changesCount == 1 else {
@@ -140,7 +141,7 @@ extension EncryptedStore {
     public func identities() throws(E3DBError) -> [StoreIdentity] {
         _ = try currentKeys()
         let rows = try databaseCall("listing identities") {
-            try pool.read { db in
+            try keyHeader.read { db in
                 try Row.fetchAll(db, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY rowid")
             }
         }
@@ -161,10 +162,13 @@ extension EncryptedStore {
 extension EncryptedStore {
     /// Creates a new, empty store that opens with `identity`'s private key only (its master key wrapped for the
     /// identity's public key); ``changeCredential(to:kdf:)`` can add a passphrase or key later.
+    /// `databaseEncryption` chooses an encrypted (the default) or plain database file.
     /// - Throws: `E3DBError.Code.storeExists`, `databaseError`.
-    public static func create(at directory: URL, identity: ClientIdentity) throws(E3DBError) -> EncryptedStore {
+    public static func create(
+        at directory: URL, identity: ClientIdentity, databaseEncryption: DatabaseEncryption = .encrypted
+    ) throws(E3DBError) -> EncryptedStore {
         try create(
             at: directory, credential: .identity(identity.boxKey), kdfParameters: KDFPreset.moderate.parameters,
-            clientID: identity.clientID)
+            clientID: identity.clientID, databaseEncryption: databaseEncryption)
     }
 }

@@ -23,11 +23,11 @@ extension EncryptedStore {
     /// Stores the record named `key` in `collection`: a new record (version 1) when there is none, else a new
     /// version of it (its data, type and `plain` replaced), in one transaction either way.
     /// - Parameters:
-    ///   - collection: the collection (created on first use).
-    ///   - key: the record's key in the collection (not empty).
-    ///   - type: the record type (plaintext).
-    ///   - data: the fields to encrypt.
-    ///   - plain: plaintext, queryable metadata.
+    ///   - collection: the collection.
+    ///   - key: the app's name for the record (not empty).
+    ///   - type: the record's type.
+    ///   - data: the record's fields, encrypted.
+    ///   - plain: the record's `plain` metadata, in clear (queryable).
     ///   - expectedVersion: when given, the version the caller read (0 for "no record yet"); another one is
     ///     `E3DBError.Code.versionConflict`. Without it, the write replaces whatever version is current.
     /// - Returns: the record's id (``recordID(forKey:in:)``) and new version.

@@ -243,14 +243,19 @@ struct StoredDocumentScanner {
 /// nothing here depends on GRDB's schema cache. Each read is one statement (or a few, each its own snapshot), as
 /// through the pool.
 final class RecordReaders: Sendable {
-    private let path: String
+    /// The database's path, or the E3DBSQLite URI of an encrypted one (the pool's own).
+    private let location: String
     private let idle = Mutex<[DatabaseQueue]>([])
+    /// Set while the store is locked: an encrypted database's page key is forgotten then, so no connection could
+    /// open, and a read is `storeLocked` rather than a failed open.
+    let locked = Atomic<Bool>(false)
     /// Idle connections kept for later reads (more may be open while more threads read).
     static let keptIdle = 4
 
-    init(path: String) { self.path = path }
+    init(location: String) { self.location = location }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if locked.load(ordering: .acquiring) { throw E3DBError(.storeLocked, "the store is locked") }
         let queue = try idle.withLock { $0.popLast() } ?? open()
         defer { idle.withLock { if $0.count < RecordReaders.keptIdle { $0.append(queue) } } }
         return try queue.unsafeRead(body)
@@ -261,6 +266,6 @@ final class RecordReaders: Sendable {
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store = MEMORY") }
-        return try DatabaseQueue(path: path, configuration: configuration)
+        return try DatabaseQueue(path: location, configuration: configuration)
     }
 }

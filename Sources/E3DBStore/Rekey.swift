@@ -17,31 +17,32 @@ public struct RekeyProgress: Sendable, Hashable {
 }
 
 extension EncryptedStore {
-    /// The name of a rekey's copy of the database, beside it in the store's directory until the copy replaces it.
-    public static let rekeyFileName = databaseFileName + ".rekey"
-
     /// Replaces the store's master key with a fresh one, so that the old master key (an old passphrase with an old
     /// copy of the file, an old `store_meta` row, old wrapped collection keys) opens nothing written afterwards.
     ///
-    /// The store is copied into a new database beside it (``rekeyFileName``) through the store's own create and
-    /// write paths: the new master key sealed under `newCredential` (or `credential`) with a new salt, the store's
-    /// id and Curve25519 key pair kept (its private half sealed under the new master key), every enrolled
-    /// identity's EAK made again for the new master key, a new access key for every collection (its key version
-    /// one more than the collection's highest), every record decrypted and encrypted again (same id, version,
+    /// The store is copied into a new database file beside it (`store-<random hex>.sqlite`), created as a new
+    /// store's database is (encrypted under the new master key's page key when the store's file is encrypted,
+    /// plain when it is plain), through the store's own write paths: a new access key for every collection (its
+    /// key version one more than the collection's highest), every record decrypted and encrypted again (same id, version,
     /// timestamps, type and `plain`) with its binding MAC and blind-index tokens under keys of the new master key,
     /// every setting sealed again, and every file's access key sealed under the new files key with a new binding
     /// MAC (file bodies are not rewritten: their data keys are sealed in the per-file access keys). Records are
-    /// copied in batches of `batchSize`, one transaction each in the copy, which records its progress.
+    /// copied in batches of `batchSize`, one transaction each in the copy, which records its progress; the key
+    /// header names the copy and keeps its new master key sealed under the old one until the commit point.
     ///
-    /// The commit point is one atomic rename of the complete copy over the database. A crash before it leaves the
-    /// old store whole (the copy is never opened as the store); the next `rekey` resumes the copy when the store has
-    /// not changed since, or starts it again. A crash after it leaves the new store.
+    /// The commit point is one transaction of the key header, once the copy is complete, checkpointed and synced:
+    /// it names the copy as the database and replaces the key material (the new master key sealed under
+    /// `newCredential` (or `credential`) with a new salt, the store's id and Curve25519 key pair kept with its
+    /// private half sealed under the new master key, every enrolled identity's EAK made again for the new master
+    /// key). The old database file is removed after it. A crash before it leaves the old store whole (the copy is
+    /// never opened as the store); the next `rekey` resumes the copy when the store has not changed since, or
+    /// starts it again. A crash after it leaves the new store, and the next `open` or `rekey` removes the old file.
     ///
     /// Cost: O(records) (every record is decrypted and encrypted again) and free disk space for one copy of the
     /// database. While it copies, it holds the store's write lock: writers in other connections wait, then fail
     /// with `storeBusy`; readers go on. No other connection (in this or another process) may have the store open
-    /// when the copy replaces it: the swap refuses with `storeBusy` while one has (nothing is changed; run it again
-    /// once they are closed), and any connection opened meanwhile would go on with the old file. Close every other
+    /// at the commit point: it refuses with `storeBusy` while one has (nothing is changed; run it again once they
+    /// are closed), and any connection opened meanwhile would go on with the old file. Close every other
     /// ``EncryptedStore`` of this directory first, and use the store this returns.
     ///
     /// ``changeCredential(to:kdf:)`` is the O(1) alternative that changes only the passphrase or key.
@@ -53,7 +54,7 @@ extension EncryptedStore {
     ///   - kdfParameters: the Argon2id cost of a passphrase (nil: the store's current cost, or `moderate`).
     ///   - batchSize: records per transaction in the copy.
     ///   - progress: called after each batch.
-    /// - Returns: the store, open on its new file with the new master key.
+    /// - Returns: the store, open on its new database file with the new master key.
     /// - Throws: `wrongKey`; `invalidParameter` for an identity as the credential of a store that has a
     ///   passphrase or key (the new master key could not be sealed under it); `recordTampered`, `fileTampered`,
     ///   `storeCorrupted` for what does not authenticate under the old master key (nothing is swapped);
@@ -66,7 +67,7 @@ extension EncryptedStore {
     ) throws(E3DBError) -> EncryptedStore {
         let sealing = newCredential ?? credential
         let old = try open(at: directory, credential: credential)
-        let header = try readHeader(old.pool)
+        let header = try readHeader(old.keyHeader)
         if case .identity = sealing, !header.wrappedMaster.isEmpty {
             throw E3DBError(
                 .invalidParameter,
@@ -91,34 +92,39 @@ extension EncryptedStore {
             try old.pool.close()
             try copy.store.pool.close()
         }
-        try commitRekey(directory: directory)
-        let pool = try openPool(path: directory.appendingPathComponent(databaseFileName).path)
-        return EncryptedStore(directory: directory, storeID: header.storeID, pool: pool, keys: copy.keys)
+        try commitRekey(old: old, copy: copy)
+        let newHeader = try readHeader(old.keyHeader)
+        let database = try openDatabase(in: directory, header: newHeader, keys: copy.keys, creating: false)
+        return EncryptedStore(
+            directory: directory, header: newHeader, keyHeader: try KeyHeader.open(in: directory), database: database,
+            keys: copy.keys)
     }
 
-    /// The commit point of a rekey: one atomic rename of the complete copy over the store's database. First both
-    /// files leave WAL mode (each WAL checkpointed into its file and removed, so that no WAL of the old file can be
-    /// replayed onto the new one; SQLite refuses this while another connection has the file open: `storeBusy`,
-    /// nothing changed), and the copy loses its progress row (the new master key sealed under the old one). The copy
-    /// and the directory are flushed to disk around the rename.
-    static func commitRekey(directory: URL) throws(E3DBError) {
-        let database = directory.appendingPathComponent(databaseFileName).path
-        let copy = directory.appendingPathComponent(rekeyFileName).path
-        try leaveWAL(database)
-        try leaveWAL(copy, first: "PRAGMA secure_delete = ON; DROP TABLE IF EXISTS rekey_progress")
-        try syncDirectory(URL(fileURLWithPath: copy))
-        guard unsafe rename(copy, database) == 0 else {
-            throw E3DBError(
-                .databaseError, unsafe "cannot rename \(copy) over \(database): \(String(cString: strerror(errno)))")
+    /// The commit point of a rekey: one transaction of the key header that names the copy as the database and puts
+    /// in the new key material (`RekeyCopy.commit`). First both databases leave WAL mode (each WAL
+    /// checkpointed into its file and removed, so that no WAL is left to replay; SQLite refuses this while another
+    /// connection has the file open: `storeBusy`, nothing changed), the copy loses its progress table and is
+    /// synced. After it, the old database file is removed (a crash before that leaves it for the next `open`).
+    static func commitRekey(old: EncryptedStore, copy: RekeyCopy) throws(E3DBError) {
+        try leaveWAL(old.databaseURI ?? old.databasePath)
+        let target = copy.store
+        try leaveWAL(
+            target.databaseURI ?? target.databasePath,
+            first: "PRAGMA secure_delete = ON; DROP TABLE IF EXISTS rekey_progress")
+        try syncDirectory(URL(fileURLWithPath: target.databasePath))
+        try syncDirectory(target.directory)
+        try databaseCall("committing the rekey") { try old.keyHeader.write { db in try copy.commit(db) } }
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            try? FileManager.default.removeItem(atPath: old.databasePath + suffix)
         }
-        try syncDirectory(directory)
     }
 
-    /// Checkpoints a database's WAL into it and leaves WAL mode (after running `first`, when given).
+    /// Checkpoints a database's WAL into it and leaves WAL mode (after running `first`, when given). `location`
+    /// is its path or E3DBSQLite URI.
     /// - Throws: `storeBusy` while another connection has it open.
-    static func leaveWAL(_ path: String, first: String? = nil) throws(E3DBError) {
-        try databaseCall("closing \(path) for the rekey's swap") {
-            let queue = try DatabaseQueue(path: path)
+    static func leaveWAL(_ location: String, first: String? = nil) throws(E3DBError) {
+        try databaseCall("closing the store's database for the rekey's commit") {
+            let queue = try DatabaseQueue(path: location)
             let mode = try queue.writeWithoutTransaction { db -> String? in
                 if let first { try db.execute(sql: first) }
                 try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
@@ -126,30 +132,29 @@ extension EncryptedStore {
             }
             try queue.close()
             guard mode?.lowercased() == "delete" else {
-                throw E3DBError(.storeBusy, "another connection has \(path) open; close it and run rekey again")
+                throw E3DBError(.storeBusy, "another connection has the store open; close it and run rekey again")
             }
         }
     }
 
     /// Removes an unfinished rekey's copy and its journals.
-    static func removeRekeyCopy(_ path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] { _ = unsafe unlink(path + suffix) }
+    static func removeRekeyCopy(in directory: URL, _ name: String) {
+        let path = directory.appendingPathComponent(name).path
+        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
     /// Copies the store (read in `oldDB`, inside the transaction that holds its write lock) into the rekey's copy,
     /// resuming an interrupted copy of the same store state.
     func copyForRekey(_ oldDB: Database, header: Header, plan: RekeyPlan) throws -> RekeyCopy {
         let oldKeys = try currentKeys()
-        let copyPath = directory.appendingPathComponent(EncryptedStore.rekeyFileName).path
         let structure = try EncryptedStore.rekeyStructure(oldDB)
+        let pending = try keyHeader.read { db in try KeyHeader.pendingRekey(db) }
         var state: RekeyState
-        if FileManager.default.fileExists(atPath: copyPath),
-            let resumed = try resumeRekey(oldDB, copyPath: copyPath, structure: structure, keys: oldKeys)
-        {
+        if let pending, let resumed = try resumeRekey(oldDB, pending: pending, structure: structure, keys: oldKeys) {
             state = resumed
         } else {
-            EncryptedStore.removeRekeyCopy(copyPath)
-            state = try startRekey(oldDB, copyPath: copyPath, structure: structure, keys: oldKeys)
+            if let pending { EncryptedStore.removeRekeyCopy(in: directory, pending.file) }
+            state = try startRekey(oldDB, structure: structure, keys: oldKeys)
         }
         let target = state.store
         let newKeys = try target.currentKeys()
@@ -201,10 +206,8 @@ extension EncryptedStore {
             plan.progress?(RekeyProgress(recordsDone: state.done, recordsTotal: total, resumed: state.resumed))
         }
         let wrapping = try StoreKeys.wrapping(newKeys.master, for: plan.sealing, kdfParameters: plan.parameters)
-        try target.pool.write { db in
-            try copyRest(oldDB, into: db, target: target, header: header, wrapping: wrapping, state: state)
-        }
-        return RekeyCopy(store: target, keys: newKeys)
+        try target.pool.write { db in try copyRest(oldDB, into: db, target: target) }
+        return RekeyCopy(store: target, keys: newKeys, wrapping: wrapping, wrappedBoxKey: state.wrappedBoxKey)
     }
 
     /// A record authenticated and decrypted under the old master key, encrypted again under the collection's new
@@ -229,26 +232,11 @@ extension EncryptedStore {
             data: record.data, updated: updated)
     }
 
-    /// The copy's header, settings, files and identities under the new master key (in the copy's last transaction).
-    func copyRest(
-        _ oldDB: Database, into db: Database, target: EncryptedStore, header: Header,
-        wrapping: StoreKeys.CredentialWrapping, state: RekeyState
-    ) throws {
+    /// The copy's settings and files under the new master key (in the copy's last transaction).
+    func copyRest(_ oldDB: Database, into db: Database, target: EncryptedStore) throws {
         let oldKeys = try currentKeys()
         let newKeys = try target.currentKeys()
-        let created = try String.fetchOne(oldDB, sql: "SELECT created FROM store_meta WHERE singleton = 1")
-        try db.execute(
-            sql: """
-                INSERT OR REPLACE INTO store_meta (singleton, format, store_id, kdf, kdf_ops, kdf_mem, kdf_salt,
-                    wrapped_master, box_public, wrapped_box_private, created)
-                VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                StoreSchema.formatVersion, storeIDText, wrapping.kdfName, wrapping.parameters?.opsLimit,
-                wrapping.parameters?.memoryLimit, wrapping.salt, wrapping.wrappedMaster, header.boxPublicKey,
-                state.wrappedBoxKey, created ?? StoreTime.format(StoreTime.now()),
-            ])
-        try db.execute(sql: "DELETE FROM settings; DELETE FROM files; DELETE FROM store_identities")
+        try db.execute(sql: "DELETE FROM settings; DELETE FROM files")
         for row in try Row.fetchAll(oldDB, sql: "SELECT key, sealed, updated FROM settings ORDER BY key") {
             guard let key = String.fromDatabaseValue(row["key"] as DatabaseValue),
                 let sealed = Data.fromDatabaseValue(row["sealed"] as DatabaseValue)
@@ -267,33 +255,30 @@ extension EncryptedStore {
             entry.wrappedKey = StoreKeys.wrap(try entry.accessKey(oldFilesKey).secretBoxKey, under: newFilesKey)
             try target.insertFile(db, entry, keys: newKeys)
         }
-        let identities = try Row.fetchAll(
-            oldDB, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY rowid")
-        for row in identities {
-            guard let raw = Data.fromDatabaseValue(row["public_key"] as DatabaseValue),
-                let publicKey = try? Box.PublicKey(rawRepresentation: raw),
-                let enrolled = String.fromDatabaseValue(row["created"] as DatabaseValue).flatMap(StoreTime.parse)
-            else { throw E3DBError(.storeCorrupted, "an identity row is damaged") }
-            let clientID = String.fromDatabaseValue(row["client_id"] as DatabaseValue).flatMap(UUID.init(uuidString:))
-            try IdentityEnrollment(
-                publicKey: publicKey, clientID: clientID, keys: newKeys, storeID: storeID, enrolled: enrolled
-            ).insert(db)
-        }
     }
 
-    /// Starts a copy: the schema, a new master key (sealed under the old one in the progress row, so that a crash
-    /// can be resumed), the collections with new access keys and the blind-index definitions.
-    func startRekey(_ oldDB: Database, copyPath: String, structure: Data, keys: StoreKeys) throws -> RekeyState {
+    /// Starts a copy: a new master key (sealed under the old one in the key header with the copy's name, written
+    /// before the copy's file is made, so that a crash can be resumed), a new database file with the store's
+    /// schema, the collections with new access keys and the blind-index definitions.
+    func startRekey(_ oldDB: Database, structure: Data, keys: StoreKeys) throws -> RekeyState {
         let master = SecretBox.Key()
-        let pool = try EncryptedStore.openPool(path: copyPath)
-        try StoreSchema.migrator.migrate(pool)
-        let state = try RekeyState(pool: pool, master: master, oldKeys: keys, owner: self, resumed: false)
-        try pool.write { db in
+        var file: String
+        repeat {
+            file = "store-" + String(format: "%08x", UInt32.random(in: 0...UInt32.max)) + ".sqlite"
+        } while file == URL(fileURLWithPath: databasePath).lastPathComponent
+        try keyHeader.write { db in
+            try db.execute(sql: KeyHeader.rekeySchema)
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO rekey_pending (singleton, database_file, sealed_master) VALUES (1, ?, ?)",
+                arguments: [file, StoreKeys.wrap(master, under: keys.master)])
+        }
+        EncryptedStore.removeRekeyCopy(in: directory, file)
+        let state = try RekeyState(master: master, oldKeys: keys, owner: self, file: file, resumed: false)
+        try state.store.pool.write { db in
             try db.execute(
                 sql: """
                     CREATE TABLE rekey_progress (
                         singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-                        sealed_master BLOB NOT NULL,
                         structure BLOB NOT NULL,
                         last_seq INTEGER NOT NULL,
                         records INTEGER NOT NULL,
@@ -301,8 +286,7 @@ extension EncryptedStore {
                     ) STRICT;
                     """)
             try db.execute(
-                sql: "INSERT INTO rekey_progress VALUES (1, ?, ?, 0, 0, ?)",
-                arguments: [StoreKeys.wrap(master, under: keys.master), structure, state.digest])
+                sql: "INSERT INTO rekey_progress VALUES (1, ?, 0, 0, ?)", arguments: [structure, state.digest])
             let collections = try Row.fetchAll(oldDB, sql: "SELECT name, created FROM collections ORDER BY name")
             for row in collections {
                 let name = row["name"] as DatabaseValue
@@ -337,32 +321,29 @@ extension EncryptedStore {
         return state
     }
 
-    /// The copy of an interrupted rekey, when it goes on from the store as it is now: its new master key opens
-    /// under the old one, and the collections, index definitions and every record it copied are unchanged. Nil
-    /// otherwise (the caller starts again).
-    func resumeRekey(_ oldDB: Database, copyPath: String, structure: Data, keys: StoreKeys) throws -> RekeyState? {
-        let pool: DatabasePool
-        do {
-            pool = try EncryptedStore.openPool(path: copyPath)
-        } catch {
-            return nil
-        }
+    /// The copy of an interrupted rekey, when it goes on from the store as it is now: the copy the key header names
+    /// opens under the new master key sealed there under the old one, and the collections, index definitions and
+    /// every record it copied are unchanged. Nil otherwise (the caller starts again).
+    func resumeRekey(
+        _ oldDB: Database, pending: (file: String, sealedMaster: Data), structure: Data, keys: StoreKeys
+    ) throws -> RekeyState? {
+        guard FileManager.default.fileExists(atPath: directory.appendingPathComponent(pending.file).path),
+            let master = try? StoreKeys.unwrap(
+                pending.sealedMaster, under: keys.master, failure: E3DBError(.wrongKey, "not this store's rekey")),
+            var state = try? RekeyState(master: master, oldKeys: keys, owner: self, file: pending.file, resumed: true)
+        else { return nil }
         var resumed: RekeyState?
-        defer { if resumed == nil { try? pool.close() } }
+        defer { if resumed == nil { try? state.store.pool.close() } }
         guard
-            let row = try? pool.read({ db in
+            let row = try? state.store.pool.read({ db in
                 try db.tableExists("rekey_progress")
                     ? Row.fetchOne(db, sql: "SELECT * FROM rekey_progress WHERE singleton = 1") : nil
             }),
-            let sealed = Data.fromDatabaseValue(row["sealed_master"] as DatabaseValue),
             Data.fromDatabaseValue(row["structure"] as DatabaseValue) == structure,
             let lastSeq = Int64.fromDatabaseValue(row["last_seq"] as DatabaseValue),
             let done = Int.fromDatabaseValue(row["records"] as DatabaseValue),
-            let digest = Data.fromDatabaseValue(row["digest"] as DatabaseValue),
-            let master = try? StoreKeys.unwrap(
-                sealed, under: keys.master, failure: E3DBError(.wrongKey, "not this store's rekey"))
+            let digest = Data.fromDatabaseValue(row["digest"] as DatabaseValue)
         else { return nil }
-        var state = try RekeyState(pool: pool, master: master, oldKeys: keys, owner: self, resumed: true)
         let copied = try Row.fetchCursor(
             oldDB, sql: "SELECT * FROM records WHERE seq <= ? ORDER BY seq", arguments: [lastSeq])
         while let record = try copied.next() { state.add(StoredRow(record)) }
@@ -394,10 +375,44 @@ struct RekeyPlan {
     let progress: (@Sendable (RekeyProgress) -> Void)?
 }
 
-/// The finished copy: a store over it, under the new master key.
+/// The finished copy: a store over it, under the new master key, and the key material the commit point puts in
+/// the key header.
 struct RekeyCopy {
     let store: EncryptedStore
     let keys: StoreKeys
+    let wrapping: StoreKeys.CredentialWrapping
+    let wrappedBoxKey: Data
+
+    /// The commit point's changes to the key header (in its one transaction): the copy named as the database, the
+    /// new master key's wrapping and the box private key sealed under it, every enrolled identity's EAK made again
+    /// for the new master key, and the unfinished-rekey row gone.
+    func commit(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                UPDATE store_meta SET kdf = ?, kdf_ops = ?, kdf_mem = ?, kdf_salt = ?, wrapped_master = ?,
+                    wrapped_box_private = ?, database_file = ?
+                WHERE singleton = 1
+                """,
+            arguments: [
+                wrapping.kdfName, wrapping.parameters?.opsLimit, wrapping.parameters?.memoryLimit, wrapping.salt,
+                wrapping.wrappedMaster, wrappedBoxKey, URL(fileURLWithPath: store.databasePath).lastPathComponent,
+            ])
+        guard db.changesCount == 1 else { throw E3DBError(.storeCorrupted, "the store has no header row") }
+        let identities = try Row.fetchAll(
+            db, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY rowid")
+        try db.execute(sql: "DELETE FROM store_identities")
+        for row in identities {
+            guard let raw = Data.fromDatabaseValue(row["public_key"] as DatabaseValue),
+                let publicKey = try? Box.PublicKey(rawRepresentation: raw),
+                let enrolled = String.fromDatabaseValue(row["created"] as DatabaseValue).flatMap(StoreTime.parse)
+            else { throw E3DBError(.storeCorrupted, "an identity row is damaged") }
+            let clientID = String.fromDatabaseValue(row["client_id"] as DatabaseValue).flatMap(UUID.init(uuidString:))
+            try IdentityEnrollment(
+                publicKey: publicKey, clientID: clientID, keys: keys, storeID: store.storeID, enrolled: enrolled
+            ).insert(db)
+        }
+        try db.execute(sql: "DELETE FROM rekey_pending")
+    }
 }
 
 /// A copy in progress: the store over it, the last record copied, and a running digest of the old rows copied
@@ -412,14 +427,18 @@ struct RekeyState {
     var records = 0
     var hasher: BLAKE2b
 
-    init(pool: DatabasePool, master: SecretBox.Key, oldKeys: StoreKeys, owner: EncryptedStore, resumed: Bool)
+    /// A store over the copy `file` (created when missing, through the path that makes a new store's database:
+    /// encrypted under `master`'s page key when the store's file is encrypted).
+    init(master: SecretBox.Key, oldKeys: StoreKeys, owner: EncryptedStore, file: String, resumed: Bool)
         throws(E3DBError)
     {
         wrappedBoxKey = StoreKeys.wrap(oldKeys.boxKey, under: master)
         let keys = try StoreKeys(master: master, wrappedBoxKey: wrappedBoxKey)
+        let header = try EncryptedStore.readHeader(owner.keyHeader).naming(file)
+        let database = try EncryptedStore.openDatabase(
+            in: owner.directory, header: header, keys: keys, creating: true)
         store = EncryptedStore(
-            directory: owner.directory, storeID: owner.storeID, pool: pool, keys: keys,
-            databasePath: owner.directory.appendingPathComponent(EncryptedStore.rekeyFileName).path)
+            directory: owner.directory, header: header, keyHeader: owner.keyHeader, database: database, keys: keys)
         self.resumed = resumed
         hasher = try BLAKE2b(outputByteCount: 32)
     }

@@ -146,6 +146,11 @@ enum StoreSchema {
                     ) STRICT;
                     """)
         }
+        migrator.registerMigration("v7-key-header") { db in
+            // The key material lives in the key header (keys.sqlite) beside the database, written before this runs
+            // (a store made before it has its rows copied there first): the database no longer holds it.
+            try db.execute(sql: "DROP TABLE IF EXISTS store_identities; DROP TABLE IF EXISTS store_meta")
+        }
         return migrator
     }
 }

@@ -40,6 +40,8 @@ struct StoreKeys: Sendable {
     let recordMACKey: SecureBytes
     /// Authenticates the per-collection state and the write counter (`CollectionState.swift`).
     let stateMACKey: SecureBytes
+    /// The raw SQLCipher 4 key of an encrypted database file's pages (see ``DatabaseEncryption``).
+    let databaseKey: SecureBytes
     /// The store's Curve25519 key: the authorizer of the EAKs it writes when it shares a collection.
     let boxKey: Box.PrivateKey
 
@@ -47,6 +49,7 @@ struct StoreKeys: Sendable {
         self.master = master
         self.recordMACKey = try StoreKeys.derive(from: master, label: "record-binding")
         self.stateMACKey = try StoreKeys.derive(from: master, label: "collection-state")
+        self.databaseKey = try StoreKeys.derive(from: master, label: "database-pages")
         let box = try StoreKeys.unwrap(
             wrappedBoxKey, under: master,
             failure: E3DBError(.storeCorrupted, "the store's box key does not authenticate under its master key"))

@@ -46,6 +46,7 @@ struct StoreCLITests {
         let created = try await storeRun("init", ["--kdf", "interactive"])
         #expect(created.status == 0, "\(created.stderr)")
         #expect(try json(created)["kdf"] == .string("argon2id-interactive"))
+        #expect(try json(created)["database"] == .string("encrypted"))
         #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 64)
 
         let data = try file("d.json", #"{"name":"Ada","ssn":"078-05-1120"}"#)
@@ -109,7 +110,9 @@ struct StoreCLITests {
     @Test("passwd, export for a reader, import, verify reports a tampered record by id (exit 2), stats")
     func keysSharingAndVerify() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        // A plain database file, so that the test can edit a record row with SQL below.
+        let created = try await storeRun("init", ["--kdf", "interactive", "--plain-database"])
+        #expect(try json(created)["database"] == .string("plain"))
         let data = try file("d.json", #"{"secret":"s1"}"#)
         var ids: [String] = []
         for _ in 0..<3 {
@@ -122,6 +125,7 @@ struct StoreCLITests {
         #expect(try await storeRun("stats", []).status == 77)
         let stats = try await storeRun("stats", [], passphrase: newPass)
         #expect(try json(stats)["collections"] == .object(["c": .number(3)]))
+        #expect(try json(stats)["database"] == .string("plain"))
 
         let reader = dir.appendingPathComponent("reader.json").path
         #expect(try await run(["keygen", "--out", reader, "--client-id", UUID().uuidString]).status == 0)
@@ -161,7 +165,8 @@ extension StoreCLITests {
     )
     func tamperingAndCorruption() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        // A plain database file: the test edits it with SQL (encryptedFileDamage below for the encrypted file).
+        #expect(try await storeRun("init", ["--kdf", "interactive", "--plain-database"]).status == 0)
         let filler = String(repeating: "x", count: 300)
         let lines = (0..<400).map { "{\"n\":\"\($0)\",\"f\":\"\(filler)\"}" }.joined(separator: "\n")
         let put = try await storeRun(
@@ -238,7 +243,48 @@ extension StoreCLITests {
         #expect(got.status == 0, "\(got.stderr)")
         #expect(try json(got)["data"] == .object(["name": .string("Ada")]))
         #expect(try await storeRun("verify", [], passphrase: newPassphrase).status == 0)
-        #expect(!FileManager.default.fileExists(atPath: store + "/store.sqlite.rekey"))
+        // One database file is left: the one the key header names (the old one and its journals are removed).
+        let files = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("store") }
+        #expect(files.count == 1 && files[0] != "store.sqlite", "\(files)")
+    }
+
+    @Test(
+        "an encrypted database file: SQL cannot read or edit it without the key; a changed byte exits 65, verify names the page and goes on"
+    )
+    func encryptedFileDamage() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await storeRun("init", ["--kdf", "interactive"]).status == 0)
+        let filler = String(repeating: "x", count: 300)
+        let lines = (0..<400).map { "{\"n\":\"\($0)\",\"f\":\"\(filler)\"}" }.joined(separator: "\n")
+        let put = try await storeRun(
+            "put", ["--collection", "c", "--type", "note", "--ndjson", "-"], stdin: Data(lines.utf8))
+        #expect(put.status == 0, "\(put.stderr)")
+        let stats = try await storeRun("stats", [])
+        #expect(try json(stats)["database"] == .string("encrypted"))
+        let verified = try await storeRun("verify", [])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try json(verified)["database"] == .string("encrypted"))
+        // SQLite without the key does not read the file, so it cannot edit a query table.
+        let database = store + "/store.sqlite"
+        await #expect(throws: DatabaseError.self) {
+            try await DatabaseQueue(path: database).read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records")
+            }
+        }
+        // One byte changed in a page in the middle of the file (the process closed it: no WAL is left).
+        let size = try FileManager.default.attributesOfItem(atPath: database)[.size] as? Int ?? 0
+        #expect(size > 40 * 4096)
+        let page = size / 4096 / 2
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        let offset = UInt64((page - 1) * 4096 + 200)
+        try handle.seek(toOffset: offset)
+        let byte = try handle.read(upToCount: 1)?.first ?? 0
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: Data([byte ^ 0x80]))
+        try handle.close()
+        let damaged = try await storeRun("verify", [])
+        #expect(damaged.status == 65, "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("pages that did not authenticate: \(page)"), "\(damaged.stderr)")
     }
 }
 
@@ -256,7 +302,9 @@ struct StoreCrashTests {
     }
 
     /// A new directory with passphrase files `a` and `b`, and a store in it created under `a`.
-    static func storeWithTwoPassphrases() async throws -> (dir: URL, store: String, a: URL, b: URL) {
+    static func storeWithTwoPassphrases(init extra: [String] = []) async throws -> (
+        dir: URL, store: String, a: URL, b: URL
+    ) {
         let dir = try CLIRunner.temporaryDirectory()
         let store = dir.appendingPathComponent("store").path
         let passA = dir.appendingPathComponent("a")
@@ -264,9 +312,11 @@ struct StoreCrashTests {
         try Data("passphrase A".utf8).write(to: passA)
         try Data("passphrase B".utf8).write(to: passB)
         #expect(
-            try await CLIRunner.run([
-                "store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive",
-            ]).status == 0)
+            try await CLIRunner.run(
+                [
+                    "store", "init", "--store", store, "--passphrase-file", passA.path, "--kdf", "interactive",
+                ] + extra
+            ).status == 0)
         return (dir, store, passA, passB)
     }
 
@@ -359,9 +409,11 @@ struct StoreCrashTests {
         #expect(indexed.status == 0 || indexed.stderr.contains("no collection"), "\(indexed.stderr)")
     }
 
-    @Test("store rekey killed after 1, 10 and every batch: the next open sees the old or the new store, whole")
-    func rekeyKillNine() async throws {
-        let (dir, store, passA, passB) = try await Self.storeWithTwoPassphrases()
+    @Test(
+        "store rekey killed after 1, 10 and every batch: the next open sees the old or the new store, whole",
+        arguments: [[], ["--plain-database"]])
+    func rekeyKillNine(initOptions: [String]) async throws {
+        let (dir, store, passA, passB) = try await Self.storeWithTwoPassphrases(init: initOptions)
         defer { try? FileManager.default.removeItem(at: dir) }
         let count = 3000
         var lines = ""
@@ -411,7 +463,9 @@ struct StoreCrashTests {
                 == 77)
         let verify = try await CLIRunner.run(["store", "verify", "--store", store, "--passphrase-file", other.path])
         #expect(verify.status == 0, "\(verify.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: store + "/store.sqlite.rekey"))
+        // One database file is left (the one the key header names): no copy, no old file, no journal.
+        let files = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasPrefix("store") }
+        #expect(files.count == 1 && files[0].hasPrefix("store-"), "\(files)")
     }
 }
 

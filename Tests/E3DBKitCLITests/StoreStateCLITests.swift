@@ -19,7 +19,8 @@ struct StoreStateCLITests {
             try await CLIRunner.run(
                 ["store", command, "--store", store, "--passphrase-file", passphrase] + arguments, stdin: stdin)
         }
-        #expect(try await run("init", ["--kdf", "interactive"]).status == 0)
+        // A plain file, so that the test edits it with SQL (CollectionStateTests edits encrypted files too).
+        #expect(try await run("init", ["--kdf", "interactive", "--plain-database"]).status == 0)
         let lines = (0..<3).map { "{\"n\":\"\($0)\"}" }.joined(separator: "\n")
         let put = try await run(
             "put", ["--collection", "notes", "--type", "note", "--ndjson", "-"], stdin: Data(lines.utf8))

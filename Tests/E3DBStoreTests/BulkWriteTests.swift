@@ -52,7 +52,7 @@ struct BulkWriteTests {
             let byNote = try store.find(RecordQuery(collection: "c", fields: [.equals("note", decomposed)]))
             #expect(byNote.map(\.id) == [refs[i].id])
         }
-        let tokens = try DatabaseQueue(path: dir.database).read { db in
+        let tokens = try DatabaseQueue(path: try store.databaseLocation()).read { db in
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM blind_index_entries")
         }
         #expect(tokens == 2 * BulkWriteTests.count)
@@ -96,7 +96,7 @@ struct BulkWriteTests {
         ]
         let refs = try store.put(
             collection: "c", records: Array(repeating: (type: "t\"ype", data: data, plain: ["p\\": "v\n"]), count: 40))
-        let documents = try DatabaseQueue(path: dir.database).read { db in
+        let documents = try DatabaseQueue(path: try store.databaseLocation()).read { db in
             try Data.fetchAll(db, sql: "SELECT document FROM records ORDER BY seq")
         }
         #expect(documents.count == refs.count)

@@ -10,14 +10,15 @@ import Testing
 /// edited state and a counter below the caller's minimum.
 @Suite("E3DBStore collection state: deleted, resurrected and rolled-back rows, the write counter")
 struct CollectionStateTests {
-    /// Runs `sql` on the store's file outside the store, as `QueryIntegrityTests` edits it.
-    func edit(_ dir: StoreDirectory, _ sql: String, _ arguments: StatementArguments = []) throws {
-        try QueryIntegrityTests().edit(dir, sql, arguments)
+    /// Runs `sql` on the store's file outside the store, as `QueryIntegrityTests` edits it (an encrypted file
+    /// through E3DBSQLite under the page key).
+    func edit(_ store: EncryptedStore, _ sql: String, _ arguments: StatementArguments = []) throws {
+        try QueryIntegrityTests().edit(store, sql, arguments)
     }
 
     /// The columns of a record row, as an attacker would copy them.
-    func recordRow(_ dir: StoreDirectory, _ id: UUID) throws -> Row? {
-        try DatabaseQueue(path: dir.database).read { db in
+    func recordRow(_ store: EncryptedStore, _ id: UUID) throws -> Row? {
+        try DatabaseQueue(path: try store.databaseLocation()).read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM records WHERE id = ?", arguments: [id.lowercasedString])
         }
     }
@@ -31,8 +32,11 @@ struct CollectionStateTests {
     }
 
     /// A store with three records in `c` and one in `d`.
-    func filledStore(_ dir: StoreDirectory) throws -> (EncryptedStore, [RecordReference]) {
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+    func filledStore(_ dir: StoreDirectory, _ encryption: DatabaseEncryption) throws -> (
+        EncryptedStore, [RecordReference]
+    ) {
+        let store = try EncryptedStore.create(
+            at: dir.url, credential: passphrase("p"), kdfParameters: testKDF, databaseEncryption: encryption)
         let refs = try (0..<3).map { n in
             try store.put(collection: "c", type: "t", data: ["n": String(n)], plain: ["n": String(n)])
         }
@@ -41,13 +45,15 @@ struct CollectionStateTests {
         return (store, refs)
     }
 
-    @Test("a deleted record row (with its plain rows) is reported by verify, naming its collection (B5)")
-    func deletedRow() throws {
+    @Test(
+        "a deleted record row (with its plain rows) is reported by verify, naming its collection (B5)",
+        arguments: DatabaseEncryption.allCases)
+    func deletedRow(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
-        let (store, refs) = try filledStore(dir)
+        let (store, refs) = try filledStore(dir, encryption)
         let id = refs[1].id.lowercasedString
-        try edit(dir, "DELETE FROM record_plain WHERE record_seq = (SELECT seq FROM records WHERE id = ?)", [id])
-        try edit(dir, "DELETE FROM records WHERE id = ?", [id])
+        try edit(store, "DELETE FROM record_plain WHERE record_seq = (SELECT seq FROM records WHERE id = ?)", [id])
+        try edit(store, "DELETE FROM records WHERE id = ?", [id])
         let report = try store.verify()
         #expect(storeTampered(report) == ["c"], "\(report.problems)")
         #expect(report.problems.count == 1, "\(report.problems)")
@@ -56,15 +62,17 @@ struct CollectionStateTests {
         #expect(storeTampered(try open(dir).verify()) == ["c"])
     }
 
-    @Test("a deleted record put back (its old row re-inserted) is reported by verify; get returns it (B6a, B6b)")
-    func resurrectedRow() throws {
+    @Test(
+        "a deleted record put back (its old row re-inserted) is reported by verify; get returns it (B6a, B6b)",
+        arguments: DatabaseEncryption.allCases)
+    func resurrectedRow(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
-        let (store, refs) = try filledStore(dir)
-        let old = try #require(try recordRow(dir, refs[0].id))
+        let (store, refs) = try filledStore(dir, encryption)
+        let old = try #require(try recordRow(store, refs[0].id))
         try store.delete(collection: "c", id: refs[0].id)
         #expect(try store.verify().problems.isEmpty)
         try edit(
-            dir,
+            store,
             """
             INSERT INTO records (id, collection, type, version, key_version, created, updated, document, mac)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -74,7 +82,7 @@ struct CollectionStateTests {
                 old["updated"], old["document"], old["mac"],
             ] as StatementArguments)
         try edit(
-            dir, "INSERT INTO record_plain (record_seq, key, value) SELECT seq, 'n', '0' FROM records WHERE id = ?",
+            store, "INSERT INTO record_plain (record_seq, key, value) SELECT seq, 'n', '0' FROM records WHERE id = ?",
             [refs[0].id.lowercasedString])
         // Its MAC is its own, so a point read returns it (per-record detection would be O(n) per read).
         #expect(try store.get(collection: "c", id: refs[0].id).data["n"] == "0")
@@ -83,15 +91,17 @@ struct CollectionStateTests {
         #expect(report.problems.count == 1, "\(report.problems)")
     }
 
-    @Test("an older version of a row restored after an update is reported by verify (B6a, version rollback)")
-    func olderVersionRestored() throws {
+    @Test(
+        "an older version of a row restored after an update is reported by verify (B6a, version rollback)",
+        arguments: DatabaseEncryption.allCases)
+    func olderVersionRestored(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
-        let (store, refs) = try filledStore(dir)
-        let old = try #require(try recordRow(dir, refs[2].id))
+        let (store, refs) = try filledStore(dir, encryption)
+        let old = try #require(try recordRow(store, refs[2].id))
         try store.update(collection: "c", id: refs[2].id, expectedVersion: 1, data: ["n": "new"], plain: ["n": "2"])
         #expect(try store.verify().problems.isEmpty)
         try edit(
-            dir,
+            store,
             "UPDATE records SET version = ?, key_version = ?, updated = ?, document = ?, mac = ? WHERE id = ?",
             [
                 old["version"], old["key_version"], old["updated"], old["document"], old["mac"],
@@ -104,43 +114,47 @@ struct CollectionStateTests {
         #expect(report.problems.first?.message.contains("older version") == true)
     }
 
-    @Test("an edited or deleted state row is refused at open and reported by verify, naming the collection")
-    func editedStateRows() throws {
+    @Test(
+        "an edited or deleted state row is refused at open and reported by verify, naming the collection",
+        arguments: DatabaseEncryption.allCases)
+    func editedStateRows(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
-        let (store, _) = try filledStore(dir)
+        let (store, _) = try filledStore(dir, encryption)
         // The count made to match a deleted row.
-        try edit(dir, "UPDATE collection_state SET record_count = 2 WHERE collection = 'c'")
+        try edit(store, "UPDATE collection_state SET record_count = 2 WHERE collection = 'c'")
         #expect(storeTampered(try store.verify()) == ["c"])
         expectStoreError(.storeTampered, item: "c") { _ = try open(dir) }
         // A write to the collection does not re-MAC the edited state.
         expectStoreError(.storeTampered, item: "c") { try store.put(collection: "c", type: "t", data: ["n": "x"]) }
 
         let dir2 = try StoreDirectory()
-        let (store2, _) = try filledStore(dir2)
-        try edit(dir2, "DELETE FROM collection_state WHERE collection = 'd'")
+        let (store2, _) = try filledStore(dir2, encryption)
+        try edit(store2, "DELETE FROM collection_state WHERE collection = 'd'")
         #expect(storeTampered(try store2.verify()) == ["d"])
         expectStoreError(.storeTampered, item: "d") { _ = try open(dir2) }
 
         let dir3 = try StoreDirectory()
-        let (store3, _) = try filledStore(dir3)
-        try edit(dir3, "UPDATE store_state SET write_counter = write_counter + 100")
+        let (store3, _) = try filledStore(dir3, encryption)
+        try edit(store3, "UPDATE store_state SET write_counter = write_counter + 100")
         #expect(storeTampered(try store3.verify()) == ["store"])
         expectStoreError(.storeTampered, item: "store") { _ = try open(dir3) }
         expectStoreError(.storeTampered, item: "store") { _ = try store3.writeCounter }
     }
 
-    @Test("a collection rolled back with its own state row (records and state from an older copy) is refused at open")
-    func collectionRolledBackWithItsState() throws {
+    @Test(
+        "a collection rolled back with its own state row (records and state from an older copy) is refused at open",
+        arguments: DatabaseEncryption.allCases)
+    func collectionRolledBackWithItsState(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
-        let (store, _) = try filledStore(dir)
+        let (store, _) = try filledStore(dir, encryption)
         let oldState = try #require(
-            try DatabaseQueue(path: dir.database).read { db in
+            try DatabaseQueue(path: try store.databaseLocation()).read { db in
                 try Row.fetchOne(db, sql: "SELECT * FROM collection_state WHERE collection = 'c'")
             })
         let added = try store.put(collection: "c", type: "t", data: ["n": "3"])
-        try edit(dir, "DELETE FROM records WHERE id = ?", [added.id.lowercasedString])
+        try edit(store, "DELETE FROM records WHERE id = ?", [added.id.lowercasedString])
         try edit(
-            dir,
+            store,
             "UPDATE collection_state SET record_count = ?, digest = ?, write_counter = ?, mac = ? WHERE collection = 'c'",
             [oldState["record_count"], oldState["digest"], oldState["write_counter"], oldState["mac"]]
                 as StatementArguments)
@@ -198,14 +212,16 @@ struct CollectionStateTests {
         #expect(try reopened.verify().problems.isEmpty)
     }
 
-    @Test("a store made before the state gets it at its first open, from its authenticated records only")
-    func upgradedStore() throws {
+    @Test(
+        "a store made before the state gets it at its first open, from its authenticated records only",
+        arguments: DatabaseEncryption.allCases)
+    func upgradedStore(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
-        let (store, refs) = try filledStore(dir)
+        let (store, refs) = try filledStore(dir, encryption)
         _ = store
         // What a store of the previous format looks like, plus one record whose MAC does not verify.
         try edit(
-            dir,
+            store,
             """
             DROP TABLE collection_state; DROP TABLE store_state;
             DELETE FROM grdb_migrations WHERE identifier = 'v6-collection-state';
@@ -217,7 +233,7 @@ struct CollectionStateTests {
         // The forged record is tampered; the state counts the authenticated ones, so it reports nothing else.
         #expect(report.problems.map(\.code) == [.recordTampered], "\(report.problems)")
         #expect(report.problems.first?.context.item == refs[0].id.lowercasedString)
-        let counts = try DatabaseQueue(path: dir.database).read { db in
+        let counts = try DatabaseQueue(path: try upgraded.databaseLocation()).read { db in
             try Row.fetchAll(db, sql: "SELECT collection, record_count FROM collection_state ORDER BY collection")
                 .map { "\($0["collection"] as String):\($0["record_count"] as Int)" }
         }
@@ -226,18 +242,20 @@ struct CollectionStateTests {
         // the caller's minimum catches.
         try upgraded.put(collection: "c", type: "t", data: ["n": "more"])
         let counter = try upgraded.writeCounter
-        try edit(dir, "DELETE FROM collection_state; DELETE FROM store_state")
+        try edit(upgraded, "DELETE FROM collection_state; DELETE FROM store_state")
         expectStoreError(.storeRolledBack) { _ = try open(dir, minimum: counter) }
     }
 
-    @Test("whole-store rollback: an older copy is refused with the newer counter and opens with the older (B6c)")
-    func wholeStoreRollback() throws {
+    @Test(
+        "whole-store rollback: an older copy is refused with the newer counter and opens with the older (B6c)",
+        arguments: DatabaseEncryption.allCases)
+    func wholeStoreRollback(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
         let copy = dir.url.deletingLastPathComponent().appendingPathComponent("e3dbstore-copy-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: copy) }
         let older: Int
         do {
-            let (store, _) = try filledStore(dir)
+            let (store, _) = try filledStore(dir, encryption)
             older = try store.writeCounter
         }
         try FileManager.default.copyItem(at: dir.url, to: copy)

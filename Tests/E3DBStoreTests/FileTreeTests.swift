@@ -119,7 +119,7 @@ struct FileTreeTests {
         // Moving keeps the attachment; the record id is bound into the row's MAC.
         try store.moveFile(from: "/r/photo.jpg", to: "/p.jpg")
         #expect(try store.files(attachedTo: record.id).map(\.path) == ["/p.jpg"])
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         try raw.write { db in try db.execute(sql: "UPDATE files SET record_id = NULL WHERE path = '/p.jpg'") }
         expectStoreError(.fileTampered, item: "/p.jpg") { _ = try store.readFile(at: "/p.jpg") }
     }
@@ -210,7 +210,7 @@ struct FileTreeTests {
         expectTampered("swapA")
         expectTampered("swapB", range: 0...0)
         // Row edits: a path swapped between rows, a size, a wrapped key from another row.
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         try raw.write { db in
             try db.execute(sql: "UPDATE files SET path = '/tmp' WHERE path = '/path'")
             try db.execute(sql: "UPDATE files SET path = '/path' WHERE path = '/good'")

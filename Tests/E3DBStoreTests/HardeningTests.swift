@@ -24,7 +24,7 @@ struct HardeningTests {
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let a = try store.put(collection: "c", type: "t", data: ["secret": "alpha"])
         #expect(try store.find(RecordQuery(collection: "c")).count == 1)
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         try raw.write { db in
             let columns = try String.fetchAll(
                 db, sql: "SELECT name FROM pragma_table_info('records') WHERE name != 'seq'")
@@ -44,7 +44,7 @@ struct HardeningTests {
         _ = try store.put(collection: "c", type: "t", data: ["email": "a@example.com"])
         try store.createIndex(collection: "c", fields: ["email"], bits: 32)
         #expect(try store.find(RecordQuery(collection: "c", fields: [.equals("email", "a@example.com")])).count == 1)
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         for edit in [
             "UPDATE blind_indexes SET bits = -20", "UPDATE blind_indexes SET bits = 32, fields = 42",
             "UPDATE blind_indexes SET fields = 'not json', bits = 32",

@@ -84,7 +84,7 @@ struct StoreIdentityTests {
         let bob = ClientIdentity.generate()
         try store.addIdentity(publicKey: alice.publicKey)
         try store.addIdentity(publicKey: bob.publicKey)
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: dir.keyHeader)
         // Alice's row now holds the EAK written for Bob: Alice's key does not open it.
         try raw.write { db in
             try db.execute(

@@ -77,7 +77,7 @@ struct KeyedRecordTests {
         let alice = try store.put(collection: "users", key: "alice", type: "u", data: ["role": "admin"])
         let bob = try store.put(collection: "users", key: "bob", type: "u", data: ["role": "guest"])
         // Give bob's id to alice's row (admin): a read of "bob" must not return alice's data.
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         try raw.write { db in
             try db.execute(sql: "DELETE FROM records WHERE id = ?", arguments: [bob.id.lowercasedString])
             try db.execute(

@@ -119,7 +119,7 @@ struct ReadPathTests {
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<600 { batch.append(("t", ["n": "\(i)", "m": "value \(i)"], ["i": "\(i)"])) }
         let many = try store.put(collection: "c", records: batch)
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         func document(_ id: UUID) throws -> EncryptedDocument {
             let bytes = try raw.read { db in
                 try Data.fetchOne(

@@ -1,4 +1,5 @@
 import E3DBKit
+import E3DBSQLite
 import E3DBTestSupport
 import Foundation
 import GRDB
@@ -37,15 +38,31 @@ struct RekeyTests {
             })
     }
 
-    @Test("after a rekey every record, setting, file, index lookup and identity works, verify is clean")
-    func keepsEverything() throws {
+    /// The database files in the store's directory (`store*.sqlite*`: databases and their journals).
+    static func databaseFiles(_ dir: StoreDirectory) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("store") }.sorted()
+    }
+
+    /// The copy an unfinished rekey names in the key header.
+    static func pendingCopy(_ dir: StoreDirectory) throws -> String? {
+        try DatabaseQueue(path: dir.keyHeader).read { db in
+            try db.tableExists("rekey_pending")
+                ? String.fetchOne(db, sql: "SELECT database_file FROM rekey_pending") : nil
+        }.map { dir.url.appendingPathComponent($0).path }
+    }
+
+    @Test(
+        "after a rekey every record, setting, file, index lookup and identity works, verify is clean",
+        arguments: DatabaseEncryption.allCases)
+    func keepsEverything(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
         let identity = ClientIdentity.generate(clientID: UUID())
         let before: Snapshot
         let oldVersions: Int
         let oldCounter: Int
         do {
-            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("old"), kdfParameters: testKDF)
+            let store = try EncryptedStore.create(
+                at: dir.url, credential: passphrase("old"), kdfParameters: testKDF, databaseEncryption: encryption)
             var batch: [(type: String, data: RecordData, plain: RecordData)] = []
             for i in 0..<130 { batch.append(("note", ["body": "note \(i)"], ["day": "\(i % 7)"])) }
             let notes = try store.put(collection: "notes", records: batch)
@@ -86,7 +103,12 @@ struct RekeyTests {
         let report = try store.verify()
         #expect(report.problems.isEmpty, "\(report.problems)")
         #expect(report.recordsChecked == 149 && report.filesChecked == 1)
-        #expect(!FileManager.default.fileExists(atPath: dir.url.appendingPathComponent("store.sqlite.rekey").path))
+        // A new database file, in the same mode, the only one left: the key header names it.
+        #expect(store.databaseEncryption == encryption)
+        let name = URL(fileURLWithPath: store.databasePath).lastPathComponent
+        #expect(name != EncryptedStore.databaseFileName && name.hasPrefix("store-"))
+        #expect(try Self.databaseFiles(dir).filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") } == [name])
+        #expect(try Self.pendingCopy(dir) == nil)
         // New writes, and every way to open it: the new passphrase and the identity; not the old passphrase.
         try store.put(collection: "notes", type: "note", data: ["body": "after"])
         expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("old")) }
@@ -97,26 +119,34 @@ struct RekeyTests {
         #expect(try reopened.verify().problems.isEmpty)
     }
 
-    @Test("the old master key material opens nothing written after the rekey")
-    func oldKeyMaterial() throws {
+    @Test(
+        "the old master key material (an old backup and the old passphrase) opens nothing written after the rekey",
+        arguments: DatabaseEncryption.allCases)
+    func oldKeyMaterial(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
         let backup = try StoreDirectory()
         let oldMaster: SecretBox.Key
+        let oldPageKey: SecureBytes
         let oldAccess: String
-        let oldMeta: Row
         do {
-            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("same"), kdfParameters: testKDF)
+            let store = try EncryptedStore.create(
+                at: dir.url, credential: passphrase("same"), kdfParameters: testKDF, databaseEncryption: encryption)
             try store.put(collection: "c", type: "t", data: ["secret": "before"])
             try store.setSetting("old", forKey: "s")
             oldMaster = try store.currentKeys().master
+            oldPageKey = try store.databasePageKey()
             oldAccess = try store.accessKey(for: "c", create: false).key.base64URLEncoded
         }
-        // The backup: the file copied aside (its WAL folded in when the last connection closed).
-        let database = dir.database
-        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: database + suffix) {
-            try FileManager.default.copyItem(atPath: database + suffix, toPath: backup.database + suffix)
+        // The backup: the key header and the database copied aside (its WAL folded in when the last connection
+        // closed).
+        for name in [EncryptedStore.keyHeaderFileName, EncryptedStore.databaseFileName] {
+            let from = dir.url.appendingPathComponent(name).path
+            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: from + suffix) {
+                try FileManager.default.copyItem(
+                    atPath: from + suffix, toPath: backup.url.appendingPathComponent(name).path + suffix)
+            }
         }
-        oldMeta = try DatabaseQueue(path: backup.database).read { db in
+        let oldMeta = try DatabaseQueue(path: backup.keyHeader).read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM store_meta") ?? Row()
         }
 
@@ -125,9 +155,21 @@ struct RekeyTests {
         let written = try store.put(collection: "c", type: "t", data: ["secret": "after"])
         #expect(try store.currentKeys().master.base64URLEncoded != oldMaster.base64URLEncoded)
         #expect(try store.accessKey(for: "c", create: false).key.base64URLEncoded != oldAccess)
+        let database = store.databasePath
+
+        // An encrypted store's new file does not open under the old page key (derived from the old master key).
+        if encryption == .encrypted {
+            #expect(
+                try store.databasePageKey().withUnsafeBytes { Array($0) } != oldPageKey.withUnsafeBytes { Array($0) })
+            let uri = try E3DBSQLite.uri(forDatabaseAt: database, key: .rawKey(oldPageKey), settings: .v4)
+            defer { E3DBSQLite.forgetKey(inURI: uri) }
+            #expect(throws: DatabaseError.self) {
+                try DatabaseQueue(path: uri).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") }
+            }
+        }
 
         // Every wrapped collection key of the new file fails to open under the old master key.
-        let newKeys = try DatabaseQueue(path: database).read { db in
+        let newKeys = try DatabaseQueue(path: try store.databaseLocation()).read { db in
             try Row.fetchAll(db, sql: "SELECT collection, version, wrapped_key FROM collection_keys")
         }
         #expect(!newKeys.isEmpty)
@@ -138,11 +180,12 @@ struct RekeyTests {
             }
         }
 
-        // The new record's row and key pasted into the old copy, opened with the old passphrase: it does not open.
-        let newRow = try DatabaseQueue(path: database).read { db in
+        // The new record's row and keys pasted into the old copy, opened with the old passphrase: it does not open.
+        let newRow = try DatabaseQueue(path: try store.databaseLocation()).read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM records WHERE id = ?", arguments: [written.id.lowercasedString])
         }
-        let pasted = try DatabaseQueue(path: backup.database)
+        let old = try EncryptedStore.open(at: backup.url, credential: passphrase("same"))
+        let pasted = try DatabaseQueue(path: try old.databaseLocation())
         try pasted.write { db in
             guard let newRow else { return }
             try db.execute(
@@ -167,7 +210,6 @@ struct RekeyTests {
             }
         }
         try pasted.close()
-        let old = try EncryptedStore.open(at: backup.url, credential: passphrase("same"))
         do {
             _ = try old.get(collection: "c", id: written.id)
             Issue.record("the old master key opened a record written after the rekey")
@@ -175,9 +217,10 @@ struct RekeyTests {
             #expect(error.code == .recordTampered, "\(error)")
         }
 
-        // The old store_meta row pasted into the new file: the old passphrase opens it (the old master key), and
-        // nothing in it opens under that key.
-        let edited = try DatabaseQueue(path: database)
+        // The old key material pasted into the new key header: the old passphrase opens it (the old master key),
+        // and the new database does not open under that key (encrypted: its pages do not authenticate; plain: its
+        // authenticated state does not): the store refuses at once.
+        let edited = try DatabaseQueue(path: dir.keyHeader)
         try edited.write { db in
             try db.execute(
                 sql: """
@@ -191,22 +234,24 @@ struct RekeyTests {
                 ])
         }
         try edited.close()
-        // The old passphrase opens the old master key, under which the new file's authenticated state does not
-        // open: the store refuses at once.
-        expectStoreError(.storeTampered) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("same")) }
+        expectStoreError(encryption == .encrypted ? .storeCorrupted : .storeTampered) {
+            _ = try EncryptedStore.open(at: dir.url, credential: passphrase("same"))
+        }
     }
 
-    @Test("an interrupted rekey leaves the old store; the next one resumes it, or starts again after a change")
-    func resume() async throws {
+    @Test(
+        "an interrupted rekey leaves the old store; the next one resumes it, or starts again after a change",
+        arguments: DatabaseEncryption.allCases)
+    func resume(encryption: DatabaseEncryption) async throws {
         let dir = try StoreDirectory()
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<100 { batch.append(("t", ["n": "\(i)"], [:])) }
         var references: [RecordReference] = []
         do {
-            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("a"), kdfParameters: testKDF)
+            let store = try EncryptedStore.create(
+                at: dir.url, credential: passphrase("a"), kdfParameters: testKDF, databaseEncryption: encryption)
             references = try store.put(collection: "c", records: batch)
         }
-        let copy = dir.url.appendingPathComponent(EncryptedStore.rekeyFileName).path
         let url = dir.url
         func interrupt() async throws {
             let task = Task {
@@ -223,10 +268,11 @@ struct RekeyTests {
             } catch let error as E3DBError {
                 #expect(error.code == .cancelled)
             }
-            #expect(FileManager.default.fileExists(atPath: copy))
+            #expect(try Self.pendingCopy(dir).map { FileManager.default.fileExists(atPath: $0) } == true)
         }
 
         try await interrupt()
+        let copy = try Self.pendingCopy(dir)
         // The old store, whole, with the old passphrase only.
         do {
             let old = try EncryptedStore.open(at: dir.url, credential: passphrase("a"))
@@ -245,11 +291,13 @@ struct RekeyTests {
             }
             #expect(try store.verify().problems.isEmpty)
             #expect(try store.count(collection: "c") == 100)
+            // The resumed copy is the store's database now.
+            #expect(store.databasePath == copy)
         }
         #expect(resumedRuns.withLock { $0.allSatisfy { $0 } } && first.withLock { $0 } == 40)
 
         // Interrupted again, then the store changes (an update of a record already copied): it starts again.
-        try await interruptAgain(url, copy: copy)
+        try await interruptAgain(dir)
         do {
             let store = try EncryptedStore.open(at: dir.url, credential: passphrase("b"))
             try store.update(collection: "c", id: references[0].id, expectedVersion: 1, data: ["n": "changed"])
@@ -265,7 +313,8 @@ struct RekeyTests {
         #expect(try store.verify().problems.isEmpty)
     }
 
-    func interruptAgain(_ url: URL, copy: String) async throws {
+    func interruptAgain(_ dir: StoreDirectory) async throws {
+        let url = dir.url
         let task = Task {
             try EncryptedStore.rekey(
                 at: url, credential: passphrase("b"), newCredential: passphrase("c"), kdfParameters: testKDF,
@@ -275,7 +324,39 @@ struct RekeyTests {
             }
         }
         await #expect(throws: E3DBError.self) { _ = try await task.value }
-        #expect(FileManager.default.fileExists(atPath: copy))
+        #expect(try Self.pendingCopy(dir).map { FileManager.default.fileExists(atPath: $0) } == true)
+    }
+
+    @Test("a crash after the commit point leaves the old file: the next open removes it, and only such files")
+    func orphanRemoved() throws {
+        let dir = try StoreDirectory()
+        do {
+            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("a"), kdfParameters: testKDF)
+            try store.put(collection: "c", type: "t", data: ["n": "1"])
+        }
+        // The old file and its journals as a rekey stopped after its commit point leaves them, and other files.
+        let old = try Data(contentsOf: URL(fileURLWithPath: dir.database))
+        let store = try EncryptedStore.rekey(at: dir.url, credential: passphrase("a"), kdfParameters: testKDF)
+        let current = URL(fileURLWithPath: store.databasePath).lastPathComponent
+        for name in [
+            EncryptedStore.databaseFileName, EncryptedStore.databaseFileName + "-wal", "store-0badf00d.sqlite-shm",
+        ] {
+            try old.write(to: dir.url.appendingPathComponent(name))
+        }
+        for name in ["notes.sqlite", "stored.txt", "store.sqlite.bak", "store-1.sqlite"] {
+            try Data("keep".utf8).write(to: dir.url.appendingPathComponent(name))
+        }
+        let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("a"))
+        #expect(try reopened.count(collection: "c") == 1)
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter {
+            !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm")
+        }
+        #expect(
+            Set(left) == [
+                EncryptedStore.keyHeaderFileName, current, "notes.sqlite", "stored.txt", "store.sqlite.bak",
+                "store-1.sqlite",
+            ], "\(left)")
+        #expect(!FileManager.default.fileExists(atPath: dir.database + "-wal"))
     }
 
     @Test("a rekey refuses to swap while another connection has the store open; nothing changes")

@@ -18,6 +18,7 @@ final class StoreDirectory {
     deinit { try? FileManager.default.removeItem(at: url) }
 
     var database: String { url.appendingPathComponent(EncryptedStore.databaseFileName).path }
+    var keyHeader: String { url.appendingPathComponent(EncryptedStore.keyHeaderFileName).path }
 }
 
 /// Cheap Argon2id parameters so that tests do not spend seconds per open (the presets are measured elsewhere).
@@ -135,7 +136,7 @@ struct StoreTests {
         _ = try store.put(collection: "d", type: "t", data: ["secret": "charlie"])
         let aID = a.id.uuidString.lowercased()
         let bID = b.id.uuidString.lowercased()
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
 
         // Swap the two documents and their MACs: each row now holds the other's valid ciphertext.
         try raw.write { db in
@@ -182,7 +183,7 @@ struct StoreTests {
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("old"), kdfParameters: testKDF)
         var references: [RecordReference] = []
         for i in 0..<50 { references.append(try store.put(collection: "c", type: "t", data: ["i": "\(i)"])) }
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         let before = try raw.read { db in try Row.fetchAll(db, sql: "SELECT * FROM records ORDER BY seq") }
         try store.changeCredential(to: passphrase("new"), kdfParameters: testKDF)
         let after = try raw.read { db in try Row.fetchAll(db, sql: "SELECT * FROM records ORDER BY seq") }
@@ -264,7 +265,7 @@ struct StoreTests {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let reference = try store.put(collection: "c", type: "t", data: ["field": "value"], plain: ["p": "q"])
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         let bytes = try raw.read { db in
             try Data.fetchOne(
                 db, sql: "SELECT document FROM records WHERE id = ?", arguments: [reference.id.uuidString.lowercased()])
@@ -459,7 +460,7 @@ struct BlindIndexTests {
         // Someone editing the file with their own SQLite does not enforce the store's foreign keys.
         var unchecked = Configuration()
         unchecked.foreignKeysEnabled = false
-        let raw = try DatabaseQueue(path: dir.database, configuration: unchecked)
+        let raw = try DatabaseQueue(path: try store.databaseLocation(), configuration: unchecked)
         let aID = a.id.uuidString.lowercased()
         let bID = b.id.uuidString.lowercased()
         try raw.write { db in
@@ -537,7 +538,7 @@ struct BlindIndexTests {
             try store.find(RecordQuery(collection: "users", fields: [.equals("email", "moved@example.com")])).isEmpty)
 
         // The tokens in the file: truncated to the index's bits, distinct keys per index, no plaintext.
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         let tokens = try raw.read { db in
             try Row.fetchAll(db, sql: "SELECT name, token FROM blind_index_entries")
         }
@@ -584,7 +585,7 @@ struct RotationTests {
         for i in 0..<120 { batch.append(("t", ["n": "\(i)", "k": "k\(i % 10)"], [:])) }
         let references = try store.put(collection: "c", records: batch)
         _ = try store.createIndex(collection: "c", fields: ["k"], bits: 16)
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         let before = try raw.read { db in try Data.fetchAll(db, sql: "SELECT document FROM records ORDER BY seq") }
         let seen = Mutex<[Int]>([])
         let result = try store.rotateKey(collection: "c", batchSize: 50) { progress in
@@ -670,7 +671,7 @@ struct StoreExtrasTests {
         #expect(try reopened.setting(Preferences.self, forKey: "preferences") == preferences)
 
         // A sealed value moved to another key name does not open there.
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         try raw.write { db in
             try db.execute(
                 sql:
@@ -700,7 +701,7 @@ struct StoreExtrasTests {
         try other.update(collection: "c", id: last.id, expectedVersion: 1, data: ["n": "changed"])
         #expect(try store.get(collection: "c", id: last.id).data == ["n": "changed"])
         // Tampering is caught even for a cached record.
-        let raw = try DatabaseQueue(path: dir.database)
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
         try raw.write { db in
             try db.execute(
                 sql: "UPDATE records SET version = 5 WHERE id = ?", arguments: [last.id.uuidString.lowercased()])

@@ -31,6 +31,7 @@ struct StoreVerifyCommand: ParsableCommand {
                 .object([
                     "checked": .number(Double(report.recordsChecked)), "files": .number(Double(report.filesChecked)),
                     "problems": .number(Double(report.problems.count)),
+                    "database": .string(store.databaseEncryption.rawValue),
                 ])))
         if report.problems.contains(where: { $0.code == .storeCorrupted }) { throw ExitStatus.dataError }
         if !report.problems.isEmpty { throw ExitStatus.authentication }
@@ -41,7 +42,7 @@ struct StoreStatsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
         abstract:
-            "Print record counts per collection, the database size and the store's write counter (for --min-write-counter)."
+            "Print record counts per collection, the database size, whether its file is encrypted and the store's write counter (for --min-write-counter)."
     )
 
     @OptionGroup var keys: StoreKeyOptions
@@ -58,6 +59,7 @@ struct StoreStatsCommand: ParsableCommand {
             CanonicalJSON.serialize(
                 .object([
                     "collections": .object(collections), "database_bytes": .number(Double(stats.databaseBytes)),
+                    "database": .string(stats.databaseEncryption.rawValue),
                     "store_id": .string(store.storeID.lowercasedString), "write_counter": .number(Double(counter)),
                 ])))
     }

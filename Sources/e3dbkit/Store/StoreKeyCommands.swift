@@ -13,14 +13,21 @@ import Synchronization
 
 struct StoreInitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "init", abstract: "Create a store; prints {\"kdf\":…,\"store_id\":…}.")
+        commandName: "init", abstract: "Create a store; prints {\"database\":…,\"kdf\":…,\"store_id\":…}.")
 
     @OptionGroup var keys: StoreKeyOptions
 
     @Option(help: "Argon2id cost for a passphrase: interactive, moderate (default) or sensitive.")
     var kdf: KDFOption = .moderate
 
+    @Flag(
+        help: ArgumentHelp(
+            "Keep the database in a plain SQLite file (the layout before the encrypted file): its query tables "
+                + "(collection names, types, plain metadata, index tokens, sizes) are then readable in the file."))
+    var plainDatabase = false
+
     func run() throws {
+        let encryption: DatabaseEncryption = plainDatabase ? .plain : .encrypted
         let store: EncryptedStore
         let kdfName: String
         if let identity = keys.identity {
@@ -29,13 +36,14 @@ struct StoreInitCommand: ParsableCommand {
             }
             let me = try DocumentCLI.identity(identity)
             store = try libraryCall("creating the store \(keys.store)") {
-                try EncryptedStore.create(at: keys.url, identity: me)
+                try EncryptedStore.create(at: keys.url, identity: me, databaseEncryption: encryption)
             }
             kdfName = "identity"
         } else {
             let credential = try keys.credential(confirm: true)
             store = try libraryCall("creating the store \(keys.store)") {
-                try EncryptedStore.create(at: keys.url, credential: credential, kdf: kdf.preset)
+                try EncryptedStore.create(
+                    at: keys.url, credential: credential, kdf: kdf.preset, databaseEncryption: encryption)
             }
             if case .key = credential { kdfName = "raw-key" } else { kdfName = "argon2id-\(kdf.rawValue)" }
         }
@@ -43,6 +51,7 @@ struct StoreInitCommand: ParsableCommand {
             CanonicalJSON.serialize(
                 .object([
                     "store_id": .string(store.storeID.lowercasedString), "kdf": .string(kdfName),
+                    "database": .string(store.databaseEncryption.rawValue),
                 ])))
     }
 }
@@ -114,10 +123,12 @@ struct StoreRekeyCommand: ParsableCommand {
         abstract: "Replace the store's master key: re-encrypt every record, setting and file key under a new one.",
         discussion: """
             Unlike passwd, an old passphrase or key with an old copy of the store opens nothing written afterwards. \
-            The store is copied under the new master key beside itself (store.sqlite.rekey; free disk space for one \
-            copy), in batches, then the copy replaces it in one rename. If interrupted, run it again: it resumes the \
-            copy, or starts it again when the store changed meanwhile; the store stays the old one until the rename. \
-            Writers wait while it copies; no other process may have the store open when it swaps the files. With \
+            The store is copied under the new master key into a new database file beside itself (store-<hex>.sqlite, \
+            encrypted under the new key when the store's file is; free disk space for one copy), in batches; then \
+            one transaction of the key header (keys.sqlite) names the copy and puts in the new key material, and the \
+            old file is removed. If interrupted, run it again: it resumes the copy, or starts it again when the store \
+            changed meanwhile; the store stays the old one until that transaction. Writers wait while it copies; no \
+            other process may have the store open when it commits. With \
             --new-passphrase-file or --new-key-file the new master key is sealed under that credential. Prints \
             {"records":N,"resumed":…,"store_id":…}; progress on stderr (not with --quiet).
             """)

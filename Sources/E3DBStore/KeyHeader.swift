@@ -1,0 +1,205 @@
+import E3DBPrimitives
+import E3DBSQLite
+import Foundation
+import GRDB
+
+/// How a store keeps its SQLite database file.
+public enum DatabaseEncryption: String, Sendable, CaseIterable {
+    /// Every page of the database (and of its WAL) encrypted and authenticated in SQLCipher 4's format by E3DBSQLite,
+    /// under a raw key derived from the master key: collection names, types, plain metadata, blind-index tokens and
+    /// value sizes are not readable in the file. The default for new stores.
+    case encrypted
+    /// A plain SQLite file (the layout of stores made before the encrypted file): records are E3DB documents, but
+    /// the query tables around them are readable in the file (docs/store.md lists what).
+    case plain
+}
+
+/// The store's key header, `keys.sqlite` beside the database: the one home of the key material that opens the store
+/// (`store_meta`: format, store id, KDF and salt, the master key sealed under the credential's key, the store's box
+/// key pair; `store_identities`: the EAKs of enrolled clients), and the name and encryption of the database file it
+/// belongs to. It must be readable before the database is (the database's key derives from the master key).
+///
+/// A plain SQLite file in rollback-journal mode: a passphrase change or an enrollment is one transaction, with
+/// SQLite's locking between processes, and pointing the header at another database file (a rekey's copy) is one
+/// `UPDATE`. It holds nothing that the credential does not protect but public keys, client ids, KDF parameters and
+/// the store id.
+enum KeyHeader {
+    /// The header's file name inside the store directory.
+    static let fileName = "keys.sqlite"
+
+    /// The header's schema: the store's `store_meta` and `store_identities` of format 1, with the database file's
+    /// name and encryption.
+    static let schema = """
+        CREATE TABLE store_meta (
+            singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+            format INTEGER NOT NULL,
+            store_id TEXT NOT NULL,
+            kdf TEXT NOT NULL,
+            kdf_ops INTEGER,
+            kdf_mem INTEGER,
+            kdf_salt BLOB NOT NULL,
+            wrapped_master BLOB NOT NULL,
+            box_public BLOB NOT NULL,
+            wrapped_box_private BLOB NOT NULL,
+            created TEXT NOT NULL,
+            database_file TEXT NOT NULL,
+            database_encryption TEXT NOT NULL
+        ) STRICT;
+        CREATE TABLE store_identities (
+            public_key BLOB PRIMARY KEY,
+            client_id TEXT,
+            eak_info TEXT NOT NULL,
+            created TEXT NOT NULL
+        ) STRICT;
+        """
+
+    /// Writes a new header in `directory`: built in a temporary file by `fill` (inside one transaction), synced, then
+    /// renamed into place, so that a crash leaves either no header or a complete one.
+    static func create(in directory: URL, _ fill: (Database) throws -> Void) throws(E3DBError) {
+        let url = directory.appendingPathComponent(fileName)
+        let temporary = directory.appendingPathComponent(fileName + ".new")
+        for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: temporary.path + suffix) }
+        try databaseCall("writing the store's key header") {
+            let queue = try DatabaseQueue(path: temporary.path, configuration: configuration)
+            try queue.write { db in
+                try db.execute(sql: schema)
+                try fill(db)
+            }
+            try queue.close()
+        }
+        do {
+            // rename(2): the header appears whole or not at all.
+            try FileManager.default.moveItem(atPath: temporary.path, toPath: url.path)
+        } catch {
+            throw E3DBError(
+                .databaseError, "cannot put the key header in place in \(directory.path): \(error.localizedDescription)"
+            )
+        }
+        E3DBSQLite.syncDirectory(of: url.path)
+    }
+
+    /// Inserts the header's one `store_meta` row: `values` are format, store id, KDF name, Argon2id ops and memory
+    /// (NULL for a raw key), salt, wrapped master key, box public key, wrapped box private key, creation time,
+    /// database file name and encryption, in this order.
+    static func insertMeta(_ db: Database, _ values: StatementArguments) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO store_meta (singleton, format, store_id, kdf, kdf_ops, kdf_mem, kdf_salt,
+                    wrapped_master, box_public, wrapped_box_private, created, database_file, database_encryption)
+                VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: values)
+    }
+
+    /// Opens the header of a store (rollback-journal mode, as SQLite creates it).
+    static func open(in directory: URL) throws(E3DBError) -> DatabaseQueue {
+        let path = directory.appendingPathComponent(fileName).path
+        return try databaseCall("opening the store's key header") {
+            try DatabaseQueue(path: path, configuration: configuration)
+        }
+    }
+
+    static var configuration: Configuration {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA secure_delete = ON") }
+        return configuration
+    }
+
+    /// Moves the key material of a store made before the key header (its `store_meta` and `store_identities` rows in
+    /// the database, which is plain) into a new header. The header is written first and the tables are dropped later
+    /// by migration `v7-key-header`, so a crash in between leaves both, and an open uses the header.
+    /// - Throws: `storeCorrupted` when the database has no `store_meta`.
+    static func migrate(in directory: URL, databaseFile: String) throws(E3DBError) {
+        let path = directory.appendingPathComponent(databaseFile).path
+        let pool = try EncryptedStore.openPool(location: path)
+        let rows = try databaseCall("reading the store's key material") {
+            try pool.read { db -> (Row?, [Row]) in
+                guard try db.tableExists("store_meta") else { return (nil, []) }
+                let meta = try Row.fetchOne(db, sql: "SELECT * FROM store_meta WHERE singleton = 1")
+                let identities =
+                    try db.tableExists("store_identities")
+                    ? try Row.fetchAll(db, sql: "SELECT * FROM store_identities ORDER BY rowid") : []
+                return (meta, identities)
+            }
+        }
+        try databaseCall("closing the store's database") { try pool.close() }
+        guard let meta = rows.0 else { throw E3DBError(.storeCorrupted, "the store has no key header") }
+        try create(in: directory) { db in
+            try insertMeta(
+                db,
+                [
+                    meta["format"], meta["store_id"], meta["kdf"], meta["kdf_ops"], meta["kdf_mem"],
+                    meta["kdf_salt"], meta["wrapped_master"], meta["box_public"], meta["wrapped_box_private"],
+                    meta["created"], databaseFile, DatabaseEncryption.plain.rawValue,
+                ])
+            for row in rows.1 {
+                try db.execute(
+                    sql: "INSERT INTO store_identities (public_key, client_id, eak_info, created) VALUES (?, ?, ?, ?)",
+                    arguments: [row["public_key"], row["client_id"], row["eak_info"], row["created"]])
+            }
+        }
+    }
+}
+
+extension KeyHeader {
+    /// The table of an unfinished rekey (created by the first rekey): the name of its copy of the database and the
+    /// copy's master key sealed under the current one. The copy may be encrypted under a key of its own master key,
+    /// so the key that resumes it cannot be only inside it; the commit point deletes the row.
+    static let rekeySchema = """
+        CREATE TABLE IF NOT EXISTS rekey_pending (
+            singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+            database_file TEXT NOT NULL,
+            sealed_master BLOB NOT NULL
+        ) STRICT
+        """
+
+    /// The unfinished rekey's copy (its file name and sealed master key), nil when there is none.
+    static func pendingRekey(_ db: Database) throws -> (file: String, sealedMaster: Data)? {
+        guard try db.tableExists("rekey_pending"),
+            let row = try Row.fetchOne(db, sql: "SELECT database_file, sealed_master FROM rekey_pending")
+        else { return nil }
+        guard let file = row["database_file"] as String?, let sealed = row["sealed_master"] as Data? else {
+            throw E3DBError(.storeCorrupted, "the key header's rekey row is damaged")
+        }
+        return (file, sealed)
+    }
+
+    /// Whether `name` (without its `-wal`, `-shm` or `-journal`) is a name the store gives a database file:
+    /// `store.sqlite`, a rekey's `store-<8 hex>.sqlite`, or `store.sqlite.rekey` (an earlier version's rekey
+    /// copy). The key header, and anything else in the directory (a `store.sqlite.bak` of the user's), is not.
+    static func isDatabaseFileName(_ name: String) -> Bool {
+        if name == EncryptedStore.databaseFileName || name == EncryptedStore.databaseFileName + ".rekey" { return true }
+        guard name.hasPrefix("store-"), name.hasSuffix(".sqlite") else { return false }
+        let hex = name.dropFirst("store-".count).dropLast(".sqlite".count)
+        return hex.count == 8 && hex.allSatisfy(\.isHexDigit)
+    }
+
+    /// Removes the database files (and their `-wal`, `-shm`, `-journal`) that neither the header nor an unfinished
+    /// rekey names: an old database a rekey left when it stopped between its commit point and the removal. The
+    /// directory is listed inside a read transaction of the header, so a rekey cannot name a new copy meanwhile
+    /// (it names its copy in the header before it creates the file).
+    static func removeUnnamedDatabaseFiles(in directory: URL, _ keyHeader: DatabaseQueue) throws(E3DBError) {
+        try databaseCall("removing database files the key header does not name") {
+            try keyHeader.inDatabase { db in
+                try db.inTransaction(.deferred) {
+                    var named: Set<String> = []
+                    if let file = try String.fetchOne(db, sql: "SELECT database_file FROM store_meta") {
+                        named.insert(file)
+                    }
+                    if let pending = try pendingRekey(db) { named.insert(pending.file) }
+                    let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                    for name in names {
+                        var base = name
+                        for suffix in ["-wal", "-shm", "-journal"] where base.hasSuffix(suffix) {
+                            base.removeLast(suffix.count)
+                        }
+                        guard isDatabaseFileName(base), !named.isEmpty, !named.contains(base) else { continue }
+                        try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+                    }
+                    return .commit
+                }
+            }
+        }
+    }
+}

@@ -100,11 +100,19 @@ extension EncryptedStore {
         collection: String, id: UUID, expectedVersion: Int, type: String? = nil, data: RecordData,
         plain: RecordData = RecordData()
     ) throws(E3DBError) -> RecordReference {
+        try updateRecord(
+            collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
+    }
+
+    /// ``update(collection:id:expectedVersion:type:data:plain:)``; a nil `expectedVersion` updates whatever version
+    /// is current (read in the same transaction).
+    func updateRecord(
+        collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
+    ) throws(E3DBError) -> RecordReference {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: false)
         let idText = id.lowercasedString
         let now = StoreTime.format(StoreTime.now())
-        let newVersion = expectedVersion + 1
         return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
             try pool.write { db -> RecordReference in
                 guard
@@ -117,11 +125,12 @@ extension EncryptedStore {
                     )
                 }
                 let current: Int = row["version"]
-                guard current == expectedVersion else {
+                if let expectedVersion, current != expectedVersion {
                     throw E3DBError(
                         .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
                         context: .init(expected: expectedVersion, actual: current, item: idText))
                 }
+                let newVersion = current + 1
                 let seq: Int64 = row["seq"]
                 let created: String = row["created"]
                 let recordType = type ?? row["type"]
@@ -139,12 +148,12 @@ extension EncryptedStore {
                             UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
                             WHERE seq = ? AND version = ?
                             """,
-                        arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, expectedVersion])
+                        arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, current])
                     guard db.changesCount == 1 else {
                         throw E3DBError(
                             .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
                     }
-                    try state.remove(id: idText, version: expectedVersion, mac: oldMAC)
+                    try state.remove(id: idText, version: current, mac: oldMAC)
                     try state.add(id: idText, version: newVersion, mac: mac)
                 }
                 try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])

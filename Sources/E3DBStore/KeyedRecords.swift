@@ -41,8 +41,8 @@ extension EncryptedStore {
             throw E3DBError(.invalidParameter, "a record key cannot be empty", context: .init(item: collection))
         }
         let id = try recordID(forKey: key, in: collection)
-        // Another writer may create, update or delete the record between the read of its version and the write:
-        // then look again (each step is its own transaction; a handful of rounds settles any race).
+        // Another writer may create or delete the record between the look and the write: then look again (the
+        // update itself reads the current version in its own transaction, so concurrent updates never conflict).
         for _ in 0..<8 {
             let current = try databaseCall("reading record \(id.lowercasedString)") {
                 try pool.read { db in
@@ -57,7 +57,7 @@ extension EncryptedStore {
                     "the record with key \(key) is at version \(current ?? 0), not \(expectedVersion)",
                     context: .init(expected: expectedVersion, actual: current ?? 0, item: id.lowercasedString))
             }
-            guard let current else {
+            guard current != nil else {
                 if let inserted = try insertRecords(
                     collection: collection, records: [(type, data, plain)], ids: [id])
                 {
@@ -66,9 +66,10 @@ extension EncryptedStore {
                 continue
             }
             do {
-                return try update(
-                    collection: collection, id: id, expectedVersion: current, type: type, data: data, plain: plain)
-            } catch  where error.code == .versionConflict || error.code == .recordNotFound {
+                return try updateRecord(
+                    collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data,
+                    plain: plain)
+            } catch  where error.code == .recordNotFound {
                 continue
             }
         }

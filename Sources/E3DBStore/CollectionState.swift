@@ -328,11 +328,12 @@ extension EncryptedStore {
     }
 
     /// At open and unlock, O(collections): checks the state rows (the first problem is thrown) and the write counter
-    /// against the caller's minimum (`storeRolledBack`). A store without any state row (made before the state
-    /// existed) gets it here, computed from its authenticated records in one transaction.
+    /// against the caller's minimum (`storeRolledBack`). A store without any state row gets it here, computed from
+    /// its authenticated records in one transaction, when it is being created or was made before the state existed
+    /// (its sealed box key makes no state promise); any other is `storeTampered` (its state rows were deleted).
     /// - Returns: the authenticated write counter.
     @discardableResult
-    func checkState(_ keys: StoreKeys, minimumWriteCounter: Int?) throws(E3DBError) -> Int {
+    func checkState(_ keys: StoreKeys, minimumWriteCounter: Int?, creating: Bool = false) throws(E3DBError) -> Int {
         let counter = try databaseCall("checking the store's state") { () throws -> Int in
             // A read, unless the store has no state yet (then one write transaction, which checks again).
             func check(_ db: Database) throws -> Int? {
@@ -347,8 +348,24 @@ extension EncryptedStore {
             if let counter = try pool.read(check) { return counter }
             return try pool.write { db -> Int in
                 if let counter = try check(db) { return counter }
+                // No state rows: a store made before the collection state, unless its sealed box key promises
+                // one (then they were deleted, to hide what the state would report).
+                guard creating || !keys.promisesState else {
+                    throw EncryptedStore.stateTampered(
+                        "store", "its state rows are missing, though its keys say it has an authenticated state")
+                }
                 try buildState(db, keys)
                 return try check(db) ?? 0
+            }
+        }
+        if !keys.promisesState {
+            // A store upgraded to the collection state: its sealed box key now promises one (after the state is
+            // written, so a crash in between only repeats this).
+            let promised = StoreKeys.wrap(keys.boxKey, under: keys.master)
+            try databaseCall("sealing the store's box key with its state promise") {
+                try keyHeader.write { db in
+                    try db.execute(sql: "UPDATE store_meta SET wrapped_box_private = ?", arguments: [promised])
+                }
             }
         }
         if let minimumWriteCounter, counter < minimumWriteCounter {

@@ -165,7 +165,7 @@ public final class EncryptedStore: Sendable {
         let database = try openDatabase(in: directory, header: header, keys: keys, creating: true)
         let store = EncryptedStore(
             directory: directory, header: header, keyHeader: keyHeader, database: database, keys: keys)
-        try store.checkState(keys, minimumWriteCounter: nil)
+        try store.checkState(keys, minimumWriteCounter: nil, creating: true)
         return store
     }
 

@@ -44,22 +44,50 @@ struct StoreKeys: Sendable {
     let databaseKey: SecureBytes
     /// The store's Curve25519 key: the authorizer of the EAKs it writes when it shares a collection.
     let boxKey: Box.PrivateKey
+    /// Whether the sealed box key carries ``statePromise``: the store has an authenticated state, so a store
+    /// without state rows was stripped of them (false only for a store made before the collection state).
+    let promisesState: Bool
+
+    /// Sealed after the box private key (under the master key) by every store with a collection state: a promise
+    /// that someone who can edit the files cannot take back by deleting the state rows (they cannot seal anew).
+    static let statePromise = Array("E3DBStore state v1".utf8)
 
     init(master: SecretBox.Key, wrappedBoxKey: Data) throws(E3DBError) {
         self.master = master
         self.recordMACKey = try StoreKeys.derive(from: master, label: "record-binding")
         self.stateMACKey = try StoreKeys.derive(from: master, label: "collection-state")
         self.databaseKey = try StoreKeys.derive(from: master, label: "database-pages")
-        let box = try StoreKeys.unwrap(
-            wrappedBoxKey, under: master,
-            failure: E3DBError(.storeCorrupted, "the store's box key does not authenticate under its master key"))
-        self.boxKey = try Box.PrivateKey(box.secureBytes)
+        let failure = E3DBError(.storeCorrupted, "the store's box key does not authenticate under its master key")
+        let opened: SecureBytes
+        do {
+            opened = try SecretBox.openSecret(try SecretBox.SealedBox(combined: wrappedBoxKey), using: master)
+        } catch {
+            throw failure
+        }
+        let keyCount = SecretBox.keyByteCount
+        let promise = StoreKeys.statePromise
+        let promised = unsafe opened.withUnsafeBytes { raw in
+            unsafe raw.count == keyCount + promise.count && raw[keyCount...].elementsEqual(promise)
+        }
+        guard opened.count == keyCount || promised else { throw failure }
+        self.promisesState = promised
+        self.boxKey = try Box.PrivateKey(
+            unsafe SecureBytes(count: keyCount) { destination in
+                unsafe opened.withUnsafeBytes { source in
+                    unsafe destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[..<keyCount]))
+                }
+            })
     }
 
-    /// Seals a box private key under the master key.
-    static func wrap(_ key: Box.PrivateKey, under master: SecretBox.Key) -> Data {
+    /// Seals a box private key under the master key, followed by ``statePromise`` unless `promisingState` is false
+    /// (the form of a store made before the collection state, for its tests).
+    static func wrap(_ key: Box.PrivateKey, under master: SecretBox.Key, promisingState: Bool = true) -> Data {
+        let promise = promisingState ? StoreKeys.statePromise : []
         let bytes = unsafe key.withUnsafeBytes { raw in
-            unsafe SecureBytes(count: raw.count) { unsafe $0.copyMemory(from: raw) }
+            unsafe SecureBytes(count: raw.count + promise.count) { destination in
+                unsafe destination.copyMemory(from: raw)
+                unsafe UnsafeMutableRawBufferPointer(rebasing: destination[raw.count...]).copyBytes(from: promise)
+            }
         }
         return SecretBox.seal(bytes, using: master).combined
     }

@@ -1,9 +1,10 @@
 import E3DBKit
-import E3DBStore
 import E3DBTestSupport
 import Foundation
 import GRDB
 import Testing
+
+@testable import E3DBStore
 
 /// Deleted, resurrected and rolled-back record rows (store audit B5, B6), edited state rows, and the write counter
 /// (B6c), each made with SQL or file copies on a real store file: `verify` names the collection, `open` refuses an
@@ -218,8 +219,10 @@ struct CollectionStateTests {
     func upgradedStore(encryption: DatabaseEncryption) throws {
         let dir = try StoreDirectory()
         let (store, refs) = try filledStore(dir, encryption)
-        _ = store
-        // What a store of the previous format looks like, plus one record whose MAC does not verify.
+        // What a store of the previous format looks like (its box key sealed without the state promise, no state
+        // tables), plus one record whose MAC does not verify.
+        let keys = try store.currentKeys()
+        try setWrappedBoxKey(dir, StoreKeys.wrap(keys.boxKey, under: keys.master, promisingState: false))
         try edit(
             store,
             """
@@ -238,12 +241,27 @@ struct CollectionStateTests {
                 .map { "\($0["collection"] as String):\($0["record_count"] as Int)" }
         }
         #expect(counts == ["c:2", "d:1"])
-        // Deleting every state row looks like an old store again: its state is rebuilt, with a new counter, which
-        // the caller's minimum catches.
+        // The upgrade sealed the state promise with the box key: deleting every state row now does not pass for an
+        // old store (whose state would be rebuilt from what is left); the store refuses to open.
+        #expect(try open(dir).writeCounter == 1)
         try upgraded.put(collection: "c", type: "t", data: ["n": "more"])
         let counter = try upgraded.writeCounter
+        try edit(upgraded, "DELETE FROM records WHERE id = ?", [refs[1].id.lowercasedString])
         try edit(upgraded, "DELETE FROM collection_state; DELETE FROM store_state")
+        expectStoreError(.storeTampered, item: "store") { _ = try open(dir) }
+        // Only an old copy of the key header (from before the upgrade) takes the promise back: the old-backup
+        // attacker, whom the write counter kept outside the file catches.
+        try setWrappedBoxKey(dir, StoreKeys.wrap(keys.boxKey, under: keys.master, promisingState: false))
         expectStoreError(.storeRolledBack) { _ = try open(dir, minimum: counter) }
+    }
+
+    /// Replaces the sealed box key in the store's key header.
+    func setWrappedBoxKey(_ dir: StoreDirectory, _ sealed: Data) throws {
+        let header = try DatabaseQueue(path: dir.url.appendingPathComponent(EncryptedStore.keyHeaderFileName).path)
+        try header.write { db in
+            try db.execute(sql: "UPDATE store_meta SET wrapped_box_private = ?", arguments: [sealed])
+        }
+        try header.close()
     }
 
     @Test(

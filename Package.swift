@@ -141,6 +141,15 @@ let package = Package(
             swiftSettings: memorySafe
         ),
 
+        // L3: the one reader of SQLite rows from files someone else could have written (the store's database and key
+        // header, the server's database): a wrong type, a NULL or a missing column is a typed error naming the table
+        // and column, never GRDB's trapping typed subscripts. Decrypts nothing, so the server links it.
+        .target(
+            name: "E3DBRows",
+            dependencies: ["E3DBPrimitives", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: memorySafe
+        ),
+
         // L5: the loadable SQLite extension around E3DBSQLite.
         .target(
             name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: memorySafe),
@@ -163,6 +172,7 @@ let package = Package(
             name: "E3DBStore",
             dependencies: [
                 "E3DBPrimitives", "E3DBCanonicalJSON", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBSQLite",
+                "E3DBRows",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: memorySafe
@@ -174,7 +184,7 @@ let package = Package(
         .target(
             name: "E3DBServer",
             dependencies: [
-                "E3DBAPI", "E3DBPrimitives",
+                "E3DBAPI", "E3DBPrimitives", "E3DBRows",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -256,7 +266,7 @@ let package = Package(
             name: "e3dbkit-fuzz",
             dependencies: [
                 "E3DBAPI", "E3DBBLAKE2bReference", "E3DBCanonicalJSON", "E3DBDocuments", "E3DBFiles", "E3DBKeys",
-                "E3DBPageCodec", "E3DBPrimitives", "E3DBSQLite", "E3DBServer", "E3DBStore",
+                "E3DBPageCodec", "E3DBPrimitives", "E3DBSQLite", "E3DBServer", "E3DBStore", "E3DBTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -275,8 +285,12 @@ let package = Package(
             ],
             swiftSettings: memorySafe
         ),
-        // Test support (never linked by a product): the checkout's location from #filePath.
-        .target(name: "E3DBTestSupport", dependencies: ["E3DBConformance"], swiftSettings: memorySafe),
+        // Test support (never linked by a product): the checkout's location from #filePath, child processes, edits of
+        // SQLite files as someone who can write them makes them (GRDB).
+        .target(
+            name: "E3DBTestSupport",
+            dependencies: ["E3DBConformance", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: memorySafe),
 
         .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
         .testTarget(

@@ -154,8 +154,39 @@ def file_range():
     return items
 
 
+def key_header():
+    """FuzzKeyHeader: edits of a key header as the review made them (security review 3: H1, M2, M4, L9), in the
+    target's form: byte 0 (1 plain, 2 encrypted), then edits of (column, kind, length, bytes); kind 4 picks a telling
+    name by its first byte. Column indexes: 0 format, 3 kdf_ops, 4 kdf_mem, 10 database_file, 11 database_encryption,
+    13 rekey_pending.database_file."""
+    def edit(column, kind, payload=b""):
+        return bytes([column, kind, len(payload)]) + payload
+    def integer(n):
+        return n.to_bytes(8, "big", signed=True)
+    telling = {"store.sqlite": 0, "store-0badf00d.sqlite": 1, "keys.sqlite": 3, "../outside/victim.txt": 4,
+               "encrypted": 6, "plain": 7, "argon2id13": 8}
+    items = []
+    for form in (1, 2):
+        head = bytes([form])
+        items += [
+            head + edit(10, 4, bytes([telling["keys.sqlite"]])) + edit(11, 4, bytes([telling["plain"]])),
+            head + edit(10, 4, bytes([telling["store-0badf00d.sqlite"]])),
+            head + edit(11, 4, bytes([telling["plain"] if form == 2 else telling["encrypted"]])),
+            head + edit(2, 4, bytes([telling["argon2id13"]])) + edit(3, 1, integer(2_000_000_000)) + edit(4, 1, integer(1 << 16)),
+            head + edit(2, 4, bytes([telling["argon2id13"]])) + edit(3, 1, integer(1)) + edit(4, 1, integer(3 << 30)),
+            head + edit(13, 4, bytes([telling["../outside/victim.txt"]])),
+            head + edit(13, 4, bytes([telling["store.sqlite"]])),
+            head + edit(0, 2, b"1") + edit(5, 3, b"\x00" * 8) + edit(12, 0),
+            head + edit(7, 1, integer(7)) + edit(9, 3, b"\xff"),
+        ]
+    items.append(b"\x00")
+    items.append(b"\x00SQLite format 3\x00" + bytes(84))
+    return items
+
+
 if __name__ == "__main__":
     for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes()),
                           ("FuzzKeys", keys()), ("FuzzDocuments", documents()),
-                          ("FuzzFileRange", file_range()), ("FuzzNDJSON", ndjson())]:
+                          ("FuzzFileRange", file_range()), ("FuzzNDJSON", ndjson()),
+                          ("FuzzKeyHeader", key_header())]:
         print(target, make_corpus.write(target, items))

@@ -48,7 +48,7 @@ flags_for() {
     case "$1" in
         FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost) echo "-detect_leaks=0 -timeout=10" ;;
         FuzzAPIBodies | FuzzTSV1Verify) echo "-timeout=10" ;;
-        FuzzStore | FuzzSQLiteVFS | FuzzPageCodec) echo "-detect_leaks=0" ;;
+        FuzzStore | FuzzKeyHeader | FuzzSQLiteVFS | FuzzPageCodec) echo "-detect_leaks=0" ;;
         *) echo "" ;;
     esac
 }
@@ -66,7 +66,7 @@ flags_for() {
 asan_options_for() {
     local extra=""
     case "$1" in
-        FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost | FuzzStore | FuzzSQLiteVFS | FuzzPageCodec) extra="detect_leaks=0" ;;
+        FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost | FuzzStore | FuzzKeyHeader | FuzzSQLiteVFS | FuzzPageCodec) extra="detect_leaks=0" ;;
     esac
     echo "${ASAN_OPTIONS:-}${ASAN_OPTIONS:+${extra:+:}}${extra}"
 }

@@ -19,6 +19,7 @@ let fuzzTargets: [String: @Sendable (UnsafePointer<UInt8>, Int) -> CInt] = unsaf
     "FuzzDocuments": fuzzDocuments,
     "FuzzFileDecrypt": fuzzFileDecrypt,
     "FuzzFileRange": fuzzFileRange,
+    "FuzzKeyHeader": fuzzKeyHeader,
     "FuzzKeys": fuzzKeys,
     "FuzzNDJSON": fuzzNDJSON,
     "FuzzPageCodec": fuzzPageCodec,

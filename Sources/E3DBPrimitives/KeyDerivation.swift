@@ -96,6 +96,10 @@ public enum Argon2id: Sendable {
             Parameters(
                 opsLimit: Int(crypto_pwhash_opslimit_moderate()), memoryLimit: Int(crypto_pwhash_memlimit_moderate()))
         }
+        /// libsodium's minimum limits (1 pass, 8 KiB): anything lower is refused.
+        public static var minimum: Parameters {
+            Parameters(opsLimit: Int(crypto_pwhash_opslimit_min()), memoryLimit: Int(crypto_pwhash_memlimit_min()))
+        }
         /// libsodium's sensitive limits (4 passes, 1 GiB).
         public static var sensitive: Parameters {
             Parameters(
@@ -123,8 +127,8 @@ public enum Argon2id: Sendable {
                 .invalidParameter, "Argon2id output must be at least 16 bytes",
                 context: .init(part: "outputByteCount", actual: outputByteCount))
         }
-        guard parameters.opsLimit >= Int(crypto_pwhash_opslimit_min()),
-            parameters.memoryLimit >= Int(crypto_pwhash_memlimit_min())
+        guard parameters.opsLimit >= Parameters.minimum.opsLimit,
+            parameters.memoryLimit >= Parameters.minimum.memoryLimit
         else {
             throw E3DBError(.invalidParameter, "Argon2id limits are below libsodium's minimums")
         }

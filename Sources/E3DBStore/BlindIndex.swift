@@ -112,9 +112,13 @@ extension EncryptedStore {
                 let rows = try Row.fetchCursor(
                     db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
                 while let row = try rows.next() {
-                    let record = try decode(row, collection: collection)
+                    let stored = StoredRow(row)
+                    let record = try decode(stored, collection: collection)
+                    guard let seq = stored.seq else {
+                        throw stored.damage ?? E3DBError(.storeCorrupted, "record \(record.id) has no sequence number")
+                    }
                     try insertTokens(
-                        db, indexes: [(index, indexKey)], collection: collection, seq: row["seq"], data: record.data)
+                        db, indexes: [(index, indexKey)], collection: collection, seq: seq, data: record.data)
                     filled += 1
                 }
                 try commitState(db, keys, nil)

@@ -358,11 +358,12 @@ extension EncryptedStore {
                 return try check(db) ?? 0
             }
         }
-        if !keys.promisesState {
-            // A store upgraded to the collection state: its sealed box key now promises one (after the state is
-            // written, so a crash in between only repeats this).
-            let promised = StoreKeys.wrap(keys.boxKey, under: keys.master)
-            try databaseCall("sealing the store's box key with its state promise") {
+        if !keys.promisesState || keys.binding == nil {
+            // A store upgraded to the collection state or to the header binding: its sealed box key now promises a
+            // state and names the database file (after the state is written and the file authenticated under the
+            // master key, so a crash in between only repeats this).
+            let promised = StoreKeys.wrap(keys.boxKey, under: keys.master, binding: headerBinding)
+            try databaseCall("sealing the store's box key with its state promise and database file") {
                 try keyHeader.write { db in
                     try db.execute(sql: "UPDATE store_meta SET wrapped_box_private = ?", arguments: [promised])
                 }

@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
+import E3DBRows
 import Foundation
 import GRDB
 import Synchronization
@@ -72,7 +73,7 @@ extension EncryptedStore {
             canonicalID = item
         } else {
             guard let idText = row.id, let parsed = UUID(uuidString: idText) else {
-                throw E3DBError(.storeCorrupted, "a record row has no valid id")
+                throw row.damage ?? E3DBError(.storeCorrupted, "a record row has no valid id")
             }
             id = parsed
             item = idText.lowercased()
@@ -81,7 +82,11 @@ extension EncryptedStore {
         guard let version = row.version, let keyVersion = row.keyVersion, let created = row.created,
             let updated = row.updated, let bytes = row.document, let mac = row.mac
         else {
-            throw E3DBError(.storeCorrupted, "record \(item) is damaged", context: .init(item: item))
+            var context = row.damage?.context ?? .init()
+            context.item = item
+            throw E3DBError(
+                .storeCorrupted, "record \(item) is damaged: \(row.damage?.message ?? "a column is missing")",
+                context: context)
         }
         // The MAC covers the canonical id: a copy of a row under the same id in another spelling (upper case) is
         // not this record, even though its MAC verifies.
@@ -170,6 +175,10 @@ extension EncryptedStore {
 }
 
 /// The columns of a `records` row, read without trusting them (a Sendable copy of a GRDB `Row`).
+///
+/// Every column goes through ``UntrustedRow``: a value of the wrong type or a NULL in an edited file becomes nil here
+/// and ``damage`` names the first such column, so that `decode` refuses the row with a typed error naming it (and
+/// `verify` counts it as not authenticating), where GRDB's typed subscripts would trap.
 struct StoredRow: Sendable, Equatable {
     let seq: Int64?
     let id: String?
@@ -179,17 +188,32 @@ struct StoredRow: Sendable, Equatable {
     let updated: String?
     let document: Data?
     let mac: Data?
+    /// The first column that is NULL or of the wrong type (`storeCorrupted` naming `records.<column>`), if any.
+    let damage: E3DBError?
 
-    /// Through `DatabaseValue`: a value of the wrong type in an edited file becomes nil (and the row a typed
-    /// error in `decode`), where GRDB's typed subscripts would trap.
-    init(_ row: Row) {
-        seq = Int64.fromDatabaseValue(row["seq"] as DatabaseValue)
-        id = String.fromDatabaseValue(row["id"] as DatabaseValue)
-        version = Int.fromDatabaseValue(row["version"] as DatabaseValue)
-        keyVersion = Int.fromDatabaseValue(row["key_version"] as DatabaseValue)
-        created = String.fromDatabaseValue(row["created"] as DatabaseValue)
-        updated = String.fromDatabaseValue(row["updated"] as DatabaseValue)
-        document = Data.fromDatabaseValue(row["document"] as DatabaseValue)
-        mac = Data.fromDatabaseValue(row["mac"] as DatabaseValue)
+    /// Reads the columns by name.
+    init(_ row: Row) { self.init(row, byIndex: false) }
+
+    /// Reads the columns by name, or (`byIndex`) by their position in ``columns``.
+    init(_ row: Row, byIndex: Bool) {
+        let reader = UntrustedRow(row, table: "records", failure: .storeCorrupted, owner: "the store's")
+        var damage: E3DBError?
+        func read<Value: DatabaseValueConvertible>(_ index: Int, _ column: String) -> Value? {
+            do throws(E3DBError) {
+                return byIndex ? try reader.value(at: index, column) : try reader.value(column)
+            } catch {
+                if damage == nil { damage = error }
+                return nil
+            }
+        }
+        seq = read(0, "seq")
+        id = read(1, "id")
+        version = read(2, "version")
+        keyVersion = read(3, "key_version")
+        created = read(4, "created")
+        updated = read(5, "updated")
+        document = read(6, "document")
+        mac = read(7, "mac")
+        self.damage = damage
     }
 }

@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 import E3DBSQLite
 import Foundation
 import GRDB
@@ -167,10 +168,9 @@ extension EncryptedStore {
         }
         var result = CollectionKeys(current: current, keys: [:])
         for row in rows.1 {
-            guard let version = row["version"] as Int?, let wrapped = row["wrapped_key"] as Data? else {
-                throw E3DBError(
-                    .storeCorrupted, "collection \(collection) is damaged", context: .init(item: collection))
-            }
+            let row = UntrustedRow(store: row, table: "collection_keys")
+            let version = try row.value("version", as: Int.self)
+            let wrapped = try row.value("wrapped_key", as: Data.self)
             let key = try StoreKeys.unwrap(
                 wrapped, under: keys.master,
                 failure: E3DBError(

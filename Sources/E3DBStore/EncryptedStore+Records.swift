@@ -3,6 +3,7 @@ public import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 public import Foundation
 import GRDB
 import Synchronization
@@ -116,7 +117,7 @@ extension EncryptedStore {
         return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
             try pool.write { db -> RecordReference in
                 guard
-                    let row = try Row.fetchOne(
+                    let fetched = try Row.fetchOne(
                         db, sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
                         arguments: [idText, collection])
                 else {
@@ -124,16 +125,17 @@ extension EncryptedStore {
                         .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
                     )
                 }
-                let current: Int = row["version"]
+                let row = UntrustedRow(store: fetched, table: "records")
+                let current = try row.value("version", as: Int.self)
                 if let expectedVersion, current != expectedVersion {
                     throw E3DBError(
                         .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
                         context: .init(expected: expectedVersion, actual: current, item: idText))
                 }
                 let newVersion = current + 1
-                let seq: Int64 = row["seq"]
-                let created: String = row["created"]
-                let recordType = type ?? row["type"]
+                let seq = try row.value("seq", as: Int64.self)
+                let created = try row.value("created", as: String.self)
+                let recordType = try type ?? row.value("type", as: String.self)
                 let document = EncryptedDocument(
                     meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
                     data: encryptFields(data, accessKey: access.key), recordSignature: nil)
@@ -141,7 +143,7 @@ extension EncryptedStore {
                 let mac = try bindingMAC(
                     keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
                     created: created, updated: now, document: bytes)
-                let oldMAC = Data.fromDatabaseValue(row["mac"] as DatabaseValue) ?? Data()
+                let oldMAC = try row.optional("mac", as: Data.self) ?? Data()
                 try writingRecords(db, keys, collection: collection) { state in
                     try db.execute(
                         sql: """

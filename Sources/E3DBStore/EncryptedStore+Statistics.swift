@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 import Foundation
 import GRDB
 import Synchronization
@@ -25,11 +26,14 @@ extension EncryptedStore {
         return try databaseCall("reading statistics") {
             try pool.read { db in
                 var counts: [String: Int] = [:]
-                for name in try String.fetchAll(db, sql: "SELECT name FROM collections") { counts[name] = 0 }
+                let names: [String] = try UntrustedRow.storeColumn(
+                    db, "SELECT name FROM collections", table: "collections", column: "name")
+                for name in names { counts[name] = 0 }
                 for row in try Row.fetchAll(
                     db, sql: "SELECT collection, COUNT(*) AS n FROM records GROUP BY collection")
                 {
-                    counts[row["collection"]] = row["n"]
+                    let row = UntrustedRow(store: row, table: "records")
+                    counts[try row.value("collection", as: String.self)] = try row.value("n", as: Int.self)
                 }
                 let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
                 let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0

@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 import Foundation
 import GRDB
 import Synchronization
@@ -90,6 +91,7 @@ extension EncryptedStore {
             problems += collectionStateProblems(collection, keys)
         }
         problems += orphanPlainProblems()
+        problems += identityProblems()
         var files: (checked: Int, problems: [E3DBError]) = (0, [])
         do {
             let result = try verifyFiles()
@@ -99,6 +101,42 @@ extension EncryptedStore {
         }
         return StoreVerificationReport(
             recordsChecked: checked, filesChecked: files.checked, problems: problems + files.problems)
+    }
+
+    /// The enrolled identities whose enrollment (in the key header) does not read as an EAKInfo with the store as its
+    /// authorizer, one `storeCorrupted` problem each naming the identity (its key opens it only with its private
+    /// key, which the store does not have; the rest is checked here).
+    func identityProblems() -> [E3DBError] {
+        let rows: [Row]
+        do {
+            rows = try databaseCall("verifying the identities") {
+                try keyHeader.read { db in
+                    try Row.fetchAll(db, sql: "SELECT public_key, eak_info FROM store_identities ORDER BY rowid")
+                }
+            }
+        } catch {
+            return [error]
+        }
+        var problems: [E3DBError] = []
+        for fetched in rows {
+            let row = UntrustedRow(store: fetched, table: "store_identities")
+            do throws(E3DBError) {
+                let storePublicKey = try currentKeys().boxKey.publicKey.rawRepresentation
+                let publicKey = try row.value("public_key", as: Data.self)
+                let item = (try? Box.PublicKey(rawRepresentation: publicKey))?.base64URLEncoded ?? "(damaged key)"
+                let text = try row.value("eak_info", as: String.self)
+                guard let info = try? EAKInfo(jsonData: Data(text.utf8)),
+                    info.authorizerPublicKey.rawRepresentation == storePublicKey, info.authorizerID == storeID
+                else {
+                    throw E3DBError(
+                        .storeCorrupted, "the enrollment of identity \(item) is damaged or names another authorizer",
+                        context: .init(part: "store_identities.eak_info", item: item))
+                }
+            } catch {
+                problems.append(error)
+            }
+        }
+        return problems
     }
 
     /// `PRAGMA quick_check`'s findings, one `storeCorrupted` problem each (none for a sound file), all with item

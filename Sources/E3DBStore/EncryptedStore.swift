@@ -3,6 +3,7 @@ import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 import E3DBSQLite
 public import Foundation
 import GRDB
@@ -136,15 +137,13 @@ public final class EncryptedStore: Sendable {
         where FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path) {
             throw E3DBError(.storeExists, "a store already exists in \(directory.path)")
         }
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        } catch {
-            throw E3DBError(.databaseError, "cannot create \(directory.path): \(error.localizedDescription)")
-        }
+        try StoreFileSystem.create(directory)
         let master = SecretBox.Key()
         let wrapping = try StoreKeys.wrapping(master, for: credential, kdfParameters: kdfParameters)
         let boxKey = Box.PrivateKey()
-        let wrappedBox = StoreKeys.wrap(boxKey, under: master)
+        let wrappedBox = StoreKeys.wrap(
+            boxKey, under: master,
+            binding: .init(databaseFile: databaseFileName, encryption: databaseEncryption))
         let keys = try StoreKeys(master: master, wrappedBoxKey: wrappedBox)
         let storeID = UUID()
         let enrollment = try IdentityEnrollment(
@@ -172,8 +171,14 @@ public final class EncryptedStore: Sendable {
     /// Opens an existing store, and checks its authenticated state (O(collections): every collection's state row
     /// and the store's write counter authenticate). A store made before the key header has its key material moved
     /// into one first (its database stays plain); a store opened with an older version of this library gets its
-    /// state here, from its authenticated records. Database files the key header does not name (an old file a
-    /// rekey left behind when it was interrupted after its commit point) are removed.
+    /// state here, from its authenticated records. Opening deletes nothing: an old database file a rekey left
+    /// behind when it was interrupted after its commit point stays until ``removeStaleDatabaseFiles()`` (`store
+    /// gc`) or the next ``rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)``.
+    ///
+    /// Nothing in the key header (`keys.sqlite`, a plain file) is trusted before it is checked: the database file it
+    /// names must be `store.sqlite` or `store-<8 hex>.sqlite` and, with its encryption, what the master key sealed
+    /// (`storeTampered` otherwise); the Argon2id cost is bounded by ``maximumKDFParameters`` before any work
+    /// (`storeCorrupted` above it); every value of the wrong type is `storeCorrupted` naming its column.
     ///
     /// - Parameters:
     ///   - directory: the store's directory.
@@ -182,29 +187,53 @@ public final class EncryptedStore: Sendable {
     ///     server); a store whose counter is lower is an older copy and is refused. Nil checks nothing.
     /// - Throws: `E3DBError.Code.storeNotFound`; `E3DBError.Code.wrongKey` when the credential does not open
     ///   the master key (checked before the database is opened); `storeTampered` when a state row is missing or
-    ///   edited; `storeRolledBack` when the write counter is below `expectedMinimumWriteCounter`; `storeCorrupted`
-    ///   (also for an encrypted database that does not open under the key the master key derives),
-    ///   `unsupportedStoreVersion`, `databaseError`.
+    ///   edited, and when the key header names another database file or encryption than the master key sealed;
+    ///   `storeRolledBack` when the write counter is below `expectedMinimumWriteCounter`; `storeCorrupted` (also
+    ///   for an encrypted database that does not open under the key the master key derives, a missing database
+    ///   file, and a damaged or out-of-bounds key header), `unsupportedStoreVersion`, `databaseError`.
     public static func open(
         at directory: URL, credential: StoreCredential, expectedMinimumWriteCounter: Int? = nil
     ) throws(E3DBError) -> EncryptedStore {
-        let headerPath = directory.appendingPathComponent(KeyHeader.fileName).path
-        if !FileManager.default.fileExists(atPath: headerPath) {
-            guard FileManager.default.fileExists(atPath: directory.appendingPathComponent(databaseFileName).path)
+        switch try StoreFileSystem.kind(of: directory.appendingPathComponent(KeyHeader.fileName)) {
+        case .regularFile:
+            break
+        case .missing:
+            guard try StoreFileSystem.kind(of: directory.appendingPathComponent(databaseFileName)) == .regularFile
             else {
                 throw E3DBError(.storeNotFound, "there is no store in \(directory.path)")
             }
             try KeyHeader.migrate(in: directory, databaseFile: databaseFileName)
+        case .directory, .other:
+            throw E3DBError(
+                .storeCorrupted, "the store's key header \(KeyHeader.fileName) is not a regular file",
+                context: .init(part: KeyHeader.fileName))
         }
         let keyHeader = try KeyHeader.open(in: directory)
         let header = try readHeader(keyHeader)
         let keys = try unlockKeys(keyHeader, header, with: credential)
-        try KeyHeader.removeUnnamedDatabaseFiles(in: directory, keyHeader)
         let database = try openDatabase(in: directory, header: header, keys: keys, creating: false)
         let store = EncryptedStore(
             directory: directory, header: header, keyHeader: keyHeader, database: database, keys: keys)
         try store.checkState(keys, minimumWriteCounter: expectedMinimumWriteCounter)
         return store
+    }
+
+    /// The database file's name and encryption, as the store's sealed box key binds them.
+    var headerBinding: StoreKeys.HeaderBinding {
+        .init(databaseFile: URL(fileURLWithPath: databasePath).lastPathComponent, encryption: databaseEncryption)
+    }
+
+    /// Removes the database files an interrupted rekey left behind: files named as the store names its database
+    /// files (`store.sqlite`, `store-<8 hex>.sqlite`, with their `-wal`, `-shm`, `-journal`) that are neither this
+    /// store's database nor an unfinished rekey's copy. `open` never removes anything; this (`store gc`) and `rekey`
+    /// do, and only on a store that opened and authenticated. Other files in the directory are left alone.
+    /// - Returns: the names removed, sorted.
+    /// - Throws: `storeLocked`; `storeCorrupted` for a damaged rekey row in the key header; `databaseError`.
+    @discardableResult
+    public func removeStaleDatabaseFiles() throws(E3DBError) -> [String] {
+        _ = try currentKeys()
+        return try KeyHeader.removeStaleDatabaseFiles(
+            in: directory, live: headerBinding.databaseFile, keyHeader)
     }
 
     struct Header {
@@ -220,6 +249,22 @@ public final class EncryptedStore: Sendable {
         let databaseFile: String
         let encryption: DatabaseEncryption
 
+        /// The database file and encryption, as the sealed box key binds them.
+        var binding: StoreKeys.HeaderBinding { .init(databaseFile: databaseFile, encryption: encryption) }
+
+        /// Checks that the master key sealed this header's database file and encryption (a store made before the
+        /// binding has none yet; `checkState` seals it once the database authenticated).
+        /// - Throws: `storeTampered` naming `store_meta.database_file`.
+        func checkBinding(_ keys: StoreKeys) throws(E3DBError) {
+            guard let sealed = keys.binding, sealed != binding else { return }
+            throw E3DBError(
+                .storeTampered,
+                "the key header names \(databaseFile) (\(encryption.rawValue)), but the master key sealed "
+                    + "\(sealed.databaseFile) (\(sealed.encryption.rawValue)): the key header was edited or comes "
+                    + "from another copy of the store; nothing was opened or removed",
+                context: .init(part: "store_meta.database_file", item: "store"))
+        }
+
         /// The same header naming another database file (a rekey's copy).
         func naming(_ file: String) -> Header {
             Header(
@@ -228,32 +273,49 @@ public final class EncryptedStore: Sendable {
         }
     }
 
+    /// The key header's `store_meta` row, every value read untrusted and checked before it steers any work: the
+    /// format, the store id, the salt's length, the database file's name (`store.sqlite` or `store-<8 hex>.sqlite`)
+    /// and encryption, and the Argon2id cost (within libsodium's minimums and ``maximumKDFParameters``).
+    /// - Throws: `storeCorrupted` naming the column; `unsupportedStoreVersion`.
     static func readHeader(_ keyHeader: DatabaseQueue) throws(E3DBError) -> Header {
-        let row = try databaseCall("reading the store header") {
-            try keyHeader.read { db in try Row.fetchOne(db, sql: "SELECT * FROM store_meta WHERE singleton = 1") }
+        let fetched = try databaseCall("reading the store header") {
+            try keyHeader.read { db -> Row? in
+                guard try db.tableExists("store_meta") else {
+                    throw E3DBError(
+                        .storeCorrupted,
+                        "the store's key header has no store_meta table (it is empty or not a key "
+                            + "header)", context: .init(part: "store_meta"))
+                }
+                return try Row.fetchOne(db, sql: "SELECT * FROM store_meta WHERE singleton = 1")
+            }
         }
-        guard let row else { throw E3DBError(.storeCorrupted, "the store has no header row") }
-        guard let format = row["format"] as Int?, format >= 1 else {
-            throw E3DBError(.storeCorrupted, "the store header has no format version")
-        }
+        guard let fetched else { throw E3DBError(.storeCorrupted, "the store has no header row") }
+        let row = UntrustedRow(store: fetched, table: "store_meta")
+        let format = try row.value("format", as: Int.self)
+        guard format >= 1 else { throw row.error("format", "is not a format version") }
         guard format <= StoreSchema.formatVersion else {
             throw E3DBError(
                 .unsupportedStoreVersion,
                 "the store is format \(format); this library reads up to \(StoreSchema.formatVersion)",
                 context: .init(version: String(format)))
         }
-        guard let idText = row["store_id"] as String?, let storeID = UUID(uuidString: idText),
-            let kdf = row["kdf"] as String?, let salt = row["kdf_salt"] as Data?, salt.count == Argon2id.saltByteCount,
-            let wrapped = row["wrapped_master"] as Data?, let wrappedBox = row["wrapped_box_private"] as Data?,
-            let boxPublic = row["box_public"] as Data?
-        else {
-            throw E3DBError(.storeCorrupted, "the store header is damaged")
+        guard let storeID = UUID(uuidString: try row.value("store_id", as: String.self)) else {
+            throw row.error("store_id", "is not a UUID")
         }
-        guard let databaseFile = row["database_file"] as String?, isPlainFileName(databaseFile),
-            let encryption = (row["database_encryption"] as String?).flatMap(DatabaseEncryption.init(rawValue:))
-        else {
-            throw E3DBError(.storeCorrupted, "the store header does not name its database file and encryption")
+        let kdf = try row.value("kdf", as: String.self)
+        let salt = try row.value("kdf_salt", as: Data.self)
+        guard salt.count == Argon2id.saltByteCount else {
+            throw row.error("kdf_salt", "is \(salt.count) bytes, not \(Argon2id.saltByteCount)")
         }
+        let wrapped = try row.value("wrapped_master", as: Data.self)
+        let wrappedBox = try row.value("wrapped_box_private", as: Data.self)
+        let boxPublic = try row.value("box_public", as: Data.self)
+        let databaseFile = try row.value("database_file", as: String.self)
+        guard KeyHeader.isDatabaseFileName(databaseFile) else {
+            throw row.error("database_file", "is not a name the store gives its database file")
+        }
+        guard let encryption = DatabaseEncryption(rawValue: try row.value("database_encryption", as: String.self))
+        else { throw row.error("database_encryption", "is neither encrypted nor plain") }
         guard kdf == "none" || !wrapped.isEmpty else {
             throw E3DBError(.storeCorrupted, "the store header has no wrapped master key")
         }
@@ -261,22 +323,28 @@ public final class EncryptedStore: Sendable {
         switch kdf {
         case "raw", "none": parameters = nil
         case "argon2id13":
-            guard let ops = row["kdf_ops"] as Int?, let mem = row["kdf_mem"] as Int?, ops > 0, mem > 0 else {
-                throw E3DBError(.storeCorrupted, "the store header's Argon2id parameters are damaged")
+            let candidate = Argon2id.Parameters(
+                opsLimit: try row.value("kdf_ops", as: Int.self), memoryLimit: try row.value("kdf_mem", as: Int.self))
+            guard StoreKeys.isAllowed(candidate) else {
+                throw row.error(
+                    "kdf_ops",
+                    "or kdf_mem is outside the Argon2id cost this library opens (at most "
+                        + "\(maximumKDFParameters.opsLimit) passes over \(maximumKDFParameters.memoryLimit >> 20) MiB)")
             }
-            parameters = Argon2id.Parameters(opsLimit: ops, memoryLimit: mem)
+            parameters = candidate
         default:
-            throw E3DBError(.storeCorrupted, "the store header names an unknown KDF")
+            throw row.error("kdf", "names an unknown KDF")
         }
         return Header(
             storeID: storeID, parameters: parameters, salt: salt, wrappedMaster: kdf == "none" ? Data() : wrapped,
             wrappedBoxKey: wrappedBox, boxPublicKey: boxPublic, databaseFile: databaseFile, encryption: encryption)
     }
 
-    /// A file name inside the store directory: no directory part, not `.` or `..`.
-    private static func isPlainFileName(_ name: String) -> Bool {
-        !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\0")
-    }
+    /// The highest Argon2id cost a store opens with (libsodium's `sensitive` preset: 4 passes over 1 GiB), checked
+    /// before any work, since the key header is a plain file that someone could edit to make every open hang or
+    /// run out of memory. ``create(at:credential:kdfParameters:databaseEncryption:)`` and
+    /// ``changeCredential(to:kdf:)`` refuse more.
+    public static var maximumKDFParameters: Argon2id.Parameters { StoreKeys.maximumKDFParameters }
 
     /// The store's database, open: the pool, its path, what GRDB opens it by (the path, or E3DBSQLite's URI), the
     /// URI.
@@ -293,9 +361,22 @@ public final class EncryptedStore: Sendable {
     static func openDatabase(in directory: URL, header: Header, keys: StoreKeys, creating: Bool) throws(E3DBError)
         -> OpenDatabase
     {
-        let path = directory.appendingPathComponent(header.databaseFile).path
-        guard creating || FileManager.default.fileExists(atPath: path) else {
-            throw E3DBError(.storeCorrupted, "the store's database file \(header.databaseFile) is missing")
+        let url = directory.appendingPathComponent(header.databaseFile)
+        let path = url.path
+        switch try StoreFileSystem.kind(of: url) {
+        case .regularFile: break
+        case .missing:
+            guard creating else {
+                throw E3DBError(
+                    .storeCorrupted, "the store's database file \(header.databaseFile) is missing",
+                    context: .init(part: header.databaseFile))
+            }
+            // Made here, owner-only, so that SQLite's journals (which take the database's mode) are too.
+            try StoreFileSystem.createPrivateFile(url)
+        case .directory, .other:
+            throw E3DBError(
+                .storeCorrupted, "the store's database file \(header.databaseFile) is not a regular file",
+                context: .init(part: header.databaseFile))
         }
         var uri: String?
         if header.encryption == .encrypted {
@@ -384,6 +465,12 @@ func storeError(_ error: any Error, doing: String) -> E3DBError {
             .storeCorrupted,
             "\(doing): the store's database file is damaged (SQLite error \(error.resultCode.rawValue): "
                 + "\(error.message ?? "")); restore it from a backup")
+    case is RowDecodingError:
+        // A value of the wrong type in a column read with one of GRDB's typed fetches (its description, which holds
+        // the row's values, stays out of the message).
+        return E3DBError(
+            .storeCorrupted,
+            "\(doing): a value in the store's files is of the wrong type (the file was edited or is damaged)")
     case let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED:
         return E3DBError(
             .storeBusy,

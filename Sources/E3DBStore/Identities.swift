@@ -1,5 +1,6 @@
 public import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 public import Foundation
 import GRDB
 
@@ -49,11 +50,25 @@ extension EncryptedStore {
     /// The store's keys from `credential`: a passphrase or key opens the master key sealed in the key header's
     /// `store_meta`; an identity opens the EAK enrolled for its public key.
     /// - Throws: `E3DBError.Code.wrongKey` when the credential does not open the store (an identity that is not
-    ///   enrolled, or whose private key does not open its EAK); `storeCorrupted` when an enrollment is damaged.
+    ///   enrolled, or whose private key does not open its EAK); `storeCorrupted` when an enrollment is damaged;
+    ///   `storeTampered` when the header's database file or encryption is not what the master key sealed.
     static func unlockKeys(_ keyHeader: DatabaseQueue, _ header: Header, with credential: StoreCredential)
         throws(E3DBError)
         -> StoreKeys
     {
+        let keys = try keysFromCredential(keyHeader, header, with: credential)
+        try header.checkBinding(keys)
+        guard keys.boxKey.publicKey.rawRepresentation == header.boxPublicKey else {
+            throw E3DBError(
+                .storeCorrupted, "the store's box public key does not match its private key",
+                context: .init(part: "store_meta.box_public"))
+        }
+        return keys
+    }
+
+    private static func keysFromCredential(
+        _ keyHeader: DatabaseQueue, _ header: Header, with credential: StoreCredential
+    ) throws(E3DBError) -> StoreKeys {
         guard case .identity(let reader) = credential else { return try StoreKeys.unlock(header, with: credential) }
         let publicKey = reader.publicKey
         let item = publicKey.base64URLEncoded
@@ -87,11 +102,7 @@ extension EncryptedStore {
             throw E3DBError(
                 .wrongKey, "the identity's private key does not open its enrollment", context: .init(item: item))
         }
-        let keys = try StoreKeys(master: master.secretBoxKey, wrappedBoxKey: header.wrappedBoxKey)
-        guard keys.boxKey.publicKey.rawRepresentation == header.boxPublicKey else {
-            throw E3DBError(.storeCorrupted, "the store's box key does not match its public key")
-        }
-        return keys
+        return try StoreKeys(master: master.secretBoxKey, wrappedBoxKey: header.wrappedBoxKey)
     }
 
     /// Enrolls an E3DB client identity as another way to open the store: the master key is wrapped for
@@ -147,12 +158,13 @@ extension EncryptedStore {
         }
         var identities: [StoreIdentity] = []
         for row in rows {
-            guard let raw = row["public_key"] as Data?, let publicKey = try? Box.PublicKey(rawRepresentation: raw),
-                let created = (row["created"] as String?).flatMap(StoreTime.parse)
+            let row = UntrustedRow(store: row, table: "store_identities")
+            guard let publicKey = try? Box.PublicKey(rawRepresentation: try row.value("public_key", as: Data.self)),
+                let created = StoreTime.parse(try row.value("created", as: String.self))
             else {
                 throw E3DBError(.storeCorrupted, "an identity row is damaged")
             }
-            let clientID = (row["client_id"] as String?).flatMap(UUID.init(uuidString:))
+            let clientID = try row.optional("client_id", as: String.self).flatMap(UUID.init(uuidString:))
             identities.append(StoreIdentity(publicKey: publicKey, clientID: clientID, enrolled: created))
         }
         return identities

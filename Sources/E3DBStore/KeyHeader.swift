@@ -1,4 +1,5 @@
 import E3DBPrimitives
+import E3DBRows
 import E3DBSQLite
 import Foundation
 import GRDB
@@ -53,12 +54,13 @@ enum KeyHeader {
         ) STRICT;
         """
 
-    /// Writes a new header in `directory`: built in a temporary file by `fill` (inside one transaction), synced, then
-    /// renamed into place, so that a crash leaves either no header or a complete one.
+    /// Writes a new header in `directory`: built in a temporary file (mode 0600 from the start) by `fill` (inside one
+    /// transaction), synced, then renamed into place, so that a crash leaves either no header or a complete one.
     static func create(in directory: URL, _ fill: (Database) throws -> Void) throws(E3DBError) {
         let url = directory.appendingPathComponent(fileName)
         let temporary = directory.appendingPathComponent(fileName + ".new")
         for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: temporary.path + suffix) }
+        try StoreFileSystem.createPrivateFile(temporary)
         try databaseCall("writing the store's key header") {
             let queue = try DatabaseQueue(path: temporary.path, configuration: configuration)
             try queue.write { db in
@@ -124,19 +126,34 @@ enum KeyHeader {
             }
         }
         try databaseCall("closing the store's database") { try pool.close() }
-        guard let meta = rows.0 else { throw E3DBError(.storeCorrupted, "the store has no key header") }
+        guard let fetched = rows.0 else { throw E3DBError(.storeCorrupted, "the store has no key header") }
+        // Copied as they are (the header's STRICT table refuses a value of the wrong type; `readHeader` checks them).
+        let meta = UntrustedRow(store: fetched, table: "store_meta")
+        var values: [DatabaseValue] = []
+        for column in [
+            "format", "store_id", "kdf", "kdf_ops", "kdf_mem", "kdf_salt", "wrapped_master", "box_public",
+            "wrapped_box_private", "created",
+        ] {
+            values.append(try meta.databaseValue(column))
+        }
+        var identities: [[DatabaseValue]] = []
+        for fetched in rows.1 {
+            let row = UntrustedRow(store: fetched, table: "store_identities")
+            var identity: [DatabaseValue] = []
+            for column in ["public_key", "client_id", "eak_info", "created"] {
+                identity.append(try row.databaseValue(column))
+            }
+            identities.append(identity)
+        }
         try create(in: directory) { db in
             try insertMeta(
                 db,
-                [
-                    meta["format"], meta["store_id"], meta["kdf"], meta["kdf_ops"], meta["kdf_mem"],
-                    meta["kdf_salt"], meta["wrapped_master"], meta["box_public"], meta["wrapped_box_private"],
-                    meta["created"], databaseFile, DatabaseEncryption.plain.rawValue,
-                ])
-            for row in rows.1 {
+                StatementArguments(
+                    values + [databaseFile.databaseValue, DatabaseEncryption.plain.rawValue.databaseValue]))
+            for identity in identities {
                 try db.execute(
                     sql: "INSERT INTO store_identities (public_key, client_id, eak_info, created) VALUES (?, ?, ?, ?)",
-                    arguments: [row["public_key"], row["client_id"], row["eak_info"], row["created"]])
+                    arguments: StatementArguments(identity))
             }
         }
     }
@@ -155,50 +172,66 @@ extension KeyHeader {
         """
 
     /// The unfinished rekey's copy (its file name and sealed master key), nil when there is none.
+    /// - Throws: `storeCorrupted` naming the column when the row is damaged or names a file that is not a rekey
+    ///   copy's (`store-<8 hex>.sqlite`): the name steers what a rekey removes, so nothing else is accepted.
     static func pendingRekey(_ db: Database) throws -> (file: String, sealedMaster: Data)? {
         guard try db.tableExists("rekey_pending"),
-            let row = try Row.fetchOne(db, sql: "SELECT database_file, sealed_master FROM rekey_pending")
+            let fetched = try Row.fetchOne(db, sql: "SELECT database_file, sealed_master FROM rekey_pending")
         else { return nil }
-        guard let file = row["database_file"] as String?, let sealed = row["sealed_master"] as Data? else {
-            throw E3DBError(.storeCorrupted, "the key header's rekey row is damaged")
+        let row = UntrustedRow(store: fetched, table: "rekey_pending")
+        let file = try row.value("database_file", as: String.self)
+        guard isRekeyCopyName(file) else {
+            throw row.error("database_file", "is not a name the store gives a rekey's copy")
         }
-        return (file, sealed)
+        return (file, try row.value("sealed_master", as: Data.self))
     }
 
     /// Whether `name` (without its `-wal`, `-shm` or `-journal`) is a name the store gives a database file:
-    /// `store.sqlite`, a rekey's `store-<8 hex>.sqlite`, or `store.sqlite.rekey` (an earlier version's rekey
-    /// copy). The key header, and anything else in the directory (a `store.sqlite.bak` of the user's), is not.
+    /// `store.sqlite` or a rekey's `store-<8 hex>.sqlite`. The key header, and anything else in the directory (a
+    /// `store.sqlite.bak` of the user's), is not.
     static func isDatabaseFileName(_ name: String) -> Bool {
-        if name == EncryptedStore.databaseFileName || name == EncryptedStore.databaseFileName + ".rekey" { return true }
-        guard name.hasPrefix("store-"), name.hasSuffix(".sqlite") else { return false }
-        let hex = name.dropFirst("store-".count).dropLast(".sqlite".count)
-        return hex.count == 8 && hex.allSatisfy(\.isHexDigit)
+        name == EncryptedStore.databaseFileName || isRekeyCopyName(name)
     }
 
-    /// Removes the database files (and their `-wal`, `-shm`, `-journal`) that neither the header nor an unfinished
-    /// rekey names: an old database a rekey left when it stopped between its commit point and the removal. The
-    /// directory is listed inside a read transaction of the header, so a rekey cannot name a new copy meanwhile
-    /// (it names its copy in the header before it creates the file).
-    static func removeUnnamedDatabaseFiles(in directory: URL, _ keyHeader: DatabaseQueue) throws(E3DBError) {
-        try databaseCall("removing database files the key header does not name") {
-            try keyHeader.inDatabase { db in
+    /// Whether `name` is a rekey's copy: `store-<8 lowercase hex>.sqlite`.
+    static func isRekeyCopyName(_ name: String) -> Bool {
+        guard name.hasPrefix("store-"), name.hasSuffix(".sqlite") else { return false }
+        let hex = name.utf8.dropFirst("store-".count).dropLast(".sqlite".count)
+        return hex.count == 8 && hex.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// The database files the store gave names to (and their `-wal`, `-shm`, `-journal`) that are neither `live` (the
+    /// open store's own database file) nor an unfinished rekey's copy: an old database a rekey left when it stopped
+    /// between its commit point and the removal. They are removed only by `rekey` itself and by an explicit
+    /// `store gc` (``EncryptedStore/removeStaleDatabaseFiles()``), on a store that opened and authenticated, never at
+    /// open. The directory is listed inside a read transaction of the header, so a rekey cannot name a new copy
+    /// meanwhile (it names its copy in the header before it creates the file). Only regular files are removed.
+    /// - Returns: the names removed, sorted.
+    static func removeStaleDatabaseFiles(in directory: URL, live: String, _ keyHeader: DatabaseQueue) throws(E3DBError)
+        -> [String]
+    {
+        try databaseCall("removing old database files") {
+            try keyHeader.inDatabase { db -> [String] in
+                var removed: [String] = []
                 try db.inTransaction(.deferred) {
-                    var named: Set<String> = []
-                    if let file = try String.fetchOne(db, sql: "SELECT database_file FROM store_meta") {
-                        named.insert(file)
-                    }
-                    if let pending = try pendingRekey(db) { named.insert(pending.file) }
+                    var keep: Set<String> = [live]
+                    if let pending = try pendingRekey(db) { keep.insert(pending.file) }
                     let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-                    for name in names {
+                    for name in names.sorted() {
                         var base = name
                         for suffix in ["-wal", "-shm", "-journal"] where base.hasSuffix(suffix) {
                             base.removeLast(suffix.count)
                         }
-                        guard isDatabaseFileName(base), !named.isEmpty, !named.contains(base) else { continue }
-                        try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+                        let url = directory.appendingPathComponent(name)
+                        guard isDatabaseFileName(base), !keep.contains(base),
+                            try StoreFileSystem.kind(of: url) == .regularFile
+                        else { continue }
+                        try FileManager.default.removeItem(at: url)
+                        removed.append(name)
                     }
                     return .commit
                 }
+                return removed
             }
         }
     }

@@ -14,17 +14,9 @@ extension StoredRow {
     /// A point read: the row of one id in one collection.
     static let selectByID = "SELECT \(columns) FROM records r WHERE r.id = ? AND r.collection = ?"
 
-    /// Reads a row selected with ``columns``, by index (from a cursor: GRDB reads SQLite's columns directly).
-    init(columns row: Row) {
-        seq = row[0]
-        id = row[1]
-        version = row[2]
-        keyVersion = row[3]
-        created = row[4]
-        updated = row[5]
-        document = row[6]
-        mac = row[7]
-    }
+    /// Reads a row selected with ``columns``, by index (from a cursor: GRDB reads SQLite's columns directly), through
+    /// the untrusted-row reader (``init(_:byIndex:)``).
+    init(columns row: Row) { self.init(row, byIndex: true) }
 
     /// The rows of a statement selecting ``columns``, read through a cursor.
     static func fetchAll(_ statement: Statement, arguments: StatementArguments) throws -> [StoredRow] {

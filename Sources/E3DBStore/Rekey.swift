@@ -36,7 +36,8 @@ extension EncryptedStore {
     /// private half sealed under the new master key, every enrolled identity's EAK made again for the new master
     /// key). The old database file is removed after it. A crash before it leaves the old store whole (the copy is
     /// never opened as the store); the next `rekey` resumes the copy when the store has not changed since, or
-    /// starts it again. A crash after it leaves the new store, and the next `open` or `rekey` removes the old file.
+    /// starts it again. A crash after it leaves the new store and the old file, which `open` never removes: the next `rekey`, or
+    /// ``removeStaleDatabaseFiles()`` (`store gc`), does.
     ///
     /// Cost: O(records) (every record is decrypted and encrypted again) and free disk space for one copy of the
     /// database. While it copies, it holds the store's write lock: writers in other connections wait, then fail
@@ -67,6 +68,8 @@ extension EncryptedStore {
     ) throws(E3DBError) -> EncryptedStore {
         let sealing = newCredential ?? credential
         let old = try open(at: directory, credential: credential)
+        // The store opened and authenticated: an old database an interrupted rekey left goes now.
+        try old.removeStaleDatabaseFiles()
         let header = try readHeader(old.keyHeader)
         if case .identity = sealing, !header.wrappedMaster.isEmpty {
             throw E3DBError(
@@ -137,10 +140,18 @@ extension EncryptedStore {
         }
     }
 
-    /// Removes an unfinished rekey's copy and its journals.
-    static func removeRekeyCopy(in directory: URL, _ name: String) {
-        let path = directory.appendingPathComponent(name).path
-        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    /// Removes an unfinished rekey's copy and its journals: only a rekey copy's name (`store-<8 hex>.sqlite`), never
+    /// the store's live database file, and only regular files.
+    func removeRekeyCopy(_ name: String) throws(E3DBError) {
+        guard KeyHeader.isRekeyCopyName(name), name != headerBinding.databaseFile else {
+            throw E3DBError(
+                .storeCorrupted, "the key header's rekey row names \(name), which is not a rekey's copy",
+                context: .init(part: "rekey_pending.database_file"))
+        }
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let url = directory.appendingPathComponent(name + suffix)
+            if try StoreFileSystem.kind(of: url) == .regularFile { try? FileManager.default.removeItem(at: url) }
+        }
     }
 
     /// Copies the store (read in `oldDB`, inside the transaction that holds its write lock) into the rekey's copy,
@@ -153,7 +164,7 @@ extension EncryptedStore {
         if let pending, let resumed = try resumeRekey(oldDB, pending: pending, structure: structure, keys: oldKeys) {
             state = resumed
         } else {
-            if let pending { EncryptedStore.removeRekeyCopy(in: directory, pending.file) }
+            if let pending { try removeRekeyCopy(pending.file) }
             state = try startRekey(oldDB, structure: structure, keys: oldKeys)
         }
         let target = state.store
@@ -272,7 +283,7 @@ extension EncryptedStore {
                 sql: "INSERT OR REPLACE INTO rekey_pending (singleton, database_file, sealed_master) VALUES (1, ?, ?)",
                 arguments: [file, StoreKeys.wrap(master, under: keys.master)])
         }
-        EncryptedStore.removeRekeyCopy(in: directory, file)
+        try removeRekeyCopy(file)
         let state = try RekeyState(master: master, oldKeys: keys, owner: self, file: file, resumed: false)
         try state.store.pool.write { db in
             try db.execute(
@@ -432,7 +443,8 @@ struct RekeyState {
     init(master: SecretBox.Key, oldKeys: StoreKeys, owner: EncryptedStore, file: String, resumed: Bool)
         throws(E3DBError)
     {
-        wrappedBoxKey = StoreKeys.wrap(oldKeys.boxKey, under: master)
+        wrappedBoxKey = StoreKeys.wrap(
+            oldKeys.boxKey, under: master, binding: .init(databaseFile: file, encryption: owner.databaseEncryption))
         let keys = try StoreKeys(master: master, wrappedBoxKey: wrappedBoxKey)
         let header = try EncryptedStore.readHeader(owner.keyHeader).naming(file)
         let database = try EncryptedStore.openDatabase(

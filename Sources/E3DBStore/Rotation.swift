@@ -86,18 +86,19 @@ extension EncryptedStore {
                 [(seq: Int64, id: String, oldKeyVersion: Int, version: Int, oldMAC: Data, document: Data, mac: Data)] =
                     []
             for row in rows {
-                let record = try decode(row, collection: collection)
+                let stored = StoredRow(row)
+                let record = try decode(stored, collection: collection)
+                // `decode` authenticated the row, so its columns are all there and of their types.
+                guard let seq = stored.seq, let created = stored.created, let updated = stored.updated,
+                    let oldKeyVersion = stored.keyVersion, let oldMAC = stored.mac
+                else { throw stored.damage ?? E3DBError(.storeCorrupted, "record \(record.id) is damaged") }
                 let document = EncryptedDocument(
                     meta: record.meta, data: encryptFields(record.data, accessKey: current), recordSignature: nil)
                 let bytes = document.jsonData()
                 let mac = try bindingMAC(
                     keys, collection: collection, id: record.id, version: record.version, keyVersion: target,
-                    created: row["created"], updated: row["updated"], document: bytes)
-                updates.append(
-                    (
-                        row["seq"], record.id.lowercasedString, row["key_version"], record.version, row["mac"], bytes,
-                        mac
-                    ))
+                    created: created, updated: updated, document: bytes)
+                updates.append((seq, record.id.lowercasedString, oldKeyVersion, record.version, oldMAC, bytes, mac))
             }
             try databaseCall("rotating records of \(collection)") {
                 try pool.write { db in

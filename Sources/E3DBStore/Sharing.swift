@@ -2,6 +2,7 @@ import E3DBDocuments
 import E3DBFiles
 public import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 public import Foundation
 import GRDB
 
@@ -76,13 +77,13 @@ extension EncryptedStore {
             for row in rows {
                 // Authenticate the record in its place (and that it decrypts) before it leaves the store.
                 _ = try decode(row, collection: collection)
-                guard let bytes = row["document"] as Data? else { continue }
+                let bytes = try UntrustedRow(store: row, table: "records").value("document", as: Data.self)
                 try writer.append(bytes)
                 try writer.append(Data([0x0A]))
                 count += 1
             }
             guard let last = rows.last else { break }
-            after = last["seq"]
+            after = try UntrustedRow(store: last, table: "records").value("seq", as: Int64.self)
         }
         try writer.commit()
         let eakWriter = try ExportFile(finalURL: eakURL)

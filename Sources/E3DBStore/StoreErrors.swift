@@ -1,4 +1,6 @@
 public import E3DBPrimitives
+import E3DBRows
+import GRDB
 
 extension E3DBError.Code {
     /// A blind-index entry is missing, differs from the token its record's data gives, or points at no record
@@ -39,4 +41,20 @@ extension E3DBError.Code {
     /// (``EncryptedStore/open(at:credential:expectedMinimumWriteCounter:)``): the file is an older copy of the store.
     /// `context.expected` holds the minimum, `context.actual` the store's counter.
     public static let storeRolledBack = Self("storeRolledBack", category: .verification)
+}
+
+extension UntrustedRow {
+    /// A row of the store's database or key header: a value of the wrong type, a NULL where a value belongs or a
+    /// missing column is `storeCorrupted` naming `table.column`.
+    init(store row: Row, table: String) { self.init(row, table: table, failure: .storeCorrupted, owner: "the store's") }
+
+    /// The first column of every row `sql` selects from `table` (`column` names it in errors), read untrusted.
+    static func storeColumn<Value: DatabaseValueConvertible>(
+        _ db: Database, _ sql: String, arguments: StatementArguments = [], table: String, column: String,
+        as type: Value.Type = Value.self
+    ) throws -> [Value] {
+        try Row.fetchAll(db, sql: sql, arguments: arguments).map { row throws(E3DBError) in
+            try UntrustedRow(store: row, table: table).value(at: 0, column, as: type)
+        }
+    }
 }

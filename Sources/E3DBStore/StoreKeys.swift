@@ -47,10 +47,47 @@ struct StoreKeys: Sendable {
     /// Whether the sealed box key carries ``statePromise``: the store has an authenticated state, so a store
     /// without state rows was stripped of them (false only for a store made before the collection state).
     let promisesState: Bool
+    /// The database file and encryption the sealed box key names after its state promise (nil for a store made
+    /// before the binding): the key header's plain `database_file` and `database_encryption` must say the same.
+    let binding: HeaderBinding?
 
     /// Sealed after the box private key (under the master key) by every store with a collection state: a promise
     /// that someone who can edit the files cannot take back by deleting the state rows (they cannot seal anew).
     static let statePromise = Array("E3DBStore state v1".utf8)
+
+    /// The key header's values that say which file is the database and how to open it, sealed under the master key
+    /// after ``statePromise``: `"E3DBStore header v1"`, one byte for the encryption (`e` or `p`), then the file
+    /// name's UTF-8. Someone who can edit the key header cannot point the store at another file or flip its
+    /// encryption without the master key.
+    struct HeaderBinding: Equatable {
+        let databaseFile: String
+        let encryption: DatabaseEncryption
+
+        static let tag = Array("E3DBStore header v1".utf8)
+
+        var bytes: [UInt8] { HeaderBinding.tag + [encryption == .encrypted ? 0x65 : 0x70] + Array(databaseFile.utf8) }
+
+        /// The binding in `bytes` (what follows the state promise), nil when it is not one.
+        init?(_ bytes: some Collection<UInt8>) {
+            let tag = HeaderBinding.tag
+            guard bytes.count > tag.count + 1, bytes.prefix(tag.count).elementsEqual(tag) else { return nil }
+            let rest = bytes.dropFirst(tag.count)
+            switch rest.first {
+            case 0x65: encryption = .encrypted
+            case 0x70: encryption = .plain
+            default: return nil
+            }
+            guard let name = String(validating: rest.dropFirst(), as: UTF8.self),
+                KeyHeader.isDatabaseFileName(name)
+            else { return nil }
+            databaseFile = name
+        }
+
+        init(databaseFile: String, encryption: DatabaseEncryption) {
+            self.databaseFile = databaseFile
+            self.encryption = encryption
+        }
+    }
 
     init(master: SecretBox.Key, wrappedBoxKey: Data) throws(E3DBError) {
         self.master = master
@@ -66,11 +103,22 @@ struct StoreKeys: Sendable {
         }
         let keyCount = SecretBox.keyByteCount
         let promise = StoreKeys.statePromise
-        let promised = unsafe opened.withUnsafeBytes { raw in
-            unsafe raw.count == keyCount + promise.count && raw[keyCount...].elementsEqual(promise)
+        // What follows the key: nothing (a store made before the collection state), the state promise, or the state
+        // promise and the header binding (neither is secret; the key stays in `opened`).
+        let following = unsafe opened.withUnsafeBytes { raw in
+            unsafe raw.count >= keyCount ? Array(unsafe raw[keyCount...]) : nil
         }
-        guard opened.count == keyCount || promised else { throw failure }
-        self.promisesState = promised
+        let trailer: (promised: Bool, binding: HeaderBinding?)?
+        switch following {
+        case .some(let bytes) where bytes.isEmpty: trailer = (false, nil)
+        case .some(let bytes) where bytes.count == promise.count && bytes.elementsEqual(promise): trailer = (true, nil)
+        case .some(let bytes) where bytes.starts(with: promise):
+            trailer = HeaderBinding(bytes.dropFirst(promise.count)).map { (true, $0) }
+        default: trailer = nil
+        }
+        guard let trailer else { throw failure }
+        self.promisesState = trailer.promised
+        self.binding = trailer.binding
         self.boxKey = try Box.PrivateKey(
             unsafe SecureBytes(count: keyCount) { destination in
                 unsafe opened.withUnsafeBytes { source in
@@ -80,16 +128,30 @@ struct StoreKeys: Sendable {
     }
 
     /// Seals a box private key under the master key, followed by ``statePromise`` unless `promisingState` is false
-    /// (the form of a store made before the collection state, for its tests).
-    static func wrap(_ key: Box.PrivateKey, under master: SecretBox.Key, promisingState: Bool = true) -> Data {
-        let promise = promisingState ? StoreKeys.statePromise : []
+    /// (the form of a store made before the collection state, for its tests), and by `binding` when given (a
+    /// promise always comes with it).
+    static func wrap(
+        _ key: Box.PrivateKey, under master: SecretBox.Key, promisingState: Bool = true, binding: HeaderBinding?
+    ) -> Data {
+        let trailer = promisingState ? StoreKeys.statePromise + (binding?.bytes ?? []) : []
         let bytes = unsafe key.withUnsafeBytes { raw in
-            unsafe SecureBytes(count: raw.count + promise.count) { destination in
+            unsafe SecureBytes(count: raw.count + trailer.count) { destination in
                 unsafe destination.copyMemory(from: raw)
-                unsafe UnsafeMutableRawBufferPointer(rebasing: destination[raw.count...]).copyBytes(from: promise)
+                unsafe UnsafeMutableRawBufferPointer(rebasing: destination[raw.count...]).copyBytes(from: trailer)
             }
         }
         return SecretBox.seal(bytes, using: master).combined
+    }
+
+    /// The highest Argon2id cost a store is created or opened with: libsodium's `sensitive` preset.
+    static var maximumKDFParameters: Argon2id.Parameters { .sensitive }
+
+    /// Whether Argon2id `parameters` are within libsodium's minimums and ``maximumKDFParameters``.
+    static func isAllowed(_ parameters: Argon2id.Parameters) -> Bool {
+        let ceiling = maximumKDFParameters
+        let floor = Argon2id.Parameters.minimum
+        return (floor.opsLimit...ceiling.opsLimit).contains(parameters.opsLimit)
+            && (floor.memoryLimit...ceiling.memoryLimit).contains(parameters.memoryLimit)
     }
 
     /// A 32-byte subkey: keyed BLAKE2b-256 of a fixed, labelled context under the master key.
@@ -146,7 +208,15 @@ struct StoreKeys: Sendable {
         let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
         if case .identity = credential { return CredentialWrapping(salt: salt, parameters: nil, wrappedMaster: Data()) }
         var parameters: Argon2id.Parameters?
-        if case .passphrase = credential { parameters = kdfParameters }
+        if case .passphrase = credential {
+            guard isAllowed(kdfParameters) else {
+                throw E3DBError(
+                    .invalidParameter,
+                    "the Argon2id cost must be between libsodium's minimum and \(maximumKDFParameters.opsLimit) "
+                        + "passes over \(maximumKDFParameters.memoryLimit >> 20) MiB (the sensitive preset)")
+            }
+            parameters = kdfParameters
+        }
         let kek = try keyEncryptionKey(credential, salt: salt, parameters: parameters)
         return CredentialWrapping(salt: salt, parameters: parameters, wrappedMaster: wrap(master, under: kek))
     }

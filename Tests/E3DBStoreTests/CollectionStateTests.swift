@@ -222,7 +222,7 @@ struct CollectionStateTests {
         // What a store of the previous format looks like (its box key sealed without the state promise, no state
         // tables), plus one record whose MAC does not verify.
         let keys = try store.currentKeys()
-        try setWrappedBoxKey(dir, StoreKeys.wrap(keys.boxKey, under: keys.master, promisingState: false))
+        try setWrappedBoxKey(dir, StoreKeys.wrap(keys.boxKey, under: keys.master, promisingState: false, binding: nil))
         try edit(
             store,
             """
@@ -251,7 +251,7 @@ struct CollectionStateTests {
         expectStoreError(.storeTampered, item: "store") { _ = try open(dir) }
         // Only an old copy of the key header (from before the upgrade) takes the promise back: the old-backup
         // attacker, whom the write counter kept outside the file catches.
-        try setWrappedBoxKey(dir, StoreKeys.wrap(keys.boxKey, under: keys.master, promisingState: false))
+        try setWrappedBoxKey(dir, StoreKeys.wrap(keys.boxKey, under: keys.master, promisingState: false, binding: nil))
         expectStoreError(.storeRolledBack) { _ = try open(dir, minimum: counter) }
     }
 

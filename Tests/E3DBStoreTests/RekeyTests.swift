@@ -218,8 +218,8 @@ struct RekeyTests {
         }
 
         // The old key material pasted into the new key header: the old passphrase opens it (the old master key),
-        // and the new database does not open under that key (encrypted: its pages do not authenticate; plain: its
-        // authenticated state does not): the store refuses at once.
+        // whose sealed box key names the old database file, not the new one the header names: the store refuses at
+        // once, before opening any database (and the new database would not open under that key either).
         let edited = try DatabaseQueue(path: dir.keyHeader)
         try edited.write { db in
             try db.execute(
@@ -234,7 +234,7 @@ struct RekeyTests {
                 ])
         }
         try edited.close()
-        expectStoreError(encryption == .encrypted ? .storeCorrupted : .storeTampered) {
+        expectStoreError(.storeTampered) {
             _ = try EncryptedStore.open(at: dir.url, credential: passphrase("same"))
         }
     }
@@ -327,7 +327,8 @@ struct RekeyTests {
         #expect(try Self.pendingCopy(dir).map { FileManager.default.fileExists(atPath: $0) } == true)
     }
 
-    @Test("a crash after the commit point leaves the old file: the next open removes it, and only such files")
+    @Test(
+        "a crash after the commit point leaves the old file: open keeps it; store gc removes it, and only such files")
     func orphanRemoved() throws {
         let dir = try StoreDirectory()
         do {
@@ -348,6 +349,11 @@ struct RekeyTests {
         }
         let reopened = try EncryptedStore.open(at: dir.url, credential: passphrase("a"))
         #expect(try reopened.count(collection: "c") == 1)
+        #expect(FileManager.default.fileExists(atPath: dir.database), "open removed a file")
+        #expect(
+            try reopened.removeStaleDatabaseFiles() == [
+                "store-0badf00d.sqlite-shm", EncryptedStore.databaseFileName, EncryptedStore.databaseFileName + "-wal",
+            ])
         let left = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter {
             !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm")
         }

@@ -176,13 +176,17 @@ struct StoreRemoveFileCommand: ParsableCommand {
 struct StoreRemoveOrphansCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gc",
-        abstract: "Remove file bodies that no entry names (left by a crash); prints {\"removed\":[…]}.")
+        abstract:
+            "Remove what a crash left: file bodies no entry names, and old database files an interrupted rekey "
+            + "left; prints {\"removed\":[…]}.")
 
     @OptionGroup var keys: StoreKeyOptions
 
     func run() throws {
         let store = try keys.open()
-        let removed = try libraryCall("cleaning \(keys.store)") { try store.removeOrphanFiles() }
+        let removed = try libraryCall("cleaning \(keys.store)") {
+            try store.removeStaleDatabaseFiles() + store.removeOrphanFiles()
+        }
         try StandardOutput.line(CanonicalJSON.serialize(.object(["removed": .array(removed.map { .string($0) })])))
     }
 }

@@ -1,3 +1,4 @@
+internal import E3DBRows
 internal import GRDB
 
 /// Notes.
@@ -9,12 +10,17 @@ extension SQLiteStorage {
         created, body
         """
 
-    private static func note(_ r: Row) throws -> NoteRow {
-        NoteRow(
-            noteID: try NoteID(stored: r[0]), idString: r[1],
-            writerClientID: try (r[2] as String?).map { text in try ClientID(stored: text) },
-            recipientSigningKey: r[3], writerSigningKey: r[4],
-            maxViews: r[5], views: r[6], expiresAt: r[7], created: r[8], bodyJSON: r[9])
+    private static func note(_ row: Row) throws -> NoteRow {
+        let r = UntrustedRow(server: row, table: "notes")
+        return NoteRow(
+            noteID: try NoteID(stored: r.value(at: 0, "note_id")), idString: try r.optional(at: 1, "id_string"),
+            writerClientID: try r.optional(at: 2, "writer_client_id", as: String.self).map { text in
+                try ClientID(stored: text)
+            },
+            recipientSigningKey: try r.value(at: 3, "recipient_signing_key"),
+            writerSigningKey: try r.value(at: 4, "writer_signing_key"), maxViews: try r.optional(at: 5, "max_views"),
+            views: try r.value(at: 6, "views"), expiresAt: try r.optional(at: 7, "expires_at"),
+            created: try r.value(at: 8, "created"), bodyJSON: try r.value(at: 9, "body"))
     }
 
     private static func insert(_ n: NoteRow, _ db: Database) throws {

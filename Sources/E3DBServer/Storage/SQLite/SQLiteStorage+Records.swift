@@ -1,3 +1,4 @@
+internal import E3DBRows
 internal import GRDB
 
 extension SQLiteStorage {
@@ -10,11 +11,16 @@ extension SQLiteStorage {
         "idx, record_id, writer_id, user_id, type, plain, '', rec_sig, file_meta, created, last_modified, version"
 
     /// A row of ``recordColumns``.
-    private static func record(_ r: Row) throws -> RecordRow {
-        RecordRow(
-            index: r[0], recordID: try RecordID(stored: r[1]), writerID: try ClientID(stored: r[2]),
-            userID: try ClientID(stored: r[3]), type: r[4], plainJSON: r[5], dataJSON: r[6], recSig: r[7],
-            fileMetaJSON: r[8], created: r[9], lastModified: r[10], version: r[11])
+    private static func record(_ row: Row) throws -> RecordRow {
+        let r = UntrustedRow(server: row, table: "records")
+        return RecordRow(
+            index: try r.value(at: 0, "idx"), recordID: try RecordID(stored: r.value(at: 1, "record_id")),
+            writerID: try ClientID(stored: r.value(at: 2, "writer_id")),
+            userID: try ClientID(stored: r.value(at: 3, "user_id")), type: try r.value(at: 4, "type"),
+            plainJSON: try r.value(at: 5, "plain"), dataJSON: try r.value(at: 6, "data"),
+            recSig: try r.optional(at: 7, "rec_sig"), fileMetaJSON: try r.optional(at: 8, "file_meta"),
+            created: try r.value(at: 9, "created"), lastModified: try r.value(at: 10, "last_modified"),
+            version: try r.value(at: 11, "version"))
     }
 
     /// The record `id`, read in the caller's transaction.
@@ -151,16 +157,20 @@ extension SQLiteStorage {
         }
     }
 
-    private static func pending(_ r: Row) throws -> PendingFileRow {
-        let id = try RecordID(stored: r[0])
-        let created: Int64 = r[11]
+    private static func pending(_ row: Row) throws -> PendingFileRow {
+        let r = UntrustedRow(server: row, table: "pending_files")
+        let id = try RecordID(stored: r.value(at: 0, "pending_id"))
+        let created: Int64 = try r.value(at: 11, "created")
         return PendingFileRow(
             pendingID: id,
             record: RecordRow(
-                recordID: id, writerID: try ClientID(stored: r[1]), userID: try ClientID(stored: r[2]), type: r[3],
-                plainJSON: r[4], dataJSON: r[5], recSig: r[6], fileMetaJSON: r[7], created: created,
-                lastModified: created, version: ""),
-            checksum: r[8], size: r[9], uploaded: r[10], created: created)
+                recordID: id, writerID: try ClientID(stored: r.value(at: 1, "writer_id")),
+                userID: try ClientID(stored: r.value(at: 2, "user_id")), type: try r.value(at: 3, "type"),
+                plainJSON: try r.value(at: 4, "plain"), dataJSON: try r.value(at: 5, "data"),
+                recSig: try r.optional(at: 6, "rec_sig"), fileMetaJSON: try r.optional(at: 7, "file_meta"),
+                created: created, lastModified: created, version: ""),
+            checksum: try r.value(at: 8, "checksum"), size: try r.value(at: 9, "size"),
+            uploaded: try r.value(at: 10, "uploaded"), created: created)
     }
 
     /// The pending file `id`, read in the caller's transaction.

@@ -1,4 +1,5 @@
 import E3DBPrimitives
+internal import E3DBRows
 public import Foundation
 internal import GRDB
 
@@ -145,6 +146,9 @@ public final class SQLiteStorage: ServerStorage {
             }
         case is CancellationError:
             return E3DBError(.storageUnavailable, "the SQLite call was cancelled")
+        case is RowDecodingError:
+            // GRDB's description holds the row's values: only say what happened.
+            return E3DBError(.storageCorrupted, "a value in the server database is of the wrong type")
         default:
             return E3DBError(.storageFailed, "SQLite failed: \(type(of: error))")
         }
@@ -177,7 +181,7 @@ public final class SQLiteStorage: ServerStorage {
                     db.cachedStatement(sql: "SELECT uses_left FROM registration_tokens WHERE token_hash = ?"),
                     arguments: [hash])
             else { return false }
-            let left: Int? = row[0]
+            let left: Int? = try UntrustedRow(server: row, table: "registration_tokens").optional(at: 0, "uses_left")
             if let left {
                 guard left > 0 else { return false }
                 try db.cachedStatement(
@@ -222,11 +226,15 @@ public final class SQLiteStorage: ServerStorage {
     private static let clientColumns =
         "client_id, name, public_key, signing_key, api_key_id, api_secret_hash, enabled, has_backup, registration_token_hash, created"
 
-    private static func client(_ r: Row) throws -> ClientRow {
-        ClientRow(
-            clientID: try ClientID(stored: r[0]), name: r[1], publicKey: r[2], signingKey: r[3], apiKeyID: r[4],
-            apiSecretHash: r[5],
-            enabled: r[6], hasBackup: r[7], registrationTokenHash: r[8], created: r[9])
+    private static func client(_ row: Row) throws -> ClientRow {
+        let r = UntrustedRow(server: row, table: "clients")
+        return ClientRow(
+            clientID: try ClientID(stored: r.value(at: 0, "client_id")), name: try r.value(at: 1, "name"),
+            publicKey: try r.value(at: 2, "public_key"), signingKey: try r.optional(at: 3, "signing_key"),
+            apiKeyID: try r.value(at: 4, "api_key_id"), apiSecretHash: try r.value(at: 5, "api_secret_hash"),
+            enabled: try r.value(at: 6, "enabled"), hasBackup: try r.value(at: 7, "has_backup"),
+            registrationTokenHash: try r.value(at: 8, "registration_token_hash"), created: try r.value(at: 9, "created")
+        )
     }
 
     public func client(id: ClientID) async throws -> ClientRow? {
@@ -275,7 +283,12 @@ public final class SQLiteStorage: ServerStorage {
                 db.cachedStatement(
                     sql: "SELECT client_id, expires FROM access_tokens WHERE token_hash = ? AND expires > ?"),
                 arguments: [hash, now]
-            ).map { row in (try ClientID(stored: row[0]), row[1]) }
+            ).map { row in
+                let r = UntrustedRow(server: row, table: "access_tokens")
+                return (
+                    try ClientID(stored: r.value(at: 0, "client_id")), try r.value(at: 1, "expires", as: Int64.self)
+                )
+            }
         }
     }
 
@@ -306,10 +319,15 @@ public final class SQLiteStorage: ServerStorage {
                         WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?
                         """), arguments: [t.writerID.text, t.userID.text, t.readerID.text, t.type]
             ).map { row in
-                AccessKeyRow(
-                    tuple: t, eak: row[0], authorizerID: try ClientID(stored: row[1]), authorizerPublicKey: row[2],
-                    signerID: try (row[3] as String?).map { text in try ClientID(stored: text) },
-                    signerSigningKey: row[4])
+                let r = UntrustedRow(server: row, table: "access_keys")
+                return AccessKeyRow(
+                    tuple: t, eak: try r.value(at: 0, "eak"),
+                    authorizerID: try ClientID(stored: r.value(at: 1, "authorizer_id")),
+                    authorizerPublicKey: try r.value(at: 2, "authorizer_public_key"),
+                    signerID: try r.optional(at: 3, "signer_id", as: String.self).map { text in
+                        try ClientID(stored: text)
+                    },
+                    signerSigningKey: try r.optional(at: 4, "signer_signing_key"))
             }
         }
     }
@@ -339,13 +357,17 @@ public final class SQLiteStorage: ServerStorage {
 
     // MARK: Policies
 
-    private static func policy(_ r: Row) throws -> PolicyRow {
-        PolicyRow(
+    private static func policy(_ row: Row) throws -> PolicyRow {
+        let r = UntrustedRow(server: row, table: "policies")
+        return PolicyRow(
             tuple: AccessTuple(
-                writerID: try ClientID(stored: r[1]), userID: try ClientID(stored: r[0]),
-                readerID: try ClientID(stored: r[2]), type: r[3]),
-            canRead: r[4], canAuthorize: r[5],
-            authorizedBy: try (r[6] as String?).map { text in try ClientID(stored: text) })
+                writerID: try ClientID(stored: r.value(at: 1, "writer_id")),
+                userID: try ClientID(stored: r.value(at: 0, "user_id")),
+                readerID: try ClientID(stored: r.value(at: 2, "reader_id")), type: try r.value(at: 3, "type")),
+            canRead: try r.value(at: 4, "can_read"), canAuthorize: try r.value(at: 5, "can_authorize"),
+            authorizedBy: try r.optional(at: 6, "authorized_by", as: String.self).map { text in
+                try ClientID(stored: text)
+            })
     }
     private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
 
@@ -431,4 +453,12 @@ private final class DatabaseFileSync: Sendable {
     func sync() { _ = fdatasync(descriptor) }
 
     deinit { close(descriptor) }
+}
+
+extension UntrustedRow {
+    /// A row of the server's SQLite database: a value of the wrong type, a NULL where a value belongs or a missing
+    /// column is `storageCorrupted` naming `table.column`.
+    init(server row: Row, table: String) {
+        self.init(row, table: table, failure: .storageCorrupted, owner: "the server database's")
+    }
 }

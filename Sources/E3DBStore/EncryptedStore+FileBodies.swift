@@ -27,7 +27,15 @@ extension EncryptedStore {
     ///   swapped); `fileIOFailed` when the sink fails.
     @discardableResult
     public func readFile<S: FileByteSink>(at path: String, to sink: inout S) throws(E3DBError) -> StoredFile {
-        let (entry, fd, key) = try openForReading(path, abort: &sink)
+        try readFile(at: path, to: &sink, in: nil)
+    }
+
+    /// ``readFile(at:to:)`` with `files/` already open (nil: opened for this read).
+    @discardableResult
+    func readFile<S: FileByteSink>(at path: String, to sink: inout S, in bodies: BodyDirectory?) throws(E3DBError)
+        -> StoredFile
+    {
+        let (entry, fd, key) = try openForReading(path, abort: &sink, in: bodies)
         defer { _ = close(fd) }
         var source = FileDescriptorSource(fileDescriptor: fd)
         let options = FileDecryptionOptions(
@@ -51,7 +59,7 @@ extension EncryptedStore {
     /// - Throws: as ``readFile(at:to:)``, and `rangeNotSatisfiable` (naming the path).
     public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError)
     {
-        let (entry, fd, key) = try openForReading(path, abort: &sink)
+        let (entry, fd, key) = try openForReading(path, abort: &sink, in: nil)
         defer { _ = close(fd) }
         let source: FileDescriptorRandomAccessSource
         do throws(E3DBError) {
@@ -75,11 +83,11 @@ extension EncryptedStore {
 
     /// The row, open body and key of the file at `path`; on failure `sink` is aborted, so a read always either
     /// finishes or aborts its sink.
-    func openForReading<S: FileByteSink>(_ path: String, abort sink: inout S) throws(E3DBError) -> (
-        FileEntry, Int32, AccessKey
-    ) {
+    func openForReading<S: FileByteSink>(_ path: String, abort sink: inout S, in bodies: BodyDirectory?)
+        throws(E3DBError) -> (FileEntry, Int32, AccessKey)
+    {
         do throws(E3DBError) {
-            let (entry, fd) = try openCurrentBody(path)
+            let (entry, fd) = try openCurrentBody(path, in: bodies)
             do throws(E3DBError) {
                 return (entry, fd, try entry.accessKey(try filesKey(try currentKeys())))
             } catch {
@@ -94,27 +102,35 @@ extension EncryptedStore {
 
     /// The authenticated row at `path` and its open body. A body removed between reading the row and opening it
     /// (another writer replaced or deleted the file) is looked up again, so only a body missing from the current
-    /// row is `fileTampered`.
-    func openCurrentBody(_ path: String) throws(E3DBError) -> (FileEntry, Int32) {
+    /// row is `fileTampered`. `files/` is opened once the row is found, unless `given` (already open).
+    func openCurrentBody(_ path: String, in given: BodyDirectory?) throws(E3DBError) -> (FileEntry, Int32) {
         var entry = try fileEntry(at: path)
+        let bodies: BodyDirectory?
+        if let given { bodies = given } else { bodies = try BodyDirectory(in: directory, create: false) }
         for _ in 0..<3 {
             do {
-                return (entry, try openBody(entry))
+                return (entry, try openBody(entry, in: bodies))
             } catch {
                 let current = try fileEntry(at: path)
                 guard current.id != entry.id else { throw error }
                 entry = current
             }
         }
-        return (entry, try openBody(entry))
+        return (entry, try openBody(entry, in: bodies))
     }
 
-    /// Opens the body of `entry` and checks its size against the row.
-    func openBody(_ entry: FileEntry) throws(E3DBError) -> Int32 {
-        let fd = openReadOnly(bodyURL(entry.id).path)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ENOENT { throw entry.tampered("its body is missing") }
+    /// Opens the body of `entry` in `bodies` (nil: the store has no `files/`) and checks its size against the row:
+    /// a regular file only, never through a link and never waiting (a FIFO).
+    func openBody(_ entry: FileEntry, in bodies: BodyDirectory?) throws(E3DBError) -> Int32 {
+        guard let bodies, let name = BodyDirectory.bodyName(entry.id) else {
+            throw entry.tampered("its body is missing")
+        }
+        let fd: Int32
+        switch bodies.openBody(name) {
+        case .success(let opened): fd = opened
+        case .failure(.missing): throw entry.tampered("its body is missing")
+        case .failure(.notRegular(let what)): throw entry.tampered("its body is \(what), not a regular file")
+        case .failure(.system(let code)):
             throw E3DBError(
                 .databaseError, unsafe "cannot open the body of \(entry.path): \(String(cString: strerror(code)))",
                 context: .init(part: entry.bodyName, item: entry.path))
@@ -131,10 +147,20 @@ extension EncryptedStore {
 
     /// Authenticates every file row and decrypts every body in full (size, chunks, checksum), then looks for
     /// orphan bodies; one error per problem, naming the path (or the orphan body).
+    /// When the store refuses its `files/` (a link or not a directory), that is one problem and the rows are only
+    /// authenticated: nothing outside the store is read or listed.
     func verifyFiles() throws(E3DBError) -> (checked: Int, problems: [E3DBError]) {
         let keys = try currentKeys()
         var checked = 0
         var problems: [E3DBError] = []
+        var bodies: BodyDirectory?
+        var refused = false
+        do {
+            bodies = try BodyDirectory(in: directory, create: false)
+        } catch {
+            problems.append(error)
+            refused = true
+        }
         var after: Int64 = 0
         while true {
             let rows = try databaseCall("verifying files") {
@@ -148,8 +174,9 @@ extension EncryptedStore {
                 checked += 1
                 do {
                     let entry = try decodeFile(FileRow(row), keys: keys)
+                    guard !refused else { continue }
                     var discard = DiscardingByteSink()
-                    try readFile(at: entry.path, to: &discard)
+                    try readFile(at: entry.path, to: &discard, in: bodies)
                 } catch {
                     problems.append(error)
                 }
@@ -157,7 +184,7 @@ extension EncryptedStore {
             guard let last = rows.last else { break }
             after = last["seq"]
         }
-        for name in try orphanBodies() {
+        for name in try orphanBodies(in: bodies) {
             problems.append(
                 E3DBError(
                     .fileBodyOrphaned, "\(EncryptedStore.filesDirectoryName)/\(name) is a body no file row names",
@@ -173,21 +200,24 @@ extension EncryptedStore {
     @discardableResult
     public func removeOrphanFiles() throws(E3DBError) -> [String] {
         _ = try currentKeys()
-        return try orphanBodies(remove: true).map { "\(EncryptedStore.filesDirectoryName)/\($0)" }
+        let bodies = try BodyDirectory(in: directory, create: false)
+        return try orphanBodies(in: bodies, remove: true).map { "\(EncryptedStore.filesDirectoryName)/\($0)" }
     }
 
-    /// Names in `files/` that are not the body of a row (temporary files of writers in progress, named
-    /// `.e3dbkit-*.tmp` where the system lacks unnamed temporary files, are left alone). Listed under the write
-    /// lock: a writer names its body inside its row's transaction.
-    func orphanBodies(remove: Bool = false) throws(E3DBError) -> [String] {
-        try databaseCall("looking for orphan file bodies") {
+    /// Names in `bodies` of the form `<uuid>.e3f` that are not the body of a row. Nothing else there is an orphan
+    /// or removed: not the temporary files of writers in progress (`.e3dbkit-*.tmp` where the system lacks unnamed
+    /// temporary files), nor anything someone else put there. Listed under the write lock: a writer names its body
+    /// inside its row's transaction. With `remove`, each is unlinked (a link itself, never its target) and only
+    /// those removed are returned.
+    func orphanBodies(in bodies: BodyDirectory?, remove: Bool = false) throws(E3DBError) -> [String] {
+        guard let bodies else { return [] }
+        return try databaseCall("looking for orphan file bodies") {
             try pool.writeWithoutTransaction { db in
                 var orphans: [String] = []
                 try db.inTransaction(.immediate) {
                     let known = Set(try String.fetchAll(db, sql: "SELECT id FROM files").map { "\($0).e3f" })
-                    let names = (try? FileManager.default.contentsOfDirectory(atPath: filesDirectory.path)) ?? []
-                    for name in names.sorted() where !known.contains(name) && !name.hasPrefix(".e3dbkit-") {
-                        if remove { _ = unsafe unlink(filesDirectory.appendingPathComponent(name).path) }
+                    for name in try bodies.names().sorted()
+                    where BodyDirectory.isBodyName(name) && !known.contains(name) && (!remove || bodies.remove(name)) {
                         orphans.append(name)
                     }
                     return .commit

@@ -19,10 +19,6 @@ extension EncryptedStore {
     /// The directory of file bodies inside the store directory.
     public static let filesDirectoryName = "files"
 
-    var filesDirectory: URL { directory.appendingPathComponent(EncryptedStore.filesDirectoryName, isDirectory: true) }
-
-    func bodyURL(_ id: String) -> URL { filesDirectory.appendingPathComponent("\(id).e3f") }
-
     // MARK: Writing
 
     /// Encrypts everything `source` delivers as the file at `path` (constant memory): an E3DB v3 file under a
@@ -58,14 +54,12 @@ extension EncryptedStore {
         try databaseCall("reading the file tree") {
             try pool.read { db in try checkFree(db, path: path, replace: replace) }
         }
-        do {
-            try FileManager.default.createDirectory(at: filesDirectory, withIntermediateDirectories: true)
-        } catch {
-            throw E3DBError(.databaseError, "cannot create \(filesDirectory.path): \(error.localizedDescription)")
+        guard let bodies = try BodyDirectory(in: directory, create: true) else {
+            throw E3DBError(.databaseError, "cannot create the store's \(EncryptedStore.filesDirectoryName) directory")
         }
         let id = UUID().lowercasedString
         let fileKey = AccessKey()
-        var body = try StagedBody(path: bodyURL(id).path)
+        var body = try StagedBody(in: bodies, id: id)
         let result = try E3DBFileCipher.encrypt(
             from: &source, to: &body, accessKey: fileKey,
             options: FileEncryptionOptions(checksums: [.ciphertextBLAKE2b512]))
@@ -94,16 +88,16 @@ extension EncryptedStore {
                         try commitState(db, keys, nil)
                         try insertFile(db, entry, keys: keys)
                         try body.publish()
-                        try syncDirectory(filesDirectory)
+                        try bodies.sync()
                         return .commit
                     }
                 }
             }
         } catch {
-            if body.published { _ = unsafe unlink(bodyURL(id).path) } else { body.abort() }
+            if body.published { bodies.remove(body.name) } else { body.abort() }
             throw error
         }
-        if let replaced { _ = unsafe unlink(bodyURL(replaced).path) }
+        if let replaced, let name = BodyDirectory.bodyName(replaced) { bodies.remove(name) }
         return try entry.stored()
     }
 
@@ -235,8 +229,8 @@ extension EncryptedStore {
     }
 
     /// Deletes the file at `path` (with `recursive`, also every file under it when it is a directory). Rows are
-    /// deleted in one transaction; bodies are removed after it commits (a crash in between leaves orphan bodies,
-    /// which `verify()` reports and ``removeOrphanFiles()`` removes).
+    /// deleted in one transaction; bodies are removed after it commits (a crash in between, or a `files` directory
+    /// the store refuses, leaves orphan bodies, which `verify()` reports and ``removeOrphanFiles()`` removes).
     /// - Returns: the number of files deleted.
     /// - Throws: `fileNotFound`.
     @discardableResult
@@ -259,7 +253,10 @@ extension EncryptedStore {
                 return ids
             }
         }
-        for id in ids { _ = unsafe unlink(bodyURL(id).path) }
+        // Best effort: the rows are gone; a body left (files/ refused or unwritable) is an orphan verify reports.
+        if let bodies = try? BodyDirectory(in: directory, create: false) {
+            for name in ids.compactMap(BodyDirectory.bodyName) { bodies.remove(name) }
+        }
         return ids.count
     }
 }

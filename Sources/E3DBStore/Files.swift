@@ -19,7 +19,8 @@ extension E3DBError.Code {
     /// A file (or a directory of files) already exists where one was to be written or moved.
     public static let fileExists = Self("fileExists", category: .invalidArgument)
     /// A stored file does not authenticate: its row was edited, or its body (`files/<id>.e3f`) is missing, cut,
-    /// edited or belongs to another row. `context.item` names the path, `context.part` the body file.
+    /// edited, belongs to another row or is not a regular file (a symbolic link, FIFO, directory or device, which
+    /// is never followed or waited on). `context.item` names the path, `context.part` the body file.
     public static let fileTampered = Self("fileTampered", category: .verification)
     /// A body in the store's `files/` directory that no file row names (left by a crash between writing it and
     /// committing its row, or after deleting a row). ``EncryptedStore/removeOrphanFiles()`` removes them.
@@ -131,36 +132,6 @@ struct FileRow: Sendable {
         created = row["created"]
         updated = row["updated"]
         mac = row["mac"]
-    }
-}
-
-/// A body being written: the file cipher's `finish()` only marks it complete; ``publish()`` names it (inside the
-/// write transaction of its row), so a body without a committed row exists only after a crash at that moment.
-final class StagedBody: FileByteSink {
-    let sink: AtomicFileSink
-    private(set) var complete = false
-    private(set) var published = false
-
-    init(path: String) throws(E3DBError) {
-        do {
-            sink = try AtomicFileSink(path: path)
-        } catch {
-            throw E3DBError(.databaseError, "cannot create a file body in the store: \(error)")
-        }
-    }
-
-    func write(_ bytes: RawSpan) throws { try sink.write(bytes) }
-    func finish() throws { complete = true }
-    func abort() { sink.abort() }
-
-    func publish() throws(E3DBError) {
-        guard complete else { throw E3DBError(.databaseError, "a file body was published before it was complete") }
-        do {
-            try sink.finish()
-        } catch {
-            throw E3DBError(.databaseError, "cannot write a file body: \(error)")
-        }
-        published = true
     }
 }
 

@@ -101,14 +101,18 @@ struct StoreFileCLITests {
             damaged.status == 2 && damaged.stdout.isEmpty && damaged.stderr.contains("/archive/in.bin"),
             "\(damaged.stderr)")
         #expect(try await storeRun("cat", ["--range", "0-9", "/archive/in.bin"]).stdout == plain.prefix(10))
-        try Data("orphan".utf8).write(to: URL(fileURLWithPath: store).appendingPathComponent("files/orphan.e3f"))
+        try Data("orphan".utf8).write(
+            to: URL(fileURLWithPath: store).appendingPathComponent("files/0badc0de-0000-4000-8000-00000000000f.e3f"))
         let verify = try await storeRun("verify", [])
         #expect(verify.status == 2)
         #expect(
             verify.stderr.contains("/archive/in.bin: fileTampered")
-                && verify.stderr.contains("files/orphan.e3f: fileBodyOrphaned"), "\(verify.stderr)")
+                && verify.stderr.contains("files/0badc0de-0000-4000-8000-00000000000f.e3f: fileBodyOrphaned"),
+            "\(verify.stderr)")
         #expect(try CanonicalJSON.parse(verify.stdout)["files"] == .number(2))
-        #expect(try await lines(try storeRun("gc", [])).first?["removed"] == .array(["files/orphan.e3f"]))
+        #expect(
+            try await lines(try storeRun("gc", [])).first?["removed"]
+                == .array(["files/0badc0de-0000-4000-8000-00000000000f.e3f"]))
         #expect(try await storeRun("rm", ["-r", "/archive"]).status == 0)
         #expect(try await storeRun("verify", []).status == 0)
     }

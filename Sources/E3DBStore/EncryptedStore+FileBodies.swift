@@ -254,6 +254,11 @@ extension EncryptedStore {
     /// Checks a row's form and its MAC.
     func decodeFile(_ row: FileRow, keys: StoreKeys) throws(E3DBError) -> FileEntry {
         let item = row.path ?? row.id ?? "?"
+        if let damage = row.damage {
+            throw E3DBError(
+                .fileTampered, "the row of file \(item) is damaged: \(damage.message)",
+                context: .init(part: damage.context.part, item: item))
+        }
         guard let id = row.id, UUID(lowercasedString: id) != nil, let path = row.path,
             let size = row.size, let encryptedSize = row.encryptedSize, size >= 0, encryptedSize >= 0,
             let checksum = row.checksum, checksum.count == 64, let wrapped = row.wrappedKey, let created = row.created,

@@ -92,6 +92,7 @@ extension EncryptedStore {
         }
         problems += orphanPlainProblems()
         problems += identityProblems()
+        problems += settingProblems()
         var files: (checked: Int, problems: [E3DBError]) = (0, [])
         do {
             let result = try verifyFiles()

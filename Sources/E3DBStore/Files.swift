@@ -2,6 +2,7 @@ public import E3DBCanonicalJSON
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives
+import E3DBRows
 public import Foundation
 import GRDB
 
@@ -108,7 +109,9 @@ enum StorePath {
     }
 }
 
-/// The columns of a `files` row, read without trusting them.
+/// The columns of a `files` row, read without trusting them: each through ``UntrustedRow``; a value of the wrong type
+/// becomes nil and ``damage`` names the first such column, so the row is a typed error where it is decoded, never a
+/// trap. (`record_id` may be NULL: a file attached to no record.)
 struct FileRow: Sendable {
     let id: String?
     let path: String?
@@ -120,18 +123,31 @@ struct FileRow: Sendable {
     let created: String?
     let updated: String?
     let mac: Data?
+    /// The first column of the wrong type, if any (`storeCorrupted` naming `files.<column>`).
+    let damage: E3DBError?
 
     init(_ row: Row) {
-        id = row["id"]
-        path = row["path"]
-        recordID = row["record_id"]
-        size = row["size"]
-        encryptedSize = row["encrypted_size"]
-        checksum = row["checksum"]
-        wrappedKey = row["wrapped_key"]
-        created = row["created"]
-        updated = row["updated"]
-        mac = row["mac"]
+        let reader = UntrustedRow(store: row, table: "files")
+        var damage: E3DBError?
+        func read<Value: DatabaseValueConvertible>(_ column: String) -> Value? {
+            do throws(E3DBError) {
+                return try reader.optional(column)
+            } catch {
+                if damage == nil { damage = error }
+                return nil
+            }
+        }
+        id = read("id")
+        path = read("path")
+        recordID = read("record_id")
+        size = read("size")
+        encryptedSize = read("encrypted_size")
+        checksum = read("checksum")
+        wrappedKey = read("wrapped_key")
+        created = read("created")
+        updated = read("updated")
+        mac = read("mac")
+        self.damage = damage
     }
 }
 

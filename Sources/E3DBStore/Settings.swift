@@ -1,4 +1,5 @@
 public import E3DBPrimitives
+import E3DBRows
 import Foundation
 import GRDB
 
@@ -39,12 +40,13 @@ extension EncryptedStore {
     ///   `settingTypeMismatch` when it is not a `T`.
     public func setting<T: Decodable>(_ type: T.Type, forKey key: String) throws(E3DBError) -> T? {
         let keys = try currentKeys()
-        let sealed = try databaseCall("reading setting \(key)") {
+        let row = try databaseCall("reading setting \(key)") {
             try pool.read { db in
-                try Data.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key])
+                try Row.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key])
             }
         }
-        guard let sealed else { return nil }
+        guard let row else { return nil }
+        let sealed = try UntrustedRow(store: row, table: "settings").value("sealed", as: Data.self)
         let opened = try EncryptedStore.openSetting(sealed, key: key, keys: keys)
         return try opened.withTemporaryData { (json) throws(E3DBError) -> T in
             do {
@@ -90,8 +92,37 @@ extension EncryptedStore {
     /// The names of the stored settings, sorted.
     public func settingKeys() throws(E3DBError) -> [String] {
         try databaseCall("listing settings") {
-            try pool.read { db in try String.fetchAll(db, sql: "SELECT key FROM settings ORDER BY key") }
+            try pool.read { db in
+                try UntrustedRow.storeColumn(
+                    db, "SELECT key FROM settings ORDER BY key", table: "settings", column: "key")
+            }
         }
+    }
+
+    /// `verify()`'s check of the settings: every row's sealed value opens under the settings key and names its key,
+    /// one problem (`recordTampered` or `storeCorrupted`, item the key) per row that does not.
+    func settingProblems() -> [E3DBError] {
+        let rows: [Row]
+        let keys: StoreKeys
+        do {
+            keys = try currentKeys()
+            rows = try databaseCall("verifying the settings") {
+                try pool.read { db in try Row.fetchAll(db, sql: "SELECT key, sealed FROM settings ORDER BY rowid") }
+            }
+        } catch {
+            return [error]
+        }
+        var problems: [E3DBError] = []
+        for fetched in rows {
+            let row = UntrustedRow(store: fetched, table: "settings")
+            do throws(E3DBError) {
+                let key = try row.value("key", as: String.self)
+                _ = try EncryptedStore.openSetting(try row.value("sealed", as: Data.self), key: key, keys: keys)
+            } catch {
+                problems.append(error)
+            }
+        }
+        return problems
     }
 }
 

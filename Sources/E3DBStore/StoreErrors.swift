@@ -35,7 +35,9 @@ extension E3DBError.Code {
     /// The store's authenticated state does not match: a collection's state row (record count and digest) or the
     /// store's write-counter row is missing or does not authenticate (at open, unlock and any write), or a
     /// collection's records are not the ones its state counts (`verify()`: a record row deleted, a deleted row put
-    /// back, an older version of a row restored). `context.item` names the collection, or `store`.
+    /// back, an older version of a row restored). `context.item` names the collection, or `store`. Also a key header
+    /// naming another database file or encryption than the master key sealed (`context.part`
+    /// `store_meta.database_file`), and a `files/` that is a symbolic link or not a directory (item `files`).
     public static let storeTampered = Self("storeTampered", category: .verification)
     /// The store's authenticated write counter is lower than the minimum the caller expects
     /// (``EncryptedStore/open(at:credential:expectedMinimumWriteCounter:)``): the file is an older copy of the store.

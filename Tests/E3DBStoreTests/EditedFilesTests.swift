@@ -29,12 +29,12 @@ struct EditedFilesTests {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(
             at: dir.url, credential: passphrase("p"), kdfParameters: testKDF, databaseEncryption: encryption)
-        try store.put(collection: "notes", type: "note", data: ["body": "hello"], plain: ["tag": "a"])
+        let note = try store.put(collection: "notes", type: "note", data: ["body": "hello"], plain: ["tag": "a"])
         try store.put(collection: "people", type: "person", data: ["email": "a@example.com"])
         try store.createIndex(collection: "people", fields: ["email"], bits: 32)
         try store.put(collection: "people", key: "ada", type: "person", data: ["email": "ada@example.com"])
         try store.setSetting(["recent"], forKey: "recent")
-        try store.putFile(at: "/docs/a.txt", data: Data("attached".utf8))
+        try store.putFile(at: "/docs/a.txt", data: Data("attached".utf8), attachedTo: note.id)
         try store.addIdentity(publicKey: ClientIdentity.generate(clientID: UUID()).boxKey.publicKey, clientID: nil)
         return dir
     }

@@ -1,0 +1,207 @@
+import E3DBPageCodec
+import E3DBPrimitives
+import E3DBSQLite
+import E3DBTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What someone who can write a database's files (the database, its -journal, -wal and -shm, a database handed over
+/// for `encrypt` or `decrypt`) can and cannot do: the tests docs/sqlite.md's threat model names.
+@Suite("E3DBSQLite: someone who can write the files")
+struct FileWriterTests {
+    /// Sets the `sql` of schema entry `name` (writable_schema), as a crafted database would have it.
+    static func craftSchema(_ connection: SQLiteConnection, name: String, sql: String) throws {
+        let literal = "'" + sql.replacingOccurrences(of: "'", with: "''") + "'"
+        try connection.execute(
+            """
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_schema SET sql = \(literal) WHERE name = '\(name)';
+            PRAGMA writable_schema = OFF
+            """)
+    }
+
+    /// The review's payload: an ATTACH of a file in `dir` and a table created in it, after the entry's own statement.
+    static func payload(_ statement: String, attaching path: String) -> String {
+        "\(statement); ATTACH DATABASE 'file:\(path)?vfs=unix' AS p; CREATE TABLE p.owned(x); "
+            + "INSERT INTO p.owned VALUES ('written by the source database schema')"
+    }
+
+    /// A plaintext database whose entry `name` (a table t, an index i or a trigger g) carries `sql`.
+    static func craftedPlaintext(at path: String, entry name: String, sql: String) throws {
+        let connection = try SQLiteConnection(path: path, key: nil)
+        try connection.execute(
+            """
+            CREATE TABLE t(a); INSERT INTO t VALUES ('hello'); CREATE INDEX i ON t(a);
+            CREATE TRIGGER g AFTER INSERT ON t BEGIN SELECT 1; END
+            """)
+        try craftSchema(connection, name: name, sql: sql)
+    }
+
+    // MARK: H2: schema text runs as one statement
+
+    @Test(
+        "encrypt refuses a schema entry with a second statement (ATTACH + CREATE TABLE in another file): typed, nothing written",
+        arguments: [
+            ("t", "CREATE TABLE t(a)"), ("i", "CREATE INDEX i ON t(a)"),
+            ("g", "CREATE TRIGGER g AFTER INSERT ON t BEGIN SELECT 1; END"),
+        ])
+    func encryptRunsOneStatement(entry: String, statement: String) throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let source = dir.path("evil.db")
+        try Self.craftedPlaintext(
+            at: source, entry: entry, sql: Self.payload(statement, attaching: dir.path("pwned.db")))
+        #expect(try SQLiteConnection(path: source, key: nil).rows("SELECT a FROM t").count == 1)
+        let error = #expect(throws: E3DBError.self) {
+            try E3DBSQLite.encrypt(
+                plaintextDatabaseAt: source, to: dir.path("out.db"), key: TestKeys.raw(), settings: TestKeys.fast)
+        }
+        #expect(error?.code.category == .malformedInput, "\(String(describing: error))")
+        #expect(error?.context.item == entry, "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("pwned.db")))
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out.db")))
+    }
+
+    @Test("a schema entry of another kind than its type, or in another schema, is refused; a trailing comment is not")
+    func schemaKinds() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let cases: [(entry: String, sql: String, refused: Bool)] = [
+            ("t", "CREATE TABLE t(a) -- a note; ATTACH", false),
+            ("t", "CREATE TABLE t(a) /* ; */ ;  ", false),
+            ("i", "CREATE TABLE i(a)", true),
+            ("i", "CREATE TEMP TRIGGER i AFTER INSERT ON main.t BEGIN SELECT 1; END", true),
+            ("t", "CREATE TABLE source.t(a)", true),
+            ("g", "CREATE TRIGGER g AFTER INSERT ON t BEGIN SELECT 1; END; DETACH DATABASE source", true),
+        ]
+        for (index, item) in cases.enumerated() {
+            let source = dir.path("source-\(index).db")
+            try Self.craftedPlaintext(at: source, entry: item.entry, sql: item.sql)
+            let output = dir.path("out-\(index).db")
+            do {
+                try E3DBSQLite.encrypt(
+                    plaintextDatabaseAt: source, to: output, key: TestKeys.raw(), settings: TestKeys.fast)
+                #expect(!item.refused, "\(item.sql) was accepted")
+                let copy = try SQLiteConnection(path: output, key: TestKeys.raw(), settings: TestKeys.fast)
+                #expect(try copy.rows("SELECT a FROM t").first?.values == [.text("hello")])
+            } catch {
+                #expect(item.refused, "\(item.sql): \(error)")
+                // Refused by the export naming the entry, or already by SQLite's schema loader (its message names it).
+                #expect(
+                    error.code.category == .malformedInput
+                        && (error.context.item == item.entry || error.message.contains("(\(item.entry))")),
+                    "\(error)")
+            }
+        }
+    }
+
+    @Test("decrypt refuses the same payload in an encrypted source: typed, the attached file never made")
+    func decryptRunsOneStatement() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let source = dir.path("evil.db")
+        let connection = try SQLiteConnection(path: source, key: TestKeys.raw(), settings: TestKeys.fast)
+        try connection.execute("CREATE TABLE t(a); INSERT INTO t VALUES ('hello')")
+        try Self.craftSchema(
+            connection, name: "t", sql: Self.payload("CREATE TABLE t(a)", attaching: dir.path("pwned.db")))
+        let error = #expect(throws: E3DBError.self) {
+            try E3DBSQLite.decrypt(
+                databaseAt: source, key: TestKeys.raw(), settings: TestKeys.fast, to: dir.path("out.db"))
+        }
+        #expect(error?.code.category == .malformedInput && error?.context.item == "t", "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("pwned.db")))
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out.db")))
+    }
+
+    @Test(
+        "e3dbkit sqlite encrypt and decrypt of a crafted schema exit 65 naming the table; the attached file is not made"
+    )
+    func cliCraftedSchema() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try SQLiteCLITests.write(String(repeating: "42", count: 32), to: dir.path("key"))
+        let plain = dir.path("evil.db")
+        try Self.craftedPlaintext(
+            at: plain, entry: "t", sql: Self.payload("CREATE TABLE t(a)", attaching: dir.path("pwned.db")))
+        let encrypt = try await CLIRunner.run([
+            "sqlite", "encrypt", "--key-file", dir.path("key"), plain, dir.path("out.db"),
+        ])
+        #expect(encrypt.status == 65, "\(encrypt.stderr)")
+        #expect(encrypt.stderr.contains("(t, sqlite_schema)"), "\(encrypt.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("pwned.db")))
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out.db")))
+
+        let encrypted = dir.path("evil-encrypted.db")
+        let connection = try SQLiteConnection(path: encrypted, key: TestKeys.raw())
+        try connection.execute("CREATE TABLE t(a); INSERT INTO t VALUES ('hello')")
+        try Self.craftSchema(
+            connection, name: "t", sql: Self.payload("CREATE TABLE t(a)", attaching: dir.path("pwned2.db")))
+        let decrypt = try await CLIRunner.run([
+            "sqlite", "decrypt", "--key-file", dir.path("key"), encrypted, dir.path("plain-out.db"),
+        ])
+        #expect(decrypt.status == 65, "\(decrypt.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("pwned2.db")))
+        #expect(!FileManager.default.fileExists(atPath: dir.path("plain-out.db")))
+    }
+
+    // MARK: Issue 35: every sqlite command fails the same typed way
+
+    @Test("decrypt with a wrong key exits 77 like exec, without the URI or key handle in the message")
+    func decryptWrongKey() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let db = dir.path("db.sqlite")
+        try SQLiteConnection(path: db, key: TestKeys.passphrase("right"), settings: TestKeys.fast).execute(
+            "CREATE TABLE t(a); INSERT INTO t VALUES (1)")
+        try SQLiteCLITests.write("wrong", to: dir.path("wrong"))
+        for command in [["decrypt"], ["exec"], ["verify"], ["rekey", "--new-passphrase-file", dir.path("wrong")]] {
+            let output = command == ["decrypt"] ? [dir.path("out.db")] : command == ["exec"] ? ["SELECT 1"] : []
+            let result = try await CLIRunner.run(
+                ["sqlite"] + command + ["--passphrase-file", dir.path("wrong"), "--kdf-iter", "1000", db] + output)
+            #expect(result.status == 77, "\(command): \(result.stderr)")
+            #expect(!result.stderr.contains("e3db_key") && !result.stderr.contains("file:"), "\(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out.db")))
+        // A missing or non-database source: typed, without the URI either.
+        try SQLiteCLITests.write(String(repeating: "not a database ", count: 400), to: dir.path("junk"))
+        for (input, status) in [(dir.path("missing.db"), Int32(66)), (dir.path("junk"), 65)] {
+            let result = try await CLIRunner.run([
+                "sqlite", "encrypt", "--passphrase-file", dir.path("wrong"), input, dir.path("enc.db"),
+            ])
+            #expect(result.status == status, "\(input): \(result.stderr)")
+            #expect(!result.stderr.contains("file:") && !result.stderr.contains("vfs="), "\(result.stderr)")
+        }
+    }
+
+    // MARK: L10: outputs are private
+
+    @Test("decrypt and encrypt create their output 0600, whatever the umask")
+    func outputModes() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try SQLiteCLITests.write(String(repeating: "42", count: 32), to: dir.path("key"))
+        let plain = dir.path("plain.db")
+        try SQLiteConnection(path: plain, key: nil).execute("CREATE TABLE t(a); INSERT INTO t VALUES ('secret')")
+        let encrypt = try await CLIRunner.run([
+            "sqlite", "encrypt", "--key-file", dir.path("key"), plain, dir.path("enc.db"),
+        ])
+        #expect(encrypt.status == 0, "\(encrypt.stderr)")
+        let decrypt = try await CLIRunner.run([
+            "sqlite", "decrypt", "--key-file", dir.path("key"), dir.path("enc.db"), dir.path("dec.db"),
+        ])
+        #expect(decrypt.status == 0, "\(decrypt.stderr)")
+        for name in ["enc.db", "dec.db"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: dir.path(name))[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(name): \(String(mode ?? -1, radix: 8))")
+        }
+        try E3DBSQLite.decrypt(databaseAt: dir.path("enc.db"), key: TestKeys.raw(), to: dir.path("lib.db"))
+        let mode = try FileManager.default.attributesOfItem(atPath: dir.path("lib.db"))[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}

@@ -233,13 +233,25 @@ final class MainDatabaseFile: PassThroughFile {
             // The page's status when the read ends here, nil when it goes on.
             let stop: Int32? = unsafe raw.withBytes(pageSize) { stored in
                 let rc = unsafe readRaw(stored, at: pageIndex * Int64(pageSize))
+                let number = UInt32(clamping: pageIndex + 1)
                 if rc == SQLITE_IOERR_SHORT_READ {
-                    // Past the end of the file (or a torn last page): zeros, as SQLite expects of a short read.
                     unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
-                    return SQLITE_IOERR_SHORT_READ
+                    // A page that starts at or past the end of the file: zeros, as SQLite expects of a short read.
+                    // One the file holds only part of was cut: tampering, never zeros in its place.
+                    var size: Int64 = 0
+                    guard fileSize(&size) == SQLITE_OK, size > pageIndex * Int64(pageSize) else {
+                        return SQLITE_IOERR_SHORT_READ
+                    }
+                    return cipher.fail(
+                        CipherFailure(
+                            SQLITE_IOERR_DATA,
+                            E3DBError(
+                                .pageTampered,
+                                "page \(number) of \(cipher.path) is cut short: the file holds "
+                                    + "\(size - pageIndex * Int64(pageSize)) of its \(pageSize) bytes",
+                                context: .init(part: "database", actual: Int(number)))))
                 }
                 guard rc == SQLITE_OK else { return rc }
-                let number = UInt32(clamping: pageIndex + 1)
                 if number == 1,
                     unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount])
                         .elementsEqual(codec.salt)

@@ -204,4 +204,77 @@ struct FileWriterTests {
         let mode = try FileManager.default.attributesOfItem(atPath: dir.path("lib.db"))[.posixPermissions] as? Int
         #expect(mode == 0o600)
     }
+
+    // MARK: M5, L9: truncation
+
+    /// An encrypted database of `t(id, b)` with one 10,000-byte blob (pages 1-4, the last an overflow page).
+    static func blobDatabase(_ path: String) throws {
+        try SQLiteConnection(path: path, key: TestKeys.raw(), settings: TestKeys.fast).execute(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB); INSERT INTO t VALUES (1, randomblob(10000))")
+    }
+
+    @Test(
+        "a file cut inside its last page is pageTampered (the page it holds part of), not zeros",
+        arguments: [1, 100, 4095])
+    func cutInsideLastPage(cut: Int) throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let db = dir.path("db.sqlite")
+        try Self.blobDatabase(db)
+        let size = try FileManager.default.attributesOfItem(atPath: db)[.size] as? Int ?? 0
+        #expect(size % 4096 == 0 && size >= 4 * 4096)
+        #expect(truncate(db, off_t(size - cut)) == 0)
+        let error = #expect(throws: E3DBError.self) {
+            _ = try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast).rows(
+                "SELECT length(b), hex(b) FROM t")
+        }
+        #expect(error?.code == .pageTampered, "\(String(describing: error))")
+        #expect(error?.context.actual == size / 4096, "\(String(describing: error))")
+    }
+
+    @Test("through the CLI: a b-tree page cut short exits 2, a file cut at a page boundary 65 (not 1)")
+    func cliTruncation() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try SQLiteCLITests.write(String(repeating: "42", count: 32), to: dir.path("key"))
+        let db = dir.path("db.sqlite")
+        // The last page is a b-tree leaf: the rows of u, written after t's overflow pages.
+        try Self.blobDatabase(db)
+        try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast).execute(
+            "CREATE TABLE u(v); INSERT INTO u VALUES ('one'), ('two')")
+        let size = try FileManager.default.attributesOfItem(atPath: db)[.size] as? Int ?? 0
+        let query = ["sqlite", "exec", "--key-file", dir.path("key"), "--kdf-iter", "1000", db, "SELECT v FROM u"]
+        #expect(truncate(db, off_t(size - 10)) == 0)
+        let midPage = try await CLIRunner.run(query)
+        #expect(midPage.status == 2, "\(midPage.stderr)")
+        #expect(truncate(db, off_t(size - 4096)) == 0)
+        let boundary = try await CLIRunner.run(query)
+        #expect(boundary.status == 65, "\(boundary.stderr)")
+    }
+
+    // MARK: L9: a hot journal of another page size
+
+    @Test("a hot journal whose records are not cipher pages is pageSizeMismatch (part journal); the file is unchanged")
+    func foreignHotJournal() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let db = dir.path("db.sqlite")
+        try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast).execute(
+            "CREATE TABLE t(a); INSERT INTO t VALUES ('kept')")
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        // A rollback journal of a 1024-byte-page database: header (one sector), then record 1 (page 1, zeros, whose
+        // checksum is the header's nonce, 0).
+        var journal = Data([0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7])
+        for value in [UInt32(1), 0, UInt32(before.count / 1024), 512, 1024] {
+            journal += withUnsafeBytes(of: value.bigEndian) { Data($0) }
+        }
+        journal += Data(count: 512 - journal.count)
+        journal += withUnsafeBytes(of: UInt32(1).bigEndian) { Data($0) } + Data(count: 1024) + Data(count: 4)
+        try journal.write(to: URL(fileURLWithPath: db + "-journal"))
+        let error = #expect(throws: E3DBError.self) {
+            _ = try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast).rows("SELECT a FROM t")
+        }
+        #expect(error?.code == .pageSizeMismatch && error?.context.part == "journal", "\(String(describing: error))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before)
+    }
 }

@@ -397,8 +397,10 @@ final class MainDatabaseFile: PassThroughFile {
         }
     }
 
-    /// Authenticates every page of the file as it is on disk (not the WAL): the page numbers that fail.
-    func verifyPages() -> Result<[UInt32], CipherFailure> {
+    /// Authenticates the pages of the file as it is on disk (not the WAL), up to the page count of page 1's header
+    /// (when page 1 authenticates and its count is valid; else the file's size): the pages that fail, and the bytes
+    /// after the last page, so the cost follows the header, not a sparse file's apparent size.
+    func verifyPages() -> Result<PageVerification, CipherFailure> {
         let codec: PageCodec
         switch resolveCodec() {
         case .success(let resolved): codec = resolved
@@ -409,21 +411,41 @@ final class MainDatabaseFile: PassThroughFile {
         guard rc == SQLITE_OK else {
             return .failure(CipherFailure(rc, E3DBError(.databaseError, "the database's size is unknown")))
         }
-        let pageSize = codec.settings.pageSize
-        var bad: [UInt32] = []
+        let pageSize = Int64(codec.settings.pageSize)
+        let filePages = (size + pageSize - 1) / pageSize
+        // The header's "in-header database size" (bytes 28-31), valid when its version-valid-for number (92-95)
+        // equals the change counter (24-27), as SQLite reads it.
+        let declared: Int64? = unsafe raw.withBytes(Int(pageSize)) { stored in
+            guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { return nil }
+            return unsafe plain.withBytes(Int(pageSize)) { page in
+                guard (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: 1, into: page)) != nil
+                else { return nil }
+                let header = UnsafeRawBufferPointer(page)
+                let count = unsafe bigEndian32(header, 28)
+                return unsafe count > 0 && bigEndian32(header, 24) == bigEndian32(header, 92) ? Int64(count) : nil
+            }
+        }
+        var found = PageVerification()
+        found.pageCount = declared ?? filePages
+        found.trailingBytes = max(0, size - found.pageCount * pageSize)
         var index: Int64 = 0
-        while index * Int64(pageSize) < size {
+        while index < found.pageCount {
             let number = UInt32(clamping: index + 1)
-            let authenticates = unsafe raw.withBytes(pageSize) { stored in
-                guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK else { return false }
-                return unsafe plain.withBytes(pageSize) { page in
-                    (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) != nil
+            // A page past the end of the file (a header counting more pages than the file has) is bad unread.
+            var authenticates = false
+            if index < filePages {
+                authenticates = unsafe raw.withBytes(Int(pageSize)) { stored in
+                    guard unsafe readRaw(stored, at: index * pageSize) == SQLITE_OK else { return false }
+                    return unsafe plain.withBytes(Int(pageSize)) { page in
+                        (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page))
+                            != nil
+                    }
                 }
             }
-            if !authenticates { bad.append(number) }
+            if !authenticates { found.add(bad: number) }
             index += 1
         }
-        return .success(bad)
+        return .success(found)
     }
 }
 

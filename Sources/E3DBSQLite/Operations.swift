@@ -5,16 +5,25 @@ internal import Foundation
 
 /// What ``E3DBSQLite/verify(databaseAt:key:settings:)`` found.
 public struct SQLiteVerification: Sendable, Equatable {
-    /// Pages of the database file that did not authenticate (1-based), in order.
+    /// The first pages of the database file that did not authenticate (1-based), in order: at most
+    /// ``listedBadPages``.
     public let badPages: [UInt32]
+    /// How many pages did not authenticate (``badPages`` lists the first ones).
+    public let badPageCount: Int
+    /// Bytes of the file after the last page the header counts (a file extended by someone else): one problem,
+    /// however many they are. Zero for a sound file.
+    public let trailingBytes: Int64
     /// The database's page count.
     public let pageCount: Int
     /// SQLite's `PRAGMA integrity_check` lines, `["ok"]` for a sound b-tree (empty when pages are bad: SQLite
     /// cannot read them).
     public let integrity: [String]
 
-    /// Whether every page authenticated and the b-tree is sound.
-    public var isIntact: Bool { badPages.isEmpty && integrity == ["ok"] }
+    /// How many bad pages are listed at most.
+    public static let listedBadPages = 100
+
+    /// Whether every page authenticated, nothing follows the last page and the b-tree is sound.
+    public var isIntact: Bool { badPageCount == 0 && trailingBytes == 0 && integrity == ["ok"] }
 }
 
 extension E3DBSQLite {
@@ -110,19 +119,20 @@ extension E3DBSQLite {
         for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
-    /// Authenticates every page of the database file and runs SQLite's `integrity_check` (SQLCipher's
-    /// `cipher_integrity_check` and `integrity_check` together).
+    /// Authenticates every page of the database file up to the header's page count, reports bytes after it, and
+    /// runs SQLite's `integrity_check` (SQLCipher's `cipher_integrity_check` and `integrity_check` together). The
+    /// cost follows the header's page count, not the file's apparent size.
     /// - Throws: ``E3DBError/Code/wrongKey`` (page 1 does not authenticate), ``E3DBError/Code/pageSizeMismatch``,
     ///   ``E3DBError/Code/databaseNotEncrypted``.
     public static func verify(databaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4)
         throws(E3DBError) -> SQLiteVerification
     {
         let connection = try SQLiteConnection(path: path, key: key, settings: settings, readOnly: true)
-        var bad: [UInt32] = []
+        var pages = PageVerification()
         for row in try connection.rows("PRAGMA cipher_integrity_check") {
-            guard case .text(let text) = row.values.first, let list = text.split(separator: ":").last else { continue }
-            bad = list.split(separator: ",").compactMap { UInt32($0.trimmingCharacters(in: .whitespaces)) }
+            if case .text(let text) = row.values.first { pages = PageVerification(parsing: text) }
         }
+        let bad = pages.bad
         var pageCount = 0
         if case .integer(let count) = try connection.rows("PRAGMA page_count").first?.values.first {
             pageCount = Int(count)
@@ -137,7 +147,9 @@ extension E3DBSQLite {
                 integrity = [error.message]
             }
         }
-        return SQLiteVerification(badPages: bad, pageCount: pageCount, integrity: integrity)
+        return SQLiteVerification(
+            badPages: bad, badPageCount: pages.badCount, trailingBytes: pages.trailingBytes, pageCount: pageCount,
+            integrity: integrity)
     }
 
     // MARK: The copy

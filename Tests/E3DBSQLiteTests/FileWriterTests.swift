@@ -277,4 +277,57 @@ struct FileWriterTests {
         #expect(error?.code == .pageSizeMismatch && error?.context.part == "journal", "\(String(describing: error))")
         #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before)
     }
+
+    // MARK: L7: verification is bounded
+
+    @Test("verify of a sparse-extended file: bounded time and output, the trailing bytes one problem")
+    func sparseVerify() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try SQLiteCLITests.write(String(repeating: "42", count: 32), to: dir.path("key"))
+        let db = dir.path("db.sqlite")
+        try Self.blobDatabase(db)
+        // 64 GiB apparent, a few KB on disk: going through every page would take many minutes and print
+        // 16 million lines; the header's four pages take milliseconds, so the bound holds on a loaded machine.
+        #expect(truncate(db, 1 << 36) == 0)
+        let result = try await CLIRunner.run([
+            "sqlite", "verify", "--key-file", dir.path("key"), "--kdf-iter", "1000", db,
+        ])
+        #expect(result.status == 2, "\(result.stderr.prefix(500))")
+        #expect(result.stdout.count < 1000, "\(result.stdout.count) bytes of stdout")
+        #expect(result.stderr.split(separator: "\n").count <= 3, "\(result.stderr.prefix(500))")
+        #expect(result.stderr.contains("trailing"), "\(result.stderr.prefix(500))")
+        // The time of the verification itself (in this process, no suspension point: a loaded test run cannot
+        // stretch it the way it delays a child process's completion).
+        let clock = ContinuousClock()
+        let start = clock.now
+        let verification = try E3DBSQLite.verify(databaseAt: db, key: TestKeys.raw(), settings: TestKeys.fast)
+        let elapsed = clock.now - start
+        #expect(elapsed < .seconds(30), "\(elapsed)")
+        #expect(verification.badPages.isEmpty && verification.badPageCount == 0 && !verification.isIntact)
+        #expect(verification.trailingBytes == (1 << 36) - 4 * 4096 && verification.pageCount == 4)
+    }
+
+    @Test("verify lists the first 100 bad pages and counts the rest")
+    func manyBadPages() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try SQLiteCLITests.write(String(repeating: "42", count: 32), to: dir.path("key"))
+        let db = dir.path("db.sqlite")
+        try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast).execute(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB); INSERT INTO t VALUES (1, randomblob(160 * 4000))")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: db))
+        let pages = bytes.count / 4096
+        #expect(pages > 150)
+        for page in 1..<pages { bytes[page * 4096 + 100] ^= 1 }
+        try bytes.write(to: URL(fileURLWithPath: db))
+        let verification = try E3DBSQLite.verify(databaseAt: db, key: TestKeys.raw(), settings: TestKeys.fast)
+        #expect(verification.badPages == (2...101).map(UInt32.init) && verification.badPageCount == pages - 1)
+        let result = try await CLIRunner.run([
+            "sqlite", "verify", "--key-file", dir.path("key"), "--kdf-iter", "1000", db,
+        ])
+        #expect(result.status == 2)
+        #expect(result.stderr.split(separator: "\n").count <= 102, "\(result.stderr.suffix(300))")
+        #expect(result.stderr.contains("\(pages - 1 - 100) more"), "\(result.stderr.suffix(300))")
+    }
 }

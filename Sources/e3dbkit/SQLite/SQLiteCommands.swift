@@ -252,8 +252,10 @@ struct SQLiteVerify: ParsableCommand {
         abstract:
             "Authenticate every page and check the b-tree; print the result as JSON, exit 2 naming the bad pages.",
         discussion: """
-            Prints {"pages": N, "bad_pages": [...], "integrity": [...]}. Exits 0 when every page authenticates \
-            and integrity_check says ok, 2 otherwise (each bad page named on stderr), 77 for a wrong key.
+            Prints {"pages": N, "bad_pages": [...], "bad_page_count": N, "trailing_bytes": N, "integrity": [...]}: \
+            the pages up to the header's page count are checked, the first 100 bad ones listed and all counted; \
+            bytes after the last page are one problem. Exits 0 when every page authenticates, nothing trails and \
+            integrity_check says ok, 2 otherwise (each listed bad page named on stderr), 77 for a wrong key.
             """
     )
 
@@ -261,15 +263,25 @@ struct SQLiteVerify: ParsableCommand {
     @Argument(help: "The encrypted database.") var database: String
 
     func run() throws {
+        try SQLiteKeyOptions.requireDatabase(database)
         let result = try libraryCall("verifying \(database)") {
             try E3DBSQLite.verify(databaseAt: database, key: try keys.requiredKey(), settings: try keys.settings())
         }
         let bad = result.badPages.map(String.init).joined(separator: ",")
         let integrity = result.integrity.map { CanonicalJSON.serialize(.string($0)) }.joined(separator: ",")
-        try StandardOutput.line("{\"pages\":\(result.pageCount),\"bad_pages\":[\(bad)],\"integrity\":[\(integrity)]}")
+        try StandardOutput.line(
+            "{\"pages\":\(result.pageCount),\"bad_pages\":[\(bad)],\"bad_page_count\":\(result.badPageCount),"
+                + "\"trailing_bytes\":\(result.trailingBytes),\"integrity\":[\(integrity)]}")
         guard result.isIntact else {
             for page in result.badPages { StandardError.line("page \(page) did not authenticate") }
-            if result.badPages.isEmpty {
+            if result.badPageCount > result.badPages.count {
+                StandardError.line("and \(result.badPageCount - result.badPages.count) more pages did not authenticate")
+            }
+            if result.trailingBytes > 0 {
+                StandardError.line(
+                    "\(result.trailingBytes) trailing bytes after page \(result.pageCount), the header's last page")
+            }
+            if result.badPages.isEmpty && result.integrity != ["ok"] {
                 StandardError.line("integrity_check: " + result.integrity.joined(separator: "; "))
             }
             throw ExitCode(ExitStatus.authentication.rawValue)

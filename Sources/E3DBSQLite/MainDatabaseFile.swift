@@ -447,6 +447,48 @@ final class MainDatabaseFile: PassThroughFile {
         }
         return .success(found)
     }
+
+    // MARK: The wal-index
+
+    /// The wal-index regions SQLite mapped through this file (the -shm, shared with other connections and
+    /// processes), by region number; empty when the wal-index is in heap memory (exclusive locking mode) or read
+    /// from a read-only -shm (SQLite then works from a private copy).
+    private var walIndexRegions: [Int32: (address: Int, size: Int)] = [:]
+
+    override func shmMap(
+        _ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    ) -> Int32 {
+        let rc = unsafe super.shmMap(region, size, extend, out)
+        if rc == SQLITE_OK, let out = unsafe out, let base = unsafe out.pointee {
+            walIndexRegions[region] = (Int(bitPattern: base), Int(size))
+        } else {
+            walIndexRegions[region] = nil
+        }
+        return rc
+    }
+
+    override func shmUnmap(_ delete: Int32) -> Int32 {
+        walIndexRegions.removeAll()
+        return super.shmUnmap(delete)
+    }
+
+    /// The page number the wal-index gives WAL frame `frame` (1-based: `aPgno[]` of SQLite's wal.c, in native byte
+    /// order; region 0 holds frames 1-4062 after its 136-byte header, each later region 4096), nil when that region
+    /// is not mapped here.
+    func walIndexPage(frame: Int64) -> UInt32? {
+        let firstRegionFrames: Int64 = 4062
+        guard frame >= 1 else { return nil }
+        let (region, offset): (Int64, Int64) =
+            frame <= firstRegionFrames
+            ? (0, 136 + 4 * (frame - 1))
+            : ((frame - firstRegionFrames - 1) / 4096 + 1, 4 * ((frame - firstRegionFrames - 1) % 4096))
+        guard let mapped = walIndexRegions[Int32(clamping: region)], Int(offset) + 4 <= mapped.size,
+            let base = unsafe UnsafeRawPointer(bitPattern: mapped.address)
+        else { return nil }
+        // Safety: the region is mapped (SQLite unmaps it through shmUnmap, which forgets it) and `offset + 4` is
+        // within its size.
+        return unsafe base.loadUnaligned(fromByteOffset: Int(offset), as: UInt32.self)
+    }
 }
 
 /// Whether every byte is zero (not constant time: the bytes are ciphertext).

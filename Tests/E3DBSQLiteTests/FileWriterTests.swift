@@ -330,4 +330,63 @@ struct FileWriterTests {
         #expect(result.stderr.split(separator: "\n").count <= 102, "\(result.stderr.suffix(300))")
         #expect(result.stderr.contains("\(pages - 1 - 100) more"), "\(result.stderr.suffix(300))")
     }
+
+    // MARK: M1: a frame is served only for the page SQLite asked for
+
+    @Test("a -shm edit while a writer holds the database open: the swapped page is pageTampered, not another page")
+    func shmSwap() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let db = dir.path("wal.sqlite")
+        let writer = try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast)
+        try writer.execute(
+            """
+            PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+            CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);
+            INSERT INTO t VALUES (1, 'alice ' || hex(randomblob(1400))), (2, 'bob ' || hex(randomblob(1400))),
+                (3, 'mallory ' || hex(randomblob(1400)));
+            UPDATE t SET v = v || '.';
+            """)
+        let rows = try writer.rows("SELECT id, v FROM t")
+        // The WAL's frames (headers in the clear): the latest frame of each page.
+        let wal = try Data(contentsOf: URL(fileURLWithPath: db + "-wal"))
+        let frameSize = 24 + 4096
+        var latest: [UInt32: Int] = [:]
+        var frame = 1
+        while 32 + frame * frameSize <= wal.count {
+            let offset = 32 + (frame - 1) * frameSize
+            let page = wal[offset..<(offset + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            latest[page] = frame
+            frame += 1
+        }
+        let leaves = latest.keys.filter { $0 > 2 }.sorted()
+        try #require(leaves.count >= 2, "\(latest)")
+        let (asked, served) = (leaves[0], leaves[1])
+        let (askedFrame, servedFrame) = (try #require(latest[asked]), try #require(latest[served]))
+        // The wal-index (region 0): aPgno[] from byte 136, the hash table (16-bit frame numbers) from byte 16384.
+        let shmURL = URL(fileURLWithPath: db + "-shm")
+        var shm = try Data(contentsOf: shmURL)
+        var slot: Int?
+        for index in 0..<8192 {
+            let at = 16384 + 2 * index
+            if Int(shm[at]) | Int(shm[at + 1]) << 8 == askedFrame { slot = at }
+        }
+        let hashSlot = try #require(slot)
+        shm[hashSlot] = UInt8(servedFrame & 0xff)
+        shm[hashSlot + 1] = UInt8(servedFrame >> 8)
+        let pgno = 136 + 4 * (servedFrame - 1)
+        for byte in 0..<4 { shm[pgno + byte] = UInt8(truncatingIfNeeded: asked >> (8 * UInt32(byte))) }
+        let handle = try FileHandle(forWritingTo: shmURL)
+        try handle.write(contentsOf: shm)
+        try handle.close()
+        // A second connection, while the writer keeps the -shm in use.
+        let reader = try SQLiteConnection(path: db, key: TestKeys.raw(), settings: TestKeys.fast)
+        do {
+            let read = try reader.rows("SELECT id, v FROM t")
+            Issue.record("the swapped page was served: \(read == rows ? "the same rows" : "other rows")")
+        } catch {
+            #expect(error.code == .pageTampered && error.context.part == "wal", "\(error)")
+        }
+        _ = writer
+    }
 }

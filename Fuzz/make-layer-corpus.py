@@ -14,6 +14,9 @@ and the three-chunk Appendix A.6 files), each behind a few 6-byte range prefixes
 24-bit little endian): chunk boundaries, single bytes, the whole plaintext, past the end.
 FuzzNDJSON: NDJSON batches of record data and of encrypted records from TestVectors/documents under several
 option bytes.
+FuzzSQLiteExport: schema entries (entry, type and name bytes, then the SQL text): each entry's own statement, with
+comments, with a second statement (the review's ATTACH payload, a PRAGMA, DETACH), of another kind, in another
+schema, and a virtual table.
 
 Deterministic; files are named by the SHA-1 of their content. Run from the project root:
   python3 Fuzz/make-layer-corpus.py
@@ -184,9 +187,35 @@ def key_header():
     return items
 
 
+def sqlite_export():
+    own = [
+        (0, "CREATE TABLE t(a, b)"), (1, "CREATE INDEX i ON t(a)"), (2, "CREATE VIEW v AS SELECT a FROM t"),
+        (3, "CREATE TRIGGER g AFTER INSERT ON t BEGIN INSERT INTO u VALUES (new.a); END"),
+        (4, "CREATE VIRTUAL TABLE vt USING fts5(x)"),
+    ]
+    tails = [
+        "", " -- a note; ATTACH 'x' AS y", " /* ; */ ;",
+        "; ATTACH DATABASE 'file:pwned.db?vfs=unix' AS p; CREATE TABLE p.owned(x); INSERT INTO p.owned VALUES (1)",
+        "; PRAGMA writable_schema = ON", "; DETACH DATABASE source", "; DELETE FROM source.t",
+    ]
+    items = []
+    for entry, sql in own:
+        for tail in tails:
+            items.append(bytes([entry, 0, 0]) + (sql + tail).encode())
+    for entry, sql in [(0, "CREATE TABLE source.t(a, b)"), (0, "CREATE TEMP TABLE t(a, b)"), (1, "CREATE TABLE i(a)"),
+                       (0, "ATTACH 'file:a.db?vfs=unix' AS a"), (2, "CREATE VIEW v AS SELECT * FROM source.t"),
+                       (0, "CREATE TABLE t AS SELECT * FROM source.sqlite_schema")]:
+        items.append(bytes([entry, 0, 0]) + sql.encode())
+    for type_byte in range(1, 6):
+        items.append(bytes([0, type_byte, 0]) + b"CREATE TABLE t(a, b)")
+    for name_byte in range(1, 8):
+        items.append(bytes([0, 0, name_byte]) + b"CREATE TABLE t(a, b)")
+    return items
+
+
 if __name__ == "__main__":
     for target, items in [("FuzzSecretStream", secretstream()), ("FuzzBLAKE2b", blake2b()), ("FuzzSealedBoxes", sealed_boxes()),
                           ("FuzzKeys", keys()), ("FuzzDocuments", documents()),
                           ("FuzzFileRange", file_range()), ("FuzzNDJSON", ndjson()),
-                          ("FuzzKeyHeader", key_header())]:
+                          ("FuzzKeyHeader", key_header()), ("FuzzSQLiteExport", sqlite_export())]:
         print(target, make_corpus.write(target, items))

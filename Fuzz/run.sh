@@ -38,6 +38,7 @@ dict_for() {
         FuzzCanonicalJSON | FuzzNDJSON | FuzzAPIBodies | FuzzServerRequests) echo "$here/json.dict" ;;
         FuzzAuthHeaders) echo "$here/auth.dict" ;;
         FuzzSearchCost) echo "$here/search.dict" ;;
+        FuzzSQLiteExport) echo "$here/sql.dict" ;;
         *) echo "$here/e3db.dict" ;;
     esac
 }
@@ -48,7 +49,7 @@ flags_for() {
     case "$1" in
         FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost) echo "-detect_leaks=0 -timeout=10" ;;
         FuzzAPIBodies | FuzzTSV1Verify) echo "-timeout=10" ;;
-        FuzzStore | FuzzKeyHeader | FuzzSQLiteVFS | FuzzPageCodec) echo "-detect_leaks=0" ;;
+        FuzzStore | FuzzKeyHeader | FuzzSQLiteVFS | FuzzSQLiteExport | FuzzPageCodec) echo "-detect_leaks=0" ;;
         *) echo "" ;;
     esac
 }
@@ -62,11 +63,12 @@ flags_for() {
 # FuzzStore likewise keeps its fixture store (GRDB pool, SQLite caches) in a global: LeakSanitizer reports about
 # 130 KB in 20 allocations, the same after 10 or 13,000 inputs; AddressSanitizer still checks every access.
 # FuzzSQLiteVFS keeps its fixture database (a GRDB queue, the VFS's registered key and cached codec) the same way, and
-# FuzzPageCodec its codecs (keyed HMAC states in enum payloads, which LeakSanitizer cannot trace).
+# FuzzPageCodec its codecs (keyed HMAC states in enum payloads, which LeakSanitizer cannot trace); FuzzSQLiteExport
+# keeps the VFS's cached codec of its one raw key for the run.
 asan_options_for() {
     local extra=""
     case "$1" in
-        FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost | FuzzStore | FuzzKeyHeader | FuzzSQLiteVFS | FuzzPageCodec) extra="detect_leaks=0" ;;
+        FuzzServerRequests | FuzzAuthHeaders | FuzzSearchCost | FuzzStore | FuzzKeyHeader | FuzzSQLiteVFS | FuzzSQLiteExport | FuzzPageCodec) extra="detect_leaks=0" ;;
     esac
     echo "${ASAN_OPTIONS:-}${ASAN_OPTIONS:+${extra:+:}}${extra}"
 }

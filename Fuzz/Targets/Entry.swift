@@ -23,6 +23,7 @@ let fuzzTargets: [String: @Sendable (UnsafePointer<UInt8>, Int) -> CInt] = unsaf
     "FuzzKeys": fuzzKeys,
     "FuzzNDJSON": fuzzNDJSON,
     "FuzzPageCodec": fuzzPageCodec,
+    "FuzzSQLiteExport": fuzzSQLiteExport,
     "FuzzSQLiteVFS": fuzzSQLiteVFS,
     "FuzzSealedBoxes": fuzzSealedBoxes,
     "FuzzSearchCost": { unsafe fuzzSearchCost(UnsafeRawPointer($0), $1) },

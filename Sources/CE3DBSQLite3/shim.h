@@ -21,4 +21,9 @@ static inline void e3db_sqlite_log(int code, const char *message) {
     sqlite3_log(code, "%s", message);
 }
 
+/// sqlite3_db_config for an on/off option (a variadic function, which Swift cannot call): sets `option` to `on`.
+static inline int e3db_sqlite_db_config_flag(sqlite3 *db, int option, int on) {
+    return sqlite3_db_config(db, option, on, (int *)0);
+}
+
 #endif

@@ -15,7 +15,7 @@ internal import E3DBPrimitives
 /// | `key = 'passphrase'`, `key = "x'<hex>'"`, `hexkey = '<hex>'` | sets the key (before the first read) |
 /// | `cipher_page_size = N`, `kdf_iter = N`, `cipher_compatibility = 3\|4` | the settings (before the first read) |
 /// | `cipher_version`, `cipher_provider` | name this implementation |
-/// | `cipher_integrity_check` | authenticates every page of the file; one row naming the bad pages, or none |
+/// | `cipher_integrity_check` | authenticates the pages the header counts; one row naming the first 100 bad pages and the trailing bytes, or none |
 /// | `rekey`, `hexrekey` | refused: a rekey is a copy (``E3DBSQLite/rekey(databaseAt:from:to:settings:)``) |
 enum CipherPragmas {
     static let version = "E3DBSQLite 1 (SQLCipher 4 file format)"
@@ -86,11 +86,8 @@ enum CipherPragmas {
             return unsafe answer(arguments, "e3dbkit")
         case "cipher_integrity_check":
             switch file.verifyPages() {
-            case .success(let bad):
-                return unsafe answer(
-                    arguments,
-                    bad.isEmpty
-                        ? nil : "pages that did not authenticate: " + bad.map(String.init).joined(separator: ", "))
+            case .success(let found):
+                return unsafe answer(arguments, found.text)
             case .failure(let failure):
                 _ = cipher.fail(failure)
                 return unsafe fail(arguments, failure.error.message)
@@ -124,5 +121,52 @@ enum CipherPragmas {
         for (index, byte) in bytes.enumerated() { unsafe out[index] = CChar(bitPattern: byte) }
         unsafe out[bytes.count] = 0
         return unsafe out
+    }
+}
+
+/// What `cipher_integrity_check` found, and its one-row text: `pages that did not authenticate: 2, 4 (and 7 more)`
+/// and `1073725440 trailing bytes after page 4`, joined by `; `.
+struct PageVerification: Equatable {
+    /// The first bad pages (at most ``SQLiteVerification/listedBadPages``).
+    var bad: [UInt32] = []
+    /// Every bad page.
+    var badCount = 0
+    var trailingBytes: Int64 = 0
+    /// The last page checked (the header's page count).
+    var pageCount: Int64 = 0
+
+    init() {}
+
+    mutating func add(bad page: UInt32) {
+        if bad.count < SQLiteVerification.listedBadPages { bad.append(page) }
+        badCount += 1
+    }
+
+    /// The row's text, nil when nothing was found.
+    var text: String? {
+        var parts: [String] = []
+        if badCount > 0 {
+            let more = badCount > bad.count ? " (and \(badCount - bad.count) more)" : ""
+            parts.append("pages that did not authenticate: " + bad.map(String.init).joined(separator: ", ") + more)
+        }
+        if trailingBytes > 0 { parts.append("\(trailingBytes) trailing bytes after page \(pageCount)") }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+    }
+
+    /// Reads ``text`` back (``E3DBSQLite/verify(databaseAt:key:settings:)``).
+    init(parsing text: String) {
+        for part in text.split(separator: "; ") {
+            if let listed = part.split(separator: ": ", maxSplits: 1).last, part.hasPrefix("pages that did not") {
+                let list = listed.split(separator: " (and ").first ?? ""
+                bad = list.split(separator: ",").compactMap { UInt32($0.filter { $0 != " " }) }
+                let more = listed.split(separator: " (and ").dropFirst().first.flatMap {
+                    Int($0.prefix { $0.isNumber })
+                }
+                badCount = bad.count + (more ?? 0)
+            } else if part.contains(" trailing bytes after page ") {
+                trailingBytes = Int64(part.prefix { $0.isNumber }) ?? 0
+                pageCount = Int64(part.split(separator: " ").last ?? "") ?? 0
+            }
+        }
     }
 }

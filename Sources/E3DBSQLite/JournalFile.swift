@@ -120,10 +120,25 @@ final class JournalFile: PassThroughFile {
             }
             return SQLITE_OK
         }
-        guard let number = readNumber, number.offset + 4 == offset, let codec = try? codec().get(),
-            buffer.count == codec.settings.pageSize
-        else {
+        guard let number = readNumber, number.offset + 4 == offset, let codec = try? codec().get() else {
             return unsafe readRaw(buffer, at: offset)
+        }
+        let pageSize = codec.settings.pageSize
+        guard buffer.count == pageSize else {
+            // A record of another page size (SQLite takes it from the journal header): never played back as raw
+            // bytes. Other reads after a 4-byte field (the super-journal name's checksum and magic) are short.
+            guard buffer.count >= 512, buffer.count & (buffer.count - 1) == 0 else {
+                return unsafe readRaw(buffer, at: offset)
+            }
+            unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            return cipher.fail(
+                CipherFailure(
+                    SQLITE_IOERR_DATA,
+                    E3DBError(
+                        .pageSizeMismatch,
+                        "the journal of \(cipher.path) holds \(buffer.count)-byte pages, the cipher \(pageSize)",
+                        context: .init(part: "journal", expected: pageSize, actual: buffer.count, offset: Int(offset)))
+                ))
         }
         readNumber = nil
         return unsafe raw.withBytes(buffer.count) { stored in

@@ -233,13 +233,25 @@ final class MainDatabaseFile: PassThroughFile {
             // The page's status when the read ends here, nil when it goes on.
             let stop: Int32? = unsafe raw.withBytes(pageSize) { stored in
                 let rc = unsafe readRaw(stored, at: pageIndex * Int64(pageSize))
+                let number = UInt32(clamping: pageIndex + 1)
                 if rc == SQLITE_IOERR_SHORT_READ {
-                    // Past the end of the file (or a torn last page): zeros, as SQLite expects of a short read.
                     unsafe target.initializeMemory(as: UInt8.self, repeating: 0)
-                    return SQLITE_IOERR_SHORT_READ
+                    // A page that starts at or past the end of the file: zeros, as SQLite expects of a short read.
+                    // One the file holds only part of was cut: tampering, never zeros in its place.
+                    var size: Int64 = 0
+                    guard fileSize(&size) == SQLITE_OK, size > pageIndex * Int64(pageSize) else {
+                        return SQLITE_IOERR_SHORT_READ
+                    }
+                    return cipher.fail(
+                        CipherFailure(
+                            SQLITE_IOERR_DATA,
+                            E3DBError(
+                                .pageTampered,
+                                "page \(number) of \(cipher.path) is cut short: the file holds "
+                                    + "\(size - pageIndex * Int64(pageSize)) of its \(pageSize) bytes",
+                                context: .init(part: "database", actual: Int(number)))))
                 }
                 guard rc == SQLITE_OK else { return rc }
-                let number = UInt32(clamping: pageIndex + 1)
                 if number == 1,
                     unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount])
                         .elementsEqual(codec.salt)
@@ -385,8 +397,10 @@ final class MainDatabaseFile: PassThroughFile {
         }
     }
 
-    /// Authenticates every page of the file as it is on disk (not the WAL): the page numbers that fail.
-    func verifyPages() -> Result<[UInt32], CipherFailure> {
+    /// Authenticates the pages of the file as it is on disk (not the WAL), up to the page count of page 1's header
+    /// (when page 1 authenticates and its count is valid; else the file's size): the pages that fail, and the bytes
+    /// after the last page, so the cost follows the header, not a sparse file's apparent size.
+    func verifyPages() -> Result<PageVerification, CipherFailure> {
         let codec: PageCodec
         switch resolveCodec() {
         case .success(let resolved): codec = resolved
@@ -397,21 +411,83 @@ final class MainDatabaseFile: PassThroughFile {
         guard rc == SQLITE_OK else {
             return .failure(CipherFailure(rc, E3DBError(.databaseError, "the database's size is unknown")))
         }
-        let pageSize = codec.settings.pageSize
-        var bad: [UInt32] = []
+        let pageSize = Int64(codec.settings.pageSize)
+        let filePages = (size + pageSize - 1) / pageSize
+        // The header's "in-header database size" (bytes 28-31), valid when its version-valid-for number (92-95)
+        // equals the change counter (24-27), as SQLite reads it.
+        let declared: Int64? = unsafe raw.withBytes(Int(pageSize)) { stored in
+            guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { return nil }
+            return unsafe plain.withBytes(Int(pageSize)) { page in
+                guard (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: 1, into: page)) != nil
+                else { return nil }
+                let header = UnsafeRawBufferPointer(page)
+                let count = unsafe bigEndian32(header, 28)
+                return unsafe count > 0 && bigEndian32(header, 24) == bigEndian32(header, 92) ? Int64(count) : nil
+            }
+        }
+        var found = PageVerification()
+        found.pageCount = declared ?? filePages
+        found.trailingBytes = max(0, size - found.pageCount * pageSize)
         var index: Int64 = 0
-        while index * Int64(pageSize) < size {
+        while index < found.pageCount {
             let number = UInt32(clamping: index + 1)
-            let authenticates = unsafe raw.withBytes(pageSize) { stored in
-                guard unsafe readRaw(stored, at: index * Int64(pageSize)) == SQLITE_OK else { return false }
-                return unsafe plain.withBytes(pageSize) { page in
-                    (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page)) != nil
+            // A page past the end of the file (a header counting more pages than the file has) is bad unread.
+            var authenticates = false
+            if index < filePages {
+                authenticates = unsafe raw.withBytes(Int(pageSize)) { stored in
+                    guard unsafe readRaw(stored, at: index * pageSize) == SQLITE_OK else { return false }
+                    return unsafe plain.withBytes(Int(pageSize)) { page in
+                        (try? unsafe codec.decrypt(page: UnsafeRawBufferPointer(stored), number: number, into: page))
+                            != nil
+                    }
                 }
             }
-            if !authenticates { bad.append(number) }
+            if !authenticates { found.add(bad: number) }
             index += 1
         }
-        return .success(bad)
+        return .success(found)
+    }
+
+    // MARK: The wal-index
+
+    /// The wal-index regions SQLite mapped through this file (the -shm, shared with other connections and
+    /// processes), by region number; empty when the wal-index is in heap memory (exclusive locking mode) or read
+    /// from a read-only -shm (SQLite then works from a private copy).
+    private var walIndexRegions: [Int32: (address: Int, size: Int)] = [:]
+
+    override func shmMap(
+        _ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    ) -> Int32 {
+        let rc = unsafe super.shmMap(region, size, extend, out)
+        if rc == SQLITE_OK, let out = unsafe out, let base = unsafe out.pointee {
+            walIndexRegions[region] = (Int(bitPattern: base), Int(size))
+        } else {
+            walIndexRegions[region] = nil
+        }
+        return rc
+    }
+
+    override func shmUnmap(_ delete: Int32) -> Int32 {
+        walIndexRegions.removeAll()
+        return super.shmUnmap(delete)
+    }
+
+    /// The page number the wal-index gives WAL frame `frame` (1-based: `aPgno[]` of SQLite's wal.c, in native byte
+    /// order; region 0 holds frames 1-4062 after its 136-byte header, each later region 4096), nil when that region
+    /// is not mapped here.
+    func walIndexPage(frame: Int64) -> UInt32? {
+        let firstRegionFrames: Int64 = 4062
+        guard frame >= 1 else { return nil }
+        let (region, offset): (Int64, Int64) =
+            frame <= firstRegionFrames
+            ? (0, 136 + 4 * (frame - 1))
+            : ((frame - firstRegionFrames - 1) / 4096 + 1, 4 * ((frame - firstRegionFrames - 1) % 4096))
+        guard let mapped = walIndexRegions[Int32(clamping: region)], Int(offset) + 4 <= mapped.size,
+            let base = unsafe UnsafeRawPointer(bitPattern: mapped.address)
+        else { return nil }
+        // Safety: the region is mapped (SQLite unmaps it through shmUnmap, which forgets it) and `offset + 4` is
+        // within its size.
+        return unsafe base.loadUnaligned(fromByteOffset: Int(offset), as: UInt32.self)
     }
 }
 

@@ -1,4 +1,13 @@
 internal import CE3DBSQLite3
+public import E3DBPrimitives
+
+extension E3DBError.Code {
+    /// A database's content is malformed: SQLite found the file not a database or its b-tree damaged ("database
+    /// disk image is malformed") where no page failed to authenticate (a file cut at a page boundary), or a schema
+    /// entry of a database being exported (encrypt, decrypt, rekey to other settings) is not exactly one statement
+    /// creating that entry (context: item, the entry's name; part `sqlite_schema`).
+    public static let databaseMalformed = Self("databaseMalformed", category: .malformedInput)
+}
 
 // SQLite's extended I/O result codes: sqlite3.h defines them as expressions, which Swift does not import.
 let SQLITE_IOERR_READ = SQLITE_IOERR | (1 << 8)

@@ -191,10 +191,184 @@ public struct SQLiteRow: Sendable, Equatable {
         }
     }
 
-    /// The typed error for a failed SQLite call: the VFS's record when it caused it, else SQLite's message.
+    /// The typed error for a failed SQLite call: the VFS's record when it caused it, else SQLite's message
+    /// (``E3DBError/Code/databaseMalformed`` for a database SQLite finds malformed or not a database).
     func failure(_ rc: Int32) -> E3DBError {
         if let recorded = FailureLog.last(connection: connectionID) ?? FailureLog.last(path: path) { return recorded }
         let message = unsafe String(cString: sqlite3_errmsg(handle))
-        return E3DBError(.databaseError, message, context: .init(actual: Int(unsafe sqlite3_extended_errcode(handle))))
+        let code = unsafe sqlite3_extended_errcode(handle)
+        let primary = (rc == SQLITE_OK ? code : rc) & 0xff
+        return E3DBError(
+            primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ? .databaseMalformed : .databaseError, message,
+            context: .init(actual: Int(code)))
+    }
+
+    // MARK: Schema text from another database
+
+    /// What a schema entry of `sqlite_schema` must create: its `type`, and for a table, whether it is virtual.
+    enum SchemaKind {
+        case table, virtualTable, index, view, trigger
+
+        /// The authorizer action that creating one in `main` reports.
+        var action: Int32 {
+            switch self {
+            case .table: SQLITE_CREATE_TABLE
+            case .virtualTable: SQLITE_CREATE_VTABLE
+            case .index: SQLITE_CREATE_INDEX
+            case .view: SQLITE_CREATE_VIEW
+            case .trigger: SQLITE_CREATE_TRIGGER
+            }
+        }
+    }
+
+    /// Runs `sql`, the schema text of entry `name` of another database, as exactly one statement that creates
+    /// `kind` named `name` in `main`, or, with `run` false, only checks that it is one (a virtual table's text is
+    /// copied, not run). While it is prepared, an authorizer refuses ATTACH, DETACH, every PRAGMA and any other
+    /// schema than `main`; the connection's defensive mode is on and `trusted_schema` off from the first call.
+    /// - Throws: ``E3DBError/Code/databaseMalformed`` (item `name`, part `sqlite_schema`) for text that is not
+    ///   one such statement; SQLite's typed errors when it runs.
+    func executeSchemaEntry(_ sql: String, kind: SchemaKind, name: String, run: Bool = true) throws(E3DBError) {
+        func refused(_ why: String) -> E3DBError {
+            E3DBError(
+                .databaseMalformed,
+                "the schema entry \(String(reflecting: name)) is not one CREATE statement of its type: \(why)",
+                context: .init(part: "sqlite_schema", item: name))
+        }
+        try harden()
+        let guardian = SchemaGuard(kind: kind, name: name)
+        let box = unsafe Unmanaged.passRetained(guardian)
+        defer {
+            unsafe sqlite3_set_authorizer(handle, nil, nil)
+            unsafe box.release()
+        }
+        unsafe sqlite3_set_authorizer(
+            handle,
+            { context, action, first, second, database, _ in
+                guard let context = unsafe context else { return SQLITE_DENY }
+                let guardian = unsafe Unmanaged<SchemaGuard>.fromOpaque(context).takeUnretainedValue()
+                return unsafe guardian.authorize(action, first, second, database)
+            }, unsafe box.toOpaque())
+        let text = Array(sql.utf8CString)
+        var statement: OpaquePointer?
+        var tailOffset = 0
+        FailureLog.clear(connection: connectionID)
+        let rc = unsafe text.withUnsafeBufferPointer { buffer -> Int32 in
+            // Safety: the buffer is a NUL-terminated copy of `sql`; `tail` points into it.
+            guard let base = buffer.baseAddress else { return SQLITE_MISUSE }
+            var tail: UnsafePointer<CChar>?
+            let rc = unsafe sqlite3_prepare_v2(handle, base, -1, &statement, &tail)
+            if let tail = unsafe tail { tailOffset = unsafe tail - base }
+            return rc
+        }
+        guard rc == SQLITE_OK, let prepared = unsafe statement else {
+            unsafe sqlite3_finalize(statement)
+            if let refusal = guardian.refusal { throw refused(refusal) }
+            throw refused(rc == SQLITE_OK ? "no statement" : unsafe String(cString: sqlite3_errmsg(handle)))
+        }
+        defer { unsafe sqlite3_finalize(prepared) }
+        if let refusal = guardian.refusal { throw refused(refusal) }
+        guard Self.isBlank(text[min(tailOffset, text.count)...]) else { throw refused("more than one statement") }
+        guard guardian.created else { throw refused("it does not create the \(kind) it names") }
+        guard run else { return }
+        let step = unsafe sqlite3_step(prepared)
+        guard step == SQLITE_DONE else { throw failure(step) }
+    }
+
+    /// Whether what is left after a statement holds only whitespace, `;` and comments (and the terminating NUL).
+    static func isBlank(_ rest: ArraySlice<CChar>) -> Bool {
+        let bytes = rest.map { UInt8(bitPattern: $0) }
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0 { return true }
+            if [0x20, 0x09, 0x0a, 0x0c, 0x0d, UInt8(ascii: ";")].contains(byte) {
+                index += 1
+            } else if byte == UInt8(ascii: "-"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "-") {
+                while index < bytes.count, bytes[index] != 0x0a, bytes[index] != 0 { index += 1 }
+            } else if byte == UInt8(ascii: "/"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "*") {
+                index += 2
+                while index + 1 < bytes.count,
+                    !(bytes[index] == UInt8(ascii: "*") && bytes[index + 1] == UInt8(ascii: "/"))
+                {
+                    index += 1
+                }
+                index += 2
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
+    private var hardened = false
+
+    /// Defensive mode and `trusted_schema = OFF`: schema text of another database cannot reach SQLite's internals
+    /// (writable_schema, sqlite_dbpage, shadow tables) nor call functions not marked innocuous.
+    func harden() throws(E3DBError) {
+        guard !hardened else { return }
+        let defensive = unsafe e3db_sqlite_db_config_flag(handle, SQLITE_DBCONFIG_DEFENSIVE, 1)
+        let trusted = unsafe e3db_sqlite_db_config_flag(handle, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+        guard defensive == SQLITE_OK, trusted == SQLITE_OK else {
+            throw E3DBError(.databaseError, "SQLite refused defensive mode", context: .init(actual: Int(defensive)))
+        }
+        hardened = true
+    }
+
+    /// Runs `body` with defensive mode off (the export's own `writable_schema` copy of virtual tables' rows).
+    func withoutDefensiveMode(_ body: () throws(E3DBError) -> Void) throws(E3DBError) {
+        guard hardened else { return try body() }
+        _ = unsafe e3db_sqlite_db_config_flag(handle, SQLITE_DBCONFIG_DEFENSIVE, 0)
+        defer { _ = unsafe e3db_sqlite_db_config_flag(handle, SQLITE_DBCONFIG_DEFENSIVE, 1) }
+        try body()
+    }
+}
+
+/// The authorizer of one schema entry's preparation: only the creation of the entry itself in `main` (and what it
+/// reads and writes there), never ATTACH, DETACH, a PRAGMA or another schema.
+private final class SchemaGuard {
+    let kind: SQLiteConnection.SchemaKind
+    let name: String
+    private(set) var created = false
+    private(set) var refusal: String?
+
+    init(kind: SQLiteConnection.SchemaKind, name: String) {
+        self.kind = kind
+        self.name = name
+    }
+
+    func authorize(
+        _ action: Int32, _ first: UnsafePointer<CChar>?, _ second: UnsafePointer<CChar>?,
+        _ database: UnsafePointer<CChar>?
+    ) -> Int32 {
+        func text(_ pointer: UnsafePointer<CChar>?) -> String? { unsafe pointer.map { unsafe String(cString: $0) } }
+        func deny(_ why: String) -> Int32 {
+            if refusal == nil { refusal = why }
+            return SQLITE_DENY
+        }
+        switch action {
+        case SQLITE_ATTACH, SQLITE_DETACH: return deny("it attaches or detaches a database")
+        case SQLITE_PRAGMA: return deny("it runs PRAGMA \(unsafe text(first) ?? "")")
+        case SQLITE_TRANSACTION, SQLITE_SAVEPOINT: return deny("it controls the transaction")
+        default: break
+        }
+        if let database = unsafe text(database), database != "main" {
+            return deny("it uses the schema \(String(reflecting: database))")
+        }
+        if action == kind.action {
+            guard unsafe text(first)?.lowercased() == name.lowercased(), !created else {
+                return deny("it creates \(String(reflecting: unsafe text(first) ?? "")), not the entry's name")
+            }
+            created = true
+        } else if kind == .table, action == SQLITE_CREATE_INDEX,
+            unsafe text(first)?.hasPrefix("sqlite_autoindex_") == true
+        {
+            // The index of a PRIMARY KEY or UNIQUE constraint of the table.
+        } else if [
+            SQLITE_CREATE_TABLE, SQLITE_CREATE_VTABLE, SQLITE_CREATE_INDEX, SQLITE_CREATE_VIEW, SQLITE_CREATE_TRIGGER,
+            SQLITE_CREATE_TEMP_TABLE, SQLITE_CREATE_TEMP_INDEX, SQLITE_CREATE_TEMP_VIEW, SQLITE_CREATE_TEMP_TRIGGER,
+        ].contains(action) {
+            return deny("it creates another kind of object than its type")
+        }
+        return SQLITE_OK
     }
 }

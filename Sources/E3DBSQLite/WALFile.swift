@@ -5,6 +5,10 @@ internal import E3DBPrimitives
 /// A write-ahead log in SQLCipher's format: frame headers in the clear (page number, commit size, salts), page
 /// bodies encrypted with their page number, and the frame checksum chain computed over the ciphertext.
 ///
+/// A frame's page is served only for the page the wal-index (`aPgno[]` in the -shm, which SQLite used to pick the
+/// frame) gives that frame: the page HMAC binds the page number in the frame's own header, so a -shm edit that
+/// points page P at another page's frame is `pageTampered` (part `wal`), as SQLCipher refuses it.
+///
 /// Every I/O is classified, and what fits no class is refused: the 32-byte WAL header (whose page size must be
 /// the cipher's), a 24-byte frame header, a frame's page (encrypted, decrypted), a whole frame read back (recovery,
 /// `walRewriteChecksums`: the ciphertext), and small reads inside a header. SQLite writes a frame as two calls,
@@ -239,6 +243,20 @@ final class WALFile: PassThroughFile {
         let frameSize = Int64(pageSize + Self.frameHeaderSize)
         if buffer.count == pageSize, isFrameStart(offset - Int64(Self.frameHeaderSize), frameSize: frameSize) {
             guard let number = frameNumber(at: offset - Int64(Self.frameHeaderSize)) else { return SQLITE_IOERR_READ }
+            // SQLite serves frame F for page P only when the wal-index says aPgno[F] == P: a frame whose own header
+            // names another page was put there by an edit of the -shm (the page HMAC only proves the header's page).
+            let frame = (offset - Int64(Self.frameHeaderSize) - Self.headerSize) / frameSize + 1
+            if let indexed = cipher.main?.walIndexPage(frame: frame), indexed != number {
+                unsafe buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                return cipher.fail(
+                    CipherFailure(
+                        SQLITE_IOERR_DATA,
+                        E3DBError(
+                            .pageTampered,
+                            "WAL frame \(frame) of \(cipher.path) holds page \(number), the wal-index says page "
+                                + "\(indexed)",
+                            context: .init(part: "wal", actual: Int(indexed), offset: Int(offset)))))
+            }
             return unsafe raw.withBytes(pageSize) { stored in
                 let readRC = unsafe readRaw(stored, at: offset)
                 guard readRC == SQLITE_OK else {

@@ -70,6 +70,15 @@ struct SQLiteKeyOptions: ParsableArguments {
         return key
     }
 
+    /// The database a command reads: a missing one, or a directory, exits 66 as every missing input does.
+    static func requireDatabase(_ path: String) throws {
+        let type = (try? FileManager.default.attributesOfItem(atPath: path))?[.type] as? FileAttributeType
+        guard let type, type != .typeDirectory else {
+            let why = type == nil ? "no such file" : "it is a directory"
+            throw CLIError("cannot open the database \(path): \(why)", exitCode: ExitStatus.noInput)
+        }
+    }
+
     static func key(passphraseFile: String?, keyFile: String?) throws -> SQLCipherKey? {
         try libraryCall("reading the key") {
             if let keyFile { return try SQLCipherKey.rawKey(hex: try CLIIO.readSecret(keyFile, what: "key file")) }
@@ -163,7 +172,11 @@ struct SQLiteExec: ParsableCommand {
 struct SQLiteEncrypt: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "encrypt",
-        abstract: "Encrypt a plaintext SQLite database into a new SQLCipher 4 file (like sqlcipher_export)."
+        abstract: "Encrypt a plaintext SQLite database into a new SQLCipher 4 file (like sqlcipher_export; 0600).",
+        discussion: """
+            Each schema entry of the input runs as exactly one CREATE statement of its type; an input whose schema \
+            holds anything else (a second statement, ATTACH, a PRAGMA) is refused with exit 65, naming the entry.
+            """
     )
 
     @OptionGroup var keys: SQLiteKeyOptions
@@ -171,6 +184,7 @@ struct SQLiteEncrypt: ParsableCommand {
     @Argument(help: "The new encrypted database (must not exist).") var output: String
 
     func run() throws {
+        try SQLiteKeyOptions.requireDatabase(input)
         try libraryCall("encrypting \(input)") {
             try E3DBSQLite.encrypt(
                 plaintextDatabaseAt: input, to: output, key: try keys.requiredKey(), settings: try keys.settings())
@@ -181,7 +195,7 @@ struct SQLiteEncrypt: ParsableCommand {
 struct SQLiteDecrypt: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decrypt",
-        abstract: "Decrypt an encrypted database into a new plaintext SQLite file."
+        abstract: "Decrypt an encrypted database into a new plaintext SQLite file (created 0600)."
     )
 
     @OptionGroup var keys: SQLiteKeyOptions
@@ -189,6 +203,7 @@ struct SQLiteDecrypt: ParsableCommand {
     @Argument(help: "The new plaintext database (must not exist).") var output: String
 
     func run() throws {
+        try SQLiteKeyOptions.requireDatabase(input)
         try libraryCall("decrypting \(input)") {
             try E3DBSQLite.decrypt(
                 databaseAt: input, key: try keys.requiredKey(), settings: try keys.settings(), to: output)
@@ -220,6 +235,7 @@ struct SQLiteRekey: ParsableCommand {
     }
 
     func run() throws {
+        try SQLiteKeyOptions.requireDatabase(database)
         let old = try keys.requiredKey()
         guard let new = try SQLiteKeyOptions.key(passphraseFile: newPassphraseFile, keyFile: newKeyFile) else {
             throw CLIError("pass one of --new-passphrase-file and --new-key-file", exitCode: ExitStatus.usage)
@@ -236,8 +252,10 @@ struct SQLiteVerify: ParsableCommand {
         abstract:
             "Authenticate every page and check the b-tree; print the result as JSON, exit 2 naming the bad pages.",
         discussion: """
-            Prints {"pages": N, "bad_pages": [...], "integrity": [...]}. Exits 0 when every page authenticates \
-            and integrity_check says ok, 2 otherwise (each bad page named on stderr), 77 for a wrong key.
+            Prints {"pages": N, "bad_pages": [...], "bad_page_count": N, "trailing_bytes": N, "integrity": [...]}: \
+            the pages up to the header's page count are checked, the first 100 bad ones listed and all counted; \
+            bytes after the last page are one problem. Exits 0 when every page authenticates, nothing trails and \
+            integrity_check says ok, 2 otherwise (each listed bad page named on stderr), 77 for a wrong key.
             """
     )
 
@@ -245,15 +263,25 @@ struct SQLiteVerify: ParsableCommand {
     @Argument(help: "The encrypted database.") var database: String
 
     func run() throws {
+        try SQLiteKeyOptions.requireDatabase(database)
         let result = try libraryCall("verifying \(database)") {
             try E3DBSQLite.verify(databaseAt: database, key: try keys.requiredKey(), settings: try keys.settings())
         }
         let bad = result.badPages.map(String.init).joined(separator: ",")
         let integrity = result.integrity.map { CanonicalJSON.serialize(.string($0)) }.joined(separator: ",")
-        try StandardOutput.line("{\"pages\":\(result.pageCount),\"bad_pages\":[\(bad)],\"integrity\":[\(integrity)]}")
+        try StandardOutput.line(
+            "{\"pages\":\(result.pageCount),\"bad_pages\":[\(bad)],\"bad_page_count\":\(result.badPageCount),"
+                + "\"trailing_bytes\":\(result.trailingBytes),\"integrity\":[\(integrity)]}")
         guard result.isIntact else {
             for page in result.badPages { StandardError.line("page \(page) did not authenticate") }
-            if result.badPages.isEmpty {
+            if result.badPageCount > result.badPages.count {
+                StandardError.line("and \(result.badPageCount - result.badPages.count) more pages did not authenticate")
+            }
+            if result.trailingBytes > 0 {
+                StandardError.line(
+                    "\(result.trailingBytes) trailing bytes after page \(result.pageCount), the header's last page")
+            }
+            if result.badPages.isEmpty && result.integrity != ["ok"] {
                 StandardError.line("integrity_check: " + result.integrity.joined(separator: "; "))
             }
             throw ExitCode(ExitStatus.authentication.rawValue)

@@ -108,13 +108,15 @@ final class E3DBService: Sendable {
     static let clientClosedRequest = HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request")
 
     /// Whether `error` means that the client went away mid-request: it reset the connection, or its input ended,
-    /// while its body was arriving (or the connection closed while the request ran, which cancels it:
-    /// ``E3DBChildChannel``). Such a request is
-    /// not a failure of the server's: it is logged at `debug` (anyone can cut off as many bodies as they like,
-    /// so an `error` line each would let them flood the logs) and counted as ``clientClosedRequest``.
+    /// while its body was arriving, or the connection closed while the request ran, which cancels the request's
+    /// task (``E3DBChildChannel``): then whatever the cancelled work throws (a storage call interrupted, say)
+    /// counts as the client's leaving. Such a request is not a failure of the server's: it is logged at `debug`
+    /// (anyone can cut off as many requests as they like, so an `error` line each would let them flood the logs)
+    /// and counted as ``clientClosedRequest``. Called from the request's task.
     func clientLeft(_ error: any Error, route: String) -> Bool {
         let left: Bool
         switch error {
+        case _ where Task.isCancelled: left = true
         case is CancellationError: left = true
         case let error as IOError:
             left = [ECONNRESET, EPIPE, ECONNABORTED, ETIMEDOUT, ENOTCONN, ESHUTDOWN].contains(error.errnoCode)

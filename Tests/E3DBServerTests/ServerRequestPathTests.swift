@@ -83,7 +83,7 @@ struct ServerRequestPathTests {
         }
     }
 
-    @Test("L3: request bodies the client cuts off are not logged as errors; they are answered and counted as 499")
+    @Test("L3: request bodies the client cuts off, and requests it abandons, are not logged as errors; counted as 499")
     func abortedBodiesAreNotErrors() async throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-aborts-\(UUID())")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -116,10 +116,27 @@ struct ServerRequestPathTests {
                 connection.reset()
             }
         }
+        // Searches abandoned while they run (their storage reads and scans cancelled).
+        for _ in 0..<4 {
+            _ = try await client.write(api, type: "t", plain: #"{"x":"\#(String(repeating: "a", count: 16 << 10))"}"#)
+        }
+        let search = RawConnection.post(
+            "/v2/search", token: bearer, body: Self.wildcard("*" + String(repeating: "a", count: 1022) + "b"))
+        let searches = 3
+        try await offCooperativePool {
+            for _ in 0..<searches {
+                let connection = try RawConnection(url)
+                try connection.send(search)
+                Thread.sleep(forTimeInterval: 0.1)
+                connection.reset()
+            }
+        }
         func lines() throws -> [Substring] {
             String(decoding: try Data(contentsOf: log), as: UTF8.self).split(separator: "\n")
         }
-        let counted = try await Self.eventually { try lines().filter { $0.contains("status=499") }.count >= aborted }
+        let counted = try await Self.eventually {
+            try lines().filter { $0.contains("status=499") }.count >= aborted + searches
+        }
         let tail = try lines().suffix(5)
         #expect(counted, "\(tail)")
         let errors = try lines().filter {

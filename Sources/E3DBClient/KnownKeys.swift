@@ -21,12 +21,12 @@ import Synchronization
 /// atomically (a temporary file of mode 0600, `fsync`, `rename`).
 ///
 /// Whoever can write the file decides which keys count as verified, so it is trusted only as ssh's `StrictModes`
-/// trusts `known_hosts` (``checkDirectory(of:)``, ``checkFile(_:path:)``): the file must be a regular file owned
-/// by this user and not writable by group or others; its directory must be owned by this user (or root) and not
-/// writable by group or others, unless it has the sticky bit (as `/tmp`), where others cannot replace or remove
-/// this user's files. The lock file is opened without following a symbolic link and must be a regular file of
-/// this user's too. Anything else is refused with `.untrustedKnownKeys` naming the path; a file larger than
-/// ``maxFileBytes`` with `.invalidKnownKeys`, before it is read.
+/// trusts `known_hosts`: the file must be a regular file owned by this user and not writable by group or others;
+/// its directory must be owned by this user (or root) and not writable by group or others, unless it has the
+/// sticky bit (as `/tmp`), where others cannot replace or remove this user's files. The lock file is opened
+/// without following a symbolic link and must be a regular file of this user's too. Anything else is refused with
+/// `.untrustedKnownKeys` naming the path; a file larger than ``maxFileBytes`` with `.invalidKnownKeys`, before it
+/// is read.
 public final class KnownKeys: Sendable {
     /// A client's public keys, base64url.
     public struct Keys: Sendable, Hashable, Codable {

@@ -16,8 +16,12 @@ extension E3DBError.Code {
     /// The server gives a client other public keys than those pinned for it (``KnownKeys``); `context.item` is the
     /// client id, `context.field` the key (`public_key` or `signing_key`).
     public static let keyChanged = Self("keyChanged", category: .verification)
-    /// A known-keys file (``KnownKeys``) is malformed.
+    /// A known-keys file (``KnownKeys``) is malformed, or larger than ``KnownKeys/maxFileBytes``.
     public static let invalidKnownKeys = Self("invalidKnownKeys", category: .malformedInput)
+    /// A known-keys file, its directory or its lock file could be written by someone else: another owner, group or
+    /// other write permission, a symbolic link in place of the lock, something other than a regular file
+    /// (``KnownKeys``); `context.item` is the path.
+    public static let untrustedKnownKeys = Self("untrustedKnownKeys", category: .verification)
     /// A file body's URL is not on an origin the client may fetch from or upload to
     /// (``E3DBClient/E3DBClient/fileOrigins``).
     public static let foreignFileURL = Self("foreignFileURL", category: .verification)

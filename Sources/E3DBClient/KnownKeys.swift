@@ -19,6 +19,14 @@ import Synchronization
 /// file: each pin is made under an exclusive `flock` on `<path>.lock`, against the file as it is on disk then (a
 /// key another process pinned meanwhile is checked like one pinned here), and the merged file is written
 /// atomically (a temporary file of mode 0600, `fsync`, `rename`).
+///
+/// Whoever can write the file decides which keys count as verified, so it is trusted only as ssh's `StrictModes`
+/// trusts `known_hosts`: the file must be a regular file owned by this user and not writable by group or others;
+/// its directory must be owned by this user (or root) and not writable by group or others, unless it has the
+/// sticky bit (as `/tmp`), where others cannot replace or remove this user's files. The lock file is opened
+/// without following a symbolic link and must be a regular file of this user's too. Anything else is refused with
+/// `.untrustedKnownKeys` naming the path; a file larger than ``maxFileBytes`` with `.invalidKnownKeys`, before it
+/// is read.
 public final class KnownKeys: Sendable {
     /// A client's public keys, base64url.
     public struct Keys: Sendable, Hashable, Codable {
@@ -79,13 +87,26 @@ public final class KnownKeys: Sendable {
         accepted.mapValues { Set($0.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }) }
     }
 
-    /// The pins in the file at `path` (none when it does not exist).
+    /// The largest known-keys file read (16 MiB: about 100,000 pins).
+    public static let maxFileBytes = 16 << 20
+
+    /// The pins in the file at `path` (none when it does not exist), once the file and its directory checked out
+    /// (``checkDirectory(of:)``, ``checkFile(_:path:)``); at most ``maxFileBytes`` read.
     private static func read(_ path: String) throws(E3DBError) -> [UUID: Keys] {
-        guard FileManager.default.fileExists(atPath: path) else { return [:] }
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+        try checkDirectory(of: path)
+        let fd = unsafe open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return [:] }
             throw E3DBError(.fileIOFailed, "cannot read the known keys in \(path)", context: .init(item: path))
         }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        let size = try checkFile(fd, path: path)
+        guard size <= maxFileBytes else { throw tooLarge(path) }
+        let data: Data
+        do { data = try handle.read(upToCount: maxFileBytes + 1) ?? Data() } catch {
+            throw E3DBError(.fileIOFailed, "cannot read the known keys in \(path)", context: .init(item: path))
+        }
+        guard data.count <= maxFileBytes else { throw tooLarge(path) }  // it grew
         guard let body = try? JSONDecoder().decode(FileBody.self, from: data), body.version == 1 else {
             throw E3DBError(
                 .invalidKnownKeys, "\(path) is not a known-keys file (version 1)",
@@ -101,6 +122,56 @@ public final class KnownKeys: Sendable {
             keys[uuid] = entry
         }
         return keys
+    }
+
+    private static func tooLarge(_ path: String) -> E3DBError {
+        E3DBError(
+            .invalidKnownKeys, "\(path) is larger than the 16 MiB a known-keys file may hold",
+            context: .init(item: path))
+    }
+
+    private static func untrusted(_ path: String, _ why: String) -> E3DBError {
+        E3DBError(.untrustedKnownKeys, "\(path) \(why)", context: .init(item: path))
+    }
+
+    /// Refuses the directory of `path` when someone else could replace the files in it: another owner than this
+    /// user or root, or group or other write permission without the sticky bit.
+    static func checkDirectory(of path: String) throws(E3DBError) {
+        let directory =
+            (path as NSString).deletingLastPathComponent.isEmpty
+            ? "." : (path as NSString).deletingLastPathComponent
+        var st = stat()
+        guard unsafe stat(directory, &st) == 0 else {
+            if errno == ENOENT { return }  // nothing in it to read or replace; a pin then fails to create the lock
+            throw E3DBError(
+                .fileIOFailed, "cannot inspect the directory \(directory) of the known keys",
+                context: .init(item: directory))
+        }
+        guard st.st_uid == geteuid() || st.st_uid == 0 else {
+            throw untrusted(directory, "is owned by another user (uid \(st.st_uid)), who could replace the known keys")
+        }
+        guard st.st_mode & (S_IWGRP | S_IWOTH) == 0 || st.st_mode & S_ISVTX != 0 else {
+            throw untrusted(
+                directory, "may be written by group or others, who could replace the known keys (chmod go-w)")
+        }
+    }
+
+    /// Refuses the open file `fd` (at `path`) unless it is a regular file owned by this user that group and others
+    /// cannot write; returns its size.
+    @discardableResult
+    static func checkFile(_ fd: Int32, path: String) throws(E3DBError) -> Int {
+        var st = stat()
+        guard unsafe fstat(fd, &st) == 0 else {
+            throw E3DBError(.fileIOFailed, "cannot inspect \(path)", context: .init(item: path))
+        }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw untrusted(path, "is not a regular file") }
+        guard st.st_uid == geteuid() else {
+            throw untrusted(path, "is owned by another user (uid \(st.st_uid)), who decides which keys are trusted")
+        }
+        guard st.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
+            throw untrusted(path, "may be written by group or others, who could pin their keys (chmod go-w)")
+        }
+        return Int(st.st_size)
     }
 
     /// The keys pinned for `id`, if any.
@@ -139,11 +210,14 @@ public final class KnownKeys: Sendable {
     /// - Returns: the pins now on disk.
     private func pinLocked(_ keys: Keys, for id: UUID, path: String) throws(E3DBError) -> [UUID: Keys] {
         let lockPath = path + ".lock"
-        let fd = unsafe open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try Self.checkDirectory(of: path)
+        let fd = unsafe open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
+            if errno == ELOOP { throw Self.untrusted(lockPath, "is a symbolic link; it is not followed") }
             throw E3DBError(.fileIOFailed, "cannot open the lock file \(lockPath)", context: .init(item: lockPath))
         }
         defer { close(fd) }  // also releases the lock
+        try Self.checkFile(fd, path: lockPath)
         var locked: Int32
         repeat { locked = flock(fd, LOCK_EX) } while locked != 0 && errno == EINTR
         guard locked == 0 else {

@@ -7,28 +7,33 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 
-/// A loopback listener whose every connection is forwarded over TLS to one server, for public key pinning:
+/// A local listener whose every connection is forwarded over TLS to one server, for public key pinning:
 /// AsyncHTTPClient 1.37 makes its TLS connections itself and shows no certificate, so a pinned server is reached
-/// through this forwarder instead (plain HTTP on 127.0.0.1, then TLS that this forwarder verifies).
+/// through this forwarder instead (plain HTTP over a Unix domain socket, then TLS that this forwarder verifies).
 ///
 /// Per connection it connects to the server, lets NIOSSL verify the chain against the configured CAs and the host
-/// name, checks the certificate's public key against the pins, and only then reads from the loopback side and
-/// passes bytes both ways. A failure closes the loopback connection before any byte of the request leaves the
+/// name, checks the certificate's public key against the pins, and only then reads from the local side and
+/// passes bytes both ways. A failure closes the local connection before any byte of the request leaves the
 /// machine, and is kept, with its time, for ``reporting(_:_:)`` to throw instead of AsyncHTTPClient's "connection
 /// closed" to a request that was under way when it happened and failed right after it (``FailureSlot``). The
-/// outbound connection, the proxy's `CONNECT` and the TLS handshake together have ``handshakeTimeout``; a loopback
+/// outbound connection, the proxy's `CONNECT` and the TLS handshake together have ``handshakeTimeout``; a local
 /// connection that closes first has its outbound side closed too.
 ///
-/// The listener is bound to 127.0.0.1 and forwards only to its one server (through the proxy with `CONNECT`, if
-/// one is configured); forwarders live as long as the process (one per server, TLS options and proxy).
+/// Only this user can reach the listener: it is a Unix domain socket in a new directory of mode 0700
+/// (``privateDirectory()``), which other users cannot enter, so they cannot connect to it (through a loopback TCP
+/// port, any local user could reach the pinned server from this process's network position and through its
+/// proxy, with its proxy credentials). It forwards only to its one server (through the proxy with `CONNECT`, if
+/// one is configured); forwarders live as long as the process (one per server, TLS options and proxy), and their
+/// directories are removed when it exits (``removeSocketDirectories()``; not after a crash or `kill -9`: the
+/// directory then stays, empty but for the dead socket, in the temporary directory).
 final class PinnedTunnel: Sendable {
-    /// The loopback port to send plain HTTP to.
-    let localPort: Int
+    /// The Unix domain socket to send plain HTTP to.
+    let socketPath: String
     /// The most recent failure to reach the server, for the request that saw its connection closed.
     private let failure: FailureSlot
 
-    private init(localPort: Int, failure: FailureSlot) {
-        self.localPort = localPort
+    private init(socketPath: String, failure: FailureSlot) {
+        self.socketPath = socketPath
         self.failure = failure
     }
 
@@ -154,17 +159,58 @@ final class PinnedTunnel: Sendable {
         let pins = Set(tls.pins)
         let group = HTTPClient.defaultEventLoopGroup
         let failure = FailureSlot()
-        let server = try await ServerBootstrap(group: group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.autoRead, value: false)
-            .childChannelInitializer { inbound in
-                forward(inbound, host: host, port: port, proxy: proxy, context: context, pins: pins, failure: failure)
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        guard let localPort = server.localAddress?.port else {
-            throw E3DBError(.tlsHandshakeFailed, "the pinning forwarder could not listen on 127.0.0.1")
+        let directory = try privateDirectory()
+        let socketPath = directory + "/forwarder.sock"
+        do {
+            _ = try await ServerBootstrap(group: group)
+                .childChannelOption(.autoRead, value: false)
+                .childChannelInitializer { inbound in
+                    forward(
+                        inbound, host: host, port: port, proxy: proxy, context: context, pins: pins, failure: failure)
+                }
+                .bind(unixDomainSocketPath: socketPath).get()
+        } catch {
+            removeSocketDirectory(directory)
+            throw E3DBError(
+                .tlsHandshakeFailed, "the pinning forwarder could not listen on a Unix domain socket in \(directory)")
         }
-        return PinnedTunnel(localPort: localPort, failure: failure)
+        return PinnedTunnel(socketPath: socketPath, failure: failure)
+    }
+
+    /// The directories of this process's forwarders, removed at exit.
+    private static let socketDirectories = Mutex<[String]>([])
+    private static let removalAtExit: Void = { atexit { PinnedTunnel.removeSocketDirectories() } }()
+
+    /// A new directory of mode 0700 for a forwarder's socket, in the temporary directory (`TMPDIR`; `/tmp` when
+    /// that path is too long for a socket address), owned by this user: no other user can enter it, so none can
+    /// connect to a socket in it. Removed at exit.
+    static func privateDirectory() throws(E3DBError) -> String {
+        _ = removalAtExit
+        var base = FileManager.default.temporaryDirectory.path
+        if base.utf8.count > 60 { base = "/tmp" }  // a socket address holds at most 107 bytes
+        var template = Array((base + "/e3dbkit-pin-XXXXXX").utf8CString)
+        // Safety: mkdtemp rewrites the X's of the NUL-terminated template in place, inside the closure.
+        let made = unsafe template.withUnsafeMutableBufferPointer { buffer in
+            guard let start = buffer.baseAddress else { return false }
+            return unsafe mkdtemp(start) != nil
+        }
+        guard made else {
+            throw E3DBError(
+                .tlsHandshakeFailed, "the pinning forwarder could not create its directory in \(base) (errno \(errno))")
+        }
+        let directory = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        socketDirectories.withLock { $0.append(directory) }
+        return directory
+    }
+
+    /// Removes the forwarders' sockets and directories (at exit).
+    static func removeSocketDirectories() {
+        for directory in socketDirectories.withLock({ $0 }) { removeSocketDirectory(directory) }
+    }
+
+    private static func removeSocketDirectory(_ directory: String) {
+        unsafe unlink(directory + "/forwarder.sock")
+        unsafe rmdir(directory)
     }
 
     /// Connects `inbound` to the server once its TLS is verified and pinned; records the failure otherwise.
@@ -198,7 +244,7 @@ final class PinnedTunnel: Sendable {
                 failure.settle(connection, with: nil)
             }
         }
-        // The loopback side closing (before the pin check, or after: the splice closes it then too) closes the
+        // The local side closing (before the pin check, or after: the splice closes it then too) closes the
         // outbound side.
         inbound.closeFuture.whenComplete { _ in verified.whenSuccess { $0.close(promise: nil) } }
         verified.whenSuccess { outbound in

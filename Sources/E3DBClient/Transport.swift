@@ -206,7 +206,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         -> HTTPClientResponse
     {
         do {
-            // The forwarder is on 127.0.0.1 and asks the proxy itself: its requests never go to the proxy.
+            // The forwarder is a local socket and asks the proxy itself: its requests never go to the proxy.
             let direct = tunnel == nil ? client : Self.processClient
             return try await PinnedTunnel.reporting(tunnel) {
                 try await direct.execute(r, timeout: .seconds(max(timeout.components.seconds, 1)))
@@ -225,13 +225,13 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     }
 
     /// The AsyncHTTPClient request, with this transport's TLS configuration; for a pinned `https` URL, rewritten
-    /// to the loopback forwarder that connects to the server (its `Host` header kept).
+    /// to the forwarder's Unix domain socket (`http+unix`), which connects to the server (its `Host` header kept).
     func prepare(_ request: TransportRequest) async throws -> (HTTPClientRequest, PinnedTunnel?) {
         try tls.check(for: request.url)
         var url = request.url
         var tunnel: PinnedTunnel?
         var host: String?
-        if !tls.pins.isEmpty, var components = URLComponents(string: request.url),
+        if !tls.pins.isEmpty, let components = URLComponents(string: request.url),
             components.scheme?.lowercased() == "https", let name = components.host
         {
             let port = components.port ?? 443
@@ -239,10 +239,12 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
             host =
                 components.port == nil
                 ? components.percentEncodedHost : "\(components.percentEncodedHost ?? name):\(port)"
-            components.scheme = "http"
-            components.host = "127.0.0.1"
-            components.port = forwarder.localPort
-            url = components.string ?? url
+            let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+            guard let local = URL(httpURLWithSocketPath: forwarder.socketPath, uri: target.isEmpty ? "/" : target)
+            else {
+                throw E3DBError(.invalidParameter, "the request's path cannot be sent to the pinning forwarder")
+            }
+            url = local.absoluteString
             tunnel = forwarder
         }
         var r = HTTPClientRequest(url: url)

@@ -25,7 +25,21 @@ struct E3DBChildChannel<Base: ServerChildChannel>: ServerChildChannel {
         return base.setup(channel: channel, logger: logger)
     }
 
+    /// Serves the connection in a task of its own that is cancelled when the channel closes (the client reset it,
+    /// or it failed). Hummingbird 2.28 runs a connection's requests in the task that calls this and does
+    /// not cancel it when the channel closes, so a request whose client has gone (a search waiting for a place in
+    /// the limiter, or scanning) would run to its end; cancelled, it stops (``AsyncLimiter``,
+    /// ``WorkBudget/checkCancellation()``). A half-close (the client shut down its sending side, which is also how
+    /// a plain `close()` looks until the server writes) is not a close: HTTP/1.1 lets a client do that and still
+    /// read the answer.
     func handle(value: Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
+        let base = self.base
+        let connection = Task { await base.handle(value: value, logger: logger) }
+        value.channel.closeFuture.whenComplete { _ in connection.cancel() }
+        await withTaskCancellationHandler {
+            await connection.value
+        } onCancel: {
+            connection.cancel()
+        }
     }
 }

@@ -41,7 +41,8 @@ public struct E3DBRequestHandler: Sendable {
     /// Answers one request: routing, authentication (Bearer, TSV1 with replay protection, HTTP Basic on the token
     /// endpoint, capability URLs), body limits and decoding, storage.
     /// - Parameter request: the request; its body is read at most once.
-    /// - Returns: the response; never a 5xx but 503 for a failing backend.
+    /// - Returns: the response; never a 5xx but 503 for a failing backend; 499 when the calling task was cancelled
+    ///   (or the body stream failed as a closed connection does), as the server counts a client that left.
     public func respond(to request: Request) async -> Response {
         do {
             return try await responder.respond(to: request, context: E3DBRequestContext(logger: logger))

@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 import Prometheus
 
 /// The E3DB API over a ``ServerStorage`` and a ``FileBodyStore``: its state (configuration, capability secret, token
@@ -94,14 +95,45 @@ final class E3DBService: Sendable {
         case let error as E3DBError where error.code.isStorageFailure:
             logger.error("storage failure", metadata: ["route": .string(route), "error": .string(error.message)])
             return E3DBError(.serviceUnavailable, "the storage backend failed; try again")
-        case is CancellationError:
-            return E3DBError(.serviceUnavailable, "the request was cancelled")
         case let error as HTTPError where error.status == .contentTooLarge:
             return E3DBError(.contentTooLarge, "the request body is larger than the server accepts")
         default:
             logger.error("request failed", metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
             return E3DBError(.badRequest, "the request could not be processed")
         }
+    }
+
+    /// The status a request is counted and logged with when its client went away before the answer
+    /// (``clientLeft(_:route:)``): 499, "client closed request", as nginx counts it. No client reads it.
+    static let clientClosedRequest = HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request")
+
+    /// Whether `error` means that the client went away mid-request: it reset the connection, or its input ended,
+    /// while its body was arriving, or the connection closed while the request ran, which cancels the request's
+    /// task (``E3DBChildChannel``): then whatever the cancelled work throws (a storage call interrupted, say)
+    /// counts as the client's leaving. Such a request is not a failure of the server's: it is logged at `debug`
+    /// (anyone can cut off as many requests as they like, so an `error` line each would let them flood the logs)
+    /// and counted as ``clientClosedRequest``. Called from the request's task.
+    func clientLeft(_ error: any Error, route: String) -> Bool {
+        let left: Bool
+        switch error {
+        case _ where Task.isCancelled: left = true
+        case is CancellationError: left = true
+        case let error as IOError:
+            left = [ECONNRESET, EPIPE, ECONNABORTED, ETIMEDOUT, ENOTCONN, ESHUTDOWN].contains(error.errnoCode)
+        case let error as ChannelError:
+            switch error {
+            case .ioOnClosedChannel, .alreadyClosed, .eof, .inputClosed, .outputClosed: left = true
+            default: left = false
+            }
+        case let error as HTTPParserError: left = error == .invalidEOFState  // the input ended inside the body
+        default: left = false
+        }
+        if left {
+            logger.debug(
+                "request cancelled: the client closed the connection",
+                metadata: ["route": .string(route), "error": .string("\(type(of: error))")])
+        }
+        return left
     }
 
     /// Counts and logs (at `info`) one answered request: route template, method, status and duration.
@@ -128,8 +160,8 @@ final class E3DBService: Sendable {
 
     /// The request body, at most `limit` bytes (default ``ServerConfiguration/maxBodySize``; 413 past it), each
     /// chunk taken from `owner`'s share of the ``BodyBudget`` as it arrives (503 when none is left), and all of it
-    /// within ``ServerConfiguration/bodyTimeout`` of the first read (408 at the chunk that arrives later: with the
-    /// connection's idle timeout, a body trickled a byte at a time is dropped after both at most).
+    /// within ``ServerConfiguration/bodyTimeout`` of the first read (``TimedBody``: 408 at the chunk that arrives
+    /// later; with the connection's idle timeout, a body trickled a byte at a time is dropped after both at most).
     func body(_ r: APIRequest, for owner: BodyOwner, limit: Int? = nil) async throws -> Data {
         let max = limit ?? configuration.maxBodySize
         if let declared = r.header(.contentLength).flatMap(Int.init), declared > max {
@@ -137,15 +169,10 @@ final class E3DBService: Sendable {
         }
         // Collected chunk by chunk, each taken from the server's budget of body bytes in memory first.
         var collected = Data()
-        let deadline = ContinuousClock.now + .seconds(configuration.bodyTimeout)
-        for try await chunk in r.request.body {
+        for try await chunk in timed(r.request.body) {
             guard collected.count + chunk.readableBytes <= max else {
                 throw E3DBError(
                     .contentTooLarge, "the request body is larger than the \(max) bytes this endpoint accepts")
-            }
-            guard ContinuousClock.now <= deadline else {
-                throw E3DBError(
-                    .requestTimeout, "the request body took longer than \(configuration.bodyTimeout) s to arrive")
             }
             guard let reservation = r.context.bodyBytes else {  // every request passes RequestBoundary first
                 throw E3DBError(.serviceUnavailable, "the request has no share of the body budget")
@@ -156,5 +183,44 @@ final class E3DBService: Sendable {
         return collected
     }
 
+    /// The bytes per second a file upload may be slower than the network after ``ServerConfiguration/bodyTimeout``:
+    /// an upload has `bodyTimeout` seconds plus one second per this many bytes of its declared size to arrive.
+    static let slowestUploadBytesPerSecond: Int64 = 256 << 10
+
+    /// `body` under the body deadline, from now: ``ServerConfiguration/bodyTimeout`` seconds, plus for a file
+    /// upload of `uploadSize` bytes one second per ``slowestUploadBytesPerSecond``.
+    func timed(_ body: RequestBody, uploadSize: Int64 = 0) -> TimedBody<RequestBody> {
+        let seconds = Int64(configuration.bodyTimeout) + uploadSize / Self.slowestUploadBytesPerSecond
+        return TimedBody(base: body, deadline: ContinuousClock.now + .seconds(seconds), seconds: seconds)
+    }
+
     static func sha256(_ text: String) -> Data { Hashes.sha256(Data(text.utf8)) }
+}
+
+/// A request body whose chunks must all arrive by `deadline`: a chunk that arrives later ends it with 408
+/// (`.requestTimeout`). The one body deadline, of JSON bodies and file uploads alike
+/// (``E3DBService/timed(_:uploadSize:)``).
+struct TimedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    let base: Base
+    let deadline: ContinuousClock.Instant
+    /// The time allowed, for the message.
+    let seconds: Int64
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let deadline: ContinuousClock.Instant
+        let seconds: Int64
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let chunk = try await base.next() else { return nil }
+            guard ContinuousClock.now <= deadline else {
+                throw E3DBError(.requestTimeout, "the request body took longer than \(seconds) s to arrive")
+            }
+            return chunk
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), deadline: deadline, seconds: seconds)
+    }
 }

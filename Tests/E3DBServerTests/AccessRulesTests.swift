@@ -133,6 +133,81 @@ struct AccessRulesTests {
         #expect(try await limiter.withPermit { 3 } == 3)
     }
 
+    /// Polls `condition` every 10 ms for up to `seconds`; whether it held.
+    static func eventually(within seconds: Double = 2, _ condition: () -> Bool) async throws -> Bool {
+        for _ in 0..<Int(seconds * 100) {
+            if condition() { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    @Test("L2: a cancelled waiter leaves the search limiter at once, its body never runs, and its place is free")
+    func limiterWaiterCancellation() async throws {
+        let limiter = AsyncLimiter(permits: 1, maxWaiting: 1)
+        let release = AsyncStream<Void>.makeStream()
+        let holder = Task { try await limiter.withPermit { for await _ in release.stream { break } } }
+        #expect(try await Self.eventually { limiter.snapshot.free == 0 })
+        let ran = Counter()
+        let waiter = Task { try await limiter.withPermit { ran.add(1) } }
+        #expect(try await Self.eventually { limiter.snapshot.waiting == 1 })
+        waiter.cancel()
+        // The place is given back at the cancellation, not when the holder leaves.
+        #expect(try await Self.eventually { limiter.snapshot.waiting == 0 })
+        let replacement = Task { try await limiter.withPermit { 7 } }
+        #expect(try await Self.eventually { limiter.snapshot.waiting == 1 }, "the freed place takes a new waiter")
+        release.continuation.yield()
+        try await holder.value
+        #expect(try await replacement.value == 7)
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(ran.add(0) == 0, "the cancelled waiter's body did not run")
+        #expect(limiter.snapshot.free == 1 && limiter.snapshot.waiting == 0)
+    }
+
+    @Test("L2: a task cancelled before it asks, or while it is granted the permit, leaks no permit")
+    func limiterCancellationRaces() async throws {
+        let limiter = AsyncLimiter(permits: 1, maxWaiting: 8)
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await limiter.withPermit { 1 }
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        for _ in 0..<200 {
+            let release = AsyncStream<Void>.makeStream()
+            let holder = Task { try await limiter.withPermit { for await _ in release.stream { break } } }
+            #expect(try await Self.eventually { limiter.snapshot.free == 0 })
+            let waiter = Task { try await limiter.withPermit { 1 } }
+            #expect(try await Self.eventually { limiter.snapshot.waiting == 1 })
+            // The grant (the holder leaving) and the cancellation race.
+            async let left: Void = { release.continuation.yield() }()
+            waiter.cancel()
+            await left
+            try await holder.value
+            _ = await waiter.result
+            #expect(try await Self.eventually { limiter.snapshot.free == 1 }, "the permit came back")
+            #expect(limiter.snapshot.waiting == 0)
+        }
+    }
+
+    @Test("L2: one client may have at most `maxWaitingPerOwner` searches waiting; other clients still get places")
+    func limiterPerClientQueue() async throws {
+        let limiter = AsyncLimiter(permits: 1, maxWaiting: 8, maxWaitingPerOwner: 2)
+        let (a, b) = (ClientID.random(), ClientID.random())
+        let release = AsyncStream<Void>.makeStream()
+        let holder = Task { try await limiter.withPermit(owner: a) { for await _ in release.stream { break } } }
+        #expect(try await Self.eventually { limiter.snapshot.free == 0 })
+        let queued = (0..<2).map { n in Task { try await limiter.withPermit(owner: a) { n } } }
+        #expect(try await Self.eventually { limiter.snapshot.waiting == 2 })
+        let refused = await #expect(throws: E3DBError.self) { try await limiter.withPermit(owner: a) { 9 } }
+        #expect(refused?.code == .serviceUnavailable && refused?.message.contains("this client") == true)
+        let other = Task { try await limiter.withPermit(owner: b) { 5 } }
+        #expect(try await Self.eventually { limiter.snapshot.waiting == 3 }, "another client still gets a place")
+        release.continuation.yield()
+        try await holder.value
+        let answers = [try await queued[0].value, try await queued[1].value, try await other.value]
+        #expect(answers == [0, 1, 5])
+    }
+
     final class Counter: @unchecked Sendable {
         private let lock = NSLock()
         private var value = 0

@@ -181,6 +181,47 @@ struct ClientTLSTests {
         }
     }
 
+    /// Whether this process may run a command as another user (`nobody`, through `setpriv`) with `curl`.
+    static let canActAsAnotherUser =
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")
+
+    @Test(
+        "L4: another local user cannot reach the pinned server through this process's forwarder",
+        .enabled(if: canActAsAnotherUser, "needs root, setpriv and curl to act as another user"))
+    func forwarderIsPrivate() async throws {
+        try await Self.withServer { pki, server in
+            let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
+            let tls = try Self.tls(pki, pins: [pin])
+            let healthz = try await AsyncHTTPClientTransport(tls: tls).send(
+                TransportRequest(method: "GET", url: server.url + "/healthz"), timeout: .seconds(30),
+                maxResponseSize: 1 << 20)
+            #expect(healthz.status == 200 && String(decoding: healthz.body, as: UTF8.self).contains("ok"))
+            let url = try #require(URLComponents(string: server.url))
+            let tunnel = try await PinnedTunnel.shared(
+                host: try #require(url.host), port: try #require(url.port), tls: tls, proxy: nil)
+            // A Unix domain socket in a directory of this user's, mode 0700, that no other user may enter.
+            let socket = try FileManager.default.attributesOfItem(atPath: tunnel.socketPath)
+            #expect(socket[.type] as? FileAttributeType == .typeSocket)
+            let directory = URL(fileURLWithPath: tunnel.socketPath).deletingLastPathComponent().path
+            let attributes = try FileManager.default.attributesOfItem(atPath: directory)
+            #expect(attributes[.posixPermissions] as? Int == 0o700)
+            #expect((attributes[.ownerAccountID] as? NSNumber)?.uint32Value == getuid())
+            // This user reaches the server through it (a pinned request did, above); `nobody` cannot, as the
+            // review's attacker (who found a TCP port on 127.0.0.1 in /proc/net/tcp) could before.
+            func health(as user: [String]) async throws -> String {
+                try await ChildProcess.run(
+                    URL(fileURLWithPath: "/usr/bin/setpriv"),
+                    user + ["--", "/usr/bin/curl", "-s", "-m", "5", "--unix-socket", tunnel.socketPath]
+                        + ["http://localhost/healthz"]
+                ).stdoutText
+            }
+            #expect(try await health(as: ["--reuid=0"]).contains("ok"), "the socket answers this user")
+            let stranger = try await health(as: ["--reuid=65534", "--regid=65534", "--clear-groups"])
+            #expect(!stranger.contains("ok"), "nobody reached the server: \(stranger)")
+        }
+    }
+
     @Test("library: a certificate for another name is reported as a host name mismatch")
     func hostnameMismatch() async throws {
         try await Self.withServer(subjectAltName: "DNS:elsewhere.example") { pki, server in

@@ -358,6 +358,85 @@ struct ClientTrustTests {
                 == ["a.known-keys.json", "a.known-keys.json.lock"])
     }
 
+    /// A new directory for known-keys files (mode 0700), removed by the caller.
+    static func keysDirectory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(
+            at: dir, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        return dir
+    }
+
+    static let onePin = KnownKeys.Keys(publicKey: Base64URL.encode(Array(repeating: 1, count: 32)), signingKey: nil)
+
+    @Test("L5: a known-keys file (or its directory) that group or others may write is refused, naming the path")
+    func knownKeysModes() async throws {
+        let dir = try Self.keysDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("k.known-keys.json").path
+        try await KnownKeys(path: path).check(Self.onePin, for: UUID())
+        #expect(try KnownKeys(path: path).keys(of: UUID()) == nil, "a 0600 file in a 0700 directory is read")
+        for mode in [0o620, 0o602, 0o666] {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+            let refused = await Self.code { _ = try KnownKeys(path: path) }
+            #expect(refused?.code.rawValue == "untrustedKnownKeys" && refused?.context.item == path, "\(mode)")
+            #expect(refused?.message.contains(path) == true, "\(refused?.message ?? "")")
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        // The directory: group-writable is refused; world-writable only with the sticky bit (as /tmp).
+        try FileManager.default.setAttributes([.posixPermissions: 0o770], ofItemAtPath: dir.path)
+        let inGroupDirectory = await Self.code { _ = try KnownKeys(path: path) }
+        #expect(inGroupDirectory?.code.rawValue == "untrustedKnownKeys" && inGroupDirectory?.context.item == dir.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o1777], ofItemAtPath: dir.path)
+        _ = try KnownKeys(path: path)
+        // A pin into a file that is not there yet checks the directory too.
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: dir.path)
+        let fresh = dir.appendingPathComponent("new.known-keys.json").path
+        let pinning = await Self.code { try await KnownKeys(path: fresh).check(Self.onePin, for: UUID()) }
+        #expect(pinning?.code.rawValue == "untrustedKnownKeys", "\(String(describing: pinning))")
+        #expect(!FileManager.default.fileExists(atPath: fresh))
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: dir.path)
+        if getuid() == 0 {  // another owner (only root can give a file away)
+            #expect(chown(path, 65534, 65534) == 0)
+            let foreign = await Self.code { _ = try KnownKeys(path: path) }
+            #expect(foreign?.code.rawValue == "untrustedKnownKeys" && foreign?.message.contains("owned") == true)
+        }
+    }
+
+    @Test("L5: a symbolic link in place of the lock file is refused; nothing is created where it points")
+    func knownKeysLockSymlink() async throws {
+        let dir = try Self.keysDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("k.known-keys.json").path
+        let target = dir.appendingPathComponent("chosen-by-someone-else").path
+        try FileManager.default.createSymbolicLink(atPath: path + ".lock", withDestinationPath: target)
+        let refused = await Self.code { try await KnownKeys(path: path).check(Self.onePin, for: UUID()) }
+        #expect(refused?.code.rawValue == "untrustedKnownKeys" && refused?.context.item == path + ".lock")
+        #expect(refused?.message.contains("symbolic link") == true, "\(refused?.message ?? "")")
+        #expect(!FileManager.default.fileExists(atPath: target))
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test("L5: a known-keys file larger than 16 MiB is refused before it is read")
+    func knownKeysSize() async throws {
+        let dir = try Self.keysDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("k.known-keys.json").path
+        // Valid JSON, padded with spaces past the bound.
+        var body = Data(#"{"version":1,"clients":{}"#.utf8)
+        body.append(Data(repeating: 0x20, count: 16 << 20))
+        body.append(Data("}".utf8))
+        #expect(FileManager.default.createFile(atPath: path, contents: body, attributes: [.posixPermissions: 0o600]))
+        let refused = await Self.code { _ = try KnownKeys(path: path) }
+        #expect(refused?.code == .invalidKnownKeys && refused?.message.contains("16 MiB") == true)
+        // Grown past the bound after it was read: the pin refuses it too, and leaves it as it is.
+        let small = dir.appendingPathComponent("small.known-keys.json").path
+        let keys = try KnownKeys(path: small)
+        try FileManager.default.moveItem(atPath: path, toPath: small)
+        let pinning = await Self.code { try await keys.check(Self.onePin, for: UUID()) }
+        #expect(pinning?.code == .invalidKnownKeys, "\(String(describing: pinning))")
+        #expect(try FileManager.default.attributesOfItem(atPath: small)[.size] as? Int == body.count)
+    }
+
     @Test(
         "query: a full page whose last_index does not advance, and results without the record_data asked for, are refused"
     )

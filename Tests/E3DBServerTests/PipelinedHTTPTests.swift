@@ -22,7 +22,7 @@ struct PipelinedHTTPTests {
             var body: String
         }
 
-        private let socket: Int32
+        private var socket: Int32
         private var pending: [UInt8] = []
 
         init(_ url: String) throws {
@@ -48,10 +48,26 @@ struct PipelinedHTTPTests {
             }
         }
 
-        deinit { close(socket) }
+        deinit { if socket >= 0 { close(socket) } }
 
         /// Half-closes the connection: the server sees the end of its input.
         func finishSending() { shutdown(socket, Int32(SHUT_WR)) }
+
+        /// Resets the connection (a close with `SO_LINGER` 0 sends RST): the client is gone.
+        func reset() {
+            guard socket >= 0 else { return }
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            close(socket)
+            socket = -1
+        }
+
+        /// Whether an answer (or the end of the connection) is there to read within `milliseconds`.
+        func readable(within milliseconds: Int32) -> Bool {
+            guard pending.isEmpty else { return true }
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            return poll(&descriptor, 1, milliseconds) > 0
+        }
 
         func send(_ text: String) throws {
             var bytes = Array(text.utf8)[...]

@@ -95,6 +95,18 @@ struct RawClient: Sendable {
             publicKey: publicKey)
     }
 
+    /// Creates a pending file record for `body` (its MD5 and size) and returns the body's upload URL.
+    func createFile(_ api: RawAPI, body: Data) async throws -> String {
+        let md5 = Hashes.md5(body).base64EncodedString()
+        let created = try await api.send(
+            "POST", "/v1/storage/files", bearer: bearer,
+            json:
+                #"{"meta":{"writer_id":"\#(id)","user_id":"\#(id)","type":"f","file_meta":{"checksum":"\#(md5)","size":\#(body.count)}},"data":{}}"#
+        )
+        try #require(created.status == 202, "\(created.text)")
+        return try #require(created.json?["file_url"] as? String)
+    }
+
     /// Writes a record of `type` and returns its id.
     func write(_ api: RawAPI, type: String, plain: String = "{}") async throws -> String {
         let body =
@@ -534,14 +546,7 @@ struct SecurityRegressionTests {
         try await SecurityFixture.with(backend) { f in
             let client = try await f.register()
             let body = Data(repeating: 7, count: 256 << 10)
-            let md5 = Hashes.md5(body).base64EncodedString()
-            let created = try await f.api.send(
-                "POST", "/v1/storage/files", bearer: client.bearer,
-                json:
-                    #"{"meta":{"writer_id":"\#(client.id)","user_id":"\#(client.id)","type":"f","file_meta":{"checksum":"\#(md5)","size":\#(body.count)}},"data":{}}"#
-            )
-            try #require(created.status == 202, "\(created.text)")
-            let upload = try #require(created.json?["file_url"] as? String)
+            let upload = try await client.createFile(f.api, body: body)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<4 {
                     group.addTask {

@@ -73,8 +73,8 @@ struct APIRequest {
 /// segments percent-decode and hold no U+0000, a query without U+0000, no `Expect` but `100-continue`, which
 /// ``ExpectContinueHandler`` already answered and removed), holds the request's share of the body budget until
 /// the response is made, turns every error into a refusal (``E3DBService/refusal(_:route:)``, answered as
-/// `HTTPResponseError`), and counts
-/// and logs the request under its route template.
+/// `HTTPResponseError`) but those of a client that went away (``E3DBService/clientLeft(_:route:)``, counted as
+/// 499), and counts and logs the request under its route template.
 struct RequestBoundary: RouterMiddleware {
     let service: E3DBService
 
@@ -103,6 +103,8 @@ struct RequestBoundary: RouterMiddleware {
                 .notFound, "no such endpoint: \(request.method.rawValue) \(segments.joined(separator: "/"))"
             )
             .response(from: request, context: context)
+        } catch  where service.clientLeft(error, route: route) {
+            response = Response(status: E3DBService.clientClosedRequest)
         } catch {
             response = try service.refusal(error, route: route).response(from: request, context: context)
         }

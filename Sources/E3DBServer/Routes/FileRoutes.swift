@@ -113,11 +113,15 @@ extension E3DBService {
             throw E3DBError(.conflict, "this file is being or was already uploaded")
         }
         do {
-            try await files.store(id: id, chunks: r.request.body, expectedSize: pending.size, expectedMD5: md5)
+            // Under the body deadline, as JSON bodies are, with time for the declared size.
+            try await files.store(
+                id: id, chunks: timed(r.request.body, uploadSize: pending.size), expectedSize: pending.size,
+                expectedMD5: md5)
         } catch {
             try? await storage.releaseUpload(pendingID: id)
             guard let error = error as? E3DBError else { throw error }
             switch error.code {
+            case .requestTimeout: throw error
             case .fileBodySizeMismatch: throw E3DBError(.badRequest, error.message)
             case .fileBodyChecksumMismatch:
                 throw E3DBError(.badRequest, "the body's MD5 is not the declared checksum (BadDigest)")

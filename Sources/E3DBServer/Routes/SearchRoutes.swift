@@ -100,10 +100,12 @@ extension E3DBService {
         return rows
     }
 
-    /// Runs a search's scan behind the search limiter (``ServerConfiguration/concurrentSearches``), with a new
-    /// ``WorkBudget``; the scan yields between batches and stops when the request is cancelled.
-    func searching<T>(_ scan: (inout WorkBudget) async throws -> T) async throws -> T {
-        try await searches.withPermit {
+    /// Runs a search's scan for `caller` behind the search limiter (``ServerConfiguration/concurrentSearches``, at
+    /// most two of one client waiting), with a new ``WorkBudget``. The scan yields between batches and stops when
+    /// the request is cancelled (its client closed the connection): a waiting search leaves the queue at once, a
+    /// running one at its next ``WorkBudget/checkCancellation()``.
+    func searching<T>(for caller: ClientID, _ scan: (inout WorkBudget) async throws -> T) async throws -> T {
+        try await searches.withPermit(owner: caller) {
             var budget = WorkBudget(limit: configuration.searchBudget)
             return try await scan(&budget)
         }
@@ -132,12 +134,13 @@ extension E3DBService {
             caller: caller.clientID, includeShared: !writers.isEmpty || q.includeAllWriters == true, writerIDs: writers,
             userIDs: users, recordIDs: records, types: q.contentTypes ?? [], includeData: false)
         let perRow = q.plain.map(Self.filterCost) ?? 0
-        let picked = try await searching { budget in
+        let picked = try await searching(for: caller.clientID) { budget in
             var picked: [RecordRow] = []
             var cursor = after
             while picked.count < count {
                 let batch = try await storage.records(in: scope, afterIndex: cursor, limit: max(count * 2, 64))
                 for row in batch where picked.count < count {
+                    try budget.checkCancellation()
                     if let plain = q.plain {
                         try budget.charge(Self.scanCost(row) + perRow)
                         if !plain.matches(try Self.map(row.plainJSON)) { continue }
@@ -199,13 +202,14 @@ extension E3DBService {
         let scope = RecordScope(caller: caller.clientID, includeShared: q.includeAllWriters == true, includeData: false)
         let window = 10_000
         // Compiled inside the limiter too: REGEXP terms cost memory and time to compile.
-        let matched = try await searching { budget -> [(index: Int64, id: RecordID)] in
+        let matched = try await searching(for: caller.clientID) { budget -> [(index: Int64, id: RecordID)] in
             let (matches, excludes) = try CompiledClause.compile(match: q.match, exclude: q.exclude)
             var matched: [(index: Int64, id: RecordID)] = []
             var cursor: Int64 = 0
             scan: while true {
                 let batch = try await storage.records(in: scope, afterIndex: cursor, limit: 1000)
                 rows: for row in batch {
+                    try budget.checkCancellation()
                     try budget.charge(Self.scanCost(row))
                     let t = byModified ? row.lastModified : row.created
                     if let after, t < after { continue }

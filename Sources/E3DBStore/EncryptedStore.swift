@@ -385,7 +385,10 @@ public final class EncryptedStore: Sendable {
         let location = uri ?? path
         do {
             let pool = try openPool(location: location)
-            try databaseCall("migrating the store") { try StoreSchema.migrator.migrate(pool) }
+            try databaseCall("migrating the store") {
+                try StoreSchema.checkMigrationLog(pool)
+                try StoreSchema.migrator.migrate(pool)
+            }
             return OpenDatabase(pool: pool, path: path, location: location, uri: uri)
         } catch {
             guard let uri else { throw error }

@@ -1,9 +1,32 @@
+import E3DBRows
 import GRDB
 
 /// The store's SQLite schema, as versioned GRDB migrations. Names and layout are documented in docs/store.md.
 enum StoreSchema {
     /// The store format this library writes and reads.
     static let formatVersion = 1
+
+    /// Checks GRDB's log of applied migrations (`grdb_migrations`) before the migrator trusts it: every entry must be
+    /// text, and the store's migrations it holds must be a prefix of their order (GRDB applies them in that order,
+    /// so a gap means an edited entry, which would make the migrator run a migration again over its own tables).
+    /// Names this library does not know (a later version's migrations) are left to GRDB.
+    /// - Throws: `storeCorrupted` naming `grdb_migrations.identifier`.
+    static func checkMigrationLog(_ pool: DatabasePool) throws {
+        let order = migrator.migrations
+        try pool.read { db in
+            guard try db.tableExists("grdb_migrations") else { return }
+            var applied: Set<String> = []
+            var reader: UntrustedRow?
+            for row in try Row.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") {
+                reader = UntrustedRow(store: row, table: "grdb_migrations")
+                applied.insert(try reader?.value("identifier", as: String.self) ?? "")
+            }
+            let done = order.map(applied.contains)
+            if let reader, let gap = done.firstIndex(of: false), done[gap...].contains(true) {
+                throw reader.error("identifier", "lacks migration \(order[gap]) though a later one is applied")
+            }
+        }
+    }
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()

@@ -9,6 +9,7 @@
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher pages; no SQLite)
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
+//   L3 E3DBRows (the one reader of untrusted SQLite rows, over GRDB; the store and the server)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
 //      E3DBAPI (the wire contract: endpoints, bodies, TSV1, refusal codes; E3DBPrimitives only, so the server and
 //      the client both link it)

@@ -34,8 +34,9 @@ public enum StoredBody: Sendable, Equatable {
 ///
 /// Two shapes: a store whose bodies pass through this server (``LocalFileBodyStore``: the client PUTs and GETs
 /// this server's capability URLs, `/v1/storage/blobs`, and ``store(id:chunks:expectedSize:expectedMD5:)`` checks
-/// the body as it arrives), and a store the client reaches itself (an object store: ``uploadURL(id:size:md5:now:expires:)``
-/// and ``downloadURL(id:now:expires:)`` return its URLs, and the commit asks ``verifyStored(id:size:md5:)``).
+/// the body as it arrives), and a store the client reaches itself (``S3FileBodyStore``:
+/// ``uploadURL(id:size:md5:now:expires:)`` and ``downloadURL(id:now:expires:)`` return its URLs, and the commit
+/// asks ``verifyStored(id:size:md5:)``).
 public protocol FileBodyStore: Sendable {
     /// Where the client PUTs the body of pending file `id` (`size` bytes with MD5 `md5`), valid from `now` until
     /// `expires` (Unix seconds); nil: this server's capability URL.

@@ -199,6 +199,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // HEAD and DELETE against an S3-compatible file store (ObjectStore/S3FileBodyStore).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: memorySafe
         ),

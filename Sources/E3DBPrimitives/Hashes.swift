@@ -7,10 +7,11 @@ internal import Crypto
     public import Foundation
 #endif
 
-/// The other hashes E3DB formats need: SHA-256 (PKCE), SHA-512, and MD5 (the `Content-MD5` file checksum).
+/// The other hashes E3DB formats need: SHA-256 (PKCE), SHA-512, MD5 (the `Content-MD5` file checksum), and
+/// HMAC-SHA256 (AWS Signature Version 4, which the server uses to sign object-store requests).
 ///
-/// SHA-2 comes from libsodium, MD5 from swift-crypto (`Insecure.MD5`). MD5 is here only because the E3DB upload
-/// protocol requires it; it is not a security primitive.
+/// SHA-2 comes from libsodium, MD5 and HMAC-SHA256 from swift-crypto (`Insecure.MD5`, `HMAC<SHA256>`). MD5 is here
+/// only because the E3DB upload protocol requires it; it is not a security primitive.
 public enum Hashes: Sendable {
     /// SHA-256 of `data` (32 bytes).
     public static func sha256(_ data: some DataProtocol) -> Data {
@@ -30,6 +31,23 @@ public enum Hashes: Sendable {
             unsafe out.withUnsafeMutableBytes { o in _ = unsafe crypto_hash_sha512(o.u8, d.u8, UInt64(d.count)) }
         }
         return out
+    }
+
+    /// HMAC-SHA256 (RFC 2104) of `message` under `key`, which may have any length (32 bytes).
+    public static func hmacSHA256(key: some DataProtocol, message: some DataProtocol) -> Data {
+        unsafe withBytes(key) { k in unsafe hmacSHA256(keyBytes: k, message: message) }
+    }
+
+    /// HMAC-SHA256 of `message` under a key kept in wiped memory (32 bytes).
+    public static func hmacSHA256(key: SecureBytes, message: some DataProtocol) -> Data {
+        unsafe key.withUnsafeBytes { k in unsafe hmacSHA256(keyBytes: k, message: message) }
+    }
+
+    /// The one HMAC-SHA256 both overloads call. swift-crypto copies the key into its own storage, which it zeroes
+    /// when released.
+    private static func hmacSHA256(keyBytes: UnsafeRawBufferPointer, message: some DataProtocol) -> Data {
+        let key = unsafe SymmetricKey(data: keyBytes)
+        return Data(HMAC<SHA256>.authenticationCode(for: message, using: key))
     }
 
     /// MD5 of `data` (16 bytes). Not collision resistant: for E3DB checksums only.

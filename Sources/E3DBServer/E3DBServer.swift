@@ -131,9 +131,18 @@ public enum E3DBServer {
         _ configuration: ServerConfiguration, logger: Logger,
         onListening: @escaping @Sendable (String, Int) -> Void
     ) async throws {
+        // The bucket is checked first: a store that cannot be used stops the start with a message naming why.
+        let bucket = configuration.objectStore.map { S3FileBodyStore(options: $0) }
+        var adjusted = configuration
+        if let bucket {
+            try await bucket.checkBucket()
+            adjusted.maxFileSize = min(configuration.maxFileSize, S3FileBodyStore.maxBodySize)
+        }
+        let configuration = adjusted
         let storage = try openStorage(configuration, logger: logger)
         try await storage.migrate()
-        let files = try LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
+        let files: any FileBodyStore =
+            try bucket ?? LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
         let service = E3DBService(
             storage: storage, files: files, configuration: configuration,
             secret: try await storage.serverSecret(), logger: logger,

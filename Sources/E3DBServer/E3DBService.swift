@@ -58,7 +58,7 @@ final class E3DBService: Sendable {
                 now: now - (margin.overflow ? 0 : margin.partialValue),
                 pendingCreatedBefore: lifetime.overflow
                     ? Int64.min : now.subtractingReportingOverflow(lifetime.partialValue).partialValue)
-            for id in stale { files.remove(id: id) }
+            for id in stale { await removeBody(id) }
             let abandoned = files.removeAbandonedUploads(idle: Self.abandonedUploadIdle)
             if !stale.isEmpty || abandoned > 0 {
                 logger.info(

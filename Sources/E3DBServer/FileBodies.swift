@@ -19,10 +19,36 @@ extension E3DBError.Code {
     public static let fileBodyIO = Self("fileBodyIO", category: .io)
 }
 
-/// Where encrypted file bodies live: a directory shared by every server process today; an object store can
-/// implement this later. Bodies are opaque ciphertext (E3DB file v3); the server never opens them. A body is
-/// stored under its file record's id.
+/// What a store holds under an id, checked at commit for a body that did not pass through this server.
+public enum StoredBody: Sendable, Equatable {
+    /// The body is there with the declared size and MD5.
+    case present
+    /// Nothing is stored under the id.
+    case missing
+    /// Something is stored, but not the declared body: the reason says what differs (no content).
+    case mismatch(String)
+}
+
+/// Where encrypted file bodies live. Bodies are opaque ciphertext (E3DB file v3); the server never opens them. A
+/// body is stored under its file record's id.
+///
+/// Two shapes: a store whose bodies pass through this server (``LocalFileBodyStore``: the client PUTs and GETs
+/// this server's capability URLs, `/v1/storage/blobs`, and ``store(id:chunks:expectedSize:expectedMD5:)`` checks
+/// the body as it arrives), and a store the client reaches itself (``S3FileBodyStore``:
+/// ``uploadURL(id:size:md5:now:expires:)`` and ``downloadURL(id:now:expires:)`` return its URLs, and the commit
+/// asks ``verifyStored(id:size:md5:)``).
 public protocol FileBodyStore: Sendable {
+    /// Where the client PUTs the body of pending file `id` (`size` bytes with MD5 `md5`), valid from `now` until
+    /// `expires` (Unix seconds); nil: this server's capability URL.
+    func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) throws -> String?
+    /// Where the client GETs the body of file `id`, valid from `now` until `expires` (Unix seconds); nil: this
+    /// server's capability URL.
+    func downloadURL(id: RecordID, now: Int64, expires: Int64) throws -> String?
+    /// At commit, for a pending file whose body this server did not receive: is it stored, whole? Throws when
+    /// the store cannot be asked (the commit is then refused as unavailable, and may be retried).
+    func verifyStored(id: RecordID, size: Int64, md5: Data) async throws -> StoredBody
+    /// Removes a body (no error when it is missing; an error when the store cannot be reached).
+    func remove(id: RecordID) async throws
     /// Stores a body streamed from `chunks`, checking its size and MD5 on the way; nothing is visible under
     /// `id` unless both match (the body is written to a temporary file, synced, then renamed).
     func store(
@@ -32,14 +58,14 @@ public protocol FileBodyStore: Sendable {
     func size(id: RecordID) throws -> Int64
     /// Streams a stored body to `write`, in chunks of at most 256 KiB.
     func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws
-    /// Removes a body (no error when it is missing).
-    func remove(id: RecordID)
     /// Removes the partial uploads of uploads that died (a killed process, a dropped connection): those not
     /// written to for `idle` seconds. Returns how many it removed.
     func removeAbandonedUploads(idle: TimeInterval) -> Int
 }
 
-/// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/`.
+/// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/`: the embedded default. Several server
+/// processes share bodies only when they share this directory. The bodies pass through this server: the client
+/// uses its capability URLs, and an upload through them marks the pending file uploaded.
 public struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
@@ -144,7 +170,17 @@ public struct LocalFileBodyStore: FileBodyStore {
         }
     }
 
-    public func remove(id: RecordID) { unsafe unlink(path(id)) }
+    /// Nil: the client uses this server's capability URL.
+    public func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) -> String? { nil }
+
+    /// Nil: the client uses this server's capability URL.
+    public func downloadURL(id: RecordID, now: Int64, expires: Int64) -> String? { nil }
+
+    /// ``StoredBody/missing``: a body stored here came through the blob route, which marked its pending file
+    /// uploaded, so a commit asks only about bodies that never arrived.
+    public func verifyStored(id: RecordID, size: Int64, md5: Data) async -> StoredBody { .missing }
+
+    public func remove(id: RecordID) async { unsafe unlink(path(id)) }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
     /// body arrives, and other processes sharing the directory may have uploads in progress).

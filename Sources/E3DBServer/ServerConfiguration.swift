@@ -10,6 +10,8 @@ public struct ServerConfiguration: Sendable {
     public var dataDirectory: URL
     /// A PostgreSQL URL selects the PostgreSQL backend.
     public var postgresURL: String?
+    /// An S3-compatible bucket for file bodies; nil (the default): `files/` in the data directory.
+    public var objectStore: S3Options?
     /// The externally reachable base URL for capability (upload/download) URLs; by default built from the
     /// request's `Host` header.
     public var publicURL: String?

@@ -44,6 +44,56 @@ struct ServerStorageOptions: ParsableArguments {
     }
 }
 
+/// An S3-compatible bucket for file bodies instead of `DIR/files`; credentials from the environment only.
+struct ServerObjectStoreOptions: ParsableArguments {
+    @Option(
+        help:
+            "Keep file bodies in an S3-compatible bucket (path-style) at this URL, http(s)://host[:port], which the server calls; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."
+    )
+    var s3Endpoint: String?
+
+    @Option(help: "The bucket of --s3-endpoint (it must exist).")
+    var s3Bucket: String?
+
+    @Option(help: "The region signed into requests to --s3-endpoint.")
+    var s3Region: String = "us-east-1"
+
+    @Option(help: "The URL clients are sent for file bodies, http(s)://host[:port] (default: --s3-endpoint).")
+    var s3PublicEndpoint: String?
+
+    @Option(help: "A key prefix in the bucket: bodies are PREFIX/<record id>.")
+    var s3Prefix: String = ""
+
+    func validate() throws {
+        guard s3Endpoint != nil else {
+            guard s3Bucket == nil, s3PublicEndpoint == nil, s3Prefix.isEmpty, s3Region == "us-east-1" else {
+                throw ValidationError(
+                    "--s3-bucket, --s3-region, --s3-public-endpoint and --s3-prefix need --s3-endpoint")
+            }
+            return
+        }
+        guard s3Bucket != nil else { throw ValidationError("--s3-endpoint needs --s3-bucket") }
+    }
+
+    /// The bucket's options, nil without `--s3-endpoint`.
+    func options() throws -> S3Options? {
+        guard let s3Endpoint, let s3Bucket else { return nil }
+        let environment = ProcessInfo.processInfo.environment
+        guard let accessKey = environment["AWS_ACCESS_KEY_ID"], !accessKey.isEmpty,
+            let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty
+        else {
+            throw CLIError("--s3-endpoint needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+        }
+        do {
+            return try S3Options(
+                endpoint: s3Endpoint, publicEndpoint: s3PublicEndpoint, bucket: s3Bucket, region: s3Region,
+                prefix: s3Prefix, credentials: S3Credentials(accessKeyID: accessKey, secretAccessKey: secret))
+        } catch let error as E3DBError {
+            throw CLIError(error.message)
+        }
+    }
+}
+
 /// A logger writing structured lines to standard error.
 func serverLogger(level: Logger.Level) -> Logger {
     var logger = Logger(label: "e3dbkit.server") { label in StreamLogHandler.standardError(label: label) }
@@ -129,6 +179,8 @@ struct ServerRunCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: LogLevelOption = .info
 
+    @OptionGroup var objectStore: ServerObjectStoreOptions
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be 1...86400") }
@@ -150,6 +202,7 @@ struct ServerRunCommand: AsyncParsableCommand {
                 "--pending-file-lifetime must be 7200 (twice an upload URL's hour) to 315360000 (ten years)")
         }
         guard (1...3600).contains(bodyTimeout) else { throw ValidationError("--body-timeout must be 1...3600") }
+        try objectStore.validate()
     }
 
     func run() async throws {
@@ -169,6 +222,7 @@ struct ServerRunCommand: AsyncParsableCommand {
         configuration.metricsEnabled = metrics
         configuration.tlsCertificatePath = tlsCert
         configuration.tlsKeyPath = tlsKey
+        configuration.objectStore = try objectStore.options()
         let logger = serverLogger(level: logLevel.level)
         try await serverAdmin("starting the server") {
             try await E3DBServer.run(configuration, logger: logger) { host, port in

@@ -39,10 +39,13 @@ final class ServerProcess: Sendable {
     }
 
     /// Starts a server on `existing` (a new data directory by default).
-    /// - Parameter log: where its standard error goes, at `--log-level info`, to be read while it runs (by default
-    ///   a pipe, at `warning`, read until the server listens).
+    /// - Parameters:
+    ///   - log: where its standard error goes, at `--log-level info`, to be read while it runs (by default a pipe,
+    ///     at `warning`, read until the server listens).
+    ///   - environment: variables added to the server's environment (the object store's credentials).
     static func start(
-        data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil
+        data existing: URL? = nil, postgres: String? = nil, extraArguments: [String] = [], log: URL? = nil,
+        environment: [String: String] = [:]
     ) async throws -> ServerProcess {
         let data =
             existing
@@ -64,13 +67,14 @@ final class ServerProcess: Sendable {
                 throw ServerFailure(description: "cannot create the log file")
             }
             process = try RunningProcess(
-                binary, arguments, reading: .standardOutput, other: try FileHandle(forWritingTo: log))
+                binary, arguments, reading: .standardOutput, other: try FileHandle(forWritingTo: log),
+                environment: environment)
             for _ in 0..<600 where found == nil && process.isRunning {
                 found = listening((try? Data(contentsOf: log)) ?? Data())
                 if found == nil { try await Task.sleep(for: .milliseconds(100)) }
             }
         } else {
-            process = try RunningProcess(binary, arguments, reading: .standardError)
+            process = try RunningProcess(binary, arguments, reading: .standardError, environment: environment)
             found = listening(try await process.readOutput { listening($0) != nil })
         }
         guard let found else {

@@ -29,8 +29,14 @@ extension E3DBService {
         return Hex.encode(try BLAKE2b.hash(data: message, outputByteCount: 32, key: secret))
     }
 
+    /// Now and when a URL minted now expires (Unix seconds): ``ServerConfiguration/capabilityLifetime`` later.
+    func urlValidity() -> (now: Int64, expires: Int64) {
+        let now = clock.now() / 1_000_000
+        return (now, now + configuration.capabilityLifetime)
+    }
+
     func capabilityURL(_ r: APIRequest, op: String, id: RecordID) throws -> String {
-        let expires = clock.now() / 1_000_000 + configuration.capabilityLifetime
+        let expires = urlValidity().expires
         let token = try capabilityToken(op: op, id: id, expires: expires)
         let base: String
         if let configured = configuration.publicURL {
@@ -85,8 +91,12 @@ extension E3DBService {
                     recSig: req.recSig, fileMetaJSON: fileMetaJSON, created: now, lastModified: now,
                     version: ""),
                 checksum: checksum, size: size, uploaded: false, created: now))
+        let validity = urlValidity()
+        let url =
+            try files.uploadURL(id: id, size: size, md5: md5, now: validity.now, expires: validity.expires)
+            ?? capabilityURL(r, op: "upload", id: id)
         return try JSONBody.response(
-            API.PendingFile(id: id.text, fileURL: try capabilityURL(r, op: "upload", id: id)),
+            API.PendingFile(id: id.text, fileURL: url),
             status: .accepted)
     }
 
@@ -131,7 +141,7 @@ extension E3DBService {
             }
         }
         guard try await storage.markUploaded(pendingID: id) else {  // expired and removed meanwhile
-            files.remove(id: id)
+            await removeBody(id)
             throw E3DBError(.notFound, "no such upload")
         }
         ServerMetrics.fileBytes("upload", pending.size)
@@ -145,7 +155,7 @@ extension E3DBService {
         else {
             throw E3DBError(.notFound, "no such pending file")
         }
-        guard pending.uploaded else { throw E3DBError(.badRequest, "the file body has not been uploaded") }
+        if !pending.uploaded { try await verifyStoredBody(pending) }
         guard let row = try await storage.commitPendingFile(id: id, now: clock.now(), version: RecordRow.newVersion())
         else {
             throw E3DBError(.notFound, "no such pending file")
@@ -160,7 +170,41 @@ extension E3DBService {
         else {
             throw E3DBError(.notFound, "no such file record, or it is not shared with this client")
         }
-        return try JSONBody.response(record(row, fileURL: try capabilityURL(r, op: "download", id: id)))
+        let validity = urlValidity()
+        let url =
+            try files.downloadURL(id: id, now: validity.now, expires: validity.expires)
+            ?? capabilityURL(r, op: "download", id: id)
+        return try JSONBody.response(record(row, fileURL: url))
+    }
+
+    /// Refuses the commit of a pending file whose body this server did not receive unless the store holds it
+    /// whole: missing or different, 400; a store that cannot be asked, 503 (the client may retry the commit).
+    func verifyStoredBody(_ pending: PendingFileRow) async throws {
+        guard let md5 = Data(base64Encoded: pending.checksum) else {
+            throw E3DBError(.storageCorrupted, "a pending file's checksum does not decode")
+        }
+        let stored: StoredBody
+        do {
+            stored = try await files.verifyStored(id: pending.pendingID, size: pending.size, md5: md5)
+        } catch {
+            logger.error("checking a file body in the store failed", metadata: ["error": .string("\(error)")])
+            throw E3DBError(.serviceUnavailable, "the file store cannot be reached; try the commit again")
+        }
+        switch stored {
+        case .present: return
+        case .missing: throw E3DBError(.badRequest, "the file body has not been uploaded")
+        case .mismatch(let reason):
+            throw E3DBError(.badRequest, "the stored file body is not the declared one: \(reason)")
+        }
+    }
+
+    /// Removes a body, logging (not throwing) a failure: the record or pending file is gone already.
+    func removeBody(_ id: RecordID) async {
+        do {
+            try await files.remove(id: id)
+        } catch {
+            logger.warning("removing a file body failed", metadata: ["error": .string("\(error)")])
+        }
     }
 
     func downloadBody(_ r: APIRequest, id: String) async throws -> Response {

@@ -90,15 +90,13 @@ extension PostgresStorage {
 
     /// Applies the migrations this build knows and the database lacks, each in its own transaction that first takes
     /// an advisory lock (processes starting together wait for each other and then skip what is done).
+    /// First checks that a connection can be made (``checkConnection()``).
     public func migrate() async throws {
+        try await checkConnection()
         for migration in Self.migrations {
             let applied = try await transaction("migration \(migration.version)") { [self] db -> Bool in
                 try await execute("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", on: db)
-                try await execute(
-                    """
-                    CREATE TABLE IF NOT EXISTS schema_migrations (
-                        version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)
-                    """, on: db)
+                try await createMigrationsTable(on: db)
                 let done = try await execute(
                     "SELECT 1 FROM schema_migrations WHERE version = \(migration.version)", on: db)
                 guard done == 0 else { return false }
@@ -119,5 +117,14 @@ extension PostgresStorage {
             }
             if applied { logger.info("PostgreSQL migration \(migration.version) (\(migration.name)) applied") }
         }
+    }
+
+    /// Creates `schema_migrations` when it does not exist (under the migration lock).
+    private func createMigrationsTable(on db: PostgresConnection) async throws {
+        try await execute(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)
+            """, on: db)
     }
 }

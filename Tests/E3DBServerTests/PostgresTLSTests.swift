@@ -217,4 +217,30 @@ struct PostgresTLSTests {
         try await other.close()
         try await frozen.close()
     }
+
+    @Test("a database migrated by a newer version is refused before anything runs, naming the version")
+    func newerSchemaIsRefused() async throws {
+        guard let (url, directory) = try await PostgresTLSTestServer.newDatabase() else { return }
+        let tlsURL = "\(url)?sslmode=verify-full&sslrootcert=\(directory)/ca.crt"
+        let storage = try PostgresStorage(url: tlsURL, logger: Self.quiet)
+        try await storage.migrate()
+        try await storage.perform("recording a future migration") {
+            try await storage.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)",
+                on: storage.client)
+        }
+        let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
+        #expect(error?.code == .storageSchemaTooNew)
+        #expect(error?.message.contains("999 (future)") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("newer version") == true)
+        try await storage.close()
+
+        let data = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        // What an operator sees (`migrate`, as `run` and every command, checks first; `migrate` exits either way).
+        let migrated = try await ChildProcess.run(
+            ServerProcess.binary, ["migrate", "--data", data.path, "--postgres", tlsURL])
+        #expect(migrated.status == 1)
+        #expect(migrated.stderr.contains("migrated by a newer version"), "\(migrated.stderr)")
+    }
 }

@@ -22,12 +22,14 @@ extension E3DBError.Code {
     public static let storageTLSFailed = Self("storageTLSFailed", category: .io)
     /// The database refused the credentials or the connection (a wrong password, no `pg_hba.conf` entry).
     public static let storageAuthenticationFailed = Self("storageAuthenticationFailed", category: .io)
+    /// The database's schema is newer than this build knows (it was migrated by a newer version).
+    public static let storageSchemaTooNew = Self("storageSchemaTooNew", category: .io)
 
     /// Whether this is one of the storage codes above.
     public var isStorageFailure: Bool {
         [
             .storageConflict, .storageUnavailable, .storageRejectedValue, .storageFailed, .storageCorrupted,
-            .invalidStorageConfiguration, .storageTLSFailed, .storageAuthenticationFailed,
+            .invalidStorageConfiguration, .storageTLSFailed, .storageAuthenticationFailed, .storageSchemaTooNew,
         ].contains(self)
     }
 }

@@ -4,6 +4,10 @@
 #   scripts/postgres.sh start DIR     initdb + start in DIR (created; must not exist or be empty) on a free port on
 #                                     127.0.0.1, create a database and a user with a random password, print
 #                                     postgres://USER:PASS@127.0.0.1:PORT/DB on stdout and write it to DIR/url
+#   scripts/postgres.sh start-tls DIR as start, but the server accepts TCP connections over TLS only (`ssl=on`,
+#                                     `hostssl` lines and no `host` line in pg_hba.conf) with a certificate for
+#                                     127.0.0.1, ::1 and localhost signed by a CA made here (openssl): DIR/ca.crt.
+#                                     The URL printed has no sslmode: add ?sslmode=verify-full&sslrootcert=DIR/ca.crt
 #   scripts/postgres.sh createdb DIR  create one more empty database owned by the same user, print its URL
 #   scripts/postgres.sh stop DIR      stop the server and remove DIR
 #
@@ -12,7 +16,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 start|createdb|stop DIR" >&2
+    echo "usage: $0 start|start-tls|createdb|stop DIR" >&2
     exit 64
 }
 [ $# -eq 2 ] || usage
@@ -66,6 +70,30 @@ close_inherited_fds() {
     done
 }
 
+# A CA (DIR/ca.crt) and a server certificate it signs (DIR/server.crt, DIR/server.key, private to the server's
+# user) for 127.0.0.1, ::1 and localhost; the CA's key is removed once it signed.
+make_certificates() {
+    command -v openssl >/dev/null 2>&1 || {
+        echo "postgres.sh: start-tls needs openssl (run scripts/setup.sh)" >&2
+        exit 69
+    }
+    (
+        cd "$dir"
+        as_owner openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+            -subj "/CN=e3dbkit test CA" -keyout ca.key -out ca.crt
+        as_owner openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+            -keyout server.key -out server.csr
+        printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\nbasicConstraints=CA:FALSE\n' >san.ext
+        as_owner openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile san.ext -out server.crt
+        as_owner chmod 0600 server.key
+        rm -f ca.key ca.srl server.csr san.ext
+    ) >"$dir/openssl.log" 2>&1 || {
+        cat "$dir/openssl.log" >&2
+        exit 70
+    }
+}
+
 free_port() {
     if command -v python3 >/dev/null 2>&1; then
         python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
@@ -75,6 +103,7 @@ free_port() {
 }
 
 start() {
+    local tls=$1
     if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
         echo "postgres.sh: $dir exists and is not empty" >&2
         exit 73
@@ -91,6 +120,14 @@ start() {
         cat "$dir/initdb.log" >&2
         exit 70
     }
+    local ssl_options=""
+    if [ "$tls" = tls ]; then
+        make_certificates
+        # TCP over TLS only: the unix socket (the superuser's, for setup) and hostssl lines, no host line.
+        printf '%s\n' 'local all all trust' 'hostssl all all 127.0.0.1/32 scram-sha-256' \
+            'hostssl all all ::1/128 scram-sha-256' | as_owner tee "$dir/data/pg_hba.conf" >/dev/null
+        ssl_options="-c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
+    fi
     local started=""
     for _ in 1 2 3 4 5; do
         local port
@@ -98,7 +135,7 @@ start() {
         if (
             close_inherited_fds
             as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "-c listen_addresses=127.0.0.1 \
-                -p $port -k $dir -c max_connections=400 -c fsync=off -c full_page_writes=off -c synchronous_commit=off" \
+                -p $port -k $dir -c max_connections=400 -c fsync=off -c full_page_writes=off -c synchronous_commit=off $ssl_options" \
                 start </dev/null >/dev/null
         ); then
             started=$port
@@ -149,7 +186,8 @@ stop() {
 }
 
 case "$command" in
-start) start ;;
+start) start plain ;;
+start-tls) start tls ;;
 createdb) createdb ;;
 stop) stop ;;
 *) usage ;;

@@ -25,7 +25,10 @@ public enum E3DBServer {
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened.
     public static func openStorage(_ configuration: ServerConfiguration, logger: Logger) throws -> any ServerStorage {
         if let url = configuration.postgresURL {
-            return try PostgresStorage(url: url, logger: logger)
+            return try PostgresStorage(
+                url: url, maximumConnections: configuration.postgresPoolSize,
+                statementTimeout: .seconds(configuration.postgresStatementTimeout),
+                idleInTransactionTimeout: .seconds(configuration.postgresIdleInTransactionTimeout), logger: logger)
         }
         return try SQLiteStorage(directory: configuration.dataDirectory)
     }

@@ -8,10 +8,21 @@ public struct ServerConfiguration: Sendable {
     public var port: Int = 8000
     /// The data directory: `server.sqlite` (SQLite backend) and `files/` (file bodies, both backends).
     public var dataDirectory: URL
-    /// A PostgreSQL URL selects the PostgreSQL backend.
+    /// A PostgreSQL URL selects the PostgreSQL backend (TLS in its `sslmode` and `sslrootcert`, as libpq reads
+    /// them: ``PostgresStorage/init(url:maximumConnections:operationTimeout:statementTimeout:idleInTransactionTimeout:logger:)``).
     public var postgresURL: String?
     /// An S3-compatible bucket for file bodies; nil (the default): `files/` in the data directory.
     public var objectStore: S3Options?
+    /// PostgreSQL: connections this process may open at most (default 20). Every process counts: nodes × this,
+    /// plus administrative commands, must stay below the server's `max_connections` minus its reserved slots.
+    public var postgresPoolSize: Int = 20
+    /// PostgreSQL: the `statement_timeout` of every session, seconds (default 25, below the 30 s deadline of a
+    /// storage call; 0: none).
+    public var postgresStatementTimeout: Int = 25
+    /// PostgreSQL: the `idle_in_transaction_session_timeout` of every session, seconds (default 5; 0: none). A
+    /// process that stops in the middle of a transaction (frozen, not killed) loses its session after this long,
+    /// and with it the locks other processes wait for.
+    public var postgresIdleInTransactionTimeout: Int = 5
     /// The externally reachable base URL for capability (upload/download) URLs; by default built from the
     /// request's `Host` header.
     public var publicURL: String?

@@ -32,14 +32,41 @@ struct ServerStorageOptions: ParsableArguments {
 
     @Option(
         help:
-            "A PostgreSQL URL (postgres://user:password@host:port/db) for the PostgreSQL backend; or set E3DBKIT_POSTGRES_URL."
+            "A PostgreSQL URL (postgres://user:password@host:port/db, TLS as libpq: ?sslmode=verify-full&sslrootcert=FILE) for the PostgreSQL backend; or set E3DBKIT_POSTGRES_URL."
     )
     var postgres: String?
+
+    @Option(
+        help:
+            "PostgreSQL connections this process may open; nodes × this plus admin commands must fit max_connections minus the reserved slots."
+    )
+    var postgresPoolSize: Int = 20
+
+    @Option(help: "PostgreSQL statement_timeout of every session, seconds (0: none).")
+    var postgresStatementTimeout: Int = 25
+
+    @Option(help: "PostgreSQL idle_in_transaction_session_timeout of every session, seconds (0: none).")
+    var postgresIdleTransactionTimeout: Int = 5
+
+    func validate() throws {
+        guard (1...10_000).contains(postgresPoolSize) else {
+            throw ValidationError("--postgres-pool-size must be 1...10000")
+        }
+        guard (0...86_400).contains(postgresStatementTimeout) else {
+            throw ValidationError("--postgres-statement-timeout must be 0...86400")
+        }
+        guard (0...86_400).contains(postgresIdleTransactionTimeout) else {
+            throw ValidationError("--postgres-idle-transaction-timeout must be 0...86400")
+        }
+    }
 
     func configuration() -> ServerConfiguration {
         var c = ServerConfiguration(dataDirectory: URL(fileURLWithPath: data, isDirectory: true))
         c.postgresURL =
             postgres ?? ProcessInfo.processInfo.environment["E3DBKIT_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        c.postgresPoolSize = postgresPoolSize
+        c.postgresStatementTimeout = postgresStatementTimeout
+        c.postgresIdleInTransactionTimeout = postgresIdleTransactionTimeout
         return c
     }
 }

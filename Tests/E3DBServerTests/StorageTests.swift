@@ -54,6 +54,9 @@ enum PostgresTestServer: Sendable {
 
 /// Starts the PostgreSQL test server before the suite and stops it (removing its directory) afterwards.
 struct PostgresServerTrait: SuiteTrait, TestScoping {
+    /// How postgres.sh starts it: `start`, or `start-tls` (TLS-only, `DIR/ca.crt`).
+    var command = "start"
+
     func provideScope(
         for test: Test, testCase: Test.Case?,
         performing function: @Sendable () async throws -> Void
@@ -66,7 +69,7 @@ struct PostgresServerTrait: SuiteTrait, TestScoping {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("e3dbkit-pg-\(UUID().uuidString.lowercased())").path
         do {
-            _ = try await PostgresTestServer.run(["start", directory])
+            _ = try await PostgresTestServer.run([command, directory])
         } catch {
             _ = try? await PostgresTestServer.run(["stop", directory])
             throw error
@@ -83,6 +86,8 @@ struct PostgresServerTrait: SuiteTrait, TestScoping {
 
 extension Trait where Self == PostgresServerTrait {
     static var postgresServer: Self { Self() }
+    /// A TLS-only server (`hostssl` lines only), its CA in `DIR/ca.crt`.
+    static var postgresTLSServer: Self { Self(command: "start-tls") }
 }
 
 /// Where one test's storage lives: `open()` gives another instance on the same data (as another process would).
@@ -205,7 +210,7 @@ struct StorageTests {
         try await defaults.close()
         for bad in [
             "mysql://e3db:hunter2@host/db", "postgres://host/db", "postgres://e3db:hunter2@/db",
-            "postgres://e3db:hunter2@host/db?sslmode=require", "postgres://e3db:hunter2@host/db?x=1",
+            "postgres://e3db:hunter2@host/db?sslmode=verify", "postgres://e3db:hunter2@host/db?x=1",
             "postgres://e3db:hunter2@host:70000/db", "postgres://e3db:hunter2@host/db/more", "not a url",
         ] {
             do {

@@ -17,12 +17,19 @@ extension E3DBError.Code {
     public static let storageCorrupted = Self("storageCorrupted", category: .io)
     /// The storage configuration is not usable (a malformed PostgreSQL URL).
     public static let invalidStorageConfiguration = Self("invalidStorageConfiguration", category: .invalidArgument)
+    /// TLS to the database failed: the server requires it and the URL disables it, the server does not offer it and
+    /// the URL requires it, or the handshake failed (the certificate did not verify).
+    public static let storageTLSFailed = Self("storageTLSFailed", category: .io)
+    /// The database refused the credentials or the connection (a wrong password, no `pg_hba.conf` entry).
+    public static let storageAuthenticationFailed = Self("storageAuthenticationFailed", category: .io)
+    /// The database's schema is newer than this build knows (it was migrated by a newer version).
+    public static let storageSchemaTooNew = Self("storageSchemaTooNew", category: .io)
 
     /// Whether this is one of the storage codes above.
     public var isStorageFailure: Bool {
         [
             .storageConflict, .storageUnavailable, .storageRejectedValue, .storageFailed, .storageCorrupted,
-            .invalidStorageConfiguration,
+            .invalidStorageConfiguration, .storageTLSFailed, .storageAuthenticationFailed, .storageSchemaTooNew,
         ].contains(self)
     }
 }

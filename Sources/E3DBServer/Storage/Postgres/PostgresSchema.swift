@@ -90,15 +90,32 @@ extension PostgresStorage {
 
     /// Applies the migrations this build knows and the database lacks, each in its own transaction that first takes
     /// an advisory lock (processes starting together wait for each other and then skip what is done).
+    /// First checks that a connection can be made (``checkConnection()``), then that the database has applied no
+    /// migration this build does not know: a node of an older version refuses a schema migrated by a newer one.
+    /// - Throws: `E3DBError` `.storageSchemaTooNew` naming the unknown versions, or what ``checkConnection()`` and
+    ///   the statements throw.
     public func migrate() async throws {
+        try await checkConnection()
+        let known = Self.migrations.map(\.version)
+        let unknown = try await transaction("checking the schema version") { [self] db -> [(Int64, String)] in
+            try await execute("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", on: db)
+            try await createMigrationsTable(on: db)
+            return try await fetch(
+                "SELECT version, name FROM schema_migrations WHERE version <> ALL(\(known)) ORDER BY version",
+                on: db
+            ) { try $0.decode((Int64, String).self) }
+        }
+        guard unknown.isEmpty else {
+            let versions = unknown.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+            throw E3DBError(
+                .storageSchemaTooNew,
+                "the database at \(redactedURL) was migrated by a newer version of e3dbkit-server: it has applied "
+                    + "migration \(versions), which this version does not know (it knows 1...\(known.max() ?? 0)); "
+                    + "run this node's newer version")
+        }
         for migration in Self.migrations {
             let applied = try await transaction("migration \(migration.version)") { [self] db -> Bool in
                 try await execute("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", on: db)
-                try await execute(
-                    """
-                    CREATE TABLE IF NOT EXISTS schema_migrations (
-                        version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)
-                    """, on: db)
                 let done = try await execute(
                     "SELECT 1 FROM schema_migrations WHERE version = \(migration.version)", on: db)
                 guard done == 0 else { return false }
@@ -119,5 +136,14 @@ extension PostgresStorage {
             }
             if applied { logger.info("PostgreSQL migration \(migration.version) (\(migration.name)) applied") }
         }
+    }
+
+    /// Creates `schema_migrations` when it does not exist (under the migration lock).
+    private func createMigrationsTable(on db: PostgresConnection) async throws {
+        try await execute(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)
+            """, on: db)
     }
 }

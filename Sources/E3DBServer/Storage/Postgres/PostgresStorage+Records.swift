@@ -42,25 +42,6 @@ extension PostgresStorage {
             created: try next(Int64.self), lastModified: try next(Int64.self), version: try next(String.self))
     }
 
-    /// Inserts `r` inside the caller's transaction after taking the record-insert lock, so that the identity value
-    /// it draws commits before any later one.
-    private func insert(_ r: RecordRow, on db: PostgresConnection) async throws -> RecordRow {
-        try await execute("SELECT pg_advisory_xact_lock(\(Self.recordInsertLock))", on: db)
-        let index = try await fetch(
-            """
-            INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
-                last_modified, version)
-            VALUES (\(r.recordID.text), \(r.writerID.text), \(r.userID.text), \(r.type), \(r.plainJSON),
-                \(r.dataJSON), \(r.recSig), \(r.fileMetaJSON), \(r.created), \(r.lastModified), \(r.version))
-            RETURNING idx
-            """, on: db
-        ) { try $0.decode(Int64.self) }.first
-        guard let index else { throw E3DBError(.storageCorrupted, "inserting record \(r.recordID) returned no index") }
-        var out = r
-        out.index = index
-        return out
-    }
-
     /// Inserts `rows` in one statement (``PostgresStatements/InsertRecords``) and returns them with their indexes.
     static func insert(_ rows: [RecordRow], client: PostgresClient, logger: Logger) async throws
         -> [RecordRow]
@@ -282,24 +263,26 @@ extension PostgresStorage {
         }
     }
 
-    /// Deletes the pending row and inserts its record in one transaction; of two concurrent commits, the second
-    /// finds no pending row and returns `nil`.
+    /// Deletes the pending row and inserts its record in one statement (one implicit transaction, no client round
+    /// trip while it holds the record-insert lock: a process that freezes cannot leave the lock held), taking the
+    /// record-insert lock as ``PostgresStatements/InsertRecords`` does before the identity value is drawn. Of two
+    /// concurrent commits, the second finds no pending row and returns `nil`.
     public func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
-        try await transaction("committing pending file \(id)") { [self] db -> RecordRow? in
-            guard
-                let pending = try await fetch(
-                    """
+        try await perform("committing pending file \(id)") { [self] in
+            try await fetch(
+                """
+                WITH pending AS (
                     DELETE FROM pending_files WHERE pending_id = \(id.text)
-                    RETURNING \(unescaped: Self.pendingColumns)
-                    """,
-                    on: db, Self.pending
-                ).first
-            else { return nil }
-            var record = pending.record
-            record.created = now
-            record.lastModified = now
-            record.version = version
-            return try await insert(record, on: db)
+                    RETURNING pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta)
+                INSERT INTO records (record_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, created,
+                    last_modified, version)
+                SELECT pending_id, writer_id, user_id, type, plain, data, rec_sig, file_meta, \(now), \(now),
+                    \(version)
+                FROM pending
+                WHERE (SELECT pg_advisory_xact_lock(\(Self.recordInsertLock))) IS NOT NULL
+                RETURNING \(unescaped: Self.recordColumns)
+                """, on: client, Self.record
+            ).first
         }
     }
 }

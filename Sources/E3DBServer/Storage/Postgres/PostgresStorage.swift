@@ -44,23 +44,43 @@ public final class PostgresStorage: ServerStorage {
 
     /// The URL without its password (`postgres://user@host:port/database`), for logs.
     public let redactedURL: String
+    /// How connections are made (``checkConnection()`` opens one outside the pool).
+    let settings: PostgresConnectionSettings
 
-    /// Creates the pool and starts its background task. Connections are opened lazily (the first query, e.g.
-    /// ``migrate()``, is the first to fail when the server is unreachable).
+    /// Creates the pool and starts its background task. Connections are opened lazily: ``migrate()`` first opens
+    /// one connection of its own (``checkConnection()``), so that an unreachable server, a refused TLS handshake or
+    /// refused credentials fail at once with an error saying so.
     /// - Parameters:
     ///   - url: `postgres://user:password@host:port/database` (or `postgresql://`); user, password and database are
-    ///     percent-decoded; the port defaults to 5432 and the database to the user name. `sslmode` may only be
-    ///     absent, `disable`, `allow` or `prefer`: connections are not encrypted (use a local network or a tunnel).
+    ///     percent-decoded; the port defaults to 5432 and the database to the user name. TLS as libpq spells it:
+    ///     `sslmode` `disable`; `allow` or `prefer` (the default: TLS when the server offers it, unverified);
+    ///     `require` (TLS, unverified, unless `sslrootcert` names a file: then as `verify-ca`); `verify-ca` (the
+    ///     certificate chain against `sslrootcert`); `verify-full` (the chain, and the host name or IP address).
+    ///     `sslrootcert=FILE` is a PEM file of CA certificates; without it (or with `system`) the system's CAs.
     ///   - maximumConnections: the pool's upper bound of connections (per process).
     ///   - operationTimeout: how long one storage call (waiting for a connection included) may take before it
     ///     throws `E3DBError` `.storageUnavailable`.
+    ///   - statementTimeout: the `statement_timeout` of every session (zero: none): PostgreSQL cancels a statement
+    ///     that runs longer, so that work abandoned at ``operationTimeout`` does not pile up on the server.
+    ///   - idleInTransactionTimeout: the `idle_in_transaction_session_timeout` of every session (zero: none):
+    ///     PostgreSQL ends a session that holds a transaction open and says nothing for this long (a frozen process
+    ///     holding a lock).
     ///   - logger: receives postgres-nio's connection events; never the password.
-    /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed.
+    /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed or its
+    ///   `sslrootcert` does not load.
     public init(
         url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
+        statementTimeout: Duration = .seconds(25), idleInTransactionTimeout: Duration = .seconds(5),
         logger: Logger = Logger(label: "e3dbkit.server.postgres")
     ) throws {
-        let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
+        var settings = try PostgresConnectionSettings(url: url)
+        settings.startupParameters = [
+            ("statement_timeout", String(max(0, statementTimeout.milliseconds))),
+            ("idle_in_transaction_session_timeout", String(max(0, idleInTransactionTimeout.milliseconds))),
+        ]
+        let configuration = settings.clientConfiguration(maximumConnections: maximumConnections)
+        let redacted = settings.redactedURL
+        self.settings = settings
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.logger = logger
@@ -93,43 +113,6 @@ public final class PostgresStorage: ServerStorage {
         await readableRecords.idle()
         runner.cancel()
         await runner.value
-    }
-
-    static func configuration(url: String, maximumConnections: Int) throws
-        -> (PostgresClient.Configuration, String)
-    {
-        func malformed(_ why: String) -> E3DBError {
-            E3DBError(
-                .invalidStorageConfiguration,
-                "the PostgreSQL URL is not usable: \(why) (expected postgres://user:password@host:port/database)")
-        }
-        guard let parts = URLComponents(string: url) else { throw malformed("it does not parse as a URL") }
-        guard let scheme = parts.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
-            throw malformed("the scheme must be postgres or postgresql")
-        }
-        guard var host = parts.host, !host.isEmpty else { throw malformed("it has no host") }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard let user = parts.user, !user.isEmpty else { throw malformed("it has no user name") }
-        let port = parts.port ?? 5432
-        guard (1...65535).contains(port) else { throw malformed("the port is out of range") }
-        var database = parts.path
-        if database.hasPrefix("/") { database.removeFirst() }
-        guard !database.contains("/") else { throw malformed("the database name contains '/'") }
-        for item in parts.queryItems ?? [] {
-            switch (item.name, item.value ?? "") {
-            case ("sslmode", "disable"), ("sslmode", "allow"), ("sslmode", "prefer"): continue
-            case ("sslmode", let mode):
-                throw malformed("sslmode=\(mode) is not supported (connections are not encrypted)")
-            case (let name, _): throw malformed("unknown parameter '\(name)'")
-            }
-        }
-        var configuration = PostgresClient.Configuration(
-            host: host, port: port, username: user, password: parts.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
-        configuration.options.maximumConnections = max(1, maximumConnections)
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        let redacted = "postgres://\(user)@\(shownHost):\(port)/\(database.isEmpty ? user : database)"
-        return (configuration, redacted)
     }
 
     // MARK: Running statements

@@ -51,7 +51,7 @@ extension PostgresStorage {
     /// closes it. The pool retries a failing connection until the caller's deadline, which would hide why it fails.
     /// - Throws: `E3DBError` `.storageTLSFailed` (TLS required by one side and off on the other, a failed
     ///   handshake or certificate check), `.storageAuthenticationFailed` (credentials or `pg_hba.conf` refused),
-    ///   `.storageUnavailable` (unreachable, or no answer within ``connectionCheckTimeout``), else another storage
+    ///   `.storageUnavailable` (unreachable, or no answer within `connectionCheckTimeout`), else another storage
     ///   code; each names the server (never the password) and what failed.
     public func checkConnection() async throws {
         let timeout = min(operationTimeout, Self.connectionCheckTimeout)

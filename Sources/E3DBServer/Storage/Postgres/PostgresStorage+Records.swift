@@ -265,7 +265,7 @@ extension PostgresStorage {
 
     /// Deletes the pending row and inserts its record in one statement (one implicit transaction, no client round
     /// trip while it holds the record-insert lock: a process that freezes cannot leave the lock held), taking the
-    /// record-insert lock as ``PostgresStatements/InsertRecords`` does before the identity value is drawn. Of two
+    /// record-insert lock as `PostgresStatements.InsertRecords` does before the identity value is drawn. Of two
     /// concurrent commits, the second finds no pending row and returns `nil`.
     public func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
         try await perform("committing pending file \(id)") { [self] in

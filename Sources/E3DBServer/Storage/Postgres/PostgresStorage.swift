@@ -61,7 +61,7 @@ public final class PostgresStorage: ServerStorage {
     ///   - operationTimeout: how long one storage call (waiting for a connection included) may take before it
     ///     throws `E3DBError` `.storageUnavailable`.
     ///   - statementTimeout: the `statement_timeout` of every session (zero: none): PostgreSQL cancels a statement
-    ///     that runs longer, so that work abandoned at ``operationTimeout`` does not pile up on the server.
+    ///     that runs longer, so that work abandoned at `operationTimeout` does not pile up on the server.
     ///   - idleInTransactionTimeout: the `idle_in_transaction_session_timeout` of every session (zero: none):
     ///     PostgreSQL ends a session that holds a transaction open and says nothing for this long (a frozen process
     ///     holding a lock).

@@ -74,6 +74,25 @@ package struct UntrustedRow {
         return try decode(databaseValue(at: index), column: column, as: type)
     }
 
+    /// For rows kept whole even when damaged (a record or file row that `verify` reports rather than stops at): the
+    /// value of `column` (at `index` when given), nil when it is missing, NULL where `required`, or of the wrong
+    /// type; the first such error is kept in `damage`.
+    package func lenient<Value: DatabaseValueConvertible>(
+        _ column: String, at index: Int? = nil, required: Bool, damage: inout E3DBError?
+    ) -> Value? {
+        do throws(E3DBError) {
+            switch (index, required) {
+            case (let index?, true): return try value(at: index, column)
+            case (let index?, false): return try optional(at: index, column)
+            case (nil, true): return try value(column)
+            case (nil, false): return try optional(column)
+            }
+        } catch {
+            if damage == nil { damage = error }
+            return nil
+        }
+    }
+
     /// The raw value of `column` (any storage class), for values that are copied, not interpreted.
     /// - Throws: `failure` when the column is missing.
     package func databaseValue(_ column: String) throws(E3DBError) -> DatabaseValue {

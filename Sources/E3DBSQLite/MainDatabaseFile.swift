@@ -415,6 +415,8 @@ final class MainDatabaseFile: PassThroughFile {
         let filePages = (size + pageSize - 1) / pageSize
         // The header's "in-header database size" (bytes 28-31), valid when its version-valid-for number (92-95)
         // equals the change counter (24-27), as SQLite reads it.
+        // Safety: both buffers are lent for `pageSize` bytes by `withBytes` and used only inside its closure; the
+        // header fields read are at offsets 24, 28 and 92, inside page 1.
         let declared: Int64? = unsafe raw.withBytes(Int(pageSize)) { stored in
             guard unsafe readRaw(stored, at: 0) == SQLITE_OK else { return nil }
             return unsafe plain.withBytes(Int(pageSize)) { page in

@@ -236,6 +236,8 @@ public struct SQLiteRow: Sendable, Equatable {
         }
         try harden()
         let guardian = SchemaGuard(kind: kind, name: name)
+        // Safety: the retained box outlives every callback: the authorizer is removed (and no statement is prepared
+        // after that) before the defer releases it; the callback only borrows it (`takeUnretainedValue`).
         let box = unsafe Unmanaged.passRetained(guardian)
         defer {
             unsafe sqlite3_set_authorizer(handle, nil, nil)
@@ -340,6 +342,8 @@ private final class SchemaGuard {
         _ action: Int32, _ first: UnsafePointer<CChar>?, _ second: UnsafePointer<CChar>?,
         _ database: UnsafePointer<CChar>?
     ) -> Int32 {
+        // Safety: SQLite passes NUL-terminated strings (or NULL) valid for the duration of the callback; they are
+        // copied into Strings here.
         func text(_ pointer: UnsafePointer<CChar>?) -> String? { unsafe pointer.map { unsafe String(cString: $0) } }
         func deny(_ why: String) -> Int32 {
             if refusal == nil { refusal = why }

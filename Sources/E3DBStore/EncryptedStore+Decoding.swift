@@ -196,15 +196,10 @@ struct StoredRow: Sendable, Equatable {
 
     /// Reads the columns by name, or (`byIndex`) by their position in ``columns``.
     init(_ row: Row, byIndex: Bool) {
-        let reader = UntrustedRow(row, table: "records", failure: .storeCorrupted, owner: "the store's")
+        let reader = UntrustedRow(store: row, table: "records")
         var damage: E3DBError?
         func read<Value: DatabaseValueConvertible>(_ index: Int, _ column: String) -> Value? {
-            do throws(E3DBError) {
-                return byIndex ? try reader.value(at: index, column) : try reader.value(column)
-            } catch {
-                if damage == nil { damage = error }
-                return nil
-            }
+            reader.lenient(column, at: byIndex ? index : nil, required: true, damage: &damage)
         }
         seq = read(0, "seq")
         id = read(1, "id")

@@ -130,12 +130,7 @@ struct FileRow: Sendable {
         let reader = UntrustedRow(store: row, table: "files")
         var damage: E3DBError?
         func read<Value: DatabaseValueConvertible>(_ column: String) -> Value? {
-            do throws(E3DBError) {
-                return try reader.optional(column)
-            } catch {
-                if damage == nil { damage = error }
-                return nil
-            }
+            reader.lenient(column, required: false, damage: &damage)
         }
         id = read("id")
         path = read("path")

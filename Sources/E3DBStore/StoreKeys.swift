@@ -105,6 +105,8 @@ struct StoreKeys: Sendable {
         let promise = StoreKeys.statePromise
         // What follows the key: nothing (a store made before the collection state), the state promise, or the state
         // promise and the header binding (neither is secret; the key stays in `opened`).
+        // Safety: `raw` is only read inside the closure and at indexes `keyCount...` that the count check keeps
+        // inside it; what leaves is a copy.
         let following = unsafe opened.withUnsafeBytes { raw in
             unsafe raw.count >= keyCount ? Array(unsafe raw[keyCount...]) : nil
         }

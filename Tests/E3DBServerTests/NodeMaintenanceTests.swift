@@ -264,6 +264,16 @@ struct NodeMaintenanceTests {
         return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// How many other sessions hold a lock on `records` (psql's output).
+    private static func recordsLockHolders(_ url: String) async throws -> String {
+        try await psql(
+            url,
+            """
+            SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+            WHERE c.relname = 'records' AND l.granted AND l.pid <> pg_backend_pid()
+            """)
+    }
+
     /// Holds `LOCK TABLE records` in another session (psql) for `seconds`, once the lock is granted.
     private static func holdRecordsLock(_ url: String, seconds: Int) async throws -> Task<String, any Error> {
         let holder = Task {
@@ -271,13 +281,7 @@ struct NodeMaintenanceTests {
         }
         let deadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < deadline {
-            let held = try await psql(
-                url,
-                """
-                SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-                WHERE c.relname = 'records' AND l.granted AND l.pid <> pg_backend_pid()
-                """)
-            if held == "1" { return holder }
+            if try await recordsLockHolders(url) == "1" { return holder }
             try await Task.sleep(for: .milliseconds(50))
         }
         holder.cancel()
@@ -303,8 +307,8 @@ struct NodeMaintenanceTests {
             limits.pause = .milliseconds(200)
             limits.attempts = 2
 
-            // The lock held throughout: two attempts, then a typed failure, in about a second.
-            let holder = try await Self.holdRecordsLock(url, seconds: 4)
+            // The lock held throughout: two attempts, then a typed failure while it is still held.
+            let holder = try await Self.holdRecordsLock(url, seconds: 60)
             let started = ContinuousClock.now
             do {
                 try await storage.migrate(withColumn, limits: limits)
@@ -314,8 +318,15 @@ struct NodeMaintenanceTests {
                 #expect(error.message.contains("migration 1001 could not lock a table"), "\(error.message)")
                 #expect(error.message.contains("in 2 attempts"), "\(error.message)")
             }
-            #expect(ContinuousClock.now - started < .seconds(3))
-            _ = try await holder.value
+            #expect(ContinuousClock.now - started < .seconds(30))
+            #expect(try await Self.recordsLockHolders(url) == "1", "it gave up while the other session held the lock")
+            _ = try await Self.psql(
+                url,
+                """
+                SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                WHERE c.relname = 'records' AND l.granted AND l.pid <> pg_backend_pid()
+                """)
+            _ = try? await holder.value  // psql reports its session's end
 
             // The lock held for two seconds: retried until it goes, then applied.
             limits.attempts = 40

@@ -156,24 +156,37 @@ struct NodeMaintenanceTests {
             let purged = try await storage.purgeExpired(now: 0, pendingCreatedBefore: 2)
             #expect(purged.count == 200)
             let others = try (0..<3).map { _ in try fixture.open() }
-            defer { for other in others { Task { try? await other.close() } } }
-            let claims = try await withThrowingTaskGroup(of: [RecordID].self) { group in
-                for instance in [storage] + others {
-                    group.addTask {
-                        var mine: [RecordID] = []
-                        while true {
-                            let batch = try await instance.claimBodyDeletions(
-                                now: 10, leaseUntil: 1_000, limit: 7, only: nil)
-                            if batch.isEmpty { return mine }
-                            mine += batch
-                        }
-                    }
-                }
-                return try await group.reduce(into: [[RecordID]]()) { $0.append($1) }
+            // Closed before the test ends, whatever happens: a pool left running after the suite's PostgreSQL stops
+            // keeps connecting to its port, which a later test's server may have taken.
+            let claims: [[RecordID]]
+            do {
+                claims = try await Self.claimAll([storage] + others)
+            } catch {
+                for other in others { try? await other.close() }
+                throw error
             }
+            for other in others { try await other.close() }
             let all = claims.flatMap { $0 }
             #expect(all.count == 200, "every row claimed once: \(all.count) claims")
             #expect(Set(all) == Set(purged))
+        }
+    }
+
+    /// Each storage claims batches of 7 at once with the others until the outbox has no unleased row left.
+    private static func claimAll(_ instances: [any ServerStorage]) async throws -> [[RecordID]] {
+        try await withThrowingTaskGroup(of: [RecordID].self) { group in
+            for instance in instances {
+                group.addTask {
+                    var mine: [RecordID] = []
+                    while true {
+                        let batch = try await instance.claimBodyDeletions(
+                            now: 10, leaseUntil: 1_000, limit: 7, only: nil)
+                        if batch.isEmpty { return mine }
+                        mine += batch
+                    }
+                }
+            }
+            return try await group.reduce(into: [[RecordID]]()) { $0.append($1) }
         }
     }
 
@@ -380,11 +393,13 @@ struct NodeMaintenanceTests {
         do {
             try await opened.checkSchema()
             Issue.record("the administrative commands migrated")
-        } catch let error as E3DBError {
+        } catch {
+            try? await opened.close()
+            let error = try #require(error as? E3DBError)
             #expect(error.code == .storageSchemaTooOld, "\(error)")
             #expect(error.message.contains(backend == .postgres ? "1 (initial schema)" : "v1, v2"), "\(error.message)")
         }
-        try await opened.close()
+        try? await opened.close()
 
         let migrated = try await ChildProcess.run(ServerProcess.binary, ["migrate"] + storage, environment: environment)
         #expect(migrated.status == 0, "\(migrated.stderr)")
@@ -402,6 +417,7 @@ struct NodeMaintenanceTests {
     @Test("a server drains a deleted body at once, and an expired uncommitted body at its next maintenance pass")
     func serverDrainsTheOutbox() async throws {
         let first = try await ServerProcess.start()
+        defer { first.stop(removingData: false) }  // nothing when it already ended
         let data = first.data
         defer { try? FileManager.default.removeItem(at: data) }
         let alice = try await first.register("alice")
@@ -428,6 +444,7 @@ struct NodeMaintenanceTests {
             data.appendingPathComponent("server.sqlite").path,
             "UPDATE pending_files SET created = 1, upload_started = 1")
         let second = try await ServerProcess.start(data: data)
+        defer { second.stop(removingData: false) }
         let deadline = ContinuousClock.now + .seconds(10)
         var left = stored
         while !left.isEmpty, ContinuousClock.now < deadline {

@@ -28,6 +28,7 @@ cli="$(cd "$root" && swift build -c release --show-bin-path)/e3dbkit"
 server="$cli-server"
 bench="$(cd "$root/Benchmarks" && swift build -c release --show-bin-path)/ClientThroughput"
 
+"$server" migrate --data "$work/srv" >/dev/null
 "$server" token create --data "$work/srv" >"$work/token"
 # shellcheck disable=SC2086
 "$server" run --data "$work/srv" --port 0 --log-level warning ${SERVER_FLAGS:-} 2>"$work/server.err" &

@@ -106,7 +106,8 @@ setup() {
     shift 3
     local data="$work/data-$label" dir="$work/client-$label" registration
     mkdir -p "$data" "$dir"
-    if ! registration="$("${cmd[@]}" token create --data "$data" "$@" 2>"$work/token-$label.log")"; then
+    if ! "${cmd[@]}" migrate --data "$data" "$@" >/dev/null 2>"$work/migrate-$label.log" \
+        || ! registration="$("${cmd[@]}" token create --data "$data" "$@" 2>"$work/token-$label.log")"; then
         return 2
     fi
     if ! start "server-$label" "${cmd[@]}" run --data "$data" "$@" --port 0 --log-level "$log_level"; then

@@ -33,6 +33,23 @@ public enum E3DBServer {
         return try SQLiteStorage(directory: configuration.dataDirectory)
     }
 
+    /// Opens the configured backend for an administrative command: without migrating (only `migrate` and `run`
+    /// migrate), refusing a schema older or newer than this build's.
+    /// - Throws: `E3DBError` `.storageSchemaTooOld` (telling the operator to run `e3dbkit-server migrate`),
+    ///   `.storageSchemaTooNew`, or another storage failure.
+    static func openForAdministration(_ configuration: ServerConfiguration, logger: Logger) async throws
+        -> any ServerStorage
+    {
+        let storage = try openStorage(configuration, logger: logger)
+        do {
+            try await storage.checkSchema()
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+        return storage
+    }
+
     /// Runs the versioned migrations of the configured backend.
     /// - Parameters:
     ///   - configuration: the data directory and the optional PostgreSQL URL.
@@ -54,8 +71,7 @@ public enum E3DBServer {
     public static func createRegistrationToken(_ configuration: ServerConfiguration, uses: Int?, logger: Logger)
         async throws -> String
     {
-        let storage = try openStorage(configuration, logger: logger)
-        try await storage.migrate()
+        let storage = try await openForAdministration(configuration, logger: logger)
         let token = Hex.encode(SecureRandom.bytes(count: 32))
         try await storage.createRegistrationToken(
             hash: Hashes.sha256(Data(token.utf8)), uses: uses,
@@ -76,8 +92,7 @@ public enum E3DBServer {
     public static func setBackupClient(_ configuration: ServerConfiguration, clientID: String, logger: Logger)
         async throws
     {
-        let storage = try openStorage(configuration, logger: logger)
-        try await storage.migrate()
+        let storage = try await openForAdministration(configuration, logger: logger)
         guard let id = ClientID(clientID), try await storage.client(id: id) != nil else {
             try await storage.close()
             throw Self.unknownClient(clientID)
@@ -99,8 +114,7 @@ public enum E3DBServer {
         _ configuration: ServerConfiguration, clientID: String, enabled: Bool,
         logger: Logger
     ) async throws {
-        let storage = try openStorage(configuration, logger: logger)
-        try await storage.migrate()
+        let storage = try await openForAdministration(configuration, logger: logger)
         var found = false
         if let id = ClientID(clientID) { found = try await storage.setClientEnabled(id: id, enabled) }
         try await storage.close()
@@ -116,8 +130,7 @@ public enum E3DBServer {
     /// - Returns: rows per table.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend fails.
     public static func statistics(_ configuration: ServerConfiguration, logger: Logger) async throws -> [String: Int] {
-        let storage = try openStorage(configuration, logger: logger)
-        try await storage.migrate()
+        let storage = try await openForAdministration(configuration, logger: logger)
         let stats = try await storage.statistics()
         try await storage.close()
         return stats
@@ -129,7 +142,8 @@ public enum E3DBServer {
     ///   - logger: structured logs (never a secret, a token or a ciphertext).
     ///   - onListening: called with the bound host and port once the server accepts connections.
     /// - Throws: `E3DBError` `.invalidTLSConfiguration` for TLS files that do not load, a storage failure (`E3DBError`, `isStorageFailure`) when the
-    ///   backend cannot be opened, or the server's start-up error.
+    ///   backend cannot be opened, `.clockSkew` when (PostgreSQL) this machine's clock and the database's differ by
+    ///   more than `maximumClockSkew`, or the server's start-up error.
     public static func run(
         _ configuration: ServerConfiguration, logger: Logger,
         onListening: @escaping @Sendable (String, Int) -> Void
@@ -143,7 +157,15 @@ public enum E3DBServer {
         }
         let configuration = adjusted
         let storage = try openStorage(configuration, logger: logger)
-        try await storage.migrate()
+        do {
+            try await storage.migrate()
+            // PostgreSQL: this node's clock against the database's (a warning above 1 s, a refusal above the maximum).
+            try await ClockCheck.read(storage, now: APITimestampClock.now)?.verify(
+                maximumSkew: configuration.maximumClockSkew, logger: logger)
+        } catch {
+            try? await storage.close()
+            throw error
+        }
         let files: any FileBodyStore =
             try bucket ?? LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
         let service = E3DBService(

@@ -46,30 +46,116 @@ final class E3DBService: Sendable {
     /// Partial uploads not written to for this long are removed (``FileBodyStore/removeAbandonedUploads(idle:)``).
     static let abandonedUploadIdle: TimeInterval = 300
 
-    /// One maintenance pass: expired TSV1 nonces and tokens, pending files past their lifetime with their bodies,
-    /// and abandoned partial uploads. Failures are logged; the next pass tries again.
-    func maintain() async {
+    /// The safety margin of ``expiryRetention(_:)``: an hour, seconds.
+    static let expirySafetyMargin: Int64 = 3600
+
+    /// How long after their expiry TSV1 nonces (and access tokens and notes, purged at the same time) are kept,
+    /// microseconds: the TSV1 window, the largest clock skew the server accepts
+    /// (``ServerConfiguration/maximumClockSkew``) and ``expirySafetyMargin``. A node whose clock runs ahead of
+    /// another's by `d` purges a nonce `d` early while the other still accepts its timestamp: a replay would pass
+    /// once `d` exceeds what the nonce is kept past its expiry, and this keeps it well past the skew the server
+    /// accepts. Expired tokens and notes are refused by their expiry meanwhile.
+    static func expiryRetention(_ configuration: ServerConfiguration) -> Int64 {
+        var seconds: Int64 = 0
+        for part in [configuration.tsv1Window, configuration.maximumClockSkew, expirySafetyMargin] {
+            let sum = seconds.addingReportingOverflow(max(0, part))
+            seconds = sum.overflow ? .max : sum.partialValue
+        }
+        let micros = seconds.multipliedReportingOverflow(by: 1_000_000)
+        return micros.overflow ? .max : micros.partialValue
+    }
+
+    /// One maintenance pass: on PostgreSQL first this node's clock against the database's (above
+    /// ``ServerConfiguration/maximumClockSkew`` the pass is skipped and logged); then expired TSV1 nonces, tokens
+    /// and notes (``expiryRetention(_:)`` after their expiry), pending files past their lifetime (their ids go to
+    /// the deletion outbox), the outbox drained (``drainBodyDeletions(only:now:)``), and abandoned partial uploads.
+    /// Failures are logged; the next pass tries again.
+    /// - Parameter nodeClock: this node's wall clock, microseconds (tests pass a skewed one).
+    func maintain(nodeClock: @Sendable () -> Int64 = APITimestampClock.now) async {
+        do {
+            try await ClockCheck.read(storage, now: nodeClock)?.verify(
+                maximumSkew: configuration.maximumClockSkew, logger: logger)
+        } catch let error as E3DBError where error.code == .clockSkew {
+            logger.error("maintenance skipped", metadata: ["error": .string(error.message)])
+            return
+        } catch {
+            logger.warning("maintenance failed", metadata: ["error": .string("\(error)")])
+            return
+        }
         let now = clock.now()
-        // Nonces and tokens a TSV1 window after they expire: another process's clock may run behind this one's.
-        let margin = configuration.tsv1Window.multipliedReportingOverflow(by: 1_000_000)
         let lifetime = configuration.pendingFileLifetime.multipliedReportingOverflow(by: 1_000_000)
+        let expired = now.subtractingReportingOverflow(Self.expiryRetention(configuration))
         do {
             let stale = try await storage.purgeExpired(
-                now: now - (margin.overflow ? 0 : margin.partialValue),
+                now: expired.overflow ? .min : expired.partialValue,
                 pendingCreatedBefore: lifetime.overflow
                     ? Int64.min : now.subtractingReportingOverflow(lifetime.partialValue).partialValue)
-            for id in stale { await removeBody(id) }
+            let removed = try await drainBodyDeletions()
             let abandoned = files.removeAbandonedUploads(idle: Self.abandonedUploadIdle)
-            if !stale.isEmpty || abandoned > 0 {
+            if !stale.isEmpty || removed > 0 || abandoned > 0 {
                 logger.info(
                     "maintenance",
                     metadata: [
                         "expired_pending_files": .stringConvertible(stale.count),
+                        "removed_file_bodies": .stringConvertible(removed),
                         "abandoned_uploads": .stringConvertible(abandoned),
                     ])
             }
         } catch {
             logger.warning("maintenance failed", metadata: ["error": .string("\(error)")])
+        }
+    }
+
+    /// How long a drain leases the outbox rows it claims: 60 s, microseconds. A body whose removal failed (the
+    /// store unreachable) stays leased this long, the backoff before another drain tries it again.
+    static let bodyDeletionLease: Int64 = 60_000_000
+    /// Outbox rows one claim takes, and claims one drain makes at most (a bounded pass).
+    static let bodyDeletionBatch = 100
+    static let bodyDeletionBatchesPerDrain = 10
+
+    /// Drains the deletion outbox: claims a batch (a lease, ``bodyDeletionLease``), removes each body from the
+    /// store outside any transaction, then deletes the rows whose body is gone. At the first failed removal the
+    /// drain stops: that row and the rest of the batch stay leased and are tried again after the lease. Returns how
+    /// many bodies it removed.
+    /// - Parameters:
+    ///   - only: just this id (the request that deleted its record drains it at once).
+    ///   - now: this node's clock, microseconds (tests pass a later one to find a lease over).
+    /// - Throws: a storage failure; a failed removal is logged, not thrown.
+    @discardableResult
+    func drainBodyDeletions(only: RecordID? = nil, now: Int64? = nil) async throws -> Int {
+        var removed = 0
+        for _ in 0..<Self.bodyDeletionBatchesPerDrain {
+            let start = now ?? clock.now()
+            let claimed = try await storage.claimBodyDeletions(
+                now: start, leaseUntil: start.addingReportingOverflow(Self.bodyDeletionLease).partialValue,
+                limit: Self.bodyDeletionBatch, only: only)
+            var done: [RecordID] = []
+            var failed = false
+            for id in claimed {
+                do {
+                    try await files.remove(id: id)
+                    done.append(id)
+                } catch {
+                    logger.warning(
+                        "removing a file body failed; the deletion outbox keeps it for a later pass",
+                        metadata: ["error": .string("\(error)")])
+                    failed = true
+                    break
+                }
+            }
+            try await storage.finishBodyDeletions(done)
+            removed += done.count
+            if failed || claimed.count < Self.bodyDeletionBatch { break }
+        }
+        return removed
+    }
+
+    /// Right after a file record's delete, drains its body (best effort: the outbox keeps it when this fails).
+    func drainDeletedBody(_ id: RecordID) async {
+        do {
+            try await drainBodyDeletions(only: id)
+        } catch {
+            logger.warning("draining a deleted file body failed", metadata: ["error": .string("\(error)")])
         }
     }
 

@@ -46,6 +46,10 @@ public struct ServerConfiguration: Sendable {
     public var tokenLifetime: Int = 3600
     /// Accepted TSV1 clock difference either way, seconds.
     public var tsv1Window: Int64 = 300
+    /// PostgreSQL: the largest difference between this node's clock and the database's that the server accepts,
+    /// seconds (default 30). Above it, `run` refuses to start and a maintenance pass is skipped; above 1 s a
+    /// warning is logged. Nodes' clocks must be kept by NTP: every expiry is compared with the node's own clock.
+    public var maximumClockSkew: Int64 = 30
     /// A PEM certificate chain and private key: serve HTTPS instead of HTTP (for deployments without a TLS
     /// proxy). Both or neither.
     public var tlsCertificatePath: String?

@@ -104,4 +104,11 @@ public enum SQLiteEdits {
             return db.changesCount > 0
         }
     }
+
+    /// Runs `sql` on the database at `path` (a test ages rows, as time would).
+    public static func execute(_ path: String, _ sql: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        try queue.write { db in try db.execute(sql: sql) }
+    }
 }

@@ -290,7 +290,8 @@ struct ServerTokenCreateCommand: AsyncParsableCommand {
 
 struct ServerMigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "migrate", abstract: "Create or upgrade the server's schema (run also at every start).")
+        commandName: "migrate",
+        abstract: "Create or upgrade the server's schema (run also by `run`; the other commands do not migrate).")
 
     @OptionGroup var storage: ServerStorageOptions
 

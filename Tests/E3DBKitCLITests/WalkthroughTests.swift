@@ -91,8 +91,10 @@ struct WalkthroughTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdoutText.split(separator: "\n").map(String.init)
-        // Two registrations, alice's read, the share, bob's read, the second write, the query's two records.
-        #expect(lines.count == 8, "\(result.stdoutText)")
+        // The migration, two registrations, alice's read, the share, bob's read, the second write, the query's two
+        // records.
+        #expect(lines.count == 9, "\(result.stdoutText)")
+        #expect(lines.first == #"{"migrated":true}"#)
         #expect(lines.filter { $0.contains(#""client_id":"#) }.count == 2)
         let records = lines.filter { $0.contains(#""signature_status":"verified""#) }
         #expect(records.count == 5, "every record printed was verified: \(result.stdoutText)")
@@ -122,7 +124,7 @@ struct WalkthroughTests {
         let (result, dir, _) = try await Self.runScript(script)
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdoutText == "{'name': 'Jon'}\n", "\(result.stdoutText)")
+        #expect(result.stdoutText == "{\"migrated\":true}\n{'name': 'Jon'}\n", "\(result.stdoutText)")
     }
 
     @Test("docs/client.md's walk-through runs as written: every group of client commands against the server")

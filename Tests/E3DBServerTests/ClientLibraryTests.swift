@@ -51,6 +51,7 @@ final class ServerProcess: Sendable {
             existing
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")
         let storage = ["--data", data.path] + (postgres.map { ["--postgres", $0] } ?? [])
+        _ = try await command(["migrate"] + storage)  // administrative commands do not migrate
         let token = try await command(["token", "create"] + storage)
         let arguments =
             ["run", "--port", "0", "--log-level", log == nil ? "warning" : "info"]

@@ -344,13 +344,16 @@ struct ObjectStoreTests {
         try await alice.delete(id, version: try #require(record.meta.version))
         #expect(try await s3.signed("HEAD", path: "/e3db/bodies/\(id.uuidString.lowercased())") == 404)
 
-        // The store down: the commit is 503, not 400 and not 500.
+        // The store down: the commit is 503, not 400 and not 500, within the store's call deadline (5 s).
         await s3.stop()
+        let stopped = ContinuousClock.now
         do {
             _ = try await skipping.writeFile(type: "blob", path: input)
             Issue.record("a commit was accepted with the store down")
         } catch let error as E3DBError {
             #expect(error.context.actual == 503, "\(error)")
         }
+        let answered = ContinuousClock.now - stopped
+        #expect(answered < .seconds(8), "a stopped store answers 503 within seconds, not \(answered)")
     }
 }

@@ -244,7 +244,7 @@ struct StorageTests {
             try await storage.migrate()
             #expect(try await storage.serverSecret() == secret)
             let stats = try await storage.statistics()
-            #expect(stats.count == 9)
+            #expect(stats.count == 10)
             #expect(stats.values.allSatisfy { $0 == 0 })
             // A second instance (another process) migrating the same database changes nothing.
             let other = try fixture.open()
@@ -727,7 +727,7 @@ struct StorageTests {
             #expect(
                 try await storage.statistics() == [
                     "clients": 1, "registration_tokens": 1, "access_keys": 1, "policies": 2, "records": 3,
-                    "pending_files": 1, "notes": 1, "access_tokens": 1, "tsv1_nonces": 2,
+                    "pending_files": 1, "notes": 1, "access_tokens": 1, "tsv1_nonces": 2, "file_body_deletions": 0,
                 ])
         }
     }

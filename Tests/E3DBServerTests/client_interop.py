@@ -44,6 +44,7 @@ def psql(sql):
 
 def main():
     os.makedirs(HOME, exist_ok=True)
+    harness.cli("migrate")
     token = harness.cli("token", "create")
     server = harness.Server()
     url = server.url

@@ -82,6 +82,7 @@ def refused(fn, status):
 
 def main():
     os.makedirs(os.path.join(WORK, "home"), exist_ok=True)
+    harness.cli("migrate")
     token = harness.cli("token", "create")
     server = harness.Server()
     url = server.url

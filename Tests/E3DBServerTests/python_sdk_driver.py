@@ -489,6 +489,7 @@ def kill_during_writes(token):
 
 def main():
     os.makedirs(WORK, exist_ok=True)
+    cli("migrate")  # administrative commands do not migrate
     token = cli("token", "create")
     server = Server("--metrics")
     try:

@@ -60,8 +60,20 @@ public struct S3Options: Sendable {
 public struct S3FileBodyStore: FileBodyStore {
     let options: S3Options
     let signer: SigV4Signer
-    /// Per call to the store (HEAD, DELETE, the bucket check).
-    static let timeout: TimeAmount = .seconds(15)
+    /// How long one call to the store (HEAD, DELETE, the bucket check) may take in all, connecting, retried
+    /// connection attempts and reading the answer included: 5 s. A store that does not answer makes a commit 503
+    /// (and leaves a body deletion in the outbox for a later drain) within it.
+    static let callDeadline: Duration = .seconds(5)
+    /// How long one connection attempt to the store may take: 2 s (the HTTP client tries again, within
+    /// ``callDeadline``, when an attempt fails).
+    static let connectTimeout: TimeAmount = .seconds(2)
+    /// The client of every call to a store, with ``connectTimeout`` (a process-wide client, as `HTTPClient.shared`
+    /// is, never shut down).
+    private static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.timeout.connect = connectTimeout
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
     /// The largest body one S3 PUT takes (5 GiB).
     public static let maxBodySize: Int64 = 5 << 30
 
@@ -115,16 +127,23 @@ public struct S3FileBodyStore: FileBodyStore {
         {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        let response: HTTPClientResponse
+        let (client, prepared) = (Self.client, request)
         do {
-            response = try await HTTPClient.shared.execute(request, timeout: Self.timeout)
+            return try await withDeadline(Self.callDeadline) {
+                let response = try await client.execute(
+                    prepared, timeout: .seconds(Self.callDeadline.components.seconds))
+                // The answer's body (an S3 error document, at most a few KiB) is not needed: drain it.
+                _ = try? await response.body.collect(upTo: 64 << 10)
+                return (response.status.code, response.headers)
+            }
+        } catch is DeadlineExceeded {
+            throw E3DBError(
+                .fileBodyIO,
+                "the object store at \(Self.authority(options.endpoint)) did not answer within \(Self.callDeadline)")
         } catch {
             throw E3DBError(
                 .fileBodyIO, "the object store at \(Self.authority(options.endpoint)) cannot be reached (\(error))")
         }
-        // The answer's body (an S3 error document, at most a few KiB) is not needed: drain it.
-        _ = try? await response.body.collect(upTo: 64 << 10)
-        return (response.status.code, response.headers)
     }
 
     public func verifyStored(id: RecordID, size: Int64, md5: Data) async throws -> StoredBody {

@@ -140,7 +140,9 @@ extension E3DBService {
                 throw E3DBError(.serviceUnavailable, "storing a file body failed; try again")
             }
         }
-        guard try await storage.markUploaded(pendingID: id) else {  // expired and removed meanwhile
+        guard try await storage.markUploaded(pendingID: id) else {
+            // Purged meanwhile: its id went through the deletion outbox when the row was deleted, possibly drained
+            // before this body was stored, and no row refers to it now. Only this request knows it is there.
             await removeBody(id)
             throw E3DBError(.notFound, "no such upload")
         }
@@ -198,7 +200,8 @@ extension E3DBService {
         }
     }
 
-    /// Removes a body, logging (not throwing) a failure: the record or pending file is gone already.
+    /// Removes a body that no row refers to, logging (not throwing) a failure. Bodies of deleted records and
+    /// purged pending files go through the deletion outbox instead (``drainBodyDeletions(only:now:)``).
     func removeBody(_ id: RecordID) async {
         do {
             try await files.remove(id: id)

@@ -101,7 +101,8 @@ extension E3DBService {
         }
         switch try await storage.deleteRecord(id: id, expectedVersion: version?.lowercased()) {
         case .done(let row):
-            if row.fileMetaJSON != nil { await removeBody(row.recordID) }
+            // The delete put the body in the outbox; it is removed now, or by a later maintenance pass.
+            if row.fileMetaJSON != nil { await drainDeletedBody(row.recordID) }
             return Response(status: .noContent)
         case .conflict: throw E3DBError(.conflict, "the record's version is not \(version?.prefix(40) ?? "")")
         case .notFound: throw E3DBError(.forbidden, "no such record")

@@ -11,6 +11,15 @@ public import Foundation
 public protocol ServerStorage: Sendable {
     /// Runs the versioned migrations (idempotent).
     func migrate() async throws
+    /// Checks, without migrating, that the database has exactly the migrations this build knows (the
+    /// administrative commands call it instead of ``migrate()``).
+    /// - Throws: `E3DBError` `.storageSchemaTooOld` (saying to run `e3dbkit-server migrate`) when migrations are
+    ///   missing, `.storageSchemaTooNew` when the database has migrations this build does not know, or a storage
+    ///   failure.
+    func checkSchema() async throws
+    /// The database server's clock (`clock_timestamp()`), microseconds since the epoch; nil when the database is
+    /// a file of this process (SQLite: there is no other clock to compare with).
+    func databaseTime() async throws -> Int64?
     /// A 32-byte secret for capability URLs, created at the first migration and shared by every process.
     func serverSecret() async throws -> Data
     /// Shuts connections down.
@@ -43,8 +52,9 @@ public protocol ServerStorage: Sendable {
     /// replay).
     func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool
     /// Removes expired nonces, access tokens and notes, and the pending files created before `pendingCreatedBefore`
-    /// whose upload did not start since then; returns those pending files' ids (their bodies are the caller's to
-    /// remove).
+    /// whose upload did not start since then, putting those pending files' ids in the deletion outbox in the same
+    /// transaction (their bodies go with the next drain); returns those ids. On PostgreSQL a pass that finds
+    /// another process's pass running removes nothing and returns `[]` (one pass at a time for the whole cluster).
     func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID]
 
     // Access keys.
@@ -76,7 +86,8 @@ public protocol ServerStorage: Sendable {
         id: RecordID, expectedVersion: String, plainJSON: String?, dataJSON: String, recSig: String?,
         newVersion: String, now: Int64
     ) async throws -> VersionedOutcome
-    /// Deletes a record if the version matches (`nil`: any version).
+    /// Deletes a record if the version matches (`nil`: any version); a file record's id goes into the deletion
+    /// outbox in the same transaction.
     func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome
     /// Records in `scope` with index > `afterIndex`, ascending, at most `limit`.
     func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow]
@@ -94,6 +105,16 @@ public protocol ServerStorage: Sendable {
     /// Turns an uploaded pending file into a record (record_id = pending id) in one transaction; `nil` when the
     /// pending file is unknown.
     func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow?
+
+    // The deletion outbox: ids of file bodies to remove from the `FileBodyStore`, written in the transaction that
+    // deletes their record or pending file, and drained by any process outside any transaction.
+    /// Leases at most `limit` ids of the outbox whose lease ended by `now` (`only`: just that id), setting their lease
+    /// to `leaseUntil`, so that no other process takes them meanwhile (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so that
+    /// concurrent drains never claim the same id); oldest first.
+    func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws -> [RecordID]
+    /// Removes ids from the outbox (their bodies are gone). An id whose removal failed is left leased: it is claimed
+    /// again once its lease ends.
+    func finishBodyDeletions(_ ids: [RecordID]) async throws
 
     // Notes.
     /// Inserts a note: `false` when its non-nil `idString` is taken.

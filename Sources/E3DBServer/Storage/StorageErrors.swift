@@ -24,12 +24,19 @@ extension E3DBError.Code {
     public static let storageAuthenticationFailed = Self("storageAuthenticationFailed", category: .io)
     /// The database's schema is newer than this build knows (it was migrated by a newer version).
     public static let storageSchemaTooNew = Self("storageSchemaTooNew", category: .io)
+    /// The database's schema is older than this build's (an administrative command does not migrate: the operator
+    /// runs `e3dbkit-server migrate`).
+    public static let storageSchemaTooOld = Self("storageSchemaTooOld", category: .io)
+    /// A migration could not take the lock of a table it changes within its lock timeout, on every attempt:
+    /// another session holds the table.
+    public static let storageMigrationBlocked = Self("storageMigrationBlocked", category: .io)
 
     /// Whether this is one of the storage codes above.
     public var isStorageFailure: Bool {
         [
             .storageConflict, .storageUnavailable, .storageRejectedValue, .storageFailed, .storageCorrupted,
             .invalidStorageConfiguration, .storageTLSFailed, .storageAuthenticationFailed, .storageSchemaTooNew,
+            .storageSchemaTooOld, .storageMigrationBlocked,
         ].contains(self)
     }
 }

@@ -14,8 +14,10 @@ extension PostgresStorage {
     private static let migrationLock: Int64 = 0x4533_4442_4D49_4752
     /// Serializes record inserts so that indexes commit in order ("E3DBRECS").
     static let recordInsertLock: Int64 = 0x4533_4442_5245_4353
+    /// Lets one maintenance purge run at a time across processes ("E3DBMAIN").
+    static let maintenanceLock: Int64 = 0x4533_4442_4D41_494E
 
-    private struct Migration: Sendable {
+    struct Migration: Sendable {
         var version: Int64
         var name: String
         var statements: [String]
@@ -23,7 +25,7 @@ extension PostgresStorage {
         var createsSecret = false
     }
 
-    private static let migrations: [Migration] = [
+    static let migrations: [Migration] = [
         Migration(
             version: 1, name: "initial schema",
             statements: [
@@ -86,39 +88,67 @@ extension PostgresStorage {
                 "ALTER TABLE pending_files ADD COLUMN upload_started bigint",
                 "CREATE INDEX pending_files_created ON pending_files (created)",
             ]),
+        Migration(
+            version: 3, name: "file body deletion outbox",
+            statements: [
+                """
+                CREATE TABLE file_body_deletions (
+                    id text PRIMARY KEY,
+                    enqueued bigint NOT NULL DEFAULT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+                    lease_until bigint NOT NULL DEFAULT 0)
+                """,
+                "CREATE INDEX file_body_deletions_lease ON file_body_deletions (lease_until, enqueued)",
+            ]),
     ]
+
+    /// The limits of ``migrate()``: its own deadline (not the storage calls' `operationTimeout`) and how its DDL
+    /// waits for table locks.
+    struct MigrationLimits: Sendable {
+        /// How long one step of ``migrate()`` may take (the wait for another process's migration under the
+        /// advisory lock included): ten minutes. It is also the step's `statement_timeout`, in place of the
+        /// session's (a long index build must not be cut at 25 s).
+        var deadline: Duration = .seconds(600)
+        /// The `lock_timeout` of the migration's statements: an `ALTER TABLE` that cannot lock its table within it
+        /// gives up (and is retried) rather than queue for the lock, since every query of the table would queue
+        /// behind it meanwhile.
+        var lockTimeout: Duration = .seconds(3)
+        /// Attempts of a migration whose statement met a lock held elsewhere, with ``pause`` between them.
+        var attempts = 10
+        var pause: Duration = .seconds(2)
+    }
 
     /// Applies the migrations this build knows and the database lacks, each in its own transaction that first takes
     /// an advisory lock (processes starting together wait for each other and then skip what is done).
     /// First checks that a connection can be made (``checkConnection()``), then that the database has applied no
     /// migration this build does not know: a node of an older version refuses a schema migrated by a newer one.
-    /// - Throws: `E3DBError` `.storageSchemaTooNew` naming the unknown versions, or what ``checkConnection()`` and
-    ///   the statements throw.
+    /// Each step has `MigrationLimits`' deadline (minutes), and its statements a short `lock_timeout` with a bounded
+    /// retry, so that a migration never stalls a table's traffic behind its lock request.
+    /// - Throws: `E3DBError` `.storageSchemaTooNew` naming the unknown versions, `.storageMigrationBlocked` when a
+    ///   table stays locked by another session, or what ``checkConnection()`` and the statements throw.
     public func migrate() async throws {
+        try await migrate(Self.migrations, limits: MigrationLimits())
+    }
+
+    /// ``migrate()`` with the migrations and limits given (tests add one that meets a lock).
+    func migrate(_ migrations: [Migration], limits: MigrationLimits) async throws {
         try await checkConnection()
-        let known = Self.migrations.map(\.version)
-        let unknown = try await transaction("checking the schema version") { [self] db -> [(Int64, String)] in
-            try await execute("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", on: db)
+        let known = migrations.map(\.version)
+        let unknown = try await migrationStep("checking the schema version", limits) { [self] db in
             try await createMigrationsTable(on: db)
             return try await fetch(
                 "SELECT version, name FROM schema_migrations WHERE version <> ALL(\(known)) ORDER BY version",
                 on: db
             ) { try $0.decode((Int64, String).self) }
         }
-        guard unknown.isEmpty else {
-            let versions = unknown.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
-            throw E3DBError(
-                .storageSchemaTooNew,
-                "the database at \(redactedURL) was migrated by a newer version of e3dbkit-server: it has applied "
-                    + "migration \(versions), which this version does not know (it knows 1...\(known.max() ?? 0)); "
-                    + "run this node's newer version")
-        }
-        for migration in Self.migrations {
-            let applied = try await transaction("migration \(migration.version)") { [self] db -> Bool in
-                try await execute("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", on: db)
+        guard unknown.isEmpty else { throw schemaTooNew(unknown, known: known) }
+        for migration in migrations {
+            let applied = try await migrationStep("migration \(migration.version)", limits) { [self] db -> Bool in
                 let done = try await execute(
                     "SELECT 1 FROM schema_migrations WHERE version = \(migration.version)", on: db)
                 guard done == 0 else { return false }
+                try await execute(
+                    PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(max(1, limits.lockTimeout.milliseconds))"),
+                    on: db)
                 for statement in migration.statements {
                     try await execute(PostgresQuery(unsafeSQL: statement), on: db)
                 }
@@ -138,6 +168,93 @@ extension PostgresStorage {
         }
     }
 
+    /// One transaction of ``migrate(_:limits:)`` under the limits' deadline: its `statement_timeout` raised to the
+    /// deadline, then the migration advisory lock taken, then `body`. A statement that gives up on a table lock
+    /// (`lock_timeout`, SQLSTATE 55P03) rolls the transaction back, which is tried again after a pause, at most
+    /// `attempts` times in all.
+    private func migrationStep<T: Sendable>(
+        _ what: String, _ limits: MigrationLimits, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await Self.perform(what, timeout: limits.deadline, url: redactedURL) { [self] in
+            var attempt = 1
+            while true {
+                do {
+                    return try await client.withTransaction(logger: logger) { [self] db in
+                        try await execute(
+                            PostgresQuery(
+                                unsafeSQL: "SET LOCAL statement_timeout = \(max(1, limits.deadline.milliseconds))"),
+                            on: db)
+                        try await execute("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", on: db)
+                        return try await body(db)
+                    }
+                } catch let error as PostgresTransactionError where Self.isLockTimeout(error) {
+                    guard attempt < limits.attempts else {
+                        throw E3DBError(
+                            .storageMigrationBlocked,
+                            "\(what) could not lock a table it changes within \(limits.lockTimeout) in \(attempt) "
+                                + "attempts: another session holds the table (PostgreSQL lock_timeout); end that "
+                                + "session's transaction and run `e3dbkit-server migrate` again")
+                    }
+                    logger.warning(
+                        "a migration met a table lock held by another session; trying again",
+                        metadata: ["step": .string(what), "attempt": .stringConvertible(attempt)])
+                    attempt += 1
+                    try await Task.sleep(for: limits.pause)
+                }
+            }
+        }
+    }
+
+    /// Whether a transaction failed because a statement gave up waiting for a lock (`lock_timeout`).
+    private static func isLockTimeout(_ error: PostgresTransactionError) -> Bool {
+        guard let inner = (error.closureError ?? error.commitError) as? PSQLError else { return false }
+        return inner.serverInfo?[.sqlState] == "55P03"
+    }
+
+    /// The refusal of a database that has applied the migrations `unknown` (version, name).
+    private func schemaTooNew(_ unknown: [(Int64, String)], known: [Int64]) -> E3DBError {
+        let versions = unknown.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+        return E3DBError(
+            .storageSchemaTooNew,
+            "the database at \(redactedURL) was migrated by a newer version of e3dbkit-server: it has applied "
+                + "migration \(versions), which this version does not know (it knows 1...\(known.max() ?? 0)); "
+                + "run this node's newer version")
+    }
+
+    /// Compares the applied migrations with this build's, reading only (no lock, no table created).
+    public func checkSchema() async throws {
+        try await checkConnection()
+        let applied = try await perform("checking the schema version") { [self] in
+            guard
+                try await fetch(
+                    "SELECT to_regclass('schema_migrations') IS NOT NULL", on: client, { try $0.decode(Bool.self) }
+                )
+                .first == true
+            else { return [(Int64, String)]() }
+            return try await fetch("SELECT version, name FROM schema_migrations ORDER BY version", on: client) {
+                try $0.decode((Int64, String).self)
+            }
+        }
+        let known = Self.migrations.map(\.version)
+        let unknown = applied.filter { !known.contains($0.0) }
+        guard unknown.isEmpty else { throw schemaTooNew(unknown, known: known) }
+        let missing = Self.migrations.filter { m in !applied.contains { $0.0 == m.version } }
+        guard missing.isEmpty else {
+            throw Self.schemaTooOld(
+                at: redactedURL, missing: missing.map { "\($0.version) (\($0.name))" }.joined(separator: ", "))
+        }
+    }
+
+    /// `clock_timestamp()` in microseconds.
+    public func databaseTime() async throws -> Int64? {
+        try await perform("reading the database's clock") { [self] in
+            try await fetch(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", on: client,
+                { try $0.decode(Int64.self) }
+            ).first
+        }
+    }
+
     /// Creates `schema_migrations` when it does not exist (under the migration lock).
     private func createMigrationsTable(on db: PostgresConnection) async throws {
         try await execute(
@@ -145,5 +262,15 @@ extension PostgresStorage {
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)
             """, on: db)
+    }
+}
+
+extension ServerStorage {
+    /// The refusal of an administrative command on a database that lacks the migrations `missing` (a description).
+    static func schemaTooOld(at place: String, missing: String) -> E3DBError {
+        E3DBError(
+            .storageSchemaTooOld,
+            "the database at \(place) has not been migrated to this version of e3dbkit-server (it lacks migration "
+                + "\(missing)): run `e3dbkit-server migrate` first (administrative commands do not migrate)")
     }
 }

@@ -113,7 +113,7 @@ extension PostgresStorage {
             var out: [String: Int] = [:]
             for table in [
                 "clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
-                "notes", "access_tokens", "tsv1_nonces",
+                "notes", "access_tokens", "tsv1_nonces", "file_body_deletions",
             ] {
                 out[table] =
                     try await fetch("SELECT COUNT(*) FROM \(unescaped: table)", on: client) {

@@ -132,13 +132,19 @@ extension PostgresStorage {
         }
     }
 
+    /// One statement: the delete, and for a file record the outbox row of its body.
     public func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
         try await perform("deleting record \(id)") { [self] in
             let deleted = try await fetch(
                 """
-                DELETE FROM records WHERE record_id = \(id.text)
-                    AND (\(expectedVersion)::text IS NULL OR version = \(expectedVersion)::text)
-                RETURNING \(unescaped: Self.recordColumns)
+                WITH d AS (
+                    DELETE FROM records WHERE record_id = \(id.text)
+                        AND (\(expectedVersion)::text IS NULL OR version = \(expectedVersion)::text)
+                    RETURNING \(unescaped: Self.recordColumns)),
+                q AS (
+                    INSERT INTO file_body_deletions (id) SELECT record_id FROM d WHERE file_meta IS NOT NULL
+                    ON CONFLICT DO NOTHING)
+                SELECT \(unescaped: Self.recordColumns) FROM d
                 """, on: client, Self.record
             ).first
             if let deleted { return .done(deleted) }
@@ -239,19 +245,55 @@ extension PostgresStorage {
         }
     }
 
+    /// One transaction, skipped when another process's purge holds the maintenance advisory lock
+    /// (`pg_try_advisory_xact_lock`): the pending files' deletion and their outbox rows are one statement.
     public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
-        try await perform("removing expired nonces, tokens, notes and pending files") { [self] in
-            try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: client)
-            try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: client)
-            try await execute("DELETE FROM notes WHERE expires_at < \(now)", on: client)
+        try await transaction("removing expired nonces, tokens, notes and pending files") { [self] db in
+            let locked = try await fetch("SELECT pg_try_advisory_xact_lock(\(Self.maintenanceLock))", on: db) {
+                try $0.decode(Bool.self)
+            }
+            guard locked.first == true else { return [] }
+            try await execute("DELETE FROM tsv1_nonces WHERE expires < \(now)", on: db)
+            try await execute("DELETE FROM access_tokens WHERE expires < \(now)", on: db)
+            try await execute("DELETE FROM notes WHERE expires_at < \(now)", on: db)
             return try await fetch(
                 """
-                DELETE FROM pending_files
-                WHERE created < \(pendingCreatedBefore)
-                    AND (upload_started IS NULL OR upload_started < \(pendingCreatedBefore))
-                RETURNING pending_id
+                WITH p AS (
+                    DELETE FROM pending_files
+                    WHERE created < \(pendingCreatedBefore)
+                        AND (upload_started IS NULL OR upload_started < \(pendingCreatedBefore))
+                    RETURNING pending_id),
+                q AS (INSERT INTO file_body_deletions (id) SELECT pending_id FROM p ON CONFLICT DO NOTHING)
+                SELECT pending_id FROM p
+                """, on: db
+            ) { try RecordID(stored: $0.decode(String.self)) }
+        }
+    }
+
+    /// One statement: the oldest unleased rows, locked with `FOR UPDATE SKIP LOCKED` (rows another drain is
+    /// leasing at this moment are skipped, not waited for), leased and returned.
+    public func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws
+        -> [RecordID]
+    {
+        try await perform("claiming file body deletions") { [self] in
+            try await fetch(
+                """
+                UPDATE file_body_deletions SET lease_until = \(leaseUntil)
+                WHERE id IN (
+                    SELECT id FROM file_body_deletions
+                    WHERE lease_until <= \(now) AND (\(only?.text)::text IS NULL OR id = \(only?.text)::text)
+                    ORDER BY lease_until, enqueued LIMIT \(Int64(max(0, limit)))
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING id
                 """, on: client
             ) { try RecordID(stored: $0.decode(String.self)) }
+        }
+    }
+
+    public func finishBodyDeletions(_ ids: [RecordID]) async throws {
+        guard !ids.isEmpty else { return }
+        try await perform("removing \(ids.count) file body deletion(s)") { [self] in
+            try await execute("DELETE FROM file_body_deletions WHERE id = ANY(\(ids.map(\.text)))", on: client)
         }
     }
 

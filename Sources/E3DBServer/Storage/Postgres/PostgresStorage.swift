@@ -127,7 +127,7 @@ public final class PostgresStorage: ServerStorage {
     }
 
     /// ``perform(_:_:)`` with the timeout and the redacted URL given.
-    private static func perform<T: Sendable>(
+    static func perform<T: Sendable>(
         _ what: String, timeout: Duration, url: String,
         _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {

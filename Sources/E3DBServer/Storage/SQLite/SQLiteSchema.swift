@@ -55,8 +55,39 @@ extension SQLiteStorage {
                     CREATE INDEX access_tokens_expires ON access_tokens (expires);
                     """)
         }
+        m.registerMigration("v3 file body deletion outbox") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE file_body_deletions (
+                        id TEXT PRIMARY KEY,
+                        enqueued INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)),
+                        lease_until INTEGER NOT NULL DEFAULT 0);
+                    CREATE INDEX file_body_deletions_lease ON file_body_deletions (lease_until, enqueued);
+                    """)
+        }
         return m
     }
+
+    /// Compares the applied migrations with this build's, reading only.
+    public func checkSchema() async throws {
+        let migrator = Self.migrator
+        let applied = try await read { db in try migrator.appliedIdentifiers(db) }
+        let unknown = applied.subtracting(migrator.migrations)
+        guard unknown.isEmpty else {
+            throw E3DBError(
+                .storageSchemaTooNew,
+                "the SQLite database in the data directory was migrated by a newer version of e3dbkit-server: it "
+                    + "has applied migration \(unknown.sorted().joined(separator: ", ")), which this version does "
+                    + "not know; run the newer version")
+        }
+        let missing = migrator.migrations.filter { !applied.contains($0) }
+        guard missing.isEmpty else {
+            throw Self.schemaTooOld(at: "the data directory", missing: missing.joined(separator: ", "))
+        }
+    }
+
+    /// Nil: the database is a file of this process, on this machine's clock.
+    public func databaseTime() async throws -> Int64? { nil }
 
     /// Applies the migrations that have not run, on GRDB's writer queue, holding the data directory's migration
     /// lock (other processes migrating the same directory wait; migrations take milliseconds). The lock is polled

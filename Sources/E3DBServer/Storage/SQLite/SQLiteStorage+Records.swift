@@ -109,6 +109,7 @@ extension SQLiteStorage {
             guard let current = try Self.record(id: id, db) else { return .notFound }
             if let expectedVersion, current.version != expectedVersion { return .conflict }
             try db.execute(sql: "DELETE FROM records WHERE record_id = ?", arguments: [id.text])
+            if current.fileMetaJSON != nil { try Self.enqueueBodyDeletions([id.text], db) }
             return .done(current)
         }
     }
@@ -226,7 +227,42 @@ extension SQLiteStorage {
                     DELETE FROM pending_files WHERE created < ?1 AND (upload_started IS NULL OR upload_started < ?1)
                     RETURNING pending_id
                     """, arguments: [pendingCreatedBefore])
+            try Self.enqueueBodyDeletions(stale, db)
             return try stale.map { text in try RecordID(stored: text) }
+        }
+    }
+
+    /// Puts ids in the deletion outbox, in the caller's transaction.
+    private static func enqueueBodyDeletions(_ ids: [String], _ db: Database) throws {
+        for id in ids {
+            try db.execute(sql: "INSERT OR IGNORE INTO file_body_deletions (id) VALUES (?)", arguments: [id])
+        }
+    }
+
+    /// One write transaction (one writer at a time: the same semantics as PostgreSQL's `SKIP LOCKED` lease).
+    public func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws
+        -> [RecordID]
+    {
+        try await write { db in
+            let ids = try String.fetchAll(
+                db,
+                sql: """
+                    UPDATE file_body_deletions SET lease_until = ?1
+                    WHERE id IN (
+                        SELECT id FROM file_body_deletions WHERE lease_until <= ?2 AND (?3 IS NULL OR id = ?3)
+                        ORDER BY lease_until, enqueued LIMIT ?4)
+                    RETURNING id
+                    """, arguments: [leaseUntil, now, only?.text, max(0, limit)])
+            return try ids.map { text in try RecordID(stored: text) }
+        }
+    }
+
+    public func finishBodyDeletions(_ ids: [RecordID]) async throws {
+        guard !ids.isEmpty else { return }
+        try await write { db in
+            for id in ids {
+                try db.execute(sql: "DELETE FROM file_body_deletions WHERE id = ?", arguments: [id.text])
+            }
         }
     }
 

@@ -428,7 +428,7 @@ public final class SQLiteStorage: ServerStorage {
             var out: [String: Int] = [:]
             for table in [
                 "clients", "registration_tokens", "access_keys", "policies", "records", "pending_files",
-                "notes", "access_tokens", "tsv1_nonces",
+                "notes", "access_tokens", "tsv1_nonces", "file_body_deletions",
             ] {
                 out[table] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0
             }

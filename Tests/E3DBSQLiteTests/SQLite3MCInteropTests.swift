@@ -3,6 +3,7 @@ import E3DBPrimitives
 import E3DBSQLite
 import E3DBTestSupport
 import Foundation
+import GRDB
 import Testing
 
 #if canImport(Glibc)
@@ -286,5 +287,67 @@ struct SQLite3MCInteropTests {
         let peer = try await LocalDump.peer(path, keying)
         #expect(peer == local)
         #expect(Self.items(local, "here") == 40)
+    }
+}
+
+@Suite("chacha20 through GRDB and the CLI, with SQLite3 Multiple Ciphers as the oracle")
+struct SQLite3MCUsageTests {
+    @Test("GRDB's two lines: a pool on a chacha20 URI writes what the peer reads; a peer file opens unnamed")
+    func grdb() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let keying = PeerKeying.mcPassphrase
+        let path = dir.path("grdb.db")
+        let pool = try DatabasePool(
+            path: try E3DBSQLite.uri(forDatabaseAt: path, key: keying.key(), settings: .chacha20))
+        try await pool.write { db in
+            try db.execute(sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT); CREATE INDEX n ON items(name)")
+            for id in 1...500 { try db.execute(sql: "INSERT INTO items VALUES (?, ?)", arguments: [id, "row \(id)"]) }
+        }
+        let peer = try await LocalDump.peer(path, keying)
+        #expect(SQLite3MCInteropTests.items(peer) == 500 && peer["integrity_check"] as? [String] == ["ok"])
+        let other = dir.path("peer.db")
+        let written = try await SQLCipherPeer.run(["write", other, "--rows", "30"] + keying.peerArguments)
+        try #require(written.status == 0, "\(written.stderr)")
+        let unnamed = try DatabaseQueue(path: try E3DBSQLite.uri(forDatabaseAt: other, key: keying.key()))
+        #expect(try await unnamed.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") } == 30)
+    }
+
+    @Test("the CLI opens a peer's file unnamed, its legacy file with --legacy, and migrates one to SQLCipher 4")
+    func cli() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try InteropTests.write("peer pass", to: dir.path("pass"))
+        let pass = ["--passphrase-file", dir.path("pass")]
+        let current = dir.path("current.db")
+        let legacy = dir.path("legacy.db")
+        for (path, keying) in [(current, PeerKeying.mcPassphrase), (legacy, .mcLegacy)] {
+            let written = try await SQLCipherPeer.run(["write", path, "--rows", "25"] + keying.peerArguments)
+            try #require(written.status == 0, "\(written.stderr)")
+        }
+        let count = "SELECT count(*) AS n FROM items"
+        let unnamed = try await CLIRunner.run(["sqlite", "exec"] + pass + [current, count])
+        #expect(unnamed.status == 0 && unnamed.stdoutText == "{\"n\":25}\n", "\(unnamed.stderr)")
+        let named = try await CLIRunner.run(
+            ["sqlite", "exec", "--cipher", "chacha20", "--legacy"] + pass + [legacy, count])
+        #expect(named.status == 0 && named.stdoutText == "{\"n\":25}\n", "\(named.stderr)")
+        // A legacy file is not recognised: without --legacy the key does not open it.
+        let unnamedLegacy = try await CLIRunner.run(["sqlite", "exec"] + pass + [legacy, count])
+        #expect(unnamedLegacy.status == 77, "\(unnamedLegacy.stderr)")
+        let verify = try await CLIRunner.run(
+            ["sqlite", "verify", "--cipher", "chacha20", "--legacy"] + pass + [legacy])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        // Migration: decrypt the SQLite3 Multiple Ciphers file, encrypt it as SQLCipher 4; SQLCipher reads it.
+        let plain = dir.path("plain.db")
+        let migrated = dir.path("sqlcipher.db")
+        let decrypted = try await CLIRunner.run(
+            ["sqlite", "decrypt"] + pass + [legacy, plain] + ["--cipher", "chacha20", "--legacy"])
+        #expect(decrypted.status == 0, "\(decrypted.stderr)")
+        let encrypted = try await CLIRunner.run(["sqlite", "encrypt"] + pass + [plain, migrated])
+        #expect(encrypted.status == 0, "\(encrypted.stderr)")
+        let fromSQLCipher = try await LocalDump.peer(migrated, .passphrase)
+        let fromSQLite3MC = try await LocalDump.peer(legacy, .mcLegacy)
+        #expect((fromSQLCipher["tables"] as? NSDictionary) == (fromSQLite3MC["tables"] as? NSDictionary))
+        #expect(fromSQLCipher["cipher_integrity_check"] as? [String] == [])
     }
 }

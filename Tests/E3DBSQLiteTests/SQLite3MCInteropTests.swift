@@ -45,13 +45,22 @@ extension PeerKeying {
             peerArguments: ["--key", "peer pass", "--engine", "sqlite3mc", "--kdf-iter", "1000"],
             key: { TestKeys.passphrase("peer pass") }, settings: settings)
     }()
+    static let mcLegacyLargePages: PeerKeying = {
+        var settings = SQLCipherSettings.sqleet
+        settings.pageSize = 8192
+        return PeerKeying(
+            name: "sqleet legacy layout, 8 KiB pages",
+            peerArguments: ["--key", "peer pass", "--engine", "sqlite3mc", "--legacy", "--page-size", "8192"],
+            key: { TestKeys.passphrase("peer pass") }, settings: settings)
+    }()
     static let mcOlder = PeerKeying(
         name: "chacha20, SQLite3 Multiple Ciphers 2.0.2",
         peerArguments: ["--key", "peer pass", "--engine", "sqlite3mc-2.0"],
         key: { TestKeys.passphrase("peer pass") }, settings: .chacha20)
 
     static let sqlite3mc: [PeerKeying] = [
-        .mcPassphrase, .mcRecognised, .mcRawKey, .mcRawKeyAndSalt, .mcLegacy, .mcKdfIter, .mcOlder,
+        .mcPassphrase, .mcRecognised, .mcRawKey, .mcRawKeyAndSalt, .mcLegacy, .mcLegacyLargePages, .mcKdfIter,
+        .mcOlder,
     ]
 }
 
@@ -311,6 +320,21 @@ struct SQLite3MCUsageTests {
         try #require(written.status == 0, "\(written.stderr)")
         let unnamed = try DatabaseQueue(path: try E3DBSQLite.uri(forDatabaseAt: other, key: keying.key()))
         #expect(try await unnamed.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") } == 30)
+    }
+
+    @Test("rekey of a chacha20 file here: SQLite3 Multiple Ciphers opens it under the new key only, in chacha20")
+    func rekey() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let keying = PeerKeying.mcPassphrase
+        let path = dir.path("rekey.db")
+        let written = try await SQLCipherPeer.run(["write", path, "--rows", "40"] + keying.peerArguments)
+        try #require(written.status == 0, "\(written.stderr)")
+        let before = try await LocalDump.peer(path, keying)
+        try E3DBSQLite.rekey(databaseAt: path, from: keying.key(), settings: .chacha20, to: TestKeys.raw(0x5a))
+        #expect(try await LocalDump.peer(path, .mcRawKey) == before)
+        let old = try await SQLCipherPeer.run(["dump", path] + keying.peerArguments)
+        #expect(old.status == 2, "\(old.stderr)")
     }
 
     @Test("the CLI opens a peer's file unnamed, its legacy file with --legacy, and migrates one to SQLCipher 4")

@@ -228,9 +228,8 @@ public final class PageCodec: Sendable {
         case .sqlcipher(let encryptionKey, let mac):
             try unsafe encryptSQLCipher(page: page, number: number, into: output, key: encryptionKey, mac: mac)
         case .chacha20(let key):
-            unsafe key.withUnsafeBytes { key in
-                unsafe encryptChaCha20(page: page, number: number, into: output, key: key, nonce: nil)
-            }
+            // Safety: the codec holds `key` for as long as it lives, and so for this call.
+            unsafe encryptChaCha20(page: page, number: number, into: output, key: key.unsafeBytes, nonce: nil)
         }
     }
 
@@ -264,9 +263,8 @@ public final class PageCodec: Sendable {
             try unsafe decryptSQLCipher(page: page, number: number, into: output, key: encryptionKey, mac: mac)
             return
         case .chacha20(let key):
-            authentic = unsafe key.withUnsafeBytes { key in
-                unsafe decryptChaCha20(page: page, number: number, into: output, key: key)
-            }
+            // Safety: the codec holds `key` for as long as it lives, and so for this call.
+            authentic = unsafe decryptChaCha20(page: page, number: number, into: output, key: key.unsafeBytes)
         }
         guard authentic else { throw unsafe Self.tampered(number, output) }
     }

@@ -7,7 +7,7 @@
 //      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (AsyncHTTPClient)  E3DBURLSession (URLSession)
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
-//   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher pages; no SQLite)
+//   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher and chacha20 pages; no SQLite)
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
 //   L3 E3DBRows (the one reader of untrusted SQLite rows, over GRDB; the store and the server)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
@@ -124,7 +124,7 @@ let package = Package(
         .target(name: "E3DBFiles", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: memorySafe),
         .target(name: "E3DBIdentity", dependencies: ["E3DBPrimitives", "E3DBKeys"], swiftSettings: memorySafe),
 
-        // L3: SQLCipher 4 (and 3) page transform, no SQLite dependency.
+        // L3: the page transforms of SQLCipher 4 (and 3) and SQLite3 Multiple Ciphers' chacha20, no SQLite dependency.
         .target(
             name: "E3DBPageCodec",
             dependencies: [
@@ -135,7 +135,7 @@ let package = Package(
             swiftSettings: memorySafe
         ),
         // L3: transparent whole-database encryption as a VFS over the system SQLite, reading and writing
-        // SQLCipher 4 files. Never GRDB: apps bring their own SQLite layer.
+        // SQLCipher 4 and SQLite3 Multiple Ciphers chacha20 files. Never GRDB: apps bring their own SQLite layer.
         .target(
             name: "E3DBSQLite",
             dependencies: ["E3DBPrimitives", "E3DBPageCodec", "CE3DBSQLite3"],

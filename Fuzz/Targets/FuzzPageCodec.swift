@@ -1,13 +1,17 @@
-// Fuzz target FuzzPageCodec: the SQLCipher page codec (E3DBPageCodec) and SQLCipher's key strings.
+// Fuzz target FuzzPageCodec: the page codec (E3DBPageCodec) in both formats (SQLCipher's, SQLite3 Multiple
+// Ciphers' chacha20 and its sqleet legacy layout) and the key strings of `PRAGMA key`.
 //
-// Byte 0 chooses the mode (mod 3); byte 1 the settings (v4 or v3, page size 512 … 8192); bytes 2-5 a page number.
+// Byte 0 chooses the mode (mod 3); byte 1 the settings (v4, v3, chacha20 or sqleet, page size 512 … 8192); bytes
+// 2-5 a page number.
 // - 0: "hostile page". The rest, repeated or cut to one page, is decrypted as a stored page: it must fail with
 //   pageTampered naming the page number (an HMAC cannot be forged by the fuzzer), and the output must be all zero.
 // - 1: "round trip". The rest is the plaintext page: encrypting then decrypting gives back every byte the cipher
 //   covers (page 1: from byte 16), twice with different IVs; under another page number it fails with
-//   pageTampered; with one byte of the stored page flipped (its position from the input) it fails likewise.
+//   pageTampered; with one byte of the stored page flipped (its position from the input) it fails likewise. For
+//   chacha20 also under a nonce taken from the input, whose block counter may wrap at 2³² anywhere in the page (or
+//   between the one-time key block and the data): it round-trips too, never traps.
 // - 2: "key string". The rest is a `PRAGMA key` value: parse never traps; a raw key is 32 bytes and its salt 16;
-//   an `x'…'` value of another length or with a non-hex digit is invalidKey.
+//   an `x'…'` or `raw:` value of another length or with a non-hex digit is invalidKey.
 import E3DBPageCodec
 import E3DBPrimitives
 
@@ -17,7 +21,7 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 
 private let codecs: [PageCodec] = {
     var made: [PageCodec] = []
-    for settings in [SQLCipherSettings.v4, .v3] {
+    for settings in [SQLCipherSettings.v4, .v3, .chacha20, .sqleet] {
         for pageSize in [512, 1024, 4096, 8192] {
             var chosen = settings
             chosen.pageSize = pageSize
@@ -68,9 +72,16 @@ func fuzzPageCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 require(Array(back[start..<end]) == Array(plain[start..<end]), "round trip")
                 require(back[end...].allSatisfy { $0 == 0 }, "reserved bytes of a decrypted page are not zero")
             }
+            if codec.settings.cipher == .chacha20 {
+                let nonce = (0..<16).map { rest.isEmpty ? UInt8($0) : rest[rest.startIndex + ($0 * 7) % rest.count] }
+                let chosen = try codec.encrypt(page: plain, number: number, nonce: nonce)
+                let back = try codec.decrypt(page: chosen, number: number)
+                require(Array(back[start..<end]) == Array(plain[start..<end]), "round trip under a chosen nonce")
+            }
             var flipped = first
             let position = Int(rest.first ?? 0) << 8 | Int(rest.dropFirst().first ?? 0)
-            let covered = codec.settings.algorithm == .sha1 ? end + 16 + 20 : pageSize
+            let covered =
+                codec.settings.cipher == .sqlcipher && codec.settings.algorithm == .sha1 ? end + 16 + 20 : pageSize
             flipped[position % covered] ^= 0x01
             if position % covered >= start || number != 1 {
                 do {

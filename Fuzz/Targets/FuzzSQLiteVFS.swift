@@ -1,7 +1,7 @@
-// Fuzz target FuzzSQLiteVFS: E3DBSQLite's VFS, on a real encrypted database (SQLCipher 4 format, a raw key, a few pages with an
-// overflow chain), made once per process.
+// Fuzz target FuzzSQLiteVFS: E3DBSQLite's VFS, on real encrypted databases (a raw key, a few pages with an overflow
+// chain) in each page format, SQLCipher 4's and SQLite3 Multiple Ciphers' chacha20, made once per process.
 //
-// Byte 0 chooses the mode (mod 3); the rest drives it.
+// Byte 0 chooses the mode (mod 3) and the format ((byte 0 / 3) mod 2: SQLCipher 4, chacha20); the rest drives it.
 // - 0: "reads at any split". Each 5 bytes give an offset (3 bytes, up to a page past the end) and a length
 //   (2 bytes). xRead on the main database file must return exactly the bytes of the same range of the plaintext
 //   image (read once, whole page by whole page, at start), or, past the end, those bytes then zeros with
@@ -31,24 +31,26 @@ private final class Fixture: @unchecked Sendable {
     let directory: URL
     let path: String
     let key = SQLCipherKey.rawKey(SecureBytes(copying: [UInt8](repeating: 0x77, count: 32)))
+    let settings: SQLCipherSettings
     let queue: DatabaseQueue
     let file: UnsafeMutablePointer<sqlite3_file>
     let image: [UInt8]
     let rows: [SQLiteRow]
     let pageSize = 4096
 
-    init() throws {
+    init(settings: SQLCipherSettings) throws {
+        self.settings = settings
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("fuzzvfs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         path = directory.appendingPathComponent("fuzz.db").path
-        let connection = try SQLiteConnection(path: path, key: key)
+        let connection = try SQLiteConnection(path: path, key: key, settings: settings)
         try connection.execute(
             """
             CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, b BLOB);
             INSERT INTO t(v, b) VALUES ('one', x'0102'), ('two', zeroblob(9000)), ('three', NULL);
             """)
         rows = try connection.rows("SELECT * FROM t ORDER BY id")
-        queue = try DatabaseQueue(path: try E3DBSQLite.uri(forDatabaseAt: path, key: key))
+        queue = try DatabaseQueue(path: try E3DBSQLite.uri(forDatabaseAt: path, key: key, settings: settings))
         var pointer: UnsafeMutablePointer<sqlite3_file>?
         try queue.inDatabase { db in
             _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
@@ -90,28 +92,29 @@ private final class Fixture: @unchecked Sendable {
     func raw() -> [UInt8] { (try? Array(Data(contentsOf: URL(fileURLWithPath: path)))) ?? [] }
 }
 
-nonisolated(unsafe) private var fixtureDirectory: URL?
-private let fixture: Fixture = {
+nonisolated(unsafe) private var fixtureDirectories: [URL] = []
+/// One fixture per page format.
+private let fixtures: [Fixture] = {
     do {
-        let made = try Fixture()
-        unsafe fixtureDirectory = made.directory
+        let made = [try Fixture(settings: .v4), try Fixture(settings: .chacha20)]
+        unsafe fixtureDirectories = made.map(\.directory)
         atexit {
-            if let directory = unsafe fixtureDirectory { try? FileManager.default.removeItem(at: directory) }
+            for directory in unsafe fixtureDirectories { try? FileManager.default.removeItem(at: directory) }
         }
         return made
     } catch {
-        fatalError("FuzzSQLiteVFS: cannot make the fixture database: \(error)")
+        fatalError("FuzzSQLiteVFS: cannot make the fixture databases: \(error)")
     }
 }()
 
-private func splits(_ bytes: ArraySlice<UInt8>, limit: Int) -> [(offset: Int, count: Int)] {
+private func splits(_ bytes: ArraySlice<UInt8>, limit: Int, pageSize: Int) -> [(offset: Int, count: Int)] {
     var result: [(Int, Int)] = []
     var rest = bytes
     while rest.count >= 5, result.count < 16 {
         let b = Array(rest.prefix(5))
         rest = rest.dropFirst(5)
         let offset = (Int(b[0]) << 16 | Int(b[1]) << 8 | Int(b[2])) % limit
-        let count = (Int(b[3]) << 8 | Int(b[4])) % (2 * fixture.pageSize) + 1
+        let count = (Int(b[3]) << 8 | Int(b[4])) % (2 * pageSize) + 1
         result.append((offset, count))
     }
     return result
@@ -120,10 +123,13 @@ private func splits(_ bytes: ArraySlice<UInt8>, limit: Int) -> [(offset: Int, co
 func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = unsafe Array(UnsafeBufferPointer(start: data, count: size))
     guard let mode = bytes.first else { return 0 }
+    let fixture = fixtures[Int(mode / 3) % fixtures.count]
     let image = fixture.image
     switch mode % 3 {
     case 0:
-        for (offset, count) in splits(bytes.dropFirst(), limit: image.count + fixture.pageSize) {
+        for (offset, count) in splits(
+            bytes.dropFirst(), limit: image.count + fixture.pageSize, pageSize: fixture.pageSize)
+        {
             let (rc, out) = fixture.read(offset: offset, count: count)
             let available = max(0, min(count, image.count - offset))
             let expected =
@@ -133,12 +139,12 @@ func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             require(out == expected, "read \(count) at \(offset): other bytes than the plaintext")
         }
     case 1:
-        for (offset, count) in splits(bytes.dropFirst(), limit: image.count) {
+        for (offset, count) in splits(bytes.dropFirst(), limit: image.count, pageSize: fixture.pageSize) {
             let before = fixture.raw()
             if offset % fixture.pageSize == 0 && count == fixture.pageSize {
                 let rc = fixture.write(Array(image[offset..<(offset + count)]), offset: offset)
                 require(rc == SQLITE_OK, "a whole-page write failed: \(rc)")
-                require(fixture.raw() != before, "a rewritten page kept its IV")
+                require(fixture.raw() != before, "a rewritten page kept its IV or nonce")
                 require(
                     fixture.read(offset: offset, count: count).1 == Array(image[offset..<(offset + count)]),
                     "rewritten page")
@@ -160,7 +166,8 @@ func fuzzSQLiteVFS(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         try? FileManager.default.removeItem(atPath: path)
         guard (try? Data(copy).write(to: URL(fileURLWithPath: path))) != nil else { return 0 }
         do {
-            let connection = try SQLiteConnection(path: path, key: fixture.key, readOnly: true)
+            let connection = try SQLiteConnection(
+                path: path, key: fixture.key, settings: fixture.settings, readOnly: true)
             let rows = try connection.rows("SELECT * FROM t ORDER BY id")
             require(rows == fixture.rows, "a corrupted database gave other rows")
         } catch {

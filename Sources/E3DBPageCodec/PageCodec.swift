@@ -26,9 +26,11 @@ extension E3DBError.Code {
     public static let invalidKey = Self("invalidKey", category: .invalidArgument)
 }
 
-/// The page transform of SQLCipher 4 (and, with ``SQLCipherSettings/v3``, SQLCipher 3), with no SQLite dependency.
+/// The page transform of an encrypted database, with no SQLite dependency: SQLCipher 4's (and, with
+/// ``SQLCipherSettings/v3``, SQLCipher 3's), or SQLite3 Multiple Ciphers' `chacha20` (``SQLCipherSettings/chacha20``,
+/// ``SQLCipherSettings/sqleet``).
 ///
-/// A page of `pageSize` bytes is laid out as `[salt (page 1 only)] ciphertext | IV | HMAC | padding`:
+/// SQLCipher: a page of `pageSize` bytes is laid out as `[salt (page 1 only)] ciphertext | IV | HMAC | padding`:
 /// - the ciphertext is AES-256-CBC without padding of the page's first `pageSize - reserve` bytes (bytes 16 and
 ///   on for page 1, whose first 16 bytes hold the file's salt instead of `SQLite format 3\0`), under a fresh
 ///   random IV at every write;
@@ -36,15 +38,35 @@ extension E3DBError.Code {
 ///   page cannot be edited or moved to another page number unnoticed.
 ///
 /// Keys are derived once per codec: the encryption key is PBKDF2 of a passphrase over the salt (or a raw key), the
-/// HMAC key PBKDF2 of the encryption key over the salt XOR `0x3a` with 2 rounds. A codec is immutable and shared
-/// by every connection to its database.
+/// HMAC key PBKDF2 of the encryption key over the salt XOR `0x3a` with 2 rounds.
+///
+/// chacha20: a page is `[salt, header bytes 16-23 (page 1 only)] ciphertext | nonce (16) | tag (16)`, with n =
+/// `pageSize - 32`:
+/// - a fresh random 16-byte nonce per write; the block counter is its last 4 bytes (little-endian) XOR the page
+///   number, the ChaCha20 nonce its first 12;
+/// - the first key-stream block under the database key gives a one-time Poly1305 key (bytes 0-31) and a page key
+///   (32-63), which encrypts the page from the next counter value on (wrapping at 2³²);
+/// - the Poly1305 tag covers bytes 0 to n + 16 as stored: ciphertext and nonce, and on page 1 the salt and bytes
+///   16-23 too.
+///
+/// Page 1 is encrypted from byte 24 (its bytes 16-23 stay readable: page size, reserve 32), or, in sqleet's legacy
+/// layout, from byte 0, its first 16 bytes then replaced by the salt. The key is PBKDF2-HMAC-SHA256 of a passphrase
+/// over the salt, or a raw key.
+///
+/// A codec is immutable and shared by every connection to its database.
 public final class PageCodec: Sendable {
     /// The cipher settings.
     public let settings: SQLCipherSettings
     /// The file's salt (its first 16 bytes).
     public let salt: [UInt8]
-    private let encryptionKey: SymmetricKey
-    private let mac: PageMAC
+    private let transform: Transform
+
+    /// The keys of one page format.
+    private enum Transform: Sendable {
+        case sqlcipher(encryptionKey: SymmetricKey, mac: PageMAC)
+        /// The 32-byte database key, in wiped storage.
+        case chacha20(key: SecureBytes)
+    }
 
     /// Derives the keys for `key` over `salt`.
     /// - Parameters:
@@ -64,7 +86,9 @@ public final class PageCodec: Sendable {
         let encryption: SecureBytes
         switch key {
         case .passphrase(let passphrase):
-            encryption = try Self.derive(passphrase, salt: salt, rounds: settings.kdfIterations, settings.algorithm)
+            encryption = try Self.derive(
+                passphrase, salt: salt, rounds: settings.kdfIterations,
+                settings.cipher == .chacha20 ? nil : settings.algorithm)
         case .rawKey(let raw):
             encryption = raw
         case .rawKeyAndSalt(let raw, let ownSalt):
@@ -73,20 +97,26 @@ public final class PageCodec: Sendable {
             }
             encryption = raw
         }
-        let hmacSalt = salt.map { $0 ^ SQLCipherSettings.hmacSaltMask }
-        let hmacKey = try Self.derive(
-            encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.algorithm)
         self.settings = settings
         self.salt = salt
-        self.encryptionKey = unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) }
-        self.mac = unsafe hmacKey.withUnsafeBytes {
-            unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0))
+        switch settings.cipher {
+        case .chacha20:
+            self.transform = .chacha20(key: encryption)
+        case .sqlcipher:
+            let hmacSalt = salt.map { $0 ^ SQLCipherSettings.hmacSaltMask }
+            let hmacKey = try Self.derive(
+                encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.algorithm)
+            self.transform = .sqlcipher(
+                encryptionKey: unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) },
+                mac: unsafe hmacKey.withUnsafeBytes {
+                    unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0))
+                })
         }
     }
 
-    /// PBKDF2 with the settings' hash, to a 32-byte key.
+    /// PBKDF2 with the settings' hash (nil: SHA-256, the chacha20 format's), to a 32-byte key.
     private static func derive(
-        _ password: SecureBytes, salt: [UInt8], rounds: Int, _ algorithm: SQLCipherSettings.Algorithm
+        _ password: SecureBytes, salt: [UInt8], rounds: Int, _ algorithm: SQLCipherSettings.Algorithm?
     ) throws(E3DBError) -> SecureBytes {
         try unsafe password.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
             switch algorithm {
@@ -96,15 +126,17 @@ public final class PageCodec: Sendable {
             case .sha1:
                 try unsafe PBKDF2.sha1(
                     password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
+            case nil:
+                try unsafe PBKDF2.sha256(
+                    password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
             }
         }
     }
 
-    private init(settings: SQLCipherSettings, salt: [UInt8], encryptionKey: SymmetricKey, mac: PageMAC) {
+    private init(settings: SQLCipherSettings, salt: [UInt8], transform: Transform) {
         self.settings = settings
         self.salt = salt
-        self.encryptionKey = encryptionKey
-        self.mac = mac
+        self.transform = transform
     }
 
     /// The same keys under another page size (no key derivation): how a page size mismatch is told from a wrong
@@ -113,7 +145,7 @@ public final class PageCodec: Sendable {
         var settings = self.settings
         settings.pageSize = pageSize
         try settings.validate()
-        return PageCodec(settings: settings, salt: salt, encryptionKey: encryptionKey, mac: mac)
+        return PageCodec(settings: settings, salt: salt, transform: transform)
     }
 
     private static let randomness = RandomReservoir()
@@ -121,8 +153,20 @@ public final class PageCodec: Sendable {
     /// The first 16 bytes of every SQLite database, which SQLCipher replaces with the salt on disk.
     public static let sqliteHeader: [UInt8] = Array("SQLite format 3\0".utf8)
 
-    /// Where the encrypted bytes of page `number` start: 16 on page 1 (after the salt), else 0.
-    @inline(__always) func dataOffset(_ number: UInt32) -> Int { number == 1 ? SQLCipherSettings.saltByteCount : 0 }
+    /// Where the encrypted bytes of page `number` start: on page 1, 16 (after the salt) for SQLCipher, 24 (after
+    /// the salt and the readable header bytes) for chacha20, 0 for sqleet's legacy layout; else 0.
+    @inline(__always) func dataOffset(_ number: UInt32) -> Int {
+        guard number == 1 else { return 0 }
+        switch settings.cipher {
+        case .sqlcipher: return SQLCipherSettings.saltByteCount
+        case .chacha20: return settings.legacy ? 0 : SQLCipherSettings.chacha20PageOneOffset
+        }
+    }
+
+    /// Whether a rollback journal record's checksum is stored over the ciphertext (SQLCipher's journal) or, as
+    /// SQLite computed it, over the plaintext (SQLite3 Multiple Ciphers' journal, for the chacha20 format): each
+    /// format keeps its peer's, so that a hot journal plays back on either side.
+    public var journalChecksumOverCiphertext: Bool { settings.cipher == .sqlcipher }
 
     /// Encrypts one plaintext page.
     /// - Parameters:
@@ -180,6 +224,65 @@ public final class PageCodec: Sendable {
     ) throws(E3DBError) {
         let pageSize = settings.pageSize
         precondition(page.count == pageSize && output.count == pageSize, "PageCodec: buffers hold one page")
+        switch transform {
+        case .sqlcipher(let encryptionKey, let mac):
+            try unsafe encryptSQLCipher(page: page, number: number, into: output, key: encryptionKey, mac: mac)
+        case .chacha20(let key):
+            // Safety: the codec holds `key` for as long as it lives, and so for this call.
+            unsafe encryptChaCha20(page: page, number: number, into: output, key: key.unsafeBytes, nonce: nil)
+        }
+    }
+
+    /// Encrypts one plaintext page of the chacha20 format under the given 16-byte nonce instead of a random one:
+    /// for vectors and tests only (a page whose block counter wraps at 2³² inside it). A nonce must never be used
+    /// twice.
+    /// - Throws: ``E3DBError/Code/invalidParameter`` when the codec is not chacha20's or the nonce is not 16 bytes.
+    package func encrypt(page: [UInt8], number: UInt32, nonce: [UInt8]) throws(E3DBError) -> [UInt8] {
+        guard case .chacha20(let key) = transform, nonce.count == 16 else {
+            throw E3DBError(.invalidParameter, "a chosen nonce is for a chacha20 codec, and 16 bytes")
+        }
+        return try unsafe transform(page, number) { (input, output) throws(E3DBError) in
+            unsafe key.withUnsafeBytes { key in
+                unsafe nonce.withUnsafeBytes { nonce in
+                    unsafe encryptChaCha20(page: input, number: number, into: output, key: key, nonce: nonce)
+                }
+            }
+        }
+    }
+
+    /// Checks the tag of the stored `page` and decrypts it into `output` (both `pageSize` bytes; no overlap).
+    /// - Throws: ``E3DBError/Code/pageTampered`` (`context.actual` = `number`); `output` is then all zero.
+    package func decrypt(
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer
+    ) throws(E3DBError) {
+        let pageSize = settings.pageSize
+        precondition(page.count == pageSize && output.count == pageSize, "PageCodec: buffers hold one page")
+        let authentic: Bool
+        switch transform {
+        case .sqlcipher(let encryptionKey, let mac):
+            try unsafe decryptSQLCipher(page: page, number: number, into: output, key: encryptionKey, mac: mac)
+            return
+        case .chacha20(let key):
+            // Safety: the codec holds `key` for as long as it lives, and so for this call.
+            authentic = unsafe decryptChaCha20(page: page, number: number, into: output, key: key.unsafeBytes)
+        }
+        guard authentic else { throw unsafe Self.tampered(number, output) }
+    }
+
+    /// Zeros `output` and returns the typed error of a page that did not authenticate.
+    private static func tampered(_ number: UInt32, _ output: UnsafeMutableRawBufferPointer) -> E3DBError {
+        unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
+        return E3DBError(
+            .pageTampered, "page \(number) did not authenticate", context: .init(part: "page", actual: Int(number)))
+    }
+
+    // MARK: SQLCipher
+
+    private func encryptSQLCipher(
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer, key: SymmetricKey,
+        mac: PageMAC
+    ) throws(E3DBError) {
+        let pageSize = settings.pageSize
         let start = dataOffset(number)
         let end = pageSize - settings.reserveByteCount
         // A fresh random IV (and random padding after the HMAC, as SQLCipher fills its whole reserve), from a
@@ -190,7 +293,7 @@ public final class PageCodec: Sendable {
         do {
             iv = try unsafe AES._CBC.IV(ivBytes: output[end..<(end + SQLCipherSettings.ivByteCount)])
             ciphertext = try unsafe AES._CBC.encrypt(
-                UnsafeRawBufferPointer(rebasing: page[start..<end]), using: encryptionKey, iv: iv, noPadding: true)
+                UnsafeRawBufferPointer(rebasing: page[start..<end]), using: key, iv: iv, noPadding: true)
         } catch {
             throw E3DBError(
                 .invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
@@ -210,29 +313,23 @@ public final class PageCodec: Sendable {
         }
     }
 
-    /// Checks the HMAC of the stored `page` and decrypts it into `output` (both `pageSize` bytes; no overlap).
-    /// - Throws: ``E3DBError/Code/pageTampered`` (`context.actual` = `number`); `output` is then all zero.
-    package func decrypt(
-        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer
+    private func decryptSQLCipher(
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer, key: SymmetricKey,
+        mac: PageMAC
     ) throws(E3DBError) {
         let pageSize = settings.pageSize
-        precondition(page.count == pageSize && output.count == pageSize, "PageCodec: buffers hold one page")
         let start = dataOffset(number)
         let end = pageSize - settings.reserveByteCount
         let macStart = end + SQLCipherSettings.ivByteCount
         let authentic = unsafe mac.verify(
             over: UnsafeRawBufferPointer(rebasing: page[start..<macStart]), number: number,
             expected: UnsafeRawBufferPointer(rebasing: page[macStart..<(macStart + settings.algorithm.macByteCount)]))
-        guard authentic else {
-            unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
-            throw E3DBError(
-                .pageTampered, "page \(number) did not authenticate", context: .init(part: "page", actual: Int(number)))
-        }
+        guard authentic else { throw unsafe Self.tampered(number, output) }
         let plaintext: Data
         do {
             let iv = try unsafe AES._CBC.IV(ivBytes: page[end..<macStart])
             plaintext = try unsafe AES._CBC.decrypt(
-                UnsafeRawBufferPointer(rebasing: page[start..<end]), using: encryptionKey, iv: iv, noPadding: true)
+                UnsafeRawBufferPointer(rebasing: page[start..<end]), using: key, iv: iv, noPadding: true)
         } catch {
             unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
             throw E3DBError(
@@ -247,6 +344,107 @@ public final class PageCodec: Sendable {
             unsafe Self.sqliteHeader.withUnsafeBytes {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
             }
+        }
+    }
+
+    // MARK: chacha20
+
+    /// Calls `body` with the page's one-time keys (64 bytes on the stack, wiped after): the first key-stream block
+    /// of the database key at the page's counter. Returns the counter the page data starts at, with `body`'s
+    /// result.
+    @inline(__always)
+    private static func withOneTimeKeys<R>(
+        nonce: UnsafeRawBufferPointer, number: UInt32, key: UnsafeRawBufferPointer,
+        _ body: (UnsafeMutableRawBufferPointer, UInt32) -> R
+    ) -> R {
+        // The counter: the nonce's last 4 bytes, little-endian, XOR the page number; the ChaCha20 nonce: its first
+        // 12 bytes.
+        let stored =
+            unsafe UInt32(nonce[12]) | UInt32(nonce[13]) << 8 | UInt32(nonce[14]) << 16
+            | UInt32(nonce[15]) << 24
+        let counter = stored ^ number
+        let chachaNonce = unsafe UnsafeRawBufferPointer(rebasing: nonce[0..<RawChaCha20.nonceByteCount])
+        return unsafe withUnsafeTemporaryAllocation(byteCount: RawChaCha20.blockByteCount, alignment: 16) { otk in
+            unsafe otk.initializeMemory(as: UInt8.self, repeating: 0)
+            unsafe RawChaCha20.xor(
+                UnsafeRawBufferPointer(otk), into: otk, nonce: chachaNonce, counter: counter, key: key)
+            let result = unsafe body(otk, counter &+ 1)
+            unsafe otk.initializeMemory(as: UInt8.self, repeating: 0)
+            return result
+        }
+    }
+
+    /// Encrypts under a fresh random nonce (or `chosen`, for vectors).
+    private func encryptChaCha20(
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer,
+        key: UnsafeRawBufferPointer, nonce chosen: UnsafeRawBufferPointer?
+    ) {
+        let pageSize = settings.pageSize
+        let start = dataOffset(number)
+        let n = pageSize - SQLCipherSettings.chacha20ReserveByteCount
+        let nonceRange = n..<(n + 16)
+        let tagRange = (n + 16)..<pageSize
+        if let chosen = unsafe chosen {
+            unsafe UnsafeMutableRawBufferPointer(rebasing: output[nonceRange]).copyMemory(from: chosen)
+        } else {
+            unsafe Self.randomness.fill(UnsafeMutableRawBufferPointer(rebasing: output[nonceRange]))
+        }
+        let nonce = unsafe UnsafeRawBufferPointer(rebasing: output[nonceRange])
+        unsafe Self.withOneTimeKeys(nonce: nonce, number: number, key: key) { otk, counter in
+            unsafe RawChaCha20.xor(
+                UnsafeRawBufferPointer(rebasing: page[start..<n]),
+                into: UnsafeMutableRawBufferPointer(rebasing: output[start..<n]),
+                nonce: UnsafeRawBufferPointer(rebasing: nonce[0..<RawChaCha20.nonceByteCount]), counter: counter,
+                key: UnsafeRawBufferPointer(rebasing: otk[32..<64]))
+            if number == 1 {
+                unsafe salt.withUnsafeBytes {
+                    unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyMemory(from: $0)
+                }
+                if start > 16 {
+                    unsafe UnsafeMutableRawBufferPointer(rebasing: output[16..<start]).copyMemory(
+                        from: UnsafeRawBufferPointer(rebasing: page[16..<start]))
+                }
+            }
+            unsafe Poly1305.authenticate(
+                UnsafeRawBufferPointer(rebasing: output[0..<tagRange.lowerBound]),
+                key: UnsafeRawBufferPointer(rebasing: otk[0..<32]),
+                into: UnsafeMutableRawBufferPointer(rebasing: output[tagRange]))
+        }
+    }
+
+    /// Decrypts into `output` when the tag verifies; false (nothing written) when it does not.
+    private func decryptChaCha20(
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer,
+        key: UnsafeRawBufferPointer
+    ) -> Bool {
+        let pageSize = settings.pageSize
+        let start = dataOffset(number)
+        let n = pageSize - SQLCipherSettings.chacha20ReserveByteCount
+        let nonce = unsafe UnsafeRawBufferPointer(rebasing: page[n..<(n + 16)])
+        return unsafe Self.withOneTimeKeys(nonce: nonce, number: number, key: key) { otk, counter in
+            guard
+                unsafe Poly1305.verify(
+                    UnsafeRawBufferPointer(rebasing: page[(n + 16)..<pageSize]),
+                    of: UnsafeRawBufferPointer(rebasing: page[0..<(n + 16)]),
+                    key: UnsafeRawBufferPointer(rebasing: otk[0..<32]))
+            else { return false }
+            unsafe RawChaCha20.xor(
+                UnsafeRawBufferPointer(rebasing: page[start..<n]),
+                into: UnsafeMutableRawBufferPointer(rebasing: output[start..<n]),
+                nonce: UnsafeRawBufferPointer(rebasing: nonce[0..<RawChaCha20.nonceByteCount]), counter: counter,
+                key: UnsafeRawBufferPointer(rebasing: otk[32..<64]))
+            unsafe UnsafeMutableRawBufferPointer(rebasing: output[n..<pageSize]).initializeMemory(
+                as: UInt8.self, repeating: 0)
+            if number == 1 {
+                unsafe Self.sqliteHeader.withUnsafeBytes {
+                    unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyMemory(from: $0)
+                }
+                if start > 16 {
+                    unsafe UnsafeMutableRawBufferPointer(rebasing: output[16..<start]).copyMemory(
+                        from: UnsafeRawBufferPointer(rebasing: page[16..<start]))
+                }
+            }
+            return true
         }
     }
 }

@@ -1,6 +1,7 @@
 public import E3DBPrimitives
 
-/// What opens a SQLCipher database: the three forms of SQLCipher's `PRAGMA key`.
+/// What opens an encrypted database: the three forms of `PRAGMA key` (SQLCipher's, and SQLite3 Multiple Ciphers'
+/// for its chacha20 format).
 public enum SQLCipherKey: Sendable, CustomStringConvertible {
     /// A passphrase, stretched with PBKDF2 over the file's salt (`PRAGMA key = 'passphrase'`).
     case passphrase(SecureBytes)
@@ -10,32 +11,38 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
     /// takes this salt, an existing one must have it.
     case rawKeyAndSalt(key: SecureBytes, salt: [UInt8])
 
-    /// Parses the value of SQLCipher's `PRAGMA key`: `x'…'` with 64 or 96 hex digits is a raw key (with its salt),
-    /// anything else a passphrase.
-    /// - Throws: ``E3DBError/Code/invalidKey`` for an empty value or an `x'…'` value of another length or with a
-    ///   non-hex digit (SQLCipher would take it as a passphrase; here that mistake is refused).
+    /// Parses the value of `PRAGMA key`: `x'…'` with 64 or 96 hex digits (SQLCipher's notation) or `raw:` and 64 or
+    /// 96 hex digits (SQLite3 Multiple Ciphers') is a raw key (with its salt), anything else a passphrase.
+    /// - Throws: ``E3DBError/Code/invalidKey`` for an empty value or a raw key of another length or with a non-hex
+    ///   digit (SQLCipher and SQLite3 Multiple Ciphers would take it as a passphrase; here that mistake is
+    ///   refused).
     public static func parse(_ value: SecureBytes) throws(E3DBError) -> SQLCipherKey {
         guard value.count > 0 else { throw E3DBError(.invalidKey, "the key is empty") }
-        let isRaw = unsafe value.withUnsafeBytes { bytes in
-            unsafe bytes.count >= 3 && (bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"))
+        // The hex digits' range in `value`, for the two raw notations.
+        let digitRange: Range<Int>? = unsafe value.withUnsafeBytes { bytes in
+            if unsafe bytes.count >= 3 && (bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"))
                 && bytes[1] == UInt8(ascii: "'") && bytes[bytes.count - 1] == UInt8(ascii: "'")
+            {
+                return 2..<(bytes.count - 1)
+            }
+            if unsafe bytes.count >= 4 && bytes.starts(with: Array("raw:".utf8)) { return 4..<bytes.count }
+            return nil
         }
-        guard isRaw else { return .passphrase(value) }
-        let digits = value.count - 3
+        guard let digitRange else { return .passphrase(value) }
+        let digits = digitRange.count
         guard digits == 64 || digits == 96 else {
             throw E3DBError(
-                .invalidKey, "a raw key is x'…' with 64 hex digits, or 96 with the salt",
+                .invalidKey, "a raw key is x'…' or raw: with 64 hex digits, or 96 with the salt",
                 context: .init(part: "key", actual: digits))
         }
         let decoded = try unsafe value.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
             try unsafe SecureBytes(count: digits / 2) { (out) throws(E3DBError) in
                 for index in 0..<(digits / 2) {
-                    guard let high = unsafe Hex.value(of: bytes[2 + 2 * index]),
-                        let low = unsafe Hex.value(of: bytes[3 + 2 * index])
+                    let at = digitRange.lowerBound + 2 * index
+                    guard let high = unsafe Hex.value(of: bytes[at]), let low = unsafe Hex.value(of: bytes[at + 1])
                     else {
                         throw E3DBError(
-                            .invalidKey, "a raw key holds hex digits only",
-                            context: .init(part: "key", offset: 2 + 2 * index))
+                            .invalidKey, "a raw key holds hex digits only", context: .init(part: "key", offset: at))
                     }
                     unsafe out[index] = high << 4 | low
                 }

@@ -1,12 +1,23 @@
 public import E3DBPrimitives
 
-/// The cipher settings of a SQLCipher database: page size, key derivation and HMAC.
+/// The cipher settings of an encrypted database: page format, page size, key derivation and HMAC.
 ///
 /// SQLCipher 4's defaults are ``v4``: 4096-byte pages, AES-256-CBC, HMAC-SHA512, PBKDF2-HMAC-SHA512 with 256,000
 /// rounds, 80 reserve bytes at the end of every page (a 16-byte IV and the 64-byte HMAC). Databases from apps built
 /// on SQLCipher 3 use ``v3``. Other page sizes and round counts are the settings SQLCipher's `cipher_page_size`
 /// and `kdf_iter` pragmas change; the chosen values must match the ones the file was written with.
+///
+/// ``chacha20`` is SQLite3 Multiple Ciphers' default scheme (ChaCha20 and Poly1305, PBKDF2-HMAC-SHA256 with 64,007
+/// rounds, 32 reserve bytes) and ``sqleet`` its legacy layout, the format of sqleet.
 public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
+    /// The page format.
+    public enum Cipher: String, Sendable, Hashable, CaseIterable {
+        /// SQLCipher's: AES-256-CBC and an HMAC per page (SQLite3 Multiple Ciphers: `sqlcipher` with `legacy = 4`).
+        case sqlcipher
+        /// SQLite3 Multiple Ciphers' `chacha20` (the sqleet family): ChaCha20 and Poly1305 per page.
+        case chacha20
+    }
+
     /// The hash of both PBKDF2 and the page HMAC.
     public enum Algorithm: String, Sendable, Hashable, CaseIterable {
         /// SHA-512: SQLCipher 4.
@@ -22,8 +33,15 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
     public var pageSize: Int
     /// PBKDF2 rounds for a passphrase (raw keys are not stretched).
     public var kdfIterations: Int
-    /// The hash of PBKDF2 and of the page HMAC.
+    /// The hash of PBKDF2 and of the page HMAC (``Cipher/sqlcipher``; ``Cipher/chacha20`` always uses SHA-256 for
+    /// PBKDF2 and Poly1305 for the pages).
     public var algorithm: Algorithm
+    /// The page format.
+    public var cipher: Cipher
+    /// ``Cipher/chacha20`` only: sqleet's layout, page 1 encrypted from byte 0 (SQLite3 Multiple Ciphers'
+    /// `legacy = 1`) instead of leaving its bytes 16-23 (page size, reserve) readable. A legacy file's page size
+    /// cannot be read from it: ``pageSize`` must be the one it was written with.
+    public var legacy: Bool
 
     /// SQLCipher's salt size, stored as the first 16 bytes of the file.
     public static let saltByteCount = 16
@@ -40,16 +58,51 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
     public static let v4 = SQLCipherSettings(pageSize: 4096, kdfIterations: 256_000, algorithm: .sha512)
     /// SQLCipher 3 defaults (`PRAGMA cipher_compatibility = 3`).
     public static let v3 = SQLCipherSettings(pageSize: 1024, kdfIterations: 64_000, algorithm: .sha1)
+    /// SQLite3 Multiple Ciphers' `chacha20` defaults (`PRAGMA cipher = 'chacha20'`): 4096-byte pages,
+    /// PBKDF2-HMAC-SHA256 with 64,007 rounds, page 1's bytes 16-23 readable.
+    public static let chacha20 = SQLCipherSettings(
+        cipher: .chacha20, pageSize: 4096, kdfIterations: 64_007, legacy: false)
+    /// sqleet's format, SQLite3 Multiple Ciphers' `chacha20` with `PRAGMA legacy = 1`: page 1 wholly encrypted,
+    /// 12,345 PBKDF2 rounds.
+    public static let sqleet = SQLCipherSettings(cipher: .chacha20, pageSize: 4096, kdfIterations: 12_345, legacy: true)
 
+    /// ChaCha20 pages: a 16-byte nonce and a 16-byte Poly1305 tag at the end of every page.
+    public static let chacha20ReserveByteCount = 32
+    /// Where page 1's encrypted bytes start in the non-legacy ``Cipher/chacha20`` layout: after the salt (0-15)
+    /// and the readable header bytes 16-23.
+    public static let chacha20PageOneOffset = 24
+
+    /// SQLCipher settings.
     public init(pageSize: Int, kdfIterations: Int, algorithm: Algorithm) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
         self.algorithm = algorithm
+        self.cipher = .sqlcipher
+        self.legacy = false
+    }
+
+    /// Settings of `cipher` (``algorithm`` is SHA-256's stand-in for ``Cipher/chacha20``: unused).
+    public init(cipher: Cipher, pageSize: Int, kdfIterations: Int, legacy: Bool = false) {
+        self.pageSize = pageSize
+        self.kdfIterations = kdfIterations
+        self.algorithm = .sha512
+        self.cipher = cipher
+        self.legacy = cipher == .chacha20 && legacy
+    }
+
+    /// The defaults of `cipher` in its normal (`legacy` false) or legacy layout: ``v4``, ``chacha20`` or
+    /// ``sqleet``.
+    public static func defaults(_ cipher: Cipher, legacy: Bool = false) -> SQLCipherSettings {
+        switch cipher {
+        case .sqlcipher: .v4
+        case .chacha20: legacy ? .sqleet : .chacha20
+        }
     }
 
     /// The bytes at the end of every page that hold the IV and the HMAC: their sum rounded up to a whole AES block
     /// (80 for ``v4``, 48 for ``v3``). SQLite is told to leave them free (byte 20 of the database header).
     public var reserveByteCount: Int {
+        if cipher == .chacha20 { return Self.chacha20ReserveByteCount }
         let needed = Self.ivByteCount + algorithm.macByteCount
         return (needed + 15) / 16 * 16
     }
@@ -70,6 +123,11 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        "SQLCipherSettings(page size \(pageSize), \(algorithm.rawValue), kdf_iter \(kdfIterations), reserve \(reserveByteCount))"
+        switch cipher {
+        case .sqlcipher:
+            "SQLCipherSettings(page size \(pageSize), \(algorithm.rawValue), kdf_iter \(kdfIterations), reserve \(reserveByteCount))"
+        case .chacha20:
+            "SQLCipherSettings(chacha20\(legacy ? " legacy" : ""), page size \(pageSize), kdf_iter \(kdfIterations), reserve \(reserveByteCount))"
+        }
     }
 }

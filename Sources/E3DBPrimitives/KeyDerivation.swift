@@ -29,6 +29,17 @@ public enum PBKDF2: Sendable {
         try derive(.sha512, password: password, salt: salt, rounds: rounds, outputByteCount: outputByteCount)
     }
 
+    /// PBKDF2-HMAC-SHA256, for formats that use it (SQLite3 Multiple Ciphers' `chacha20` databases); the parameters
+    /// and errors are those of ``sha512(password:salt:rounds:outputByteCount:)``.
+    public static func sha256(
+        password: some DataProtocol,
+        salt: some DataProtocol,
+        rounds: Int,
+        outputByteCount: Int
+    ) throws(E3DBError) -> SecureBytes {
+        try derive(.sha256, password: password, salt: salt, rounds: rounds, outputByteCount: outputByteCount)
+    }
+
     /// PBKDF2-HMAC-SHA1, for formats that still use it (SQLCipher 3 databases); the parameters and errors are
     /// those of ``sha512(password:salt:rounds:outputByteCount:)``.
     public static func sha1(

@@ -78,6 +78,12 @@ public final class SecureBytes: @unchecked Sendable {
         unsafe pointer.deallocate()
     }
 
+    /// The secret bytes, valid only while this object lives (the caller holds it, for example with
+    /// `withExtendedLifetime`): for per-page codecs, which must not make a generic closure call per page.
+    @unsafe package var unsafeBytes: UnsafeRawBufferPointer {
+        unsafe UnsafeRawBufferPointer(start: pointer, count: count)
+    }
+
     /// Calls `body` with the secret bytes. Do not let the pointer escape.
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try unsafe body(UnsafeRawBufferPointer(start: pointer, count: count))

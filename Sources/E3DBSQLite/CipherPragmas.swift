@@ -14,11 +14,12 @@ internal import E3DBPrimitives
 /// |---|---|
 /// | `key = 'passphrase'`, `key = "x'<hex>'"`, `hexkey = '<hex>'` | sets the key (before the first read) |
 /// | `cipher_page_size = N`, `kdf_iter = N`, `cipher_compatibility = 3\|4` | the settings (before the first read) |
+/// | `cipher = 'sqlcipher'\|'chacha20'`, `legacy = 0\|1` (chacha20), `legacy_page_size = N` | SQLite3 Multiple Ciphers' selection of the page format (before the key) |
 /// | `cipher_version`, `cipher_provider` | name this implementation |
 /// | `cipher_integrity_check` | authenticates the pages the header counts; one row naming the first 100 bad pages and the trailing bytes, or none |
 /// | `rekey`, `hexrekey` | refused: a rekey is a copy (``E3DBSQLite/rekey(databaseAt:from:to:settings:)``) |
 enum CipherPragmas {
-    static let version = "E3DBSQLite 1 (SQLCipher 4 file format)"
+    static let version = "E3DBSQLite 1 (SQLCipher 4 and SQLite3 Multiple Ciphers chacha20 file formats)"
 
     /// Handles `PRAGMA name [= value]` (argument vector of SQLITE_FCNTL_PRAGMA), or returns nil for a pragma that
     /// is not SQLCipher's.
@@ -55,19 +56,60 @@ enum CipherPragmas {
                 arguments,
                 "PRAGMA rekey is not supported by E3DBSQLite: rekey makes a copy under the new key (E3DBSQLite.rekey, e3dbkit sqlite rekey)"
             )
-        case "cipher_page_size", "kdf_iter":
+        case "cipher":
+            guard let value = unsafe value else { return unsafe answer(arguments, cipher.settings.cipher.rawValue) }
+            let requested = unsafe String(cString: value).lowercased()
+            guard let chosen = SQLCipherSettings.Cipher(rawValue: requested) else {
+                return unsafe fail(
+                    arguments,
+                    "PRAGMA cipher: E3DBSQLite reads and writes 'sqlcipher' and 'chacha20', not '\(requested)'")
+            }
+            cipher.settings = .defaults(chosen)
+            cipher.cipherNamed = true
+            cipher.codec = nil
+            return unsafe answer(arguments, chosen.rawValue)
+        case "legacy":
+            guard let value = unsafe value else {
+                let current = cipher.settings
+                return unsafe answer(
+                    arguments,
+                    current.cipher == .chacha20
+                        ? (current.legacy ? "1" : "0") : (current.algorithm == .sha1 ? "3" : "4"))
+            }
+            let level = unsafe Int(String(cString: value))
+            var settings: SQLCipherSettings
+            switch (cipher.settings.cipher, level) {
+            case (.chacha20, 0), (.chacha20, 1): settings = .defaults(.chacha20, legacy: level == 1)
+            case (.sqlcipher, 4): settings = .v4
+            case (.sqlcipher, 3): settings = .v3
+            case (.chacha20, _):
+                return unsafe fail(arguments, "PRAGMA legacy takes 0 or 1 for the chacha20 cipher")
+            case (.sqlcipher, _):
+                return unsafe fail(
+                    arguments,
+                    "PRAGMA legacy takes 4 or 3 for the sqlcipher cipher (SQLCipher's own layouts; SQLite3 Multiple Ciphers' non-legacy sqlcipher layout is not supported)"
+                )
+            }
+            settings.pageSize = cipher.settings.pageSize
+            cipher.settings = settings
+            cipher.cipherNamed = true
+            cipher.codec = nil
+            // The value set, as one row (a pragma without a row leaves SQLite's column name NULL, which Python's
+            // sqlite3 module reports as MemoryError).
+            return unsafe answer(arguments, level.map(String.init))
+        case "cipher_page_size", "legacy_page_size", "kdf_iter":
             if let value = unsafe value {
                 guard let number = unsafe Int(String(cString: value)) else {
                     return unsafe fail(arguments, "PRAGMA \(name) takes a number")
                 }
                 var settings = cipher.settings
-                if name == "cipher_page_size" { settings.pageSize = number } else { settings.kdfIterations = number }
+                if name == "kdf_iter" { settings.kdfIterations = number } else { settings.pageSize = number }
                 do throws(E3DBError) { try settings.validate() } catch { return unsafe fail(arguments, error.message) }
                 cipher.settings = settings
                 cipher.codec = nil
             }
             return unsafe answer(
-                arguments, String(name == "cipher_page_size" ? cipher.settings.pageSize : cipher.settings.kdfIterations)
+                arguments, String(name == "kdf_iter" ? cipher.settings.kdfIterations : cipher.settings.pageSize)
             )
         case "cipher_compatibility":
             guard let value = unsafe value else {
@@ -78,6 +120,7 @@ enum CipherPragmas {
             case "4": cipher.settings = .v4
             default: return unsafe fail(arguments, "PRAGMA cipher_compatibility takes 3 or 4")
             }
+            cipher.cipherNamed = true
             cipher.codec = nil
             return unsafe answer(arguments, nil)
         case "cipher_version":

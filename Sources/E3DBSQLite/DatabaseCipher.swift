@@ -19,6 +19,10 @@ final class DatabaseCipher: @unchecked Sendable {
     let readOnly: Bool
     private(set) var ownKey: SQLCipherKey?
     var settings: SQLCipherSettings
+    /// Whether the page format was named (`PRAGMA cipher`, `legacy` or `cipher_compatibility`, the URI's `cipher`
+    /// or `legacy`, settings other than SQLCipher 4's defaults through the API); when it was not, an existing file
+    /// in SQLite3 Multiple Ciphers' chacha20 format is recognised by its page 1.
+    var cipherNamed = false
     var codec: PageCodec?
     weak var main: MainDatabaseFile?
     private(set) var connection: Int?
@@ -37,7 +41,22 @@ final class DatabaseCipher: @unchecked Sendable {
         {
             ownKey = entry.key
             settings = entry.settings
+            cipherNamed = entry.settings != .v4
         }
+        // SQLite3 Multiple Ciphers' URI parameters: `cipher=chacha20|sqlcipher`, `legacy=0|1`, `kdf_iter=N`. Values
+        // that are not valid leave the settings as they are; the key then fails to open the file, typed.
+        if let name = unsafe sqlite3_uri_parameter(filename, "cipher"),
+            let chosen = unsafe SQLCipherSettings.Cipher(rawValue: String(cString: name).lowercased())
+        {
+            let legacy = unsafe sqlite3_uri_boolean(filename, "legacy", 0) != 0
+            settings = .defaults(chosen, legacy: legacy)
+            cipherNamed = true
+        } else if unsafe sqlite3_uri_boolean(filename, "legacy", 0) != 0, settings.cipher == .chacha20 {
+            settings = .sqleet
+            cipherNamed = true
+        }
+        let rounds = unsafe sqlite3_uri_int64(filename, "kdf_iter", 0)
+        if rounds > 0, rounds <= Int64(UInt32.max) { settings.kdfIterations = Int(rounds) }
         let me = self
         Self.open.withLock { $0[me.filenameAddress] = me }
     }
@@ -72,6 +91,27 @@ final class DatabaseCipher: @unchecked Sendable {
         }
         codec = nil
         ownKey = nil
+    }
+
+    /// The settings for an existing file whose page 1 starts with `header` (at least 24 bytes): SQLite3 Multiple
+    /// Ciphers' chacha20 when the format was not named and bytes 16-23 are a readable SQLite header reserving 32
+    /// bytes (SQLCipher's page 1 is encrypted there), else the settings as they are.
+    func recognisedSettings(header: UnsafeRawBufferPointer) -> SQLCipherSettings {
+        guard !cipherNamed, settings.cipher == .sqlcipher, settings.algorithm == .sha512, header.count >= 24 else {
+            return settings
+        }
+        let encoded = unsafe Int(header[16]) << 8 | Int(header[17])
+        let pageSize = encoded == 1 ? 65536 : encoded
+        let readable =
+            unsafe pageSize >= 512 && pageSize & (pageSize - 1) == 0 && (1...2).contains(header[18])
+            && (1...2).contains(header[19]) && header[21] == 64 && header[22] == 32 && header[23] == 32
+        guard readable, unsafe Int(header[20]) == SQLCipherSettings.chacha20ReserveByteCount else { return settings }
+        var recognised = SQLCipherSettings.chacha20
+        recognised.pageSize = pageSize
+        if settings.kdfIterations != SQLCipherSettings.v4.kdfIterations {
+            recognised.kdfIterations = settings.kdfIterations
+        }
+        return recognised
     }
 
     func setKey(_ key: SQLCipherKey) {

@@ -16,7 +16,12 @@ internal import E3DBPrimitives
 }
 
 /// A rollback journal. SQLite writes each record as three calls: the page number (4 bytes), the page (encrypted
-/// here with that page number, as SQLCipher does), and a checksum (4 bytes).
+/// here with that page number, as SQLCipher and SQLite3 Multiple Ciphers do), and a checksum (4 bytes).
+///
+/// The chacha20 format keeps SQLite3 Multiple Ciphers' journal instead, so that a hot journal plays back on either
+/// side: its record checksum is stored as SQLite computed it, over the plaintext (a 32-bit sum of every 200th byte
+/// of the page plus the journal's nonce, readable to whoever holds the file while the journal exists). For the
+/// SQLCipher format:
 ///
 /// SQLite's checksum is a 32-bit nonce plus every 200th byte of the page, computed over the plaintext; stored as
 /// it is, it would put a plaintext-derived value on disk. This file stores instead the same checksum over the
@@ -99,7 +104,11 @@ final class JournalFile: PassThroughFile {
             } catch {
                 return cipher.fail(CipherFailure(SQLITE_IOERR_WRITE, error))
             }
-            writtenPage = unsafe (offset, Self.checksumSum(buffer), Self.checksumSum(UnsafeRawBufferPointer(stored)))
+            let plainSum = unsafe Self.checksumSum(buffer)
+            let storedSum =
+                codec.journalChecksumOverCiphertext
+                ? unsafe Self.checksumSum(UnsafeRawBufferPointer(stored)) : plainSum
+            writtenPage = (offset, plainSum, storedSum)
             writtenNumber = nil
             return unsafe writeRaw(UnsafeRawBufferPointer(stored), at: offset)
         }
@@ -160,10 +169,11 @@ final class JournalFile: PassThroughFile {
                             "page \(number.number) in the journal of \(cipher.path) did not authenticate",
                             context: .init(part: "journal", actual: Int(number.number), offset: Int(offset)))))
             }
-            readPage = unsafe (
-                offset, Self.checksumSum(UnsafeRawBufferPointer(buffer)),
-                Self.checksumSum(UnsafeRawBufferPointer(stored))
-            )
+            let plainSum = unsafe Self.checksumSum(UnsafeRawBufferPointer(buffer))
+            let storedSum =
+                codec.journalChecksumOverCiphertext
+                ? unsafe Self.checksumSum(UnsafeRawBufferPointer(stored)) : plainSum
+            readPage = (offset, plainSum, storedSum)
             return SQLITE_OK
         }
     }

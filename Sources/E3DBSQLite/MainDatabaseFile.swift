@@ -2,13 +2,14 @@ internal import CE3DBSQLite3
 internal import E3DBPageCodec
 internal import E3DBPrimitives
 
-/// A main database file: every page encrypted and authenticated in SQLCipher 4's layout.
+/// A main database file: every page encrypted and authenticated in the codec's layout (SQLCipher 4's, or SQLite3
+/// Multiple Ciphers' chacha20).
 ///
 /// - Reads decrypt whole pages; a read inside a page (the 100-byte header at open, the 16-byte change counter at
 ///   each transaction, the start of an overflow page) decrypts the page and copies the part asked for.
 /// - Writes are whole pages; anything else is refused, so no plaintext reaches the file.
 /// - An empty file that a connection opens for writing is given an encrypted, empty page 1 at its first lock, with
-///   the page size and 80 reserved bytes the cipher needs: SQLite then lays out every page to leave room for the IV
+///   the page size and the reserved bytes the cipher needs (80 for SQLCipher 4, 32 for chacha20): SQLite then lays out every page to leave room for the IV
 ///   and HMAC, exactly as SQLCipher does.
 final class MainDatabaseFile: PassThroughFile {
     let cipher: DatabaseCipher
@@ -45,7 +46,7 @@ final class MainDatabaseFile: PassThroughFile {
     /// plaintext database, a page size or reserve mismatch and a wrong key apart.
     func resolveCodec(forWrite: Bool = false) -> Result<PageCodec, CipherFailure> {
         if let codec = cipher.codec { return .success(codec) }
-        guard let (key, settings) = cipher.effectiveKey() else {
+        guard let (key, named) = cipher.effectiveKey() else {
             return .failure(
                 CipherFailure(
                     SQLITE_NOTADB, E3DBError(.keyMissing, "no key was given for the encrypted database \(cipher.path)"))
@@ -55,6 +56,20 @@ final class MainDatabaseFile: PassThroughFile {
         let sizeRC = fileSize(&size)
         guard sizeRC == SQLITE_OK else {
             return .failure(CipherFailure(sizeRC, E3DBError(.databaseError, "the database's size is unknown")))
+        }
+        var settings = named
+        if size >= Int64(SQLCipherSettings.chacha20PageOneOffset), cipher.ownKey != nil {
+            // The format, recognised from page 1 when it was not named.
+            let recognised = unsafe withUnsafeTemporaryAllocation(
+                byteCount: SQLCipherSettings.chacha20PageOneOffset, alignment: 1
+            ) { header in
+                guard unsafe readRaw(header, at: 0) == SQLITE_OK else { return named }
+                return unsafe cipher.recognisedSettings(header: UnsafeRawBufferPointer(header))
+            }
+            if recognised != named {
+                cipher.settings = recognised
+                settings = recognised
+            }
         }
         do throws(E3DBError) {
             if size == 0 {

@@ -72,4 +72,56 @@ struct ExtensionTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdoutText == "42\n")
     }
+
+    @Test(
+        "through the extension, SQLite3 Multiple Ciphers' selection works: PRAGMA cipher and legacy before the key, the URI's cipher and legacy; a non-legacy chacha20 file opens without naming it"
+    )
+    func sqlite3mcSelection() async throws {
+        let python = "/usr/bin/python3"
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let legacy = dir.path("legacy.db")
+        let plain = dir.path("chacha.db")
+        let script = """
+            import sqlite3, sys
+            loader = sqlite3.connect(":memory:")
+            loader.enable_load_extension(True)
+            loader.load_extension(sys.argv[1])
+            def connect(path, query=""):
+                return sqlite3.connect("file:" + path + "?vfs=e3dbkit-sqlcipher" + query, uri=True, isolation_level=None)
+            db = connect(sys.argv[2])
+            db.execute("PRAGMA cipher = 'chacha20'")
+            db.execute("PRAGMA legacy = 1")
+            db.execute("PRAGMA key = 'pragma pass'")
+            db.execute("CREATE TABLE t(v)")
+            db.execute("INSERT INTO t VALUES (1)")
+            print(db.execute("PRAGMA cipher").fetchone()[0], db.execute("PRAGMA legacy").fetchone()[0])
+            db.close()
+            db = connect(sys.argv[2], "&cipher=chacha20&legacy=1")
+            db.execute("PRAGMA key = 'pragma pass'")
+            print(db.execute("SELECT v FROM t").fetchone()[0])
+            db = connect(sys.argv[3], "&cipher=chacha20")
+            db.execute("PRAGMA key = 'raw:" + "07" * 32 + "'")
+            db.execute("CREATE TABLE t(v)")
+            db.execute("INSERT INTO t VALUES (2)")
+            db.close()
+            db = connect(sys.argv[3])
+            db.execute("PRAGMA key = 'raw:" + "07" * 32 + "'")
+            print(db.execute("SELECT v FROM t").fetchone()[0], db.execute("PRAGMA cipher").fetchone()[0])
+            try:
+                connect(sys.argv[3]).execute("PRAGMA cipher = 'aegis'")
+            except sqlite3.Error as error:
+                print("refused:", "aegis" in str(error))
+            """
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: python), ["-c", script, Self.library, legacy, plain])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdoutText == "chacha20 1\n1\n2 chacha20\nrefused: True\n")
+        let sqleet = try SQLiteConnection(path: legacy, key: TestKeys.passphrase("pragma pass"), settings: .sqleet)
+        #expect(try sqleet.rows("SELECT v FROM t").first?.values == [.integer(1)])
+        let header = try Data(contentsOf: URL(fileURLWithPath: plain)).prefix(24)
+        #expect(header[header.startIndex + 20] == 32)
+        let recognised = try SQLiteConnection(path: plain, key: TestKeys.raw(7))
+        #expect(try recognised.rows("SELECT v FROM t").first?.values == [.integer(2)])
+    }
 }

@@ -18,6 +18,8 @@ struct PeerKeying: Sendable, CustomTestStringConvertible {
     let key: @Sendable () -> SQLCipherKey
     let settings: SQLCipherSettings
     var testDescription: String { name }
+    /// Whether the peer is SQLCipher (SQLite3 Multiple Ciphers has no `cipher_integrity_check`).
+    var peerIsSQLCipher: Bool { !peerArguments.contains("--engine") }
 
     static let passphrase = PeerKeying(
         name: "passphrase", peerArguments: ["--key", "peer pass"], key: { TestKeys.passphrase("peer pass") },
@@ -97,19 +99,17 @@ enum LocalDump {
         func texts(_ sql: String) throws -> [String] {
             try connection.rows(sql).compactMap { if case .text(let text) = $0.values.first { text } else { nil } }
         }
-        return Dump(
-            dictionary: [
-                "tables": tables, "integrity_check": try texts("PRAGMA integrity_check"),
-                "cipher_integrity_check": try texts("PRAGMA cipher_integrity_check"),
-            ] as NSDictionary)
+        var dump: [String: Any] = ["tables": tables, "integrity_check": try texts("PRAGMA integrity_check")]
+        if keying.peerIsSQLCipher { dump["cipher_integrity_check"] = try texts("PRAGMA cipher_integrity_check") }
+        return Dump(dictionary: dump as NSDictionary)
     }
 
-    /// The peer's dump of `path` (SQLCipher 4.12).
+    /// The peer's dump of `path` (SQLCipher 4.12, or SQLite3 Multiple Ciphers when `keying` names it).
     static func peer(_ path: String, _ keying: PeerKeying) async throws -> Dump {
         let result = try await SQLCipherPeer.run(["dump", path] + keying.peerArguments)
         guard result.status == 0, let object = try JSONSerialization.jsonObject(with: result.stdout) as? NSDictionary
         else {
-            throw E3DBError(.databaseError, "the SQLCipher peer could not dump \(path): \(result.stderr)")
+            throw E3DBError(.databaseError, "the peer could not dump \(path): \(result.stderr)")
         }
         return Dump(dictionary: object)
     }
@@ -239,9 +239,15 @@ struct InteropTests {
         "a hot WAL and a hot rollback journal this library leaves are recovered by SQLCipher, with the same rows",
         arguments: ["wal", "delete"])
     func localHot(mode: String) async throws {
+        try await Self.hotHere(mode: mode, keying: .passphrase)
+    }
+
+    /// Leaves a hot WAL or journal here (an `e3dbkit sqlite exec` writer killed mid-transaction, `cliOptions` naming
+    /// the format), then has the peer and this library recover separate copies: the same rows, the uncommitted
+    /// transaction rolled back.
+    static func hotHere(mode: String, keying: PeerKeying, cliOptions: [String] = []) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
-        let keying = PeerKeying.passphrase
         let path = dir.path("hot.db")
         try Self.writeHere(path, keying, rows: 1...50, mode: mode)
         try Self.write("peer pass", to: dir.path("pass"))
@@ -260,7 +266,8 @@ struct InteropTests {
             "PRAGMA journal_mode = \(mode);\n\(transaction)\nSELECT 'MARKER' AS m;\n"
             + "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c;"
         try await Self.killAfter(
-            marker: "MARKER", arguments: ["sqlite", "exec", "--passphrase-file", dir.path("pass"), path], script: script
+            marker: "MARKER",
+            arguments: ["sqlite", "exec"] + cliOptions + ["--passphrase-file", dir.path("pass"), path], script: script
         )
         let leftover = path + (mode == "wal" ? "-wal" : "-journal")
         #expect(
@@ -269,7 +276,8 @@ struct InteropTests {
         let copy = dir.path("copy.db")
         try KilledWriter.copyDatabase(path, to: copy)
         let peer = try await LocalDump.peer(path, keying)
-        #expect(peer["cipher_integrity_check"] as? [String] == [])
+        #expect(peer["integrity_check"] as? [String] == ["ok"])
+        if keying.peerIsSQLCipher { #expect(peer["cipher_integrity_check"] as? [String] == []) }
         let local = try LocalDump.dump(copy, keying)
         #expect(local == peer)
         let rows = ((local["tables"] as? NSDictionary)?["here"] as? [[Any]]) ?? []

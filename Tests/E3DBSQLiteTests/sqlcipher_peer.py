@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A command-line peer around SQLCipher 4.12 (`sqlcipher3-binary`) for E3DBSQLite's interoperability tests.
+"""A command-line peer around SQLCipher 4.12 (`sqlcipher3-binary`) and SQLite3 Multiple Ciphers (`apsw-sqlite3mc`:
+2.6.1, `pysqlite3mc-binary`: 2.0.2) for E3DBSQLite's interoperability tests.
 
 Every command prints one JSON document on stdout. Exit codes: 0 success; 2 the key does not open the database
 (SQLCipher's "file is not a database", SQLITE_NOTADB); 1 anything else (including bad arguments). On failure
@@ -39,6 +40,12 @@ SQLCipher's documented way to open old files, which on a NEW file leaves SQLite'
 never lets the reserve shrink) while the codec uses 48. --page-size (cipher_page_size) and --kdf-iter (kdf_iter)
 are set after the key and the compatibility.
 
+Engines: --engine sqlcipher (the default, SQLCipher 4.12), sqlite3mc (SQLite3 Multiple Ciphers 2.6.1 through apsw) or
+sqlite3mc-2.0 (2.0.2 through pysqlite3mc). With a SQLite3 Multiple Ciphers engine the statements before the key are
+PRAGMA cipher = 'chacha20' (or --cipher), PRAGMA legacy = 1 with --legacy, PRAGMA legacy_page_size with --page-size
+and --legacy, PRAGMA kdf_iter with --kdf-iter; a raw key is given as 'raw:<hex>'; --compat does not apply, and a
+dump has no "cipher_integrity_check" member (SQLite3 Multiple Ciphers has no such pragma).
+
 Schema (created by write and hot when the database has no `items` table):
   items(id INTEGER PRIMARY KEY, name TEXT, value REAL, data BLOB), index items_name on name,
   counts(bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL), kept by triggers on items: one row per id % 10,
@@ -64,6 +71,14 @@ try:
     from sqlcipher3 import dbapi2 as sqlcipher
 except ImportError:  # plain-dump needs only sqlite3
     sqlcipher = None
+try:
+    import apsw
+except ImportError:
+    apsw = None
+try:
+    from pysqlite3mc import dbapi2 as sqlite3mc_2_0
+except ImportError:
+    sqlite3mc_2_0 = None
 
 EXIT_OK, EXIT_OTHER, EXIT_WRONG_KEY = 0, 1, 2
 
@@ -106,7 +121,33 @@ def is_not_a_database(error):
     return getattr(error, "sqlite_errorcode", None) == 26 or "file is not a database" in str(error)
 
 
+def open_sqlite3mc(args, key, raw):
+    engine = args.engine
+    if engine == "sqlite3mc":
+        if apsw is None:
+            raise PeerError("apsw-sqlite3mc is not installed", "other")
+        connection = apsw.Connection(args.db)
+    else:
+        if sqlite3mc_2_0 is None:
+            raise PeerError("pysqlite3mc-binary is not installed", "other")
+        connection = sqlite3mc_2_0.connect(args.db, isolation_level=None)
+    connection.execute(f"PRAGMA cipher = {quote(args.cipher)}").fetchall()
+    if args.legacy:
+        connection.execute("PRAGMA legacy = 1").fetchall()
+        if getattr(args, "page_size", None):
+            connection.execute(f"PRAGMA legacy_page_size = {int(args.page_size)}").fetchall()
+    if getattr(args, "kdf_iter", None):
+        connection.execute(f"PRAGMA kdf_iter = {int(args.kdf_iter)}").fetchall()
+    key, raw = (args.key if key is None else key), (args.raw_key if raw is None else raw)
+    literal = quote("raw:" + key_literal(key, raw)[3:-2]) if raw else key_literal(key, raw)
+    connection.execute(f"PRAGMA key = {literal}").fetchall()
+    connection.execute("SELECT count(*) FROM sqlite_master").fetchall()  # reads page 1: checks the key
+    return connection
+
+
 def open_encrypted(args, key=None, raw=None):
+    if getattr(args, "engine", "sqlcipher") != "sqlcipher":
+        return open_sqlite3mc(args, key, raw)
     if sqlcipher is None:
         raise PeerError("sqlcipher3 is not installed", "other")
     connection = sqlcipher.connect(args.db, isolation_level=None)  # autocommit: transactions are explicit
@@ -232,7 +273,7 @@ def require_file(path):
 def command_dump(args):
     require_file(args.db)
     connection = open_encrypted(args)
-    doc = dump(connection, cipher=True)
+    doc = dump(connection, cipher=args.engine == "sqlcipher")
     connection.close()
     emit(doc)
 
@@ -316,6 +357,9 @@ def parser():
         p.add_argument("--compat-after-key", action="store_true")
         p.add_argument("--page-size", type=int)
         p.add_argument("--kdf-iter", type=int)
+        p.add_argument("--engine", choices=["sqlcipher", "sqlite3mc", "sqlite3mc-2.0"], default="sqlcipher")
+        p.add_argument("--cipher", default="chacha20")
+        p.add_argument("--legacy", action="store_true")
         return p
 
     w = keyed("write")
@@ -345,7 +389,12 @@ def main(argv):
         args.run(args)
     except PeerError as error:
         fail(error)
-    except (sqlite3.DatabaseError, *((sqlcipher.DatabaseError,) if sqlcipher else ())) as error:
+    except (
+        sqlite3.DatabaseError,
+        *((sqlcipher.DatabaseError,) if sqlcipher else ()),
+        *((apsw.Error,) if apsw else ()),
+        *((sqlite3mc_2_0.DatabaseError,) if sqlite3mc_2_0 else ()),
+    ) as error:
         if is_not_a_database(error):
             fail(PeerError(f"the key does not open the database: {error}", "wrongKey", EXIT_WRONG_KEY))
         fail(PeerError(f"{type(error).__name__}: {error}", "sqlite"))

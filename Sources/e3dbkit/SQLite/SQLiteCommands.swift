@@ -5,15 +5,29 @@ import E3DBPageCodec
 import E3DBSQLite
 import Foundation
 
-/// `e3dbkit sqlite …`: SQLCipher 4 databases on the system SQLite (E3DBSQLite).
+/// `--cipher`'s values: the page formats of `SQLCipherSettings.Cipher`.
+enum SQLiteCipherOption: String, ExpressibleByArgument, CaseIterable {
+    case sqlcipher, chacha20
+
+    var cipher: SQLCipherSettings.Cipher {
+        switch self {
+        case .sqlcipher: .sqlcipher
+        case .chacha20: .chacha20
+        }
+    }
+}
+
+/// `e3dbkit sqlite …`: SQLCipher 4 and SQLite3 Multiple Ciphers chacha20 databases on the system SQLite
+/// (E3DBSQLite).
 struct SQLiteCommand: SubcommandGroup {
     static let configuration = CommandConfiguration(
         commandName: "sqlite",
-        abstract: "Encrypted SQLite databases in SQLCipher 4's format, on the system SQLite.",
+        abstract: "Encrypted SQLite databases in SQLCipher 4's or SQLite3 Multiple Ciphers' chacha20 format.",
         discussion: """
             Every command takes one key source: --passphrase-file FILE (surrounding whitespace removed) or \
-            --key-file FILE (SQLCipher's raw key: 64 hex digits, or 96 with the salt); never the key itself on \
-            the command line. A wrong key exits 77, a page that does not authenticate 2, a malformed database 65. \
+            --key-file FILE (a raw key: 64 hex digits, or 96 with the salt); never the key itself on \
+            the command line. --cipher chacha20 (with --legacy for sqleet's layout) selects SQLite3 Multiple \
+            Ciphers' format; an existing non-legacy file is recognised without it. A wrong key exits 77, a page that does not authenticate 2, a malformed database 65. \
             See docs/sqlite.md.
             """,
         subcommands: [SQLiteExec.self, SQLiteEncrypt.self, SQLiteDecrypt.self, SQLiteRekey.self, SQLiteVerify.self]
@@ -27,6 +41,16 @@ struct SQLiteKeyOptions: ParsableArguments {
 
     @Option(help: "A file holding SQLCipher's raw key: 64 hex digits, or 96 with the salt ('-' for stdin).")
     var keyFile: String?
+
+    @Option(
+        help: """
+            The page format: sqlcipher (SQLCipher 4, the default for new databases) or chacha20 (SQLite3 Multiple \
+            Ciphers' default). Without it an existing database in either format is recognised, except a --legacy one.
+            """)
+    var cipher: SQLiteCipherOption?
+
+    @Flag(help: "With --cipher chacha20: sqleet's legacy layout (SQLite3 Multiple Ciphers' legacy = 1).")
+    var legacy = false
 
     @Option(help: "SQLCipher settings: 4 (default) or 3 (databases of apps built on SQLCipher 3).")
     var compatibility: Int = 4
@@ -42,12 +66,17 @@ struct SQLiteKeyOptions: ParsableArguments {
             throw ValidationError("pass only one of --passphrase-file and --key-file")
         }
         guard compatibility == 3 || compatibility == 4 else { throw ValidationError("--compatibility is 3 or 4") }
+        if legacy && cipher != .chacha20 { throw ValidationError("--legacy goes with --cipher chacha20") }
+        if cipher == .chacha20 && compatibility != 4 {
+            throw ValidationError("--compatibility is SQLCipher's setting, not chacha20's")
+        }
     }
 
     var hasKey: Bool { passphraseFile != nil || keyFile != nil }
 
     func settings() throws -> SQLCipherSettings {
-        var settings: SQLCipherSettings = compatibility == 3 ? .v3 : .v4
+        var settings: SQLCipherSettings =
+            compatibility == 3 ? .v3 : .defaults(cipher?.cipher ?? .sqlcipher, legacy: legacy)
         if let pageSize { settings.pageSize = pageSize }
         if let kdfIter { settings.kdfIterations = kdfIter }
         do {

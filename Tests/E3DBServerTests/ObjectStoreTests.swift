@@ -101,6 +101,15 @@ final class SeaweedFS: Sendable {
         ]
         try JSONSerialization.data(withJSONObject: identities).write(to: config)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: config.path)
+        return try await launch(
+            weed: weed, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey,
+            bucket: bucket)
+    }
+
+    /// Runs `weed server` on `directory` (made by ``start(bucket:)``) and waits until `bucket` exists.
+    private static func launch(
+        weed: URL, directory: URL, ports: [Int], accessKey: String, secretKey: String, bucket: String
+    ) async throws -> SeaweedFS {
         let process = try RunningProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             [
@@ -108,16 +117,21 @@ final class SeaweedFS: Sendable {
                 "GOMEMLIMIT=256MiB",
                 weed.path, "server", "-dir=\(directory.appendingPathComponent("data").path)", "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1", "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer",
-                "-filer.port=\(ports[2])", "-s3", "-s3.port=\(ports[3])", "-s3.config=\(config.path)",
+                "-filer.port=\(ports[2])", "-s3", "-s3.port=\(ports[3])",
+                "-s3.config=\(directory.appendingPathComponent("s3.json").path)",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
-                "-volume.max=0", "-volume.preStopSeconds=1",
+                // A restart on existing data then answers in about 3 s instead of 15 s of raft elections; the
+                // volume servers report their volumes to the master anyway.
+                "-master.resumeState=false", "-volume.max=0", "-volume.preStopSeconds=1",
             ], reading: nil)
         let store = SeaweedFS(
             process: process, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey)
-        // Any HTTP answer on the S3 port: up (about 3 s on an empty directory), then the bucket.
+        // Any HTTP answer on the S3 port: up (about 3 s on an empty directory), then the bucket (made if absent).
         var up = false
         for _ in 0..<600 where !up && process.isRunning {
-            up = (try? await store.signed("PUT", path: "/\(bucket)")) == 200
+            // 409: BucketAlreadyOwnedByYou, after a restart.
+            let status = try? await store.signed("PUT", path: "/\(bucket)")
+            up = status == 200 || status == 409
             if !up { try await Task.sleep(for: .milliseconds(100)) }
         }
         guard up else {
@@ -125,6 +139,21 @@ final class SeaweedFS: Sendable {
             throw Failure("SeaweedFS did not answer on port \(ports[3]) within 60 s")
         }
         return store
+    }
+
+    /// Kills the store (SIGKILL) and awaits its end, keeping its directory for ``restarted(bucket:)``.
+    func killed() async {
+        process.signal(SIGKILL)
+        _ = try? await process.exit()
+    }
+
+    /// The store started again (after ``killed()``) on the same directory, ports and keys, once `bucket` answers.
+    func restarted(bucket: String) async throws -> SeaweedFS {
+        await killed()
+        let weed = try await ChildProcess.makeProjectPython().deletingLastPathComponent().appendingPathComponent("weed")
+        return try await Self.launch(
+            weed: weed, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey,
+            bucket: bucket)
     }
 
     /// A header-signed request to the store without a body; its status.

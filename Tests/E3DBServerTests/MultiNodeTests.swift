@@ -41,7 +41,7 @@ extension Trait where Self == SharedSeaweedFSTrait {
     "N nodes on one TLS-only PostgreSQL and one bucket: SDKs across nodes, SIGKILL, SIGSTOP, outages",
     .postgresTLSServer, .sharedSeaweedFS)
 struct MultiNodeTests {
-    /// The driver's arguments for `scenario` against `postgres` (and `store`'s bucket), and the environment with
+    /// The driver's arguments for `scenario` (and `store`'s bucket), and the environment with the PostgreSQL URL and
     /// the bucket's keys (never argv).
     static func driver(
         _ scenario: String, postgres: String, store: SeaweedFS?, bucket: String, extra: [String] = []
@@ -49,12 +49,13 @@ struct MultiNodeTests {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-nodes-\(UUID().uuidString)")
         var arguments = [
             VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/multi_node_driver.py").path,
-            CLIRunner.binary.path, work.path, "--postgres", postgres, "--scenario", scenario,
+            CLIRunner.binary.path, work.path, "--scenario", scenario,
         ]
-        var environment: [String: String] = [:]
+        var environment = ["E3DBKIT_POSTGRES_URL": postgres]
         if let store {
             arguments += ["--s3-endpoint", store.endpoint, "--s3-bucket", bucket]
-            environment = ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey]
+            environment["AWS_ACCESS_KEY_ID"] = store.accessKey
+            environment["AWS_SECRET_ACCESS_KEY"] = store.secretKey
         }
         return (try await ChildProcess.makeProjectPython(), arguments + extra, environment, work)
     }

@@ -2,10 +2,11 @@
 """Several `e3dbkit-server run` processes ("nodes", each with its own --data directory) on one PostgreSQL over TLS
 and one S3-compatible bucket, driven by Tozny's Python SDK (e3db 2.3.0), `e3dbkit client` and plain HTTP.
 
-Usage: multi_node_driver.py E3DBKIT_BINARY WORK_DIR --postgres URL --scenario NAME
-           [--s3-endpoint URL --s3-bucket NAME] [--postgres-dir DIR]
-(the servers are the `e3dbkit-server` binary beside E3DBKIT_BINARY; the bucket's keys come from AWS_ACCESS_KEY_ID
-and AWS_SECRET_ACCESS_KEY in the environment, never argv)
+Usage: multi_node_driver.py E3DBKIT_BINARY WORK_DIR --scenario NAME [--s3-endpoint URL --s3-bucket NAME]
+           [--postgres-dir DIR]
+(the servers are the `e3dbkit-server` binary beside E3DBKIT_BINARY; the PostgreSQL URL comes from
+E3DBKIT_POSTGRES_URL and the bucket's keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment,
+never argv, and the nodes get them the same way)
 
 Scenarios (MultiNodeTests.swift runs each once):
   interchange       Tozny's SDK suites against node 1 on the bucket; records and files written through node 1 and
@@ -26,6 +27,7 @@ Prints one line per check and what it measured, then "N passed, M failed"; exits
 """
 import base64
 import concurrent.futures
+import ctypes
 import datetime
 import hashlib
 import hmac
@@ -55,7 +57,7 @@ def option(name, default=None):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
-POSTGRES = option("--postgres")
+POSTGRES = os.environ.get("E3DBKIT_POSTGRES_URL")
 SCENARIO = option("--scenario")
 S3_ENDPOINT = option("--s3-endpoint")
 S3_BUCKET = option("--s3-bucket")
@@ -79,12 +81,14 @@ class Node:
         self.postgres = postgres or POSTGRES
         self.s3 = s3 and S3_ENDPOINT is not None
         args = [SERVER_BINARY, "run", "--port", "0", "--log-level", "warning", "--data", self.data,
-                "--postgres", self.postgres, "--postgres-idle-transaction-timeout", str(IDLE_TIMEOUT), *extra]
+                "--postgres-idle-transaction-timeout", str(IDLE_TIMEOUT), *extra]
         if self.s3:
             args += ["--s3-endpoint", S3_ENDPOINT, "--s3-bucket", S3_BUCKET, "--s3-prefix", S3_PREFIX]
         self.log_path = os.path.join(WORK, "node-%s-%d.log" % (name, time.time_ns()))
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, E3DBKIT_POSTGRES_URL=self.postgres),
+                                     preexec_fn=die_with_parent)
         self.url = None
 
     def wait(self):
@@ -116,6 +120,15 @@ class Node:
         return found
 
 
+LIBC = ctypes.CDLL(None)
+
+
+def die_with_parent():
+    """In a node's process before it runs: SIGKILL when the driver ends, however it ends (PR_SET_PDEATHSIG; libc
+    loaded beforehand, so that the forked child only makes the call)."""
+    LIBC.prctl(1, signal.SIGKILL)
+
+
 def start_nodes(*names, **kwargs):
     nodes = [Node(n, **kwargs) for n in names]
     return [n.wait() for n in nodes]
@@ -123,8 +136,8 @@ def start_nodes(*names, **kwargs):
 
 def admin(*args, postgres=None):
     data = os.path.join(WORK, "admin")
-    r = subprocess.run([SERVER_BINARY, *args, "--data", data, "--postgres", postgres or POSTGRES],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run([SERVER_BINARY, *args, "--data", data], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, E3DBKIT_POSTGRES_URL=postgres or POSTGRES))
     if r.returncode != 0:
         raise RuntimeError("e3dbkit-server %s failed: %s" % (args[0], r.stderr))
     return r.stdout.strip()

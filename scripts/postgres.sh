@@ -9,6 +9,8 @@
 #                                     127.0.0.1, ::1 and localhost signed by a CA made here (openssl): DIR/ca.crt.
 #                                     The URL printed has no sslmode: add ?sslmode=verify-full&sslrootcert=DIR/ca.crt
 #   scripts/postgres.sh createdb DIR  create one more empty database owned by the same user, print its URL
+#   scripts/postgres.sh pause DIR     stop the server (fast shutdown: sessions are ended), keeping DIR
+#   scripts/postgres.sh resume DIR    start a paused server again, on the same port with the same options
 #   scripts/postgres.sh stop DIR      stop the server and remove DIR
 #
 # As root the server runs as the unprivileged `postgres` user (runuser, else su), otherwise as the current user.
@@ -16,7 +18,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 start|start-tls|createdb|stop DIR" >&2
+    echo "usage: $0 start|start-tls|createdb|pause|resume|stop DIR" >&2
     exit 64
 }
 [ $# -eq 2 ] || usage
@@ -94,6 +96,15 @@ make_certificates() {
     }
 }
 
+# Starts the server in DIR with the options in DIR/options.
+pg_start() {
+    (
+        close_inherited_fds
+        as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(cat "$dir/options")" \
+            start </dev/null >/dev/null
+    )
+}
+
 free_port() {
     if command -v python3 >/dev/null 2>&1; then
         python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
@@ -132,12 +143,9 @@ start() {
     for _ in 1 2 3 4 5; do
         local port
         port=$(free_port)
-        if (
-            close_inherited_fds
-            as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "-c listen_addresses=127.0.0.1 \
-                -p $port -k $dir -c max_connections=400 -c fsync=off -c full_page_writes=off -c synchronous_commit=off $ssl_options" \
-                start </dev/null >/dev/null
-        ); then
+        echo "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off \
+-c full_page_writes=off -c synchronous_commit=off $ssl_options" >"$dir/options"
+        if pg_start; then
             started=$port
             break
         fi
@@ -171,6 +179,27 @@ createdb() {
     echo "${url%/*}/$name"
 }
 
+started_here() {
+    [ -f "$dir/options" ] && [ -f "$dir/port" ] || {
+        echo "postgres.sh: no server started in $dir" >&2
+        exit 66
+    }
+}
+
+pause() {
+    started_here
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+}
+
+resume() {
+    started_here
+    pg_start || {
+        echo "postgres.sh: the server did not start again; its log:" >&2
+        tail -n 50 "$dir/server.log" >&2 || true
+        exit 70
+    }
+}
+
 stop() {
     if [ ! -e "$dir" ]; then
         return 0
@@ -189,6 +218,8 @@ case "$command" in
 start) start plain ;;
 start-tls) start tls ;;
 createdb) createdb ;;
+pause) pause ;;
+resume) resume ;;
 stop) stop ;;
 *) usage ;;
 esac

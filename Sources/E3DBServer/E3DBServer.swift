@@ -27,6 +27,7 @@ public enum E3DBServer {
         if let url = configuration.postgresURL {
             return try PostgresStorage(
                 url: url, maximumConnections: configuration.postgresPoolSize,
+                operationTimeout: .seconds(configuration.postgresCallTimeout),
                 statementTimeout: .seconds(configuration.postgresStatementTimeout),
                 idleInTransactionTimeout: .seconds(configuration.postgresIdleInTransactionTimeout), logger: logger)
         }

@@ -23,6 +23,9 @@ public struct ServerConfiguration: Sendable {
     /// process that stops in the middle of a transaction (frozen, not killed) loses its session after this long,
     /// and with it the locks other processes wait for.
     public var postgresIdleInTransactionTimeout: Int = 5
+    /// PostgreSQL: seconds one storage call may take, waiting for a connection included, before it fails with
+    /// `.storageUnavailable` (a 503) (default 30). While the database is unreachable a request waits this long.
+    public var postgresCallTimeout: Int = 30
     /// The externally reachable base URL for capability (upload/download) URLs; by default built from the
     /// request's `Host` header.
     public var publicURL: String?

@@ -48,6 +48,12 @@ struct ServerStorageOptions: ParsableArguments {
     @Option(help: "PostgreSQL idle_in_transaction_session_timeout of every session, seconds (0: none).")
     var postgresIdleTransactionTimeout: Int = 5
 
+    @Option(
+        help:
+            "Seconds one PostgreSQL call may take, waiting for a connection included, before it fails (503); while the database is unreachable a request waits this long."
+    )
+    var postgresCallTimeout: Int = 30
+
     func validate() throws {
         guard (1...10_000).contains(postgresPoolSize) else {
             throw ValidationError("--postgres-pool-size must be 1...10000")
@@ -58,6 +64,9 @@ struct ServerStorageOptions: ParsableArguments {
         guard (0...86_400).contains(postgresIdleTransactionTimeout) else {
             throw ValidationError("--postgres-idle-transaction-timeout must be 0...86400")
         }
+        guard (1...3600).contains(postgresCallTimeout) else {
+            throw ValidationError("--postgres-call-timeout must be 1...3600")
+        }
     }
 
     func configuration() -> ServerConfiguration {
@@ -67,6 +76,7 @@ struct ServerStorageOptions: ParsableArguments {
         c.postgresPoolSize = postgresPoolSize
         c.postgresStatementTimeout = postgresStatementTimeout
         c.postgresIdleInTransactionTimeout = postgresIdleTransactionTimeout
+        c.postgresCallTimeout = postgresCallTimeout
         return c
     }
 }

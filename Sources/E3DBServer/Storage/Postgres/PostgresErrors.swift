@@ -10,11 +10,6 @@ extension PostgresStorage {
         switch error {
         case let e as E3DBError:
             return e
-        case let e as PostgresTransactionError:
-            if let inner = e.closureError ?? e.beginError ?? e.commitError {
-                return storageError(inner, what: what, at: url)
-            }
-            return E3DBError(.storageUnavailable, "PostgreSQL transaction for \(what) failed")
         case let e as PSQLError:
             if let state = e.serverInfo?[.sqlState] {
                 let message = e.serverInfo?[.message] ?? "no message"

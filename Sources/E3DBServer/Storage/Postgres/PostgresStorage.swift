@@ -140,12 +140,27 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    /// Runs `body` in one transaction on one pooled connection (rolled back when it throws).
+    /// Runs `body` in one transaction on one pooled connection (rolled back when it throws). Not postgres-nio's
+    /// `withTransaction`: a statement sent on a connection the server already closed (a session ended past
+    /// `idle_in_transaction_session_timeout` while this process was stopped, say) never completes in postgres-nio
+    /// 1.33, so every statement checks first (`PostgresConnection.rows`), and no `ROLLBACK` is sent on a closed
+    /// connection: the request fails at once instead of at the call deadline.
     func transaction<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await perform(what) { [self] in
-            try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            try await client.withConnection { connection in
+                try await execute("BEGIN", on: connection)
+                let value: T
+                do {
+                    value = try await body(connection)
+                } catch {
+                    if !connection.isClosed { _ = try? await execute("ROLLBACK", on: connection) }
+                    throw error
+                }
+                try await execute("COMMIT", on: connection)
+                return value
+            }
         }
     }
 
@@ -193,7 +208,12 @@ extension PostgresClient: QueryRunner {
 }
 
 extension PostgresConnection: QueryRunner {
+    /// The rows of `query`, or `.storageUnavailable` at once when the server closed this connection (postgres-nio
+    /// 1.33 would wait for ever for the answer to a statement sent on it).
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
-        try await self.query(query, logger: logger)
+        guard !isClosed else {
+            throw E3DBError(.storageUnavailable, "PostgreSQL closed the connection (its session ended)")
+        }
+        return try await self.query(query, logger: logger)
     }
 }

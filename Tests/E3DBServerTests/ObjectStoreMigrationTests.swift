@@ -155,6 +155,14 @@ struct ObjectStoreMigrationTests {
         let noKeys = try await ChildProcess.run(
             ServerProcess.binary, migrate, removingEnvironment: ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"])
         #expect(noKeys.status == 1 && noKeys.stderr.contains("AWS_ACCESS_KEY_ID"), "\(noKeys.stderr)")
+        let closed = try await ChildProcess.run(
+            ServerProcess.binary,
+            [
+                "files", "migrate", "--data", local.data.path, "--s3-endpoint", "http://127.0.0.1:\(s3.ports[0] + 1)",
+                "--s3-bucket", "e3db",
+            ], environment: keys)
+        #expect(closed.status == 1 && closed.stderr.contains("cannot be reached"), "\(closed.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: files.path).count == 3)  // two bodies and tmp/
 
         // One body with a flipped byte (the store refuses its MD5), one cut short: both left in place, exit 2.
         let flipped = files.appendingPathComponent(sameSize.uuidString.lowercased())

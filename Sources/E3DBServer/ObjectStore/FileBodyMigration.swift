@@ -205,6 +205,10 @@ private struct FileBodyMover {
             return .failed(damaged: true)
         }
         let outcome: Outcome
+        guard declared.size <= S3FileBodyStore.maxBodySize else {
+            report(.problem("\(shown) is larger than the 5 GiB one S3 PUT takes: left in place"))
+            return .failed(damaged: false)
+        }
         let before = try await ask(id, declared)
         switch before {
         case .present: outcome = .alreadyStored

@@ -67,3 +67,17 @@ package enum StandardError {
         text.withUTF8 { _ = unsafe Descriptor.writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
     }
 }
+
+/// A byte count as progress lines show it: `512 B`, `12.0 MiB`, `1.5 GiB` (binary units, one decimal).
+package enum ByteSize {
+    package static func text(_ bytes: Int) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

@@ -153,21 +153,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         let fd = unsafe open(path(id), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         defer { close(fd) }
-        let chunkSize = 256 << 10
-        while true {
-            var buffer = ByteBufferAllocator().buffer(capacity: chunkSize)
-            var failed = false
-            // Safety: `read` writes at most `chunkSize` bytes, the writable bytes asked for, inside the closure.
-            let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
-                var r: Int
-                repeat { r = unsafe posixRead(fd, raw.baseAddress, chunkSize) } while r < 0 && errno == EINTR
-                failed = r < 0
-                return max(r, 0)
-            }
-            if failed { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(errno))") }
-            if n == 0 { return }
-            try await write(buffer)
-        }
+        for try await buffer in BodyChunks(fd: fd) { try await write(buffer) }
     }
 
     /// Nil: the client uses this server's capability URL.
@@ -218,6 +204,35 @@ struct Writeback {
             advised = written
         #endif
     }
+}
+
+/// The bytes of an open file from its current offset to its end, in chunks of at most 256 KiB read straight into
+/// the buffers handed on (no `Data` in between). The descriptor stays the caller's: open until the iteration ends.
+struct BodyChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let fd: Int32
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let fd: Int32
+
+        mutating func next() async throws -> ByteBuffer? {
+            let chunkSize = 256 << 10
+            var buffer = ByteBufferAllocator().buffer(capacity: chunkSize)
+            var failed = false
+            let fd = self.fd
+            // Safety: `read` writes at most `chunkSize` bytes, the writable bytes asked for, inside the closure.
+            let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
+                var r: Int
+                repeat { r = unsafe posixRead(fd, raw.baseAddress, chunkSize) } while r < 0 && errno == EINTR
+                failed = r < 0
+                return Swift.max(r, 0)
+            }
+            if failed { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(errno))") }
+            return n == 0 ? nil : buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd) }
 }
 
 private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {

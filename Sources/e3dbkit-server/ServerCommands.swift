@@ -15,12 +15,12 @@ struct ServerCommand: SubcommandGroup {
             The server stores what E3DB clients send (ciphertext, plaintext metadata, encrypted access keys, \
             policies, encrypted file bodies) and never sees a plaintext value or a private key. See docs/server.md. \
             Exit codes: 0 success; 1 a failure (the backend refused or is unreachable, an output that cannot be \
-            written); 64 a usage error.
+            written); 2 files migrate found bodies that are not what the database declares; 64 a usage error.
             """,
         version: "0.1.0",
         subcommands: [
             ServerRunCommand.self, ServerTokenCommand.self, ServerClientCommand.self, ServerBackupClientCommand.self,
-            ServerMigrateCommand.self, ServerStatsCommand.self,
+            ServerMigrateCommand.self, ServerStatsCommand.self, ServerFilesCommand.self,
         ]
     )
 }
@@ -127,6 +127,78 @@ struct ServerObjectStoreOptions: ParsableArguments {
                 prefix: s3Prefix, credentials: S3Credentials(accessKeyID: accessKey, secretAccessKey: secret))
         } catch let error as E3DBError {
             throw CLIError(error.message)
+        }
+    }
+}
+
+struct ServerFilesCommand: SubcommandGroup {
+    static let configuration = CommandConfiguration(
+        commandName: "files", abstract: "File bodies.", subcommands: [ServerFilesMigrateCommand.self])
+}
+
+struct ServerFilesMigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Move the local file bodies (DIR/files) into the S3-compatible bucket of --s3-endpoint.",
+        discussion: """
+            Run it with every node stopped, then start the nodes with the same --s3-… options. Only bodies the \
+            database names (a file record, or an uploaded pending file) are moved, each with its declared length \
+            and Content-MD5 (the store refuses another body), verified by HEAD, and removed locally only then. \
+            Resumable: a body already in the bucket is not sent again; a key holding something else is \
+            overwritten with the local body. Names that are not a body, symbolic links and unreferenced bodies \
+            are left in place and reported. Progress on standard error (a line a second, or every 100 bodies), \
+            the counts as JSON on standard output. Exit codes: 0 every body moved or already there; 1 the store \
+            or the database failed, or a body could not be read or removed (run it again to resume); 2 a local \
+            body is not the one the database declares (left in place).
+            """)
+
+    @OptionGroup var storage: ServerStorageOptions
+
+    @OptionGroup var objectStore: ServerObjectStoreOptions
+
+    @Flag(help: "Keep the local copies once the bucket holds them (a later run without it removes them).")
+    var keepLocal = false
+
+    func validate() throws {
+        try objectStore.validate()
+        guard objectStore.s3Endpoint != nil else { throw ValidationError("files migrate needs --s3-endpoint") }
+    }
+
+    func run() async throws {
+        var configuration = storage.configuration()
+        configuration.objectStore = try objectStore.options()
+        var last = ContinuousClock.now
+        var printed = -1
+        func line(_ p: FileBodyMigration.Progress) -> String {
+            "files migrate: \(p.done)/\(p.total) entries, \(ByteSize.text(Int(p.doneBytes))) of "
+                + "\(ByteSize.text(Int(p.totalBytes))); uploaded \(p.uploaded) (\(ByteSize.text(Int(p.uploadedBytes))), "
+                + "\(p.replaced) replacing another object), already in the bucket \(p.alreadyStored), left in place "
+                + "\(p.unreferenced + p.notBodies), failed \(p.failed)"
+        }
+        let result = try await serverAdmin("moving file bodies") {
+            try await E3DBServer.migrateFileBodies(
+                configuration, keepLocal: keepLocal, logger: serverLogger(level: .warning)
+            ) { event in
+                switch event {
+                case .problem(let message): StandardError.line("files migrate: " + message)
+                case .progress(let p):
+                    guard p.done - printed >= 100 || ContinuousClock.now - last >= .seconds(1) else { return }
+                    StandardError.line(line(p))
+                    printed = p.done
+                    last = .now
+                }
+            }
+        }
+        StandardError.line(line(result) + (keepLocal ? " (local copies kept)" : ""))
+        try StandardOutput.line(
+            "{\"entries\":\(result.total),\"uploaded\":\(result.uploaded),\"replaced\":\(result.replaced),"
+                + "\"already_stored\":\(result.alreadyStored),\"uploaded_bytes\":\(result.uploadedBytes),"
+                + "\"unreferenced\":\(result.unreferenced),\"not_bodies\":\(result.notBodies),"
+                + "\"failed\":\(result.failed),\"damaged\":\(result.damaged)}")
+        if result.failed > 0 {
+            throw CLIError(
+                "files migrate: \(result.failed) bodies were not moved (see above)",
+                exitCode: result.damaged == result.failed ? ExitStatus.authentication : ExitStatus.failure)
         }
     }
 }

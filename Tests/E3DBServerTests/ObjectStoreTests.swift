@@ -212,7 +212,7 @@ final class SeaweedFS: Sendable {
 }
 
 /// An HTTP exchange with a presigned URL: status and body.
-private func send(
+func send(
     _ method: HTTPMethod, _ url: String, body: Data? = nil, headers: [(String, String)] = []
 ) async throws -> (status: UInt, body: Data) {
     var request = HTTPClientRequest(url: url)

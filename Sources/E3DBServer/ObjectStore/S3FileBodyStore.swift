@@ -171,6 +171,47 @@ public struct S3FileBodyStore: FileBodyStore {
         }
     }
 
+    /// Uploads a body from this server (the move of a local store into the bucket): a header-signed PUT of `size`
+    /// bytes streamed from `chunks`, with `Content-Length` and `Content-MD5` signed in, so that the store keeps it
+    /// only when both match. Replaces what the key held. Throws `.fileBodyChecksumMismatch` when the store refused
+    /// the body as another one (HTTP 400), `.fileBodyIO` when it cannot be reached or refused otherwise.
+    public func put(
+        id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, size: Int64, md5: Data
+    ) async throws {
+        let path = "/\(options.bucket)/\(key(id))"
+        var request = HTTPClientRequest(url: objectURL(base: options.endpoint, path: path, query: ""))
+        request.method = .PUT
+        let signed = SigV4Signer.Request(
+            method: "PUT", host: Self.authority(options.endpoint), path: path,
+            headers: [("content-length", String(size)), ("content-md5", md5.base64EncodedString())])
+        // AsyncHTTPClient sets Content-Length itself from the body's known length: the same value as signed.
+        for (name, value) in signer.authorizationHeaders(
+            signed, payloadHash: SigV4Signer.unsignedPayload, now: Int64(Date().timeIntervalSince1970))
+        where name != "content-length" {
+            request.headers.replaceOrAdd(name: name, value: value)
+        }
+        request.body = .stream(chunks, length: .known(size))
+        let status: UInt
+        do {
+            // A minute, and a second for every MiB (a store slower than 1 MiB/s is treated as unreachable).
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60 + size >> 20))
+            _ = try? await response.body.collect(upTo: 64 << 10)
+            status = response.status.code
+        } catch let error as E3DBError {
+            throw error  // reading the local body failed
+        } catch {
+            throw E3DBError(
+                .fileBodyIO, "the object store at \(Self.authority(options.endpoint)) cannot be reached (\(error))")
+        }
+        switch status {
+        case 200: return
+        case 400:
+            throw E3DBError(
+                .fileBodyChecksumMismatch, "the object store refused the body as another one than declared (HTTP 400)")
+        default: throw E3DBError(.fileBodyIO, "the object store answered PUT with HTTP \(status)")
+        }
+    }
+
     /// Checks at start that the bucket exists and the credentials may use it; the error says which is wrong.
     public func checkBucket() async throws {
         let bucket = "bucket \(options.bucket) at \(Self.authority(options.endpoint))"

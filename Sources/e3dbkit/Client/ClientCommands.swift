@@ -79,8 +79,9 @@ struct ClientConfigOptions: ParsableArguments {
         return (credentials.hasSuffix(".json") ? String(credentials.dropLast(5)) : credentials) + ".known-keys.json"
     }
 
-    /// The client for these credentials; `allowUnsigned` accepts records without rec_sig.
-    func client(allowUnsigned: Bool = false) throws -> E3DBClient {
+    /// The client for these credentials; `allowUnsigned` accepts records without rec_sig; `fileOrigins` are the
+    /// origins besides the API's that file bodies may go to and come from (checked by ``FileOriginOptions``).
+    func client(allowUnsigned: Bool = false, fileOrigins: Set<String> = []) throws -> E3DBClient {
         let identity = try DocumentCLI.identity(path)
         var accepted: [UUID: Set<String>] = [:]
         for text in acceptNewKey {
@@ -98,7 +99,7 @@ struct ClientConfigOptions: ParsableArguments {
             return try E3DBClient(
                 identity: identity, transport: transport,
                 verification: RecordVerification(
-                    policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys)
+                    policy: allowUnsigned ? .verifyIfPresent : .required), knownKeys: keys, fileOrigins: fileOrigins)
         } catch {
             throw CLIError(error, while: "reading the credentials in \(CLIInput.display(path))")
         }

@@ -10,12 +10,71 @@ struct ClientFileCommand: SubcommandGroup {
         subcommands: [ClientFilePutCommand.self, ClientFileGetCommand.self])
 }
 
+/// `--file-origin` and `E3DBKIT_FILE_ORIGINS`: where else than the API's origin file bodies may be uploaded to and
+/// downloaded from (an object store's presigned URLs). The API's origin stays the only default.
+struct FileOriginOptions: ParsableArguments {
+    @Option(
+        name: .customLong("file-origin"),
+        help: ArgumentHelp(
+            "Also upload and download file bodies on this origin, scheme://host[:port] (repeatable; "
+                + "default: $E3DBKIT_FILE_ORIGINS, comma-separated).",
+            discussion: "A server on an object store (e3dbkit-server run --s3-…) hands out presigned URLs on the "
+                + "store's public endpoint; without it such a URL is refused (exit 2), as any file_url off the API's "
+                + "origin.",
+            valueName: "origin"))
+    var fileOrigins: [String] = []
+
+    /// The origins of `--file-origin`, else of `E3DBKIT_FILE_ORIGINS` (comma-separated, blanks around each
+    /// ignored), each `http(s)://host[:port]` with no path, query, fragment or user.
+    /// - Throws: a usage error (exit 64) naming the origin that is not one and where it came from.
+    func origins() throws -> Set<String> {
+        let given: [String]
+        let source: String
+        if fileOrigins.isEmpty {
+            let environment = ProcessInfo.processInfo.environment["E3DBKIT_FILE_ORIGINS"] ?? ""
+            given = environment.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+            source = "E3DBKIT_FILE_ORIGINS"
+        } else {
+            given = fileOrigins
+            source = "--file-origin"
+        }
+        var origins: Set<String> = []
+        for text in given {
+            let c = URLComponents(string: text)
+            guard let c, let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                c.host?.isEmpty == false, c.user == nil, c.password == nil, c.path.isEmpty || c.path == "/",
+                c.query == nil, c.fragment == nil
+            else {
+                throw CLIError(
+                    "\(source): \(String(String(reflecting: text).prefix(200))) is not an origin: "
+                        + "http://HOST[:PORT] or https://HOST[:PORT], without a path", exitCode: ExitStatus.usage)
+            }
+            origins.insert(text.hasSuffix("/") ? String(text.dropLast()) : text)
+        }
+        return origins
+    }
+}
+
+/// ``printRecord(_:_:)`` for the file commands: a file URL off the allowed origins says how to allow it.
+func printFileRecord(_ doing: String, _ call: () async throws -> ClientRecord) async throws {
+    try await printRecord(doing) {
+        do { return try await call() } catch let error as E3DBError where error.code == .foreignFileURL {
+            throw CLIError(
+                "\(doing): \(error.message); e3dbkit allows another origin with --file-origin ORIGIN or "
+                    + "E3DBKIT_FILE_ORIGINS=ORIGIN[,ORIGIN…]", exitCode: ExitStatus.authentication)
+        }
+    }
+}
+
 struct ClientFilePutCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put",
         abstract: "Encrypt and upload a file (constant memory); prints the file record's {\"meta\":…,\"data\":{}}.")
 
     @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var files: FileOriginOptions
 
     @Option(help: "The record type.")
     var type: String
@@ -30,10 +89,10 @@ struct ClientFilePutCommand: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
-        let client = try config.client()
+        let client = try config.client(fileOrigins: try files.origins())
         let plainValues = try plain.map { try DocumentCLI.recordData($0, what: "plain") } ?? RecordData()
         let report = ClientFileProgress(label: "encrypt", enabled: progress)
-        try await printRecord("uploading \(file)") {
+        try await printFileRecord("uploading \(file)") {
             defer { report.end() }
             return try await client.writeFile(type: type, path: file, plain: plainValues, progress: report.callback)
         }
@@ -46,6 +105,8 @@ struct ClientFileGetCommand: AsyncParsableCommand {
         abstract: "Download and decrypt a file record into OUT, which appears only after the whole file authenticated.")
 
     @OptionGroup var config: ClientConfigOptions
+
+    @OptionGroup var files: FileOriginOptions
 
     @Flag(help: "Replace OUT if it exists.")
     var force = false
@@ -69,9 +130,9 @@ struct ClientFileGetCommand: AsyncParsableCommand {
     func run() async throws {
         let id = try parseUUID(recordID, what: "RECORD_ID")
         try OutputFile.refuseExisting(out, force: force)
-        let client = try config.client()
+        let client = try config.client(fileOrigins: try files.origins())
         let report = ClientFileProgress(label: "download", enabled: progress)
-        try await printRecord("downloading file \(id.lowercasedString)") {
+        try await printFileRecord("downloading file \(id.lowercasedString)") {
             defer { report.end() }
             return try await client.readFile(id, to: out, verifyChecksum: verifyChecksum, progress: report.callback)
         }

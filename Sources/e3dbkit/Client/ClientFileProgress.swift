@@ -42,7 +42,7 @@ final class ClientFileProgress: Sendable {
         }
         guard due else { return }
         StandardError.line(
-            "\(label) \(tenth * 10)% \(ProgressBar.size(progress.bytesProcessed)) / \(ProgressBar.size(total))")
+            "\(label) \(tenth * 10)% \(ByteSize.text(progress.bytesProcessed)) / \(ByteSize.text(total))")
     }
 
     /// Ends the bar's line (the lines need nothing).

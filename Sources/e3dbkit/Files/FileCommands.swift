@@ -71,25 +71,14 @@ final class ProgressBar: @unchecked Sendable {
             line += "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] "
             line += String(format: "%3d%% ", Int(fraction * 100))
         }
-        line += ProgressBar.size(p.bytesProcessed)
-        if let total = p.totalBytes { line += " / " + ProgressBar.size(total) }
+        line += ByteSize.text(p.bytesProcessed)
+        if let total = p.totalBytes { line += " / " + ByteSize.text(total) }
         StandardError.write(line)
         drawn = true
     }
 
     func end() {
         if drawn { StandardError.write("\n") }
-    }
-
-    static func size(_ bytes: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
     }
 }
 

@@ -1,7 +1,9 @@
 """Registers a client with a running `e3dbkit-server run`, gets a Bearer token and writes records over one
-keep-alive connection. Standard library only.
+keep-alive connection per server. Standard library only.
 
-Usage: setup_client.py URL REGISTRATION_TOKEN RECORDS OUT_DIR
+Usage: setup_client.py URL[,URL…] REGISTRATION_TOKEN RECORDS OUT_DIR
+With several URLs (nodes on one database) the client registers through the first and the records are written
+through each in turn, so that every node later reads records written through the others.
 Writes OUT_DIR/token (the Bearer token), OUT_DIR/ids (record ids, one per line), OUT_DIR/body.json (the POST body
 used for the records and the write benchmark) and OUT_DIR/record.json (one GET response, for the baseline's body).
 """
@@ -12,12 +14,12 @@ import os
 import sys
 import urllib.parse
 
-url, registration, count, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-parsed = urllib.parse.urlparse(url)
-conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+urls, registration, count, out = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+conns = [http.client.HTTPConnection(p.hostname, p.port, timeout=60) for p in map(urllib.parse.urlparse, urls)]
 
 
-def call(method, path, body=None, headers=None):
+def call(method, path, body=None, headers=None, node=0):
+    conn = conns[node]
     conn.request(method, path, body=body, headers=headers or {})
     r = conn.getresponse()
     data = r.read()
@@ -49,7 +51,8 @@ def field():  # an E3DB encrypted field's shape: four base64url parts joined by 
 
 body = json.dumps({"meta": {"writer_id": client, "user_id": client, "type": "bench", "plain": {"kind": "bench"}},
                    "data": {"name": field(), "email": field()}})
-ids = [json.loads(call("POST", "/v1/storage/records", body, auth))["meta"]["record_id"] for _ in range(count)]
+ids = [json.loads(call("POST", "/v1/storage/records", body, auth, i % len(conns)))["meta"]["record_id"]
+       for i in range(count)]
 with open(os.path.join(out, "token"), "w") as f:
     f.write(token)
 with open(os.path.join(out, "ids"), "w") as f:

@@ -202,9 +202,15 @@ struct InteropTests {
         "a hot WAL and a hot rollback journal SQLCipher leaves are recovered here as SQLCipher recovers them",
         arguments: ["wal", "delete"])
     func sqlcipherHot(mode: String) async throws {
+        try await Self.hotRecovery(.passphrase, mode: mode)
+    }
+
+    /// The peer (`keying` names which) leaves a hot WAL or rollback journal (`mode`: `wal` or `delete`) over 30
+    /// committed rows with 400 more in flight; a copy of that crashed state recovered here must equal the original
+    /// recovered by the peer: committed WAL rows are kept, the uncommitted transaction is rolled back.
+    static func hotRecovery(_ keying: PeerKeying, mode: String) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
-        let keying = PeerKeying.passphrase
         let path = dir.path("hot.db")
         let base = try await SQLCipherPeer.run(["write", path, "--rows", "30"] + keying.peerArguments)
         try #require(base.status == 0, "\(base.stderr)")
@@ -213,7 +219,7 @@ struct InteropTests {
         try #require(hot.status == 0, "\(hot.stderr)")
         let leftover = path + (mode == "wal" ? "-wal" : "-journal")
         try #require(FileManager.default.fileExists(atPath: leftover), "the peer left no \(leftover)")
-        // Two copies of the crashed state: SQLCipher recovers one, this library the other.
+        // Two copies of the crashed state: the peer recovers one, this library the other.
         let copy = dir.path("copy.db")
         try KilledWriter.copyDatabase(path, to: copy)
         let local = try LocalDump.dump(copy, keying)

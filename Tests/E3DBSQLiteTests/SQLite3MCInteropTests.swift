@@ -143,23 +143,7 @@ struct SQLite3MCInteropTests {
         "a hot WAL and a hot rollback journal SQLite3 Multiple Ciphers leaves are recovered here as it recovers them",
         arguments: ["wal", "delete"])
     func peerHot(mode: String) async throws {
-        let dir = try TestDirectory()
-        defer { dir.remove() }
-        let keying = PeerKeying.mcPassphrase
-        let path = dir.path("hot.db")
-        let base = try await SQLCipherPeer.run(["write", path, "--rows", "30"] + keying.peerArguments)
-        try #require(base.status == 0, "\(base.stderr)")
-        let hot = try await SQLCipherPeer.run(
-            ["hot", path, "--journal-mode", mode, "--rows", "400", "--start", "30"] + keying.peerArguments)
-        try #require(hot.status == 0, "\(hot.stderr)")
-        let leftover = path + (mode == "wal" ? "-wal" : "-journal")
-        try #require(FileManager.default.fileExists(atPath: leftover), "the peer left no \(leftover)")
-        let copy = dir.path("copy.db")
-        try KilledWriter.copyDatabase(path, to: copy)
-        let local = try LocalDump.dump(copy, keying)
-        let peer = try await LocalDump.peer(path, keying)
-        #expect(local == peer)
-        #expect(Self.items(local) == (mode == "wal" ? 430 : 30))
+        try await InteropTests.hotRecovery(.mcPassphrase, mode: mode)
     }
 
     @Test(

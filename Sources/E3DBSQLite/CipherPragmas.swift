@@ -166,7 +166,8 @@ enum CipherPragmas {
                 return unsafe fail(arguments, "PRAGMA cipher_salt: the database's salt cannot be changed")
             }
             cipher.settings.salt = Array(salt)
-            return unsafe answer(arguments, nil)
+            // The value set, as one row (Python's sqlite3 module reports a pragma without a row as MemoryError).
+            return unsafe answer(arguments, Hex.encode(salt))
         case "cipher_compatibility":
             guard let value = unsafe value else {
                 return unsafe answer(arguments, cipher.settings.algorithm == .sha1 ? "3" : "4")

@@ -161,7 +161,9 @@ public final class PageCodec: Sendable {
         switch settings.cipher {
         case .sqlcipher:
             return settings.plaintextHeaderSize > 0 ? settings.plaintextHeaderSize : SQLCipherSettings.saltByteCount
-        case .chacha20: return settings.legacy ? 0 : SQLCipherSettings.chacha20PageOneOffset
+        case .chacha20:
+            let readable = settings.legacy ? 0 : SQLCipherSettings.chacha20PageOneOffset
+            return max(settings.plaintextHeaderSize, readable)
         }
     }
 
@@ -411,7 +413,10 @@ public final class PageCodec: Sendable {
                 into: UnsafeMutableRawBufferPointer(rebasing: output[start..<n]),
                 nonce: UnsafeRawBufferPointer(rebasing: nonce[0..<RawChaCha20.nonceByteCount]), counter: counter,
                 key: UnsafeRawBufferPointer(rebasing: otk[32..<64]))
-            if number == 1 {
+            if number == 1 && settings.plaintextHeaderSize > 0 {
+                // Page 1's plaintext header (and, non-legacy, bytes up to 24) as they are; no salt in the file.
+                unsafe copyPlaintextHeader(from: page, into: output, count: start)
+            } else if number == 1 {
                 unsafe salt.withUnsafeBytes {
                     unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyMemory(from: $0)
                 }
@@ -450,7 +455,9 @@ public final class PageCodec: Sendable {
                 key: UnsafeRawBufferPointer(rebasing: otk[32..<64]))
             unsafe UnsafeMutableRawBufferPointer(rebasing: output[n..<pageSize]).initializeMemory(
                 as: UInt8.self, repeating: 0)
-            if number == 1 {
+            if number == 1 && settings.plaintextHeaderSize > 0 {
+                unsafe copyPlaintextHeader(from: page, into: output, count: start)
+            } else if number == 1 {
                 unsafe Self.sqliteHeader.withUnsafeBytes {
                     unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyMemory(from: $0)
                 }

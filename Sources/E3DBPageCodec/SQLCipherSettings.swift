@@ -63,10 +63,12 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
     /// The hash of PBKDF2, for the key from a passphrase and the HMAC key from the key (``Cipher/sqlcipher``,
     /// SQLCipher's `cipher_kdf_algorithm`; ``Cipher/chacha20`` always uses SHA-256).
     public var kdfAlgorithm: Algorithm
-    /// ``Cipher/sqlcipher`` only: how many bytes at the start of page 1 stay in plaintext (SQLCipher's
-    /// `cipher_plaintext_header_size`): 0 (the salt is stored there), or a multiple of 16 (32 in practice: iOS
-    /// recognises a database in a shared app-group container by its SQLite header). The salt is then not in the
-    /// file: give it as ``salt``, or as part of the raw key.
+    /// How many bytes at the start of page 1 stay in plaintext (SQLCipher's `cipher_plaintext_header_size`, SQLite3
+    /// Multiple Ciphers' `plaintext_header_size`): 0 (the salt is stored there), or, for ``Cipher/sqlcipher``, a
+    /// multiple of 16, for ``Cipher/chacha20`` 1 to 100 in the non-legacy layout (which leaves at least 24 bytes
+    /// readable; not with ``legacy``).
+    /// 32 is what iOS needs to recognise a database in a shared app-group container by its SQLite header. The
+    /// salt is then not in the file: give it as ``salt``, or as part of the raw key.
     public var plaintextHeaderSize: Int
     /// The database's 16-byte salt when it is not read from the file (SQLCipher's `cipher_salt`): needed to open a
     /// database with a plaintext header by passphrase or by a raw key without salt; a new database takes it.
@@ -166,14 +168,16 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
                 .invalidParameter, "the KDF round count must be from 1 to 4294967295",
                 context: .init(part: "kdf_iter", actual: kdfIterations))
         }
-        guard
-            plaintextHeaderSize == 0
-                || (cipher == .sqlcipher && plaintextHeaderSize > 0 && plaintextHeaderSize % 16 == 0
-                    && plaintextHeaderSize <= pageSize - reserveByteCount)
-        else {
+        let headerAllowed =
+            switch cipher {
+            case .sqlcipher: plaintextHeaderSize % 16 == 0 && plaintextHeaderSize <= pageSize - reserveByteCount
+            // Non-legacy only: with sqleet's layout SQLite3 Multiple Ciphers 2.6.1 and this codec did not agree.
+            case .chacha20: plaintextHeaderSize <= 100 && (plaintextHeaderSize == 0 || !legacy)
+            }
+        guard plaintextHeaderSize >= 0, headerAllowed else {
             throw E3DBError(
                 .invalidParameter,
-                "the plaintext header size is 0 or, in the sqlcipher format, a multiple of 16 within the page's data",
+                "the plaintext header size is 0, a multiple of 16 within the page's data (sqlcipher) or up to 100 (chacha20, not legacy)",
                 context: .init(part: "cipher_plaintext_header_size", actual: plaintextHeaderSize))
         }
         if let salt, salt.count != Self.saltByteCount {
@@ -188,7 +192,7 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
         case .sqlcipher:
             "SQLCipherSettings(page size \(pageSize), \(algorithm.hmacName), \(kdfAlgorithm.kdfName), kdf_iter \(kdfIterations), reserve \(reserveByteCount)\(plaintextHeaderSize > 0 ? ", plaintext header \(plaintextHeaderSize)" : "")\(salt == nil ? "" : ", salt given"))"
         case .chacha20:
-            "SQLCipherSettings(chacha20\(legacy ? " legacy" : ""), page size \(pageSize), kdf_iter \(kdfIterations), reserve \(reserveByteCount))"
+            "SQLCipherSettings(chacha20\(legacy ? " legacy" : ""), page size \(pageSize), kdf_iter \(kdfIterations), reserve \(reserveByteCount)\(plaintextHeaderSize > 0 ? ", plaintext header \(plaintextHeaderSize)" : "")\(salt == nil ? "" : ", salt given"))"
         }
     }
 }

@@ -15,7 +15,7 @@ internal import E3DBPrimitives
 /// | `key = 'passphrase'`, `key = "x'<hex>'"`, `hexkey = '<hex>'` | sets the key (before the first read) |
 /// | `cipher_page_size = N`, `kdf_iter = N`, `cipher_compatibility = 3\|4` | the settings (before the first read) |
 /// | `cipher_hmac_algorithm = HMAC_SHA1\|HMAC_SHA256\|HMAC_SHA512`, `cipher_kdf_algorithm = PBKDF2_HMAC_SHA1\|…` | SQLCipher's hashes (before the first read) |
-/// | `cipher_plaintext_header_size = N`, `cipher_salt = "x'<32 hex>'"` | page 1's first N bytes in plaintext, the salt given (before the first read); `cipher_salt` alone reads the salt |
+/// | `cipher_plaintext_header_size = N` (SQLite3 Multiple Ciphers: `plaintext_header_size`), `cipher_salt = "x'<32 hex>'"` | page 1's first N bytes in plaintext, the salt given (before the first read); `cipher_salt` alone reads the salt |
 /// | `cipher = 'sqlcipher'\|'chacha20'`, `legacy = 0\|1` (chacha20), `legacy_page_size = N` | SQLite3 Multiple Ciphers' selection of the page format (before the key) |
 /// | `cipher_version`, `cipher_provider` | name this implementation |
 /// | `cipher_integrity_check` | authenticates the pages the header counts; one row naming the first 100 bad pages and the trailing bytes, or none |
@@ -130,7 +130,7 @@ enum CipherPragmas {
             }
             let current = kdf ? cipher.settings.kdfAlgorithm.kdfName : cipher.settings.algorithm.hmacName
             return unsafe answer(arguments, current)
-        case "cipher_plaintext_header_size":
+        case "cipher_plaintext_header_size", "plaintext_header_size":
             if let value = unsafe value {
                 var settings = cipher.settings
                 guard let size = unsafe Int(String(cString: value)) else {

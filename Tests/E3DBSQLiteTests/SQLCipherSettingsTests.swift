@@ -51,6 +51,65 @@ extension PeerKeying {
     ]
 }
 
+extension PeerKeying {
+    /// chacha20 with SQLite3 Multiple Ciphers' `plaintext_header_size` and `cipher_salt` (before the key there).
+    static func mcHeader(_ size: Int, legacy: Bool = false) -> PeerKeying {
+        var settings = SQLCipherSettings.defaults(.chacha20, legacy: legacy)
+        settings.kdfIterations = 1000
+        settings.plaintextHeaderSize = size
+        settings.salt = headerSalt
+        return PeerKeying(
+            name: "chacha20\(legacy ? " legacy" : ""), plaintext header \(size) with cipher_salt",
+            peerArguments: [
+                "--key", "peer pass", "--engine", "sqlite3mc", "--kdf-iter", "1000", "--plaintext-header-size",
+                String(size), "--cipher-salt", Hex.encode(headerSalt),
+            ] + (legacy ? ["--legacy"] : []),
+            key: { TestKeys.passphrase("peer pass") }, settings: settings)
+    }
+
+    static let mcHeaders: [PeerKeying] = [.mcHeader(32), .mcHeader(16)]
+}
+
+@Suite("E3DBSQLite: chacha20's plaintext header against SQLite3 Multiple Ciphers 2.6.1")
+struct ChaCha20PlaintextHeaderTests {
+    @Test(
+        "files SQLite3 Multiple Ciphers writes with a plaintext header open here; each side writes to the other's",
+        arguments: PeerKeying.mcHeaders)
+    func peerFiles(keying: PeerKeying) async throws {
+        try await SQLite3MCInteropTests().peerFiles(keying: keying)
+    }
+
+    @Test(
+        "files written here with a plaintext header open in SQLite3 Multiple Ciphers; they start as SQLite's do",
+        arguments: PeerKeying.mcHeaders)
+    func localFiles(keying: PeerKeying) async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let path = dir.path("here.db")
+        try InteropTests.writeHere(path, keying, rows: 1...200)
+        let start = Array(try Data(contentsOf: URL(fileURLWithPath: path)).prefix(24))
+        #expect(Array(start[0..<16]) == Array("SQLite format 3\0".utf8))
+        #expect(start[20] == 32)
+        let peer = try await LocalDump.peer(path, keying)
+        #expect(peer["integrity_check"] as? [String] == ["ok"])
+        #expect(try LocalDump.dump(path, keying) == peer)
+        let written = try await SQLCipherPeer.run(["write", path, "--rows", "50"] + keying.peerArguments)
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect(try LocalDump.dump(path, keying) == (try await LocalDump.peer(path, keying)))
+        // Without the salt: typed.
+        var noSalt = keying.settings
+        noSalt.salt = nil
+        let error = #expect(throws: E3DBError.self) {
+            _ = try SQLiteConnection(path: path, key: keying.key(), settings: noSalt).rows("SELECT 1 FROM items")
+        }
+        #expect(error?.code == .keyMissing)
+        // sqleet's legacy layout with a plaintext header is refused, typed (the peers did not agree on it).
+        var legacy = SQLCipherSettings.sqleet
+        legacy.plaintextHeaderSize = 32
+        #expect(throws: E3DBError.self) { try legacy.validate() }
+    }
+}
+
 @Suite("E3DBSQLite: SQLCipher's HMAC, KDF and plaintext header settings against SQLCipher 4.12")
 struct SQLCipherSettingsTests {
     @Test(

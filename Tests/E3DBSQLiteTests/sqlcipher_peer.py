@@ -47,7 +47,8 @@ NEW file that leaves SQLite's header reserve at 80 while an HMAC_SHA1 or HMAC_SH
 Engines: --engine sqlcipher (the default, SQLCipher 4.12), sqlite3mc (SQLite3 Multiple Ciphers 2.6.1 through apsw) or
 sqlite3mc-2.0 (2.0.2 through pysqlite3mc). With a SQLite3 Multiple Ciphers engine the statements before the key are
 PRAGMA cipher = 'chacha20' (or --cipher), PRAGMA legacy = 1 with --legacy, PRAGMA legacy_page_size with --page-size
-and --legacy, PRAGMA kdf_iter with --kdf-iter; a raw key is given as 'raw:<hex>'; --compat does not apply, and a
+and --legacy, PRAGMA kdf_iter with --kdf-iter, PRAGMA plaintext_header_size and PRAGMA cipher_salt with
+--plaintext-header-size and --cipher-salt; a raw key is given as 'raw:<hex>'; --compat does not apply, and a
 dump has no "cipher_integrity_check" member (SQLite3 Multiple Ciphers has no such pragma).
 
 Schema (created by write and hot when the database has no `items` table):
@@ -142,6 +143,10 @@ def open_sqlite3mc(args, key, raw):
             connection.execute(f"PRAGMA legacy_page_size = {int(args.page_size)}").fetchall()
     if getattr(args, "kdf_iter", None):
         connection.execute(f"PRAGMA kdf_iter = {int(args.kdf_iter)}").fetchall()
+    if getattr(args, "plaintext_header_size", None):
+        connection.execute(f"PRAGMA plaintext_header_size = {int(args.plaintext_header_size)}").fetchall()
+    if getattr(args, "cipher_salt", None):
+        connection.execute(f"PRAGMA cipher_salt = {quote(args.cipher_salt)}").fetchall()
     key, raw = (args.key if key is None else key), (args.raw_key if raw is None else raw)
     literal = quote("raw:" + key_literal(key, raw)[3:-2]) if raw else key_literal(key, raw)
     connection.execute(f"PRAGMA key = {literal}").fetchall()

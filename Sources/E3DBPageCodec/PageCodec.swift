@@ -32,13 +32,13 @@ extension E3DBError.Code {
 ///
 /// SQLCipher: a page of `pageSize` bytes is laid out as `[salt (page 1 only)] ciphertext | IV | HMAC | padding`:
 /// - the ciphertext is AES-256-CBC without padding of the page's first `pageSize - reserve` bytes (bytes 16 and
-///   on for page 1, whose first 16 bytes hold the file's salt instead of `SQLite format 3\0`), under a fresh
-///   random IV at every write;
-/// - the HMAC (SHA-512, or SHA-1 for v3) covers ciphertext ‖ IV ‖ the page number as 4 little-endian bytes, so a
-///   page cannot be edited or moved to another page number unnoticed.
+///   on for page 1, whose first 16 bytes hold the file's salt instead of `SQLite format 3\0`; with a plaintext
+///   header of N bytes, bytes N and on, the first N stored as they are), under a fresh random IV at every write;
+/// - the HMAC (SHA-512, SHA-256, or SHA-1 as in v3) covers ciphertext ‖ IV ‖ the page number as 4 little-endian
+///   bytes, so a page cannot be edited or moved to another page number unnoticed.
 ///
-/// Keys are derived once per codec: the encryption key is PBKDF2 of a passphrase over the salt (or a raw key), the
-/// HMAC key PBKDF2 of the encryption key over the salt XOR `0x3a` with 2 rounds.
+/// Keys are derived once per codec: the encryption key is PBKDF2 (with the KDF hash) of a passphrase over the salt
+/// (or a raw key), the HMAC key PBKDF2 (the same hash) of the encryption key over the salt XOR `0x3a` with 2 rounds.
 ///
 /// chacha20: a page is `[salt, header bytes 16-23 (page 1 only)] ciphertext | nonce (16) | tag (16)`, with n =
 /// `pageSize - 32`:
@@ -88,7 +88,7 @@ public final class PageCodec: Sendable {
         case .passphrase(let passphrase):
             encryption = try Self.derive(
                 passphrase, salt: salt, rounds: settings.kdfIterations,
-                settings.cipher == .chacha20 ? nil : settings.algorithm)
+                settings.cipher == .chacha20 ? .sha256 : settings.kdfAlgorithm)
         case .rawKey(let raw):
             encryption = raw
         case .rawKeyAndSalt(let raw, let ownSalt):
@@ -105,7 +105,7 @@ public final class PageCodec: Sendable {
         case .sqlcipher:
             let hmacSalt = salt.map { $0 ^ SQLCipherSettings.hmacSaltMask }
             let hmacKey = try Self.derive(
-                encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.algorithm)
+                encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.kdfAlgorithm)
             self.transform = .sqlcipher(
                 encryptionKey: unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) },
                 mac: unsafe hmacKey.withUnsafeBytes {
@@ -114,9 +114,9 @@ public final class PageCodec: Sendable {
         }
     }
 
-    /// PBKDF2 with the settings' hash (nil: SHA-256, the chacha20 format's), to a 32-byte key.
+    /// PBKDF2 with `algorithm`'s hash, to a 32-byte key.
     private static func derive(
-        _ password: SecureBytes, salt: [UInt8], rounds: Int, _ algorithm: SQLCipherSettings.Algorithm?
+        _ password: SecureBytes, salt: [UInt8], rounds: Int, _ algorithm: SQLCipherSettings.Algorithm
     ) throws(E3DBError) -> SecureBytes {
         try unsafe password.withUnsafeBytes { (bytes) throws(E3DBError) -> SecureBytes in
             switch algorithm {
@@ -126,7 +126,7 @@ public final class PageCodec: Sendable {
             case .sha1:
                 try unsafe PBKDF2.sha1(
                     password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
-            case nil:
+            case .sha256:
                 try unsafe PBKDF2.sha256(
                     password: bytes, salt: salt, rounds: rounds, outputByteCount: SQLCipherSettings.keyByteCount)
             }
@@ -153,13 +153,17 @@ public final class PageCodec: Sendable {
     /// The first 16 bytes of every SQLite database, which SQLCipher replaces with the salt on disk.
     public static let sqliteHeader: [UInt8] = Array("SQLite format 3\0".utf8)
 
-    /// Where the encrypted bytes of page `number` start: on page 1, 16 (after the salt) for SQLCipher, 24 (after
-    /// the salt and the readable header bytes) for chacha20, 0 for sqleet's legacy layout; else 0.
+    /// Where the encrypted bytes of page `number` start: on page 1, 16 (after the salt) for SQLCipher, or the
+    /// plaintext header's size, 24 (after the salt and the readable header bytes) for chacha20, 0 for sqleet's
+    /// legacy layout; else 0.
     @inline(__always) func dataOffset(_ number: UInt32) -> Int {
         guard number == 1 else { return 0 }
         switch settings.cipher {
-        case .sqlcipher: return SQLCipherSettings.saltByteCount
-        case .chacha20: return settings.legacy ? 0 : SQLCipherSettings.chacha20PageOneOffset
+        case .sqlcipher:
+            return settings.plaintextHeaderSize > 0 ? settings.plaintextHeaderSize : SQLCipherSettings.saltByteCount
+        case .chacha20:
+            let readable = settings.legacy ? 0 : SQLCipherSettings.chacha20PageOneOffset
+            return max(settings.plaintextHeaderSize, readable)
         }
     }
 
@@ -306,11 +310,22 @@ public final class PageCodec: Sendable {
             over: UnsafeRawBufferPointer(rebasing: output[start..<macStart]), number: number,
             into: UnsafeMutableRawBufferPointer(
                 rebasing: output[macStart..<(macStart + settings.algorithm.macByteCount)]))
-        if start > 0 {
+        if settings.plaintextHeaderSize > 0 {
+            // Page 1's plaintext header, stored as it is (no salt in the file).
+            unsafe copyPlaintextHeader(from: page, into: output, count: start)
+        } else if start > 0 {
             unsafe salt.withUnsafeBytes {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
             }
         }
+    }
+
+    /// Copies page 1's first `count` bytes (a plaintext header) from `page` to `output`.
+    private func copyPlaintextHeader(
+        from page: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, count: Int
+    ) {
+        unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<count]).copyMemory(
+            from: UnsafeRawBufferPointer(rebasing: page[0..<count]))
     }
 
     private func decryptSQLCipher(
@@ -340,7 +355,9 @@ public final class PageCodec: Sendable {
         }
         unsafe UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]).initializeMemory(
             as: UInt8.self, repeating: 0)
-        if start > 0 {
+        if settings.plaintextHeaderSize > 0 {
+            unsafe copyPlaintextHeader(from: page, into: output, count: start)
+        } else if start > 0 {
             unsafe Self.sqliteHeader.withUnsafeBytes {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
             }
@@ -396,7 +413,10 @@ public final class PageCodec: Sendable {
                 into: UnsafeMutableRawBufferPointer(rebasing: output[start..<n]),
                 nonce: UnsafeRawBufferPointer(rebasing: nonce[0..<RawChaCha20.nonceByteCount]), counter: counter,
                 key: UnsafeRawBufferPointer(rebasing: otk[32..<64]))
-            if number == 1 {
+            if number == 1 && settings.plaintextHeaderSize > 0 {
+                // Page 1's plaintext header (and, non-legacy, bytes up to 24) as they are; no salt in the file.
+                unsafe copyPlaintextHeader(from: page, into: output, count: start)
+            } else if number == 1 {
                 unsafe salt.withUnsafeBytes {
                     unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyMemory(from: $0)
                 }
@@ -435,7 +455,9 @@ public final class PageCodec: Sendable {
                 key: UnsafeRawBufferPointer(rebasing: otk[32..<64]))
             unsafe UnsafeMutableRawBufferPointer(rebasing: output[n..<pageSize]).initializeMemory(
                 as: UInt8.self, repeating: 0)
-            if number == 1 {
+            if number == 1 && settings.plaintextHeaderSize > 0 {
+                unsafe copyPlaintextHeader(from: page, into: output, count: start)
+            } else if number == 1 {
                 unsafe Self.sqliteHeader.withUnsafeBytes {
                     unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyMemory(from: $0)
                 }
@@ -452,11 +474,13 @@ public final class PageCodec: Sendable {
 /// The page HMAC, keyed once: each page copies the keyed state instead of re-deriving the pads.
 private enum PageMAC: Sendable {
     case sha512(HMAC<SHA512>)
+    case sha256(HMAC<SHA256>)
     case sha1(HMAC<Insecure.SHA1>)
 
     init(algorithm: SQLCipherSettings.Algorithm, key: SymmetricKey) {
         switch algorithm {
         case .sha512: self = .sha512(HMAC<SHA512>(key: key))
+        case .sha256: self = .sha256(HMAC<SHA256>(key: key))
         case .sha1: self = .sha1(HMAC<Insecure.SHA1>(key: key))
         }
     }
@@ -481,6 +505,10 @@ private enum PageMAC: Sendable {
         return unsafe withUnsafeBytes(of: &littleEndian) { pageNumber in
             switch self {
             case .sha512(var state):
+                unsafe state.update(data: data)
+                unsafe state.update(data: pageNumber)
+                return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }
+            case .sha256(var state):
                 unsafe state.update(data: data)
                 unsafe state.update(data: pageNumber)
                 return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }

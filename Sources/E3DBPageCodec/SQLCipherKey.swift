@@ -73,10 +73,18 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
         return try parse(wrapped)
     }
 
-    /// The salt a new database takes: the key's own for ``rawKeyAndSalt(key:salt:)``, else 16 random bytes.
-    public func saltForNewDatabase() -> [UInt8] {
+    /// The salt a new database takes: the settings' (`cipher_salt`), else the key's own for
+    /// ``rawKeyAndSalt(key:salt:)``, else 16 random bytes.
+    public func saltForNewDatabase(_ settings: SQLCipherSettings) -> [UInt8] {
+        externalSalt(settings) ?? Array(SecureRandom.bytes(count: SQLCipherSettings.saltByteCount))
+    }
+
+    /// The salt of an existing database that does not store it (a plaintext header): the settings'
+    /// (`cipher_salt`), else the key's own; nil when neither gives one.
+    public func externalSalt(_ settings: SQLCipherSettings) -> [UInt8]? {
+        if let salt = settings.salt { return salt }
         if case .rawKeyAndSalt(_, let salt) = self { return salt }
-        return Array(SecureRandom.bytes(count: SQLCipherSettings.saltByteCount))
+        return nil
     }
 
     /// Checks that a raw key is 32 bytes and its salt 16.

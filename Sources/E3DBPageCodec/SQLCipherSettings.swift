@@ -18,24 +18,61 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
         case chacha20
     }
 
-    /// The hash of both PBKDF2 and the page HMAC.
+    /// The hash of PBKDF2 or of the page HMAC.
     public enum Algorithm: String, Sendable, Hashable, CaseIterable {
         /// SHA-512: SQLCipher 4.
         case sha512
         /// SHA-1: SQLCipher 3 and earlier.
         case sha1
+        /// SHA-256: SQLCipher's `HMAC_SHA256` and `PBKDF2_HMAC_SHA256` (run in hardware on processors with the
+        /// SHA extensions).
+        case sha256
 
         /// The HMAC's size in bytes.
-        public var macByteCount: Int { self == .sha512 ? 64 : 20 }
+        public var macByteCount: Int {
+            switch self {
+            case .sha512: 64
+            case .sha256: 32
+            case .sha1: 20
+            }
+        }
+
+        /// SQLCipher's name of the page HMAC with this hash (`PRAGMA cipher_hmac_algorithm`): `HMAC_SHA512`, ….
+        public var hmacName: String { "HMAC_" + rawValue.uppercased() }
+        /// SQLCipher's name of PBKDF2 with this hash (`PRAGMA cipher_kdf_algorithm`): `PBKDF2_HMAC_SHA512`, ….
+        public var kdfName: String { "PBKDF2_HMAC_" + rawValue.uppercased() }
+
+        /// The hash named by SQLCipher's `HMAC_SHA1`, `HMAC_SHA256`, `HMAC_SHA512` (`kdf` false) or
+        /// `PBKDF2_HMAC_SHA1`, … (`kdf` true), in any case; nil for another name.
+        public init?(sqlcipherName name: String, kdf: Bool) {
+            let wanted = name.uppercased()
+            guard let found = Self.allCases.first(where: { (kdf ? $0.kdfName : $0.hmacName) == wanted }) else {
+                return nil
+            }
+            self = found
+        }
     }
 
     /// Bytes per page, a power of two from 512 to 65536.
     public var pageSize: Int
     /// PBKDF2 rounds for a passphrase (raw keys are not stretched).
     public var kdfIterations: Int
-    /// The hash of PBKDF2 and of the page HMAC (``Cipher/sqlcipher``; ``Cipher/chacha20`` always uses SHA-256 for
-    /// PBKDF2 and Poly1305 for the pages).
+    /// The hash of the page HMAC (``Cipher/sqlcipher``, SQLCipher's `cipher_hmac_algorithm`; ``Cipher/chacha20``
+    /// uses Poly1305).
     public var algorithm: Algorithm
+    /// The hash of PBKDF2, for the key from a passphrase and the HMAC key from the key (``Cipher/sqlcipher``,
+    /// SQLCipher's `cipher_kdf_algorithm`; ``Cipher/chacha20`` always uses SHA-256).
+    public var kdfAlgorithm: Algorithm
+    /// How many bytes at the start of page 1 stay in plaintext (SQLCipher's `cipher_plaintext_header_size`, SQLite3
+    /// Multiple Ciphers' `plaintext_header_size`): 0 (the salt is stored there), or, for ``Cipher/sqlcipher``, a
+    /// multiple of 16, for ``Cipher/chacha20`` 1 to 100 in the non-legacy layout (which leaves at least 24 bytes
+    /// readable; not with ``legacy``).
+    /// 32 is what iOS needs to recognise a database in a shared app-group container by its SQLite header. The
+    /// salt is then not in the file: give it as ``salt``, or as part of the raw key.
+    public var plaintextHeaderSize: Int
+    /// The database's 16-byte salt when it is not read from the file (SQLCipher's `cipher_salt`): needed to open a
+    /// database with a plaintext header by passphrase or by a raw key without salt; a new database takes it.
+    public var salt: [UInt8]?
     /// The page format.
     public var cipher: Cipher
     /// ``Cipher/chacha20`` only: sqleet's layout, page 1 encrypted from byte 0 (SQLite3 Multiple Ciphers'
@@ -73,10 +110,17 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
     public static let chacha20PageOneOffset = 24
 
     /// SQLCipher settings.
-    public init(pageSize: Int, kdfIterations: Int, algorithm: Algorithm) {
+    /// SQLCipher settings: `algorithm` is the HMAC's hash, and PBKDF2's unless `kdfAlgorithm` says otherwise.
+    public init(
+        pageSize: Int, kdfIterations: Int, algorithm: Algorithm, kdfAlgorithm: Algorithm? = nil,
+        plaintextHeaderSize: Int = 0, salt: [UInt8]? = nil
+    ) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
         self.algorithm = algorithm
+        self.kdfAlgorithm = kdfAlgorithm ?? algorithm
+        self.plaintextHeaderSize = plaintextHeaderSize
+        self.salt = salt
         self.cipher = .sqlcipher
         self.legacy = false
     }
@@ -86,6 +130,9 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
         self.algorithm = .sha512
+        self.kdfAlgorithm = cipher == .chacha20 ? .sha256 : .sha512
+        self.plaintextHeaderSize = 0
+        self.salt = nil
         self.cipher = cipher
         self.legacy = cipher == .chacha20 && legacy
     }
@@ -100,14 +147,15 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The bytes at the end of every page that hold the IV and the HMAC: their sum rounded up to a whole AES block
-    /// (80 for ``v4``, 48 for ``v3``). SQLite is told to leave them free (byte 20 of the database header).
+    /// (80 with HMAC-SHA512 as in ``v4``, 48 with HMAC-SHA256 or HMAC-SHA1 as in ``v3``). SQLite is told to leave them free (byte 20 of the database header).
     public var reserveByteCount: Int {
         if cipher == .chacha20 { return Self.chacha20ReserveByteCount }
         let needed = Self.ivByteCount + algorithm.macByteCount
         return (needed + 15) / 16 * 16
     }
 
-    /// Checks that the page size is a power of two from 512 to 65536 and the round count from 1 to 2³² − 1.
+    /// Checks that the page size is a power of two from 512 to 65536, the round count from 1 to 2³² − 1, a plaintext
+    /// header (SQLCipher format only) a multiple of 16 that leaves the page's data room, and a salt 16 bytes.
     /// - Throws: ``E3DBError/Code/invalidParameter`` naming the setting.
     public func validate() throws(E3DBError) {
         guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else {
@@ -120,14 +168,31 @@ public struct SQLCipherSettings: Sendable, Hashable, CustomStringConvertible {
                 .invalidParameter, "the KDF round count must be from 1 to 4294967295",
                 context: .init(part: "kdf_iter", actual: kdfIterations))
         }
+        let headerAllowed =
+            switch cipher {
+            case .sqlcipher: plaintextHeaderSize % 16 == 0 && plaintextHeaderSize <= pageSize - reserveByteCount
+            // Non-legacy only: with sqleet's layout SQLite3 Multiple Ciphers 2.6.1 and this codec did not agree.
+            case .chacha20: plaintextHeaderSize <= 100 && (plaintextHeaderSize == 0 || !legacy)
+            }
+        guard plaintextHeaderSize >= 0, headerAllowed else {
+            throw E3DBError(
+                .invalidParameter,
+                "the plaintext header size is 0, a multiple of 16 within the page's data (sqlcipher) or up to 100 (chacha20, not legacy)",
+                context: .init(part: "cipher_plaintext_header_size", actual: plaintextHeaderSize))
+        }
+        if let salt, salt.count != Self.saltByteCount {
+            throw E3DBError(
+                .invalidParameter, "a cipher salt is 16 bytes",
+                context: .init(part: "cipher_salt", expected: Self.saltByteCount, actual: salt.count))
+        }
     }
 
     public var description: String {
         switch cipher {
         case .sqlcipher:
-            "SQLCipherSettings(page size \(pageSize), \(algorithm.rawValue), kdf_iter \(kdfIterations), reserve \(reserveByteCount))"
+            "SQLCipherSettings(page size \(pageSize), \(algorithm.hmacName), \(kdfAlgorithm.kdfName), kdf_iter \(kdfIterations), reserve \(reserveByteCount)\(plaintextHeaderSize > 0 ? ", plaintext header \(plaintextHeaderSize)" : "")\(salt == nil ? "" : ", salt given"))"
         case .chacha20:
-            "SQLCipherSettings(chacha20\(legacy ? " legacy" : ""), page size \(pageSize), kdf_iter \(kdfIterations), reserve \(reserveByteCount))"
+            "SQLCipherSettings(chacha20\(legacy ? " legacy" : ""), page size \(pageSize), kdf_iter \(kdfIterations), reserve \(reserveByteCount)\(plaintextHeaderSize > 0 ? ", plaintext header \(plaintextHeaderSize)" : "")\(salt == nil ? "" : ", salt given"))"
         }
     }
 }

@@ -14,6 +14,8 @@ internal import E3DBPrimitives
 /// |---|---|
 /// | `key = 'passphrase'`, `key = "x'<hex>'"`, `hexkey = '<hex>'` | sets the key (before the first read) |
 /// | `cipher_page_size = N`, `kdf_iter = N`, `cipher_compatibility = 3\|4` | the settings (before the first read) |
+/// | `cipher_hmac_algorithm = HMAC_SHA1\|HMAC_SHA256\|HMAC_SHA512`, `cipher_kdf_algorithm = PBKDF2_HMAC_SHA1\|…` | SQLCipher's hashes (before the first read) |
+/// | `cipher_plaintext_header_size = N` (SQLite3 Multiple Ciphers: `plaintext_header_size`), `cipher_salt = "x'<32 hex>'"` | page 1's first N bytes in plaintext, the salt given (before the first read); `cipher_salt` alone reads the salt |
 /// | `cipher = 'sqlcipher'\|'chacha20'`, `legacy = 0\|1` (chacha20), `legacy_page_size = N` | SQLite3 Multiple Ciphers' selection of the page format (before the key) |
 /// | `cipher_version`, `cipher_provider` | name this implementation |
 /// | `cipher_integrity_check` | authenticates the pages the header counts; one row naming the first 100 bad pages and the trailing bytes, or none |
@@ -111,15 +113,75 @@ enum CipherPragmas {
             return unsafe answer(
                 arguments, String(name == "kdf_iter" ? cipher.settings.kdfIterations : cipher.settings.pageSize)
             )
+        case "cipher_hmac_algorithm", "cipher_kdf_algorithm":
+            let kdf = name == "cipher_kdf_algorithm"
+            if let value = unsafe value {
+                let requested = unsafe String(cString: value)
+                guard let algorithm = SQLCipherSettings.Algorithm(sqlcipherName: requested, kdf: kdf) else {
+                    return unsafe fail(
+                        arguments,
+                        kdf
+                            ? "PRAGMA cipher_kdf_algorithm takes PBKDF2_HMAC_SHA1, PBKDF2_HMAC_SHA256 or PBKDF2_HMAC_SHA512"
+                            : "PRAGMA cipher_hmac_algorithm takes HMAC_SHA1, HMAC_SHA256 or HMAC_SHA512")
+                }
+                if kdf { cipher.settings.kdfAlgorithm = algorithm } else { cipher.settings.algorithm = algorithm }
+                cipher.cipherNamed = true
+                cipher.codec = nil
+            }
+            let current = kdf ? cipher.settings.kdfAlgorithm.kdfName : cipher.settings.algorithm.hmacName
+            return unsafe answer(arguments, current)
+        case "cipher_plaintext_header_size", "plaintext_header_size":
+            if let value = unsafe value {
+                var settings = cipher.settings
+                guard let size = unsafe Int(String(cString: value)) else {
+                    return unsafe fail(arguments, "PRAGMA cipher_plaintext_header_size takes a number")
+                }
+                settings.plaintextHeaderSize = size
+                do throws(E3DBError) { try settings.validate() } catch { return unsafe fail(arguments, error.message) }
+                cipher.settings = settings
+                cipher.cipherNamed = true
+                cipher.codec = nil
+            }
+            return unsafe answer(arguments, String(cipher.settings.plaintextHeaderSize))
+        case "cipher_salt":
+            guard let value = unsafe value else {
+                // The salt in use: the one given, else the database's (resolving the codec reads page 1).
+                if let salt = cipher.settings.salt { return unsafe answer(arguments, Hex.encode(salt)) }
+                switch file.resolveCodec(forWrite: true) {
+                case .success(let codec): return unsafe answer(arguments, Hex.encode(codec.salt))
+                case .failure(let failure):
+                    _ = cipher.fail(failure)
+                    return unsafe fail(arguments, failure.error.message)
+                }
+            }
+            // SQLCipher's x'<32 hex digits>', or the 32 digits alone (SQLite3 Multiple Ciphers').
+            var digits = unsafe String(cString: value)
+            if digits.count == 35, digits.lowercased().hasPrefix("x'"), digits.hasSuffix("'") {
+                digits = String(digits.dropFirst(2).dropLast())
+            }
+            guard digits.count == 32, let salt = try? Hex.decode(digits) else {
+                return unsafe fail(arguments, "PRAGMA cipher_salt takes x'<32 hex digits>'")
+            }
+            guard cipher.codec == nil || cipher.codec?.salt == Array(salt) else {
+                return unsafe fail(arguments, "PRAGMA cipher_salt: the database's salt cannot be changed")
+            }
+            cipher.settings.salt = Array(salt)
+            // The value set, as one row (Python's sqlite3 module reports a pragma without a row as MemoryError).
+            return unsafe answer(arguments, Hex.encode(salt))
         case "cipher_compatibility":
             guard let value = unsafe value else {
                 return unsafe answer(arguments, cipher.settings.algorithm == .sha1 ? "3" : "4")
             }
+            var settings: SQLCipherSettings
             switch unsafe String(cString: value) {
-            case "3": cipher.settings = .v3
-            case "4": cipher.settings = .v4
+            case "3": settings = .v3
+            case "4": settings = .v4
             default: return unsafe fail(arguments, "PRAGMA cipher_compatibility takes 3 or 4")
             }
+            // As in SQLCipher, the compatibility sets page size, rounds and both hashes, not the plaintext header.
+            settings.plaintextHeaderSize = cipher.settings.plaintextHeaderSize
+            settings.salt = cipher.settings.salt
+            cipher.settings = settings
             cipher.cipherNamed = true
             cipher.codec = nil
             return unsafe answer(arguments, nil)

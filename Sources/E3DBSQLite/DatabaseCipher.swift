@@ -57,6 +57,28 @@ final class DatabaseCipher: @unchecked Sendable {
         }
         let rounds = unsafe sqlite3_uri_int64(filename, "kdf_iter", 0)
         if rounds > 0, rounds <= Int64(UInt32.max) { settings.kdfIterations = Int(rounds) }
+        // SQLite3 Multiple Ciphers' names of SQLCipher's settings: `hmac_algorithm`, `kdf_algorithm` (0, 1, 2 for
+        // SHA-1, SHA-256, SHA-512, or SQLCipher's names), `plaintext_header_size=N`, `cipher_salt=<32 hex digits>`.
+        for (parameter, kdf) in [("hmac_algorithm", false), ("kdf_algorithm", true)] {
+            guard let text = unsafe sqlite3_uri_parameter(filename, parameter) else { continue }
+            let value = unsafe String(cString: text)
+            let numbered: [String: SQLCipherSettings.Algorithm] = ["0": .sha1, "1": .sha256, "2": .sha512]
+            guard let algorithm = numbered[value] ?? SQLCipherSettings.Algorithm(sqlcipherName: value, kdf: kdf) else {
+                continue
+            }
+            if kdf { settings.kdfAlgorithm = algorithm } else { settings.algorithm = algorithm }
+            cipherNamed = true
+        }
+        let headerSize = unsafe sqlite3_uri_int64(filename, "plaintext_header_size", 0)
+        if headerSize > 0, headerSize <= 65536 {
+            settings.plaintextHeaderSize = Int(headerSize)
+            cipherNamed = true
+        }
+        if let text = unsafe sqlite3_uri_parameter(filename, "cipher_salt"),
+            let salt = unsafe try? Hex.decode(String(cString: text)), salt.count == SQLCipherSettings.saltByteCount
+        {
+            settings.salt = Array(salt)
+        }
         let me = self
         Self.open.withLock { $0[me.filenameAddress] = me }
     }
@@ -97,7 +119,9 @@ final class DatabaseCipher: @unchecked Sendable {
     /// Ciphers' chacha20 when the format was not named and bytes 16-23 are a readable SQLite header reserving 32
     /// bytes (SQLCipher's page 1 is encrypted there), else the settings as they are.
     func recognisedSettings(header: UnsafeRawBufferPointer) -> SQLCipherSettings {
-        guard !cipherNamed, settings.cipher == .sqlcipher, settings.algorithm == .sha512, header.count >= 24 else {
+        guard !cipherNamed, settings.cipher == .sqlcipher, settings.algorithm == .sha512,
+            settings.plaintextHeaderSize == 0, header.count >= 24
+        else {
             return settings
         }
         let encoded = unsafe Int(header[16]) << 8 | Int(header[17])

@@ -73,8 +73,12 @@ final class MainDatabaseFile: PassThroughFile {
         }
         do throws(E3DBError) {
             if size == 0 {
-                let codec = try PageCodecCache.shared.codec(
-                    key: key, salt: key.saltForNewDatabase(), settings: settings)
+                let salt = key.saltForNewDatabase(settings)
+                if settings.plaintextHeaderSize > 0, settings.salt == nil, cipher.ownKey != nil {
+                    // The file will not hold this salt: the connection keeps it (`PRAGMA cipher_salt` reads it).
+                    cipher.settings.salt = salt
+                }
+                let codec = try PageCodecCache.shared.codec(key: key, salt: salt, settings: settings)
                 if forWrite { cipher.codec = codec }
                 return .success(codec)
             }
@@ -87,13 +91,29 @@ final class MainDatabaseFile: PassThroughFile {
                     return .failure(CipherFailure(rc, E3DBError(.databaseError, "page 1 could not be read")))
                 }
                 let header = unsafe Array(first[0..<16])
-                if header == PageCodec.sqliteHeader {
+                let salt: [UInt8]
+                if settings.plaintextHeaderSize > 0 {
+                    // A plaintext header: the salt is not in the file.
+                    guard let external = key.externalSalt(settings) else {
+                        return .failure(
+                            CipherFailure(
+                                SQLITE_NOTADB,
+                                E3DBError(
+                                    .keyMissing,
+                                    "a database with a plaintext header needs its salt: cipher_salt, or a raw key with its salt",
+                                    context: .init(part: "cipher_salt"))))
+                    }
+                    salt = external
+                } else if header == PageCodec.sqliteHeader {
                     return .failure(
                         CipherFailure(
                             SQLITE_NOTADB,
                             E3DBError(
                                 .databaseNotEncrypted,
-                                "\(cipher.path) is a plaintext SQLite database, not an encrypted one")))
+                                "\(cipher.path) is a plaintext SQLite database, or an encrypted one with a plaintext header (cipher_plaintext_header_size)"
+                            )))
+                } else {
+                    salt = header
                 }
                 guard size >= Int64(SQLCipherSettings.saltByteCount) else {
                     return .failure(
@@ -103,7 +123,7 @@ final class MainDatabaseFile: PassThroughFile {
                                 .invalidLength, "the database is shorter than its salt",
                                 context: .init(part: "database", actual: Int(size)))))
                 }
-                let codec = try PageCodecCache.shared.codec(key: key, salt: header, settings: settings)
+                let codec = try PageCodecCache.shared.codec(key: key, salt: salt, settings: settings)
                 guard size >= Int64(pageSize), rc == SQLITE_OK else { return .success((codec, false)) }
                 let opened = try unsafe probePlain.withBytes(pageSize) { (page1) throws(E3DBError) -> Bool in
                     do throws(E3DBError) {
@@ -267,7 +287,7 @@ final class MainDatabaseFile: PassThroughFile {
                                 context: .init(part: "database", actual: Int(number)))))
                 }
                 guard rc == SQLITE_OK else { return rc }
-                if number == 1,
+                if number == 1, codec.settings.plaintextHeaderSize == 0,
                     unsafe !UnsafeRawBufferPointer(rebasing: stored[0..<SQLCipherSettings.saltByteCount])
                         .elementsEqual(codec.salt)
                 {

@@ -1,4 +1,5 @@
 import E3DBPageCodec
+import E3DBPrimitives
 import E3DBSQLite
 import E3DBTestSupport
 import Foundation
@@ -123,5 +124,43 @@ struct ExtensionTests {
         #expect(header[header.startIndex + 20] == 32)
         let recognised = try SQLiteConnection(path: plain, key: TestKeys.raw(7))
         #expect(try recognised.rows("SELECT v FROM t").first?.values == [.integer(2)])
+    }
+
+    @Test(
+        "through the extension, SQLCipher's cipher_hmac_algorithm, cipher_kdf_algorithm, cipher_plaintext_header_size and cipher_salt; SQLCipher 4.12 opens the file"
+    )
+    func sqlcipherSettings() async throws {
+        let python = "/usr/bin/python3"
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let path = dir.path("settings.db")
+        let salt = Hex.encode(PeerKeying.headerSalt)
+        let script = """
+            import sqlite3, sys
+            loader = sqlite3.connect(":memory:")
+            loader.enable_load_extension(True)
+            loader.load_extension(sys.argv[1])
+            db = sqlite3.connect("file:" + sys.argv[2] + "?vfs=e3dbkit-sqlcipher", uri=True, isolation_level=None)
+            db.execute("PRAGMA key = 'settings pass'")
+            db.execute("PRAGMA kdf_iter = 4000")
+            db.execute("PRAGMA cipher_hmac_algorithm = HMAC_SHA256")
+            db.execute("PRAGMA cipher_kdf_algorithm = PBKDF2_HMAC_SHA256")
+            db.execute("PRAGMA cipher_plaintext_header_size = 32")
+            db.execute("PRAGMA cipher_salt = \\"x'" + sys.argv[3] + "'\\"")
+            db.execute("CREATE TABLE t(v)")
+            db.execute("INSERT INTO t VALUES (3)")
+            print(db.execute("PRAGMA cipher_hmac_algorithm").fetchone()[0], db.execute("PRAGMA cipher_salt").fetchone()[0])
+            """
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: python), ["-c", script, Self.library, path, salt])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdoutText == "HMAC_SHA256 \(salt)\n")
+        let start = try Data(contentsOf: URL(fileURLWithPath: path)).prefix(32)
+        #expect(start.starts(with: Data("SQLite format 3\0".utf8)) && start[start.startIndex + 20] == 48)
+        let keying = PeerKeying.settings(
+            "extension", hmac: .sha256, kdf: .sha256, header: 32, salt: PeerKeying.headerSalt)
+        let peer = try await LocalDump.peer(path, keying)
+        #expect(((peer["tables"] as? NSDictionary)?["t"] as? [Any])?.count == 1)
+        #expect(peer["cipher_integrity_check"] as? [String] == [])
     }
 }

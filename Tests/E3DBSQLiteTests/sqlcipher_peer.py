@@ -37,13 +37,18 @@ Cipher options: --compat 3 sets SQLCipher 3's settings (1024-byte pages, PBKDF2-
 HMAC-SHA1) with PRAGMA cipher_default_compatibility = 3 before the key, which is what a SQLCipher 3 file has
 (48 reserved bytes per page); with --compat-after-key it is PRAGMA cipher_compatibility = 3 after the key instead,
 SQLCipher's documented way to open old files, which on a NEW file leaves SQLite's header reserve at 80 (SQLite
-never lets the reserve shrink) while the codec uses 48. --page-size (cipher_page_size) and --kdf-iter (kdf_iter)
-are set after the key and the compatibility.
+never lets the reserve shrink) while the codec uses 48. --page-size (cipher_page_size), --kdf-iter (kdf_iter),
+--hmac-algorithm HMAC_SHA1|HMAC_SHA256|HMAC_SHA512 (cipher_hmac_algorithm), --kdf-algorithm PBKDF2_HMAC_SHA1|…
+(cipher_kdf_algorithm), --plaintext-header-size N (cipher_plaintext_header_size) and --cipher-salt HEX32
+(cipher_salt) are set after the key and the compatibility, in that order, as SQLCipher's documentation does; on a
+NEW file that leaves SQLite's header reserve at 80 while an HMAC_SHA1 or HMAC_SHA256 codec uses 48. With
+--defaults-before-key the first three are PRAGMA cipher_default_* before the key instead (reserve 48 in a new file).
 
 Engines: --engine sqlcipher (the default, SQLCipher 4.12), sqlite3mc (SQLite3 Multiple Ciphers 2.6.1 through apsw) or
 sqlite3mc-2.0 (2.0.2 through pysqlite3mc). With a SQLite3 Multiple Ciphers engine the statements before the key are
 PRAGMA cipher = 'chacha20' (or --cipher), PRAGMA legacy = 1 with --legacy, PRAGMA legacy_page_size with --page-size
-and --legacy, PRAGMA kdf_iter with --kdf-iter; a raw key is given as 'raw:<hex>'; --compat does not apply, and a
+and --legacy, PRAGMA kdf_iter with --kdf-iter, PRAGMA plaintext_header_size and PRAGMA cipher_salt with
+--plaintext-header-size and --cipher-salt; a raw key is given as 'raw:<hex>'; --compat does not apply, and a
 dump has no "cipher_integrity_check" member (SQLite3 Multiple Ciphers has no such pragma).
 
 Schema (created by write and hot when the database has no `items` table):
@@ -138,6 +143,10 @@ def open_sqlite3mc(args, key, raw):
             connection.execute(f"PRAGMA legacy_page_size = {int(args.page_size)}").fetchall()
     if getattr(args, "kdf_iter", None):
         connection.execute(f"PRAGMA kdf_iter = {int(args.kdf_iter)}").fetchall()
+    if getattr(args, "plaintext_header_size", None):
+        connection.execute(f"PRAGMA plaintext_header_size = {int(args.plaintext_header_size)}").fetchall()
+    if getattr(args, "cipher_salt", None):
+        connection.execute(f"PRAGMA cipher_salt = {quote(args.cipher_salt)}").fetchall()
     key, raw = (args.key if key is None else key), (args.raw_key if raw is None else raw)
     literal = quote("raw:" + key_literal(key, raw)[3:-2]) if raw else key_literal(key, raw)
     connection.execute(f"PRAGMA key = {literal}").fetchall()
@@ -156,6 +165,14 @@ def open_encrypted(args, key=None, raw=None):
     after_key = getattr(args, "compat_after_key", False)
     if compat is not None and not after_key:
         connection.execute(f"PRAGMA cipher_default_compatibility = {compat}")
+    before_key = getattr(args, "defaults_before_key", False)
+    if before_key:
+        if args.hmac_algorithm:
+            connection.execute(f"PRAGMA cipher_default_hmac_algorithm = {args.hmac_algorithm}")
+        if args.kdf_algorithm:
+            connection.execute(f"PRAGMA cipher_default_kdf_algorithm = {args.kdf_algorithm}")
+        if args.plaintext_header_size:
+            connection.execute(f"PRAGMA cipher_default_plaintext_header_size = {int(args.plaintext_header_size)}")
     literal = key_literal(args.key if key is None else key, args.raw_key if raw is None else raw)
     rows = connection.execute(f"PRAGMA key = {literal}").fetchall()
     if rows != [("ok",)]:
@@ -166,6 +183,14 @@ def open_encrypted(args, key=None, raw=None):
         connection.execute(f"PRAGMA cipher_page_size = {int(args.page_size)}")
     if getattr(args, "kdf_iter", None):
         connection.execute(f"PRAGMA kdf_iter = {int(args.kdf_iter)}")
+    if getattr(args, "hmac_algorithm", None) and not before_key:
+        connection.execute(f"PRAGMA cipher_hmac_algorithm = {args.hmac_algorithm}")
+    if getattr(args, "kdf_algorithm", None) and not before_key:
+        connection.execute(f"PRAGMA cipher_kdf_algorithm = {args.kdf_algorithm}")
+    if getattr(args, "plaintext_header_size", None) and not before_key:
+        connection.execute(f"PRAGMA cipher_plaintext_header_size = {int(args.plaintext_header_size)}")
+    if getattr(args, "cipher_salt", None):
+        connection.execute(f"PRAGMA cipher_salt = \"x'{args.cipher_salt}'\"")
     connection.execute("SELECT count(*) FROM sqlite_master").fetchall()  # reads page 1: checks the key
     return connection
 
@@ -357,6 +382,11 @@ def parser():
         p.add_argument("--compat-after-key", action="store_true")
         p.add_argument("--page-size", type=int)
         p.add_argument("--kdf-iter", type=int)
+        p.add_argument("--hmac-algorithm", choices=["HMAC_SHA1", "HMAC_SHA256", "HMAC_SHA512"])
+        p.add_argument("--kdf-algorithm", choices=["PBKDF2_HMAC_SHA1", "PBKDF2_HMAC_SHA256", "PBKDF2_HMAC_SHA512"])
+        p.add_argument("--plaintext-header-size", type=int)
+        p.add_argument("--cipher-salt")
+        p.add_argument("--defaults-before-key", action="store_true")
         p.add_argument("--engine", choices=["sqlcipher", "sqlite3mc", "sqlite3mc-2.0"], default="sqlcipher")
         p.add_argument("--cipher", default="chacha20")
         p.add_argument("--legacy", action="store_true")

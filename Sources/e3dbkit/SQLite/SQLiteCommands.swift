@@ -61,6 +61,27 @@ struct SQLiteKeyOptions: ParsableArguments {
     @Option(help: "PBKDF2 rounds for a passphrase, if not the settings' default (SQLCipher's kdf_iter).")
     var kdfIter: Int?
 
+    @Option(
+        help:
+            "SQLCipher's page HMAC, if not the settings' (cipher_hmac_algorithm): HMAC_SHA1, HMAC_SHA256, HMAC_SHA512.")
+    var hmacAlgorithm: String?
+
+    @Option(
+        help:
+            "SQLCipher's PBKDF2 hash, if not the settings' (cipher_kdf_algorithm): PBKDF2_HMAC_SHA1, PBKDF2_HMAC_SHA256, PBKDF2_HMAC_SHA512."
+    )
+    var kdfAlgorithm: String?
+
+    @Option(
+        help: """
+            Bytes of page 1 left in plaintext (SQLCipher's cipher_plaintext_header_size, 32 for iOS shared \
+            containers); the salt is then not in the file: give --cipher-salt or a key file with the salt.
+            """)
+    var plaintextHeaderSize: Int?
+
+    @Option(help: "The database's salt, 32 hex digits (SQLCipher's cipher_salt), for a plaintext header.")
+    var cipherSalt: String?
+
     func validate() throws {
         if passphraseFile != nil && keyFile != nil {
             throw ValidationError("pass only one of --passphrase-file and --key-file")
@@ -79,6 +100,23 @@ struct SQLiteKeyOptions: ParsableArguments {
             compatibility == 3 ? .v3 : .defaults(cipher?.cipher ?? .sqlcipher, legacy: legacy)
         if let pageSize { settings.pageSize = pageSize }
         if let kdfIter { settings.kdfIterations = kdfIter }
+        for (text, kdf) in [(hmacAlgorithm, false), (kdfAlgorithm, true)] {
+            guard let text else { continue }
+            guard let algorithm = SQLCipherSettings.Algorithm(sqlcipherName: text, kdf: kdf) else {
+                throw ValidationError(
+                    kdf
+                        ? "--kdf-algorithm is PBKDF2_HMAC_SHA1, PBKDF2_HMAC_SHA256 or PBKDF2_HMAC_SHA512"
+                        : "--hmac-algorithm is HMAC_SHA1, HMAC_SHA256 or HMAC_SHA512")
+            }
+            if kdf { settings.kdfAlgorithm = algorithm } else { settings.algorithm = algorithm }
+        }
+        if let plaintextHeaderSize { settings.plaintextHeaderSize = plaintextHeaderSize }
+        if let cipherSalt {
+            guard cipherSalt.count == 32, let salt = try? Hex.decode(cipherSalt) else {
+                throw ValidationError("--cipher-salt is 32 hex digits")
+            }
+            settings.salt = Array(salt)
+        }
         do {
             try settings.validate()
         } catch {

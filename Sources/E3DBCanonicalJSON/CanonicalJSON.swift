@@ -58,6 +58,8 @@ public enum CanonicalJSON {
                 .inputTooLarge, "input of \(utf8.count) bytes exceeds the limit of \(limits.maxInputBytes) bytes",
                 offset: limits.maxInputBytes)
         }
+        // Safety: the buffer is borrowed only for the closure, and `parseBuffer` returns values (copies), never a
+        // pointer into it.
         let result: Result<JSONValue, CanonicalJSONError>?
         result = utf8.withContiguousStorageIfAvailable { buffer in unsafe parseBuffer(buffer, limits: limits) }
         if let result { return try result.get() }
@@ -160,6 +162,8 @@ struct CanonicalWriter {
         }
     }
 
+    // Safety: callers pass string literals ("null", "true", "false"), whose UTF-8 is static, `utf8CodeUnitCount`
+    // bytes long.
     private mutating func appendASCII(_ s: StaticString) {
         unsafe out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
@@ -185,6 +189,8 @@ struct CanonicalWriter {
         out.append(UInt8(ascii: "}"))
     }
 
+    // Safety: `buffer` and `table` are borrowed for their closures and not kept; `table` has 256 entries, so any
+    // byte indexes it; `i < n == buffer.count` guards every read, and the copied runs are `runStart <= i <= n`.
     mutating func writeString(_ string: String) {
         out.append(UInt8(ascii: "\""))
         var s = string
@@ -241,6 +247,8 @@ enum KeySorter {
             spans.append((start, count, index))
         }
         var indices = Array(0..<members.count)
+        // Safety: `buf` is borrowed for the sort only; every span was cut from `bytes` above, so
+        // `start + count <= bytes.count` and `utf16Less` reads inside it.
         unsafe bytes.withUnsafeBufferPointer { buf in
             indices.sort { a, b in
                 let sa = spans[a]
@@ -269,6 +277,8 @@ enum KeySorter {
         return value <= 4_294_967_294 ? value : noIndex
     }
 
+    // Safety: callers pass spans inside `buf` (`start + count <= buf.count`); `i < min(aCount, bCount)` keeps both
+    // reads inside their spans.
     @inline(__always)
     static func utf16Less(_ buf: UnsafeBufferPointer<UInt8>, _ aStart: Int, _ aCount: Int, _ bStart: Int, _ bCount: Int)
         -> Bool
@@ -317,7 +327,7 @@ extension CanonicalJSON {
             if ia != ib { return ia < ib }
             if order == .javaScriptInsertion { return false }
         }
-        let joined = ua + ub
+        let joined = ua + ub  // Safety: the two spans `0..<ua.count` and `ua.count..<joined.count` tile `joined`.
         return unsafe joined.withUnsafeBufferPointer { unsafe KeySorter.utf16Less($0, 0, ua.count, ua.count, ub.count) }
     }
 }

@@ -27,6 +27,10 @@ enum ECMAScriptNumber {
         }
     }
 
+    // Safety: `text` (Swift's own description, borrowed for the call) is read only at `i < text.count`. `digits`
+    // is uninitialized scratch of 40 bytes: writes are guarded by `k < digits.count`, and reads touch only the
+    // `k` bytes written. `k >= 1` whenever the last branch reads `digits[0]`, because `append` returns early for
+    // zero and a non-zero finite double has a non-zero digit; the middle branch's `n` is below `k` there.
     /// Reformats Swift's shortest-digits description (`"1.2345e-07"`, `"0.001"`, `"123.5"`, `"1e+16"`).
     private static func format(
         _ text: UnsafeBufferPointer<UInt8>,
@@ -97,6 +101,8 @@ enum ECMAScriptNumber {
         }
     }
 
+    // Safety: an `Int64` magnitude has at most 19 decimal digits, so `i` stays in `1...20` of the 20-byte scratch,
+    // and only the written bytes `i..<20` are copied out.
     static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
         var v = value.magnitude
         if value < 0 { out.append(UInt8(ascii: "-")) }

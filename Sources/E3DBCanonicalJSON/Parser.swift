@@ -1,3 +1,11 @@
+// Safety: the input is untrusted, and `UnsafeBufferPointer`'s subscript checks bounds only in debug builds, so
+// the parser keeps one invariant by hand: every `bytes[pos]` (or `bytes[pos + k]`) is dominated by a
+// `pos (+ k) < bytes.count` test on the same path, either on the line itself or, for the functions that start at
+// a byte the caller has just read (`parseString`, `parseArray`, `parseObject`, `parseNumber`,
+// `validateUTF8Sequence`, `skipString`), in the caller. `pos` only grows, by at most the bytes just checked, so it
+// never passes `bytes.count` and every slice `bytes[a..<pos]` has `0 <= a <= pos <= bytes.count`. Lifetime: the
+// parser is `~Copyable` and only built by `CanonicalJSON.parseBuffer` and `CanonicalJSON.parseObject` inside the
+// borrow of their buffer; it returns `String`s (copies) and byte ranges, never a pointer into `bytes`.
 /// The strict RFC 8259 parser behind `CanonicalJSON.parse`.
 ///
 /// It accepts exactly the JSON grammar over well-formed UTF-8 (no BOM, no comments, no trailing commas, no
@@ -188,6 +196,8 @@ struct Parser: ~Copyable {
 
     // MARK: Strings
 
+    // Safety: entered at a quote the caller read (so `pos < bytes.count`); each loop turn tests `pos` before
+    // reading, and the copied runs `runStart..<pos` lie inside the input (`runStart <= pos`).
     /// Parses a string starting at the opening quote; leaves `pos` after the closing quote.
     private mutating func parseString() throws(CanonicalJSONError) -> String {
         let open = pos
@@ -231,6 +241,8 @@ struct Parser: ~Copyable {
         }
     }
 
+    // Safety: the caller read the lead byte at `pos`; each continuation byte `start + i` is tested against
+    // `bytes.count` before it is read.
     /// Validates one multi-byte UTF-8 sequence at `pos` (lead byte >= 0x80) and advances past it.
     private mutating func validateUTF8Sequence() throws(CanonicalJSONError) {
         let start = pos
@@ -363,6 +375,8 @@ struct Parser: ~Copyable {
 
     // MARK: Numbers
 
+    // Safety: `parseValue` read the first byte (so the first `bytes[pos]` is in bounds); every later read tests
+    // `pos < bytes.count` first, and the slices (`intStart..<intEnd`, `start..<pos`) end at or before `pos`.
     private mutating func parseNumber() throws(CanonicalJSONError) -> Double {
         let start = pos
         var negative = false
@@ -634,6 +648,7 @@ extension Parser {
         return (object, raw)
     }
 
+    // Safety: as `parseString`: entered at a quote the caller read, each read tested against `bytes.count`.
     /// Validates the string at `pos` like `parseString` and leaves `pos` after the closing quote, without
     /// building a `String`. Escapes are validated into `scratch`, which is cleared (zeroed) afterwards.
     /// - Returns: whether the string had an escape.
@@ -688,6 +703,8 @@ extension CanonicalJSON {
                     offset: limits.maxInputBytes),
                 member: nil)
         }
+        // Safety: `utf8` is the caller's borrowed buffer, valid for this call; the parser lives only in this call
+        // and returns member ranges, not pointers, so nothing outlives the borrow.
         var parser = unsafe Parser(bytes: utf8, maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
         return try parser.parseTopLevelObject(rawMembers: rawMembers)
     }

@@ -47,6 +47,10 @@ public enum FieldCipher {
             random: SecureBytes(count: randomByteCount * data.count) { unsafe reservoir.fill($0) })
     }
 
+    // Safety: `random` holds `k + n + n * data.count` bytes (filled by the reservoir, which writes exactly the
+    // buffer it is lent), so the key, `edkN` and each member's `efN` slice (`i < data.count`) lie inside it. The
+    // temporary buffers are sized exactly for `seal` (`k + t`, `plain.count + t`), which checks the sizes again,
+    // and every pointer is used only inside its closure: `assemble` copies into a new `String`.
     /// Encrypts every value of a record's data map under ONE data key for the whole record, sealed once: every
     /// field carries the same `edk.edkN` and its own random `efN` (24 bytes, so nonces do not repeat under the
     /// key). Each field is still a complete `edk.edkN.ef.efN` quad that opens on its own, which is how every SDK
@@ -90,6 +94,8 @@ public enum FieldCipher {
         return encrypted
     }
 
+    // Safety: `random` holds `randomByteCount * data.count` bytes (both callers), so slice `i < data.count` is inside
+    // it, exactly the 80 bytes `encrypt(_:accessKey:randomness:)` reads, and used only inside the closure.
     /// Encrypts every value with its 80 bytes of `random` (data key, `edkN`, `efN`), in member order.
     private static func encrypt(_ data: RecordData, accessKey: AccessKey, random: SecureBytes) -> RecordData {
         var encrypted = RecordData(capacity: data.count)
@@ -170,6 +176,10 @@ public enum FieldCipher {
         }
     }
 
+    // Safety: the caller lends at least `randomByteCount` (80) bytes, valid for the call; all three callers (here
+    // and `RecordLineProcessors`) pass a slice of exactly 80 from a `SecureBytes` sized for it, so the three
+    // slices of `r` are in bounds. `scratch` is `edkCount + efCount` bytes, split in two exact halves that `seal`
+    // checks again; nothing escapes the closures (`assemble` returns a new `String`).
     /// Encrypts with 80 caller-supplied random bytes: data key (32), `edkN` (24), `efN` (24).
     ///
     /// Both parts are sealed into one temporary buffer and the field string is written in a single allocation;
@@ -207,6 +217,10 @@ public enum FieldCipher {
         }
     }
 
+    // Safety: `length` is exactly three dots plus the four encoded lengths, so `out[o]` (a dot, written after at
+    // most the previous parts) is in bounds, and `encodePublic` checks the room left in `out[o...]` and throws
+    // (never writes past it) if it were short. The closure returns `o`, the count of bytes it initialized, all
+    // ASCII.
     /// `b64u(a).b64u(b).b64u(c).b64u(d)`, written straight into one string's storage.
     static func assemble(
         _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer,
@@ -266,6 +280,13 @@ public enum FieldCipher {
         return try result.get()
     }
 
+    // Safety: (untrusted input) `buf` is the caller's borrowed field text. The dots are found by `buf.indices`, so
+    // the four ranges lie in `0...buf.count`. `scratch` holds the sum of the four parts' maximum decoded lengths,
+    // and each `part` is decoded at most once into its own `room`-byte window at `offset`, so the windows never
+    // pass `capacity` (skipped parts only leave room unused); `decodePublic` checks its output room and returns
+    // `written <= room`. The part buffers are used only inside the `scratch` closure; the memo copies the prefix
+    // bytes, and the value leaves as a validated `String` copy of `plain[0..<plainCount]`, a buffer sized
+    // `max(plainCount, 1)` that `SecretBox.open` fills only after the tag verifies and after checking its size.
     /// Decrypts from the field's UTF-8 bytes. The four parts are decoded into one temporary buffer (on the stack
     /// for ordinary sizes), the data key is opened straight into wiped storage, and the value is opened into a
     /// temporary buffer that is validated as UTF-8: no per-part `Data`, one heap object for the data key.

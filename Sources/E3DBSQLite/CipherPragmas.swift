@@ -23,6 +23,9 @@ internal import E3DBPrimitives
 enum CipherPragmas {
     static let version = "E3DBSQLite 1 (SQLCipher 4 and SQLite3 Multiple Ciphers chacha20 file formats)"
 
+    // Safety: for SQLITE_FCNTL_PRAGMA SQLite passes `char *[3]`: [0] the answer slot (set to `sqlite3_malloc`
+    // memory, which SQLite frees), [1] the pragma's name, [2] its value or NULL, both NUL-terminated and valid for
+    // the call; they are copied (the key straight into `SecureBytes` of exactly `length` or `length + 3` bytes).
     /// Handles `PRAGMA name [= value]` (argument vector of SQLITE_FCNTL_PRAGMA), or returns nil for a pragma that
     /// is not SQLCipher's.
     static func handle(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, file: MainDatabaseFile)

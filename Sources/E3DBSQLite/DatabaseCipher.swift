@@ -31,6 +31,9 @@ final class DatabaseCipher: @unchecked Sendable {
     private static let open = Mutex<[Int: DatabaseCipher]>([:])
     private static let connectionMains = Mutex<[Int: DatabaseCipher]>([:])
 
+    // Safety: `filename` is the name SQLite passes to `xOpen` for a main database: NUL-terminated, with its URI
+    // parameters after it, and alive until the file closes. Strings are copied; the address is kept only as the
+    // `open` registry's key (see the note at the top of `VFS.swift`).
     init(filename: sqlite3_filename, readOnly: Bool) {
         filenameAddress = Int(bitPattern: filename)
         path = unsafe String(cString: filename)

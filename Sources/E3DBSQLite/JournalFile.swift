@@ -2,6 +2,8 @@ internal import CE3DBSQLite3
 internal import E3DBPageCodec
 internal import E3DBPrimitives
 
+// Safety: callers guarantee `offset + 4 <= bytes.count`: the 4-byte journal fields are checked to be exactly 4
+// bytes, WAL headers 24 or 32 bytes, WAL checksum words are read while `index + 8 <= count`.
 /// Big-endian 32-bit helpers for the journal and WAL formats.
 @inline(__always) func bigEndian32(_ bytes: UnsafeRawBufferPointer, _ offset: Int = 0) -> UInt32 {
     unsafe UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8
@@ -47,6 +49,7 @@ final class JournalFile: PassThroughFile {
         return super.close()
     }
 
+    // Safety: `index` runs down from `count - 200` while positive, so it stays inside `page`.
     /// SQLite's `pager_cksum` without its nonce.
     static func checksumSum(_ page: UnsafeRawBufferPointer) -> UInt32 {
         var sum: UInt32 = 0

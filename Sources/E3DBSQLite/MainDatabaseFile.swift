@@ -60,6 +60,8 @@ final class MainDatabaseFile: PassThroughFile {
         var settings = named
         if size >= Int64(SQLCipherSettings.chacha20PageOneOffset), cipher.ownKey != nil {
             // The format, recognised from page 1 when it was not named.
+            // Safety: the temporary holds `chacha20PageOneOffset` bytes, at least the 24 `recognisedSettings` reads
+            // (it checks the count); `first[0..<16]` below is inside a page (at least 512 bytes, validated settings).
             let recognised = unsafe withUnsafeTemporaryAllocation(
                 byteCount: SQLCipherSettings.chacha20PageOneOffset, alignment: 1
             ) { header in
@@ -221,6 +223,8 @@ final class MainDatabaseFile: PassThroughFile {
         return false
     }
 
+    // Safety: callers pass a whole page (at least 512 bytes: settings are validated), so offsets 16, 17 and 20
+    // are in bounds.
     /// Page 1's plaintext header must give the settings' page size and reserve at least the cipher's bytes.
     static func checkHeader(_ page: UnsafeRawBufferPointer, settings: SQLCipherSettings) throws(E3DBError) {
         let encoded = unsafe Int(page[16]) << 8 | Int(page[17])
@@ -244,6 +248,10 @@ final class MainDatabaseFile: PassThroughFile {
 
     // MARK: I/O
 
+    // Safety: SQLite lends `buffer` for the call. Each turn covers `count <= buffer.count - done` bytes, so
+    // `target` (the rest of `buffer`) holds `count` bytes, and `pageSize` of them when a whole page is read;
+    // `within + count <= pageSize` keeps the copy from the page buffer inside it. `stored` and `output` are the
+    // page buffers lent by `withBytes` for `pageSize` bytes, used inside their closures only.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         var codec: PageCodec
         switch resolveCodec() {
@@ -389,6 +397,7 @@ final class MainDatabaseFile: PassThroughFile {
     }
 
     /// Page 1 of an empty database, as SQLite's own `newDatabase` lays it out, with the cipher's reserve.
+    // Safety: `page` is a whole page of validated settings (at least 512 bytes); the highest offset written is 106.
     static func emptyDatabasePage(_ page: UnsafeMutableRawBufferPointer, settings: SQLCipherSettings) {
         unsafe page.initializeMemory(as: UInt8.self, repeating: 0)
         unsafe PageCodec.sqliteHeader.withUnsafeBytes {
@@ -418,6 +427,7 @@ final class MainDatabaseFile: PassThroughFile {
     override func fileControl(_ op: Int32, _ argument: UnsafeMutableRawPointer?) -> Int32 {
         switch op {
         case SQLITE_FCNTL_PDB:
+            // Safety: for this op SQLite passes a pointer to its `sqlite3*`; only the handle's address is kept.
             if let argument = unsafe argument {
                 unsafe cipher.attach(connection: unsafe argument.load(as: OpaquePointer?.self))
             }

@@ -14,6 +14,9 @@ final class MemoryFile: VFSFile {
         return SQLITE_OK
     }
 
+    // Safety: (read and write) SQLite lends `buffer` for the call; each turn copies `count <= buffer.count - done`
+    // bytes, at most to the end of one chunk (`within + count <= chunkSize`), and the chunks cover `size` (write
+    // appends them first; truncate keeps every chunk below `size`). `withUnsafe(Mutable)Bytes(in:)` checks its range.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         var done = 0
         while done < buffer.count {

@@ -112,18 +112,20 @@ public struct SQLiteRow: Sendable, Equatable {
         var offset = 0
         while true {
             var statement: OpaquePointer?
-            var tail: UnsafePointer<CChar>?
             FailureLog.clear(path: path)
             FailureLog.clear(connection: connectionID)
+            // Safety: `remaining` is a NUL-terminated copy of `sql` (never empty, so `baseAddress` is set), borrowed
+            // for the closure; `offset` stays at or before its NUL, since SQLite's `tail` points into the text it
+            // was given. `tail` becomes an offset inside the closure and is never kept as a pointer.
             let rc = unsafe remaining.withUnsafeBufferPointer { buffer in
-                unsafe sqlite3_prepare_v2(handle, buffer.baseAddress! + offset, -1, &statement, &tail)
+                var tail: UnsafePointer<CChar>?
+                let rc = unsafe sqlite3_prepare_v2(handle, buffer.baseAddress! + offset, -1, &statement, &tail)
+                if let tail = unsafe tail { offset = unsafe tail - buffer.baseAddress! }
+                return rc
             }
             guard rc == SQLITE_OK else { throw failure(rc) }
             guard let prepared = unsafe statement else { return }  // only whitespace or comments left
             defer { unsafe sqlite3_finalize(prepared) }
-            unsafe remaining.withUnsafeBufferPointer { buffer in
-                if let tail = unsafe tail { offset = unsafe tail - buffer.baseAddress! }
-            }
             let columnCount = unsafe sqlite3_column_count(prepared)
             let names = (0..<columnCount).map {
                 unsafe sqlite3_column_name(prepared, $0).map { unsafe String(cString: $0) } ?? ""
@@ -162,6 +164,9 @@ public struct SQLiteRow: Sendable, Equatable {
         return rows
     }
 
+    // Safety: SQLite's text and blob pointers are valid until the next step or finalize of `statement`, and are
+    // copied here at once. `sqlite3_column_bytes` converts a UTF-16 value to UTF-8 before counting, so the
+    // `sqlite3_column_text` after it returns that many bytes without converting (and moving) the value again.
     private static func value(_ statement: OpaquePointer, _ column: Int32) -> SQLiteValue {
         switch unsafe sqlite3_column_type(statement, column) {
         case SQLITE_INTEGER: return .integer(unsafe sqlite3_column_int64(statement, column))

@@ -7,6 +7,47 @@ internal import E3DBPrimitives
     internal import Darwin
 #endif
 
+// Safety: ownership and lifetimes across the C boundary, and the four process-wide registries.
+//
+// Memory handed to SQLite, allocated once and never freed (SQLite keeps pointers to it for the process's life):
+// the `sqlite3_vfs` struct, its `zName` (a `strdup`) and the two `sqlite3_io_methods` tables. `register()` fills
+// them once per process (it runs inside the one-time initialisation of `registration`, a `static let`), before
+// `sqlite3_vfs_register` makes them reachable; the VFS is never unregistered. `CipherVFS.base`, the wrapped
+// default VFS, is SQLite's; it is written in that same one-time initialisation, before any file can be opened
+// through this VFS, and only read afterwards (hence `nonisolated(unsafe)`).
+//
+// Per open file: SQLite allocates `szOsFile` bytes, the C shim's `E3DBSQLiteFile` header followed by the base VFS's
+// own `sqlite3_file` (`inner`). A successful `xOpen` stores one retained reference (`Unmanaged.passRetained`) to the
+// Swift `VFSFile` in the header and only then sets `pMethods`; `xClose` releases it and clears `state` and
+// `pMethods`. A failed open leaves `pMethods` nil, so SQLite calls no method on it. SQLite calls no method of a
+// file after `xClose`, so `CipherVFS.object`, which reads the reference without retaining it, always finds it
+// alive; `inner` lives in the same allocation for the same span, and the `PassThroughFile` that holds it is
+// released by that `xClose`. Buffers SQLite passes to `xRead`, `xWrite` and `xFileControl` are valid for the call
+// only and never kept.
+//
+// Process-wide registries, each behind a `Mutex`, holding Swift references or values, never pointers:
+// 1. `DatabaseCipher.open`: address of a main database's filename pointer -> its `DatabaseCipher`. Added by
+//    `DatabaseCipher.init` in `xOpen`, removed by `DatabaseCipher.close()` (the main file's `xClose`, or `discard()`
+//    when the base open failed). The address is only a key, never dereferenced: SQLite keeps a main database's
+//    filename allocated while the file is open, and its journal and WAL find the entry through
+//    `sqlite3_filename_database`, which returns that same pointer; the entry is gone before SQLite frees it.
+// 2. `DatabaseCipher.connectionMains`: `sqlite3*` address -> the cipher of that connection's main database. Added by
+//    the first `SQLITE_FCNTL_PDB` a connection sends (its main database), removed when that file closes, which
+//    closing the connection does before its memory can be reused. Attached databases and `VACUUM INTO` targets
+//    borrow their connection's key through it.
+// 3. `KeyRegistry.shared`: random URI handle (`e3db_key=`) -> key and settings. Added by `E3DBSQLite.uri`,
+//    `restoreKey`, `SQLiteConnection.init` and the operations in `Operations.swift`; removed by `forgetKey(inURI:)`,
+//    by `SQLiteConnection` when it closes, by the operations when they return, and by `forgetAllKeys()`, which
+//    empties it for every owner in the process (an `EncryptedStore`'s keys included). A `DatabaseCipher` takes
+//    its key at open, so removing a handle stops new opens only.
+// 4. `FailureLog`: the last typed failure (an `E3DBError`, no key material) by canonical path and by connection
+//    address, so that the bare `Int32` SQLite returns can be explained afterwards. `SQLiteConnection` and the
+//    operations clear their entries before they read them; other entries stay until overwritten, one small value
+//    per path or connection address.
+// Threads: SQLite calls one connection, and so its files, from one thread at a time; that is why `DatabaseCipher`
+// can be `@unchecked Sendable` and the `VFSFile` objects unsynchronised. What connections share lives only in
+// these registries and in `PageCodecCache.shared`, each under its own lock.
+
 /// The registered `sqlite3_vfs` and the two method tables of its files.
 ///
 /// The VFS wraps the process's default VFS ("unix" on Linux and Apple platforms). Each file SQLite opens through it
@@ -111,6 +152,9 @@ enum CipherVFS {
         return .success(())
     }
 
+    // Safety: `file` is SQLite's `szOsFile`-byte allocation for this file: the `E3DBSQLiteFile` header, then the
+    // base VFS's `sqlite3_file` at `e3db_sqlite_file_header_size()`, which is `inner` (see the note at the top of
+    // this file). `name` is SQLite's and outlives the open file; `DatabaseCipher` copies what it keeps of it.
     /// `xOpen`: picks the file class by what SQLite opens.
     private static func open(
         name: sqlite3_filename?, file: UnsafeMutablePointer<sqlite3_file>?, flags: Int32,
@@ -169,6 +213,8 @@ enum CipherVFS {
         return SQLITE_OK
     }
 
+    // Safety: `state` holds the retained reference `open` stored, released only by `close`, after which SQLite
+    // calls nothing on the file (the note at the top of this file); taking it unretained here is therefore valid.
     /// The Swift object behind an `sqlite3_file` of this VFS.
     @inline(__always)
     static func object(_ file: UnsafeMutablePointer<sqlite3_file>?) -> VFSFile? {
@@ -218,6 +264,8 @@ enum CipherVFS {
         unsafe fillCommonMethods(&memoryMethods.pointee)
     }
 
+    // Safety: SQLite lends `amount` bytes at `buffer` to `xRead` and `xWrite`, and the out-pointers of `xFileSize`
+    // and `xCheckReservedLock`, for the call only; the file objects use them inside it and keep none.
     private static func fillCommonMethods(_ methods: inout sqlite3_io_methods) {
         unsafe methods.xClose = { file in unsafe CipherVFS.close(file) }
         unsafe methods.xRead = { file, buffer, amount, offset in
@@ -298,6 +346,9 @@ class VFSFile {
     func deviceCharacteristics() -> Int32 { 0 }
 }
 
+// Safety: (`@safe`) `inner` is the base VFS's file inside SQLite's allocation for this file, valid from the
+// successful `xOpen` that made this object to the `xClose` that releases it, and only passed back to the base
+// VFS's own methods (whose table SQLite keeps alive). Buffers are forwarded with their own counts.
 /// Forwards every call to the underlying VFS's file.
 @safe class PassThroughFile: VFSFile {
     let inner: UnsafeMutablePointer<sqlite3_file>

@@ -30,6 +30,10 @@ final class WALFile: PassThroughFile {
         unsafe super.init(inner: inner)
     }
 
+    // Safety: (the frame code below) a frame buffer is `pageSize + frameHeaderSize` bytes lent by
+    // `raw.withBytes`, and the pending header is exactly `frameHeaderSize` bytes (only a write of that size is held
+    // back), so `frame[0..<24]` and `frame[24...]` (one page) are in bounds; pages are `pageSize` bytes (checked
+    // before encrypting); the WAL header read at offset 8 is checked to be 32 (or at least 12) bytes.
     /// Writes a held-back header on its own (its page is already on disk).
     private func flush() -> Int32 {
         guard let pending = pendingHeader else { return SQLITE_OK }

@@ -260,7 +260,8 @@ final class AddressConnections: Sendable {
         switch address {
         case .v4: return address.ipAddress
         case .v6(let v6):
-            let bytes = unsafe withUnsafeBytes(of: v6.address.sin6_addr) { unsafe Array($0.prefix(8)) }  // copied out
+            // Safety: `sin6_addr` is 16 bytes, lent for the closure; its first 8 (the /64) are copied into an array.
+            let bytes = unsafe withUnsafeBytes(of: v6.address.sin6_addr) { unsafe Array($0.prefix(8)) }
             if bytes == [0, 0, 0, 0, 0, 0, 0, 0] { return address.ipAddress }  // ::1, v4-mapped: the whole address
             return bytes.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
         default: return nil

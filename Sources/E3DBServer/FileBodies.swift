@@ -235,6 +235,8 @@ struct BodyChunks: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd) }
 }
 
+// Safety: the caller lends `buffer` with at least `count` writable bytes for the call (the one caller passes
+// the `chunkSize` bytes `writeWithUnsafeMutableBytes` guarantees); `read` writes at most `count`.
 private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
     #if canImport(Glibc)
         unsafe Glibc.read(fd, buffer, count)

@@ -1,9 +1,10 @@
 // swift-tools-version:6.2
 //
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
-// Layers (dependencies point only downward; C is imported by E3DBPrimitives, E3DBSQLite and the libb2 oracle;
-// docs/architecture.md draws every target):
+// Layers (dependencies point only downward; C is imported by E3DBPrimitives, E3DBSQLite, E3DBSQLiteExtension and
+// the libb2 oracle; docs/architecture.md draws every target):
 //   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
+//      E3DBSQLiteExtension (the loadable SQLite extension, a dynamic library)
 //      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (AsyncHTTPClient)  E3DBURLSession (URLSession)
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
@@ -11,12 +12,14 @@
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
 //   L3 E3DBRows (the one reader of untrusted SQLite rows, over GRDB; the store and the server)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
+//      E3DBBLAKE2bReference (libb2's BLAKE2b, the oracle for tests, vector checks and a fuzz target; not a product)
 //      E3DBAPI (the wire contract: endpoints, bodies, TSV1, refusal codes; E3DBPrimitives only, so the server and
 //      the client both link it)
 //   Not products: E3DBConformance (vector checks for `e3dbkit vectors verify` and the tests), E3DBTestSupport,
-//      e3dbkit-fuzz (Fuzz/Targets), generate-swift-vectors
+//      e3dbkit-fuzz (Fuzz/Targets), generate-swift-vectors. Their API is `package`, not `public` (so is
+//      E3DBCommandLine's): only this package uses them; the Benchmarks/ sub-package uses products only.
 //   L1 E3DBPrimitives
-//   L0 CE3DBSodium  CE3DBBlake2  CE3DBSQLite3 (the system SQLite, for E3DBSQLite only)
+//   L0 CE3DBSodium  CE3DBBlake2  CE3DBSQLite3 (the system SQLite, for E3DBSQLite and its extension only)
 import PackageDescription
 
 let upcoming: [SwiftSetting] = [
@@ -155,7 +158,7 @@ let package = Package(
         .target(
             name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: memorySafe),
 
-        // L3½: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
+        // L2: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
         .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: memorySafe),
 
         // L4: umbrella

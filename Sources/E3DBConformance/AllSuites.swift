@@ -8,8 +8,8 @@
 /// vector is checked the same way everywhere. It holds no test-framework code (no Swift Testing or XCTest, no
 /// public assertion functions) and nothing that depends on where it was compiled (no `#filePath`):
 /// ``VectorLocations`` finds `TestVectors/` from the current directory upwards or takes explicit directories.
-public enum AllVectorSuites {
-    public static var all: [VectorSuite] {
+package enum AllVectorSuites {
+    package static var all: [VectorSuite] {
         PrimitivesSuites.all
             + CanonicalJSONSuites.all
             + KeysSuites.all

@@ -3,9 +3,9 @@ import Foundation
 
 /// Vector suites for E3DBCanonicalJSON: the project's own Node/rfc8785 vectors (`TestVectors/canonical-json/`)
 /// and the external BLNS (Node and Java SDK outputs) and RFC 8785 reference files (`../shared/vectors/`).
-public enum CanonicalJSONSuites {
+package enum CanonicalJSONSuites {
     /// Every canonical-JSON suite.
-    public static var all: [VectorSuite] { [documents, numbers, blnsNode, blnsJava, jcs] }
+    package static var all: [VectorSuite] { [documents, numbers, blnsNode, blnsJava, jcs] }
 
     // MARK: Project vectors
 
@@ -23,7 +23,7 @@ public enum CanonicalJSONSuites {
 
     /// `TestVectors/canonical-json/documents.json`: naughty strings as values and keys, integer-like and astral
     /// keys, nested documents, lone surrogates; both key orders.
-    public static let documents = VectorSuite(name: "canonical-json/documents") { locations in
+    package static let documents = VectorSuite(name: "canonical-json/documents") { locations in
         let file = try VectorFile<DocumentTest>.load(locations.projectFile("canonical-json/documents.json"))
         return file.tests.map { test in
             VectorCase(suite: "canonical-json/documents", id: String(test.tcId), comment: test.comment) {
@@ -69,7 +69,7 @@ public enum CanonicalJSONSuites {
     }
 
     /// `TestVectors/canonical-json/numbers.json`: >100,000 doubles as `[bits, expected]`; each group is one case.
-    public static let numbers = VectorSuite(name: "canonical-json/numbers") { locations in
+    package static let numbers = VectorSuite(name: "canonical-json/numbers") { locations in
         let file = try VectorFile<NumberTest>.load(locations.projectFile("canonical-json/numbers.json"))
         return file.tests.map { test in
             VectorCase(suite: "canonical-json/numbers", id: String(test.tcId), comment: test.comment) {
@@ -159,10 +159,10 @@ public enum CanonicalJSONSuites {
     }
 
     /// The Java file's entries that differ from the JavaScript rule by design (uppercase hex; spec §4.8).
-    public static let knownJavaDivergences: Set<String> = ["92", "94", "503", "504"]
+    package static let knownJavaDivergences: Set<String> = ["92", "94", "503", "504"]
 
     /// `../shared/vectors/blns/blns-node.json`: all 507 entries must match byte for byte.
-    public static let blnsNode = VectorSuite(name: "blns/blns-node", needsShared: true) { locations in
+    package static let blnsNode = VectorSuite(name: "blns/blns-node", needsShared: true) { locations in
         guard let url = locations.sharedFile("blns/blns-node.json") else { return [] }
         let entries = try loadBLNS(url)
         var cases = [
@@ -180,7 +180,7 @@ public enum CanonicalJSONSuites {
 
     /// `../shared/vectors/blns/blns-java.json`: matches except exactly the documented hex-case entries, each of
     /// which the Java rule (uppercase hex) explains.
-    public static let blnsJava = VectorSuite(name: "blns/blns-java", needsShared: true) { locations in
+    package static let blnsJava = VectorSuite(name: "blns/blns-java", needsShared: true) { locations in
         guard let url = locations.sharedFile("blns/blns-java.json") else { return [] }
         // Entry 92's element text lost its trailing DEL in the Java file (spec §4.8): take elements from the
         // Node file, which has the same indices, and compare against Java's b64Encoded.
@@ -216,7 +216,7 @@ public enum CanonicalJSONSuites {
     // MARK: RFC 8785 reference data (external)
 
     /// `../shared/vectors/jcs/`: every `input/*.json` canonicalizes to `output/*.json` byte for byte.
-    public static let jcs = VectorSuite(name: "jcs", needsShared: true) { locations in
+    package static let jcs = VectorSuite(name: "jcs", needsShared: true) { locations in
         guard let inputDir = locations.sharedFile("jcs/input"), let outputDir = locations.sharedFile("jcs/output")
         else { return [] }
         let names = try FileManager.default.contentsOfDirectory(atPath: inputDir.path)

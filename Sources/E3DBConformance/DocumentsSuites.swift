@@ -6,8 +6,8 @@ import Foundation
 
 /// Vector suites for E3DBDocuments: `TestVectors/documents/*.json`, made by
 /// `TestVectors/generators/e3db_documents.py` with Tozny's Python SDK (e3db 2.3.0), PyNaCl, rfc8785 and Node.
-public enum DocumentsSuites {
-    public static let all: [VectorSuite] = [recordFields, records, signedDocuments, tfsp1, notes, jsVariants]
+package enum DocumentsSuites {
+    package static let all: [VectorSuite] = [recordFields, records, signedDocuments, tfsp1, notes, jsVariants]
 
     static func suite<T: IdentifiedVector>(
         _ name: String, file: String, _ make: @escaping @Sendable (T) throws -> Void
@@ -32,7 +32,7 @@ public enum DocumentsSuites {
         let error: String?, errorPart: String?, lenientResult: String?
     }
 
-    public static let recordFields = suite("documents/record_fields", file: "documents/record_fields.json") {
+    package static let recordFields = suite("documents/record_fields", file: "documents/record_fields.json") {
         (t: FieldTest) in
         let ak = try AccessKey(rawRepresentation: Hex.decode(t.accessKey))
         if t.result == .valid {
@@ -68,7 +68,7 @@ public enum DocumentsSuites {
         let error: String?, errorPart: String?, errorField: String?
     }
 
-    public static let records = suite("documents/records", file: "documents/records.json") { (t: RecordTest) in
+    package static let records = suite("documents/records", file: "documents/records.json") { (t: RecordTest) in
         let ak = try AccessKey(rawRepresentation: Hex.decode(t.accessKey))
         let order: KeyOrder = t.order == "javaScript" ? .javaScript : .utf16
         let verifying = try Ed25519.PublicKey(base64URLEncoded: t.writerSigningPublicKey)
@@ -119,7 +119,7 @@ public enum DocumentsSuites {
         let signedDocument: String, error: String?, errorPart: String?, errorField: String?
     }
 
-    public static let signedDocuments = suite("documents/signed_documents", file: "documents/signed_documents.json") {
+    package static let signedDocuments = suite("documents/signed_documents", file: "documents/signed_documents.json") {
         (t: SignedTest) in
         let key = try Ed25519.PublicKey(base64URLEncoded: t.publicKey)
         guard t.result == .valid else {
@@ -152,7 +152,7 @@ public enum DocumentsSuites {
         let error: String?, errorPart: String?, legacyResult: String?
     }
 
-    public static let tfsp1 = suite("documents/tfsp1", file: "documents/tfsp1.json") { (t: TFSP1Test) in
+    package static let tfsp1 = suite("documents/tfsp1", file: "documents/tfsp1.json") { (t: TFSP1Test) in
         let pk = try Ed25519.PublicKey(base64URLEncoded: t.publicKey)
         guard t.result == .valid else {
             try requireE3DBError(t.error, part: t.errorPart) {
@@ -182,7 +182,7 @@ public enum DocumentsSuites {
         let error: String?, errorPart: String?, errorField: String?, legacyResult: String?, legacyData: [[String]]?
     }
 
-    public static let notes = suite("documents/notes", file: "documents/notes.json") { (t: NoteTest) in
+    package static let notes = suite("documents/notes", file: "documents/notes.json") { (t: NoteTest) in
         let reader = try Box.PrivateKey(base64URLEncoded: t.readerSecretKey)
         guard t.result == .valid else {
             try requireE3DBError(t.error, part: t.errorPart, field: t.errorField) {
@@ -220,7 +220,7 @@ public enum DocumentsSuites {
 
     /// `TestVectors/documents/js_variants.json`: records signed over js-sdk's insertion order or `meta ‖ null`,
     /// unsigned Python records, and legacy NoteInfo-signed notes, each accepted only with its option.
-    public static let jsVariants = suite("documents/js_variants", file: "documents/js_variants.json") {
+    package static let jsVariants = suite("documents/js_variants", file: "documents/js_variants.json") {
         (t: JSVariantTest) in
         switch t.kind {
         case "record":

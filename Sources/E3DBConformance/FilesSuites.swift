@@ -1,60 +1,60 @@
-public import E3DBFiles
-public import E3DBKeys
+package import E3DBFiles
+package import E3DBKeys
 import E3DBPrimitives
-public import Foundation
+package import Foundation
 
 /// Vector suite for E3DBFiles: `TestVectors/files/e3db_file_v3.json`, made by Tozny's Python SDK (e3db 2.3.0)
 /// with its randomness fixed (see the generator). Valid cases are decrypted by E3DBKit and re-encrypted with the
 /// recorded data key, edk nonce and stream header, which must reproduce the SDK's bytes; invalid cases mutate a
 /// valid file and expect the named error code.
-public enum FilesSuites {
-    public static let all: [VectorSuite] = [fileV3]
+package enum FilesSuites {
+    package static let all: [VectorSuite] = [fileV3]
 
     /// One case of `e3db_file_v3.json`.
-    public struct FileVector: Decodable, Sendable {
-        public let tcId: Int
-        public let comment: String
-        public let result: VectorResult
-        public let flags: [String]
-        public let accessKey: String?
-        public let dataKey: String?
-        public let edkNonce: String?
-        public let streamHeader: String?
-        public let plaintextSize: Int?
-        public let plaintextBlake2b512: String?
-        public let plaintextSeed: String?
-        public let plaintext: String?
-        public let plaintextPattern: String?
-        public let chunkCount: Int?
-        public let ciphertextSize: Int?
-        public let ciphertextBlake2b512: String?
-        public let ciphertextSha256: String?
-        public let checksum: String?
-        public let ciphertext: String?
-        public let baseTcId: Int?
-        public let mutation: Mutation?
-        public let expectedError: String?
+    package struct FileVector: Decodable, Sendable {
+        package let tcId: Int
+        package let comment: String
+        package let result: VectorResult
+        package let flags: [String]
+        package let accessKey: String?
+        package let dataKey: String?
+        package let edkNonce: String?
+        package let streamHeader: String?
+        package let plaintextSize: Int?
+        package let plaintextBlake2b512: String?
+        package let plaintextSeed: String?
+        package let plaintext: String?
+        package let plaintextPattern: String?
+        package let chunkCount: Int?
+        package let ciphertextSize: Int?
+        package let ciphertextBlake2b512: String?
+        package let ciphertextSha256: String?
+        package let checksum: String?
+        package let ciphertext: String?
+        package let baseTcId: Int?
+        package let mutation: Mutation?
+        package let expectedError: String?
     }
 
     /// A mutation of a valid file.
-    public struct Mutation: Decodable, Sendable {
-        public let kind: String
-        public let length: Int?
-        public let hex: String?
-        public let a: Int?
-        public let b: Int?
-        public let index: Int?
-        public let offset: Int?
-        public let bit: Int?
+    package struct Mutation: Decodable, Sendable {
+        package let kind: String
+        package let length: Int?
+        package let hex: String?
+        package let a: Int?
+        package let b: Int?
+        package let index: Int?
+        package let offset: Int?
+        package let bit: Int?
     }
 
     /// Loads the vector file.
-    public static func load(_ locations: VectorLocations = .default) throws -> [FileVector] {
+    package static func load(_ locations: VectorLocations = .default) throws -> [FileVector] {
         try VectorFile<FileVector>.load(locations.projectFile("files/e3db_file_v3.json")).tests
     }
 
     /// The plaintext of N bytes for a 32-byte seed: BLAKE2b-512(seed || uint64_le(i)) for i = 0, 1, ..., truncated.
-    public static func expand(seed: Data, count: Int) throws -> Data {
+    package static func expand(seed: Data, count: Int) throws -> Data {
         var out = Data(capacity: count + 64)
         var i: UInt64 = 0
         while out.count < count {
@@ -67,7 +67,7 @@ public enum FilesSuites {
     }
 
     /// The plaintext of a valid case.
-    public static func plaintext(of t: FileVector) throws -> Data {
+    package static func plaintext(of t: FileVector) throws -> Data {
         if let hex = t.plaintext { return try Hex.decode(hex) }
         if let seed = t.plaintextSeed, let size = t.plaintextSize {
             return try expand(seed: Hex.decode(seed), count: size)
@@ -79,7 +79,7 @@ public enum FilesSuites {
     }
 
     /// Re-encrypts a valid case with its recorded randomness (what the SDK wrote, byte for byte).
-    public static func reencrypt(_ t: FileVector, plaintext: Data) throws -> (Data, FileEncryptionResult) {
+    package static func reencrypt(_ t: FileVector, plaintext: Data) throws -> (Data, FileEncryptionResult) {
         guard let ak = t.accessKey, let dk = t.dataKey, let nonce = t.edkNonce, let header = t.streamHeader else {
             throw VectorFormatError("case \(t.tcId) lacks keys")
         }
@@ -96,7 +96,7 @@ public enum FilesSuites {
     }
 
     /// The SDK's ciphertext of a valid case (inline, or regenerated and checked against the recorded hashes).
-    public static func ciphertext(of t: FileVector) throws -> Data {
+    package static func ciphertext(of t: FileVector) throws -> Data {
         if let hex = t.ciphertext { return try Hex.decode(hex) }
         let (bytes, _) = try reencrypt(t, plaintext: plaintext(of: t))
         try requireEqual(
@@ -106,7 +106,7 @@ public enum FilesSuites {
     }
 
     /// Applies a mutation.
-    public static func mutate(_ bytes: Data, _ m: Mutation) throws -> Data {
+    package static func mutate(_ bytes: Data, _ m: Mutation) throws -> Data {
         let header = E3DBFileFormat.prefixSize
         let chunk = E3DBFileFormat.ciphertextChunkSize
         var out = Data(bytes)
@@ -140,7 +140,7 @@ public enum FilesSuites {
     }
 
     /// Decrypts `bytes` with reads of at most `readSize` bytes; returns the committed plaintext.
-    public static func decrypt(
+    package static func decrypt(
         _ bytes: Data, accessKey: AccessKey, readSize: Int = .max, options: FileDecryptionOptions = .init()
     ) throws -> (Data?, FileDecryptionResult) {
         var source = MemoryByteSource(bytes, maxReadSize: readSize)
@@ -149,7 +149,7 @@ public enum FilesSuites {
         return (sink.committed, result)
     }
 
-    public static let fileV3 = VectorSuite(name: "files/e3db_file_v3") { locations in
+    package static let fileV3 = VectorSuite(name: "files/e3db_file_v3") { locations in
         let tests = try load(locations)
         let byId = Dictionary(uniqueKeysWithValues: tests.map { ($0.tcId, $0) })
         return tests.map { t in

@@ -1,5 +1,5 @@
 /// A vector file that does not have the expected shape.
-public struct VectorFormatError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct VectorFormatError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

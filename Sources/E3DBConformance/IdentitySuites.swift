@@ -4,8 +4,8 @@ import E3DBPrimitives
 import Foundation
 
 /// Vector suites for E3DBIdentity: `TestVectors/identity/*.json` from Tozny's Python SDK (e3db 2.3.0).
-public enum IdentitySuites {
-    public static let all: [VectorSuite] = [derivation, tsv1, pkce]
+package enum IdentitySuites {
+    package static let all: [VectorSuite] = [derivation, tsv1, pkce]
 
     struct DerivationTest: IdentifiedVector {
         let tcId: Int, comment: String, result: VectorResult
@@ -13,7 +13,7 @@ public enum IdentitySuites {
         let boxPublicKey: String, boxSecretKey: String, signingPublicKey: String, signingSecretKey: String
     }
 
-    public static let derivation = KeysSuites.suite("identity/derivation", file: "identity/derivation.json") {
+    package static let derivation = KeysSuites.suite("identity/derivation", file: "identity/derivation.json") {
         (t: DerivationTest) in
         guard let kind = NoteCredentials.Kind(rawValue: t.type) else { throw VectorFormatError("kind \(t.type)") }
         let c = try NoteCredentials.derive(username: t.username, password: t.password, realm: t.realm, kind: kind)
@@ -31,7 +31,7 @@ public enum IdentitySuites {
         let timestamp: Int64, nonce: String, clientId: String, authorization: String
     }
 
-    public static let tsv1 = KeysSuites.suite("identity/tsv1", file: "identity/tsv1.json") { (t: TSV1Test) in
+    package static let tsv1 = KeysSuites.suite("identity/tsv1", file: "identity/tsv1.json") { (t: TSV1Test) in
         let key = try Ed25519.PrivateKey(base64URLEncoded: t.signingKey)
         try requireEqual(key.publicKey.base64URLEncoded, t.publicKey, "public signing key")
         try requireEqual(TSV1.canonicalQuery(t.query), t.query, "canonical query is stable")
@@ -46,7 +46,7 @@ public enum IdentitySuites {
         let verifierBytes: String, verifier: String, challenge: String
     }
 
-    public static let pkce = KeysSuites.suite("identity/pkce", file: "identity/pkce.json") { (t: PKCETest) in
+    package static let pkce = KeysSuites.suite("identity/pkce", file: "identity/pkce.json") { (t: PKCETest) in
         try requireEqual(PKCE.verifier(fromRandomBytes: Hex.decode(t.verifierBytes)), t.verifier, "verifier")
         try requireEqual(PKCE.challenge(for: t.verifier), t.challenge, "challenge")
     }

@@ -5,8 +5,8 @@ import Foundation
 /// Vector suites for E3DBKeys: `TestVectors/keys/*.json`, made by `TestVectors/generators/e3db_documents.py`
 /// with Tozny's Python SDK (e3db 2.3.0), and `keys/group_wrappers.json` by `TestVectors/generators/group_keys.py`
 /// with PyNaCl.
-public enum KeysSuites {
-    public static let all: [VectorSuite] = [eak, eakInfo, clientConfig, groupWrappers]
+package enum KeysSuites {
+    package static let all: [VectorSuite] = [eak, eakInfo, clientConfig, groupWrappers]
 
     static func suite<T: IdentifiedVector>(
         _ name: String, file: String, _ make: @escaping @Sendable (T) throws -> Void
@@ -28,7 +28,7 @@ public enum KeysSuites {
         let error: String?, errorPart: String?, lenientResult: String?
     }
 
-    public static let eak = suite("keys/eak", file: "keys/eak.json") { (t: EAKTest) in
+    package static let eak = suite("keys/eak", file: "keys/eak.json") { (t: EAKTest) in
         let reader = try Box.PrivateKey(base64URLEncoded: t.readerSecretKey)
         try requireEqual(reader.publicKey.base64URLEncoded, t.readerPublicKey, "reader public key")
         let authorizer = try Box.PublicKey(base64URLEncoded: t.authorizerPublicKey)
@@ -69,7 +69,7 @@ public enum KeysSuites {
         let error: String?, errorField: String?
     }
 
-    public static let eakInfo = suite("keys/eakinfo", file: "keys/eakinfo.json") { (t: EAKInfoTest) in
+    package static let eakInfo = suite("keys/eakinfo", file: "keys/eakinfo.json") { (t: EAKInfoTest) in
         if t.result == .valid, let e = t.expected {
             let info = try EAKInfo(jsonData: Data(t.json.utf8))
             try requireEqual(info.eak.stringValue, e.eak, "eak")
@@ -103,7 +103,7 @@ public enum KeysSuites {
         let stage: String?, error: String?, errorField: String?, errorPart: String?
     }
 
-    public static let groupWrappers = suite("keys/group_wrappers", file: "keys/group_wrappers.json") {
+    package static let groupWrappers = suite("keys/group_wrappers", file: "keys/group_wrappers.json") {
         (t: GroupWrapperTest) in
         let reader = try Box.PrivateKey(base64URLEncoded: t.readerSecretKey)
         if t.result == .valid {
@@ -142,7 +142,7 @@ public enum KeysSuites {
         let json: String, expected: ExpectedConfig?, error: String?, errorField: String?
     }
 
-    public static let clientConfig = suite("keys/client_config", file: "keys/client_config.json") { (t: ConfigTest) in
+    package static let clientConfig = suite("keys/client_config", file: "keys/client_config.json") { (t: ConfigTest) in
         if t.result == .valid, let e = t.expected {
             let identity = try ClientIdentity(configJSON: Data(t.json.utf8))
             try requireEqual(identity.clientID?.lowercasedString, e.clientId, "client_id")

@@ -3,8 +3,8 @@ import Foundation
 
 /// Vector suites for E3DBPrimitives: `TestVectors/primitives/*.json` (PyNaCl, hashlib, cryptography, published
 /// standards) and the Wycheproof Ed25519 and X25519 files in `../shared/vectors/wycheproof/`.
-public enum PrimitivesSuites {
-    public static let all: [VectorSuite] = [
+package enum PrimitivesSuites {
+    package static let all: [VectorSuite] = [
         box, sealedBox, secretBox, ed25519, secretStream, blake2b, hashes, pbkdf2, argon2id, base64,
         wycheproofEd25519, wycheproofX25519,
     ]
@@ -32,7 +32,7 @@ public enum PrimitivesSuites {
         let nonce: String, msg: String, ct: String, error: String?, sharedSecret: String?
     }
 
-    public static let box = suite("primitives/box", file: "box.json") { (t: BoxTest) in
+    package static let box = suite("primitives/box", file: "box.json") { (t: BoxTest) in
         let sender = try Box.PrivateKey(rawRepresentation: Hex.decode(t.senderPrivate))
         let recipient = try Box.PrivateKey(rawRepresentation: Hex.decode(t.recipientPrivate))
         let senderPublic = try Box.PublicKey(rawRepresentation: Hex.decode(t.senderPublic))
@@ -70,7 +70,7 @@ public enum PrimitivesSuites {
         let recipientPrivate: String, recipientPublic: String, msg: String, sealed: String, error: String?
     }
 
-    public static let sealedBox = suite("primitives/sealedbox", file: "sealedbox.json") { (t: SealedBoxTest) in
+    package static let sealedBox = suite("primitives/sealedbox", file: "sealedbox.json") { (t: SealedBoxTest) in
         let recipient = try Box.PrivateKey(rawRepresentation: Hex.decode(t.recipientPrivate))
         try requireEqual(recipient.publicKey.rawRepresentation, try Hex.decode(t.recipientPublic), "public key")
         if t.result == .valid {
@@ -90,7 +90,7 @@ public enum PrimitivesSuites {
         let key: String, nonce: String, msg: String, ct: String, error: String?
     }
 
-    public static let secretBox = suite("primitives/secretbox", file: "secretbox.json") { (t: SecretBoxTest) in
+    package static let secretBox = suite("primitives/secretbox", file: "secretbox.json") { (t: SecretBoxTest) in
         let key = try SecretBox.Key(rawRepresentation: Hex.decode(t.key))
         let nonce = try SecretBox.Nonce(rawRepresentation: Hex.decode(t.nonce))
         let ct = try Hex.decode(t.ct)
@@ -117,7 +117,7 @@ public enum PrimitivesSuites {
         let seed: String, `public`: String, `private`: String, msg: String, sig: String, error: String?
     }
 
-    public static let ed25519 = suite("primitives/ed25519", file: "ed25519.json") { (t: Ed25519Test) in
+    package static let ed25519 = suite("primitives/ed25519", file: "ed25519.json") { (t: Ed25519Test) in
         let publicKey = try Ed25519.PublicKey(rawRepresentation: Hex.decode(t.public))
         let msg = try Hex.decode(t.msg)
         let sig = try Hex.decode(t.sig)
@@ -147,7 +147,7 @@ public enum PrimitivesSuites {
         let error: String?, failAt: Int?
     }
 
-    public static let secretStream = suite("primitives/secretstream", file: "secretstream.json") {
+    package static let secretStream = suite("primitives/secretstream", file: "secretstream.json") {
         (t: SecretStreamTest) in
         let key = try SecretStream.Key(rawRepresentation: Hex.decode(t.key))
         let header = try SecretStream.Header(rawRepresentation: Hex.decode(t.header))
@@ -198,7 +198,7 @@ public enum PrimitivesSuites {
         let msg: String, key: String, outLen: Int, digest: String, error: String?
     }
 
-    public static let blake2b = suite("primitives/blake2b", file: "blake2b.json") { (t: BLAKE2bTest) in
+    package static let blake2b = suite("primitives/blake2b", file: "blake2b.json") { (t: BLAKE2bTest) in
         let msg = try Hex.decode(t.msg)
         let key = t.key.isEmpty ? nil : SecureBytes(copying: try Hex.decode(t.key))
         if t.result == .valid {
@@ -219,7 +219,7 @@ public enum PrimitivesSuites {
         let msg: String, sha256: String, sha512: String, md5: String, md5Base64: String
     }
 
-    public static let hashes = suite("primitives/hashes", file: "hashes.json") { (t: HashTest) in
+    package static let hashes = suite("primitives/hashes", file: "hashes.json") { (t: HashTest) in
         let msg = try Hex.decode(t.msg)
         try requireEqual(Hashes.sha256(msg), try Hex.decode(t.sha256), "SHA-256")
         try requireEqual(Hashes.sha512(msg), try Hex.decode(t.sha512), "SHA-512")
@@ -237,7 +237,7 @@ public enum PrimitivesSuites {
         let password: String, salt: String, rounds: Int, outLen: Int, derived: String, error: String?
     }
 
-    public static let pbkdf2 = suite("primitives/pbkdf2", file: "pbkdf2.json") { (t: PBKDF2Test) in
+    package static let pbkdf2 = suite("primitives/pbkdf2", file: "pbkdf2.json") { (t: PBKDF2Test) in
         let run = {
             try PBKDF2.sha512(
                 password: Hex.decode(t.password), salt: Hex.decode(t.salt), rounds: t.rounds, outputByteCount: t.outLen)
@@ -255,7 +255,7 @@ public enum PrimitivesSuites {
         let password: String, salt: String, opsLimit: Int, memLimit: Int, outLen: Int, derived: String, error: String?
     }
 
-    public static let argon2id = suite("primitives/argon2id", file: "argon2id.json") { (t: Argon2Test) in
+    package static let argon2id = suite("primitives/argon2id", file: "argon2id.json") { (t: Argon2Test) in
         let run = {
             try Argon2id.deriveKey(
                 password: Hex.decode(t.password), salt: Hex.decode(t.salt), outputByteCount: t.outLen,
@@ -276,7 +276,7 @@ public enum PrimitivesSuites {
         let bytes: String?, url: String?, std: String?, text: String?, error: String?, lenient: String?
     }
 
-    public static let base64 = suite("primitives/base64", file: "base64.json") { (t: Base64Test) in
+    package static let base64 = suite("primitives/base64", file: "base64.json") { (t: Base64Test) in
         if t.result == .valid, let hex = t.bytes, let url = t.url, let std = t.std {
             let bytes = try Hex.decode(hex)
             try requireEqual(Base64URL.encode(bytes), url, "base64url encoding")
@@ -310,7 +310,7 @@ public enum PrimitivesSuites {
         let publicKey: Key, tests: [Test]
     }
 
-    public static let wycheproofEd25519 = VectorSuite(name: "wycheproof/ed25519", needsShared: true) { locations in
+    package static let wycheproofEd25519 = VectorSuite(name: "wycheproof/ed25519", needsShared: true) { locations in
         guard let url = locations.sharedFile("wycheproof/ed25519_test.json") else { return [] }
         let file = try JSONDecoder().decode(WycheproofFile<EdGroup>.self, from: Data(contentsOf: url))
         return file.testGroups.flatMap { group in
@@ -336,7 +336,7 @@ public enum PrimitivesSuites {
         let tests: [Test]
     }
 
-    public static let wycheproofX25519 = VectorSuite(name: "wycheproof/x25519", needsShared: true) { locations in
+    package static let wycheproofX25519 = VectorSuite(name: "wycheproof/x25519", needsShared: true) { locations in
         guard let url = locations.sharedFile("wycheproof/x25519_test.json") else { return [] }
         let file = try JSONDecoder().decode(WycheproofFile<XGroup>.self, from: Data(contentsOf: url))
         return file.testGroups.flatMap { group in

@@ -1,4 +1,4 @@
-public import E3DBPageCodec
+package import E3DBPageCodec
 import E3DBPrimitives
 import Foundation
 import Synchronization
@@ -11,37 +11,37 @@ import Synchronization
 /// starting with `SQLite format 3\0`, the reserved tail zero), and the codec's own encryption of that plaintext
 /// must decrypt back to it. An invalid case is one changed, moved or wrongly keyed page with the expected error
 /// code (`pageTampered`, or `wrongKey` when a raw key's salt is not the file's).
-public enum SQLCipherSuites {
-    public static let all: [VectorSuite] = [pages]
+package enum SQLCipherSuites {
+    package static let all: [VectorSuite] = [pages]
 
     /// One case of `pages.json`.
-    public struct PagesVector: Decodable, Sendable {
-        public let tcId: Int
-        public let comment: String
-        public let result: VectorResult
-        public let flags: [String]
+    package struct PagesVector: Decodable, Sendable {
+        package let tcId: Int
+        package let comment: String
+        package let result: VectorResult
+        package let flags: [String]
         /// The database this case comes from (several cases share one).
-        public let database: String
+        package let database: String
         /// `passphrase`, `rawKey` or `rawKeyAndSalt`.
-        public let keyForm: String
+        package let keyForm: String
         /// The passphrase, or the raw key's hex digits (64, or 96 with the salt).
-        public let key: String
+        package let key: String
         /// The value given to SQLCipher's `PRAGMA key` (`x'…'` for raw keys).
-        public let pragmaKey: String
-        public let settings: Settings
+        package let pragmaKey: String
+        package let settings: Settings
         /// The codec's reserve (IV, HMAC and padding).
-        public let reserve: Int
+        package let reserve: Int
         /// SQLite's header byte 20 of page 1 (may exceed `reserve`: see the generator).
-        public let headerReserve: Int
-        public let salt: String
-        public let pages: [Page]
+        package let headerReserve: Int
+        package let salt: String
+        package let pages: [Page]
         /// The rows SQLCipher reads, per table, ordered by rowid (valid whole-database cases only).
-        public let rows: [String: [[SQLValue]]]?
+        package let rows: [String: [[SQLValue]]]?
         /// The expected error code of an invalid case.
-        public let error: String?
+        package let error: String?
 
         /// The cipher settings of the case.
-        public var cipherSettings: SQLCipherSettings {
+        package var cipherSettings: SQLCipherSettings {
             get throws {
                 guard let algorithm = SQLCipherSettings.Algorithm(rawValue: settings.algorithm) else {
                     throw VectorFormatError("case \(tcId): unknown algorithm \(settings.algorithm)")
@@ -53,22 +53,22 @@ public enum SQLCipherSuites {
     }
 
     /// Page size, KDF rounds and hash.
-    public struct Settings: Decodable, Sendable {
-        public let pageSize: Int
-        public let kdfIterations: Int
-        public let algorithm: String
+    package struct Settings: Decodable, Sendable {
+        package let pageSize: Int
+        package let kdfIterations: Int
+        package let algorithm: String
     }
 
     /// One page: its number, its bytes on disk and (valid cases) its plaintext.
-    public struct Page: Decodable, Sendable {
-        public let number: UInt32
-        public let stored: String
-        public let plaintext: String?
+    package struct Page: Decodable, Sendable {
+        package let number: UInt32
+        package let stored: String
+        package let plaintext: String?
     }
 
     /// A column value as the generator writes it: JSON null, number or string, or `{"base64": …}` for a blob.
     /// JSON does not tell `1.0` from `1`, so ``matches(_:)`` compares integers and reals by value.
-    public enum SQLValue: Decodable, Sendable, Equatable, CustomStringConvertible {
+    package enum SQLValue: Decodable, Sendable, Equatable, CustomStringConvertible {
         case null
         case integer(Int64)
         case real(Double)
@@ -77,7 +77,7 @@ public enum SQLCipherSuites {
 
         private struct Blob: Decodable { let base64: String }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
             if container.decodeNil() {
                 self = .null
@@ -96,14 +96,14 @@ public enum SQLCipherSuites {
         }
 
         /// Equality, with an integer equal to a real of the same value.
-        public func matches(_ other: SQLValue) -> Bool {
+        package func matches(_ other: SQLValue) -> Bool {
             switch (self, other) {
             case (.integer(let a), .real(let b)), (.real(let b), .integer(let a)): Double(a) == b
             default: self == other
             }
         }
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .null: "NULL"
             case .integer(let value): String(value)
@@ -115,13 +115,13 @@ public enum SQLCipherSuites {
     }
 
     /// Loads the vector file.
-    public static func load(_ locations: VectorLocations = .default) throws -> [PagesVector] {
+    package static func load(_ locations: VectorLocations = .default) throws -> [PagesVector] {
         try VectorFile<PagesVector>.load(locations.projectFile("sqlcipher/pages.json")).tests
     }
 
     /// The key of a case, through ``SQLCipherKey/parse(_:)`` of the `PRAGMA key` value (which must give the
     /// recorded key form).
-    public static func key(of t: PagesVector) throws -> SQLCipherKey {
+    package static func key(of t: PagesVector) throws -> SQLCipherKey {
         let key = try SQLCipherKey.parse(SecureBytes(copying: Array(t.pragmaKey.utf8)))
         let form =
             switch key {
@@ -134,17 +134,17 @@ public enum SQLCipherSuites {
     }
 
     /// The codec of a case.
-    public static func codec(for t: PagesVector) throws -> PageCodec {
+    package static func codec(for t: PagesVector) throws -> PageCodec {
         try PageCodec(key: key(of: t), salt: Array(Hex.decode(t.salt)), settings: t.cipherSettings)
     }
 
     /// The plaintext pages of a valid case, decrypted by ``PageCodec`` (in page order).
-    public static func decryptedPages(_ t: PagesVector) throws -> [[UInt8]] {
+    package static func decryptedPages(_ t: PagesVector) throws -> [[UInt8]] {
         let codec = try codec(for: t)
         return try t.pages.map { try codec.decrypt(page: Array(Hex.decode($0.stored)), number: $0.number) }
     }
 
-    public static let pages = VectorSuite(name: "sqlcipher/pages") { locations in
+    package static let pages = VectorSuite(name: "sqlcipher/pages") { locations in
         let tests = try load(locations)
         // Derive each database's keys once (256,000 PBKDF2 rounds): cases of a database share a codec.
         let codecs = CodecCache()

@@ -1,15 +1,15 @@
-public import Foundation
+package import Foundation
 
 /// The Wycheproof-shaped envelope every file under `TestVectors/` uses:
 /// `{"algorithm", "source", "generator", "numberOfTests", "tests": [{"tcId", "comment", "result", "flags", ...}]}`.
-public struct VectorFile<Test: Decodable & Sendable>: Decodable, Sendable {
-    public let algorithm: String
-    public let source: String
-    public let generator: String
-    public let tests: [Test]
+package struct VectorFile<Test: Decodable & Sendable>: Decodable, Sendable {
+    package let algorithm: String
+    package let source: String
+    package let generator: String
+    package let tests: [Test]
 
     /// Loads and decodes a vector file.
-    public static func load(_ url: URL) throws -> VectorFile<Test> {
+    package static func load(_ url: URL) throws -> VectorFile<Test> {
         let data: Data
         do {
             data = try Data(contentsOf: url)
@@ -25,14 +25,14 @@ public struct VectorFile<Test: Decodable & Sendable>: Decodable, Sendable {
 }
 
 /// `result` of a vector case.
-public enum VectorResult: String, Decodable, Sendable {
+package enum VectorResult: String, Decodable, Sendable {
     case valid
     case invalid
     case acceptable
 }
 
 /// Splits `bytes` into pieces of the given sizes (cycled), to exercise APIs over discontiguous input.
-public func splitChunks(_ bytes: [UInt8], sizes: [Int]) -> [[UInt8]] {
+package func splitChunks(_ bytes: [UInt8], sizes: [Int]) -> [[UInt8]] {
     precondition(!sizes.isEmpty && sizes.allSatisfy { $0 > 0 })
     var out: [[UInt8]] = []
     var offset = 0

@@ -1,19 +1,19 @@
-public import Foundation
+package import Foundation
 
 /// Where the project's own vectors (`TestVectors/`) and the external vectors (`../shared/vectors/`) live.
 ///
 /// Nothing here depends on where the code was compiled, so an installed `e3dbkit` works the same as one in a
 /// checkout: ``default`` looks for a checkout from the current directory upwards (a directory holding
 /// `Package.swift` and `TestVectors/`); pass explicit directories to run the suites over vectors anywhere else.
-public struct VectorLocations: Sendable {
+package struct VectorLocations: Sendable {
     /// The project's `TestVectors/` directory.
-    public let testVectors: URL
+    package let testVectors: URL
     /// `../shared/vectors/` beside the project root, or nil when that checkout does not exist.
-    public let sharedVectors: URL?
+    package let sharedVectors: URL?
 
     /// The checkout that contains the current directory, or `./TestVectors` when there is none (loading a suite
     /// from it then fails with a message naming the missing file).
-    public static var `default`: VectorLocations { VectorLocations() }
+    package static var `default`: VectorLocations { VectorLocations() }
 
     /// Locations of a checkout, or of explicit directories.
     /// - Parameters:
@@ -21,7 +21,7 @@ public struct VectorLocations: Sendable {
     ///     directory.
     ///   - sharedVectors: The external vectors directory; by default `../shared/vectors` beside that checkout,
     ///     when it exists.
-    public init(testVectors: URL? = nil, sharedVectors: URL? = nil) {
+    package init(testVectors: URL? = nil, sharedVectors: URL? = nil) {
         let root = VectorLocations.checkoutRoot()
         let base = root ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
         self.testVectors = testVectors ?? base.appendingPathComponent("TestVectors", isDirectory: true)
@@ -38,7 +38,7 @@ public struct VectorLocations: Sendable {
 
     /// The nearest directory, from `start` (default: the current directory) upwards, that holds both
     /// `Package.swift` and `TestVectors/`; nil when there is none.
-    public static func checkoutRoot(from start: URL? = nil) -> URL? {
+    package static func checkoutRoot(from start: URL? = nil) -> URL? {
         var directory = (start ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true))
             .standardizedFileURL
         while true {
@@ -58,16 +58,16 @@ public struct VectorLocations: Sendable {
     }
 
     /// The message printed when a suite that needs `../shared` is skipped.
-    public static let sharedMissingMessage =
+    package static let sharedMissingMessage =
         "../shared/vectors is not present beside the project root; external-vector suites are skipped"
 
     /// A file under `TestVectors/`.
-    public func projectFile(_ relativePath: String) -> URL {
+    package func projectFile(_ relativePath: String) -> URL {
         testVectors.appendingPathComponent(relativePath)
     }
 
     /// A file under `../shared/vectors/`, or nil when that directory is absent.
-    public func sharedFile(_ relativePath: String) -> URL? {
+    package func sharedFile(_ relativePath: String) -> URL? {
         sharedVectors?.appendingPathComponent(relativePath)
     }
 }

@@ -1,12 +1,12 @@
 /// One case of a vector suite: an id (the file's `tcId`, prefixed with the file when a suite has several) and a
 /// check that throws when this build disagrees with the vector.
-public struct VectorCase: Sendable, CustomStringConvertible {
-    public let suite: String
-    public let id: String
-    public let comment: String
+package struct VectorCase: Sendable, CustomStringConvertible {
+    package let suite: String
+    package let id: String
+    package let comment: String
     private let body: @Sendable () throws -> Void
 
-    public init(suite: String, id: String, comment: String = "", body: @escaping @Sendable () throws -> Void) {
+    package init(suite: String, id: String, comment: String = "", body: @escaping @Sendable () throws -> Void) {
         self.suite = suite
         self.id = id
         self.comment = comment
@@ -14,19 +14,19 @@ public struct VectorCase: Sendable, CustomStringConvertible {
     }
 
     /// Runs the check. Throws ``ConformanceFailure`` (or the underlying error) on failure.
-    public func check() throws { try body() }
+    package func check() throws { try body() }
 
-    public var description: String { comment.isEmpty ? "\(suite) #\(id)" : "\(suite) #\(id) (\(comment))" }
+    package var description: String { comment.isEmpty ? "\(suite) #\(id)" : "\(suite) #\(id) (\(comment))" }
 }
 
 /// A named collection of vector cases, loaded from files.
-public struct VectorSuite: Sendable {
-    public let name: String
+package struct VectorSuite: Sendable {
+    package let name: String
     /// True when the suite reads `../shared/vectors` and is skipped without it.
-    public let needsShared: Bool
+    package let needsShared: Bool
     private let loader: @Sendable (VectorLocations) throws -> [VectorCase]
 
-    public init(
+    package init(
         name: String,
         needsShared: Bool = false,
         loader: @escaping @Sendable (VectorLocations) throws -> [VectorCase]
@@ -37,12 +37,12 @@ public struct VectorSuite: Sendable {
     }
 
     /// Whether the suite can run with these locations.
-    public func isAvailable(_ locations: VectorLocations = .default) -> Bool {
+    package func isAvailable(_ locations: VectorLocations = .default) -> Bool {
         !needsShared || locations.sharedVectors != nil
     }
 
     /// The cases, or an empty list when the suite needs `../shared` and it is absent.
-    public func cases(_ locations: VectorLocations = .default) throws -> [VectorCase] {
+    package func cases(_ locations: VectorLocations = .default) throws -> [VectorCase] {
         guard isAvailable(locations) else { return [] }
         return try loader(locations)
     }

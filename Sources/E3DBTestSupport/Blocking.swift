@@ -7,7 +7,7 @@ import Foundation
 /// - Parameter body: the blocking work.
 /// - Returns: what `body` returns.
 /// - Throws: what `body` throws.
-public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+package func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }

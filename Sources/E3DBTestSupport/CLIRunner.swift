@@ -1,20 +1,20 @@
-public import Foundation
+package import Foundation
 
 /// Runs the built `e3dbkit` binary (a sibling of the test bundle in the build products directory) as an awaited
 /// child process (``ChildProcess``).
-public enum CLIRunner {
-    public struct Result: Sendable {
+package enum CLIRunner {
+    package struct Result: Sendable {
         /// The exit status, or the signal's number when ``uncaughtSignal``.
-        public let status: Int32
+        package let status: Int32
         /// Whether a signal ended the child.
-        public let uncaughtSignal: Bool
-        public let stdout: Data
-        public let stderr: String
-        public var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+        package let uncaughtSignal: Bool
+        package let stdout: Data
+        package let stderr: String
+        package var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
     }
 
     /// The build products directory holding the test bundle and `e3dbkit`.
-    public static var productsDirectory: URL {
+    package static var productsDirectory: URL {
         #if os(macOS)
             if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") }) {
                 return bundle.bundleURL.deletingLastPathComponent()
@@ -24,26 +24,26 @@ public enum CLIRunner {
         return executable.deletingLastPathComponent()
     }
 
-    public static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
+    package static var binary: URL { productsDirectory.appendingPathComponent("e3dbkit") }
 
     /// The built `e3dbkit-server` binary, beside ``binary``.
-    public static var serverBinary: URL { productsDirectory.appendingPathComponent("e3dbkit-server") }
+    package static var serverBinary: URL { productsDirectory.appendingPathComponent("e3dbkit-server") }
 
     /// The built `generate-swift-vectors` development tool (not a product), beside ``binary``.
-    public static var vectorGenerator: URL { productsDirectory.appendingPathComponent("generate-swift-vectors") }
+    package static var vectorGenerator: URL { productsDirectory.appendingPathComponent("generate-swift-vectors") }
 
-    public struct MissingBinary: Error, CustomStringConvertible {
-        public let path: String
-        public init(path: String) { self.path = path }
-        public var description: String { "the e3dbkit binary is not built at \(path): run swift build first" }
+    package struct MissingBinary: Error, CustomStringConvertible {
+        package let path: String
+        package init(path: String) { self.path = path }
+        package var description: String { "the e3dbkit binary is not built at \(path): run swift build first" }
     }
 
-    public static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
+    package static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
 
     /// Runs `e3dbkit` with `arguments`, feeding `stdin`; waits for it to exit. The other parameters are
     /// ``ChildProcess/run(_:_:stdin:in:environment:removingEnvironment:standardOutput:mergingStandardError:)``'s.
     /// - Throws: when the binary is missing, so that every CLI test fails (never skips) without it.
-    public static func run(
+    package static func run(
         _ arguments: [String], stdin: Data? = nil, in directory: URL? = nil, environment: [String: String] = [:],
         removingEnvironment: Set<String> = [], standardOutput: FileHandle? = nil
     ) async throws -> Result {
@@ -56,7 +56,7 @@ public enum CLIRunner {
     /// Starts `e3dbkit` with `arguments` as a ``RunningProcess``, for a test that talks to it, interrupts or kills it.
     /// The parameters are ``RunningProcess/init(_:_:stdin:reading:other:environment:keepingInputOpen:)``'s.
     /// - Throws: when the binary is missing.
-    public static func start(
+    package static func start(
         _ arguments: [String], stdin: Data? = nil, reading: RunningProcess.Stream? = .standardOutput,
         keepingInputOpen: Bool = false
     ) throws -> RunningProcess {
@@ -65,7 +65,7 @@ public enum CLIRunner {
     }
 
     /// A fresh temporary directory, removed by the caller.
-    public static func temporaryDirectory() throws -> URL {
+    package static func temporaryDirectory() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url

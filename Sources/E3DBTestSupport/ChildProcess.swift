@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 
 /// Child processes for tests: the `e3dbkit` binary (``CLIRunner``), the server, the Python peers and system tools.
 ///
 /// Every wait happens off Swift concurrency's cooperative pool (``offCooperativePool(_:)``): a test awaits a child
 /// process, it never blocks one of the pool's threads on it. On a 2-core machine the pool has two threads, and tests
 /// run in parallel, so one blocking wait would stall half of the run.
-public enum ChildProcess {
+package enum ChildProcess {
     /// Runs `executable` with `arguments`, feeding `stdin`, and returns its status and output once it has exited.
     /// - Parameters:
     ///   - environment: extra variables, added to this process's environment.
@@ -14,7 +14,7 @@ public enum ChildProcess {
     ///     reading end is closed); the result's `stdout` is then empty.
     ///   - mergingStandardError: sends standard error into standard output (in the order written), for tools whose
     ///     report is both; the result's `stderr` is then empty.
-    public static func run(
+    package static func run(
         _ executable: URL, _ arguments: [String], stdin: Data? = nil, in directory: URL? = nil,
         environment: [String: String] = [:], removingEnvironment: Set<String> = [],
         standardOutput: FileHandle? = nil, mergingStandardError: Bool = false
@@ -52,7 +52,7 @@ public enum ChildProcess {
     }
 
     /// The writing end of a pipe whose reading end is closed: a child writing to it gets EPIPE (or SIGPIPE).
-    public static func brokenPipe() throws -> FileHandle {
+    package static func brokenPipe() throws -> FileHandle {
         let pipe = Pipe()
         try pipe.fileHandleForReading.close()
         return pipe.fileHandleForWriting
@@ -77,7 +77,7 @@ public enum ChildProcess {
     }
 
     /// The project's Python (`.venv`, made by scripts/python-env.sh) with the peers, or nil when it is missing.
-    public static var projectPython: URL? {
+    package static var projectPython: URL? {
         let venv = VectorLocations.projectRoot.appendingPathComponent(".venv/bin/python")
         return FileManager.default.isExecutableFile(atPath: venv.path) ? venv : nil
     }
@@ -85,7 +85,7 @@ public enum ChildProcess {
     /// The project's Python with the peers, made or brought up to date first by scripts/python-env.sh (which prints
     /// its path; quick when it is up to date).
     /// - Throws: ``PythonEnvironmentFailure`` when the script fails (no python3, the peers cannot be installed).
-    public static func makeProjectPython() async throws -> URL {
+    package static func makeProjectPython() async throws -> URL {
         let script = VectorLocations.projectRoot.appendingPathComponent("scripts/python-env.sh")
         let setup = try await run(URL(fileURLWithPath: "/bin/bash"), [script.path])
         let path = setup.stdoutText.split(separator: "\n").last.map(String.init) ?? ""
@@ -96,16 +96,16 @@ public enum ChildProcess {
         return URL(fileURLWithPath: path)
     }
 
-    public struct PythonEnvironmentFailure: Error, CustomStringConvertible {
-        public let description: String
+    package struct PythonEnvironmentFailure: Error, CustomStringConvertible {
+        package let description: String
     }
 }
 
 /// A child process that keeps running while the test talks to it (a server, a writer killed mid-flight).
 /// One of its output streams is read through ``readOutput(until:)``; its end is awaited with ``exit()``.
-public final class RunningProcess: @unchecked Sendable {
+package final class RunningProcess: @unchecked Sendable {
     /// Which of the child's output streams ``readOutput(until:)`` reads.
-    public enum Stream: Sendable { case standardOutput, standardError }
+    package enum Stream: Sendable { case standardOutput, standardError }
 
     private let process = Process()
     private let output = Pipe()
@@ -121,7 +121,7 @@ public final class RunningProcess: @unchecked Sendable {
     ///   - other: where the other stream goes (discarded by default).
     ///   - keepingInputOpen: leaves standard input open after `stdin`, for ``writeInput(_:)`` and ``closeInput()``
     ///     (a child interrupted while it still waits for input).
-    public init(
+    package init(
         _ executable: URL, _ arguments: [String], stdin: Data? = nil, reading: Stream? = .standardOutput,
         other: FileHandle? = nil, environment: [String: String] = [:], keepingInputOpen: Bool = false
     ) throws {
@@ -154,18 +154,18 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Writes `data` to the child's standard input (opened with `keepingInputOpen`); returns once the child has
     /// taken all but at most a pipe buffer of it.
-    public func writeInput(_ data: Data) async throws {
+    package func writeInput(_ data: Data) async throws {
         try await offCooperativePool { [input] in try ChildProcess.writeInput(data, to: input.fileHandleForWriting) }
     }
 
     /// Closes the child's standard input (opened with `keepingInputOpen`): it reads the end of its input.
-    public func closeInput() { try? input.fileHandleForWriting.close() }
+    package func closeInput() { try? input.fileHandleForWriting.close() }
 
-    public var processIdentifier: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
+    package var processIdentifier: Int32 { process.processIdentifier }
+    package var isRunning: Bool { process.isRunning }
 
     /// Reads the stream until `done` holds for everything read so far, or the stream ends; returns all of it.
-    public func readOutput(until done: @escaping @Sendable (Data) -> Bool = { _ in false }) async throws -> Data {
+    package func readOutput(until done: @escaping @Sendable (Data) -> Bool = { _ in false }) async throws -> Data {
         try await offCooperativePool { [self] in
             while true {
                 let current = lock.withLock { seen }
@@ -178,16 +178,16 @@ public final class RunningProcess: @unchecked Sendable {
     }
 
     /// Sends `signal` (SIGKILL by default) if the process still runs. Does not wait.
-    public func signal(_ signal: Int32 = SIGKILL) {
+    package func signal(_ signal: Int32 = SIGKILL) {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 
     /// Whether a signal ended the process (then ``exit()`` returned the signal's number); read after ``exit()``.
-    public var uncaughtSignal: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
+    package var uncaughtSignal: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
 
     /// Waits for the process to end and returns its exit status, or the signal's number (``uncaughtSignal``).
     @discardableResult
-    public func exit() async throws -> Int32 {
+    package func exit() async throws -> Int32 {
         try await offCooperativePool { [self] in
             process.waitUntilExit()
             let ended = ContinuousClock.now
@@ -198,12 +198,12 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// How long the process ran, measured when ``exit()`` saw it end on a thread of its own (not when the awaiting
     /// task resumed, which parallel tests can delay); nil before.
-    public var runningTime: Duration? { lock.withLock { runTime } }
+    package var runningTime: Duration? { lock.withLock { runTime } }
 
     /// Sends `signal` `delay` from now unless the process has ended by then; returns whether it was still running (and
     /// got the signal). Timed by a dispatch timer, not by a task's sleep: parallel tests can keep the cooperative pool
     /// busy past the moment, and a kill at a random moment must come at that moment.
-    public func signal(_ signal: Int32 = SIGKILL, after delay: Duration) async -> Bool {
+    package func signal(_ signal: Int32 = SIGKILL, after delay: Duration) async -> Bool {
         let nanoseconds = Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         return await withCheckedContinuation { continuation in
             DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
@@ -216,7 +216,7 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Sends `signal` and runs `cleanup` once the process has ended, on a thread of its own, without waiting: for
     /// `defer` blocks, which cannot await.
-    public func signal(_ signal: Int32, thenWhenEnded cleanup: @escaping @Sendable () -> Void) {
+    package func signal(_ signal: Int32, thenWhenEnded cleanup: @escaping @Sendable () -> Void) {
         self.signal(signal)
         Thread.detachNewThread { [process] in
             process.waitUntilExit()

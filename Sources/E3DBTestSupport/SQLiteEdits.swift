@@ -4,16 +4,16 @@ import GRDB
 /// Edits of a plain SQLite file as someone who can write it makes them: any value of any type in any column, once
 /// the table's `STRICT`, `NOT NULL` and `CHECK` went through `writable_schema` (security review 3's edited-files
 /// check). The store's and the CLI's edited-files tests share them.
-public enum SQLiteEdits {
+package enum SQLiteEdits {
     /// The three kinds of value an edit writes.
-    public enum Variant: String, CaseIterable, Sendable {
+    package enum Variant: String, CaseIterable, Sendable {
         /// Text where the column holds a number; a number where it holds text or bytes.
         case wrongType
         case null
         case blob
 
         /// The SQL literal for a column of `declaredType`.
-        public func literal(for declaredType: String) -> String {
+        package func literal(for declaredType: String) -> String {
             switch self {
             case .wrongType: declaredType.uppercased().contains("INT") ? "'not a number'" : "42"
             case .null: "NULL"
@@ -23,15 +23,15 @@ public enum SQLiteEdits {
     }
 
     /// A column of a table that holds rows.
-    public struct Column: Sendable, CustomStringConvertible {
-        public let table: String
-        public let name: String
-        public let declaredType: String
-        public var description: String { "\(table).\(name)" }
+    package struct Column: Sendable, CustomStringConvertible {
+        package let table: String
+        package let name: String
+        package let declaredType: String
+        package var description: String { "\(table).\(name)" }
     }
 
     /// The columns of every table of the SQLite file at `path` that holds at least one row.
-    public static func columns(of path: String) throws -> [Column] {
+    package static func columns(of path: String) throws -> [Column] {
         let queue = try DatabaseQueue(path: path)
         defer { try? queue.close() }
         return try queue.read { db in
@@ -55,7 +55,7 @@ public enum SQLiteEdits {
 
     /// Takes `STRICT`, `NOT NULL` and `CHECK` out of `table`'s schema text through `writable_schema`, so that any
     /// value of any type can be written into its columns.
-    public static func loosen(_ path: String, table: String) throws {
+    package static func loosen(_ path: String, table: String) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = false
         let queue = try DatabaseQueue(path: path, configuration: configuration)
@@ -83,7 +83,7 @@ public enum SQLiteEdits {
     /// Writes `variant` into `column` of the first row of its table (of every row a WITHOUT ROWID table lets
     /// change), after ``loosen(_:table:)``. False when no row could change (the primary key of a WITHOUT ROWID
     /// table refuses NULL).
-    public static func edit(_ path: String, _ column: Column, _ variant: Variant) throws -> Bool {
+    package static func edit(_ path: String, _ column: Column, _ variant: Variant) throws -> Bool {
         try loosen(path, table: column.table)
         var configuration = Configuration()
         configuration.foreignKeysEnabled = false
@@ -106,7 +106,7 @@ public enum SQLiteEdits {
     }
 
     /// Runs `sql` on the database at `path` (a test ages rows, as time would).
-    public static func execute(_ path: String, _ sql: String) throws {
+    package static func execute(_ path: String, _ sql: String) throws {
         let queue = try DatabaseQueue(path: path)
         defer { try? queue.close() }
         try queue.write { db in try db.execute(sql: sql) }

@@ -369,7 +369,7 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py"],
+            exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py", "multi_node_driver.py"],
             swiftSettings: upcoming
         ),
     ]

@@ -305,6 +305,19 @@ final class MainDatabaseFile: PassThroughFile {
                     case .success(let resolved): codec = resolved
                     case .failure(let failure): return cipher.fail(failure)
                     }
+                    // The new page 1 may be of another format or page size than the buffers this read holds.
+                    guard codec.settings.pageSize == pageSize else {
+                        return cipher.fail(
+                            CipherFailure(
+                                SQLITE_NOTADB,
+                                E3DBError(
+                                    .pageSizeMismatch,
+                                    "page 1 of \(cipher.path) was rewritten with \(codec.settings.pageSize)-byte pages "
+                                        + "while this connection reads \(pageSize)-byte pages",
+                                    context: .init(
+                                        part: "cipher_page_size", expected: pageSize,
+                                        actual: codec.settings.pageSize))))
+                    }
                 }
                 // An all-zero page does not authenticate either (SQLCipher 4.12 refuses it too).
                 func decrypt(into output: UnsafeMutableRawBufferPointer) -> Int32? {

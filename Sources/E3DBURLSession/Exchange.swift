@@ -20,6 +20,10 @@ final class Exchange: Sendable {
         var delivered = 0
         /// nil while the task runs; then success, or the error it ended with.
         var end: Result<Void, any Error>?
+        /// Whether the task completed (the delegate's last call came): it must not be cancelled then, since
+        /// swift-corelibs-foundation stops the process when a completed task is cancelled (its task registry no
+        /// longer knows the task).
+        var completed = false
         var waiter: CheckedContinuation<Void, Never>?
 
         /// Whether the consumer has something to take (or learn).
@@ -99,12 +103,13 @@ final class Exchange: Sendable {
                 failed = true
             }
         }
-        if failed { task.cancel() }
+        if failed { cancelTask() }
     }
 
     /// The task completed without an error.
     func finish(_ response: URLResponse?) {
         signal { state in
+            state.completed = true
             if state.response == nil, let http = response as? HTTPURLResponse { state.response = http }
             if state.end == nil {
                 state.end = state.response == nil ? .failure(URLError(.badServerResponse)) : .success(())
@@ -112,10 +117,23 @@ final class Exchange: Sendable {
         }
     }
 
-    /// Ends the exchange with `error` (the first end wins) and cancels the task.
+    /// Ends the exchange with `error` (the first end wins) and cancels the task unless it completed.
     func fail(_ error: any Error) {
         signal { state in if state.end == nil { state.end = .failure(error) } }
-        task.cancel()
+        cancelTask()
+    }
+
+    /// The task completed with `error` (the delegate's last call): ends the exchange with it, cancelling nothing.
+    func failed(_ error: any Error) {
+        signal { state in
+            state.completed = true
+            if state.end == nil { state.end = .failure(error) }
+        }
+    }
+
+    /// Cancels the task if it has not completed.
+    private func cancelTask() {
+        if !state.withLock({ $0.completed }) { task.cancel() }
     }
 
     /// Drops what is left (the spill file closes, and so disappears).

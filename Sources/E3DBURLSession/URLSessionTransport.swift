@@ -193,7 +193,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let exchange = exchange(task) else { return }
-        if let error { exchange.fail(error) } else { exchange.finish(task.response) }
+        if let error { exchange.failed(error) } else { exchange.finish(task.response) }
     }
 
     /// Never followed: the 3xx response comes back as it is.

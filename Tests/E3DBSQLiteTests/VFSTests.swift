@@ -100,6 +100,40 @@ struct GRDBTests {
         #expect(try connection.rows("SELECT v FROM t").first?.values == [.text("pragma-marker")])
         #expect(!(try Data(contentsOf: URL(fileURLWithPath: path))).contains(marker: "pragma-marker"))
     }
+
+    @Test("page 1 rewritten in place under an open connection, in chacha20 with 8 KiB pages: pageSizeMismatch, no stop")
+    func pageOneRewrittenWithAnotherPageSize() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let path = dir.path("a.db")
+        let uri = try E3DBSQLite.uri(forDatabaseAt: path, key: TestKeys.passphrase())
+        defer { E3DBSQLite.forgetKey(inURI: uri) }
+        let queue = try DatabaseQueue(path: uri)
+        try queue.write { db in try db.execute(sql: "CREATE TABLE t(x); INSERT INTO t VALUES (1)") }
+        // The same passphrase in the other format and page size, written to a second file...
+        let other = dir.path("b.db")
+        var settings = SQLCipherSettings.chacha20
+        settings.pageSize = 8192
+        let otherURI = try E3DBSQLite.uri(forDatabaseAt: other, key: TestKeys.passphrase(), settings: settings)
+        defer { E3DBSQLite.forgetKey(inURI: otherURI) }
+        try DatabaseQueue(path: otherURI).write { db in
+            try db.execute(sql: "CREATE TABLE u(y); INSERT INTO u VALUES (2)")
+        }
+        // ...then copied over the first in place (the same inode), as someone holding the key could.
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: other))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.write(contentsOf: bytes)
+        try handle.truncate(atOffset: UInt64(bytes.count))
+        try handle.close()
+        #expect(throws: DatabaseError.self) {
+            try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") }
+        }
+        let failure = E3DBSQLite.lastFailure(forDatabaseAt: path)
+        #expect(failure?.code == .pageSizeMismatch, "\(String(describing: failure))")
+        // Found by the page-1 re-check this test is about (without it, the page codec's precondition stopped the
+        // process: its buffers hold 4096 bytes, the new codec's pages are 8192).
+        #expect(failure?.message.contains("was rewritten with 8192-byte pages") == true)
+    }
 }
 
 @Suite("E3DBSQLite: ATTACH")

@@ -320,13 +320,13 @@ struct ObjectStoreTests {
         #expect(wrongKey?.message.contains(s3.secretKey) == false)
         let closed = await refusal(
             try S3Options(
-                endpoint: "http://127.0.0.1:\(s3.ports[0] + 1)", bucket: "bodies", credentials: s3.credentials))
+                endpoint: "http://127.0.0.1:1", bucket: "bodies", credentials: s3.credentials))
         #expect(closed?.code == .storageUnavailable)
         #expect(closed?.message.contains("cannot be reached") == true)
         await #expect(throws: E3DBError.self) {
             try await S3FileBodyStore(
                 options: try S3Options(
-                    endpoint: "http://127.0.0.1:\(s3.ports[0] + 1)", bucket: "bodies", credentials: s3.credentials)
+                    endpoint: "http://127.0.0.1:1", bucket: "bodies", credentials: s3.credentials)
             ).verifyStored(id: id, size: 1, md5: md5)
         }
     }

@@ -524,9 +524,11 @@ def frozen_transaction(token, n1, n2, alice):
              "registration through node 2 on the row node 1 holds took %.2f s (idle-in-transaction timeout %d s)"
              % ([round(x, 3) for x in latencies], max(latencies), blocked, IDLE_TIMEOUT))
     check("while node 1 is stopped every write through node 2 succeeds within 1 s", max(latencies) < 1.0, latencies)
-    check("a registration through node 2 on the row the stopped node holds succeeds once PostgreSQL ends the "
+    # How long it waits depends on when the frozen session went idle, which a loaded machine moves (node 1 may have
+    # sat between two statements before the SIGSTOP landed): only the bound is checked, not a least wait.
+    check("a registration through node 2 on the row the stopped node holds succeeds by the time PostgreSQL ends the "
           "frozen session (%.2f s, bound %d s)" % (blocked, IDLE_TIMEOUT + 3),
-          registered is True and 0.5 < blocked < IDLE_TIMEOUT + 3, registered)
+          registered is True and blocked < IDLE_TIMEOUT + 3, registered)
     ended, after = poll(lambda: int(psql(held)) == 0, IDLE_TIMEOUT + 3)
     measured("PostgreSQL ended the stopped node's transaction %.2f s after it was caught" % (time.time() - stopped_at))
     check("PostgreSQL ended the stopped node's transaction", ended)

@@ -135,7 +135,9 @@ struct NodeMaintenanceTests {
             let started = ContinuousClock.now
             #expect(try await Self.service(storage, unreachable).drainBodyDeletions() == 0)
             let elapsed = ContinuousClock.now - started
-            #expect(elapsed < .seconds(8), "an unreachable store answers within its call deadline (\(elapsed))")
+            // A bound, not the deadline itself (ObjectStoreTests times the 503): the claim and the finish run on a
+            // storage that a fully loaded CI machine slows (13.7 s once against 8 s).
+            #expect(elapsed < .seconds(20), "an unreachable store answers within a bounded time (\(elapsed))")
             #expect(try await Self.outboxCount(storage) == 1, "the failed removal stays in the outbox")
 
             let (store, directory) = try await Self.localStore(holding: [file.recordID])

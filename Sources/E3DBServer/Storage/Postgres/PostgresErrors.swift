@@ -40,7 +40,7 @@ extension PostgresStorage {
 /// The first connection: opened before anything else, so that what stops every connection says so at once.
 extension PostgresStorage {
     /// How long ``checkConnection()`` waits at most (less when ``operationTimeout`` is shorter).
-    static let connectionCheckTimeout: Duration = .seconds(10)
+    static let connectionCheckTimeout: Duration = .seconds(20)
 
     /// Opens one connection outside the pool, as the pool's are opened (same TLS, same startup parameters), and
     /// closes it. The pool retries a failing connection until the caller's deadline, which would hide why it fails.

@@ -6,8 +6,9 @@
 #   Fuzz/run.sh all SECONDS        fuzz every target in turn, SECONDS each
 #   Fuzz/run.sh replay             run every file of Corpus/*/ and FailCases/*/ through every target once, under ASan
 #                                  (the regular test run replays them too, without sanitizers: FuzzReplayTests)
-#   Fuzz/run.sh ci                 what scripts/test.sh runs: every target for FUZZ_CI_SECONDS (default 5) each, on
-#                                  a debug build; skipped with a note where libFuzzer is unavailable (macOS)
+#   Fuzz/run.sh ci                 what scripts/test.sh runs: every target for FUZZ_CI_SECONDS (default 5) each,
+#                                  FUZZ_CI_JOBS (default 2) at a time, on a debug build; skipped with a note where
+#                                  libFuzzer is unavailable (macOS)
 #   Fuzz/run.sh build              only build
 #   Fuzz/run.sh list               print the targets
 #
@@ -136,7 +137,33 @@ case "${1:-}" in
         started=$(date +%s)
         build
         echo "Fuzz/run.sh ci: built in $(( $(date +%s) - started ))s" >&2
-        for target in $(targets); do fuzz "$target" "${FUZZ_CI_SECONDS:-5}"; done
+        # FUZZ_CI_JOBS targets at a time (default 2, one per core of the CI machine), each logging to
+        # artifacts/ci-TARGET.log, printed when the target fails.
+        jobs="${FUZZ_CI_JOBS:-2}"
+        status=0
+        batch=()
+        finish_batch() {
+            local t
+            for t in "${batch[@]}"; do
+                if wait "${pids[$t]}"; then
+                    echo "   $t ok: $(grep -ho 'stat::number_of_executed_units: [0-9]*' "artifacts/ci-$t.log" | sed 's/.*: //') runs" >&2
+                else
+                    echo "!! $t failed; its log (artifacts/ci-$t.log) follows" >&2
+                    cat "artifacts/ci-$t.log" >&2
+                    status=1
+                fi
+            done
+            batch=()
+        }
+        declare -A pids=()
+        for target in $(targets); do
+            fuzz "$target" "${FUZZ_CI_SECONDS:-5}" >"artifacts/ci-$target.log" 2>&1 &
+            pids[$target]=$!
+            batch+=("$target")
+            if [ "${#batch[@]}" -ge "$jobs" ]; then finish_batch; fi
+        done
+        if [ "${#batch[@]}" -gt 0 ]; then finish_batch; fi
+        exit "$status"
         ;;
     all)
         seconds="${2:?usage: Fuzz/run.sh all SECONDS}"

@@ -1,8 +1,9 @@
 public import Foundation
 
 /// A JSON body of the E3DB API, request or response: the one seam through which the client and the server read
-/// and write bodies. Bodies go through Foundation's `JSONDecoder` and `JSONEncoder`, except ``API/Record``, which
-/// has its own reader and writer (``API/Record/decodeJSON(_:)``, ``API/Record/jsonData()``) with the same results.
+/// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
+/// Bodies go through Foundation's `JSONDecoder` and `JSONEncoder`, except ``API/Record``, whose `decodeBody` and
+/// `encodeBody` are a hand-written reader and writer with the same results.
 public protocol APIBody: Codable, Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
@@ -25,9 +26,10 @@ extension APIBody {
 extension Array: APIBody where Element: APIBody {}
 
 extension API.Record: APIBody {
-    /// Decodes a record body with the hand-written reader (``decodeJSON(_:)``).
+    /// Decodes a record body with the hand-written reader (JSONDecoder's outcome for every body, faster).
     public static func decodeBody(_ data: Data) throws -> API.Record { try decodeJSON(data) }
-    /// Encodes the record with the hand-written writer (``jsonData()``).
+    /// Encodes the record with the hand-written writer (as `JSONEncoder` writes it up to member order and the
+    /// escaping of `/`).
     public func encodeBody() -> Data { jsonData() }
 }
 

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 // A record body is the hottest JSON of the API: every write sends one and gets one back, every read gets one.
 // Foundation's JSONDecoder and JSONEncoder spend tens of microseconds on one (their Codable machinery, not the
@@ -13,7 +13,7 @@ extension API.Record {
     /// nesting deeper than 64, anything malformed) it leaves to `JSONDecoder`, which decides and throws its own
     /// `DecodingError`. So the reader changes the speed, never the outcome (`FuzzAPIBodies` checks that it never
     /// returns a record `JSONDecoder` would not).
-    public static func decodeJSON(_ data: Data) throws -> API.Record {
+    package static func decodeJSON(_ data: Data) throws -> API.Record {
         var reader = RecordBodyReader(data)
         if let record = reader.record() { return record }
         return try JSONDecoder().decode(API.Record.self, from: data)
@@ -21,7 +21,7 @@ extension API.Record {
 
     /// The record as JSON, as `JSONEncoder` writes it up to member order and the escaping of `/` (not escaped):
     /// absent optional members are left out, except `file_meta.file_url`, which is written as `null`.
-    public func jsonData() -> Data {
+    package func jsonData() -> Data {
         var w = JSONTextWriter()
         w.byte(UInt8(ascii: "{"))
         w.key("meta", first: true)
@@ -40,9 +40,9 @@ extension API.Record {
 /// JSON text as the server and the client write it: strings escaped as `JSONEncoder` does with
 /// `.withoutEscapingSlashes` (`"` and `\` escaped, control characters as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`,
 /// everything else, `/` included, written as UTF-8).
-public enum JSONText {
+package enum JSONText {
     /// `{"k":"v",…}` with the keys in `String` order.
-    public static func sortedObject(_ map: [String: String]) -> String {
+    package static func sortedObject(_ map: [String: String]) -> String {
         var w = JSONTextWriter()
         w.stringMap(map, sorted: true)
         return String(decoding: w.bytes, as: UTF8.self)

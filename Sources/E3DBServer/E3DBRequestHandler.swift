@@ -6,10 +6,12 @@ public import Logging
 /// tests, or fuzz it in process. `e3dbkit-server run` serves the same service over HTTP/1.1.
 ///
 /// ```swift
-/// let storage = try SQLiteStorage(directory: dataDirectory)
-/// let files = try LocalFileBodyStore(directory: dataDirectory.appendingPathComponent("files"))
-/// let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+/// let backend = try StorageBackend.sqlite(directory: dataDirectory)
+/// let files = try FileBodyBackend.local(directory: dataDirectory.appendingPathComponent("files"))
+/// let handler = try await E3DBRequestHandler(configuration: configuration, backend: backend, files: files)
 /// let responder = CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) }
+/// // … after the last request:
+/// try await backend.close()
 /// ```
 ///
 /// Every refusal is a 4xx response with a JSON `{"error": "<message>"}` body; a storage failure is a 503 with the
@@ -18,15 +20,26 @@ public struct E3DBRequestHandler: Sendable {
     private let responder: RouterResponder<E3DBRequestContext>
     private let logger: Logger
 
-    /// Migrates `storage` and reads (creating on first use) its server secret, which keys capability URLs.
+    /// Migrates `backend` and reads (creating on first use) its server secret, which keys capability URLs.
     /// - Parameters:
     ///   - configuration: limits, token and TSV1 lifetimes and the public URL; `host`/`port` only shape
-    ///     capability URLs when `publicURL` is unset and a request has no `Host`.
-    ///   - storage: the backend (the handler does not close it; the caller does, after the last request).
+    ///     capability URLs when `publicURL` is unset and a request has no `Host`. Its data directory, PostgreSQL
+    ///     URL and object store are not read: `backend` and `files` say where things are.
+    ///   - backend: where the server's state lives (the handler does not close it; the caller does, after the last
+    ///     request).
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its secret read.
     public init(
+        configuration: ServerConfiguration, backend: StorageBackend, files: FileBodyBackend,
+        logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws {
+        try await self.init(configuration: configuration, storage: backend.storage, files: files.store, logger: logger)
+    }
+
+    /// The handler over a storage and a file store of this package's own (tests and fuzz harnesses): as
+    /// `init(configuration:backend:files:logger:)`.
+    package init(
         configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
         logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws {

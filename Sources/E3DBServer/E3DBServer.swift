@@ -17,23 +17,6 @@ extension E3DBError.Code {
 
 /// The E3DB-compatible API server and its administration (`e3dbkit-server`).
 public enum E3DBServer {
-    /// Opens the configured backend: PostgreSQL when `postgresURL` is set, else SQLite in the data directory.
-    /// - Parameters:
-    ///   - configuration: the data directory and the optional PostgreSQL URL.
-    ///   - logger: where the backend logs.
-    /// - Returns: the storage, not yet migrated.
-    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened.
-    public static func openStorage(_ configuration: ServerConfiguration, logger: Logger) throws -> any ServerStorage {
-        if let url = configuration.postgresURL {
-            return try PostgresStorage(
-                url: url, maximumConnections: configuration.postgresPoolSize,
-                operationTimeout: .seconds(configuration.postgresCallTimeout),
-                statementTimeout: .seconds(configuration.postgresStatementTimeout),
-                idleInTransactionTimeout: .seconds(configuration.postgresIdleInTransactionTimeout), logger: logger)
-        }
-        return try SQLiteStorage(directory: configuration.dataDirectory)
-    }
-
     /// Opens the configured backend for an administrative command: without migrating (only `migrate` and `run`
     /// migrate), refusing a schema older or newer than this build's.
     /// - Throws: `E3DBError` `.storageSchemaTooOld` (telling the operator to run `e3dbkit-server migrate`),
@@ -41,7 +24,7 @@ public enum E3DBServer {
     static func openForAdministration(_ configuration: ServerConfiguration, logger: Logger) async throws
         -> any ServerStorage
     {
-        let storage = try openStorage(configuration, logger: logger)
+        let storage = try StorageBackend.open(configuration, logger: logger).storage
         do {
             try await storage.checkSchema()
         } catch {
@@ -57,7 +40,7 @@ public enum E3DBServer {
     ///   - logger: where the backend logs.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened or migrated.
     public static func migrate(_ configuration: ServerConfiguration, logger: Logger) async throws {
-        let storage = try openStorage(configuration, logger: logger)
+        let storage = try StorageBackend.open(configuration, logger: logger).storage
         try await storage.migrate()
         try await storage.close()
     }
@@ -157,7 +140,7 @@ public enum E3DBServer {
             adjusted.maxFileSize = min(configuration.maxFileSize, S3FileBodyStore.maxBodySize)
         }
         let configuration = adjusted
-        let storage = try openStorage(configuration, logger: logger)
+        let storage = try StorageBackend.open(configuration, logger: logger).storage
         do {
             try await storage.migrate()
             // PostgreSQL: this node's clock against the database's (a warning above 1 s, a refusal above the maximum).
@@ -167,8 +150,7 @@ public enum E3DBServer {
             try? await storage.close()
             throw error
         }
-        let files: any FileBodyStore =
-            try bucket ?? LocalFileBodyStore(directory: configuration.dataDirectory.appendingPathComponent("files"))
+        let files: any FileBodyStore = try bucket ?? FileBodyBackend.open(configuration).store
         let service = E3DBService(
             storage: storage, files: files, configuration: configuration,
             secret: try await storage.serverSecret(), logger: logger,

@@ -1,6 +1,6 @@
 public import E3DBPrimitives
-public import Foundation
-public import NIOCore
+package import Foundation
+package import NIOCore
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +20,7 @@ extension E3DBError.Code {
 }
 
 /// What a store holds under an id, checked at commit for a body that did not pass through this server.
-public enum StoredBody: Sendable, Equatable {
+package enum StoredBody: Sendable, Equatable {
     /// The body is there with the declared size and MD5.
     case present
     /// Nothing is stored under the id.
@@ -37,7 +37,7 @@ public enum StoredBody: Sendable, Equatable {
 /// the body as it arrives), and a store the client reaches itself (``S3FileBodyStore``:
 /// ``uploadURL(id:size:md5:now:expires:)`` and ``downloadURL(id:now:expires:)`` return its URLs, and the commit
 /// asks ``verifyStored(id:size:md5:)``).
-public protocol FileBodyStore: Sendable {
+package protocol FileBodyStore: Sendable {
     /// Where the client PUTs the body of pending file `id` (`size` bytes with MD5 `md5`), valid from `now` until
     /// `expires` (Unix seconds); nil: this server's capability URL.
     func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) throws -> String?
@@ -66,12 +66,12 @@ public protocol FileBodyStore: Sendable {
 /// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/`: the embedded default. Several server
 /// processes share bodies only when they share this directory. The bodies pass through this server: the client
 /// uses its capability URLs, and an upload through them marks the pending file uploaded.
-public struct LocalFileBodyStore: FileBodyStore {
+package struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
 
     /// Creates the directories if needed (mode 0700).
-    public init(directory: URL) throws {
+    package init(directory: URL) throws {
         self.directory = directory
         self.temporary = directory.appendingPathComponent("tmp")
         try FileManager.default.createDirectory(
@@ -89,7 +89,7 @@ public struct LocalFileBodyStore: FileBodyStore {
             context: .init(expected: Int(clamping: expected), actual: Int(clamping: actual)))
     }
 
-    public func store(
+    package func store(
         id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
         expectedMD5: Data
     ) async throws {
@@ -141,7 +141,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         }
     }
 
-    public func size(id: RecordID) throws -> Int64 {
+    package func size(id: RecordID) throws -> Int64 {
         var st = stat()
         guard unsafe stat(path(id), &st) == 0 else {
             throw E3DBError(.fileBodyNotFound, "no file body is stored under the id")
@@ -149,7 +149,7 @@ public struct LocalFileBodyStore: FileBodyStore {
         return Int64(st.st_size)
     }
 
-    public func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
+    package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
         let fd = unsafe open(path(id), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         defer { close(fd) }
@@ -157,20 +157,20 @@ public struct LocalFileBodyStore: FileBodyStore {
     }
 
     /// Nil: the client uses this server's capability URL.
-    public func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) -> String? { nil }
+    package func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) -> String? { nil }
 
     /// Nil: the client uses this server's capability URL.
-    public func downloadURL(id: RecordID, now: Int64, expires: Int64) -> String? { nil }
+    package func downloadURL(id: RecordID, now: Int64, expires: Int64) -> String? { nil }
 
     /// ``StoredBody/missing``: a body stored here came through the blob route, which marked its pending file
     /// uploaded, so a commit asks only about bodies that never arrived.
-    public func verifyStored(id: RecordID, size: Int64, md5: Data) async -> StoredBody { .missing }
+    package func verifyStored(id: RecordID, size: Int64, md5: Data) async -> StoredBody { .missing }
 
-    public func remove(id: RecordID) async { unsafe unlink(path(id)) }
+    package func remove(id: RecordID) async { unsafe unlink(path(id)) }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
     /// body arrives, and other processes sharing the directory may have uploads in progress).
-    public func removeAbandonedUploads(idle: TimeInterval) -> Int {
+    package func removeAbandonedUploads(idle: TimeInterval) -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []
         let cutoff = Date().addingTimeInterval(-idle)
         var removed = 0

@@ -9,7 +9,7 @@ public struct ServerConfiguration: Sendable {
     /// The data directory: `server.sqlite` (SQLite backend) and `files/` (file bodies, both backends).
     public var dataDirectory: URL
     /// A PostgreSQL URL selects the PostgreSQL backend (TLS in its `sslmode` and `sslrootcert`, as libpq reads
-    /// them: ``PostgresStorage/init(url:maximumConnections:operationTimeout:statementTimeout:idleInTransactionTimeout:logger:)``).
+    /// them: ``StorageBackend/postgres(url:maximumConnections:operationTimeout:statementTimeout:idleInTransactionTimeout:logger:)``).
     public var postgresURL: String?
     /// An S3-compatible bucket for file bodies; nil (the default): `files/` in the data directory.
     public var objectStore: S3Options?

@@ -39,15 +39,17 @@ struct RequestHandlerTests {
             var configuration = ServerConfiguration(dataDirectory: dir)
             configuration.maxBodySize = maxBodySize
             configuration.tokenLifetime = tokenLifetime
-            let storage = try SQLiteStorage(directory: dir)
+            // The public facade, as an embedding application opens it; the registration token goes in below it.
+            let backend = try StorageBackend.sqlite(directory: dir)
+            let storage = try #require(backend.storage as? SQLiteStorage)
             try await storage.migrate()
             let registrationToken = UUID().uuidString
             try await storage.createRegistrationToken(
                 hash: Hashes.sha256(Data(registrationToken.utf8)), uses: nil,
                 created: 0)
             let handler = try await E3DBRequestHandler(
-                configuration: configuration, storage: storage,
-                files: try LocalFileBodyStore(directory: dir.appendingPathComponent("files")))
+                configuration: configuration, backend: backend,
+                files: try FileBodyBackend.local(directory: dir.appendingPathComponent("files")))
             let key = try Ed25519.PrivateKey(seed: SecureBytes(copying: [UInt8](repeating: 0x42, count: 32)))
             let body =
                 #"{"token":"\#(registrationToken)","client":{"name":"t","public_key":{"curve25519":"\#(Base64URL.encode(Data(repeating: 7, count: 32)))"},"signing_key":{"ed25519":"\#(key.publicKey.base64URLEncoded)"}}}"#

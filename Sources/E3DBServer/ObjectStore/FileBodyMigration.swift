@@ -79,7 +79,7 @@ extension E3DBServer {
         }
         let bucket = S3FileBodyStore(options: options)
         try await bucket.checkBucket()
-        let storage = try openStorage(configuration, logger: logger)
+        let storage = try StorageBackend.open(configuration, logger: logger).storage
         do {
             try await storage.migrate()
             let result = try await FileBodyMover(

@@ -1,7 +1,7 @@
 internal import AsyncHTTPClient
 import E3DBPrimitives
 public import Foundation
-public import NIOCore
+package import NIOCore
 internal import NIOHTTP1
 
 /// Where an S3-compatible object store is and how to reach it (path-style addressing: `ENDPOINT/BUCKET/KEY`).
@@ -57,7 +57,7 @@ public struct S3Options: Sendable {
 ///
 /// The upload URL signs `content-length` and `content-md5` in, so the store refuses a body of another size or
 /// checksum; the commit then HEADs the key (existence, `Content-Length`, and an `ETag` that is the hex MD5).
-public struct S3FileBodyStore: FileBodyStore {
+package struct S3FileBodyStore: FileBodyStore {
     let options: S3Options
     let signer: SigV4Signer
     /// How long one call to the store (HEAD, DELETE, the bucket check) may take in all, connecting, retried
@@ -75,9 +75,9 @@ public struct S3FileBodyStore: FileBodyStore {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
     /// The largest body one S3 PUT takes (5 GiB).
-    public static let maxBodySize: Int64 = 5 << 30
+    package static let maxBodySize: Int64 = 5 << 30
 
-    public init(options: S3Options) {
+    package init(options: S3Options) {
         self.options = options
         self.signer = SigV4Signer(credentials: options.credentials, region: options.region)
     }
@@ -106,13 +106,13 @@ public struct S3FileBodyStore: FileBodyStore {
         return objectURL(base: options.publicEndpoint, path: path, query: query)
     }
 
-    public func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) -> String? {
+    package func uploadURL(id: RecordID, size: Int64, md5: Data, now: Int64, expires: Int64) -> String? {
         presigned(
             "PUT", id: id, headers: [("content-length", String(size)), ("content-md5", md5.base64EncodedString())],
             now: now, expires: expires)
     }
 
-    public func downloadURL(id: RecordID, now: Int64, expires: Int64) -> String? {
+    package func downloadURL(id: RecordID, now: Int64, expires: Int64) -> String? {
         presigned("GET", id: id, headers: [], now: now, expires: expires)
     }
 
@@ -146,7 +146,7 @@ public struct S3FileBodyStore: FileBodyStore {
         }
     }
 
-    public func verifyStored(id: RecordID, size: Int64, md5: Data) async throws -> StoredBody {
+    package func verifyStored(id: RecordID, size: Int64, md5: Data) async throws -> StoredBody {
         let answer = try await call(.HEAD, path: "/\(options.bucket)/\(key(id))")
         switch answer.status {
         case 200: break
@@ -164,7 +164,7 @@ public struct S3FileBodyStore: FileBodyStore {
         return .present
     }
 
-    public func remove(id: RecordID) async throws {
+    package func remove(id: RecordID) async throws {
         let answer = try await call(.DELETE, path: "/\(options.bucket)/\(key(id))")
         guard answer.status == 204 || answer.status == 200 || answer.status == 404 else {
             throw E3DBError(.fileBodyIO, "the object store answered DELETE with HTTP \(answer.status)")
@@ -175,7 +175,7 @@ public struct S3FileBodyStore: FileBodyStore {
     /// bytes streamed from `chunks`, with `Content-Length` and `Content-MD5` signed in, so that the store keeps it
     /// only when both match. Replaces what the key held. Throws `.fileBodyChecksumMismatch` when the store refused
     /// the body as another one (HTTP 400), `.fileBodyIO` when it cannot be reached or refused otherwise.
-    public func put(
+    package func put(
         id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, size: Int64, md5: Data
     ) async throws {
         let path = "/\(options.bucket)/\(key(id))"
@@ -213,7 +213,7 @@ public struct S3FileBodyStore: FileBodyStore {
     }
 
     /// Checks at start that the bucket exists and the credentials may use it; the error says which is wrong.
-    public func checkBucket() async throws {
+    package func checkBucket() async throws {
         let bucket = "bucket \(options.bucket) at \(Self.authority(options.endpoint))"
         let answer: (status: UInt, headers: HTTPHeaders)
         do {
@@ -235,20 +235,20 @@ public struct S3FileBodyStore: FileBodyStore {
 
     // The bodies do not pass through this server: its blob route has nothing to serve.
 
-    public func store(
+    package func store(
         id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
         expectedMD5: Data
     ) async throws {
         throw E3DBError(.fileBodyNotFound, "file bodies are uploaded to the object store, not to this server")
     }
 
-    public func size(id: RecordID) throws -> Int64 {
+    package func size(id: RecordID) throws -> Int64 {
         throw E3DBError(.fileBodyNotFound, "file bodies are in the object store, not on this server")
     }
 
-    public func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
+    package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
         throw E3DBError(.fileBodyNotFound, "file bodies are in the object store, not on this server")
     }
 
-    public func removeAbandonedUploads(idle: TimeInterval) -> Int { 0 }
+    package func removeAbandonedUploads(idle: TimeInterval) -> Int { 0 }
 }

@@ -1,21 +1,21 @@
 package import E3DBPrimitives
-public import Foundation
+package import Foundation
 
 /// The id of one kind of thing the server stores: a UUID, tagged with its kind so that a client id cannot be passed
 /// where a record id is expected. Ids are parsed once where they enter the server (a path segment, a query
 /// parameter, a JSON body, a storage row) and written as ``text`` where they leave it (SQL parameters, JSON).
 ///
 /// One generic shape for every kind: ``ClientID``, ``RecordID`` and ``NoteID`` are its instances.
-public struct Identifier<Kind: IdentifierKind>: Hashable, Sendable, CustomStringConvertible {
+package struct Identifier<Kind: IdentifierKind>: Hashable, Sendable, CustomStringConvertible {
     /// The id.
-    public let uuid: UUID
+    package let uuid: UUID
 
     /// The id `uuid`.
-    public init(_ uuid: UUID) { self.uuid = uuid }
+    package init(_ uuid: UUID) { self.uuid = uuid }
 
     /// Parses `8-4-4-4-12` hex digits of either case (old Swift SDKs send uppercase), nothing else: the strict form
     /// (`UUID(uuidString:)` also takes a few malformed forms); `nil` for anything else.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let uuid = UUID(hexText: text) else { return nil }
         self.uuid = uuid
     }
@@ -31,38 +31,38 @@ public struct Identifier<Kind: IdentifierKind>: Hashable, Sendable, CustomString
     }
 
     /// A new random (version 4) id.
-    public static func random() -> Self { Self(UUID()) }
+    package static func random() -> Self { Self(UUID()) }
 
     /// The id as the wire and the stores write it: lowercase `8-4-4-4-12` hex.
-    public var text: String { uuid.lowercasedString }
+    package var text: String { uuid.lowercasedString }
 
-    public var description: String { text }
+    package var description: String { text }
 }
 
 /// A kind of ``Identifier``: a type that is never instantiated, naming the kind in messages.
-public protocol IdentifierKind: Sendable {
+package protocol IdentifierKind: Sendable {
     /// What the id names, for messages ("client id").
     static var name: String { get }
 }
 
 /// The kind of a registered client's id (also a record's writer and user, a policy's reader).
-public enum ClientKind: IdentifierKind {
-    public static let name = "client id"
+package enum ClientKind: IdentifierKind {
+    package static let name = "client id"
 }
 
 /// The kind of a record's id (a file record's id is its pending upload's id and names its body).
-public enum RecordKind: IdentifierKind {
-    public static let name = "record id"
+package enum RecordKind: IdentifierKind {
+    package static let name = "record id"
 }
 
 /// The kind of a note's id.
-public enum NoteKind: IdentifierKind {
-    public static let name = "note id"
+package enum NoteKind: IdentifierKind {
+    package static let name = "note id"
 }
 
 /// A registered client's id.
-public typealias ClientID = Identifier<ClientKind>
+package typealias ClientID = Identifier<ClientKind>
 /// A record's id; a pending file's id, which becomes its record's id at commit.
-public typealias RecordID = Identifier<RecordKind>
+package typealias RecordID = Identifier<RecordKind>
 /// A note's id.
-public typealias NoteID = Identifier<NoteKind>
+package typealias NoteID = Identifier<NoteKind>

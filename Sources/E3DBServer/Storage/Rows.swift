@@ -1,26 +1,26 @@
 import E3DBPrimitives
-public import Foundation
+package import Foundation
 
 /// A registered client as the server keeps it. The API secret is stored only as its SHA-256.
-public struct ClientRow: Sendable, Hashable {
-    public var clientID: ClientID
-    public var name: String
+package struct ClientRow: Sendable, Hashable {
+    package var clientID: ClientID
+    package var name: String
     /// b64u Curve25519 public key, as registered.
-    public var publicKey: String
+    package var publicKey: String
     /// b64u Ed25519 public key, or `nil`.
-    public var signingKey: String?
+    package var signingKey: String?
     /// 64 lowercase hex characters.
-    public var apiKeyID: String
+    package var apiKeyID: String
     /// SHA-256 of the API secret.
-    public var apiSecretHash: Data
-    public var enabled: Bool
-    public var hasBackup: Bool
+    package var apiSecretHash: Data
+    package var enabled: Bool
+    package var hasBackup: Bool
     /// SHA-256 of the registration token that registered the client (backup notifications name it).
-    public var registrationTokenHash: Data
+    package var registrationTokenHash: Data
     /// Microseconds since the epoch.
-    public var created: Int64
+    package var created: Int64
 
-    public init(
+    package init(
         clientID: ClientID, name: String, publicKey: String, signingKey: String?, apiKeyID: String,
         apiSecretHash: Data, enabled: Bool = true, hasBackup: Bool = false, registrationTokenHash: Data,
         created: Int64
@@ -39,12 +39,12 @@ public struct ClientRow: Sendable, Hashable {
 }
 
 /// One (writer, user, reader, type) tuple.
-public struct AccessTuple: Sendable, Hashable {
-    public var writerID: ClientID
-    public var userID: ClientID
-    public var readerID: ClientID
-    public var type: String
-    public init(writerID: ClientID, userID: ClientID, readerID: ClientID, type: String) {
+package struct AccessTuple: Sendable, Hashable {
+    package var writerID: ClientID
+    package var userID: ClientID
+    package var readerID: ClientID
+    package var type: String
+    package init(writerID: ClientID, userID: ClientID, readerID: ClientID, type: String) {
         self.writerID = writerID
         self.userID = userID
         self.readerID = readerID
@@ -53,15 +53,15 @@ public struct AccessTuple: Sendable, Hashable {
 }
 
 /// An encrypted access key as PUT, with the authorizer's and signer's registered keys captured at PUT time.
-public struct AccessKeyRow: Sendable, Hashable {
-    public var tuple: AccessTuple
+package struct AccessKeyRow: Sendable, Hashable {
+    package var tuple: AccessTuple
     /// The opaque `eak` string (never validated or opened: the server cannot).
-    public var eak: String
-    public var authorizerID: ClientID
-    public var authorizerPublicKey: String
-    public var signerID: ClientID?
-    public var signerSigningKey: String?
-    public init(
+    package var eak: String
+    package var authorizerID: ClientID
+    package var authorizerPublicKey: String
+    package var signerID: ClientID?
+    package var signerSigningKey: String?
+    package init(
         tuple: AccessTuple, eak: String, authorizerID: ClientID, authorizerPublicKey: String,
         signerID: ClientID?, signerSigningKey: String?
     ) {
@@ -75,13 +75,13 @@ public struct AccessKeyRow: Sendable, Hashable {
 }
 
 /// The permissions of one tuple.
-public struct PolicyRow: Sendable, Hashable {
-    public var tuple: AccessTuple
-    public var canRead: Bool
-    public var canAuthorize: Bool
+package struct PolicyRow: Sendable, Hashable {
+    package var tuple: AccessTuple
+    package var canRead: Bool
+    package var canAuthorize: Bool
     /// Who granted `authorizer` (the writer), for the proxies/granted listings.
-    public var authorizedBy: ClientID?
-    public init(tuple: AccessTuple, canRead: Bool, canAuthorize: Bool, authorizedBy: ClientID?) {
+    package var authorizedBy: ClientID?
+    package init(tuple: AccessTuple, canRead: Bool, canAuthorize: Bool, authorizedBy: ClientID?) {
         self.tuple = tuple
         self.canRead = canRead
         self.canAuthorize = canAuthorize
@@ -90,28 +90,28 @@ public struct PolicyRow: Sendable, Hashable {
 }
 
 /// A stored record. `plain`, `data` and `file_meta` are kept as the JSON text the server encoded once.
-public struct RecordRow: Sendable, Hashable {
+package struct RecordRow: Sendable, Hashable {
     /// The monotonically increasing index (≥ 1) that v1 search pages on; 0 before insertion.
-    public var index: Int64
-    public var recordID: RecordID
-    public var writerID: ClientID
-    public var userID: ClientID
-    public var type: String
+    package var index: Int64
+    package var recordID: RecordID
+    package var writerID: ClientID
+    package var userID: ClientID
+    package var type: String
     /// JSON object of strings.
-    public var plainJSON: String
+    package var plainJSON: String
     /// JSON object of strings (the encrypted fields).
-    public var dataJSON: String
-    public var recSig: String?
+    package var dataJSON: String
+    package var recSig: String?
     /// JSON of `file_meta` without `file_url`, for file records.
-    public var fileMetaJSON: String?
-    public var created: Int64
-    public var lastModified: Int64
+    package var fileMetaJSON: String?
+    package var created: Int64
+    package var lastModified: Int64
     /// A new lowercase UUID at every write, kept as text: the server only compares it with the version a client
     /// names (a version that is not one of its UUIDs is a conflict, 409, as any other stale version), and a pending
     /// file's record has none (`""`) until its commit.
-    public var version: String
+    package var version: String
 
-    public init(
+    package init(
         index: Int64 = 0, recordID: RecordID, writerID: ClientID, userID: ClientID, type: String,
         plainJSON: String, dataJSON: String, recSig: String?, fileMetaJSON: String?, created: Int64,
         lastModified: Int64, version: String
@@ -137,18 +137,19 @@ extension RecordRow {
 }
 
 /// A file record waiting for its body (between `POST /v1/storage/files` and the commit).
-public struct PendingFileRow: Sendable, Hashable {
-    public var pendingID: RecordID
+package struct PendingFileRow: Sendable, Hashable {
+    package var pendingID: RecordID
     /// The record to create at commit (`record_id` = `pendingID`, index and times set then).
-    public var record: RecordRow
+    package var record: RecordRow
     /// Base64 (standard, padded) MD5 of the encrypted body, as declared.
-    public var checksum: String
+    package var checksum: String
     /// Declared encrypted size in bytes.
-    public var size: Int64
+    package var size: Int64
     /// Whether a body with that size and MD5 has been stored.
-    public var uploaded: Bool
-    public var created: Int64
-    public init(pendingID: RecordID, record: RecordRow, checksum: String, size: Int64, uploaded: Bool, created: Int64) {
+    package var uploaded: Bool
+    package var created: Int64
+    package init(pendingID: RecordID, record: RecordRow, checksum: String, size: Int64, uploaded: Bool, created: Int64)
+    {
         self.pendingID = pendingID
         self.record = record
         self.checksum = checksum
@@ -159,21 +160,21 @@ public struct PendingFileRow: Sendable, Hashable {
 }
 
 /// A stored note. `bodyJSON` is the note as returned (server members filled in), without `views`.
-public struct NoteRow: Sendable, Hashable {
-    public var noteID: NoteID
+package struct NoteRow: Sendable, Hashable {
+    package var noteID: NoteID
     /// `nil` for unnamed and anonymous notes.
-    public var idString: String?
-    public var writerClientID: ClientID?
-    public var recipientSigningKey: String
-    public var writerSigningKey: String
+    package var idString: String?
+    package var writerClientID: ClientID?
+    package var recipientSigningKey: String
+    package var writerSigningKey: String
     /// `nil` or ≤ 0: unlimited.
-    public var maxViews: Int?
-    public var views: Int
+    package var maxViews: Int?
+    package var views: Int
     /// Microseconds; `nil` when the note does not expire.
-    public var expiresAt: Int64?
-    public var created: Int64
-    public var bodyJSON: String
-    public init(
+    package var expiresAt: Int64?
+    package var created: Int64
+    package var bodyJSON: String
+    package init(
         noteID: NoteID, idString: String?, writerClientID: ClientID?, recipientSigningKey: String,
         writerSigningKey: String, maxViews: Int?, views: Int, expiresAt: Int64?, created: Int64,
         bodyJSON: String
@@ -192,20 +193,20 @@ public struct NoteRow: Sendable, Hashable {
 }
 
 /// Which records a search may see and how it narrows them in storage (the rest is filtered by the service).
-public struct RecordScope: Sendable, Hashable {
+package struct RecordScope: Sendable, Hashable {
     /// The calling client.
-    public var caller: ClientID
+    package var caller: ClientID
     /// `false`: only the caller's records; `true`: every record the caller may read (own, or shared by a
     /// `read` policy).
-    public var includeShared: Bool
+    package var includeShared: Bool
     /// Non-empty: only these writers.
-    public var writerIDs: [ClientID]
-    public var userIDs: [ClientID]
-    public var recordIDs: [RecordID]
-    public var types: [String]
+    package var writerIDs: [ClientID]
+    package var userIDs: [ClientID]
+    package var recordIDs: [RecordID]
+    package var types: [String]
     /// `false`: rows come with an empty `dataJSON` (a scan that matches on metadata and `plain` reads no `data`).
-    public var includeData: Bool
-    public init(
+    package var includeData: Bool
+    package init(
         caller: ClientID, includeShared: Bool, writerIDs: [ClientID] = [], userIDs: [ClientID] = [],
         recordIDs: [RecordID] = [], types: [String] = [], includeData: Bool = true
     ) {
@@ -220,7 +221,7 @@ public struct RecordScope: Sendable, Hashable {
 }
 
 /// The outcome of a versioned update or delete.
-public enum VersionedOutcome: Sendable, Hashable {
+package enum VersionedOutcome: Sendable, Hashable {
     /// Done; the row after the update, or the row that was deleted.
     case done(RecordRow)
     /// The record exists with another version.
@@ -230,7 +231,7 @@ public enum VersionedOutcome: Sendable, Hashable {
 }
 
 /// Which policy listing.
-public enum PolicyListing: Sendable, Hashable {
+package enum PolicyListing: Sendable, Hashable {
     /// `read` granted on the caller's records (writer = caller).
     case outgoing
     /// `read` granted to the caller.

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The server's persistent state, behind one protocol with two backends (SQLite through GRDB, PostgreSQL
 /// through postgres-nio) that pass the same test suite. Nothing a process needs to share with the other processes
@@ -8,7 +8,7 @@ public import Foundation
 /// (`.storageUnavailable`, `.storageConflict`, … in `StorageErrors.swift`). Ids are typed (``ClientID``,
 /// ``RecordID``, ``NoteID``, parsed at the edge) and stored as their lowercase ``Identifier/text``; times are
 /// microseconds since the epoch.
-public protocol ServerStorage: Sendable {
+package protocol ServerStorage: Sendable {
     /// Runs the versioned migrations (idempotent).
     func migrate() async throws
     /// Checks, without migrating, that the database has exactly the migrations this build knows (the
@@ -135,7 +135,7 @@ public protocol ServerStorage: Sendable {
 
 extension ServerStorage {
     /// The client of an unexpired token.
-    public func accessTokenClient(hash: Data, now: Int64) async throws -> ClientID? {
+    package func accessTokenClient(hash: Data, now: Int64) async throws -> ClientID? {
         try await accessToken(hash: hash, now: now)?.clientID
     }
 }

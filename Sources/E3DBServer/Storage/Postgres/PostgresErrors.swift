@@ -48,7 +48,7 @@ extension PostgresStorage {
     ///   handshake or certificate check), `.storageAuthenticationFailed` (credentials or `pg_hba.conf` refused),
     ///   `.storageUnavailable` (unreachable, or no answer within `connectionCheckTimeout`), else another storage
     ///   code; each names the server (never the password) and what failed.
-    public func checkConnection() async throws {
+    package func checkConnection() async throws {
         let timeout = min(operationTimeout, Self.connectionCheckTimeout)
         let configuration: PostgresConnection.Configuration
         do {

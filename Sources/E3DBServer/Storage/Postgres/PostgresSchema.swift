@@ -125,7 +125,7 @@ extension PostgresStorage {
     /// retry, so that a migration never stalls a table's traffic behind its lock request.
     /// - Throws: `E3DBError` `.storageSchemaTooNew` naming the unknown versions, `.storageMigrationBlocked` when a
     ///   table stays locked by another session, or what ``checkConnection()`` and the statements throw.
-    public func migrate() async throws {
+    package func migrate() async throws {
         try await migrate(Self.migrations, limits: MigrationLimits())
     }
 
@@ -222,7 +222,7 @@ extension PostgresStorage {
     }
 
     /// Compares the applied migrations with this build's, reading only (no lock, no table created).
-    public func checkSchema() async throws {
+    package func checkSchema() async throws {
         try await checkConnection()
         let applied = try await perform("checking the schema version") { [self] in
             guard
@@ -246,7 +246,7 @@ extension PostgresStorage {
     }
 
     /// `clock_timestamp()` in microseconds.
-    public func databaseTime() async throws -> Int64? {
+    package func databaseTime() async throws -> Int64? {
         try await perform("reading the database's clock") { [self] in
             try await fetch(
                 "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", on: client,

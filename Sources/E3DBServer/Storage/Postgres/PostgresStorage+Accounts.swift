@@ -3,14 +3,14 @@ import Logging
 internal import PostgresNIO
 
 #if canImport(FoundationEssentials)
-    public import FoundationEssentials
+    package import FoundationEssentials
 #else
-    public import Foundation
+    package import Foundation
 #endif
 
 /// Registration tokens, clients, bearer tokens, nonces, access keys and policies.
 extension PostgresStorage {
-    public func serverSecret() async throws -> Data {
+    package func serverSecret() async throws -> Data {
         try await perform("reading the server secret") { [self] in
             guard
                 let secret = try await fetch(
@@ -27,7 +27,7 @@ extension PostgresStorage {
 
     // MARK: Registration tokens
 
-    public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
+    package func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
         try await perform("creating a registration token") { [self] in
             try await execute(
                 """
@@ -37,7 +37,7 @@ extension PostgresStorage {
     }
 
     /// Uses the token and inserts the client in one transaction (a failed insert uses nothing).
-    public func registerClient(_ c: ClientRow) async throws -> Bool {
+    package func registerClient(_ c: ClientRow) async throws -> Bool {
         try await transaction("registering client \(c.clientID)") { [self] db -> Bool in
             guard
                 try await execute(
@@ -57,13 +57,13 @@ extension PostgresStorage {
         }
     }
 
-    public func registrationTokenExists(hash: Data) async throws -> Bool {
+    package func registrationTokenExists(hash: Data) async throws -> Bool {
         try await perform("looking up a registration token") { [self] in
             try await execute("SELECT 1 FROM registration_tokens WHERE token_hash = \(hash)", on: client) == 1
         }
     }
 
-    public func backupClientID() async throws -> ClientID? {
+    package func backupClientID() async throws -> ClientID? {
         try await perform("reading the backup client") { [self] in
             try await fetch("SELECT value FROM server_settings WHERE key = 'backup_client'", on: client) {
                 try ClientID(stored: String(decoding: try $0.decode(Data.self), as: UTF8.self))
@@ -71,7 +71,7 @@ extension PostgresStorage {
         }
     }
 
-    public func setBackupClientID(_ id: ClientID) async throws {
+    package func setBackupClientID(_ id: ClientID) async throws {
         try await perform("setting the backup client") { [self] in
             try await execute(
                 """
@@ -98,11 +98,11 @@ extension PostgresStorage {
             registrationTokenHash: tokenHash, created: created)
     }
 
-    public func client(id: ClientID) async throws -> ClientRow? {
+    package func client(id: ClientID) async throws -> ClientRow? {
         try await first("reading client \(id)", PostgresStatements.Client(id: id))
     }
 
-    public func client(apiKeyID: String) async throws -> ClientRow? {
+    package func client(apiKeyID: String) async throws -> ClientRow? {
         try await perform("reading a client by API key id") { [self] in
             try await fetch(
                 "SELECT \(unescaped: Self.clientColumns) FROM clients WHERE api_key_id = \(apiKeyID)",
@@ -111,13 +111,13 @@ extension PostgresStorage {
         }
     }
 
-    public func setHasBackup(clientID: ClientID) async throws {
+    package func setHasBackup(clientID: ClientID) async throws {
         try await perform("marking client \(clientID) as backed up") { [self] in
             try await execute("UPDATE clients SET has_backup = true WHERE client_id = \(clientID.text)", on: client)
         }
     }
 
-    public func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool {
+    package func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool {
         try await perform("\(enabled ? "enabling" : "disabling") client \(id)") { [self] in
             try await execute(
                 "UPDATE clients SET enabled = \(enabled) WHERE client_id = \(id.text) RETURNING 1", on: client) == 1
@@ -126,7 +126,7 @@ extension PostgresStorage {
 
     // MARK: Tokens and nonces
 
-    public func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws {
+    package func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws {
         try await perform("storing an access token") { [self] in
             try await execute(
                 """
@@ -139,14 +139,14 @@ extension PostgresStorage {
     /// The client and expiry of an unexpired token, so that `E3DBService`'s bearer-token cache keeps it (for at
     /// most a second after this read: a token deleted in the database, by another process or an operator, is
     /// refused by every process at most that long later).
-    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)? {
+    package func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)? {
         try await first("checking an access token", PostgresStatements.AccessToken(hash: hash, now: now))
             .map { (clientID: $0.0, expires: $0.1) }
     }
 
     /// One statement: inserts the nonce, or takes over an expired one; returns no row (a replay) when the nonce is
     /// present and unexpired.
-    public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
+    package func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
         try await perform("recording a TSV1 nonce") { [self] in
             try await execute(
                 """
@@ -159,7 +159,7 @@ extension PostgresStorage {
 
     // MARK: Access keys
 
-    public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
+    package func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
         try await perform("reading an access key") { [self] in
             try await fetch(
                 """
@@ -178,7 +178,7 @@ extension PostgresStorage {
         }
     }
 
-    public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
+    package func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
         try await perform("inserting an access key") { [self] in
             try await execute(
                 """
@@ -192,7 +192,7 @@ extension PostgresStorage {
         }
     }
 
-    public func deleteAccessKey(_ t: AccessTuple) async throws {
+    package func deleteAccessKey(_ t: AccessTuple) async throws {
         try await perform("deleting an access key") { [self] in
             try await execute(
                 """
@@ -217,7 +217,7 @@ extension PostgresStorage {
             authorizedBy: try authorizedBy.map { try ClientID(stored: $0) })
     }
 
-    public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
+    package func policy(_ t: AccessTuple) async throws -> PolicyRow? {
         try await perform("reading a policy") { [self] in
             try await fetch(
                 """
@@ -230,7 +230,7 @@ extension PostgresStorage {
 
     /// Inserts or replaces the tuple's policy; a replaced policy moves to the end of the listings (as SQLite's
     /// `INSERT OR REPLACE` gives it a new rowid).
-    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws {
+    package func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws {
         let by = by?.text
         try await perform("writing a policy") { [self] in
             try await execute(
@@ -248,7 +248,7 @@ extension PostgresStorage {
         }
     }
 
-    public func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws {
+    package func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws {
         try await perform("removing authorizations") { [self] in
             try await execute(
                 """
@@ -258,7 +258,7 @@ extension PostgresStorage {
         }
     }
 
-    public func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow] {
+    package func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow] {
         let (column, permission) = listing.filter
         let query: PostgresQuery = """
             SELECT \(unescaped: Self.policyColumns) FROM policies

@@ -37,13 +37,13 @@ extension PostgresStorage {
         """
     }
 
-    public func insertNote(_ n: NoteRow) async throws -> Bool {
+    package func insertNote(_ n: NoteRow) async throws -> Bool {
         try await perform("inserting note \(n.noteID)") { [self] in
             try await execute(Self.insertNote(n, "ON CONFLICT (id_string) DO NOTHING RETURNING 1"), on: client) == 1
         }
     }
 
-    public func note(id: NoteID) async throws -> NoteRow? {
+    package func note(id: NoteID) async throws -> NoteRow? {
         try await perform("reading note \(id)") { [self] in
             try await fetch(
                 "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE note_id = \(id.text)", on: client,
@@ -52,7 +52,7 @@ extension PostgresStorage {
         }
     }
 
-    public func note(name: String) async throws -> NoteRow? {
+    package func note(name: String) async throws -> NoteRow? {
         try await perform("reading a note by name") { [self] in
             try await fetch(
                 "SELECT \(unescaped: Self.noteColumns) FROM notes WHERE id_string = \(name)", on: client,
@@ -61,7 +61,7 @@ extension PostgresStorage {
         }
     }
 
-    public func viewNote(id noteID: NoteID, now: Int64) async throws -> NoteRow? {
+    package func viewNote(id noteID: NoteID, now: Int64) async throws -> NoteRow? {
         let id = noteID.text
         return try await transaction("viewing note \(id)") { [self] db -> NoteRow? in
             guard
@@ -86,7 +86,7 @@ extension PostgresStorage {
 
     /// One statement for a named note (an upsert on the name, so that two processes replacing the same name
     /// concurrently both succeed and the later one wins); a plain insert for an unnamed one.
-    public func replaceNote(_ n: NoteRow) async throws {
+    package func replaceNote(_ n: NoteRow) async throws {
         let suffix =
             n.idString == nil
             ? ""
@@ -102,13 +102,13 @@ extension PostgresStorage {
         }
     }
 
-    public func deleteNote(id: NoteID) async throws -> Bool {
+    package func deleteNote(id: NoteID) async throws -> Bool {
         try await perform("deleting note \(id)") { [self] in
             try await execute("DELETE FROM notes WHERE note_id = \(id.text) RETURNING 1", on: client) == 1
         }
     }
 
-    public func statistics() async throws -> [String: Int] {
+    package func statistics() async throws -> [String: Int] {
         try await perform("counting rows") { [self] in
             var out: [String: Int] = [:]
             for table in [

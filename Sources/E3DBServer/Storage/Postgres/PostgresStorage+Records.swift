@@ -66,17 +66,17 @@ extension PostgresStorage {
 
     /// Inserts the record together with those of concurrent requests (one statement per group); a group that fails
     /// is retried one record at a time, so that a duplicate id fails only its own insert.
-    public func insertRecord(_ row: RecordRow) async throws -> RecordRow {
+    package func insertRecord(_ row: RecordRow) async throws -> RecordRow {
         try await recordInserts.submit(row)
     }
 
-    public func record(id: RecordID) async throws -> RecordRow? {
+    package func record(id: RecordID) async throws -> RecordRow? {
         try await first("reading record \(id)", PostgresStatements.Record(id: id))
     }
 
     /// The record joined with its read check in one prepared statement (`PostgresStatements.ReadableRecord`).
     /// Grouped with the reads of concurrent requests into one statement (`GroupCommit`).
-    public func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
+    package func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
         try await readableRecords.submit((id, readerID))
     }
 
@@ -113,7 +113,7 @@ extension PostgresStorage {
         try await execute("SELECT 1 FROM records WHERE record_id = \(id.text)", on: client) == 1 ? .conflict : .notFound
     }
 
-    public func updateRecord(
+    package func updateRecord(
         id: RecordID, expectedVersion: String, plainJSON: String?, dataJSON: String,
         recSig: String?, newVersion: String, now: Int64
     ) async throws -> VersionedOutcome {
@@ -133,7 +133,7 @@ extension PostgresStorage {
     }
 
     /// One statement: the delete, and for a file record the outbox row of its body.
-    public func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
+    package func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
         try await perform("deleting record \(id)") { [self] in
             let deleted = try await fetch(
                 """
@@ -152,7 +152,7 @@ extension PostgresStorage {
         }
     }
 
-    public func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
+    package func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
         var binds = PostgresBindings()
         binds.append(afterIndex)
         binds.append(scope.caller.text)
@@ -202,7 +202,7 @@ extension PostgresStorage {
             checksum: checksum, size: size, uploaded: uploaded, created: created)
     }
 
-    public func insertPendingFile(_ p: PendingFileRow) async throws {
+    package func insertPendingFile(_ p: PendingFileRow) async throws {
         let r = p.record
         try await perform("inserting pending file \(p.pendingID)") { [self] in
             try await execute(
@@ -215,7 +215,7 @@ extension PostgresStorage {
         }
     }
 
-    public func pendingFile(id: RecordID) async throws -> PendingFileRow? {
+    package func pendingFile(id: RecordID) async throws -> PendingFileRow? {
         try await perform("reading pending file \(id)") { [self] in
             try await fetch(
                 "SELECT \(unescaped: Self.pendingColumns) FROM pending_files WHERE pending_id = \(id.text)",
@@ -224,7 +224,7 @@ extension PostgresStorage {
         }
     }
 
-    public func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool {
+    package func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool {
         try await perform("claiming the upload of pending file \(pendingID)") { [self] in
             try await execute(
                 """
@@ -236,7 +236,7 @@ extension PostgresStorage {
         }
     }
 
-    public func releaseUpload(pendingID: RecordID) async throws {
+    package func releaseUpload(pendingID: RecordID) async throws {
         try await perform("releasing the upload of pending file \(pendingID)") { [self] in
             try await execute(
                 """
@@ -247,7 +247,7 @@ extension PostgresStorage {
 
     /// One transaction, skipped when another process's purge holds the maintenance advisory lock
     /// (`pg_try_advisory_xact_lock`): the pending files' deletion and their outbox rows are one statement.
-    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
+    package func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
         try await transaction("removing expired nonces, tokens, notes and pending files") { [self] db in
             let locked = try await fetch("SELECT pg_try_advisory_xact_lock(\(Self.maintenanceLock))", on: db) {
                 try $0.decode(Bool.self)
@@ -272,7 +272,7 @@ extension PostgresStorage {
 
     /// One statement: the oldest unleased rows, locked with `FOR UPDATE SKIP LOCKED` (rows another drain is
     /// leasing at this moment are skipped, not waited for), leased and returned.
-    public func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws
+    package func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws
         -> [RecordID]
     {
         try await perform("claiming file body deletions") { [self] in
@@ -290,14 +290,14 @@ extension PostgresStorage {
         }
     }
 
-    public func finishBodyDeletions(_ ids: [RecordID]) async throws {
+    package func finishBodyDeletions(_ ids: [RecordID]) async throws {
         guard !ids.isEmpty else { return }
         try await perform("removing \(ids.count) file body deletion(s)") { [self] in
             try await execute("DELETE FROM file_body_deletions WHERE id = ANY(\(ids.map(\.text)))", on: client)
         }
     }
 
-    public func markUploaded(pendingID: RecordID) async throws -> Bool {
+    package func markUploaded(pendingID: RecordID) async throws -> Bool {
         try await perform("marking pending file \(pendingID) uploaded") { [self] in
             try await execute(
                 "UPDATE pending_files SET uploaded = true WHERE pending_id = \(pendingID.text) RETURNING 1",
@@ -309,7 +309,7 @@ extension PostgresStorage {
     /// trip while it holds the record-insert lock: a process that freezes cannot leave the lock held), taking the
     /// record-insert lock as `PostgresStatements.InsertRecords` does before the identity value is drawn. Of two
     /// concurrent commits, the second finds no pending row and returns `nil`.
-    public func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
+    package func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
         try await perform("committing pending file \(id)") { [self] in
             try await fetch(
                 """

@@ -1,5 +1,5 @@
 import E3DBPrimitives
-public import Logging
+package import Logging
 internal import PostgresNIO
 
 #if canImport(FoundationEssentials)
@@ -31,7 +31,7 @@ internal import PostgresNIO
 ///   processes starting together migrate once.
 ///
 /// The password of the URL is handed to postgres-nio and never logged or put in an error.
-public final class PostgresStorage: ServerStorage {
+package final class PostgresStorage: ServerStorage {
     let client: PostgresClient
     private let runner: Task<Void, Never>
     let logger: Logger
@@ -43,7 +43,7 @@ public final class PostgresStorage: ServerStorage {
     let readableRecords: GroupCommit<(RecordID, ClientID), RecordRow?>
 
     /// The URL without its password (`postgres://user@host:port/database`), for logs.
-    public let redactedURL: String
+    package let redactedURL: String
     /// How connections are made (``checkConnection()`` opens one outside the pool).
     let settings: PostgresConnectionSettings
 
@@ -68,7 +68,7 @@ public final class PostgresStorage: ServerStorage {
     ///   - logger: receives postgres-nio's connection events; never the password.
     /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed or its
     ///   `sslrootcert` does not load.
-    public init(
+    package init(
         url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
         statementTimeout: Duration = .seconds(25), idleInTransactionTimeout: Duration = .seconds(5),
         logger: Logger = Logger(label: "e3dbkit.server.postgres")
@@ -108,7 +108,7 @@ public final class PostgresStorage: ServerStorage {
 
     /// Waits for the grouped inserts in progress, stops the pool (open connections are closed) and waits for its
     /// background task to end.
-    public func close() async throws {
+    package func close() async throws {
         await recordInserts.idle()
         await readableRecords.idle()
         runner.cancel()

@@ -69,7 +69,7 @@ extension SQLiteStorage {
     }
 
     /// Compares the applied migrations with this build's, reading only.
-    public func checkSchema() async throws {
+    package func checkSchema() async throws {
         let migrator = Self.migrator
         let applied = try await read { db in try migrator.appliedIdentifiers(db) }
         let unknown = applied.subtracting(migrator.migrations)
@@ -87,12 +87,12 @@ extension SQLiteStorage {
     }
 
     /// Nil: the database is a file of this process, on this machine's clock.
-    public func databaseTime() async throws -> Int64? { nil }
+    package func databaseTime() async throws -> Int64? { nil }
 
     /// Applies the migrations that have not run, on GRDB's writer queue, holding the data directory's migration
     /// lock (other processes migrating the same directory wait; migrations take milliseconds). The lock is polled
     /// rather than waited for, so that no cooperative thread blocks.
-    public func migrate() async throws {
+    package func migrate() async throws {
         let lock = unsafe open(migrationLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else {
             throw E3DBError(

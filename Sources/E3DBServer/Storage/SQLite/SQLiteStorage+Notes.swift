@@ -32,7 +32,7 @@ extension SQLiteStorage {
             ])
     }
 
-    public func insertNote(_ n: NoteRow) async throws -> Bool {
+    package func insertNote(_ n: NoteRow) async throws -> Bool {
         try await write { db in
             if let name = n.idString,
                 try Bool.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id_string = ?", arguments: [name]) == true
@@ -44,7 +44,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func note(id: NoteID) async throws -> NoteRow? {
+    package func note(id: NoteID) async throws -> NoteRow? {
         try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE note_id = ?", arguments: [id.text]
@@ -53,14 +53,14 @@ extension SQLiteStorage {
         }
     }
 
-    public func note(name: String) async throws -> NoteRow? {
+    package func note(name: String) async throws -> NoteRow? {
         try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.noteColumns) FROM notes WHERE id_string = ?", arguments: [name])
                 .map(Self.note)
         }
     }
 
-    public func viewNote(id: NoteID, now: Int64) async throws -> NoteRow? {
+    package func viewNote(id: NoteID, now: Int64) async throws -> NoteRow? {
         let id = id.text
         return try await write { db in
             guard
@@ -83,7 +83,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func replaceNote(_ n: NoteRow) async throws {
+    package func replaceNote(_ n: NoteRow) async throws {
         try await write { db in
             if let name = n.idString {
                 try db.execute(sql: "DELETE FROM notes WHERE id_string = ?", arguments: [name])
@@ -92,7 +92,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func deleteNote(id: NoteID) async throws -> Bool {
+    package func deleteNote(id: NoteID) async throws -> Bool {
         try await write { db in
             try db.execute(sql: "DELETE FROM notes WHERE note_id = ?", arguments: [id.text])
             return db.changesCount == 1

@@ -47,11 +47,11 @@ extension SQLiteStorage {
     }
 
     /// Grouped with the inserts of concurrent requests into one transaction (`GroupCommit`).
-    public func insertRecord(_ row: RecordRow) async throws -> RecordRow {
+    package func insertRecord(_ row: RecordRow) async throws -> RecordRow {
         try await recordInserts.submit(row)
     }
 
-    public func record(id: RecordID) async throws -> RecordRow? {
+    package func record(id: RecordID) async throws -> RecordRow? {
         try await read { db in try Self.record(id: id, db) }
     }
 
@@ -75,11 +75,11 @@ extension SQLiteStorage {
     }
 
     /// Grouped with the reads of concurrent requests into one read transaction (`GroupCommit`).
-    public func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
+    package func record(id: RecordID, readableBy readerID: ClientID) async throws -> RecordRow? {
         try await readableRecords.submit((id, readerID))
     }
 
-    public func updateRecord(
+    package func updateRecord(
         id: RecordID, expectedVersion: String, plainJSON: String?, dataJSON: String,
         recSig: String?, newVersion: String, now: Int64
     ) async throws -> VersionedOutcome {
@@ -104,7 +104,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
+    package func deleteRecord(id: RecordID, expectedVersion: String?) async throws -> VersionedOutcome {
         try await write { db in
             guard let current = try Self.record(id: id, db) else { return .notFound }
             if let expectedVersion, current.version != expectedVersion { return .conflict }
@@ -114,7 +114,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
+    package func records(in scope: RecordScope, afterIndex: Int64, limit: Int) async throws -> [RecordRow] {
         let columns = scope.includeData ? Self.recordColumns : Self.recordColumnsWithoutData
         var sql = "SELECT \(columns) FROM records r WHERE r.idx > ? AND "
         var args: [(any DatabaseValueConvertible)?] = [afterIndex]
@@ -143,7 +143,7 @@ extension SQLiteStorage {
 
     // MARK: Files
 
-    public func insertPendingFile(_ p: PendingFileRow) async throws {
+    package func insertPendingFile(_ p: PendingFileRow) async throws {
         try await write { db in
             try db.execute(
                 sql: """
@@ -185,11 +185,11 @@ extension SQLiteStorage {
         ).map(pending)
     }
 
-    public func pendingFile(id: RecordID) async throws -> PendingFileRow? {
+    package func pendingFile(id: RecordID) async throws -> PendingFileRow? {
         try await read { db in try Self.pending(id: id, db) }
     }
 
-    public func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool {
+    package func claimUpload(pendingID: RecordID, now: Int64, staleBefore: Int64) async throws -> Bool {
         try await write { db in
             try db.execute(
                 sql: """
@@ -200,7 +200,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func releaseUpload(pendingID: RecordID) async throws {
+    package func releaseUpload(pendingID: RecordID) async throws {
         try await write { db in
             try db.execute(
                 sql: "UPDATE pending_files SET upload_started = NULL WHERE pending_id = ? AND uploaded = 0",
@@ -208,7 +208,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func markUploaded(pendingID: RecordID) async throws -> Bool {
+    package func markUploaded(pendingID: RecordID) async throws -> Bool {
         try await write { db in
             try db.execute(
                 sql: "UPDATE pending_files SET uploaded = 1 WHERE pending_id = ?", arguments: [pendingID.text])
@@ -216,7 +216,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
+    package func purgeExpired(now: Int64, pendingCreatedBefore: Int64) async throws -> [RecordID] {
         try await write { db in
             try db.execute(sql: "DELETE FROM tsv1_nonces WHERE expires < ?", arguments: [now])
             try db.execute(sql: "DELETE FROM access_tokens WHERE expires < ?", arguments: [now])
@@ -240,7 +240,7 @@ extension SQLiteStorage {
     }
 
     /// One write transaction (one writer at a time: the same semantics as PostgreSQL's `SKIP LOCKED` lease).
-    public func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws
+    package func claimBodyDeletions(now: Int64, leaseUntil: Int64, limit: Int, only: RecordID?) async throws
         -> [RecordID]
     {
         try await write { db in
@@ -257,7 +257,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func finishBodyDeletions(_ ids: [RecordID]) async throws {
+    package func finishBodyDeletions(_ ids: [RecordID]) async throws {
         guard !ids.isEmpty else { return }
         try await write { db in
             for id in ids {
@@ -266,7 +266,7 @@ extension SQLiteStorage {
         }
     }
 
-    public func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
+    package func commitPendingFile(id: RecordID, now: Int64, version: String) async throws -> RecordRow? {
         try await write { db in
             guard let p = try Self.pending(id: id, db) else { return nil }
             var record = p.record

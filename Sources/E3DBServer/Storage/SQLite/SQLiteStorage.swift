@@ -1,6 +1,6 @@
 import E3DBPrimitives
 internal import E3DBRows
-public import Foundation
+package import Foundation
 internal import GRDB
 
 /// The embedded backend: one SQLite database in WAL mode through GRDB (a pool: concurrent readers, one writer),
@@ -10,7 +10,7 @@ internal import GRDB
 /// and no cooperative thread waits for SQLite. Record inserts of concurrent requests share one transaction
 /// (`GroupCommit`). WAL checkpoints run on a connection of their own in the background (`checkpointEvery`), so
 /// that a request pays for one only at the WAL's backstop size, and then for little.
-public final class SQLiteStorage: ServerStorage {
+package final class SQLiteStorage: ServerStorage {
     let pool: DatabasePool
     /// `DIR/server.sqlite.migrate-lock`: held (`flock`) while migrating, so that processes starting together on
     /// one data directory migrate one after the other (GRDB reads which migrations ran outside the transaction that
@@ -38,7 +38,7 @@ public final class SQLiteStorage: ServerStorage {
     /// Opens (creating if needed) `DIR/server.sqlite` and starts the background checkpoints.
     /// - Parameter directory: the data directory (created with mode 0700 if missing).
     /// - Throws: `E3DBError` `.storageUnavailable` when the database cannot be opened.
-    public init(directory: URL) throws {
+    package init(directory: URL) throws {
         do {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -100,7 +100,7 @@ public final class SQLiteStorage: ServerStorage {
 
     /// Waits for the grouped inserts in progress, stops the background checkpoints, then closes the connections
     /// (SQLite checkpoints the WAL when the last one closes).
-    public func close() async throws {
+    package func close() async throws {
         await recordInserts.idle()
         await readableRecords.idle()
         checkpoints.cancel()
@@ -154,7 +154,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func serverSecret() async throws -> Data {
+    package func serverSecret() async throws -> Data {
         try await read { db in
             guard let d = try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'secret'"),
                 d.count == 32
@@ -165,7 +165,7 @@ public final class SQLiteStorage: ServerStorage {
 
     // MARK: Registration tokens
 
-    public func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
+    package func createRegistrationToken(hash: Data, uses: Int?, created: Int64) async throws {
         try await write { db in
             try db.execute(
                 sql: "INSERT INTO registration_tokens (token_hash, uses_left, created) VALUES (?, ?, ?)",
@@ -173,7 +173,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func registerClient(_ c: ClientRow) async throws -> Bool {
+    package func registerClient(_ c: ClientRow) async throws -> Bool {
         try await write { db in
             let hash = c.registrationTokenHash
             guard
@@ -199,21 +199,21 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func registrationTokenExists(hash: Data) async throws -> Bool {
+    package func registrationTokenExists(hash: Data) async throws -> Bool {
         try await read { db in
             try Bool.fetchOne(db, sql: "SELECT 1 FROM registration_tokens WHERE token_hash = ?", arguments: [hash])
                 ?? false
         }
     }
 
-    public func backupClientID() async throws -> ClientID? {
+    package func backupClientID() async throws -> ClientID? {
         try await read { db in
             try Data.fetchOne(db, sql: "SELECT value FROM server_settings WHERE key = 'backup_client'")
                 .map { value in try ClientID(stored: String(decoding: value, as: UTF8.self)) }
         }
     }
 
-    public func setBackupClientID(_ id: ClientID) async throws {
+    package func setBackupClientID(_ id: ClientID) async throws {
         try await write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO server_settings (key, value) VALUES ('backup_client', ?)",
@@ -237,7 +237,7 @@ public final class SQLiteStorage: ServerStorage {
         )
     }
 
-    public func client(id: ClientID) async throws -> ClientRow? {
+    package func client(id: ClientID) async throws -> ClientRow? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE client_id = ?"),
@@ -246,7 +246,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func client(apiKeyID: String) async throws -> ClientRow? {
+    package func client(apiKeyID: String) async throws -> ClientRow? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(Self.clientColumns) FROM clients WHERE api_key_id = ?"),
@@ -255,13 +255,13 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func setHasBackup(clientID: ClientID) async throws {
+    package func setHasBackup(clientID: ClientID) async throws {
         try await write { db in
             try db.execute(sql: "UPDATE clients SET has_backup = 1 WHERE client_id = ?", arguments: [clientID.text])
         }
     }
 
-    public func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool {
+    package func setClientEnabled(id: ClientID, _ enabled: Bool) async throws -> Bool {
         try await write { db in
             try db.execute(sql: "UPDATE clients SET enabled = ? WHERE client_id = ?", arguments: [enabled, id.text])
             return db.changesCount == 1
@@ -270,14 +270,14 @@ public final class SQLiteStorage: ServerStorage {
 
     // MARK: Tokens and nonces
 
-    public func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws {
+    package func insertAccessToken(hash: Data, clientID: ClientID, expires: Int64) async throws {
         try await write { db in
             try db.cachedStatement(sql: "INSERT INTO access_tokens (token_hash, client_id, expires) VALUES (?, ?, ?)")
                 .execute(arguments: [hash, clientID.text, expires])
         }
     }
 
-    public func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)? {
+    package func accessToken(hash: Data, now: Int64) async throws -> (clientID: ClientID, expires: Int64)? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(
@@ -292,7 +292,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
+    package func useNonce(_ nonce: String, expires: Int64, now: Int64) async throws -> Bool {
         try await write { db in
             if let old = try Int64.fetchOne(
                 db.cachedStatement(sql: "SELECT expires FROM tsv1_nonces WHERE nonce = ?"),
@@ -310,7 +310,7 @@ public final class SQLiteStorage: ServerStorage {
 
     // MARK: Access keys
 
-    public func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
+    package func accessKey(_ t: AccessTuple) async throws -> AccessKeyRow? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(
@@ -332,7 +332,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
+    package func insertAccessKey(_ r: AccessKeyRow) async throws -> Bool {
         try await write { db in
             try db.execute(
                 sql: """
@@ -347,7 +347,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func deleteAccessKey(_ t: AccessTuple) async throws {
+    package func deleteAccessKey(_ t: AccessTuple) async throws {
         try await write { db in
             try db.execute(
                 sql: "DELETE FROM access_keys WHERE writer_id = ? AND user_id = ? AND reader_id = ? AND type = ?",
@@ -371,7 +371,7 @@ public final class SQLiteStorage: ServerStorage {
     }
     private static let policyColumns = "user_id, writer_id, reader_id, type, can_read, can_authorize, authorized_by"
 
-    public func policy(_ t: AccessTuple) async throws -> PolicyRow? {
+    package func policy(_ t: AccessTuple) async throws -> PolicyRow? {
         try await read { db in
             try Row.fetchOne(
                 db.cachedStatement(
@@ -383,7 +383,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws {
+    package func changePolicy(_ t: AccessTuple, read: Bool?, authorize: Bool?, by: ClientID?) async throws {
         try await write { db in
             try db.execute(
                 sql: """
@@ -402,7 +402,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws {
+    package func removeAuthorizations(userID: ClientID, writerID: ClientID, readerID: ClientID) async throws {
         try await write { db in
             try db.execute(
                 sql: """
@@ -412,7 +412,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow] {
+    package func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow] {
         let (column, permission) = listing.filter
         let condition = "\(column) = ? AND \(permission) = 1"
         return try await read { db in
@@ -423,7 +423,7 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func statistics() async throws -> [String: Int] {
+    package func statistics() async throws -> [String: Int] {
         try await read { db in
             var out: [String: Int] = [:]
             for table in [

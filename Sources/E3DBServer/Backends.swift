@@ -1,0 +1,106 @@
+public import Foundation
+public import Logging
+
+/// Where the server keeps its state: an opened SQLite database or PostgreSQL pool, opaque outside this package.
+///
+/// Open one with ``sqlite(directory:)``, ``postgres(url:maximumConnections:operationTimeout:statementTimeout:idleInTransactionTimeout:logger:)``
+/// or, as `e3dbkit-server` does, from a configuration (``open(_:logger:)``); hand it to ``E3DBRequestHandler``;
+/// ``close()`` it after the last request. The storage interface behind it is internal to E3DBKit, so that the
+/// backends can change without breaking an application that embeds the server.
+public struct StorageBackend: Sendable {
+    /// The backend's storage (this package's tests and fuzz harnesses reach it; an application does not).
+    package let storage: any ServerStorage
+
+    /// Wraps an opened storage.
+    package init(_ storage: any ServerStorage) { self.storage = storage }
+
+    /// The embedded backend: `DIR/server.sqlite` (created if needed), one SQLite database in WAL mode.
+    /// - Parameter directory: the data directory (created with mode 0700 if missing).
+    /// - Returns: the backend, not yet migrated (``E3DBRequestHandler`` migrates it).
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the database cannot be opened.
+    public static func sqlite(directory: URL) throws -> StorageBackend {
+        StorageBackend(try SQLiteStorage(directory: directory))
+    }
+
+    /// The shared backend: one PostgreSQL database through a connection pool, for several server processes behind
+    /// a load balancer. Connections are opened lazily; the first migration opens one at once, so that an
+    /// unreachable server or refused credentials fail with an error saying so.
+    /// - Parameters:
+    ///   - url: `postgres://user:password@host:port/database` (or `postgresql://`), TLS in its `sslmode` and
+    ///     `sslrootcert` as libpq reads them (docs/server.md). The password is never logged or put in an error.
+    ///   - maximumConnections: the pool's upper bound of connections (per process).
+    ///   - operationTimeout: how long one storage call, waiting for a connection included, may take before it fails
+    ///     with `.storageUnavailable`.
+    ///   - statementTimeout: the `statement_timeout` of every session (zero: none).
+    ///   - idleInTransactionTimeout: the `idle_in_transaction_session_timeout` of every session (zero: none).
+    ///   - logger: receives the pool's connection events; never the password.
+    /// - Returns: the backend, not yet migrated.
+    /// - Throws: `E3DBError` `.invalidStorageConfiguration` naming the problem when the URL is malformed or its
+    ///   `sslrootcert` does not load.
+    public static func postgres(
+        url: String, maximumConnections: Int = 20, operationTimeout: Duration = .seconds(30),
+        statementTimeout: Duration = .seconds(25), idleInTransactionTimeout: Duration = .seconds(5),
+        logger: Logger = Logger(label: "e3dbkit.server.postgres")
+    ) throws -> StorageBackend {
+        StorageBackend(
+            try PostgresStorage(
+                url: url, maximumConnections: maximumConnections, operationTimeout: operationTimeout,
+                statementTimeout: statementTimeout, idleInTransactionTimeout: idleInTransactionTimeout, logger: logger))
+    }
+
+    /// The backend `configuration` names, as `e3dbkit-server` opens it: PostgreSQL with the configured pool size and
+    /// timeouts when `postgresURL` is set, else SQLite in the data directory.
+    /// - Parameters:
+    ///   - configuration: the data directory, the optional PostgreSQL URL and its pool settings.
+    ///   - logger: where the backend logs.
+    /// - Returns: the backend, not yet migrated.
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened.
+    public static func open(_ configuration: ServerConfiguration, logger: Logger) throws -> StorageBackend {
+        guard let url = configuration.postgresURL else { return try sqlite(directory: configuration.dataDirectory) }
+        return try postgres(
+            url: url, maximumConnections: configuration.postgresPoolSize,
+            operationTimeout: .seconds(configuration.postgresCallTimeout),
+            statementTimeout: .seconds(configuration.postgresStatementTimeout),
+            idleInTransactionTimeout: .seconds(configuration.postgresIdleInTransactionTimeout), logger: logger)
+    }
+
+    /// Waits for the writes in progress and closes the database (PostgreSQL: the pool and its connections).
+    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`).
+    public func close() async throws { try await storage.close() }
+}
+
+/// Where encrypted file bodies live: a directory this server serves them from, or an S3-compatible bucket the
+/// clients reach through presigned URLs. Opaque outside this package, as ``StorageBackend`` is.
+public struct FileBodyBackend: Sendable {
+    /// The store behind it.
+    package let store: any FileBodyStore
+
+    /// Wraps a store.
+    package init(_ store: any FileBodyStore) { self.store = store }
+
+    /// Bodies in `DIR/<record id>` (temporary uploads in `DIR/tmp/`), passing through this server's capability URLs.
+    /// `e3dbkit-server` uses `files/` in its data directory.
+    /// - Parameter directory: the directory (created with mode 0700 if missing).
+    /// - Throws: when the directory cannot be created.
+    public static func local(directory: URL) throws -> FileBodyBackend {
+        FileBodyBackend(try LocalFileBodyStore(directory: directory))
+    }
+
+    /// Bodies in an S3-compatible bucket (path-style); the clients PUT and GET them through presigned URLs, and
+    /// one body is at most 5 GiB.
+    /// - Parameter options: the endpoints, bucket, region, key prefix and credentials.
+    public static func objectStore(_ options: S3Options) -> FileBodyBackend {
+        FileBodyBackend(S3FileBodyStore(options: options))
+    }
+
+    /// The store `configuration` names, as `e3dbkit-server` opens it: its bucket when `objectStore` is set, else
+    /// `files/` in the data directory.
+    /// - Parameter configuration: the data directory and the optional object store.
+    /// - Throws: when the local directory cannot be created.
+    public static func open(_ configuration: ServerConfiguration) throws -> FileBodyBackend {
+        guard let options = configuration.objectStore else {
+            return try local(directory: configuration.dataDirectory.appendingPathComponent("files"))
+        }
+        return objectStore(options)
+    }
+}

@@ -299,6 +299,13 @@ let package = Package(
             name: "E3DBTestSupport",
             dependencies: ["E3DBConformance", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: memorySafe),
+        // Test support for suites that run `e3dbkit-server` (never linked by a product): the PostgreSQL suite trait
+        // and clients of a server process over either transport. Its own target, so that E3DBTestSupport (which the
+        // fuzz targets link) imports neither the test framework nor the client.
+        .target(
+            name: "E3DBServerTestSupport",
+            dependencies: ["E3DBTestSupport", "E3DBClient", "E3DBURLSession"],
+            swiftSettings: memorySafe),
 
         .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
         .testTarget(
@@ -358,9 +365,28 @@ let package = Package(
             swiftSettings: upcoming
         ),
         .testTarget(
+            name: "E3DBPageCodecTests", dependencies: ["E3DBPageCodec", "E3DBTestSupport"], swiftSettings: upcoming),
+        .testTarget(name: "E3DBAPITests", dependencies: ["E3DBAPI", "E3DBTestSupport"], swiftSettings: upcoming),
+        // The client against a real `e3dbkit-server` process (and Tozny's Python SDK); Hummingbird, HTTPTypes,
+        // Logging and NIOCore for the lying proxy of ClientTrustTests.
+        .testTarget(
+            name: "E3DBClientTests",
+            dependencies: [
+                "E3DBClient", "E3DBTestSupport", "E3DBServerTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBURLSessionTests", dependencies: ["E3DBURLSession", "E3DBTestSupport", "E3DBServerTestSupport"],
+            swiftSettings: upcoming),
+        .testTarget(
             name: "E3DBServerTests",
             dependencies: [
-                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBURLSession", "E3DBKit", "E3DBTestSupport",
+                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport", "E3DBServerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -369,6 +395,8 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
+            // The Python drivers share python_sdk_driver.py's harness, so they stay together (E3DBClientTests runs
+            // notes_interop.py).
             exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py", "multi_node_driver.py"],
             swiftSettings: upcoming
         ),

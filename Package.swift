@@ -5,7 +5,9 @@
 // the libb2 oracle; docs/architecture.md draws every target):
 //   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
 //      E3DBSQLiteExtension (the loadable SQLite extension, a dynamic library)
-//      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
+//      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by the executables)
+//      e3dbkit-vectors (`vectors verify` alone: the main job, scripts/run.sh) over E3DBVectorsCommand (the one
+//      vectors command type, which `e3dbkit vectors` runs too)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (AsyncHTTPClient)  E3DBURLSession (URLSession)
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher and chacha20 pages; no SQLite)
@@ -58,6 +60,9 @@ let package = Package(
         .library(name: "E3DBURLSession", targets: ["E3DBURLSession"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
         .executable(name: "e3dbkit-server", targets: ["e3dbkit-server"]),
+        // `e3dbkit vectors` alone: what the main job (scripts/run.sh) builds and runs, without the client's, the
+        // store's or the server's stacks.
+        .executable(name: "e3dbkit-vectors", targets: ["e3dbkit-vectors"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -240,7 +245,28 @@ let package = Package(
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBConformance", "E3DBSQLite", "E3DBCommandLine",
+                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBVectorsCommand", "E3DBSQLite", "E3DBCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: memorySafe
+        ),
+
+        // L5: `vectors verify`, the one command type both `e3dbkit` (its `vectors` group) and `e3dbkit-vectors` run.
+        // Not a product; it links the formats and the vector suites, nothing with an HTTP or SQLite stack.
+        .target(
+            name: "E3DBVectorsCommand",
+            dependencies: [
+                "E3DBConformance", "E3DBCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: memorySafe
+        ),
+        // L5: the main job's executable (scripts/run.sh): `e3dbkit vectors` alone, so that a fresh clone checks the
+        // vectors without compiling NIO, AsyncHTTPClient, GRDB or the client.
+        .executableTarget(
+            name: "e3dbkit-vectors",
+            dependencies: [
+                "E3DBVectorsCommand", "E3DBCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: memorySafe

@@ -5,7 +5,9 @@
 // the libb2 oracle; docs/architecture.md draws every target):
 //   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
 //      E3DBSQLiteExtension (the loadable SQLite extension, a dynamic library)
-//      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by both executables)
+//      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by the executables)
+//      e3dbkit-vectors (`vectors verify` alone: the main job, scripts/run.sh) over E3DBVectorsCommand (the one
+//      vectors command type, which `e3dbkit vectors` runs too)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (AsyncHTTPClient)  E3DBURLSession (URLSession)
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher and chacha20 pages; no SQLite)
@@ -58,6 +60,9 @@ let package = Package(
         .library(name: "E3DBURLSession", targets: ["E3DBURLSession"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
         .executable(name: "e3dbkit-server", targets: ["e3dbkit-server"]),
+        // `e3dbkit vectors` alone: what the main job (scripts/run.sh) builds and runs, without the client's, the
+        // store's or the server's stacks.
+        .executable(name: "e3dbkit-vectors", targets: ["e3dbkit-vectors"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -240,7 +245,28 @@ let package = Package(
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBConformance", "E3DBSQLite", "E3DBCommandLine",
+                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBVectorsCommand", "E3DBSQLite", "E3DBCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: memorySafe
+        ),
+
+        // L5: `vectors verify`, the one command type both `e3dbkit` (its `vectors` group) and `e3dbkit-vectors` run.
+        // Not a product; it links the formats and the vector suites, nothing with an HTTP or SQLite stack.
+        .target(
+            name: "E3DBVectorsCommand",
+            dependencies: [
+                "E3DBConformance", "E3DBCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: memorySafe
+        ),
+        // L5: the main job's executable (scripts/run.sh): `e3dbkit vectors` alone, so that a fresh clone checks the
+        // vectors without compiling NIO, AsyncHTTPClient, GRDB or the client.
+        .executableTarget(
+            name: "e3dbkit-vectors",
+            dependencies: [
+                "E3DBVectorsCommand", "E3DBCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: memorySafe
@@ -298,6 +324,13 @@ let package = Package(
         .target(
             name: "E3DBTestSupport",
             dependencies: ["E3DBConformance", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: memorySafe),
+        // Test support for suites that run `e3dbkit-server` (never linked by a product): the PostgreSQL suite trait
+        // and clients of a server process over either transport. Its own target, so that E3DBTestSupport (which the
+        // fuzz targets link) imports neither the test framework nor the client.
+        .target(
+            name: "E3DBServerTestSupport",
+            dependencies: ["E3DBTestSupport", "E3DBClient", "E3DBURLSession"],
             swiftSettings: memorySafe),
 
         .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
@@ -358,9 +391,28 @@ let package = Package(
             swiftSettings: upcoming
         ),
         .testTarget(
+            name: "E3DBPageCodecTests", dependencies: ["E3DBPageCodec", "E3DBTestSupport"], swiftSettings: upcoming),
+        .testTarget(name: "E3DBAPITests", dependencies: ["E3DBAPI", "E3DBTestSupport"], swiftSettings: upcoming),
+        // The client against a real `e3dbkit-server` process (and Tozny's Python SDK); Hummingbird, HTTPTypes,
+        // Logging and NIOCore for the lying proxy of ClientTrustTests.
+        .testTarget(
+            name: "E3DBClientTests",
+            dependencies: [
+                "E3DBClient", "E3DBTestSupport", "E3DBServerTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "E3DBURLSessionTests", dependencies: ["E3DBURLSession", "E3DBTestSupport", "E3DBServerTestSupport"],
+            swiftSettings: upcoming),
+        .testTarget(
             name: "E3DBServerTests",
             dependencies: [
-                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBURLSession", "E3DBKit", "E3DBTestSupport",
+                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport", "E3DBServerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -369,6 +421,8 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
+            // The Python drivers share python_sdk_driver.py's harness, so they stay together (E3DBClientTests runs
+            // notes_interop.py).
             exclude: ["python_sdk_driver.py", "client_interop.py", "notes_interop.py", "multi_node_driver.py"],
             swiftSettings: upcoming
         ),

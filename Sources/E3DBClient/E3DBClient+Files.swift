@@ -157,7 +157,7 @@ extension E3DBClient {
             expectedEncryptedSize: size, progress: progress)
         let sink: AtomicFileSink
         do { sink = try AtomicFileSink(path: destination) } catch {
-            throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)")
+            throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)", cause: error)
         }
         let pipe = DownloadPipe(limit: 8 << 20)
         async let decrypted = onOwnThread { () throws -> FileDecryptionResult in

@@ -183,5 +183,5 @@ func fill(
 
 func ioError(_ what: String, _ error: any Error) -> E3DBError {
     if let error = error as? E3DBError { return error }
-    return E3DBError(.fileIOFailed, "\(what): \(error)")
+    return E3DBError(.fileIOFailed, "\(what): \(error)", cause: error)
 }

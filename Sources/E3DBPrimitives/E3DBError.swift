@@ -1,15 +1,26 @@
 /// The error every E3DBKit layer above canonical JSON throws.
 ///
-/// An error has a ``code`` (a stable identifier to match on), a human ``message`` and non-secret ``context``
-/// (which field, which part, expected and actual length, byte offset, chunk index, version). Messages and context
-/// never contain key, plaintext or ciphertext bytes.
+/// An error has a ``code`` (a stable identifier to match on), a human ``message``, non-secret ``context``
+/// (which field, which part, expected and actual length, byte offset, chunk index, version) and, where a lower layer
+/// failed, that layer's error as its ``cause``. Messages and context never contain key, plaintext or ciphertext
+/// bytes.
 ///
-/// Codes are an extensible struct, so layers add their own without breaking callers:
-/// ```swift
-/// extension E3DBError.Code { public static let fileTruncated = Self("fileTruncated", category: .verification) }
-/// ```
+/// Codes are static members of ``Code`` declared by E3DBKit's modules (each layer adds its own in an extension), so
+/// callers match on them (`error.code == .authenticationFailed`) and map them through their ``Category``. Only
+/// E3DBKit creates codes: the initialisers of ``Code`` are `package`, so every code a caller can meet is one of the
+/// documented static members.
+///
 /// Two errors compare equal when their codes are equal, so tests can write
 /// `#expect(throws: E3DBError(.authenticationFailed)) { ... }`.
+///
+/// ## The cause
+///
+/// ``cause`` is the error of the layer underneath (GRDB's `DatabaseError`, a `CocoaError` or `POSIXError` from the
+/// file system, a PostgreSQL client error), kept for a debugger or a caller that wants to tell failures apart
+/// further. It plays no part in equality and is never put into ``description`` or ``message``: those are written
+/// for logs and HTTP responses, while a lower layer's error text is not E3DBKit's to vouch for. E3DBKit attaches a
+/// cause only when that error holds no secret (no key or plaintext bytes, no credentials, no row values, no
+/// database password or presigned URL); a caller that logs `cause` still decides for itself what its logs may hold.
 ///
 /// - Note: Authentication failure is a single code: libsodium cannot tell a wrong key from tampered bytes.
 public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -35,14 +46,14 @@ public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A stable identifier for a kind of failure, with its ``Category``.
     ///
     /// Equality and hashing use ``rawValue`` only.
-    public struct Code: Hashable, Sendable, CustomStringConvertible, RawRepresentable {
+    /// Codes are created inside E3DBKit only (the initialiser is `package`); callers use the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's stable name, as it appears in descriptions, CLI messages and the API's error bodies.
         public let rawValue: String
         /// What kind of failure this is.
         public let category: Category
-        /// Creates a code in the ``Category/malformedInput`` category.
-        public init(rawValue: String) { self.init(rawValue, category: .malformedInput) }
-        /// Creates a code.
-        public init(_ rawValue: String, category: Category) {
+        /// Creates a code: E3DBKit's modules only, in an extension of `E3DBError.Code` beside the code's use.
+        package init(_ rawValue: String, category: Category) {
             self.rawValue = rawValue
             self.category = category
         }
@@ -97,16 +108,22 @@ public struct E3DBError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// Where it went wrong.
     public let context: Context
+    /// The lower layer's error this one reports, if any: not compared, never in ``description`` (see "The cause"
+    /// above for what may be attached).
+    public let cause: (any Error & Sendable)?
 
     /// Creates an error.
     /// - Parameters:
     ///   - code: The failure kind.
     ///   - message: A non-secret explanation; defaults to the code's name.
     ///   - context: Non-secret details.
-    public init(_ code: Code, _ message: String = "", context: Context = .init()) {
+    ///   - cause: The lower layer's error, when it holds no secret (it is never printed).
+    public init(_ code: Code, _ message: String = "", context: Context = .init(), cause: (any Error & Sendable)? = nil)
+    {
         self.code = code
         self.message = message.isEmpty ? code.rawValue : message
         self.context = context
+        self.cause = cause
     }
 
     public static func == (lhs: E3DBError, rhs: E3DBError) -> Bool { lhs.code == rhs.code }

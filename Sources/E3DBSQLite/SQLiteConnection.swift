@@ -141,7 +141,7 @@ public struct SQLiteRow: Sendable, Equatable {
                 } catch let error as E3DBError {
                     throw error
                 } catch {
-                    throw E3DBError(.databaseError, "\(error)")
+                    throw E3DBError(.databaseError, "\(error)", cause: error)
                 }
             }
             if let afterStatement {
@@ -150,7 +150,7 @@ public struct SQLiteRow: Sendable, Equatable {
                 } catch let error as E3DBError {
                     throw error
                 } catch {
-                    throw E3DBError(.databaseError, "\(error)")
+                    throw E3DBError(.databaseError, "\(error)", cause: error)
                 }
             }
             if offset >= remaining.count - 1 { return }

@@ -187,7 +187,7 @@ struct ExportFile {
         do {
             sink = try AtomicFileSink(path: finalURL.path)
         } catch {
-            throw E3DBError(.databaseError, "cannot create \(finalURL.path): \(error)")
+            throw E3DBError(.databaseError, "cannot create \(finalURL.path): \(error)", cause: error)
         }
     }
 
@@ -195,7 +195,7 @@ struct ExportFile {
         do {
             try unsafe data.withUnsafeBytes { try unsafe sink.write($0) }
         } catch {
-            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)")
+            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)", cause: error)
         }
     }
 
@@ -203,7 +203,7 @@ struct ExportFile {
         do {
             try sink.finish()
         } catch {
-            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)")
+            throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)", cause: error)
         }
     }
 }

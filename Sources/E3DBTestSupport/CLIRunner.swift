@@ -29,6 +29,9 @@ package enum CLIRunner {
     /// The built `e3dbkit-server` binary, beside ``binary``.
     package static var serverBinary: URL { productsDirectory.appendingPathComponent("e3dbkit-server") }
 
+    /// The built `e3dbkit-vectors` binary (`e3dbkit vectors` alone, the main job's executable), beside ``binary``.
+    package static var vectorsBinary: URL { productsDirectory.appendingPathComponent("e3dbkit-vectors") }
+
     /// The built `generate-swift-vectors` development tool (not a product), beside ``binary``.
     package static var vectorGenerator: URL { productsDirectory.appendingPathComponent("generate-swift-vectors") }
 

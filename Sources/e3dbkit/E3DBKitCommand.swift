@@ -1,5 +1,6 @@
 import ArgumentParser
 import E3DBCommandLine
+import E3DBVectorsCommand
 
 struct E3DBKitCommand: SubcommandGroup {
     static let configuration = CommandConfiguration(

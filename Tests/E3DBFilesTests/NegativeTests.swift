@@ -387,6 +387,29 @@ struct StrictDecryptionTests {
     }
 }
 
+/// A source whose reads fail with `failure`, as a file or pipe that goes away.
+struct FailingSource: FileByteSource {
+    struct Failure: Error, Equatable { let reason: String }
+    let failure: Failure
+    mutating func read(into buffer: inout MutableRawSpan) throws -> Int { throw failure }
+}
+
+@Suite("E3DBFiles: a failing source is reported with its cause")
+struct IOCauseTests {
+    @Test("a source's failure is .fileIOFailed carrying that failure as its cause")
+    func sourceFailureCarriesCause() {
+        var source = FailingSource(failure: .init(reason: "disk went away"))
+        var sink = MemoryByteSink()
+        do {
+            _ = try E3DBFileCipher.encrypt(from: &source, to: &sink, accessKey: Fixture.key)
+            Issue.record("a failing source encrypted")
+        } catch {
+            #expect(error.code == .fileIOFailed)
+            #expect(error.cause as? FailingSource.Failure == .init(reason: "disk went away"))
+        }
+    }
+}
+
 /// A source that counts what it delivered and does not report its length (like a pipe).
 struct CountingSource: FileByteSource {
     var inner: MemoryByteSource

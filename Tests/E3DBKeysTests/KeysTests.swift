@@ -74,11 +74,12 @@ struct KeysTests {
     @Test(
         "malformed EAK strings give typed errors",
         arguments: [
-            ("", "invalidEAK"), ("a.b.c", "invalidEAK"), (".", "invalidLength"), ("@@@@.AAAA", "invalidBase64"),
-            (String(repeating: "A", count: 64) + "." + String(repeating: "A", count: 31), "invalidLength"),
+            ("", E3DBError.Code.invalidEAK), ("a.b.c", .invalidEAK), (".", .invalidLength),
+            ("@@@@.AAAA", .invalidBase64),
+            (String(repeating: "A", count: 64) + "." + String(repeating: "A", count: 31), .invalidLength),
         ])
-    func malformedEAK(_ input: String, _ code: String) {
-        #expect(throws: E3DBError(E3DBError.Code(rawValue: code))) { try EncryptedAccessKey(input) }
+    func malformedEAK(_ input: String, _ code: E3DBError.Code) {
+        #expect(throws: E3DBError(code)) { try EncryptedAccessKey(input) }
     }
 
     @Test("the access-key cache is safe under concurrency")

@@ -44,6 +44,21 @@ struct PrimitivesCLITests {
         #expect(result.stdoutText.contains(" 0 failed"))
     }
 
+    @Test("e3dbkit-vectors verify (the main job) is e3dbkit vectors verify: same table, same status, same usage error")
+    func vectorsExecutableIsTheSameCommand() async throws {
+        let arguments = ["verify", "--filter", "primitives/"]
+        let viaCLI = try await CLIRunner.run(["vectors"] + arguments)
+        let alone = try await ChildProcess.run(CLIRunner.vectorsBinary, arguments)
+        #expect(alone.status == 0, "\(alone.stderr)")
+        #expect(alone.stdoutText == viaCLI.stdoutText)
+        #expect(alone.stdoutText.contains("primitives/box"))
+        let missing = try await ChildProcess.run(CLIRunner.vectorsBinary, ["verify", "/nonexistent/e3dbkit-vectors"])
+        #expect(missing.status == 66, "\(missing.stderr)")
+        let bare = try await ChildProcess.run(CLIRunner.vectorsBinary, [])
+        #expect(bare.status == 64)
+        #expect(bare.stderr.contains("missing subcommand for 'e3dbkit-vectors'"))
+    }
+
     @Test func vectorsVerifyFailsOnABrokenVector() async throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

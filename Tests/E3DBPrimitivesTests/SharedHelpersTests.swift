@@ -4,6 +4,19 @@ import Testing
 
 @Suite("E3DBPrimitives: the package's one hex, UUID-text and wiped-scratch helpers")
 struct SharedHelpersTests {
+    @Test("an error's cause is kept, plays no part in equality and never reaches its description")
+    func errorCause() {
+        struct Underlying: Error { let detail: String }
+        let plain = E3DBError(.databaseError, "writing failed")
+        let caused = E3DBError(.databaseError, "writing failed", cause: Underlying(detail: "token s3cr3t"))
+        #expect(plain.cause == nil)
+        #expect((caused.cause as? Underlying)?.detail == "token s3cr3t")
+        #expect(caused == plain)
+        #expect(caused.description == plain.description)
+        #expect(!caused.description.contains("s3cr3t") && !caused.message.contains("s3cr3t"))
+        #expect(caused != E3DBError(.wrongKey, cause: Underlying(detail: "token s3cr3t")))
+    }
+
     @Test("hex encodes in either case and decodes what it encoded; malformed text is refused")
     func hex() throws {
         let bytes: [UInt8] = [0x00, 0x0f, 0x10, 0xa5, 0xff]

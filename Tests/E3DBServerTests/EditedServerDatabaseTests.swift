@@ -1,5 +1,6 @@
 import E3DBClient
 import E3DBKit
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import E3DBAPI
 import E3DBClient
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing

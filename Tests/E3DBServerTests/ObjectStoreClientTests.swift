@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import E3DBClient
 import E3DBKit
 import E3DBPrimitives
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import NIOHTTP1

@@ -1,6 +1,7 @@
 import E3DBClient
 import E3DBKit
 import E3DBPrimitives
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Logging

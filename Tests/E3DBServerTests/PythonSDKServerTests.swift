@@ -1,3 +1,4 @@
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing
@@ -7,20 +8,11 @@ import Testing
 /// `kill -9` (Tests/E3DBServerTests/python_sdk_driver.py).
 @Suite("E3DB server against Tozny's Python SDK", .serialized, .postgresServer)
 struct PythonSDKServerTests {
-    /// Runs a driver script (for up to a minute, awaited); returns its standard output and error, merged.
+    /// Runs a driver script of this folder (`python_sdk_driver.py` by default) with `e3dbkit` and a work directory.
     static func drive(_ extra: [String], script: String = "python_sdk_driver.py") async throws
         -> (status: Int32, output: String)
     {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-server-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: work) }
-        let result = try await ChildProcess.run(
-            try await ChildProcess.makeProjectPython(),
-            [
-                VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBServerTests/" + script).path,
-                CLIRunner.binary.path, work.path,
-            ] + extra,
-            mergingStandardError: true)
-        return (result.status, result.stdoutText)
+        try await PythonDriver.run("Tests/E3DBServerTests/" + script, extra)
     }
 
     @Test("SQLite backend: the SDK's suites, deny paths, hostile input, 409 races, a 300 MiB file, kill -9")

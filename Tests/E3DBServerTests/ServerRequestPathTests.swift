@@ -1,6 +1,7 @@
 import E3DBAPI
 import E3DBClient
 import E3DBKit
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import E3DBPrimitives
 import E3DBServer
+import E3DBTestSupport
 import Foundation
 import Logging
 import PostgresNIO

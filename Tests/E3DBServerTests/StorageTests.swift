@@ -1,5 +1,6 @@
 import E3DBPrimitives
 import E3DBServer
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Logging
@@ -9,85 +10,6 @@ import Testing
 enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite, postgres
     var testDescription: String { rawValue }
-}
-
-/// The throwaway PostgreSQL server of this test process (`scripts/postgres.sh`), started once around the suite.
-enum PostgresTestServer: Sendable {
-    case notInstalled
-    case running(directory: String)
-
-    @TaskLocal static var current: PostgresTestServer?
-
-    static var script: String { VectorLocations.projectRoot.appendingPathComponent("scripts/postgres.sh").path }
-
-    static var isInstalled: Bool {
-        let root = "/usr/lib/postgresql"
-        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
-        return versions.contains { FileManager.default.isExecutableFile(atPath: "\(root)/\($0)/bin/initdb") }
-    }
-
-    /// Runs `scripts/postgres.sh ARGS` and returns its stdout without the final newline.
-    static func run(_ arguments: [String]) async throws -> String {
-        let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [script] + arguments)
-        guard result.status == 0 else {
-            throw E3DBError(
-                .storageUnavailable, "postgres.sh \(arguments[0]) exited with \(result.status): \(result.stderr)")
-        }
-        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// A URL of a new, empty database on the running server; `nil` (after saying so loudly) when PostgreSQL is
-    /// not installed.
-    static func newDatabase() async throws -> String? {
-        switch current {
-        case .running(let directory):
-            return try await run(["createdb", directory])
-        case .notInstalled:
-            print("SKIPPED: PostgreSQL not installed (no /usr/lib/postgresql/*/bin/initdb); run scripts/setup.sh")
-            return nil
-        case nil:
-            Issue.record("the PostgreSQL test server was not started (the suite's trait did not run)")
-            return nil
-        }
-    }
-}
-
-/// Starts the PostgreSQL test server before the suite and stops it (removing its directory) afterwards.
-struct PostgresServerTrait: SuiteTrait, TestScoping {
-    /// How postgres.sh starts it: `start`, or `start-tls` (TLS-only, `DIR/ca.crt`).
-    var command = "start"
-
-    func provideScope(
-        for test: Test, testCase: Test.Case?,
-        performing function: @Sendable () async throws -> Void
-    ) async throws {
-        guard PostgresTestServer.isInstalled else {
-            print("SKIPPED: PostgreSQL not installed: the PostgreSQL cases of \(test.name) will not run")
-            try await PostgresTestServer.$current.withValue(.notInstalled) { try await function() }
-            return
-        }
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("e3dbkit-pg-\(UUID().uuidString.lowercased())").path
-        do {
-            _ = try await PostgresTestServer.run([command, directory])
-        } catch {
-            _ = try? await PostgresTestServer.run(["stop", directory])
-            throw error
-        }
-        do {
-            try await PostgresTestServer.$current.withValue(.running(directory: directory)) { try await function() }
-        } catch {
-            _ = try? await PostgresTestServer.run(["stop", directory])
-            throw error
-        }
-        _ = try await PostgresTestServer.run(["stop", directory])
-    }
-}
-
-extension Trait where Self == PostgresServerTrait {
-    static var postgresServer: Self { Self() }
-    /// A TLS-only server (`hostssl` lines only), its CA in `DIR/ca.crt`.
-    static var postgresTLSServer: Self { Self(command: "start-tls") }
 }
 
 /// Where one test's storage lives: `open()` gives another instance on the same data (as another process would).

@@ -54,7 +54,8 @@ extension PostgresStorage {
         do {
             configuration = try settings.connectionConfiguration(connectTimeout: timeout)
         } catch {
-            throw E3DBError(.storageTLSFailed, "cannot set up TLS for PostgreSQL at \(redactedURL): \(error)")
+            throw E3DBError(
+                .storageTLSFailed, "cannot set up TLS for PostgreSQL at \(redactedURL): \(error)", cause: error)
         }
         do {
             try await withDeadline(timeout) { [logger] in

@@ -112,7 +112,7 @@ extension SQLiteStorage {
                 Self.migrator.asyncMigrate(pool) { result in continuation.resume(with: result.map { _ in () }) }
             }
         } catch {
-            throw E3DBError(.storageUnavailable, "migrating the SQLite database failed: \(error)")
+            throw E3DBError(.storageUnavailable, "migrating the SQLite database failed: \(error)", cause: error)
         }
     }
 }

@@ -59,7 +59,8 @@ package final class SQLiteStorage: ServerStorage {
             checkpointer = try DatabaseQueue(path: path, configuration: config)
             migrationLockPath = directory.appendingPathComponent("server.sqlite.migrate-lock").path
         } catch {
-            throw E3DBError(.storageUnavailable, "cannot open the SQLite database in the data directory: \(error)")
+            throw E3DBError(
+                .storageUnavailable, "cannot open the SQLite database in the data directory: \(error)", cause: error)
         }
         let pool = self.pool
         recordInserts = GroupCommit { rows in

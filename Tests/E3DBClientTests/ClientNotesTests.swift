@@ -1,5 +1,6 @@
 import E3DBAPI
 import E3DBKit
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing
@@ -187,7 +188,7 @@ struct ClientNotesTests {
 
     @Test("Python SDK and e3dbkit client: anonymous notes and replace by name in both directions, views, expiry")
     func pythonInterop() async throws {
-        let result = try await PythonSDKServerTests.drive([], script: "notes_interop.py")
+        let result = try await PythonDriver.run("Tests/E3DBServerTests/notes_interop.py", [])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
         #expect(!result.output.contains("\n0 passed"), "\(result.output)")

@@ -1,5 +1,7 @@
 import E3DBClient
 import E3DBDocuments
+import E3DBServerTestSupport
+import E3DBTestSupport
 import Foundation
 import Testing
 

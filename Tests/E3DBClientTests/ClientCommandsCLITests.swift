@@ -1,3 +1,4 @@
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing

@@ -2,6 +2,7 @@ import E3DBAPI
 import E3DBClient
 import E3DBDocuments
 import E3DBPrimitives
+import E3DBServerTestSupport
 import E3DBTestSupport
 import E3DBURLSession
 import Foundation

@@ -1,12 +1,17 @@
-import ArgumentParser
+package import ArgumentParser
 import E3DBCommandLine
 import E3DBConformance
-import E3DBKit
 import Foundation
 
 /// `e3dbkit vectors verify`: check this build against the cross-language test vectors (E3DBConformance).
-struct VectorsCommand: SubcommandGroup {
-    static let configuration = CommandConfiguration(
+///
+/// One command type, two executables: `e3dbkit` has it as its `vectors` group, and `e3dbkit-vectors` (the main
+/// job's executable, `scripts/run.sh`) is it alone, so that the main job does not compile the client, the store or
+/// their HTTP and SQLite stacks.
+package struct VectorsCommand: SubcommandGroup {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
         commandName: "vectors",
         abstract: "Check E3DBKit against the committed cross-language test vectors.",
         subcommands: [VerifyVectorsCommand.self]
@@ -14,8 +19,10 @@ struct VectorsCommand: SubcommandGroup {
 }
 
 /// `e3dbkit vectors verify [DIR]`: runs every vector suite and prints a table.
-struct VerifyVectorsCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct VerifyVectorsCommand: ParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Run every committed vector suite and print passed/failed counts per suite.",
         discussion: """
@@ -38,7 +45,7 @@ struct VerifyVectorsCommand: ParsableCommand {
     @Flag(name: .shortAndLong, help: "List every failing case, not only the first few per suite.")
     var verbose = false
 
-    func run() throws {
+    package func run() throws {
         let locations = VectorLocations(
             testVectors: directory.map { URL(fileURLWithPath: $0, isDirectory: true) },
             sharedVectors: shared.map { URL(fileURLWithPath: $0, isDirectory: true) })

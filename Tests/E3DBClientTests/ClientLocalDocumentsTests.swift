@@ -2,6 +2,8 @@ import E3DBAPI
 import E3DBClient
 import E3DBDocuments
 import E3DBPrimitives
+import E3DBServerTestSupport
+import E3DBTestSupport
 import Foundation
 import Testing
 

@@ -1,4 +1,5 @@
 import E3DBKit
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Testing

@@ -142,6 +142,54 @@ struct HotPathTests {
 
     enum Bad: Error { case item }
 
+    /// A body that ignores cancellation, as a postgres-nio query waiting behind a lock (a future nothing cancels):
+    /// it ends only after `seconds`, cancelled or not, and holds no thread meanwhile.
+    static func uncooperative(seconds: Double) async -> Int {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { continuation.resume(returning: 1) }
+        }
+    }
+
+    @Test("withDeadline: a body that ignores cancellation still gives its caller the deadline error on time")
+    func deadlineWithAnUncooperativeBody() async throws {
+        let started = ContinuousClock.now
+        await #expect(throws: DeadlineExceeded.self) {
+            try await withDeadline(.milliseconds(100)) { await Self.uncooperative(seconds: 3) }
+        }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(100) && waited < .seconds(2), "the deadline error came after \(waited)")
+    }
+
+    @Test("withDeadline: a cancelled caller leaves at once, even while its body ignores cancellation")
+    func deadlineCallerCancelled() async throws {
+        let caller = Task { try await withDeadline(.seconds(30)) { await Self.uncooperative(seconds: 3) } }
+        try await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(ContinuousClock.now - started < .seconds(2), "the cancelled caller waited for its body")
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await withDeadline(.seconds(30)) { 1 }
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+    }
+
+    @Test("withDeadline: a body's value or error is the caller's, and a cooperative body stops at the deadline")
+    func deadlineOutcomes() async throws {
+        #expect(try await withDeadline(.seconds(30)) { 42 } == 42)
+        await #expect(throws: Bad.self) {
+            try await withDeadline(.seconds(30)) { () async throws -> Int in throw Bad.item }
+        }
+        let stopped = Atomic<Bool>(false)
+        await #expect(throws: DeadlineExceeded.self) {
+            try await withDeadline(.milliseconds(50)) {
+                do { try await Task.sleep(for: .seconds(30)) } catch { stopped.store(true, ordering: .relaxed) }
+            }
+        }
+        #expect(try await AccessRulesTests.eventually { stopped.load(ordering: .relaxed) }, "the body was cancelled")
+    }
+
     @Test("concurrent submissions are written in groups, each caller gets its own output")
     func groupCommitGroups() async throws {
         let batches = Mutex<[Int]>([])

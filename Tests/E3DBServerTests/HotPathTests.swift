@@ -304,6 +304,42 @@ struct HotPathTests {
         #expect(writes.withLock { $0 } < 60)
     }
 
+    @Test("a submitter cancelled while its item waits leaves the queue at once, unwritten; a later one is served")
+    func groupCommitWaiterCancellation() async throws {
+        let gate = AsyncStream<Void>.makeStream()
+        let written = Mutex<[Int]>([])
+        let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
+            if items.contains(0) { for await _ in gate.stream { break } }
+            written.withLock { $0 += items }
+            return items
+        }
+        let holder = Task { try await commit.submit(0) }  // a lane is free: it writes alone, held by the gate
+        #expect(try await AccessRulesTests.eventually { commit.snapshot.busy == 1 })
+        let waiter = Task { try await commit.submit(1) }
+        #expect(try await AccessRulesTests.eventually { commit.snapshot.queued == 1 })
+        waiter.cancel()
+        #expect(
+            try await AccessRulesTests.eventually { commit.snapshot.queued == 0 }, "the cancelled submitter left")
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await commit.submit(3)
+        }
+        #expect(
+            try await AccessRulesTests.eventually { early.isCancelled && commit.snapshot.queued == 0 },
+            "a submitter cancelled before it queued is never queued")
+        let later = Task { try await commit.submit(2) }
+        #expect(try await AccessRulesTests.eventually { commit.snapshot.queued == 1 }, "only the later one waits")
+        // Every outcome is awaited after the gate opens, so that a waiter that stayed fails this test, not hangs it.
+        gate.continuation.yield()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        #expect(try await holder.value == 0)
+        #expect(try await later.value == 2)
+        await commit.idle()
+        #expect(written.withLock { $0 } == [0, 2], "the cancelled items were never written")
+        #expect(commit.snapshot.queued == 0 && commit.snapshot.busy == 0)
+    }
+
     @Test("SQLite: concurrent inserts all land with distinct indexes; a duplicate id fails alone")
     func sqliteGroupedInserts() async throws {
         try await Self.withStorage { storage, _ in try await Self.checkGroupedInserts(storage) }

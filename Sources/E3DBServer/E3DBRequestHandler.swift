@@ -8,8 +8,11 @@ public import Logging
 /// ```swift
 /// let storage = try SQLiteStorage(directory: dataDirectory)
 /// let files = try LocalFileBodyStore(directory: dataDirectory.appendingPathComponent("files"))
-/// let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
-/// let responder = CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) }
+/// try await storage.running {  // the storage's background work (PostgreSQL: its pool) beside the handler
+///     let handler = try await E3DBRequestHandler(configuration: configuration, storage: storage, files: files)
+///     let responder = CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) }
+///     // … serve with `responder` until done
+/// }
 /// ```
 ///
 /// Every refusal is a 4xx response with a JSON `{"error": "<message>"}` body; a storage failure is a 503 with the
@@ -22,7 +25,8 @@ public struct E3DBRequestHandler: Sendable {
     /// - Parameters:
     ///   - configuration: limits, token and TSV1 lifetimes and the public URL; `host`/`port` only shape
     ///     capability URLs when `publicURL` is unset and a request has no `Host`.
-    ///   - storage: the backend (the handler does not close it; the caller does, after the last request).
+    ///   - storage: the backend, its background work running (`ServerStorage.running(_:)`, which also closes it
+    ///     after the last request; the handler does not).
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its secret read.

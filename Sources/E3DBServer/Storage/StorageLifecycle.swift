@@ -11,7 +11,13 @@ extension ServerStorage {
     ///   of the background work.
     public func running<T>(_ body: () async throws -> T) async throws -> T {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.run() }
+            // The body starts once the background task has: postgres-nio warns about a lease before `run()`.
+            let (started, starting) = AsyncStream<Void>.makeStream()
+            group.addTask {
+                starting.finish()
+                try await self.run()
+            }
+            for await _ in started {}
             let outcome: Result<T, any Error>
             do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
             var failure: (any Error)?

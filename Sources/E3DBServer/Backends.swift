@@ -4,9 +4,10 @@ public import Logging
 /// Where the server keeps its state: an opened SQLite database or PostgreSQL pool, opaque outside this package.
 ///
 /// Open one with ``sqlite(directory:)``, ``postgres(url:maximumConnections:operationTimeout:statementTimeout:idleInTransactionTimeout:logger:)``
-/// or, as `e3dbkit-server` does, from a configuration (``open(_:logger:)``); hand it to ``E3DBRequestHandler``;
-/// ``close()`` it after the last request. The storage interface behind it is internal to E3DBKit, so that the
-/// backends can change without breaking an application that embeds the server.
+/// or, as `e3dbkit-server` does, from a configuration (``open(_:logger:)``); use it inside ``running(_:)``, which runs
+/// its background work and closes it at the end, and hand it to ``E3DBRequestHandler`` there. The storage interface
+/// behind it is internal to E3DBKit, so that the backends can change without breaking an application that embeds
+/// the server.
 public struct StorageBackend: Sendable {
     /// The backend's storage (this package's tests and fuzz harnesses reach it; an application does not).
     package let storage: any ServerStorage
@@ -64,9 +65,13 @@ public struct StorageBackend: Sendable {
             idleInTransactionTimeout: .seconds(configuration.postgresIdleInTransactionTimeout), logger: logger)
     }
 
-    /// Waits for the writes in progress and closes the database (PostgreSQL: the pool and its connections).
-    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`).
-    public func close() async throws { try await storage.close() }
+    /// Runs `body` with the backend's background work beside it (PostgreSQL: its connection pool, without which no
+    /// query is answered; SQLite: WAL checkpoints), then waits for the writes in progress, closes the backend and
+    /// stops that work. Use the backend only inside `body`, and call this once per backend.
+    /// - Parameter body: the work that uses the backend (for a server: until it stops serving).
+    /// - Returns: what `body` returns.
+    /// - Throws: what `body` throws, else a storage failure (`E3DBError`, `isStorageFailure`) from closing.
+    public func running<T>(_ body: () async throws -> T) async throws -> T { try await storage.running(body) }
 }
 
 /// Where encrypted file bodies live: a directory this server serves them from, or an S3-compatible bucket the

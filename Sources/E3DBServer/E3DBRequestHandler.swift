@@ -8,10 +8,11 @@ public import Logging
 /// ```swift
 /// let backend = try StorageBackend.sqlite(directory: dataDirectory)
 /// let files = try FileBodyBackend.local(directory: dataDirectory.appendingPathComponent("files"))
-/// let handler = try await E3DBRequestHandler(configuration: configuration, backend: backend, files: files)
-/// let responder = CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) }
-/// // … after the last request:
-/// try await backend.close()
+/// try await backend.running {  // the backend's background work (PostgreSQL: its pool) beside the handler
+///     let handler = try await E3DBRequestHandler(configuration: configuration, backend: backend, files: files)
+///     let responder = CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) }
+///     // … serve with `responder` until done
+/// }
 /// ```
 ///
 /// Every refusal is a 4xx response with a JSON `{"error": "<message>"}` body; a storage failure is a 503 with the
@@ -25,8 +26,9 @@ public struct E3DBRequestHandler: Sendable {
     ///   - configuration: limits, token and TSV1 lifetimes and the public URL; `host`/`port` only shape
     ///     capability URLs when `publicURL` is unset and a request has no `Host`. Its data directory, PostgreSQL
     ///     URL and object store are not read: `backend` and `files` say where things are.
-    ///   - backend: where the server's state lives (the handler does not close it; the caller does, after the last
-    ///     request).
+    ///   - backend: where the server's state lives, its background work running: use the handler inside
+    ///     ``StorageBackend/running(_:)``, which also closes the backend after the last request (the handler does
+    ///     not).
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its secret read.

@@ -6,6 +6,8 @@ import HummingbirdTLS
 public import Logging
 import NIOCore
 import NIOSSL
+import ServiceLifecycle
+import UnixSignals
 
 extension E3DBError.Code {
     /// An administrative command names a client that is not registered (`context.item` is the id as given, at most
@@ -17,21 +19,18 @@ extension E3DBError.Code {
 
 /// The E3DB-compatible API server and its administration (`e3dbkit-server`).
 public enum E3DBServer {
-    /// Opens the configured backend for an administrative command: without migrating (only `migrate` and `run`
-    /// migrate), refusing a schema older or newer than this build's.
+    /// Runs `body` with the configured backend for an administrative command (`ServerStorage.running`):
+    /// without migrating (only `migrate` and `run` migrate), refusing a schema older or newer than this build's.
     /// - Throws: `E3DBError` `.storageSchemaTooOld` (telling the operator to run `e3dbkit-server migrate`),
-    ///   `.storageSchemaTooNew`, or another storage failure.
-    static func openForAdministration(_ configuration: ServerConfiguration, logger: Logger) async throws
-        -> any ServerStorage
-    {
+    ///   `.storageSchemaTooNew`, another storage failure, or what `body` throws.
+    static func withAdministration<T>(
+        _ configuration: ServerConfiguration, logger: Logger, _ body: (any ServerStorage) async throws -> T
+    ) async throws -> T {
         let storage = try StorageBackend.open(configuration, logger: logger).storage
-        do {
+        return try await storage.running {
             try await storage.checkSchema()
-        } catch {
-            try? await storage.close()
-            throw error
+            return try await body(storage)
         }
-        return storage
     }
 
     /// Runs the versioned migrations of the configured backend.
@@ -41,8 +40,7 @@ public enum E3DBServer {
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be opened or migrated.
     public static func migrate(_ configuration: ServerConfiguration, logger: Logger) async throws {
         let storage = try StorageBackend.open(configuration, logger: logger).storage
-        try await storage.migrate()
-        try await storage.close()
+        try await storage.running { try await storage.migrate() }
     }
 
     /// Creates a registration token and returns it (only its SHA-256 is stored).
@@ -55,12 +53,12 @@ public enum E3DBServer {
     public static func createRegistrationToken(_ configuration: ServerConfiguration, uses: Int?, logger: Logger)
         async throws -> String
     {
-        let storage = try await openForAdministration(configuration, logger: logger)
         let token = Hex.encode(SecureRandom.bytes(count: 32))
-        try await storage.createRegistrationToken(
-            hash: Hashes.sha256(Data(token.utf8)), uses: uses,
-            created: APITimestampClock.now())
-        try await storage.close()
+        try await withAdministration(configuration, logger: logger) { storage in
+            try await storage.createRegistrationToken(
+                hash: Hashes.sha256(Data(token.utf8)), uses: uses,
+                created: APITimestampClock.now())
+        }
         return token
     }
 
@@ -76,13 +74,12 @@ public enum E3DBServer {
     public static func setBackupClient(_ configuration: ServerConfiguration, clientID: String, logger: Logger)
         async throws
     {
-        let storage = try await openForAdministration(configuration, logger: logger)
-        guard let id = ClientID(clientID), try await storage.client(id: id) != nil else {
-            try await storage.close()
-            throw Self.unknownClient(clientID)
+        try await withAdministration(configuration, logger: logger) { storage in
+            guard let id = ClientID(clientID), try await storage.client(id: id) != nil else {
+                throw Self.unknownClient(clientID)
+            }
+            try await storage.setBackupClientID(id)
         }
-        try await storage.setBackupClientID(id)
-        try await storage.close()
     }
 
     /// Enables or disables a registered client. A disabled client's Bearer tokens, token requests and TSV1
@@ -98,10 +95,10 @@ public enum E3DBServer {
         _ configuration: ServerConfiguration, clientID: String, enabled: Bool,
         logger: Logger
     ) async throws {
-        let storage = try await openForAdministration(configuration, logger: logger)
-        var found = false
-        if let id = ClientID(clientID) { found = try await storage.setClientEnabled(id: id, enabled) }
-        try await storage.close()
+        let found = try await withAdministration(configuration, logger: logger) { storage in
+            guard let id = ClientID(clientID) else { return false }
+            return try await storage.setClientEnabled(id: id, enabled)
+        }
         guard found else {
             throw Self.unknownClient(clientID)
         }
@@ -114,10 +111,7 @@ public enum E3DBServer {
     /// - Returns: rows per table.
     /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend fails.
     public static func statistics(_ configuration: ServerConfiguration, logger: Logger) async throws -> [String: Int] {
-        let storage = try await openForAdministration(configuration, logger: logger)
-        let stats = try await storage.statistics()
-        try await storage.close()
-        return stats
+        try await withAdministration(configuration, logger: logger) { storage in try await storage.statistics() }
     }
 
     /// Runs the server until SIGTERM or SIGINT (in-flight requests finish first).
@@ -141,15 +135,36 @@ public enum E3DBServer {
         }
         let configuration = adjusted
         let storage = try StorageBackend.open(configuration, logger: logger).storage
-        do {
-            try await storage.migrate()
-            // PostgreSQL: this node's clock against the database's (a warning above 1 s, a refusal above the maximum).
-            try await ClockCheck.read(storage, now: APITimestampClock.now)?.verify(
-                maximumSkew: configuration.maximumClockSkew, logger: logger)
-        } catch {
-            try? await storage.close()
-            throw error
-        }
+        // The storage's background work (the PostgreSQL pool, SQLite's checkpoints) is a service listed before the
+        // server, so that a graceful shutdown (SIGTERM, SIGINT) stops the server first (in-flight requests finish)
+        // and closes the storage after it; the server is built inside its own service, once the storage (running)
+        // has been migrated and has given the server secret.
+        let server = ServerService(
+            storage: storage, bucket: bucket, configuration: configuration, logger: logger, onListening: onListening)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [StorageService(storage: storage), server], gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+    }
+}
+
+/// The HTTP server with the maintenance passes, as a ServiceLifecycle service beside the storage's
+/// (`StorageService`): migrates the storage, then builds and runs Hummingbird's application until the group shuts
+/// down gracefully (the application's own service group follows the enclosing one).
+private struct ServerService: Service {
+    let storage: any ServerStorage
+    let bucket: S3FileBodyStore?
+    let configuration: ServerConfiguration
+    let logger: Logger
+    let onListening: @Sendable (String, Int) -> Void
+
+    func run() async throws {
+        let (configuration, logger, onListening) = (self.configuration, self.logger, self.onListening)
+        try await storage.migrate()
+        // PostgreSQL: this node's clock against the database's (a warning above 1 s, a refusal above the maximum).
+        try await ClockCheck.read(storage, now: APITimestampClock.now)?.verify(
+            maximumSkew: configuration.maximumClockSkew, logger: logger)
         let files: any FileBodyStore = try bucket ?? FileBodyBackend.open(configuration).store
         let service = E3DBService(
             storage: storage, files: files, configuration: configuration,
@@ -187,7 +202,7 @@ public enum E3DBServer {
         default:
             throw E3DBError(.invalidTLSConfiguration, "TLS needs both a certificate and a key")
         }
-        let app = Application(
+        var app = Application(
             responder: responder,
             server: server,
             configuration: .init(
@@ -198,18 +213,18 @@ public enum E3DBServer {
                 onListening(configuration.host, port)
             },
             logger: logger)
-        do {
-            // The maintenance passes run beside the server and stop with it.
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await service.maintainUntilCancelled() }
-                defer { group.cancelAll() }
-                try await app.runService()
-            }
-        } catch {
-            try? await storage.close()
-            throw error
-        }
-        try await storage.close()
+        // The maintenance passes run beside the server, under the application, and stop after it.
+        app.addServices(MaintenanceService(service: service))
+        try await app.run()
+    }
+}
+
+/// ``E3DBService/maintainUntilCancelled()`` as a service: until the group shuts down gracefully or is cancelled.
+private struct MaintenanceService: Service {
+    let service: E3DBService
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await service.maintainUntilCancelled() }
     }
 }
 

@@ -55,21 +55,21 @@ extension EncryptedStore {
             ))
     }
 
-    /// Records per chunk of a large batch; batches smaller than this are encrypted on the writing thread.
+    /// Records per chunk of a large batch; batches smaller than this are encrypted on the calling thread.
     static let bulkChunkSize = 256
 
-    /// Encrypts, binds and indexes new records (version 1) and hands each to `insert`, in order, on the calling
-    /// thread. Each record gets a fresh id (or its entry of `ids`, one per record), its `EncryptedDocument` (fresh
-    /// data key and nonces per field, from ``reservoir``), its binding MAC and its blind-index tokens for `indexes`.
+    /// Encrypts, binds and indexes new records (version 1), before any transaction opens: the rows returned, in
+    /// order, are what the write transaction inserts, so that no crypto runs while it holds the writer. Each record
+    /// gets a fresh id (or its entry of `ids`, one per record), its `EncryptedDocument` (fresh data key and nonces
+    /// per field, from ``reservoir``), its binding MAC and its blind-index tokens for `indexes`.
     ///
-    /// A batch of more than one chunk is encrypted on every processor, chunk by chunk, while the calling thread
-    /// inserts the chunks already done (the write transaction and the encryption overlap). A failure on either
-    /// side stops the other; nothing runs on after this returns or throws.
+    /// A batch of more than one chunk is encrypted on every processor, chunk by chunk; the first failure stops the
+    /// chunks not started yet, and nothing runs on after this returns or throws.
     func encryptNewRecords(
         _ records: [(type: String, data: RecordData, plain: RecordData)], collection: String, keys: StoreKeys,
         access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)],
-        ids: [UUID]? = nil, insert: (NewRecordRow) throws -> Void
-    ) throws {
+        ids: [UUID]? = nil
+    ) throws(E3DBError) -> [NewRecordRow] {
         let now = StoreTime.format(StoreTime.now())
         let storeID = self.storeID
         let encryptOne: @Sendable (Int) throws(E3DBError) -> NewRecordRow = { offset throws(E3DBError) in
@@ -94,60 +94,49 @@ extension EncryptedStore {
         let size = EncryptedStore.bulkChunkSize
         let chunkCount = (records.count + size - 1) / size
         guard chunkCount > 1, ProcessInfo.processInfo.activeProcessorCount > 1 else {
-            for offset in records.indices { try insert(try encryptOne(offset)) }
-            return
+            var rows: [NewRecordRow] = []
+            rows.reserveCapacity(records.count)
+            for offset in records.indices { rows.append(try encryptOne(offset)) }
+            return rows
         }
         let chunks = BulkChunks(count: chunkCount)
-        let done = DispatchGroup()
-        done.enter()
-        DispatchQueue.global(qos: .userInitiated).async {
-            DispatchQueue.concurrentPerform(iterations: chunkCount) { c in
-                defer { chunks.ready[c].signal() }
-                guard !chunks.stopped.load(ordering: .relaxed) else { return }
-                var rows: [NewRecordRow] = []
-                rows.reserveCapacity(size)
-                do throws(E3DBError) {
-                    for offset in (c * size)..<min(records.count, (c + 1) * size) {
-                        rows.append(try encryptOne(offset))
-                    }
-                    chunks.rows.withLock { $0[c] = rows }
-                } catch {
-                    chunks.failure.withLock { if $0 == nil { $0 = error } }
-                    chunks.stopped.store(true, ordering: .relaxed)
+        // Returns once every chunk is done (or skipped after a failure).
+        DispatchQueue.concurrentPerform(iterations: chunkCount) { c in
+            guard !chunks.stopped.load(ordering: .relaxed) else { return }
+            var rows: [NewRecordRow] = []
+            rows.reserveCapacity(size)
+            do throws(E3DBError) {
+                for offset in (c * size)..<min(records.count, (c + 1) * size) {
+                    rows.append(try encryptOne(offset))
                 }
+                chunks.rows.withLock { $0[c] = rows }
+            } catch {
+                chunks.failure.withLock { if $0 == nil { $0 = error } }
+                chunks.stopped.store(true, ordering: .relaxed)
             }
-            done.leave()
         }
-        // The encryption must be over before this returns, whatever happens here.
-        defer {
-            chunks.stopped.store(true, ordering: .relaxed)
-            done.wait()
+        if let error = chunks.failure.withLock({ $0 }) { throw error }
+        let done = chunks.rows.withLock { slots in
+            defer { slots = [] }
+            return slots
         }
-        for c in 0..<chunkCount {
-            chunks.ready[c].wait()
-            if let error = chunks.failure.withLock({ $0 }) { throw error }
-            guard
-                let rows = chunks.rows.withLock({ slots in
-                    defer { slots[c] = nil }
-                    return slots[c]
-                })
-            else {
-                throw E3DBError(.cancelled, "encrypting the batch for \(collection) stopped")
-            }
-            for row in rows { try insert(row) }
+        var rows: [NewRecordRow] = []
+        rows.reserveCapacity(records.count)
+        for chunk in done {
+            guard let chunk else { throw E3DBError(.cancelled, "encrypting the batch for \(collection) stopped") }
+            rows.append(contentsOf: chunk)
         }
+        return rows
     }
 }
 
-/// The chunks of a bulk write: encrypted rows by chunk, a semaphore per chunk, the first error, a stop flag.
+/// The chunks of a bulk write: encrypted rows by chunk, the first error, a stop flag.
 final class BulkChunks: Sendable {
     let rows: Mutex<[[EncryptedStore.NewRecordRow]?]>
-    let ready: [DispatchSemaphore]
     let failure = Mutex<E3DBError?>(nil)
     let stopped = Atomic<Bool>(false)
 
     init(count: Int) {
         rows = Mutex(Array(repeating: nil, count: count))
-        ready = (0..<count).map { _ in DispatchSemaphore(value: 0) }
     }
 }

@@ -28,8 +28,8 @@ extension EncryptedStore {
 
     /// Encrypts and stores several records in one transaction (all or none).
     ///
-    /// A large batch is encrypted, bound to its places and indexed on every processor while the transaction
-    /// inserts the records already encrypted.
+    /// The records are encrypted, bound to their places and indexed (a large batch on every processor) before the
+    /// write transaction opens: the transaction only inserts.
     public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)])
         throws(E3DBError)
         -> [RecordReference]
@@ -39,32 +39,47 @@ extension EncryptedStore {
 
     /// Inserts new records in one transaction, with fresh ids or `ids` (one per record); nil, and nothing written,
     /// when a record with one of `ids` exists already.
+    ///
+    /// The crypto runs first, outside any transaction, for the indexes read in a read transaction; the write
+    /// transaction reads them again and, when one was created or dropped meanwhile, computes the rows' tokens for
+    /// the indexes it sees (the documents and MACs do not depend on them).
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) throws(E3DBError) -> [RecordReference]? {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
-        return try databaseCall("writing to collection \(collection)") {
-            try pool.write { db -> [RecordReference]? in
-                for id in ids ?? [] {
-                    let present = try Bool.fetchOne(
-                        db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [id.lowercasedString])
-                    if present == true { return nil }
-                }
-                let indexes = try indexKeys(db, keys: keys, collection: collection)
-                var references: [RecordReference] = []
-                references.reserveCapacity(records.count)
-                try writingRecords(db, keys, collection: collection) { state in
-                    try encryptNewRecords(
-                        records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids
-                    ) { row in
-                        try insertRecord(db, row, collection: collection, indexes: indexes, state: &state)
-                        references.append(row.reference)
-                    }
-                }
-                return references
+        let indexes = try databaseCall("reading the indexes of collection \(collection)") {
+            try pool.read { db in
+                try anyRecordPresent(db, ids) ? nil : indexKeys(db, keys: keys, collection: collection)
             }
         }
+        guard let indexes else { return nil }
+        let rows = try encryptNewRecords(
+            records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
+        return try databaseCall("writing to collection \(collection)") {
+            try pool.write { db -> [RecordReference]? in
+                if try anyRecordPresent(db, ids) { return nil }
+                let current = try indexKeys(db, keys: keys, collection: collection)
+                let sameIndexes = current.map(\.index) == indexes.map(\.index)
+                try writingRecords(db, keys, collection: collection) { state in
+                    for var row in rows {
+                        if !sameIndexes { row.tokens = nil }  // `insertRecord` computes them for `current`
+                        try insertRecord(db, row, collection: collection, indexes: current, state: &state)
+                    }
+                }
+                return rows.map(\.reference)
+            }
+        }
+    }
+
+    /// Whether a record with one of `ids` exists.
+    private func anyRecordPresent(_ db: Database, _ ids: [UUID]?) throws -> Bool {
+        for id in ids ?? [] {
+            let present = try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM records WHERE id = ?", arguments: [id.lowercasedString])
+            if present == true { return true }
+        }
+        return false
     }
 
     /// Reads, authenticates and decrypts one record.

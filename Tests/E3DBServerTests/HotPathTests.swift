@@ -142,6 +142,54 @@ struct HotPathTests {
 
     enum Bad: Error { case item }
 
+    /// A body that ignores cancellation, as a postgres-nio query waiting behind a lock (a future nothing cancels):
+    /// it ends only after `seconds`, cancelled or not, and holds no thread meanwhile.
+    static func uncooperative(seconds: Double) async -> Int {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { continuation.resume(returning: 1) }
+        }
+    }
+
+    @Test("withDeadline: a body that ignores cancellation still gives its caller the deadline error on time")
+    func deadlineWithAnUncooperativeBody() async throws {
+        let started = ContinuousClock.now
+        await #expect(throws: DeadlineExceeded.self) {
+            try await withDeadline(.milliseconds(100)) { await Self.uncooperative(seconds: 3) }
+        }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(100) && waited < .seconds(2), "the deadline error came after \(waited)")
+    }
+
+    @Test("withDeadline: a cancelled caller leaves at once, even while its body ignores cancellation")
+    func deadlineCallerCancelled() async throws {
+        let caller = Task { try await withDeadline(.seconds(30)) { await Self.uncooperative(seconds: 3) } }
+        try await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(ContinuousClock.now - started < .seconds(2), "the cancelled caller waited for its body")
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await withDeadline(.seconds(30)) { 1 }
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+    }
+
+    @Test("withDeadline: a body's value or error is the caller's, and a cooperative body stops at the deadline")
+    func deadlineOutcomes() async throws {
+        #expect(try await withDeadline(.seconds(30)) { 42 } == 42)
+        await #expect(throws: Bad.self) {
+            try await withDeadline(.seconds(30)) { () async throws -> Int in throw Bad.item }
+        }
+        let stopped = Atomic<Bool>(false)
+        await #expect(throws: DeadlineExceeded.self) {
+            try await withDeadline(.milliseconds(50)) {
+                do { try await Task.sleep(for: .seconds(30)) } catch { stopped.store(true, ordering: .relaxed) }
+            }
+        }
+        #expect(try await AccessRulesTests.eventually { stopped.load(ordering: .relaxed) }, "the body was cancelled")
+    }
+
     @Test("concurrent submissions are written in groups, each caller gets its own output")
     func groupCommitGroups() async throws {
         let batches = Mutex<[Int]>([])
@@ -254,6 +302,42 @@ struct HotPathTests {
         #expect(failures == 60)
         // Groups, not items: far fewer writes than submissions (a retry per item would make at least 60).
         #expect(writes.withLock { $0 } < 60)
+    }
+
+    @Test("a submitter cancelled while its item waits leaves the queue at once, unwritten; a later one is served")
+    func groupCommitWaiterCancellation() async throws {
+        let gate = AsyncStream<Void>.makeStream()
+        let written = Mutex<[Int]>([])
+        let commit = GroupCommit<Int, Int>(maxBatch: 64) { items in
+            if items.contains(0) { for await _ in gate.stream { break } }
+            written.withLock { $0 += items }
+            return items
+        }
+        let holder = Task { try await commit.submit(0) }  // a lane is free: it writes alone, held by the gate
+        #expect(try await AccessRulesTests.eventually { commit.snapshot.busy == 1 })
+        let waiter = Task { try await commit.submit(1) }
+        #expect(try await AccessRulesTests.eventually { commit.snapshot.queued == 1 })
+        waiter.cancel()
+        #expect(
+            try await AccessRulesTests.eventually { commit.snapshot.queued == 0 }, "the cancelled submitter left")
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await commit.submit(3)
+        }
+        #expect(
+            try await AccessRulesTests.eventually { early.isCancelled && commit.snapshot.queued == 0 },
+            "a submitter cancelled before it queued is never queued")
+        let later = Task { try await commit.submit(2) }
+        #expect(try await AccessRulesTests.eventually { commit.snapshot.queued == 1 }, "only the later one waits")
+        // Every outcome is awaited after the gate opens, so that a waiter that stayed fails this test, not hangs it.
+        gate.continuation.yield()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        #expect(try await holder.value == 0)
+        #expect(try await later.value == 2)
+        await commit.idle()
+        #expect(written.withLock { $0 } == [0, 2], "the cancelled items were never written")
+        #expect(commit.snapshot.queued == 0 && commit.snapshot.busy == 0)
     }
 
     @Test("SQLite: concurrent inserts all land with distinct indexes; a duplicate id fails alone")

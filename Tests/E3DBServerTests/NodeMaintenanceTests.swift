@@ -159,16 +159,9 @@ struct NodeMaintenanceTests {
             let purged = try await storage.purgeExpired(now: 0, pendingCreatedBefore: 2)
             #expect(purged.count == 200)
             let others = try (0..<3).map { _ in try fixture.open() }
-            // Closed before the test ends, whatever happens: a pool left running after the suite's PostgreSQL stops
-            // keeps connecting to its port, which a later test's server may have taken.
-            let claims: [[RecordID]]
-            do {
-                claims = try await Self.claimAll([storage] + others)
-            } catch {
-                for other in others { try? await other.close() }
-                throw error
-            }
-            for other in others { try await other.close() }
+            // Closed, their pools stopped, before the test ends, whatever happens: a pool left running after the
+            // suite's PostgreSQL stops keeps connecting to its port, which a later test's server may have taken.
+            let claims = try await running(others) { try await Self.claimAll([storage] + others) }
             let all = claims.flatMap { $0 }
             #expect(all.count == 200, "every row claimed once: \(all.count) claims")
             #expect(Set(all) == Set(purged))
@@ -310,7 +303,7 @@ struct NodeMaintenanceTests {
         guard let url = try await PostgresTestServer.newDatabase() else { return }
         let storage = try PostgresStorage(
             url: url, maximumConnections: 4, operationTimeout: .seconds(60), logger: Self.quiet())
-        do {
+        try await storage.running {
             try await storage.migrate()
             let withColumn =
                 PostgresStorage.migrations + [
@@ -360,11 +353,7 @@ struct NodeMaintenanceTests {
                 #expect(error.code == .storageSchemaTooNew)
                 #expect(error.message.contains("1001 (test column)"), "\(error.message)")
             }
-        } catch {
-            try? await storage.close()
-            throw error
         }
-        try await storage.close()
     }
 
     @Test(
@@ -394,15 +383,13 @@ struct NodeMaintenanceTests {
                 try PostgresStorage(url: $0, operationTimeout: .seconds(60), logger: Self.quiet())
             } ?? SQLiteStorage(directory: data)
         do {
-            try await opened.checkSchema()
+            try await opened.running { try await opened.checkSchema() }
             Issue.record("the administrative commands migrated")
         } catch {
-            try? await opened.close()
             let error = try #require(error as? E3DBError)
             #expect(error.code == .storageSchemaTooOld, "\(error)")
             #expect(error.message.contains(backend == .postgres ? "1 (initial schema)" : "v1, v2"), "\(error.message)")
         }
-        try? await opened.close()
 
         let migrated = try await ChildProcess.run(ServerProcess.binary, ["migrate"] + storage, environment: environment)
         #expect(migrated.status == 0, "\(migrated.stderr)")

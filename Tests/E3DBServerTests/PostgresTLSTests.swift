@@ -47,9 +47,8 @@ struct PostgresTLSTests {
     ) async throws -> (error: E3DBError?, elapsed: Duration) {
         let storage = try PostgresStorage(url: url, operationTimeout: operationTimeout, logger: quiet)
         let start = ContinuousClock.now
-        let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
+        let error = await #expect(throws: E3DBError.self) { try await storage.running { try await storage.migrate() } }
         let elapsed = ContinuousClock.now - start
-        try await storage.close()
         #expect(elapsed < .seconds(8), "took \(elapsed)")
         if let error { #expect(!error.message.contains(password(of: url)), "the password leaked: \(error.message)") }
         return (error, elapsed)
@@ -100,14 +99,15 @@ struct PostgresTLSTests {
         #expect(try await alice.read(try #require(written.id)).data["name"] == "over TLS")
 
         let storage = try PostgresStorage(url: tlsURL, logger: Self.quiet)
-        let ssl = try await storage.perform("reading pg_stat_ssl") {
-            try await storage.fetch(
-                "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()", on: storage.client
-            ) { try $0.decode((Bool, String).self) }.first
+        let ssl = try await storage.running {
+            try await storage.perform("reading pg_stat_ssl") {
+                try await storage.fetch(
+                    "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()", on: storage.client
+                ) { try $0.decode((Bool, String).self) }.first
+            }
         }
         #expect(ssl?.0 == true)
         #expect(ssl?.1.hasPrefix("TLSv1.") == true)
-        try await storage.close()
     }
 
     @Test("a plaintext URL against the TLS-only server fails in seconds, saying the server requires TLS")
@@ -177,46 +177,47 @@ struct PostgresTLSTests {
             }
         }
         let defaults = try PostgresStorage(url: tlsURL, logger: Self.quiet)
-        #expect(try await settings(defaults) == ["25s", "5s"])
-        try await defaults.close()
+        #expect(try await defaults.running { try await settings(defaults) } == ["25s", "5s"])
 
         let short = try PostgresStorage(
             url: tlsURL, statementTimeout: .seconds(1), idleInTransactionTimeout: .seconds(1), logger: Self.quiet)
-        #expect(try await settings(short) == ["1s", "1s"])
-        // A statement past statement_timeout is cancelled by the server (SQLSTATE 57014).
-        let slow = await #expect(throws: E3DBError.self) {
-            try await short.perform("sleeping") { try await short.execute("SELECT pg_sleep(3)", on: short.client) }
+        try await short.running { () async throws in
+            #expect(try await settings(short) == ["1s", "1s"])
+            // A statement past statement_timeout is cancelled by the server (SQLSTATE 57014).
+            let slow = await #expect(throws: E3DBError.self) {
+                try await short.perform("sleeping") { try await short.execute("SELECT pg_sleep(3)", on: short.client) }
+            }
+            #expect(slow?.message.contains("57014") == true, "\(slow?.message ?? "")")
         }
-        #expect(slow?.message.contains("57014") == true, "\(slow?.message ?? "")")
-        try await short.close()
 
         // A transaction left idle while it holds the record-insert lock (a frozen process) loses its session after
         // 1 s, and the lock with it: another session takes the lock long before the frozen one would wake up.
         let frozen = try PostgresStorage(
             url: tlsURL, operationTimeout: .seconds(8), idleInTransactionTimeout: .seconds(1), logger: Self.quiet)
-        let locked = AsyncStream<Void>.makeStream()
-        let holder = Task {
-            try await frozen.transaction("an idle transaction") { connection in
-                try await frozen.execute(
-                    "SELECT pg_advisory_xact_lock(\(PostgresStorage.recordInsertLock))", on: connection)
-                locked.continuation.yield()
-                try await Task.sleep(for: .seconds(6))
-                return try await frozen.execute("SELECT 1", on: connection)
-            }
-        }
-        for await _ in locked.stream { break }
         let other = try PostgresStorage(url: tlsURL, operationTimeout: .seconds(5), logger: Self.quiet)
-        let start = ContinuousClock.now
-        _ = try await other.transaction("taking the record-insert lock") { connection in
-            try await other.execute("SELECT pg_advisory_xact_lock(\(PostgresStorage.recordInsertLock))", on: connection)
+        try await running([frozen, other]) {
+            let locked = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await frozen.transaction("an idle transaction") { connection in
+                    try await frozen.execute(
+                        "SELECT pg_advisory_xact_lock(\(PostgresStorage.recordInsertLock))", on: connection)
+                    locked.continuation.yield()
+                    try await Task.sleep(for: .seconds(6))
+                    return try await frozen.execute("SELECT 1", on: connection)
+                }
+            }
+            for await _ in locked.stream { break }
+            let start = ContinuousClock.now
+            _ = try await other.transaction("taking the record-insert lock") { connection in
+                try await other.execute(
+                    "SELECT pg_advisory_xact_lock(\(PostgresStorage.recordInsertLock))", on: connection)
+            }
+            let waited = ContinuousClock.now - start
+            #expect(waited < .seconds(4), "the lock was held for \(waited)")
+            #expect(waited > .milliseconds(500), "the lock was not held at all (\(waited))")
+            let ended = await #expect(throws: E3DBError.self) { try await holder.value }
+            #expect(ended?.code == .storageUnavailable, "\(ended?.message ?? "")")
         }
-        let waited = ContinuousClock.now - start
-        #expect(waited < .seconds(4), "the lock was held for \(waited)")
-        #expect(waited > .milliseconds(500), "the lock was not held at all (\(waited))")
-        let ended = await #expect(throws: E3DBError.self) { try await holder.value }
-        #expect(ended?.code == .storageUnavailable, "\(ended?.message ?? "")")
-        try await other.close()
-        try await frozen.close()
     }
 
     @Test("a transaction whose session PostgreSQL ended fails at its next statement, not at the call deadline")
@@ -225,22 +226,24 @@ struct PostgresTLSTests {
         let storage = try PostgresStorage(
             url: "\(url)?sslmode=verify-full&sslrootcert=\(directory)/ca.crt", operationTimeout: .seconds(20),
             idleInTransactionTimeout: .seconds(1), logger: Self.quiet)
-        // Idle in its transaction past the timeout (as a process stopped with SIGSTOP is): the server ends the
-        // session. postgres-nio would wait for ever for the answer to the next statement; the deadline ended it.
-        let start = ContinuousClock.now
-        let ended = await #expect(throws: E3DBError.self) {
-            try await storage.transaction("an idle transaction") { connection in
-                try await storage.execute("SELECT 1", on: connection)
-                try await Task.sleep(for: .seconds(3))
-                return try await storage.execute("SELECT 2", on: connection)
+        try await storage.running { () async throws in
+            // Idle in its transaction past the timeout (as a process stopped with SIGSTOP is): the server ends the
+            // session. postgres-nio would wait for ever for the answer to the next statement; the deadline ended it.
+            let start = ContinuousClock.now
+            let ended = await #expect(throws: E3DBError.self) {
+                try await storage.transaction("an idle transaction") { connection in
+                    try await storage.execute("SELECT 1", on: connection)
+                    try await Task.sleep(for: .seconds(3))
+                    return try await storage.execute("SELECT 2", on: connection)
+                }
             }
+            let elapsed = ContinuousClock.now - start
+            #expect(ended?.code == .storageUnavailable)
+            #expect(elapsed < .seconds(8), "the transaction failed after \(elapsed), at the call deadline")
+            // The pool goes on with another connection.
+            #expect(
+                try await storage.perform("after") { try await storage.execute("SELECT 3", on: storage.client) } == 1)
         }
-        let elapsed = ContinuousClock.now - start
-        #expect(ended?.code == .storageUnavailable)
-        #expect(elapsed < .seconds(8), "the transaction failed after \(elapsed), at the call deadline")
-        // The pool goes on with another connection.
-        #expect(try await storage.perform("after") { try await storage.execute("SELECT 3", on: storage.client) } == 1)
-        try await storage.close()
     }
 
     @Test("a database migrated by a newer version is refused before anything runs, naming the version")
@@ -248,17 +251,18 @@ struct PostgresTLSTests {
         guard let (url, directory) = try await PostgresTLSTestServer.newDatabase() else { return }
         let tlsURL = "\(url)?sslmode=verify-full&sslrootcert=\(directory)/ca.crt"
         let storage = try PostgresStorage(url: tlsURL, logger: Self.quiet)
-        try await storage.migrate()
-        try await storage.perform("recording a future migration") {
-            try await storage.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)",
-                on: storage.client)
+        try await storage.running {
+            try await storage.migrate()
+            try await storage.perform("recording a future migration") {
+                try await storage.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)",
+                    on: storage.client)
+            }
+            let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
+            #expect(error?.code == .storageSchemaTooNew)
+            #expect(error?.message.contains("999 (future)") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("newer version") == true)
         }
-        let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
-        #expect(error?.code == .storageSchemaTooNew)
-        #expect(error?.message.contains("999 (future)") == true, "\(error?.message ?? "")")
-        #expect(error?.message.contains("newer version") == true)
-        try await storage.close()
 
         let data = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: data) }

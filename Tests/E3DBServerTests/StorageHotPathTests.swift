@@ -1,3 +1,5 @@
+import E3DBClient
+import E3DBDocuments
 import E3DBPrimitives
 import E3DBServer
 import E3DBTestSupport
@@ -102,34 +104,35 @@ extension StorageTests {
     func concurrentInsertsLandOnceEachAndADuplicateFailsAlone(_ backend: Backend) async throws {
         try await withStorage(backend) { fixture, storage in
             let second = try fixture.open()
-            try await second.migrate()
-            let rows = (0..<150).map { i in
-                Self.row(recSig: i % 3 == 0 ? nil : "sig-\(i)", fileMeta: i % 5 == 0 ? #"{"size":\#(i)}"# : nil)
-            }
-            var duplicate = Self.row(rows[0].recordID)
-            duplicate.version = "duplicate"
-            let instances = [storage, second]
-            let outcomes = await withTaskGroup(of: (Int, RecordRow?).self) { group in
-                for (i, row) in (rows + [duplicate]).enumerated() {
-                    let target = instances[i % 2]
-                    group.addTask { (i, try? await target.insertRecord(row)) }
+            try await second.running {
+                try await second.migrate()
+                let rows = (0..<150).map { i in
+                    Self.row(recSig: i % 3 == 0 ? nil : "sig-\(i)", fileMeta: i % 5 == 0 ? #"{"size":\#(i)}"# : nil)
                 }
-                return await group.reduce(into: [Int: RecordRow?]()) { $0[$1.0] = $1.1 }
-            }
-            let stored = outcomes.compactMap { $0.value }
-            #expect(stored.count == rows.count, "every distinct record lands and the duplicate id fails")
-            #expect(Set(stored.map(\.index)).count == rows.count)
-            #expect(stored.allSatisfy { $0.index > 0 })
-            for (i, row) in rows.enumerated() {
-                let read = try await storage.record(id: row.recordID)
-                if let inserted = outcomes[i] ?? nil {
-                    #expect(read == inserted, "what the insert returned is what is stored")
-                } else {
-                    #expect(read?.version == "duplicate", "the one that lost the id is the duplicate")
+                var duplicate = Self.row(rows[0].recordID)
+                duplicate.version = "duplicate"
+                let instances = [storage, second]
+                let outcomes = await withTaskGroup(of: (Int, RecordRow?).self) { group in
+                    for (i, row) in (rows + [duplicate]).enumerated() {
+                        let target = instances[i % 2]
+                        group.addTask { (i, try? await target.insertRecord(row)) }
+                    }
+                    return await group.reduce(into: [Int: RecordRow?]()) { $0[$1.0] = $1.1 }
                 }
+                let stored = outcomes.compactMap { $0.value }
+                #expect(stored.count == rows.count, "every distinct record lands and the duplicate id fails")
+                #expect(Set(stored.map(\.index)).count == rows.count)
+                #expect(stored.allSatisfy { $0.index > 0 })
+                for (i, row) in rows.enumerated() {
+                    let read = try await storage.record(id: row.recordID)
+                    if let inserted = outcomes[i] ?? nil {
+                        #expect(read == inserted, "what the insert returned is what is stored")
+                    } else {
+                        #expect(read?.version == "duplicate", "the one that lost the id is the duplicate")
+                    }
+                }
+                #expect(try await storage.statistics()["records"] == rows.count)
             }
-            #expect(try await storage.statistics()["records"] == rows.count)
-            try await second.close()
         }
     }
 
@@ -145,8 +148,7 @@ extension StorageTests {
         let migrating = try PostgresStorage(
             url: url, maximumConnections: 1, operationTimeout: .seconds(120),
             logger: logger)
-        try await migrating.migrate()
-        try await migrating.close()
+        try await migrating.running { try await migrating.migrate() }
         let storage = try PostgresStorage(
             url: url, maximumConnections: 4, operationTimeout: .seconds(2),
             logger: logger)
@@ -158,30 +160,46 @@ extension StorageTests {
                 database: String(parts.path.dropFirst()), tls: .disable),
             id: 1, logger: logger)
         do {
-            try await storage.migrate()
-            let row = try await storage.insertRecord(Self.row())
-            try await locker.query("BEGIN", logger: logger)
-            try await locker.query("LOCK TABLE records IN ACCESS EXCLUSIVE MODE", logger: logger)
-            let started = ContinuousClock.now
-            do {
-                _ = try await storage.record(id: row.recordID, readableBy: Self.writer)
-                Issue.record("a read behind an exclusive lock answered")
-            } catch let error as E3DBError {
-                #expect(error.code == .storageUnavailable)
-                #expect(error.message.contains("within"), "\(error.message)")
-                #expect(!error.message.contains(try #require(parts.password)), "no password in the error")
+            try await storage.running {
+                try await storage.migrate()
+                let row = try await storage.insertRecord(Self.row())
+                try await locker.query("BEGIN", logger: logger)
+                try await locker.query("LOCK TABLE records IN ACCESS EXCLUSIVE MODE", logger: logger)
+                let started = ContinuousClock.now
+                do {
+                    _ = try await storage.record(id: row.recordID, readableBy: Self.writer)
+                    Issue.record("a read behind an exclusive lock answered")
+                } catch let error as E3DBError {
+                    #expect(error.code == .storageUnavailable)
+                    #expect(error.message.contains("within"), "\(error.message)")
+                    #expect(!error.message.contains(try #require(parts.password)), "no password in the error")
+                }
+                let waited = ContinuousClock.now - started
+                #expect(waited >= .seconds(2) && waited < .seconds(30), "failed after \(waited)")
+                try await locker.query("ROLLBACK", logger: logger)
+                #expect(try await storage.record(id: row.recordID, readableBy: Self.writer) == row)
             }
-            let waited = ContinuousClock.now - started
-            #expect(waited >= .seconds(2) && waited < .seconds(30), "failed after \(waited)")
-            try await locker.query("ROLLBACK", logger: logger)
-            #expect(try await storage.record(id: row.recordID, readableBy: Self.writer) == row)
         } catch {
             try? await locker.close()
-            try? await storage.close()
             throw error
         }
         try await locker.close()
-        try await storage.close()
+    }
+
+    @Test("SIGTERM: the server stops, then closes its storage (SQLite: the WAL checkpointed away) and exits 0")
+    func shutdownClosesTheStorageAfterTheServer() async throws {
+        let server = try await ServerProcess.start()
+        defer { try? FileManager.default.removeItem(at: server.data) }
+        let alice = try await server.register("alice")
+        _ = try await alice.write(type: "contact", data: ["name": "before the shutdown"])
+        let wal = server.data.appendingPathComponent("server.sqlite-wal").path
+        #expect(FileManager.default.fileExists(atPath: wal), "the running server's WAL")
+        server.process.signal(SIGTERM)
+        let status = try await server.process.exit()
+        #expect(status == 0 && !server.process.uncaughtSignal, "exit status \(status)")
+        // SQLite removes the WAL when the last connection closes: the pool's (closed by `close()`) and the
+        // checkpointer's (closed when the storage's background work ends).
+        #expect(!FileManager.default.fileExists(atPath: wal), "a connection of the storage was left open")
     }
 
     @Test("SQLite: the WAL is checkpointed into the database file in the background")
@@ -190,31 +208,32 @@ extension StorageTests {
             .appendingPathComponent("e3dbkit-checkpoint-\(UUID().uuidString.lowercased())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let storage = try SQLiteStorage(directory: directory)
-        try await storage.migrate()
-        let file = directory.appendingPathComponent("server.sqlite").path
-        func size() throws -> Int {
-            (try FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue ?? 0
-        }
-        // Let a first background checkpoint take the migrations, then write about 1 MiB of records at once.
-        try await Task.sleep(for: .seconds(2))  // two ticks of the background checkpoints
-        let before = try size()
-        let body = String(repeating: "c", count: 4_000)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<256 {
-                group.addTask {
-                    var row = Self.row()
-                    row.dataJSON = #"{"f":"\#(body)"}"#
-                    _ = try await storage.insertRecord(row)
-                }
+        try await storage.running {
+            try await storage.migrate()
+            let file = directory.appendingPathComponent("server.sqlite").path
+            func size() throws -> Int {
+                (try FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue ?? 0
             }
-            try await group.waitForAll()
+            // Let a first background checkpoint take the migrations, then write about 1 MiB of records at once.
+            try await Task.sleep(for: .seconds(2))  // two ticks of the background checkpoints
+            let before = try size()
+            let body = String(repeating: "c", count: 4_000)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<256 {
+                    group.addTask {
+                        var row = Self.row()
+                        row.dataJSON = #"{"f":"\#(body)"}"#
+                        _ = try await storage.insertRecord(row)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try size() < before + 1_000_000, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try size() >= before + 1_000_000, "the records reached the database file from the WAL")
+            #expect(try await storage.statistics()["records"] == 256)
         }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try size() < before + 1_000_000, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        #expect(try size() >= before + 1_000_000, "the records reached the database file from the WAL")
-        #expect(try await storage.statistics()["records"] == 256)
-        try await storage.close()
     }
 }

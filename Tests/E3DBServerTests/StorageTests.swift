@@ -49,14 +49,17 @@ func withStorage(
     guard let fixture = try await StorageFixture.make(backend) else { return }
     defer { fixture.cleanup() }
     let storage = try fixture.open()
-    do {
+    try await storage.running {
         try await storage.migrate()
         try await body(fixture, storage)
-    } catch {
-        try? await storage.close()
-        throw error
     }
-    try await storage.close()
+}
+
+/// Runs `body` with the background work of `storages` running (`ServerStorage.running`, one inside the other): each
+/// is closed, and its background work over, when this returns.
+func running<T>(_ storages: [any ServerStorage], _ body: () async throws -> T) async throws -> T {
+    guard let first = storages.first else { return try await body() }
+    return try await first.running { try await running(Array(storages.dropFirst()), body) }
 }
 
 private func quietLogger(_ level: Logger.Level) -> Logger {
@@ -151,11 +154,10 @@ struct StorageTests {
         let storage = try PostgresStorage(
             url: "postgres://e3db:hunter2@127.0.0.1:1/e3db",
             operationTimeout: .seconds(2), logger: quiet)
-        let error = await #expect(throws: E3DBError.self) { try await storage.migrate() }
+        let error = await #expect(throws: E3DBError.self) { try await storage.running { try await storage.migrate() } }
         #expect(error?.code == .storageUnavailable)
         #expect(error?.message.contains("hunter2") == false)
         #expect(error?.message.contains("127.0.0.1:1") == true)
-        try await storage.close()
     }
 
     @Test(arguments: Backend.allCases)
@@ -170,9 +172,10 @@ struct StorageTests {
             #expect(stats.values.allSatisfy { $0 == 0 })
             // A second instance (another process) migrating the same database changes nothing.
             let other = try fixture.open()
-            try await other.migrate()
-            #expect(try await other.serverSecret() == secret)
-            try await other.close()
+            try await other.running {
+                try await other.migrate()
+                #expect(try await other.serverSecret() == secret)
+            }
         }
     }
 
@@ -181,18 +184,19 @@ struct StorageTests {
         guard let fixture = try await StorageFixture.make(backend) else { return }
         defer { fixture.cleanup() }
         let instances = try (0..<4).map { _ in try fixture.open() }
-        let secrets = try await withThrowingTaskGroup(of: Data.self) { group in
-            for storage in instances {
-                group.addTask {
-                    try await storage.migrate()
-                    return try await storage.serverSecret()
+        try await running(instances) {
+            let secrets = try await withThrowingTaskGroup(of: Data.self) { group in
+                for storage in instances {
+                    group.addTask {
+                        try await storage.migrate()
+                        return try await storage.serverSecret()
+                    }
                 }
+                return try await group.reduce(into: Set<Data>()) { $0.insert($1) }
             }
-            return try await group.reduce(into: Set<Data>()) { $0.insert($1) }
+            #expect(secrets.count == 1, "one secret, created by the one migration that ran")
+            #expect(try await instances[0].statistics().values.allSatisfy { $0 == 0 })
         }
-        #expect(secrets.count == 1, "one secret, created by the one migration that ran")
-        #expect(try await instances[0].statistics().values.allSatisfy { $0 == 0 })
-        for storage in instances { try await storage.close() }
     }
 
     @Test(arguments: Backend.allCases)
@@ -680,36 +684,38 @@ struct StorageTests {
     func twoInstancesShareTokensNoncesAndLimits(_ backend: Backend) async throws {
         try await withStorage(backend) { fixture, first in
             let second = try fixture.open()
-            try await second.migrate()
-            #expect(try await second.serverSecret() == first.serverSecret())
+            try await second.running {
+                try await second.migrate()
+                #expect(try await second.serverSecret() == first.serverSecret())
 
-            try await first.insertAccessToken(hash: hash("shared"), clientID: alice, expires: 1_000)
-            #expect(try await second.accessTokenClient(hash: hash("shared"), now: 10) == alice)
-            #expect(try await first.useNonce("shared-nonce", expires: 1_000, now: 10))
-            #expect(try await !second.useNonce("shared-nonce", expires: 1_000, now: 20), "a replay on another process")
+                try await first.insertAccessToken(hash: hash("shared"), clientID: alice, expires: 1_000)
+                #expect(try await second.accessTokenClient(hash: hash("shared"), now: 10) == alice)
+                #expect(try await first.useNonce("shared-nonce", expires: 1_000, now: 10))
+                #expect(
+                    try await !second.useNonce("shared-nonce", expires: 1_000, now: 20), "a replay on another process")
 
-            // Both processes race for the same nonce, the same three registrations and the same three note views.
-            try await first.createRegistrationToken(hash: hash("three"), uses: 3, created: 0)
-            let note = noteRow(maxViews: 3)
-            #expect(try await second.insertNote(note))
-            let instances = [first, second]
-            let (nonces, tokens, views) = try await withThrowingTaskGroup(of: (Int, Int, Int).self) { group in
-                for i in 0..<8 {
-                    let storage = instances[i % 2]
-                    group.addTask {
-                        let nonce = try await storage.useNonce("raced", expires: 1_000, now: 10) ? 1 : 0
-                        let token = try await register(storage, token: "three") ? 1 : 0
-                        let view = try await storage.viewNote(id: note.noteID, now: 10) == nil ? 0 : 1
-                        return (nonce, token, view)
+                // Both processes race for the same nonce, the same three registrations and the same three note views.
+                try await first.createRegistrationToken(hash: hash("three"), uses: 3, created: 0)
+                let note = noteRow(maxViews: 3)
+                #expect(try await second.insertNote(note))
+                let instances = [first, second]
+                let (nonces, tokens, views) = try await withThrowingTaskGroup(of: (Int, Int, Int).self) { group in
+                    for i in 0..<8 {
+                        let storage = instances[i % 2]
+                        group.addTask {
+                            let nonce = try await storage.useNonce("raced", expires: 1_000, now: 10) ? 1 : 0
+                            let token = try await register(storage, token: "three") ? 1 : 0
+                            let view = try await storage.viewNote(id: note.noteID, now: 10) == nil ? 0 : 1
+                            return (nonce, token, view)
+                        }
                     }
+                    return try await group.reduce(into: (0, 0, 0)) { $0 = ($0.0 + $1.0, $0.1 + $1.1, $0.2 + $1.2) }
                 }
-                return try await group.reduce(into: (0, 0, 0)) { $0 = ($0.0 + $1.0, $0.1 + $1.1, $0.2 + $1.2) }
+                #expect(nonces == 1)
+                #expect(tokens == 3)
+                #expect(views == 3)
+                #expect(try await first.note(id: note.noteID) == nil)
             }
-            #expect(nonces == 1)
-            #expect(tokens == 3)
-            #expect(views == 3)
-            #expect(try await first.note(id: note.noteID) == nil)
-            try await second.close()
         }
     }
 }

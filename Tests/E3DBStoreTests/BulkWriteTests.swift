@@ -1,8 +1,10 @@
 import E3DBKit
-import E3DBStore
 import Foundation
 import GRDB
+import Synchronization
 import Testing
+
+@testable import E3DBStore
 
 @Suite("E3DBStore: bulk writes encrypted on every processor")
 struct BulkWriteTests {
@@ -57,6 +59,44 @@ struct BulkWriteTests {
         }
         #expect(tokens == 2 * BulkWriteTests.count)
         #expect(try store.verify().problems.isEmpty)
+    }
+
+    @Test("records are encrypted before the write transaction opens: a key mode set at its BEGIN reaches none")
+    func encryptedBeforeTheTransaction() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("order"), kdfParameters: testKDF)
+        _ = try store.put(collection: "c", records: [])
+        // When the writer's connection begins a transaction, new records switch to one data key per record: a
+        // record encrypted inside the transaction would share one `edk` across its fields.
+        let begins = Mutex(0)
+        store.pool.writeWithoutTransaction { db in
+            db.trace(options: .statement) { event in
+                guard case .statement(let statement) = event, statement.sql.hasPrefix("BEGIN") else { return }
+                begins.withLock { $0 += 1 }
+                store.fieldKeyMode = .perRecord
+            }
+        }
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
+        // A small batch (encrypted on the calling thread) and a large one (on every processor).
+        for count in [3, BulkWriteTests.count] {
+            store.fieldKeyMode = .perField
+            let before = begins.withLock { $0 }
+            let refs = try store.put(collection: "c", records: Array(BulkWriteTests.records().prefix(count)))
+            #expect(begins.withLock { $0 } > before, "the put opened a write transaction")
+            for ref in refs {
+                let document = try #require(
+                    try raw.read { db in
+                        try Data.fetchOne(
+                            db, sql: "SELECT document FROM records WHERE id = ?", arguments: [ref.id.lowercasedString])
+                    })
+                let json = try #require(try JSONSerialization.jsonObject(with: document) as? [String: Any])
+                let fields = try #require(json["data"] as? [String: String])
+                let dataKeys = Set(fields.values.map { $0.split(separator: ".").first ?? "" })
+                #expect(
+                    fields.count == 3 && dataKeys.count == 3,
+                    "record \(ref.id) was encrypted inside the transaction (its fields share a data key)")
+            }
+        }
     }
 
     @Test("a paged scan of one collection among interleaved others returns its records once each, in either order")

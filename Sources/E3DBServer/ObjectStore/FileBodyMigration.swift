@@ -80,17 +80,12 @@ extension E3DBServer {
         let bucket = S3FileBodyStore(options: options)
         try await bucket.checkBucket()
         let storage = try StorageBackend.open(configuration, logger: logger).storage
-        do {
+        return try await storage.running {
             try await storage.migrate()
-            let result = try await FileBodyMover(
+            return try await FileBodyMover(
                 storage: storage, bucket: bucket,
                 directory: configuration.dataDirectory.appendingPathComponent("files"), keepLocal: keepLocal
             ).run(report: report)
-            try await storage.close()
-            return result
-        } catch {
-            try? await storage.close()
-            throw error
         }
     }
 }

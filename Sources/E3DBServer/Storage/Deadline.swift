@@ -6,38 +6,50 @@ struct DeadlineExceeded: Error, Sendable {
 }
 
 /// Runs `body` and returns its outcome, or throws ``DeadlineExceeded`` once `timeout` passes first: the one timeout
-/// of a storage call (PostgreSQL: waiting for a pooled connection included). At the deadline `body` is cancelled and
-/// the caller returns at once, without waiting for it to end: a query that waits behind a lock ignores
-/// cancellation until the lock is released, and must not hold its caller that long. Cancelling the caller cancels
-/// `body`.
+/// of a storage call (PostgreSQL: waiting for a pooled connection included). Cancelling the caller cancels `body`
+/// and the caller throws `CancellationError` at once.
+///
+/// The timer is a child task of a task group, which ends (the timer cancelled) before this returns; the caller
+/// waits in the group for the first of the body's outcome, the deadline or its own cancellation. `body` itself runs
+/// in one task of its own, the only one that may outlive this call: at the deadline it is cancelled, and the caller
+/// returns at once without waiting for it to end, because some bodies do not end when cancelled (a postgres-nio 1.33
+/// query that waits behind a lock ignores cancellation until the lock is released, or until `statement_timeout`,
+/// and must not hold its caller that long). Were the body a child of the group, the group would wait for it when
+/// the deadline fires: the caller would get its deadline error only when such a query ends. What bounds the
+/// orphaned body is its own backend: `statement_timeout` and the pool's shutdown for PostgreSQL (the pool is a
+/// service of the server, so its connections close before the server stops), the HTTP client's timeout for the
+/// object store.
 /// - Parameters:
 ///   - timeout: how long `body` may take.
 ///   - body: the work.
 /// - Returns: what `body` returns.
-/// - Throws: ``DeadlineExceeded`` when `timeout` passed first, else what `body` throws.
+/// - Throws: ``DeadlineExceeded`` when `timeout` passed first, `CancellationError` when the caller was cancelled
+///   first, else what `body` throws.
 func withDeadline<T: Sendable>(
     _ timeout: Duration,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
+    try Task.checkCancellation()
     let race = DeadlineRace<T>()
     let work = Task {
         do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
     }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        guard !Task.isCancelled else { return }
-        work.cancel()
-        race.finish(.failure(DeadlineExceeded(timeout: timeout)))
-    }
-    defer { timer.cancel() }
-    return try await withTaskCancellationHandler {
-        try await race.outcome()
-    } onCancel: {
-        work.cancel()
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            guard !Task.isCancelled else { return }
+            work.cancel()
+            race.finish(.failure(DeadlineExceeded(timeout: timeout)))
+        }
+        // The timer has nothing left to do once there is an outcome: the group then waits only for its sleep to
+        // end, which cancellation ends at once.
+        defer { group.cancelAll() }
+        return try await race.outcome(onCancel: { work.cancel() })
     }
 }
 
-/// The first outcome of ``withDeadline(_:_:)``: the body's or the deadline's; later ones are ignored.
+/// The first outcome of ``withDeadline(_:_:)``: the body's, the deadline's or the caller's cancellation; later ones
+/// are ignored. Its one waiter leaves when its task is cancelled.
 private final class DeadlineRace<T: Sendable>: Sendable {
     private struct State {
         var outcome: Result<T, any Error>?
@@ -61,14 +73,21 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         waiter?.resume(with: outcome)
     }
 
-    func outcome() async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let outcome = state.withLock { state -> Result<T, any Error>? in
-                if let outcome = state.outcome { return outcome }
-                state.waiter = continuation
-                return nil
+    /// Waits for the first outcome. When the waiting task is cancelled, the race ends with `CancellationError`
+    /// (the waiter resumed at once, whether it was waiting already or not yet) after `onCancel` ran.
+    func outcome(onCancel: @escaping @Sendable () -> Void = {}) async throws -> T {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                let outcome = state.withLock { state -> Result<T, any Error>? in
+                    if let outcome = state.outcome { return outcome }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
             }
-            if let outcome { continuation.resume(with: outcome) }
+        } onCancel: {
+            onCancel()
+            finish(.failure(CancellationError()))
         }
     }
 }

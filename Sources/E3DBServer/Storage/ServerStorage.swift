@@ -22,7 +22,12 @@ package protocol ServerStorage: Sendable {
     func databaseTime() async throws -> Int64?
     /// A 32-byte secret for capability URLs, created at the first migration and shared by every process.
     func serverSecret() async throws -> Data
-    /// Shuts connections down.
+    /// The storage's background work until the calling task is cancelled: PostgreSQL's connection pool
+    /// (`PostgresClient.run()`, without which no query is answered), SQLite's WAL checkpoints. Run it once, beside
+    /// every use of the storage: ``running(_:)`` does, and the server runs it as a ServiceLifecycle service.
+    func run() async throws
+    /// Waits for the grouped writes in progress and shuts connections down; called while ``run()`` still runs
+    /// (``running(_:)`` does), so that those writes can finish.
     func close() async throws
 
     // Registration tokens (stored as SHA-256 hashes).

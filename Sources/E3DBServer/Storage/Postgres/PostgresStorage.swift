@@ -33,7 +33,6 @@ internal import PostgresNIO
 /// The password of the URL is handed to postgres-nio and never logged or put in an error.
 package final class PostgresStorage: ServerStorage {
     let client: PostgresClient
-    private let runner: Task<Void, Never>
     let logger: Logger
     /// How long one storage call may take (``perform(_:_:)``).
     let operationTimeout: Duration
@@ -47,7 +46,7 @@ package final class PostgresStorage: ServerStorage {
     /// How connections are made (``checkConnection()`` opens one outside the pool).
     let settings: PostgresConnectionSettings
 
-    /// Creates the pool and starts its background task. Connections are opened lazily: ``migrate()`` first opens
+    /// Creates the pool, which ``run()`` runs. Connections are opened lazily: ``migrate()`` first opens
     /// one connection of its own (``checkConnection()``), so that an unreachable server, a refused TLS handshake or
     /// refused credentials fail at once with an error saying so.
     /// - Parameters:
@@ -96,23 +95,17 @@ package final class PostgresStorage: ServerStorage {
                 try await Self.readableRecords(reads, client: client, logger: logger)
             }
         }
-        // Started immediately where the platform allows, so that `run()` is in progress before the first lease.
-        if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
-            self.runner = Task.immediate { await client.run() }
-        } else {
-            self.runner = Task { await client.run() }
-        }
     }
 
-    deinit { runner.cancel() }
+    /// Runs the connection pool (`PostgresClient.run()`) until cancelled; then its connections are closed.
+    package func run() async throws {
+        await client.run()
+    }
 
-    /// Waits for the grouped inserts in progress, stops the pool (open connections are closed) and waits for its
-    /// background task to end.
+    /// Waits for the grouped inserts and reads in progress (the pool itself stops when `run()` is cancelled).
     package func close() async throws {
         await recordInserts.idle()
         await readableRecords.idle()
-        runner.cancel()
-        await runner.value
     }
 
     // MARK: Running statements

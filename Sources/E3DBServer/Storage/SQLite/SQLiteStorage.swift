@@ -8,8 +8,8 @@ internal import GRDB
 ///
 /// Every call goes through GRDB's `async` API, so that the statement runs on GRDB's own reader or writer queue
 /// and no cooperative thread waits for SQLite. Record inserts of concurrent requests share one transaction
-/// (`GroupCommit`). WAL checkpoints run on a connection of their own in the background (`checkpointEvery`), so
-/// that a request pays for one only at the WAL's backstop size, and then for little.
+/// (`GroupCommit`). WAL checkpoints run on a connection of their own in the background (`run()`, every
+/// `checkpointEvery`), so that a request pays for one only at the WAL's backstop size, and then for little.
 package final class SQLiteStorage: ServerStorage {
     let pool: DatabasePool
     /// `DIR/server.sqlite.migrate-lock`: held (`flock`) while migrating, so that processes starting together on
@@ -24,9 +24,10 @@ package final class SQLiteStorage: ServerStorage {
     /// The connection that checkpoints the WAL, beside the pool's writer (a `PASSIVE` checkpoint takes no write
     /// lock: writers append to the WAL while it copies committed pages into the database).
     private let checkpointer: DatabaseQueue
-    private let checkpoints: Task<Void, Never>
+    /// The database file, for the checkpoints' `fdatasync` (nil: left to SQLite).
+    private let databaseFile: DatabaseFileSync?
 
-    /// How often the background task checkpoints the WAL: often enough that each checkpoint's sync of the WAL is
+    /// How often ``run()`` checkpoints the WAL: often enough that each checkpoint's sync of the WAL is
     /// small (a sync that has more to write holds the writer's appends longer: 1 s gave a write p99 of 36-55 ms,
     /// 100 ms 5-16 ms; docs/performance.md).
     static let checkpointEvery: Duration = .milliseconds(100)
@@ -35,7 +36,7 @@ package final class SQLiteStorage: ServerStorage {
     /// all but the last commits); it also bounds the WAL when a reader holds an old snapshot for long.
     static let autocheckpointBackstop = 65_536
 
-    /// Opens (creating if needed) `DIR/server.sqlite` and starts the background checkpoints.
+    /// Opens (creating if needed) `DIR/server.sqlite`; ``run()`` checkpoints it in the background.
     /// - Parameter directory: the data directory (created with mode 0700 if missing).
     /// - Throws: `E3DBError` `.storageUnavailable` when the database cannot be opened.
     package init(directory: URL) throws {
@@ -79,34 +80,33 @@ package final class SQLiteStorage: ServerStorage {
                 throw Self.storageError(error)
             }
         }
-        let databaseFile = DatabaseFileSync(path: directory.appendingPathComponent("server.sqlite").path)
-        checkpoints = Task.detached { [checkpointer] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.checkpointEvery)
-                // PASSIVE: copies what no reader still needs and never waits for readers or writers. A failure
-                // (another process checkpointing, a busy database) is retried at the next tick; the WAL keeps every
-                // commit meanwhile, so nothing is lost by skipping one. Then the pages it copied are written to
-                // disk here: under a steady stream of writes the checkpoints never catch up with the writer, so
-                // the one that completes (and lets the WAL start over) is the writer's own at the backstop, and
-                // its sync of the database file, inside a request, then has little left to write.
-                _ = try? await checkpointer.writeWithoutTransaction { db in
-                    try db.checkpoint(.passive)
-                    databaseFile?.sync()
-                }
-            }
-        }
+        databaseFile = DatabaseFileSync(path: directory.appendingPathComponent("server.sqlite").path)
     }
 
-    deinit { checkpoints.cancel() }
+    /// Checkpoints the WAL every `checkpointEvery` until cancelled, then closes the checkpointing connection.
+    package func run() async throws {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.checkpointEvery)
+            guard !Task.isCancelled else { break }
+            // PASSIVE: copies what no reader still needs and never waits for readers or writers. A failure
+            // (another process checkpointing, a busy database) is retried at the next tick; the WAL keeps every
+            // commit meanwhile, so nothing is lost by skipping one. Then the pages it copied are written to
+            // disk here: under a steady stream of writes the checkpoints never catch up with the writer, so
+            // the one that completes (and lets the WAL start over) is the writer's own at the backstop, and
+            // its sync of the database file, inside a request, then has little left to write.
+            _ = try? await checkpointer.writeWithoutTransaction { [databaseFile] db in
+                try db.checkpoint(.passive)
+                databaseFile?.sync()
+            }
+        }
+        try checkpointer.close()
+    }
 
-    /// Waits for the grouped inserts in progress, stops the background checkpoints, then closes the connections
-    /// (SQLite checkpoints the WAL when the last one closes).
+    /// Waits for the grouped inserts in progress, then closes the pool's connections (SQLite checkpoints the WAL
+    /// when the last one closes; the checkpointing connection is closed by `run()` when it ends).
     package func close() async throws {
         await recordInserts.idle()
         await readableRecords.idle()
-        checkpoints.cancel()
-        await checkpoints.value
-        try checkpointer.close()
         try pool.close()
     }
 

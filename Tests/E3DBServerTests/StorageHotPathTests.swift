@@ -2,6 +2,7 @@ import E3DBClient
 import E3DBDocuments
 import E3DBPrimitives
 import E3DBServer
+import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
 import Logging

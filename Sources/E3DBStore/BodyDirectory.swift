@@ -162,8 +162,10 @@ final class BodyDirectory {
 
     /// Flushes the directory's entries (a body just named) to disk.
     func sync() throws(E3DBError) {
-        guard fsync(descriptor) == 0 else {
-            throw Self.failure("cannot sync", EncryptedStore.filesDirectoryName, errno)
+        do throws(FileIOError) {
+            try FileIO.syncDirectory(descriptor: descriptor, path: EncryptedStore.filesDirectoryName)
+        } catch {
+            throw Self.failure("cannot sync", EncryptedStore.filesDirectoryName, error.errno)
         }
     }
 }

@@ -18,13 +18,13 @@ import Synchronization
 /// the command line's outputs, known keys, the server's file bodies, the store's key header, a rekeyed database).
 ///
 /// The bytes go to a temporary file, mode `mode` whatever the umask, in the destination's directory (or in
-/// `temporaryDirectory`, which must be on the same file system); ``commit()`` writes nothing more, `fsync`s the
-/// file, gives it its name and syncs the directory (``FileIO/syncDirectory(_:)``, whose policy applies).
+/// `temporaryDirectory`, which must be on the same file system); `commit()` writes nothing more, `fsync`s the
+/// file, gives it its name and syncs the directory (`FileIO/syncDirectory(_:)`, whose policy applies).
 ///
 /// On Linux the temporary file is created with `O_TMPFILE`: it has no name while it is written, so an interrupted
 /// or killed process (even by SIGKILL) leaves nothing behind. Elsewhere, or on a file system without `O_TMPFILE`,
-/// it is created as ``temporaryName()`` (`.e3dbkit-<16 hex digits>.tmp`, the one naming scheme) with `O_EXCL |
-/// O_NOFOLLOW`, and registered with ``TemporaryFileRegistry`` so that signal handlers can remove it. ``abort()``
+/// it is created as `temporaryName()` (`.e3dbkit-<16 hex digits>.tmp`, the one naming scheme) with `O_EXCL |
+/// O_NOFOLLOW`, and registered with `TemporaryFileRegistry` so that signal handlers can remove it. `abort()`
 /// (or deinit without commit) truncates and removes it.
 package final class AtomicFile: @unchecked Sendable {
     /// How the finished file takes its name.
@@ -40,12 +40,12 @@ package final class AtomicFile: @unchecked Sendable {
 
     /// The final path.
     package let path: String
-    /// The name the output has before it is renamed to ``path`` (from creation on, unless
-    /// ``isUnnamedUntilCommit``).
+    /// The name the output has before it is renamed to `path` (from creation on, unless
+    /// `isUnnamedUntilCommit`).
     package let temporaryPath: String
-    /// True when the output has no name until ``commit()`` (Linux `O_TMPFILE`).
+    /// True when the output has no name until `commit()` (Linux `O_TMPFILE`).
     package let isUnnamedUntilCommit: Bool
-    /// The open temporary file (-1 after ``commit()`` or ``abort()``), for advice such as `posix_fadvise`.
+    /// The open temporary file (-1 after `commit()` or `abort()`), for advice such as `posix_fadvise`.
     package private(set) var descriptor: Int32
     private let publication: Publication
     private var done = false
@@ -55,7 +55,7 @@ package final class AtomicFile: @unchecked Sendable {
     /// A fresh temporary name: `.e3dbkit-<16 hex digits>.tmp`, short whatever the length of the final name.
     package static func temporaryName() -> String { ".e3dbkit-\(Hex.encode(SecureRandom.bytes(count: 8))).tmp" }
 
-    /// A fresh temporary path in `directory` (``temporaryName()``).
+    /// A fresh temporary path in `directory` (`temporaryName()`).
     package static func temporaryPath(in directory: String) -> String {
         (directory == "/" ? "" : directory) + "/" + temporaryName()
     }
@@ -68,7 +68,7 @@ package final class AtomicFile: @unchecked Sendable {
     ///   - publication: whether an existing file at `path` is replaced.
     ///   - temporaryDirectory: where the temporary file lives until commit, on the same file system as `path`;
     ///     nil: `path`'s directory.
-    /// - Throws: ``FileIOError`` if the temporary file cannot be created.
+    /// - Throws: `FileIOError` if the temporary file cannot be created.
     package init(
         path: String, mode: mode_t = 0o600, publication: Publication = .replace, temporaryDirectory: String? = nil
     ) throws(FileIOError) {
@@ -129,7 +129,7 @@ package final class AtomicFile: @unchecked Sendable {
     }
 
     /// Flushes the temporary file to disk, gives it its name and syncs the directory. After a failure the output
-    /// is not in place (``abort()`` removes the temporary file), except when only the final directory sync failed.
+    /// is not in place (`abort()` removes the temporary file), except when only the final directory sync failed.
     package func commit() throws(FileIOError) {
         guard !done else { return }
         try FileIO.sync(descriptor, path: temporaryPath)
@@ -162,12 +162,12 @@ package final class AtomicFile: @unchecked Sendable {
         try FileIO.syncDirectory(containing: path)
     }
 
-    /// `rename(2)` of the named temporary file to ``path``.
+    /// `rename(2)` of the named temporary file to `path`.
     private func rename() throws(FileIOError) {
         guard renameFile(temporaryPath, path) == 0 else { throw FileIOError("rename", path: path, errno: errno) }
     }
 
-    /// `link(2)` of the named temporary file to ``path`` (failing if the name is taken), then `unlink(2)` of it.
+    /// `link(2)` of the named temporary file to `path` (failing if the name is taken), then `unlink(2)` of it.
     private func linkNew() throws(FileIOError) {
         guard unsafe link(temporaryPath, path) == 0 else {
             let code = errno
@@ -209,7 +209,7 @@ package final class AtomicFile: @unchecked Sendable {
         registration = nil
     }
 
-    /// Renames a finished temporary file (one another writer made, such as SQLite, at ``temporaryPath(in:)``) over
+    /// Renames a finished temporary file (one another writer made, such as SQLite, at `temporaryPath(in:)`) over
     /// `path` and syncs the directory: the commit of an output that is not written through an `AtomicFile`.
     package static func replace(_ path: String, with temporary: String) throws(FileIOError) {
         guard renameFile(temporary, path) == 0 else { throw FileIOError("rename", path: path, errno: errno) }
@@ -265,9 +265,9 @@ private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
 
 /// Temporary files that exist on disk but are not committed yet, so that a signal handler can remove them.
 ///
-/// ``AtomicFile`` registers its temporary path here for as long as the file has a name (on Linux with `O_TMPFILE`
+/// `AtomicFile` registers its temporary path here for as long as the file has a name (on Linux with `O_TMPFILE`
 /// only for the instant between linking and renaming it at commit; elsewhere from creation to commit or abort). A
-/// program that installs handlers for SIGINT, SIGTERM or SIGHUP calls ``removeAll()`` from them (the `e3dbkit` CLI
+/// program that installs handlers for SIGINT, SIGTERM or SIGHUP calls `removeAll()` from them (the `e3dbkit` CLI
 /// does, through E3DBFiles' `PendingTemporaryFiles`).
 package enum TemporaryFileRegistry {
     static let capacity = 64
@@ -280,7 +280,7 @@ package enum TemporaryFileRegistry {
         return unsafe slots
     }()
 
-    /// Sets up the registry. Call it before installing a signal handler that calls ``removeAll()``, so the handler
+    /// Sets up the registry. Call it before installing a signal handler that calls `removeAll()`, so the handler
     /// never runs the one-time initialisation.
     package static func prepare() { _ = unsafe slots }
 
@@ -296,7 +296,7 @@ package enum TemporaryFileRegistry {
     }
 
     /// Registers `path`; returns its slot, or nil when the registry is full (the file is then only removed by
-    /// ``AtomicFile/abort()``).
+    /// `AtomicFile/abort()`).
     package static func register(_ path: String) -> Int? {
         guard let copy = unsafe strdup(path) else { return nil }
         let bits = Int(bitPattern: copy)

@@ -32,7 +32,7 @@ package struct FileIOError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 /// The package's one home for descriptor I/O: every call retried on `EINTR`, every read and write loop all-or-error,
-/// every failure a ``FileIOError`` naming the call, the path and `errno`.
+/// every failure a `FileIOError` naming the call, the path and `errno`.
 package enum FileIO {
     /// `strerror(code)`.
     package static func message(_ code: Int32) -> String { unsafe String(cString: strerror(code)) }
@@ -93,7 +93,7 @@ package enum FileIO {
         }
     }
 
-    /// Writes every byte of `bytes` to `fd` (see ``writeAll(_:_:path:)-(_,UnsafeRawBufferPointer,_)``).
+    /// Writes every byte of `bytes` to `fd` (see the `UnsafeRawBufferPointer` overload).
     package static func writeAll(_ fd: Int32, _ bytes: RawSpan, path: String? = nil) throws(FileIOError) {
         // Safety: the pointer is used only inside the closure, for `bytes.byteCount` bytes.
         try unsafe bytes.withUnsafeBytes { (raw) throws(FileIOError) in try unsafe writeAll(fd, raw, path: path) }
@@ -124,7 +124,7 @@ package enum FileIO {
     /// file system that refuses `fsync` on a directory) counts as synced, since on such a file system nothing more
     /// can be done and the name is as durable as it makes it. Every other failure (`EIO`, `ENOSPC`, `EDQUOT`, a
     /// directory that is gone) throws: the name that was just made may not survive a crash.
-    /// - Throws: ``FileIOError`` (`open` or `fsync`, the directory's path, `errno`).
+    /// - Throws: `FileIOError` (`open` or `fsync`, the directory's path, `errno`).
     package static func syncDirectory(_ directory: String) throws(FileIOError) {
         let fd = retryingInterrupted { unsafe open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
@@ -135,13 +135,13 @@ package enum FileIO {
         try syncDirectory(descriptor: fd, path: directory)
     }
 
-    /// ``syncDirectory(_:)`` on a directory already open as `fd` (`path` names it in an error).
+    /// `syncDirectory(_:)` on a directory already open as `fd` (`path` names it in an error).
     package static func syncDirectory(descriptor fd: Int32, path: String) throws(FileIOError) {
         if retryingInterrupted({ fsync(fd) }) == 0 || unsyncableDirectory.contains(errno) { return }
         throw FileIOError("fsync", path: path, errno: errno)
     }
 
-    /// ``syncDirectory(_:)`` of the directory that holds `path`.
+    /// `syncDirectory(_:)` of the directory that holds `path`.
     package static func syncDirectory(containing path: String) throws(FileIOError) {
         try syncDirectory(directory(of: path))
     }

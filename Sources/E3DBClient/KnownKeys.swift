@@ -218,9 +218,7 @@ public final class KnownKeys: Sendable {
         }
         defer { close(fd) }  // also releases the lock
         try Self.checkFile(fd, path: lockPath)
-        var locked: Int32
-        repeat { locked = flock(fd, LOCK_EX) } while locked != 0 && errno == EINTR
-        guard locked == 0 else {
+        guard FileIO.retryingInterrupted({ flock(fd, LOCK_EX) }) == 0 else {
             throw E3DBError(.fileIOFailed, "cannot lock \(lockPath)", context: .init(item: lockPath))
         }
         // What is on disk now wins over what this object read before: another process may have pinned or
@@ -265,34 +263,23 @@ public final class KnownKeys: Sendable {
             context: .init(field: name, item: client))
     }
 
-    /// Writes the file atomically: a temporary file beside it created with mode 0600, written, `fsync`ed and
-    /// renamed over it (the caller holds the lock).
+    /// Writes the file atomically (`AtomicFile`: a temporary file beside it of mode 0600, written, `fsync`ed,
+    /// renamed over it, the directory synced; the caller holds the lock).
     private static func store(_ map: [UUID: Keys], to path: String) throws(E3DBError) {
         var clients: [String: Keys] = [:]
         for (id, keys) in map { clients[id.lowercasedString] = keys }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let failure = E3DBError(.fileIOFailed, "cannot write the known keys to \(path)", context: .init(item: path))
-        guard let data = try? encoder.encode(FileBody(version: 1, clients: clients)) else { throw failure }
-        let temporary = path + ".\(UUID().lowercasedString).tmp"
-        let fd = unsafe open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw failure }
-        var written = 0
-        let ok = unsafe data.withUnsafeBytes { raw -> Bool in
-            while written < raw.count {
-                let n = unsafe write(fd, raw.baseAddress! + written, raw.count - written)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return false
-                }
-                written += n
-            }
-            return fsync(fd) == 0
+        guard let data = try? encoder.encode(FileBody(version: 1, clients: clients)) else {
+            throw E3DBError(.fileIOFailed, "cannot write the known keys to \(path)", context: .init(item: path))
         }
-        close(fd)
-        guard ok, unsafe rename(temporary, path) == 0 else {
-            unsafe unlink(temporary)
-            throw failure
+        do throws(FileIOError) {
+            let file = try AtomicFile(path: path)
+            try file.write(contentsOf: data)
+            try file.commit()
+        } catch {
+            throw E3DBError(
+                .fileIOFailed, "cannot write the known keys to \(path): \(error)", context: .init(item: path))
         }
     }
 

@@ -310,11 +310,14 @@ struct FileChunks: AsyncSequence, Sendable {
             var buffer = ByteBufferAllocator().buffer(capacity: size)
             var failure: Int32 = 0
             let fd = handle.fileDescriptor
+            // Safety: `FileIO.read` writes at most `size` bytes, the writable bytes asked for, inside the closure.
             let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
-                var r: Int
-                repeat { r = unsafe read(fd, raw.baseAddress, size) } while r < 0 && errno == EINTR
-                if r < 0 { failure = errno }
-                return Swift.max(r, 0)
+                do throws(FileIOError) {
+                    return try unsafe FileIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<size]))
+                } catch {
+                    failure = error.errno
+                    return 0
+                }
             }
             if failure != 0 { throw POSIXError(POSIXError.Code(rawValue: failure) ?? .EIO) }
             return n == 0 ? nil : buffer

@@ -1,3 +1,4 @@
+import E3DBPrimitives
 package import Foundation
 
 #if canImport(Glibc)
@@ -9,24 +10,18 @@ package import Foundation
 /// Checked writes to a file descriptor: every byte is written or the failure is reported (ENOSPC, EPIPE with
 /// SIGPIPE ignored, EIO). Foundation's `FileHandle.write(_:)` traps on these, so the command line never uses it.
 package enum Descriptor {
-    /// Writes all of `bytes` to `fd`, retrying on EINTR and short writes.
+    /// Writes all of `bytes` to `fd` (`FileIO.writeAll`: retrying on EINTR and short writes).
     /// - Returns: 0 on success, otherwise the `errno` of the failed write.
     package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let base = bytes.baseAddress else { return 0 }
-        var offset = 0
-        while offset < bytes.count {
-            let written = unsafe write(fd, base + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            if written == 0 { return EIO }
-            offset += written
+        do throws(FileIOError) {
+            try unsafe FileIO.writeAll(fd, bytes)
+            return 0
+        } catch {
+            return error.errno
         }
-        return 0
     }
 
-    package static func message(_ code: Int32) -> String { unsafe String(cString: strerror(code)) }
+    package static func message(_ code: Int32) -> String { FileIO.message(code) }
 }
 
 /// Standard output through `write(2)`: a lost write is an error with exit code 1, never a crash or a silent 0.

@@ -99,7 +99,7 @@ public struct FileDescriptorRandomAccessSource: FileRandomAccessSource, Sendable
     public func read(into buffer: inout MutableRawSpan, atOffset offset: Int) throws -> Int {
         let fd = fileDescriptor
         return try unsafe buffer.withUnsafeMutableBytes { buffer in
-            try retryingInterrupted("pread") { unsafe pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+            try fileSystemCall { () throws(FileIOError) in try unsafe FileIO.read(fd, into: buffer, at: offset) }
         }
     }
 }

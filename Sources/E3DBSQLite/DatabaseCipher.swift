@@ -184,32 +184,39 @@ struct CipherFailure: Error {
     }
 }
 
-/// Keys handed to SQLite by handle in a `file:` URI (`e3db_key=`), so that no key travels in a string.
+/// Keys handed to SQLite by handle in a `file:` URI (`e3db_key=`), so that no key travels in a string. Each key
+/// has an owner: `forgetAllKeys()` drops the application's keys and leaves those of this package's own users.
 final class KeyRegistry: Sendable {
     static let shared = KeyRegistry()
     struct Entry: Sendable {
         let key: SQLCipherKey
         let settings: SQLCipherSettings
+        let owner: E3DBSQLite.KeyOwner
     }
     private let entries = Mutex<[String: Entry]>([:])
 
-    func register(_ key: SQLCipherKey, settings: SQLCipherSettings) -> String {
+    func register(_ key: SQLCipherKey, settings: SQLCipherSettings, owner: E3DBSQLite.KeyOwner = .package)
+        -> String
+    {
         let handle = SecureRandom.bytes(count: 16).map { byte in
             let digits = Array("0123456789abcdef".utf8)
             return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
         }.joined()
-        register(key, settings: settings, handle: handle)
+        register(key, settings: settings, handle: handle, owner: owner)
         return handle
     }
 
     /// Registers `key` under an existing `handle` (a key forgotten and given back, for URIs already in use).
-    func register(_ key: SQLCipherKey, settings: SQLCipherSettings, handle: String) {
-        entries.withLock { $0[handle] = Entry(key: key, settings: settings) }
+    func register(
+        _ key: SQLCipherKey, settings: SQLCipherSettings, handle: String, owner: E3DBSQLite.KeyOwner = .package
+    ) {
+        entries.withLock { $0[handle] = Entry(key: key, settings: settings, owner: owner) }
     }
 
     func entry(_ handle: String) -> Entry? { entries.withLock { $0[handle] } }
     func remove(_ handle: String) { entries.withLock { $0[handle] = nil } }
-    func removeAll() { entries.withLock { $0.removeAll() } }
+    /// Removes every key `owner` registered.
+    func removeAll(of owner: E3DBSQLite.KeyOwner) { entries.withLock { $0 = $0.filter { $0.value.owner != owner } } }
 }
 
 /// The last typed failure per database path: what SQLite reports as `SQLITE_NOTADB` or `SQLITE_IOERR_DATA`, told

@@ -37,10 +37,27 @@ public enum E3DBSQLite {
     public static func uri(forDatabaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4)
         throws(E3DBError) -> String
     {
+        try uri(forDatabaseAt: path, key: key, settings: settings, owner: .application)
+    }
+
+    /// Who registered a key: ``forgetAllKeys()`` forgets the application's keys only.
+    package enum KeyOwner: Sendable {
+        /// The app, through ``uri(forDatabaseAt:key:settings:)``.
+        case application
+        /// This package: the store's page keys, the keys `SQLiteConnection` and the operations register for their
+        /// own connections. Each owner forgets its own (`forgetKey(inURI:)`, or when the connection closes).
+        case package
+    }
+
+    /// ``uri(forDatabaseAt:key:settings:)`` for a key of `owner` (the store registers its page key as `.package`,
+    /// so that an app's ``forgetAllKeys()`` cannot take it from an open store).
+    package static func uri(
+        forDatabaseAt path: String, key: SQLCipherKey, settings: SQLCipherSettings = .v4, owner: KeyOwner
+    ) throws(E3DBError) -> String {
         try key.validate()
         try settings.validate()
         try register()
-        let handle = KeyRegistry.shared.register(key, settings: settings)
+        let handle = KeyRegistry.shared.register(key, settings: settings, owner: owner)
         return uri(path: path, parameters: ["vfs": vfsName, "e3db_key": handle])
     }
 
@@ -52,7 +69,8 @@ public enum E3DBSQLite {
     }
 
     /// Gives a URI of ``uri(forDatabaseAt:key:settings:)`` its key again after ``forgetKey(inURI:)`` (a store that
-    /// forgets its page key while locked and gets it back at unlock, with connections that keep the URI).
+    /// forgets its page key while locked and gets it back at unlock, with connections that keep the URI), as a key of
+    /// this package (`KeyOwner.package`).
     /// - Throws: ``E3DBError/Code/invalidKey`` for a malformed key, ``E3DBError/Code/invalidParameter`` for bad
     ///   settings or a URI without a key handle.
     package static func restoreKey(_ key: SQLCipherKey, settings: SQLCipherSettings = .v4, inURI uri: String)
@@ -72,9 +90,13 @@ public enum E3DBSQLite {
         return String(uri[range.upperBound...].prefix { $0 != "&" })
     }
 
-    /// Forgets every registered key and every cached derived key.
+    /// Forgets every key registered through ``uri(forDatabaseAt:key:settings:)`` and every cached derived key
+    /// (``PageCodecCache``). Keys other owners in this process registered stay theirs: an `EncryptedStore`'s page
+    /// key (the store forgets it when it locks or closes) and those of connections this module opens for its own
+    /// operations, so a store open in the same process keeps working (it derives its page key again when it opens
+    /// a connection). Connections already open keep working.
     public static func forgetAllKeys() {
-        KeyRegistry.shared.removeAll()
+        KeyRegistry.shared.removeAll(of: .application)
         PageCodecCache.shared.removeAll()
     }
 

@@ -78,14 +78,13 @@ extension E3DBSQLite {
             wasWAL = try old.rows("PRAGMA journal_mode").first?.values.first == .text("wal")
             try old.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE")
         }
-        let temporary = path + ".rekey-" + SecureRandom.bytes(count: 6).map { String($0, radix: 16) }.joined()
+        let temporary = AtomicFile.temporaryPath(in: FileIO.directory(of: path))
         var info = stat()
         let mode = unsafe stat(path, &info) == 0 ? info.st_mode & 0o777 : 0o600
         let replace = { () throws(E3DBError) in
-            guard unsafe rename(temporary, path) == 0 else {
-                throw E3DBError(.databaseError, "the rekeyed copy could not replace \(path) (errno \(errno))")
+            do throws(FileIOError) { try AtomicFile.replace(path, with: temporary) } catch {
+                throw E3DBError(.databaseError, "the rekeyed copy could not replace \(path): \(error)")
             }
-            syncDirectory(of: path)
         }
         if settings.pageSize == oldSettings.pageSize && settings.reserveByteCount <= oldSettings.reserveByteCount {
             do throws(E3DBError) {
@@ -153,16 +152,6 @@ extension E3DBSQLite {
     }
 
     // MARK: The copy
-
-    /// Makes a rename in the directory of `path` durable (best effort: some file systems refuse fsync on a
-    /// directory).
-    package static func syncDirectory(of path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let descriptor = unsafe open(directory.isEmpty ? "." : directory, O_RDONLY)
-        guard descriptor >= 0 else { return }
-        _ = fsync(descriptor)
-        _ = close(descriptor)
-    }
 
     /// Creates `path` empty with exactly `mode` (not following a symlink); SQLite then takes it as a new database,
     /// and its journals get the same mode.

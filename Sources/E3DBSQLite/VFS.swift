@@ -38,7 +38,8 @@ internal import E3DBPrimitives
 // 3. `KeyRegistry.shared`: random URI handle (`e3db_key=`) -> key and settings. Added by `E3DBSQLite.uri`,
 //    `restoreKey`, `SQLiteConnection.init` and the operations in `Operations.swift`; removed by `forgetKey(inURI:)`,
 //    by `SQLiteConnection` when it closes, by the operations when they return, and by `forgetAllKeys()`, which
-//    empties it for every owner in the process (an `EncryptedStore`'s keys included). A `DatabaseCipher` takes
+//    removes the keys the app registered through the public `uri(forDatabaseAt:key:settings:)` only (each entry
+//    has a `KeyOwner`; an `EncryptedStore`'s keys are this package's and stay). A `DatabaseCipher` takes
 //    its key at open, so removing a handle stops new opens only.
 // 4. `FailureLog`: the last typed failure (an `E3DBError`, no key material) by canonical path and by connection
 //    address, so that the bare `Int32` SQLite returns can be explained afterwards. `SQLiteConnection` and the

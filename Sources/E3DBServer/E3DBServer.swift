@@ -1,3 +1,4 @@
+import E3DBAPI
 public import E3DBPrimitives
 import Foundation
 import Hummingbird
@@ -57,7 +58,7 @@ public enum E3DBServer {
         try await withAdministration(configuration, logger: logger) { storage in
             try await storage.createRegistrationToken(
                 hash: Hashes.sha256(Data(token.utf8)), uses: uses,
-                created: APITimestampClock.now())
+                created: APITimestamp.nowMicros())
         }
         return token
     }
@@ -163,7 +164,7 @@ private struct ServerService: Service {
         let (configuration, logger, onListening) = (self.configuration, self.logger, self.onListening)
         try await storage.migrate()
         // PostgreSQL: this node's clock against the database's (a warning above 1 s, a refusal above the maximum).
-        try await ClockCheck.read(storage, now: APITimestampClock.now)?.verify(
+        try await ClockCheck.read(storage, now: APITimestamp.nowMicros)?.verify(
             maximumSkew: configuration.maximumClockSkew, logger: logger)
         let files: any FileBodyStore = try bucket ?? FileBodyBackend.open(configuration).store
         let service = E3DBService(
@@ -234,9 +235,4 @@ extension E3DBServer {
             .unknownClient, "no registered client has the id \(id.prefix(40))",
             context: .init(item: String(id.prefix(40))))
     }
-}
-
-/// Wall-clock microseconds for administrative rows.
-enum APITimestampClock {
-    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
 }

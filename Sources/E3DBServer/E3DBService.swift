@@ -71,7 +71,7 @@ final class E3DBService: Sendable {
     /// the deletion outbox), the outbox drained (``drainBodyDeletions(only:now:)``), and abandoned partial uploads.
     /// Failures are logged; the next pass tries again.
     /// - Parameter nodeClock: this node's wall clock, microseconds (tests pass a skewed one).
-    func maintain(nodeClock: @Sendable () -> Int64 = APITimestampClock.now) async {
+    func maintain(nodeClock: @Sendable () -> Int64 = APITimestamp.nowMicros) async {
         do {
             try await ClockCheck.read(storage, now: nodeClock)?.verify(
                 maximumSkew: configuration.maximumClockSkew, logger: logger)

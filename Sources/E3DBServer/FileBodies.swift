@@ -63,9 +63,10 @@ package protocol FileBodyStore: Sendable {
     func removeAbandonedUploads(idle: TimeInterval) -> Int
 }
 
-/// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/`: the embedded default. Several server
-/// processes share bodies only when they share this directory. The bodies pass through this server: the client
-/// uses its capability URLs, and an upload through them marks the pending file uploaded.
+/// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/` (written through the package's
+/// `AtomicFile`: on Linux unnamed until they are complete, elsewhere `.e3dbkit-<hex>.tmp`): the embedded default.
+/// Several server processes share bodies only when they share this directory. The bodies pass through this server:
+/// the client uses its capability URLs, and an upload through them marks the pending file uploaded.
 package struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
@@ -93,14 +94,15 @@ package struct LocalFileBodyStore: FileBodyStore {
         id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
         expectedMD5: Data
     ) async throws {
-        let tmp = temporary.appendingPathComponent(UUID().lowercasedString).path
-        let fd = unsafe open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw E3DBError(.fileBodyIO, "cannot create a temporary upload file (errno \(errno))") }
-        var committed = false
-        defer {
-            close(fd)
-            if !committed { unsafe unlink(tmp) }
+        // Errors name the call and errno only: a path of the data directory is not the client's business.
+        func failure(_ what: String, _ error: FileIOError) -> E3DBError {
+            E3DBError(.fileBodyIO, "\(what) failed (\(error.operation), errno \(error.errno))")
         }
+        let file: AtomicFile
+        do throws(FileIOError) { file = try AtomicFile(path: path(id), temporaryDirectory: temporary.path) } catch {
+            throw failure("creating a temporary upload file", error)
+        }
+        defer { file.abort() }
         var md5 = Hashes.MD5()
         var written: Int64 = 0
         var writeback = Writeback()
@@ -111,34 +113,14 @@ package struct LocalFileBodyStore: FileBodyStore {
             }
             let bytes = chunk.readableBytesSpan
             unsafe bytes.withUnsafeBytes { unsafe md5.update(bufferPointer: $0) }
-            var offset = 0
-            while offset < bytes.byteCount {
-                // Safety: `write` reads at most `rest.count` bytes of `rest`, inside the closure.
-                let n = unsafe bytes.extracting(droppingFirst: offset).withUnsafeBytes { rest in
-                    unsafe write(fd, rest.baseAddress, rest.count)
-                }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw E3DBError(.fileBodyIO, "writing an upload failed (errno \(errno))")
-                }
-                offset += n
-            }
-            writeback.wrote(upTo: written, fd: fd)
+            do throws(FileIOError) { try file.write(bytes) } catch { throw failure("writing an upload", error) }
+            writeback.wrote(upTo: written, fd: file.descriptor)
         }
         guard written == expectedSize else { throw Self.sizeMismatch(expectedSize, written) }
         guard md5.finalize() == expectedMD5 else {
             throw E3DBError(.fileBodyChecksumMismatch, "the MD5 of the body is not the declared checksum")
         }
-        guard fsync(fd) == 0 else { throw E3DBError(.fileBodyIO, "syncing an upload failed (errno \(errno))") }
-        guard unsafe rename(tmp, path(id)) == 0 else {
-            throw E3DBError(.fileBodyIO, "storing an upload failed (errno \(errno))")
-        }
-        committed = true
-        let dir = unsafe open(directory.path, O_RDONLY | O_CLOEXEC)
-        if dir >= 0 {
-            _ = fsync(dir)
-            close(dir)
-        }
+        do throws(FileIOError) { try file.commit() } catch { throw failure("storing an upload", error) }
     }
 
     package func size(id: RecordID) throws -> Int64 {
@@ -169,7 +151,8 @@ package struct LocalFileBodyStore: FileBodyStore {
     package func remove(id: RecordID) async { unsafe unlink(path(id)) }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
-    /// body arrives, and other processes sharing the directory may have uploads in progress).
+    /// body arrives, and other processes sharing the directory may have uploads in progress). On Linux an upload
+    /// has no name there until it is complete, so only uploads of other systems, or of older versions, remain.
     package func removeAbandonedUploads(idle: TimeInterval) -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []
         let cutoff = Date().addingTimeInterval(-idle)
@@ -218,29 +201,21 @@ struct BodyChunks: AsyncSequence, Sendable {
         mutating func next() async throws -> ByteBuffer? {
             let chunkSize = 256 << 10
             var buffer = ByteBufferAllocator().buffer(capacity: chunkSize)
-            var failed = false
+            var failure: FileIOError?
             let fd = self.fd
-            // Safety: `read` writes at most `chunkSize` bytes, the writable bytes asked for, inside the closure.
+            // Safety: `FileIO.read` writes at most `chunkSize` bytes, the writable bytes asked for, in the closure.
             let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
-                var r: Int
-                repeat { r = unsafe posixRead(fd, raw.baseAddress, chunkSize) } while r < 0 && errno == EINTR
-                failed = r < 0
-                return Swift.max(r, 0)
+                do throws(FileIOError) {
+                    return try unsafe FileIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<chunkSize]))
+                } catch {
+                    failure = error
+                    return 0
+                }
             }
-            if failed { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(errno))") }
+            if let failure { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(failure.errno))") }
             return n == 0 ? nil : buffer
         }
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd) }
-}
-
-// Safety: the caller lends `buffer` with at least `count` writable bytes for the call (the one caller passes
-// the `chunkSize` bytes `writeWithUnsafeMutableBytes` guarantees); `read` writes at most `count`.
-private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
-    #if canImport(Glibc)
-        unsafe Glibc.read(fd, buffer, count)
-    #else
-        unsafe Darwin.read(fd, buffer, count)
-    #endif
 }

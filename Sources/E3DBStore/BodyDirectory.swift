@@ -162,8 +162,10 @@ final class BodyDirectory {
 
     /// Flushes the directory's entries (a body just named) to disk.
     func sync() throws(E3DBError) {
-        guard fsync(descriptor) == 0 else {
-            throw Self.failure("cannot sync", EncryptedStore.filesDirectoryName, errno)
+        do throws(FileIOError) {
+            try FileIO.syncDirectory(descriptor: descriptor, path: EncryptedStore.filesDirectoryName)
+        } catch {
+            throw Self.failure("cannot sync", EncryptedStore.filesDirectoryName, error.errno)
         }
     }
 }
@@ -228,7 +230,7 @@ final class StagedBody: FileByteSink {
         guard complete, fd >= 0 else {
             throw E3DBError(.databaseError, "a file body was published before it was complete")
         }
-        guard fsync(fd) == 0 else { throw failure(errno) }
+        do throws(FileIOError) { try FileIO.sync(fd) } catch { throw failure(error.errno) }
         let linked =
             if let temporaryName {
                 unsafe linkat(directory.descriptor, temporaryName, directory.descriptor, name, 0)

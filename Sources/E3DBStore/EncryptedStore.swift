@@ -380,7 +380,8 @@ public final class EncryptedStore: Sendable {
         }
         var uri: String?
         if header.encryption == .encrypted {
-            uri = try E3DBSQLite.uri(forDatabaseAt: path, key: .rawKey(keys.databaseKey), settings: .v4)
+            uri = try E3DBSQLite.uri(
+                forDatabaseAt: path, key: .rawKey(keys.databaseKey), settings: .v4, owner: .package)
         }
         let location = uri ?? path
         do {
@@ -409,7 +410,8 @@ public final class EncryptedStore: Sendable {
     /// - Throws: `storeLocked`; `invalidKey` from E3DBSQLite.
     package func databaseLocation() throws(E3DBError) -> String {
         guard databaseEncryption == .encrypted else { return databasePath }
-        return try E3DBSQLite.uri(forDatabaseAt: databasePath, key: .rawKey(databasePageKey()), settings: .v4)
+        return try E3DBSQLite.uri(
+            forDatabaseAt: databasePath, key: .rawKey(databasePageKey()), settings: .v4, owner: .package)
     }
 
     /// The raw SQLCipher 4 key of the database's pages (for this package's interoperability tests with SQLCipher).

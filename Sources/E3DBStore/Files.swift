@@ -210,18 +210,3 @@ struct FileEntry {
         }
     }
 }
-
-/// `open(path, O_RDONLY | O_CLOEXEC)` (a free function: inside the store, `open` names its static opener).
-func openReadOnly(_ path: String) -> Int32 { unsafe open(path, O_RDONLY | O_CLOEXEC) }
-
-/// Flushes a file, or a directory's entries (a rename in it), to disk.
-func syncDirectory(_ url: URL) throws(E3DBError) {
-    let fd = openReadOnly(url.path)
-    guard fd >= 0 else {
-        throw E3DBError(.databaseError, unsafe "cannot open \(url.path): \(String(cString: strerror(errno)))")
-    }
-    defer { _ = close(fd) }
-    guard fsync(fd) == 0 else {
-        throw E3DBError(.databaseError, unsafe "cannot sync \(url.path): \(String(cString: strerror(errno)))")
-    }
-}

@@ -54,30 +54,37 @@ enum KeyHeader {
         ) STRICT;
         """
 
-    /// Writes a new header in `directory`: built in a temporary file (mode 0600 from the start) by `fill` (inside one
-    /// transaction), synced, then renamed into place, so that a crash leaves either no header or a complete one.
+    /// Writes a new header in `directory`: built in a temporary file (mode 0600 from the start, named as the package's
+    /// `AtomicFile` names them) by `fill` (inside one transaction, which SQLite syncs), then renamed into place and
+    /// the directory synced (`AtomicFile.replace`), so that a crash leaves either no header or a complete one.
     static func create(in directory: URL, _ fill: (Database) throws -> Void) throws(E3DBError) {
         let url = directory.appendingPathComponent(fileName)
-        let temporary = directory.appendingPathComponent(fileName + ".new")
-        for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: temporary.path + suffix) }
+        let temporary = URL(fileURLWithPath: AtomicFile.temporaryPath(in: directory.path))
         try StoreFileSystem.createPrivateFile(temporary)
-        try databaseCall("writing the store's key header") {
-            let queue = try DatabaseQueue(path: temporary.path, configuration: configuration)
-            try queue.write { db in
-                try db.execute(sql: schema)
-                try fill(db)
+        // A header that was not put in place leaves nothing behind (a crash may: a `.e3dbkit-<hex>.tmp` file).
+        func discard() {
+            for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: temporary.path + suffix) }
+        }
+        do throws(E3DBError) {
+            try databaseCall("writing the store's key header") {
+                let queue = try DatabaseQueue(path: temporary.path, configuration: configuration)
+                try queue.write { db in
+                    try db.execute(sql: schema)
+                    try fill(db)
+                }
+                try queue.close()
             }
-            try queue.close()
-        }
-        do {
-            // rename(2): the header appears whole or not at all.
-            try FileManager.default.moveItem(atPath: temporary.path, toPath: url.path)
         } catch {
-            throw E3DBError(
-                .databaseError, "cannot put the key header in place in \(directory.path): \(error.localizedDescription)"
-            )
+            discard()
+            throw error
         }
-        E3DBSQLite.syncDirectory(of: url.path)
+        do throws(FileIOError) {
+            // rename(2): the header appears whole or not at all.
+            try AtomicFile.replace(url.path, with: temporary.path)
+        } catch {
+            discard()
+            throw E3DBError(.databaseError, "cannot put the key header in place in \(directory.path): \(error)")
+        }
     }
 
     /// Inserts the header's one `store_meta` row: `values` are format, store id, KDF name, Argon2id ops and memory

@@ -114,8 +114,12 @@ extension EncryptedStore {
         try leaveWAL(
             target.databaseURI ?? target.databasePath,
             first: "PRAGMA secure_delete = ON; DROP TABLE IF EXISTS rekey_progress")
-        try syncDirectory(URL(fileURLWithPath: target.databasePath))
-        try syncDirectory(target.directory)
+        do throws(FileIOError) {
+            try FileIO.sync(path: target.databasePath)
+            try FileIO.syncDirectory(target.directory.path)
+        } catch {
+            throw E3DBError(.databaseError, "cannot sync the rekeyed database: \(error)")
+        }
         try databaseCall("committing the rekey") { try old.keyHeader.write { db in try copy.commit(db) } }
         for suffix in ["", "-wal", "-shm", "-journal"] {
             try? FileManager.default.removeItem(atPath: old.databasePath + suffix)

@@ -273,14 +273,14 @@ struct TemporaryOutputTests {
         var slots: [Int?] = []
         for path in paths {
             #expect(FileManager.default.createFile(atPath: path, contents: Data([1])))
-            slots.append(PendingTemporaryFiles.register(path))
+            slots.append(TemporaryFileRegistry.register(path))
         }
         #expect(slots.allSatisfy { $0 != nil })
         // Unregistering (what a commit or an abort does) frees the slot and leaves the file to its owner.
-        PendingTemporaryFiles.unregister(slots[1])
+        TemporaryFileRegistry.unregister(slots[1])
         #expect(FileManager.default.fileExists(atPath: paths[1]))
         // Removing a slot unlinks its file.
-        for slot in [slots[0], slots[2]].compactMap({ $0 }) { PendingTemporaryFiles.remove(slot: slot) }
+        for slot in [slots[0], slots[2]].compactMap({ $0 }) { TemporaryFileRegistry.remove(slot: slot) }
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [".e3dbkit-test1.tmp"])
     }
 }

@@ -145,7 +145,7 @@ struct NodeMaintenanceTests {
             defer { try? FileManager.default.removeItem(at: directory) }
             let reachable = Self.service(storage, store)
             #expect(try await reachable.drainBodyDeletions() == 0, "leased: the lease is the backoff")
-            let afterLease = APITimestampClock.now() + E3DBService.bodyDeletionLease + 1_000_000
+            let afterLease = APITimestamp.nowMicros() + E3DBService.bodyDeletionLease + 1_000_000
             #expect(try await reachable.drainBodyDeletions(now: afterLease) == 1)
             #expect(throws: E3DBError.self) { try store.size(id: file.recordID) }
             #expect(try await Self.outboxCount(storage) == 0)
@@ -212,7 +212,7 @@ struct NodeMaintenanceTests {
         try await withStorage(.postgres) { _, storage in
             let logger = Self.quiet()
             func reading(_ shift: Int64) async throws -> ClockCheck {
-                try #require(try await ClockCheck.read(storage, now: { APITimestampClock.now() + shift }))
+                try #require(try await ClockCheck.read(storage, now: { APITimestamp.nowMicros() + shift }))
             }
             let even = try await reading(0)
             #expect(abs(even.offset) < 1_000_000, "one machine: \(even.offset) µs")
@@ -238,14 +238,14 @@ struct NodeMaintenanceTests {
             let (store, directory) = try await Self.localStore(holding: [])
             defer { try? FileManager.default.removeItem(at: directory) }
             let service = Self.service(storage, store)
-            await service.maintain(nodeClock: { APITimestampClock.now() + 45_000_000 })
+            await service.maintain(nodeClock: { APITimestamp.nowMicros() + 45_000_000 })
             #expect(try await storage.pendingFile(id: old.pendingID) != nil, "a skewed node skips the pass")
             await service.maintain()
             #expect(try await storage.pendingFile(id: old.pendingID) == nil)
             #expect(try await Self.outboxCount(storage) == 0, "purged and drained in one pass")
         }
         try await withStorage(.sqlite) { _, storage in
-            let reading = try await ClockCheck.read(storage, now: { APITimestampClock.now() })
+            let reading = try await ClockCheck.read(storage, now: { APITimestamp.nowMicros() })
             #expect(reading == nil, "no other clock")
         }
     }

@@ -62,12 +62,11 @@ enum RecordBatchCLI {
     /// One read(2), retried on EINTR; 0 at the end of the input.
     static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, name: String) throws(E3DBError) -> Int
     {
-        while true {
-            let n = unsafe read(fd, buffer.baseAddress, buffer.count)
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
+        do throws(FileIOError) {
+            return try unsafe FileIO.read(fd, into: buffer)
+        } catch {
             let what = name == "-" ? "stdin" : name
-            throw E3DBError(.fileIOFailed, "cannot read \(what): \(Descriptor.message(errno))")
+            throw E3DBError(.fileIOFailed, "cannot read \(what): \(error.reason)")
         }
     }
 

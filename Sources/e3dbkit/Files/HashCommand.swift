@@ -61,12 +61,7 @@ struct HashCommand: ParsableCommand {
         }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw CLIError(
-                    "cannot read \(CLIInput.display(path)): \(Descriptor.message(errno))", exitCode: ExitStatus.noInput)
-            }
+            let count = try CLIInput.readSome(fd, into: &buffer, what: "input", path: path)
             if count == 0 { break }
             hasher.update(data: buffer[0..<count])
         }

@@ -40,8 +40,7 @@ enum TerminalPrompt {
             guard let base = raw.baseAddress else { return }
             while length < limit {
                 var byte: UInt8 = 0
-                let n = unsafe read(fd, &byte, 1)
-                if n < 0 && errno == EINTR { continue }
+                let n = FileIO.retryingInterrupted { unsafe read(fd, &byte, 1) }
                 if n <= 0 {
                     failed = length == 0
                     return

@@ -62,13 +62,7 @@ enum CLIInput {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = unsafe buffer.withUnsafeMutableBytes { unsafe systemRead(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw CLIError(
-                    "cannot read the \(what) \(display(path)): \(Descriptor.message(errno))",
-                    exitCode: ExitStatus.noInput)
-            }
+            let count = try readSome(fd, into: &buffer, what: what, path: path)
             if count == 0 { break }
             guard data.count + count <= limit else {
                 throw CLIError(
@@ -88,17 +82,10 @@ enum CLIInput {
         var length = 0
         var failure: CLIError?
         let buffer = unsafe SecureBytes(count: limit + 1) { (raw: UnsafeMutableRawBufferPointer) in
-            while length <= limit, let base = raw.baseAddress {
-                let count = unsafe systemRead(fd, base + length, limit + 1 - length)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    failure = CLIError(
-                        "cannot read the \(what) \(display(path)): \(Descriptor.message(errno))",
-                        exitCode: ExitStatus.noInput)
-                    return
-                }
-                if count == 0 { return }
-                length += count
+            do throws(FileIOError) {
+                length = try unsafe FileIO.readFully(fd, into: raw)
+            } catch {
+                failure = readFailure(error, what: what, path: path)
             }
         }
         if let failure { throw failure }
@@ -133,11 +120,16 @@ enum CLIInput {
         #endif
     }
 
-    private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
-        #if canImport(Glibc)
-            unsafe Glibc.read(fd, buffer, count)
-        #else
-            Darwin.read(fd, buffer, count)
-        #endif
+    /// One `read(2)` of `path` into `buffer` (`FileIO.read`, retried on EINTR); 0 at the end of the input.
+    static func readSome(_ fd: Int32, into buffer: inout [UInt8], what: String, path: String) throws(CLIError) -> Int {
+        let result = unsafe buffer.withUnsafeMutableBytes { raw in
+            Result { () throws(FileIOError) in try unsafe FileIO.read(fd, into: raw) }
+        }
+        do throws(FileIOError) { return try result.get() } catch { throw readFailure(error, what: what, path: path) }
+    }
+
+    /// The one-line error of a failed read of the input `path`.
+    static func readFailure(_ error: FileIOError, what: String, path: String) -> CLIError {
+        CLIError("cannot read the \(what) \(display(path)): \(error.reason)", exitCode: ExitStatus.noInput)
     }
 }

@@ -1,0 +1,194 @@
+import E3DBPrimitives
+import E3DBTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// How many SIGUSR1 signals the handler of `interruptedReadsAreRetried` has taken.
+private let signalsTaken = Atomic<Int>(0)
+
+/// The package's one atomic writer, descriptor helper and directory sync (`AtomicFile`, `FileIO`).
+@Suite("E3DBPrimitives: AtomicFile, FileIO and syncDirectory")
+struct FilePlumbingTests {
+    /// A fresh directory (removed by the caller) holding `name` with the bytes `old`, and that file's URL.
+    static func directory(holding name: String) throws -> (URL, URL) {
+        let dir = try CLIRunner.temporaryDirectory()
+        let target = dir.appendingPathComponent(name)
+        try Data("old".utf8).write(to: target)
+        return (dir, target)
+    }
+
+    static func names(_ directory: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+    }
+
+    @Test("a committed file replaces the old one whole, with exactly the mode asked for, and leaves no temporary")
+    func commitReplaces() throws {
+        let (dir, target) = try Self.directory(holding: "out")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // Write for others: the usual umask (022) would take it away from a plain open(2).
+        let file = try AtomicFile(path: target.path, mode: 0o606)
+        try Data(repeating: 7, count: 100_000).withUnsafeBytes { try file.write($0) }
+        // Until the commit, the old file is what the name shows, and no other name is in the directory on Linux.
+        #expect(try Data(contentsOf: target) == Data("old".utf8))
+        let temporary = URL(fileURLWithPath: file.temporaryPath).lastPathComponent
+        #expect(try Self.names(dir) == (file.isUnnamedUntilCommit ? ["out"] : [temporary, "out"].sorted()))
+        try file.commit()
+        #expect(try Data(contentsOf: target) == Data(repeating: 7, count: 100_000))
+        #expect(try Self.names(dir) == ["out"])
+        let mode = try FileManager.default.attributesOfItem(atPath: target.path)[.posixPermissions] as? Int
+        #expect(mode == 0o606, "the umask did not narrow the mode")
+    }
+
+    @Test("a write that fails halfway leaves the old file intact and no temporary file behind")
+    func failedWriteLeavesTheOldFile() throws {
+        let (dir, target) = try Self.directory(holding: "keys.json")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let file = try AtomicFile(path: target.path)
+            try Data(repeating: 1, count: 4096).withUnsafeBytes { try file.write($0) }
+            // The descriptor now names a read-only file: the next write fails as a full disk or an I/O error would.
+            let readOnly = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            #expect(readOnly >= 0)
+            #expect(dup2(readOnly, file.descriptor) == file.descriptor)
+            close(readOnly)
+            let failure = #expect(throws: FileIOError.self) {
+                try Data(repeating: 2, count: 4096).withUnsafeBytes { try file.write($0) }
+            }
+            #expect(failure?.operation == "write")
+            #expect(failure?.errno == EBADF)
+            #expect(failure?.path == file.temporaryPath, "the error names the file written")
+            // The caller gives up: the file goes out of scope uncommitted (deinit aborts).
+        }
+        #expect(try Data(contentsOf: target) == Data("old".utf8))
+        #expect(try Self.names(dir) == ["keys.json"])
+    }
+
+    @Test("createNew never replaces a name, even one taken while the file was written; nothing is left behind")
+    func createNewRefusesATakenName() throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let target = dir.appendingPathComponent("new")
+        let file = try AtomicFile(path: target.path, mode: 0o644, publication: .createNew)
+        try Data("mine".utf8).withUnsafeBytes { try file.write($0) }
+        try Data("theirs".utf8).write(to: target)
+        let failure = #expect(throws: FileIOError.self) { try file.commit() }
+        #expect(failure?.errno == EEXIST)
+        #expect(failure?.path == target.path)
+        file.abort()
+        #expect(try Data(contentsOf: target) == Data("theirs".utf8))
+        #expect(try Self.names(dir) == ["new"])
+
+        let fresh = try AtomicFile(path: dir.appendingPathComponent("fresh").path, publication: .createNew)
+        try Data("x".utf8).withUnsafeBytes { try fresh.write($0) }
+        try fresh.commit()
+        #expect(try Self.names(dir) == ["fresh", "new"])
+    }
+
+    @Test("the temporary name is short and the same scheme everywhere: .e3dbkit-<16 hex>.tmp")
+    func temporaryNames() throws {
+        let name = AtomicFile.temporaryName()
+        #expect(name.hasPrefix(".e3dbkit-") && name.hasSuffix(".tmp") && name.count == 29)
+        #expect(AtomicFile.temporaryName() != name)
+        #expect(AtomicFile.temporaryPath(in: "/").hasPrefix("/.e3dbkit-"))
+        #expect(AtomicFile.temporaryPath(in: "a/b").hasPrefix("a/b/.e3dbkit-"))
+        #expect(FileIO.directory(of: "name") == ".")
+        #expect(FileIO.directory(of: "/name") == "/")
+        #expect(FileIO.directory(of: "a/b/c") == "a/b")
+    }
+
+    @Test("syncDirectory syncs a directory, and names the call, the path and errno when it cannot")
+    func syncDirectory() throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileIO.syncDirectory(dir.path)
+        try FileIO.syncDirectory(containing: dir.appendingPathComponent("anything").path)
+        let missing = dir.appendingPathComponent("gone").path
+        let gone = #expect(throws: FileIOError.self) { try FileIO.syncDirectory(missing) }
+        #expect(gone == FileIOError("open", path: missing, errno: ENOENT))
+        #expect(gone?.description == "open \(missing): \(String(cString: strerror(ENOENT)))")
+        let file = dir.appendingPathComponent("file")
+        try Data().write(to: file)
+        let notDirectory = #expect(throws: FileIOError.self) { try FileIO.syncDirectory(file.path) }
+        #expect(notDirectory?.errno == ENOTDIR)
+        // The stated policy: a directory that cannot be opened for reading (EACCES) counts as synced. Root reads
+        // every directory, so the case exists only for other users.
+        if geteuid() != 0 {
+            let locked = dir.appendingPathComponent("locked")
+            try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: false)
+            chmod(locked.path, 0o300)
+            defer { chmod(locked.path, 0o700) }
+            try FileIO.syncDirectory(locked.path)
+        }
+    }
+
+    @Test("reads interrupted by a signal (EINTR) are retried, not reported")
+    func interruptedReadsAreRetried() async throws {
+        // A handler without SA_RESTART, so that the signal interrupts a blocked read(2) with EINTR.
+        var action = sigaction()
+        #if canImport(Glibc)
+            action.__sigaction_handler.sa_handler = { _ in signalsTaken.add(1, ordering: .relaxed) }
+        #else
+            action.__sigaction_u.__sa_handler = { _ in signalsTaken.add(1, ordering: .relaxed) }
+        #endif
+        action.sa_flags = 0
+        sigemptyset(&action.sa_mask)
+        var previous = sigaction()
+        #expect(sigaction(SIGUSR1, &action, &previous) == 0)
+        defer { sigaction(SIGUSR1, &previous, nil) }
+
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { for end in ends { close(end) } }
+        let reader = ends[0]
+        let shared = ReaderState()
+        let worker = Thread {
+            // The runtime may start threads with signals blocked; this one takes SIGUSR1.
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, SIGUSR1)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            shared.thread.withLock { $0 = pthread_self() }
+            var byte: UInt8 = 0
+            let n = FileIO.retryingInterrupted {
+                shared.attempts.add(1, ordering: .relaxed)
+                return read(reader, &byte, 1)
+            }
+            shared.result.withLock { $0 = n == 1 ? Int(byte) : -1 }
+        }
+        worker.start()
+        // Signal the blocked reader until its read has been interrupted and retried at least twice, then feed it: a
+        // few milliseconds. Done by a thread of its own, so that the test does not depend on when a cooperative
+        // thread is free (other suites' synchronous tests can keep them busy for minutes).
+        let writer = ends[1]
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread {
+                let deadline = Date().addingTimeInterval(30)
+                while shared.attempts.load(ordering: .relaxed) < 3, Date() < deadline {
+                    if let target = shared.thread.withLock({ $0 }) { pthread_kill(target, SIGUSR1) }
+                    usleep(5_000)
+                }
+                var byte: UInt8 = 42
+                _ = write(writer, &byte, 1)
+                while shared.result.withLock({ $0 }) == nil, Date() < deadline { usleep(1_000) }
+                done.resume()
+            }.start()
+        }
+        #expect(shared.attempts.load(ordering: .relaxed) >= 3, "the read was interrupted and retried")
+        #expect(signalsTaken.load(ordering: .relaxed) >= 2)
+        #expect(shared.result.withLock { $0 } == 42, "the retried read returned the byte, not an error")
+    }
+}
+
+/// What the reading thread of `interruptedReadsAreRetried` shares with the test.
+private final class ReaderState: Sendable {
+    let thread = Mutex<pthread_t?>(nil)
+    let attempts = Atomic<Int>(0)
+    let result = Mutex<Int?>(nil)
+}

@@ -1,0 +1,57 @@
+import E3DBKit
+import E3DBSQLite
+import Foundation
+import GRDB
+import Testing
+
+@testable import E3DBStore
+
+/// E3DBSQLite's key registry is process-wide; an app that uses it beside a store owns only the keys it registered.
+@Suite("E3DBStore: an app's E3DBSQLite.forgetAllKeys() leaves the store's page key")
+struct KeyOwnershipTests {
+    /// `forgetAllKeys()` acts on the whole process, so the check runs in a child process of its own (an exit test):
+    /// in this one it would take the keys of the E3DBSQLite tests that run in parallel.
+    @Test("after forgetAllKeys() the store opens new connections and reads and writes; the app's key is gone")
+    func forgetAllKeysLeavesTheStoresKey() async {
+        await #expect(processExitsWith: .success) {
+            let dir = try StoreDirectory()
+            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+            guard store.databaseEncryption == .encrypted else { throw Failure("the store is not encrypted") }
+            let first = try store.put(collection: "c", type: "t", data: ["f": "one"])
+            let appURI = try E3DBSQLite.uri(
+                forDatabaseAt: dir.url.appendingPathComponent("app.sqlite").path,
+                key: .passphrase(SecureBytes(copying: Array("app".utf8))))
+            try DatabaseQueue(path: appURI).write { db in try db.execute(sql: "CREATE TABLE t (x)") }
+
+            E3DBSQLite.forgetAllKeys()
+            // The pool's idle readers are closed: the next read opens a new connection with the store's key.
+            store.pool.releaseMemory()
+            guard try store.get(collection: "c", id: first.id).data == ["f": "one"] else {
+                throw Failure("first record")
+            }
+            let second = try store.put(collection: "c", type: "t", data: ["f": "two"])
+            guard try store.get(collection: "c", id: second.id).data == ["f": "two"] else {
+                throw Failure("second record")
+            }
+            // A second store instance on the same directory registers and uses a key of its own.
+            guard try EncryptedStore.open(at: dir.url, credential: passphrase("p")).count(collection: "c") == 2
+            else { throw Failure("a second store instance") }
+            // The app's key is forgotten: a new connection through its URI fails.
+            let forgotten: Bool
+            do {
+                let queue = try DatabaseQueue(path: appURI)
+                _ = try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") }
+                forgotten = false
+            } catch {
+                forgotten = true
+            }
+            guard forgotten else { throw Failure("the app's key still opens its database") }
+        }
+    }
+}
+
+/// Why the child process of an exit test failed (it exits with a failure when the body throws).
+private struct Failure: Error {
+    let what: String
+    init(_ what: String) { self.what = what }
+}

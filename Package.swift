@@ -238,7 +238,7 @@ let package = Package(
         // not want AsyncHTTPClient.
         .target(name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBPrimitives"], swiftSettings: memorySafe),
 
-        // L5: what both executables share (exit codes, checked standard output, the one exit path). Not a
+        // L5: what the executables share (exit codes, checked standard output, the one exit path). Not a
         // product; it links nothing that can decrypt, so the server may use it.
         .target(
             name: "E3DBCommandLine",
@@ -396,7 +396,8 @@ let package = Package(
             swiftSettings: upcoming
         ),
         .testTarget(
-            name: "E3DBPageCodecTests", dependencies: ["E3DBPageCodec", "E3DBTestSupport"], swiftSettings: upcoming),
+            name: "E3DBPageCodecTests", dependencies: ["E3DBPageCodec", "E3DBTestSupport", "E3DBConformance"],
+            swiftSettings: upcoming),
         .testTarget(name: "E3DBAPITests", dependencies: ["E3DBAPI", "E3DBTestSupport"], swiftSettings: upcoming),
         // The client against a real `e3dbkit-server` process (and Tozny's Python SDK); Hummingbird, HTTPTypes,
         // Logging and NIOCore for the lying proxy of ClientTrustTests.

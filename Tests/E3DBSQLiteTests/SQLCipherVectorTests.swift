@@ -5,11 +5,10 @@ import Foundation
 import GRDB
 import Testing
 
+/// The databases SQLCipher wrote, decrypted page by page, read back through the system SQLite (the page vectors
+/// alone are E3DBPageCodecTests' `PageVectorTests`).
 @Suite("SQLCipher page vectors (SQLCipher 4.12)")
 struct SQLCipherVectorTests {
-    @Test(arguments: try SQLCipherSuites.pages.cases())
-    func vector(_ c: VectorCase) throws { try c.check() }
-
     /// The pages PageCodec decrypts make a database that the system SQLite reads with the rows SQLCipher read.
     @Test(arguments: try SQLCipherSuites.load().filter { $0.result == .valid && $0.rows != nil }.map(\.tcId))
     func decryptedDatabaseReadsBack(_ tcId: Int) throws {

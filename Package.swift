@@ -1,8 +1,8 @@
 // swift-tools-version:6.2
 //
 // E3DBKit: Swift toolkit for end-to-end encrypted E3DB data.
-// Layers (dependencies point only downward; C is imported by E3DBPrimitives, E3DBSQLite, E3DBSQLiteExtension and
-// the libb2 oracle; docs/architecture.md draws every target):
+// Layers (dependencies point only downward; C is imported by E3DBPrimitives, E3DBPageCodec (BoringSSL's AES and
+// SHA-2), E3DBSQLite, E3DBSQLiteExtension and the libb2 oracle; docs/architecture.md draws every target):
 //   L5 e3dbkit (CLI: keys, records, files, store, client; no server)  e3dbkit-server (E3DBServer only)
 //      E3DBSQLiteExtension (the loadable SQLite extension, a dynamic library)
 //      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by the executables)
@@ -22,6 +22,7 @@
 //      E3DBCommandLine's): only this package uses them; the Benchmarks/ sub-package uses products only.
 //   L1 E3DBPrimitives
 //   L0 CE3DBSodium  CE3DBBlake2  CE3DBSQLite3 (the system SQLite, for E3DBSQLite and its extension only)
+//      CE3DBBoringSSL (swift-crypto's own AES and SHA-2 block functions, for E3DBPageCodec's SQLCipher pages)
 import PackageDescription
 
 let upcoming: [SwiftSetting] = [
@@ -102,6 +103,10 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
 
+        // swift-crypto's BoringSSL AES and SHA-2 block functions, declared for E3DBPageCodec's SQLCipher pages (AES-CBC
+        // and HMAC into caller buffers); no library of its own: the symbols come with Crypto.
+        .systemLibrary(name: "CE3DBBoringSSL"),
+
         // L1: the only module that touches C.
         .target(
             name: "E3DBPrimitives",
@@ -139,6 +144,9 @@ let package = Package(
             name: "E3DBPageCodec",
             dependencies: [
                 "E3DBPrimitives",
+                // BoringSSL's AES-CBC and SHA-2 for SQLCipher pages; its symbols are linked through CryptoExtras (on
+                // every platform: Crypto uses CryptoKit on Apple's).
+                "CE3DBBoringSSL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
@@ -391,6 +399,9 @@ let package = Package(
             dependencies: [
                 "E3DBSQLite", "E3DBPageCodec", "E3DBPrimitives", "E3DBTestSupport", "E3DBConformance",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // swift-crypto's own AES-CBC and HMAC: the oracle of the codec's SQLCipher pages.
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             exclude: ["sqlcipher_peer.py"],
             swiftSettings: upcoming

@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         // The fixed-route baseline of scripts/server-benchmark.sh (the same Hummingbird as E3DBServer).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // swift-crypto's own AES-CBC and HMAC calls beside the page codec (PageCodecThroughput); the version E3DBKit uses.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
         // Direct libsodium calls for the baselines (the root package's CE3DBSodium is not a product).
@@ -123,5 +125,17 @@ package.targets += [
             .product(name: "E3DBPrimitives", package: "E3DBKit"),
         ],
         path: "SQLiteThroughput"
+    ),
+    // E3DBPageCodec alone: µs per page encrypted and decrypted in each format, beside the crypto kernels' own time
+    // and swift-crypto's own AES-CBC and HMAC calls on one page (what the SQLCipher format called until issue 35).
+    .executableTarget(
+        name: "PageCodecThroughput",
+        dependencies: [
+            .product(name: "E3DBPageCodec", package: "E3DBKit"),
+            .product(name: "E3DBPrimitives", package: "E3DBKit"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ],
+        path: "PageCodecThroughput"
     ),
 ]

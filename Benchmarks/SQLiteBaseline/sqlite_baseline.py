@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The SQLCipher 4 side of scripts/sqlite-benchmark.sh: the SQL of workloads.sql through the sqlcipher3 module.
+"""The peers' side of scripts/sqlite-benchmark.sh: the SQL of workloads.sql through SQLCipher 4 (the sqlcipher3
+module) or SQLite3 Multiple Ciphers (the apsw module of apsw-sqlite3mc).
 
-    sqlite_baseline.py WORKDIR [ROWS] [--rekey-mib M]
+    sqlite_baseline.py WORKDIR [ROWS] [--rekey-mib M] [--engine sqlcipher|sqlite3mc]
 
-Encrypted: `PRAGMA key` with a passphrase (SQLCipher 4 defaults: PBKDF2-HMAC-SHA512 256,000 iterations, 4 KiB
-pages, AES-256-CBC, HMAC-SHA512); plaintext: the same module without a key (plain SQLite, the version bundled with
-SQLCipher). Journal mode DELETE (the default), temp_store MEMORY (as E3DBSQLite's connection and sqlcipher3's build
+Encrypted, SQLCipher: `PRAGMA key` with a passphrase (SQLCipher 4 defaults: PBKDF2-HMAC-SHA512 256,000 iterations,
+4 KiB pages, AES-256-CBC, HMAC-SHA512). Encrypted, SQLite3 Multiple Ciphers: `PRAGMA cipher = 'chacha20'`, then
+`PRAGMA key` with the passphrase (its chacha20 defaults: PBKDF2-HMAC-SHA256 64,007 iterations, ChaCha20-Poly1305,
+4 KiB pages); the raw key is `raw:` and 64 hex digits there. Plaintext: the same module without a key (plain SQLite,
+the version bundled with the engine). The rekey is SQLCipher's only. Journal mode DELETE (the default), temp_store MEMORY (as E3DBSQLite's connection and sqlcipher3's build
 have it). Each workload runs in a fresh connection, its page cache set with `PRAGMA cache_size` to SQLite's default
 (-2000, 2 MB; sqlcipher3-binary is built with -8000, so it is set explicitly) or to -131072 (128 MiB), after a first
 read that derives the key; only the workload's statement is timed.
@@ -20,7 +23,13 @@ import re
 import sys
 import time
 
-import sqlcipher3
+ENGINE = sys.argv[sys.argv.index("--engine") + 1] if "--engine" in sys.argv else "sqlcipher"
+if ENGINE == "sqlcipher":
+    import sqlcipher3
+elif ENGINE == "sqlite3mc":
+    import apsw
+else:
+    raise SystemExit("--engine is sqlcipher or sqlite3mc")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PASSPHRASE = "benchmark passphrase"
@@ -48,7 +57,7 @@ def sections(rows):
 
 
 def emit(name, seconds, count, mode="encrypted", cache="default", **extra):
-    print(json.dumps(dict(engine="sqlcipher", name=name, mode=mode, cache=cache, seconds=seconds, count=count, **extra)), flush=True)
+    print(json.dumps(dict(engine=ENGINE, name=name, mode=mode, cache=cache, seconds=seconds, count=count, **extra)), flush=True)
 
 
 def remove(path):
@@ -57,10 +66,21 @@ def remove(path):
             os.remove(path + suffix)
 
 
-def connect(path, key, cache=-2000):
-    db = sqlcipher3.connect(path, isolation_level=None)
+def open_keyed(path, key):
+    """A connection to `path`, keyed with `key` (the text of PRAGMA key) when it is not None."""
+    if ENGINE == "sqlcipher":
+        db = sqlcipher3.connect(path, isolation_level=None)
+    else:
+        db = apsw.Connection(path)
+        if key is not None:
+            db.execute("PRAGMA cipher = 'chacha20'").fetchall()
     if key is not None:
-        db.execute("PRAGMA key = \"%s\"" % key)
+        db.execute("PRAGMA key = \"%s\"" % key).fetchall()
+    return db
+
+
+def connect(path, key, cache=-2000):
+    db = open_keyed(path, key)
     db.execute("PRAGMA cache_size = %d" % cache)
     db.execute("PRAGMA temp_store = MEMORY")
     return db
@@ -89,11 +109,16 @@ def main(argv):
     if "--rekey-mib" in argv:
         rekey_mib = int(argv[argv.index("--rekey-mib") + 1])
     sql = sections(rows)
-    probe = sqlcipher3.connect(":memory:")
-    emit("version", 0, 0, version=probe.execute("PRAGMA cipher_version").fetchone()[0],
-         sqlite=probe.execute("SELECT sqlite_version()").fetchone()[0])
+    if ENGINE == "sqlcipher":
+        probe = sqlcipher3.connect(":memory:")
+        version = probe.execute("PRAGMA cipher_version").fetchone()[0]
+    else:
+        probe = apsw.Connection(":memory:")
+        version = probe.execute("SELECT sqlite3mc_version()").fetchall()[0][0]
+        rekey_mib = 0
+    emit("version", 0, 0, version=version, sqlite=probe.execute("SELECT sqlite_version()").fetchall()[0][0])
     probe.close()
-    path = os.path.join(work, "sqlcipher.db")
+    path = os.path.join(work, ENGINE + ".db")
 
     for cache_name, cache in CACHES:
         for mode in ("plaintext", "encrypted"):
@@ -127,7 +152,8 @@ def main(argv):
     remove(path)
 
     # Open + first read, best of OPENS, on a small database made with each key form (and without a key).
-    forms = (("plaintext", None), ("passphrase", passphrase_key(PASSPHRASE)), ("raw_key", "x'%s'" % RAW_KEY.hex()))
+    raw = ("x'%s'" if ENGINE == "sqlcipher" else "raw:%s") % RAW_KEY.hex()
+    forms = (("plaintext", None), ("passphrase", passphrase_key(PASSPHRASE)), ("raw_key", raw))
     for form, key in forms:
         small = os.path.join(work, "open-%s.db" % form)
         remove(small)
@@ -137,9 +163,7 @@ def main(argv):
         best = None
         for _ in range(OPENS):
             start = time.perf_counter()
-            db = sqlcipher3.connect(small, isolation_level=None)
-            if key is not None:
-                db.execute("PRAGMA key = \"%s\"" % key)
+            db = open_keyed(small, key)
             result(db.execute(sql["first_read"]))
             seconds = time.perf_counter() - start
             db.close()

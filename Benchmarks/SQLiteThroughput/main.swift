@@ -1,20 +1,23 @@
 // E3DBSQLite's side of scripts/sqlite-benchmark.sh: the SQL of Benchmarks/SQLiteBaseline/workloads.sql through
-// SQLiteConnection, encrypted (E3DBSQLite's VFS, SQLCipher 4 format, passphrase) and plaintext (the system SQLite's
-// own VFS), with the default page cache and with 128 MiB. Benchmarks/SQLiteBaseline/sqlite_baseline.py runs the
+// SQLiteConnection, encrypted (E3DBSQLite's VFS, passphrase) in the SQLCipher 4 format (mode "encrypted") and in
+// SQLite3 Multiple Ciphers' chacha20 format (mode "chacha20"), and plaintext (the system SQLite's own VFS), with the
+// default page cache and with 128 MiB. Benchmarks/SQLiteBaseline/sqlite_baseline.py runs the
 // same SQL through SQLCipher 4; the script prints the table of both.
 //
 //   SQLiteThroughput WORKDIR [ROWS] [--rekey-mib M] [--sql PATH]
-//   SQLiteThroughput WORKDIR [ROWS] --only point_reads|scan|insert [--mode encrypted|plaintext] [--cache default|128MiB]
+//   SQLiteThroughput WORKDIR [ROWS] --only point_reads|scan|insert [--mode encrypted|chacha20|plaintext]
+//       [--cache default|128MiB]
 //
 // The second form (for `perf record`) runs the insert that builds the database and then only the named workload,
-// in the named mode and cache (both of each unless given); no open or rekey measurements.
+// in the named mode and cache (both of each unless given); no open or rekey measurements. `--only opens` runs only
+// the plaintext and raw-key opens (of the named mode), 2,000 times each instead of 5.
 // ROWS: 500000 unless given. --rekey-mib (or REKEY_MIB): the size of the database the rekey is timed on (0, the
 // default, skips it). --sql: workloads.sql (default: the one beside this file's source, ../SQLiteBaseline).
 //
 // Each workload runs in a fresh connection after a first read (which derives the key), with `PRAGMA cache_size`
 // at SQLite's default (-2000) or -131072, journal mode DELETE (the default); only its statement is timed, with
 // ContinuousClock. Prints one JSON object a line:
-// {"engine": "e3dbkit", "name": …, "mode": "encrypted"|"plaintext", "cache": "default"|"128MiB", "seconds": …,
+// {"engine": "e3dbkit", "name": …, "mode": "encrypted"|"chacha20"|"plaintext", "cache": "default"|"128MiB", "seconds": …,
 //  "count": …, "result": …}
 import E3DBPageCodec
 import E3DBPrimitives
@@ -27,7 +30,6 @@ let newPassphrase = "another benchmark passphrase"
 let rawKeyBytes = (0..<32).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) }
 let caches: [(name: String, size: Int)] = [("default", -2000), ("128MiB", -131072)]
 let scans = 3
-let opens = 5
 /// Bytes per row of the rekey database (table and index, 4 KiB encrypted pages), to turn --rekey-mib into rows.
 let rekeyBytesPerRow = 134
 
@@ -78,8 +80,13 @@ func fileSize(_ path: String) -> Int {
     ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
 }
 
-func connect(_ path: String, _ key: SQLCipherKey?, cache: Int = -2000) throws -> SQLiteConnection {
-    let connection = try SQLiteConnection(path: path, key: key)
+/// The cipher settings of each encrypted mode.
+func settings(_ mode: String) -> SQLCipherSettings { mode == "chacha20" ? .chacha20 : .v4 }
+
+func connect(_ path: String, _ key: SQLCipherKey?, settings: SQLCipherSettings = .v4, cache: Int = -2000) throws
+    -> SQLiteConnection
+{
+    let connection = try SQLiteConnection(path: path, key: key, settings: settings)
     try connection.execute("PRAGMA cache_size = \(cache)")
     return connection
 }
@@ -108,6 +115,8 @@ func run() throws {
         .appendingPathComponent("SQLiteBaseline/workloads.sql").path
     let rekeyMiB = Int(option("--rekey-mib") ?? ProcessInfo.processInfo.environment["REKEY_MIB"] ?? "0") ?? 0
     let only = option("--only")
+    let opensOnly = only == "opens"
+    let opens = opensOnly ? 2000 : 5
     let onlyMode = option("--mode")
     let onlyCache = option("--cache")
     guard let work = arguments.first else {
@@ -123,12 +132,13 @@ func run() throws {
     remove(probe)
     emit("version", 0, count: 0, extra: ["sqlite": version.replacingOccurrences(of: "\"", with: "")])
 
-    for cache in caches where onlyCache == nil || onlyCache == cache.name {
-        for mode in ["plaintext", "encrypted"] where onlyMode == nil || onlyMode == mode {
-            let databaseKey = mode == "encrypted" ? key(passphrase) : nil
+    for cache in caches where !opensOnly && (onlyCache == nil || onlyCache == cache.name) {
+        for mode in ["plaintext", "encrypted", "chacha20"] where onlyMode == nil || onlyMode == mode {
+            let databaseKey = mode == "plaintext" ? nil : key(passphrase)
+            let modeSettings = settings(mode)
             remove(path)
             do {
-                let db = try connect(path, databaseKey, cache: cache.size)
+                let db = try connect(path, databaseKey, settings: modeSettings, cache: cache.size)
                 try db.execute(sql["table"]!)
                 try db.execute(sql["index"]!)
                 let statement = "BEGIN; " + sql["insert"]! + "; COMMIT"
@@ -138,13 +148,13 @@ func run() throws {
                 emit("insert", time, count: rows, mode: mode, cache: cache.name, extra: ["bytes": fileSize(path)])
             }
             if only == nil || only == "point_reads" {
-                let db = try connect(path, databaseKey, cache: cache.size)
+                let db = try connect(path, databaseKey, settings: modeSettings, cache: cache.size)
                 _ = try result(db, sql["first_read"]!)
                 let (time, value) = try timed(db, sql["point_reads"]!)
                 emit("point_reads", time, count: rows, mode: mode, cache: cache.name, extra: ["result": value])
             }
             if only == nil || only == "scan" {
-                let db = try connect(path, databaseKey, cache: cache.size)
+                let db = try connect(path, databaseKey, settings: modeSettings, cache: cache.size)
                 _ = try result(db, sql["first_read"]!)
                 var total = 0.0
                 var values = Set<String>()
@@ -158,42 +168,46 @@ func run() throws {
         }
     }
     remove(path)
-    if only != nil { return }
+    if only != nil && !opensOnly { return }
 
     // Open + first read, best of `opens`, on a small database made with each key form (and without a key). The
     // codec cache is emptied before each open, so the passphrase is stretched every time (`open_passphrase_cached`:
     // a second connection in the same process, which takes the derived key from PageCodecCache).
-    let forms: [(String, SQLCipherKey?)] = [("plaintext", nil), ("passphrase", key(passphrase)), ("raw_key", rawKey())]
-    for (form, formKey) in forms {
-        let small = work + "/open-\(form).db"
+    let forms: [(String, SQLCipherKey?, String)] = [
+        ("plaintext", nil, "plaintext"), ("passphrase", key(passphrase), "encrypted"), ("raw_key", rawKey(), "encrypted"),
+        ("passphrase", key(passphrase), "chacha20"), ("raw_key", rawKey(), "chacha20"),
+    ]
+    for (form, formKey, mode) in forms
+    where (onlyMode == nil || onlyMode == mode) && !(opensOnly && form == "passphrase") {
+        let small = work + "/open-\(form)-\(mode).db"
         remove(small)
-        do { try connect(small, formKey).execute(sql["table"]!) }
+        do { try connect(small, formKey, settings: settings(mode)).execute(sql["table"]!) }
         var best = Double.infinity
         var cached = Double.infinity
         for _ in 0..<opens {
             E3DBSQLite.forgetAllKeys()
             let start = ContinuousClock.now
             do {
-                let db = try SQLiteConnection(path: small, key: formKey)
+                let db = try SQLiteConnection(path: small, key: formKey, settings: settings(mode))
                 _ = try result(db, sql["first_read"]!)
             }
             best = min(best, seconds(ContinuousClock.now - start))
             let again = ContinuousClock.now
             do {
-                let db = try SQLiteConnection(path: small, key: formKey)
+                let db = try SQLiteConnection(path: small, key: formKey, settings: settings(mode))
                 _ = try result(db, sql["first_read"]!)
             }
             cached = min(cached, seconds(ContinuousClock.now - again))
         }
-        emit("open_" + form, best, count: 1, mode: formKey == nil ? "plaintext" : "encrypted")
-        if form == "passphrase" { emit("open_passphrase_cached", cached, count: 1) }
+        emit("open_" + form, best, count: 1, mode: mode)
+        if form == "passphrase" { emit("open_passphrase_cached", cached, count: 1, mode: mode) }
         remove(small)
     }
 
     // E3DBSQLite.rekey (a copy under the new key, then a rename) of a database of about rekeyMiB MiB (table, then
     // the index), built with a 128 MiB cache. As on the SQLCipher side, the old key is derived before the timing
     // (here: by the connection that built the database, through PageCodecCache); the new one is derived inside it.
-    if rekeyMiB > 0 {
+    if rekeyMiB > 0 && !opensOnly {
         let bigRows = rekeyMiB * 1_048_576 / rekeyBytesPerRow
         let bigSQL = sections(sqlPath, rows: bigRows)
         let big = work + "/rekey.db"

@@ -1,12 +1,4 @@
-internal import Crypto
-internal import CryptoExtras
 public import E3DBPrimitives
-
-#if canImport(FoundationEssentials)
-    internal import FoundationEssentials
-#else
-    internal import Foundation
-#endif
 
 extension E3DBError.Code {
     /// A page of an encrypted database did not authenticate: its bytes were changed, or it was moved from another
@@ -63,7 +55,8 @@ public final class PageCodec: Sendable {
 
     /// The keys of one page format.
     private enum Transform: Sendable {
-        case sqlcipher(encryptionKey: SymmetricKey, mac: PageMAC)
+        /// AES-256-CBC's key schedules and the keyed HMAC states, computed once.
+        case sqlcipher(cipher: AESCBC, mac: KeyedHMAC)
         /// The 32-byte database key, in wiped storage.
         case chacha20(key: SecureBytes)
     }
@@ -107,10 +100,8 @@ public final class PageCodec: Sendable {
             let hmacKey = try Self.derive(
                 encryption, salt: hmacSalt, rounds: SQLCipherSettings.hmacKeyIterations, settings.kdfAlgorithm)
             self.transform = .sqlcipher(
-                encryptionKey: unsafe encryption.withUnsafeBytes { unsafe SymmetricKey(data: $0) },
-                mac: unsafe hmacKey.withUnsafeBytes {
-                    unsafe PageMAC(algorithm: settings.algorithm, key: SymmetricKey(data: $0))
-                })
+                cipher: unsafe encryption.withUnsafeBytes { unsafe AESCBC(key: $0) },
+                mac: unsafe hmacKey.withUnsafeBytes { unsafe KeyedHMAC(hash: settings.algorithm.hmacHash, key: $0) })
         }
     }
 
@@ -229,8 +220,8 @@ public final class PageCodec: Sendable {
         let pageSize = settings.pageSize
         precondition(page.count == pageSize && output.count == pageSize, "PageCodec: buffers hold one page")
         switch transform {
-        case .sqlcipher(let encryptionKey, let mac):
-            try unsafe encryptSQLCipher(page: page, number: number, into: output, key: encryptionKey, mac: mac)
+        case .sqlcipher(let cipher, let mac):
+            unsafe encryptSQLCipher(page: page, number: number, into: output, cipher: cipher, mac: mac)
         case .chacha20(let key):
             // Safety: the codec holds `key` for as long as it lives, and so for this call.
             unsafe encryptChaCha20(page: page, number: number, into: output, key: key.unsafeBytes, nonce: nil)
@@ -263,9 +254,8 @@ public final class PageCodec: Sendable {
         precondition(page.count == pageSize && output.count == pageSize, "PageCodec: buffers hold one page")
         let authentic: Bool
         switch transform {
-        case .sqlcipher(let encryptionKey, let mac):
-            try unsafe decryptSQLCipher(page: page, number: number, into: output, key: encryptionKey, mac: mac)
-            return
+        case .sqlcipher(let cipher, let mac):
+            authentic = unsafe decryptSQLCipher(page: page, number: number, into: output, cipher: cipher, mac: mac)
         case .chacha20(let key):
             // Safety: the codec holds `key` for as long as it lives, and so for this call.
             authentic = unsafe decryptChaCha20(page: page, number: number, into: output, key: key.unsafeBytes)
@@ -282,34 +272,29 @@ public final class PageCodec: Sendable {
 
     // MARK: SQLCipher
 
+    /// Encrypts into `output`: the IV and padding from the reservoir, AES-CBC straight into the page, the HMAC after
+    /// the IV. Nothing is allocated.
     private func encryptSQLCipher(
-        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer, key: SymmetricKey,
-        mac: PageMAC
-    ) throws(E3DBError) {
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer, cipher: AESCBC,
+        mac: KeyedHMAC
+    ) {
         let pageSize = settings.pageSize
         let start = dataOffset(number)
         let end = pageSize - settings.reserveByteCount
+        let macStart = end + SQLCipherSettings.ivByteCount
         // A fresh random IV (and random padding after the HMAC, as SQLCipher fills its whole reserve), from a
         // reservoir: one system call per 64 KiB, not one per page.
         unsafe Self.randomness.fill(UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]))
-        let iv: AES._CBC.IV
-        let ciphertext: Data
-        do {
-            iv = try unsafe AES._CBC.IV(ivBytes: output[end..<(end + SQLCipherSettings.ivByteCount)])
-            ciphertext = try unsafe AES._CBC.encrypt(
-                UnsafeRawBufferPointer(rebasing: page[start..<end]), using: key, iv: iv, noPadding: true)
-        } catch {
-            throw E3DBError(
-                .invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
+        unsafe cipher.encrypt(
+            UnsafeRawBufferPointer(rebasing: page[start..<end]),
+            into: UnsafeMutableRawBufferPointer(rebasing: output[start..<end]),
+            iv: UnsafeRawBufferPointer(rebasing: output[end..<macStart]))
+        unsafe withPageNumber(number) { pageNumber in
+            unsafe mac.authenticate(
+                UnsafeRawBufferPointer(rebasing: output[start..<macStart]), pageNumber,
+                into: UnsafeMutableRawBufferPointer(
+                    rebasing: output[macStart..<(macStart + settings.algorithm.macByteCount)]))
         }
-        unsafe ciphertext.withUnsafeBytes {
-            unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0)
-        }
-        let macStart = end + SQLCipherSettings.ivByteCount
-        unsafe mac.write(
-            over: UnsafeRawBufferPointer(rebasing: output[start..<macStart]), number: number,
-            into: UnsafeMutableRawBufferPointer(
-                rebasing: output[macStart..<(macStart + settings.algorithm.macByteCount)]))
         if settings.plaintextHeaderSize > 0 {
             // Page 1's plaintext header, stored as it is (no salt in the file).
             unsafe copyPlaintextHeader(from: page, into: output, count: start)
@@ -320,6 +305,13 @@ public final class PageCodec: Sendable {
         }
     }
 
+    /// Calls `body` with the page number as 4 little-endian bytes (what SQLCipher's HMAC covers after the IV).
+    @inline(__always)
+    private func withPageNumber<R>(_ number: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var littleEndian = number.littleEndian
+        return unsafe withUnsafeBytes(of: &littleEndian) { unsafe body($0) }
+    }
+
     /// Copies page 1's first `count` bytes (a plaintext header) from `page` to `output`.
     private func copyPlaintextHeader(
         from page: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, count: Int
@@ -328,31 +320,27 @@ public final class PageCodec: Sendable {
             from: UnsafeRawBufferPointer(rebasing: page[0..<count]))
     }
 
+    /// Decrypts into `output` when the HMAC verifies; false (nothing written) when it does not. Nothing is
+    /// allocated.
     private func decryptSQLCipher(
-        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer, key: SymmetricKey,
-        mac: PageMAC
-    ) throws(E3DBError) {
+        page: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer, cipher: AESCBC,
+        mac: KeyedHMAC
+    ) -> Bool {
         let pageSize = settings.pageSize
         let start = dataOffset(number)
         let end = pageSize - settings.reserveByteCount
         let macStart = end + SQLCipherSettings.ivByteCount
-        let authentic = unsafe mac.verify(
-            over: UnsafeRawBufferPointer(rebasing: page[start..<macStart]), number: number,
-            expected: UnsafeRawBufferPointer(rebasing: page[macStart..<(macStart + settings.algorithm.macByteCount)]))
-        guard authentic else { throw unsafe Self.tampered(number, output) }
-        let plaintext: Data
-        do {
-            let iv = try unsafe AES._CBC.IV(ivBytes: page[end..<macStart])
-            plaintext = try unsafe AES._CBC.decrypt(
-                UnsafeRawBufferPointer(rebasing: page[start..<end]), using: key, iv: iv, noPadding: true)
-        } catch {
-            unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
-            throw E3DBError(
-                .invalidParameter, "AES-CBC refused a page", context: .init(part: "page", actual: Int(number)))
+        let authentic = unsafe withPageNumber(number) { pageNumber in
+            unsafe mac.verify(
+                UnsafeRawBufferPointer(rebasing: page[start..<macStart]), pageNumber,
+                expected: UnsafeRawBufferPointer(
+                    rebasing: page[macStart..<(macStart + settings.algorithm.macByteCount)]))
         }
-        unsafe plaintext.withUnsafeBytes {
-            unsafe UnsafeMutableRawBufferPointer(rebasing: output[start..<end]).copyMemory(from: $0)
-        }
+        guard authentic else { return false }
+        unsafe cipher.decrypt(
+            UnsafeRawBufferPointer(rebasing: page[start..<end]),
+            into: UnsafeMutableRawBufferPointer(rebasing: output[start..<end]),
+            iv: UnsafeRawBufferPointer(rebasing: page[end..<macStart]))
         unsafe UnsafeMutableRawBufferPointer(rebasing: output[end..<pageSize]).initializeMemory(
             as: UInt8.self, repeating: 0)
         if settings.plaintextHeaderSize > 0 {
@@ -362,6 +350,7 @@ public final class PageCodec: Sendable {
                 unsafe UnsafeMutableRawBufferPointer(rebasing: output[0..<start]).copyMemory(from: $0)
             }
         }
+        return true
     }
 
     // MARK: chacha20
@@ -471,52 +460,13 @@ public final class PageCodec: Sendable {
     }
 }
 
-/// The page HMAC, keyed once: each page copies the keyed state instead of re-deriving the pads.
-private enum PageMAC: Sendable {
-    case sha512(HMAC<SHA512>)
-    case sha256(HMAC<SHA256>)
-    case sha1(HMAC<Insecure.SHA1>)
-
-    init(algorithm: SQLCipherSettings.Algorithm, key: SymmetricKey) {
-        switch algorithm {
-        case .sha512: self = .sha512(HMAC<SHA512>(key: key))
-        case .sha256: self = .sha256(HMAC<SHA256>(key: key))
-        case .sha1: self = .sha1(HMAC<Insecure.SHA1>(key: key))
-        }
-    }
-
-    func write(over data: UnsafeRawBufferPointer, number: UInt32, into output: UnsafeMutableRawBufferPointer) {
-        unsafe compute(over: data, number: number) { tag in
-            unsafe output.copyMemory(from: UnsafeRawBufferPointer(rebasing: tag[0..<output.count]))
-        }
-    }
-
-    func verify(over data: UnsafeRawBufferPointer, number: UInt32, expected: UnsafeRawBufferPointer) -> Bool {
-        unsafe compute(over: data, number: number) { tag in
-            unsafe ConstantTime.equals(UnsafeRawBufferPointer(rebasing: tag[0..<expected.count]), expected)
-        }
-    }
-
-    /// Calls `body` with the tag over `data` ‖ the page number (4 bytes, little-endian), without copying it.
-    private func compute<R>(over data: UnsafeRawBufferPointer, number: UInt32, _ body: (UnsafeRawBufferPointer) -> R)
-        -> R
-    {
-        var littleEndian = number.littleEndian
-        return unsafe withUnsafeBytes(of: &littleEndian) { pageNumber in
-            switch self {
-            case .sha512(var state):
-                unsafe state.update(data: data)
-                unsafe state.update(data: pageNumber)
-                return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }
-            case .sha256(var state):
-                unsafe state.update(data: data)
-                unsafe state.update(data: pageNumber)
-                return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }
-            case .sha1(var state):
-                unsafe state.update(data: data)
-                unsafe state.update(data: pageNumber)
-                return unsafe state.finalize().withUnsafeBytes { unsafe body($0) }
-            }
+extension SQLCipherSettings.Algorithm {
+    /// The page HMAC's hash.
+    var hmacHash: KeyedHMAC.Hash {
+        switch self {
+        case .sha512: .sha512
+        case .sha256: .sha256
+        case .sha1: .sha1
         }
     }
 }

@@ -1,4 +1,3 @@
-internal import Crypto
 public import E3DBPrimitives
 internal import Synchronization
 
@@ -8,7 +7,7 @@ internal import Synchronization
 ///
 /// Entries are found by a fingerprint of the key: HMAC-SHA256 under a random key made at process start, so the
 /// table holds no value that could be tested against a guessed passphrase outside this process. The derived keys
-/// themselves stay in the codecs (swift-crypto wipes a `SymmetricKey` when it is released). A codec an open
+/// themselves stay in the codecs (in wiped storage, wiped when the codec is released). A codec an open
 /// database uses is always found (a weak reference); the most recently used ``capacity`` codecs are kept besides,
 /// for databases that open again; ``removeAll()`` forgets them all.
 public final class PageCodecCache: Sendable {
@@ -17,7 +16,10 @@ public final class PageCodecCache: Sendable {
 
     /// How many codecs are kept when no open database uses them.
     public let capacity: Int
-    private let fingerprintKey = SymmetricKey(size: .bits256)
+    private let fingerprintMAC: KeyedHMAC = {
+        let key = SecureBytes(randomCount: 32)
+        return unsafe key.withUnsafeBytes { unsafe KeyedHMAC(hash: .sha256, key: $0) }
+    }()
     private let state = Mutex(State())
     private let derivationCounts = Mutex<[[UInt8]: Int]>([:])
 
@@ -81,8 +83,10 @@ public final class PageCodecCache: Sendable {
         return derivationCounts.withLock { $0[id] ?? 0 }
     }
 
+    /// HMAC-SHA256 under this process's random key of the key form, the lengths, the salt, the settings and the
+    /// secret last (each length given, so no two inputs share an encoding), keyed once (no allocation of hash
+    /// states: an open pays for this on every connection).
     private func fingerprint(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) -> [UInt8] {
-        var mac = HMAC<SHA256>(key: fingerprintKey)
         let tag: UInt8
         let secret: SecureBytes
         switch key {
@@ -90,12 +94,18 @@ public final class PageCodecCache: Sendable {
         case .rawKey(let value): (tag, secret) = (2, value)
         case .rawKeyAndSalt(let value, _): (tag, secret) = (3, value)
         }
-        var length = UInt64(secret.count).littleEndian
-        mac.update(data: [tag])
-        unsafe withUnsafeBytes(of: &length) { unsafe mac.update(data: $0) }
-        unsafe secret.withUnsafeBytes { unsafe mac.update(data: $0) }
-        mac.update(data: salt)
-        mac.update(data: Array(settings.description.utf8))
-        return Array(mac.finalize())
+        var prefix = [tag]
+        for length in [secret.count, salt.count] {
+            prefix += (0..<8).map { UInt8(truncatingIfNeeded: UInt64(length) >> (8 * $0)) }
+        }
+        prefix += salt
+        prefix += Array(settings.description.utf8)
+        var tagBytes = [UInt8](repeating: 0, count: KeyedHMAC.Hash.sha256.byteCount)
+        unsafe prefix.withUnsafeBytes { prefix in
+            unsafe secret.withUnsafeBytes { secret in
+                unsafe tagBytes.withUnsafeMutableBytes { unsafe fingerprintMAC.authenticate(prefix, secret, into: $0) }
+            }
+        }
+        return tagBytes
     }
 }

@@ -20,6 +20,7 @@ internal import E3DBPrimitives
 /// | `cipher_version`, `cipher_provider` | name this implementation |
 /// | `cipher_integrity_check` | authenticates the pages the header counts; one row naming the first 100 bad pages and the trailing bytes, or none |
 /// | `rekey`, `hexrekey` | refused: a rekey is a copy (``E3DBSQLite/rekey(databaseAt:from:to:settings:)``) |
+/// | `cipher_default_*` | refused with `invalidParameter` naming the pragma (SQLCipher's process-wide defaults) |
 enum CipherPragmas {
     static let version = "E3DBSQLite 1 (SQLCipher 4 and SQLite3 Multiple Ciphers chacha20 file formats)"
 
@@ -200,10 +201,23 @@ enum CipherPragmas {
                 _ = cipher.fail(failure)
                 return unsafe fail(arguments, failure.error.message)
             }
+        case let other where other.hasPrefix(defaultsPrefix):
+            // SQLite ignores a pragma nobody answers: a SQLCipher default silently not applied would write a file
+            // with other settings than the app asked for.
+            let error = E3DBError(
+                .invalidParameter,
+                "PRAGMA \(other) is not supported by E3DBSQLite (SQLCipher's process-wide defaults): set the "
+                    + "connection's own pragma after the key, or SQLCipherSettings, instead",
+                context: .init(part: other))
+            _ = cipher.fail(CipherFailure(SQLITE_ERROR, error))
+            return unsafe fail(arguments, error.message)
         default:
             return nil
         }
     }
+
+    /// SQLCipher's process-wide defaults (`cipher_default_kdf_iter`, `cipher_default_compatibility`, …), refused.
+    private static let defaultsPrefix = "cipher_default_"
 
     /// One row holding `text` (or no row for nil).
     private static func answer(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ text: String?)

@@ -119,7 +119,11 @@ public enum E3DBSQLite {
 
     /// A `file:` URI for `path` with query `parameters` (the path percent-encoded as SQLite decodes it).
     static func uri(path: String, parameters: [String: String]) -> String {
-        let absolute = canonicalPath(path)
+        uri(canonicalPath: canonicalPath(path), parameters: parameters)
+    }
+
+    /// A `file:` URI for a path already made canonical (``canonicalPath(_:)``).
+    static func uri(canonicalPath absolute: String, parameters: [String: String]) -> String {
         var allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/".utf8)
         allowed.insert(UInt8(ascii: "/"))
         var encoded = "file:"

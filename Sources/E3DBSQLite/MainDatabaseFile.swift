@@ -18,6 +18,13 @@ final class MainDatabaseFile: PassThroughFile {
     /// Key resolution's own buffers: it may run in the middle of a read that holds `raw` and `plain`.
     private var probeRaw = PageBuffer()
     private var probePlain = PageBuffer()
+    /// Page 1 as last read and authenticated: its stored bytes, their plaintext and the codec. SQLite reads a few
+    /// header bytes of page 1 at open (100) and at the start of every read transaction (the 16-byte change counter);
+    /// while the stored page is unchanged (a write gives it a new IV) those reads copy from here instead of
+    /// authenticating and decrypting the whole page again: equal stored bytes under one codec are equal plaintext.
+    private var pageOneStored = PageBuffer()
+    private var pageOnePlain = PageBuffer()
+    private var pageOneCodec: PageCodec?
     private var checkedEmpty = false
 
     init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
@@ -34,6 +41,9 @@ final class MainDatabaseFile: PassThroughFile {
         plain.release()
         probeRaw.release()
         probePlain.release()
+        pageOneStored.release()
+        pageOnePlain.release()
+        pageOneCodec = nil
         cipher.close()
         return rc
     }
@@ -334,7 +344,31 @@ final class MainDatabaseFile: PassThroughFile {
                                     context: .init(part: "database", actual: Int(number)))))
                     }
                 }
-                if within == 0 && count == pageSize {
+                let whole = within == 0 && count == pageSize
+                if number == 1 {
+                    if !whole, let known = pageOneCodec, known === codec,
+                        unsafe pageOneStored.withBytes(pageSize, { unsafe $0.elementsEqual(stored) })
+                    {
+                        unsafe pageOnePlain.withBytes(pageSize) { known in
+                            unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
+                                .copyMemory(from: UnsafeRawBufferPointer(rebasing: known[within..<(within + count)]))
+                        }
+                        return nil
+                    }
+                    pageOneCodec = nil
+                    let failure = unsafe pageOnePlain.withBytes(pageSize) { output in unsafe decrypt(into: output) }
+                    if let failure { return failure }
+                    unsafe pageOneStored.withBytes(pageSize) {
+                        unsafe $0.copyMemory(from: UnsafeRawBufferPointer(stored))
+                    }
+                    pageOneCodec = codec
+                    unsafe pageOnePlain.withBytes(pageSize) { known in
+                        unsafe UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
+                            .copyMemory(from: UnsafeRawBufferPointer(rebasing: known[within..<(within + count)]))
+                    }
+                    return nil
+                }
+                if whole {
                     return unsafe decrypt(into: UnsafeMutableRawBufferPointer(rebasing: target[0..<pageSize]))
                 }
                 return unsafe plain.withBytes(pageSize) { output in

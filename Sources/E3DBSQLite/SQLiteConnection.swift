@@ -59,27 +59,29 @@ public struct SQLiteRow: Sendable, Equatable {
     {
         var target = path
         var handleName: String?
+        // Resolved once: Foundation's path resolution is a visible part of an open.
+        let canonical = E3DBSQLite.canonicalPath(path)
         if let key, path != ":memory:", !path.isEmpty {
             try key.validate()
             try settings.validate()
             try E3DBSQLite.register()
             let name = KeyRegistry.shared.register(key, settings: settings)
             handleName = name
-            target = E3DBSQLite.uri(path: path, parameters: ["vfs": CipherVFS.name, "e3db_key": name])
+            target = E3DBSQLite.uri(canonicalPath: canonical, parameters: ["vfs": CipherVFS.name, "e3db_key": name])
         } else if path != ":memory:" && !path.isEmpty {
-            target = E3DBSQLite.uri(path: path, parameters: [:])
+            target = E3DBSQLite.uri(canonicalPath: canonical, parameters: [:])
         }
         var connection: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_URI
             | SQLITE_OPEN_NOMUTEX
-        FailureLog.clear(path: E3DBSQLite.canonicalPath(path))
+        FailureLog.clear(path: canonical)
         let rc = unsafe sqlite3_open_v2(target, &connection, flags, nil)
         guard rc == SQLITE_OK, let connection = unsafe connection else {
             let message = unsafe connection.map { unsafe String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             unsafe sqlite3_close_v2(connection)
             if let handleName { KeyRegistry.shared.remove(handleName) }
-            throw FailureLog.last(path: E3DBSQLite.canonicalPath(path))
+            throw FailureLog.last(path: canonical)
                 ?? E3DBError(.databaseError, "cannot open \(path): \(message)", context: .init(actual: Int(rc)))
         }
         unsafe handle = connection

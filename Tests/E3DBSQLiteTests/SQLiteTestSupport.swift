@@ -3,6 +3,8 @@ import E3DBPrimitives
 import E3DBSQLite
 import E3DBTestSupport
 import Foundation
+import Synchronization
+import Testing
 
 /// A temporary directory for one test, removed by `remove()`.
 struct TestDirectory {
@@ -52,10 +54,43 @@ enum SQLCipherPeer {
         VectorLocations.projectRoot.appendingPathComponent("Tests/E3DBSQLiteTests/sqlcipher_peer.py").path
     }
 
-    /// Runs the peer with `arguments` and awaits its end.
+    /// Runs the peer with `arguments` and awaits its end. When the engine they name (`--engine`; SQLCipher by
+    /// default) cannot be imported by the project's Python, the current test (case) is skipped with a printed
+    /// message instead.
     static func run(_ arguments: [String]) async throws -> CLIRunner.Result {
         guard let python = ChildProcess.projectPython else { throw PeerMissing() }
+        try await requireEngine(arguments, python)
         return try await ChildProcess.run(python, [script] + arguments)
+    }
+
+    /// The Python module and the package that brings it, for each `--engine` of the peer.
+    static let engines: [String: (module: String, package: String)] = [
+        "sqlcipher": ("sqlcipher3", "sqlcipher3-binary"),
+        "sqlite3mc": ("apsw", "apsw-sqlite3mc"),
+        "sqlite3mc-2.0": ("pysqlite3mc", "pysqlite3mc-binary"),
+    ]
+    private static let importable = Mutex<[String: Bool]>([:])
+
+    /// Skips the current test (case) with a printed message when the engine named in `arguments` is absent.
+    private static func requireEngine(_ arguments: [String], _ python: URL) async throws {
+        let engine = arguments.firstIndex(of: "--engine").map { arguments.index(after: $0) }.flatMap {
+            $0 < arguments.count ? arguments[$0] : nil
+        }
+        guard let (module, package) = engines[engine ?? "sqlcipher"] else { return }
+        let known = importable.withLock { $0[module] }
+        let present: Bool
+        if let known {
+            present = known
+        } else {
+            present = try await ChildProcess.run(python, ["-c", "import \(module)"]).status == 0
+            importable.withLock { $0[module] = present }
+        }
+        guard present else {
+            let message =
+                "skipped: the project's Python cannot import \(module) (\(package), installed by scripts/python-env.sh)"
+            print("E3DBSQLiteTests: \(message)")
+            try Test.cancel(Comment(rawValue: message))
+        }
     }
 
     struct PeerMissing: Error, CustomStringConvertible {

@@ -101,6 +101,46 @@ struct GRDBTests {
         #expect(!(try Data(contentsOf: URL(fileURLWithPath: path))).contains(marker: "pragma-marker"))
     }
 
+    @Test(
+        "PRAGMA key = \"x'<64 hex>'\" is a raw key in both formats; an unquoted blob and cipher_default_* are refused",
+        arguments: [SQLCipherSettings.Cipher.sqlcipher, .chacha20])
+    func pragmaRawKey(cipher: SQLCipherSettings.Cipher) throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let path = dir.path("raw-\(cipher.rawValue).db")
+        try E3DBSQLite.register()
+        let hex = String(repeating: "2d", count: 32)
+        func open(_ statements: [String]) throws -> DatabaseQueue {
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA cipher = '\(cipher.rawValue)'")
+                for statement in statements { try db.execute(sql: statement) }
+            }
+            return try DatabaseQueue(path: "file:\(path)?vfs=\(E3DBSQLite.vfsName)", configuration: configuration)
+        }
+        try open(["PRAGMA key = \"x'\(hex)'\""]).write { db in
+            try db.execute(sql: "CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('raw-marker')")
+        }
+        // The same file opens with the 32 bytes as a raw key (not the text as a passphrase), recognised from page 1.
+        let connection = try SQLiteConnection(path: path, key: TestKeys.raw(0x2d))
+        #expect(try connection.rows("SELECT v FROM t").first?.values == [.text("raw-marker")])
+        #expect(
+            VFSOutcomeTests.error {
+                _ = try SQLiteConnection(
+                    path: path, key: TestKeys.passphrase("x'\(hex)'"), settings: .defaults(cipher))
+            }?.code == .wrongKey)
+        // A blob literal is not a pragma value in SQLite's grammar: a syntax error, never a key.
+        #expect(throws: DatabaseError.self) { _ = try open(["PRAGMA key = x'\(hex)'"]) }
+        // SQLCipher's process-wide defaults would be ignored silently by SQLite: refused, naming the pragma.
+        let refused = #expect(throws: DatabaseError.self) {
+            _ = try open(["PRAGMA cipher_default_kdf_iter = 4000", "PRAGMA key = \"x'\(hex)'\""])
+        }
+        #expect(refused?.message?.contains("cipher_default_kdf_iter") == true)
+        let failure = E3DBSQLite.lastFailure(forDatabaseAt: path)
+        #expect(failure?.code == .invalidParameter)
+        #expect(failure?.context.part == "cipher_default_kdf_iter")
+    }
+
     @Test("page 1 rewritten in place under an open connection, in chacha20 with 8 KiB pages: pageSizeMismatch, no stop")
     func pageOneRewrittenWithAnotherPageSize() throws {
         let dir = try TestDirectory()

@@ -24,6 +24,28 @@ public struct TransportRequest: Sendable {
         self.headers = headers
         self.body = body
     }
+
+    /// The first value of a header (case-insensitive name).
+    public func header(_ name: String) -> String? { firstHeader(name, in: headers) }
+
+    /// Sets the header `name` (case-insensitive) to `value`, wherever it is: replaces the first header of that
+    /// name and removes any others, or adds it at the end.
+    public mutating func setHeader(_ name: String, _ value: String) {
+        let lowered = name.lowercased()
+        guard let first = headers.firstIndex(where: { $0.0.lowercased() == lowered }) else {
+            headers.append((name, value))
+            return
+        }
+        headers[first] = (name, value)
+        headers = headers.enumerated().filter { $0.offset <= first || $0.element.0.lowercased() != lowered }
+            .map(\.element)
+    }
+}
+
+/// The first value of the header `name` (case-insensitive) in `headers`.
+func firstHeader(_ name: String, in headers: [(String, String)]) -> String? {
+    let lowered = name.lowercased()
+    return headers.first { $0.0.lowercased() == lowered }?.1
 }
 
 /// One HTTP response.
@@ -39,9 +61,7 @@ public struct TransportResponse: Sendable {
     }
 
     /// The first value of a header (case-insensitive name).
-    public func header(_ name: String) -> String? {
-        headers.first { $0.0.lowercased() == name.lowercased() }?.1
-    }
+    public func header(_ name: String) -> String? { firstHeader(name, in: headers) }
 }
 
 /// How the client reaches the server: AsyncHTTPClient by default; an app can supply its own (URLSession, say).

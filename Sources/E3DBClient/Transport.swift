@@ -1,4 +1,5 @@
 public import AsyncHTTPClient
+import E3DBFiles
 import E3DBPrimitives
 public import Foundation
 import NIOCore
@@ -105,7 +106,7 @@ public protocol E3DBTransport: Sendable {
 extension E3DBTransport {
     /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
     /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
-    /// ``download(_:timeout:receive:)``.
+    /// ``download(_:timeout:receive:)``. A failure to create, write or sync the file is `E3DBError` `.fileIOFailed`.
     public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
         -> TransportResponse
     {
@@ -114,11 +115,20 @@ extension E3DBTransport {
                 atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
             let out = FileHandle(forWritingAtPath: destinationPath)
         else {
-            throw CocoaError(.fileWriteNoPermission)
+            throw E3DBError(
+                .fileIOFailed, "cannot create the download's file \(destinationPath)",
+                context: .init(item: destinationPath))
         }
         defer { try? out.close() }
-        let response = try await download(request, timeout: timeout) { piece in try out.write(contentsOf: piece) }
-        try out.synchronize()
+        func failed(_ error: any Error) -> E3DBError {
+            E3DBError(
+                .fileIOFailed, "writing the download's file \(destinationPath) failed",
+                context: .init(item: destinationPath), cause: error)
+        }
+        let response = try await download(request, timeout: timeout) { piece in
+            do { try out.write(contentsOf: piece) } catch { throw failed(error) }
+        }
+        do { try out.synchronize() } catch { throw failed(error) }
         return response
     }
 
@@ -281,7 +291,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         let (prepared, tunnel) = try await prepare(request)
         var r = prepared
         guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
-            throw CocoaError(.fileReadNoSuchFile)
+            throw E3DBError(
+                .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
         }
         defer { try? handle.close() }
         r.body = .stream(FileChunks(handle: handle), length: .known(size))
@@ -336,7 +347,7 @@ struct FileChunks: AsyncSequence, Sendable {
                 if r < 0 { failure = errno }
                 return Swift.max(r, 0)
             }
-            if failure != 0 { throw POSIXError(POSIXError.Code(rawValue: failure) ?? .EIO) }
+            if failure != 0 { throw E3DBError(.fileIOFailed, "reading the upload's body failed (errno \(failure))") }
             return n == 0 ? nil : buffer
         }
     }

@@ -244,7 +244,9 @@ let package = Package(
 
         // L4: E3DBClient's transport over Foundation's URLSession (FoundationNetworking on Linux), for apps that do
         // not want AsyncHTTPClient.
-        .target(name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBPrimitives"], swiftSettings: memorySafe),
+        .target(
+            name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBFiles", "E3DBPrimitives"],
+            swiftSettings: memorySafe),
 
         // L5: what the executables share (exit codes, checked standard output, the one exit path). Not a
         // product; it links nothing that can decrypt, so the server may use it.

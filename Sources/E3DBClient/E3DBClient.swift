@@ -60,7 +60,14 @@ public final class E3DBClient: Sendable {
     let accessKeys = AccessKeyCache()
     /// Other clients' public keys, looked up once per client and checked against ``knownKeys``.
     let clientInfos = Mutex<[UUID: API.ClientInfo]>([:])
-    private let token = Mutex<(value: String, expires: Date)?>(nil)
+    /// The bearer token: none yet, one with its expiry, or the one fetch every caller awaits (single-flight).
+    private let token = Mutex<BearerToken>(.none)
+
+    enum BearerToken {
+        case none
+        case valid(value: String, expires: Date)
+        case fetching(Task<String, any Error>)
+    }
 
     /// A client for a registered identity.
     /// - Parameters:
@@ -291,20 +298,21 @@ public final class E3DBClient: Sendable {
             url += "?" + query.map { Self.escapeQuery($0.0) + "=" + Self.escapeQuery($0.1) }.joined(separator: "&")
         }
         var headers: [(String, String)] = []
-        if auth == .bearer { headers.append(("Authorization", "Bearer " + (try await bearerToken()))) }
         if body != nil { headers.append(("Content-Type", "application/json")) }
-        let request = TransportRequest(method: method, url: url, headers: headers, body: body)
+        var request = TransportRequest(method: method, url: url, headers: headers, body: body)
+        let bearer = auth == .bearer ? try await bearerToken() : nil
+        if let bearer { request.setHeader("Authorization", "Bearer " + bearer) }
         let retry = idempotent ?? (method == "GET" || method == "PUT" || method == "DELETE")
+        // A 401 comes back here (not as an error) when a bearer token was sent, for the one retry below.
         var response = try await Self.exchange(
             transport, request, operation: operation, idempotent: retry,
-            timeout: timeout, expect: expect)
-        if response.status == 401, auth == .bearer {
-            // The token may have been revoked or expired early: fetch a new one once.
-            token.withLock { $0 = nil }
-            var again = request
-            again.headers[0] = ("Authorization", "Bearer " + (try await bearerToken()))
+            timeout: timeout, expect: bearer == nil ? expect : (expect ?? []).union([401]))
+        if response.status == 401, let bearer {
+            // The token may have been revoked or expired early: fetch a new one once (one fetch for all the
+            // requests that were refused the same token).
+            request.setHeader("Authorization", "Bearer " + (try await bearerToken(replacing: bearer)))
             response = try await Self.exchange(
-                transport, again, operation: operation, idempotent: retry,
+                transport, request, operation: operation, idempotent: retry,
                 timeout: timeout, expect: expect)
         }
         return response
@@ -387,9 +395,46 @@ public final class E3DBClient: Sendable {
         return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
     }
 
-    /// A bearer token, fetched with the API key pair and refreshed a minute before it expires.
-    func bearerToken() async throws -> String {
-        if let current = token.withLock({ $0 }), current.expires.timeIntervalSinceNow > 60 { return current.value }
+    /// A bearer token, fetched with the API key pair and refreshed a minute before it expires. Single-flight:
+    /// concurrent callers that find no usable token await one fetch.
+    /// - Parameter stale: a token the server refused (401): fetch a new one unless another caller already has.
+    func bearerToken(replacing stale: String? = nil) async throws -> String {
+        enum Step {
+            case ready(String)
+            case wait(Task<String, any Error>)
+        }
+        let step: Step = token.withLock { state in
+            switch state {
+            case .valid(let value, let expires) where value != stale && expires.timeIntervalSinceNow > 60:
+                return .ready(value)
+            case .fetching(let running):
+                return .wait(running)
+            case .none, .valid:
+                let started = Task { try await self.fetchBearerToken() }
+                state = .fetching(started)
+                return .wait(started)
+            }
+        }
+        switch step {
+        case .ready(let value): return value
+        case .wait(let fetch): return try await fetch.value
+        }
+    }
+
+    /// Fetches a token and records it (or, on failure, forgets the fetch so that the next caller tries again).
+    private func fetchBearerToken() async throws -> String {
+        do {
+            let (value, expires) = try await requestBearerToken()
+            token.withLock { $0 = .valid(value: value, expires: expires) }
+            return value
+        } catch {
+            token.withLock { $0 = .none }
+            throw error
+        }
+    }
+
+    /// One `POST /v1/auth/token` with the API key pair.
+    private func requestBearerToken() async throws -> (String, Date) {
         guard let keyID = identity.apiKeyID, let secret = identity.apiSecret else {
             throw E3DBError(.missingKey, "the identity has no API credentials", context: .init(field: "api_key_id"))
         }
@@ -406,8 +451,6 @@ public final class E3DBClient: Sendable {
                 body: Data("grant_type=client_credentials".utf8)),
             operation: "token", idempotent: true, timeout: timeout)
         let t = try Self.decode(API.Endpoints.token, response, operation: "token")
-        let expires = Date().addingTimeInterval(TimeInterval(t.expiresIn))
-        token.withLock { $0 = (t.accessToken, expires) }
-        return t.accessToken
+        return (t.accessToken, Date().addingTimeInterval(TimeInterval(t.expiresIn)))
     }
 }

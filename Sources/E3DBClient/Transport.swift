@@ -1,4 +1,5 @@
 public import AsyncHTTPClient
+import E3DBFiles
 import E3DBPrimitives
 public import Foundation
 import NIOCore
@@ -24,6 +25,28 @@ public struct TransportRequest: Sendable {
         self.headers = headers
         self.body = body
     }
+
+    /// The first value of a header (case-insensitive name).
+    public func header(_ name: String) -> String? { firstHeader(name, in: headers) }
+
+    /// Sets the header `name` (case-insensitive) to `value`, wherever it is: replaces the first header of that
+    /// name and removes any others, or adds it at the end.
+    public mutating func setHeader(_ name: String, _ value: String) {
+        let lowered = name.lowercased()
+        guard let first = headers.firstIndex(where: { $0.0.lowercased() == lowered }) else {
+            headers.append((name, value))
+            return
+        }
+        headers[first] = (name, value)
+        headers = headers.enumerated().filter { $0.offset <= first || $0.element.0.lowercased() != lowered }
+            .map(\.element)
+    }
+}
+
+/// The first value of the header `name` (case-insensitive) in `headers`.
+func firstHeader(_ name: String, in headers: [(String, String)]) -> String? {
+    let lowered = name.lowercased()
+    return headers.first { $0.0.lowercased() == lowered }?.1
 }
 
 /// One HTTP response.
@@ -39,9 +62,7 @@ public struct TransportResponse: Sendable {
     }
 
     /// The first value of a header (case-insensitive name).
-    public func header(_ name: String) -> String? {
-        headers.first { $0.0.lowercased() == name.lowercased() }?.1
-    }
+    public func header(_ name: String) -> String? { firstHeader(name, in: headers) }
 }
 
 /// How the client reaches the server: AsyncHTTPClient by default; an app can supply its own (URLSession, say).
@@ -85,7 +106,7 @@ public protocol E3DBTransport: Sendable {
 extension E3DBTransport {
     /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
     /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
-    /// ``download(_:timeout:receive:)``.
+    /// ``download(_:timeout:receive:)``. A failure to create, write or sync the file is `E3DBError` `.fileIOFailed`.
     public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
         -> TransportResponse
     {
@@ -94,11 +115,20 @@ extension E3DBTransport {
                 atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
             let out = FileHandle(forWritingAtPath: destinationPath)
         else {
-            throw CocoaError(.fileWriteNoPermission)
+            throw E3DBError(
+                .fileIOFailed, "cannot create the download's file \(destinationPath)",
+                context: .init(item: destinationPath))
         }
         defer { try? out.close() }
-        let response = try await download(request, timeout: timeout) { piece in try out.write(contentsOf: piece) }
-        try out.synchronize()
+        func failed(_ error: any Error) -> E3DBError {
+            E3DBError(
+                .fileIOFailed, "writing the download's file \(destinationPath) failed",
+                context: .init(item: destinationPath), cause: error)
+        }
+        let response = try await download(request, timeout: timeout) { piece in
+            do { try out.write(contentsOf: piece) } catch { throw failed(error) }
+        }
+        do { try out.synchronize() } catch { throw failed(error) }
         return response
     }
 
@@ -261,7 +291,8 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         let (prepared, tunnel) = try await prepare(request)
         var r = prepared
         guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
-            throw CocoaError(.fileReadNoSuchFile)
+            throw E3DBError(
+                .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
         }
         defer { try? handle.close() }
         r.body = .stream(FileChunks(handle: handle), length: .known(size))
@@ -319,7 +350,7 @@ struct FileChunks: AsyncSequence, Sendable {
                     return 0
                 }
             }
-            if failure != 0 { throw POSIXError(POSIXError.Code(rawValue: failure) ?? .EIO) }
+            if failure != 0 { throw E3DBError(.fileIOFailed, "reading the upload's body failed (errno \(failure))") }
             return n == 0 ? nil : buffer
         }
     }

@@ -1,4 +1,5 @@
 import E3DBClient
+import E3DBFiles
 import E3DBPrimitives
 import Foundation
 import Synchronization
@@ -39,16 +40,17 @@ final class Exchange: Sendable {
         var unread: Int { written - read }
 
         init() throws {
-            let path = FileManager.default.temporaryDirectory
-                .appendingPathComponent("e3dbkit-urlsession-\(UUID().uuidString)").path
+            let directory = FileManager.default.temporaryDirectory.path
+            let path = URL(fileURLWithPath: directory).appendingPathComponent("e3dbkit-urlsession-\(UUID().uuidString)")
+                .path
             guard
                 FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]),
                 let writer = FileHandle(forWritingAtPath: path)
-            else { throw CocoaError(.fileWriteNoPermission) }
+            else { throw E3DBError(.fileIOFailed, "cannot create the download's spill file in \(directory)") }
             defer { try? FileManager.default.removeItem(atPath: path) }
             guard let reader = FileHandle(forReadingAtPath: path) else {
                 try? writer.close()
-                throw CocoaError(.fileReadNoPermission)
+                throw E3DBError(.fileIOFailed, "cannot read the download's spill file in \(directory)")
             }
             self.writer = writer
             self.reader = reader
@@ -191,7 +193,9 @@ final class Exchange: Sendable {
                 if var spill = state.spill, spill.unread > 0 {
                     do {
                         let piece = try spill.reader.read(upToCount: min(spill.unread, 256 << 10)) ?? Data()
-                        guard !piece.isEmpty else { throw CocoaError(.fileReadUnknown) }
+                        guard !piece.isEmpty else {
+                            throw E3DBError(.fileIOFailed, "the download's spill file ended early")
+                        }
                         spill.read += piece.count
                         state.spill = spill
                         state.delivered += piece.count

@@ -1,4 +1,5 @@
 public import E3DBClient
+import E3DBFiles
 import E3DBPrimitives
 public import Foundation
 import Synchronization
@@ -75,7 +76,10 @@ public struct URLSessionTransport: E3DBTransport {
     public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
         -> TransportResponse
     {
-        guard FileManager.default.isReadableFile(atPath: bodyPath) else { throw CocoaError(.fileReadNoSuchFile) }
+        guard FileManager.default.isReadableFile(atPath: bodyPath) else {
+            throw E3DBError(
+                .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
+        }
         var r = try urlRequest(request, timeout: timeout)
         r.setValue(String(size), forHTTPHeaderField: "Content-Length")
         // The session reads the file as it sends it.

@@ -66,6 +66,24 @@ final class ProgressGate: Sendable {
 
 @Suite("E3DBClient files: streaming download and decryption", .serialized)
 struct ClientFileTests {
+    @Test(
+        "a transport's own file failures are E3DBError .fileIOFailed, before any connection",
+        arguments: ClientTransport.allCases)
+    func transportFileFailures(transport: ClientTransport) async throws {
+        let through = transport.make()
+        // Nothing listens on the discard port: the file failure must come first.
+        let request = TransportRequest(method: "PUT", url: "http://127.0.0.1:9/body")
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().uuidString)")
+        await #expect(throws: E3DBError(.fileIOFailed)) {
+            _ = try await through.upload(request, bodyPath: missing.path, size: 1, timeout: .seconds(5))
+        }
+        await #expect(throws: E3DBError(.fileIOFailed)) {
+            _ = try await through.download(
+                TransportRequest(method: "GET", url: request.url), to: missing.appendingPathComponent("out").path,
+                timeout: .seconds(5))
+        }
+    }
+
     /// The body of a file record as the server stores it.
     static func body(_ server: ServerProcess, _ record: ClientRecord) throws -> URL {
         server.data.appendingPathComponent("files").appendingPathComponent(

@@ -1,0 +1,108 @@
+import E3DBAPI
+import E3DBClient
+import E3DBDocuments
+import E3DBServerTestSupport
+import E3DBTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// A transport that counts the token requests it passes to a real one, and sends a request that carries the
+/// `revoked` bearer token with one the server never issued instead (so the server answers 401, as for a revoked
+/// token), recording the headers of every request it sends.
+final class TokenCountingTransport: E3DBTransport {
+    let inner: any E3DBTransport
+    let tokenRequests = Atomic<Int>(0)
+    let revoked = Mutex<String?>(nil)
+    let sent = Mutex<[TransportRequest]>([])
+
+    init(inner: any E3DBTransport) { self.inner = inner }
+
+    func observe(_ request: TransportRequest) -> TransportRequest {
+        var r = request
+        if r.url.hasSuffix(API.Endpoints.token.template) {
+            tokenRequests.add(1, ordering: .relaxed)
+        } else if let revoked = revoked.withLock({ $0 }), r.header("Authorization") == revoked {
+            r.setHeader("Authorization", "Bearer " + String(repeating: "0", count: 64))
+        }
+        sent.withLock { $0.append(r) }
+        return r
+    }
+
+    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
+        try await inner.send(observe(request), timeout: timeout, maxResponseSize: maxResponseSize)
+    }
+
+    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> TransportResponse
+    {
+        try await inner.upload(observe(request), bodyPath: bodyPath, size: size, timeout: timeout)
+    }
+
+    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> TransportResponse
+    {
+        try await inner.download(observe(request), timeout: timeout, receive: receive)
+    }
+}
+
+@Suite("E3DBClient's bearer token against e3dbkit-server")
+struct ClientTokenTests {
+    /// A client of a registered identity over `transport`.
+    static func client(_ server: ServerProcess, _ transport: TokenCountingTransport) async throws -> E3DBClient {
+        let identity = try await E3DBClient.register(token: server.token, name: "alice", apiURL: server.url)
+        return try E3DBClient(identity: identity, transport: transport)
+    }
+
+    @Test("32 concurrent requests of a client without a token fetch one token")
+    func singleFlight() async throws {
+        let server = try await ServerProcess.start()
+        defer { server.stop() }
+        let transport = TokenCountingTransport(inner: AsyncHTTPClientTransport())
+        let alice = try await Self.client(server, transport)
+        try await withThrowingTaskGroup { group in
+            for _ in 0..<32 { group.addTask { _ = try await alice.clientInfo(alice.clientID) } }
+            try await group.waitForAll()
+        }
+        #expect(transport.tokenRequests.load(ordering: .relaxed) == 1)
+    }
+
+    @Test("requests refused their token (401) fetch one new token between them and keep their other headers")
+    func refusedTokenRefetchedOnce() async throws {
+        let server = try await ServerProcess.start()
+        defer { server.stop() }
+        let transport = TokenCountingTransport(inner: AsyncHTTPClientTransport())
+        let alice = try await Self.client(server, transport)
+        // One write per type first, so that each write below starts with its record's POST (a JSON body).
+        for i in 0..<8 { _ = try await alice.write(type: "note\(i)", data: ["n": "first"]) }
+        #expect(transport.tokenRequests.load(ordering: .relaxed) == 1)
+        let first = try #require(transport.sent.withLock { $0.last?.header("Authorization") })
+        transport.revoked.withLock { $0 = first }
+        transport.sent.withLock { $0 = [] }
+        let written = try await withThrowingTaskGroup { group in
+            for i in 0..<8 { group.addTask { try await alice.write(type: "note\(i)", data: ["n": "\(i)"]) } }
+            return try await group.reduce(into: [ClientRecord]()) { $0.append($1) }
+        }
+        #expect(written.count == 8)
+        #expect(transport.tokenRequests.load(ordering: .relaxed) == 2)
+        // Every request sent one Authorization header; each refused one was sent again with the new token and
+        // the same other headers (a JSON body's Content-Type among them).
+        let sent = transport.sent.withLock { $0 }
+        for request in sent {
+            #expect(request.headers.filter { $0.0.lowercased() == "authorization" }.count == 1)
+        }
+        func others(_ r: TransportRequest) -> [String] {
+            r.headers.filter { $0.0 != "Authorization" }.map { "\($0.0): \($0.1)" }
+        }
+        let refused = sent.filter { $0.header("Authorization")?.hasSuffix("0000") == true }
+        #expect(refused.contains { $0.header("Content-Type") == "application/json" })
+        for r in refused {
+            #expect(
+                sent.contains {
+                    $0.method == r.method && $0.url == r.url && others($0) == others(r)
+                        && $0.header("Authorization") != r.header("Authorization")
+                        && $0.header("Authorization") != first
+                })
+        }
+    }
+}

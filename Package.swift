@@ -439,6 +439,8 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // StorageLifecycleTests run a storage inside a service group.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             // The Python drivers share python_sdk_driver.py's harness, so they stay together (E3DBClientTests runs
             // notes_interop.py).

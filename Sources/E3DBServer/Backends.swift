@@ -1,5 +1,7 @@
+import E3DBPrimitives
 public import Foundation
 public import Logging
+import Synchronization
 
 /// Where the server keeps its state: an opened SQLite database or PostgreSQL pool, opaque outside this package.
 ///
@@ -11,6 +13,9 @@ public import Logging
 public struct StorageBackend: Sendable {
     /// The backend's storage (this package's tests and fuzz harnesses reach it; an application does not).
     package let storage: any ServerStorage
+
+    /// Set by the first ``running(_:)``: a backend runs once (postgres-nio's pool traps on a second `run()`).
+    private let ran = RanFlag()
 
     /// Wraps an opened storage.
     package init(_ storage: any ServerStorage) { self.storage = storage }
@@ -70,8 +75,23 @@ public struct StorageBackend: Sendable {
     /// stops that work. Use the backend only inside `body`, and call this once per backend.
     /// - Parameter body: the work that uses the backend (for a server: until it stops serving).
     /// - Returns: what `body` returns.
-    /// - Throws: what `body` throws, else a storage failure (`E3DBError`, `isStorageFailure`) from closing.
-    public func running<T>(_ body: () async throws -> T) async throws -> T { try await storage.running(body) }
+    /// - Throws: what `body` throws, else a storage failure (`E3DBError`, `isStorageFailure`) from closing;
+    ///   `E3DBError` `.invalidParameter`, before `body` runs, when this backend (or a copy of it) ran already.
+    public func running<T>(_ body: () async throws -> T) async throws -> T {
+        guard ran.set() else {
+            throw E3DBError(
+                .invalidParameter, "this storage backend was run already: a backend runs once (open another one)")
+        }
+        return try await storage.running(body)
+    }
+}
+
+/// A flag set once, shared by the copies of a ``StorageBackend``.
+private final class RanFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+
+    /// Sets the flag; whether this call set it (false when it was set already).
+    func set() -> Bool { !value.exchange(true, ordering: .acquiringAndReleasing) }
 }
 
 /// Where encrypted file bodies live: a directory this server serves them from, or an S3-compatible bucket the

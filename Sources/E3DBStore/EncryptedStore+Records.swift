@@ -42,10 +42,35 @@ extension EncryptedStore {
     ///
     /// The crypto runs first, outside any transaction, for the indexes read in a read transaction; the write
     /// transaction reads them again and, when one was created or dropped meanwhile, computes the rows' tokens for
-    /// the indexes it sees (the documents and MACs do not depend on them).
+    /// the indexes it sees (the documents and MACs do not depend on them). It also reads the collection's key
+    /// version again: when a rotation made another key current meanwhile (and may have deleted the one the records
+    /// are under), nothing is written and the insert starts over with the current key.
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) throws(E3DBError) -> [RecordReference]? {
+        for _ in 0..<8 {
+            switch try insertRecordsOnce(collection: collection, records: records, ids: ids) {
+            case .written(let references): return references
+            case .present: return nil
+            case .keyRotated: invalidateKeys(collection)
+            }
+        }
+        throw E3DBError(
+            .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
+            context: .init(item: collection))
+    }
+
+    private enum InsertOutcome {
+        case written([RecordReference])
+        /// A record with one of the given ids exists.
+        case present
+        /// The collection's current key is no longer the one the records were encrypted under.
+        case keyRotated
+    }
+
+    private func insertRecordsOnce(
+        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
+    ) throws(E3DBError) -> InsertOutcome {
         let keys = try currentKeys()
         let access = try accessKey(for: collection, create: true)
         let indexes = try databaseCall("reading the indexes of collection \(collection)") {
@@ -53,12 +78,16 @@ extension EncryptedStore {
                 try anyRecordPresent(db, ids) ? nil : indexKeys(db, keys: keys, collection: collection)
             }
         }
-        guard let indexes else { return nil }
+        guard let indexes else { return .present }
         let rows = try encryptNewRecords(
             records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
+        beforeInsertTransaction.withLock { $0 }?()
         return try databaseCall("writing to collection \(collection)") {
-            try pool.write { db -> [RecordReference]? in
-                if try anyRecordPresent(db, ids) { return nil }
+            try pool.write { db -> InsertOutcome in
+                if try anyRecordPresent(db, ids) { return .present }
+                let keyVersion = try Int.fetchOne(
+                    db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+                guard keyVersion == access.version else { return .keyRotated }
                 let current = try indexKeys(db, keys: keys, collection: collection)
                 let sameIndexes = current.map(\.index) == indexes.map(\.index)
                 try writingRecords(db, keys, collection: collection) { state in
@@ -67,7 +96,7 @@ extension EncryptedStore {
                         try insertRecord(db, row, collection: collection, indexes: current, state: &state)
                     }
                 }
-                return rows.map(\.reference)
+                return .written(rows.map(\.reference))
             }
         }
     }

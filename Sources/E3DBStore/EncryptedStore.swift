@@ -62,6 +62,15 @@ public final class EncryptedStore: Sendable {
     let cache: Mutex<RecordCache?>
     /// How new records' fields get their data keys (see ``fieldKeyMode``).
     let keyMode = Mutex<FieldKeyMode>(.perField)
+    /// Tests only: called by `put` after its records are encrypted, before its write transaction opens (see
+    /// `setBeforeInsertTransaction`).
+    let beforeInsertTransaction = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Tests only: `hook` runs in every `put` after its records are encrypted, before its write transaction opens
+    /// (to provoke a concurrent key rotation there deterministically).
+    package func setBeforeInsertTransaction(_ hook: (@Sendable () -> Void)?) {
+        beforeInsertTransaction.withLock { $0 = hook }
+    }
 
     struct UnlockedState {
         var keys: StoreKeys

@@ -62,7 +62,7 @@ func running<T>(_ storages: [any ServerStorage], _ body: () async throws -> T) a
     return try await first.running { try await running(Array(storages.dropFirst()), body) }
 }
 
-private func quietLogger(_ level: Logger.Level) -> Logger {
+func quietLogger(_ level: Logger.Level) -> Logger {
     var logger = Logger(label: "e3dbkit.tests.postgres")
     logger.logLevel = level
     return logger

@@ -607,6 +607,33 @@ struct RotationTests {
         #expect(try reopened.rotateKey(collection: "c").keyVersion == 3)
     }
 
+    @Test("a put whose key is rotated away between its encryption and its transaction starts over with the new key")
+    func rotationDuringPut() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let first = try store.put(collection: "c", type: "t", data: ["n": "first"])
+        // Another connection rotates the key (and, no record being left under it, deletes key 1) while the batch
+        // is encrypted under key 1 and its write transaction is not open yet.
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let rotations = Mutex(0)
+        store.setBeforeInsertTransaction {
+            guard
+                rotations.withLock({ count in
+                    count += 1
+                    return count == 1
+                })
+            else { return }
+            #expect(throws: Never.self) { try other.rotateKey(collection: "c") }
+        }
+        let references = try store.put(
+            collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
+        #expect(rotations.withLock { $0 } == 2, "the put started over once")
+        #expect(try store.keyStatus(collection: "c") == (2, 0))
+        #expect(try store.get(collection: "c", id: first.id).data == ["n": "first"])
+        #expect(try references.map { try store.get(collection: "c", id: $0.id).data } == [["n": "a"], ["n": "b"]])
+        #expect(try other.verify().problems.isEmpty)
+    }
+
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")
     func resume() async throws {
         let dir = try StoreDirectory()

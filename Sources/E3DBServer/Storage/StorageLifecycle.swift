@@ -15,7 +15,16 @@ extension ServerStorage {
             let (started, starting) = AsyncStream<Void>.makeStream()
             group.addTask {
                 starting.finish()
-                try await self.run()
+                // In a task of its own, which does not inherit the caller's task-locals: called inside a
+                // ServiceLifecycle service, the pool would see that service's graceful shutdown
+                // (postgres-nio's `run()` ends on it) and stop before `body` and `close()` are done. It stops
+                // when this child task is cancelled, after `close()`.
+                let background = Task.detached { try await self.run() }
+                try await withTaskCancellationHandler {
+                    try await background.value
+                } onCancel: {
+                    background.cancel()
+                }
             }
             for await _ in started {}
             let outcome: Result<T, any Error>

@@ -2,8 +2,7 @@
 # The whole test suite: install what is missing, check the formatting, build once with warnings as errors, run every test target in
 # parallel from that build (Swift Testing: unit, vector, property, CLI, cross-language tests, and the replay of every
 # fuzz corpus and FailCase), build the DocC catalogs with warnings as errors, then a short libFuzzer pass
-# (Fuzz/run.sh ci, whose build overlaps the tests; skipped with a note where libFuzzer is unavailable). Each stage
-# prints its time.
+# (Fuzz/run.sh ci; skipped with a note where libFuzzer is unavailable). Each stage prints its time.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -23,22 +22,6 @@ swift format lint --strict --recursive --parallel Sources Tests Fuzz/Targets Pac
 stage "format check"
 swift build --build-tests -Xswiftc -warnings-as-errors
 stage "build"
-# The fuzzing pass's sanitizer build (its own scratch directory, .build-fuzz) compiles at the lowest priority while
-# the tests and the documentation run, which leave the CPU partly idle as they wait for their child processes; the
-# pass itself waits for it below. Its output goes to .build-fuzz.log, printed if it fails.
-fuzz_build=""
-stop_tree() {
-    local child
-    if command -v pgrep >/dev/null; then
-        for child in $(pgrep -P "$1"); do stop_tree "$child"; done
-    fi
-    kill "$1" 2>/dev/null || true
-}
-trap '[ -z "$fuzz_build" ] || stop_tree "$fuzz_build"' EXIT
-if [ -x Fuzz/run.sh ] && { [ "$(uname -s)" = "Linux" ] || [ -n "${FUZZ_FORCE:-}" ]; }; then
-    FUZZ_CONFIGURATION=debug nice -n 19 Fuzz/run.sh build >.build-fuzz.log 2>&1 &
-    fuzz_build=$!
-fi
 # In parallel: tests await their child processes (E3DBTestSupport's ChildProcess), so none holds one of Swift
 # concurrency's cooperative threads while a child runs.
 swift test --skip-build
@@ -46,13 +29,6 @@ stage "swift test"
 scripts/docs.sh
 stage "documentation (warnings as errors)"
 if [ -x Fuzz/run.sh ]; then
-    if [ -n "$fuzz_build" ] && ! wait "$fuzz_build"; then
-        cat .build-fuzz.log >&2
-        echo "test.sh: the fuzzing build failed (its output is above)" >&2
-        exit 1
-    fi
-    fuzz_build=""
-    stage "fuzzing build (the part not overlapped with the tests)"
     Fuzz/run.sh ci
     stage "fuzzing pass"
 fi

@@ -27,13 +27,14 @@ struct PipelinedHTTPTests {
         private var socket: Int32
         private var pending: [UInt8] = []
 
-        init(_ url: String) throws {
+        /// Connects to `url`'s port on 127.0.0.1; a read that waits longer than `receiveTimeout` seconds fails.
+        init(_ url: String, receiveTimeout: Int = 20) throws {
             guard let port = URL(string: url)?.port.flatMap(UInt16.init(exactly:)) else {
                 throw Failure(description: "no port in \(url)")
             }
             socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard socket >= 0 else { throw Failure(description: "socket() failed") }
-            var timeout = timeval(tv_sec: 20, tv_usec: 0)
+            var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
             setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)

@@ -164,21 +164,18 @@ struct FilePlumbingTests {
         }
         worker.start()
         // Signal the blocked reader until its read has been interrupted and retried at least twice, then feed it: a
-        // few milliseconds. Done by a thread of its own, so that the test does not depend on when a cooperative
+        // few milliseconds. Done off the cooperative pool, so that the test does not depend on when a cooperative
         // thread is free (other suites' synchronous tests can keep them busy for minutes).
         let writer = ends[1]
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread {
-                let deadline = Date().addingTimeInterval(30)
-                while shared.attempts.load(ordering: .relaxed) < 3, Date() < deadline {
-                    if let target = shared.thread.withLock({ $0 }) { pthread_kill(target, SIGUSR1) }
-                    usleep(5_000)
-                }
-                var byte: UInt8 = 42
-                _ = write(writer, &byte, 1)
-                while shared.result.withLock({ $0 }) == nil, Date() < deadline { usleep(1_000) }
-                done.resume()
-            }.start()
+        try await offCooperativePool {
+            let deadline = Date().addingTimeInterval(30)
+            while shared.attempts.load(ordering: .relaxed) < 3, Date() < deadline {
+                if let target = shared.thread.withLock({ $0 }) { pthread_kill(target, SIGUSR1) }
+                usleep(5_000)
+            }
+            var byte: UInt8 = 42
+            _ = write(writer, &byte, 1)
+            while shared.result.withLock({ $0 }) == nil, Date() < deadline { usleep(1_000) }
         }
         #expect(shared.attempts.load(ordering: .relaxed) >= 3, "the read was interrupted and retried")
         #expect(signalsTaken.load(ordering: .relaxed) >= 2)

@@ -34,10 +34,11 @@ final class ObservedResults: Sendable {
     var all: [[String]] { state.results.withLock { $0 } }
     var ending: End? { state.end.withLock { $0 } }
 
-    /// Waits up to `seconds` for `condition`; returns the seconds waited, or nil on timeout. The default is long
-    /// because, on a 2-core machine, tests that block the cooperative thread pool (processes waited for
-    /// synchronously) can hold up every task of this one for many seconds; latency is measured in docs/store.md.
-    func wait(upTo seconds: Double = 120, _ condition: (ObservedResults) -> Bool) async throws -> Double? {
+    /// Waits up to `seconds` for `condition`; returns the seconds waited, or nil on timeout. The bound only keeps a
+    /// broken observation from hanging the run; these tests check what is seen and in which order, not how fast
+    /// (latency is measured in docs/store.md). In the full parallel run on 2 cores with two more busy processes,
+    /// all three tests of this suite passed a 120 s bound while the observation was still waiting to run.
+    func wait(upTo seconds: Double = 900, _ condition: (ObservedResults) -> Bool) async throws -> Double? {
         let start = ContinuousClock.now
         while ContinuousClock.now - start < .seconds(seconds) {
             if condition(self) {

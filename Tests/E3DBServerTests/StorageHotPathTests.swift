@@ -139,7 +139,7 @@ extension StorageTests {
 
     @Test(
         "PostgreSQL: a call that waits behind a lock fails at its deadline, without the password, and the next one works",
-        .timeLimit(.minutes(2)))
+        .timeLimit(.minutes(5)))
     func aPostgresCallPastItsDeadlineFails() async throws {
         guard let url = try await PostgresTestServer.newDatabase() else { return }
         var logger = Logger(label: "e3dbkit.tests.deadline")
@@ -176,7 +176,9 @@ extension StorageTests {
                     #expect(!error.message.contains(try #require(parts.password)), "no password in the error")
                 }
                 let waited = ContinuousClock.now - started
-                #expect(waited >= .seconds(2) && waited < .seconds(30), "failed after \(waited)")
+                // The lock is held until the ROLLBACK below, so any answer before it is the deadline's; the upper
+                // bound only has to hold on a loaded 2-core machine.
+                #expect(waited >= .seconds(2) && waited < .seconds(90), "failed after \(waited)")
                 try await locker.query("ROLLBACK", logger: logger)
                 #expect(try await storage.record(id: row.recordID, readableBy: Self.writer) == row)
             }

@@ -71,8 +71,9 @@ do {
     for (name, settings, encryptKernel, decryptKernel) in formats {
         let codec = try PageCodec(key: key, salt: salt, settings: settings)
         let stored = try codec.encrypt(page: plaintext, number: 2)
-        guard try codec.decrypt(page: stored, number: 2)[0..<(4096 - settings.reserveByteCount)]
-            == plaintext[0..<(4096 - settings.reserveByteCount)]
+        guard
+            try codec.decrypt(page: stored, number: 2)[0..<(4096 - settings.reserveByteCount)]
+                == plaintext[0..<(4096 - settings.reserveByteCount)]
         else {
             FileHandle.standardError.write(Data("PageCodecThroughput: \(name) does not round-trip\n".utf8))
             exit(1)
@@ -119,6 +120,100 @@ do {
     }
     hmacRow(HMAC<SHA512>(key: aesKey), "SHA512", kernel: "7.49 (BoringSSL `_nohw` kernel)")
     hmacRow(HMAC<SHA256>(key: aesKey), "SHA256", kernel: "≈2.4 (SHA-NI kernel)")
+} catch {
+    FileHandle.standardError.write(Data("PageCodecThroughput: \(error)\n".utf8))
+    exit(1)
+}
+
+// Key derivation, as a passphrase open runs it: PBKDF2 through E3DBPrimitives (swift-crypto's BoringSSL), beside the
+// same derivation by OpenSSL in two builds, in this run: the Python's `hashlib.pbkdf2_hmac` (its OpenSSL), and
+// SQLCipher's own (sqlcipher3-binary's bundled OpenSSL, where the Python has it: a new database's first write with
+// `kdf_iter` N less the same with `kdf_iter` 1). Best of 5, in ms. The Python is $PYTHON (default python3); give
+// the project's .venv/bin/python for the SQLCipher column.
+func kdfMillis(_ body: () throws -> Void) rethrows -> Double {
+    var best = Double.infinity
+    for _ in 0..<5 {
+        let start = ContinuousClock.now
+        try body()
+        let elapsed = ContinuousClock.now - start
+        best = min(best, Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15)
+    }
+    return best
+}
+
+/// The peers' times for the same derivations: for each of SHA-512 256,000 rounds and SHA-256 64,007 rounds a line
+/// "hashlib SQLCipher" in ms (SQLCipher "-" without sqlcipher3), then the Python's OpenSSL version; empty when the
+/// Python cannot be run.
+func peerMillis() -> [String] {
+    let script = """
+        import hashlib, os, ssl, tempfile, time
+        try:
+            from sqlcipher3 import dbapi2 as sqlcipher
+        except ImportError:
+            sqlcipher = None
+        def best(body):
+            times = []
+            for _ in range(5):
+                start = time.perf_counter()
+                body()
+                times.append(time.perf_counter() - start)
+            return min(times) * 1e3
+        def first_write(rounds, algorithm):
+            path = os.path.join(tempfile.mkdtemp(), "kdf.db")
+            connection = sqlcipher.connect(path)
+            connection.execute("PRAGMA key = 'passphrase'")
+            connection.execute("PRAGMA kdf_iter = %d" % rounds)
+            connection.execute("PRAGMA cipher_kdf_algorithm = PBKDF2_HMAC_%s" % algorithm.upper())
+            connection.execute("CREATE TABLE t (x)")
+            connection.commit()
+            connection.close()
+            os.remove(path)
+        for name, rounds in (("sha512", 256000), ("sha256", 64007)):
+            ours = best(lambda: hashlib.pbkdf2_hmac(name, b"passphrase", bytes(range(16)), rounds, 32))
+            if sqlcipher:
+                theirs = "%.2f" % (best(lambda: first_write(rounds, name)) - best(lambda: first_write(1, name)))
+            else:
+                theirs = "-"
+            print("%.2f %s" % (ours, theirs))
+        print(ssl.OPENSSL_VERSION)
+        """
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = [ProcessInfo.processInfo.environment["PYTHON"] ?? "python3", "-c", script]
+    let output = Pipe()
+    process.standardOutput = output
+    guard (try? process.run()) != nil else { return [] }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { return [] }
+    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+}
+
+do {
+    let password = Array("passphrase".utf8)
+    let sha512 = try kdfMillis {
+        sink &+= try PBKDF2.sha512(password: password, salt: salt, rounds: 256_000, outputByteCount: 32).count
+    }
+    let sha256 = try kdfMillis {
+        sink &+= try PBKDF2.sha256(password: password, salt: salt, rounds: 64_007, outputByteCount: 32).count
+    }
+    let peers = peerMillis()
+    let library = peers.count == 3 ? peers[2] : "the Python's OpenSSL (not run)"
+    print("")
+    print(
+        "| key derivation, ms | E3DBPrimitives (BoringSSL) | \(library) | SQLCipher 4 (its OpenSSL) | ours / SQLCipher |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    let rows = [
+        ("PBKDF2-HMAC-SHA512, 256,000 rounds (SQLCipher 4)", sha512),
+        ("PBKDF2-HMAC-SHA256, 64,007 rounds (chacha20)", sha256),
+    ]
+    for (index, (name, ours)) in rows.enumerated() {
+        let fields = peers.count == 3 ? peers[index].split(separator: " ").map { Double($0) } : [nil, nil]
+        func text(_ value: Double?) -> String { value.map { String(format: "%.2f", $0) } ?? "n/a" }
+        let ratio = fields[1].map { String(format: "%.2f×", ours / $0) } ?? "n/a"
+        print("| \(name) | \(text(ours)) | \(text(fields[0])) | \(text(fields[1])) | \(ratio) |")
+    }
 } catch {
     FileHandle.standardError.write(Data("PageCodecThroughput: \(error)\n".utf8))
     exit(1)

@@ -192,7 +192,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         }
     }
 
-    /// See ``E3DBTransport/download(_:timeout:receive:)``: each piece shares the storage of the NIO buffer it
+    /// See `E3DBTransport.download(_:timeout:receive:)`: each piece shares the storage of the NIO buffer it
     /// arrived in.
     public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
         async throws -> TransportResponse

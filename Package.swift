@@ -10,7 +10,7 @@
 //      vectors command type, which `e3dbkit vectors` runs too)
 //   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (no HTTP library: the transport protocol)
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
-//   L4½ the client's transports, leaves over E3DBClient: E3DBAsyncHTTPClient (AsyncHTTPClient, NIO, TLS options,
+//      the client's transports, leaves over E3DBClient: E3DBAsyncHTTPClient (AsyncHTTPClient, NIO, TLS options,
 //      pinning, proxies)  E3DBURLSession (URLSession; no NIO)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher and chacha20 pages; no SQLite)
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
@@ -237,7 +237,7 @@ let package = Package(
             swiftSettings: memorySafe
         ),
 
-        // L4½: E3DBClient's transport over AsyncHTTPClient (SwiftNIO), with its TLS options (private CAs, public key
+        // L4: E3DBClient's transport over AsyncHTTPClient (SwiftNIO), with its TLS options (private CAs, public key
         // pins through the pinning forwarder) and HTTP proxies. What `e3dbkit client` uses.
         .target(
             name: "E3DBAsyncHTTPClient",
@@ -254,7 +254,7 @@ let package = Package(
             swiftSettings: memorySafe
         ),
 
-        // L4½: E3DBClient's transport over Foundation's URLSession (FoundationNetworking on Linux), for apps that do
+        // L4: E3DBClient's transport over Foundation's URLSession (FoundationNetworking on Linux), for apps that do
         // not want AsyncHTTPClient: it links neither AsyncHTTPClient nor NIO.
         .target(
             name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBFiles", "E3DBPrimitives"],

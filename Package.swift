@@ -8,8 +8,10 @@
 //      E3DBCommandLine (exit codes, checked standard streams, the one exit path; shared by the executables)
 //      e3dbkit-vectors (`vectors verify` alone: the main job, scripts/run.sh) over E3DBVectorsCommand (the one
 //      vectors command type, which `e3dbkit vectors` runs too)
-//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (AsyncHTTPClient)  E3DBURLSession (URLSession)
+//   L4 E3DBKit (umbrella)  E3DBStore (GRDB)  E3DBClient (no HTTP library: the transport protocol)
 //      E3DBServer (Hummingbird, GRDB, postgres-nio; never a module that can decrypt)
+//      the client's transports, leaves over E3DBClient: E3DBAsyncHTTPClient (AsyncHTTPClient, NIO, TLS options,
+//      pinning, proxies)  E3DBURLSession (URLSession; no NIO)
 //   L3 E3DBDocuments  E3DBFiles  E3DBIdentity  E3DBPageCodec (SQLCipher and chacha20 pages; no SQLite)
 //   L3 E3DBSQLite (encrypting VFS over the system libsqlite3, CE3DBSQLite3; never GRDB)
 //   L3 E3DBRows (the one reader of untrusted SQLite rows, over GRDB; the store and the server)
@@ -58,6 +60,7 @@ let package = Package(
         .library(name: "E3DBAPI", targets: ["E3DBAPI"]),
         .library(name: "E3DBServer", targets: ["E3DBServer"]),
         .library(name: "E3DBClient", targets: ["E3DBClient"]),
+        .library(name: "E3DBAsyncHTTPClient", targets: ["E3DBAsyncHTTPClient"]),
         .library(name: "E3DBURLSession", targets: ["E3DBURLSession"]),
         .executable(name: "e3dbkit", targets: ["e3dbkit"]),
         .executable(name: "e3dbkit-server", targets: ["e3dbkit-server"]),
@@ -78,7 +81,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        // Comes with async-http-client; named for E3DBClient's TLS options and pinning forwarder.
+        // Comes with async-http-client; named for E3DBAsyncHTTPClient's TLS options and pinning forwarder.
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         // Comes with hummingbird and postgres-nio; named for the server's services.
@@ -226,11 +229,20 @@ let package = Package(
             swiftSettings: memorySafe
         ),
 
-        // L4: the E3DB client SDK over the HTTP API (AsyncHTTPClient by default, behind a transport protocol).
+        // L4: the E3DB client SDK over the HTTP API, behind a transport protocol. It links no HTTP library: the
+        // transports are the two targets below (or an app's own).
         .target(
             name: "E3DBClient",
+            dependencies: ["E3DBAPI", "E3DBPrimitives", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity"],
+            swiftSettings: memorySafe
+        ),
+
+        // L4: E3DBClient's transport over AsyncHTTPClient (SwiftNIO), with its TLS options (private CAs, public key
+        // pins through the pinning forwarder) and HTTP proxies. What `e3dbkit client` uses.
+        .target(
+            name: "E3DBAsyncHTTPClient",
             dependencies: [
-                "E3DBAPI", "E3DBPrimitives", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity",
+                "E3DBClient", "E3DBFiles", "E3DBPrimitives",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -243,7 +255,7 @@ let package = Package(
         ),
 
         // L4: E3DBClient's transport over Foundation's URLSession (FoundationNetworking on Linux), for apps that do
-        // not want AsyncHTTPClient.
+        // not want AsyncHTTPClient: it links neither AsyncHTTPClient nor NIO.
         .target(
             name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBFiles", "E3DBPrimitives"],
             swiftSettings: memorySafe),
@@ -260,7 +272,8 @@ let package = Package(
         .executableTarget(
             name: "e3dbkit",
             dependencies: [
-                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBVectorsCommand", "E3DBSQLite", "E3DBCommandLine",
+                "E3DBKit", "E3DBStore", "E3DBClient", "E3DBAsyncHTTPClient", "E3DBVectorsCommand", "E3DBSQLite",
+                "E3DBCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: memorySafe
@@ -345,7 +358,7 @@ let package = Package(
         // fuzz targets link) imports neither the test framework nor the client.
         .target(
             name: "E3DBServerTestSupport",
-            dependencies: ["E3DBTestSupport", "E3DBClient", "E3DBURLSession"],
+            dependencies: ["E3DBTestSupport", "E3DBClient", "E3DBAsyncHTTPClient", "E3DBURLSession"],
             swiftSettings: memorySafe),
 
         .testTarget(name: "FuzzReplayTests", dependencies: ["E3DBTestSupport"], swiftSettings: upcoming),
@@ -417,7 +430,7 @@ let package = Package(
         .testTarget(
             name: "E3DBClientTests",
             dependencies: [
-                "E3DBClient", "E3DBTestSupport", "E3DBServerTestSupport",
+                "E3DBClient", "E3DBAsyncHTTPClient", "E3DBTestSupport", "E3DBServerTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -431,7 +444,8 @@ let package = Package(
         .testTarget(
             name: "E3DBServerTests",
             dependencies: [
-                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBKit", "E3DBTestSupport", "E3DBServerTestSupport",
+                "E3DBServer", "E3DBAPI", "E3DBClient", "E3DBAsyncHTTPClient", "E3DBKit", "E3DBTestSupport",
+                "E3DBServerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

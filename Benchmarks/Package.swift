@@ -97,6 +97,7 @@ package.targets += [
         name: "ClientThroughput",
         dependencies: [
             .product(name: "E3DBClient", package: "E3DBKit"),
+            .product(name: "E3DBAsyncHTTPClient", package: "E3DBKit"),
             .product(name: "E3DBDocuments", package: "E3DBKit"),
         ],
         path: "ClientThroughput"

@@ -4,6 +4,7 @@
 //
 //   ClientThroughput API_URL TOKEN_FILE RECORDS TASKS...
 // Prints one JSON line per measurement: {"sdk":"swift","op":"write"|"read","tasks":N,"records_per_second":X}.
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBDocuments
 import Foundation
@@ -28,8 +29,9 @@ func fields(_ i: Int) -> RecordData {
     return (try? RecordData(members)) ?? RecordData()
 }
 
-let identity = try await E3DBClient.register(token: token, name: "bench-swift", apiURL: apiURL)
-let client = try E3DBClient(identity: identity)
+let transport = AsyncHTTPClientTransport()
+let identity = try await E3DBClient.register(token: token, name: "bench-swift", apiURL: apiURL, transport: transport)
+let client = try E3DBClient(identity: identity, transport: transport)
 _ = try await client.write(type: "bench", data: fields(0))  // creates the access key and a token outside the timing
 
 for tasks in taskCounts {

@@ -27,6 +27,54 @@ extension E3DBError.Code {
     public static let foreignFileURL = Self("foreignFileURL", category: .verification)
 }
 
+// TLS failures are told apart because each needs a different fix: a CA to trust (--ca-file), a certificate with
+// the right name, a renewed certificate, a pin to update. None of them is retried. The transports map their TLS
+// libraries' failures to these.
+extension E3DBError.Code {
+    /// The server's certificate does not chain to a trusted CA (the system's, or the ones given to the transport:
+    /// `ClientTLSOptions` of `E3DBAsyncHTTPClient`).
+    public static let untrustedCertificate = Self("untrustedCertificate", category: .verification)
+    /// The server's certificate has expired or is not valid yet.
+    public static let certificateExpired = Self("certificateExpired", category: .verification)
+    /// The server's certificate is not valid for the host name or address in the URL.
+    public static let hostnameMismatch = Self("hostnameMismatch", category: .verification)
+    /// The server's public key is none of the pinned ones (`PublicKeyPin` of `E3DBAsyncHTTPClient`).
+    public static let pinMismatch = Self("pinMismatch", category: .verification)
+    /// The TLS handshake failed for another reason (the connection closed during it, the server does not speak
+    /// TLS, no common protocol version or cipher).
+    public static let tlsHandshakeFailed = Self("tlsHandshakeFailed", category: .io)
+}
+
+/// The codes of a failed exchange, which the client names the operation in: `.transportFailed` and the TLS codes.
+private let exchangeFailures: Set<E3DBError.Code> = [
+    .transportFailed, .untrustedCertificate, .certificateExpired, .hostnameMismatch, .pinMismatch,
+    .tlsHandshakeFailed,
+]
+
+/// A transport's failure as the client reports it: `.requestCancelled` for cancellation; for a failed exchange
+/// (`.transportFailed`, a TLS code), the transport's error with the operation in front of its message (and as
+/// `context.part` when the transport named none); any other `E3DBError` as it is; an error of another type (a
+/// transport outside E3DBKit) as `.transportFailed` with its type's name only, since it may carry anything.
+/// - Parameters:
+///   - error: what the transport threw.
+///   - operation: the client operation (`token`, `record read`, `file upload`, …).
+func transportError(_ error: any Error, operation: String) -> E3DBError {
+    guard let error = error as? E3DBError else {
+        if error is CancellationError || Task.isCancelled {
+            return E3DBError(.requestCancelled, "\(operation) was cancelled", context: .init(part: operation))
+        }
+        return E3DBError(
+            .transportFailed, "\(operation): the exchange failed (\(type(of: error)))", context: .init(part: operation))
+    }
+    if error.code == .requestCancelled {
+        return E3DBError(.requestCancelled, "\(operation) was cancelled", context: .init(part: operation))
+    }
+    guard exchangeFailures.contains(error.code) else { return error }
+    var context = error.context
+    if context.part == nil { context.part = operation }
+    return E3DBError(error.code, "\(operation): \(error.message)", context: context, cause: error.cause)
+}
+
 /// Maps an HTTP status to an error that keeps the status (`context.actual`), the operation (`context.part`) and the
 /// server's `{"error": …}` message (never a secret: the server's messages hold none, and the client never echoes
 /// a request). A redirect (3xx) is `.invalidResponse`: the E3DB API never redirects, and the transport does not

@@ -73,7 +73,7 @@ extension E3DBClient {
     ///   - writer: the writer's key pairs (``NoteKeyPairs/generate()`` for throwaway ones).
     ///   - apiURL: the server.
     ///   - options: view limit and expiration; a name is dropped by the server for an anonymous writer.
-    ///   - transport: default AsyncHTTPClient.
+    ///   - transport: how requests reach the server (`AsyncHTTPClientTransport`, `URLSessionTransport` or your own).
     ///   - timeout: per exchange (default 30 s).
     /// - Returns: the stored note (with its `note_id`).
     /// - Throws: `E3DBError` `.invalidParameter` for a `maxViews` below -1, the server's (`.badRequest`,
@@ -81,7 +81,7 @@ extension E3DBClient {
     public static func writeAnonymousNote(
         _ data: RecordData, recipientEncryptionKey: Box.PublicKey, recipientSigningKey: Ed25519.PublicKey,
         writer: NoteKeyPairs, apiURL: String, options: NoteOptions = NoteOptions(),
-        transport: any E3DBTransport = AsyncHTTPClientTransport(), timeout: Duration = .seconds(30)
+        transport: any E3DBTransport, timeout: Duration = .seconds(30)
     ) async throws -> API.Note {
         let body = try noteBody(
             data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
@@ -103,7 +103,7 @@ extension E3DBClient {
     ///   - reader: the reader's key pairs.
     ///   - apiURL: the server.
     ///   - options: strictness (default: every field signed; pin the writer with `expectedWriterSigningKey`).
-    ///   - transport: default AsyncHTTPClient.
+    ///   - transport: how requests reach the server (`AsyncHTTPClientTransport`, `URLSessionTransport` or your own).
     ///   - timeout: per exchange (default 30 s).
     /// - Returns: the note and its fields.
     /// - Throws: `E3DBError` `.notFound` (unknown, deleted, past its expiration or views used up: the server
@@ -111,7 +111,7 @@ extension E3DBClient {
     ///   and decryption errors.
     public static func readAnonymousNote(
         id: UUID? = nil, name: String? = nil, reader: NoteKeyPairs, apiURL: String,
-        options: NoteDecryptionOptions = .init(), transport: any E3DBTransport = AsyncHTTPClientTransport(),
+        options: NoteDecryptionOptions = .init(), transport: any E3DBTransport,
         timeout: Duration = .seconds(30)
     ) async throws -> ClientNote {
         try await readNote(

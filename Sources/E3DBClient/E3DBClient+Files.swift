@@ -184,7 +184,7 @@ extension E3DBClient {
                         serverMessage: message))
             }
         } catch {
-            pipe.finish(failing: Self.transportError(error, "file download"))
+            pipe.finish(failing: transportError(error, operation: "file download"))
         }
         // The decryption's outcome decides: it ends with the transfer's error when the transfer failed first.
         do { _ = try await decrypted } catch let error as E3DBError { throw error } catch {
@@ -193,20 +193,8 @@ extension E3DBClient {
         return ClientRecord(meta: record.meta, data: RecordData())
     }
 
-    /// Runs a transport call, mapping its failures to `E3DBError`.
+    /// Runs a transport call, mapping its failures to `E3DBError` (`transportError(_:operation:)`).
     func transportCall<T>(_ operation: String, _ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch { throw Self.transportError(error, operation) }
-    }
-
-    /// A transport's failure as `E3DBError` (`.requestCancelled` for cancellation, else `.transportFailed`).
-    static func transportError(_ error: any Error, _ operation: String) -> E3DBError {
-        if let error = error as? E3DBError { return error }
-        if let final = finalTransportFailure(error, operation: operation, url: "") { return final }
-        if error is CancellationError || Task.isCancelled {
-            return E3DBError(.requestCancelled, "\(operation) was cancelled")
-        }
-        return E3DBError(
-            .transportFailed, "\(operation): the transfer failed (\(transportFailureDetail(error)))",
-            context: .init(part: operation))
+        do { return try await body() } catch { throw transportError(error, operation: operation) }
     }
 }

@@ -28,8 +28,11 @@ public struct ClientRecord: Sendable, Hashable {
 /// An E3DB client: register, write and read records, query, share and revoke, over the E3DB HTTP API.
 ///
 /// ```swift
-/// let identity = try await E3DBClient.register(token: token, name: "me", apiURL: url)
-/// let client = E3DBClient(identity: identity)
+/// import E3DBAsyncHTTPClient  // or E3DBURLSession, or a transport of your own
+///
+/// let transport = AsyncHTTPClientTransport()
+/// let identity = try await E3DBClient.register(token: token, name: "me", apiURL: url, transport: transport)
+/// let client = try E3DBClient(identity: identity, transport: transport)
 /// let record = try await client.write(type: "contact", data: ["name": "Jon"])
 /// let again = try await client.read(record.id!)
 /// try await client.share(type: "contact", with: friendID)
@@ -73,7 +76,8 @@ public final class E3DBClient: Sendable {
     /// - Parameters:
     ///   - identity: needs a client id and API credentials (`api_key_id`, `api_secret`).
     ///   - apiURL: overrides the identity's `api_url`.
-    ///   - transport: default AsyncHTTPClient.
+    ///   - transport: how requests reach the server: `AsyncHTTPClientTransport` (the `E3DBAsyncHTTPClient`
+    ///     product), `URLSessionTransport` (`E3DBURLSession`) or your own.
     ///   - verification: how reads check `rec_sig` (default: required; `.verifyIfPresent` also accepts
     ///     unsigned records, as the Python and Go SDKs write them, and then cannot tell a record whose `rec_sig`
     ///     the server removed).
@@ -83,7 +87,7 @@ public final class E3DBClient: Sendable {
     /// - Throws: `E3DBError` `.missingKey` when the identity has no client id or API credentials,
     ///   `.invalidParameter` for an origin that is not `scheme://host[:port]`.
     public init(
-        identity: ClientIdentity, apiURL: String? = nil, transport: any E3DBTransport = AsyncHTTPClientTransport(),
+        identity: ClientIdentity, apiURL: String? = nil, transport: any E3DBTransport,
         verification: RecordVerification = RecordVerification(policy: .required),
         knownKeys: KnownKeys = KnownKeys(), fileOrigins: Set<String> = [],
         timeout: Duration = .seconds(30)
@@ -143,12 +147,12 @@ public final class E3DBClient: Sendable {
     ///   - name: the client's name.
     ///   - apiURL: the server.
     ///   - backup: also back the credentials up to the account's backup client, as the other SDKs do.
-    ///   - transport: default AsyncHTTPClient.
+    ///   - transport: how requests reach the server (see ``init(identity:apiURL:transport:verification:knownKeys:fileOrigins:timeout:)``).
     /// - Returns: the identity with its client id, API credentials and `api_url` (write it with `configJSON()`).
     /// - Throws: `E3DBError` from the server (`.unauthorized` for a bad token) or the transport.
     public static func register(
         token: String, name: String, apiURL: String, backup: Bool = false,
-        transport: any E3DBTransport = AsyncHTTPClientTransport()
+        transport: any E3DBTransport
     ) async throws -> ClientIdentity {
         let keys = ClientIdentity.generate()
         let body = API.RegistrationRequest(
@@ -330,21 +334,18 @@ public final class E3DBClient: Sendable {
             let response: TransportResponse
             do {
                 response = try await transport.send(request, timeout: timeout, maxResponseSize: 64 << 20)
-            } catch is CancellationError {
-                throw E3DBError(.requestCancelled, "\(operation) was cancelled")
             } catch {
-                if let final = finalTransportFailure(error, operation: operation, url: request.url) { throw final }
-                if idempotent, attempt < 3 {
-                    try await Task.sleep(for: .milliseconds(100 << attempt))
+                // A failed exchange (`.transportFailed`) is retried; cancellation, TLS failures and the transport's
+                // other refusals are final.
+                let failure = transportError(error, operation: operation)
+                if failure.code == .transportFailed, idempotent, attempt < 3 {
+                    try await backOff(attempt, operation: operation)
                     continue
                 }
-                throw E3DBError(
-                    .transportFailed,
-                    "\(operation): the server could not be reached (\(transportFailureDetail(error)))",
-                    context: .init(part: operation))
+                throw failure
             }
             if response.status >= 500, idempotent, attempt < 3 {
-                try await Task.sleep(for: .milliseconds(100 << attempt))
+                try await backOff(attempt, operation: operation)
                 continue
             }
             if let expect, expect.contains(response.status) { return response }
@@ -353,6 +354,13 @@ public final class E3DBClient: Sendable {
                 throw httpError(status: response.status, operation: operation, serverMessage: message)
             }
             return response
+        }
+    }
+
+    /// Waits before retry `attempt + 1` (200 ms, then 400 ms); cancellation ends the wait as `.requestCancelled`.
+    private static func backOff(_ attempt: Int, operation: String) async throws(E3DBError) {
+        do { try await Task.sleep(for: .milliseconds(100 << attempt)) } catch {
+            throw E3DBError(.requestCancelled, "\(operation) was cancelled", context: .init(part: operation))
         }
     }
 

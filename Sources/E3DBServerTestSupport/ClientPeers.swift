@@ -1,3 +1,4 @@
+import E3DBAsyncHTTPClient
 package import E3DBClient
 package import E3DBTestSupport
 import E3DBURLSession

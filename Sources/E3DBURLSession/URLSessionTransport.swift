@@ -65,41 +65,49 @@ public struct URLSessionTransport: E3DBTransport {
     public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
         -> TransportResponse
     {
-        var r = try urlRequest(request, timeout: timeout)
-        r.httpBody = request.body
-        let task = owner.session.dataTask(with: r)
-        return try await owner.run(task, timeout: timeout) { exchange, response in
-            try await exchange.collect(response, upTo: maxResponseSize)
+        try await mappingFailures(of: request) {
+            var r = try urlRequest(request, timeout: timeout)
+            r.httpBody = request.body
+            let task = owner.session.dataTask(with: r)
+            return try await owner.run(task, timeout: timeout) { exchange, response in
+                try await exchange.collect(response, upTo: maxResponseSize)
+            }
         }
     }
 
     public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
         -> TransportResponse
     {
-        guard FileManager.default.isReadableFile(atPath: bodyPath) else {
-            throw E3DBError(
-                .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
-        }
-        var r = try urlRequest(request, timeout: timeout)
-        r.setValue(String(size), forHTTPHeaderField: "Content-Length")
-        // The session reads the file as it sends it.
-        let task = owner.session.uploadTask(with: r, fromFile: URL(fileURLWithPath: bodyPath))
-        return try await owner.run(task, timeout: timeout) { exchange, response in
-            try await exchange.collect(response, upTo: 1 << 20)
+        try await mappingFailures(of: request) {
+            guard FileManager.default.isReadableFile(atPath: bodyPath) else {
+                throw E3DBError(
+                    .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
+            }
+            var r = try urlRequest(request, timeout: timeout)
+            r.setValue(String(size), forHTTPHeaderField: "Content-Length")
+            // The session reads the file as it sends it.
+            let task = owner.session.uploadTask(with: r, fromFile: URL(fileURLWithPath: bodyPath))
+            return try await owner.run(task, timeout: timeout) { exchange, response in
+                try await exchange.collect(response, upTo: 1 << 20)
+            }
         }
     }
 
     public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
         async throws -> TransportResponse
     {
-        let task = owner.session.dataTask(with: try urlRequest(request, timeout: timeout))
-        return try await owner.run(task, timeout: timeout) { exchange, response in
-            guard (200..<300).contains(response.statusCode) else {
-                return try await exchange.collect(response, upTo: 1 << 20)
+        try await mappingFailures(of: request) {
+            let task = owner.session.dataTask(with: try urlRequest(request, timeout: timeout))
+            return try await owner.run(task, timeout: timeout) { exchange, response in
+                guard (200..<300).contains(response.statusCode) else {
+                    return try await exchange.collect(response, upTo: 1 << 20)
+                }
+                while let piece = try await exchange.next() {
+                    do { try await receive(piece) } catch { throw TransportReceiverFailure(error) }
+                }
+                try exchange.checkComplete(response)
+                return TransportResponse(status: response.statusCode, headers: Self.headers(response), body: Data())
             }
-            while let piece = try await exchange.next() { try await receive(piece) }
-            try exchange.checkComplete(response)
-            return TransportResponse(status: response.statusCode, headers: Self.headers(response), body: Data())
         }
     }
 

@@ -1,4 +1,5 @@
 import Dispatch
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBKit
 import E3DBServerTestSupport

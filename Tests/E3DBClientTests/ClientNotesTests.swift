@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBAsyncHTTPClient
 import E3DBKit
 import E3DBServerTestSupport
 import E3DBTestSupport
@@ -136,10 +137,11 @@ struct ClientNotesTests {
         await #expect(throws: E3DBError(.notFound)) {
             _ = try await E3DBClient.readAnonymousNote(
                 id: UUID(uuidString: original.noteID ?? ""), reader: reader,
-                apiURL: server.url)
+                apiURL: server.url, transport: AsyncHTTPClientTransport())
         }
         await #expect(throws: E3DBError(.forbidden)) {
-            _ = try await E3DBClient.readAnonymousNote(name: name, reader: reader, apiURL: server.url)
+            _ = try await E3DBClient.readAnonymousNote(
+                name: name, reader: reader, apiURL: server.url, transport: AsyncHTTPClientTransport())
         }
         let read = try await bob.readNote(name: name)
         #expect(read.data == ["v": "2"] && read.note.views == 1 && read.note.maxViews == 2)
@@ -182,7 +184,9 @@ struct ClientNotesTests {
             named: fresh, with: ["v": "new"], recipientEncryptionKey: reader.publicKey,
             recipientSigningKey: reader.publicSigningKey)
         #expect(
-            try await E3DBClient.readAnonymousNote(name: fresh, reader: reader, apiURL: server.url).data == ["v": "new"]
+            try await E3DBClient.readAnonymousNote(
+                name: fresh, reader: reader, apiURL: server.url, transport: AsyncHTTPClientTransport()
+            ).data == ["v": "new"]
         )
     }
 

@@ -4,6 +4,7 @@ import E3DBTestSupport
 import Foundation
 import Testing
 
+@testable import E3DBAsyncHTTPClient
 @testable import E3DBClient
 
 /// A private CA and server certificates made with `openssl` at test time, in a temporary directory.
@@ -139,12 +140,13 @@ struct ClientTLSTests {
             #expect(try await client.read(try #require(written.id)).data["name"] == "Jon")
 
             let untrusted = await #expect(throws: E3DBError(.untrustedCertificate)) {
-                _ = try await E3DBClient.register(token: server.token, name: "no-ca", apiURL: server.url)
+                _ = try await E3DBClient.register(
+                    token: server.token, name: "no-ca", apiURL: server.url, transport: AsyncHTTPClientTransport())
             }
             #expect(untrusted?.message.contains("not trusted") == true, "\(String(describing: untrusted))")
             #expect(untrusted?.message.contains("127.0.0.1") == true, "\(String(describing: untrusted))")
             // The system's CAs are still used by a transport without options: an existing client fails the same way.
-            let plain = try E3DBClient(identity: identity)
+            let plain = try E3DBClient(identity: identity, transport: AsyncHTTPClientTransport())
             await #expect(throws: E3DBError(.untrustedCertificate)) {
                 _ = try await plain.read(try #require(written.id))
             }

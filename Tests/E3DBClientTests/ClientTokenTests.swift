@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBDocuments
 import E3DBServerTestSupport
@@ -50,7 +51,8 @@ final class TokenCountingTransport: E3DBTransport {
 struct ClientTokenTests {
     /// A client of a registered identity over `transport`.
     static func client(_ server: ServerProcess, _ transport: TokenCountingTransport) async throws -> E3DBClient {
-        let identity = try await E3DBClient.register(token: server.token, name: "alice", apiURL: server.url)
+        let identity = try await E3DBClient.register(
+            token: server.token, name: "alice", apiURL: server.url, transport: AsyncHTTPClientTransport())
         return try E3DBClient(identity: identity, transport: transport)
     }
 

@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBAsyncHTTPClient
 import E3DBDocuments
 import E3DBKit
 import E3DBServerTestSupport

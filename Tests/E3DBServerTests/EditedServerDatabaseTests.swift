@@ -1,3 +1,4 @@
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBKit
 import E3DBServerTestSupport
@@ -57,7 +58,8 @@ struct EditedServerDatabaseTests {
             let url = String(text[range].dropFirst("listening on ".count))
             // Each client reads what it could read before the edit (its credentials may no longer authenticate).
             for client in [a, b] {
-                let moved = try E3DBClient(identity: client.identity, apiURL: url)
+                let moved = try E3DBClient(
+                    identity: client.identity, apiURL: url, transport: AsyncHTTPClientTransport())
                 _ = try? await moved.read(record)
                 _ = try? await moved.clientInfo(a.clientID)
                 _ = try? await moved.incomingSharing()

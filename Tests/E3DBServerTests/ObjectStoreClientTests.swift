@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBKit
 import E3DBPrimitives
@@ -126,7 +127,8 @@ struct ObjectStoreClientTests {
         let input = try scratch.file("in", count: 200_000)
         let identity = try await E3DBClient.register(
             token: server.token, name: "alice", apiURL: server.url, transport: AsyncHTTPClientTransport())
-        let honest = try E3DBClient(identity: identity, fileOrigins: [s3.endpoint])
+        let honest = try E3DBClient(
+            identity: identity, transport: AsyncHTTPClientTransport(), fileOrigins: [s3.endpoint])
         let store = S3FileBodyStore(
             options: try S3Options(
                 endpoint: s3.endpoint, bucket: Self.bucket, prefix: "bodies", credentials: s3.credentials))

@@ -1,3 +1,4 @@
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBKit
 import E3DBPrimitives

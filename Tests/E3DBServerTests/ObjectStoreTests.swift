@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import E3DBAPI
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBKit
 import E3DBPrimitives

@@ -9,79 +9,6 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A raw HTTP/1.1 server (Python, on a free port) for what e3dbkit-server never does: a body cut short of its
-/// Content-Length, an answer that never comes, a redirect, a large body made on the fly, and an upload it counts.
-final class RawHTTPServer: Sendable {
-    static let script = #"""
-        import socket, sys, threading, time
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        print(s.getsockname()[1], flush=True)
-        block = bytes(range(256)) * 4096
-        def handle(c):
-            f = c.makefile("rb")
-            path = f.readline().decode().split()[1]
-            length = None
-            while True:
-                line = f.readline()
-                if line in (b"\r\n", b""):
-                    break
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            if "/slow" in path:
-                time.sleep(30)
-            elif path == "/short":
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
-            elif path == "/redirect":
-                c.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n")
-            elif path.startswith("/big/"):
-                n = int(path[5:])
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
-                sent = 0
-                while sent < n:
-                    k = min(len(block), n - sent)
-                    c.sendall(block[:k])
-                    sent += k
-            elif path == "/upload":
-                got = 0
-                while length is not None and got < length:
-                    piece = f.read(min(1 << 20, length - got))
-                    if not piece:
-                        break
-                    got += len(piece)
-                body = ("%s %d" % (length, got)).encode()
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-            try:
-                c.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-            c.close()
-        while True:
-            c, _ = s.accept()
-            threading.Thread(target=handle, args=(c,), daemon=True).start()
-        """#
-
-    let process: RunningProcess
-    let url: String
-
-    init() async throws {
-        process = try RunningProcess(
-            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", Self.script], reading: .standardOutput)
-        let line = try await process.readOutput { $0.contains(UInt8(ascii: "\n")) }
-        let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard Int(port) != nil else {
-            process.signal(SIGKILL)
-            throw ServerProcess.ServerFailure(description: "the raw HTTP server did not start")
-        }
-        url = "http://127.0.0.1:\(port)"
-    }
-
-    func stop() { process.signal(SIGKILL) }
-}
-
 /// This process's resident memory in bytes (Linux), nil elsewhere.
 func residentBytes() -> Int? {
     #if os(Linux)
@@ -207,16 +134,16 @@ struct URLSessionTransportTests {
         #expect(small.status == 200 && small.body.count == 1000)
     }
 
-    @Test("a body shorter than its Content-Length is an error, for send and for download")
+    @Test("a body shorter than its Content-Length is transportFailed, for send and for download")
     func shortBody() async throws {
         let raw = try await RawHTTPServer()
         defer { raw.stop() }
         let transport = URLSessionTransport()
         let request = TransportRequest(method: "GET", url: raw.url + "/short")
-        await #expect(throws: (any Error).self) {
+        await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.send(request, timeout: .seconds(10), maxResponseSize: 1 << 20)
         }
-        await #expect(throws: (any Error).self) {
+        await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.download(request, timeout: .seconds(10)) { _ in }
         }
     }
@@ -241,12 +168,15 @@ struct URLSessionTransportTests {
         defer { raw.stop() }
         let transport = URLSessionTransport()
         let started = ContinuousClock.now
-        await #expect(throws: URLError.self) {
+        // The transport throws E3DBError, with a URLError of the same code (and no user info: no URL) as its cause.
+        let sent = await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.send(
                 TransportRequest(method: "GET", url: raw.url + "/slow"), timeout: .seconds(1),
                 maxResponseSize: 1 << 20)
         }
-        await #expect(throws: URLError.self) {
+        #expect((sent?.cause as? URLError)?.code == .timedOut, "\(String(describing: sent?.cause))")
+        #expect((sent?.cause as? URLError)?.userInfo.isEmpty == true)
+        await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.download(
                 TransportRequest(method: "GET", url: raw.url + "/slow"), timeout: .seconds(1)
             ) { _ in }
@@ -273,7 +203,7 @@ struct URLSessionTransportTests {
         try await Task.sleep(for: .milliseconds(200))
         let started = ContinuousClock.now
         task.cancel()
-        await #expect(throws: (any Error).self) { _ = try await task.value }
+        await #expect(throws: E3DBError(.requestCancelled)) { _ = try await task.value }
         #expect(ContinuousClock.now - started < .seconds(5))
     }
 }

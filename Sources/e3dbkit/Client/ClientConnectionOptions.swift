@@ -1,4 +1,5 @@
 import ArgumentParser
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBCommandLine
 import E3DBKit

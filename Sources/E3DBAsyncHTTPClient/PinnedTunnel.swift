@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import E3DBClient
 import E3DBPrimitives
 import Foundation
 import NIOCore

@@ -7,7 +7,8 @@ public import NIOCore
 /// request, each a futex wake-up and a context switch, which at a few hundred microseconds per request is a large
 /// share of a record read. A task that prefers this executor (`withTaskExecutorPreference`) runs on the event loop
 /// itself, so AsyncHTTPClient picks a connection on the same loop and the response resumes the task without
-/// leaving the thread. ``E3DBClient/withTransportAffinity(_:)`` sets it up.
+/// leaving the thread. ``AsyncHTTPClientTransport/preferredTaskExecutor`` is one, and E3DBClient's
+/// `withTransportAffinity(_:)` sets it up.
 public final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     // @unchecked: the only stored property is an EventLoop, which is thread-safe (it is Sendable).
     /// The event loop the jobs run on.
@@ -25,22 +26,5 @@ public final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         eventLoop.execute { unsafe job.runSynchronously(on: self.asUnownedTaskExecutor()) }
-    }
-}
-
-extension E3DBClient {
-    /// Runs `body` with this client's transport event loop as the preferred task executor, so that every request it
-    /// makes, and the encryption and decryption around it, run on the thread that owns the connection (see
-    /// ``EventLoopTaskExecutor``). Useful around a loop of many sequential requests; with a transport that has no
-    /// event loop (``E3DBTransport/preferredTaskExecutor`` nil), `body` runs as it would without it.
-    ///
-    /// Each call takes the next loop of the transport's event loop group, so concurrent tasks that each call it
-    /// spread over the group's threads. CPU-heavy work inside `body` holds that loop's other connections back:
-    /// keep it to the client's own work.
-    /// - Parameter body: the work.
-    /// - Returns: what `body` returns.
-    public func withTransportAffinity<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-        guard let executor = transport.preferredTaskExecutor else { return try await body() }
-        return try await withTaskExecutorPreference(executor, operation: body)
     }
 }

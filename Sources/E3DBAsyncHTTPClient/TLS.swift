@@ -1,26 +1,10 @@
 import AsyncHTTPClient
+import E3DBClient
 public import E3DBPrimitives
 public import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
-
-// TLS failures are told apart because each needs a different fix: a CA to trust (--ca-file), a certificate with
-// the right name, a renewed certificate, a pin to update. None of them is retried.
-extension E3DBError.Code {
-    /// The server's certificate does not chain to a trusted CA (the system's, or the ones given with
-    /// ``ClientTLSOptions``).
-    public static let untrustedCertificate = Self("untrustedCertificate", category: .verification)
-    /// The server's certificate has expired or is not valid yet.
-    public static let certificateExpired = Self("certificateExpired", category: .verification)
-    /// The server's certificate is not valid for the host name or address in the URL.
-    public static let hostnameMismatch = Self("hostnameMismatch", category: .verification)
-    /// The server's public key is none of the pinned ones (``PublicKeyPin``).
-    public static let pinMismatch = Self("pinMismatch", category: .verification)
-    /// The TLS handshake failed for another reason (the connection closed during it, the server does not speak
-    /// TLS, no common protocol version or cipher).
-    public static let tlsHandshakeFailed = Self("tlsHandshakeFailed", category: .io)
-}
 
 /// The SHA-256 of a server certificate's SubjectPublicKeyInfo (DER), as HPKP and curl's
 /// `--pinnedpubkey sha256//…` write it: base64 of the 32 bytes.
@@ -64,11 +48,11 @@ public struct PublicKeyPin: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "sha256//" + sha256.base64EncodedString() }
 }
 
-/// How a transport trusts the server: the CAs to trust (the system's by default) and, optionally, the server
-/// public keys to accept. A library-level value, so that every transport can take it; ``AsyncHTTPClientTransport``
-/// implements all of it.
+/// How ``AsyncHTTPClientTransport`` trusts the server: the CAs to trust (the system's by default) and, optionally,
+/// the server public keys to accept.
 ///
-/// - Note: With Foundation's URLSession on Linux (FoundationNetworking) neither can be implemented: it has no
+/// - Note: `URLSessionTransport` (the `E3DBURLSession` product) takes no such options: with Foundation's
+///   URLSession on Linux (FoundationNetworking) neither can be implemented: it has no
 ///   server-trust challenge for a session delegate to answer (`URLProtectionSpace.serverTrust` needs Apple's
 ///   Security framework), and libcurl's CA bundle is chosen from a fixed list of system paths (the
 ///   `URLSessionCertificateAuthorityInfoFile` variable is read on Android only). There, install the CA in the
@@ -139,32 +123,27 @@ public struct ClientTLSOptions: Sendable, Hashable {
     }
 }
 
-/// A transport's failure that retrying will not fix, as `E3DBError`: an `E3DBError` the transport threw itself
-/// (a pin mismatch, a configuration it cannot use) or a TLS failure (untrusted certificate, host name mismatch, a
-/// failed handshake); nil for any other error. Messages name what failed and the host, never a key or token.
+/// What ``AsyncHTTPClientTransport`` throws for an error of AsyncHTTPClient, NIO or NIOSSL in the exchange with
+/// `url`'s host (`withTransportFailures` passes `E3DBError`s and cancellation on before): a TLS code for a TLS
+/// failure (untrusted certificate, host name mismatch, a failed handshake), which the client never retries;
+/// `.transportFailed` for the rest. Messages name what failed and the host, never a header value, key or token;
+/// `cause` is NIO's or AsyncHTTPClient's error where it holds none.
 /// - Parameters:
-///   - error: what the transport threw.
-///   - operation: the operation, for the message and `context.part`.
+///   - error: what AsyncHTTPClient, NIO or the forwarder threw.
 ///   - url: the request's URL (its host goes in the message).
-func finalTransportFailure(_ error: any Error, operation: String, url: String) -> E3DBError? {
-    if let error = error as? E3DBError { return error }
+func transportFailure(_ error: any Error, url: String) -> E3DBError {
     let host = URLComponents(string: url)?.host ?? "the server"
+    if let failure = tlsFailure(error, host: host) { return failure }
+    return E3DBError(
+        .transportFailed, "the exchange with \(host) failed (\(transportFailureDetail(error)))",
+        cause: secretFree(error))
+}
+
+/// A TLS failure as `E3DBError` (untrusted certificate, host name mismatch, a failed handshake), nil for another
+/// error.
+func tlsFailure(_ error: any Error, host: String) -> E3DBError? {
     func failure(_ code: E3DBError.Code, _ what: String) -> E3DBError {
-        E3DBError(code, "\(operation): TLS with \(host) failed: \(what)", context: .init(part: operation))
-    }
-    if let error = error as? URLError {
-        // URLSession's TLS verdicts (Apple platforms; on Linux libcurl's arrive as an unknown error with its text).
-        switch error.code {
-        case .serverCertificateUntrusted, .serverCertificateHasUnknownRoot, .serverCertificateHasBadDate,
-            .serverCertificateNotYetValid:
-            return failure(
-                .untrustedCertificate,
-                "the server's certificate is not trusted (URLError \(error.code.rawValue)): it is not signed by a "
-                    + "trusted CA, or it has expired or is not valid yet")
-        case .secureConnectionFailed, .clientCertificateRejected, .clientCertificateRequired:
-            return failure(.tlsHandshakeFailed, "the TLS handshake failed (URLError \(error.code.rawValue))")
-        default: return nil
-        }
+        E3DBError(code, "TLS with \(host) failed: \(what)", context: .init(part: "tls"), cause: error)
     }
     if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
         return failure(.hostnameMismatch, "the server's certificate is not valid for \(host) (host name mismatch)")
@@ -195,10 +174,9 @@ func finalTransportFailure(_ error: any Error, operation: String, url: String) -
     return failure(.tlsHandshakeFailed, "the TLS handshake failed (\(reasons.joined(separator: ", ")))")
 }
 
-/// What a transport failure that retrying did not fix was, for its message: the system call and its `errno` text,
-/// AsyncHTTPClient's short description (which has no header values: an invalid header value may be a token), the
-/// address NIO could not connect to; the type's name for any other error, since another transport's error may
-/// carry anything.
+/// What a failed exchange was, for its message: the system call and its `errno` text, AsyncHTTPClient's short
+/// description (which has no header values: an invalid header value may be a token), the address NIO could not
+/// connect to; the type's name for any other error.
 func transportFailureDetail(_ error: any Error) -> String {
     switch error {
     case let error as IOError: "IOError: \(error.description)"
@@ -206,19 +184,27 @@ func transportFailureDetail(_ error: any Error) -> String {
     case let error as NIOConnectionError:
         "could not connect to \(error.host):\(error.port)"
             + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
-    case let error as URLError: "URLError \(error.code.rawValue)" + (urlErrorNames[error.code].map { ": \($0)" } ?? "")
     default: "\(type(of: error))"
     }
 }
 
-/// The URLSession failures a transport meets most, by name (URLError's descriptions differ between platforms).
-private let urlErrorNames: [URLError.Code: String] = [
-    .timedOut: "timed out", .cannotConnectToHost: "cannot connect to the host",
-    .cannotFindHost: "cannot find the host", .networkConnectionLost: "the connection was lost",
-    .notConnectedToInternet: "not connected to the network", .badURL: "bad URL",
-    .unsupportedURL: "unsupported URL", .badServerResponse: "bad server response",
-    .cancelled: "cancelled", .dnsLookupFailed: "DNS lookup failed",
-]
+/// `error` when it holds no secret, as a cause: NIO's system call and connection errors (a call, an `errno`, an
+/// address) and the AsyncHTTPClient errors that carry nothing of the request; nil for the others (an
+/// AsyncHTTPClient error can hold header values, which may be a token).
+func secretFree(_ error: any Error) -> (any Error)? {
+    switch error {
+    case is IOError, is NIOConnectionError, is ChannelError: return error
+    case let error as HTTPClientError:
+        let plain: [HTTPClientError] = [
+            .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .remoteConnectionClosed, .cancelled,
+            .alreadyShutdown, .bodyLengthMismatch, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout,
+            .proxyAuthenticationRequired, .invalidProxyResponse, .httpProxyHandshakeTimeout, .uncleanShutdown,
+            .requestStreamCancelled,
+        ]
+        return plain.contains(error) ? error : nil
+    default: return nil
+    }
+}
 
 /// BoringSSL's reason names (`CERTIFICATE_VERIFY_FAILED`, …) from an error stack, or NIOSSL's synthetic
 /// descriptions (`EOF during handshake`).

@@ -1,0 +1,76 @@
+import E3DBTestSupport
+import Foundation
+
+/// A raw HTTP/1.1 server (Python, on a free port) for what e3dbkit-server never does, for the transports' tests: a body cut short of its
+/// Content-Length, an answer that never comes, a redirect, a large body made on the fly, and an upload it counts.
+package final class RawHTTPServer: Sendable {
+    static let script = #"""
+        import socket, sys, threading, time
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        print(s.getsockname()[1], flush=True)
+        block = bytes(range(256)) * 4096
+        def handle(c):
+            f = c.makefile("rb")
+            path = f.readline().decode().split()[1]
+            length = None
+            while True:
+                line = f.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            if "/slow" in path:
+                time.sleep(30)
+            elif path == "/short":
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+            elif path == "/redirect":
+                c.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n")
+            elif path.startswith("/big/"):
+                n = int(path[5:])
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+                sent = 0
+                while sent < n:
+                    k = min(len(block), n - sent)
+                    c.sendall(block[:k])
+                    sent += k
+            elif path == "/upload":
+                got = 0
+                while length is not None and got < length:
+                    piece = f.read(min(1 << 20, length - got))
+                    if not piece:
+                        break
+                    got += len(piece)
+                body = ("%s %d" % (length, got)).encode()
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            try:
+                c.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            c.close()
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=handle, args=(c,), daemon=True).start()
+        """#
+
+    let process: RunningProcess
+    /// `http://127.0.0.1:PORT`.
+    package let url: String
+
+    package init() async throws {
+        process = try RunningProcess(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", Self.script], reading: .standardOutput)
+        let line = try await process.readOutput { $0.contains(UInt8(ascii: "\n")) }
+        let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard Int(port) != nil else {
+            process.signal(SIGKILL)
+            throw ServerProcess.ServerFailure(description: "the raw HTTP server did not start")
+        }
+        url = "http://127.0.0.1:\(port)"
+    }
+
+    package func stop() { process.signal(SIGKILL) }
+}

@@ -17,8 +17,8 @@
 //   L3 E3DBRows (the one reader of untrusted SQLite rows, over GRDB; the store and the server)
 //   L2 E3DBKeys  E3DBCanonicalJSON   (E3DBKeys uses the stdlib-only E3DBCanonicalJSON's strict parser)
 //      E3DBBLAKE2bReference (libb2's BLAKE2b, the oracle for tests, vector checks and a fuzz target; not a product)
-//      E3DBAPI (the wire contract: endpoints, bodies, TSV1, refusal codes; E3DBPrimitives only, so the server and
-//      the client both link it)
+//      E3DBAPI (the wire contract: endpoints, bodies, TSV1, refusal codes; E3DBPrimitives and the stdlib-only
+//      E3DBCanonicalJSON only, neither of which decrypts anything, so the server and the client both link it)
 //   Not products: E3DBConformance (vector checks for `e3dbkit vectors verify` and the tests), E3DBTestSupport,
 //      e3dbkit-fuzz (Fuzz/Targets), generate-swift-vectors. Their API is `package`, not `public` (so is
 //      E3DBCommandLine's): only this package uses them; the Benchmarks/ sub-package uses products only.
@@ -176,8 +176,9 @@ let package = Package(
         .target(
             name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: memorySafe),
 
-        // L2: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives only: the server links it.
-        .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives"], swiftSettings: memorySafe),
+        // L2: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives and the stdlib-only E3DBCanonicalJSON (its
+        // JSON value model, `JSONValue`) only, neither of which decrypts anything: the server links it.
+        .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives", "E3DBCanonicalJSON"], swiftSettings: memorySafe),
 
         // L4: umbrella
         .target(
@@ -202,11 +203,12 @@ let package = Package(
 
         // L4: the E3DB-compatible API server. It must never depend on a module that can unwrap an access key or
         // decrypt a field (E3DBDocuments, E3DBKeys, E3DBFiles, E3DBIdentity, E3DBStore): it stores ciphertext by
-        // construction. E3DBPrimitives gives it hashes, random bytes and Ed25519 verification.
+        // construction. E3DBPrimitives gives it hashes, random bytes and Ed25519 verification; E3DBCanonicalJSON
+        // (standard library only) the JSON value model of the wire.
         .target(
             name: "E3DBServer",
             dependencies: [
-                "E3DBAPI", "E3DBPrimitives", "E3DBRows",
+                "E3DBAPI", "E3DBCanonicalJSON", "E3DBPrimitives", "E3DBRows",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -102,7 +102,7 @@ TIMESTAMPS = ["2026-11-25T12:34:56.123456Z", "2019-01-01T00:00:00-07:00", "0001-
               "2026-01-01 00:00:00.1234567", "9999-12-31T23:59:60.999999-23:59", "1970-01-01T00:00:00+00:01"]
 
 
-# Nesting at and past JSONDecoder's depth limit (512): recursive PlainQuery and AnyJSON decoding and evaluation.
+# Nesting at and past JSONDecoder's depth limit (512): recursive PlainQuery and JSONValue decoding and evaluation.
 DEEP_PLAIN = b'{"not":' * 511 + b"{}" + b"}" * 511
 DEEP_POLICY = b'{"allow":[{"read":' + b"[" * 600 + b"]" * 600 + b"}]}"
 

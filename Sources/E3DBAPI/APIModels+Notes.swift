@@ -1,8 +1,10 @@
+public import E3DBCanonicalJSON
+
 // The API bodies of notes.
 
 extension API {
     /// A note (`/v2/storage/notes`). Members the SDKs send as `null` are optional; `file_meta` and `eacp` are
-    /// carried through as they come (Python sends `plain` in `file_meta`).
+    /// carried through as they come, as `JSONValue`s (Python sends `plain` in `file_meta`).
     public struct Note: Codable, Sendable, Hashable {
         public var noteID: String?
         public var idString: String?
@@ -15,13 +17,13 @@ extension API {
         public var type: String?
         public var data: [String: String]
         public var plain: [String: String]?
-        public var fileMeta: AnyJSON?
+        public var fileMeta: JSONValue?
         public var signature: String?
         public var maxViews: Int?
         public var views: Int?
         public var expiration: String?
         public var expires: Bool?
-        public var eacp: AnyJSON?
+        public var eacp: JSONValue?
         public var createdAt: String?
         public var recordID: String?
         public var isSecret: Bool?
@@ -58,7 +60,7 @@ extension API {
             type = try c.decodeIfPresent(String.self, forKey: .type)
             data = try c.decode([String: String].self, forKey: .data)
             plain = (try? c.decodeIfPresent([String: String].self, forKey: .plain)) ?? nil
-            fileMeta = try c.decodeIfPresent(AnyJSON.self, forKey: .fileMeta)
+            fileMeta = try c.decodeIfPresent(JSONValue.self, forKey: .fileMeta)
             signature = try c.decodeIfPresent(String.self, forKey: .signature)
             if let i = try? c.decodeIfPresent(Int.self, forKey: .maxViews) {
                 maxViews = i
@@ -70,7 +72,7 @@ extension API {
             views = try? c.decodeIfPresent(Int.self, forKey: .views)
             expiration = try? c.decodeIfPresent(String.self, forKey: .expiration)
             expires = try? c.decodeIfPresent(Bool.self, forKey: .expires)
-            eacp = try c.decodeIfPresent(AnyJSON.self, forKey: .eacp)
+            eacp = try c.decodeIfPresent(JSONValue.self, forKey: .eacp)
             createdAt = try? c.decodeIfPresent(String.self, forKey: .createdAt)
             recordID = try? c.decodeIfPresent(String.self, forKey: .recordID)
             isSecret = try? c.decodeIfPresent(Bool.self, forKey: .isSecret)

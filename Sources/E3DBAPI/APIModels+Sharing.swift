@@ -1,3 +1,5 @@
+public import E3DBCanonicalJSON
+
 // The API bodies of access keys and policies.
 
 extension API {
@@ -40,11 +42,11 @@ extension API {
     }
 
     /// A policy body: `{"allow": [{"read": {}}]}`, `{"deny": [{"authorizer": {}}]}`, …; each element's keys are
-    /// the verbs.
+    /// the verbs (objects whose member names are distinct by code units, as everywhere in `JSONObject`).
     public struct PolicyRequest: Codable, Sendable, Hashable {
-        public var allow: [[String: AnyJSON]]?
-        public var deny: [[String: AnyJSON]]?
-        public init(allow: [[String: AnyJSON]]? = nil, deny: [[String: AnyJSON]]? = nil) {
+        public var allow: [JSONObject]?
+        public var deny: [JSONObject]?
+        public init(allow: [JSONObject]? = nil, deny: [JSONObject]? = nil) {
             self.allow = allow
             self.deny = deny
         }

@@ -19,6 +19,16 @@ extension API.Record {
         return try JSONDecoder().decode(API.Record.self, from: data)
     }
 
+    /// Decodes a record body as `decodeJSON(_:)` does, and returns the text of its `meta.plain` and `data` objects
+    /// as they came when the hand-written reader read the body (nil when it left the body to `JSONDecoder`). That
+    /// text has been read through: an object of string members, no repeated name (by `String` equality, as the
+    /// decoded maps see it), valid UTF-8, no lone surrogate escape; it means exactly the decoded maps.
+    package static func decodeJSONKeepingText(_ data: Data) throws -> (record: API.Record, text: ReceivedRecordText?) {
+        var reader = RecordBodyReader(data)
+        if let record = reader.record() { return (record, reader.receivedText()) }
+        return (try JSONDecoder().decode(API.Record.self, from: data), nil)
+    }
+
     /// The record as JSON, as `JSONEncoder` writes it up to member order and the escaping of `/` (not escaped):
     /// absent optional members are left out, except `file_meta.file_url`, which is written as `null`.
     package func jsonData() -> Data {
@@ -35,6 +45,14 @@ extension API.Record {
         w.byte(UInt8(ascii: "}"))
         return Data(w.bytes)
     }
+}
+
+/// The JSON text of a record body's `meta.plain` and `data` objects, as received (`decodeJSONKeepingText(_:)`).
+package struct ReceivedRecordText: Sendable {
+    /// `meta.plain`, from `{` to `}`; nil when the member is absent or `null`.
+    package var plain: String?
+    /// `data`, from `{` to `}`; nil when the member is absent or `null`.
+    package var data: String?
 }
 
 /// JSON text as the server and the client write it: strings escaped as `JSONEncoder` does with
@@ -175,6 +193,9 @@ struct JSONTextWriter {
 struct RecordBodyReader {
     private let bytes: [UInt8]
     private var i = 0
+    /// Where the objects of `meta.plain` and `data` were read (for `receivedText()`).
+    private var plainRange: Range<Int>?
+    private var dataRange: Range<Int>?
 
     init(_ data: Data) { bytes = Array(data) }
 
@@ -189,7 +210,9 @@ struct RecordBodyReader {
                 return meta != nil
             case "data":
                 if r.null() { return true }
+                let start = r.i
                 data = r.stringMap()
+                r.dataRange = start..<r.i
                 return data != nil
             case "rec_sig":
                 if r.null() { return true }
@@ -201,6 +224,13 @@ struct RecordBodyReader {
         skipSpace()
         guard ok, i == bytes.count, let meta else { return nil }
         return API.Record(meta: meta, data: data ?? [:], recSig: recSig)
+    }
+
+    /// The text of the `meta.plain` and `data` objects of the record `record()` read (after it returned one).
+    func receivedText() -> ReceivedRecordText {
+        // The ranges hold whole objects that `stringMap` read: valid UTF-8 (it validated every string).
+        func text(_ range: Range<Int>?) -> String? { range.map { String(decoding: bytes[$0], as: UTF8.self) } }
+        return ReceivedRecordText(plain: text(plainRange), data: text(dataRange))
     }
 
     private mutating func meta() -> API.Meta? {
@@ -226,7 +256,9 @@ struct RecordBodyReader {
                 return type != nil
             case "plain":
                 if r.null() { return true }
+                let start = r.i
                 plain = r.stringMap()
+                r.plainRange = start..<r.i
                 return plain != nil
             case "record_id": return r.nullableString(&recordID)
             case "created": return r.nullableString(&created)

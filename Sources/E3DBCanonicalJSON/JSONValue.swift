@@ -359,3 +359,17 @@ extension JSONValue: Decodable {
         }
     }
 }
+
+extension JSONObject: Decodable {
+    /// Decodes a JSON object from any `Decoder`, as ``JSONValue/init(from:)`` decodes one.
+    /// - Parameter decoder: the decoder.
+    /// - Throws: `DecodingError.typeMismatch` when the value is not an object; whatever the decoder throws.
+    public init(from decoder: any Decoder) throws {
+        guard case .object(let object) = try JSONValue(from: decoder) else {
+            throw DecodingError.typeMismatch(
+                JSONObject.self,
+                DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "not an object"))
+        }
+        self = object
+    }
+}

@@ -9,6 +9,25 @@ extension E3DBService {
 
     static func jsonText(_ map: [String: String]) -> String { JSONText.sortedObject(map) }
 
+    /// A record body (a write, an update, a file record) with the JSON text to store for its `plain` and `data`.
+    struct RecordRequest {
+        var record: API.Record
+        /// `meta.plain`'s text; nil when the body has no `plain` (or `null`).
+        var plainJSON: String?
+        var dataJSON: String
+    }
+
+    /// Decodes a record body. The `plain` and `data` text stored is the objects as the client sent them, which the
+    /// record reader has read through (string members, no repeated name, valid UTF-8; `JSONBody.decode` refused
+    /// U+0000): the server does not write them again. Only a body the reader leaves to `JSONDecoder` (a repeated
+    /// member, say) has its maps written anew (`jsonText(_:)`).
+    func recordRequest(_ body: Data, what: String = "record") throws -> RecordRequest {
+        let (record, text) = try JSONBody.decode(body, what: what, API.Record.decodeJSONKeepingText)
+        return RecordRequest(
+            record: record, plainJSON: text?.plain ?? record.meta.plain.map(Self.jsonText),
+            dataJSON: text?.data ?? Self.jsonText(record.data))
+    }
+
     static func map(_ json: String) throws -> [String: String] {
         do { return try JSONDecoder().decode([String: String].self, from: Data(json.utf8)) } catch {
             throw E3DBError(.storageCorrupted, "a stored record's JSON does not decode")

@@ -58,6 +58,12 @@ enum JSONBody {
     /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason
     /// (member names only, never values) when it does not fit.
     static func decode<T: APIBody>(_ type: T.Type, from data: Data, what: String) throws -> T {
+        try decode(data, what: what, T.decodeBody)
+    }
+
+    /// Decodes a request body with `decodeBody` after the checks and with the refusals of
+    /// `decode(_:from:what:)`.
+    static func decode<Body>(_ data: Data, what: String, _ decodeBody: (Data) throws -> Body) throws -> Body {
         // JSON is UTF-8 (RFC 8259 §8.1). JSONDecoder would also take UTF-16 and UTF-32, whose U+0000 and
         // structural characters hold 0x00 bytes, which UTF-8 JSON never has; one check refuses them all.
         if let offset = data.firstIndex(of: 0) {
@@ -72,7 +78,7 @@ enum JSONBody {
                 .badRequest, "the \(what) body holds U+0000 (\\u0000 at byte \(offset)), which the server refuses")
         }
         do {
-            return try T.decodeBody(data)
+            return try decodeBody(data)
         } catch let error as DecodingError {
             throw E3DBError(.badRequest, "the \(what) body is not valid: \(describe(error))")
         } catch {

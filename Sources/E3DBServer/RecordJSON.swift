@@ -2,8 +2,8 @@ import E3DBAPI
 import NIOCore
 
 /// Record response bodies written straight into the response bytes. The stored `plain` and `data` members are JSON
-/// text the server itself encoded at write time (or its backend re-serialized), so they are spliced in as they are:
-/// no decode and re-encode per read. The members and their order are those of ``API/Record``'s encoding.
+/// objects of strings the server read through at write time (the client's text, or the server's own), so they are
+/// spliced in as they are: no decode and re-encode per read. The members and their order are those of ``API/Record``'s encoding.
 enum RecordJSON {
     /// `{"meta":{"record_id":…,"writer_id":…,"user_id":…,"type":…,"plain":{…},"created":…,"last_modified":…,
     /// "version":…},"data":{…},"rec_sig":…}` (`rec_sig` only when set). For records without `file_meta`, read

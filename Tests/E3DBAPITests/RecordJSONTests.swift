@@ -90,21 +90,27 @@ struct RecordJSONTests {
         expectSameOutcome(#"{\#(meta),"data":{\#(members),"f7":"again"}}"#)
     }
 
-    @Test("every truncation and every single-byte change of a body gets JSONDecoder's outcome")
-    func mutations() {
-        let body = Data(
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#
-                .utf8)
-        for n in 0...body.count { expectSameOutcome(body.prefix(n)) }
+    /// Every prefix of `body`, and six random single-byte changes at each of its offsets.
+    static func truncationsAndMutations(of body: Data) -> [Data] {
+        var out = (0...body.count).map { Data(body.prefix($0)) }
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]:,"\ u0123456789abcdefnrtl-.eE"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xFF]
         for i in 0..<body.count {
             for _ in 0..<6 {
                 var mutated = body
                 mutated[i] = alphabet.randomElement(using: &generator)!
-                expectSameOutcome(mutated)
+                out.append(mutated)
             }
         }
+        return out
+    }
+
+    @Test("every truncation and every single-byte change of a body gets JSONDecoder's outcome")
+    func mutations() {
+        let body = Data(
+            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#
+                .utf8)
+        for variant in Self.truncationsAndMutations(of: body) { expectSameOutcome(variant) }
     }
 
     @Test("jsonData decodes back to the same record, whatever the strings hold")
@@ -144,5 +150,43 @@ struct RecordJSONTests {
         #expect(try JSONDecoder().decode([String: String].self, from: Data(text.utf8)) == map)
         #expect(text.hasPrefix(#"{"":"empty","a":"1\"\\/\u0001","b":"2""#))
         #expect(JSONText.sortedObject([:]) == "{}")
+    }
+
+    /// When `decodeJSONKeepingText` returns text, the text is the objects as they came and decodes to the maps.
+    func expectTextMeansMaps(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let result = try? API.Record.decodeJSONKeepingText(data), let text = result.text else { return }
+        func map(_ json: String?) -> [String: String]? {
+            json.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+        }
+        let body = String(decoding: data, as: UTF8.self)
+        #expect(map(text.plain) == result.record.meta.plain, "\(body)", sourceLocation: sourceLocation)
+        #expect(map(text.data) ?? [:] == result.record.data, "\(body)", sourceLocation: sourceLocation)
+        for member in [text.plain, text.data].compactMap(\.self) {
+            #expect(body.contains(member), "\(body)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("decodeJSONKeepingText: plain and data as they came, only when the fast reader read them")
+    func keptText() throws {
+        // Python's separators and escapes stay as sent; the server stores this text and never writes it again.
+        let python =
+            #"{"meta": {"writer_id": "w", "user_id": "u", "type": "t", "plain": {"k": "caf\u00e9", "z": "1"}}, "data": {"f": "a.b", "\/": "c"}}"#
+        let (record, text) = try API.Record.decodeJSONKeepingText(Data(python.utf8))
+        #expect(record == (try API.Record.decodeJSON(Data(python.utf8))))
+        #expect(text?.plain == #"{"k": "caf\u00e9", "z": "1"}"#)
+        #expect(text?.data == #"{"f": "a.b", "\/": "c"}"#)
+        // plain absent or null, data null: no text.
+        let bare = try API.Record.decodeJSONKeepingText(
+            Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":null},"data":null}"#.utf8))
+        #expect(bare.text?.plain == nil && bare.text?.data == nil && bare.text != nil)
+        // A repeated field is left to JSONDecoder: then there is no text, and the server writes the map anew.
+        let repeatedBody = Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":"1","f":"2"}}"#.utf8)
+        let repeated = try API.Record.decodeJSONKeepingText(repeatedBody)
+        #expect(repeated.text == nil)
+        #expect(repeated.record == (try JSONDecoder().decode(API.Record.self, from: repeatedBody)))
+        // Every truncation and single-byte change: any text returned means exactly the decoded maps.
+        let body = Data(
+            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"}},"data":{"f":"a\nb","g":""}}"#.utf8)
+        for variant in Self.truncationsAndMutations(of: body) { expectTextMeansMaps(variant) }
     }
 }

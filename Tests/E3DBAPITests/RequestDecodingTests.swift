@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import Foundation
 import Testing
 
@@ -166,5 +167,33 @@ struct RequestDecodingTests {
             let deny = try decode(API.PolicyRequest.self, #"{"deny":[{"\#(verb)":{}}]}"#)
             #expect(deny.deny?.first?[verb] == .object([:]))
         }
+    }
+
+    @Test("a note's file_meta and eacp and the policy verbs go back on the wire as they came (JSONValue)")
+    func passThroughMembersKeepTheirJSON() throws {
+        let body =
+            #"{"recipient_signing_key":"r","writer_signing_key":"w","writer_encryption_key":"e","encrypted_access_key":"k","data":{"f":"x"},"file_meta":{"size":5,"big":9007199254740993,"ratio":1.5,"list":[true,null,"s",{"n":-3}]},"eacp":{}}"#
+        let note = try decode(API.Note.self, body)
+        #expect(note.eacp == .object([:]))
+        let fileMeta = try #require(note.fileMeta?.objectValue)
+        #expect(fileMeta["size"] == .number(5))
+        #expect(fileMeta["list"] == [true, nil, "s", ["n": -3]])
+        // Integral numbers are written without a fraction, as the SDKs sent them; the note comes back equal.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let text = String(decoding: try encoder.encode(note), as: UTF8.self)
+        #expect(
+            text.contains(#""file_meta":{"big":9007199254740992,"list":[true,null,"s",{"n":-3}],"ratio":1.5,"size":5}"#)
+        )
+        #expect(text.contains(#""eacp":{}"#))
+        #expect(try decode(API.Note.self, text) == note)
+        // The policy verbs' empty objects.
+        let policy = API.PolicyRequest(allow: [["read": .object([:])]], deny: [["authorizer": [:]]])
+        #expect(
+            String(decoding: try encoder.encode(policy), as: UTF8.self)
+                == #"{"allow":[{"read":{}}],"deny":[{"authorizer":{}}]}"#)
+        #expect(try decode(API.PolicyRequest.self, #"{"allow":[{"read":{}}],"deny":[{"authorizer":{}}]}"#) == policy)
+        // A verb list element that is not an object is refused, as a dictionary of values was.
+        #expect(throws: DecodingError.self) { try decode(API.PolicyRequest.self, #"{"allow":["read"]}"#) }
     }
 }

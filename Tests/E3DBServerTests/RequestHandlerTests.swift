@@ -377,3 +377,58 @@ struct SearchMatchingTests {
         #expect(try SearchTerm("abcd", .fuzzy).matches("abdc", budget: &budget))
     }
 }
+
+/// The `plain` and `data` of a record body are stored as the client sent them and answered as stored: the server
+/// reads them once and never writes them again.
+@Suite("Record text as received")
+struct ReceivedRecordTextTests {
+    @Test("write, update and read: plain and data as sent (separators, escapes, order); a repeated field written anew")
+    func storedAsSent() async throws {
+        let s = try await RequestHandlerTests.Server.make()
+        let plain = #"{"z": "1", "k": "caf\u00e9"}"#
+        let data = #"{"g": "e.f.g.h", "f": "a.b\/c.d"}"#
+        let written = await s.send(
+            .post, "/v1/storage/records", headers: s.bearer,
+            body:
+                #"{"meta": {"writer_id": "\#(s.clientID)", "user_id": "\#(s.clientID)", "type": "t", "plain": \#(plain)}, "data": \#(data)}"#
+        )
+        #expect(written.status == 201)
+        let echoed = String(decoding: written.body, as: UTF8.self)
+        #expect(echoed.contains(#""plain":\#(plain),"#) && echoed.contains(#""data":\#(data)"#), "\(echoed)")
+        let meta = try #require(written.json?["meta"] as? [String: Any])
+        #expect(meta["plain"] as? [String: String] == ["z": "1", "k": "café"])
+        let id = try #require(meta["record_id"] as? String)
+        let recordID = try #require(RecordID(id))
+        let row = try #require(try await s.storage.record(id: recordID))
+        #expect(row.plainJSON == plain && row.dataJSON == data)
+        let read = await s.send(.get, "/v1/storage/records/\(id)", headers: s.bearer)
+        #expect(read.status == 200 && read.body == written.body)
+        // A field-filtered read decodes the stored text.
+        let field = await s.send(.get, "/v1/storage/records/\(id)?field=f", headers: s.bearer)
+        #expect(field.json?["data"] as? [String: String] == ["f": "a.b/c.d"])
+
+        // An update without plain keeps the stored plain and stores its data as sent.
+        let version = try #require(meta["version"] as? String)
+        let newData = #"{ "f" : "x.y.z.w" }"#
+        let updated = await s.send(
+            .put, "/v1/storage/records/safe/\(id)/\(version)", headers: s.bearer,
+            body:
+                #"{"meta":{"writer_id":"\#(s.clientID)","user_id":"\#(s.clientID)","type":"t"},"data":\#(newData)}"#)
+        #expect(updated.status == 200)
+        let after = try #require(try await s.storage.record(id: recordID))
+        #expect(after.plainJSON == plain && after.dataJSON == newData)
+
+        // A repeated field is JSONDecoder's to read; the server writes the map it decoded.
+        let repeated = await s.send(
+            .post, "/v1/storage/records", headers: s.bearer,
+            body:
+                #"{"meta":{"writer_id":"\#(s.clientID)","user_id":"\#(s.clientID)","type":"t"},"data":{"f":"1","f":"2"}}"#
+        )
+        #expect(repeated.status == 201)
+        let repeatedID = try #require((repeated.json?["meta"] as? [String: Any])?["record_id"] as? String)
+        let repeatedRecordID = try #require(RecordID(repeatedID))
+        let repeatedRow = try #require(try await s.storage.record(id: repeatedRecordID))
+        let decoded = try JSONDecoder().decode([String: String].self, from: Data(#"{"f":"1","f":"2"}"#.utf8))
+        #expect(repeatedRow.dataJSON == JSONText.sortedObject(decoded) && repeatedRow.plainJSON == "{}")
+    }
+}

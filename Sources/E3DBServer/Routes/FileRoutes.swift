@@ -63,9 +63,8 @@ extension E3DBService {
 
     func createPendingFile(_ r: APIRequest) async throws -> Response {
         let caller = try r.caller()
-        let req = try JSONBody.decode(
-            API.Record.self, from: try await body(r, for: .client(caller.clientID)),
-            what: "file record")
+        let request = try recordRequest(try await body(r, for: .client(caller.clientID)), what: "file record")
+        let req = request.record
         try checkWriter(req.meta, caller: caller)
         guard let fm = req.meta.fileMeta, let checksum = fm.checksum, let md5 = Data(base64Encoded: checksum),
             md5.count == 16
@@ -87,7 +86,7 @@ extension E3DBService {
                 pendingID: id,
                 record: RecordRow(
                     recordID: id, writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
-                    plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
+                    plainJSON: request.plainJSON ?? "{}", dataJSON: request.dataJSON,
                     recSig: req.recSig, fileMetaJSON: fileMetaJSON, created: now, lastModified: now,
                     version: ""),
                 checksum: checksum, size: size, uploaded: false, created: now))

@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import Foundation
 import HTTPTypes
@@ -34,7 +35,7 @@ extension E3DBService {
         let req = try JSONBody.decode(
             API.PolicyRequest.self, from: try await body(r, for: .client(caller.clientID)),
             what: "policy")
-        func verbs(_ list: [[String: AnyJSON]]?) throws -> Set<String> {
+        func verbs(_ list: [JSONObject]?) throws -> Set<String> {
             var out = Set<String>()
             for element in list ?? [] {
                 for key in element.keys {

@@ -29,7 +29,8 @@ extension E3DBService {
 
     /// The row a record write stores: the body decoded and checked as `POST /v1/storage/records` requires.
     func newRecord(_ body: Data, caller: ClientRow) throws -> RecordRow {
-        let req = try JSONBody.decode(API.Record.self, from: body, what: "record")
+        let request = try recordRequest(body)
+        let req = request.record
         try checkWriter(req.meta, caller: caller)
         guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
         guard req.meta.fileMeta == nil else {
@@ -38,7 +39,7 @@ extension E3DBService {
         let now = clock.now()
         return RecordRow(
             recordID: .random(), writerID: caller.clientID, userID: caller.clientID, type: req.meta.type,
-            plainJSON: Self.jsonText(req.meta.plain ?? [:]), dataJSON: Self.jsonText(req.data),
+            plainJSON: request.plainJSON ?? "{}", dataJSON: request.dataJSON,
             recSig: req.recSig, fileMetaJSON: nil, created: now, lastModified: now, version: RecordRow.newVersion())
     }
 
@@ -72,8 +73,8 @@ extension E3DBService {
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
         let caller = try r.caller()
-        let req = try JSONBody.decode(
-            API.Record.self, from: try await body(r, for: .client(caller.clientID)), what: "record")
+        let request = try recordRequest(try await body(r, for: .client(caller.clientID)))
+        let req = request.record
         guard !req.data.isEmpty else { throw E3DBError(.badRequest, "data must have at least one field") }
         guard let id = RecordID(id), let current = try await storage.record(id: id),
             AccessRules.mayChangeRecord(caller: caller.clientID, writer: current.writerID)
@@ -81,8 +82,8 @@ extension E3DBService {
             throw E3DBError(.forbidden, "no such record, or this client did not write it")
         }
         let outcome = try await storage.updateRecord(
-            id: id, expectedVersion: version.lowercased(), plainJSON: req.meta.plain.map(Self.jsonText),
-            dataJSON: Self.jsonText(req.data), recSig: req.recSig, newVersion: RecordRow.newVersion(), now: clock.now())
+            id: id, expectedVersion: version.lowercased(), plainJSON: request.plainJSON,
+            dataJSON: request.dataJSON, recSig: req.recSig, newVersion: RecordRow.newVersion(), now: clock.now())
         switch outcome {
         case .done(let row):
             // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.

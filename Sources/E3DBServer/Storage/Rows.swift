@@ -89,7 +89,8 @@ package struct PolicyRow: Sendable, Hashable {
     }
 }
 
-/// A stored record. `plain`, `data` and `file_meta` are kept as the JSON text the server encoded once.
+/// A stored record. `plain` and `data` are kept as the JSON text the client sent (the server's record reader read
+/// it through; a body it left to `JSONDecoder` has them written anew), `file_meta` as the server encoded it.
 package struct RecordRow: Sendable, Hashable {
     /// The monotonically increasing index (≥ 1) that v1 search pages on; 0 before insertion.
     package var index: Int64

@@ -21,22 +21,16 @@ struct ClientNoteCommand: SubcommandGroup {
 
 /// A note as printed: the server's members (ids, views) and, for a read, the decrypted fields.
 func noteLine(_ note: API.Note, data: RecordData?) throws -> String {
-    var object: [String: AnyJSON] = [
-        "note_id": note.noteID.map(AnyJSON.string) ?? .null,
+    var object: JSONObject = [
+        "note_id": note.noteID.map(JSONValue.string) ?? .null,
         "id_string": .string(note.idString ?? ""),
         "views": note.views.map { .number(Double($0)) } ?? .null,
         "max_views": note.maxViews.map { .number(Double($0)) } ?? .null,
-        "created_at": note.createdAt.map(AnyJSON.string) ?? .null,
-        "expiration": note.expires == true ? note.expiration.map(AnyJSON.string) ?? .null : .null,
+        "created_at": note.createdAt.map(JSONValue.string) ?? .null,
+        "expiration": note.expires == true ? note.expiration.map(JSONValue.string) ?? .null : .null,
     ]
-    if let data {
-        var fields: [String: AnyJSON] = [:]
-        for (k, v) in data { fields[k] = .string(v) }
-        object["data"] = .object(fields)
-    }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return String(decoding: try encoder.encode(object), as: UTF8.self)
+    if let data { object["data"] = .object(data.jsonObject) }
+    return try jsonLine(object)
 }
 
 /// Anonymous mode: key pairs from a file (never argv) and the server's URL.

@@ -119,6 +119,43 @@ extension EncryptedStore {
         return key
     }
 
+    /// What one attempt at a write under a collection's current access key did.
+    enum KeyedAttempt<T> {
+        case written(T)
+        /// The write transaction found another key version current than the attempt's (`keyIsCurrent`): a rotation
+        /// made a new key current meanwhile, and may have deleted the attempt's. Nothing was written.
+        case keyRotated
+    }
+
+    /// The one home of writes that encrypt under `collection`'s current access key, which may be the one kept in
+    /// memory since before a rotation (in this or another connection) made another key current and deleted it:
+    /// `attempt` gets the current key and, in its write transaction, checks it with `keyIsCurrent` before writing;
+    /// on `keyRotated` the kept keys are forgotten and it runs again with the key read anew, at most 8 times.
+    /// - Throws: `versionConflict` when the key kept rotating; what `attempt` throws.
+    func withCurrentKey<T>(
+        _ collection: String, create: Bool,
+        _ attempt: ((key: AccessKey, version: Int)) throws(E3DBError) -> KeyedAttempt<T>
+    ) throws(E3DBError) -> T {
+        for _ in 0..<8 {
+            if case .written(let result) = try attempt(accessKey(for: collection, create: create)) { return result }
+            invalidateKeys(collection)
+        }
+        throw keyKeptRotating(collection)
+    }
+
+    func keyKeptRotating(_ collection: String) -> E3DBError {
+        E3DBError(
+            .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
+            context: .init(item: collection))
+    }
+
+    /// Inside a write transaction: whether key `version` is still `collection`'s current one (see
+    /// ``withCurrentKey(_:create:_:)``).
+    func keyIsCurrent(_ db: Database, collection: String, version: Int) throws -> Bool {
+        try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+            == version
+    }
+
     func invalidateKeys(_ collection: String) {
         state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
     }

@@ -48,46 +48,31 @@ extension EncryptedStore {
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) throws(E3DBError) -> [RecordReference]? {
-        for _ in 0..<8 {
-            switch try insertRecordsOnce(collection: collection, records: records, ids: ids) {
-            case .written(let references): return references
-            case .present: return nil
-            case .keyRotated: invalidateKeys(collection)
-            }
+        try withCurrentKey(collection, create: true) { access throws(E3DBError) in
+            try insertRecordsOnce(collection: collection, records: records, ids: ids, access: access)
         }
-        throw E3DBError(
-            .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
-            context: .init(item: collection))
     }
 
-    private enum InsertOutcome {
-        case written([RecordReference])
-        /// A record with one of the given ids exists.
-        case present
-        /// The collection's current key is no longer the one the records were encrypted under.
-        case keyRotated
-    }
-
+    /// One attempt of ``insertRecords(collection:records:ids:)`` under `access`: `written(nil)` when a record with
+    /// one of `ids` exists.
     private func insertRecordsOnce(
-        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
-    ) throws(E3DBError) -> InsertOutcome {
+        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?,
+        access: (key: AccessKey, version: Int)
+    ) throws(E3DBError) -> KeyedAttempt<[RecordReference]?> {
         let keys = try currentKeys()
-        let access = try accessKey(for: collection, create: true)
         let indexes = try databaseCall("reading the indexes of collection \(collection)") {
             try pool.read { db in
                 try anyRecordPresent(db, ids) ? nil : indexKeys(db, keys: keys, collection: collection)
             }
         }
-        guard let indexes else { return .present }
+        guard let indexes else { return .written(nil) }
         let rows = try encryptNewRecords(
             records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
         beforeInsertTransaction.withLock { $0 }?()
         return try databaseCall("writing to collection \(collection)") {
-            try pool.write { db -> InsertOutcome in
-                if try anyRecordPresent(db, ids) { return .present }
-                let keyVersion = try Int.fetchOne(
-                    db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-                guard keyVersion == access.version else { return .keyRotated }
+            try pool.write { db -> KeyedAttempt<[RecordReference]?> in
+                if try anyRecordPresent(db, ids) { return .written(nil) }
+                guard try keyIsCurrent(db, collection: collection, version: access.version) else { return .keyRotated }
                 let current = try indexKeys(db, keys: keys, collection: collection)
                 let sameIndexes = current.map(\.index) == indexes.map(\.index)
                 try writingRecords(db, keys, collection: collection) { state in
@@ -150,65 +135,73 @@ extension EncryptedStore {
     }
 
     /// ``update(collection:id:expectedVersion:type:data:plain:)``; a nil `expectedVersion` updates whatever version
-    /// is current (read in the same transaction).
+    /// is current (read in the same transaction). The fields are encrypted under the collection's current key,
+    /// checked in the transaction (``withCurrentKey(_:create:_:)``).
     func updateRecord(
         collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
     ) throws(E3DBError) -> RecordReference {
         let keys = try currentKeys()
-        let access = try accessKey(for: collection, create: false)
         let idText = id.lowercasedString
         let now = StoreTime.format(StoreTime.now())
-        return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
-            try pool.write { db -> RecordReference in
-                guard
-                    let fetched = try Row.fetchOne(
-                        db, sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
-                        arguments: [idText, collection])
-                else {
-                    throw E3DBError(
-                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
-                    )
-                }
-                let row = UntrustedRow(store: fetched, table: "records")
-                let current = try row.value("version", as: Int.self)
-                if let expectedVersion, current != expectedVersion {
-                    throw E3DBError(
-                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
-                        context: .init(expected: expectedVersion, actual: current, item: idText))
-                }
-                let newVersion = current + 1
-                let seq = try row.value("seq", as: Int64.self)
-                let created = try row.value("created", as: String.self)
-                let recordType = try type ?? row.value("type", as: String.self)
-                let document = EncryptedDocument(
-                    meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
-                    data: encryptFields(data, accessKey: access.key), recordSignature: nil)
-                let bytes = document.jsonData()
-                let mac = try bindingMAC(
-                    keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
-                    created: created, updated: now, document: bytes)
-                let oldMAC = try row.optional("mac", as: Data.self) ?? Data()
-                try writingRecords(db, keys, collection: collection) { state in
-                    try db.execute(
-                        sql: """
-                            UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
-                            WHERE seq = ? AND version = ?
-                            """,
-                        arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, current])
-                    guard db.changesCount == 1 else {
-                        throw E3DBError(
-                            .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+        return try withCurrentKey(collection, create: false) { access throws(E3DBError) in
+            try databaseCall("updating record \(idText)") { () throws -> KeyedAttempt<RecordReference> in
+                try pool.write { db -> KeyedAttempt<RecordReference> in
+                    guard try keyIsCurrent(db, collection: collection, version: access.version) else {
+                        return .keyRotated
                     }
-                    try state.remove(id: idText, version: current, mac: oldMAC)
-                    try state.add(id: idText, version: newVersion, mac: mac)
+                    guard
+                        let fetched = try Row.fetchOne(
+                            db,
+                            sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
+                            arguments: [idText, collection])
+                    else {
+                        throw E3DBError(
+                            .recordNotFound, "no record \(idText) in collection \(collection)",
+                            context: .init(item: idText)
+                        )
+                    }
+                    let row = UntrustedRow(store: fetched, table: "records")
+                    let current = try row.value("version", as: Int.self)
+                    if let expectedVersion, current != expectedVersion {
+                        throw E3DBError(
+                            .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                            context: .init(expected: expectedVersion, actual: current, item: idText))
+                    }
+                    let newVersion = current + 1
+                    let seq = try row.value("seq", as: Int64.self)
+                    let created = try row.value("created", as: String.self)
+                    let recordType = try type ?? row.value("type", as: String.self)
+                    let document = EncryptedDocument(
+                        meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
+                        data: encryptFields(data, accessKey: access.key), recordSignature: nil)
+                    let bytes = document.jsonData()
+                    let mac = try bindingMAC(
+                        keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
+                        created: created, updated: now, document: bytes)
+                    let oldMAC = try row.optional("mac", as: Data.self) ?? Data()
+                    try writingRecords(db, keys, collection: collection) { state in
+                        try db.execute(
+                            sql: """
+                                UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
+                                WHERE seq = ? AND version = ?
+                                """,
+                            arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, current])
+                        guard db.changesCount == 1 else {
+                            throw E3DBError(
+                                .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+                        }
+                        try state.remove(id: idText, version: current, mac: oldMAC)
+                        try state.add(id: idText, version: newVersion, mac: mac)
+                    }
+                    try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
+                    try insertPlain(db, seq: seq, plain: plain)
+                    try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
+                    try insertTokens(
+                        db, indexes: indexKeys(db, keys: keys, collection: collection), collection: collection,
+                        seq: seq,
+                        data: data)
+                    return .written(RecordReference(id: id, version: newVersion))
                 }
-                try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
-                try insertPlain(db, seq: seq, plain: plain)
-                try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
-                try insertTokens(
-                    db, indexes: indexKeys(db, keys: keys, collection: collection), collection: collection, seq: seq,
-                    data: data)
-                return RecordReference(id: id, version: newVersion)
             }
         }
     }

@@ -634,6 +634,27 @@ struct RotationTests {
         #expect(try other.verify().problems.isEmpty)
     }
 
+    @Test("an update under a key that another connection rotated away starts over with the new key")
+    func rotationBeforeUpdate() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let record = try store.put(collection: "c", type: "t", data: ["n": "first"])
+        let keyed = try store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed"])
+        // `store` keeps collection c's key 1 in memory; another connection rotates to key 2 and, no record being
+        // left under key 1, deletes it.
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        #expect(try other.rotateKey(collection: "c").keyVersion == 2)
+        #expect(
+            try store.update(collection: "c", id: record.id, expectedVersion: 1, data: ["n": "second"]).version == 2)
+        #expect(
+            try store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed 2"]).version == keyed.version + 1)
+        // Written under key 2, so every connection reads them, and nothing is left under a deleted key.
+        #expect(try other.get(collection: "c", id: record.id).data == ["n": "second"])
+        #expect(try other.get(collection: "c", key: "k").data == ["n": "keyed 2"])
+        #expect(try other.keyStatus(collection: "c") == (2, 0))
+        #expect(try other.verify().problems.isEmpty)
+    }
+
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")
     func resume() async throws {
         let dir = try StoreDirectory()

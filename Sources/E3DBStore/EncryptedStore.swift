@@ -450,12 +450,28 @@ public final class EncryptedStore: Sendable {
     /// - Throws: `storeLocked`.
     package func databasePageKey() throws(E3DBError) -> SecureBytes { try currentKeys().databaseKey }
 
+    /// The one check of every new connection to the store's database (the pool's writer and readers, the record
+    /// readers, an observation's watcher), before it reads anything: an encrypted database's page key must be in this
+    /// process's E3DBSQLite key registry. It is not while the store is locked, nor after someone forgot it
+    /// (`E3DBSQLite.forgetKey` on the store's URI); SQLite would then report "file is not a database", which the store
+    /// would take for a damaged file (`storeCorrupted`, "restore it from a backup").
+    /// - Throws: `keyMissing` naming the page key.
+    static func requirePageKey(_ location: String) throws(E3DBError) {
+        guard E3DBSQLite.isKeyMissing(inURI: location) else { return }
+        throw E3DBError(
+            .keyMissing,
+            "the page key of the store's encrypted database is not in this process (the store is locked, or the key "
+                + "was forgotten through E3DBSQLite): no new connection to it opens until the store is unlocked",
+            context: .init(part: "database page key"))
+    }
+
     /// A pool on the database at `location` (a path, or an E3DBSQLite URI: the key never appears in it).
     static func openPool(location: String) throws(E3DBError) -> DatabasePool {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
+            try requirePageKey(location)
             // Keep SQLite's temporary tables and sort files in memory, and zero deleted content.
             try db.execute(sql: "PRAGMA temp_store = MEMORY; PRAGMA secure_delete = ON")
         }

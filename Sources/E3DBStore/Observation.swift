@@ -110,6 +110,7 @@ extension EncryptedStore {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { [location = pool.path] _ in try EncryptedStore.requirePageKey(location) }
         return try databaseCall("opening a connection to watch the store") {
             try DatabaseQueue(path: pool.path, configuration: configuration)
         }

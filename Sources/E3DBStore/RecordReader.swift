@@ -274,7 +274,10 @@ final class RecordReaders: Sendable {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+        configuration.prepareDatabase { [location] db in
+            try EncryptedStore.requirePageKey(location)
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        }
         return try DatabaseQueue(path: location, configuration: configuration)
     }
 }

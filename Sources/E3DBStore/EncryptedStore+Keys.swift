@@ -25,7 +25,7 @@ extension EncryptedStore {
     /// Whether the store's keys are in memory.
     public var isLocked: Bool { state.withLock { $0 == nil } }
 
-    /// Opens the master key again after ``lock()``, and checks the state rows as ``open(at:credential:expectedMinimumWriteCounter:)`` does.
+    /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
     /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered`.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
         let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
@@ -95,7 +95,7 @@ extension EncryptedStore {
         try collectionKeys(collection, create: create).currentKey
     }
 
-    /// ``accessKey(for:create:)`` through GRDB's async access.
+    /// `accessKey(for:create:)` through GRDB's async access.
     func accessKey(for collection: String, create: Bool) async throws(E3DBError) -> (key: AccessKey, version: Int) {
         try await collectionKeys(collection, create: create).currentKey
     }
@@ -111,7 +111,7 @@ extension EncryptedStore {
         return key
     }
 
-    /// ``accessKey(for:version:item:)`` through GRDB's async access.
+    /// `accessKey(for:version:item:)` through GRDB's async access.
     func accessKey(for collection: String, version: Int, item: String) async throws(E3DBError) -> AccessKey {
         if let key = try await collectionKeys(collection, create: false).keys[version] { return key }
         invalidateKeys(collection)
@@ -162,7 +162,7 @@ extension EncryptedStore {
         throw keyKeptRotating(collection)
     }
 
-    /// ``withCurrentKey(_:create:_:)`` for an attempt through GRDB's async access.
+    /// `withCurrentKey(_:create:_:)` for an attempt through GRDB's async access.
     func withCurrentKey<T: Sendable>(
         _ collection: String, create: Bool,
         _ attempt: ((key: AccessKey, version: Int)) async throws(E3DBError) -> KeyedAttempt<T>
@@ -183,7 +183,7 @@ extension EncryptedStore {
     }
 
     /// Inside a write transaction: whether key `version` is still `collection`'s current one (see
-    /// ``withCurrentKey(_:create:_:)``).
+    /// `withCurrentKey(_:create:_:)`).
     func keyIsCurrent(_ db: Database, collection: String, version: Int) throws -> Bool {
         try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
             == version
@@ -211,7 +211,7 @@ extension EncryptedStore {
         return try keep(stored, of: collection, keys)
     }
 
-    /// ``collectionKeys(_:create:)`` through GRDB's async access.
+    /// `collectionKeys(_:create:)` through GRDB's async access.
     func collectionKeys(_ collection: String, create: Bool) async throws(E3DBError) -> CollectionKeys {
         if let kept = try keptCollectionKeys(collection) { return kept }
         let keys = try currentKeys()

@@ -27,7 +27,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``find(_:)`` for async callers: the pages of ``records(matching:pageSize:)``, collected.
+    /// `find(_:)` for async callers: the pages of ``records(matching:pageSize:)``, collected.
     public func find(_ query: RecordQuery) async throws(E3DBError) -> [StoredRecord] {
         var result: [StoredRecord] = []
         var iterator = records(matching: query, pageSize: 512).makeAsyncIterator()
@@ -137,7 +137,7 @@ extension EncryptedStore {
         return try decodePage(rows, collection: query.collection)
     }
 
-    /// ``fetchPage(_:after:count:)`` through GRDB's async access (the collection's keys too, when not in memory).
+    /// `fetchPage(_:after:count:)` through GRDB's async access (the collection's keys too, when not in memory).
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) async throws(E3DBError) -> Page {
         _ = try currentKeys()
         let rows = try await databaseCall("querying collection \(query.collection)") {

@@ -31,7 +31,7 @@ extension EncryptedStore {
         try put(collection: collection, records: [(type, data, plain)])[0]
     }
 
-    /// ``put(collection:type:data:plain:)`` for async callers.
+    /// `put(collection:type:data:plain:)` for async callers.
     @discardableResult
     public func put(collection: String, type: String, data: RecordData, plain: RecordData = RecordData())
         async throws(E3DBError) -> RecordReference
@@ -50,7 +50,7 @@ extension EncryptedStore {
         try insertRecords(collection: collection, records: records, ids: nil) ?? []
     }
 
-    /// ``put(collection:records:)`` for async callers. The encryption runs on the caller's task (a large batch
+    /// `put(collection:records:)` for async callers. The encryption runs on the caller's task (a large batch
     /// also on every processor, as in the synchronous form); the reads and the write transaction are awaited.
     public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)])
         async throws(E3DBError) -> [RecordReference]
@@ -65,7 +65,7 @@ extension EncryptedStore {
     /// transaction reads them again and, when one was created or dropped meanwhile, computes the rows' tokens for
     /// the indexes it sees (the documents and MACs do not depend on them). It also reads the collection's key
     /// version again: when a rotation made another key current meanwhile (and may have deleted the one the records
-    /// are under), nothing is written and the insert starts over with the current key (``withCurrentKey(_:create:_:)``).
+    /// are under), nothing is written and the insert starts over with the current key (`withCurrentKey(_:create:_:)`).
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) throws(E3DBError) -> [RecordReference]? {
@@ -86,7 +86,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``insertRecords(collection:records:ids:)`` through GRDB's async access.
+    /// `insertRecords(collection:records:ids:)` through GRDB's async access.
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) async throws(E3DBError) -> [RecordReference]? {
@@ -155,7 +155,7 @@ extension EncryptedStore {
         return try decodeFound(row, collection: collection, id: id, idText: idText)
     }
 
-    /// ``get(collection:id:)`` for async callers: the read is awaited; the record's collection keys are read
+    /// `get(collection:id:)` for async callers: the read is awaited; the record's collection keys are read
     /// through GRDB's async access when they are not in memory yet.
     public func get(collection: String, id: UUID) async throws(E3DBError) -> StoredRecord {
         let idText = id.lowercasedString
@@ -200,7 +200,7 @@ extension EncryptedStore {
             collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
     }
 
-    /// ``update(collection:id:expectedVersion:type:data:plain:)`` for async callers.
+    /// `update(collection:id:expectedVersion:type:data:plain:)` for async callers.
     @discardableResult
     public func update(
         collection: String, id: UUID, expectedVersion: Int, type: String? = nil, data: RecordData,
@@ -223,9 +223,9 @@ extension EncryptedStore {
         var idText: String { id.lowercasedString }
     }
 
-    /// ``update(collection:id:expectedVersion:type:data:plain:)``; a nil `expectedVersion` updates whatever version
+    /// `update(collection:id:expectedVersion:type:data:plain:)`; a nil `expectedVersion` updates whatever version
     /// is current (read in the same transaction). The fields are encrypted in the transaction under the collection's
-    /// current key, which it checks (``withCurrentKey(_:create:_:)``).
+    /// current key, which it checks (`withCurrentKey(_:create:_:)`).
     func updateRecord(
         collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
     ) throws(E3DBError) -> RecordReference {
@@ -239,7 +239,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``updateRecord(collection:id:expectedVersion:type:data:plain:)`` through GRDB's async access.
+    /// `updateRecord(collection:id:expectedVersion:type:data:plain:)` through GRDB's async access.
     func updateRecord(
         collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
     ) async throws(E3DBError) -> RecordReference {
@@ -324,7 +324,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``delete(collection:id:expectedVersion:)`` for async callers.
+    /// `delete(collection:id:expectedVersion:)` for async callers.
     public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) async throws(E3DBError) {
         let idText = id.lowercasedString
         let keys = try currentKeys()

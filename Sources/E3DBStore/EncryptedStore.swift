@@ -227,7 +227,7 @@ public final class EncryptedStore: Sendable {
         return store
     }
 
-    /// ``create(at:credential:kdf:databaseEncryption:)`` for async callers: the whole creation (Argon2id, the files,
+    /// `create(at:credential:kdf:databaseEncryption:)` for async callers: the whole creation (Argon2id, the files,
     /// the schema) runs on a thread of its own, so no thread of the cooperative pool waits for it.
     public static func create(
         at directory: URL, credential: StoreCredential, kdf: KDFPreset = .moderate,
@@ -238,7 +238,7 @@ public final class EncryptedStore: Sendable {
         }
     }
 
-    /// ``open(at:credential:expectedMinimumWriteCounter:)`` for async callers. Opening is CPU work and file I/O that
+    /// `open(at:credential:expectedMinimumWriteCounter:)` for async callers. Opening is CPU work and file I/O that
     /// GRDB has no async form of (Argon2id: 0.07 s to 2 s by preset; opening the files, migrating, checking the
     /// state), so the whole open runs on a thread of its own while the caller's task is suspended: no thread of the
     /// cooperative pool is held, however long the KDF takes.
@@ -502,7 +502,7 @@ func databaseCall<T>(_ doing: String, _ body: () throws -> T) throws(E3DBError) 
     }
 }
 
-/// ``databaseCall(_:_:)`` for GRDB's async database access.
+/// `databaseCall(_:_:)` for GRDB's async database access.
 func databaseCall<T>(_ doing: String, _ body: () async throws -> T) async throws(E3DBError) -> T {
     do {
         return try await body()

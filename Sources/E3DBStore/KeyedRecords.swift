@@ -31,7 +31,7 @@ extension EncryptedStore {
     ///   - expectedVersion: when given, the version the caller read (0 for "no record yet"); another one is
     ///     `E3DBError.Code.versionConflict`. Without it, the write replaces whatever version is current.
     /// - Returns: the record's id (``recordID(forKey:in:)``) and new version.
-    /// - Throws: `invalidParameter` for an empty key, `versionConflict`, the errors of ``put(collection:type:data:plain:)``.
+    /// - Throws: `invalidParameter` for an empty key, `versionConflict`, the errors of `put(collection:type:data:plain:)`.
     @discardableResult
     public func put(
         collection: String, key: String, type: String, data: RecordData, plain: RecordData = RecordData(),
@@ -61,7 +61,7 @@ extension EncryptedStore {
         throw keyedRecordKeptChanging(key, id: id)
     }
 
-    /// ``put(collection:key:type:data:plain:expectedVersion:)`` for async callers.
+    /// `put(collection:key:type:data:plain:expectedVersion:)` for async callers.
     @discardableResult
     public func put(
         collection: String, key: String, type: String, data: RecordData, plain: RecordData = RecordData(),
@@ -127,7 +127,7 @@ extension EncryptedStore {
     }
 
     /// Reads, authenticates and decrypts the record named `key` in `collection`.
-    /// - Throws: `recordNotFound` when there is none, and the errors of ``get(collection:id:)``.
+    /// - Throws: `recordNotFound` when there is none, and the errors of `get(collection:id:)`.
     public func get(collection: String, key: String) throws(E3DBError) -> StoredRecord {
         let id = try recordID(forKey: key, in: collection)
         do {
@@ -137,7 +137,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``get(collection:key:)`` for async callers.
+    /// `get(collection:key:)` for async callers.
     public func get(collection: String, key: String) async throws(E3DBError) -> StoredRecord {
         let id = try recordID(forKey: key, in: collection)
         do {
@@ -158,7 +158,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``delete(collection:key:expectedVersion:)`` for async callers.
+    /// `delete(collection:key:expectedVersion:)` for async callers.
     public func delete(collection: String, key: String, expectedVersion: Int? = nil) async throws(E3DBError) {
         let id = try recordID(forKey: key, in: collection)
         do {

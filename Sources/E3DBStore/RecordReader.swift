@@ -252,7 +252,7 @@ final class RecordReaders: Sendable {
         return try queue.unsafeRead(body)
     }
 
-    /// ``read(_:)`` through GRDB's async access (the connection's queue runs `body`; the caller's task waits
+    /// `read(_:)` through GRDB's async access (the connection's queue runs `body`; the caller's task waits
     /// suspended).
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         let queue = try checkOut()

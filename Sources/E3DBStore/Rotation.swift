@@ -70,7 +70,7 @@ extension EncryptedStore {
         return RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total)
     }
 
-    /// ``rotateKey(collection:batchSize:progress:)`` for async callers: every transaction is awaited; the
+    /// `rotateKey(collection:batchSize:progress:)` for async callers: every transaction is awaited; the
     /// re-encryption of a batch runs on the caller's task between them.
     @discardableResult
     public func rotateKey(
@@ -222,7 +222,7 @@ extension EncryptedStore {
         }
     }
 
-    /// ``keyStatus(collection:)`` for async callers.
+    /// `keyStatus(collection:)` for async callers.
     public func keyStatus(collection: String) async throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
         try await databaseCall("reading the key status of \(collection)") {
             try await pool.read { db in try keyStatus(db, collection: collection) }

@@ -113,7 +113,7 @@ struct StoreKeyOptions: ParsableArguments {
         }
     }
 
-    /// ``open()`` for async commands: the store's async open (its KDF on a thread of its own).
+    /// `open()` for async commands: the store's async open (its KDF on a thread of its own).
     func open() async throws -> EncryptedStore {
         let credential = try credential()
         do {

@@ -168,13 +168,3 @@ final class DownloadPipe: Sendable {
         }
     }
 }
-
-/// Runs `body` on a new thread (it blocks: the file cipher reading a ``DownloadPipe``) and returns its outcome
-/// without holding a task's thread meanwhile.
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
-        let thread = Thread { done.resume(with: Result { try body() }) }
-        thread.name = "e3dbkit-download"
-        thread.start()
-    }
-}

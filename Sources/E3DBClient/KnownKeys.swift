@@ -194,15 +194,9 @@ public final class KnownKeys: Sendable {
             if let failure { throw failure }
             return
         }
-        let outcome: Result<[UUID: Keys], E3DBError>
-        do {
-            outcome = try await onOwnThread { [self] in
-                Result { () throws(E3DBError) in try self.pinLocked(keys, for: id, path: path) }
-            }
-        } catch {
-            throw E3DBError(.fileIOFailed, "cannot pin a key in \(path)", context: .init(item: path))
+        let merged = try await onOwnThread { [self] () throws(E3DBError) -> [UUID: Keys] in
+            try self.pinLocked(keys, for: id, path: path)
         }
-        let merged = try outcome.get()
         pinned.withLock { $0 = merged }
     }
 

@@ -84,6 +84,13 @@ public enum E3DBSQLite {
         KeyRegistry.shared.register(key, settings: settings, handle: handle)
     }
 
+    /// Whether `uri` names a key handle that is not registered in this process (forgotten, or never given here), so
+    /// that a new connection through it cannot read the database. False for a URI without a key handle.
+    package static func isKeyMissing(inURI uri: String) -> Bool {
+        guard let handle = keyHandle(inURI: uri) else { return false }
+        return KeyRegistry.shared.entry(handle) == nil
+    }
+
     /// The key handle of a URI of ``uri(forDatabaseAt:key:settings:)``.
     private static func keyHandle(inURI uri: String) -> String? {
         guard let range = uri.range(of: "e3db_key=") else { return nil }

@@ -441,7 +441,7 @@ extension EncryptedStore {
 
     /// The store's write counter: one more in every write transaction, authenticated under the master key. An app
     /// that keeps the value it last saw outside the file (keychain, server) and passes it to
-    /// ``open(at:credential:expectedMinimumWriteCounter:)`` detects an older copy of the whole store.
+    /// `open(at:credential:expectedMinimumWriteCounter:)` detects an older copy of the whole store.
     /// - Throws: `storeLocked`, `storeTampered` when the counter does not authenticate.
     public var writeCounter: Int {
         get throws(E3DBError) {

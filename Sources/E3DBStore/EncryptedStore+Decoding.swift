@@ -122,7 +122,7 @@ extension EncryptedStore {
     }
 
     /// A new record (version 1) ready to be inserted.
-    struct NewRecordRow {
+    struct NewRecordRow: Sendable {
         let reference: RecordReference
         let type: String
         let keyVersion: Int

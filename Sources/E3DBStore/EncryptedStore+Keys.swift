@@ -25,7 +25,7 @@ extension EncryptedStore {
     /// Whether the store's keys are in memory.
     public var isLocked: Bool { state.withLock { $0 == nil } }
 
-    /// Opens the master key again after ``lock()``, and checks the state rows as ``open(at:credential:expectedMinimumWriteCounter:)`` does.
+    /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
     /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered`.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
         let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
@@ -95,17 +95,36 @@ extension EncryptedStore {
         try collectionKeys(collection, create: create).currentKey
     }
 
+    /// `accessKey(for:create:)` through GRDB's async access.
+    func accessKey(for collection: String, create: Bool) async throws(E3DBError) -> (key: AccessKey, version: Int) {
+        try await collectionKeys(collection, create: create).currentKey
+    }
+
     /// The access key of `collection` at `version` (a record's `key_version`).
     func accessKey(for collection: String, version: Int, item: String) throws(E3DBError) -> AccessKey {
         if let key = try collectionKeys(collection, create: false).keys[version] { return key }
         // A rotation in another connection may have added a key since it was cached.
         invalidateKeys(collection)
         guard let key = try collectionKeys(collection, create: false).keys[version] else {
-            throw E3DBError(
-                .storeCorrupted, "record \(item) is under key version \(version), which collection \(collection) lacks",
-                context: .init(item: item))
+            throw missingKeyVersion(collection, version: version, item: item)
         }
         return key
+    }
+
+    /// `accessKey(for:version:item:)` through GRDB's async access.
+    func accessKey(for collection: String, version: Int, item: String) async throws(E3DBError) -> AccessKey {
+        if let key = try await collectionKeys(collection, create: false).keys[version] { return key }
+        invalidateKeys(collection)
+        guard let key = try await collectionKeys(collection, create: false).keys[version] else {
+            throw missingKeyVersion(collection, version: version, item: item)
+        }
+        return key
+    }
+
+    private func missingKeyVersion(_ collection: String, version: Int, item: String) -> E3DBError {
+        E3DBError(
+            .storeCorrupted, "record \(item) is under key version \(version), which collection \(collection) lacks",
+            context: .init(item: item))
     }
 
     /// The key of blind index `name` of `collection`: derived from the master key once, then kept with the
@@ -119,58 +138,152 @@ extension EncryptedStore {
         return key
     }
 
+    /// What one attempt at a write under a collection's current access key did.
+    enum KeyedAttempt<T: Sendable>: Sendable {
+        case written(T)
+        /// The write transaction found another key version current than the attempt's (`keyIsCurrent`): a rotation
+        /// made a new key current meanwhile, and may have deleted the attempt's. Nothing was written.
+        case keyRotated
+    }
+
+    /// The one home of writes that encrypt under `collection`'s current access key, which may be the one kept in
+    /// memory since before a rotation (in this or another connection) made another key current and deleted it:
+    /// `attempt` gets the current key and, in its write transaction, checks it with `keyIsCurrent` before writing;
+    /// on `keyRotated` the kept keys are forgotten and it runs again with the key read anew, at most 8 times.
+    /// - Throws: `versionConflict` when the key kept rotating; what `attempt` throws.
+    func withCurrentKey<T: Sendable>(
+        _ collection: String, create: Bool,
+        _ attempt: ((key: AccessKey, version: Int)) throws(E3DBError) -> KeyedAttempt<T>
+    ) throws(E3DBError) -> T {
+        for _ in 0..<8 {
+            if case .written(let result) = try attempt(accessKey(for: collection, create: create)) { return result }
+            invalidateKeys(collection)
+        }
+        throw keyKeptRotating(collection)
+    }
+
+    /// `withCurrentKey(_:create:_:)` for an attempt through GRDB's async access.
+    func withCurrentKey<T: Sendable>(
+        _ collection: String, create: Bool,
+        _ attempt: ((key: AccessKey, version: Int)) async throws(E3DBError) -> KeyedAttempt<T>
+    ) async throws(E3DBError) -> T {
+        for _ in 0..<8 {
+            if case .written(let result) = try await attempt(accessKey(for: collection, create: create)) {
+                return result
+            }
+            invalidateKeys(collection)
+        }
+        throw keyKeptRotating(collection)
+    }
+
+    func keyKeptRotating(_ collection: String) -> E3DBError {
+        E3DBError(
+            .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
+            context: .init(item: collection))
+    }
+
+    /// Inside a write transaction: whether key `version` is still `collection`'s current one (see
+    /// `withCurrentKey(_:create:_:)`).
+    func keyIsCurrent(_ db: Database, collection: String, version: Int) throws -> Bool {
+        try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+            == version
+    }
+
     func invalidateKeys(_ collection: String) {
         state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
     }
 
+    /// The keys of `collection` (kept in memory once read), created when `create` is set and there is none.
     func collectionKeys(_ collection: String, create: Bool) throws(E3DBError) -> CollectionKeys {
-        let cached = try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> CollectionKeys? in
-            guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
-            return state.accessKeys[collection]
-        }
-        if let cached { return cached }
+        if let kept = try keptCollectionKeys(collection) { return kept }
         let keys = try currentKeys()
-        let rows = try databaseCall("reading collection \(collection)") {
-            try pool.read { db -> (Int?, [Row]) in
-                let current = try Int.fetchOne(
-                    db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-                let keyRows = try Row.fetchAll(
-                    db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?",
-                    arguments: [collection])
-                return (current, keyRows)
-            }
+        let stored = try databaseCall("reading collection \(collection)") {
+            try pool.read { db in try storedCollectionKeys(db, collection) }
         }
-        guard let current = rows.0 else {
-            guard create else {
-                throw E3DBError(
-                    .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
-            }
-            let key = AccessKey()
-            let wrapped = StoreKeys.wrap(key.secretBoxKey, under: keys.master)
+        guard let stored else {
+            let wrapped = try newCollectionKey(collection, create: create, keys)
             try databaseCall("creating collection \(collection)") {
-                try pool.write { db in
-                    try db.execute(
-                        sql: "INSERT OR IGNORE INTO collections (name, key_version, created) VALUES (?, 1, ?)",
-                        arguments: [collection, StoreTime.format(StoreTime.now())])
-                    if db.changesCount == 1 {
-                        try db.execute(
-                            sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
-                            arguments: [collection, wrapped])
-                        try commitState(
-                            db, keys,
-                            CollectionStateChange(
-                                collection: collection, authenticator: stateAuthenticator(keys), creating: true))
-                    }
-                }
+                try pool.write { db in try insertCollection(db, collection, wrapped: wrapped, keys) }
             }
             // Another writer may have won the race: read what is stored.
             return try collectionKeys(collection, create: false)
         }
-        var result = CollectionKeys(current: current, keys: [:])
-        for row in rows.1 {
-            let row = UntrustedRow(store: row, table: "collection_keys")
-            let version = try row.value("version", as: Int.self)
-            let wrapped = try row.value("wrapped_key", as: Data.self)
+        return try keep(stored, of: collection, keys)
+    }
+
+    /// `collectionKeys(_:create:)` through GRDB's async access.
+    func collectionKeys(_ collection: String, create: Bool) async throws(E3DBError) -> CollectionKeys {
+        if let kept = try keptCollectionKeys(collection) { return kept }
+        let keys = try currentKeys()
+        let stored = try await databaseCall("reading collection \(collection)") {
+            try await pool.read { db in try storedCollectionKeys(db, collection) }
+        }
+        guard let stored else {
+            let wrapped = try newCollectionKey(collection, create: create, keys)
+            try await databaseCall("creating collection \(collection)") {
+                try await pool.write { db in try insertCollection(db, collection, wrapped: wrapped, keys) }
+            }
+            return try await collectionKeys(collection, create: false)
+        }
+        return try keep(stored, of: collection, keys)
+    }
+
+    private func keptCollectionKeys(_ collection: String) throws(E3DBError) -> CollectionKeys? {
+        try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> CollectionKeys? in
+            guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
+            return state.accessKeys[collection]
+        }
+    }
+
+    /// A collection's current key version and its wrapped keys by version, nil when there is no such collection.
+    private func storedCollectionKeys(_ db: Database, _ collection: String) throws -> (
+        current: Int, wrapped: [(version: Int, key: Data)]
+    )? {
+        guard
+            let current = try Int.fetchOne(
+                db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+        else { return nil }
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?", arguments: [collection])
+        return try (
+            current,
+            rows.map { row in
+                let row = UntrustedRow(store: row, table: "collection_keys")
+                return (try row.value("version", as: Int.self), try row.value("wrapped_key", as: Data.self))
+            }
+        )
+    }
+
+    /// A new access key for a collection that does not exist, wrapped under the master key.
+    /// - Throws: `collectionNotFound` unless `create`.
+    private func newCollectionKey(_ collection: String, create: Bool, _ keys: StoreKeys) throws(E3DBError) -> Data {
+        guard create else {
+            throw E3DBError(
+                .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+        }
+        return StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
+    }
+
+    /// Creates `collection` with key version 1, unless another writer created it first.
+    private func insertCollection(_ db: Database, _ collection: String, wrapped: Data, _ keys: StoreKeys) throws {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO collections (name, key_version, created) VALUES (?, 1, ?)",
+            arguments: [collection, StoreTime.format(StoreTime.now())])
+        guard db.changesCount == 1 else { return }
+        try db.execute(
+            sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, 1, ?)",
+            arguments: [collection, wrapped])
+        try commitState(
+            db, keys,
+            CollectionStateChange(collection: collection, authenticator: stateAuthenticator(keys), creating: true))
+    }
+
+    /// Unwraps a collection's stored keys and keeps them in memory.
+    private func keep(
+        _ stored: (current: Int, wrapped: [(version: Int, key: Data)]), of collection: String, _ keys: StoreKeys
+    ) throws(E3DBError) -> CollectionKeys {
+        var result = CollectionKeys(current: stored.current, keys: [:])
+        for (version, wrapped) in stored.wrapped {
             let key = try StoreKeys.unwrap(
                 wrapped, under: keys.master,
                 failure: E3DBError(
@@ -178,7 +291,7 @@ extension EncryptedStore {
                     context: .init(item: collection)))
             result.keys[version] = AccessKey(key)
         }
-        guard result.keys[current] != nil else {
+        guard result.keys[stored.current] != nil else {
             throw E3DBError(
                 .storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
         }

@@ -27,6 +27,14 @@ extension EncryptedStore {
         }
     }
 
+    /// `find(_:)` for async callers: the pages of ``records(matching:pageSize:)``, collected.
+    public func find(_ query: RecordQuery) async throws(E3DBError) -> [StoredRecord] {
+        var result: [StoredRecord] = []
+        var iterator = records(matching: query, pageSize: 512).makeAsyncIterator()
+        while let record = try await iterator.next() { result.append(record) }
+        return result
+    }
+
     /// The number of records in `collection` (all collections when nil).
     public func count(collection: String? = nil) throws(E3DBError) -> Int {
         try databaseCall("counting records") {
@@ -47,7 +55,7 @@ extension EncryptedStore {
         }
     }
 
-    struct Page {
+    struct Page: Sendable {
         /// The records that matched every condition.
         var records: [StoredRecord]
         /// The last row read, and how many rows were read (before field conditions).
@@ -124,23 +132,43 @@ extension EncryptedStore {
     func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) throws(E3DBError) -> Page {
         _ = try currentKeys()  // a locked store refuses every query, also one that matches nothing
         let rows = try databaseCall("querying collection \(query.collection)") {
-            // One connection for the index definitions (when field conditions may use them) and the query; the
-            // query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
-            try readers.read { db in
-                let indexes = query.usesIndexes ? try loadIndexes(db, collection: query.collection) : []
-                let matcher = try QueryMatcher(query, indexes: indexes, store: self)
-                let (sql, statementArguments) = querySQL(matcher, after: after, count: count)
-                return (matcher, try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments))
-            }
+            try readers.read { db in try pageRows(db, query, after: after, count: count) }
         }
-        let matcher = rows.0
+        return try decodePage(rows, collection: query.collection)
+    }
+
+    /// `fetchPage(_:after:count:)` through GRDB's async access (the collection's keys too, when not in memory).
+    func fetchPage(_ query: RecordQuery, after: Int64?, count: Int) async throws(E3DBError) -> Page {
+        _ = try currentKeys()
+        let rows = try await databaseCall("querying collection \(query.collection)") {
+            try await readers.read { db in try pageRows(db, query, after: after, count: count) }
+        }
+        if !rows.rows.isEmpty { _ = try await collectionKeys(query.collection, create: false) }
+        return try decodePage(rows, collection: query.collection)
+    }
+
+    /// One page's candidate rows. One connection for the index definitions (when field conditions may use them) and
+    /// the query; the query is one statement, so SQLite's implicit read transaction gives it a consistent snapshot.
+    private func pageRows(_ db: Database, _ query: RecordQuery, after: Int64?, count: Int) throws -> (
+        matcher: QueryMatcher, rows: [StoredRow]
+    ) {
+        let indexes = query.usesIndexes ? try loadIndexes(db, collection: query.collection) : []
+        let matcher = try QueryMatcher(query, indexes: indexes, store: self)
+        let (sql, statementArguments) = querySQL(matcher, after: after, count: count)
+        return (matcher, try StoredRow.fetchAll(db.cachedStatement(sql: sql), arguments: statementArguments))
+    }
+
+    /// The records of a page's rows that match the query (each authenticated and decrypted).
+    private func decodePage(_ page: (matcher: QueryMatcher, rows: [StoredRow]), collection: String)
+        throws(E3DBError) -> Page
+    {
         var records: [StoredRecord] = []
-        records.reserveCapacity(rows.1.count)
-        for row in rows.1 {
-            let record = try decode(row, collection: query.collection)
-            if try matcher.accepts(record) { records.append(record) }
+        records.reserveCapacity(page.rows.count)
+        for row in page.rows {
+            let record = try decode(row, collection: collection)
+            if try page.matcher.accepts(record) { records.append(record) }
         }
-        return Page(records: records, lastSeq: rows.1.last?.seq, rowCount: rows.1.count)
+        return Page(records: records, lastSeq: page.rows.last?.seq, rowCount: page.rows.count)
     }
 }
 
@@ -162,19 +190,17 @@ public struct StoreRecordSequence: AsyncSequence, Sendable {
         var finished = false
 
         public mutating func next() async throws(E3DBError) -> StoredRecord? {
-            try advance()
+            try await next(isolation: nil)
         }
 
+        /// The next record; a page is read through GRDB's async access, so the caller's thread is not held while
+        /// the database is busy.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(E3DBError) -> StoredRecord? {
-            try advance()
-        }
-
-        mutating func advance() throws(E3DBError) -> StoredRecord? {
             if let limit = query.limit, returned >= limit { return nil }
             while index == buffer.count {
                 if finished { return nil }
                 try Task.checkCancellationAsE3DBError()
-                let page = try store.fetchPage(query, after: after, count: pageSize)
+                let page = try await store.fetchPage(query, after: after, count: pageSize)
                 buffer = page.records
                 index = 0
                 after = page.lastSeq

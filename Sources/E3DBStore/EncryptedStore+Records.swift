@@ -10,6 +10,11 @@ import Synchronization
 
 extension EncryptedStore {
     // MARK: Records
+    //
+    // Each operation has a synchronous form and an async one (GRDB's async `read` and `write`, so that an async
+    // caller's thread is never held while the database is busy). Both run the same code: what happens inside a
+    // transaction is one function taking the `Database`, the crypto around it is shared, and the two forms differ
+    // only in how they reach the database.
 
     /// Encrypts and stores a new record.
     /// - Parameters:
@@ -26,6 +31,14 @@ extension EncryptedStore {
         try put(collection: collection, records: [(type, data, plain)])[0]
     }
 
+    /// `put(collection:type:data:plain:)` for async callers.
+    @discardableResult
+    public func put(collection: String, type: String, data: RecordData, plain: RecordData = RecordData())
+        async throws(E3DBError) -> RecordReference
+    {
+        try await put(collection: collection, records: [(type, data, plain)])[0]
+    }
+
     /// Encrypts and stores several records in one transaction (all or none).
     ///
     /// The records are encrypted, bound to their places and indexed (a large batch on every processor) before the
@@ -37,6 +50,14 @@ extension EncryptedStore {
         try insertRecords(collection: collection, records: records, ids: nil) ?? []
     }
 
+    /// `put(collection:records:)` for async callers. The encryption runs on the caller's task (a large batch
+    /// also on every processor, as in the synchronous form); the reads and the write transaction are awaited.
+    public func put(collection: String, records: [(type: String, data: RecordData, plain: RecordData)])
+        async throws(E3DBError) -> [RecordReference]
+    {
+        try await insertRecords(collection: collection, records: records, ids: nil) ?? []
+    }
+
     /// Inserts new records in one transaction, with fresh ids or `ids` (one per record); nil, and nothing written,
     /// when a record with one of `ids` exists already.
     ///
@@ -44,61 +65,73 @@ extension EncryptedStore {
     /// transaction reads them again and, when one was created or dropped meanwhile, computes the rows' tokens for
     /// the indexes it sees (the documents and MACs do not depend on them). It also reads the collection's key
     /// version again: when a rotation made another key current meanwhile (and may have deleted the one the records
-    /// are under), nothing is written and the insert starts over with the current key.
+    /// are under), nothing is written and the insert starts over with the current key (`withCurrentKey(_:create:_:)`).
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) throws(E3DBError) -> [RecordReference]? {
-        for _ in 0..<8 {
-            switch try insertRecordsOnce(collection: collection, records: records, ids: ids) {
-            case .written(let references): return references
-            case .present: return nil
-            case .keyRotated: invalidateKeys(collection)
-            }
-        }
-        throw E3DBError(
-            .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
-            context: .init(item: collection))
-    }
-
-    private enum InsertOutcome {
-        case written([RecordReference])
-        /// A record with one of the given ids exists.
-        case present
-        /// The collection's current key is no longer the one the records were encrypted under.
-        case keyRotated
-    }
-
-    private func insertRecordsOnce(
-        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
-    ) throws(E3DBError) -> InsertOutcome {
         let keys = try currentKeys()
-        let access = try accessKey(for: collection, create: true)
-        let indexes = try databaseCall("reading the indexes of collection \(collection)") {
-            try pool.read { db in
-                try anyRecordPresent(db, ids) ? nil : indexKeys(db, keys: keys, collection: collection)
+        return try withCurrentKey(collection, create: true) { access throws(E3DBError) in
+            let indexes = try databaseCall("reading the indexes of collection \(collection)") {
+                try pool.read { db in try insertionIndexes(db, keys, collection: collection, ids: ids) }
             }
-        }
-        guard let indexes else { return .present }
-        let rows = try encryptNewRecords(
-            records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
-        beforeInsertTransaction.withLock { $0 }?()
-        return try databaseCall("writing to collection \(collection)") {
-            try pool.write { db -> InsertOutcome in
-                if try anyRecordPresent(db, ids) { return .present }
-                let keyVersion = try Int.fetchOne(
-                    db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-                guard keyVersion == access.version else { return .keyRotated }
-                let current = try indexKeys(db, keys: keys, collection: collection)
-                let sameIndexes = current.map(\.index) == indexes.map(\.index)
-                try writingRecords(db, keys, collection: collection) { state in
-                    for var row in rows {
-                        if !sameIndexes { row.tokens = nil }  // `insertRecord` computes them for `current`
-                        try insertRecord(db, row, collection: collection, indexes: current, state: &state)
-                    }
+            guard let indexes else { return .written(nil) }
+            let rows = try encryptNewRecords(
+                records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
+            beforeInsertTransaction.withLock { $0 }?()
+            return try databaseCall("writing to collection \(collection)") {
+                try pool.write { db in
+                    try insertRows(db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids)
                 }
-                return .written(rows.map(\.reference))
             }
         }
+    }
+
+    /// `insertRecords(collection:records:ids:)` through GRDB's async access.
+    func insertRecords(
+        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
+    ) async throws(E3DBError) -> [RecordReference]? {
+        let keys = try currentKeys()
+        return try await withCurrentKey(collection, create: true) { access async throws(E3DBError) in
+            let indexes = try await databaseCall("reading the indexes of collection \(collection)") {
+                try await pool.read { db in try insertionIndexes(db, keys, collection: collection, ids: ids) }
+            }
+            guard let indexes else { return .written(nil) }
+            let rows = try encryptNewRecords(
+                records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
+            beforeInsertTransaction.withLock { $0 }?()
+            return try await databaseCall("writing to collection \(collection)") {
+                try await pool.write { db in
+                    try insertRows(db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids)
+                }
+            }
+        }
+    }
+
+    /// In the read transaction before an insert: the collection's indexes with their keys, or nil when a record with
+    /// one of `ids` exists.
+    private func insertionIndexes(_ db: Database, _ keys: StoreKeys, collection: String, ids: [UUID]?) throws
+        -> [(index: BlindIndex, key: SecureBytes)]?
+    {
+        try anyRecordPresent(db, ids) ? nil : indexKeys(db, keys: keys, collection: collection)
+    }
+
+    /// The write transaction of an insert: `written(nil)` when a record with one of `ids` exists, `keyRotated`
+    /// when the rows' key is no longer current.
+    private func insertRows(
+        _ db: Database, _ rows: [NewRecordRow], _ keys: StoreKeys, collection: String,
+        access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)], ids: [UUID]?
+    ) throws -> KeyedAttempt<[RecordReference]?> {
+        if try anyRecordPresent(db, ids) { return .written(nil) }
+        guard try keyIsCurrent(db, collection: collection, version: access.version) else { return .keyRotated }
+        let current = try indexKeys(db, keys: keys, collection: collection)
+        let sameIndexes = current.map(\.index) == indexes.map(\.index)
+        try writingRecords(db, keys, collection: collection) { state in
+            for var row in rows {
+                if !sameIndexes { row.tokens = nil }  // `insertRecord` computes them for `current`
+                try insertRecord(db, row, collection: collection, indexes: current, state: &state)
+            }
+        }
+        return .written(rows.map(\.reference))
     }
 
     /// Whether a record with one of `ids` exists.
@@ -117,14 +150,32 @@ extension EncryptedStore {
     public func get(collection: String, id: UUID) throws(E3DBError) -> StoredRecord {
         let idText = id.lowercasedString
         let row = try databaseCall("reading record \(idText)") {
-            // One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it. The row
-            // is read by column index from the cursor, without a copy of GRDB's row.
-            try readers.read { db in
-                try StoredRow.fetchOne(
-                    db.cachedStatement(sql: StoredRow.selectByID),
-                    arguments: [idText, collection])
-            }
+            try readers.read { db in try recordRow(db, collection: collection, idText: idText) }
         }
+        return try decodeFound(row, collection: collection, id: id, idText: idText)
+    }
+
+    /// `get(collection:id:)` for async callers: the read is awaited; the record's collection keys are read
+    /// through GRDB's async access when they are not in memory yet.
+    public func get(collection: String, id: UUID) async throws(E3DBError) -> StoredRecord {
+        let idText = id.lowercasedString
+        let row = try await databaseCall("reading record \(idText)") {
+            try await readers.read { db in try recordRow(db, collection: collection, idText: idText) }
+        }
+        if row != nil { _ = try await collectionKeys(collection, create: false) }
+        return try decodeFound(row, collection: collection, id: id, idText: idText)
+    }
+
+    /// One record's row. One statement, so SQLite's implicit read transaction suffices: no BEGIN/COMMIT around it.
+    /// The row is read by column index from the cursor, without a copy of GRDB's row.
+    private func recordRow(_ db: Database, collection: String, idText: String) throws -> StoredRow? {
+        try StoredRow.fetchOne(db.cachedStatement(sql: StoredRow.selectByID), arguments: [idText, collection])
+    }
+
+    /// The record of a point read's row: `recordNotFound` without one.
+    private func decodeFound(_ row: StoredRow?, collection: String, id: UUID, idText: String) throws(E3DBError)
+        -> StoredRecord
+    {
         guard let row else {
             throw E3DBError(
                 .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
@@ -149,68 +200,113 @@ extension EncryptedStore {
             collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
     }
 
-    /// ``update(collection:id:expectedVersion:type:data:plain:)``; a nil `expectedVersion` updates whatever version
-    /// is current (read in the same transaction).
+    /// `update(collection:id:expectedVersion:type:data:plain:)` for async callers.
+    @discardableResult
+    public func update(
+        collection: String, id: UUID, expectedVersion: Int, type: String? = nil, data: RecordData,
+        plain: RecordData = RecordData()
+    ) async throws(E3DBError) -> RecordReference {
+        try await updateRecord(
+            collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
+    }
+
+    /// What an update writes, apart from the key it encrypts under.
+    struct RecordUpdate: Sendable {
+        let collection: String
+        let id: UUID
+        let expectedVersion: Int?
+        let type: String?
+        let data: RecordData
+        let plain: RecordData
+        let now = StoreTime.format(StoreTime.now())
+
+        var idText: String { id.lowercasedString }
+    }
+
+    /// `update(collection:id:expectedVersion:type:data:plain:)`; a nil `expectedVersion` updates whatever version
+    /// is current (read in the same transaction). The fields are encrypted in the transaction under the collection's
+    /// current key, which it checks (`withCurrentKey(_:create:_:)`).
     func updateRecord(
         collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
     ) throws(E3DBError) -> RecordReference {
         let keys = try currentKeys()
-        let access = try accessKey(for: collection, create: false)
-        let idText = id.lowercasedString
-        let now = StoreTime.format(StoreTime.now())
-        return try databaseCall("updating record \(idText)") { () throws -> RecordReference in
-            try pool.write { db -> RecordReference in
-                guard
-                    let fetched = try Row.fetchOne(
-                        db, sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
-                        arguments: [idText, collection])
-                else {
-                    throw E3DBError(
-                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
-                    )
-                }
-                let row = UntrustedRow(store: fetched, table: "records")
-                let current = try row.value("version", as: Int.self)
-                if let expectedVersion, current != expectedVersion {
-                    throw E3DBError(
-                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
-                        context: .init(expected: expectedVersion, actual: current, item: idText))
-                }
-                let newVersion = current + 1
-                let seq = try row.value("seq", as: Int64.self)
-                let created = try row.value("created", as: String.self)
-                let recordType = try type ?? row.value("type", as: String.self)
-                let document = EncryptedDocument(
-                    meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: plain),
-                    data: encryptFields(data, accessKey: access.key), recordSignature: nil)
-                let bytes = document.jsonData()
-                let mac = try bindingMAC(
-                    keys, collection: collection, id: id, version: newVersion, keyVersion: access.version,
-                    created: created, updated: now, document: bytes)
-                let oldMAC = try row.optional("mac", as: Data.self) ?? Data()
-                try writingRecords(db, keys, collection: collection) { state in
-                    try db.execute(
-                        sql: """
-                            UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
-                            WHERE seq = ? AND version = ?
-                            """,
-                        arguments: [recordType, newVersion, access.version, now, bytes, mac, seq, current])
-                    guard db.changesCount == 1 else {
-                        throw E3DBError(
-                            .versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
-                    }
-                    try state.remove(id: idText, version: current, mac: oldMAC)
-                    try state.add(id: idText, version: newVersion, mac: mac)
-                }
-                try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
-                try insertPlain(db, seq: seq, plain: plain)
-                try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
-                try insertTokens(
-                    db, indexes: indexKeys(db, keys: keys, collection: collection), collection: collection, seq: seq,
-                    data: data)
-                return RecordReference(id: id, version: newVersion)
+        let update = RecordUpdate(
+            collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
+        return try withCurrentKey(collection, create: false) { access throws(E3DBError) in
+            try databaseCall("updating record \(update.idText)") {
+                try pool.write { db in try updateRow(db, update, keys, access: access) }
             }
         }
+    }
+
+    /// `updateRecord(collection:id:expectedVersion:type:data:plain:)` through GRDB's async access.
+    func updateRecord(
+        collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
+    ) async throws(E3DBError) -> RecordReference {
+        let keys = try currentKeys()
+        let update = RecordUpdate(
+            collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
+        return try await withCurrentKey(collection, create: false) { access async throws(E3DBError) in
+            try await databaseCall("updating record \(update.idText)") {
+                try await pool.write { db in try updateRow(db, update, keys, access: access) }
+            }
+        }
+    }
+
+    /// The write transaction of an update.
+    private func updateRow(
+        _ db: Database, _ update: RecordUpdate, _ keys: StoreKeys, access: (key: AccessKey, version: Int)
+    ) throws -> KeyedAttempt<RecordReference> {
+        let collection = update.collection
+        let idText = update.idText
+        guard try keyIsCurrent(db, collection: collection, version: access.version) else { return .keyRotated }
+        guard
+            let fetched = try Row.fetchOne(
+                db, sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
+                arguments: [idText, collection])
+        else {
+            throw E3DBError(
+                .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+        }
+        let row = UntrustedRow(store: fetched, table: "records")
+        let current = try row.value("version", as: Int.self)
+        if let expectedVersion = update.expectedVersion, current != expectedVersion {
+            throw E3DBError(
+                .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                context: .init(expected: expectedVersion, actual: current, item: idText))
+        }
+        let newVersion = current + 1
+        let seq = try row.value("seq", as: Int64.self)
+        let created = try row.value("created", as: String.self)
+        let recordType = try update.type ?? row.value("type", as: String.self)
+        let document = EncryptedDocument(
+            meta: ClientMeta(writerID: storeID, userID: storeID, type: recordType, plain: update.plain),
+            data: encryptFields(update.data, accessKey: access.key), recordSignature: nil)
+        let bytes = document.jsonData()
+        let mac = try bindingMAC(
+            keys, collection: collection, id: update.id, version: newVersion, keyVersion: access.version,
+            created: created, updated: update.now, document: bytes)
+        let oldMAC = try row.optional("mac", as: Data.self) ?? Data()
+        try writingRecords(db, keys, collection: collection) { state in
+            try db.execute(
+                sql: """
+                    UPDATE records SET type = ?, version = ?, key_version = ?, updated = ?, document = ?, mac = ?
+                    WHERE seq = ? AND version = ?
+                    """,
+                arguments: [recordType, newVersion, access.version, update.now, bytes, mac, seq, current])
+            guard db.changesCount == 1 else {
+                throw E3DBError(.versionConflict, "record \(idText) changed meanwhile", context: .init(item: idText))
+            }
+            try state.remove(id: idText, version: current, mac: oldMAC)
+            try state.add(id: idText, version: newVersion, mac: mac)
+        }
+        try db.execute(sql: "DELETE FROM record_plain WHERE record_seq = ?", arguments: [seq])
+        try insertPlain(db, seq: seq, plain: update.plain)
+        try db.execute(sql: "DELETE FROM blind_index_entries WHERE record_seq = ?", arguments: [seq])
+        try insertTokens(
+            db, indexes: indexKeys(db, keys: keys, collection: collection), collection: collection, seq: seq,
+            data: update.data)
+        return .written(RecordReference(id: update.id, version: newVersion))
     }
 
     /// Deletes a record.
@@ -223,29 +319,44 @@ extension EncryptedStore {
         let keys = try currentKeys()
         try databaseCall("deleting record \(idText)") {
             try pool.write { db in
-                guard
-                    let row = try Row.fetchOne(
-                        db, sql: "SELECT version, mac FROM records WHERE id = ? AND collection = ?",
-                        arguments: [idText, collection]),
-                    let current = Int.fromDatabaseValue(row["version"] as DatabaseValue)
-                else {
-                    throw E3DBError(
-                        .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText)
-                    )
-                }
-                if let expectedVersion, current != expectedVersion {
-                    throw E3DBError(
-                        .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
-                        context: .init(expected: expectedVersion, actual: current, item: idText))
-                }
-                try writingRecords(db, keys, collection: collection) { state in
-                    try db.execute(
-                        sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
-                    try state.remove(
-                        id: idText, version: current, mac: Data.fromDatabaseValue(row["mac"] as DatabaseValue) ?? Data()
-                    )
-                }
+                try deleteRow(db, keys, collection: collection, idText: idText, expectedVersion: expectedVersion)
             }
+        }
+    }
+
+    /// `delete(collection:id:expectedVersion:)` for async callers.
+    public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) async throws(E3DBError) {
+        let idText = id.lowercasedString
+        let keys = try currentKeys()
+        try await databaseCall("deleting record \(idText)") {
+            try await pool.write { db in
+                try deleteRow(db, keys, collection: collection, idText: idText, expectedVersion: expectedVersion)
+            }
+        }
+    }
+
+    /// The write transaction of a delete.
+    private func deleteRow(
+        _ db: Database, _ keys: StoreKeys, collection: String, idText: String, expectedVersion: Int?
+    ) throws {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT version, mac FROM records WHERE id = ? AND collection = ?",
+                arguments: [idText, collection]),
+            let current = Int.fromDatabaseValue(row["version"] as DatabaseValue)
+        else {
+            throw E3DBError(
+                .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+        }
+        if let expectedVersion, current != expectedVersion {
+            throw E3DBError(
+                .versionConflict, "record \(idText) is at version \(current), not \(expectedVersion)",
+                context: .init(expected: expectedVersion, actual: current, item: idText))
+        }
+        try writingRecords(db, keys, collection: collection) { state in
+            try db.execute(sql: "DELETE FROM records WHERE id = ? AND collection = ?", arguments: [idText, collection])
+            try state.remove(
+                id: idText, version: current, mac: Data.fromDatabaseValue(row["mac"] as DatabaseValue) ?? Data())
         }
     }
 }

@@ -227,6 +227,29 @@ public final class EncryptedStore: Sendable {
         return store
     }
 
+    /// `create(at:credential:kdf:databaseEncryption:)` for async callers: the whole creation (Argon2id, the files,
+    /// the schema) runs on a thread of its own, so no thread of the cooperative pool waits for it.
+    public static func create(
+        at directory: URL, credential: StoreCredential, kdf: KDFPreset = .moderate,
+        databaseEncryption: DatabaseEncryption = .encrypted
+    ) async throws(E3DBError) -> EncryptedStore {
+        try await onOwnThread(named: "e3dbkit-store-open") { () throws(E3DBError) -> EncryptedStore in
+            try create(at: directory, credential: credential, kdf: kdf, databaseEncryption: databaseEncryption)
+        }
+    }
+
+    /// `open(at:credential:expectedMinimumWriteCounter:)` for async callers. Opening is CPU work and file I/O that
+    /// GRDB has no async form of (Argon2id: 0.07 s to 2 s by preset; opening the files, migrating, checking the
+    /// state), so the whole open runs on a thread of its own while the caller's task is suspended: no thread of the
+    /// cooperative pool is held, however long the KDF takes.
+    public static func open(
+        at directory: URL, credential: StoreCredential, expectedMinimumWriteCounter: Int? = nil
+    ) async throws(E3DBError) -> EncryptedStore {
+        try await onOwnThread(named: "e3dbkit-store-open") { () throws(E3DBError) -> EncryptedStore in
+            try open(at: directory, credential: credential, expectedMinimumWriteCounter: expectedMinimumWriteCounter)
+        }
+    }
+
     /// The database file's name and encryption, as the store's sealed box key binds them.
     var headerBinding: StoreKeys.HeaderBinding {
         .init(databaseFile: URL(fileURLWithPath: databasePath).lastPathComponent, encryption: databaseEncryption)
@@ -427,12 +450,28 @@ public final class EncryptedStore: Sendable {
     /// - Throws: `storeLocked`.
     package func databasePageKey() throws(E3DBError) -> SecureBytes { try currentKeys().databaseKey }
 
+    /// The one check of every new connection to the store's database (the pool's writer and readers, the record
+    /// readers, an observation's watcher), before it reads anything: an encrypted database's page key must be in this
+    /// process's E3DBSQLite key registry. It is not while the store is locked, nor after someone forgot it
+    /// (`E3DBSQLite.forgetKey` on the store's URI); SQLite would then report "file is not a database", which the store
+    /// would take for a damaged file (`storeCorrupted`, "restore it from a backup").
+    /// - Throws: `keyMissing` naming the page key.
+    static func requirePageKey(_ location: String) throws(E3DBError) {
+        guard E3DBSQLite.isKeyMissing(inURI: location) else { return }
+        throw E3DBError(
+            .keyMissing,
+            "the page key of the store's encrypted database is not in this process (the store is locked, or the key "
+                + "was forgotten through E3DBSQLite): no new connection to it opens until the store is unlocked",
+            context: .init(part: "database page key"))
+    }
+
     /// A pool on the database at `location` (a path, or an E3DBSQLite URI: the key never appears in it).
     static func openPool(location: String) throws(E3DBError) -> DatabasePool {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
+            try requirePageKey(location)
             // Keep SQLite's temporary tables and sort files in memory, and zero deleted content.
             try db.execute(sql: "PRAGMA temp_store = MEMORY; PRAGMA secure_delete = ON")
         }
@@ -463,6 +502,15 @@ func databaseCall<T>(_ doing: String, _ body: () throws -> T) throws(E3DBError) 
     }
 }
 
+/// `databaseCall(_:_:)` for GRDB's async database access.
+func databaseCall<T>(_ doing: String, _ body: () async throws -> T) async throws(E3DBError) -> T {
+    do {
+        return try await body()
+    } catch {
+        throw storeError(error, doing: doing)
+    }
+}
+
 /// The one mapping of a database failure to an `E3DBError`: a damaged file (`SQLITE_CORRUPT`, `SQLITE_NOTADB`: a
 /// malformed page, a truncated file, a header that is not SQLite's, an encrypted file that does not open under its
 /// key; `SQLITE_IOERR_DATA`: an encrypted page that does not authenticate) is `storeCorrupted`; a lock another
@@ -479,6 +527,9 @@ func storeError(_ error: any Error, doing: String) -> E3DBError {
             .storeCorrupted,
             "\(doing): the store's database file is damaged (SQLite error \(error.resultCode.rawValue): "
                 + "\(error.message ?? "")); restore it from a backup")
+    case is CancellationError:
+        // GRDB's async access, when the caller's task is cancelled (nothing was committed).
+        return E3DBError(.cancelled, "\(doing): the task was cancelled")
     case is RowDecodingError:
         // A value of the wrong type in a column read with one of GRDB's typed fetches (its description, which holds
         // the row's values, stays out of the message).

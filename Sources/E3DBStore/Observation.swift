@@ -57,7 +57,7 @@ extension EncryptedStore {
                     for await _ in signals {
                         guard let store = self else { break }
                         guard !store.isLocked else { throw E3DBError(.storeLocked, "the store was locked") }
-                        let rows = try store.observedRows(statement, collection: query.collection)
+                        let rows = try await store.observedRows(statement, collection: query.collection)
                         if rows == last { continue }
                         last = rows
                         continuation.yield(try store.observedRecords(rows, matcher: matcher))
@@ -110,14 +110,19 @@ extension EncryptedStore {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { [location = pool.path] _ in try EncryptedStore.requirePageKey(location) }
         return try databaseCall("opening a connection to watch the store") {
             try DatabaseQueue(path: pool.path, configuration: configuration)
         }
     }
 
-    func observedRows(_ statement: (String, StatementArguments), collection: String) throws(E3DBError) -> [StoredRow] {
-        try databaseCall("observing collection \(collection)") {
-            try pool.read { db in try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init(_:))
+    /// The observed query's rows, read through GRDB's async access (the observation runs in tasks).
+    func observedRows(_ statement: (String, StatementArguments), collection: String) async throws(E3DBError)
+        -> [StoredRow]
+    {
+        try await databaseCall("observing collection \(collection)") {
+            try await pool.read { db in
+                try Row.fetchAll(db, sql: statement.0, arguments: statement.1).map(StoredRow.init(_:))
             }
         }
     }

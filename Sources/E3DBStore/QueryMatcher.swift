@@ -7,7 +7,7 @@ import Foundation
 ///
 /// The plaintext query tables (`records.type`, `record_plain`, `blind_index_entries`) only select candidates; they
 /// are outside the binding MAC, so someone who can edit the file can make them select any record. Every path that
-/// selects records through them (``EncryptedStore/find(_:)``, ``EncryptedStore/records(matching:pageSize:)``,
+/// selects records through them (`EncryptedStore/find(_:)`, ``EncryptedStore/records(matching:pageSize:)``,
 /// ``EncryptedStore/observe(_:pollInterval:)``) passes each decrypted candidate through ``accepts(_:)``, so an
 /// answer always matches its query under the authenticated record.
 struct QueryMatcher: Sendable {

@@ -247,17 +247,37 @@ final class RecordReaders: Sendable {
     init(location: String) { self.location = location }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
-        if locked.load(ordering: .acquiring) { throw E3DBError(.storeLocked, "the store is locked") }
-        let queue = try idle.withLock { $0.popLast() } ?? open()
-        defer { idle.withLock { if $0.count < RecordReaders.keptIdle { $0.append(queue) } } }
+        let queue = try checkOut()
+        defer { checkIn(queue) }
         return try queue.unsafeRead(body)
+    }
+
+    /// `read(_:)` through GRDB's async access (the connection's queue runs `body`; the caller's task waits
+    /// suspended).
+    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        let queue = try checkOut()
+        defer { checkIn(queue) }
+        return try await queue.unsafeRead(body)
+    }
+
+    /// A connection of this reader's own for one read: an idle one, or a new one.
+    private func checkOut() throws -> DatabaseQueue {
+        if locked.load(ordering: .acquiring) { throw E3DBError(.storeLocked, "the store is locked") }
+        return try idle.withLock { $0.popLast() } ?? open()
+    }
+
+    private func checkIn(_ queue: DatabaseQueue) {
+        idle.withLock { if $0.count < RecordReaders.keptIdle { $0.append(queue) } }
     }
 
     private func open() throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+        configuration.prepareDatabase { [location] db in
+            try EncryptedStore.requirePageKey(location)
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        }
         return try DatabaseQueue(path: location, configuration: configuration)
     }
 }

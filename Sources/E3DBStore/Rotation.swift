@@ -39,128 +39,204 @@ extension EncryptedStore {
         let keys = try currentKeys()
         _ = try collectionKeys(collection, create: false)
         // Start a rotation unless one is unfinished.
-        let newKey = AccessKey()
-        let wrapped = StoreKeys.wrap(newKey.secretBoxKey, under: keys.master)
-        let target = try databaseCall("starting the rotation of \(collection)") { () throws -> Int in
-            try pool.write { db -> Int in
-                let current =
-                    try Int.fetchOne(
-                        db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection]) ?? 1
-                let stale =
-                    try Int.fetchOne(
-                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
-                        arguments: [collection, current]) ?? 0
-                if stale > 0 { return current }
-                try db.execute(
-                    sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, ?, ?)",
-                    arguments: [collection, current + 1, wrapped])
-                try db.execute(
-                    sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
-                try commitState(db, keys, nil)
-                return current + 1
-            }
+        let wrapped = StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
+        let target = try databaseCall("starting the rotation of \(collection)") {
+            try pool.write { db in try startRotation(db, keys, collection: collection, wrapped: wrapped) }
         }
         invalidateKeys(collection)
         let total = try databaseCall("counting records to rotate") {
-            try pool.read { db in
-                try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
-                    arguments: [collection, target]) ?? 0
-            }
+            try pool.read { db in try recordsUnder(db, olderThan: target, in: collection) }
         }
         let current = try accessKey(for: collection, version: target, item: collection)
         var done = 0
         while true {
-            if Task.isCancelled {
-                throw E3DBError(.cancelled, "the rotation of \(collection) was cancelled; call it again to resume")
-            }
+            try rotationGoesOn(collection)
             let rows = try databaseCall("reading records to rotate") {
-                try pool.read { db in
-                    try Row.fetchAll(
-                        db, sql: "SELECT * FROM records WHERE collection = ? AND key_version < ? ORDER BY seq LIMIT ?",
-                        arguments: [collection, target, max(1, batchSize)])
-                }
+                try pool.read { db in try rotationBatch(db, collection: collection, target: target, size: batchSize) }
             }
             if rows.isEmpty { break }
-            var updates:
-                [(seq: Int64, id: String, oldKeyVersion: Int, version: Int, oldMAC: Data, document: Data, mac: Data)] =
-                    []
-            for row in rows {
-                let stored = StoredRow(row)
-                let record = try decode(stored, collection: collection)
-                // `decode` authenticated the row, so its columns are all there and of their types.
-                guard let seq = stored.seq, let created = stored.created, let updated = stored.updated,
-                    let oldKeyVersion = stored.keyVersion, let oldMAC = stored.mac
-                else { throw stored.damage ?? E3DBError(.storeCorrupted, "record \(record.id) is damaged") }
-                let document = EncryptedDocument(
-                    meta: record.meta, data: encryptFields(record.data, accessKey: current), recordSignature: nil)
-                let bytes = document.jsonData()
-                let mac = try bindingMAC(
-                    keys, collection: collection, id: record.id, version: record.version, keyVersion: target,
-                    created: created, updated: updated, document: bytes)
-                updates.append((seq, record.id.lowercasedString, oldKeyVersion, record.version, oldMAC, bytes, mac))
-            }
+            let updates = try rotated(rows, keys, collection: collection, target: target, key: current)
             try databaseCall("rotating records of \(collection)") {
-                try pool.write { db in
-                    try writingRecords(db, keys, collection: collection) { state in
-                        for update in updates {
-                            // Skipped when the record changed meanwhile (an update writes it under the new key).
-                            try db.execute(
-                                sql: """
-                                    UPDATE records SET key_version = ?, document = ?, mac = ?
-                                    WHERE seq = ? AND key_version = ? AND version = ?
-                                    """,
-                                arguments: [
-                                    target, update.document, update.mac, update.seq, update.oldKeyVersion,
-                                    update.version,
-                                ])
-                            if db.changesCount == 1 {
-                                try state.remove(id: update.id, version: update.version, mac: update.oldMAC)
-                                try state.add(id: update.id, version: update.version, mac: update.mac)
-                            }
-                        }
-                    }
-                }
+                try pool.write { db in try writeRotated(db, updates, keys, collection: collection, target: target) }
             }
             done += updates.count
             progress?(
                 RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total))
         }
         try databaseCall("finishing the rotation of \(collection)") {
-            try pool.write { db in
-                let stale =
-                    try Int.fetchOne(
-                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
-                        arguments: [collection, target]) ?? 0
-                if stale == 0 {
-                    try db.execute(
-                        sql: "DELETE FROM collection_keys WHERE collection = ? AND version < ?",
-                        arguments: [collection, target])
-                    try commitState(db, keys, nil)
-                }
-            }
+            try pool.write { db in try finishRotation(db, keys, collection: collection, target: target) }
         }
         invalidateKeys(collection)
         return RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total)
     }
 
+    /// `rotateKey(collection:batchSize:progress:)` for async callers: every transaction is awaited; the
+    /// re-encryption of a batch runs on the caller's task between them.
+    @discardableResult
+    public func rotateKey(
+        collection: String, batchSize: Int = 256, progress: (@Sendable (RotationProgress) -> Void)? = nil
+    ) async throws(E3DBError) -> RotationProgress {
+        let keys = try currentKeys()
+        _ = try await collectionKeys(collection, create: false)
+        let wrapped = StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
+        let target = try await databaseCall("starting the rotation of \(collection)") {
+            try await pool.write { db in try startRotation(db, keys, collection: collection, wrapped: wrapped) }
+        }
+        invalidateKeys(collection)
+        let total = try await databaseCall("counting records to rotate") {
+            try await pool.read { db in try recordsUnder(db, olderThan: target, in: collection) }
+        }
+        let current = try await accessKey(for: collection, version: target, item: collection)
+        var done = 0
+        while true {
+            try rotationGoesOn(collection)
+            let rows = try await databaseCall("reading records to rotate") {
+                try await pool.read { db in
+                    try rotationBatch(db, collection: collection, target: target, size: batchSize)
+                }
+            }
+            if rows.isEmpty { break }
+            let updates = try rotated(rows, keys, collection: collection, target: target, key: current)
+            try await databaseCall("rotating records of \(collection)") {
+                try await pool.write { db in
+                    try writeRotated(db, updates, keys, collection: collection, target: target)
+                }
+            }
+            done += updates.count
+            progress?(
+                RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total))
+        }
+        try await databaseCall("finishing the rotation of \(collection)") {
+            try await pool.write { db in try finishRotation(db, keys, collection: collection, target: target) }
+        }
+        invalidateKeys(collection)
+        return RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total)
+    }
+
+    /// A record re-encrypted under the rotation's key, for its batch's transaction.
+    struct RotatedRecord: Sendable {
+        let seq: Int64
+        let id: String
+        let oldKeyVersion: Int
+        let version: Int
+        let oldMAC: Data
+        let document: Data
+        let mac: Data
+    }
+
+    /// `cancelled` when the task is cancelled (between batches).
+    private func rotationGoesOn(_ collection: String) throws(E3DBError) {
+        if Task.isCancelled {
+            throw E3DBError(.cancelled, "the rotation of \(collection) was cancelled; call it again to resume")
+        }
+    }
+
+    /// The rotation's first transaction: the key version records move to, a new one (with `wrapped`) unless a
+    /// rotation is unfinished.
+    private func startRotation(_ db: Database, _ keys: StoreKeys, collection: String, wrapped: Data) throws -> Int {
+        let current =
+            try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+            ?? 1
+        if try recordsUnder(db, olderThan: current, in: collection) > 0 { return current }
+        try db.execute(
+            sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, ?, ?)",
+            arguments: [collection, current + 1, wrapped])
+        try db.execute(
+            sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
+        try commitState(db, keys, nil)
+        return current + 1
+    }
+
+    /// The number of `collection`'s records under a key version older than `version`.
+    private func recordsUnder(_ db: Database, olderThan version: Int, in collection: String) throws -> Int {
+        try Int.fetchOne(
+            db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
+            arguments: [collection, version]) ?? 0
+    }
+
+    /// The next batch of records still under an older key.
+    private func rotationBatch(_ db: Database, collection: String, target: Int, size: Int) throws -> [StoredRow] {
+        try Row.fetchAll(
+            db, sql: "SELECT * FROM records WHERE collection = ? AND key_version < ? ORDER BY seq LIMIT ?",
+            arguments: [collection, target, max(1, size)]
+        ).map(StoredRow.init(_:))
+    }
+
+    /// A batch authenticated, decrypted and encrypted again under `key` (version `target`), bound in place.
+    private func rotated(
+        _ rows: [StoredRow], _ keys: StoreKeys, collection: String, target: Int, key: AccessKey
+    ) throws(E3DBError) -> [RotatedRecord] {
+        var updates: [RotatedRecord] = []
+        for stored in rows {
+            let record = try decode(stored, collection: collection)
+            // `decode` authenticated the row, so its columns are all there and of their types.
+            guard let seq = stored.seq, let created = stored.created, let updated = stored.updated,
+                let oldKeyVersion = stored.keyVersion, let oldMAC = stored.mac
+            else { throw stored.damage ?? E3DBError(.storeCorrupted, "record \(record.id) is damaged") }
+            let document = EncryptedDocument(
+                meta: record.meta, data: encryptFields(record.data, accessKey: key), recordSignature: nil)
+            let bytes = document.jsonData()
+            let mac = try bindingMAC(
+                keys, collection: collection, id: record.id, version: record.version, keyVersion: target,
+                created: created, updated: updated, document: bytes)
+            updates.append(
+                RotatedRecord(
+                    seq: seq, id: record.id.lowercasedString, oldKeyVersion: oldKeyVersion, version: record.version,
+                    oldMAC: oldMAC, document: bytes, mac: mac))
+        }
+        return updates
+    }
+
+    /// A batch's transaction. A record that changed meanwhile is skipped (an update writes it under the new key).
+    private func writeRotated(
+        _ db: Database, _ updates: [RotatedRecord], _ keys: StoreKeys, collection: String, target: Int
+    ) throws {
+        try writingRecords(db, keys, collection: collection) { state in
+            for update in updates {
+                try db.execute(
+                    sql: """
+                        UPDATE records SET key_version = ?, document = ?, mac = ?
+                        WHERE seq = ? AND key_version = ? AND version = ?
+                        """,
+                    arguments: [target, update.document, update.mac, update.seq, update.oldKeyVersion, update.version])
+                if db.changesCount == 1 {
+                    try state.remove(id: update.id, version: update.version, mac: update.oldMAC)
+                    try state.add(id: update.id, version: update.version, mac: update.mac)
+                }
+            }
+        }
+    }
+
+    /// The rotation's last transaction: the older keys are deleted when no record is left under them.
+    private func finishRotation(_ db: Database, _ keys: StoreKeys, collection: String, target: Int) throws {
+        guard try recordsUnder(db, olderThan: target, in: collection) == 0 else { return }
+        try db.execute(
+            sql: "DELETE FROM collection_keys WHERE collection = ? AND version < ?", arguments: [collection, target])
+        try commitState(db, keys, nil)
+    }
+
     /// The current key version of `collection` and the number of records still under older keys.
     public func keyStatus(collection: String) throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
         try databaseCall("reading the key status of \(collection)") {
-            try pool.read { db in
-                guard
-                    let current = try Int.fetchOne(
-                        db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-                else {
-                    throw E3DBError(
-                        .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
-                }
-                let stale =
-                    try Int.fetchOne(
-                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ? AND key_version < ?",
-                        arguments: [collection, current]) ?? 0
-                return (current, stale)
-            }
+            try pool.read { db in try keyStatus(db, collection: collection) }
         }
+    }
+
+    /// `keyStatus(collection:)` for async callers.
+    public func keyStatus(collection: String) async throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
+        try await databaseCall("reading the key status of \(collection)") {
+            try await pool.read { db in try keyStatus(db, collection: collection) }
+        }
+    }
+
+    private func keyStatus(_ db: Database, collection: String) throws -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
+        guard
+            let current = try Int.fetchOne(
+                db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
+        else {
+            throw E3DBError(
+                .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+        }
+        return (current, try recordsUnder(db, olderThan: current, in: collection))
     }
 }

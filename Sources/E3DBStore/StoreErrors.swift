@@ -40,7 +40,7 @@ extension E3DBError.Code {
     /// `store_meta.database_file`), and a `files/` that is a symbolic link or not a directory (item `files`).
     public static let storeTampered = Self("storeTampered", category: .verification)
     /// The store's authenticated write counter is lower than the minimum the caller expects
-    /// (``EncryptedStore/open(at:credential:expectedMinimumWriteCounter:)``): the file is an older copy of the store.
+    /// (`EncryptedStore.open(at:credential:expectedMinimumWriteCounter:)`): the file is an older copy of the store.
     /// `context.expected` holds the minimum, `context.actual` the store's counter.
     public static let storeRolledBack = Self("storeRolledBack", category: .verification)
 }

@@ -1,3 +1,4 @@
+import E3DBPrimitives
 import Foundation
 
 /// Runs blocking work (waiting for a child process, reading its pipe to the end) on a thread of its own and
@@ -8,7 +9,5 @@ import Foundation
 /// - Returns: what `body` returns.
 /// - Throws: what `body` throws.
 package func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-    }
+    try await onOwnThread(named: "e3dbkit-test-wait", body)
 }

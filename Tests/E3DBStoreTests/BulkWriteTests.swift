@@ -105,8 +105,8 @@ struct BulkWriteTests {
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("scan"), kdfParameters: testKDF)
         var mine: [UUID] = []
         for i in 0..<40 {
-            mine.append(try store.put(collection: "mine", type: "t\(i % 3)", data: ["n": String(i)]).id)
-            _ = try store.put(
+            mine.append(try await store.put(collection: "mine", type: "t\(i % 3)", data: ["n": String(i)]).id)
+            _ = try await store.put(
                 collection: "other",
                 records: Array(repeating: (type: "t", data: ["x": "y"], plain: RecordData()), count: i % 4))
         }
@@ -121,7 +121,7 @@ struct BulkWriteTests {
             backwards.append(record.id)
         }
         #expect(backwards == mine.reversed())
-        let typed = try store.find(RecordQuery(collection: "mine", types: ["t1"]))
+        let typed = try await store.find(RecordQuery(collection: "mine", types: ["t1"]))
         #expect(typed.map { $0.data["n"] } == stride(from: 1, to: 40, by: 3).map { String($0) })
     }
 

@@ -242,7 +242,7 @@ struct EncryptedFileTests {
         let python = try await ChildProcess.makeProjectPython()
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        _ = try store.put(collection: "secret-notes", records: (0..<25).map { ("note", ["n": String($0)], [:]) })
+        _ = try await store.put(collection: "secret-notes", records: (0..<25).map { ("note", ["n": String($0)], [:]) })
         let location = try store.databaseLocation()
         // Everything in the main file (SQLCipher would read the WAL too; this keeps the check to the file).
         try await DatabaseQueue(path: location).writeWithoutTransaction { db in

@@ -17,30 +17,30 @@ struct KeyOwnershipTests {
             let dir = try StoreDirectory()
             let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
             guard store.databaseEncryption == .encrypted else { throw Failure("the store is not encrypted") }
-            let first = try store.put(collection: "c", type: "t", data: ["f": "one"])
+            let first = try await store.put(collection: "c", type: "t", data: ["f": "one"])
             let appURI = try E3DBSQLite.uri(
                 forDatabaseAt: dir.url.appendingPathComponent("app.sqlite").path,
                 key: .passphrase(SecureBytes(copying: Array("app".utf8))))
-            try DatabaseQueue(path: appURI).write { db in try db.execute(sql: "CREATE TABLE t (x)") }
+            try await DatabaseQueue(path: appURI).write { db in try db.execute(sql: "CREATE TABLE t (x)") }
 
             E3DBSQLite.forgetAllKeys()
             // The pool's idle readers are closed: the next read opens a new connection with the store's key.
             store.pool.releaseMemory()
-            guard try store.get(collection: "c", id: first.id).data == ["f": "one"] else {
+            guard try await store.get(collection: "c", id: first.id).data == ["f": "one"] else {
                 throw Failure("first record")
             }
-            let second = try store.put(collection: "c", type: "t", data: ["f": "two"])
-            guard try store.get(collection: "c", id: second.id).data == ["f": "two"] else {
+            let second = try await store.put(collection: "c", type: "t", data: ["f": "two"])
+            guard try await store.get(collection: "c", id: second.id).data == ["f": "two"] else {
                 throw Failure("second record")
             }
             // A second store instance on the same directory registers and uses a key of its own.
-            guard try EncryptedStore.open(at: dir.url, credential: passphrase("p")).count(collection: "c") == 2
+            guard try await EncryptedStore.open(at: dir.url, credential: passphrase("p")).count(collection: "c") == 2
             else { throw Failure("a second store instance") }
             // The app's key is forgotten: a new connection through its URI fails.
             let forgotten: Bool
             do {
                 let queue = try DatabaseQueue(path: appURI)
-                _ = try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") }
+                _ = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") }
                 forgotten = false
             } catch {
                 forgotten = true

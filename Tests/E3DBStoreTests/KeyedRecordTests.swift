@@ -60,13 +60,13 @@ struct KeyedRecordTests {
             for w in 0..<writers {
                 group.addTask {
                     for i in 0..<each {
-                        try store.put(collection: "c", key: "counter", type: "n", data: ["by": "\(w)-\(i)"])
+                        try await store.put(collection: "c", key: "counter", type: "n", data: ["by": "\(w)-\(i)"])
                     }
                 }
             }
             try await group.waitForAll()
         }
-        #expect(try store.get(collection: "c", key: "counter").version == writers * each)
+        #expect(try await store.get(collection: "c", key: "counter").version == writers * each)
         #expect(try store.count(collection: "c") == 1)
     }
 

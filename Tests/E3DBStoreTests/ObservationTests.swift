@@ -59,19 +59,19 @@ struct StoreObservationTests {
     func otherInstance() async throws {
         let dir = try StoreDirectory()
         let observed = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        let writer = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let writer = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
         let results = ObservedResults(observed.observe(home, pollInterval: .milliseconds(50)))
         #expect(try await results.wait { $0.last == [] } != nil)
 
-        try writer.put(collection: "c", type: "todo", data: ["title": "one"], plain: ["list": "home"])
+        try await writer.put(collection: "c", type: "todo", data: ["title": "one"], plain: ["list": "home"])
         #expect(try await results.wait { $0.last == ["one"] } != nil, "\(results.all)")
         // A change outside the query is not a new result; the next one in it is.
-        try writer.put(collection: "c", type: "todo", data: ["title": "elsewhere"], plain: ["list": "work"])
+        try await writer.put(collection: "c", type: "todo", data: ["title": "elsewhere"], plain: ["list": "work"])
         try await Task.sleep(for: .milliseconds(200))
-        try writer.put(collection: "c", type: "todo", data: ["title": "two"], plain: ["list": "home"])
+        try await writer.put(collection: "c", type: "todo", data: ["title": "two"], plain: ["list": "home"])
         #expect(try await results.wait { $0.last == ["one", "two"] } != nil)
         // The same instance's own commit is seen too.
-        try observed.put(collection: "c", type: "todo", data: ["title": "three"], plain: ["list": "home"])
+        try await observed.put(collection: "c", type: "todo", data: ["title": "three"], plain: ["list": "home"])
         #expect(try await results.wait { $0.last == ["one", "two", "three"] } != nil)
         #expect(results.all == [[], ["one"], ["one", "two"], ["one", "two", "three"]])
 
@@ -88,7 +88,7 @@ struct StoreObservationTests {
     func childProcess() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        try store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
+        try await store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
         let results = ObservedResults(store.observe(home, pollInterval: .milliseconds(50)))
         #expect(try await results.wait { $0.last == ["first"] } != nil)
 

@@ -137,7 +137,7 @@ struct QueryIntegrityTests {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(
             at: dir.url, credential: passphrase("p"), kdfParameters: testKDF, databaseEncryption: encryption)
-        let note = try store.put(collection: "c", type: "note", data: ["body": "a"])
+        let note = try await store.put(collection: "c", type: "note", data: ["body": "a"])
         try edit(store, "UPDATE records SET type = 'memo' WHERE id = ?", [note.id.lowercasedString])
         var iterator = store.observe(RecordQuery(collection: "c", types: ["memo"])).makeAsyncIterator()
         do {

@@ -199,7 +199,7 @@ struct ReadPathTests {
                     "data": data.signableJSON, "plain": RecordData(["i": "\(i)"]).signableJSON, "type": .string("memo"),
                 ]))
         }
-        _ = try store.put(collection: "shared", records: batch)
+        _ = try await store.put(collection: "shared", records: batch)
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
         #expect(

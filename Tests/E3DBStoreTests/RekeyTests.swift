@@ -250,7 +250,7 @@ struct RekeyTests {
         do {
             let store = try EncryptedStore.create(
                 at: dir.url, credential: passphrase("a"), kdfParameters: testKDF, databaseEncryption: encryption)
-            references = try store.put(collection: "c", records: batch)
+            references = try await store.put(collection: "c", records: batch)
         }
         let url = dir.url
         func interrupt() async throws {
@@ -275,7 +275,7 @@ struct RekeyTests {
         let copy = try Self.pendingCopy(dir)
         // The old store, whole, with the old passphrase only.
         do {
-            let old = try EncryptedStore.open(at: dir.url, credential: passphrase("a"))
+            let old = try await EncryptedStore.open(at: dir.url, credential: passphrase("a"))
             #expect(try old.count(collection: "c") == 100)
             expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("b")) }
         }
@@ -299,8 +299,8 @@ struct RekeyTests {
         // Interrupted again, then the store changes (an update of a record already copied): it starts again.
         try await interruptAgain(dir)
         do {
-            let store = try EncryptedStore.open(at: dir.url, credential: passphrase("b"))
-            try store.update(collection: "c", id: references[0].id, expectedVersion: 1, data: ["n": "changed"])
+            let store = try await EncryptedStore.open(at: dir.url, credential: passphrase("b"))
+            try await store.update(collection: "c", id: references[0].id, expectedVersion: 1, data: ["n": "changed"])
         }
         resumedRuns.withLock { $0 = [] }
         let store = try EncryptedStore.rekey(
@@ -308,8 +308,8 @@ struct RekeyTests {
             batchSize: 10
         ) { progress in resumedRuns.withLock { $0.append(progress.resumed) } }
         #expect(resumedRuns.withLock { $0.allSatisfy { !$0 } && $0.count == 10 })
-        #expect(try store.get(collection: "c", id: references[0].id).data == ["n": "changed"])
-        #expect(try store.get(collection: "c", id: references[0].id).version == 2)
+        #expect(try await store.get(collection: "c", id: references[0].id).data == ["n": "changed"])
+        #expect(try await store.get(collection: "c", id: references[0].id).version == 2)
         #expect(try store.verify().problems.isEmpty)
     }
 

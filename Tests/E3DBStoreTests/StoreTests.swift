@@ -27,13 +27,27 @@ let testKDF = Argon2id.Parameters(opsLimit: 1, memoryLimit: 1 << 16)
 func passphrase(_ text: String) -> StoreCredential { .passphrase(SecureBytes(copying: Array(text.utf8))) }
 
 func expectStoreError(_ code: E3DBError.Code, item: String? = nil, _ body: () throws -> Void) {
+    expect(Result { try body() }, failedWith: code, item: item)
+}
+
+/// `expectStoreError` for an async body.
+func expectAsyncStoreError(_ code: E3DBError.Code, item: String? = nil, _ body: () async throws -> Void) async {
     do {
-        try body()
+        try await body()
+        expect(.success(()), failedWith: code, item: item)
+    } catch {
+        expect(.failure(error), failedWith: code, item: item)
+    }
+}
+
+private func expect(_ outcome: Result<Void, any Error>, failedWith code: E3DBError.Code, item: String?) {
+    switch outcome {
+    case .success:
         Issue.record("expected \(code.rawValue), got success")
-    } catch let error as E3DBError {
+    case .failure(let error as E3DBError):
         #expect(error.code == code, "\(error)")
         if let item { #expect(error.context.item == item, "\(error)") }
-    } catch {
+    case .failure(let error):
         Issue.record("expected \(code.rawValue), got \(error)")
     }
 }
@@ -110,12 +124,13 @@ struct StoreTests {
     func concurrentWriters() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
-        let reference = try store.put(collection: "c", type: "t", data: ["n": "0"])
+        let other = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let reference = try await store.put(collection: "c", type: "t", data: ["n": "0"])
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for (i, handle) in [store, other, store, other].enumerated() {
                 group.addTask {
-                    (try? handle.update(collection: "c", id: reference.id, expectedVersion: 1, data: ["n": "\(i)"]))
+                    (try? await handle.update(
+                        collection: "c", id: reference.id, expectedVersion: 1, data: ["n": "\(i)"]))
                         != nil
                 }
             }
@@ -124,7 +139,7 @@ struct StoreTests {
             return results
         }
         #expect(outcomes.filter { $0 }.count == 1)
-        #expect(try store.get(collection: "c", id: reference.id).version == 2)
+        #expect(try await store.get(collection: "c", id: reference.id).version == 2)
     }
 
     @Test("an edited, moved or re-versioned record is recordTampered naming it")
@@ -224,26 +239,26 @@ struct StoreTests {
             let day = String(format: "2026-11-%02d", i % 30 + 1)
             batch.append((i % 3 == 0 ? "invoice" : "receipt", ["n": "\(i)"], ["day": day, "customer": "c\(i % 7)"]))
         }
-        let references = try store.put(collection: "ledger", records: batch)
-        _ = try store.put(collection: "other", type: "invoice", data: ["n": "x"])
+        let references = try await store.put(collection: "ledger", records: batch)
+        _ = try await store.put(collection: "other", type: "invoice", data: ["n": "x"])
 
-        let invoices = try store.find(RecordQuery(collection: "ledger", types: ["invoice"]))
+        let invoices = try await store.find(RecordQuery(collection: "ledger", types: ["invoice"]))
         #expect(invoices.count == 100)
         #expect(invoices.map(\.data["n"]) == stride(from: 0, to: 300, by: 3).map { "\($0)" })
-        let c3 = try store.find(RecordQuery(collection: "ledger", plain: [.equals("customer", "c3")]))
+        let c3 = try await store.find(RecordQuery(collection: "ledger", plain: [.equals("customer", "c3")]))
         #expect(c3.count == (0..<300).filter { $0 % 7 == 3 }.count)
         #expect(c3.allSatisfy { $0.meta.plain["customer"] == "c3" })
-        let early = try store.find(
+        let early = try await store.find(
             RecordQuery(collection: "ledger", plain: [.between("day", lower: "2026-11-01", upper: "2026-11-05")]))
         #expect(early.count == (0..<300).filter { $0 % 30 < 5 }.count)
-        let prefixed = try store.find(RecordQuery(collection: "ledger", plain: [.hasPrefix("day", "2026-11-1")]))
+        let prefixed = try await store.find(RecordQuery(collection: "ledger", plain: [.hasPrefix("day", "2026-11-1")]))
         #expect(prefixed.count == (0..<300).filter { (10...19).contains($0 % 30 + 1) }.count)
-        let both = try store.find(
+        let both = try await store.find(
             RecordQuery(
                 collection: "ledger", types: ["receipt"],
                 plain: [.equals("customer", "c1"), .hasPrefix("day", "2026-11-0")]))
         #expect(both.count == (0..<300).filter { $0 % 3 != 0 && $0 % 7 == 1 && $0 % 30 + 1 <= 9 }.count)
-        let newest = try store.find(RecordQuery(collection: "ledger", limit: 5, descending: true))
+        let newest = try await store.find(RecordQuery(collection: "ledger", limit: 5, descending: true))
         #expect(newest.map(\.id) == references.suffix(5).reversed().map(\.id))
 
         var streamed: [UUID] = []
@@ -371,10 +386,10 @@ struct StoreSharingTests {
         for i in 0..<25 {
             let data: RecordData = ["n": "\(i)", "text": "naïve ☃ \(i) \u{1F600}"]
             let plain: RecordData = ["i": "\(i)"]
-            try store.put(collection: "shared", type: "memo", data: data, plain: plain)
+            try await store.put(collection: "shared", type: "memo", data: data, plain: plain)
             expected.append(.object(["data": data.signableJSON, "plain": plain.signableJSON, "type": .string("memo")]))
         }
-        try store.put(collection: "private", type: "memo", data: ["secret": "not exported"])
+        try await store.put(collection: "private", type: "memo", data: ["secret": "not exported"])
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
         let export = try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
@@ -392,7 +407,7 @@ struct StoreSharingTests {
         let other = try EncryptedStore.create(at: otherDir.url, credential: passphrase("q"), kdfParameters: testKDF)
         let imported = try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
         #expect(imported.count == 25)
-        let records = try other.find(RecordQuery(collection: "inbox"))
+        let records = try await other.find(RecordQuery(collection: "inbox"))
         #expect(
             records.map {
                 JSONValue.object([
@@ -435,14 +450,14 @@ struct StoreSharingTests {
             at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)
         let references = try store.importCollection(from: pyDir, reader: reader.boxKey, as: "from-python")
         #expect(references.count == 12)
-        let records = try store.find(RecordQuery(collection: "from-python", plain: [.equals("source", "python")]))
+        let records = try await store.find(RecordQuery(collection: "from-python", plain: [.equals("source", "python")]))
         #expect(
             records.map {
                 JSONValue.object([
                     "data": $0.data.signableJSON, "plain": $0.meta.plain.signableJSON, "type": .string($0.meta.type),
                 ])
             } == expected)
-        #expect(try store.find(RecordQuery(collection: "from-python", plain: [.equals("i", "3")])).count == 1)
+        #expect(try await store.find(RecordQuery(collection: "from-python", plain: [.equals("i", "3")])).count == 1)
     }
 }
 
@@ -634,15 +649,36 @@ struct RotationTests {
         #expect(try other.verify().problems.isEmpty)
     }
 
+    @Test("an update under a key that another connection rotated away starts over with the new key")
+    func rotationBeforeUpdate() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let record = try store.put(collection: "c", type: "t", data: ["n": "first"])
+        let keyed = try store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed"])
+        // `store` keeps collection c's key 1 in memory; another connection rotates to key 2 and, no record being
+        // left under key 1, deletes it.
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        #expect(try other.rotateKey(collection: "c").keyVersion == 2)
+        #expect(
+            try store.update(collection: "c", id: record.id, expectedVersion: 1, data: ["n": "second"]).version == 2)
+        #expect(
+            try store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed 2"]).version == keyed.version + 1)
+        // Written under key 2, so every connection reads them, and nothing is left under a deleted key.
+        #expect(try other.get(collection: "c", id: record.id).data == ["n": "second"])
+        #expect(try other.get(collection: "c", key: "k").data == ["n": "keyed 2"])
+        #expect(try other.keyStatus(collection: "c") == (2, 0))
+        #expect(try other.verify().problems.isEmpty)
+    }
+
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")
     func resume() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<60 { batch.append(("t", ["n": "\(i)"], [:])) }
-        let references = try store.put(collection: "c", records: batch)
+        let references = try await store.put(collection: "c", records: batch)
         let interrupted = Task {
-            try store.rotateKey(collection: "c", batchSize: 10) { progress in
+            try await store.rotateKey(collection: "c", batchSize: 10) { progress in
                 if progress.recordsDone >= 20 { withUnsafeCurrentTask { $0?.cancel() } }
             }
         }
@@ -652,21 +688,21 @@ struct RotationTests {
         } catch let error as E3DBError {
             #expect(error.code == .cancelled)
         }
-        let status = try store.keyStatus(collection: "c")
+        let status = try await store.keyStatus(collection: "c")
         #expect(status.keyVersion == 2 && status.recordsUnderOlderKeys == 40)
         // Both key versions read; new writes use the new key; export waits for the rotation.
         for (i, reference) in references.enumerated() {
-            #expect(try store.get(collection: "c", id: reference.id).data == ["n": "\(i)"])
+            #expect(try await store.get(collection: "c", id: reference.id).data == ["n": "\(i)"])
         }
-        try store.put(collection: "c", type: "t", data: ["n": "during"])
+        try await store.put(collection: "c", type: "t", data: ["n": "during"])
         expectStoreError(.invalidParameter) {
             try store.export(
                 collection: "c", to: dir.url.appendingPathComponent("x"), readerPublicKey: Box.PrivateKey().publicKey)
         }
-        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
-        let resumed = try other.rotateKey(collection: "c", batchSize: 7)
+        let other = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let resumed = try await other.rotateKey(collection: "c", batchSize: 7)
         #expect(resumed.keyVersion == 2 && resumed.recordsDone == 40)
-        #expect(try other.keyStatus(collection: "c") == (2, 0))
+        #expect(try await other.keyStatus(collection: "c") == (2, 0))
         #expect(try other.verify().recordsChecked == 61)
         #expect(try other.verify().problems.isEmpty)
     }
@@ -743,20 +779,21 @@ struct StoreExtrasTests {
     func observation() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        try store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
+        try await store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
         var iterator = store.observe(RecordQuery(collection: "c", plain: [.equals("list", "home")])).makeAsyncIterator()
         let initial = try await iterator.next()
         #expect(initial?.map { $0.data["title"] } == ["first"])
-        let second = try store.put(collection: "c", type: "todo", data: ["title": "second"], plain: ["list": "home"])
+        let second = try await store.put(
+            collection: "c", type: "todo", data: ["title": "second"], plain: ["list": "home"])
         let afterInsert = try await iterator.next()
         #expect(afterInsert?.map { $0.data["title"] } == ["first", "second"])
-        try store.put(collection: "c", type: "todo", data: ["title": "elsewhere"], plain: ["list": "work"])
-        try store.update(
+        try await store.put(collection: "c", type: "todo", data: ["title": "elsewhere"], plain: ["list": "work"])
+        try await store.update(
             collection: "c", id: second.id, expectedVersion: 1, data: ["title": "second, edited"],
             plain: ["list": "home"])
         let afterUpdate = try await iterator.next()
         #expect(afterUpdate?.map { $0.data["title"] } == ["first", "second, edited"])
-        try store.delete(collection: "c", id: second.id)
+        try await store.delete(collection: "c", id: second.id)
         let afterDelete = try await iterator.next()
         #expect(afterDelete?.map { $0.data["title"] } == ["first"])
     }

@@ -112,6 +112,17 @@ struct StoreKeyOptions: ParsableArguments {
             throw CLIError(error, while: "opening the store \(store)")
         }
     }
+
+    /// `open()` for async commands: the store's async open (its KDF on a thread of its own).
+    func open() async throws -> EncryptedStore {
+        let credential = try credential()
+        do {
+            return try await EncryptedStore.open(
+                at: url, credential: credential, expectedMinimumWriteCounter: minWriteCounter)
+        } catch {
+            throw CLIError(error, while: "opening the store \(store)")
+        }
+    }
 }
 
 /// `NAME=VALUE` for --where and --plain.

@@ -228,7 +228,7 @@ struct StoreFindCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try keys.open()
+        let store = try await keys.open()
         let query = RecordQuery(
             collection: collection, types: type, plain: plainConditions.map { .equals($0.name, $0.value) },
             fields: whereConditions.map { .equals($0.name, $0.value) }, limit: limit)

@@ -1,0 +1,167 @@
+import Dispatch
+import E3DBKit
+import E3DBStore
+import E3DBTestSupport
+import Foundation
+import GRDB
+import Synchronization
+import Testing
+
+/// The store's async API (GRDB's async database access): the same results as the synchronous one, and no
+/// cooperative thread held while the database is busy.
+@Suite("E3DBStore: the async API")
+struct AsyncStoreTests {
+    @Test(
+        "put, get, find, update, delete, keyed records and rotation give through the async API what the sync API gives")
+    func sameResults() async throws {
+        let dir = try StoreDirectory()
+        _ = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let one = try await store.put(
+            collection: "c", type: "note", data: ["n": "0", "k": "a"], plain: ["day": "2026-12-06"])
+        var batch: [(type: String, data: RecordData, plain: RecordData)] = []
+        for i in 1..<30 {
+            batch.append((i % 2 == 0 ? "note" : "task", ["n": "\(i)", "k": i % 3 == 0 ? "a" : "b"], [:]))
+        }
+        let many = try await store.put(collection: "c", records: batch)
+        #expect(one.version == 1 && many.count == 29 && many.allSatisfy { $0.version == 1 })
+        let keyed = try await store.put(collection: "c", key: "settings", type: "kv", data: ["theme": "dark"])
+        #expect(keyed.id == (try store.recordID(forKey: "settings", in: "c")))
+
+        // Reads: the async forms return exactly what the sync ones return.
+        for reference in [one, keyed] + many {
+            #expect(
+                try await store.get(collection: "c", id: reference.id)
+                    == store.getSync(collection: "c", id: reference.id))
+        }
+        #expect(try await store.get(collection: "c", key: "settings").data == ["theme": "dark"])
+        _ = try store.createIndex(collection: "c", fields: ["k"], bits: 16)
+        let queries = [
+            RecordQuery(collection: "c"),
+            RecordQuery(collection: "c", types: ["task"]),
+            RecordQuery(collection: "c", plain: [.equals("day", "2026-12-06")]),
+            RecordQuery(collection: "c", fields: [.equals("k", "a")]),
+            RecordQuery(collection: "c", fields: [.equals("k", "b")], limit: 4, descending: true),
+        ]
+        for query in queries {
+            let sync = try store.findSync(query)
+            #expect(!sync.isEmpty)
+            #expect(try await store.find(query) == sync)
+            var scanned: [StoredRecord] = []
+            for try await record in store.records(matching: query, pageSize: 3) { scanned.append(record) }
+            #expect(scanned == sync)
+        }
+
+        // Writes: update, a version conflict, keyed replace, deletes, each seen by the sync API and another store.
+        #expect(try await store.update(collection: "c", id: one.id, expectedVersion: 1, data: ["n": "0'"]).version == 2)
+        await expectAsyncStoreError(.versionConflict, item: one.id.uuidString.lowercased()) {
+            _ = try await store.update(collection: "c", id: one.id, expectedVersion: 1, data: ["n": "lost"])
+        }
+        #expect(
+            try await store.put(
+                collection: "c", key: "settings", type: "kv", data: ["theme": "light"], expectedVersion: 1
+            )
+            .version == 2)
+        try await store.delete(collection: "c", id: many[0].id, expectedVersion: 1)
+        try await store.delete(collection: "c", key: "settings")
+        await expectAsyncStoreError(.recordNotFound) { _ = try await store.get(collection: "c", id: many[0].id) }
+        await expectAsyncStoreError(.recordNotFound) { _ = try await store.get(collection: "c", key: "settings") }
+        let other = try EncryptedStore.openSync(at: dir.url, credential: passphrase("p"))
+        #expect(try other.getSync(collection: "c", id: one.id).data == ["n": "0'"])
+        #expect(try other.count(collection: "c") == 29)
+
+        // Rotation, with progress, then everything reads under the new key in both APIs.
+        let seen = Mutex<[Int]>([])
+        let rotation = try await store.rotateKey(collection: "c", batchSize: 10) { progress in
+            seen.withLock { $0.append(progress.recordsDone) }
+        }
+        #expect(rotation.keyVersion == 2 && rotation.recordsDone == 29)
+        #expect(seen.withLock { $0 } == [10, 20, 29])
+        let status = try await store.keyStatus(collection: "c")
+        let otherStatus = try other.keyStatusSync(collection: "c")
+        #expect(status.keyVersion == 2 && status.recordsUnderOlderKeys == 0)
+        #expect(otherStatus.keyVersion == 2 && otherStatus.recordsUnderOlderKeys == 0)
+        let all = try await store.find(RecordQuery(collection: "c"))
+        let otherAll = try other.findSync(RecordQuery(collection: "c"))
+        #expect(all.count == 29 && all == otherAll)
+        #expect(try other.verify().problems.isEmpty)
+        await expectAsyncStoreError(.wrongKey) {
+            _ = try await EncryptedStore.open(at: dir.url, credential: passphrase("not it"))
+        }
+    }
+
+    @Test("many concurrent async callers wait for a write lock another connection holds without holding a thread")
+    func concurrentCallersKeepThePoolUsable() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let seed = try await store.put(collection: "c", type: "t", data: ["n": "seed"])
+        // Another connection takes the store's write lock on a thread of its own and keeps it until released (by
+        // the test, or by a watchdog after 5 s, well inside the store's 10 s busy timeout).
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let watchdogFired = Atomic<Bool>(false)
+        let holder = Task {
+            try await offCooperativePool {
+                try raw.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    held.signal()
+                    release.wait()
+                    try db.execute(sql: "ROLLBACK")
+                }
+            }
+        }
+        try await offCooperativePool { held.wait() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5) {
+            watchdogFired.store(true, ordering: .sequentiallyConsistent)
+            release.signal()
+        }
+        // Four times more writers than any machine's cooperative threads: with a blocking API they would hold
+        // every one of them, and nothing below could run until the lock is released.
+        let writers = 4 * max(8, ProcessInfo.processInfo.activeProcessorCount)
+        let puts = Task {
+            try await withThrowingTaskGroup(of: RecordReference.self) { group in
+                for i in 0..<writers {
+                    group.addTask { try await store.put(collection: "c", type: "t", data: ["n": "\(i)"]) }
+                }
+                return try await group.reduce(into: [RecordReference]()) { $0.append($1) }
+            }
+        }
+        // Meanwhile the pool runs other work: reads (WAL readers do not wait for the writer) and plain tasks.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<writers {
+                group.addTask {
+                    let record = try await store.get(collection: "c", id: seed.id)
+                    #expect(record.data == ["n": "seed"])
+                    let answer = await Task.detached { 42 }.value
+                    #expect(answer == 42)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let waitedForTheLock = watchdogFired.load(ordering: .sequentiallyConsistent)
+        #expect(
+            !waitedForTheLock, "the reads waited for the write lock's release: the writers held the cooperative threads"
+        )
+        release.signal()
+        try await holder.value
+        let written = try await puts.value
+        #expect(Set(written.map(\.id)).count == writers)
+        #expect(try await store.find(RecordQuery(collection: "c")).count == writers + 1)
+        #expect(try store.verify().problems.isEmpty)
+    }
+}
+
+extension EncryptedStore {
+    // The synchronous forms, named apart so that an async test can call them beside the async ones.
+    fileprivate static func openSync(at directory: URL, credential: StoreCredential) throws -> EncryptedStore {
+        try open(at: directory, credential: credential)
+    }
+    fileprivate func getSync(collection: String, id: UUID) throws -> StoredRecord {
+        try get(collection: collection, id: id)
+    }
+    fileprivate func findSync(_ query: RecordQuery) throws -> [StoredRecord] { try find(query) }
+    fileprivate func keyStatusSync(collection: String) throws -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
+        try keyStatus(collection: collection)
+    }
+}

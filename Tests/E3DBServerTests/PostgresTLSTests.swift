@@ -41,15 +41,17 @@ struct PostgresTLSTests {
         return logger
     }()
 
-    /// A check that must fail soon, not at a deadline: the error and how long it took.
+    /// A check that must fail soon, not at a deadline: the error and how long it took. The storage's deadline is
+    /// 300 s and the bound 60 s, so that a failure reported only at the deadline fails the check by minutes while a
+    /// loaded 2-core machine (11.8 s seen in the full parallel run beside other builds) still passes.
     static func failure(
-        _ url: String, operationTimeout: Duration = .seconds(30)
+        _ url: String, operationTimeout: Duration = .seconds(300)
     ) async throws -> (error: E3DBError?, elapsed: Duration) {
         let storage = try PostgresStorage(url: url, operationTimeout: operationTimeout, logger: quiet)
         let start = ContinuousClock.now
         let error = await #expect(throws: E3DBError.self) { try await storage.running { try await storage.migrate() } }
         let elapsed = ContinuousClock.now - start
-        #expect(elapsed < .seconds(8), "took \(elapsed)")
+        #expect(elapsed < .seconds(60), "took \(elapsed)")
         if let error { #expect(!error.message.contains(password(of: url)), "the password leaked: \(error.message)") }
         return (error, elapsed)
     }

@@ -96,7 +96,8 @@ struct AsyncStoreTests {
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let seed = try await store.put(collection: "c", type: "t", data: ["n": "seed"])
         // Another connection takes the store's write lock on a thread of its own and keeps it until released (by
-        // the test, or by a watchdog after 5 s, well inside the store's 10 s busy timeout).
+        // the test, or by a watchdog after 8 s, inside the store's 10 s busy timeout: 5 s was passed once in a
+        // full parallel run beside other builds on 2 cores).
         let raw = try DatabaseQueue(path: try store.databaseLocation())
         let held = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
@@ -112,7 +113,7 @@ struct AsyncStoreTests {
             }
         }
         try await offCooperativePool { held.wait() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 5) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + 8) {
             watchdogFired.store(true, ordering: .sequentiallyConsistent)
             release.signal()
         }

@@ -29,6 +29,36 @@ struct TransportFailureTests {
         }
     }
 
+    @Test("a refused request's presigned query and bearer token are in no error, message or cause")
+    func secretsStayOut() async throws {
+        let request = TransportRequest(
+            method: "GET", url: "http://127.0.0.1:1/x?X-Amz-Signature=S3CRET",
+            headers: [("Authorization", "Bearer S3CRET")])
+        for kind in ClientTransport.allCases {
+            let failure = await #expect(throws: E3DBError(.transportFailed), "\(kind)") {
+                _ = try await kind.make().send(request, timeout: .seconds(10), maxResponseSize: 1 << 20)
+            }
+            let error = try #require(failure, "\(kind)")
+            #expect(!String(reflecting: error).contains("S3CRET"), "\(kind): \(String(reflecting: error))")
+            #expect(!error.message.contains("S3CRET"), "\(kind): \(error.message)")
+            let cause = try #require(error.cause, "\(kind)")
+            #expect(!String(reflecting: cause).contains("S3CRET"), "\(kind): \(String(reflecting: cause))")
+        }
+    }
+
+    @Test("AsyncHTTPClient: a header value it refuses (it carries the values) leaves no cause and no value")
+    func invalidHeaderValue() async throws {
+        let failure = await #expect(throws: E3DBError.self) {
+            _ = try await AsyncHTTPClientTransport().send(
+                TransportRequest(
+                    method: "GET", url: "http://127.0.0.1:1/x", headers: [("Authorization", "Bearer S3CRET\nX: y")]),
+                timeout: .seconds(10), maxResponseSize: 1 << 20)
+        }
+        let error = try #require(failure)
+        #expect(error.cause == nil, "\(String(reflecting: error.cause as Any))")
+        #expect(!String(reflecting: error).contains("S3CRET"), "\(String(reflecting: error))")
+    }
+
     @Test("the deadline and a body cut short of its Content-Length are transportFailed")
     func deadlineAndShortBody() async throws {
         let raw = try await RawHTTPServer()

@@ -10,6 +10,10 @@ import Testing
 
 @testable import E3DBURLSession
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// This process's resident memory in bytes (Linux), nil elsewhere.
 func residentBytes() -> Int? {
     #if os(Linux)
@@ -189,6 +193,25 @@ struct URLSessionTransportTests {
         }
         #expect(failed?.code == .transportFailed)
         #expect(failed?.message.contains("URLError -1001: timed out") == true, "\(String(describing: failed))")
+    }
+
+    @Test("a refused request's cause is URLSession's URLError without its user info, which holds the URL")
+    func causeWithoutUserInfo() async throws {
+        let url = "http://127.0.0.1:1/x?X-Amz-Signature=S3CRET"
+        // What URLSession itself throws for it: the URL, signature and all, in the user info.
+        let raw = await #expect(throws: URLError.self) {
+            _ = try await URLSession(configuration: .ephemeral).data(from: try #require(URL(string: url)))
+        }
+        #expect(raw?.userInfo.isEmpty == false)
+        #expect(String(reflecting: raw as Any).contains("S3CRET"), "\(String(reflecting: raw as Any))")
+        let failure = await #expect(throws: E3DBError(.transportFailed)) {
+            _ = try await URLSessionTransport().send(
+                TransportRequest(method: "GET", url: url), timeout: .seconds(10), maxResponseSize: 1 << 20)
+        }
+        let cause = try #require(failure?.cause as? URLError)
+        #expect(cause.code == raw?.code)
+        #expect(cause.userInfo.isEmpty, "\(cause.userInfo)")
+        #expect(!String(reflecting: cause).contains("S3CRET"))
     }
 
     @Test("cancelling the calling task ends a download at once")

@@ -139,7 +139,7 @@ func transportFailure(_ error: any Error, url: String) -> E3DBError {
     let (sendable, detail, cause) = exchangeFailure(error)
     guard sendable else {
         return E3DBError(
-            .invalidParameter, "the request to \(host) cannot be sent (\(detail))", context: .init(part: "request"),
+            .invalidParameter, "the request to \(host) cannot be sent (\(detail))",
             cause: cause)
     }
     return E3DBError(.transportFailed, "the exchange with \(host) failed (\(detail))", cause: cause)

@@ -120,8 +120,7 @@ public struct URLSessionTransport: E3DBTransport {
             scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
         else {
             throw E3DBError(
-                .invalidParameter, "the request's URL is not an absolute http or https URL with a host",
-                context: .init(part: "request"))
+                .invalidParameter, "the request's URL is not an absolute http or https URL with a host")
         }
         var r = URLRequest(url: url)
         r.httpMethod = request.method
@@ -130,13 +129,11 @@ public struct URLSessionTransport: E3DBTransport {
         for (index, (name, value)) in request.headers.enumerated() {
             guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
                 throw E3DBError(
-                    .invalidParameter, "the request's header \(index + 1) has a name that is not an HTTP token",
-                    context: .init(part: "request"))
+                    .invalidParameter, "the request's header \(index + 1) has a name that is not an HTTP token")
             }
             guard value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
                 throw E3DBError(
-                    .invalidParameter, "the value of the request's header \(name) holds a control character",
-                    context: .init(part: "request"))
+                    .invalidParameter, "the value of the request's header \(name) holds a control character")
             }
             r.addValue(value, forHTTPHeaderField: name)
         }

@@ -165,6 +165,13 @@ struct TransportFailureTests {
             #expect(failure?.message.hasPrefix("register: ") == true, "\(kind): \(String(describing: failure))")
             #expect(failure?.context.part == "register", "\(kind): \(String(describing: failure))")
             #expect(failure?.cause != nil, "\(kind): \(String(describing: failure))")
+            // A request the transport cannot send is framed the same way, and is final.
+            let unsendable = await #expect(throws: E3DBError(.invalidParameter), "\(kind)") {
+                _ = try await E3DBClient.register(
+                    token: "t", name: "n", apiURL: "http:///no-host", transport: kind.make())
+            }
+            #expect(unsendable?.message.hasPrefix("register: ") == true, "\(kind): \(String(describing: unsendable))")
+            #expect(unsendable?.context.part == "register", "\(kind): \(String(describing: unsendable))")
         }
     }
 }

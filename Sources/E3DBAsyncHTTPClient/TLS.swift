@@ -111,7 +111,7 @@ public struct ClientTLSOptions: Sendable, Hashable {
         throw E3DBError(
             .invalidParameter,
             "CA certificates and public key pins apply to https:// URLs only, and "
-                + "\(URLComponents(string: url)?.host ?? "the server") is reached over http://: use its https:// URL "
+                + "\(messageHost(of: url)) is reached over http://: use its https:// URL "
                 + "or drop the CA file and pins", context: .init(part: "tls"))
     }
 
@@ -134,7 +134,7 @@ public struct ClientTLSOptions: Sendable, Hashable {
 ///   - error: what AsyncHTTPClient, NIO or the forwarder threw.
 ///   - url: the request's URL (its host goes in the message).
 func transportFailure(_ error: any Error, url: String) -> E3DBError {
-    let host = URLComponents(string: url)?.host ?? "the server"
+    let host = messageHost(of: url)
     if let failure = tlsFailure(error, host: host) { return failure }
     let (sendable, detail, cause) = exchangeFailure(error)
     guard sendable else {

@@ -152,6 +152,12 @@ extension E3DBTransport {
     public var preferredTaskExecutor: (any TaskExecutor)? { nil }
 }
 
+/// The host of `url` as a transport's messages name it ("the server" when it has none): never the rest of the URL,
+/// whose path or query may hold a secret (a presigned signature).
+package func messageHost(of url: String) -> String {
+    URLComponents(string: url)?.host ?? "the server"
+}
+
 /// What a download's receiver threw, on its way out of a transport unchanged (see `withTransportFailures`).
 package struct TransportReceiverFailure: Error {
     package let error: any Error

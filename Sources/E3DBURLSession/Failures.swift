@@ -26,7 +26,7 @@ extension URLSessionTransport {
     /// The cause is a `URLError` of the same code without its user info, which holds the request's URL (a
     /// presigned file URL carries a signature).
     static func failure(_ error: any Error, url: String) -> E3DBError {
-        let host = URLComponents(string: url)?.host ?? "the server"
+        let host = messageHost(of: url)
         guard let error = error as? URLError else {
             return E3DBError(.transportFailed, "the exchange with \(host) failed (\(type(of: error)))")
         }

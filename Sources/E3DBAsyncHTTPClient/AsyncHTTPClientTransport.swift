@@ -108,7 +108,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         do { body = try await response.body.collect(upTo: limit) } catch is NIOTooManyBytesError {
             throw E3DBError(
                 .invalidResponse, "the response body is larger than the \(limit) bytes accepted",
-                context: .init(part: "response", expected: limit))
+                context: .init(expected: limit))
         }
         return TransportResponse(
             status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },

@@ -111,7 +111,7 @@ public struct ClientTLSOptions: Sendable, Hashable {
         throw E3DBError(
             .invalidParameter,
             "CA certificates and public key pins apply to https:// URLs only, and "
-                + "\(URLComponents(string: url)?.host ?? "the server") is reached over http://: use its https:// URL "
+                + "\(messageHost(of: url)) is reached over http://: use its https:// URL "
                 + "or drop the CA file and pins", context: .init(part: "tls"))
     }
 
@@ -126,17 +126,23 @@ public struct ClientTLSOptions: Sendable, Hashable {
 /// What ``AsyncHTTPClientTransport`` throws for an error of AsyncHTTPClient, NIO or NIOSSL in the exchange with
 /// `url`'s host (`withTransportFailures` passes `E3DBError`s and cancellation on before): a TLS code for a TLS
 /// failure (untrusted certificate, host name mismatch, a failed handshake), which the client never retries;
-/// `.transportFailed` for the rest. Messages name what failed and the host, never a header value, key or token;
-/// `cause` is NIO's or AsyncHTTPClient's error where it holds none.
+/// `.invalidParameter` for a request AsyncHTTPClient refuses to send (an invalid URL, no host, another scheme, a
+/// header name or value it does not accept), never retried either; `.transportFailed` for the rest. Messages name
+/// what failed and the host, never a header value, key or token; `cause` is NIO's or AsyncHTTPClient's error where
+/// it holds none.
 /// - Parameters:
 ///   - error: what AsyncHTTPClient, NIO or the forwarder threw.
 ///   - url: the request's URL (its host goes in the message).
 func transportFailure(_ error: any Error, url: String) -> E3DBError {
-    let host = URLComponents(string: url)?.host ?? "the server"
+    let host = messageHost(of: url)
     if let failure = tlsFailure(error, host: host) { return failure }
-    return E3DBError(
-        .transportFailed, "the exchange with \(host) failed (\(transportFailureDetail(error)))",
-        cause: secretFree(error))
+    let (sendable, detail, cause) = exchangeFailure(error)
+    guard sendable else {
+        return E3DBError(
+            .invalidParameter, "the request to \(host) cannot be sent (\(detail))",
+            cause: cause)
+    }
+    return E3DBError(.transportFailed, "the exchange with \(host) failed (\(detail))", cause: cause)
 }
 
 /// A TLS failure as `E3DBError` (untrusted certificate, host name mismatch, a failed handshake), nil for another
@@ -174,37 +180,41 @@ func tlsFailure(_ error: any Error, host: String) -> E3DBError? {
     return failure(.tlsHandshakeFailed, "the TLS handshake failed (\(reasons.joined(separator: ", ")))")
 }
 
-/// What a failed exchange was, for its message: the system call and its `errno` text, AsyncHTTPClient's short
-/// description (which has no header values: an invalid header value may be a token), the address NIO could not
-/// connect to; the type's name for any other error.
-func transportFailureDetail(_ error: any Error) -> String {
+/// What a failed exchange was: whether the request could be sent at all (false for one AsyncHTTPClient refuses
+/// before sending: it would never succeed); the detail for the message (the system call and its `errno` text,
+/// AsyncHTTPClient's short description, which has no header values, the address NIO could not connect to; the
+/// type's name for any other error); and the error as `cause` when it holds no secret (NIO's system call and
+/// connection errors, the AsyncHTTPClient errors that carry nothing of the request; not the others, which can hold
+/// header values, a token among them).
+func exchangeFailure(_ error: any Error) -> (sendable: Bool, detail: String, cause: (any Error)?) {
     switch error {
-    case let error as IOError: "IOError: \(error.description)"
-    case let error as HTTPClientError: "HTTPClientError: \(error.shortDescription)"
+    case let error as IOError: return (true, "IOError: \(error.description)", error)
     case let error as NIOConnectionError:
-        "could not connect to \(error.host):\(error.port)"
-            + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
-    default: "\(type(of: error))"
+        let first = error.connectionErrors.first.map { " (\($0.error))" } ?? ""
+        return (true, "could not connect to \(error.host):\(error.port)\(first)", error)
+    case is ChannelError: return (true, "\(type(of: error))", error)
+    case let error as HTTPClientError:
+        let detail = "HTTPClientError: \(error.shortDescription)"
+        if unsendable.contains(error.shortDescription) { return (false, detail, nil) }
+        return (true, detail, plainHTTPClientErrors.contains(error) ? error : nil)
+    default: return (true, "\(type(of: error))", nil)
     }
 }
 
-/// `error` when it holds no secret, as a cause: NIO's system call and connection errors (a call, an `errno`, an
-/// address) and the AsyncHTTPClient errors that carry nothing of the request; nil for the others (an
-/// AsyncHTTPClient error can hold header values, which may be a token).
-func secretFree(_ error: any Error) -> (any Error)? {
-    switch error {
-    case is IOError, is NIOConnectionError, is ChannelError: return error
-    case let error as HTTPClientError:
-        let plain: [HTTPClientError] = [
-            .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .remoteConnectionClosed, .cancelled,
-            .alreadyShutdown, .bodyLengthMismatch, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout,
-            .proxyAuthenticationRequired, .invalidProxyResponse, .httpProxyHandshakeTimeout, .uncleanShutdown,
-            .requestStreamCancelled,
-        ]
-        return plain.contains(error) ? error : nil
-    default: return nil
-    }
-}
+/// The AsyncHTTPClient errors of a request it will not send, by their short descriptions (stable, without the
+/// values some of them carry).
+private let unsendable: Set<String> = [
+    "Invalid URL", "Empty host", "Empty scheme", "Unsupported scheme", "Missing socket path",
+    "Invalid header field names", "Invalid header field values", "Trace request with body",
+]
+
+/// The AsyncHTTPClient errors that carry nothing of the request.
+private let plainHTTPClientErrors: [HTTPClientError] = [
+    .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .remoteConnectionClosed, .cancelled,
+    .alreadyShutdown, .bodyLengthMismatch, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout,
+    .proxyAuthenticationRequired, .invalidProxyResponse, .httpProxyHandshakeTimeout, .uncleanShutdown,
+    .requestStreamCancelled,
+]
 
 /// BoringSSL's reason names (`CERTIFICATE_VERIFY_FAILED`, …) from an error stack, or NIOSSL's synthetic
 /// descriptions (`EOF during handshake`).

@@ -45,16 +45,19 @@ extension E3DBError.Code {
     public static let tlsHandshakeFailed = Self("tlsHandshakeFailed", category: .io)
 }
 
-/// The codes of a failed exchange, which the client names the operation in: `.transportFailed` and the TLS codes.
+/// The codes of a transport's own failures, which the client names the operation in: a failed exchange
+/// (`.transportFailed`, the TLS codes), a request the transport cannot send (`.invalidParameter`), a response over
+/// the limit (`.invalidResponse`).
 private let exchangeFailures: Set<E3DBError.Code> = [
     .transportFailed, .untrustedCertificate, .certificateExpired, .hostnameMismatch, .pinMismatch,
-    .tlsHandshakeFailed,
+    .tlsHandshakeFailed, .invalidParameter, .invalidResponse,
 ]
 
-/// A transport's failure as the client reports it: `.requestCancelled` for cancellation; for a failed exchange
-/// (`.transportFailed`, a TLS code), the transport's error with the operation in front of its message (and as
-/// `context.part` when the transport named none); any other `E3DBError` as it is; an error of another type (a
-/// transport outside E3DBKit) as `.transportFailed` with its type's name only, since it may carry anything.
+/// A transport's failure as the client reports it: `.requestCancelled` for cancellation; for the transport's own
+/// failures (`.transportFailed`, a TLS code, `.invalidParameter`, `.invalidResponse`), the transport's error with the
+/// operation in front of its message (and as `context.part` when the transport named none); any other `E3DBError`
+/// (a download receiver's, `.fileIOFailed`) as it is; an error of another type (a transport outside E3DBKit) as
+/// `.transportFailed` with its type's name only, since it may carry anything.
 /// - Parameters:
 ///   - error: what the transport threw.
 ///   - operation: the client operation (`token`, `record read`, `file upload`, …).

@@ -66,17 +66,22 @@ public struct TransportResponse: Sendable {
 ///
 /// ## Failures
 ///
-/// A transport throws `E3DBError` only, with what failed in the message (never a header value, token or
-/// presigned URL) and, where it holds no secret, the underlying error as `cause`:
-/// - `.transportFailed`: the exchange failed (connecting, sending, receiving, a timeout); the client retries
-///   idempotent requests after it.
+/// A transport throws `E3DBError`, with what failed in the message (never a header value, token or presigned
+/// URL) and, where it holds no secret, the underlying error as `cause`:
+/// - `.transportFailed`: the exchange failed (connecting, sending, receiving, a timeout, a body cut short); the
+///   client retries idempotent requests after it.
 /// - `.requestCancelled`: the calling task was cancelled.
 /// - `.untrustedCertificate`, `.certificateExpired`, `.hostnameMismatch`, `.pinMismatch`, `.tlsHandshakeFailed`:
 ///   the server's TLS was refused; never retried.
-/// - any other code (`.fileIOFailed` for an upload's body, `.invalidParameter` for a request the transport cannot
-///   send, `.invalidResponse` for a body over the limit): final, passed on as it is.
+/// - `.invalidParameter`: a request that can never succeed (no host, an invalid URL, header name or value); never
+///   retried.
+/// - `.invalidResponse`: a body over `maxResponseSize` (1 MiB for an upload's answer or a download's non-2xx
+///   answer; its HTTP status is not kept); final.
+/// - `.fileIOFailed`: an upload's body that cannot be opened or read; final.
 ///
-/// An error of another type (from a transport outside E3DBKit) is reported as `.transportFailed` and retried.
+/// The client puts the operation in front of these messages (`record read: …`). The one exception to "only
+/// `E3DBError`": what a download's `receive` throws comes back unchanged, whatever its type. An error of another
+/// type from a transport (one outside E3DBKit) is reported as `.transportFailed` with its type's name, and retried.
 public protocol E3DBTransport: Sendable {
     /// Sends a request and returns the whole response.
     /// - Parameters:
@@ -145,6 +150,12 @@ extension E3DBTransport {
 
     /// None by default.
     public var preferredTaskExecutor: (any TaskExecutor)? { nil }
+}
+
+/// The host of `url` as a transport's messages name it ("the server" when it has none): never the rest of the URL,
+/// whose path or query may hold a secret (a presigned signature).
+package func messageHost(of url: String) -> String {
+    URLComponents(string: url)?.host ?? "the server"
 }
 
 /// What a download's receiver threw, on its way out of a transport unchanged (see `withTransportFailures`).

@@ -223,7 +223,7 @@ final class Exchange: Sendable {
                 fail(CancellationError())
                 throw E3DBError(
                     .invalidResponse, "the response body is larger than the \(limit) bytes accepted",
-                    context: .init(part: "response", expected: limit))
+                    context: .init(expected: limit))
             }
             body.append(piece)
         }

@@ -111,16 +111,43 @@ public struct URLSessionTransport: E3DBTransport {
         }
     }
 
-    func urlRequest(_ request: TransportRequest, timeout: Duration) throws -> URLRequest {
-        guard let url = URL(string: request.url), url.scheme != nil, url.host != nil else {
-            throw URLError(.badURL)
+    /// The URLSession request, or `E3DBError` `.invalidParameter` for one that can never succeed (never retried):
+    /// a URL that is not absolute with a host, a header name that is not an HTTP token, a header value with a
+    /// control character (URLSession would pass a line break on to libcurl). The messages quote neither the URL
+    /// nor a value: either may hold a secret.
+    func urlRequest(_ request: TransportRequest, timeout: Duration) throws(E3DBError) -> URLRequest {
+        guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
+        else {
+            throw E3DBError(
+                .invalidParameter, "the request's URL is not an absolute http or https URL with a host")
         }
         var r = URLRequest(url: url)
         r.httpMethod = request.method
         // URLSession's timeout is the longest pause between two pieces; the whole exchange's deadline is run's.
         r.timeoutInterval = max(Double(timeout.components.seconds), 1)
-        for (name, value) in request.headers { r.addValue(value, forHTTPHeaderField: name) }
+        for (index, (name, value)) in request.headers.enumerated() {
+            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+                throw E3DBError(
+                    .invalidParameter, "the request's header \(index + 1) has a name that is not an HTTP token")
+            }
+            guard value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+                throw E3DBError(
+                    .invalidParameter, "the value of the request's header \(name) holds a control character")
+            }
+            r.addValue(value, forHTTPHeaderField: name)
+        }
         return r
+    }
+
+    /// Whether `byte` may be in an HTTP token (RFC 9110 `tchar`).
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
     }
 
     static func headers(_ response: HTTPURLResponse) -> [(String, String)] {

@@ -145,6 +145,15 @@ struct ClientTLSTests {
             }
             #expect(untrusted?.message.contains("not trusted") == true, "\(String(describing: untrusted))")
             #expect(untrusted?.message.contains("127.0.0.1") == true, "\(String(describing: untrusted))")
+            // URLSession knows the system's CAs only: the same verdict, from URLSession's error (on Linux, from
+            // libcurl's text), never retried.
+            let viaURLSession = await #expect(throws: E3DBError(.untrustedCertificate)) {
+                _ = try await E3DBClient.register(
+                    token: server.token, name: "no-ca", apiURL: server.url, transport: ClientTransport.urlSession.make()
+                )
+            }
+            #expect(viaURLSession?.message.contains("127.0.0.1") == true, "\(String(describing: viaURLSession))")
+            #expect(viaURLSession?.message.hasPrefix("register: ") == true, "\(String(describing: viaURLSession))")
             // The system's CAs are still used by a transport without options: an existing client fails the same way.
             let plain = try E3DBClient(identity: identity, transport: AsyncHTTPClientTransport())
             await #expect(throws: E3DBError(.untrustedCertificate)) {

@@ -29,6 +29,67 @@ struct TransportFailureTests {
         }
     }
 
+    @Test("a refused request's presigned query and bearer token are in no error, message or cause")
+    func secretsStayOut() async throws {
+        let request = TransportRequest(
+            method: "GET", url: "http://127.0.0.1:1/x?X-Amz-Signature=S3CRET",
+            headers: [("Authorization", "Bearer S3CRET")])
+        for kind in ClientTransport.allCases {
+            let failure = await #expect(throws: E3DBError(.transportFailed), "\(kind)") {
+                _ = try await kind.make().send(request, timeout: .seconds(10), maxResponseSize: 1 << 20)
+            }
+            let error = try #require(failure, "\(kind)")
+            #expect(!String(reflecting: error).contains("S3CRET"), "\(kind): \(String(reflecting: error))")
+            #expect(!error.message.contains("S3CRET"), "\(kind): \(error.message)")
+            let cause = try #require(error.cause, "\(kind)")
+            #expect(!String(reflecting: cause).contains("S3CRET"), "\(kind): \(String(reflecting: cause))")
+        }
+    }
+
+    @Test("AsyncHTTPClient: a header value it refuses (it carries the values) leaves no cause and no value")
+    func invalidHeaderValue() async throws {
+        let failure = await #expect(throws: E3DBError(.invalidParameter)) {
+            _ = try await AsyncHTTPClientTransport().send(
+                TransportRequest(
+                    method: "GET", url: "http://127.0.0.1:1/x", headers: [("Authorization", "Bearer S3CRET\nX: y")]),
+                timeout: .seconds(10), maxResponseSize: 1 << 20)
+        }
+        let error = try #require(failure)
+        #expect(error.cause == nil, "\(String(reflecting: error.cause as Any))")
+        #expect(!String(reflecting: error).contains("S3CRET"), "\(String(reflecting: error))")
+    }
+
+    @Test("a request that can never succeed is invalidParameter (never retried), quoting no URL or value")
+    func unsendable() async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let requests = [
+            TransportRequest(method: "GET", url: "http:///no-host?X-Amz-Signature=S3CRET"),
+            TransportRequest(method: "GET", url: "no scheme S3CRET"),
+            TransportRequest(method: "GET", url: raw.url + "/x", headers: [("Bad Name", "S3CRET")]),
+            TransportRequest(method: "GET", url: raw.url + "/x", headers: [("Authorization", "Bearer S3CRET\r\nX: y")]),
+            TransportRequest(method: "GET", url: raw.url + "/x", headers: [("X-Token", "S3CRET\u{0}")]),
+        ]
+        for kind in ClientTransport.allCases {
+            let transport = kind.make()
+            for request in requests {
+                let failure = await #expect(throws: E3DBError(.invalidParameter), "\(kind): \(request.url)") {
+                    _ = try await transport.send(request, timeout: .seconds(10), maxResponseSize: 1 << 20)
+                }
+                #expect(
+                    !String(reflecting: failure as Any).contains("S3CRET"), "\(kind): \(String(describing: failure))")
+                #expect(failure?.cause == nil, "\(kind): \(String(describing: failure?.cause))")
+            }
+            // Upload and download refuse the same way, before the body is opened or anything is sent.
+            await #expect(throws: E3DBError(.invalidParameter), "\(kind)") {
+                _ = try await transport.download(requests[2], timeout: .seconds(10)) { _ in }
+            }
+            await #expect(throws: E3DBError(.invalidParameter), "\(kind)") {
+                _ = try await transport.upload(requests[0], bodyPath: "/dev/null", size: 0, timeout: .seconds(10))
+            }
+        }
+    }
+
     @Test("the deadline and a body cut short of its Content-Length are transportFailed")
     func deadlineAndShortBody() async throws {
         let raw = try await RawHTTPServer()
@@ -104,6 +165,13 @@ struct TransportFailureTests {
             #expect(failure?.message.hasPrefix("register: ") == true, "\(kind): \(String(describing: failure))")
             #expect(failure?.context.part == "register", "\(kind): \(String(describing: failure))")
             #expect(failure?.cause != nil, "\(kind): \(String(describing: failure))")
+            // A request the transport cannot send is framed the same way, and is final.
+            let unsendable = await #expect(throws: E3DBError(.invalidParameter), "\(kind)") {
+                _ = try await E3DBClient.register(
+                    token: "t", name: "n", apiURL: "http:///no-host", transport: kind.make())
+            }
+            #expect(unsendable?.message.hasPrefix("register: ") == true, "\(kind): \(String(describing: unsendable))")
+            #expect(unsendable?.context.part == "register", "\(kind): \(String(describing: unsendable))")
         }
     }
 }

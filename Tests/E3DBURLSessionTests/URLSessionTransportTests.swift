@@ -4,10 +4,15 @@ import E3DBDocuments
 import E3DBPrimitives
 import E3DBServerTestSupport
 import E3DBTestSupport
-import E3DBURLSession
 import Foundation
 import Synchronization
 import Testing
+
+@testable import E3DBURLSession
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// This process's resident memory in bytes (Linux), nil elsewhere.
 func residentBytes() -> Int? {
@@ -190,6 +195,25 @@ struct URLSessionTransportTests {
         #expect(failed?.message.contains("URLError -1001: timed out") == true, "\(String(describing: failed))")
     }
 
+    @Test("a refused request's cause is URLSession's URLError without its user info, which holds the URL")
+    func causeWithoutUserInfo() async throws {
+        let url = "http://127.0.0.1:1/x?X-Amz-Signature=S3CRET"
+        // What URLSession itself throws for it: the URL, signature and all, in the user info.
+        let raw = await #expect(throws: URLError.self) {
+            _ = try await URLSession(configuration: .ephemeral).data(from: try #require(URL(string: url)))
+        }
+        #expect(raw?.userInfo.isEmpty == false)
+        #expect(String(reflecting: raw as Any).contains("S3CRET"), "\(String(reflecting: raw as Any))")
+        let failure = await #expect(throws: E3DBError(.transportFailed)) {
+            _ = try await URLSessionTransport().send(
+                TransportRequest(method: "GET", url: url), timeout: .seconds(10), maxResponseSize: 1 << 20)
+        }
+        let cause = try #require(failure?.cause as? URLError)
+        #expect(cause.code == raw?.code)
+        #expect(cause.userInfo.isEmpty, "\(cause.userInfo)")
+        #expect(!String(reflecting: cause).contains("S3CRET"))
+    }
+
     @Test("cancelling the calling task ends a download at once")
     func cancellation() async throws {
         let raw = try await RawHTTPServer()
@@ -205,6 +229,68 @@ struct URLSessionTransportTests {
         task.cancel()
         await #expect(throws: E3DBError(.requestCancelled)) { _ = try await task.value }
         #expect(ContinuousClock.now - started < .seconds(5))
+    }
+}
+
+/// `URLSessionTransport.failure(_:url:)`: URLSession's errors as the transport reports them (issue 34).
+@Suite("E3DBURLSession: URLError mapping")
+struct URLSessionFailureMappingTests {
+    static let url = "https://files.example/bucket/key?X-Amz-Signature=S3CRET"
+
+    /// A URLError as URLSession makes it: with the request's URL (and a description) in its user info.
+    static func urlError(_ code: URLError.Code, description: String? = nil) -> URLError {
+        var info: [String: Any] = [NSURLErrorFailingURLErrorKey: URL(string: url) as Any]
+        if let description { info[NSLocalizedDescriptionKey] = description }
+        return URLError(code, userInfo: info)
+    }
+
+    @Test(
+        "TLS verdicts are TLS codes, never retried; a delegate that cancels the challenge is a failed handshake",
+        arguments: [
+            (URLError.Code.serverCertificateUntrusted, E3DBError.Code.untrustedCertificate),
+            (.serverCertificateHasUnknownRoot, .untrustedCertificate),
+            (.serverCertificateHasBadDate, .certificateExpired),
+            (.serverCertificateNotYetValid, .certificateExpired),
+            (.secureConnectionFailed, .tlsHandshakeFailed),
+            (.clientCertificateRejected, .tlsHandshakeFailed),
+            (.cancelled, .tlsHandshakeFailed),
+            (.userCancelledAuthentication, .tlsHandshakeFailed),
+            (.cannotConnectToHost, .transportFailed),
+            (.timedOut, .transportFailed),
+        ])
+    func codes(urlCode: URLError.Code, expected: E3DBError.Code) {
+        let failure = URLSessionTransport.failure(Self.urlError(urlCode), url: Self.url)
+        #expect(failure.code == expected, "\(failure)")
+        #expect(failure.message.contains("files.example"), "\(failure)")
+        #expect(failure.context.part == (expected == .transportFailed ? nil : "tls"), "\(failure)")
+        let cause = failure.cause as? URLError
+        #expect(cause?.code == urlCode && cause?.userInfo.isEmpty == true, "\(String(describing: failure.cause))")
+        #expect(!String(reflecting: failure).contains("S3CRET"))
+        #expect(!String(reflecting: failure.cause as Any).contains("S3CRET"))
+    }
+
+    @Test("Linux: libcurl's text of an unknown error decides the TLS code and is kept, unless it quotes the URL")
+    func libcurlText() {
+        let cases: [(String, E3DBError.Code)] = [
+            ("SSL certificate problem: unable to get local issuer certificate", .untrustedCertificate),
+            ("SSL certificate problem: self-signed certificate in certificate chain", .untrustedCertificate),
+            ("SSL certificate problem: certificate has expired", .certificateExpired),
+            ("SSL: no alternative certificate subject name matches target host name 'x'", .hostnameMismatch),
+            ("OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to files.example:443", .tlsHandshakeFailed),
+            ("Recv failure: Connection reset by peer", .transportFailed),
+        ]
+        for (text, expected) in cases {
+            let failure = URLSessionTransport.failure(Self.urlError(.unknown, description: text), url: Self.url)
+            #expect(failure.code == expected, "\(text): \(failure)")
+            #expect(failure.message.contains(text), "\(failure)")
+            #expect((failure.cause as? URLError)?.userInfo.isEmpty == true)
+        }
+        // A description that quotes the query (a presigned signature) is left out.
+        let quoting = URLSessionTransport.failure(
+            Self.urlError(.unknown, description: "SSL: failed for /bucket/key?X-Amz-Signature=S3CRET"), url: Self.url)
+        #expect(quoting.code == .transportFailed, "\(quoting)")
+        #expect(!String(reflecting: quoting).contains("S3CRET"), "\(quoting)")
+        #expect(quoting.message.contains("URLError -1"), "\(quoting)")
     }
 }
 

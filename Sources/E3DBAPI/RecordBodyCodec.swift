@@ -195,7 +195,7 @@ struct JSONTextWriter {
     }
 }
 
-/// The fast path of ``API/Record/decodeJSON(_:)``: every method returns nil to decline (the input is then
+/// The fast path of `API.Record.decodeJSON(_:)`: every method returns nil to decline (the input is then
 /// `JSONDecoder`'s to judge), never a value `JSONDecoder` would not produce.
 struct RecordBodyReader {
     private let bytes: [UInt8]

@@ -52,7 +52,7 @@ enum RecordJSON {
         return out
     }
 
-    /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (``JSONText/writeString(_:_:)``).
+    /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (`JSONText.writeString(_:_:)`).
     static func writeString(_ text: String, into out: inout ByteBuffer) {
         // Safety: `JSONText.writeString` lends each run of bytes only for the callback, and `writeBytes` copies it.
         unsafe JSONText.writeString(text) { unsafe out.writeBytes($0) }

@@ -57,14 +57,14 @@ extension E3DBService {
             body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
     }
 
-    /// The body of a record read: spliced from the stored JSON text (``RecordJSON``) unless fields are selected or
+    /// The body of a record read: spliced from the stored JSON text (`RecordJSON`) unless fields are selected or
     /// it is a file record.
     func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
         if fields.isEmpty && row.fileMetaJSON == nil { return try RecordJSON.render(row) }
         return try JSONBody.buffer(record(row, fields: fields))
     }
 
-    /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
+    /// A record response spliced from the stored JSON text (`RecordJSON`): the same members as `record(row)`.
     static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) throws -> Response {
         Response(
             status: status, headers: [.contentType: "application/json"],

@@ -6,6 +6,10 @@
 // same bytes again (round trip). A PlainQuery that decodes evaluates against a fixed `plain` map without crashing.
 // `API.Record.decodeJSON` (a hand-written reader that falls back to JSONDecoder) has JSONDecoder's outcome: the
 // same record or an error from both, and `jsonData()` of a decoded record decodes to it again.
+// `API.Record.decodeJSONKeepingText` returns the same record, and whenever it returns text, each of `text.plain` and
+// `text.data` is an exact slice of the input bytes that JSONDecoder decodes as `[String: String]` to exactly
+// `record.meta.plain` and `record.data` (the server stores that text and splices it into responses), and that
+// `JSONText.isStringObject` accepts (the check a read makes before it splices stored text).
 // The input as UTF-8 text also goes through `APITimestamp.parse`: a parsed value within the range the wire form
 // can express (0001-…-9999, not before the epoch since `format` clamps) formats and parses back to the same
 // microseconds.
@@ -41,6 +45,31 @@ private func timestamp(_ text: String) {
     require(APITimestamp.parse(formatted) == micros, "timestamp \(micros) does not reparse from \(formatted)")
 }
 
+/// The invariant of `decodeJSONKeepingText` (the text the server stores): see the top of the file.
+private func keptText(_ data: Data, record: API.Record?) {
+    let kept = try? API.Record.decodeJSONKeepingText(data)
+    require(kept?.record == record, "decodeJSONKeepingText and JSONDecoder disagree")
+    guard let kept, let text = kept.text else { return }
+    let input = [UInt8](data)
+    func check(_ text: String?, _ map: [String: String]?, _ name: String) {
+        guard let text else {
+            require(map == nil || name == "data" && map == [:], "\(name) has a value but no kept text")
+            return
+        }
+        let bytes = [UInt8](text.utf8)
+        let isSlice =
+            bytes.count <= input.count
+            && (0...(input.count - bytes.count)).contains { input[$0..<($0 + bytes.count)].elementsEqual(bytes) }
+        require(isSlice, "the kept text of \(name) is not a slice of the input")
+        require(
+            (try? JSONDecoder().decode([String: String].self, from: Data(bytes))) == map,
+            "the kept text of \(name) does not decode to the record's map")
+        require(JSONText.isStringObject(text), "the kept text of \(name) is refused by JSONText.isStringObject")
+    }
+    check(text.plain, kept.record.meta.plain, "plain")
+    check(text.data, kept.record.data, "data")
+}
+
 private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
 
 func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
@@ -53,6 +82,7 @@ func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
             (try? JSONDecoder().decode(API.Record.self, from: record.jsonData())) == record,
             "jsonData() of a record does not decode to it")
     }
+    keptText(data, record: record)
     _ = roundTrip(API.Meta.self, data)
     _ = roundTrip(API.RegistrationRequest.self, data)
     _ = roundTrip(API.PutAccessKeyRequest.self, data)

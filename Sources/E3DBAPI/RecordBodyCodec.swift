@@ -14,9 +14,7 @@ extension API.Record {
     /// `DecodingError`. So the reader changes the speed, never the outcome (`FuzzAPIBodies` checks that it never
     /// returns a record `JSONDecoder` would not).
     package static func decodeJSON(_ data: Data) throws -> API.Record {
-        var reader = RecordBodyReader(data)
-        if let record = reader.record() { return record }
-        return try JSONDecoder().decode(API.Record.self, from: data)
+        try decodeJSONKeepingText(data).record
     }
 
     /// Decodes a record body as `decodeJSON(_:)` does, and returns the text of its `meta.plain` and `data` objects
@@ -25,7 +23,7 @@ extension API.Record {
     /// decoded maps see it), valid UTF-8, no lone surrogate escape; it means exactly the decoded maps.
     package static func decodeJSONKeepingText(_ data: Data) throws -> (record: API.Record, text: ReceivedRecordText?) {
         var reader = RecordBodyReader(data)
-        if let record = reader.record() { return (record, reader.receivedText()) }
+        if let (record, text) = reader.record() { return (record, text) }
         return (try JSONDecoder().decode(API.Record.self, from: data), nil)
     }
 
@@ -64,6 +62,15 @@ package enum JSONText {
         var w = JSONTextWriter()
         w.stringMap(map, sorted: true)
         return String(decoding: w.bytes, as: UTF8.self)
+    }
+
+    /// Whether `text` is one JSON object of string values and nothing else (white space aside): what the server
+    /// checks before it splices stored `plain` or `data` text into a response. The grammar of the record reader's
+    /// string maps, in one linear pass that builds no string and no map (a repeated key is not looked for: the
+    /// answer stays one well-formed object either way).
+    package static func isStringObject(_ text: String) -> Bool {
+        var reader = RecordBodyReader(bytes: Array(text.utf8))
+        return reader.isStringObject()
     }
 
     /// Writes `text` as a JSON string, quotes included, handing the pieces in order to `append` (runs of the text
@@ -188,18 +195,21 @@ struct JSONTextWriter {
     }
 }
 
-/// The fast path of ``API/Record/decodeJSON(_:)``: every method returns nil to decline (the input is then
+/// The fast path of `API.Record.decodeJSON(_:)`: every method returns nil to decline (the input is then
 /// `JSONDecoder`'s to judge), never a value `JSONDecoder` would not produce.
 struct RecordBodyReader {
     private let bytes: [UInt8]
     private var i = 0
-    /// Where the objects of `meta.plain` and `data` were read (for `receivedText()`).
+    /// Where the objects of `meta.plain` and `data` were read (for the text `record()` returns).
     private var plainRange: Range<Int>?
     private var dataRange: Range<Int>?
 
     init(_ data: Data) { bytes = Array(data) }
 
-    mutating func record() -> API.Record? {
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// The record, with the text of its `meta.plain` and `data` objects as they came (nil to decline).
+    mutating func record() -> (API.Record, ReceivedRecordText)? {
         var meta: API.Meta?
         var data: [String: String]?
         var recSig: String?
@@ -223,14 +233,12 @@ struct RecordBodyReader {
         }
         skipSpace()
         guard ok, i == bytes.count, let meta else { return nil }
-        return API.Record(meta: meta, data: data ?? [:], recSig: recSig)
-    }
-
-    /// The text of the `meta.plain` and `data` objects of the record `record()` read (after it returned one).
-    func receivedText() -> ReceivedRecordText {
         // The ranges hold whole objects that `stringMap` read: valid UTF-8 (it validated every string).
         func text(_ range: Range<Int>?) -> String? { range.map { String(decoding: bytes[$0], as: UTF8.self) } }
-        return ReceivedRecordText(plain: text(plainRange), data: text(dataRange))
+        return (
+            API.Record(meta: meta, data: data ?? [:], recSig: recSig),
+            ReceivedRecordText(plain: text(plainRange), data: text(dataRange))
+        )
     }
 
     private mutating func meta() -> API.Meta? {
@@ -355,16 +363,30 @@ struct RecordBodyReader {
 
     /// An object of string values (a repeated key, by `String` equality as a dictionary sees it, declines).
     private mutating func stringMap() -> [String: String]? {
-        guard take(UInt8(ascii: "{")) else { return nil }
         var map: [String: String] = [:]
-        if take(UInt8(ascii: "}")) { return map }
+        let ok = stringMembers { r in
+            guard let key = r.string(), r.take(UInt8(ascii: ":")), let value = r.string() else { return false }
+            return map.updateValue(value, forKey: key) == nil
+        }
+        return ok ? map : nil
+    }
+
+    /// Whether the whole input is one object of string values, read with the grammar of `stringMap()` but building
+    /// no string and no map (so a repeated key is not looked for): the check of stored text (`JSONText`).
+    mutating func isStringObject() -> Bool {
+        let ok = stringMembers { r in r.skipString() && r.take(UInt8(ascii: ":")) && r.skipString() }
+        skipSpace()
+        return ok && i == bytes.count
+    }
+
+    /// An object whose members are `key: "value"` pairs, each read by `member` (from its key, after white space).
+    private mutating func stringMembers(_ member: (inout RecordBodyReader) -> Bool) -> Bool {
+        guard take(UInt8(ascii: "{")) else { return false }
+        if take(UInt8(ascii: "}")) { return true }
         while true {
-            skipSpace()
-            guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
-            skipSpace()
-            guard let value = string(), map.updateValue(value, forKey: key) == nil else { return nil }
+            guard member(&self) else { return false }
             if take(UInt8(ascii: ",")) { continue }
-            return take(UInt8(ascii: "}")) ? map : nil
+            return take(UInt8(ascii: "}"))
         }
     }
 
@@ -402,38 +424,60 @@ struct RecordBodyReader {
             switch b {
             case UInt8(ascii: "\""): return String(validating: out, as: UTF8.self)
             case UInt8(ascii: "\\"):
-                guard i < bytes.count else { return nil }
-                let e = bytes[i]
-                i += 1
-                switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    guard let unit = hex4() else { return nil }
-                    var scalarValue = UInt32(unit)
-                    if (0xD800...0xDBFF).contains(unit) {
-                        guard bytes.count - i >= 2, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u")
-                        else { return nil }
-                        i += 2
-                        guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
-                        scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                    }
-                    guard let scalar = Unicode.Scalar(scalarValue), let encoded = UTF8.encode(scalar) else {
-                        return nil
-                    }
-                    out.append(contentsOf: encoded)
-                default: return nil
-                }
+                guard let scalar = escape(), let encoded = UTF8.encode(scalar) else { return nil }
+                out.append(contentsOf: encoded)
             default:
                 if b < 0x20 { return nil }
                 out.append(b)
             }
         }
         return nil
+    }
+
+    /// Skips a string (after white space) that `string()` would read, building nothing. For text that came as a
+    /// Swift `String` (valid UTF-8 already): the bytes between escapes are not validated again.
+    private mutating func skipString() -> Bool {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return false }
+        i += 1
+        while i < bytes.count {
+            let b = bytes[i]
+            i += 1
+            switch b {
+            case UInt8(ascii: "\""): return true
+            case UInt8(ascii: "\\"): guard escape() != nil else { return false }
+            default: if b < 0x20 { return false }
+            }
+        }
+        return false
+    }
+
+    /// The scalar of an escape sequence, from the byte after its backslash (a surrogate pair is one sequence; a lone
+    /// surrogate or an unknown escape is nil).
+    private mutating func escape() -> Unicode.Scalar? {
+        guard i < bytes.count else { return nil }
+        let e = bytes[i]
+        i += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return Unicode.Scalar(e)
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
+        case UInt8(ascii: "u"):
+            guard let unit = hex4() else { return nil }
+            var scalarValue = UInt32(unit)
+            if (0xD800...0xDBFF).contains(unit) {
+                guard bytes.count - i >= 2, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u")
+                else { return nil }
+                i += 2
+                guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+            }
+            return Unicode.Scalar(scalarValue)
+        default: return nil
+        }
     }
 
     private mutating func hex4() -> UInt16? {

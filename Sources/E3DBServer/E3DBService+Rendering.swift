@@ -19,8 +19,11 @@ extension E3DBService {
 
     /// Decodes a record body. The `plain` and `data` text stored is the objects as the client sent them, which the
     /// record reader has read through (string members, no repeated name, valid UTF-8; `JSONBody.decode` refused
-    /// U+0000): the server does not write them again. Only a body the reader leaves to `JSONDecoder` (a repeated
-    /// member, say) has its maps written anew (`jsonText(_:)`).
+    /// U+0000): the server does not write them again. A body the reader declines (a repeated member, a number with
+    /// a fraction or an exponent, deep nesting, a byte order mark, keys equal as Swift `String`s but different in
+    /// code units) is decoded by `JSONDecoder` and its maps stored re-encoded, key-sorted (`jsonText(_:)`). Reads
+    /// check the stored text again before they splice it (`RecordJSON`): the database may have been written by
+    /// someone else.
     func recordRequest(_ body: Data, what: String = "record") throws -> RecordRequest {
         let (record, text) = try JSONBody.decode(body, what: what, API.Record.decodeJSONKeepingText)
         return RecordRequest(

@@ -22,6 +22,11 @@ package enum SQLiteEdits {
         }
     }
 
+    /// SQL literals for a column that holds JSON text, which are no JSON object of strings: not JSON, an object
+    /// followed by a member of its own (an answer that spliced it would carry a forged `rec_sig`), and bytes with
+    /// a NUL after the object.
+    package static let invalidJSONTexts = ["'oops'", #"'{"f":"x"},"rec_sig":"forged"'"#, "x'7b7d00'"]
+
     /// A column of a table that holds rows.
     package struct Column: Sendable, CustomStringConvertible {
         package let table: String
@@ -84,6 +89,11 @@ package enum SQLiteEdits {
     /// change), after ``loosen(_:table:)``. False when no row could change (the primary key of a WITHOUT ROWID
     /// table refuses NULL).
     package static func edit(_ path: String, _ column: Column, _ variant: Variant) throws -> Bool {
+        try edit(path, column, literal: variant.literal(for: column.declaredType))
+    }
+
+    /// Writes the SQL literal `value` into `column` as ``edit(_:_:_:)`` writes a variant.
+    package static func edit(_ path: String, _ column: Column, literal value: String) throws -> Bool {
         try loosen(path, table: column.table)
         var configuration = Configuration()
         configuration.foreignKeysEnabled = false
@@ -95,7 +105,6 @@ package enum SQLiteEdits {
                 try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE name = ?", arguments: [table])?
                 .contains("WITHOUT ROWID") ?? false
             let condition = withoutRowID ? "" : #" WHERE rowid = (SELECT MIN(rowid) FROM "\#(table)")"#
-            let value = variant.literal(for: column.declaredType)
             do {
                 try db.execute(sql: #"UPDATE OR IGNORE "\#(table)" SET "\#(column.name)" = \#(value)\#(condition)"#)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_MISMATCH {

@@ -77,4 +77,85 @@ struct EditedServerDatabaseTests {
         }
         #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
     }
+
+    @Test("stored plain or data that is not a JSON object of strings: reads answer well-formed JSON or a refusal")
+    func invalidJSONText() async throws {
+        let server = try await ServerProcess.start()
+        let a = try await server.register("a")
+        let record = try #require(try await a.write(type: "t", data: ["k": "v"], plain: ["p": "q"]).id)
+        await server.stopped(removingData: false)
+        let template = server.data
+        defer { try? FileManager.default.removeItem(at: template) }
+        let key = try #require(a.identity.apiKeyID)
+        let secret = try #require(a.identity.apiSecret).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let basic = "Basic " + Data("\(key):\(secret)".utf8).base64EncodedString()
+
+        let columns = try SQLiteEdits.columns(of: template.appendingPathComponent("server.sqlite").path)
+            .filter { $0.table == "records" && ["plain", "data"].contains($0.name) }
+        #expect(columns.count == 2, "\(columns)")
+        var failures: [String] = []
+        for column in columns {
+            for literal in SQLiteEdits.invalidJSONTexts {
+                let name = "\(column) = \(literal)"
+                let copy = template.deletingLastPathComponent().appendingPathComponent("edited-\(UUID().uuidString)")
+                try FileManager.default.copyItem(at: template, to: copy)
+                let edited = try SQLiteEdits.edit(
+                    copy.appendingPathComponent("server.sqlite").path, column, literal: literal)
+                #expect(edited, "\(name): no row changed")
+                let moved = try await ServerProcess.start(data: copy)
+                defer { moved.stop() }
+                let api = RawAPI(url: moved.url)
+                let issued = try await api.send(
+                    "POST", "/v1/auth/token",
+                    headers: [("Authorization", basic), ("Content-Type", "application/x-www-form-urlencoded")],
+                    body: Data("grant_type=client_credentials".utf8))
+                let bearer = try #require(issued.json?["access_token"] as? String, "\(name): \(issued.text)")
+                let reads = [
+                    ("read", try await api.send("GET", "/v1/storage/records/\(record)", bearer: bearer)),
+                    (
+                        "search",
+                        try await api.send(
+                            "POST", "/v1/storage/search", bearer: bearer, json: #"{"include_data":true}"#)
+                    ),
+                ]
+                for (what, reply) in reads {
+                    if let problem = Self.problem(reply, record: what == "read") {
+                        failures.append("\(name), \(what): \(problem): \(reply.status) \(reply.text.prefix(300))")
+                    }
+                }
+                // The client library reads it as well: a refusal it reports, never a record of other fields.
+                let client = try E3DBClient(
+                    identity: a.identity, apiURL: moved.url, transport: AsyncHTTPClientTransport())
+                if let read = try? await client.read(record) {
+                    failures.append("\(name): the client read a record with \(read.data.count) fields")
+                }
+                #expect(moved.process.isRunning, "\(name): the server ended")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
+    }
+
+    /// What is wrong with an answer to a read of a record whose stored JSON text was edited: nil when it is a
+    /// refusal (4xx or 503, with an `error` member) or well-formed JSON with only the members a record has.
+    static func problem(_ reply: RawAPI.Reply, record: Bool) -> String? {
+        guard let parsed = try? JSONSerialization.jsonObject(with: reply.body) else { return "not JSON" }
+        if reply.status == 500 { return "500" }
+        if reply.status != 200 {
+            return (parsed as? [String: Any])?["error"] is String ? nil : "a refusal without an error member"
+        }
+        guard record else { return nil }
+        guard let object = parsed as? [String: Any], let meta = object["meta"] as? [String: Any] else {
+            return "not a record"
+        }
+        let metaKeys: Set = [
+            "record_id", "writer_id", "user_id", "type", "plain", "created", "last_modified", "version",
+        ]
+        guard Set(object.keys).isSubset(of: ["meta", "data"]), Set(meta.keys).isSubset(of: metaKeys) else {
+            return "members the record does not have"
+        }
+        guard object["data"] is [String: String], meta["plain"] is [String: String] else {
+            return "data or plain is not an object of strings"
+        }
+        return nil
+    }
 }

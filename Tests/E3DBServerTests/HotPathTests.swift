@@ -57,7 +57,7 @@ struct HotPathTests {
             Self.row(plain: ["n": "1"], data: [:], recSig: "sig"),
         ]
         for row in rows {
-            let spliced = Data(RecordJSON.render(row).readableBytesView)
+            let spliced = Data(try RecordJSON.render(row).readableBytesView)
             let encoded = try JSONBody.encoder().encode(try service.record(row))
             #expect(
                 try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")

@@ -24,7 +24,7 @@ extension E3DBService {
         let caller = try r.caller()
         let row = try await storage.insertRecord(
             newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
-        return Self.recordResponse(row, status: .created)
+        return try Self.recordResponse(row, status: .created)
     }
 
     /// The row a record write stores: the body decoded and checked as `POST /v1/storage/records` requires.
@@ -57,18 +57,18 @@ extension E3DBService {
             body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
     }
 
-    /// The body of a record read: spliced from the stored JSON text (``RecordJSON``) unless fields are selected or
+    /// The body of a record read: spliced from the stored JSON text (`RecordJSON`) unless fields are selected or
     /// it is a file record.
     func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
-        if fields.isEmpty && row.fileMetaJSON == nil { return RecordJSON.render(row) }
+        if fields.isEmpty && row.fileMetaJSON == nil { return try RecordJSON.render(row) }
         return try JSONBody.buffer(record(row, fields: fields))
     }
 
-    /// A record response spliced from the stored JSON text (``RecordJSON``): the same members as `record(row)`.
-    static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) -> Response {
+    /// A record response spliced from the stored JSON text (`RecordJSON`): the same members as `record(row)`.
+    static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) throws -> Response {
         Response(
             status: status, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: RecordJSON.render(row)))
+            body: .init(byteBuffer: try RecordJSON.render(row)))
     }
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {

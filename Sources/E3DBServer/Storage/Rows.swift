@@ -90,7 +90,9 @@ package struct PolicyRow: Sendable, Hashable {
 }
 
 /// A stored record. `plain` and `data` are kept as the JSON text the client sent (the server's record reader read
-/// it through; a body it left to `JSONDecoder` has them written anew), `file_meta` as the server encoded it.
+/// it through at write time; a body it declined has them re-encoded, key-sorted), `file_meta` as the server encoded
+/// it. A row read back comes from a database someone else may have written: nothing here has been checked but the
+/// column types, so the text is checked again where it is spliced (`RecordJSON.render`) or decoded (`E3DBService.map`).
 package struct RecordRow: Sendable, Hashable {
     /// The monotonically increasing index (≥ 1) that v1 search pages on; 0 before insertion.
     package var index: Int64
@@ -98,9 +100,9 @@ package struct RecordRow: Sendable, Hashable {
     package var writerID: ClientID
     package var userID: ClientID
     package var type: String
-    /// JSON object of strings.
+    /// The text of a JSON object of strings, as written (unchecked in a row read back).
     package var plainJSON: String
-    /// JSON object of strings (the encrypted fields).
+    /// The text of a JSON object of strings, the encrypted fields, as written (unchecked in a row read back).
     package var dataJSON: String
     package var recSig: String?
     /// JSON of `file_meta` without `file_url`, for file records.

@@ -1,11 +1,12 @@
 import Dispatch
 import E3DBKit
-import E3DBStore
 import E3DBTestSupport
 import Foundation
 import GRDB
 import Synchronization
 import Testing
+
+@testable import E3DBStore
 
 /// The store's async API (GRDB's async database access): the same results as the synchronous one, and no
 /// cooperative thread held while the database is busy.
@@ -150,6 +151,34 @@ struct AsyncStoreTests {
         #expect(try await store.find(RecordQuery(collection: "c")).count == writers + 1)
         #expect(try store.verify().problems.isEmpty)
     }
+    @Test("many more concurrent async reads than the record readers' bound all complete within the bound")
+    func readersAreBounded() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let written = try await store.put(
+            collection: "c", records: (0..<16).map { (type: "t", data: ["n": "\($0)"], plain: RecordData()) })
+        // No cache: every get decrypts again, so the reads overlap for longer.
+        store.setCacheCapacity(0)
+        let readers = 64 * RecordReaders.maximumOpen
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<readers {
+                group.addTask {
+                    if i % 8 == 0 {
+                        let found = try await store.find(RecordQuery(collection: "c", limit: 4))
+                        #expect(found.count == 4)
+                    } else {
+                        let record = try await store.get(collection: "c", id: written[i % written.count].id)
+                        #expect(record.version == 1)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let open = store.readers.openConnections
+        #expect(
+            open.peak >= 1 && open.peak <= RecordReaders.maximumOpen, "\(open.peak) record readers were open at once")
+        #expect(open.now <= RecordReaders.keptIdle)
+    }
 }
 
 extension EncryptedStore {
@@ -161,6 +190,8 @@ extension EncryptedStore {
         try get(collection: collection, id: id)
     }
     fileprivate func findSync(_ query: RecordQuery) throws -> [StoredRecord] { try find(query) }
+        try rotateKey(collection: collection)
+    }
     fileprivate func keyStatusSync(collection: String) throws -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
         try keyStatus(collection: collection)
     }

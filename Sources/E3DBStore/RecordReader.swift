@@ -242,9 +242,8 @@ final class RecordReaders: Sendable {
     /// The database's path, or the E3DBSQLite URI of an encrypted one (the pool's own).
     private let location: String
     private let idle = Mutex<[DatabaseQueue]>([])
-    /// Set while the store is locked: an encrypted database's page key is forgotten then, so no connection could
-    /// open, and a read is `storeLocked` rather than a failed open.
-    let locked = Atomic<Bool>(false)
+    /// The store's lock: a read while it is locked is `storeLocked`, even on an idle connection.
+    private let lock: StoreLock
     /// Idle connections kept for later reads (more may be open while more threads read).
     static let keptIdle = 4
     /// The most connections open at once (checked out or idle).
@@ -256,7 +255,10 @@ final class RecordReaders: Sendable {
     /// The connections open now, and the most ever open at once (for tests).
     private let counts = Mutex<(open: Int, peak: Int)>((0, 0))
 
-    init(location: String) { self.location = location }
+    init(location: String, lock: StoreLock) {
+        self.location = location
+        self.lock = lock
+    }
 
     /// The connections open now and the most open at once so far.
     var openConnections: (now: Int, peak: Int) { counts.withLock { ($0.open, $0.peak) } }
@@ -286,7 +288,7 @@ final class RecordReaders: Sendable {
 
     /// A connection of this reader's own for one read (the caller holds a permit): an idle one, or a new one.
     private func checkOut() throws -> DatabaseQueue {
-        if locked.load(ordering: .acquiring) { throw E3DBError(.storeLocked, "the store is locked") }
+        try lock.check()
         if let queue = idle.withLock({ $0.popLast() }) { return queue }
         let queue = try open()
         counts.withLock { counts in
@@ -310,8 +312,8 @@ final class RecordReaders: Sendable {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { [location] db in
-            try EncryptedStore.requirePageKey(location)
+        configuration.prepareDatabase { [location, lock] db in
+            try EncryptedStore.requirePageKey(location, lock: lock)
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
         return try DatabaseQueue(path: location, configuration: configuration)

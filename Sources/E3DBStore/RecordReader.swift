@@ -229,7 +229,7 @@ struct StoredDocumentScanner {
 }
 
 /// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle), at
-/// most ``maximumOpen`` at once: a reader beyond that waits for one to be checked in (a synchronous caller on its
+/// most `maximumOpen` at once: a reader beyond that waits for one to be checked in (a synchronous caller on its
 /// thread; an async caller suspended, its wait held on one serial dispatch queue as GRDB's pool does, so that no
 /// thread of the cooperative pool blocks however many tasks read at once).
 ///

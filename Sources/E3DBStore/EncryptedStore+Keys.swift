@@ -16,9 +16,10 @@ extension EncryptedStore {
     /// ``unlock(_:)``. An encrypted database's page key is forgotten too (connections already open keep the keys
     /// SQLite derived; no new one opens until ``unlock(_:)``).
     public func lock() {
+        // Marked locked first: a connection opening meanwhile finds the mark before it misses the page key.
+        lockState.set(true)
         state.withLock { $0 = nil }
         cache.withLock { $0?.removeAll() }
-        readers.locked.store(true, ordering: .releasing)
         if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
     }
 
@@ -30,9 +31,16 @@ extension EncryptedStore {
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
         let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
         if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
-        try checkState(keys, minimumWriteCounter: nil)
+        // The state check may need a new connection; a locked store stays locked when it fails.
+        let wasLocked = lockState.isLocked
+        lockState.set(false)
+        do {
+            try checkState(keys, minimumWriteCounter: nil)
+        } catch {
+            if wasLocked { lock() }
+            throw error
+        }
         state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
-        readers.locked.store(false, ordering: .releasing)
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of

@@ -37,7 +37,8 @@ extension EncryptedStore {
 
     /// The number of records in `collection` (all collections when nil).
     public func count(collection: String? = nil) throws(E3DBError) -> Int {
-        try databaseCall("counting records") {
+        _ = try currentKeys()  // a locked store refuses every call
+        return try databaseCall("counting records") {
             try pool.read { db in
                 if let collection {
                     return try Int.fetchOne(
@@ -50,7 +51,8 @@ extension EncryptedStore {
 
     /// The collections' names, sorted.
     public func collections() throws(E3DBError) -> [String] {
-        try databaseCall("listing collections") {
+        _ = try currentKeys()
+        return try databaseCall("listing collections") {
             try pool.read { db in try String.fetchAll(db, sql: "SELECT name FROM collections ORDER BY name") }
         }
     }

@@ -57,6 +57,9 @@ public final class EncryptedStore: Sendable {
     let databaseURI: String?
     /// Read-only connections for `get` and query pages (no schema check per read).
     let readers: RecordReaders
+    /// Set by ``lock()`` (before the page key is forgotten), cleared by ``unlock(_:)``: what every new connection
+    /// checks first.
+    let lockState: StoreLock
     let state: Mutex<UnlockedState?>
     /// Decrypted records by binding MAC (nil while locked): bounded, cleared on lock.
     let cache: Mutex<RecordCache?>
@@ -88,7 +91,8 @@ public final class EncryptedStore: Sendable {
         self.keyHeader = keyHeader
         self.databaseURI = database.uri
         self.databasePath = database.path
-        self.readers = RecordReaders(location: database.location)
+        self.lockState = database.lock
+        self.readers = RecordReaders(location: database.location, lock: database.lock)
         self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
@@ -385,6 +389,8 @@ public final class EncryptedStore: Sendable {
         let path: String
         let location: String
         let uri: String?
+        /// Whether the store is locked, as every new connection to this database checks it (`requirePageKey`).
+        let lock: StoreLock
     }
 
     /// Opens (or, when `creating`, creates) the database the header names, through E3DBSQLite under the page key
@@ -416,13 +422,14 @@ public final class EncryptedStore: Sendable {
                 forDatabaseAt: path, key: .rawKey(keys.databaseKey), settings: .v4, owner: .package)
         }
         let location = uri ?? path
+        let lock = StoreLock()
         do {
-            let pool = try openPool(location: location)
+            let pool = try openPool(location: location, lock: lock)
             try databaseCall("migrating the store") {
                 try StoreSchema.checkMigrationLog(pool)
                 try StoreSchema.migrator.migrate(pool)
             }
-            return OpenDatabase(pool: pool, path: path, location: location, uri: uri)
+            return OpenDatabase(pool: pool, path: path, location: location, uri: uri, lock: lock)
         } catch {
             guard let uri else { throw error }
             E3DBSQLite.forgetKey(inURI: uri)
@@ -451,33 +458,53 @@ public final class EncryptedStore: Sendable {
     package func databasePageKey() throws(E3DBError) -> SecureBytes { try currentKeys().databaseKey }
 
     /// The one check of every new connection to the store's database (the pool's writer and readers, the record
-    /// readers, an observation's watcher), before it reads anything: an encrypted database's page key must be in this
-    /// process's E3DBSQLite key registry. It is not while the store is locked, nor after someone forgot it
+    /// readers, an observation's watcher), before it reads anything: the store must be unlocked (`lock`, nil for the
+    /// key header's pool, which has no lock), and an encrypted database's page key must be in this process's
+    /// E3DBSQLite key registry. It is not while the store is locked, nor after someone forgot it
     /// (`E3DBSQLite.forgetKey` on the store's URI); SQLite would then report "file is not a database", which the store
     /// would take for a damaged file (`storeCorrupted`, "restore it from a backup").
-    /// - Throws: `keyMissing` naming the page key.
-    static func requirePageKey(_ location: String) throws(E3DBError) {
+    /// - Throws: `storeLocked` while the store is locked; `keyMissing` naming the page key when it was forgotten.
+    static func requirePageKey(_ location: String, lock: StoreLock?) throws(E3DBError) {
+        try lock?.check()
         guard E3DBSQLite.isKeyMissing(inURI: location) else { return }
+        // `lock()` marks the store locked before it forgets the key: a key missing because of it finds the mark.
+        try lock?.check()
         throw E3DBError(
             .keyMissing,
-            "the page key of the store's encrypted database is not in this process (the store is locked, or the key "
-                + "was forgotten through E3DBSQLite): no new connection to it opens until the store is unlocked",
+            "the page key of the store's encrypted database is not in this process (it was forgotten through "
+                + "E3DBSQLite): no new connection to it opens until the store is unlocked again",
             context: .init(part: "database page key"))
     }
 
-    /// A pool on the database at `location` (a path, or an E3DBSQLite URI: the key never appears in it).
-    static func openPool(location: String) throws(E3DBError) -> DatabasePool {
+    /// A pool on the database at `location` (a path, or an E3DBSQLite URI: the key never appears in it); `lock` is
+    /// the store's (nil for the key header).
+    static func openPool(location: String, lock: StoreLock?) throws(E3DBError) -> DatabasePool {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
-            try requirePageKey(location)
+            try requirePageKey(location, lock: lock)
             // Keep SQLite's temporary tables and sort files in memory, and zero deleted content.
             try db.execute(sql: "PRAGMA temp_store = MEMORY; PRAGMA secure_delete = ON")
         }
         return try databaseCall("opening the store's database") {
             try DatabasePool(path: location, configuration: configuration)
         }
+    }
+}
+
+/// Whether a store is locked, for the connections it opens: ``EncryptedStore/lock()`` sets it before it forgets the page
+/// key, ``EncryptedStore/unlock(_:)`` clears it once the key is back.
+final class StoreLock: Sendable {
+    private let locked = Atomic<Bool>(false)
+
+    var isLocked: Bool { locked.load(ordering: .acquiring) }
+
+    func set(_ value: Bool) { locked.store(value, ordering: .releasing) }
+
+    /// - Throws: `storeLocked` while the store is locked.
+    func check() throws(E3DBError) {
+        if isLocked { throw E3DBError(.storeLocked, "the store is locked") }
     }
 }
 

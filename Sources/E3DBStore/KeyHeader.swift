@@ -121,7 +121,7 @@ enum KeyHeader {
     /// - Throws: `storeCorrupted` when the database has no `store_meta`.
     static func migrate(in directory: URL, databaseFile: String) throws(E3DBError) {
         let path = directory.appendingPathComponent(databaseFile).path
-        let pool = try EncryptedStore.openPool(location: path)
+        let pool = try EncryptedStore.openPool(location: path, lock: nil)
         let rows = try databaseCall("reading the store's key material") {
             try pool.read { db -> (Row?, [Row]) in
                 guard try db.tableExists("store_meta") else { return (nil, []) }

@@ -34,6 +34,7 @@ extension EncryptedStore {
         let matcher: QueryMatcher
         let watcher: DatabaseQueue
         do {
+            _ = try currentKeys()  // a locked store refuses every call
             guard pollInterval > .zero else {
                 throw E3DBError(.invalidParameter, "the observation's poll interval must be more than zero")
             }
@@ -110,7 +111,9 @@ extension EncryptedStore {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { [location = pool.path] _ in try EncryptedStore.requirePageKey(location) }
+        configuration.prepareDatabase { [location = pool.path, lockState] _ in
+            try EncryptedStore.requirePageKey(location, lock: lockState)
+        }
         return try databaseCall("opening a connection to watch the store") {
             try DatabaseQueue(path: pool.path, configuration: configuration)
         }

@@ -1,3 +1,4 @@
+import Dispatch
 import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBPrimitives
@@ -227,7 +228,10 @@ struct StoredDocumentScanner {
     }
 }
 
-/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle).
+/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle), at
+/// most `maximumOpen` at once: a reader beyond that waits for one to be checked in (a synchronous caller on its
+/// thread; an async caller suspended, its wait held on one serial dispatch queue as GRDB's pool does, so that no
+/// thread of the cooperative pool blocks however many tasks read at once).
 ///
 /// GRDB's `DatabasePool.unsafeRead` runs `PRAGMA schema_version` before every read (a second statement with its own
 /// implicit read transaction and file locks); a `DatabaseQueue`'s `unsafeRead` runs only the caller's statements.
@@ -238,44 +242,78 @@ final class RecordReaders: Sendable {
     /// The database's path, or the E3DBSQLite URI of an encrypted one (the pool's own).
     private let location: String
     private let idle = Mutex<[DatabaseQueue]>([])
-    /// Set while the store is locked: an encrypted database's page key is forgotten then, so no connection could
-    /// open, and a read is `storeLocked` rather than a failed open.
-    let locked = Atomic<Bool>(false)
+    /// The store's lock: a read while it is locked is `storeLocked`, even on an idle connection.
+    private let lock: StoreLock
     /// Idle connections kept for later reads (more may be open while more threads read).
     static let keptIdle = 4
+    /// The most connections open at once (checked out or idle).
+    static let maximumOpen = 8
+    /// One permit per connection that may be open.
+    private let permits = DispatchSemaphore(value: RecordReaders.maximumOpen)
+    /// Where async readers wait for a permit, one at a time and in order (a GCD thread, never a cooperative one).
+    private let permitQueue = DispatchQueue(label: "e3dbkit.store.readers")
+    /// The connections open now, and the most ever open at once (for tests).
+    private let counts = Mutex<(open: Int, peak: Int)>((0, 0))
 
-    init(location: String) { self.location = location }
+    init(location: String, lock: StoreLock) {
+        self.location = location
+        self.lock = lock
+    }
+
+    /// The connections open now and the most open at once so far.
+    var openConnections: (now: Int, peak: Int) { counts.withLock { ($0.open, $0.peak) } }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        permits.wait()
+        defer { permits.signal() }
         let queue = try checkOut()
         defer { checkIn(queue) }
         return try queue.unsafeRead(body)
     }
 
     /// `read(_:)` through GRDB's async access (the connection's queue runs `body`; the caller's task waits
-    /// suspended).
+    /// suspended, for a permit and for the read).
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        await withCheckedContinuation { (granted: CheckedContinuation<Void, Never>) in
+            permitQueue.async { [permits] in
+                permits.wait()
+                granted.resume()
+            }
+        }
+        defer { permits.signal() }
         let queue = try checkOut()
         defer { checkIn(queue) }
         return try await queue.unsafeRead(body)
     }
 
-    /// A connection of this reader's own for one read: an idle one, or a new one.
+    /// A connection of this reader's own for one read (the caller holds a permit): an idle one, or a new one.
     private func checkOut() throws -> DatabaseQueue {
-        if locked.load(ordering: .acquiring) { throw E3DBError(.storeLocked, "the store is locked") }
-        return try idle.withLock { $0.popLast() } ?? open()
+        try lock.check()
+        if let queue = idle.withLock({ $0.popLast() }) { return queue }
+        let queue = try open()
+        counts.withLock { counts in
+            counts.open += 1
+            counts.peak = max(counts.peak, counts.open)
+        }
+        return queue
     }
 
     private func checkIn(_ queue: DatabaseQueue) {
-        idle.withLock { if $0.count < RecordReaders.keptIdle { $0.append(queue) } }
+        let kept = idle.withLock { idle in
+            guard idle.count < RecordReaders.keptIdle else { return false }
+            idle.append(queue)
+            return true
+        }
+        // The connection closes when the last reference to it goes, at the end of this call.
+        if !kept { counts.withLock { $0.open -= 1 } }
     }
 
     private func open() throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { [location] db in
-            try EncryptedStore.requirePageKey(location)
+        configuration.prepareDatabase { [location, lock] db in
+            try EncryptedStore.requirePageKey(location, lock: lock)
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
         return try DatabaseQueue(path: location, configuration: configuration)

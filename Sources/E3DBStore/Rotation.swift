@@ -217,14 +217,16 @@ extension EncryptedStore {
 
     /// The current key version of `collection` and the number of records still under older keys.
     public func keyStatus(collection: String) throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
-        try databaseCall("reading the key status of \(collection)") {
+        _ = try currentKeys()  // a locked store refuses every call
+        return try databaseCall("reading the key status of \(collection)") {
             try pool.read { db in try keyStatus(db, collection: collection) }
         }
     }
 
     /// `keyStatus(collection:)` for async callers.
     public func keyStatus(collection: String) async throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
-        try await databaseCall("reading the key status of \(collection)") {
+        _ = try currentKeys()
+        return try await databaseCall("reading the key status of \(collection)") {
             try await pool.read { db in try keyStatus(db, collection: collection) }
         }
     }

@@ -22,31 +22,45 @@ extension EncryptedStore {
         get throws(E3DBError) { try currentKeys().boxKey.publicKey }
     }
 
-    /// Wraps `collection`'s access key for another E3DB client (an EAKInfo whose authorizer is this store).
+    /// Wraps `collection`'s current access key, as the database holds it now, for another E3DB client (an EAKInfo
+    /// whose authorizer is this store).
     /// - Parameters:
     ///   - collection: the collection to share.
     ///   - readerPublicKey: the reader's Curve25519 public key.
     /// - Throws: `E3DBError.Code.collectionNotFound`, `storeLocked`.
     public func share(collection: String, with readerPublicKey: Box.PublicKey) throws(E3DBError) -> EAKInfo {
+        try sharedKey(collection, with: readerPublicKey).info
+    }
+
+    /// `collection`'s current access key wrapped for the reader, and its version. The keys kept in memory are
+    /// forgotten first and read again: another connection may have rotated the collection since, and deleted the
+    /// kept key, which no record is under any more.
+    private func sharedKey(_ collection: String, with readerPublicKey: Box.PublicKey) throws(E3DBError) -> (
+        info: EAKInfo, version: Int
+    ) {
         let keys = try currentKeys()
+        invalidateKeys(collection)
         let access = try accessKey(for: collection, create: false)
         let eak = try EncryptedAccessKey.wrap(access.key, for: readerPublicKey, by: keys.boxKey)
-        return EAKInfo(eak: eak, authorizerID: storeID, authorizerPublicKey: keys.boxKey.publicKey)
+        return (EAKInfo(eak: eak, authorizerID: storeID, authorizerPublicKey: keys.boxKey.publicKey), access.version)
     }
 
     /// Writes `collection` for another E3DB client: `DIR/records.ndjson` (every record as the `EncryptedDocument`
     /// the store holds, one per line, each authenticated in its place first) and `DIR/eak.json` (the access key
     /// wrapped for the reader). Any E3DB SDK decrypts the records with the reader's private key and the EAKInfo.
     /// Both files are written through `AtomicFileSink` and appear only when complete; the call refuses to start
-    /// when either already exists.
-    /// - Throws: `E3DBError.Code.collectionNotFound`, `recordTampered` for a record that does not authenticate
-    ///   (nothing is published then), `databaseError` for I/O failures.
+    /// when either already exists. The key is the collection's current one, read from the database, and every page
+    /// of records is read in a transaction that checks it is still current and every record is under it.
+    /// - Throws: `E3DBError.Code.collectionNotFound`, `recordTampered` for a record that does not authenticate,
+    ///   `invalidParameter` while the collection is being rotated, `versionConflict` when it is rotated during the
+    ///   export (nothing is published then), `databaseError` for I/O failures.
     @discardableResult
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) throws(E3DBError)
         -> StoreExport
     {
-        let info = try share(collection: collection, with: readerPublicKey)
+        let (info, keyVersion) = try sharedKey(collection, with: readerPublicKey)
         let status = try keyStatus(collection: collection)
+        guard status.keyVersion == keyVersion else { throw rotatedDuringExport(collection) }
         guard status.recordsUnderOlderKeys == 0 else {
             throw E3DBError(
                 .invalidParameter,
@@ -68,8 +82,12 @@ extension EncryptedStore {
         var after: Int64?
         while true {
             let rows = try databaseCall("exporting collection \(collection)") {
-                try pool.read { db in
-                    try Row.fetchAll(
+                try pool.read { db -> [Row] in
+                    // The page and the key version in one read transaction.
+                    guard try keyIsCurrent(db, collection: collection, version: keyVersion) else {
+                        throw rotatedDuringExport(collection)
+                    }
+                    return try Row.fetchAll(
                         db, sql: "SELECT * FROM records WHERE collection = ? AND seq > ? ORDER BY seq LIMIT 512",
                         arguments: [collection, after ?? 0])
                 }
@@ -77,7 +95,12 @@ extension EncryptedStore {
             for row in rows {
                 // Authenticate the record in its place (and that it decrypts) before it leaves the store.
                 _ = try decode(row, collection: collection)
-                let bytes = try UntrustedRow(store: row, table: "records").value("document", as: Data.self)
+                let stored = UntrustedRow(store: row, table: "records")
+                // Only records under the key in eak.json (the version is bound by the record's MAC).
+                guard try stored.value("key_version", as: Int.self) == keyVersion else {
+                    throw rotatedDuringExport(collection)
+                }
+                let bytes = try stored.value("document", as: Data.self)
                 try writer.append(bytes)
                 try writer.append(Data([0x0A]))
                 count += 1
@@ -91,6 +114,13 @@ extension EncryptedStore {
         try eakWriter.append(Data([0x0A]))
         try eakWriter.commit()
         return StoreExport(recordsFile: recordsURL, eakFile: eakURL, recordCount: count)
+    }
+
+    private func rotatedDuringExport(_ collection: String) -> E3DBError {
+        E3DBError(
+            .versionConflict,
+            "the key of collection \(collection) was rotated during the export; nothing was published: export again",
+            context: .init(item: collection))
     }
 
     /// Imports a collection shared with an E3DB client: `DIR/eak.json` (an EAKInfo for that client) and

@@ -1,11 +1,12 @@
 import Dispatch
 import E3DBKit
-import E3DBStore
 import E3DBTestSupport
 import Foundation
 import GRDB
 import Synchronization
 import Testing
+
+@testable import E3DBStore
 
 /// The store's async API (GRDB's async database access): the same results as the synchronous one, and no
 /// cooperative thread held while the database is busy.
@@ -151,6 +152,86 @@ struct AsyncStoreTests {
         #expect(try await store.find(RecordQuery(collection: "c")).count == writers + 1)
         #expect(try store.verify().problems.isEmpty)
     }
+    @Test("an async put whose key is rotated away before its transaction starts over with the new key")
+    func rotationDuringAsyncPut() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let first = try await store.put(collection: "c", type: "t", data: ["n": "first"])
+        // Another connection rotates the key (and, no record being left under it, deletes key 1) while the batch is
+        // encrypted under key 1 and its write transaction is not open yet.
+        let other = try EncryptedStore.openSync(at: dir.url, credential: passphrase("p"))
+        let rotations = Mutex(0)
+        store.setBeforeInsertTransaction {
+            guard
+                rotations.withLock({ count in
+                    count += 1
+                    return count == 1
+                })
+            else { return }
+            #expect(throws: Never.self) { try other.rotateKeySync(collection: "c") }
+        }
+        let references = try await store.put(
+            collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
+        #expect(rotations.withLock { $0 } == 2, "the put started over once")
+        #expect(try other.keyStatusSync(collection: "c") == (2, 0))
+        #expect(try await store.get(collection: "c", id: first.id).data == ["n": "first"])
+        for (reference, n) in zip(references, ["a", "b"]) {
+            #expect(try other.getSync(collection: "c", id: reference.id).data == ["n": n])
+        }
+        #expect(try other.verify().problems.isEmpty)
+    }
+
+    @Test("an async update or keyed put under a key another connection rotated away starts over with the new key")
+    func rotationBeforeAsyncUpdate() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let record = try await store.put(collection: "c", type: "t", data: ["n": "first"])
+        let keyed = try await store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed"])
+        // `store` keeps collection c's key 1 in memory; another connection rotates to key 2 and, no record being left
+        // under key 1, deletes it.
+        let other = try EncryptedStore.openSync(at: dir.url, credential: passphrase("p"))
+        #expect(try other.rotateKeySync(collection: "c").keyVersion == 2)
+        #expect(
+            try await store.update(collection: "c", id: record.id, expectedVersion: 1, data: ["n": "second"]).version
+                == 2)
+        #expect(
+            try await store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed 2"]).version
+                == keyed.version + 1)
+        // Written under key 2, so every connection reads them, and nothing is left under a deleted key.
+        #expect(try other.getSync(collection: "c", id: record.id).data == ["n": "second"])
+        #expect(try other.getSync(collection: "c", id: keyed.id).data == ["n": "keyed 2"])
+        #expect(try other.keyStatusSync(collection: "c") == (2, 0))
+        #expect(try other.verify().problems.isEmpty)
+    }
+
+    @Test("many more concurrent async reads than the record readers' bound all complete within the bound")
+    func readersAreBounded() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let written = try await store.put(
+            collection: "c", records: (0..<16).map { (type: "t", data: ["n": "\($0)"], plain: RecordData()) })
+        // No cache: every get decrypts again, so the reads overlap for longer.
+        store.setCacheCapacity(0)
+        let readers = 64 * RecordReaders.maximumOpen
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<readers {
+                group.addTask {
+                    if i % 8 == 0 {
+                        let found = try await store.find(RecordQuery(collection: "c", limit: 4))
+                        #expect(found.count == 4)
+                    } else {
+                        let record = try await store.get(collection: "c", id: written[i % written.count].id)
+                        #expect(record.version == 1)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let open = store.readers.openConnections
+        #expect(
+            open.peak >= 1 && open.peak <= RecordReaders.maximumOpen, "\(open.peak) record readers were open at once")
+        #expect(open.now <= RecordReaders.keptIdle)
+    }
 }
 
 extension EncryptedStore {
@@ -162,6 +243,10 @@ extension EncryptedStore {
         try get(collection: collection, id: id)
     }
     fileprivate func findSync(_ query: RecordQuery) throws -> [StoredRecord] { try find(query) }
+    @discardableResult
+    fileprivate func rotateKeySync(collection: String) throws -> RotationProgress {
+        try rotateKey(collection: collection)
+    }
     fileprivate func keyStatusSync(collection: String) throws -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
         try keyStatus(collection: collection)
     }

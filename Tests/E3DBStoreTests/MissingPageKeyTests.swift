@@ -38,4 +38,42 @@ struct MissingPageKeyTests {
         #expect(try await store.get(collection: "c", id: record.id).data == ["f": "one"])
         #expect(try store.count(collection: "c") == 1)
     }
+
+    @Test(
+        "a locked store is storeLocked in every call, on an idle connection or a new one, never keyMissing",
+        arguments: [DatabaseEncryption.encrypted, .plain])
+    func lockedStore(_ encryption: DatabaseEncryption) async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(
+            at: dir.url, credential: passphrase("p"), kdfParameters: testKDF, databaseEncryption: encryption)
+        let record = try await store.put(collection: "c", type: "t", data: ["f": "one"])
+        _ = try store.count(collection: "c")
+        store.lock()
+        // First with the pool's idle connections (they still answer SQL), then with none: every read needs a new one.
+        for newConnections in [false, true] {
+            if newConnections { store.pool.releaseMemory() }
+            expectStoreError(.storeLocked) { _ = try store.count(collection: "c") }
+            expectStoreError(.storeLocked) { _ = try store.count() }
+            expectStoreError(.storeLocked) { _ = try store.collections() }
+            expectStoreError(.storeLocked) { _ = try store.keyStatus(collection: "c") }
+            await expectAsyncStoreError(.storeLocked) { _ = try await store.keyStatus(collection: "c") }
+            expectStoreError(.storeLocked) { _ = try store.get(collection: "c", id: record.id) }
+            await expectAsyncStoreError(.storeLocked) { _ = try await store.find(RecordQuery(collection: "c")) }
+            await expectAsyncStoreError(.storeLocked) {
+                for try await _ in store.observe(RecordQuery(collection: "c")) { break }
+            }
+            if newConnections {
+                // A connection the pool opens now (for a caller that passed its lock check first) is storeLocked.
+                expectStoreError(.storeLocked) { _ = try databaseCall("reading") { try store.pool.read { _ in 0 } } }
+            }
+        }
+        try store.unlock(passphrase("p"))
+        #expect(try store.count(collection: "c") == 1)
+        #expect(try store.collections() == ["c"])
+        #expect(try await store.keyStatus(collection: "c") == (1, 0))
+        for try await records in store.observe(RecordQuery(collection: "c")) {
+            #expect(records.map(\.data) == [["f": "one"]])
+            break
+        }
+    }
 }

@@ -670,6 +670,34 @@ struct RotationTests {
         #expect(try other.verify().problems.isEmpty)
     }
 
+    @Test("share and export give the collection's current key, not one another connection rotated away")
+    func exportAfterRotationElsewhere() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let references = try store.put(collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
+        // `store` keeps key 1 in memory; another connection rotates to key 2 and deletes key 1.
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        #expect(try other.rotateKey(collection: "c").keyVersion == 2)
+        let reader = ClientIdentity.generate(clientID: UUID())
+        let exportDir = dir.url.appendingPathComponent("export")
+        #expect(try store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 2)
+        // The EAK opens the exported records (under key 2), and share gives the same key.
+        let target = try StoreDirectory()
+        let importer = try EncryptedStore.create(at: target.url, credential: passphrase("q"), kdfParameters: testKDF)
+        #expect(try importer.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox").count == 2)
+        #expect(try importer.find(RecordQuery(collection: "inbox")).map(\.data) == [["n": "a"], ["n": "b"]])
+        let shared = try store.share(collection: "c", with: reader.publicKey).unwrap(with: reader.boxKey)
+        let lines = try Data(contentsOf: exportDir.appendingPathComponent("records.ndjson")).split(separator: 0x0A)
+        #expect(lines.count == references.count)
+        for (line, n) in zip(lines, ["a", "b"]) {
+            let document = try EncryptedDocument(jsonData: Data(line))
+            let decrypted = try document.decrypt(
+                accessKey: shared, verifyingKey: nil,
+                verification: RecordVerification(policy: .ignore, requireWriterIsSigner: false))
+            #expect(decrypted.data == ["n": n])
+        }
+    }
+
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")
     func resume() async throws {
         let dir = try StoreDirectory()

@@ -1,6 +1,7 @@
 import Dispatch
 import E3DBCanonicalJSON
 import E3DBDocuments
+import E3DBFiles
 import E3DBPrimitives
 import Foundation
 import GRDB
@@ -228,10 +229,10 @@ struct StoredDocumentScanner {
     }
 }
 
-/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle), at
-/// most `maximumOpen` at once: a reader beyond that waits for one to be checked in (a synchronous caller on its
-/// thread; an async caller suspended, its wait held on one serial dispatch queue as GRDB's pool does, so that no
-/// thread of the cooperative pool blocks however many tasks read at once).
+/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle);
+/// async readers hold at most `maximumOpen` at once: one beyond that waits for a permit, suspended, its wait held
+/// on one serial dispatch queue as GRDB's pool does, so that no thread of the cooperative pool blocks however many
+/// tasks read at once. A synchronous reader takes no permit (see `read(_:)`).
 ///
 /// GRDB's `DatabasePool.unsafeRead` runs `PRAGMA schema_version` before every read (a second statement with its own
 /// implicit read transaction and file locks); a `DatabaseQueue`'s `unsafeRead` runs only the caller's statements.
@@ -263,9 +264,11 @@ final class RecordReaders: Sendable {
     /// The connections open now and the most open at once so far.
     var openConnections: (now: Int, peak: Int) { counts.withLock { ($0.open, $0.peak) } }
 
+    /// A synchronous read takes no permit: its own thread bounds it, and waiting here for a permit that an async
+    /// reader holds could block the cooperative thread that reader needs to resume on, and so never get it (a
+    /// deadlock, shown by `AsyncStoreTests.syncAndAsyncReadersShareThePermits`). The permits bound async readers,
+    /// which hold no thread while they wait.
     func read<T>(_ body: (Database) throws -> T) throws -> T {
-        permits.wait()
-        defer { permits.signal() }
         let queue = try checkOut()
         defer { checkIn(queue) }
         return try queue.unsafeRead(body)
@@ -281,6 +284,8 @@ final class RecordReaders: Sendable {
             }
         }
         defer { permits.signal() }
+        // A task cancelled while it waited for its turn gives the permit back before opening anything.
+        if Task.isCancelled { throw E3DBError(.cancelled, "the read was cancelled") }
         let queue = try checkOut()
         defer { checkIn(queue) }
         return try await queue.unsafeRead(body)

@@ -247,6 +247,40 @@ struct AsyncStoreTests {
             open.peak >= 1 && open.peak <= RecordReaders.maximumOpen, "\(open.peak) record readers were open at once")
         #expect(open.now <= RecordReaders.keptIdle)
     }
+
+    /// In a child process of its own (an exit test), so that the cooperative threads are only this scenario's: a
+    /// synchronous read blocks its thread while it waits for a permit, so with every cooperative thread in such a
+    /// wait, an async reader's permit must come back without its task resuming first.
+    @Test(
+        "synchronous reads waiting for a permit on every cooperative thread do not stop async readers giving theirs back"
+    )
+    func syncAndAsyncReadersShareThePermits() async {
+        await #expect(processExitsWith: .success) { try await Self.mixedReaders() }
+    }
+
+    static func mixedReaders() async throws {
+        // A deadlock is this scenario's failure: the child process ends with a failure after a minute.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { exit(3) }
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let written = try await store.put(
+            collection: "c", records: (0..<16).map { (type: "t", data: ["n": "\($0)"], plain: RecordData()) })
+        store.setCacheCapacity(0)
+        let blockingTasks = 2 * ProcessInfo.processInfo.activeProcessorCount
+        for _ in 0..<20 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<(4 * RecordReaders.maximumOpen) {
+                    group.addTask {
+                        _ = try await store.get(collection: "c", id: written[i % written.count].id)
+                    }
+                }
+                for i in 0..<blockingTasks {
+                    group.addTask { _ = try store.getSync(collection: "c", id: written[i % written.count].id) }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
 }
 
 extension EncryptedStore {

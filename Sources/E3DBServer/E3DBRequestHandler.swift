@@ -21,7 +21,8 @@ public struct E3DBRequestHandler: Sendable {
     private let responder: RouterResponder<E3DBRequestContext>
     private let logger: Logger
 
-    /// Migrates `backend` and reads (creating on first use) its server secret, which keys capability URLs.
+    /// Checks that `files` can be used (an object store: its bucket and credentials), migrates `backend` and reads
+    /// (creating on first use) its server secret, which keys capability URLs.
     /// - Parameters:
     ///   - configuration: limits, token and TSV1 lifetimes and the public URL; `host`/`port` only shape
     ///     capability URLs when `publicURL` is unset and a request has no `Host`. Its data directory, PostgreSQL
@@ -31,7 +32,9 @@ public struct E3DBRequestHandler: Sendable {
     ///     not).
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
-    /// - Throws: a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its secret read.
+    /// - Throws: the file store's refusal (`E3DBError`: a missing bucket, refused credentials, an unreachable
+    ///   store), or a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its
+    ///   secret read.
     public init(
         configuration: ServerConfiguration, backend: StorageBackend, files: FileBodyBackend,
         logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -45,6 +48,7 @@ public struct E3DBRequestHandler: Sendable {
         configuration: ServerConfiguration, storage: any ServerStorage, files: any FileBodyStore,
         logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws {
+        try await files.check()
         try await storage.migrate()
         let service = E3DBService(
             storage: storage, files: files, configuration: configuration,

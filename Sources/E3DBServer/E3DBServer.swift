@@ -127,21 +127,17 @@ public enum E3DBServer {
         _ configuration: ServerConfiguration, logger: Logger,
         onListening: @escaping @Sendable (String, Int) -> Void
     ) async throws {
-        // The bucket is checked first: a store that cannot be used stops the start with a message naming why.
-        let bucket = configuration.objectStore.map { S3FileBodyStore(options: $0) }
-        var adjusted = configuration
-        if let bucket {
-            try await bucket.checkBucket()
-            adjusted.maxFileSize = min(configuration.maxFileSize, S3FileBodyStore.maxBodySize)
-        }
-        let configuration = adjusted
+        // The file store is checked first: one that cannot be used (a bucket that is missing or refuses the
+        // credentials) stops the start with a message naming why.
+        let files = try FileBodyBackend.open(configuration).store
+        try await files.check()
         let storage = try StorageBackend.open(configuration, logger: logger).storage
         // The storage's background work (the PostgreSQL pool, SQLite's checkpoints) is a service listed before the
         // server, so that a graceful shutdown (SIGTERM, SIGINT) stops the server first (in-flight requests finish)
         // and closes the storage after it; the server is built inside its own service, once the storage (running)
         // has been migrated and has given the server secret.
         let server = ServerService(
-            storage: storage, bucket: bucket, configuration: configuration, logger: logger, onListening: onListening)
+            storage: storage, files: files, configuration: configuration, logger: logger, onListening: onListening)
         let group = ServiceGroup(
             configuration: .init(
                 services: [StorageService(storage: storage), server], gracefulShutdownSignals: [.sigterm, .sigint],
@@ -155,7 +151,7 @@ public enum E3DBServer {
 /// down gracefully (the application's own service group follows the enclosing one).
 private struct ServerService: Service {
     let storage: any ServerStorage
-    let bucket: S3FileBodyStore?
+    let files: any FileBodyStore
     let configuration: ServerConfiguration
     let logger: Logger
     let onListening: @Sendable (String, Int) -> Void
@@ -166,7 +162,6 @@ private struct ServerService: Service {
         // PostgreSQL: this node's clock against the database's (a warning above 1 s, a refusal above the maximum).
         try await ClockCheck.read(storage, now: APITimestamp.nowMicros)?.verify(
             maximumSkew: configuration.maximumClockSkew, logger: logger)
-        let files: any FileBodyStore = try bucket ?? FileBodyBackend.open(configuration).store
         let service = E3DBService(
             storage: storage, files: files, configuration: configuration,
             secret: try await storage.serverSecret(), logger: logger,

@@ -26,6 +26,9 @@ final class E3DBService: Sendable {
     let bodyBudget: BodyBudget
     /// Searches running at once (``ServerConfiguration/concurrentSearches``).
     let searches: AsyncLimiter
+    /// The largest file body a file record may declare: ``ServerConfiguration/maxFileSize``, or the file store's
+    /// own limit when smaller (one S3 PUT: 5 GiB).
+    let maxFileSize: Int64
 
     init(
         storage: any ServerStorage, files: any FileBodyStore, configuration: ServerConfiguration, secret: Data,
@@ -39,6 +42,7 @@ final class E3DBService: Sendable {
         self.metrics = metrics
         bodyBudget = BodyBudget(bytes: configuration.maxBodyBytesInFlight, perClient: 2 * configuration.maxBodySize)
         searches = AsyncLimiter(permits: configuration.concurrentSearches)
+        maxFileSize = min(configuration.maxFileSize, files.maxBodySize ?? .max)
     }
 
     // MARK: Maintenance

@@ -61,6 +61,12 @@ package protocol FileBodyStore: Sendable {
     /// Removes the partial uploads of uploads that died (a killed process, a dropped connection): those not
     /// written to for `idle` seconds. Returns how many it removed.
     func removeAbandonedUploads(idle: TimeInterval) -> Int
+    /// The largest body the store takes, bytes; nil when only the server's `maxFileSize` bounds it. The server
+    /// refuses a file record declaring more than the smaller of the two.
+    var maxBodySize: Int64? { get }
+    /// Checks, before the server answers its first request, that the store can be used; the error says what is
+    /// wrong.
+    func check() async throws
 }
 
 /// File bodies in `DIR/files/<id>`, temporary uploads in `DIR/files/tmp/` (written through the package's
@@ -70,6 +76,12 @@ package protocol FileBodyStore: Sendable {
 package struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
+
+    /// No limit of its own: the file system's is reported when a body is written.
+    package var maxBodySize: Int64? { nil }
+
+    /// Nothing to check: `init` created the directories.
+    package func check() async throws {}
 
     /// Creates the directories if needed (mode 0700).
     package init(directory: URL) throws {

@@ -7,6 +7,7 @@ import E3DBPrimitives
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -258,7 +259,7 @@ struct ObjectStoreTests {
     private func store(_ s3: SeaweedFS) async throws {
         let options = try S3Options(endpoint: s3.endpoint, bucket: "bodies", prefix: "/t/", credentials: s3.credentials)
         let store = S3FileBodyStore(options: options)
-        try await store.checkBucket()
+        try await store.check()
         let id = RecordID.random()
         let body = SecureRandom.bytes(count: 100_000)
         let md5 = Hashes.md5(body)
@@ -303,7 +304,7 @@ struct ObjectStoreTests {
         // The start-up check says what is wrong, and no message carries the secret.
         func refusal(_ options: S3Options) async -> E3DBError? {
             do {
-                try await S3FileBodyStore(options: options).checkBucket()
+                try await S3FileBodyStore(options: options).check()
                 return nil
             } catch {
                 return error as? E3DBError
@@ -330,6 +331,32 @@ struct ObjectStoreTests {
                 options: try S3Options(
                     endpoint: "http://127.0.0.1:1", bucket: "bodies", credentials: s3.credentials)
             ).verifyStored(id: id, size: 1, md5: md5)
+        }
+    }
+
+    @Test("an embedded handler over FileBodyBackend.objectStore checks its bucket and refuses a file over 5 GiB")
+    func embeddedHandler() async throws {
+        try await SeaweedFS.with(bucket: "embedded") { s3 in
+            let absent = try S3Options(endpoint: s3.endpoint, bucket: "absent", credentials: s3.credentials)
+            let refusal = await #expect(throws: E3DBError.self) {
+                _ = try await RequestHandlerTests.Server.make(files: .objectStore(absent))
+            }
+            #expect(refusal?.code == .invalidStorageConfiguration)
+            let options = try S3Options(endpoint: s3.endpoint, bucket: "embedded", credentials: s3.credentials)
+            let server = try await RequestHandlerTests.Server.make(files: .objectStore(options))
+            func declare(_ size: Int64) async -> RequestHandlerTests.Reply {
+                let md5 = Hashes.md5(Data()).base64EncodedString()
+                let body =
+                    #"{"meta":{"writer_id":"\#(server.clientID)","user_id":"\#(server.clientID)","type":"f","plain":{},"file_meta":{"checksum":"\#(md5)","compression":"raw","size":\#(size)}},"data":{}}"#
+                return await server.send(.post, "/v1/storage/files", headers: server.bearer, body: body)
+            }
+            // The configuration allows 8 GiB; one S3 PUT takes 5 GiB, and the handler says so before any upload.
+            let over = await declare(S3FileBodyStore.largestPut + 1)
+            #expect(over.status == 400)
+            #expect((over.json?["error"] as? String)?.contains("between 0 and \(S3FileBodyStore.largestPut)") == true)
+            let pending = await declare(S3FileBodyStore.largestPut)
+            #expect(pending.status == 202)
+            #expect((pending.json?["file_url"] as? String)?.hasPrefix("\(s3.endpoint)/embedded/") == true)
         }
     }
 

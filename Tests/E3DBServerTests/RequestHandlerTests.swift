@@ -34,7 +34,10 @@ struct RequestHandlerTests {
         let token: String
         let key: Ed25519.PrivateKey
 
-        static func make(maxBodySize: Int = 1 << 20, tokenLifetime: Int = 3600) async throws -> Server {
+        /// - Parameter files: the file store (default: `files/` beside the database).
+        static func make(
+            maxBodySize: Int = 1 << 20, tokenLifetime: Int = 3600, files: FileBodyBackend? = nil
+        ) async throws -> Server {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3db-handler-\(UUID().uuidString)")
             var configuration = ServerConfiguration(dataDirectory: dir)
             configuration.maxBodySize = maxBodySize
@@ -49,7 +52,7 @@ struct RequestHandlerTests {
                 created: 0)
             let handler = try await E3DBRequestHandler(
                 configuration: configuration, backend: backend,
-                files: try FileBodyBackend.local(directory: dir.appendingPathComponent("files")))
+                files: try files ?? FileBodyBackend.local(directory: dir.appendingPathComponent("files")))
             let key = try Ed25519.PrivateKey(seed: SecureBytes(copying: [UInt8](repeating: 0x42, count: 32)))
             let body =
                 #"{"token":"\#(registrationToken)","client":{"name":"t","public_key":{"curve25519":"\#(Base64URL.encode(Data(repeating: 7, count: 32)))"},"signing_key":{"ed25519":"\#(key.publicKey.base64URLEncoded)"}}}"#

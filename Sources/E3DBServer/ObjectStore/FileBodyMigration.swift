@@ -78,7 +78,7 @@ extension E3DBServer {
             throw E3DBError(.invalidParameter, "moving file bodies needs an object store (--s3-endpoint)")
         }
         let bucket = S3FileBodyStore(options: options)
-        try await bucket.checkBucket()
+        try await bucket.check()
         let storage = try StorageBackend.open(configuration, logger: logger).storage
         return try await storage.running {
             try await storage.migrate()
@@ -200,7 +200,7 @@ private struct FileBodyMover {
             return .failed(damaged: true)
         }
         let outcome: Outcome
-        guard declared.size <= S3FileBodyStore.maxBodySize else {
+        guard declared.size <= S3FileBodyStore.largestPut else {
             report(.problem("\(shown) is larger than the 5 GiB one S3 PUT takes: left in place"))
             return .failed(damaged: false)
         }

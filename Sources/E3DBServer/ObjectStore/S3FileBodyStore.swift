@@ -75,7 +75,9 @@ package struct S3FileBodyStore: FileBodyStore {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
     /// The largest body one S3 PUT takes (5 GiB).
-    package static let maxBodySize: Int64 = 5 << 30
+    package static let largestPut: Int64 = 5 << 30
+
+    package var maxBodySize: Int64? { Self.largestPut }
 
     package init(options: S3Options) {
         self.options = options
@@ -212,8 +214,8 @@ package struct S3FileBodyStore: FileBodyStore {
         }
     }
 
-    /// Checks at start that the bucket exists and the credentials may use it; the error says which is wrong.
-    package func checkBucket() async throws {
+    /// Checks that the bucket exists and the credentials may use it; the error says which is wrong.
+    package func check() async throws {
         let bucket = "bucket \(options.bucket) at \(Self.authority(options.endpoint))"
         let answer: (status: UInt, headers: HTTPHeaders)
         do {

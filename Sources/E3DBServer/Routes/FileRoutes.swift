@@ -71,8 +71,8 @@ extension E3DBService {
         else {
             throw E3DBError(.badRequest, "meta.file_meta.checksum must be the base64 MD5 of the encrypted file")
         }
-        guard let size = fm.size, size >= 0, size <= configuration.maxFileSize else {
-            throw E3DBError(.badRequest, "meta.file_meta.size must be between 0 and \(configuration.maxFileSize)")
+        guard let size = fm.size, size >= 0, size <= maxFileSize else {
+            throw E3DBError(.badRequest, "meta.file_meta.size must be between 0 and \(maxFileSize)")
         }
         let id = RecordID.random()
         let now = clock.now()

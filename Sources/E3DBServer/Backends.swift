@@ -15,7 +15,7 @@ public struct StorageBackend: Sendable {
     package let storage: any ServerStorage
 
     /// Set by the first ``running(_:)``: a backend runs once (postgres-nio's pool traps on a second `run()`).
-    private let ran = RanFlag()
+    private let phase = RunPhase()
 
     /// Wraps an opened storage.
     package init(_ storage: any ServerStorage) { self.storage = storage }
@@ -78,20 +78,36 @@ public struct StorageBackend: Sendable {
     /// - Throws: what `body` throws, else a storage failure (`E3DBError`, `isStorageFailure`) from closing;
     ///   `E3DBError` `.invalidParameter`, before `body` runs, when this backend (or a copy of it) ran already.
     public func running<T>(_ body: () async throws -> T) async throws -> T {
-        guard ran.set() else {
+        guard phase.start() else {
             throw E3DBError(
                 .invalidParameter, "this storage backend was run already: a backend runs once (open another one)")
         }
+        defer { phase.end() }
         return try await storage.running(body)
+    }
+
+    /// Refuses a backend that cannot answer now: PostgreSQL outside ``running(_:)``, whose queries would each wait
+    /// for the call timeout (30 s by default) and fail. SQLite answers outside it too.
+    func checkAnswering() throws(E3DBError) {
+        guard storage.answersOnlyWhileRunning, !phase.isRunning else { return }
+        throw E3DBError(
+            .invalidParameter,
+            "this storage backend is not running: use it (and the handler) inside StorageBackend.running { }")
     }
 }
 
-/// A flag set once, shared by the copies of a ``StorageBackend``.
-private final class RanFlag: Sendable {
-    private let value = Atomic<Bool>(false)
+/// Where a ``StorageBackend`` and its copies are in their one run: not yet, running, ended.
+private final class RunPhase: Sendable {
+    private let value = Atomic<UInt8>(0)
 
-    /// Sets the flag; whether this call set it (false when it was set already).
-    func set() -> Bool { !value.exchange(true, ordering: .acquiringAndReleasing) }
+    /// Marks the run started; false when it had started already.
+    func start() -> Bool { value.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged }
+
+    /// Marks the run ended.
+    func end() { value.store(2, ordering: .releasing) }
+
+    /// Inside the run.
+    var isRunning: Bool { value.load(ordering: .acquiring) == 1 }
 }
 
 /// Where encrypted file bodies live: a directory this server serves them from, or an S3-compatible bucket the

@@ -32,13 +32,15 @@ public struct E3DBRequestHandler: Sendable {
     ///     not).
     ///   - files: where file bodies live.
     ///   - logger: structured request logs (never a secret, a token or a ciphertext); none by default.
-    /// - Throws: the file store's refusal (`E3DBError`: a missing bucket, refused credentials, an unreachable
+    /// - Throws: `E3DBError` `.invalidParameter` at once for a PostgreSQL backend outside its `running`, the file
+    ///   store's refusal (`E3DBError`: a missing bucket, refused credentials, an unreachable
     ///   store), or a storage failure (`E3DBError`, `isStorageFailure`) when the backend cannot be migrated or its
     ///   secret read.
     public init(
         configuration: ServerConfiguration, backend: StorageBackend, files: FileBodyBackend,
         logger: Logger = Logger(label: "e3db.server", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws {
+        try backend.checkAnswering()
         try await self.init(configuration: configuration, storage: backend.storage, files: files.store, logger: logger)
     }
 

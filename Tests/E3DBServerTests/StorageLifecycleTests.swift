@@ -49,6 +49,31 @@ struct StorageLifecycleTests {
         #expect(!bodyRan.withLock { $0 }, "the second body ran")
     }
 
+    @Test("a handler over PostgreSQL outside running is refused at once, before and after the run; SQLite answers")
+    func handlerOutsideRunning() async throws {
+        let files = FileManager.default.temporaryDirectory
+            .appendingPathComponent("e3dbkit-files-\(UUID().uuidString.lowercased())")
+        defer { try? FileManager.default.removeItem(at: files) }
+        let configuration = ServerConfiguration(dataDirectory: files)
+        func handler(_ backend: StorageBackend) async throws {
+            _ = try await E3DBRequestHandler(
+                configuration: configuration, backend: backend, files: try .local(directory: files))
+        }
+        if let (backend, cleanup) = try await Self.backend(.postgres) {
+            defer { cleanup() }
+            // It used to wait for the call timeout (20 s here), then fail as unavailable.
+            let before = await #expect(throws: E3DBError.self) { try await handler(backend) }
+            #expect(before?.code == .invalidParameter)
+            #expect(before?.message.contains("inside StorageBackend.running") == true)
+            try await backend.running { try await handler(backend) }
+            let after = await #expect(throws: E3DBError.self) { try await handler(backend) }
+            #expect(after?.code == .invalidParameter)
+        }
+        guard let (sqlite, cleanup) = try await Self.backend(.sqlite) else { return }
+        defer { cleanup() }
+        try await handler(sqlite)
+    }
+
     /// What the query after the shutdown signal gave.
     final class Outcome: Sendable {
         let value = Mutex<Result<Void, any Error>?>(nil)

@@ -26,6 +26,9 @@ package protocol ServerStorage: Sendable {
     /// (`PostgresClient.run()`, without which no query is answered), SQLite's WAL checkpoints. Run it once, beside
     /// every use of the storage: ``running(_:)`` does, and the server runs it as a ServiceLifecycle service.
     func run() async throws
+    /// Whether no query is answered without ``run()`` (PostgreSQL's pool); SQLite answers without it (its WAL is
+    /// then checkpointed by SQLite's own backstop only).
+    var answersOnlyWhileRunning: Bool { get }
     /// Waits for the grouped writes in progress and shuts connections down; called while ``run()`` still runs
     /// (``running(_:)`` does), so that those writes can finish.
     func close() async throws

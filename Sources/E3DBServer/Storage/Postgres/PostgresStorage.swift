@@ -97,6 +97,8 @@ package final class PostgresStorage: ServerStorage {
         }
     }
 
+    package var answersOnlyWhileRunning: Bool { true }
+
     /// Runs the connection pool (`PostgresClient.run()`) until cancelled; then its connections are closed.
     package func run() async throws {
         await client.run()

@@ -83,6 +83,8 @@ package final class SQLiteStorage: ServerStorage {
         databaseFile = DatabaseFileSync(path: directory.appendingPathComponent("server.sqlite").path)
     }
 
+    package var answersOnlyWhileRunning: Bool { false }
+
     /// Checkpoints the WAL every `checkpointEvery` until cancelled, then closes the checkpointing connection.
     package func run() async throws {
         while !Task.isCancelled {

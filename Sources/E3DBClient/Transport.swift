@@ -11,9 +11,9 @@ public import HTTPTypes
 /// Requests and responses are swift-http-types' (`HTTPTypes`, pure Swift types): the transport gets an
 /// `HTTPRequest` (method, scheme, authority, path, `headerFields`) and a body, and answers with the response's
 /// body and its `HTTPResponse` (status, `headerFields`), in the order of URLSession's own `HTTPTypesFoundation`
-/// methods, so a transport over `URLSession.shared.upload(for:from:)` is one call. Header names are
-/// `HTTPField.Name` (case-insensitive); a request the client makes carries no value `HTTPField` would have to
-/// change (the client refuses a line break or NUL as `.invalidParameter` before the request exists).
+/// methods, so a transport over URLSession's `data(for:)` and `upload(for:from:)` passes their answers on. Header
+/// names are `HTTPField.Name` (case-insensitive); a request the client makes carries no value `HTTPField` would
+/// have to change (the client refuses a line break or NUL as `.invalidParameter` before the request exists).
 ///
 /// ## The request's path
 ///

@@ -232,10 +232,14 @@ let package = Package(
         ),
 
         // L4: the E3DB client SDK over the HTTP API, behind a transport protocol. It links no HTTP library: the
-        // transports are the two targets below (or an app's own).
+        // transports are the two targets below (or an app's own). Requests and responses are swift-http-types'
+        // (HTTPTypes: pure Swift types, no networking).
         .target(
             name: "E3DBClient",
-            dependencies: ["E3DBAPI", "E3DBPrimitives", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity"],
+            dependencies: [
+                "E3DBAPI", "E3DBPrimitives", "E3DBKeys", "E3DBDocuments", "E3DBFiles", "E3DBIdentity",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: memorySafe
         ),
 
@@ -252,6 +256,9 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                // HTTPFields <-> HTTPHeaders and the method (swift-nio-extras' conversions, which the server builds).
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
             ],
             swiftSettings: memorySafe
         ),
@@ -259,7 +266,10 @@ let package = Package(
         // L4: E3DBClient's transport over Foundation's URLSession (FoundationNetworking on Linux), for apps that do
         // not want AsyncHTTPClient: it links neither AsyncHTTPClient nor NIO.
         .target(
-            name: "E3DBURLSession", dependencies: ["E3DBClient", "E3DBFiles", "E3DBPrimitives"],
+            name: "E3DBURLSession",
+            dependencies: [
+                "E3DBClient", "E3DBFiles", "E3DBPrimitives", .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: memorySafe),
 
         // L5: what the executables share (exit codes, checked standard output, the one exit path). Not a
@@ -441,7 +451,11 @@ let package = Package(
             swiftSettings: upcoming
         ),
         .testTarget(
-            name: "E3DBURLSessionTests", dependencies: ["E3DBURLSession", "E3DBTestSupport", "E3DBServerTestSupport"],
+            name: "E3DBURLSessionTests",
+            dependencies: [
+                "E3DBURLSession", "E3DBTestSupport", "E3DBServerTestSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: upcoming),
         .testTarget(
             name: "E3DBServerTests",

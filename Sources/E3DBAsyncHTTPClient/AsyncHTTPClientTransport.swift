@@ -3,9 +3,11 @@ public import E3DBClient
 import E3DBFiles
 import E3DBPrimitives
 public import Foundation
+public import HTTPTypes
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import NIOSSL
 import Synchronization
 
@@ -90,34 +92,41 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     /// An executor on the next event loop of the client's group.
     public var preferredTaskExecutor: (any TaskExecutor)? { EventLoopTaskExecutor(client.eventLoopGroup.next()) }
 
-    public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
-        -> TransportResponse
+    public func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
     {
-        try await mappingFailures(of: request) {
-            let (prepared, tunnel) = try await prepare(request)
+        let url = try request.absoluteURL()
+        return try await mappingFailures(url: url) {
+            let (prepared, tunnel) = try await prepare(request, url: url)
             var r = prepared
-            if let body = request.body { r.body = .bytes(ByteBuffer(bytes: body)) }
-            let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
+            if let body { r.body = .bytes(ByteBuffer(bytes: body)) }
+            let response = try await execute(r, through: tunnel, url: url, timeout: timeout)
             return try await Self.collect(response, upTo: maxResponseSize)
         }
     }
 
     /// The whole response (any status), refused as `.invalidResponse` once its body exceeds `limit` bytes.
-    static func collect(_ response: HTTPClientResponse, upTo limit: Int) async throws -> TransportResponse {
+    static func collect(_ response: HTTPClientResponse, upTo limit: Int) async throws -> (Data, HTTPResponse) {
+        let head = try Self.head(response)
         let body: ByteBuffer
         do { body = try await response.body.collect(upTo: limit) } catch is NIOTooManyBytesError {
             throw E3DBError(
                 .invalidResponse, "the response body is larger than the \(limit) bytes accepted",
                 context: .init(expected: limit))
         }
-        return TransportResponse(
-            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-            body: Data(body.readableBytesView))
+        return (Data(body.readableBytesView), head)
     }
 
-    /// Runs one exchange of `request`: everything it throws is `E3DBError` (`transportFailure(_:url:)`).
-    func mappingFailures<T>(of request: TransportRequest, _ body: () async throws -> T) async throws -> T {
-        try await withTransportFailures(mapping: { transportFailure($0, url: request.url) }, body)
+    /// AsyncHTTPClient's response head as an `HTTPResponse`: the one place its status and headers are mapped.
+    static func head(_ response: HTTPClientResponse) throws(E3DBError) -> HTTPResponse {
+        HTTPResponse(
+            status: try HTTPResponse.Status(received: Int(response.status.code)),
+            headerFields: HTTPFields(response.headers, splitCookie: false))
+    }
+
+    /// Runs one exchange with `url`: everything it throws is `E3DBError` (`transportFailure(_:url:)`).
+    func mappingFailures<T>(url: String, _ body: () async throws -> T) async throws -> T {
+        try await withTransportFailures(mapping: { transportFailure($0, url: url) }, body)
     }
 
     /// Executes `r` (through the pinning forwarder `tunnel`, if any). When the server's certificate does not
@@ -144,42 +153,41 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         }
     }
 
-    /// The AsyncHTTPClient request, with this transport's TLS configuration; for a pinned `https` URL, rewritten
-    /// to the forwarder's Unix domain socket (`http+unix`), which connects to the server (its `Host` header kept).
-    func prepare(_ request: TransportRequest) async throws -> (HTTPClientRequest, PinnedTunnel?) {
-        try tls.check(for: request.url)
-        var url = request.url
+    /// The AsyncHTTPClient request for `request` (whose URL is `url`, `request.absoluteURL()`), the one place the
+    /// typed request is mapped: its method, its header fields in order, this transport's TLS configuration; for a
+    /// pinned `https` URL, rewritten to the forwarder's Unix domain socket (`http+unix`), which connects to the
+    /// server (the request's authority as its `Host` header, its path and query as they are).
+    func prepare(_ request: HTTPRequest, url: String) async throws -> (HTTPClientRequest, PinnedTunnel?) {
+        try tls.check(for: url)
+        var target = url
         var tunnel: PinnedTunnel?
         var host: String?
-        if !tls.pins.isEmpty, let components = URLComponents(string: request.url),
-            components.scheme?.lowercased() == "https", let name = components.host
+        if !tls.pins.isEmpty, let components = URLComponents(string: url), components.scheme?.lowercased() == "https",
+            let name = components.host
         {
-            let port = components.port ?? 443
-            let forwarder = try await PinnedTunnel.shared(host: name, port: port, tls: tls, proxy: proxy)
-            host =
-                components.port == nil
-                ? components.percentEncodedHost : "\(components.percentEncodedHost ?? name):\(port)"
-            let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
-            guard let local = URL(httpURLWithSocketPath: forwarder.socketPath, uri: target.isEmpty ? "/" : target)
-            else {
+            let forwarder = try await PinnedTunnel.shared(
+                host: name, port: components.port ?? 443, tls: tls, proxy: proxy)
+            guard let local = URL(httpURLWithSocketPath: forwarder.socketPath, uri: request.path ?? "/") else {
                 throw E3DBError(.invalidParameter, "the request's path cannot be sent to the pinning forwarder")
             }
-            url = local.absoluteString
+            host = request.authority
+            target = local.absoluteString
             tunnel = forwarder
         }
-        var r = HTTPClientRequest(url: url)
-        r.method = HTTPMethod(rawValue: request.method)
+        var r = HTTPClientRequest(url: target)
+        r.method = HTTPMethod(request.method)
         if let host { r.headers.add(name: "Host", value: host) }
-        for (name, value) in request.headers { r.headers.add(name: name, value: value) }
+        r.headers.add(contentsOf: HTTPHeaders(request.headerFields))
         if tunnel == nil { r.tlsConfiguration = tlsConfiguration }
         return (r, tunnel)
     }
 
-    public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    public func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
-        try await mappingFailures(of: request) {
-            let (prepared, tunnel) = try await prepare(request)
+        let url = try request.absoluteURL()
+        return try await mappingFailures(url: url) {
+            let (prepared, tunnel) = try await prepare(request, url: url)
             var r = prepared
             guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
                 throw E3DBError(
@@ -187,22 +195,22 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
             }
             defer { try? handle.close() }
             r.body = .stream(FileChunks(handle: handle), length: .known(size))
-            let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
+            let response = try await execute(r, through: tunnel, url: url, timeout: timeout)
             return try await Self.collect(response, upTo: 1 << 20)
         }
     }
 
     /// See `E3DBTransport.download(_:timeout:receive:)`: each piece shares the storage of the NIO buffer it
     /// arrived in.
-    public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
-        async throws -> TransportResponse
+    public func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void)
+        async throws -> (Data, HTTPResponse)
     {
-        try await mappingFailures(of: request) {
-            let (r, tunnel) = try await prepare(request)
-            let response = try await execute(r, through: tunnel, url: request.url, timeout: timeout)
-            guard (200..<300).contains(Int(response.status.code)) else {
-                return try await Self.collect(response, upTo: 1 << 20)
-            }
+        let url = try request.absoluteURL()
+        return try await mappingFailures(url: url) {
+            let (r, tunnel) = try await prepare(request, url: url)
+            let response = try await execute(r, through: tunnel, url: url, timeout: timeout)
+            let head = try Self.head(response)
+            guard head.status.kind == .successful else { return try await Self.collect(response, upTo: 1 << 20) }
             for try await buffer in response.body where buffer.readableBytes > 0 {
                 guard
                     let piece = buffer.getData(
@@ -211,9 +219,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
                 else { continue }
                 do { try await receive(piece) } catch { throw TransportReceiverFailure(error) }
             }
-            return TransportResponse(
-                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                body: Data())
+            return (Data(), head)
         }
     }
 }

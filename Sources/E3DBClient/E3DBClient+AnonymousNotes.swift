@@ -86,7 +86,7 @@ extension E3DBClient {
         let body = try noteBody(
             data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: writer.boxKey, writerSigningKey: writer.signingKey, writerID: nil, options: options)
-        let r = try await sendTSV1(
+        let (r, _) = try await sendTSV1(
             API.Endpoints.writeNote, apiURL: trimmed(apiURL), body: body,
             signingKey: writer.signingKey, uid: "", transport: transport, timeout: timeout,
             operation: "note write")

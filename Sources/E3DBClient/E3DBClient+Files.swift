@@ -4,6 +4,7 @@ public import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
 public import Foundation
+import HTTPTypes
 
 extension E3DBClient {
     /// A private temporary directory (mode 0700) for ciphertext on its way up; removed by the caller.
@@ -93,16 +94,16 @@ extension E3DBClient {
         let pending = try await call(
             API.Endpoints.createFile, json: body, operation: "file create", idempotent: false)
         try checkFileURL(pending.fileURL, operation: "file upload")
-        let upload = try await transportCall("file upload") {
+        let put = try Self.request(
+            "PUT", pending.fileURL, [(.contentType, "application/octet-stream"), (.contentMD5, md5)],
+            operation: "file upload")
+        let (answer, upload) = try await transportCall("file upload") {
             try await transport.upload(
-                TransportRequest(
-                    method: "PUT", url: pending.fileURL,
-                    headers: [("Content-Type", "application/octet-stream"), ("Content-MD5", md5)]),
-                bodyPath: encrypted, size: Int64(result.encryptedSize), timeout: .seconds(3600))
+                put, bodyPath: encrypted, size: Int64(result.encryptedSize), timeout: .seconds(3600))
         }
-        guard upload.status == 200 else {
-            let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: upload.body))?.error
-            throw httpError(status: upload.status, operation: "file upload", serverMessage: message)
+        guard upload.status.code == 200 else {
+            let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: answer))?.error
+            throw httpError(status: upload.status.code, operation: "file upload", serverMessage: message)
         }
         let record = try await call(
             API.Endpoints.commitFile, [pending.id], operation: "file commit", idempotent: false)
@@ -145,6 +146,7 @@ extension E3DBClient {
             throw E3DBError(.invalidResponse, "the file record has no file_meta with a URL and checksum")
         }
         try checkFileURL(url, operation: "file download")
+        let get = try Self.request("GET", url, [], operation: "file download")
         guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID)
         else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
@@ -167,20 +169,18 @@ extension E3DBClient {
             return try E3DBFileCipher.decrypt(from: &source, to: &output, accessKey: ak, options: options)
         }
         do {
-            let response = try await withTaskCancellationHandler {
-                try await transport.download(TransportRequest(method: "GET", url: url), timeout: .seconds(3600)) {
-                    try await pipe.write($0)
-                }
+            let (answer, response) = try await withTaskCancellationHandler {
+                try await transport.download(get, timeout: .seconds(3600)) { try await pipe.write($0) }
             } onCancel: {
                 pipe.finish(failing: E3DBError(.requestCancelled, "file download was cancelled"))
             }
-            if (200..<300).contains(response.status) {
+            if response.status.kind == .successful {
                 pipe.finish(failing: nil)
             } else {
-                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: response.body))?.error
+                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: answer))?.error
                 pipe.finish(
                     failing: httpError(
-                        status: response.status, operation: "file download",
+                        status: response.status.code, operation: "file download",
                         serverMessage: message))
             }
         } catch {

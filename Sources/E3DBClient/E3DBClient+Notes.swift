@@ -4,6 +4,7 @@ public import E3DBDocuments
 import E3DBKeys
 public import E3DBPrimitives
 public import Foundation
+import HTTPTypes
 
 /// A note as read: the server's members and the decrypted, verified fields.
 public struct ClientNote: Sendable, Hashable {
@@ -19,7 +20,7 @@ extension E3DBClient {
     func sendTSV1<Body, Answer>(
         _ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [], query: [(String, String)] = [],
         body: Data? = nil, operation: String, expect: Set<Int>? = nil
-    ) async throws -> TransportResponse {
+    ) async throws -> (Data, HTTPResponse) {
         try await Self.sendTSV1(
             endpoint, parameters, apiURL: apiURL, query: query, body: body,
             signingKey: try identity.requireSigningKey(), uid: clientID.lowercasedString,
@@ -33,7 +34,7 @@ extension E3DBClient {
         query: [(String, String)] = [], body: Data? = nil, signingKey: Ed25519.PrivateKey, uid: String,
         transport: any E3DBTransport, timeout: Duration, operation: String, expect: Set<Int>? = nil
     ) async throws
-        -> TransportResponse
+        -> (Data, HTTPResponse)
     {
         let method = endpoint.method
         let path = "/" + endpoint.path(parameters).map(escapeSegment).joined(separator: "/")
@@ -44,12 +45,12 @@ extension E3DBClient {
             path: fullPath, query: TSV1.canonicalQuery(rawQuery), method: method,
             timestamp: Int64(Date().timeIntervalSince1970), nonce: UUID().lowercasedString, clientID: uid,
             signingKey: signingKey)
-        var headers = [("Authorization", header)]
-        if body != nil { headers.append(("Content-Type", "application/json")) }
+        var fields: [(HTTPField.Name, String)] = [(.authorization, header)]
+        if body != nil { fields.append((.contentType, "application/json")) }
         let url = apiURL + path + (rawQuery.isEmpty ? "" : "?" + rawQuery)
         return try await exchange(
-            transport, TransportRequest(method: method, url: url, headers: headers, body: body),
-            operation: operation, idempotent: false, timeout: timeout, expect: expect)
+            transport, try request(method, url, fields, operation: operation), body: body, operation: operation,
+            idempotent: false, timeout: timeout, expect: expect)
     }
 
     /// The JSON body of a note write or replace: the note encrypted and TFSP1-signed by the writer's key pairs,
@@ -94,12 +95,12 @@ extension E3DBClient {
         }
         if let name, name.isEmpty { throw E3DBError(.invalidParameter, "a note name cannot be empty") }
         let query = id.map { [("note_id", $0.lowercasedString)] } ?? [("id_string", name ?? "")]
-        let r = try await sendTSV1(
+        let (r, _) = try await sendTSV1(
             API.Endpoints.readNote, apiURL: apiURL, query: query,
             signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
             operation: "note read")
         let note = try decode(API.Endpoints.readNote, r, operation: "note read")
-        let encrypted = try EncryptedNote(jsonData: r.body)
+        let encrypted = try EncryptedNote(jsonData: r)
         return ClientNote(note: note, data: try encrypted.decrypt(readerKey: boxKey, options: options))
     }
 
@@ -134,7 +135,7 @@ extension E3DBClient {
             data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: identity.boxKey, writerSigningKey: try identity.requireSigningKey(), writerID: clientID,
             options: options)
-        let r = try await sendTSV1(endpoint, body: body, operation: operation)
+        let (r, _) = try await sendTSV1(endpoint, body: body, operation: operation)
         return try Self.decode(endpoint, r, operation: operation)
     }
 

@@ -4,6 +4,7 @@ public import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
 public import Foundation
+import HTTPTypes
 
 extension E3DBClient {
     // MARK: Access keys
@@ -14,11 +15,11 @@ extension E3DBClient {
 
     /// The caller's EAKInfo for (writer, user, type), or nil when the server has none (404).
     func eakInfo(writer: UUID, user: UUID, type: String) async throws -> EAKInfo? {
-        let r = try await send(
+        let (body, response) = try await send(
             API.Endpoints.readAccessKey, tuplePath(writer: writer, user: user, reader: clientID, type: type),
             operation: "access key read", expect: [404])
-        if r.status == 404 { return nil }
-        do { return try EAKInfo(jsonData: r.body) } catch {
+        if response.status == .notFound { return nil }
+        do { return try EAKInfo(jsonData: body) } catch {
             throw E3DBError(
                 .invalidResponse, "the server's EAKInfo does not parse: \(error.message)",
                 context: .init(part: "access key read"))
@@ -74,11 +75,11 @@ extension E3DBClient {
         type: String
     ) async throws -> Bool {
         let eak = try EncryptedAccessKey.wrap(ak, for: readerKey, by: identity.boxKey)
-        let r = try await send(
+        let (_, response) = try await send(
             API.Endpoints.putAccessKey, tuplePath(writer: writer, user: user, reader: reader, type: type),
             json: API.PutAccessKeyRequest(eak: eak.description), operation: "access key write",
             expect: [409])
-        return r.status != 409
+        return response.status != .conflict
     }
 
     // MARK: Records

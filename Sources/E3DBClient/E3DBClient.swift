@@ -3,6 +3,7 @@ public import E3DBDocuments
 public import E3DBKeys
 public import E3DBPrimitives
 public import Foundation
+import HTTPTypes
 import Synchronization
 
 /// A record as the client returns it: metadata from the server and the decrypted, verified data.
@@ -161,14 +162,13 @@ public final class E3DBClient: Sendable {
                 name: name, publicKey: .init(curve25519: keys.publicKey.base64URLEncoded),
                 signingKey: keys.publicSigningKey.map { .init(ed25519: $0.base64URLEncoded) }))
         let base = apiURL.hasSuffix("/") ? String(apiURL.dropLast()) : apiURL
-        let response = try await Self.exchange(
-            transport,
-            TransportRequest(
-                method: API.Endpoints.register.method, url: base + API.Endpoints.register.template,
-                headers: [("Content-Type", "application/json")],
-                body: try body.encodeBody()),
-            operation: "register", idempotent: false, timeout: .seconds(30))
-        let details = try Self.decode(API.Endpoints.register, response, operation: "register")
+        let registration = try Self.request(
+            API.Endpoints.register.method, base + API.Endpoints.register.template,
+            [(.contentType, "application/json")], operation: "register")
+        let (answer, response) = try await Self.exchange(
+            transport, registration, body: try body.encodeBody(), operation: "register", idempotent: false,
+            timeout: .seconds(30))
+        let details = try Self.decode(API.Endpoints.register, answer, operation: "register")
         guard let id = UUID(uuidString: details.clientID) else {
             throw E3DBError(.invalidResponse, "the registration response's client_id is not a UUID")
         }
@@ -177,7 +177,7 @@ public final class E3DBClient: Sendable {
             apiSecret: SecureBytes(copying: Data(details.apiSecret.utf8)), apiURL: base)
         if backup {
             let client = try E3DBClient(identity: identity, transport: transport)
-            try await client.backup(registrationToken: token, backupClientID: response.header("X-Backup-Client"))
+            try await client.backup(registrationToken: token, backupClientID: response.headerFields[.xBackupClient])
         }
         return identity
     }
@@ -273,7 +273,7 @@ public final class E3DBClient: Sendable {
         query: [(String, String)] = [], json: Body? = nil, operation: String,
         idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil
     )
-        async throws -> TransportResponse
+        async throws -> (Data, HTTPResponse)
     {
         try await send(
             endpoint.method, endpoint.path(parameters), query: query, body: try json?.encodeBody(),
@@ -285,8 +285,8 @@ public final class E3DBClient: Sendable {
         _ endpoint: API.Endpoint<Body, Answer>, _ parameters: [String] = [], json: Body? = nil, operation: String,
         idempotent: Bool? = nil
     ) async throws -> Answer {
-        let response = try await send(endpoint, parameters, json: json, operation: operation, idempotent: idempotent)
-        return try Self.decode(endpoint, response, operation: operation)
+        let (body, _) = try await send(endpoint, parameters, json: json, operation: operation, idempotent: idempotent)
+        return try Self.decode(endpoint, body, operation: operation)
     }
 
     /// Sends `body` (JSON) to `method` and `segments` (each percent-encoded here), as ``send(_:_:query:json:operation:idempotent:auth:expect:)``
@@ -295,45 +295,71 @@ public final class E3DBClient: Sendable {
         _ method: String, _ segments: [String], query: [(String, String)] = [], body: Data?,
         operation: String, idempotent: Bool? = nil, auth: Auth = .bearer, expect: Set<Int>? = nil
     )
-        async throws -> TransportResponse
+        async throws -> (Data, HTTPResponse)
     {
         var url = apiURL + "/" + segments.map(Self.escapeSegment).joined(separator: "/")
         if !query.isEmpty {
             url += "?" + query.map { Self.escapeQuery($0.0) + "=" + Self.escapeQuery($0.1) }.joined(separator: "&")
         }
-        var headers: [(String, String)] = []
-        if body != nil { headers.append(("Content-Type", "application/json")) }
-        var request = TransportRequest(method: method, url: url, headers: headers, body: body)
+        let fields: [(HTTPField.Name, String)] = body != nil ? [(.contentType, "application/json")] : []
+        // The request with `token` as its bearer token, if any.
+        func request(bearer token: String?) throws(E3DBError) -> HTTPRequest {
+            var all = fields
+            if let token { all.append((.authorization, "Bearer " + token)) }
+            return try Self.request(method, url, all, operation: operation)
+        }
         let bearer = auth == .bearer ? try await bearerToken() : nil
-        if let bearer { request.setHeader("Authorization", "Bearer " + bearer) }
         let retry = idempotent ?? (method == "GET" || method == "PUT" || method == "DELETE")
         // A 401 comes back here (not as an error) when a bearer token was sent, for the one retry below.
-        var response = try await Self.exchange(
-            transport, request, operation: operation, idempotent: retry,
+        let (answer, response) = try await Self.exchange(
+            transport, try request(bearer: bearer), body: body, operation: operation, idempotent: retry,
             timeout: timeout, expect: bearer == nil ? expect : (expect ?? []).union([401]))
-        if response.status == 401, let bearer {
-            // The token may have been revoked or expired early: fetch a new one once (one fetch for all the
-            // requests that were refused the same token).
-            request.setHeader("Authorization", "Bearer " + (try await bearerToken(replacing: bearer)))
-            response = try await Self.exchange(
-                transport, request, operation: operation, idempotent: retry,
-                timeout: timeout, expect: expect)
+        guard response.status.code == 401, let bearer else { return (answer, response) }
+        // The token may have been revoked or expired early: fetch a new one once (one fetch for all the requests
+        // that were refused the same token), and send the same request with it.
+        let renewed = try request(bearer: try await bearerToken(replacing: bearer))
+        return try await Self.exchange(
+            transport, renewed, body: body, operation: operation, idempotent: retry, timeout: timeout, expect: expect)
+    }
+
+    /// The request `method url` with `fields`, the one place the client makes a request: `.invalidParameter`, with
+    /// `operation` in front of its message, for one that can never be sent (a method that is not an HTTP token, a
+    /// URL that is not absolute `http` or `https` with a host, a header value HTTP cannot carry, such as a token
+    /// with a line break), before anything is sent.
+    /// - Parameters:
+    ///   - method: the API's method (`GET`, `POST`, …).
+    ///   - url: the absolute URL, kept byte for byte (`HTTPRequest.init(method:url:headerFields:)`).
+    ///   - fields: the header fields, in order.
+    ///   - operation: the client operation, for the message.
+    static func request(
+        _ method: String, _ url: String, _ fields: [(HTTPField.Name, String)], operation: String
+    ) throws(E3DBError) -> HTTPRequest {
+        do {
+            guard let verb = HTTPRequest.Method(method) else {
+                throw E3DBError(.invalidParameter, "the request's method is not an HTTP token")
+            }
+            var headerFields = HTTPFields()
+            for (name, value) in fields { headerFields.append(try HTTPField(name: name, checkedValue: value)) }
+            return try HTTPRequest(method: verb, url: url, headerFields: headerFields)
+        } catch {
+            throw transportError(error, operation: operation)
         }
-        return response
     }
 
     /// One exchange with retries (idempotent requests: connection errors and 5xx, 3 attempts, backoff), and the
     /// status check.
     static func exchange(
-        _ transport: any E3DBTransport, _ request: TransportRequest, operation: String,
+        _ transport: any E3DBTransport, _ request: HTTPRequest, body: Data?, operation: String,
         idempotent: Bool, timeout: Duration, expect: Set<Int>? = nil
-    ) async throws -> TransportResponse {
+    ) async throws -> (Data, HTTPResponse) {
         var attempt = 0
         while true {
             attempt += 1
-            let response: TransportResponse
+            let answer: Data
+            let response: HTTPResponse
             do {
-                response = try await transport.send(request, timeout: timeout, maxResponseSize: 64 << 20)
+                (answer, response) = try await transport.send(
+                    request, body: body, timeout: timeout, maxResponseSize: 64 << 20)
             } catch {
                 // A failed exchange (`.transportFailed`) is retried; cancellation, TLS failures and the transport's
                 // other refusals are final.
@@ -344,16 +370,17 @@ public final class E3DBClient: Sendable {
                 }
                 throw failure
             }
-            if response.status >= 500, idempotent, attempt < 3 {
+            let status = response.status.code
+            if status >= 500, idempotent, attempt < 3 {
                 try await backOff(attempt, operation: operation)
                 continue
             }
-            if let expect, expect.contains(response.status) { return response }
-            guard (200..<300).contains(response.status) else {
-                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: response.body))?.error
-                throw httpError(status: response.status, operation: operation, serverMessage: message)
+            if let expect, expect.contains(status) { return (answer, response) }
+            guard (200..<300).contains(status) else {
+                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: answer))?.error
+                throw httpError(status: status, operation: operation, serverMessage: message)
             }
-            return response
+            return (answer, response)
         }
     }
 
@@ -366,10 +393,10 @@ public final class E3DBClient: Sendable {
 
     /// Decodes a response body as `endpoint`'s response type, through the API's body seam (``APIBody``).
     static func decode<Body, Answer>(
-        _ endpoint: API.Endpoint<Body, Answer>, _ response: TransportResponse, operation: String
+        _ endpoint: API.Endpoint<Body, Answer>, _ body: Data, operation: String
     ) throws -> Answer {
         do {
-            return try Answer.decodeBody(response.body)
+            return try Answer.decodeBody(body)
         } catch {
             throw E3DBError(
                 .invalidResponse, "\(operation): the server's response is not the expected JSON",
@@ -448,17 +475,21 @@ public final class E3DBClient: Sendable {
         }
         // The Basic credentials are built in a temporary string for the header; the SecureBytes copy stays wiped.
         let basic = unsafe secret.withUnsafeBytes { unsafe Data((keyID + ":").utf8) + Data($0) }.base64EncodedString()
-        let response = try await Self.exchange(
-            transport,
-            TransportRequest(
-                method: API.Endpoints.token.method, url: apiURL + API.Endpoints.token.template,
-                headers: [
-                    ("Authorization", "Basic " + basic),
-                    ("Content-Type", "application/x-www-form-urlencoded"),
-                ],
-                body: Data("grant_type=client_credentials".utf8)),
-            operation: "token", idempotent: true, timeout: timeout)
-        let t = try Self.decode(API.Endpoints.token, response, operation: "token")
+        let request = try Self.request(
+            API.Endpoints.token.method, apiURL + API.Endpoints.token.template,
+            [(.authorization, "Basic " + basic), (.contentType, "application/x-www-form-urlencoded")],
+            operation: "token")
+        let (body, _) = try await Self.exchange(
+            transport, request, body: Data("grant_type=client_credentials".utf8), operation: "token",
+            idempotent: true, timeout: timeout)
+        let t = try Self.decode(API.Endpoints.token, body, operation: "token")
         return (t.accessToken, Date().addingTimeInterval(TimeInterval(t.expiresIn)))
     }
+}
+
+extension HTTPField.Name {
+    /// `X-Backup-Client`: the account's backup client, in the answer to a registration.
+    static var xBackupClient: Self { Self("X-Backup-Client")! }
+    /// `Content-MD5`: a file body's MD5, which the server (and S3) check an upload against.
+    static var contentMD5: Self { Self("Content-MD5")! }
 }

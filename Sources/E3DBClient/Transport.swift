@@ -1,68 +1,26 @@
 import E3DBFiles
 package import E3DBPrimitives
 public import Foundation
-
-/// One HTTP request as the client sends it.
-public struct TransportRequest: Sendable {
-    /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE`.
-    public var method: String
-    /// The absolute URL.
-    public var url: String
-    /// Header names and values.
-    public var headers: [(String, String)]
-    /// The body, if any.
-    public var body: Data?
-
-    public init(method: String, url: String, headers: [(String, String)] = [], body: Data? = nil) {
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
-    }
-
-    /// The first value of a header (case-insensitive name).
-    public func header(_ name: String) -> String? { firstHeader(name, in: headers) }
-
-    /// Sets the header `name` (case-insensitive) to `value`, wherever it is: replaces the first header of that
-    /// name and removes any others, or adds it at the end.
-    public mutating func setHeader(_ name: String, _ value: String) {
-        let lowered = name.lowercased()
-        guard let first = headers.firstIndex(where: { $0.0.lowercased() == lowered }) else {
-            headers.append((name, value))
-            return
-        }
-        headers[first] = (name, value)
-        headers = headers.enumerated().filter { $0.offset <= first || $0.element.0.lowercased() != lowered }
-            .map(\.element)
-    }
-}
-
-/// The first value of the header `name` (case-insensitive) in `headers`.
-func firstHeader(_ name: String, in headers: [(String, String)]) -> String? {
-    let lowered = name.lowercased()
-    return headers.first { $0.0.lowercased() == lowered }?.1
-}
-
-/// One HTTP response.
-public struct TransportResponse: Sendable {
-    public var status: Int
-    public var headers: [(String, String)]
-    public var body: Data
-
-    public init(status: Int, headers: [(String, String)], body: Data) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-    }
-
-    /// The first value of a header (case-insensitive name).
-    public func header(_ name: String) -> String? { firstHeader(name, in: headers) }
-}
+public import HTTPTypes
 
 /// How the client reaches the server. E3DBClient links no HTTP library: `AsyncHTTPClientTransport` (the
 /// `E3DBAsyncHTTPClient` product: SwiftNIO, private CAs, pinned keys, proxies) and `URLSessionTransport` (the
 /// `E3DBURLSession` product) implement it, and an app can supply its own. A transport performs one request; the
 /// client adds authentication, retries and the operation's name to the error.
+///
+/// Requests and responses are swift-http-types' (`HTTPTypes`, pure Swift types): the transport gets an
+/// `HTTPRequest` (method, scheme, authority, path, `headerFields`) and a body, and answers with the response's
+/// body and its `HTTPResponse` (status, `headerFields`), in the order of URLSession's own `HTTPTypesFoundation`
+/// methods, so a transport over URLSession's `data(for:)` and `upload(for:from:)` passes their answers on. Header
+/// names are `HTTPField.Name` (case-insensitive); a request the client makes carries no value `HTTPField` would
+/// have to change (the client refuses a line break or NUL as `.invalidParameter` before the request exists).
+///
+/// ## The request's path
+///
+/// `path` holds the path and the query exactly as the client was given them: a presigned file URL's query (its
+/// signature) must reach the server byte for byte. Join `scheme`, `"://"`, `authority` and `path` into the URL
+/// your library takes, and decode or encode none of it again (Foundation's `URL(string:)` keeps a valid URL as it
+/// is).
 ///
 /// ## Failures
 ///
@@ -73,8 +31,8 @@ public struct TransportResponse: Sendable {
 /// - `.requestCancelled`: the calling task was cancelled.
 /// - `.untrustedCertificate`, `.certificateExpired`, `.hostnameMismatch`, `.pinMismatch`, `.tlsHandshakeFailed`:
 ///   the server's TLS was refused; never retried.
-/// - `.invalidParameter`: a request that can never succeed (no host, an invalid URL, header name or value); never
-///   retried.
+/// - `.invalidParameter`: a request that can never succeed (no `http` or `https` scheme, no authority, a path that is
+///   not a URL's); never retried.
 /// - `.invalidResponse`: a body over `maxResponseSize` (1 MiB for an upload's answer or a download's non-2xx
 ///   answer; its HTTP status is not kept); final.
 /// - `.fileIOFailed`: an upload's body that cannot be opened or read; final.
@@ -86,22 +44,25 @@ public protocol E3DBTransport: Sendable {
     /// Sends a request and returns the whole response.
     /// - Parameters:
     ///   - request: the request.
+    ///   - body: the request's body, if any.
     ///   - timeout: the time the whole exchange may take.
     ///   - maxResponseSize: the largest body to accept.
+    /// - Returns: the response's body and head.
     /// - Throws: `E3DBError` (see "Failures").
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
 
     /// Sends `request` with the file at `bodyPath` as its body, streamed (constant memory), and returns the
     /// response (its body collected up to 1 MiB).
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
 
     /// Sends `request` and hands a 2xx response's body to `receive` piece by piece, in order, as it arrives,
     /// awaiting each call before reading more (so a slow receiver slows the download instead of filling memory).
     /// Pieces may have any non-zero size. Any other status comes back with its body collected up to 1 MiB, and
     /// `receive` is not called.
     ///
-    /// Returns once the whole body was received (with an empty `body`); throws if the exchange fails or the body
+    /// Returns once the whole body was received (with an empty body); throws if the exchange fails or the body
     /// ends before its `Content-Length`, and rethrows at once what `receive` throws (stop reading then; the
     /// client has given up on the response). With URLSession, `bytes(for:)` read in batches or a data-task
     /// delegate feeding an `AsyncStream` both fit.
@@ -109,8 +70,8 @@ public protocol E3DBTransport: Sendable {
     ///   - request: the request.
     ///   - timeout: the time the whole exchange may take.
     ///   - receive: consumes the next piece of the body; the piece is the callee's to keep.
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
-        async throws -> TransportResponse
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void)
+        async throws -> (Data, HTTPResponse)
 
     /// A task executor on the thread that runs this transport's connections, or nil. Tasks that prefer it avoid
     /// two thread switches per request (see `EventLoopTaskExecutor` in `E3DBAsyncHTTPClient`, and
@@ -123,8 +84,8 @@ extension E3DBTransport {
     /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
     /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
     /// ``download(_:timeout:receive:)``. A failure to create, write or sync the file is `E3DBError` `.fileIOFailed`.
-    public func download(_ request: TransportRequest, to destinationPath: String, timeout: Duration) async throws
-        -> TransportResponse
+    public func download(_ request: HTTPRequest, to destinationPath: String, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
         guard
             FileManager.default.createFile(
@@ -156,6 +117,84 @@ extension E3DBTransport {
 /// whose path or query may hold a secret (a presigned signature).
 package func messageHost(of url: String) -> String {
     URLComponents(string: url)?.host ?? "the server"
+}
+
+extension HTTPRequest {
+    /// A request for the absolute `url` that keeps its text byte for byte: its scheme, its authority (host and
+    /// port) and its path with the query as the path (a presigned URL's signature is neither decoded nor encoded
+    /// again); a fragment is dropped.
+    /// - Parameters:
+    ///   - method: the method.
+    ///   - url: an absolute `http` or `https` URL with a host and no user info, in printable ASCII.
+    ///   - headerFields: the header fields.
+    /// - Throws: `E3DBError` `.invalidParameter` for any other URL; the message quotes no part of it (its query may
+    ///   hold a signature).
+    package init(method: Method, url: String, headerFields: HTTPFields = [:]) throws(E3DBError) {
+        guard isURLText(url.utf8), let components = URLComponents(string: url),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            components.host?.isEmpty == false, components.user == nil, components.password == nil,
+            let separator = url.range(of: "://")
+        else {
+            throw E3DBError(
+                .invalidParameter, "the request's URL is not an absolute http or https URL with a host")
+        }
+        let rest = url[separator.upperBound...]
+        let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let target = rest[end...].prefix { $0 != "#" }
+        self.init(
+            method: method, scheme: String(url[..<separator.lowerBound]), authority: String(rest[..<end]),
+            path: target.first == "/" ? String(target) : "/" + target, headerFields: headerFields)
+    }
+
+    /// The request's URL, `scheme://authority` and the path with its query as they are, for a transport whose
+    /// library takes a URL (see "The request's path" at `E3DBTransport`).
+    /// - Throws: `E3DBError` `.invalidParameter` for a request that is not `http` or `https`, has no authority or
+    ///   one with user info, or a path that does not start with `/`, or any of them outside printable ASCII; the
+    ///   message quotes none of them.
+    package func absoluteURL() throws(E3DBError) -> String {
+        guard let scheme, ["http", "https"].contains(scheme.lowercased()), let authority, !authority.isEmpty,
+            !authority.contains("@"), isURLText(authority.utf8), let path, path.hasPrefix("/"), isURLText(path.utf8)
+        else {
+            throw E3DBError(
+                .invalidParameter,
+                "the request is not to an http or https URL with a host and a path (scheme, authority and path)")
+        }
+        return scheme + "://" + authority + path
+    }
+}
+
+/// Whether `bytes` are printable ASCII (`!` to `~`): all a URL may hold, without spaces or control characters.
+private func isURLText(_ bytes: String.UTF8View) -> Bool {
+    !bytes.isEmpty && bytes.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+}
+
+extension HTTPField {
+    /// The field `name: value`, refusing a value that `init(name:value:)` would change (it turns a line break,
+    /// NUL or another control character into a space, and trims leading and trailing spaces): a header the
+    /// server would read differently from what the client meant.
+    /// - Throws: `E3DBError` `.invalidParameter` naming the header, never its value (a token, say).
+    package init(name: Name, checkedValue value: String) throws(E3DBError) {
+        guard HTTPField.isValidValue(value) else {
+            throw E3DBError(
+                .invalidParameter,
+                "the value of the request's \(name.rawName) header holds a character HTTP cannot carry (a line "
+                    + "break, NUL or another control character) or leading or trailing spaces",
+                context: .init(field: name.rawName))
+        }
+        self.init(name: name, value: value)
+    }
+}
+
+extension HTTPResponse.Status {
+    /// The status `code` of a response a transport received, or `E3DBError` `.invalidResponse` for a number that
+    /// is no HTTP status (`init(code:)` traps outside 0...999).
+    package init(received code: Int) throws(E3DBError) {
+        guard (100...999).contains(code) else {
+            throw E3DBError(
+                .invalidResponse, "the server's status \(code) is not an HTTP status", context: .init(actual: code))
+        }
+        self.init(code: code)
+    }
 }
 
 /// What a download's receiver threw, on its way out of a transport unchanged (see `withTransportFailures`).

@@ -2,7 +2,8 @@ import E3DBTestSupport
 import Foundation
 
 /// A raw HTTP/1.1 server (Python, on a free port) for what e3dbkit-server never does, for the transports' tests: a body cut short of its
-/// Content-Length, an answer that never comes, a redirect, a large body made on the fly, and an upload it counts.
+/// Content-Length, an answer that never comes, a redirect, a large body made on the fly, an upload it counts, and
+/// `/echo…`, which answers with the request target (path and query) exactly as it arrived.
 package final class RawHTTPServer: Sendable {
     static let script = #"""
         import socket, sys, threading, time
@@ -29,6 +30,9 @@ package final class RawHTTPServer: Sendable {
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
             elif path == "/redirect":
                 c.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n")
+            elif path.startswith("/echo"):
+                body = path.encode()
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
             elif path.startswith("/big/"):
                 n = int(path[5:])
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)

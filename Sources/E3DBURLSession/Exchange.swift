@@ -2,6 +2,7 @@ import E3DBClient
 import E3DBFiles
 import E3DBPrimitives
 import Foundation
+import HTTPTypes
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -216,7 +217,8 @@ final class Exchange: Sendable {
     }
 
     /// The whole body (any status), refused once it exceeds `limit` bytes, which ends the transfer.
-    func collect(_ response: HTTPURLResponse, upTo limit: Int) async throws -> TransportResponse {
+    func collect(_ response: HTTPURLResponse, upTo limit: Int) async throws -> (Data, HTTPResponse) {
+        let head = try URLSessionTransport.head(response)
         var body = Data()
         while let piece = try await next() {
             guard body.count + piece.count <= limit else {
@@ -228,8 +230,7 @@ final class Exchange: Sendable {
             body.append(piece)
         }
         try checkComplete(response)
-        return TransportResponse(
-            status: response.statusCode, headers: URLSessionTransport.headers(response), body: body)
+        return (body, head)
     }
 
     /// Throws when fewer bytes came than the response's `Content-Length` (unless URLSession decoded a

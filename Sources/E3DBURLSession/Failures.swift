@@ -8,8 +8,9 @@ import Foundation
 
 extension URLSessionTransport {
     /// Runs one exchange of `request`: everything it throws is `E3DBError` (``failure(_:url:)``).
-    func mappingFailures<T>(of request: TransportRequest, _ body: () async throws -> T) async throws -> T {
-        try await withTransportFailures(mapping: { Self.failure($0, url: request.url) }, body)
+    func mappingFailures<T>(of request: URLRequest, _ body: () async throws -> T) async throws -> T {
+        let url = request.url?.absoluteString ?? ""
+        return try await withTransportFailures(mapping: { Self.failure($0, url: url) }, body)
     }
 
     /// What this transport throws for an error of URLSession in the exchange with `url`'s host

@@ -2,6 +2,7 @@ public import E3DBClient
 import E3DBFiles
 import E3DBPrimitives
 public import Foundation
+public import HTTPTypes
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -62,12 +63,12 @@ public struct URLSessionTransport: E3DBTransport {
     /// tests: the bound that keeps a download's memory constant).
     package var bufferedBytesHighWater: Int { owner.bufferedHighWater.load(ordering: .relaxed) }
 
-    public func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws
-        -> TransportResponse
+    public func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
     {
-        try await mappingFailures(of: request) {
-            var r = try urlRequest(request, timeout: timeout)
-            r.httpBody = request.body
+        var r = try urlRequest(request, timeout: timeout)
+        r.httpBody = body
+        return try await mappingFailures(of: r) {
             let task = owner.session.dataTask(with: r)
             return try await owner.run(task, timeout: timeout) { exchange, response in
                 try await exchange.collect(response, upTo: maxResponseSize)
@@ -75,16 +76,16 @@ public struct URLSessionTransport: E3DBTransport {
         }
     }
 
-    public func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    public func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
-        try await mappingFailures(of: request) {
+        var r = try urlRequest(request, timeout: timeout)
+        r.setValue(String(size), forHTTPHeaderField: "Content-Length")
+        return try await mappingFailures(of: r) {
             guard FileManager.default.isReadableFile(atPath: bodyPath) else {
                 throw E3DBError(
                     .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
             }
-            var r = try urlRequest(request, timeout: timeout)
-            r.setValue(String(size), forHTTPHeaderField: "Content-Length")
             // The session reads the file as it sends it.
             let task = owner.session.uploadTask(with: r, fromFile: URL(fileURLWithPath: bodyPath))
             return try await owner.run(task, timeout: timeout) { exchange, response in
@@ -93,65 +94,51 @@ public struct URLSessionTransport: E3DBTransport {
         }
     }
 
-    public func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void)
-        async throws -> TransportResponse
+    public func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void)
+        async throws -> (Data, HTTPResponse)
     {
-        try await mappingFailures(of: request) {
-            let task = owner.session.dataTask(with: try urlRequest(request, timeout: timeout))
+        let r = try urlRequest(request, timeout: timeout)
+        return try await mappingFailures(of: r) {
+            let task = owner.session.dataTask(with: r)
             return try await owner.run(task, timeout: timeout) { exchange, response in
-                guard (200..<300).contains(response.statusCode) else {
+                let head = try Self.head(response)
+                guard head.status.kind == .successful else {
                     return try await exchange.collect(response, upTo: 1 << 20)
                 }
                 while let piece = try await exchange.next() {
                     do { try await receive(piece) } catch { throw TransportReceiverFailure(error) }
                 }
                 try exchange.checkComplete(response)
-                return TransportResponse(status: response.statusCode, headers: Self.headers(response), body: Data())
+                return (Data(), head)
             }
         }
     }
 
-    /// The URLSession request, or `E3DBError` `.invalidParameter` for one that can never succeed (never retried):
-    /// a URL that is not absolute with a host, a header name that is not an HTTP token, a header value with a
-    /// control character (URLSession would pass a line break on to libcurl). The messages quote neither the URL
-    /// nor a value: either may hold a secret.
-    func urlRequest(_ request: TransportRequest, timeout: Duration) throws(E3DBError) -> URLRequest {
-        guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
-        else {
+    /// The URLSession request for `request`, the one place the typed request is mapped: its URL
+    /// (`absoluteURL()`, byte for byte), method and header fields in order. `E3DBError` `.invalidParameter` for one
+    /// that can never succeed (never retried): a request that is not to an `http` or `https` URL with a host. Its
+    /// header fields need no check: `HTTPField` holds no line break, NUL or other control character.
+    func urlRequest(_ request: HTTPRequest, timeout: Duration) throws(E3DBError) -> URLRequest {
+        guard let url = URL(string: try request.absoluteURL()), url.host?.isEmpty == false else {
             throw E3DBError(
                 .invalidParameter, "the request's URL is not an absolute http or https URL with a host")
         }
         var r = URLRequest(url: url)
-        r.httpMethod = request.method
+        r.httpMethod = request.method.rawValue
         // URLSession's timeout is the longest pause between two pieces; the whole exchange's deadline is run's.
         r.timeoutInterval = max(Double(timeout.components.seconds), 1)
-        for (index, (name, value)) in request.headers.enumerated() {
-            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
-                throw E3DBError(
-                    .invalidParameter, "the request's header \(index + 1) has a name that is not an HTTP token")
-            }
-            guard value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
-                throw E3DBError(
-                    .invalidParameter, "the value of the request's header \(name) holds a control character")
-            }
-            r.addValue(value, forHTTPHeaderField: name)
-        }
+        for field in request.headerFields { r.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
         return r
     }
 
-    /// Whether `byte` may be in an HTTP token (RFC 9110 `tchar`).
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+    /// URLSession's response head as an `HTTPResponse`: the one place its status and headers are mapped.
+    static func head(_ response: HTTPURLResponse) throws(E3DBError) -> HTTPResponse {
+        var fields = HTTPFields()
+        for case (let name as String, let value) in response.allHeaderFields {
+            guard let name = HTTPField.Name(name) else { continue }
+            fields.append(HTTPField(name: name, value: "\(value)"))
         }
-    }
-
-    static func headers(_ response: HTTPURLResponse) -> [(String, String)] {
-        response.allHeaderFields.compactMap { name, value in (name as? String).map { ($0, "\(value)") } }
+        return HTTPResponse(status: try HTTPResponse.Status(received: response.statusCode), headerFields: fields)
     }
 }
 
@@ -176,8 +163,8 @@ final class SessionOwner: Sendable {
     /// exchange). Cancelling the calling task, or the deadline, cancels the URLSession task.
     func run(
         _ task: URLSessionTask, timeout: Duration,
-        _ body: (Exchange, HTTPURLResponse) async throws -> TransportResponse
-    ) async throws -> TransportResponse {
+        _ body: (Exchange, HTTPURLResponse) async throws -> (Data, HTTPResponse)
+    ) async throws -> (Data, HTTPResponse) {
         let exchange = Exchange(task: task, owner: self)
         router.register(exchange, for: task)
         defer {

@@ -5,6 +5,7 @@ import E3DBKit
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Synchronization
 import Testing
 
@@ -14,18 +15,20 @@ struct HookedDownloadTransport: E3DBTransport {
     var inner: any E3DBTransport = AsyncHTTPClientTransport()
     let afterFirstPiece: @Sendable () -> Void
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
+    {
+        try await inner.send(request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         var first = true
         return try await inner.download(request, timeout: timeout) { piece in
@@ -73,15 +76,15 @@ struct ClientFileTests {
     func transportFileFailures(transport: ClientTransport) async throws {
         let through = transport.make()
         // Nothing listens on the discard port: the file failure must come first.
-        let request = TransportRequest(method: "PUT", url: "http://127.0.0.1:9/body")
+        let request = try HTTPRequest(method: .put, url: "http://127.0.0.1:9/body")
         let missing = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().uuidString)")
         await #expect(throws: E3DBError(.fileIOFailed)) {
             _ = try await through.upload(request, bodyPath: missing.path, size: 1, timeout: .seconds(5))
         }
         await #expect(throws: E3DBError(.fileIOFailed)) {
-            _ = try await through.download(
-                TransportRequest(method: "GET", url: request.url), to: missing.appendingPathComponent("out").path,
-                timeout: .seconds(5))
+            var get = request
+            get.method = .get
+            _ = try await through.download(get, to: missing.appendingPathComponent("out").path, timeout: .seconds(5))
         }
     }
 

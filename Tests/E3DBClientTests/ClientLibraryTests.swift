@@ -5,6 +5,7 @@ import E3DBServerTestSupport
 import E3DBTestSupport
 import E3DBURLSession
 import Foundation
+import HTTPTypes
 import Testing
 
 /// A transport whose uploads first kill the server process (a server dying mid-flow).
@@ -12,19 +13,21 @@ struct KillingTransport: E3DBTransport {
     let server: ServerProcess
     let inner: any E3DBTransport
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
+    {
+        try await inner.send(request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
         await server.kill()
         return try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.download(request, timeout: timeout, receive: receive)
     }

@@ -4,6 +4,7 @@ import E3DBKit
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Testing
 
 @testable import E3DBClient
@@ -229,17 +230,17 @@ struct ClientNotesTests {
             enum CodingKeys: String, CodingKey { case eak, accessKeyWrappers = "access_key_wrappers" }
         }
         let path = writer.tuplePath(writer: writer.clientID, user: writer.clientID, reader: reader.clientID, type: type)
-        let put = try await writer.send(
+        let (_, put) = try await writer.send(
             "PUT", API.Endpoints.putAccessKey.path(path),
             body: try JSONEncoder().encode(GroupPut(eak: groupEAK.description, accessKeyWrappers: [wrapper])),
             operation: "group access key write")
-        #expect(put.status == 201)
+        #expect(put.status == .created)
         try await writer.putPolicy(
             reader: reader.clientID, type: type, API.PolicyRequest(allow: [["read": .object([:])]]))
 
         // What this server serves: the eak alone, authorized by the writer; the wrappers are not stored.
-        let served = try await reader.send(API.Endpoints.readAccessKey, path, operation: "access key read")
-        let object = try #require(try JSONSerialization.jsonObject(with: served.body) as? [String: Any])
+        let (served, _) = try await reader.send(API.Endpoints.readAccessKey, path, operation: "access key read")
+        let object = try #require(try JSONSerialization.jsonObject(with: served) as? [String: Any])
         #expect(object["access_key_wrappers"] == nil)
         #expect(object["eak"] as? String == groupEAK.description)
         let id = try #require(record.id)
@@ -272,26 +273,28 @@ struct WrapperRestoringTransport: E3DBTransport {
     let wrappers: [AccessKeyWrapper]
     let inner = AsyncHTTPClientTransport()
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        var response = try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
-        guard request.method == "GET", request.url.contains("/v1/storage/access_keys/"), response.status == 200,
-            var object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
+    {
+        let (answer, response) = try await inner.send(
+            request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
+        guard request.method == .get, request.path?.contains("/v1/storage/access_keys/") == true,
+            response.status == .ok, var object = try JSONSerialization.jsonObject(with: answer) as? [String: Any]
         else {
-            return response
+            return (answer, response)
         }
         object["access_key_wrappers"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(wrappers))
-        response.body = try JSONSerialization.data(withJSONObject: object)
-        return response
+        return (try JSONSerialization.data(withJSONObject: object), response)
     }
 
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.download(request, timeout: timeout, receive: receive)
     }

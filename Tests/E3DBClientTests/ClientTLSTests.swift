@@ -2,6 +2,7 @@ import E3DBKit
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Testing
 
 @testable import E3DBAsyncHTTPClient
@@ -205,10 +206,10 @@ struct ClientTLSTests {
         try await Self.withServer { pki, server in
             let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
             let tls = try Self.tls(pki, pins: [pin])
-            let healthz = try await AsyncHTTPClientTransport(tls: tls).send(
-                TransportRequest(method: "GET", url: server.url + "/healthz"), timeout: .seconds(30),
+            let (healthz, response) = try await AsyncHTTPClientTransport(tls: tls).send(
+                try HTTPRequest(method: .get, url: server.url + "/healthz"), body: nil, timeout: .seconds(30),
                 maxResponseSize: 1 << 20)
-            #expect(healthz.status == 200 && String(decoding: healthz.body, as: UTF8.self).contains("ok"))
+            #expect(response.status == .ok && String(decoding: healthz, as: UTF8.self).contains("ok"))
             let url = try #require(URLComponents(string: server.url))
             let tunnel = try await PinnedTunnel.shared(
                 host: try #require(url.host), port: try #require(url.port), tls: tls, proxy: nil)
@@ -348,7 +349,7 @@ struct TLSOptionInputTests {
             let transport = AsyncHTTPClientTransport(tls: tls)
             await #expect(throws: E3DBError(.invalidParameter)) {
                 _ = try await transport.send(
-                    TransportRequest(method: "GET", url: url + "/"), timeout: .seconds(5),
+                    try HTTPRequest(method: .get, url: url + "/"), body: nil, timeout: .seconds(5),
                     maxResponseSize: 1024)
             }
             await #expect(throws: E3DBError(.invalidParameter)) {

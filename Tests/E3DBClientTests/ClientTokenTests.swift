@@ -5,6 +5,7 @@ import E3DBDocuments
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Synchronization
 import Testing
 
@@ -15,33 +16,35 @@ final class TokenCountingTransport: E3DBTransport {
     let inner: any E3DBTransport
     let tokenRequests = Atomic<Int>(0)
     let revoked = Mutex<String?>(nil)
-    let sent = Mutex<[TransportRequest]>([])
+    let sent = Mutex<[HTTPRequest]>([])
 
     init(inner: any E3DBTransport) { self.inner = inner }
 
-    func observe(_ request: TransportRequest) -> TransportRequest {
+    func observe(_ request: HTTPRequest) -> HTTPRequest {
         var r = request
-        if r.url.hasSuffix(API.Endpoints.token.template) {
+        if r.path?.hasSuffix(API.Endpoints.token.template) == true {
             tokenRequests.add(1, ordering: .relaxed)
-        } else if let revoked = revoked.withLock({ $0 }), r.header("Authorization") == revoked {
-            r.setHeader("Authorization", "Bearer " + String(repeating: "0", count: 64))
+        } else if let revoked = revoked.withLock({ $0 }), r.headerFields[.authorization] == revoked {
+            r.headerFields[.authorization] = "Bearer " + String(repeating: "0", count: 64)
         }
         sent.withLock { $0.append(r) }
         return r
     }
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        try await inner.send(observe(request), timeout: timeout, maxResponseSize: maxResponseSize)
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
+    {
+        try await inner.send(observe(request), body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.upload(observe(request), bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.download(observe(request), timeout: timeout, receive: receive)
     }
@@ -78,7 +81,7 @@ struct ClientTokenTests {
         // One write per type first, so that each write below starts with its record's POST (a JSON body).
         for i in 0..<8 { _ = try await alice.write(type: "note\(i)", data: ["n": "first"]) }
         #expect(transport.tokenRequests.load(ordering: .relaxed) == 1)
-        let first = try #require(transport.sent.withLock { $0.last?.header("Authorization") })
+        let first = try #require(transport.sent.withLock { $0.last?.headerFields[.authorization] })
         transport.revoked.withLock { $0 = first }
         transport.sent.withLock { $0 = [] }
         let written = try await withThrowingTaskGroup { group in
@@ -91,19 +94,18 @@ struct ClientTokenTests {
         // the same other headers (a JSON body's Content-Type among them).
         let sent = transport.sent.withLock { $0 }
         for request in sent {
-            #expect(request.headers.filter { $0.0.lowercased() == "authorization" }.count == 1)
+            #expect(request.headerFields[values: .authorization].count == 1)
         }
-        func others(_ r: TransportRequest) -> [String] {
-            r.headers.filter { $0.0 != "Authorization" }.map { "\($0.0): \($0.1)" }
-        }
-        let refused = sent.filter { $0.header("Authorization")?.hasSuffix("0000") == true }
-        #expect(refused.contains { $0.header("Content-Type") == "application/json" })
+        func others(_ r: HTTPRequest) -> [HTTPField] { r.headerFields.filter { $0.name != .authorization } }
+        let refused = sent.filter { $0.headerFields[.authorization]?.hasSuffix("0000") == true }
+        #expect(refused.contains { $0.headerFields[.contentType] == "application/json" })
         for r in refused {
             #expect(
                 sent.contains {
-                    $0.method == r.method && $0.url == r.url && others($0) == others(r)
-                        && $0.header("Authorization") != r.header("Authorization")
-                        && $0.header("Authorization") != first
+                    $0.method == r.method && $0.authority == r.authority && $0.path == r.path
+                        && others($0) == others(r)
+                        && $0.headerFields[.authorization] != r.headerFields[.authorization]
+                        && $0.headerFields[.authorization] != first
                 })
         }
     }

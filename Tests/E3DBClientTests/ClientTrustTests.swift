@@ -18,8 +18,14 @@ import Testing
 /// every response through ``rewrite`` before answering. JSON responses name the proxy, not the server, in URLs
 /// (capability `file_url`s), so that the client sees one origin.
 final class RewritingProxy: Sendable {
+    /// A response on its way back through the proxy: its head and its body.
+    struct Response {
+        var head: HTTPResponse
+        var body: Data
+    }
+
     /// Rewrites one response: the request's method and target (path and query), the response to change.
-    typealias Rewrite = @Sendable (_ method: String, _ target: String, _ response: inout TransportResponse) -> Void
+    typealias Rewrite = @Sendable (_ method: String, _ target: String, _ response: inout Response) -> Void
 
     let url: String
     let upstream: String
@@ -58,10 +64,10 @@ final class RewritingProxy: Sendable {
     /// How many requests the proxy has answered.
     var requestsServed: Int { served.withLock { $0 } }
 
-    fileprivate func apply(_ method: String, _ target: String, _ response: inout TransportResponse) {
+    fileprivate func apply(_ method: String, _ target: String, _ response: inout Response) {
         served.withLock { $0 += 1 }
         var body = response.body
-        if response.header("Content-Type")?.hasPrefix("application/json") == true {
+        if response.head.headerFields[.contentType]?.hasPrefix("application/json") == true {
             body = Data(String(decoding: body, as: UTF8.self).replacingOccurrences(of: upstream, with: url).utf8)
         }
         response.body = body
@@ -76,39 +82,36 @@ final class RewritingProxy: Sendable {
 
         init(upstream: String) { self.upstream = upstream }
 
-        func respond(_ incoming: Request) async throws -> Response {
+        func respond(_ incoming: Request) async throws -> Hummingbird.Response {
             var request = incoming
             let body = try await request.collectBody(upTo: 256 << 20)
             let target = request.head.path ?? "/"
             // Host is the authority.
             let skipped: Set<HTTPField.Name> = [.contentLength, .connection, .transferEncoding]
-            let headers = request.headers.filter { !skipped.contains($0.name) }.map { ($0.name.rawName, $0.value) }
-            var response = try await transport.send(
-                TransportRequest(
-                    method: request.method.rawValue, url: upstream + target, headers: headers,
-                    body: body.readableBytes > 0 ? Data(body.readableBytesView) : nil),
+            let (answer, head) = try await transport.send(
+                try HTTPRequest(
+                    method: request.method, url: upstream + target,
+                    headerFields: HTTPFields(request.headers.filter { !skipped.contains($0.name) })),
+                body: body.readableBytes > 0 ? Data(body.readableBytesView) : nil,
                 timeout: .seconds(60), maxResponseSize: 256 << 20)
+            var response = RewritingProxy.Response(head: head, body: answer)
             proxy.withLock { $0 }?.apply(request.method.rawValue, target, &response)
-            var fields = HTTPFields()
-            for (name, value) in response.headers {
-                guard let field = HTTPField.Name(name), !skipped.contains(field) else { continue }
-                fields.append(HTTPField(name: field, value: value))
-            }
-            return Response(
-                status: .init(code: response.status), headers: fields,
+            return Hummingbird.Response(
+                status: response.head.status,
+                headers: HTTPFields(response.head.headerFields.filter { !skipped.contains($0.name) }),
                 body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
         }
     }
 
     /// A JSON object body changed by `edit` (unchanged when it is not one).
-    static func editJSON(_ response: inout TransportResponse, _ edit: (inout [String: Any]) -> Void) {
+    static func editJSON(_ response: inout Response, _ edit: (inout [String: Any]) -> Void) {
         guard var object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else { return }
         edit(&object)
         response.body = (try? JSONSerialization.data(withJSONObject: object)) ?? response.body
     }
 
     /// Each result of a search response changed by `edit`.
-    static func editResults(_ response: inout TransportResponse, _ edit: @escaping (inout [String: Any]) -> Void) {
+    static func editResults(_ response: inout Response, _ edit: @escaping (inout [String: Any]) -> Void) {
         editJSON(&response) { object in
             object["results"] = (object["results"] as? [[String: Any]])?.map { result in
                 var result = result
@@ -237,10 +240,10 @@ struct ClientTrustTests {
         let x = try #require(try await alice.write(type: "dx", data: ["diagnosis": "flu"]).id)
         let y = try #require(try await alice.write(type: "dx", data: ["diagnosis": "cancer"]).id)
         let other = try #require(try await alice.write(type: "note", data: ["diagnosis": "none"]).id)
-        let yBody = try await alice.send(
+        let (yBody, _) = try await alice.send(
             API.Endpoints.readRecord, [y.uuidString.lowercased()],
             operation: "test read"
-        ).body
+        )
         // The proxy answers x with y, a record of the same writer and type that verifies.
         s.proxy.rewrite { method, target, response in
             if ClientTrustTests.isRecordRead(method, target, x) { response.body = yBody }
@@ -508,8 +511,8 @@ struct ClientTrustTests {
                 ClientTrustTests.isRecordRead(method, path, record)
                     || (method == "GET" && path.hasPrefix("/v1/storage/blobs/"))
             else { return }
-            response = TransportResponse(
-                status: 302, headers: [("Location", target + path), ("Content-Length", "0")],
+            response = RewritingProxy.Response(
+                head: HTTPResponse(status: .found, headerFields: [.location: target + path, .contentLength: "0"]),
                 body: Data())
         }
         let read = await Self.code { _ = try await alice.read(record) }
@@ -530,10 +533,10 @@ struct ClientTrustTests {
         let selected = try await alice.read(x, fields: ["ssn"])
         #expect(selected.data == ["ssn": "111"] && selected.signatureStatus == .verified)
         // The server answers x with y's ssn (same writer, type and access key: it decrypts).
-        let yBody = try await alice.send(
+        let (yBody, _) = try await alice.send(
             API.Endpoints.readRecord, [y.uuidString.lowercased()],
             operation: "test read"
-        ).body
+        )
         let yObject = try #require(try JSONSerialization.jsonObject(with: yBody) as? [String: Any])
         let ySSN = try #require((yObject["data"] as? [String: Any])?["ssn"] as? String)
         s.proxy.rewrite { method, target, response in

@@ -3,6 +3,7 @@ import E3DBCanonicalJSON
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Testing
 
 @testable import E3DBClient
@@ -334,11 +335,11 @@ final class ModelRun {
         async -> (status: Int, body: Data)
     {
         do {
-            let r = try await clients[c].send(
+            let (body, response) = try await clients[c].send(
                 method, path, body: try json.map { try JSONEncoder().encode($0) },
                 operation: "authorization model", idempotent: false,
                 expect: Self.anyStatus)
-            return (r.status, r.body)
+            return (response.status.code, body)
         } catch {
             return (0, Data("\(error)".utf8))
         }

@@ -5,6 +5,7 @@ import E3DBPrimitives
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 import Testing
@@ -461,21 +462,23 @@ struct NodeMaintenanceTests {
 private struct UncommittedTransport: E3DBTransport {
     let inner: any E3DBTransport = AsyncHTTPClientTransport()
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        if request.method == "PATCH", request.url.contains("/v1/storage/files/") {
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
+    {
+        if request.method == .patch, request.path?.contains("/v1/storage/files/") == true {
             throw E3DBError(.serviceUnavailable, "the commit was dropped by the test")
         }
-        return try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
+        return try await inner.send(request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.upload(request, bodyPath: bodyPath, size: size, timeout: timeout)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.download(request, timeout: timeout, receive: receive)
     }

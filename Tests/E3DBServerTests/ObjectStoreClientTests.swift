@@ -6,6 +6,7 @@ import E3DBPrimitives
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import NIOHTTP1
 import Synchronization
 import Testing
@@ -18,20 +19,22 @@ private struct MisusingUploadTransport: E3DBTransport {
     let inner: any E3DBTransport = AsyncHTTPClientTransport()
     let misuse: @Sendable (_ url: String, _ body: Data, _ md5: String) async throws -> Void
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
-    }
-
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
     {
-        let md5 = request.headers.first { $0.0.lowercased() == "content-md5" }?.1 ?? ""
-        try await misuse(request.url, try Data(contentsOf: URL(fileURLWithPath: bodyPath)), md5)
-        return TransportResponse(status: 200, headers: [], body: Data())
+        try await inner.send(request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
+    {
+        let md5 = HTTPField.Name("Content-MD5").flatMap { request.headerFields[$0] } ?? ""
+        try await misuse(try request.absoluteURL(), try Data(contentsOf: URL(fileURLWithPath: bodyPath)), md5)
+        return (Data(), HTTPResponse(status: .ok))
+    }
+
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.download(request, timeout: timeout, receive: receive)
     }

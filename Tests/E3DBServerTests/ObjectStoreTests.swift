@@ -232,18 +232,20 @@ func send(
 private struct SkippedUploadTransport: E3DBTransport {
     let inner: any E3DBTransport = AsyncHTTPClientTransport()
 
-    func send(_ request: TransportRequest, timeout: Duration, maxResponseSize: Int) async throws -> TransportResponse {
-        try await inner.send(request, timeout: timeout, maxResponseSize: maxResponseSize)
-    }
-
-    func upload(_ request: TransportRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
-        -> TransportResponse
+    func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
+        -> (Data, HTTPResponse)
     {
-        TransportResponse(status: 200, headers: [], body: Data())
+        try await inner.send(request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
-    func download(_ request: TransportRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
-        -> TransportResponse
+    func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
+        -> (Data, HTTPResponse)
+    {
+        (Data(), HTTPResponse(status: .ok))
+    }
+
+    func download(_ request: HTTPRequest, timeout: Duration, receive: (Data) async throws -> Void) async throws
+        -> (Data, HTTPResponse)
     {
         try await inner.download(request, timeout: timeout, receive: receive)
     }

@@ -5,6 +5,7 @@ import E3DBKit
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Testing
 
 /// Raw requests to a running `e3dbkit-server`, as an attacker (or a careful SDK) sends them: any header, any body,
@@ -24,12 +25,17 @@ struct RawAPI: Sendable {
     func send(_ method: String, _ path: String, headers: [(String, String)] = [], body: Data? = nil) async throws
         -> Reply
     {
-        var all = headers
-        if body != nil { all.append(("Content-Type", "application/json")) }
-        let response = try await transport.send(
-            TransportRequest(method: method, url: url + path, headers: all, body: body), timeout: .seconds(60),
-            maxResponseSize: 32 << 20)
-        return Reply(status: response.status, body: response.body)
+        var fields = HTTPFields()
+        for (name, value) in headers {
+            let name = try #require(HTTPField.Name(name), "a test header's name \(name)")
+            fields.append(HTTPField(name: name, value: value))
+        }
+        if body != nil { fields.append(HTTPField(name: .contentType, value: "application/json")) }
+        let (answer, response) = try await transport.send(
+            try HTTPRequest(
+                method: try #require(HTTPRequest.Method(method)), url: url + path, headerFields: fields),
+            body: body, timeout: .seconds(60), maxResponseSize: 32 << 20)
+        return Reply(status: response.status.code, body: answer)
     }
 
     func send(_ method: String, _ path: String, bearer: String, json: String? = nil) async throws -> Reply {
@@ -553,9 +559,9 @@ struct SecurityRegressionTests {
                 for _ in 0..<4 {
                     group.addTask {
                         try await f.api.transport.send(
-                            TransportRequest(method: "PUT", url: upload, body: body),
+                            try HTTPRequest(method: .put, url: upload), body: body,
                             timeout: .seconds(60), maxResponseSize: 1 << 20
-                        ).status
+                        ).1.status.code
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }

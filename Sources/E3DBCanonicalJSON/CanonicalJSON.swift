@@ -58,13 +58,15 @@ public enum CanonicalJSON {
                 .inputTooLarge, "input of \(utf8.count) bytes exceeds the limit of \(limits.maxInputBytes) bytes",
                 offset: limits.maxInputBytes)
         }
-        // Safety: the buffer is borrowed only for the closure, and `parseBuffer` returns values (copies), never a
-        // pointer into it.
-        let result: Result<JSONValue, CanonicalJSONError>?
-        result = utf8.withContiguousStorageIfAvailable { buffer in unsafe parseBuffer(buffer, limits: limits) }
-        if let result { return try result.get() }
-        let copy = Array(utf8)
-        return try unsafe copy.withUnsafeBufferPointer { unsafe parseBuffer($0, limits: limits) }.get()
+        return try withSpan(of: utf8) { bytes -> Result<JSONValue, CanonicalJSONError> in
+            var parser = Parser(maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
+            do throws(CanonicalJSONError) {
+                return .success(try parser.parseDocument(bytes))
+            } catch {
+                return .failure(error)
+            }
+        }
+        .get()
     }
 
     /// Parses exactly one JSON text from a string.
@@ -74,11 +76,21 @@ public enum CanonicalJSON {
     /// - Returns: the value.
     /// - Throws: ``CanonicalJSONError`` as for the byte-input overload; offsets count UTF-8 bytes of `text`.
     public static func parse(_ text: String, limits: ParseLimits = .default) throws(CanonicalJSONError) -> JSONValue {
-        var text = text
-        return try text.withUTF8 { buffer in
-            Result { () throws(CanonicalJSONError) in try unsafe parse(buffer, limits: limits) }
+        try parse(text.utf8, limits: limits)
+    }
+
+    /// Calls `body` with the bytes of `utf8` as a `Span`: the collection's own storage when it has contiguous
+    /// storage (arrays, `Data`, a native string's UTF-8 view, buffer pointers), a copy otherwise.
+    static func withSpan<R>(of utf8: some Collection<UInt8>, _ body: (Span<UInt8>) -> R) -> R {
+        // Safety: `buffer` is the collection's storage, borrowed for the closure; the span made from it cannot
+        // escape the closure (`Span` is non-escapable and `R` cannot hold one), so it is only read while the
+        // storage is alive. Every read through it is bounds-checked.
+        if let result = utf8.withContiguousStorageIfAvailable({ buffer in unsafe body(Span(_unsafeElements: buffer)) })
+        {
+            return result
         }
-        .get()
+        let copy = ArraySlice(utf8)
+        return body(copy.span)
     }
 
     /// Whether `utf8` is valid JSON that is already in canonical form (byte for byte).
@@ -95,19 +107,6 @@ public enum CanonicalJSON {
     ) throws(CanonicalJSONError) -> Bool {
         let value = try parse(utf8, limits: limits)
         return serializedBytes(value, order: order).elementsEqual(utf8)
-    }
-
-    private static func parseBuffer(
-        _ buffer: UnsafeBufferPointer<UInt8>,
-        limits: ParseLimits
-    ) -> Result<JSONValue, CanonicalJSONError> {
-        var parser = unsafe Parser(
-            bytes: buffer, maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
-        do throws(CanonicalJSONError) {
-            return .success(try parser.parseDocument())
-        } catch {
-            return .failure(error)
-        }
     }
 }
 
@@ -162,10 +161,8 @@ struct CanonicalWriter {
         }
     }
 
-    // Safety: callers pass string literals ("null", "true", "false"), whose UTF-8 is static, `utf8CodeUnitCount`
-    // bytes long.
-    private mutating func appendASCII(_ s: StaticString) {
-        unsafe out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    private mutating func appendASCII(_ s: String) {
+        out.append(contentsOf: s.utf8)
     }
 
     mutating func writeObject(_ object: JSONObject) {
@@ -247,16 +244,14 @@ enum KeySorter {
             spans.append((start, count, index))
         }
         var indices = Array(0..<members.count)
-        // Safety: `buf` is borrowed for the sort only; every span was cut from `bytes` above, so
-        // `start + count <= bytes.count` and `utf16Less` reads inside it.
-        unsafe bytes.withUnsafeBufferPointer { buf in
-            indices.sort { a, b in
-                let sa = spans[a]
-                let sb = spans[b]
-                if sa.arrayIndex != sb.arrayIndex { return sa.arrayIndex < sb.arrayIndex }
-                if order == .javaScriptInsertion { return a < b }
-                return unsafe utf16Less(buf, sa.start, sa.count, sb.start, sb.count)
-            }
+        let keys = bytes[...]
+        let buf = keys.span
+        indices.sort { a, b in
+            let sa = spans[a]
+            let sb = spans[b]
+            if sa.arrayIndex != sb.arrayIndex { return sa.arrayIndex < sb.arrayIndex }
+            if order == .javaScriptInsertion { return a < b }
+            return utf16Less(buf, sa.start, sa.count, sb.start, sb.count)
         }
         return indices
     }
@@ -277,17 +272,16 @@ enum KeySorter {
         return value <= 4_294_967_294 ? value : noIndex
     }
 
-    // Safety: callers pass spans inside `buf` (`start + count <= buf.count`); `i < min(aCount, bCount)` keeps both
-    // reads inside their spans.
+    /// Whether the key at `aStart..<aStart + aCount` of `buf` sorts before the one at `bStart..<bStart + bCount`.
     @inline(__always)
-    static func utf16Less(_ buf: UnsafeBufferPointer<UInt8>, _ aStart: Int, _ aCount: Int, _ bStart: Int, _ bCount: Int)
-        -> Bool
-    {
-        let n = min(aCount, bCount)
+    static func utf16Less(_ buf: Span<UInt8>, _ aStart: Int, _ aCount: Int, _ bStart: Int, _ bCount: Int) -> Bool {
+        let a = buf.extracting(aStart..<(aStart + aCount))
+        let b = buf.extracting(bStart..<(bStart + bCount))
+        let n = min(a.count, b.count)
         var i = 0
         while i < n {
-            let x = unsafe buf[aStart + i]
-            let y = unsafe buf[bStart + i]
+            let x = a[i]
+            let y = b[i]
             if x != y { return utf16Rank(x) < utf16Rank(y) }
             i += 1
         }
@@ -327,7 +321,7 @@ extension CanonicalJSON {
             if ia != ib { return ia < ib }
             if order == .javaScriptInsertion { return false }
         }
-        let joined = ua + ub  // Safety: the two spans `0..<ua.count` and `ua.count..<joined.count` tile `joined`.
-        return unsafe joined.withUnsafeBufferPointer { unsafe KeySorter.utf16Less($0, 0, ua.count, ua.count, ub.count) }
+        let joined = (ua + ub)[...]
+        return KeySorter.utf16Less(joined.span, 0, ua.count, ua.count, ub.count)
     }
 }

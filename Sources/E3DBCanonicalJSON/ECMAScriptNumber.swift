@@ -21,6 +21,8 @@ enum ECMAScriptNumber {
         if value < 0 { out.append(UInt8(ascii: "-")) }
         var description = value.magnitude.description
         description.withUTF8 { text in
+            // Safety: `text` and the 40-byte `digits` scratch are lent for their closures only; `format` (see its
+            // note) reads and writes inside their counts and appends copies to `out`.
             unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { digits in
                 unsafe format(text, digits: digits, into: &out)
             }

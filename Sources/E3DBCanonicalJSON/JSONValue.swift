@@ -141,6 +141,7 @@ struct CodeUnitKey: Hashable, Sendable {
 func hashCodeUnits(_ string: String, into hasher: inout Hasher) {
     let utf8 = string.utf8
     hasher.combine(utf8.count)
+    // Safety: the string's storage is lent for the closure and `combine(bytes:)` only reads its `count` bytes.
     if unsafe utf8.withContiguousStorageIfAvailable({ unsafe hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil
     {
         for byte in utf8 { hasher.combine(byte) }

@@ -1,30 +1,24 @@
-// Safety: the input is untrusted, and `UnsafeBufferPointer`'s subscript checks bounds only in debug builds, so
-// the parser keeps one invariant by hand: every `bytes[pos]` (or `bytes[pos + k]`) is dominated by a
-// `pos (+ k) < bytes.count` test on the same path, either on the line itself or, for the functions that start at
-// a byte the caller has just read (`parseString`, `parseArray`, `parseObject`, `parseNumber`,
-// `validateUTF8Sequence`, `skipString`), in the caller. `pos` only grows, by at most the bytes just checked, so it
-// never passes `bytes.count` and every slice `bytes[a..<pos]` has `0 <= a <= pos <= bytes.count`. Lifetime: the
-// parser is `~Copyable` and only built by `CanonicalJSON.parseBuffer` and `CanonicalJSON.parseObject` inside the
-// borrow of their buffer; it returns `String`s (copies) and byte ranges, never a pointer into `bytes`.
 /// The strict RFC 8259 parser behind `CanonicalJSON.parse`.
 ///
 /// It accepts exactly the JSON grammar over well-formed UTF-8 (no BOM, no comments, no trailing commas, no
 /// `NaN`), and additionally rejects what would make a canonical form ambiguous: duplicate keys (by code
 /// units), lone surrogates, and numbers beyond the double range.
 ///
-/// `@safe`: every parser is made and used up inside the `withUnsafeBufferPointer` closure of its input (see
-/// `CanonicalJSON.parse`), so `bytes` is valid for the parser's whole life; reads are bounds-checked against it.
-@safe
+/// The parser holds only its position and limits; every method reads the input through the `Span<UInt8>` it is
+/// given (`CanonicalJSON.withSpan`), so the input cannot outlive its owner and every read is bounds-checked, in
+/// release builds too. The parser still tests `pos < bytes.count` before each read, so that an input that ends
+/// early is an `unexpectedEnd` error, never a trap: every `bytes[pos]` (or `bytes[pos + k]`) is dominated by such
+/// a test on the same path, either on the line itself or, for the functions that start at a byte the caller has
+/// just read (`parseString`, `parseArray`, `parseMembers`, `parseNumber`, `validateUTF8Sequence`, `skipString`),
+/// in the caller. `pos` only grows, by at most the bytes just checked, so it never passes `bytes.count`.
 struct Parser: ~Copyable {
-    private let bytes: UnsafeBufferPointer<UInt8>
     private var pos = 0
     private let maxDepth: Int
     private var valuesLeft: Int
     private let maxValues: Int
     private var scratch: [UInt8] = []
 
-    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int = Int.max) {
-        unsafe self.bytes = unsafe bytes
+    init(maxDepth: Int, maxValues: Int = Int.max) {
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
@@ -32,96 +26,131 @@ struct Parser: ~Copyable {
 
     // MARK: Entry
 
-    mutating func parseDocument() throws(CanonicalJSONError) -> JSONValue {
-        if unsafe bytes.count >= 3, unsafe bytes[0] == 0xEF, unsafe bytes[1] == 0xBB, unsafe bytes[2] == 0xBF {
+    mutating func parseDocument(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> JSONValue {
+        try refuseByteOrderMark(bytes)
+        skipWhitespace(bytes)
+        let value = try parseValue(bytes, depth: 0)
+        try expectEnd(bytes)
+        return value
+    }
+
+    private func refuseByteOrderMark(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
             throw CanonicalJSONError(
                 .unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
         }
-        skipWhitespace()
-        let value = try parseValue(depth: 0)
-        skipWhitespace()
-        if unsafe pos < bytes.count {
+    }
+
+    private mutating func expectEnd(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
+        skipWhitespace(bytes)
+        if pos < bytes.count {
             throw CanonicalJSONError(
-                .trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
+                .trailingData, "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
         }
-        return value
     }
 
     // MARK: Values
 
-    private mutating func parseValue(depth: Int) throws(CanonicalJSONError) -> JSONValue {
-        guard unsafe pos < bytes.count else {
+    private mutating func parseValue(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) -> JSONValue {
+        guard pos < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended where a value was expected", offset: pos)
         }
         valuesLeft -= 1
         guard valuesLeft >= 0 else {
             throw CanonicalJSONError(.tooManyValues, "the input holds more than \(maxValues) values", offset: pos)
         }
-        switch unsafe bytes[pos] {
+        switch bytes[pos] {
         case UInt8(ascii: "\""):
-            return .string(try parseString())
+            return .string(try parseString(bytes))
         case UInt8(ascii: "{"):
-            return try parseObject(depth: depth + 1)
+            try checkDepth(depth + 1)
+            var noCapture: RawCapture? = nil
+            return .object(try parseMembers(bytes, depth: depth + 1, capture: &noCapture))
         case UInt8(ascii: "["):
-            return try parseArray(depth: depth + 1)
+            return try parseArray(bytes, depth: depth + 1)
         case UInt8(ascii: "t"):
-            try expectLiteral("true")
+            try expectLiteral(bytes, .true)
             return .bool(true)
         case UInt8(ascii: "f"):
-            try expectLiteral("false")
+            try expectLiteral(bytes, .false)
             return .bool(false)
         case UInt8(ascii: "n"):
-            try expectLiteral("null")
+            try expectLiteral(bytes, .null)
             return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return .number(try parseNumber())
+            return .number(try parseNumber(bytes))
         default:
             throw CanonicalJSONError(
-                .unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) where a value was expected",
-                offset: pos)
+                .unexpectedCharacter, "unexpected \(describe(bytes[pos])) where a value was expected", offset: pos)
         }
     }
 
-    private mutating func expectLiteral(_ literal: StaticString) throws(CanonicalJSONError) {
+    /// The three literals: their text, and their ASCII bytes packed little-endian with their count.
+    private enum Literal {
+        case `true`, `false`, null
+
+        var text: StaticString {
+            switch self {
+            case .true: "true"
+            case .false: "false"
+            case .null: "null"
+            }
+        }
+
+        var packed: (bytes: UInt64, count: Int) {
+            switch self {
+            case .true: (0x65_7572_74, 4)
+            case .false: (0x65_736C_6166, 5)
+            case .null: (0x6C_6C75_6E, 4)
+            }
+        }
+    }
+
+    private mutating func expectLiteral(_ bytes: Span<UInt8>, _ which: Literal) throws(CanonicalJSONError) {
         let start = pos
-        let text = unsafe UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
-        for index in 0..<literal.utf8CodeUnitCount {
-            let expected = unsafe text[index]
-            guard unsafe pos < bytes.count else {
+        let literal = which.text
+        let (packed, count) = which.packed
+        for k in 0..<count {
+            let expected = UInt8(truncatingIfNeeded: packed >> (8 * UInt64(k)))
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(
                     .unexpectedEnd, "input ended inside the literal \(literal) that starts at byte \(start)",
                     offset: pos)
             }
-            guard unsafe bytes[pos] == expected else {
+            guard bytes[pos] == expected else {
                 throw CanonicalJSONError(
-                    .unexpectedCharacter, unsafe "unexpected \(describe(bytes[pos])) inside the literal \(literal)",
+                    .unexpectedCharacter, "unexpected \(describe(bytes[pos])) inside the literal \(literal)",
                     offset: pos)
             }
             pos += 1
         }
     }
 
-    private mutating func parseArray(depth: Int) throws(CanonicalJSONError) -> JSONValue {
+    private func checkDepth(_ depth: Int) throws(CanonicalJSONError) {
         guard depth <= maxDepth else {
             throw CanonicalJSONError(
                 .nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
         }
+    }
+
+    private mutating func parseArray(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) -> JSONValue {
+        try checkDepth(depth)
         pos += 1  // [
         var elements: [JSONValue] = []
-        skipWhitespace()
-        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "]") {
+        skipWhitespace(bytes)
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "]") {
             pos += 1
             return .array(elements)
         }
         while true {
-            skipWhitespace()
-            elements.append(try parseValue(depth: depth))
-            skipWhitespace()
-            guard unsafe pos < bytes.count else {
+            skipWhitespace(bytes)
+            elements.append(try parseValue(bytes, depth: depth))
+            skipWhitespace(bytes)
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(
                     .unexpectedEnd, "input ended inside an array; expected ',' or ']'", offset: pos)
             }
-            switch unsafe bytes[pos] {
+            switch bytes[pos] {
             case UInt8(ascii: ","):
                 pos += 1
             case UInt8(ascii: "]"):
@@ -130,76 +159,101 @@ struct Parser: ~Copyable {
             default:
                 throw CanonicalJSONError(
                     .unexpectedCharacter,
-                    unsafe "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
+                    "expected ',' or ']' after an array element, found \(describe(bytes[pos]))", offset: pos)
             }
         }
     }
 
-    private mutating func parseObject(depth: Int) throws(CanonicalJSONError) -> JSONValue {
-        guard depth <= maxDepth else {
-            throw CanonicalJSONError(
-                .nestingTooDeep, "arrays and objects are nested deeper than the limit of \(maxDepth)", offset: pos)
-        }
+    /// What `CanonicalJSON.parseObject` collects besides the parsed members of the top-level object: the byte
+    /// ranges of the string members named in `names`, and the member being read (for errors).
+    struct RawCapture {
+        let names: Set<String>
+        var found: [String: RawJSONString] = [:]
+        var current: String?
+    }
+
+    /// The one members loop: reads the object whose `{` is at `pos` (checked by the caller) and leaves `pos` after
+    /// its `}`. With a `capture`, the string values of the members it names are validated and recorded as byte
+    /// ranges instead of being parsed into the object; a name may occur once across both.
+    private mutating func parseMembers(
+        _ bytes: Span<UInt8>,
+        depth: Int,
+        capture: inout RawCapture?
+    ) throws(CanonicalJSONError) -> JSONObject {
         pos += 1  // {
         var object = JSONObject()
-        skipWhitespace()
-        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "}") {
+        skipWhitespace(bytes)
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
             pos += 1
-            return .object(object)
+            return object
         }
         while true {
-            skipWhitespace()
-            guard unsafe pos < bytes.count else {
+            skipWhitespace(bytes)
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(
                     .unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
             }
-            guard unsafe bytes[pos] == UInt8(ascii: "\"") else {
+            guard bytes[pos] == UInt8(ascii: "\"") else {
                 throw CanonicalJSONError(
-                    .unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))",
+                    .unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))",
                     offset: pos)
             }
             let keyOffset = pos
-            let key = try parseString()
-            skipWhitespace()
-            guard unsafe pos < bytes.count else {
+            let key = try parseString(bytes)
+            skipWhitespace(bytes)
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
             }
-            guard unsafe bytes[pos] == UInt8(ascii: ":") else {
+            guard bytes[pos] == UInt8(ascii: ":") else {
                 throw CanonicalJSONError(
-                    .unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))",
+                    .unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))",
                     offset: pos)
             }
             pos += 1
-            skipWhitespace()
-            let value = try parseValue(depth: depth)
-            guard object.insertIfAbsent(key: key, value: value) else {
+            skipWhitespace(bytes)
+            let duplicate: Bool
+            if capture == nil {
+                let value = try parseValue(bytes, depth: depth)
+                duplicate = !object.insertIfAbsent(key: key, value: value)
+            } else {
+                capture?.current = key
+                if capture?.names.contains(key) == true, pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") {
+                    let start = pos + 1
+                    let escaped = try skipString(bytes)
+                    let range = RawJSONString(range: start..<(pos - 1), hasEscapes: escaped)
+                    duplicate = object[key] != nil || capture?.found.updateValue(range, forKey: key) != nil
+                } else {
+                    let value = try parseValue(bytes, depth: depth)
+                    duplicate = capture?.found[key] != nil || !object.insertIfAbsent(key: key, value: value)
+                }
+            }
+            if duplicate {
                 throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: keyOffset)
             }
-            skipWhitespace()
-            guard unsafe pos < bytes.count else {
+            capture?.current = nil
+            skipWhitespace(bytes)
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(
                     .unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
             }
-            switch unsafe bytes[pos] {
+            switch bytes[pos] {
             case UInt8(ascii: ","):
                 pos += 1
             case UInt8(ascii: "}"):
                 pos += 1
-                return .object(object)
+                return object
             default:
                 throw CanonicalJSONError(
                     .unexpectedCharacter,
-                    unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
+                    "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
             }
         }
     }
 
     // MARK: Strings
 
-    // Safety: entered at a quote the caller read (so `pos < bytes.count`); each loop turn tests `pos` before
-    // reading, and the copied runs `runStart..<pos` lie inside the input (`runStart <= pos`).
     /// Parses a string starting at the opening quote; leaves `pos` after the closing quote.
-    private mutating func parseString() throws(CanonicalJSONError) -> String {
+    private mutating func parseString(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> String {
         let open = pos
         pos += 1
         let contentStart = pos
@@ -207,19 +261,19 @@ struct Parser: ~Copyable {
         scratch.removeAll(keepingCapacity: true)
         var runStart = pos  // start of the not-yet-copied literal run (only meaningful once `escaped`)
         while true {
-            guard unsafe pos < bytes.count else {
+            pos += plainRun(bytes)
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(
                     .unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
             }
-            let byte = unsafe bytes[pos]
+            let byte = bytes[pos]
             if byte == UInt8(ascii: "\"") {
                 let string: String
                 if escaped {
-                    unsafe scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
-                    string = unsafe scratch.withUnsafeBufferPointer { unsafe String(decoding: $0, as: UTF8.self) }
+                    appendToScratch(bytes, runStart..<pos)
+                    string = String(decoding: scratch, as: UTF8.self)
                 } else {
-                    string = unsafe String(
-                        decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<pos]), as: UTF8.self)
+                    string = Self.string(bytes, contentStart..<pos)
                 }
                 pos += 1
                 return string
@@ -227,8 +281,8 @@ struct Parser: ~Copyable {
                 if !escaped {
                     escaped = true
                 }
-                unsafe scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<pos]))
-                try parseEscape()
+                appendToScratch(bytes, runStart..<pos)
+                try parseEscape(bytes)
                 runStart = pos
             } else if byte < 0x20 {
                 throw CanonicalJSONError(
@@ -236,17 +290,46 @@ struct Parser: ~Copyable {
             } else if byte < 0x80 {
                 pos += 1
             } else {
-                try validateUTF8Sequence()
+                try validateUTF8Sequence(bytes)
             }
         }
     }
 
-    // Safety: the caller read the lead byte at `pos`; each continuation byte `start + i` is tested against
-    // `bytes.count` before it is read.
+    /// The number of plain string bytes (printable ASCII other than `"` and `\`) from `pos` on: the common case of
+    /// a string's content, scanned from 0 in a span of the rest of the input, so that the span's own index checks
+    /// fold away.
+    @inline(__always)
+    private func plainRun(_ bytes: Span<UInt8>) -> Int {
+        let rest = bytes.extracting(droppingFirst: pos)
+        var k = 0
+        while k < rest.count {
+            let b = rest[k]
+            guard b >= 0x20, b < 0x80, b != UInt8(ascii: "\""), b != UInt8(ascii: "\\") else { break }
+            k += 1
+        }
+        return k
+    }
+
+    /// Appends the input bytes in `range` to `scratch`.
+    private mutating func appendToScratch(_ bytes: Span<UInt8>, _ range: Range<Int>) {
+        let run = bytes.extracting(range)
+        // Safety: the pointer is the span's own (bounds checked by `extracting`), valid for the closure; `append`
+        // copies the bytes and keeps no pointer.
+        unsafe run.withUnsafeBufferPointer { unsafe scratch.append(contentsOf: $0) }
+    }
+
+    /// The input bytes in `range`, well-formed UTF-8 that the parser has validated, as a `String`.
+    static func string(_ bytes: Span<UInt8>, _ range: Range<Int>) -> String {
+        let text = bytes.extracting(range)
+        // Safety: the pointer is the span's own (bounds already checked by `extracting`), valid for the closure;
+        // `String(decoding:as:)` copies the bytes and keeps no pointer.
+        return unsafe text.withUnsafeBufferPointer { unsafe String(decoding: $0, as: UTF8.self) }
+    }
+
     /// Validates one multi-byte UTF-8 sequence at `pos` (lead byte >= 0x80) and advances past it.
-    private mutating func validateUTF8Sequence() throws(CanonicalJSONError) {
+    private mutating func validateUTF8Sequence(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
         let start = pos
-        let lead = unsafe bytes[pos]
+        let lead = bytes[pos]
         let count: Int
         var low: UInt8 = 0x80
         var high: UInt8 = 0xBF
@@ -270,10 +353,10 @@ struct Parser: ~Copyable {
             throw CanonicalJSONError(.invalidUTF8, "byte 0x\(hex2(lead)) cannot start a UTF-8 sequence", offset: start)
         }
         for i in 1..<count {
-            guard unsafe start + i < bytes.count else {
+            guard start + i < bytes.count else {
                 throw CanonicalJSONError(.invalidUTF8, "truncated UTF-8 sequence", offset: start)
             }
-            let b = unsafe bytes[start + i]
+            let b = bytes[start + i]
             let (lo, hi) = i == 1 ? (low, high) : (UInt8(0x80), UInt8(0xBF))
             guard b >= lo && b <= hi else {
                 throw CanonicalJSONError(
@@ -285,12 +368,12 @@ struct Parser: ~Copyable {
     }
 
     /// Decodes the escape at `pos` (a backslash) into `scratch`; leaves `pos` after it.
-    private mutating func parseEscape() throws(CanonicalJSONError) {
+    private mutating func parseEscape(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
         let start = pos
-        guard unsafe pos + 1 < bytes.count else {
+        guard pos + 1 < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended inside an escape sequence", offset: pos)
         }
-        let c = unsafe bytes[pos + 1]
+        let c = bytes[pos + 1]
         pos += 2
         switch c {
         case UInt8(ascii: "\""): scratch.append(0x22)
@@ -302,11 +385,11 @@ struct Parser: ~Copyable {
         case UInt8(ascii: "r"): scratch.append(0x0D)
         case UInt8(ascii: "t"): scratch.append(0x09)
         case UInt8(ascii: "u"):
-            let unit = try readHex4(escapeStart: start)
+            let unit = try readHex4(bytes, escapeStart: start)
             var scalar = UInt32(unit)
             if unit >= 0xD800 && unit <= 0xDBFF {
-                guard unsafe pos + 1 < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\\"),
-                    unsafe bytes[pos + 1] == UInt8(ascii: "u")
+                guard pos + 1 < bytes.count, bytes[pos] == UInt8(ascii: "\\"),
+                    bytes[pos + 1] == UInt8(ascii: "u")
                 else {
                     throw CanonicalJSONError(
                         .loneSurrogate, "high surrogate \\u\(hex4(unit)) is not followed by a low-surrogate escape",
@@ -314,7 +397,7 @@ struct Parser: ~Copyable {
                 }
                 let second = pos
                 pos += 2
-                let next = try readHex4(escapeStart: second)
+                let next = try readHex4(bytes, escapeStart: second)
                 guard next >= 0xDC00 && next <= 0xDFFF else {
                     throw CanonicalJSONError(
                         .loneSurrogate,
@@ -332,13 +415,13 @@ struct Parser: ~Copyable {
         }
     }
 
-    private mutating func readHex4(escapeStart: Int) throws(CanonicalJSONError) -> UInt16 {
+    private mutating func readHex4(_ bytes: Span<UInt8>, escapeStart: Int) throws(CanonicalJSONError) -> UInt16 {
         var value: UInt16 = 0
         for _ in 0..<4 {
-            guard unsafe pos < bytes.count else {
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended inside a \\u escape", offset: pos)
             }
-            let b = unsafe bytes[pos]
+            let b = bytes[pos]
             let digit: UInt8
             switch b {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
@@ -375,59 +458,57 @@ struct Parser: ~Copyable {
 
     // MARK: Numbers
 
-    // Safety: `parseValue` read the first byte (so the first `bytes[pos]` is in bounds); every later read tests
-    // `pos < bytes.count` first, and the slices (`intStart..<intEnd`, `start..<pos`) end at or before `pos`.
-    private mutating func parseNumber() throws(CanonicalJSONError) -> Double {
+    private mutating func parseNumber(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Double {
         let start = pos
         var negative = false
-        if unsafe bytes[pos] == UInt8(ascii: "-") {
+        if bytes[pos] == UInt8(ascii: "-") {
             negative = true
             pos += 1
         }
-        guard unsafe pos < bytes.count else {
+        guard pos < bytes.count else {
             throw CanonicalJSONError(.invalidNumber, "a number needs digits after '-'", offset: pos)
         }
         let intStart = pos
-        if unsafe bytes[pos] == UInt8(ascii: "0") {
+        if bytes[pos] == UInt8(ascii: "0") {
             pos += 1
-            if unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) {
+            if pos < bytes.count, isDigit(bytes[pos]) {
                 throw CanonicalJSONError(.invalidNumber, "a number must not have a leading zero", offset: pos)
             }
-        } else if unsafe isDigit(bytes[pos]) {
-            while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
+        } else if isDigit(bytes[pos]) {
+            pos += digitRun(bytes)
         } else {
             throw CanonicalJSONError(
-                .invalidNumber, unsafe "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
+                .invalidNumber, "expected a digit in a number, found \(describe(bytes[pos]))", offset: pos)
         }
         let intEnd = pos
         var isInteger = true
-        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: ".") {
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: ".") {
             isInteger = false
             pos += 1
-            guard unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) else {
+            guard pos < bytes.count, isDigit(bytes[pos]) else {
                 throw CanonicalJSONError(
                     .invalidNumber, "a decimal point must be followed by a digit", offset: pos)
             }
-            while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
+            pos += digitRun(bytes)
         }
-        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
             isInteger = false
             pos += 1
-            if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") {
+            if pos < bytes.count, bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") {
                 pos += 1
             }
-            guard unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) else {
+            guard pos < bytes.count, isDigit(bytes[pos]) else {
                 throw CanonicalJSONError(.invalidNumber, "an exponent needs at least one digit", offset: pos)
             }
-            while unsafe pos < bytes.count, unsafe isDigit(bytes[pos]) { pos += 1 }
+            pos += digitRun(bytes)
         }
         if isInteger && intEnd - intStart <= 15 {
             var v: Int64 = 0
-            for i in intStart..<intEnd { v = unsafe v * 10 + Int64(bytes[i] - UInt8(ascii: "0")) }
+            for i in intStart..<intEnd { v = v * 10 + Int64(bytes[i] - UInt8(ascii: "0")) }
             let d = Double(v)
             return negative ? -d : d
         }
-        let text = unsafe String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
+        let text = Self.string(bytes, start..<pos)
         guard let value = Double(text) else {
             throw CanonicalJSONError(.invalidNumber, "number could not be converted", offset: start)
         }
@@ -437,16 +518,20 @@ struct Parser: ~Copyable {
         }
         if value == 0 {
             // A literal with a non-zero digit that becomes 0 (1e-400) would sign as 0: refused like 1e400.
-            let mantissaEnd =
-                unsafe bytes[intStart..<pos].firstIndex { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } ?? pos
-            if unsafe bytes[intStart..<mantissaEnd].contains(where: {
-                $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9")
-            }) {
+            var mantissaEnd = intStart
+            while mantissaEnd < pos, bytes[mantissaEnd] != UInt8(ascii: "e"), bytes[mantissaEnd] != UInt8(ascii: "E") {
+                mantissaEnd += 1
+            }
+            var nonZeroDigit = false
+            for i in intStart..<mantissaEnd where bytes[i] >= UInt8(ascii: "1") && bytes[i] <= UInt8(ascii: "9") {
+                nonZeroDigit = true
+            }
+            if nonZeroDigit {
                 throw CanonicalJSONError(
                     .numberOutOfRange, "number is too small for an IEEE 754 double and would become 0", offset: start)
             }
         }
-        if unsafe isInteger && !Self.isExact(value.magnitude, digits: bytes[intStart..<intEnd]) {
+        if isInteger && !Self.isExact(value.magnitude, digits: bytes.extracting(intStart..<intEnd)) {
             // 9007199254740993 would sign as 9007199254740992, and a signature over one would verify the other.
             throw CanonicalJSONError(
                 .numberOutOfRange,
@@ -460,10 +545,20 @@ struct Parser: ~Copyable {
     /// the double's exact value or its ECMAScript (canonical) form, which for doubles from 2^53 to 1e21 is the
     /// shortest round-trip digits padded with zeros ("18446744073709552000"). So canonical output always parses
     /// back, and a literal such as 9007199254740993, which would silently become ...992, does not.
-    static func isExact(_ magnitude: Double, digits: some Collection<UInt8>) -> Bool {
+    static func isExact(_ magnitude: Double, digits: Span<UInt8>) -> Bool {
         if magnitude < 9_007_199_254_740_992 { return true }  // every integer below 2^53 is exactly a double
-        if CanonicalJSON.formatNumber(magnitude).utf8.elementsEqual(digits) { return true }
-        return exactDigits(of: magnitude).elementsEqual(digits)
+        if equal(digits, CanonicalJSON.formatNumber(magnitude).utf8) { return true }
+        return equal(digits, exactDigits(of: magnitude))
+    }
+
+    private static func equal(_ span: Span<UInt8>, _ other: some Collection<UInt8>) -> Bool {
+        guard span.count == other.count else { return false }
+        var i = 0
+        for byte in other {
+            guard span[i] == byte else { return false }
+            i += 1
+        }
+        return true
     }
 
     /// The exact decimal digits of an integral double (significand times a power of two).
@@ -491,9 +586,9 @@ struct Parser: ~Copyable {
 
     // MARK: Helpers
 
-    private mutating func skipWhitespace() {
-        while unsafe pos < bytes.count {
-            switch unsafe bytes[pos] {
+    private mutating func skipWhitespace(_ bytes: Span<UInt8>) {
+        while pos < bytes.count {
+            switch bytes[pos] {
             case 0x20, 0x0A, 0x0D, 0x09: pos += 1
             default: return
             }
@@ -501,6 +596,15 @@ struct Parser: ~Copyable {
     }
 
     private func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+
+    /// The number of ASCII digits from `pos` on, scanned like `plainRun`.
+    @inline(__always)
+    private func digitRun(_ bytes: Span<UInt8>) -> Int {
+        let rest = bytes.extracting(droppingFirst: pos)
+        var k = 0
+        while k < rest.count, isDigit(rest[k]) { k += 1 }
+        return k
+    }
 }
 
 private let hexDigitsUpper: [UInt8] = Array("0123456789ABCDEF".utf8)
@@ -548,111 +652,32 @@ extension Parser {
     /// never becomes a Swift `String`. Every other member is parsed into `object`. Duplicate names are rejected
     /// across both sets.
     mutating func parseTopLevelObject(
+        _ bytes: Span<UInt8>,
         rawMembers: Set<String>
     ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
-        var member: String?
-        do {
-            return try parseTopLevelObject(rawMembers: rawMembers, current: &member)
-        } catch {
-            throw ObjectParseError(error: error, member: member)
-        }
-    }
-
-    private mutating func parseTopLevelObject(
-        rawMembers: Set<String>,
-        current: inout String?
-    ) throws(CanonicalJSONError) -> (object: JSONObject, raw: [String: RawJSONString]) {
-        if unsafe bytes.count >= 3, unsafe bytes[0] == 0xEF, unsafe bytes[1] == 0xBB, unsafe bytes[2] == 0xBF {
-            throw CanonicalJSONError(
-                .unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
-        }
-        skipWhitespace()
-        guard unsafe pos < bytes.count else {
-            throw CanonicalJSONError(.unexpectedEnd, "input ended where an object was expected", offset: pos)
-        }
-        guard unsafe bytes[pos] == UInt8(ascii: "{") else {
-            throw CanonicalJSONError(
-                .unexpectedCharacter, unsafe "expected an object, found \(describe(bytes[pos]))", offset: pos)
-        }
-        pos += 1
-        var object = JSONObject()
-        var raw: [String: RawJSONString] = [:]
-        skipWhitespace()
-        if unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "}") {
-            pos += 1
-        } else {
-            members: while true {
-                skipWhitespace()
-                guard unsafe pos < bytes.count else {
-                    throw CanonicalJSONError(
-                        .unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
-                }
-                guard unsafe bytes[pos] == UInt8(ascii: "\"") else {
-                    throw CanonicalJSONError(
-                        .unexpectedCharacter, unsafe "expected a string member name, found \(describe(bytes[pos]))",
-                        offset: pos)
-                }
-                let keyOffset = pos
-                let key = try parseString()
-                skipWhitespace()
-                guard unsafe pos < bytes.count else {
-                    throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
-                }
-                guard unsafe bytes[pos] == UInt8(ascii: ":") else {
-                    throw CanonicalJSONError(
-                        .unexpectedCharacter, unsafe "expected ':' after a member name, found \(describe(bytes[pos]))",
-                        offset: pos)
-                }
-                pos += 1
-                skipWhitespace()
-                current = key
-                let duplicate: Bool
-                if rawMembers.contains(key), unsafe pos < bytes.count, unsafe bytes[pos] == UInt8(ascii: "\"") {
-                    let start = pos + 1
-                    let escaped = try skipString()
-                    duplicate =
-                        object[key] != nil
-                        || raw.updateValue(RawJSONString(range: start..<(pos - 1), hasEscapes: escaped), forKey: key)
-                            != nil
-                } else {
-                    let value = try parseValue(depth: 1)
-                    duplicate = raw[key] != nil || !object.insertIfAbsent(key: key, value: value)
-                }
-                if duplicate {
-                    throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: keyOffset)
-                }
-                current = nil
-                skipWhitespace()
-                guard unsafe pos < bytes.count else {
-                    throw CanonicalJSONError(
-                        .unexpectedEnd, "input ended inside an object; expected ',' or '}'", offset: pos)
-                }
-                switch unsafe bytes[pos] {
-                case UInt8(ascii: ","):
-                    pos += 1
-                case UInt8(ascii: "}"):
-                    pos += 1
-                    break members
-                default:
-                    throw CanonicalJSONError(
-                        .unexpectedCharacter,
-                        unsafe "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
-                }
+        var capture: RawCapture? = RawCapture(names: rawMembers)
+        do throws(CanonicalJSONError) {
+            try refuseByteOrderMark(bytes)
+            skipWhitespace(bytes)
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(.unexpectedEnd, "input ended where an object was expected", offset: pos)
             }
+            guard bytes[pos] == UInt8(ascii: "{") else {
+                throw CanonicalJSONError(
+                    .unexpectedCharacter, "expected an object, found \(describe(bytes[pos]))", offset: pos)
+            }
+            let object = try parseMembers(bytes, depth: 1, capture: &capture)
+            try expectEnd(bytes)
+            return (object, capture?.found ?? [:])
+        } catch {
+            throw ObjectParseError(error: error, member: capture?.current)
         }
-        skipWhitespace()
-        if unsafe pos < bytes.count {
-            throw CanonicalJSONError(
-                .trailingData, unsafe "unexpected \(describe(bytes[pos])) after the top-level value", offset: pos)
-        }
-        return (object, raw)
     }
 
-    // Safety: as `parseString`: entered at a quote the caller read, each read tested against `bytes.count`.
     /// Validates the string at `pos` like `parseString` and leaves `pos` after the closing quote, without
     /// building a `String`. Escapes are validated into `scratch`, which is cleared (zeroed) afterwards.
     /// - Returns: whether the string had an escape.
-    private mutating func skipString() throws(CanonicalJSONError) -> Bool {
+    private mutating func skipString(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Bool {
         let open = pos
         pos += 1
         var escaped = false
@@ -663,24 +688,25 @@ extension Parser {
             }
         }
         while true {
-            guard unsafe pos < bytes.count else {
+            pos += plainRun(bytes)
+            guard pos < bytes.count else {
                 throw CanonicalJSONError(
                     .unexpectedEnd, "input ended inside the string that starts at byte \(open)", offset: pos)
             }
-            let byte = unsafe bytes[pos]
+            let byte = bytes[pos]
             if byte == UInt8(ascii: "\"") {
                 pos += 1
                 return escaped
             } else if byte == UInt8(ascii: "\\") {
                 escaped = true
-                try parseEscape()
+                try parseEscape(bytes)
             } else if byte < 0x20 {
                 throw CanonicalJSONError(
                     .controlCharacter, "unescaped control character U+00\(hex2(byte)) inside a string", offset: pos)
             } else if byte < 0x80 {
                 pos += 1
             } else {
-                try validateUTF8Sequence()
+                try validateUTF8Sequence(bytes)
             }
         }
     }
@@ -692,7 +718,7 @@ extension CanonicalJSON {
     /// A named member whose value is not a string is parsed into the object like any other member.
     /// - Throws: `ObjectParseError`: the parser's error and the top-level member it happened in.
     package static func parseObject(
-        _ utf8: UnsafeBufferPointer<UInt8>,
+        _ utf8: some Collection<UInt8>,
         rawMembers: Set<String>,
         limits: ParseLimits = .default
     ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
@@ -703,9 +729,15 @@ extension CanonicalJSON {
                     offset: limits.maxInputBytes),
                 member: nil)
         }
-        // Safety: `utf8` is the caller's borrowed buffer, valid for this call; the parser lives only in this call
-        // and returns member ranges, not pointers, so nothing outlives the borrow.
-        var parser = unsafe Parser(bytes: utf8, maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
-        return try parser.parseTopLevelObject(rawMembers: rawMembers)
+        return try withSpan(of: utf8) {
+            bytes -> Result<(object: JSONObject, raw: [String: RawJSONString]), ObjectParseError> in
+            var parser = Parser(maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
+            do throws(ObjectParseError) {
+                return .success(try parser.parseTopLevelObject(bytes, rawMembers: rawMembers))
+            } catch {
+                return .failure(error)
+            }
+        }
+        .get()
     }
 }

@@ -26,6 +26,8 @@ public enum FieldCipher {
     /// - Returns: the field string.
     public static func encrypt(_ value: String, accessKey: AccessKey) -> String {
         let random = SecureBytes(randomCount: randomByteCount)
+        // Safety: `random` is exactly `randomByteCount` bytes of wiped storage, lent for the closure;
+        // `encrypt(_:accessKey:randomness:)` reads those 80 bytes and keeps no pointer.
         return unsafe random.withUnsafeBytes { unsafe encrypt(value, accessKey: accessKey, randomness: $0) }
     }
 
@@ -39,6 +41,8 @@ public enum FieldCipher {
         encrypt(data, accessKey: accessKey, random: SecureBytes(randomCount: randomByteCount * data.count))
     }
 
+    // Safety: the reservoir fills exactly the buffer `SecureBytes(count:)` lends it (`randomByteCount * data.count`
+    // bytes, what the private `encrypt(_:accessKey:random:)` slices) and keeps no pointer to it.
     /// Encrypts every value of a record's data map with keys and nonces from `reservoir` (bulk writers: one
     /// system call per 64 KiB of randomness instead of one per record).
     package static func encrypt(_ data: RecordData, accessKey: AccessKey, reservoir: RandomReservoir) -> RecordData {
@@ -127,6 +131,8 @@ public enum FieldCipher {
             var text = field
             let result = text.withUTF8 { buf in
                 Result { () throws(E3DBError) -> String in
+                    // Safety: `buf` is the field's UTF-8, lent by `withUTF8` for the closure; `decrypt(utf8:...)`
+                    // returns a `String` copy.
                     try unsafe decrypt(utf8: buf, accessKey: accessKey, decoding, key, memo: &memo)
                 }
             }
@@ -143,6 +149,7 @@ public enum FieldCipher {
         var key: SecretBox.Key?
 
         func remembered(for candidate: UnsafeBufferPointer<UInt8>) -> SecretBox.Key? {
+            // Safety: reads `candidate` (the caller's field text, borrowed for the call) up to its own `count` only.
             guard let key, candidate.count == prefix.count, unsafe candidate.elementsEqual(prefix) else { return nil }
             return key
         }
@@ -165,6 +172,8 @@ public enum FieldCipher {
         fieldNonce: SecretBox.Nonce
     ) -> String {
         var value = value
+        // Safety: each pointer is lent for its closure only: `seal` copies the value's UTF-8 into a new box, and
+        // `assemble` reads the four parts and returns a new `String`.
         let ef = value.withUTF8 { unsafe SecretBox.seal(UnsafeRawBufferPointer($0), using: dataKey, nonce: fieldNonce) }
         let edk = SecretBox.seal(dataKey.secureBytes, using: accessKey.secretBoxKey, nonce: dataKeyNonce)
         return unsafe edk.ciphertext.withUnsafeBytes { a in
@@ -274,6 +283,8 @@ public enum FieldCipher {
         var memo = DataKeyMemo()
         let result = text.withUTF8 { buf in
             Result { () throws(E3DBError) -> String in
+                // Safety: `buf` is the field's UTF-8, lent by `withUTF8` for the closure; `decrypt(utf8:...)` returns a
+                // `String` copy.
                 try unsafe decrypt(utf8: buf, accessKey: accessKey, decoding, name, memo: &memo)
             }
         }

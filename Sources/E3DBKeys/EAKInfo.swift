@@ -85,9 +85,8 @@ public struct EAKInfo: Sendable, Hashable {
     ///   `access_key_wrappers[i].<member>` for wrapper `i`), or without a field (and with `context.offset`) when
     ///   the input is not strict JSON (duplicate members, invalid UTF-8, lone surrogates...) or not an object.
     public init(jsonData: some DataProtocol, decoding: Base64Decoding = .strict) throws(E3DBError) {
-        let bytes = Array(jsonData)
-        let parsed = unsafe bytes.withUnsafeBufferPointer { utf8 in
-            Result { () throws(ObjectParseError) in try unsafe CanonicalJSON.parseObject(utf8, rawMembers: []).object }
+        let parsed = Result { () throws(ObjectParseError) in
+            try CanonicalJSON.parseObject(jsonData, rawMembers: []).object
         }
         switch parsed {
         case .success(let object): try self.init(json: .object(object), decoding: decoding)

@@ -35,6 +35,7 @@ final class AESCBC: @unchecked Sendable {
         precondition(expanded, "AESCBC: BoringSSL refused a 256-bit key")
     }
 
+    // Safety: `run` checks the sizes before BoringSSL sees the buffers; the callers lend them for the call.
     /// Encrypts `input` (a whole number of blocks) into `output` (the same size; no overlap) under `iv` (16 bytes).
     func encrypt(
         _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, iv: UnsafeRawBufferPointer
@@ -42,6 +43,7 @@ final class AESCBC: @unchecked Sendable {
         unsafe run(input, output, iv, schedule: 0, direction: 1)
     }
 
+    // Safety: as for `encrypt`; the decryption schedule is the second `stateByteCount` bytes of `schedules`.
     /// Decrypts `input` (a whole number of blocks) into `output` (the same size; no overlap) under `iv` (16 bytes).
     func decrypt(
         _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, iv: UnsafeRawBufferPointer
@@ -49,6 +51,9 @@ final class AESCBC: @unchecked Sendable {
         unsafe run(input, output, iv, schedule: stateByteCount, direction: 0)
     }
 
+    // Safety: the precondition checks equal sizes, whole blocks and a 16-byte IV before BoringSSL sees the buffers
+    // (lent by the caller for the call); `chained` is 16 bytes on the stack, lent for the closure, into which the IV is
+    // copied.
     private func run(
         _ input: UnsafeRawBufferPointer, _ output: UnsafeMutableRawBufferPointer, _ iv: UnsafeRawBufferPointer,
         schedule: Int, direction: Int32
@@ -101,6 +106,9 @@ final class KeyedHMAC: @unchecked Sendable {
     /// The inner state, then the outer state.
     private let states: WipedBuffer
 
+    // Safety: `pad` is `block` bytes on the stack, written at `index < block` and reading `key[index]` only for `index
+    // < key.count` (at most one block, checked above); each state is `stateByteCount` bytes at offset 0 or
+    // `stateByteCount` of `states` (twice that size). The pad is wiped before the allocation is released.
     /// Keys the two states with `key` (at most one block: SQLCipher's HMAC keys are 32 bytes).
     init(hash: Hash, key: UnsafeRawBufferPointer) {
         precondition(key.count <= hash.blockByteCount, "KeyedHMAC: a key of at most one block")
@@ -122,6 +130,8 @@ final class KeyedHMAC: @unchecked Sendable {
         }
     }
 
+    // Safety: the precondition keeps `tag.count` within the `hash.byteCount` bytes `withTag` lends, which are copied
+    // before they are wiped.
     /// Writes the tag of `first` ‖ `second` into `tag` (at most ``Hash/byteCount`` bytes: a prefix of the tag).
     func authenticate(
         _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, into tag: UnsafeMutableRawBufferPointer
@@ -132,6 +142,7 @@ final class KeyedHMAC: @unchecked Sendable {
         }
     }
 
+    // Safety: the guard keeps `expected.count` within the `hash.byteCount` bytes `withTag` lends.
     /// Whether `expected` (at most ``Hash/byteCount`` bytes) is the tag (or its prefix) of `first` ‖ `second`,
     /// compared in constant time.
     func verify(
@@ -143,6 +154,9 @@ final class KeyedHMAC: @unchecked Sendable {
         }
     }
 
+    // Safety: `scratch` is `stateByteCount + 64` bytes on the stack: the state (`stateByteCount`, copied from either
+    // half of `states`, which holds two) then the 64-byte digest, room for any of the three hashes. `body` gets the
+    // first `hash.byteCount` digest bytes for the call only; everything is wiped before the allocation is released.
     /// Calls `body` with the tag (``Hash/byteCount`` bytes on the stack, wiped after with the state used).
     private func withTag<R>(
         _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> R

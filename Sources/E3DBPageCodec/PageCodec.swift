@@ -18,6 +18,16 @@ extension E3DBError.Code {
     public static let invalidKey = Self("invalidKey", category: .invalidArgument)
 }
 
+// Safety: (the page layout) every pointer method works on `page` and `output` of exactly `pageSize` bytes (the
+// `package` entry points check it with a precondition, the array ones with `checkSize`), under validated settings (a
+// page of 512 to 65536 bytes, a power of two). SQLCipher: `start = dataOffset(number)` is 0, 16 or a plaintext header
+// size that `validate` keeps a multiple of 16 and at most `end = pageSize - reserve`; `macStart = end + 16`, and
+// `macStart + macByteCount <= pageSize` because the reserve is the IV and the MAC rounded up to a block. So `0 <= start
+// <= end < macStart <= pageSize`, every slice below lies in the page, AES-CBC gets whole blocks (its precondition
+// checks again), and the salt or SQLite header copied to `0..<start` is 16 bytes exactly when `start` is. chacha20: `n
+// = pageSize - 32` (at least 480), the nonce at `n..<n + 16`, the tag at `n + 16..<pageSize`, and `start` at most 100
+// (`validate`), so page 1's copies of `0..<16` and `16..<start` and the key stream over `start..<n` all lie in the
+// page; the one-time keys are the 64 bytes `withOneTimeKeys` lends.
 /// The page transform of an encrypted database, with no SQLite dependency: SQLCipher 4's (and, with
 /// ``SQLCipherSettings/v3``, SQLCipher 3's), or SQLite3 Multiple Ciphers' `chacha20` (``SQLCipherSettings/chacha20``,
 /// ``SQLCipherSettings/sqleet``).
@@ -61,6 +71,9 @@ public final class PageCodec: Sendable {
         case chacha20(key: SecureBytes)
     }
 
+    // Safety: the key bytes are lent for each closure only: PBKDF2 reads them into a new `SecureBytes`, and `AESCBC`
+    // and `KeyedHMAC` expand them into their own wiped schedules (a raw key is 32 bytes by `SQLCipherKey`'s checks, a
+    // derived one `keyByteCount`).
     /// Derives the keys for `key` over `salt`.
     /// - Parameters:
     ///   - key: A passphrase, a raw key, or a raw key with its salt.
@@ -184,6 +197,8 @@ public final class PageCodec: Sendable {
         }
     }
 
+    // Safety: `checkSize` has checked `page.count == pageSize` and `out` is `pageSize` bytes: both buffers are one
+    // page, lent for the closures only, as the pointer entry points require.
     /// Runs a pointer-based transform of one page into a new array, after checking its size and number.
     private func transform(
         _ page: [UInt8], _ number: UInt32,
@@ -228,6 +243,8 @@ public final class PageCodec: Sendable {
         }
     }
 
+    // Safety: the guard checks the 16-byte nonce, `transform` lends two one-page buffers, and the key is the codec's
+    // 32-byte chacha20 key; all are lent for their closures only.
     /// Encrypts one plaintext page of the chacha20 format under the given 16-byte nonce instead of a random one:
     /// for vectors and tests only (a page whose block counter wraps at 2³² inside it). A nonce must never be used
     /// twice.
@@ -263,6 +280,7 @@ public final class PageCodec: Sendable {
         guard authentic else { throw unsafe Self.tampered(number, output) }
     }
 
+    // Safety: `output` is the caller's page buffer, lent for the call; it is zeroed within its own count.
     /// Zeros `output` and returns the typed error of a page that did not authenticate.
     private static func tampered(_ number: UInt32, _ output: UnsafeMutableRawBufferPointer) -> E3DBError {
         unsafe output.initializeMemory(as: UInt8.self, repeating: 0)
@@ -305,6 +323,7 @@ public final class PageCodec: Sendable {
         }
     }
 
+    // Safety: the four bytes are a local variable's, lent for the closure only.
     /// Calls `body` with the page number as 4 little-endian bytes (what SQLCipher's HMAC covers after the IV).
     @inline(__always)
     private func withPageNumber<R>(_ number: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
@@ -355,6 +374,9 @@ public final class PageCodec: Sendable {
 
     // MARK: chacha20
 
+    // Safety: `nonce` is the 16 bytes of the page's nonce field (both callers cut it as `n..<n + 16`), so
+    // `nonce[12...15]` and `nonce[0..<12]` are inside it; `key` is the codec's 32-byte key. `otk` is 64 bytes on the
+    // stack, zeroed, turned into one key-stream block, lent to `body` for the call and zeroed again.
     /// Calls `body` with the page's one-time keys (64 bytes on the stack, wiped after): the first key-stream block
     /// of the database key at the page's counter. Returns the counter the page data starts at, with `body`'s
     /// result.

@@ -16,6 +16,7 @@ public final class PageCodecCache: Sendable {
 
     /// How many codecs are kept when no open database uses them.
     public let capacity: Int
+    // Safety: the random key's bytes are lent for the closure; `KeyedHMAC` keys its own wiped states from them.
     private let fingerprintMAC: KeyedHMAC = {
         let key = SecureBytes(randomCount: 32)
         return unsafe key.withUnsafeBytes { unsafe KeyedHMAC(hash: .sha256, key: $0) }
@@ -83,6 +84,8 @@ public final class PageCodecCache: Sendable {
         return derivationCounts.withLock { $0[id] ?? 0 }
     }
 
+    // Safety: the prefix's and the secret's bytes are lent for their closures, and the tag is written into a local
+    // array of exactly the HMAC's 32 bytes, what `authenticate` allows.
     /// HMAC-SHA256 under this process's random key of the key form, the lengths, the salt, the settings and the
     /// secret last (each length given, so no two inputs share an encoding), keyed once (no allocation of hash
     /// states: an open pays for this on every connection).

@@ -11,6 +11,10 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
     /// takes this salt, an existing one must have it.
     case rawKeyAndSalt(key: SecureBytes, salt: [UInt8])
 
+    // Safety: `bytes` is the key's wiped storage, lent for each closure. The notation test reads index 0, 1 and `count
+    // - 1` only when `count >= 3` (`starts(with:)` stays within the count); `digitRange` lies inside the value, and the
+    // decoder reads `at` and `at + 1` with `at + 1 < digitRange.upperBound` while writing `out[index]` for `index <
+    // digits / 2`, the size of `out`. The 96-digit form splits the 48 decoded bytes at 32.
     /// Parses the value of `PRAGMA key`: `x'…'` with 64 or 96 hex digits (SQLCipher's notation) or `raw:` and 64 or
     /// 96 hex digits (SQLite3 Multiple Ciphers') is a raw key (with its salt), anything else a passphrase.
     /// - Throws: ``E3DBError/Code/invalidKey`` for an empty value or a raw key of another length or with a non-hex
@@ -54,6 +58,8 @@ public enum SQLCipherKey: Sendable, CustomStringConvertible {
         return .rawKeyAndSalt(key: key, salt: salt)
     }
 
+    // Safety: `out` is `hexBytes.count + 3` bytes: the prefix at 0 and 1, the digits at `2..<2 + hexBytes.count` (a
+    // slice of exactly their count) and the quote at `count - 1`; both buffers are lent for their closures only.
     /// A raw key, as 64 hex digits (a key file's contents; surrounding whitespace is ignored by the caller).
     /// - Throws: ``E3DBError/Code/invalidKey``.
     public static func rawKey(hex: SecureBytes) throws(E3DBError) -> SQLCipherKey {

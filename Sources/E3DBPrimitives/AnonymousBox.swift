@@ -14,6 +14,8 @@ public enum AnonymousBox: Sendable {
     /// 48: bytes added to the message.
     public static let overheadByteCount = 48
 
+    // Safety: `out` is `message.count + 48` bytes, what `crypto_box_seal` writes; the public key is 32 bytes (its type
+    // checks). All buffers are lent for their closures only.
     /// Seals `message` for `recipient`.
     /// - Throws: ``E3DBError/Code/weakPublicKey`` when `recipient` is a low-order point (libsodium refuses it,
     ///   since the shared secret would be all zeros); nothing is returned then.
@@ -45,6 +47,9 @@ public enum AnonymousBox: Sendable {
         }
         Sodium.ensure()
         var out = Data(count: sealed.count - overheadByteCount)
+        // Safety: `sealed` holds at least the 48 bytes of overhead (checked above) and `out` is `sealed.count - 48`
+        // bytes, what `crypto_box_seal_open` writes; the keys are 32 bytes. All buffers are lent for their closures
+        // only.
         let status: Int32 = unsafe withBytes(sealed) { c in
             unsafe out.withUnsafeMutableBytes { m in
                 unsafe recipient.publicKey.rawRepresentation.withUnsafeBytes { pk in

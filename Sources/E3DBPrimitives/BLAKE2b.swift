@@ -6,6 +6,10 @@ internal import CE3DBSodium
     public import Foundation
 #endif
 
+// Safety: `validate` checks the output (16...64) and key (16...64) sizes before libsodium sees them. A `State` owns
+// `crypto_generichash_statebytes()` bytes, allocated in `init`, wiped and freed in `deinit`, and is written only while
+// uniquely referenced (copy on write); digests are written into buffers of exactly `outputByteCount` bytes. Every other
+// pointer is lent for its closure only.
 /// BLAKE2b through libsodium `crypto_generichash`: one-shot or streaming, optionally keyed, 16 to 64 bytes of
 /// output. 32 bytes is E3DB's default (TFSP1, TSV1, note names); 64 bytes equals GNU `b2sum`.
 ///

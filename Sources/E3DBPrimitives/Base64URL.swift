@@ -16,6 +16,8 @@
 /// Both run in time that depends only on the input length, not on the characters (no table lookups indexed by
 /// secret data), because keys pass through them.
 public enum Base64URL {
+    // Safety: `withBytes` lends the bytes for the closure only; `Base64Core.encode` writes a new `String` of exactly
+    // the encoded length.
     /// Encodes `bytes` as unpadded URL-safe base64.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         unsafe withBytes(bytes) { unsafe Base64Core.encode($0, urlSafe: true, pad: false) }
@@ -39,6 +41,8 @@ public enum Base64URL {
     /// The length of the unpadded encoding of `byteCount` bytes.
     public static func encodedLength(of byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
 
+    // Safety: `checkRoom` has checked `output.count >= encodedLength(of: bytes.count)`, the most `Base64Core.encode`
+    // writes; it reads `bytes` within its count.
     /// Encodes `bytes` as unpadded base64url into caller-provided memory, for building larger strings without
     /// intermediate allocations.
     /// - Parameters:
@@ -62,6 +66,7 @@ public enum Base64URL {
         }
     }
 
+    // Safety: as for `encode(_:into:)`: `checkRoom` has checked the room `encodePublic` writes.
     /// ``encode(_:into:)`` with a table lookup per character, about twice as fast: for bytes that are not secret
     /// (ciphertexts, nonces, wrapped keys), since the lookup's memory access depends on the data.
     /// - Throws: ``E3DBError/Code/invalidLength`` when `output` is too small.
@@ -73,6 +78,8 @@ public enum Base64URL {
         return unsafe Base64Core.encodePublic(bytes, into: output)
     }
 
+    // Safety: the core decoder reads `utf8` within its count and checks `output`'s room before writing (see
+    // `Base64Core.decode(_:mode:into:value:)`).
     /// ``decode(utf8:into:lenient:)`` with a table lookup per character, about four times as fast, with the same
     /// results and errors: for text that is not secret (ciphertexts, nonces, wrapped keys), since the lookup's
     /// memory access depends on the data. Keys go through ``decodeSecret(utf8:lenient:)``.
@@ -89,6 +96,7 @@ public enum Base64URL {
         Base64Core.maximumDecodedLength(encodedLength)
     }
 
+    // Safety: as for `decodePublic`: the core decoder checks `output`'s room and reads `utf8` within its count.
     /// Decodes base64url from UTF-8 bytes into caller-provided memory, for allocation-free parsers.
     /// - Parameters:
     ///   - utf8: The encoded text as UTF-8.
@@ -105,6 +113,9 @@ public enum Base64URL {
         try unsafe Base64Core.decode(utf8, mode: lenient ? .lenient : .strictURL, into: output)
     }
 
+    // Safety: `scratch` is `maximumDecodedLength` bytes, which the decoder checks it fits in; it returns `count <=
+    // scratch.count`, so the copy of `0..<count` stays inside `scratch`, and `out` is exactly `count` bytes. Both
+    // buffers are lent for their closures only.
     /// Decodes base64url from UTF-8 bytes straight into wiped storage, for secrets: no intermediate `Data`,
     /// `Array` or `String` holds the decoded bytes.
     /// - Parameters:
@@ -127,6 +138,8 @@ public enum Base64URL {
         }
     }
 
+    // Safety: the text's storage (or the wiped copy's bytes, which are plain bytes) is lent for the closure only;
+    // `decodeSecret(utf8:lenient:)` reads it within its count and returns new storage.
     /// Decodes strict (or, with `lenient`, lenient) base64url text into wiped storage, with no unwiped copy.
     /// - Throws: ``E3DBError/Code/invalidBase64`` with the character offset (never the character).
     public static func decodeSecret(_ text: some StringProtocol, lenient: Bool = false) throws(E3DBError) -> SecureBytes
@@ -144,6 +157,8 @@ public enum Base64URL {
 
 /// Standard base64 with `=` padding (RFC 4648 §4), which E3DB uses only for file checksums (`Content-MD5`).
 public enum Base64 {
+    // Safety: `withBytes` lends the bytes for the closure only; `Base64Core.encode` writes a new `String` of exactly
+    // the encoded length.
     /// Encodes `bytes` as padded standard base64.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         unsafe withBytes(bytes) { unsafe Base64Core.encode($0, urlSafe: false, pad: true) }
@@ -184,6 +199,9 @@ enum Base64Core {
         return c
     }
 
+    // Safety: `length` is exactly the encoded length of `n` bytes (padded or not), the capacity
+    // `String(unsafeUninitializedCapacity:)` lends; the encoder writes that many characters, all ASCII, and returns the
+    // count.
     @unsafe
     static func encode(_ input: UnsafeRawBufferPointer, urlSafe: Bool, pad: Bool) -> String {
         let n = input.count
@@ -193,6 +211,7 @@ enum Base64Core {
         }
     }
 
+    // Safety: `@unsafe`, because callers must lend `out` with room for the encoded length.
     /// Encodes into `out`, which must hold the encoded length; returns the number of characters written.
     /// Branch-free and without lookups indexed by the input: for any input, secrets included.
     @unsafe
@@ -208,6 +227,8 @@ enum Base64Core {
     /// The base64url alphabet, for ``encodePublic(_:into:)``.
     static let urlAlphabet: [UInt8] = (0..<64).map { character(UInt8($0), urlSafe: true) }
 
+    // Safety: `@unsafe` with the contract of `encode(_:urlSafe:pad:into:)`. The table has 64 entries and is indexed by
+    // a 6-bit value.
     /// Unpadded base64url with one table load per character: the same output as ``encode(_:urlSafe:pad:into:)``,
     /// for bytes that are not secret (ciphertexts, nonces, wrapped keys).
     @unsafe
@@ -217,6 +238,9 @@ enum Base64Core {
         }
     }
 
+    // Safety: `@unsafe`, because `out` must hold the encoded length of `input.count` bytes. The full groups read
+    // `input[i...i + 2]` with `i + 3 <= full * 3 <= n`, the tail reads the `rest` (1 or 2) bytes left, and `o` never
+    // passes the encoded length.
     @unsafe @inline(__always)
     static func encode(
         _ input: UnsafeRawBufferPointer,
@@ -290,6 +314,7 @@ enum Base64Core {
         return v | ~valid
     }
 
+    // Safety: the text's storage (or the array copy) is lent for the closure only; the decoder returns a new `Data`.
     /// Decodes the UTF-8 of `text` in place when it is contiguous (native `String`s), else from a copy.
     static func decode(_ text: some StringProtocol, mode: Mode) throws(E3DBError) -> Data {
         let inPlace: Result<Data, E3DBError>? = text.utf8.withContiguousStorageIfAvailable { buffer in
@@ -302,6 +327,8 @@ enum Base64Core {
         }
     }
 
+    // Safety: `@unsafe`, because `input` is lent for the call. `out` has `maximumDecodedLength(input.count)` bytes,
+    // lent for the closure; the decoder checks that room and returns the count written, which `out` is cut to.
     @unsafe
     static func decode(_ input: UnsafeBufferPointer<UInt8>, mode: Mode) throws(E3DBError) -> Data {
         var out = Data(count: maximumDecodedLength(input.count))
@@ -315,6 +342,7 @@ enum Base64Core {
     /// An upper bound on the decoded size of `encodedLength` characters.
     @inline(__always) static func maximumDecodedLength(_ encodedLength: Int) -> Int { encodedLength / 4 * 3 + 2 }
 
+    // Safety: `@unsafe`, because `input` and `output` are lent for the call. The worker checks `output`'s room itself.
     /// Decodes into `output`, which must hold at least ``maximumDecodedLength(_:)`` bytes; returns the count.
     /// Branch-free and without lookups indexed by the input: for any input, secrets included.
     @unsafe
@@ -333,6 +361,8 @@ enum Base64Core {
         (0...255).map { value(UInt8($0), url: alphabet.0, standard: alphabet.1) }
     }
 
+    // Safety: `@unsafe` with the contract of `decode(_:mode:into:)`. Each table has 256 entries and is indexed by a
+    // byte.
     /// ``decode(_:mode:into:)`` with one table load per character instead of the arithmetic: the same results
     /// and errors, about four times faster, for input that is not secret (ciphertexts, nonces, wrapped keys).
     @unsafe
@@ -347,6 +377,11 @@ enum Base64Core {
         }
     }
 
+    // Safety: `@unsafe`, because `input` and `output` are lent for the call. Reads: `input[k]` only for `k < n <=
+    // input.count` (`n` shrinks from `input.count` past the padding, and the groups read `i...i + 3` with `i + 4 <=
+    // n`). Writes: the guard checks `output.count >= outCount` before any write, and the groups write `j...j + 2` with
+    // `j + 3 <= n / 4 * 3 <= outCount`, the tail at most `outCount - 1`. `output` is raw memory holding bytes, so
+    // viewing it as `UInt8` is sound.
     @unsafe @inline(__always)
     static func decode(
         _ input: UnsafeBufferPointer<UInt8>,

@@ -6,6 +6,10 @@ internal import CE3DBSodium
     public import Foundation
 #endif
 
+// Safety: as for `SecretBox`: keys are 32 bytes (private keys in `SecureBytes`, checked by every initialiser; public
+// keys and nonces checked by `FixedBytes`), a `SealedBox`'s ciphertext holds at least the 16-byte tag, and output
+// buffers are sized here (`m.count + 16` to seal, `c.count - 16` to open, 32 for a shared key or scalar product). Every
+// pointer is lent for its closure only; `pk` arrays are local and exactly 32 bytes.
 /// Public-key authenticated encryption: libsodium `crypto_box` (X25519, HSalsa20, XSalsa20-Poly1305).
 ///
 /// E3DB wraps access keys with it (`box(AK, nonce, reader_pk, authorizer_sk)`).
@@ -312,6 +316,8 @@ public enum Box: Sendable {
     }
 }
 
+// Safety: as the note on `Box`: 32-byte shared keys (their type checks), outputs sized here (`message.count + 16`,
+// `ciphertext.count - 16`, 32 for a scalar product), pointers lent for their closures only.
 extension Box {
     /// Seals `message` with a precomputed shared key (`crypto_box_easy_afternm`).
     /// - Warning: An explicit nonce must never be reused with the same shared key.
@@ -349,6 +355,8 @@ extension Box {
     }
 }
 
+// Safety: as the note on `Box`: a 32-byte private key, a 32-byte public key (their types check) and a 32-byte output,
+// each lent for its closure only.
 extension Box.PrivateKey {
     /// Raw X25519 (`crypto_scalarmult`): the 32-byte shared point, before HSalsa20.
     ///

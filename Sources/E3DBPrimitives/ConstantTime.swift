@@ -12,6 +12,8 @@ public enum ConstantTime {
     public static func equals(_ a: some DataProtocol, _ b: some DataProtocol) -> Bool {
         guard a.count == b.count else { return false }
         Sodium.ensure()
+        // Safety: both buffers are lent for their closures and have the same count (checked above), the length
+        // `sodium_memcmp` reads from each.
         return unsafe withBytes(a) { l in
             unsafe withBytes(b) { r in
                 guard let lp = l.baseAddress, let rp = r.baseAddress else { return true }

@@ -6,6 +6,10 @@ internal import CE3DBSodium
     public import Foundation
 #endif
 
+// Safety: the key types carry their sizes (private keys 64 bytes of `SecureBytes`, seeds 32, public keys 32, all
+// checked by their initialisers), signatures are written into exactly 64 bytes and verified only after a 64-byte check,
+// and the 32-byte seed copies read `0..<32` of a 64-byte key. Every pointer is lent for its closure only; `pk` arrays
+// are local and exactly 32 bytes.
 /// Ed25519 signatures (RFC 8032) through libsodium `crypto_sign`.
 ///
 /// Signatures are deterministic: the same key and message always give the same 64 bytes, so E3DB known-answer

@@ -7,6 +7,9 @@ internal import Crypto
     public import Foundation
 #endif
 
+// Safety: each digest is written into a buffer of exactly its size (32 or 64 bytes) and the input is read for its own
+// count; the key bytes of `hmacSHA256(keyBytes:message:)` are copied into a `SymmetricKey` while they are lent. Every
+// pointer is lent for its closure or call only.
 /// The other hashes E3DB formats need: SHA-256 (PKCE), SHA-512, MD5 (the `Content-MD5` file checksum), and
 /// HMAC-SHA256 (AWS Signature Version 4, which the server uses to sign object-store requests).
 ///

@@ -80,6 +80,9 @@ extension UUID {
     /// Parses `8-4-4-4-12` hex (either case) without Foundation's parser; nil for anything else.
     package init?(hexText text: String) {
         var text = text
+        // Safety: `u` is the string's UTF-8, lent for the closure; the guard checks `u.count == 36`. The groups between
+        // the dashes (at 8, 13, 18 and 23) have even lengths (8, 4, 4, 4, 12), so a hex pair starts at 34 at the latest
+        // and `u[i + 1]` is inside.
         let parsed = text.withUTF8 { u -> uuid_t? in
             guard u.count == 36 else { return nil }
             var bytes = [UInt8](repeating: 0, count: 16)

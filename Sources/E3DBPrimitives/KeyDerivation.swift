@@ -75,6 +75,7 @@ public enum PBKDF2: Sendable {
         } catch {
             throw E3DBError(.kdfFailure, "PBKDF2 failed")
         }
+        // Safety: the derived key's bytes are lent for the closure and copied into wiped storage.
         return unsafe key.withUnsafeBytes { unsafe SecureBytes(copying: $0) }
     }
 }
@@ -144,6 +145,9 @@ public enum Argon2id: Sendable {
             throw E3DBError(.invalidParameter, "Argon2id limits are below libsodium's minimums")
         }
         var status: Int32 = 0
+        // Safety: every buffer is lent for its closure: `o` is the `outputByteCount` bytes `crypto_pwhash` writes, `p`
+        // and `s` are read for their own counts (the salt's checked above), and an empty password passes the never-read
+        // `EmptyBuffer` address with length 0.
         let out = unsafe SecureBytes(count: outputByteCount) { o in
             unsafe withBytes(password) { p in
                 unsafe withBytes(salt) { s in

@@ -18,6 +18,8 @@ package final class RandomReservoir: @unchecked Sendable {
 
     package init() {}
 
+    // Safety: the caller lends `out` for the call; each turn copies `take <= out.count - written` bytes to `target +
+    // written`, from a range of `buffer` that `withUnsafeBytes(in:)` checks, under `lock`.
     /// Fills `out` with bytes no one else has received.
     package func fill(_ out: UnsafeMutableRawBufferPointer) {
         guard let target = out.baseAddress, out.count > 0 else { return }
@@ -37,6 +39,8 @@ package final class RandomReservoir: @unchecked Sendable {
         }
     }
 
+    // Safety: `s` and `b` are the two `WipedBuffer`s' own bytes, lent for the closures; libsodium writes `s.count` (the
+    // seed size) and `b.count` bytes and reads `randombytes_SEEDBYTES` from `s`.
     private func refill() {
         let seed = WipedBuffer(count: Int(randombytes_SEEDBYTES))
         unsafe seed.withUnsafeMutableBytes { s in

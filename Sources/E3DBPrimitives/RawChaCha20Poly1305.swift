@@ -55,6 +55,8 @@ package enum Poly1305 {
     ) {
         precondition(key.count == keyByteCount && tag.count == tagByteCount, "Poly1305: buffer sizes")
         Sodium.ensure()
+        // Safety: the precondition checks the 32 key bytes libsodium reads and the 16 tag bytes it writes; `message` is
+        // read for its own count. All are lent for the call.
         _ = unsafe crypto_onetimeauth_poly1305(tag.u8, message.u8, UInt64(message.count), key.u8)
     }
 
@@ -64,6 +66,8 @@ package enum Poly1305 {
     ) -> Bool {
         precondition(key.count == keyByteCount && tag.count == tagByteCount, "Poly1305: buffer sizes")
         Sodium.ensure()
+        // Safety: the precondition checks the 32 key bytes and 16 tag bytes libsodium reads; `message` is read for its
+        // own count.
         return unsafe crypto_onetimeauth_poly1305_verify(tag.u8, message.u8, UInt64(message.count), key.u8) == 0
     }
 }

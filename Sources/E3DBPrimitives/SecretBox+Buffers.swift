@@ -1,5 +1,8 @@
 internal import CE3DBSodium
 
+// Safety: the guards check what libsodium relies on before any call: a 24-byte nonce, a ciphertext of at least the
+// 16-byte tag, and output room for `message.count + 16` (seal) or `ciphertext.count - 16` (open) bytes; the key is 32
+// bytes by its type. The caller's buffers are lent for the call only.
 extension SecretBox {
     /// Seals `message` into caller-provided memory (`crypto_secretbox_easy`), for allocation-free pipelines.
     /// - Parameters:

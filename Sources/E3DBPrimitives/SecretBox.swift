@@ -6,6 +6,13 @@ internal import CE3DBSodium
     public import Foundation
 #endif
 
+// Safety: the types carry the sizes libsodium relies on: a `Key` is 32 bytes of `SecureBytes` (every initialiser
+// checks), a `Nonce` 24 bytes (checked by `FixedBytes`), and a `SealedBox`'s ciphertext at least the 16-byte tag (its
+// public initialisers check; the unchecked one takes `seal`'s own output). Output buffers are sized here from the
+// input: a seal writes `m.count + 16` bytes, an open `c.count - 16` (never negative by the box invariant), a detached
+// open `c.count` with a tag checked to be 16 bytes. Every pointer is lent by a `with…` closure, `uninitializedData` or
+// `SecureBytes(count:)` for the call only. The `@unsafe` low-level functions need their callers to lend buffers of the
+// sizes their comments state.
 /// Secret-key authenticated encryption: libsodium `crypto_secretbox` (XSalsa20-Poly1305).
 ///
 /// E3DB encrypts every record field value and every data key with it.

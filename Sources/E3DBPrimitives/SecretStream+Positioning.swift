@@ -42,6 +42,7 @@ extension SecretStream {
 }
 
 extension SecretStream {
+    // Safety: `mac` is a local 16-byte array and `extended` a local `Data`, each lent for its closure only.
     /// Seals three chunks with a random key, then positions a fresh decryptor on the last one from the MACs alone.
     static func checkPositioning() throws -> Bool {
         let key = Key()
@@ -66,6 +67,10 @@ extension SecretStream {
 }
 
 extension SecretStream.Decryptor {
+    // Safety: the state is the header's struct (`k[32]`, `nonce[12]`, `_pad[8]`, the layout compiled against and
+    // checked once by `positioningIsSupported`), owned by this decryptor; `nonce` points at its 12 bytes at offset 32.
+    // The loop writes `nonce[4..<12]` from `mac[0..<8]` (`mac.count == 16` is checked above), and the counter calls
+    // touch `nonce[0..<4]`.
     /// Advances the state past one chunk tagged ``SecretStream/Tag/message`` without reading the chunk: exactly
     /// what opening it would do, given only its MAC (the chunk's last 16 bytes).
     ///
@@ -94,6 +99,11 @@ extension SecretStream.Decryptor {
         chunkIndex += 1
     }
 
+    // Safety: `scratch` is the `WipedBuffer`'s own `scratchSize` bytes (zeroed, 64-byte aligned, lent for the closure),
+    // cut into two Poly1305 states, a 64-byte block, 16 zero bytes, 16 length bytes and a 16-byte MAC, exactly
+    // `scratchSize` in all. `key` and `nonce` are the first 32 and next 12 bytes of this decryptor's state struct.
+    // `buffer.count > 17` is checked first, so `input[0]` is inside, and for `messageLength < buffer.count - 17` the 16
+    // MAC bytes at `input + 1 + messageLength` end at most at `buffer.count - 1`.
     /// The length of the shortest proper prefix of `buffer` that is a whole chunk tagged ``SecretStream/Tag/final``
     /// under the current state (it authenticates), or nil when there is none. The state is not changed.
     ///

@@ -6,6 +6,11 @@ internal import CE3DBSodium
     public import Foundation
 #endif
 
+// Safety: a `State` owns one heap `crypto_secretstream_xchacha20poly1305_state`, zeroed in `init`, wiped and freed in
+// `deinit`, and is `~Copyable` inside `~Copyable` encryptors and decryptors, so no two owners share it. Keys are 32
+// bytes and headers 24 (their types check); chunk buffers are sized here (`message.count + 17` to seal, `chunk.count -
+// 17` to open, after checking the chunk holds at least the 17 bytes of overhead). Every other pointer is lent by a
+// `with…` closure for the call only.
 /// Authenticated encryption of a sequence of messages: libsodium `crypto_secretstream_xchacha20poly1305`.
 ///
 /// The E3DB file format v3 is one secretstream: a 24-byte header, then one chunk per 64 KiB of plaintext, the last

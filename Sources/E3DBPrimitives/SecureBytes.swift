@@ -6,6 +6,10 @@ internal import CE3DBSodium
     package import Foundation
 #endif
 
+// Safety: (`@safe`) the object owns `pointer`: `capacity` (at least 1) bytes allocated and zeroed in `init`, wiped and
+// freed only in `deinit`, so every pointer made from it below is valid while the object lives. `count <= capacity`, and
+// the buffers lent out cover `0..<count`. The bytes are lent only inside closures, except through the `@unsafe`
+// `unsafeBytes`, whose callers keep the object alive.
 /// Heap storage for secret bytes that is wiped with `sodium_memzero` over its whole capacity when released.
 ///
 /// Every secret in E3DBKit (private keys, access keys, data keys, derived seeds) lives in a `SecureBytes`.
@@ -59,6 +63,8 @@ public final class SecureBytes: @unchecked Sendable {
     ///   buffer that is wiped before this initialiser returns.
     public convenience init(copying bytes: some Sequence<UInt8>) {
         if let count = bytes.withContiguousStorageIfAvailable({ $0.count }) {
+            // Safety: `buffer` is `count` bytes, the count of `bytes`' contiguous storage, which the inner closure
+            // copies in full; `gathered` is wiped through its own count.
             unsafe self.init(count: count) { buffer in
                 _ = bytes.withContiguousStorageIfAvailable {
                     unsafe buffer.copyMemory(from: UnsafeRawBufferPointer($0))
@@ -100,6 +106,7 @@ extension SecureBytes {
     /// Calls `body` with a temporary `Data` copy of the secret bytes, wiped when `body` returns: for APIs that read
     /// only `Data` (`JSONDecoder`). Do not keep the `Data`: a copy that outlives the call is not wiped.
     package func withTemporaryData<R, E: Error>(_ body: (Data) throws(E) -> R) throws(E) -> R {
+        // Safety: `Data($0)` copies the `count` bytes lent for the closure.
         var data = unsafe withUnsafeBytes { unsafe Data($0) }
         defer { data.wipe() }
         return try body(data)
@@ -111,6 +118,7 @@ extension Data {
     /// `JSONEncoder`'s output, a sink's buffer). Only storage this value does not share is wiped in place; wipe a
     /// value once the copies that shared its storage are gone.
     package mutating func wipe() {
+        // Safety: wipes exactly the bytes `Data` lends for the closure.
         unsafe withUnsafeMutableBytes { unsafe sodium_memzero($0.baseAddress, $0.count) }
     }
 }

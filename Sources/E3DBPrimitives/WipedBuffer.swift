@@ -1,5 +1,8 @@
 internal import CE3DBSodium
 
+// Safety: (`@safe`) the object owns `pointer`: `max(count, 1)` bytes allocated and zeroed in `init`, wiped and freed
+// only in `deinit`. Every range lent or wiped goes through `checked`, which keeps it inside `0..<count`, and the
+// pointers are lent only for the closures.
 /// A fixed-size scratch buffer for secret bytes that are written and read in place (file chunk buffers, random
 /// reservoirs, cipher scratch): zeroed when allocated, wiped with `sodium_memzero` on ``wipe()`` and when released.
 ///

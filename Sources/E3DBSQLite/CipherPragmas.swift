@@ -219,6 +219,8 @@ enum CipherPragmas {
     /// SQLCipher's process-wide defaults (`cipher_default_kdf_iter`, `cipher_default_compatibility`, …), refused.
     private static let defaultsPrefix = "cipher_default_"
 
+    // Safety: `arguments` is the `char *[3]` of SQLITE_FCNTL_PRAGMA (see `handle`); slot 0 is the answer SQLite reads
+    // and frees with `sqlite3_free`, so it gets `sqlite3_malloc` memory from `copyToSQLite`.
     /// One row holding `text` (or no row for nil).
     private static func answer(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ text: String?)
         -> Int32
@@ -227,6 +229,7 @@ enum CipherPragmas {
         return SQLITE_OK
     }
 
+    // Safety: as `answer`: slot 0 of SQLite's argument vector, set to `sqlite3_malloc` memory that SQLite frees.
     /// An error whose message SQLite reports.
     private static func fail(_ arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ message: String)
         -> Int32
@@ -235,6 +238,9 @@ enum CipherPragmas {
         return SQLITE_ERROR
     }
 
+    // Safety: `memory` is `bytes.count + 1` bytes from `sqlite3_malloc64` (nil when it fails), bound to `CChar` for
+    // that count; the loop writes indices below `bytes.count` and the terminator at `bytes.count`. Ownership passes to
+    // SQLite with the returned pointer.
     /// A NUL-terminated copy in `sqlite3_malloc` memory, which SQLite frees.
     private static func copyToSQLite(_ text: String) -> UnsafeMutablePointer<CChar>? {
         let bytes = Array(text.utf8)

@@ -92,6 +92,8 @@ final class DatabaseCipher: @unchecked Sendable {
         return open.withLock { $0[address] }
     }
 
+    // Safety: the `sqlite3*` is only turned into an integer key for the `connectionMains` registry, never dereferenced
+    // (the note at the top of `VFS.swift`).
     /// `SQLITE_FCNTL_PDB`: the connection this file belongs to. The first file a connection announces is its main
     /// database; the others (attached, `VACUUM INTO`) may borrow its key.
     func attach(connection: OpaquePointer?) {
@@ -118,6 +120,7 @@ final class DatabaseCipher: @unchecked Sendable {
         ownKey = nil
     }
 
+    // Safety: the guard checks `header.count >= 24` before any read, and the highest offset read is 23.
     /// The settings for an existing file whose page 1 starts with `header` (at least 24 bytes): SQLite3 Multiple
     /// Ciphers' chacha20 when the format was not named and bytes 16-23 are a readable SQLite header reserving 32
     /// bytes (SQLCipher's page 1 is encrypted there), else the settings as they are.
@@ -169,6 +172,8 @@ final class DatabaseCipher: @unchecked Sendable {
     /// Records `error` (for ``E3DBSQLite/lastFailure(forDatabaseAt:)`` and SQLite's error log) and returns `code`.
     func fail(_ failure: CipherFailure) -> Int32 {
         FailureLog.record(failure.error, path: path, connection: connection)
+        // Safety: the message is lent to the C shim as a NUL-terminated copy for the call; `sqlite3_log` formats it
+        // with `%s` and keeps nothing. The error carries no key material.
         unsafe e3db_sqlite_log(failure.code, "E3DBSQLite: \(failure.error.description)")
         return failure.code
     }

@@ -145,6 +145,8 @@ public enum E3DBSQLite {
         return query.isEmpty ? encoded : encoded + "?" + query
     }
 
+    // Safety: the VFS structs SQLite registers live as long as the process, and `zName` is NUL-terminated; the name is
+    // copied.
     /// The name of the VFS this one wraps (plaintext databases are attached through it).
     static var baseVFSName: String {
         guard let base = unsafe CipherVFS.base ?? sqlite3_vfs_find(nil), let name = unsafe base.pointee.zName else {

@@ -10,6 +10,8 @@ internal import E3DBPrimitives
         | UInt32(bytes[offset + 3])
 }
 
+// Safety: as `bigEndian32`, callers pass `offset + 4 <= bytes.count`: a 4-byte journal field, or the checksum words at
+// 16 and 20 of a 24-byte WAL frame header.
 @inline(__always) func putBigEndian32(_ value: UInt32, _ bytes: UnsafeMutableRawBufferPointer, _ offset: Int = 0) {
     unsafe bytes[offset] = UInt8(truncatingIfNeeded: value >> 24)
     unsafe bytes[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
@@ -41,6 +43,8 @@ final class JournalFile: PassThroughFile {
 
     init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
         self.cipher = cipher
+        // Safety: `inner` is the base VFS's file in SQLite's allocation for this file, whose lifetime `PassThroughFile`
+        // describes.
         unsafe super.init(inner: inner)
     }
 
@@ -63,6 +67,10 @@ final class JournalFile: PassThroughFile {
 
     private func codec() -> Result<PageCodec, CipherFailure> { cipher.resolvedCodec() }
 
+    // Safety: SQLite lends `buffer` for the call. The 4-byte branch reads and writes exactly 4 bytes (`buffer.count ==
+    // 4`, and `stored` is a 4-byte array lent for its closure). A page is encrypted only when `buffer.count ==
+    // pageSize`, into `stored`, which `raw.withBytes` lends for `pageSize` bytes inside its closure only; `encrypt`
+    // checks both sizes again. Other writes are forwarded with their own count.
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         if buffer.count == 4 {
             if let page = writtenPage, let codec = try? codec().get(),
@@ -117,6 +125,9 @@ final class JournalFile: PassThroughFile {
         }
     }
 
+    // Safety: SQLite lends `buffer` for the call. The 4-byte branch reads and rewrites exactly those 4 bytes. A page is
+    // decrypted only when `buffer.count == pageSize`, from `stored`, lent by `raw.withBytes` for that many bytes inside
+    // its closure; `decrypt` checks both sizes again. Zero-filling and `readRaw` use `buffer`'s own count.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         if buffer.count == 4 {
             let rc = unsafe readRaw(buffer, at: offset)

@@ -29,6 +29,8 @@ final class MainDatabaseFile: PassThroughFile {
 
     init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
         self.cipher = cipher
+        // Safety: `inner` is the base VFS's file in SQLite's allocation for this file, whose lifetime `PassThroughFile`
+        // describes.
         unsafe super.init(inner: inner)
         cipher.main = self
     }
@@ -192,6 +194,9 @@ final class MainDatabaseFile: PassThroughFile {
         }
     }
 
+    // Safety: `stored` and `page` are lent by the probe buffers for `candidate` bytes, inside their closures only;
+    // `readRaw` fills exactly `stored.count` bytes and `decrypt` checks both sizes against `other`'s page size, which
+    // is `candidate`.
     /// A page size under which page 1 authenticates with the same keys, if the settings' one is not it.
     private func otherPageSize(_ codec: PageCodec, fileSize: Int64) -> Int? {
         var candidate = 512
@@ -211,6 +216,8 @@ final class MainDatabaseFile: PassThroughFile {
         return nil
     }
 
+    // Safety: `stored` and `page` are lent by the probe buffers for `pageSize` bytes, inside their closures only;
+    // `readRaw`, `isAllZero` and `decrypt` stay within those counts (`decrypt` checks them).
     /// Whether one of the pages after page 1 (the first few that are not all zero) authenticates with `codec`:
     /// then the key is right and page 1 was tampered with.
     private func anotherPageAuthenticates(_ codec: PageCodec, fileSize: Int64) -> Bool {
@@ -384,6 +391,9 @@ final class MainDatabaseFile: PassThroughFile {
         return SQLITE_OK
     }
 
+    // Safety: SQLite lends `buffer` for the call; it is used only after the guard has checked `buffer.count ==
+    // pageSize`, which is what `checkHeader` (offsets up to 20) and `encryptAndWrite` (whose `encrypt` checks it again)
+    // need.
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let codec: PageCodec
         switch resolveCodec(forWrite: true) {
@@ -420,6 +430,8 @@ final class MainDatabaseFile: PassThroughFile {
         return rc
     }
 
+    // Safety: `page` is lent by `plain.withBytes` for exactly `settings.pageSize` bytes, inside the closure only: the
+    // whole page `emptyDatabasePage` fills and `write` checks.
     /// Gives an empty database its encrypted page 1 (under an exclusive lock, so two connections creating the
     /// same file agree on one salt). Only a connection's main database, opened for writing, with a key.
     private func initializeIfEmpty() {
@@ -549,6 +561,8 @@ final class MainDatabaseFile: PassThroughFile {
     /// from a read-only -shm (SQLite then works from a private copy).
     private var walIndexRegions: [Int32: (address: Int, size: Int)] = [:]
 
+    // Safety: `out` is SQLite's out-pointer, valid for the call; the mapped region's address is kept only as an integer
+    // with its size, and `walIndexPage` reads through it only while `shmUnmap` has not forgotten it.
     override func shmMap(
         _ region: Int32, _ size: Int32, _ extend: Int32, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
     ) -> Int32 {
@@ -566,6 +580,8 @@ final class MainDatabaseFile: PassThroughFile {
         return super.shmUnmap(delete)
     }
 
+    // Safety: see the note before the load: the address comes from a region SQLite mapped through `shmMap` and has not
+    // unmapped.
     /// The page number the wal-index gives WAL frame `frame` (1-based: `aPgno[]` of SQLite's wal.c, in native byte
     /// order; region 0 holds frames 1-4062 after its 136-byte header, each later region 4096), nil when that region
     /// is not mapped here.
@@ -585,6 +601,7 @@ final class MainDatabaseFile: PassThroughFile {
     }
 }
 
+// Safety: reads `bytes` within its own count; callers lend a page buffer for the call.
 /// Whether every byte is zero (not constant time: the bytes are ciphertext).
 func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
     unsafe !bytes.contains { $0 != 0 }
@@ -595,6 +612,8 @@ func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
 struct PageBuffer {
     private var storage: WipedBuffer?
 
+    // Safety: `current` keeps the `WipedBuffer` alive for the whole call, so the pointer lent to `body` is valid for
+    // exactly `size` bytes until `body` returns; callers do not keep it.
     /// Calls `body` with `size` writable bytes: zeros after a resize, otherwise what the last call left in them.
     /// The buffer is held for the whole call (a nested `withBytes` on the same buffer is an exclusivity violation).
     mutating func withBytes<R, E: Error>(
@@ -610,6 +629,8 @@ struct PageBuffer {
         return try unsafe current.withUnsafeMutableBytes(body)
     }
 
+    // Safety: `page` is the caller's whole page (its count checked against the page size by the caller and again by
+    // `encrypt`); `stored` is lent by `withBytes` for `pageSize` bytes inside the closure only.
     /// Encrypts `page` as page `number` in this buffer and writes the ciphertext to `file` at `offset`; a failure
     /// to encrypt is `cipher`'s `SQLITE_IOERR_WRITE`.
     mutating func encryptAndWrite(

@@ -37,6 +37,9 @@ final class MemoryFile: VFSFile {
         return SQLITE_OK
     }
 
+    // Safety: as for `read`: chunks are appended until they cover `end` first, then each turn copies `count <=
+    // buffer.count - done` bytes into one chunk (`within + count <= chunkSize`), through a range
+    // `withUnsafeMutableBytes(in:)` checks.
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let end = offset + Int64(buffer.count)
         while Int64(chunks.count * Self.chunkSize) < end {

@@ -80,6 +80,8 @@ extension E3DBSQLite {
         }
         let temporary = AtomicFile.temporaryPath(in: FileIO.directory(of: path))
         var info = stat()
+        // Safety: `stat` gets a NUL-terminated copy of the path and the address of the local `info`, both for the call
+        // only.
         let mode = unsafe stat(path, &info) == 0 ? info.st_mode & 0o777 : 0o600
         let replace = { () throws(E3DBError) in
             do throws(FileIOError) { try AtomicFile.replace(path, with: temporary) } catch {
@@ -157,6 +159,8 @@ extension E3DBSQLite {
     /// and its journals get the same mode.
     /// - Throws: ``E3DBError/Code/invalidParameter`` when `path` exists.
     private static func createNew(_ path: String, mode: mode_t) throws(E3DBError) {
+        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only; the descriptor is closed
+        // below. `strerror` returns a NUL-terminated message that is copied at once.
         let descriptor = unsafe open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard descriptor >= 0 else {
             let code = errno
@@ -208,6 +212,7 @@ extension E3DBSQLite {
             if let recorded = FailureLog.last(path: canonicalPath(source)) { throw recorded }
             var reason = error.message.replacingOccurrences(of: sourceURI, with: source)
             if reason.contains("e3db_key") || reason.contains("file:") {
+                // Safety: `sqlite3_errstr` returns a static NUL-terminated string for any code; it is copied.
                 reason = unsafe String(cString: sqlite3_errstr(Int32(truncatingIfNeeded: error.context.actual ?? 1)))
             }
             throw E3DBError(

@@ -33,6 +33,10 @@ public struct SQLiteRow: Sendable, Equatable {
     public let values: [SQLiteValue]
 }
 
+// Safety: (`@safe`) `handle` is the `sqlite3*` that `init` opened; this object owns it, never hands it out, and closes
+// it in `deinit`, so every `sqlite3_*` call below gets a live connection. It is opened with `SQLITE_OPEN_NOMUTEX` and
+// the class is not `Sendable`: one thread uses it at a time. Strings SQLite returns (`sqlite3_errmsg`,
+// `sqlite3_db_filename`, column names) are copied into Swift `String`s before the next call on the handle.
 /// A minimal connection on the system SQLite, through E3DBSQLite's VFS when it has a key: what the CLI and the
 /// maintenance operations (encrypt, decrypt, rekey, verify) use. Apps use their own SQLite layer (GRDB,
 /// SQLite.swift, the C API) with ``E3DBSQLite/uri(forDatabaseAt:key:settings:)``.
@@ -76,6 +80,8 @@ public struct SQLiteRow: Sendable, Equatable {
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_URI
             | SQLITE_OPEN_NOMUTEX
         FailureLog.clear(path: canonical)
+        // Safety: `target` is lent as a NUL-terminated copy for the call and `connection` is a local out-parameter. On
+        // failure SQLite may still return a handle (for its message): it is read, then closed, and never stored.
         let rc = unsafe sqlite3_open_v2(target, &connection, flags, nil)
         guard rc == SQLITE_OK, let connection = unsafe connection else {
             let message = unsafe connection.map { unsafe String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
@@ -96,6 +102,7 @@ public struct SQLiteRow: Sendable, Equatable {
         }
     }
 
+    // Safety: the address is only a key of `FailureLog`, never dereferenced.
     private var connectionID: Int { unsafe Int(bitPattern: handle) }
 
     deinit {
@@ -188,6 +195,8 @@ public struct SQLiteRow: Sendable, Equatable {
     /// Replaces this database's content with `source`'s, page by page (SQLite's backup API, in one step).
     func restore(from source: SQLiteConnection) throws(E3DBError) {
         FailureLog.clear(connection: connectionID)
+        // Safety: both handles are live for the call (`source` is borrowed for it); `backup` is finished before
+        // returning, on every path that created it.
         guard let backup = unsafe sqlite3_backup_init(handle, "main", source.handle, "main") else {
             throw failure(unsafe sqlite3_errcode(handle))
         }

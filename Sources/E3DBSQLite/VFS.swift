@@ -74,6 +74,11 @@ enum CipherVFS {
     nonisolated(unsafe) static let wrapperMethods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
     nonisolated(unsafe) static let memoryMethods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
 
+    // Safety: runs once, inside `registration`'s one-time initialisation (the note at the top of this file). `vfs`, its
+    // `zName` and the method tables are allocated here, never freed, and fully initialised before
+    // `sqlite3_vfs_register` makes them reachable. Every forwarding closure passes SQLite's own arguments, valid for
+    // the call, unchanged to the same method of `base`, SQLite's default VFS, which lives as long as the process; a
+    // method the base VFS lacks answers an error instead of calling through nil.
     private static func register() -> Result<Void, E3DBError> {
         guard sqlite3_initialize() == SQLITE_OK, let base = unsafe sqlite3_vfs_find(nil) else {
             return .failure(E3DBError(.databaseError, "SQLite has no default VFS to wrap"))
@@ -225,6 +230,9 @@ enum CipherVFS {
         return unsafe Unmanaged<VFSFile>.fromOpaque(state).takeUnretainedValue()
     }
 
+    // Safety: `file` is SQLite's allocation for an open file of this VFS; `state` holds the one reference `open`
+    // retained. It is released exactly once, here, and `state` and `pMethods` are cleared before returning, so
+    // `object(_:)` can never find a released object (SQLite calls nothing on a closed file anyway).
     private static func close(_ file: UnsafeMutablePointer<sqlite3_file>?) -> Int32 {
         guard let file = unsafe file else { return SQLITE_OK }
         let wrapper = unsafe UnsafeMutableRawPointer(file).assumingMemoryBound(to: E3DBSQLiteFile.self)
@@ -237,6 +245,9 @@ enum CipherVFS {
         return rc
     }
 
+    // Safety: `wrapperMethods` is this type's never-freed allocation, initialised here before registration publishes
+    // it. The shared-memory closures hand SQLite's arguments (the out-pointer of `xShmMap` included, valid for the
+    // call) to the base file's own method; `object(_:)` finds the file's Swift object as its note explains.
     private static func fillWrapperMethods() {
         unsafe wrapperMethods.initialize(to: sqlite3_io_methods())
         unsafe wrapperMethods.pointee.iVersion = 2
@@ -259,6 +270,7 @@ enum CipherVFS {
         }
     }
 
+    // Safety: `memoryMethods` is this type's never-freed allocation, initialised here before registration publishes it.
     private static func fillMemoryMethods() {
         unsafe memoryMethods.initialize(to: sqlite3_io_methods())
         unsafe memoryMethods.pointee.iVersion = 1

@@ -27,6 +27,8 @@ final class WALFile: PassThroughFile {
 
     init(inner: UnsafeMutablePointer<sqlite3_file>, cipher: DatabaseCipher) {
         self.cipher = cipher
+        // Safety: `inner` is the base VFS's file in SQLite's allocation for this file, whose lifetime `PassThroughFile`
+        // describes.
         unsafe super.init(inner: inner)
     }
 
@@ -90,6 +92,7 @@ final class WALFile: PassThroughFile {
 
     override func fileControl(_ op: Int32, _ argument: UnsafeMutableRawPointer?) -> Int32 {
         _ = flush()
+        // Safety: `argument` is SQLite's, valid for the call, forwarded unchanged.
         return unsafe super.fileControl(op, argument)
     }
 
@@ -102,6 +105,10 @@ final class WALFile: PassThroughFile {
                     context: .init(part: "wal", actual: count, offset: Int(offset)))))
     }
 
+    // Safety: SQLite lends `buffer` for the call. A page goes to `writeFrame` or `encryptAndWrite` only when
+    // `buffer.count == pageSize`; a held-back frame header is copied into an array (exactly `frameHeaderSize` bytes);
+    // the WAL header is read at offset 8 only when `buffer.count == headerSize` (32). Everything else is refused or
+    // forwarded with its own count.
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let codec: PageCodec
         switch cipher.resolvedCodec() {
@@ -144,6 +151,8 @@ final class WALFile: PassThroughFile {
         return refuse(SQLITE_IOERR_WRITE, "a write", buffer.count, offset)
     }
 
+    // Safety: callers pass a whole page (`count == pageSize`, checked before the call), what `checkHeader` reads
+    // (offsets up to 20).
     /// A WAL page 1 must keep the cipher's page size and reserve, as the database file's does (a backup from a
     /// database without the reserve would otherwise lose the last bytes of every page).
     static func checkPageOne(_ page: UnsafeRawBufferPointer, number: UInt32, codec: PageCodec) -> CipherFailure? {
@@ -156,6 +165,9 @@ final class WALFile: PassThroughFile {
         }
     }
 
+    // Safety: as for `flush`: `frame` is `pageSize + frameHeaderSize` bytes lent by `raw.withBytes` inside the closure
+    // only, `header` is a held-back write of exactly `frameHeaderSize` bytes, and `page` was checked by the caller to
+    // be `pageSize` bytes (`encrypt` checks it and the output room again).
     /// Encrypts `page` and writes header and ciphertext as one frame, with checksums over the ciphertext.
     private func writeFrame(header: [UInt8], page: UnsafeRawBufferPointer, at offset: Int64, codec: PageCodec) -> Int32
     {
@@ -179,6 +191,9 @@ final class WALFile: PassThroughFile {
         }
     }
 
+    // Safety: `frame` is a whole frame buffer (`pageSize + frameHeaderSize` bytes) lent by the caller's
+    // `raw.withBytes`; the checksum words go to header offsets 16 and 20. `magic` and `previous` are local arrays of 4
+    // and 8 bytes, lent for their closures and read at offsets 0 and 4 at most.
     /// Sets the frame's two checksum words over its first 8 header bytes and its ciphertext, chained from the
     /// previous frame's (or the WAL header's) as stored, in the byte order the WAL magic names; writes the frame
     /// (or only its header).
@@ -209,6 +224,8 @@ final class WALFile: PassThroughFile {
         return unsafe writeRaw(written, at: offset)
     }
 
+    // Safety: a pair of words is read at `index` only while `index + 8 <= bytes.count`; `bytes` is the caller's, lent
+    // for the call.
     /// SQLite's WAL checksum (`walChecksumBytes`): pairs of 32-bit words, in the byte order the WAL magic names.
     static func checksum(_ bytes: UnsafeRawBufferPointer, bigEndian: Bool, _ s1: inout UInt32, _ s2: inout UInt32) {
         var index = 0
@@ -228,6 +245,7 @@ final class WALFile: PassThroughFile {
         }
     }
 
+    // Safety: `bytes` is a local 4-byte array, lent for each closure; `readRaw` fills exactly its count.
     private func frameNumber(at offset: Int64) -> UInt32? {
         var bytes = [UInt8](repeating: 0, count: 4)
         let rc = unsafe bytes.withUnsafeMutableBytes { unsafe readRaw($0, at: offset) }
@@ -235,6 +253,10 @@ final class WALFile: PassThroughFile {
         return unsafe bytes.withUnsafeBytes { unsafe bigEndian32($0) }
     }
 
+    // Safety: SQLite lends `buffer` for the call. A page is decrypted into it only when `buffer.count == pageSize`,
+    // from `stored`, lent by `raw.withBytes` for that many bytes inside its closure (`decrypt` checks both sizes). The
+    // header words at offsets 0 and 8 are read only when `buffer.count >= 12`; zero-filling and `readRaw` use
+    // `buffer`'s own count.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         let rc = flush()
         guard rc == SQLITE_OK else { return rc }

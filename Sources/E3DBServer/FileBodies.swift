@@ -124,6 +124,7 @@ package struct LocalFileBodyStore: FileBodyStore {
                 throw Self.sizeMismatch(expectedSize, written)
             }
             let bytes = chunk.readableBytesSpan
+            // Safety: the pointer is the chunk's readable bytes, lent for the closure; `update` only reads them.
             unsafe bytes.withUnsafeBytes { unsafe md5.update(bufferPointer: $0) }
             do throws(FileIOError) { try file.write(bytes) } catch { throw failure("writing an upload", error) }
             writeback.wrote(upTo: written, fd: file.descriptor)
@@ -137,6 +138,8 @@ package struct LocalFileBodyStore: FileBodyStore {
 
     package func size(id: RecordID) throws -> Int64 {
         var st = stat()
+        // Safety: `stat` gets a NUL-terminated copy of the path and the address of the local `st`, both for the call
+        // only.
         guard unsafe stat(path(id), &st) == 0 else {
             throw E3DBError(.fileBodyNotFound, "no file body is stored under the id")
         }
@@ -144,6 +147,8 @@ package struct LocalFileBodyStore: FileBodyStore {
     }
 
     package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
+        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only; the descriptor is closed by
+        // the `defer`, after the last chunk is read.
         let fd = unsafe open(path(id), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
         defer { close(fd) }
@@ -160,6 +165,7 @@ package struct LocalFileBodyStore: FileBodyStore {
     /// uploaded, so a commit asks only about bodies that never arrived.
     package func verifyStored(id: RecordID, size: Int64, md5: Data) async -> StoredBody { .missing }
 
+    // Safety: the path is lent to `unlink` as a NUL-terminated copy for the call only.
     package func remove(id: RecordID) async { unsafe unlink(path(id)) }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
@@ -171,6 +177,7 @@ package struct LocalFileBodyStore: FileBodyStore {
         var removed = 0
         for name in names {
             let file = temporary.appendingPathComponent(name).path
+            // Safety: the path is lent to `unlink` as a NUL-terminated copy for the call only.
             guard let modified = (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date,
                 modified < cutoff, unsafe unlink(file) == 0
             else { continue }

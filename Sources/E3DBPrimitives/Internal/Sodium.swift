@@ -23,6 +23,8 @@ enum Sodium {
     @inline(__always) static func ensure() { _ = ready }
 }
 
+// Safety: the bytes (the collection's own storage, or a local array) are lent for the closure only; `body` must not
+// keep the pointer, which every caller in this module respects.
 /// Runs `body` over the bytes of `data`, without copying when they are contiguous.
 ///
 /// `@inlinable` so that public generic entry points that call it specialise in the caller's module (for `Data`
@@ -43,6 +45,9 @@ enum EmptyBuffer {
     nonisolated(unsafe) static let address = UnsafeMutablePointer<UInt8>.allocate(capacity: 16)
 }
 
+// Safety: `@unsafe`: the pointer is valid as long as the buffer it came from; callers pass it straight to libsodium
+// with that buffer's count. An empty buffer gets `EmptyBuffer.address`, which is never read through with a non-zero
+// length. Bytes are trivially bound, so viewing them as `UInt8` is sound.
 extension UnsafeRawBufferPointer {
     /// The base address as a byte pointer; ``EmptyBuffer/address`` for an empty buffer.
     @unsafe @inline(__always) var u8: UnsafePointer<UInt8> {
@@ -50,6 +55,7 @@ extension UnsafeRawBufferPointer {
     }
 }
 
+// Safety: as for `UnsafeRawBufferPointer.u8` above.
 extension UnsafeMutableRawBufferPointer {
     /// The base address as a mutable byte pointer; ``EmptyBuffer/address`` for an empty buffer.
     @unsafe @inline(__always) var u8: UnsafeMutablePointer<UInt8> {
@@ -57,6 +63,9 @@ extension UnsafeMutableRawBufferPointer {
     }
 }
 
+// Safety: `pointer` is `count` fresh bytes, lent to `body` (which initialises all of them) and then owned by the
+// `Data`, whose deallocator frees it. For `count == 0`, `body` gets `EmptyBuffer.address` with a count of 0, through
+// which nothing is read or written.
 /// `Data` of `count` bytes written by `body`, without zero-filling the buffer first (`Data(count:)` does).
 /// `body` must initialise all `count` bytes; the storage is freed with the `Data`.
 func uninitializedData(count: Int, _ body: (UnsafeMutableRawBufferPointer) -> Void) -> Data {

@@ -110,6 +110,8 @@ private struct FileBodyMover {
         var sizes: [String: Int64] = [:]
         for name in names {
             var st = stat()
+            // Safety: `lstat` gets a NUL-terminated copy of the path and the address of the local `st`, both for the
+            // call only.
             guard unsafe lstat(path(name), &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
             sizes[name] = Int64(st.st_size)
         }
@@ -169,6 +171,8 @@ private struct FileBodyMover {
             return .notBody
         }
         // No link is followed; O_NONBLOCK: a FIFO in its place does not block the open.
+        // Safety: the path is lent as a NUL-terminated copy for the call only; `fstat` below writes into the local
+        // `st`; the descriptor is closed by the `defer`.
         let fd = unsafe open(path(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
@@ -224,6 +228,7 @@ private struct FileBodyMover {
             outcome = before == .missing ? .uploaded : .replaced
         }
         if !keepLocal {
+            // Safety: the path is lent to `unlink` as a NUL-terminated copy for the call only.
             guard unsafe unlink(path(name)) == 0 else {
                 report(.problem("\(shown) is in the bucket but cannot be removed (errno \(errno))"))
                 return .failed(damaged: false)

@@ -93,6 +93,8 @@ extension SQLiteStorage {
     /// lock (other processes migrating the same directory wait; migrations take milliseconds). The lock is polled
     /// rather than waited for, so that no cooperative thread blocks.
     package func migrate() async throws {
+        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only; the descriptor is closed by
+        // the `defer` below.
         let lock = unsafe open(migrationLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else {
             throw E3DBError(

@@ -447,6 +447,8 @@ private final class DatabaseFileSync: Sendable {
 
     /// Opens `path`; nil when it cannot (the checkpoints then leave every sync to SQLite).
     init?(path: String) {
+        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only; the descriptor belongs to this
+        // object, which closes it in `deinit`.
         let descriptor = unsafe open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         self.descriptor = descriptor

@@ -13,34 +13,46 @@ extension EncryptedStore {
     // MARK: Keys
 
     /// Wipes every key from memory. Every later call fails with `E3DBError.Code.storeLocked` until
-    /// ``unlock(_:)``. An encrypted database's page key is forgotten too (connections already open keep the keys
-    /// SQLite derived; no new one opens until ``unlock(_:)``).
+    /// ``unlock(_:)``, and no new connection to the database opens. An encrypted database's page key is forgotten
+    /// too, the decrypted records are dropped from the cache, and the idle read connections are closed (they hold
+    /// the keys SQLite derived and decrypted pages in its cache); a read running meanwhile closes its connection when
+    /// it ends. The pool's writer connection stays open (closing it would close the store), its page cache released.
+    /// Lock and unlock run one at a time: a lock during an unlock waits for it, and the store ends locked.
     public func lock() {
+        lockState.serialised { lockNow() }
+    }
+
+    /// ``lock()``'s work, inside a transition.
+    private func lockNow() {
         // Marked locked first: a connection opening meanwhile finds the mark before it misses the page key.
-        lockState.set(true)
-        state.withLock { $0 = nil }
+        lockState.set(.locked)
         cache.withLock { $0?.removeAll() }
+        readers.closeIdle()
+        pool.releaseMemoryEventually()
         if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
     }
 
-    /// Whether the store's keys are in memory.
-    public var isLocked: Bool { state.withLock { $0 == nil } }
+    /// Whether the store's keys are not in memory (after ``lock()``, until ``unlock(_:)`` returns).
+    public var isLocked: Bool { lockState.isLocked }
 
     /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
-    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered`.
+    /// Calls keep failing with `storeLocked` until it returns; an unlock during a lock waits for it.
+    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered` (a locked store stays locked).
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
-        let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
-        if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
-        // The state check may need a new connection; a locked store stays locked when it fails.
-        let wasLocked = lockState.isLocked
-        lockState.set(false)
-        do {
-            try checkState(keys, minimumWriteCounter: nil)
-        } catch {
-            if wasLocked { lock() }
-            throw error
+        try lockState.serialised { () throws(E3DBError) in
+            let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
+            let wasLocked = lockState.isLocked
+            if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
+            // The state check may need a new connection; a locked store stays locked when it fails.
+            if wasLocked { lockState.set(.unlocking) }
+            do throws(E3DBError) {
+                try checkState(keys, minimumWriteCounter: nil)
+            } catch {
+                if wasLocked { lockNow() }
+                throw error
+            }
+            lockState.set(.unlocked(UnlockedState(keys: keys, accessKeys: [:])))
         }
-        state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of
@@ -84,18 +96,29 @@ extension EncryptedStore {
         }
     }
 
-    func currentKeys() throws(E3DBError) -> StoreKeys {
-        guard let keys = state.withLock({ $0?.keys }) else {
-            throw E3DBError(.storeLocked, "the store is locked")
-        }
-        return keys
-    }
+    func currentKeys() throws(E3DBError) -> StoreKeys { try lockState.keys() }
 
-    /// The keys of a collection: the current one (new writes) and, during a rotation, older ones.
+    /// The keys of a collection: the current one (new writes) and, during a rotation, older ones. There is no
+    /// value without its current key: a collection whose current key is missing from its rows is `storeCorrupted`.
     struct CollectionKeys {
-        var current: Int
-        var keys: [Int: AccessKey]
-        var currentKey: (key: AccessKey, version: Int) { (keys[current] ?? AccessKey(), current) }
+        /// The key new writes are encrypted under, and its version.
+        let currentKey: (key: AccessKey, version: Int)
+        /// Every key by version, the current one included.
+        let keys: [Int: AccessKey]
+
+        /// - Throws: `storeCorrupted` naming the collection and the version when `keys` lacks version `current`
+        ///   (the file was edited or is damaged: a write under any other key would be unreadable).
+        init(collection: String, current: Int, keys: [Int: AccessKey]) throws(E3DBError) {
+            guard let key = keys[current] else {
+                throw E3DBError(
+                    .storeCorrupted,
+                    "collection \(collection) has no key version \(current), its current one (collection_keys lacks "
+                        + "the row: the file was edited or is damaged)",
+                    context: .init(part: "collection_keys", expected: current, item: collection))
+            }
+            currentKey = (key, current)
+            self.keys = keys
+        }
     }
 
     /// The current access key of `collection`, created (random, wrapped by the master key) when `create` is set.
@@ -140,9 +163,9 @@ extension EncryptedStore {
     /// which changes while the store is unlocked (a passphrase change rewraps the same master key).
     func blindIndexKey(_ keys: StoreKeys, collection: String, name: String) throws(E3DBError) -> SecureBytes {
         let slot = IndexKeyName(collection: collection, name: name)
-        if let key = state.withLock({ $0?.indexKeys[slot] }) { return key }
+        if let key = lockState.withUnlocked({ $0.indexKeys[slot] }) ?? nil { return key }
         let key = try BlindIndex.key(keys, collection: collection, name: name)
-        state.withLock { $0?.indexKeys[slot] = key }
+        lockState.withUnlocked { $0.indexKeys[slot] = key }
         return key
     }
 
@@ -198,7 +221,7 @@ extension EncryptedStore {
     }
 
     func invalidateKeys(_ collection: String) {
-        state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
+        lockState.withUnlocked { _ = $0.accessKeys.removeValue(forKey: collection) }
     }
 
     /// The keys of `collection` (kept in memory once read), created when `create` is set and there is none.
@@ -237,10 +260,10 @@ extension EncryptedStore {
     }
 
     private func keptCollectionKeys(_ collection: String) throws(E3DBError) -> CollectionKeys? {
-        try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> CollectionKeys? in
-            guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
-            return state.accessKeys[collection]
+        guard let kept = lockState.withUnlocked({ $0.accessKeys[collection] }) else {
+            throw E3DBError(.storeLocked, "the store is locked")
         }
+        return kept
     }
 
     /// A collection's current key version and its wrapped keys by version, nil when there is no such collection.
@@ -290,20 +313,17 @@ extension EncryptedStore {
     private func keep(
         _ stored: (current: Int, wrapped: [(version: Int, key: Data)]), of collection: String, _ keys: StoreKeys
     ) throws(E3DBError) -> CollectionKeys {
-        var result = CollectionKeys(current: stored.current, keys: [:])
+        var unwrapped: [Int: AccessKey] = [:]
         for (version, wrapped) in stored.wrapped {
             let key = try StoreKeys.unwrap(
                 wrapped, under: keys.master,
                 failure: E3DBError(
                     .recordTampered, "an access key of collection \(collection) does not authenticate",
                     context: .init(item: collection)))
-            result.keys[version] = AccessKey(key)
+            unwrapped[version] = AccessKey(key)
         }
-        guard result.keys[stored.current] != nil else {
-            throw E3DBError(
-                .storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
-        }
-        state.withLock { $0?.accessKeys[collection] = result }
+        let result = try CollectionKeys(collection: collection, current: stored.current, keys: unwrapped)
+        lockState.withUnlocked { $0.accessKeys[collection] = result }
         return result
     }
 }

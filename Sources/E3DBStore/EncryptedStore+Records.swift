@@ -77,7 +77,7 @@ extension EncryptedStore {
             guard let indexes else { return .written(nil) }
             let rows = try encryptNewRecords(
                 records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
-            beforeInsertTransaction.withLock { $0 }?()
+            testHook(.beforeInsertTransaction)
             return try databaseCall("writing to collection \(collection)") {
                 try pool.write { db in
                     try insertRows(db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids)
@@ -98,7 +98,7 @@ extension EncryptedStore {
             guard let indexes else { return .written(nil) }
             let rows = try encryptNewRecords(
                 records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
-            beforeInsertTransaction.withLock { $0 }?()
+            testHook(.beforeInsertTransaction)
             return try await databaseCall("writing to collection \(collection)") {
                 try await pool.write { db in
                     try insertRows(db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids)

@@ -126,36 +126,14 @@ extension EncryptedStore {
         try collectionKeys(collection, create: create).currentKey
     }
 
-    /// `accessKey(for:create:)` through GRDB's async access.
-    func accessKey(for collection: String, create: Bool) async throws(E3DBError) -> (key: AccessKey, version: Int) {
-        try await collectionKeys(collection, create: create).currentKey
-    }
-
     /// The access key of `collection` at `version` (a record's `key_version`).
     func accessKey(for collection: String, version: Int, item: String) throws(E3DBError) -> AccessKey {
-        if let key = try collectionKeys(collection, create: false).keys[version] { return key }
-        // A rotation in another connection may have added a key since it was cached.
-        invalidateKeys(collection)
-        guard let key = try collectionKeys(collection, create: false).keys[version] else {
-            throw missingKeyVersion(collection, version: version, item: item)
-        }
-        return key
+        try run(KeyVersionRead(store: self, collection: collection, version: version, item: item))
     }
 
     /// `accessKey(for:version:item:)` through GRDB's async access.
     func accessKey(for collection: String, version: Int, item: String) async throws(E3DBError) -> AccessKey {
-        if let key = try await collectionKeys(collection, create: false).keys[version] { return key }
-        invalidateKeys(collection)
-        guard let key = try await collectionKeys(collection, create: false).keys[version] else {
-            throw missingKeyVersion(collection, version: version, item: item)
-        }
-        return key
-    }
-
-    private func missingKeyVersion(_ collection: String, version: Int, item: String) -> E3DBError {
-        E3DBError(
-            .storeCorrupted, "record \(item) is under key version \(version), which collection \(collection) lacks",
-            context: .init(item: item))
+        try await run(KeyVersionRead(store: self, collection: collection, version: version, item: item))
     }
 
     /// The key of blind index `name` of `collection`: derived from the master key once, then kept with the
@@ -177,47 +155,20 @@ extension EncryptedStore {
         case keyRotated
     }
 
-    /// The one home of writes that encrypt under `collection`'s current access key, which may be the one kept in
-    /// memory since before a rotation (in this or another connection) made another key current and deleted it:
-    /// `attempt` gets the current key and, in its write transaction, checks it with `keyIsCurrent` before writing;
-    /// on `keyRotated` the kept keys are forgotten and it runs again with the key read anew, at most 8 times.
-    /// - Throws: `versionConflict` when the key kept rotating; what `attempt` throws.
-    func withCurrentKey<T: Sendable>(
-        _ collection: String, create: Bool,
-        _ attempt: ((key: AccessKey, version: Int)) throws(E3DBError) -> KeyedAttempt<T>
-    ) throws(E3DBError) -> T {
-        for _ in 0..<8 {
-            if case .written(let result) = try attempt(accessKey(for: collection, create: create)) { return result }
-            invalidateKeys(collection)
-        }
-        throw keyKeptRotating(collection)
-    }
-
-    /// `withCurrentKey(_:create:_:)` for an attempt through GRDB's async access.
-    func withCurrentKey<T: Sendable>(
-        _ collection: String, create: Bool,
-        _ attempt: ((key: AccessKey, version: Int)) async throws(E3DBError) -> KeyedAttempt<T>
-    ) async throws(E3DBError) -> T {
-        for _ in 0..<8 {
-            if case .written(let result) = try await attempt(accessKey(for: collection, create: create)) {
-                return result
-            }
-            invalidateKeys(collection)
-        }
-        throw keyKeptRotating(collection)
-    }
-
     func keyKeptRotating(_ collection: String) -> E3DBError {
         E3DBError(
             .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
             context: .init(item: collection))
     }
 
-    /// Inside a write transaction: whether key `version` is still `collection`'s current one (see
-    /// `withCurrentKey(_:create:_:)`).
+    /// Inside a write transaction: whether key `version` is still `collection`'s current one (see `UnderCurrentKey`).
     func keyIsCurrent(_ db: Database, collection: String, version: Int) throws -> Bool {
+        try currentKeyVersion(db, collection) == version
+    }
+
+    /// `collection`'s current key version, nil when there is no such collection.
+    func currentKeyVersion(_ db: Database, _ collection: String) throws -> Int? {
         try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-            == version
     }
 
     func invalidateKeys(_ collection: String) {
@@ -226,77 +177,55 @@ extension EncryptedStore {
 
     /// The keys of `collection` (kept in memory once read), created when `create` is set and there is none.
     func collectionKeys(_ collection: String, create: Bool) throws(E3DBError) -> CollectionKeys {
-        if let kept = try keptCollectionKeys(collection) { return kept }
-        let keys = try currentKeys()
-        let stored = try databaseCall("reading collection \(collection)") {
-            try pool.read { db in try storedCollectionKeys(db, collection) }
-        }
-        guard let stored else {
-            let wrapped = try newCollectionKey(collection, create: create, keys)
-            try databaseCall("creating collection \(collection)") {
-                try pool.write { db in try insertCollection(db, collection, wrapped: wrapped, keys) }
-            }
-            // Another writer may have won the race: read what is stored.
-            return try collectionKeys(collection, create: false)
-        }
-        return try keep(stored, of: collection, keys)
+        try run(CollectionKeysRead(store: self, collection: collection, create: create))
     }
 
     /// `collectionKeys(_:create:)` through GRDB's async access.
     func collectionKeys(_ collection: String, create: Bool) async throws(E3DBError) -> CollectionKeys {
-        if let kept = try keptCollectionKeys(collection) { return kept }
-        let keys = try currentKeys()
-        let stored = try await databaseCall("reading collection \(collection)") {
-            try await pool.read { db in try storedCollectionKeys(db, collection) }
-        }
-        guard let stored else {
-            let wrapped = try newCollectionKey(collection, create: create, keys)
-            try await databaseCall("creating collection \(collection)") {
-                try await pool.write { db in try insertCollection(db, collection, wrapped: wrapped, keys) }
-            }
-            return try await collectionKeys(collection, create: false)
-        }
-        return try keep(stored, of: collection, keys)
+        try await run(CollectionKeysRead(store: self, collection: collection, create: create))
     }
 
-    private func keptCollectionKeys(_ collection: String) throws(E3DBError) -> CollectionKeys? {
+    /// The keys of `collection` kept in memory, if any.
+    /// - Throws: `storeLocked`.
+    func keptCollectionKeys(_ collection: String) throws(E3DBError) -> CollectionKeys? {
         guard let kept = lockState.withUnlocked({ $0.accessKeys[collection] }) else {
             throw E3DBError(.storeLocked, "the store is locked")
         }
         return kept
     }
 
-    /// A collection's current key version and its wrapped keys by version, nil when there is no such collection.
-    private func storedCollectionKeys(_ db: Database, _ collection: String) throws -> (
-        current: Int, wrapped: [(version: Int, key: Data)]
-    )? {
-        guard
-            let current = try Int.fetchOne(
-                db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-        else { return nil }
+    /// A collection's current key version and its wrapped keys by version, as stored.
+    struct StoredCollectionKeys: Sendable {
+        let current: Int
+        let wrapped: [(version: Int, key: Data)]
+    }
+
+    /// A collection's stored keys, nil when there is no such collection.
+    func storedCollectionKeys(_ db: Database, _ collection: String) throws -> StoredCollectionKeys? {
+        guard let current = try currentKeyVersion(db, collection) else { return nil }
         let rows = try Row.fetchAll(
             db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?", arguments: [collection])
-        return try (
-            current,
-            rows.map { row in
+        return StoredCollectionKeys(
+            current: current,
+            wrapped: try rows.map { row in
                 let row = UntrustedRow(store: row, table: "collection_keys")
                 return (try row.value("version", as: Int.self), try row.value("wrapped_key", as: Data.self))
-            }
-        )
+            })
     }
 
     /// A new access key for a collection that does not exist, wrapped under the master key.
     /// - Throws: `collectionNotFound` unless `create`.
-    private func newCollectionKey(_ collection: String, create: Bool, _ keys: StoreKeys) throws(E3DBError) -> Data {
-        guard create else {
-            throw E3DBError(
-                .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
-        }
+    func newCollectionKey(_ collection: String, create: Bool, _ keys: StoreKeys) throws(E3DBError) -> Data {
+        guard create else { throw collectionNotFound(collection) }
         return StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
     }
 
+    func collectionNotFound(_ collection: String) -> E3DBError {
+        E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+    }
+
     /// Creates `collection` with key version 1, unless another writer created it first.
-    private func insertCollection(_ db: Database, _ collection: String, wrapped: Data, _ keys: StoreKeys) throws {
+    func insertCollection(_ db: Database, _ collection: String, wrapped: Data, _ keys: StoreKeys) throws {
         try db.execute(
             sql: "INSERT OR IGNORE INTO collections (name, key_version, created) VALUES (?, 1, ?)",
             arguments: [collection, StoreTime.format(StoreTime.now())])
@@ -310,9 +239,9 @@ extension EncryptedStore {
     }
 
     /// Unwraps a collection's stored keys and keeps them in memory.
-    private func keep(
-        _ stored: (current: Int, wrapped: [(version: Int, key: Data)]), of collection: String, _ keys: StoreKeys
-    ) throws(E3DBError) -> CollectionKeys {
+    func keep(_ stored: StoredCollectionKeys, of collection: String, _ keys: StoreKeys) throws(E3DBError)
+        -> CollectionKeys
+    {
         var unwrapped: [Int: AccessKey] = [:]
         for (version, wrapped) in stored.wrapped {
             let key = try StoreKeys.unwrap(
@@ -325,5 +254,154 @@ extension EncryptedStore {
         let result = try CollectionKeys(collection: collection, current: stored.current, keys: unwrapped)
         lockState.withUnlocked { $0.accessKeys[collection] = result }
         return result
+    }
+}
+
+/// Reading a collection's keys: the ones kept in memory, else the stored ones (kept from then on); when there are
+/// none and `create` is set, the collection is created first, unless another writer created it meanwhile.
+struct CollectionKeysRead: StoreProcedure {
+    enum Answer: Sendable {
+        /// What a read found, or what the collection's creation found after it.
+        case stored(EncryptedStore.StoredCollectionKeys?, created: Bool)
+    }
+
+    let store: EncryptedStore
+    let collection: String
+    let create: Bool
+
+    func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, EncryptedStore.CollectionKeys> {
+        switch answer {
+        case nil:
+            if let kept = try store.keptCollectionKeys(collection) { return .done(kept) }
+            return .access(
+                .read("reading collection \(collection)") { [store, collection] db in
+                    .stored(try store.storedCollectionKeys(db, collection), created: false)
+                })
+        case .stored(let stored?, _)?:
+            return .done(try store.keep(stored, of: collection, store.currentKeys()))
+        case .stored(nil, created: false)?:
+            let keys = try store.currentKeys()
+            let wrapped = try store.newCollectionKey(collection, create: create, keys)
+            return .access(
+                .write("creating collection \(collection)") { [store, collection] db in
+                    try store.insertCollection(db, collection, wrapped: wrapped, keys)
+                    // What is stored now: this collection, or the one another writer created first.
+                    return .stored(try store.storedCollectionKeys(db, collection), created: true)
+                })
+        case .stored(nil, created: true)?:
+            throw store.collectionNotFound(collection)
+        }
+    }
+}
+
+/// Reading a collection's key at one version: from the keys kept in memory, else (a rotation in another connection
+/// may have added it since they were read) from the keys read again.
+struct KeyVersionRead: StoreProcedure {
+    typealias Answer = CollectionKeysRead.Answer
+
+    let store: EncryptedStore
+    let collection: String
+    let version: Int
+    /// The record whose key it is, for the error.
+    let item: String
+    private var readAgain = false
+
+    init(store: EncryptedStore, collection: String, version: Int, item: String) {
+        self.store = store
+        self.collection = collection
+        self.version = version
+        self.item = item
+    }
+
+    mutating func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, AccessKey> {
+        let read = CollectionKeysRead(store: store, collection: collection, create: false)
+        switch try read.step(answer) {
+        case .access(let access):
+            return .access(access)
+        case .done(let keys):
+            if let key = keys.keys[version] { return .done(key) }
+            guard !readAgain else {
+                throw E3DBError(
+                    .storeCorrupted,
+                    "record \(item) is under key version \(version), which collection \(collection) lacks",
+                    context: .init(item: item))
+            }
+            readAgain = true
+            store.invalidateKeys(collection)
+            return try step(nil)
+        }
+    }
+}
+
+/// A write under a collection's current access key, which may be the one kept in memory since before a rotation (in
+/// this or another connection) made another key current and deleted it: each attempt (`attempt`, made for the
+/// current key) checks the key in its write transaction (`keyIsCurrent`) before writing; on `keyRotated` the kept keys
+/// are forgotten and another attempt is made with the key read anew, at most 8 in all.
+/// - Throws: `versionConflict` when the key kept rotating; what the attempts throw.
+struct UnderCurrentKey<Attempt: StoreProcedure, Result: Sendable>: StoreProcedure
+where Attempt.Output == EncryptedStore.KeyedAttempt<Result> {
+    enum Answer: Sendable {
+        case keys(CollectionKeysRead.Answer)
+        case attempt(Attempt.Answer)
+    }
+
+    let store: EncryptedStore
+    let collection: String
+    let create: Bool
+    /// The attempt for a key and its version.
+    let attempt: ((key: AccessKey, version: Int)) throws(E3DBError) -> Attempt
+    /// The running attempt (nil while the key is read).
+    private var current: Attempt?
+    private var attempts = 0
+
+    init(
+        store: EncryptedStore, collection: String, create: Bool,
+        attempt: @escaping ((key: AccessKey, version: Int)) throws(E3DBError) -> Attempt
+    ) {
+        self.store = store
+        self.collection = collection
+        self.create = create
+        self.attempt = attempt
+    }
+
+    mutating func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, Result> {
+        var answer = answer
+        while true {
+            guard var running = current else {
+                var read = CollectionKeysRead(store: store, collection: collection, create: create)
+                switch try read.step(answer, unwrap: Self.keysAnswer, wrap: { .keys($0) }) {
+                case .access(let access):
+                    return .access(access)
+                case .done(let keys):
+                    current = try attempt(keys.currentKey)
+                    answer = nil
+                    continue
+                }
+            }
+            let next = try running.step(answer, unwrap: Self.attemptAnswer, wrap: { .attempt($0) })
+            current = running
+            switch next {
+            case .access(let access):
+                return .access(access)
+            case .done(.written(let result)):
+                return .done(result)
+            case .done(.keyRotated):
+                store.invalidateKeys(collection)
+                attempts += 1
+                guard attempts < 8 else { throw store.keyKeptRotating(collection) }
+                current = nil
+                answer = nil
+            }
+        }
+    }
+
+    private static func keysAnswer(_ answer: Answer) -> CollectionKeysRead.Answer? {
+        if case .keys(let keys) = answer { return keys }
+        return nil
+    }
+
+    private static func attemptAnswer(_ answer: Answer) -> Attempt.Answer? {
+        if case .attempt(let attempt) = answer { return attempt }
+        return nil
     }
 }

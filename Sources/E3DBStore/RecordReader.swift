@@ -114,30 +114,12 @@ extension StoreTime {
             }
             guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
                 let minute = number(14, 2), let second = number(17, 2), let milli = number(20, 3),
-                (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24, minute < 60,
-                second < 60
+                (1...12).contains(month), day >= 1, day <= UTCTimestamp.daysIn(month: Int(month), year: year),
+                hour < 24, minute < 60, second < 60
             else { return nil }
-            let days = daysFromCivil(year: year, month: month, day: day)
+            let days = UTCTimestamp.days(fromCivil: year, month: Int(month), day: Int(day))
             return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli
         }
-    }
-
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days from 1970-01-01 to a proleptic Gregorian date (the civil-calendar day count).
-    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }
 

@@ -1,3 +1,5 @@
+import E3DBPrimitives
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -15,33 +17,8 @@ public enum APITimestamp {
     /// - Returns: the wire form.
     public static func format(micros: Int64) -> String {
         let clamped = max(micros, 0)
-        let seconds = clamped / 1_000_000
-        let fraction = Int(clamped % 1_000_000)
-        let (y, m, d) = civil(fromDays: seconds / 86_400)
-        let secOfDay = Int(seconds % 86_400)
-        if y <= 9999 {
-            // The common case, written digit by digit into one 27-byte string.
-            return unsafe String(unsafeUninitializedCapacity: 27) { b in
-                func put(_ v: Int, _ width: Int, at offset: Int) {
-                    var v = v
-                    for i in stride(from: offset + width - 1, through: offset, by: -1) {
-                        unsafe b[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
-                        v /= 10
-                    }
-                }
-                put(y, 4, at: 0)
-                put(m, 2, at: 5)
-                put(d, 2, at: 8)
-                put(secOfDay / 3600, 2, at: 11)
-                put(secOfDay / 60 % 60, 2, at: 14)
-                put(secOfDay % 60, 2, at: 17)
-                put(fraction, 6, at: 20)
-                unsafe (b[4], b[7], b[10], b[13], b[16], b[19], b[26]) = (45, 45, 84, 58, 58, 46, 90)  // - - T : : . Z
-                return 27
-            }
-        }
-        return pad(y, 4) + "-" + pad(m, 2) + "-" + pad(d, 2) + "T" + pad(secOfDay / 3600, 2) + ":"
-            + pad(secOfDay / 60 % 60, 2) + ":" + pad(secOfDay % 60, 2) + "." + pad(fraction, 6) + "Z"
+        return UTCTimestamp.format(
+            seconds: clamped / 1_000_000, fraction: Int(clamped % 1_000_000), fractionDigits: 6)
     }
 
     /// The current time in microseconds since the epoch.
@@ -94,35 +71,8 @@ public enum APITimestamp {
             }
         }
         guard i == b.count else { return nil }
-        let days = days(fromCivil: y, mo, d)
-        let seconds = Int64(days) * 86_400 + Int64(h * 3600 + mi * 60 + s) - Int64(offsetSeconds)
+        let days = UTCTimestamp.days(fromCivil: Int64(y), month: mo, day: d)
+        let seconds = days * 86_400 + Int64(h * 3600 + mi * 60 + s) - Int64(offsetSeconds)
         return seconds * 1_000_000 + Int64(micros)
-    }
-
-    private static func pad(_ v: Int, _ width: Int) -> String {
-        let s = String(v)
-        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
-    }
-
-    // Howard Hinnant's civil-from-days algorithms (proleptic Gregorian calendar).
-    private static func civil(fromDays z0: Int64) -> (Int, Int, Int) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (Int(yoe + era * 400 + (m <= 2 ? 1 : 0)), Int(m), Int(d))
-    }
-
-    private static func days(fromCivil y0: Int, _ m: Int, _ d: Int) -> Int {
-        let y = m <= 2 ? y0 - 1 : y0
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
     }
 }

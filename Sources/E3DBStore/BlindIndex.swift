@@ -130,7 +130,10 @@ extension EncryptedStore {
 
     /// The blind indexes of `collection`.
     public func indexes(collection: String) throws(E3DBError) -> [BlindIndex] {
-        try databaseCall("reading indexes") { try pool.read { db in try loadIndexes(db, collection: collection) } }
+        _ = try currentKeys()  // a locked store refuses every call
+        return try databaseCall("reading indexes") {
+            try pool.read { db in try loadIndexes(db, collection: collection) }
+        }
     }
 
     /// Removes a blind index and its tokens.

@@ -13,34 +13,46 @@ extension EncryptedStore {
     // MARK: Keys
 
     /// Wipes every key from memory. Every later call fails with `E3DBError.Code.storeLocked` until
-    /// ``unlock(_:)``. An encrypted database's page key is forgotten too (connections already open keep the keys
-    /// SQLite derived; no new one opens until ``unlock(_:)``).
+    /// ``unlock(_:)``, and no new connection to the database opens. An encrypted database's page key is forgotten
+    /// too, the decrypted records are dropped from the cache, and the idle read connections are closed (they hold
+    /// the keys SQLite derived and decrypted pages in its cache); a read running meanwhile closes its connection when
+    /// it ends. The pool's writer connection stays open (closing it would close the store), its page cache released.
+    /// Lock and unlock run one at a time: a lock during an unlock waits for it, and the store ends locked.
     public func lock() {
+        lockState.serialised { lockNow() }
+    }
+
+    /// ``lock()``'s work, inside a transition.
+    private func lockNow() {
         // Marked locked first: a connection opening meanwhile finds the mark before it misses the page key.
-        lockState.set(true)
-        state.withLock { $0 = nil }
+        lockState.set(.locked)
         cache.withLock { $0?.removeAll() }
+        readers.closeIdle()
+        pool.releaseMemoryEventually()
         if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
     }
 
-    /// Whether the store's keys are in memory.
-    public var isLocked: Bool { state.withLock { $0 == nil } }
+    /// Whether the store's keys are not in memory (after ``lock()``, until ``unlock(_:)`` returns).
+    public var isLocked: Bool { lockState.isLocked }
 
     /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
-    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered`.
+    /// Calls keep failing with `storeLocked` until it returns; an unlock during a lock waits for it.
+    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered` (a locked store stays locked).
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
-        let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
-        if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
-        // The state check may need a new connection; a locked store stays locked when it fails.
-        let wasLocked = lockState.isLocked
-        lockState.set(false)
-        do {
-            try checkState(keys, minimumWriteCounter: nil)
-        } catch {
-            if wasLocked { lock() }
-            throw error
+        try lockState.serialised { () throws(E3DBError) in
+            let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
+            let wasLocked = lockState.isLocked
+            if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
+            // The state check may need a new connection; a locked store stays locked when it fails.
+            if wasLocked { lockState.set(.unlocking) }
+            do throws(E3DBError) {
+                try checkState(keys, minimumWriteCounter: nil)
+            } catch {
+                if wasLocked { lockNow() }
+                throw error
+            }
+            lockState.set(.unlocked(UnlockedState(keys: keys, accessKeys: [:])))
         }
-        state.withLock { $0 = UnlockedState(keys: keys, accessKeys: [:]) }
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of
@@ -84,18 +96,29 @@ extension EncryptedStore {
         }
     }
 
-    func currentKeys() throws(E3DBError) -> StoreKeys {
-        guard let keys = state.withLock({ $0?.keys }) else {
-            throw E3DBError(.storeLocked, "the store is locked")
-        }
-        return keys
-    }
+    func currentKeys() throws(E3DBError) -> StoreKeys { try lockState.keys() }
 
-    /// The keys of a collection: the current one (new writes) and, during a rotation, older ones.
+    /// The keys of a collection: the current one (new writes) and, during a rotation, older ones. There is no
+    /// value without its current key: a collection whose current key is missing from its rows is `storeCorrupted`.
     struct CollectionKeys {
-        var current: Int
-        var keys: [Int: AccessKey]
-        var currentKey: (key: AccessKey, version: Int) { (keys[current] ?? AccessKey(), current) }
+        /// The key new writes are encrypted under, and its version.
+        let currentKey: (key: AccessKey, version: Int)
+        /// Every key by version, the current one included.
+        let keys: [Int: AccessKey]
+
+        /// - Throws: `storeCorrupted` naming the collection and the version when `keys` lacks version `current`
+        ///   (the file was edited or is damaged: a write under any other key would be unreadable).
+        init(collection: String, current: Int, keys: [Int: AccessKey]) throws(E3DBError) {
+            guard let key = keys[current] else {
+                throw E3DBError(
+                    .storeCorrupted,
+                    "collection \(collection) has no key version \(current), its current one (collection_keys lacks "
+                        + "the row: the file was edited or is damaged)",
+                    context: .init(part: "collection_keys", expected: current, item: collection))
+            }
+            currentKey = (key, current)
+            self.keys = keys
+        }
     }
 
     /// The current access key of `collection`, created (random, wrapped by the master key) when `create` is set.
@@ -103,36 +126,14 @@ extension EncryptedStore {
         try collectionKeys(collection, create: create).currentKey
     }
 
-    /// `accessKey(for:create:)` through GRDB's async access.
-    func accessKey(for collection: String, create: Bool) async throws(E3DBError) -> (key: AccessKey, version: Int) {
-        try await collectionKeys(collection, create: create).currentKey
-    }
-
     /// The access key of `collection` at `version` (a record's `key_version`).
     func accessKey(for collection: String, version: Int, item: String) throws(E3DBError) -> AccessKey {
-        if let key = try collectionKeys(collection, create: false).keys[version] { return key }
-        // A rotation in another connection may have added a key since it was cached.
-        invalidateKeys(collection)
-        guard let key = try collectionKeys(collection, create: false).keys[version] else {
-            throw missingKeyVersion(collection, version: version, item: item)
-        }
-        return key
+        try run(KeyVersionRead(store: self, collection: collection, version: version, item: item))
     }
 
     /// `accessKey(for:version:item:)` through GRDB's async access.
     func accessKey(for collection: String, version: Int, item: String) async throws(E3DBError) -> AccessKey {
-        if let key = try await collectionKeys(collection, create: false).keys[version] { return key }
-        invalidateKeys(collection)
-        guard let key = try await collectionKeys(collection, create: false).keys[version] else {
-            throw missingKeyVersion(collection, version: version, item: item)
-        }
-        return key
-    }
-
-    private func missingKeyVersion(_ collection: String, version: Int, item: String) -> E3DBError {
-        E3DBError(
-            .storeCorrupted, "record \(item) is under key version \(version), which collection \(collection) lacks",
-            context: .init(item: item))
+        try await run(KeyVersionRead(store: self, collection: collection, version: version, item: item))
     }
 
     /// The key of blind index `name` of `collection`: derived from the master key once, then kept with the
@@ -140,9 +141,9 @@ extension EncryptedStore {
     /// which changes while the store is unlocked (a passphrase change rewraps the same master key).
     func blindIndexKey(_ keys: StoreKeys, collection: String, name: String) throws(E3DBError) -> SecureBytes {
         let slot = IndexKeyName(collection: collection, name: name)
-        if let key = state.withLock({ $0?.indexKeys[slot] }) { return key }
+        if let key = lockState.withUnlocked({ $0.indexKeys[slot] }) ?? nil { return key }
         let key = try BlindIndex.key(keys, collection: collection, name: name)
-        state.withLock { $0?.indexKeys[slot] = key }
+        lockState.withUnlocked { $0.indexKeys[slot] = key }
         return key
     }
 
@@ -154,126 +155,77 @@ extension EncryptedStore {
         case keyRotated
     }
 
-    /// The one home of writes that encrypt under `collection`'s current access key, which may be the one kept in
-    /// memory since before a rotation (in this or another connection) made another key current and deleted it:
-    /// `attempt` gets the current key and, in its write transaction, checks it with `keyIsCurrent` before writing;
-    /// on `keyRotated` the kept keys are forgotten and it runs again with the key read anew, at most 8 times.
-    /// - Throws: `versionConflict` when the key kept rotating; what `attempt` throws.
-    func withCurrentKey<T: Sendable>(
-        _ collection: String, create: Bool,
-        _ attempt: ((key: AccessKey, version: Int)) throws(E3DBError) -> KeyedAttempt<T>
-    ) throws(E3DBError) -> T {
-        for _ in 0..<8 {
-            if case .written(let result) = try attempt(accessKey(for: collection, create: create)) { return result }
-            invalidateKeys(collection)
-        }
-        throw keyKeptRotating(collection)
-    }
-
-    /// `withCurrentKey(_:create:_:)` for an attempt through GRDB's async access.
-    func withCurrentKey<T: Sendable>(
-        _ collection: String, create: Bool,
-        _ attempt: ((key: AccessKey, version: Int)) async throws(E3DBError) -> KeyedAttempt<T>
-    ) async throws(E3DBError) -> T {
-        for _ in 0..<8 {
-            if case .written(let result) = try await attempt(accessKey(for: collection, create: create)) {
-                return result
-            }
-            invalidateKeys(collection)
-        }
-        throw keyKeptRotating(collection)
-    }
-
     func keyKeptRotating(_ collection: String) -> E3DBError {
         E3DBError(
             .versionConflict, "the key of collection \(collection) kept rotating while records were written to it",
             context: .init(item: collection))
     }
 
-    /// Inside a write transaction: whether key `version` is still `collection`'s current one (see
-    /// `withCurrentKey(_:create:_:)`).
+    /// Inside a write transaction: whether key `version` is still `collection`'s current one (see `UnderCurrentKey`).
     func keyIsCurrent(_ db: Database, collection: String, version: Int) throws -> Bool {
+        try currentKeyVersion(db, collection) == version
+    }
+
+    /// `collection`'s current key version, nil when there is no such collection.
+    func currentKeyVersion(_ db: Database, _ collection: String) throws -> Int? {
         try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-            == version
     }
 
     func invalidateKeys(_ collection: String) {
-        state.withLock { _ = $0?.accessKeys.removeValue(forKey: collection) }
+        lockState.withUnlocked { _ = $0.accessKeys.removeValue(forKey: collection) }
     }
 
     /// The keys of `collection` (kept in memory once read), created when `create` is set and there is none.
     func collectionKeys(_ collection: String, create: Bool) throws(E3DBError) -> CollectionKeys {
-        if let kept = try keptCollectionKeys(collection) { return kept }
-        let keys = try currentKeys()
-        let stored = try databaseCall("reading collection \(collection)") {
-            try pool.read { db in try storedCollectionKeys(db, collection) }
-        }
-        guard let stored else {
-            let wrapped = try newCollectionKey(collection, create: create, keys)
-            try databaseCall("creating collection \(collection)") {
-                try pool.write { db in try insertCollection(db, collection, wrapped: wrapped, keys) }
-            }
-            // Another writer may have won the race: read what is stored.
-            return try collectionKeys(collection, create: false)
-        }
-        return try keep(stored, of: collection, keys)
+        try run(CollectionKeysRead(store: self, collection: collection, create: create))
     }
 
     /// `collectionKeys(_:create:)` through GRDB's async access.
     func collectionKeys(_ collection: String, create: Bool) async throws(E3DBError) -> CollectionKeys {
-        if let kept = try keptCollectionKeys(collection) { return kept }
-        let keys = try currentKeys()
-        let stored = try await databaseCall("reading collection \(collection)") {
-            try await pool.read { db in try storedCollectionKeys(db, collection) }
-        }
-        guard let stored else {
-            let wrapped = try newCollectionKey(collection, create: create, keys)
-            try await databaseCall("creating collection \(collection)") {
-                try await pool.write { db in try insertCollection(db, collection, wrapped: wrapped, keys) }
-            }
-            return try await collectionKeys(collection, create: false)
-        }
-        return try keep(stored, of: collection, keys)
+        try await run(CollectionKeysRead(store: self, collection: collection, create: create))
     }
 
-    private func keptCollectionKeys(_ collection: String) throws(E3DBError) -> CollectionKeys? {
-        try state.withLock { (state: inout UnlockedState?) throws(E3DBError) -> CollectionKeys? in
-            guard let state else { throw E3DBError(.storeLocked, "the store is locked") }
-            return state.accessKeys[collection]
+    /// The keys of `collection` kept in memory, if any.
+    /// - Throws: `storeLocked`.
+    func keptCollectionKeys(_ collection: String) throws(E3DBError) -> CollectionKeys? {
+        guard let kept = lockState.withUnlocked({ $0.accessKeys[collection] }) else {
+            throw E3DBError(.storeLocked, "the store is locked")
         }
+        return kept
     }
 
-    /// A collection's current key version and its wrapped keys by version, nil when there is no such collection.
-    private func storedCollectionKeys(_ db: Database, _ collection: String) throws -> (
-        current: Int, wrapped: [(version: Int, key: Data)]
-    )? {
-        guard
-            let current = try Int.fetchOne(
-                db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-        else { return nil }
+    /// A collection's current key version and its wrapped keys by version, as stored.
+    struct StoredCollectionKeys: Sendable {
+        let current: Int
+        let wrapped: [(version: Int, key: Data)]
+    }
+
+    /// A collection's stored keys, nil when there is no such collection.
+    func storedCollectionKeys(_ db: Database, _ collection: String) throws -> StoredCollectionKeys? {
+        guard let current = try currentKeyVersion(db, collection) else { return nil }
         let rows = try Row.fetchAll(
             db, sql: "SELECT version, wrapped_key FROM collection_keys WHERE collection = ?", arguments: [collection])
-        return try (
-            current,
-            rows.map { row in
+        return StoredCollectionKeys(
+            current: current,
+            wrapped: try rows.map { row in
                 let row = UntrustedRow(store: row, table: "collection_keys")
                 return (try row.value("version", as: Int.self), try row.value("wrapped_key", as: Data.self))
-            }
-        )
+            })
     }
 
     /// A new access key for a collection that does not exist, wrapped under the master key.
     /// - Throws: `collectionNotFound` unless `create`.
-    private func newCollectionKey(_ collection: String, create: Bool, _ keys: StoreKeys) throws(E3DBError) -> Data {
-        guard create else {
-            throw E3DBError(
-                .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
-        }
+    func newCollectionKey(_ collection: String, create: Bool, _ keys: StoreKeys) throws(E3DBError) -> Data {
+        guard create else { throw collectionNotFound(collection) }
         return StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
     }
 
+    func collectionNotFound(_ collection: String) -> E3DBError {
+        E3DBError(.collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+    }
+
     /// Creates `collection` with key version 1, unless another writer created it first.
-    private func insertCollection(_ db: Database, _ collection: String, wrapped: Data, _ keys: StoreKeys) throws {
+    func insertCollection(_ db: Database, _ collection: String, wrapped: Data, _ keys: StoreKeys) throws {
         try db.execute(
             sql: "INSERT OR IGNORE INTO collections (name, key_version, created) VALUES (?, 1, ?)",
             arguments: [collection, StoreTime.format(StoreTime.now())])
@@ -287,23 +239,169 @@ extension EncryptedStore {
     }
 
     /// Unwraps a collection's stored keys and keeps them in memory.
-    private func keep(
-        _ stored: (current: Int, wrapped: [(version: Int, key: Data)]), of collection: String, _ keys: StoreKeys
-    ) throws(E3DBError) -> CollectionKeys {
-        var result = CollectionKeys(current: stored.current, keys: [:])
+    func keep(_ stored: StoredCollectionKeys, of collection: String, _ keys: StoreKeys) throws(E3DBError)
+        -> CollectionKeys
+    {
+        var unwrapped: [Int: AccessKey] = [:]
         for (version, wrapped) in stored.wrapped {
             let key = try StoreKeys.unwrap(
                 wrapped, under: keys.master,
                 failure: E3DBError(
                     .recordTampered, "an access key of collection \(collection) does not authenticate",
                     context: .init(item: collection)))
-            result.keys[version] = AccessKey(key)
+            unwrapped[version] = AccessKey(key)
         }
-        guard result.keys[stored.current] != nil else {
-            throw E3DBError(
-                .storeCorrupted, "collection \(collection) has no current key", context: .init(item: collection))
-        }
-        state.withLock { $0?.accessKeys[collection] = result }
+        let result = try CollectionKeys(collection: collection, current: stored.current, keys: unwrapped)
+        lockState.withUnlocked { $0.accessKeys[collection] = result }
         return result
+    }
+}
+
+/// Reading a collection's keys: the ones kept in memory, else the stored ones (kept from then on); when there are
+/// none and `create` is set, the collection is created first, unless another writer created it meanwhile.
+struct CollectionKeysRead: StoreProcedure {
+    enum Answer: Sendable {
+        /// What a read found, or what the collection's creation found after it.
+        case stored(EncryptedStore.StoredCollectionKeys?, created: Bool)
+    }
+
+    let store: EncryptedStore
+    let collection: String
+    let create: Bool
+
+    func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, EncryptedStore.CollectionKeys> {
+        switch answer {
+        case nil:
+            if let kept = try store.keptCollectionKeys(collection) { return .done(kept) }
+            return .access(
+                .read("reading collection \(collection)") { [store, collection] db in
+                    .stored(try store.storedCollectionKeys(db, collection), created: false)
+                })
+        case .stored(let stored?, _)?:
+            return .done(try store.keep(stored, of: collection, store.currentKeys()))
+        case .stored(nil, created: false)?:
+            let keys = try store.currentKeys()
+            let wrapped = try store.newCollectionKey(collection, create: create, keys)
+            return .access(
+                .write("creating collection \(collection)") { [store, collection] db in
+                    try store.insertCollection(db, collection, wrapped: wrapped, keys)
+                    // What is stored now: this collection, or the one another writer created first.
+                    return .stored(try store.storedCollectionKeys(db, collection), created: true)
+                })
+        case .stored(nil, created: true)?:
+            throw store.collectionNotFound(collection)
+        }
+    }
+}
+
+/// Reading a collection's key at one version: from the keys kept in memory, else (a rotation in another connection
+/// may have added it since they were read) from the keys read again.
+struct KeyVersionRead: StoreProcedure {
+    typealias Answer = CollectionKeysRead.Answer
+
+    let store: EncryptedStore
+    let collection: String
+    let version: Int
+    /// The record whose key it is, for the error.
+    let item: String
+    private var readAgain = false
+
+    init(store: EncryptedStore, collection: String, version: Int, item: String) {
+        self.store = store
+        self.collection = collection
+        self.version = version
+        self.item = item
+    }
+
+    mutating func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, AccessKey> {
+        let read = CollectionKeysRead(store: store, collection: collection, create: false)
+        switch try read.step(answer) {
+        case .access(let access):
+            return .access(access)
+        case .done(let keys):
+            if let key = keys.keys[version] { return .done(key) }
+            guard !readAgain else {
+                throw E3DBError(
+                    .storeCorrupted,
+                    "record \(item) is under key version \(version), which collection \(collection) lacks",
+                    context: .init(item: item))
+            }
+            readAgain = true
+            store.invalidateKeys(collection)
+            return try step(nil)
+        }
+    }
+}
+
+/// A write under a collection's current access key, which may be the one kept in memory since before a rotation (in
+/// this or another connection) made another key current and deleted it: each attempt (`attempt`, made for the
+/// current key) checks the key in its write transaction (`keyIsCurrent`) before writing; on `keyRotated` the kept keys
+/// are forgotten and another attempt is made with the key read anew, at most 8 in all.
+/// - Throws: `versionConflict` when the key kept rotating; what the attempts throw.
+struct UnderCurrentKey<Attempt: StoreProcedure, Result: Sendable>: StoreProcedure
+where Attempt.Output == EncryptedStore.KeyedAttempt<Result> {
+    enum Answer: Sendable {
+        case keys(CollectionKeysRead.Answer)
+        case attempt(Attempt.Answer)
+    }
+
+    let store: EncryptedStore
+    let collection: String
+    let create: Bool
+    /// The attempt for a key and its version.
+    let attempt: ((key: AccessKey, version: Int)) throws(E3DBError) -> Attempt
+    /// The running attempt (nil while the key is read).
+    private var current: Attempt?
+    private var attempts = 0
+
+    init(
+        store: EncryptedStore, collection: String, create: Bool,
+        attempt: @escaping ((key: AccessKey, version: Int)) throws(E3DBError) -> Attempt
+    ) {
+        self.store = store
+        self.collection = collection
+        self.create = create
+        self.attempt = attempt
+    }
+
+    mutating func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, Result> {
+        var answer = answer
+        while true {
+            guard var running = current else {
+                var read = CollectionKeysRead(store: store, collection: collection, create: create)
+                switch try read.step(answer, unwrap: Self.keysAnswer, wrap: { .keys($0) }) {
+                case .access(let access):
+                    return .access(access)
+                case .done(let keys):
+                    current = try attempt(keys.currentKey)
+                    answer = nil
+                    continue
+                }
+            }
+            let next = try running.step(answer, unwrap: Self.attemptAnswer, wrap: { .attempt($0) })
+            current = running
+            switch next {
+            case .access(let access):
+                return .access(access)
+            case .done(.written(let result)):
+                return .done(result)
+            case .done(.keyRotated):
+                store.invalidateKeys(collection)
+                attempts += 1
+                guard attempts < 8 else { throw store.keyKeptRotating(collection) }
+                current = nil
+                answer = nil
+            }
+        }
+    }
+
+    private static func keysAnswer(_ answer: Answer) -> CollectionKeysRead.Answer? {
+        if case .keys(let keys) = answer { return keys }
+        return nil
+    }
+
+    private static func attemptAnswer(_ answer: Answer) -> Attempt.Answer? {
+        if case .attempt(let attempt) = answer { return attempt }
+        return nil
     }
 }

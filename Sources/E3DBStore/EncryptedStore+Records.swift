@@ -13,8 +13,8 @@ extension EncryptedStore {
     //
     // Each operation has a synchronous form and an async one (GRDB's async `read` and `write`, so that an async
     // caller's thread is never held while the database is busy). Both run the same code: what happens inside a
-    // transaction is one function taking the `Database`, the crypto around it is shared, and the two forms differ
-    // only in how they reach the database.
+    // transaction is one function taking the `Database`, the crypto around it is shared, and an operation of several
+    // accesses is one `StoreProcedure` (StoreProcedure.swift) that both forms run, differing only in `await`.
 
     /// Encrypts and stores a new record.
     /// - Parameters:
@@ -65,51 +65,73 @@ extension EncryptedStore {
     /// transaction reads them again and, when one was created or dropped meanwhile, computes the rows' tokens for
     /// the indexes it sees (the documents and MACs do not depend on them). It also reads the collection's key
     /// version again: when a rotation made another key current meanwhile (and may have deleted the one the records
-    /// are under), nothing is written and the insert starts over with the current key (`withCurrentKey(_:create:_:)`).
+    /// are under), nothing is written and the insert starts over with the current key (`UnderCurrentKey`).
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) throws(E3DBError) -> [RecordReference]? {
-        let keys = try currentKeys()
-        return try withCurrentKey(collection, create: true) { access throws(E3DBError) in
-            let indexes = try databaseCall("reading the indexes of collection \(collection)") {
-                try pool.read { db in try insertionIndexes(db, keys, collection: collection, ids: ids) }
-            }
-            guard let indexes else { return .written(nil) }
-            let rows = try encryptNewRecords(
-                records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
-            beforeInsertTransaction.withLock { $0 }?()
-            return try databaseCall("writing to collection \(collection)") {
-                try pool.write { db in
-                    try insertRows(db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids)
-                }
-            }
-        }
+        try run(insertion(collection: collection, records: records, ids: ids))
     }
 
     /// `insertRecords(collection:records:ids:)` through GRDB's async access.
     func insertRecords(
         collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
     ) async throws(E3DBError) -> [RecordReference]? {
+        try await run(insertion(collection: collection, records: records, ids: ids))
+    }
+
+    /// The procedure of `insertRecords(collection:records:ids:)`.
+    func insertion(
+        collection: String, records: [(type: String, data: RecordData, plain: RecordData)], ids: [UUID]?
+    ) throws(E3DBError) -> UnderCurrentKey<Insertion, [RecordReference]?> {
         let keys = try currentKeys()
-        return try await withCurrentKey(collection, create: true) { access async throws(E3DBError) in
-            let indexes = try await databaseCall("reading the indexes of collection \(collection)") {
-                try await pool.read { db in try insertionIndexes(db, keys, collection: collection, ids: ids) }
-            }
-            guard let indexes else { return .written(nil) }
-            let rows = try encryptNewRecords(
-                records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
-            beforeInsertTransaction.withLock { $0 }?()
-            return try await databaseCall("writing to collection \(collection)") {
-                try await pool.write { db in
-                    try insertRows(db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids)
-                }
+        return UnderCurrentKey(store: self, collection: collection, create: true) { access in
+            Insertion(store: self, collection: collection, records: records, ids: ids, keys: keys, access: access)
+        }
+    }
+
+    /// One attempt of an insert under one access key: the indexes read, the records encrypted, the write.
+    struct Insertion: StoreProcedure {
+        enum Answer: Sendable {
+            /// The collection's indexes with their keys, nil when a record with one of the ids exists.
+            case indexes([(index: BlindIndex, key: SecureBytes)]?)
+            case written(KeyedAttempt<[RecordReference]?>)
+        }
+
+        let store: EncryptedStore
+        let collection: String
+        let records: [(type: String, data: RecordData, plain: RecordData)]
+        let ids: [UUID]?
+        let keys: StoreKeys
+        let access: (key: AccessKey, version: Int)
+
+        func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, KeyedAttempt<[RecordReference]?>> {
+            switch answer {
+            case nil:
+                return .access(
+                    .read("reading the indexes of collection \(collection)") { [store, keys, collection, ids] db in
+                        .indexes(try store.insertionIndexes(db, keys, collection: collection, ids: ids))
+                    })
+            case .indexes(nil)?:
+                return .done(.written(nil))
+            case .indexes(let indexes?)?:
+                let rows = try store.encryptNewRecords(
+                    records, collection: collection, keys: keys, access: access, indexes: indexes, ids: ids)
+                store.testHook(.beforeInsertTransaction)
+                return .access(
+                    .write("writing to collection \(collection)") { [store, keys, collection, access, ids] db in
+                        .written(
+                            try store.insertRows(
+                                db, rows, keys, collection: collection, access: access, indexes: indexes, ids: ids))
+                    })
+            case .written(let outcome)?:
+                return .done(outcome)
             }
         }
     }
 
     /// In the read transaction before an insert: the collection's indexes with their keys, or nil when a record with
     /// one of `ids` exists.
-    private func insertionIndexes(_ db: Database, _ keys: StoreKeys, collection: String, ids: [UUID]?) throws
+    func insertionIndexes(_ db: Database, _ keys: StoreKeys, collection: String, ids: [UUID]?) throws
         -> [(index: BlindIndex, key: SecureBytes)]?
     {
         try anyRecordPresent(db, ids) ? nil : indexKeys(db, keys: keys, collection: collection)
@@ -117,7 +139,7 @@ extension EncryptedStore {
 
     /// The write transaction of an insert: `written(nil)` when a record with one of `ids` exists, `keyRotated`
     /// when the rows' key is no longer current.
-    private func insertRows(
+    func insertRows(
         _ db: Database, _ rows: [NewRecordRow], _ keys: StoreKeys, collection: String,
         access: (key: AccessKey, version: Int), indexes: [(index: BlindIndex, key: SecureBytes)], ids: [UUID]?
     ) throws -> KeyedAttempt<[RecordReference]?> {
@@ -221,42 +243,55 @@ extension EncryptedStore {
         let now = StoreTime.format(StoreTime.now())
 
         var idText: String { id.lowercasedString }
+
+        /// The reference an update gave; `recordNotFound` for none.
+        func found(_ reference: RecordReference?) throws(E3DBError) -> RecordReference {
+            guard let reference else {
+                throw E3DBError(
+                    .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
+            }
+            return reference
+        }
     }
 
     /// `update(collection:id:expectedVersion:type:data:plain:)`; a nil `expectedVersion` updates whatever version
     /// is current (read in the same transaction). The fields are encrypted in the transaction under the collection's
-    /// current key, which it checks (`withCurrentKey(_:create:_:)`).
+    /// current key, which it checks (`UnderCurrentKey`).
     func updateRecord(
         collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
     ) throws(E3DBError) -> RecordReference {
-        let keys = try currentKeys()
         let update = RecordUpdate(
             collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
-        return try withCurrentKey(collection, create: false) { access throws(E3DBError) in
-            try databaseCall("updating record \(update.idText)") {
-                try pool.write { db in try updateRow(db, update, keys, access: access) }
-            }
-        }
+        return try update.found(run(updating(update)))
     }
 
     /// `updateRecord(collection:id:expectedVersion:type:data:plain:)` through GRDB's async access.
     func updateRecord(
         collection: String, id: UUID, expectedVersion: Int?, type: String?, data: RecordData, plain: RecordData
     ) async throws(E3DBError) -> RecordReference {
-        let keys = try currentKeys()
         let update = RecordUpdate(
             collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data, plain: plain)
-        return try await withCurrentKey(collection, create: false) { access async throws(E3DBError) in
-            try await databaseCall("updating record \(update.idText)") {
-                try await pool.write { db in try updateRow(db, update, keys, access: access) }
-            }
+        return try await update.found(run(updating(update)))
+    }
+
+    /// The procedure of an update: its reference, nil when there is no such record.
+    typealias Updating = UnderCurrentKey<SingleAccess<KeyedAttempt<RecordReference?>>, RecordReference?>
+
+    /// The procedure of `update`.
+    func updating(_ update: RecordUpdate) throws(E3DBError) -> Updating {
+        let keys = try currentKeys()
+        return UnderCurrentKey(store: self, collection: update.collection, create: false) { access in
+            SingleAccess(
+                access: .write("updating record \(update.idText)") { [self] db in
+                    try updateRow(db, update, keys, access: access)
+                })
         }
     }
 
-    /// The write transaction of an update.
+    /// The write transaction of an update: `written(nil)` when there is no such record.
     private func updateRow(
         _ db: Database, _ update: RecordUpdate, _ keys: StoreKeys, access: (key: AccessKey, version: Int)
-    ) throws -> KeyedAttempt<RecordReference> {
+    ) throws -> KeyedAttempt<RecordReference?> {
         let collection = update.collection
         let idText = update.idText
         guard try keyIsCurrent(db, collection: collection, version: access.version) else { return .keyRotated }
@@ -264,10 +299,7 @@ extension EncryptedStore {
             let fetched = try Row.fetchOne(
                 db, sql: "SELECT seq, type, version, created, mac FROM records WHERE id = ? AND collection = ?",
                 arguments: [idText, collection])
-        else {
-            throw E3DBError(
-                .recordNotFound, "no record \(idText) in collection \(collection)", context: .init(item: idText))
-        }
+        else { return .written(nil) }
         let row = UntrustedRow(store: fetched, table: "records")
         let current = try row.value("version", as: Int.self)
         if let expectedVersion = update.expectedVersion, current != expectedVersion {
@@ -315,23 +347,20 @@ extension EncryptedStore {
     ///   - id: the record's id.
     ///   - expectedVersion: when given, another version is `E3DBError.Code.versionConflict`.
     public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) throws(E3DBError) {
-        let idText = id.lowercasedString
-        let keys = try currentKeys()
-        try databaseCall("deleting record \(idText)") {
-            try pool.write { db in
-                try deleteRow(db, keys, collection: collection, idText: idText, expectedVersion: expectedVersion)
-            }
-        }
+        try perform(deletion(collection: collection, id: id, expectedVersion: expectedVersion))
     }
 
     /// `delete(collection:id:expectedVersion:)` for async callers.
     public func delete(collection: String, id: UUID, expectedVersion: Int? = nil) async throws(E3DBError) {
+        try await perform(deletion(collection: collection, id: id, expectedVersion: expectedVersion))
+    }
+
+    /// The write transaction of `delete(collection:id:expectedVersion:)`.
+    private func deletion(collection: String, id: UUID, expectedVersion: Int?) throws(E3DBError) -> StoreAccess<Void> {
         let idText = id.lowercasedString
         let keys = try currentKeys()
-        try await databaseCall("deleting record \(idText)") {
-            try await pool.write { db in
-                try deleteRow(db, keys, collection: collection, idText: idText, expectedVersion: expectedVersion)
-            }
+        return .write("deleting record \(idText)") { [self] db in
+            try deleteRow(db, keys, collection: collection, idText: idText, expectedVersion: expectedVersion)
         }
     }
 

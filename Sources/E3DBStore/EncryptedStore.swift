@@ -57,22 +57,35 @@ public final class EncryptedStore: Sendable {
     let databaseURI: String?
     /// Read-only connections for `get` and query pages (no schema check per read).
     let readers: RecordReaders
-    /// Set by ``lock()`` (before the page key is forgotten), cleared by ``unlock(_:)``: what every new connection
-    /// checks first.
+    /// The store's one lock state: its keys while unlocked (what every call reads), and whether new connections
+    /// may open (what every new connection checks first). ``lock()`` and ``unlock(_:)`` change it one at a time.
     let lockState: StoreLock
-    let state: Mutex<UnlockedState?>
     /// Decrypted records by binding MAC (nil while locked): bounded, cleared on lock.
     let cache: Mutex<RecordCache?>
     /// How new records' fields get their data keys (see ``fieldKeyMode``).
     let keyMode = Mutex<FieldKeyMode>(.perField)
-    /// Tests only: called by `put` after its records are encrypted, before its write transaction opens (see
-    /// `setBeforeInsertTransaction`).
-    let beforeInsertTransaction = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: what runs at each ``TestPoint`` (see `setTestHook`).
+    let testHooks = Mutex<[TestPoint: @Sendable () -> Void]>([:])
 
-    /// Tests only: `hook` runs in every `put` after its records are encrypted, before its write transaction opens
-    /// (to provoke a concurrent key rotation there deterministically).
-    package func setBeforeInsertTransaction(_ hook: (@Sendable () -> Void)?) {
-        beforeInsertTransaction.withLock { $0 = hook }
+    /// Places in the store's operations where a test can make something happen deterministically (a concurrent key
+    /// rotation, a look at the files).
+    package enum TestPoint: Sendable, Hashable {
+        /// In every `put`, after its records are encrypted, before its write transaction opens.
+        case beforeInsertTransaction
+        /// In `export`, after each page of records is written to the unpublished records file.
+        case afterExportPage
+        /// In `export`, after the first of its two files is published, before the second is.
+        case betweenExportFiles
+    }
+
+    /// Tests only: `hook` runs at `point` from now on (nil: nothing does).
+    package func setTestHook(_ point: TestPoint, _ hook: (@Sendable () -> Void)?) {
+        testHooks.withLock { $0[point] = hook }
+    }
+
+    /// Runs the test hook at `point`, if any (outside the hooks' lock, so that a hook may set hooks).
+    func testHook(_ point: TestPoint) {
+        testHooks.withLock { $0[point] }?()
     }
 
     struct UnlockedState {
@@ -93,7 +106,7 @@ public final class EncryptedStore: Sendable {
         self.databasePath = database.path
         self.lockState = database.lock
         self.readers = RecordReaders(location: database.location, lock: database.lock)
-        self.state = Mutex(UnlockedState(keys: keys, accessKeys: [:]))
+        database.lock.set(.unlocked(UnlockedState(keys: keys, accessKeys: [:])))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
 
@@ -493,18 +506,72 @@ public final class EncryptedStore: Sendable {
     }
 }
 
-/// Whether a store is locked, for the connections it opens: ``EncryptedStore/lock()`` sets it before it forgets the page
-/// key, ``EncryptedStore/unlock(_:)`` clears it once the key is back.
+/// A store's one lock state, read by every call (its keys, through `currentKeys`) and by every new connection to its
+/// database (`requirePageKey`, the record readers): ``EncryptedStore/lock()`` makes it `locked` before it forgets the
+/// page key, ``EncryptedStore/unlock(_:)`` makes it `unlocking` once the key is back (its state check needs
+/// connections) and `unlocked` with the keys once the check passed. Lock and unlock run one at a time
+/// (`serialised`), so no interleaving of the two can leave the keys in memory while connections are refused, or the
+/// other way round.
 final class StoreLock: Sendable {
-    private let locked = Atomic<Bool>(false)
+    enum Phase {
+        /// No keys in memory, and no new connection opens.
+        case locked
+        /// New connections open (the store is being opened, or `unlock` checks its state); calls still refuse.
+        case unlocking
+        /// The keys are in memory.
+        case unlocked(EncryptedStore.UnlockedState)
+    }
 
-    var isLocked: Bool { locked.load(ordering: .acquiring) }
+    private let phase = Mutex<Phase>(.unlocking)
+    /// Held for the whole of a lock or an unlock.
+    private let transitions = Mutex<Void>(())
 
-    func set(_ value: Bool) { locked.store(value, ordering: .releasing) }
+    /// Whether the keys are not in memory (locked, or not unlocked yet).
+    var isLocked: Bool {
+        phase.withLock {
+            if case .unlocked = $0 { return false }
+            return true
+        }
+    }
 
+    /// Whether new connections are refused.
+    var refusesConnections: Bool {
+        phase.withLock {
+            if case .locked = $0 { return true }
+            return false
+        }
+    }
+
+    func set(_ phase: Phase) { self.phase.withLock { $0 = phase } }
+
+    /// Runs `body` on the keys' state; nil, without running it, unless unlocked.
+    @discardableResult
+    func withUnlocked<T: Sendable>(_ body: (inout EncryptedStore.UnlockedState) -> T) -> T? {
+        phase.withLock { phase -> T? in
+            guard case .unlocked(var state) = phase else { return nil }
+            // The state moves out and back, so that `body` changes it in place (no copy of its dictionaries).
+            phase = .locked
+            defer { phase = .unlocked(state) }
+            return body(&state)
+        }
+    }
+
+    /// The store's keys.
+    /// - Throws: `storeLocked` unless unlocked.
+    func keys() throws(E3DBError) -> StoreKeys {
+        guard let keys = withUnlocked({ $0.keys }) else { throw E3DBError(.storeLocked, "the store is locked") }
+        return keys
+    }
+
+    /// What a new connection checks first.
     /// - Throws: `storeLocked` while the store is locked.
     func check() throws(E3DBError) {
-        if isLocked { throw E3DBError(.storeLocked, "the store is locked") }
+        if refusesConnections { throw E3DBError(.storeLocked, "the store is locked") }
+    }
+
+    /// Runs a lock or an unlock: one at a time.
+    func serialised<Failure: Error>(_ body: () throws(Failure) -> Void) throws(Failure) {
+        try transitions.withLock { _ throws(Failure) in try body() }
     }
 }
 

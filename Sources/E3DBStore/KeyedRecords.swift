@@ -37,28 +37,10 @@ extension EncryptedStore {
         collection: String, key: String, type: String, data: RecordData, plain: RecordData = RecordData(),
         expectedVersion: Int? = nil
     ) throws(E3DBError) -> RecordReference {
-        let id = try keyedID(key, in: collection)
-        // Another writer may create or delete the record between the look and the write: then look again (the
-        // update itself reads the current version in its own transaction, so concurrent updates never conflict).
-        for _ in 0..<8 {
-            let current = try databaseCall("reading record \(id.lowercasedString)") {
-                try pool.read { db in try keyedVersion(db, id: id, collection: collection) }
-            }
-            if try keyedPutInserts(current: current, expectedVersion: expectedVersion, key: key, id: id) {
-                if let inserted = try insertRecords(collection: collection, records: [(type, data, plain)], ids: [id]) {
-                    return inserted[0]
-                }
-                continue
-            }
-            do {
-                return try updateRecord(
-                    collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data,
-                    plain: plain)
-            } catch  where error.code == .recordNotFound {
-                continue
-            }
-        }
-        throw keyedRecordKeptChanging(key, id: id)
+        try run(
+            keyedPut(
+                collection: collection, key: key, type: type, data: data, plain: plain, expectedVersion: expectedVersion
+            ))
     }
 
     /// `put(collection:key:type:data:plain:expectedVersion:)` for async callers.
@@ -67,28 +49,141 @@ extension EncryptedStore {
         collection: String, key: String, type: String, data: RecordData, plain: RecordData = RecordData(),
         expectedVersion: Int? = nil
     ) async throws(E3DBError) -> RecordReference {
-        let id = try keyedID(key, in: collection)
-        for _ in 0..<8 {
-            let current = try await databaseCall("reading record \(id.lowercasedString)") {
-                try await pool.read { db in try keyedVersion(db, id: id, collection: collection) }
-            }
-            if try keyedPutInserts(current: current, expectedVersion: expectedVersion, key: key, id: id) {
-                if let inserted = try await insertRecords(
-                    collection: collection, records: [(type, data, plain)], ids: [id])
-                {
-                    return inserted[0]
+        try await run(
+            keyedPut(
+                collection: collection, key: key, type: type, data: data, plain: plain, expectedVersion: expectedVersion
+            ))
+    }
+
+    /// The procedure of `put(collection:key:type:data:plain:expectedVersion:)`.
+    private func keyedPut(
+        collection: String, key: String, type: String, data: RecordData, plain: RecordData, expectedVersion: Int?
+    ) throws(E3DBError) -> KeyedPut {
+        KeyedPut(
+            store: self, collection: collection, key: key, id: try keyedID(key, in: collection), type: type, data: data,
+            plain: plain, expectedVersion: expectedVersion)
+    }
+
+    /// A keyed put: a look at the record's version, then an insert when there is none, else an update (of whatever
+    /// version is current, read again in the update's own transaction, so concurrent updates never conflict). Another
+    /// writer may create or delete the record between the look and the write: then it looks again, at most 8 times.
+    struct KeyedPut: StoreProcedure {
+        enum Answer: Sendable {
+            case version(Int?)
+            case insertion(UnderCurrentKey<Insertion, [RecordReference]?>.Answer)
+            case update(Updating.Answer)
+        }
+
+        private enum Phase {
+            case look
+            case insertion(UnderCurrentKey<Insertion, [RecordReference]?>)
+            case update(Updating)
+        }
+
+        let store: EncryptedStore
+        let collection: String
+        let key: String
+        let id: UUID
+        let type: String
+        let data: RecordData
+        let plain: RecordData
+        let expectedVersion: Int?
+        private var phase = Phase.look
+        private var looks = 0
+
+        init(
+            store: EncryptedStore, collection: String, key: String, id: UUID, type: String, data: RecordData,
+            plain: RecordData, expectedVersion: Int?
+        ) {
+            self.store = store
+            self.collection = collection
+            self.key = key
+            self.id = id
+            self.type = type
+            self.data = data
+            self.plain = plain
+            self.expectedVersion = expectedVersion
+        }
+
+        mutating func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, RecordReference> {
+            var answer = answer
+            while true {
+                switch phase {
+                case .look:
+                    if case .version(let current)? = answer {
+                        phase = try write(after: current)
+                        answer = nil
+                        continue
+                    }
+                    guard looks < 8 else {
+                        throw E3DBError(
+                            .versionConflict, "the record with key \(key) kept changing while it was written",
+                            context: .init(item: id.lowercasedString))
+                    }
+                    looks += 1
+                    return .access(
+                        .read("reading record \(id.lowercasedString)") { [id, collection] db in
+                            .version(
+                                try Int.fetchOne(
+                                    db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?",
+                                    arguments: [id.lowercasedString, collection]))
+                        })
+                case .insertion(var insertion):
+                    let next = try insertion.step(answer, unwrap: Self.insertionAnswer, wrap: { .insertion($0) })
+                    phase = .insertion(insertion)
+                    switch next {
+                    case .access(let access): return .access(access)
+                    case .done(let inserted):
+                        if let reference = inserted?.first { return .done(reference) }
+                        // The record was created meanwhile: look again.
+                        phase = .look
+                        answer = nil
+                    }
+                case .update(var update):
+                    let next = try update.step(answer, unwrap: Self.updateAnswer, wrap: { .update($0) })
+                    phase = .update(update)
+                    switch next {
+                    case .access(let access): return .access(access)
+                    case .done(let updated?): return .done(updated)
+                    case .done(nil):
+                        // The record was deleted meanwhile: look again.
+                        phase = .look
+                        answer = nil
+                    }
                 }
-                continue
-            }
-            do {
-                return try await updateRecord(
-                    collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data,
-                    plain: plain)
-            } catch  where error.code == .recordNotFound {
-                continue
             }
         }
-        throw keyedRecordKeptChanging(key, id: id)
+
+        private static func insertionAnswer(_ answer: Answer) -> UnderCurrentKey<Insertion, [RecordReference]?>.Answer?
+        {
+            if case .insertion(let inner) = answer { return inner }
+            return nil
+        }
+
+        private static func updateAnswer(_ answer: Answer) -> Updating.Answer? {
+            if case .update(let inner) = answer { return inner }
+            return nil
+        }
+
+        /// What a look that found the record at `current` (nil: none) leads to: an insert or an update.
+        /// - Throws: `versionConflict` when `expectedVersion` is given and not `current` (0 for none).
+        private func write(after current: Int?) throws(E3DBError) -> Phase {
+            if let expectedVersion, expectedVersion != (current ?? 0) {
+                throw E3DBError(
+                    .versionConflict,
+                    "the record with key \(key) is at version \(current ?? 0), not \(expectedVersion)",
+                    context: .init(expected: expectedVersion, actual: current ?? 0, item: id.lowercasedString))
+            }
+            guard current != nil else {
+                return .insertion(
+                    try store.insertion(collection: collection, records: [(type, data, plain)], ids: [id]))
+            }
+            return .update(
+                try store.updating(
+                    RecordUpdate(
+                        collection: collection, id: id, expectedVersion: expectedVersion, type: type, data: data,
+                        plain: plain)))
+        }
     }
 
     /// The id of the record named `key`: `invalidParameter` for an empty key.
@@ -97,33 +192,6 @@ extension EncryptedStore {
             throw E3DBError(.invalidParameter, "a record key cannot be empty", context: .init(item: collection))
         }
         return try recordID(forKey: key, in: collection)
-    }
-
-    /// The current version of the keyed record `id`, nil when there is none.
-    private func keyedVersion(_ db: Database, id: UUID, collection: String) throws -> Int? {
-        try Int.fetchOne(
-            db, sql: "SELECT version FROM records WHERE id = ? AND collection = ?",
-            arguments: [id.lowercasedString, collection])
-    }
-
-    /// Whether a keyed put of the record at `current` (nil: none) inserts (or else updates).
-    /// - Throws: `versionConflict` when `expectedVersion` is given and not `current` (0 for none).
-    private func keyedPutInserts(current: Int?, expectedVersion: Int?, key: String, id: UUID) throws(E3DBError)
-        -> Bool
-    {
-        if let expectedVersion, expectedVersion != (current ?? 0) {
-            throw E3DBError(
-                .versionConflict,
-                "the record with key \(key) is at version \(current ?? 0), not \(expectedVersion)",
-                context: .init(expected: expectedVersion, actual: current ?? 0, item: id.lowercasedString))
-        }
-        return current == nil
-    }
-
-    private func keyedRecordKeptChanging(_ key: String, id: UUID) -> E3DBError {
-        E3DBError(
-            .versionConflict, "the record with key \(key) kept changing while it was written",
-            context: .init(item: id.lowercasedString))
     }
 
     /// Reads, authenticates and decrypts the record named `key` in `collection`.

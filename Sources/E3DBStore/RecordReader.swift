@@ -1,4 +1,3 @@
-import Dispatch
 import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBFiles
@@ -115,30 +114,12 @@ extension StoreTime {
             }
             guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
                 let minute = number(14, 2), let second = number(17, 2), let milli = number(20, 3),
-                (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24, minute < 60,
-                second < 60
+                (1...12).contains(month), day >= 1, day <= UTCTimestamp.daysIn(month: Int(month), year: year),
+                hour < 24, minute < 60, second < 60
             else { return nil }
-            let days = daysFromCivil(year: year, month: month, day: day)
+            let days = UTCTimestamp.days(fromCivil: year, month: Int(month), day: Int(day))
             return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli
         }
-    }
-
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days from 1970-01-01 to a proleptic Gregorian date (the civil-calendar day count).
-    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }
 
@@ -229,10 +210,10 @@ struct StoredDocumentScanner {
     }
 }
 
-/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle);
-/// async readers hold at most `maximumOpen` at once: one beyond that waits for a permit, suspended, its wait held
-/// on one serial dispatch queue as GRDB's pool does, so that no thread of the cooperative pool blocks however many
-/// tasks read at once. A synchronous reader takes no permit (see `read(_:)`).
+/// Read-only connections for record reads, one per concurrent reader, opened on first use and kept (a few idle,
+/// none while the store is locked); async readers hold at most `maximumOpen` at once: one beyond that waits for a
+/// permit, suspended (no thread waits, however many tasks read at once), and leaves the queue at once when its task
+/// is cancelled. A synchronous reader takes no permit (see `read(_:)`).
 ///
 /// GRDB's `DatabasePool.unsafeRead` runs `PRAGMA schema_version` before every read (a second statement with its own
 /// implicit read transaction and file locks); a `DatabaseQueue`'s `unsafeRead` runs only the caller's statements.
@@ -249,10 +230,8 @@ final class RecordReaders: Sendable {
     static let keptIdle = 4
     /// The most connections open at once (checked out or idle).
     static let maximumOpen = 8
-    /// One permit per connection that may be open.
-    private let permits = DispatchSemaphore(value: RecordReaders.maximumOpen)
-    /// Where async readers wait for a permit, one at a time and in order (a GCD thread, never a cooperative one).
-    private let permitQueue = DispatchQueue(label: "e3dbkit.store.readers")
+    /// One permit per connection that may be open, for async readers.
+    let permits = AsyncPermits(RecordReaders.maximumOpen)
     /// The connections open now, and the most ever open at once (for tests).
     private let counts = Mutex<(open: Int, peak: Int)>((0, 0))
 
@@ -277,14 +256,13 @@ final class RecordReaders: Sendable {
     /// `read(_:)` through GRDB's async access (the connection's queue runs `body`; the caller's task waits
     /// suspended, for a permit and for the read).
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
-        await withCheckedContinuation { (granted: CheckedContinuation<Void, Never>) in
-            permitQueue.async { [permits] in
-                permits.wait()
-                granted.resume()
-            }
+        do {
+            try await permits.acquire()
+        } catch {
+            throw E3DBError(.cancelled, "the read was cancelled while it waited for a connection")
         }
-        defer { permits.signal() }
-        // A task cancelled while it waited for its turn gives the permit back before opening anything.
+        defer { permits.release() }
+        // A task cancelled as it got its permit gives it back before opening anything.
         if Task.isCancelled { throw E3DBError(.cancelled, "the read was cancelled") }
         let queue = try checkOut()
         defer { checkIn(queue) }
@@ -304,13 +282,26 @@ final class RecordReaders: Sendable {
     }
 
     private func checkIn(_ queue: DatabaseQueue) {
+        // Checked under the idle list's lock, which `closeIdle` takes after the store is marked locked: a connection
+        // coming back while the store locks is either closed here or by `closeIdle`.
         let kept = idle.withLock { idle in
-            guard idle.count < RecordReaders.keptIdle else { return false }
+            guard idle.count < RecordReaders.keptIdle, !lock.refusesConnections else { return false }
             idle.append(queue)
             return true
         }
         // The connection closes when the last reference to it goes, at the end of this call.
         if !kept { counts.withLock { $0.open -= 1 } }
+    }
+
+    /// Closes the idle connections (`lock()`, after the store is marked locked); the ones in use close when their
+    /// reads end.
+    func closeIdle() {
+        let closing = idle.withLock { idle in
+            defer { idle.removeAll() }
+            return idle
+        }
+        counts.withLock { $0.open -= closing.count }
+        // The connections close when `closing`, their last reference, goes at the end of this call.
     }
 
     private func open() throws -> DatabaseQueue {

@@ -106,10 +106,18 @@ public struct RecordQuery: Sendable, Hashable {
 
 /// Timestamps as the E3DB API writes them: RFC 3339 UTC with milliseconds.
 enum StoreTime {
+    /// `YYYY-MM-DDTHH:MM:SS.sssZ`, written by the package's one timestamp writer (`UTCTimestamp`), byte for byte
+    /// what Foundation's `ISO8601FormatStyle` (with fractional seconds, in UTC) wrote before it, whose arithmetic
+    /// this keeps: the instant counted from 2001 (as a `Date` holds it), the fraction of its second cut, not
+    /// rounded, to nanoseconds and then to milliseconds. (So an instant a `Double` cannot hold exactly, such as
+    /// `StoreTime.now()`'s whole milliseconds, may be written one millisecond early, as it always was; the text, not
+    /// the `Date`, is what the store keeps and binds.)
     static func format(_ date: Date) -> String {
-        var style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-        style.timeZone = TimeZone(identifier: "UTC") ?? .current
-        return date.formatted(style)
+        let reference = date.timeIntervalSinceReferenceDate
+        let whole = reference.rounded(.down)
+        let nanoseconds = min(Int((reference - whole) * 1_000_000_000), 999_999_999)
+        return UTCTimestamp.format(
+            seconds: Int64(whole) + 978_307_200, fraction: nanoseconds / 1_000_000, fractionDigits: 3)
     }
 
     static func parse(_ text: String) -> Date? {

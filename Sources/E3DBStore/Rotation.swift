@@ -36,38 +36,7 @@ extension EncryptedStore {
     public func rotateKey(
         collection: String, batchSize: Int = 256, progress: (@Sendable (RotationProgress) -> Void)? = nil
     ) throws(E3DBError) -> RotationProgress {
-        let keys = try currentKeys()
-        _ = try collectionKeys(collection, create: false)
-        // Start a rotation unless one is unfinished.
-        let wrapped = StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
-        let target = try databaseCall("starting the rotation of \(collection)") {
-            try pool.write { db in try startRotation(db, keys, collection: collection, wrapped: wrapped) }
-        }
-        invalidateKeys(collection)
-        let total = try databaseCall("counting records to rotate") {
-            try pool.read { db in try recordsUnder(db, olderThan: target, in: collection) }
-        }
-        let current = try accessKey(for: collection, version: target, item: collection)
-        var done = 0
-        while true {
-            try rotationGoesOn(collection)
-            let rows = try databaseCall("reading records to rotate") {
-                try pool.read { db in try rotationBatch(db, collection: collection, target: target, size: batchSize) }
-            }
-            if rows.isEmpty { break }
-            let updates = try rotated(rows, keys, collection: collection, target: target, key: current)
-            try databaseCall("rotating records of \(collection)") {
-                try pool.write { db in try writeRotated(db, updates, keys, collection: collection, target: target) }
-            }
-            done += updates.count
-            progress?(
-                RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total))
-        }
-        try databaseCall("finishing the rotation of \(collection)") {
-            try pool.write { db in try finishRotation(db, keys, collection: collection, target: target) }
-        }
-        invalidateKeys(collection)
-        return RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total)
+        try run(Rotation(store: self, collection: collection, batchSize: batchSize, progress: progress))
     }
 
     /// `rotateKey(collection:batchSize:progress:)` for async callers: every transaction is awaited; the
@@ -76,41 +45,103 @@ extension EncryptedStore {
     public func rotateKey(
         collection: String, batchSize: Int = 256, progress: (@Sendable (RotationProgress) -> Void)? = nil
     ) async throws(E3DBError) -> RotationProgress {
-        let keys = try currentKeys()
-        _ = try await collectionKeys(collection, create: false)
-        let wrapped = StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
-        let target = try await databaseCall("starting the rotation of \(collection)") {
-            try await pool.write { db in try startRotation(db, keys, collection: collection, wrapped: wrapped) }
+        try await run(Rotation(store: self, collection: collection, batchSize: batchSize, progress: progress))
+    }
+
+    /// The steps of a rotation: start it (or go on with an unfinished one), count the records under older keys,
+    /// then a batch at a time read them, encrypt them again and write them, and last delete the older keys.
+    struct Rotation: StoreProcedure {
+        enum Answer: Sendable {
+            /// The collection's keys once the rotation started: the current one is the one records move to.
+            case started(StoredCollectionKeys)
+            case counted(Int)
+            case batch([StoredRow])
+            case rotated(Int)
+            case finished
         }
-        invalidateKeys(collection)
-        let total = try await databaseCall("counting records to rotate") {
-            try await pool.read { db in try recordsUnder(db, olderThan: target, in: collection) }
+
+        let store: EncryptedStore
+        let collection: String
+        let batchSize: Int
+        let progress: (@Sendable (RotationProgress) -> Void)?
+        let keys: StoreKeys
+        /// The key a rotation that starts makes current, wrapped under the master key.
+        let wrapped: Data
+        private var target: (key: AccessKey, version: Int)?
+        private var total = 0
+        private var done = 0
+
+        init(
+            store: EncryptedStore, collection: String, batchSize: Int,
+            progress: (@Sendable (RotationProgress) -> Void)?
+        ) throws(E3DBError) {
+            self.store = store
+            self.collection = collection
+            self.batchSize = batchSize
+            self.progress = progress
+            keys = try store.currentKeys()
+            wrapped = StoreKeys.wrap(AccessKey().secretBoxKey, under: keys.master)
         }
-        let current = try await accessKey(for: collection, version: target, item: collection)
-        var done = 0
-        while true {
-            try rotationGoesOn(collection)
-            let rows = try await databaseCall("reading records to rotate") {
-                try await pool.read { db in
-                    try rotationBatch(db, collection: collection, target: target, size: batchSize)
+
+        mutating func step(_ answer: Answer?) throws(E3DBError) -> StoreStep<Answer, RotationProgress> {
+            switch answer {
+            case nil:
+                return .access(
+                    .write("starting the rotation of \(collection)") { [store, keys, collection, wrapped] db in
+                        .started(try store.startRotation(db, keys, collection: collection, wrapped: wrapped))
+                    })
+            case .started(let stored)?:
+                let target = try store.keep(stored, of: collection, keys).currentKey
+                self.target = target
+                return .access(
+                    .read("counting records to rotate") { [store, collection] db in
+                        .counted(try store.recordsUnder(db, olderThan: target.version, in: collection))
+                    })
+            case .counted(let total)?:
+                self.total = total
+                return try nextBatch()
+            case .batch(let rows)?:
+                guard let target else { throw E3DBError(.storeCorrupted, "the rotation has no key") }
+                if rows.isEmpty {
+                    return .access(
+                        .write("finishing the rotation of \(collection)") { [store, keys, collection] db in
+                            try store.finishRotation(db, keys, collection: collection, target: target.version)
+                            return .finished
+                        })
                 }
+                let updates = try store.rotated(
+                    rows, keys, collection: collection, target: target.version, key: target.key)
+                return .access(
+                    .write("rotating records of \(collection)") { [store, keys, collection] db in
+                        try store.writeRotated(db, updates, keys, collection: collection, target: target.version)
+                        return .rotated(updates.count)
+                    })
+            case .rotated(let count)?:
+                done += count
+                progress?(result)
+                return try nextBatch()
+            case .finished?:
+                store.invalidateKeys(collection)
+                return .done(result)
             }
-            if rows.isEmpty { break }
-            let updates = try rotated(rows, keys, collection: collection, target: target, key: current)
-            try await databaseCall("rotating records of \(collection)") {
-                try await pool.write { db in
-                    try writeRotated(db, updates, keys, collection: collection, target: target)
-                }
+        }
+
+        private var result: RotationProgress {
+            RotationProgress(
+                collection: collection, keyVersion: target?.version ?? 0, recordsDone: done, recordsTotal: total)
+        }
+
+        /// The read of the next batch; `cancelled` when the task is cancelled (between batches).
+        private func nextBatch() throws(E3DBError) -> StoreStep<Answer, RotationProgress> {
+            if Task.isCancelled {
+                throw E3DBError(.cancelled, "the rotation of \(collection) was cancelled; call it again to resume")
             }
-            done += updates.count
-            progress?(
-                RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total))
+            guard let target else { throw E3DBError(.storeCorrupted, "the rotation has no key") }
+            return .access(
+                .read("reading records to rotate") { [store, collection, batchSize] db in
+                    .batch(try store.rotationBatch(db, collection: collection, target: target.version, size: batchSize))
+                })
         }
-        try await databaseCall("finishing the rotation of \(collection)") {
-            try await pool.write { db in try finishRotation(db, keys, collection: collection, target: target) }
-        }
-        invalidateKeys(collection)
-        return RotationProgress(collection: collection, keyVersion: target, recordsDone: done, recordsTotal: total)
     }
 
     /// A record re-encrypted under the rotation's key, for its batch's transaction.
@@ -124,27 +155,23 @@ extension EncryptedStore {
         let mac: Data
     }
 
-    /// `cancelled` when the task is cancelled (between batches).
-    private func rotationGoesOn(_ collection: String) throws(E3DBError) {
-        if Task.isCancelled {
-            throw E3DBError(.cancelled, "the rotation of \(collection) was cancelled; call it again to resume")
+    /// The rotation's first transaction: the collection's keys, whose current one records move to (a new one, with
+    /// `wrapped`, unless a rotation is unfinished).
+    /// - Throws: `collectionNotFound`.
+    private func startRotation(_ db: Database, _ keys: StoreKeys, collection: String, wrapped: Data) throws
+        -> StoredCollectionKeys
+    {
+        guard let current = try currentKeyVersion(db, collection) else { throw collectionNotFound(collection) }
+        if try recordsUnder(db, olderThan: current, in: collection) == 0 {
+            try db.execute(
+                sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, ?, ?)",
+                arguments: [collection, current + 1, wrapped])
+            try db.execute(
+                sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
+            try commitState(db, keys, nil)
         }
-    }
-
-    /// The rotation's first transaction: the key version records move to, a new one (with `wrapped`) unless a
-    /// rotation is unfinished.
-    private func startRotation(_ db: Database, _ keys: StoreKeys, collection: String, wrapped: Data) throws -> Int {
-        let current =
-            try Int.fetchOne(db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-            ?? 1
-        if try recordsUnder(db, olderThan: current, in: collection) > 0 { return current }
-        try db.execute(
-            sql: "INSERT INTO collection_keys (collection, version, wrapped_key) VALUES (?, ?, ?)",
-            arguments: [collection, current + 1, wrapped])
-        try db.execute(
-            sql: "UPDATE collections SET key_version = ? WHERE name = ?", arguments: [current + 1, collection])
-        try commitState(db, keys, nil)
-        return current + 1
+        guard let stored = try storedCollectionKeys(db, collection) else { throw collectionNotFound(collection) }
+        return stored
     }
 
     /// The number of `collection`'s records under a key version older than `version`.
@@ -217,28 +244,21 @@ extension EncryptedStore {
 
     /// The current key version of `collection` and the number of records still under older keys.
     public func keyStatus(collection: String) throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
-        _ = try currentKeys()  // a locked store refuses every call
-        return try databaseCall("reading the key status of \(collection)") {
-            try pool.read { db in try keyStatus(db, collection: collection) }
-        }
+        try perform(keyStatusRead(collection))
     }
 
     /// `keyStatus(collection:)` for async callers.
     public func keyStatus(collection: String) async throws(E3DBError) -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
-        _ = try currentKeys()
-        return try await databaseCall("reading the key status of \(collection)") {
-            try await pool.read { db in try keyStatus(db, collection: collection) }
-        }
+        try await perform(keyStatusRead(collection))
     }
 
-    private func keyStatus(_ db: Database, collection: String) throws -> (keyVersion: Int, recordsUnderOlderKeys: Int) {
-        guard
-            let current = try Int.fetchOne(
-                db, sql: "SELECT key_version FROM collections WHERE name = ?", arguments: [collection])
-        else {
-            throw E3DBError(
-                .collectionNotFound, "there is no collection \(collection)", context: .init(item: collection))
+    private func keyStatusRead(_ collection: String) throws(E3DBError) -> StoreAccess<
+        (keyVersion: Int, recordsUnderOlderKeys: Int)
+    > {
+        _ = try currentKeys()  // a locked store refuses every call
+        return .read("reading the key status of \(collection)") { [self] db in
+            guard let current = try currentKeyVersion(db, collection) else { throw collectionNotFound(collection) }
+            return (current, try recordsUnder(db, olderThan: current, in: collection))
         }
-        return (current, try recordsUnder(db, olderThan: current, in: collection))
     }
 }

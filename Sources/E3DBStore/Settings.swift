@@ -91,7 +91,8 @@ extension EncryptedStore {
 
     /// The names of the stored settings, sorted.
     public func settingKeys() throws(E3DBError) -> [String] {
-        try databaseCall("listing settings") {
+        _ = try currentKeys()  // a locked store refuses every call
+        return try databaseCall("listing settings") {
             try pool.read { db in
                 try UntrustedRow.storeColumn(
                     db, "SELECT key FROM settings ORDER BY key", table: "settings", column: "key")

@@ -48,8 +48,9 @@ extension EncryptedStore {
     /// Writes `collection` for another E3DB client: `DIR/records.ndjson` (every record as the `EncryptedDocument`
     /// the store holds, one per line, each authenticated in its place first) and `DIR/eak.json` (the access key
     /// wrapped for the reader). Any E3DB SDK decrypts the records with the reader's private key and the EAKInfo.
-    /// Both files are written through `AtomicFileSink` and appear only when complete; the call refuses to start
-    /// when either already exists. The key is the collection's current one, read from the database, and every page
+    /// Both files are written through `AtomicFileSink` and appear only when complete, `eak.json` first (a reader
+    /// that sees `records.ndjson` finds its key; when the records cannot be published, `eak.json` is removed again);
+    /// the call refuses to start when either already exists. The key is the collection's current one, read from the database, and every page
     /// of records is read in a transaction that checks it is still current and every record is under it.
     /// - Throws: `E3DBError.Code.collectionNotFound`, `recordTampered` for a record that does not authenticate,
     ///   `invalidParameter` while the collection is being rotated, `versionConflict` when it is rotated during the
@@ -107,12 +108,20 @@ extension EncryptedStore {
             }
             guard let last = rows.last else { break }
             after = try UntrustedRow(store: last, table: "records").value("seq", as: Int64.self)
+            testHook(.afterExportPage)
         }
-        try writer.commit()
+        // The key first: whoever sees records.ndjson finds eak.json beside it.
         let eakWriter = try ExportFile(finalURL: eakURL)
         try eakWriter.append(info.jsonData())
         try eakWriter.append(Data([0x0A]))
         try eakWriter.commit()
+        testHook(.betweenExportFiles)
+        do {
+            try writer.commit()
+        } catch {
+            try? FileManager.default.removeItem(at: eakURL)
+            throw error
+        }
         return StoreExport(recordsFile: recordsURL, eakFile: eakURL, recordCount: count)
     }
 

@@ -175,19 +175,10 @@ struct AsyncStoreTests {
         // Another connection rotates the key (and, no record being left under it, deletes key 1) while the batch is
         // encrypted under key 1 and its write transaction is not open yet.
         let other = try EncryptedStore.openSync(at: dir.url, credential: passphrase("p"))
-        let rotations = Mutex(0)
-        store.setBeforeInsertTransaction {
-            guard
-                rotations.withLock({ count in
-                    count += 1
-                    return count == 1
-                })
-            else { return }
-            #expect(throws: Never.self) { try other.rotateKeySync(collection: "c") }
-        }
+        let attempts = rotateDuringFirstPut(store) { try other.rotateKeySync(collection: "c") }
         let references = try await store.put(
             collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
-        #expect(rotations.withLock { $0 } == 2, "the put started over once")
+        #expect(attempts.value == 2, "the put started over once")
         #expect(try other.keyStatusSync(collection: "c") == (2, 0))
         #expect(try await store.get(collection: "c", id: first.id).data == ["n": "first"])
         for (reference, n) in zip(references, ["a", "b"]) {
@@ -246,6 +237,59 @@ struct AsyncStoreTests {
         #expect(
             open.peak >= 1 && open.peak <= RecordReaders.maximumOpen, "\(open.peak) record readers were open at once")
         #expect(open.now <= RecordReaders.keptIdle)
+    }
+
+    @Test("an async read cancelled while it waits for a permit leaves the queue at once, before any permit frees")
+    func cancelledReaderLeavesTheQueue() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let record = try await store.put(collection: "c", type: "t", data: ["n": "1"])
+        // Every permit held by a read whose body waits (on its connection's GRDB queue, not a cooperative thread).
+        let inside = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let holders = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<RecordReaders.maximumOpen {
+                    group.addTask {
+                        try await store.readers.read { _ in
+                            inside.signal()
+                            release.wait()
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        defer { for _ in 0..<RecordReaders.maximumOpen { release.signal() } }
+        for _ in 0..<RecordReaders.maximumOpen { try await offCooperativePool { inside.wait() } }
+        let finished = Atomic<Bool>(false)
+        let waiter = Task {
+            defer { finished.store(true, ordering: .releasing) }
+            return try await store.get(collection: "c", id: record.id)
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let waitedFirst = !finished.load(ordering: .acquiring)
+        #expect(waitedFirst, "the read waits for a permit")
+        waiter.cancel()
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !finished.load(ordering: .acquiring), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let leftAtOnce = finished.load(ordering: .acquiring)
+        #expect(leftAtOnce, "the cancelled read still waited while every permit was held")
+        for _ in 0..<RecordReaders.maximumOpen { release.signal() }
+        try await holders.value
+        await expectAsyncStoreError(.cancelled) { _ = try await waiter.value }
+        // Every permit came back: as many reads as permits run at once again.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<(2 * RecordReaders.maximumOpen) {
+                group.addTask {
+                    let read = try await store.get(collection: "c", id: record.id)
+                    #expect(read.data == ["n": "1"])
+                }
+            }
+            try await group.waitForAll()
+        }
     }
 
     /// In a child process of its own (an exit test), so that the cooperative threads are only this scenario's: a

@@ -18,6 +18,37 @@ struct HardeningTests {
         expectStoreError(.storeLocked) { _ = try store.find(RecordQuery(collection: "c")) }
     }
 
+    @Test("a collection whose current key row was deleted is storeCorrupted naming the collection and key version")
+    func missingCurrentKey() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let record = try store.put(collection: "c", type: "t", data: ["k": "v"])
+        try store.put(collection: "c", key: "kept", type: "t", data: ["k": "v"])
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
+        try raw.write { db in try db.execute(sql: "DELETE FROM collection_keys WHERE collection = 'c'") }
+        // A store opened after the edit: no key of collection c in memory. A write must not go on under a key of its
+        // own making (the records it wrote would be unreadable).
+        let edited = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        func expectMissingKey(_ what: String, _ outcome: Result<Void, any Error>) {
+            guard case .failure(let error as E3DBError) = outcome else {
+                Issue.record("\(what): expected storeCorrupted, got \(outcome)")
+                return
+            }
+            #expect(error.code == .storeCorrupted, "\(what): \(error)")
+            #expect(error.context.item == "c", "\(what): \(error)")
+            #expect(error.context.expected == 1, "\(what): \(error)")
+            #expect(error.message.contains("key version 1"), "\(what): \(error)")
+        }
+        expectMissingKey("put", Result { _ = try edited.put(collection: "c", type: "t", data: ["k": "w"]) })
+        expectMissingKey(
+            "update",
+            Result { _ = try edited.update(collection: "c", id: record.id, expectedVersion: 1, data: ["k": "w"]) })
+        expectMissingKey("keyed put", Result { _ = try edited.put(collection: "c", key: "kept", type: "t", data: [:]) })
+        expectMissingKey(
+            "share", Result { _ = try edited.share(collection: "c", with: Box.PrivateKey().publicKey) })
+        #expect(try edited.count(collection: "c") == 2, "nothing was written")
+    }
+
     @Test("a copy of a row under its id in upper case is recordTampered, not a second record")
     func idSpelling() throws {
         let dir = try StoreDirectory()

@@ -75,6 +75,30 @@ struct ReadPathTests {
         #expect(StoredDocumentScanner.document(invalid) == nil)
     }
 
+    @Test("the store's timestamp text is byte for byte what Foundation's ISO 8601 formatter wrote for the same instant")
+    func timestampFormatting() {
+        var foundation = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        foundation.timeZone = TimeZone(identifier: "UTC") ?? .current
+        // What the store formats: now (rounded to the millisecond), instants parsed back from its text, and any other.
+        var dates = (0..<2000).map { _ in
+            StoreTime.now().addingTimeInterval(Double(Int.random(in: -1_000_000...1_000_000)))
+        }
+        for _ in 0..<2000 {
+            let milliseconds = Int64.random(in: -2_000_000_000_000...4_000_000_000_000)
+            dates.append(Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+            dates.append(Date(timeIntervalSince1970: Double.random(in: -2e9...4e9)))
+        }
+        dates += [
+            Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -0.001), Date(timeIntervalSince1970: 0.0005),
+            Date(timeIntervalSince1970: 951_868_799.999), Date(timeIntervalSince1970: 253_402_300_799.999),
+        ]
+        var mismatches: [String] = []
+        for date in dates where StoreTime.format(date) != date.formatted(foundation) {
+            mismatches.append("\(date.timeIntervalSince1970): \(StoreTime.format(date)) \(date.formatted(foundation))")
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.count) of \(dates.count): \(mismatches.prefix(5))")
+    }
+
     @Test("timestamps in the store's form parse to the same instant as Foundation's parser gives; others fall back")
     func timestampParsing() throws {
         var samples = [

@@ -40,6 +40,31 @@ func expectAsyncStoreError(_ code: E3DBError.Code, item: String? = nil, _ body: 
     }
 }
 
+/// Makes the first `put` of `store` from now on run `rotate` (a key rotation through another connection, which deletes
+/// the key the put's records are encrypted under, no record being left under it) after its records are encrypted and
+/// before its write transaction opens. Returns the count of puts that reached that point: 2 when the put started over.
+func rotateDuringFirstPut(_ store: EncryptedStore, _ rotate: @escaping @Sendable () throws -> Void) -> HookCount {
+    let count = HookCount()
+    store.setTestHook(.beforeInsertTransaction) {
+        guard count.increment() == 1 else { return }
+        #expect(throws: Never.self) { try rotate() }
+    }
+    return count
+}
+
+/// How many times a test hook ran.
+final class HookCount: Sendable {
+    private let count = Mutex(0)
+    /// Counts one more run and returns the new count.
+    func increment() -> Int {
+        count.withLock { count in
+            count += 1
+            return count
+        }
+    }
+    var value: Int { count.withLock { $0 } }
+}
+
 private func expect(_ outcome: Result<Void, any Error>, failedWith code: E3DBError.Code, item: String?) {
     switch outcome {
     case .success:
@@ -630,19 +655,10 @@ struct RotationTests {
         // Another connection rotates the key (and, no record being left under it, deletes key 1) while the batch
         // is encrypted under key 1 and its write transaction is not open yet.
         let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
-        let rotations = Mutex(0)
-        store.setBeforeInsertTransaction {
-            guard
-                rotations.withLock({ count in
-                    count += 1
-                    return count == 1
-                })
-            else { return }
-            #expect(throws: Never.self) { try other.rotateKey(collection: "c") }
-        }
+        let attempts = rotateDuringFirstPut(store) { try other.rotateKey(collection: "c") }
         let references = try store.put(
             collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
-        #expect(rotations.withLock { $0 } == 2, "the put started over once")
+        #expect(attempts.value == 2, "the put started over once")
         #expect(try store.keyStatus(collection: "c") == (2, 0))
         #expect(try store.get(collection: "c", id: first.id).data == ["n": "first"])
         #expect(try references.map { try store.get(collection: "c", id: $0.id).data } == [["n": "a"], ["n": "b"]])
@@ -696,6 +712,57 @@ struct RotationTests {
                 verification: RecordVerification(policy: .ignore, requireWriterIsSigner: false))
             #expect(decrypted.data == ["n": n])
         }
+    }
+
+    @Test("a rotation between two pages of an export is versionConflict and publishes nothing; the export then works")
+    func rotationDuringExport() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        // More records than one page of the export (512).
+        let records = (0..<600).map { (type: "t", data: ["n": "\($0)"] as RecordData, plain: RecordData()) }
+        _ = try store.put(collection: "c", records: records)
+        let other = try EncryptedStore.open(at: dir.url, credential: passphrase("p"))
+        let pages = HookCount()
+        store.setTestHook(.afterExportPage) {
+            guard pages.increment() == 1 else { return }
+            // Another connection rotates the key (re-encrypting every record and deleting key 1) after the first page
+            // was written under key 1.
+            #expect(throws: Never.self) { try other.rotateKey(collection: "c") }
+        }
+        let reader = ClientIdentity.generate(clientID: UUID())
+        let exportDir = dir.url.appendingPathComponent("export")
+        expectStoreError(.versionConflict, item: "c") {
+            try store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
+        }
+        #expect(pages.value == 1, "the export stopped at the page after the rotation")
+        // Nothing published, nothing left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: exportDir.path) == [])
+        store.setTestHook(.afterExportPage, nil)
+        let export = try store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
+        #expect(export.recordCount == 600)
+        let target = try StoreDirectory()
+        let importer = try EncryptedStore.create(at: target.url, credential: passphrase("q"), kdfParameters: testKDF)
+        #expect(try importer.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox").count == 600)
+    }
+
+    @Test("an export publishes eak.json before records.ndjson: whoever sees the records finds their key")
+    func exportPublicationOrder() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try store.put(collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
+        let exportDir = dir.url.appendingPathComponent("export")
+        let seen = Mutex<[String]?>(nil)
+        store.setTestHook(.betweenExportFiles) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: exportDir.path)) ?? []
+            seen.withLock { $0 = names.sorted() }
+        }
+        let reader = ClientIdentity.generate(clientID: UUID())
+        #expect(try store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 2)
+        #expect(seen.withLock { $0 } == ["eak.json"], "published first")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: exportDir.path).sorted() == [
+                "eak.json", "records.ndjson",
+            ])
     }
 
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")

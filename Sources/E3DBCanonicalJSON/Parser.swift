@@ -4,7 +4,7 @@
 /// `NaN`), and additionally rejects what would make a canonical form ambiguous: duplicate keys (by code
 /// units), lone surrogates, and numbers beyond the double range.
 ///
-/// The parser holds only its position and limits; every method reads the input through the `Span<UInt8>` it is
+/// The parser holds only its position, its limits and a scratch buffer for escapes; every method reads the input through the `Span<UInt8>` it is
 /// given (`CanonicalJSON.withSpan`), so the input cannot outlive its owner and every read is bounds-checked, in
 /// release builds too. The parser still tests `pos < bytes.count` before each read, so that an input that ends
 /// early is an `unexpectedEnd` error, never a trap: every `bytes[pos]` (or `bytes[pos + k]`) is dominated by such
@@ -640,7 +640,8 @@ package struct ObjectParseError: Error, Sendable {
 
 /// Where a string member's text sits in the input: its UTF-8 bytes between the quotes, not decoded.
 package struct RawJSONString: Sendable, Hashable {
-    /// The byte range of the content (the quotes excluded) in the parser's input.
+    /// The byte range of the content (the quotes excluded), as offsets from the input's first byte: not indices
+    /// of the collection passed (for a slice, add its start index).
     package let range: Range<Int>
     /// True when the content has at least one backslash escape, so the raw bytes are not the string's UTF-8.
     package let hasEscapes: Bool
@@ -715,7 +716,9 @@ extension Parser {
 extension CanonicalJSON {
     /// Parses a JSON object with the strict rules of ``parse(_:limits:)``, leaving the string values of the
     /// members named in `rawMembers` undecoded (see `RawJSONString`), for inputs that carry secrets.
-    /// A named member whose value is not a string is parsed into the object like any other member.
+    /// A named member whose value is not a string is parsed into the object like any other member. Pass an input
+    /// with contiguous storage (a buffer pointer over wiped memory): another collection is copied into an array
+    /// that is not wiped.
     /// - Throws: `ObjectParseError`: the parser's error and the top-level member it happened in.
     package static func parseObject(
         _ utf8: some Collection<UInt8>,

@@ -72,7 +72,7 @@ public final class PageCodec: Sendable {
     }
 
     // Safety: the key bytes are lent for each closure only: PBKDF2 reads them into a new `SecureBytes`, and `AESCBC`
-    // and `KeyedHMAC` expand them into their own wiped schedules (a raw key is 32 bytes by `SQLCipherKey`'s checks, a
+    // and `KeyedHMAC` expand them into their own wiped schedules (a raw key is 32 bytes: `init` validates it, a
     // derived one `keyByteCount`).
     /// Derives the keys for `key` over `salt`.
     /// - Parameters:
@@ -80,10 +80,13 @@ public final class PageCodec: Sendable {
     ///   - salt: The 16 bytes the file starts with (a new file: 16 random bytes, or the salt of
     ///     ``SQLCipherKey/rawKeyAndSalt(key:salt:)``).
     ///   - settings: The cipher settings.
-    /// - Throws: ``E3DBError/Code/invalidParameter`` for bad settings or a salt that is not 16 bytes,
+    /// - Throws: ``E3DBError/Code/invalidKey`` for a raw key that is not 32 bytes (or its salt not 16),
+    ///   ``E3DBError/Code/invalidParameter`` for bad settings or a salt that is not 16 bytes,
     ///   ``E3DBError/Code/wrongKey`` when a raw key's own salt is not `salt` (the key cannot open this file).
     public init(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) throws(E3DBError) {
         try settings.validate()
+        // A raw key's length is checked here, not only where a key is parsed: the enum's cases are public.
+        if case .passphrase = key {} else { try key.validate() }
         guard salt.count == SQLCipherSettings.saltByteCount else {
             throw E3DBError(
                 .invalidParameter, "a SQLCipher salt is 16 bytes",

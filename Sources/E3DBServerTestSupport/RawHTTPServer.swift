@@ -25,7 +25,7 @@ package final class RawHTTPServer: Sendable {
                 if name.lower() == "content-length":
                     length = int(value)
             if "/slow" in path:
-                time.sleep(30)
+                time.sleep(300)  # never answers within a test: longer than any client timeout (30 s by default)
             elif path == "/short":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
             elif path == "/redirect":

@@ -6,6 +6,22 @@ import Testing
 
 @Suite("E3DBPageCodec: the SQLCipher page transform")
 struct PageCodecTests {
+    @Test("a raw key of another length is invalidKey from the initialiser, never a trap in the cipher")
+    func rawKeyLength() throws {
+        let salt = [UInt8](repeating: 0, count: 16)
+        for settings in [SQLCipherSettings.v4, .chacha20] {
+            for count in [0, 16, 31, 33, 40] {
+                let bytes = SecureBytes(randomCount: count)
+                for key in [SQLCipherKey.rawKey(bytes), .rawKeyAndSalt(key: bytes, salt: salt)] {
+                    let error = #expect(throws: E3DBError.self) {
+                        _ = try PageCodec(key: key, salt: salt, settings: settings)
+                    }
+                    #expect(error?.code == .invalidKey)
+                }
+            }
+        }
+    }
+
     @Test("a page encrypts and decrypts back, under a fresh IV each time")
     func roundTrip() throws {
         let codec = try PageCodec(

@@ -14,6 +14,7 @@
 // can express (0001-…-9999, not before the epoch since `format` clamps) formats and parses back to the same
 // microseconds.
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import Foundation
 
@@ -59,7 +60,7 @@ private func recordReader(_ data: Data) {
         (try? API.Record.decodeJSON(kept.record.jsonData())) == kept.record,
         "jsonData() of a record does not read back to it")
     let input = [UInt8](data)
-    func check(_ text: String?, _ map: [String: String]?, _ name: String) {
+    func check(_ text: String?, _ map: RecordData?, _ name: String) {
         guard let text else {
             require(map == nil || name == "data" && map == [:], "\(name) has a value but no kept text")
             return

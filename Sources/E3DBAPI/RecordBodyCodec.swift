@@ -1,3 +1,4 @@
+import E3DBCanonicalJSON
 package import E3DBPrimitives
 package import Foundation
 
@@ -158,7 +159,7 @@ struct JSONTextWriter {
         unsafe JSONText.writeString(s) { unsafe bytes.append(contentsOf: $0) }
     }
 
-    mutating func stringMap(_ map: [String: String]) {
+    mutating func stringMap(_ map: RecordData) {
         bytes.append(UInt8(ascii: "{"))
         var first = true
         for (k, v) in map {

@@ -22,8 +22,8 @@ import E3DBPrimitives
 ///   reader's cost stays linear and its stack bounded).
 /// - Strings are valid UTF-8 without raw control characters; escapes are JSON's, and a `\u` surrogate escape
 ///   must be a high one followed by a low one (a lone surrogate is no Unicode scalar and is refused).
-/// - Until `API.Record`'s maps keep such names apart, two names of `plain` or `data` that differ only in Unicode
-///   normalization (equal as Swift `String`s) are refused instead of merged.
+/// - `plain` and `data` are `RecordData`: two names that differ only in Unicode normalization (equal as Swift
+///   `String`s, different in code units) are two members, as in the other SDKs.
 struct RecordBodyReader {
     /// The deepest nesting of arrays and objects the reader follows.
     static let maxDepth = 64
@@ -48,7 +48,7 @@ struct RecordBodyReader {
     mutating func record() throws(E3DBError) -> (API.Record, ReceivedRecordText) {
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { i = 3 }
         var meta: API.Meta?
-        var data: [String: String]?
+        var data: RecordData?
         var recSig: String?
         try object("the body") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
             switch key {
@@ -68,7 +68,7 @@ struct RecordBodyReader {
         // The ranges hold whole objects that `stringMap` read: valid UTF-8 (it validated every string).
         func text(_ range: Range<Int>?) -> String? { range.map { String(decoding: bytes[$0], as: UTF8.self) } }
         return (
-            API.Record(meta: meta, data: data ?? [:], recSig: recSig),
+            API.Record(meta: meta, data: data ?? RecordData(), recSig: recSig),
             ReceivedRecordText(plain: text(plainRange), data: text(dataRange))
         )
     }
@@ -77,7 +77,7 @@ struct RecordBodyReader {
         var writer: String?
         var user: String?
         var type: String?
-        var plain: [String: String]?
+        var plain: RecordData?
         var recordID: String?
         var created: String?
         var lastModified: String?
@@ -211,24 +211,18 @@ struct RecordBodyReader {
         }
     }
 
-    /// An object of string values.
-    private mutating func stringMap(_ path: String) throws(E3DBError) -> [String: String] {
-        var map: [String: String] = [:]
+    /// An object of string values, names distinct by code units (`"é"` and `"e\u{301}"` are two).
+    private mutating func stringMap(_ path: String) throws(E3DBError) -> RecordData {
+        var map = RecordData()
         try stringMembers(path) { (r: inout RecordBodyReader) throws(E3DBError) in
             r.skipSpace()
             let start = r.i
             let key = try r.string("a member name in \(path)")
-            if let existing = map.index(forKey: key) {
-                let other = map[existing].key
-                r.i = start
-                throw r.refusal(
-                    other.utf8.elementsEqual(key.utf8)
-                        ? "repeated member \(Self.quoted(key)) in \(path)"
-                        : "members \(Self.quoted(other)) and \(Self.quoted(key)) of \(path) differ only in Unicode "
-                            + "normalization")
-            }
             try r.expect(UInt8(ascii: ":"), "a colon missing after a member name in \(path)")
-            map[key] = try r.string("the value of \(Self.quoted(key)) in \(path)")
+            guard map.insert(key: key, value: try r.string("the value of \(Self.quoted(key)) in \(path)")) else {
+                r.i = start
+                throw r.refusal("repeated member \(Self.quoted(key)) in \(path)")
+            }
         }
         return map
     }

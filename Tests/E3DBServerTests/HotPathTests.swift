@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import Foundation
 import Logging
@@ -57,9 +58,9 @@ struct HotPathTests {
             var row = Self.row(type: c.type, plain: c.plain, data: c.data, recSig: c.recSig)
             let meta = API.Meta(
                 recordID: row.recordID.text, writerID: row.writerID.text, userID: row.userID.text, type: c.type,
-                plain: c.plain, created: APITimestamp.format(micros: row.created),
+                plain: RecordData(c.plain), created: APITimestamp.format(micros: row.created),
                 lastModified: APITimestamp.format(micros: row.lastModified), version: row.version)
-            let expected = API.Record(meta: meta, data: c.data, recSig: c.recSig)
+            let expected = API.Record(meta: meta, data: RecordData(c.data), recSig: c.recSig)
             let spliced = Data(try RecordJSON.render(row).readableBytesView)
             let encoded = try JSONBody.encoder().encode(expected)
             #expect(
@@ -68,7 +69,7 @@ struct HotPathTests {
             // A field filter keeps the named members' stored text; an update echoes the request's plain.
             let filtered = Data(try RecordJSON.render(row, fields: ["f2", "zz"]).readableBytesView)
             var only = expected
-            only.data = c.data.filter { $0.key == "f2" }
+            only.data = RecordData(c.data.filter { $0.key == "f2" })
             #expect(try JSONDecoder().decode(API.Record.self, from: filtered) == only)
             let echoed = Data(try RecordJSON.render(row, plain: .request(nil)).readableBytesView)
             var withoutPlain = expected

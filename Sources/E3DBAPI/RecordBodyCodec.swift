@@ -135,19 +135,28 @@ package enum JSONText {
     }
 }
 
-/// Appends JSON text to a byte array.
-struct JSONTextWriter {
-    var bytes: [UInt8] = []
+/// Appends JSON text to a byte array: the one JSON text writer of the wire (`API.Record.jsonData()`, the server's
+/// record responses and stored `file_meta`), with the one string escaper (`JSONText.writeString(_:_:)`).
+package struct JSONTextWriter {
+    /// The text written so far.
+    package private(set) var bytes: [UInt8] = []
 
-    init() { bytes.reserveCapacity(1024) }
+    /// A writer with room for `capacity` bytes.
+    package init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
 
-    mutating func byte(_ b: UInt8) { bytes.append(b) }
+    /// One byte of JSON syntax.
+    package mutating func byte(_ b: UInt8) { bytes.append(b) }
 
-    mutating func raw(_ s: StaticString) {
+    /// A literal (`null`, `true`) as it is.
+    package mutating func raw(_ s: StaticString) {
         s.withUTF8Buffer { unsafe bytes.append(contentsOf: $0) }
     }
 
-    mutating func key(_ name: StaticString, first: Bool) {
+    /// JSON text the caller has checked (stored `plain` or `data`, a member as stored), spliced as it is.
+    package mutating func json(_ text: some StringProtocol) { bytes.append(contentsOf: text.utf8) }
+
+    /// `,"name":` (no comma when `first`).
+    package mutating func key(_ name: StaticString, first: Bool) {
         if !first { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))
         raw(name)
@@ -155,7 +164,8 @@ struct JSONTextWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    mutating func string(_ s: String) {
+    /// A JSON string, escaped.
+    package mutating func string(_ s: String) {
         unsafe JSONText.writeString(s) { unsafe bytes.append(contentsOf: $0) }
     }
 
@@ -172,7 +182,8 @@ struct JSONTextWriter {
         bytes.append(UInt8(ascii: "}"))
     }
 
-    mutating func optionalString(_ name: StaticString, _ value: String?) {
+    /// `,"name":"value"` when `value` is set.
+    package mutating func optionalString(_ name: StaticString, _ value: String?) {
         guard let value else { return }
         key(name, first: false)
         string(value)
@@ -201,7 +212,8 @@ struct JSONTextWriter {
         bytes.append(UInt8(ascii: "}"))
     }
 
-    mutating func fileMeta(_ f: API.FileMeta) {
+    /// `file_meta`: `file_url` first (`null` when absent), then the members that are set.
+    package mutating func fileMeta(_ f: API.FileMeta) {
         bytes.append(UInt8(ascii: "{"))
         key("file_url", first: true)
         if let url = f.fileURL { string(url) } else { raw("null") }

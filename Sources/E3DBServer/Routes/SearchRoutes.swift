@@ -18,26 +18,30 @@ extension E3DBService {
     func searchResponse(
         _ rows: [RecordRow], caller: ClientID, includeData: Bool, lastIndex: Int64, extra: String = ""
     ) async throws -> Response {
-        var keys: [AccessTuple: ByteBuffer?] = [:]
-        var out = ByteBuffer()
-        out.writeStaticString(#"{"results":["#)
+        var keys: [AccessTuple: String?] = [:]
+        var w = JSONTextWriter()
+        w.raw(#"{"results":["#)
         for (n, row) in rows.enumerated() {
             let t = AccessTuple(writerID: row.writerID, userID: row.userID, readerID: caller, type: row.type)
-            let key: ByteBuffer?
+            let key: String?
             if let cached = keys[t] {
                 key = cached
             } else {
-                key = try await storage.accessKey(t).map { try JSONBody.buffer(eakInfo($0)) }
+                key = try await storage.accessKey(t).map {
+                    String(decoding: try JSONBody.encoder().encode(eakInfo($0)), as: UTF8.self)
+                }
                 keys[t] = key
             }
-            if n > 0 { out.writeStaticString(",") }
-            try RecordJSON.writeSearchResult(row, includeData: includeData, accessKey: key, into: &out)
+            if n > 0 { w.byte(UInt8(ascii: ",")) }
+            try RecordJSON.writeSearchResult(row, includeData: includeData, accessKey: key, into: &w)
         }
-        out.writeStaticString(#"],"last_index":"#)
-        out.writeString(String(lastIndex))
-        out.writeString(extra)
-        out.writeStaticString("}")
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: out))
+        w.raw(#"],"last_index":"#)
+        w.json(String(lastIndex))
+        w.json(extra)
+        w.byte(UInt8(ascii: "}"))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: w.bytes)))
     }
 
     /// A v1 query's id filter, parsed: the UUIDs it names (empty: no filter), or `nil` when it names ids but none

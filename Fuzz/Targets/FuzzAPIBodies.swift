@@ -4,16 +4,18 @@
 // PutAccessKeyRequest, PolicyRequest, QueryRequest and its PlainQuery, SearchRequest, Note). Decoding throws or
 // succeeds, never crashes; a decoded value encodes, and the encoding decodes to an equal value and encodes to the
 // same bytes again (round trip). A PlainQuery that decodes evaluates against a fixed `plain` map without crashing.
-// `API.Record.decodeJSON` (a hand-written reader that falls back to JSONDecoder) has JSONDecoder's outcome: the
-// same record or an error from both, and `jsonData()` of a decoded record decodes to it again.
-// `API.Record.decodeJSONKeepingText` returns the same record, and whenever it returns text, each of `text.plain` and
-// `text.data` is an exact slice of the input bytes that JSONDecoder decodes as `[String: String]` to exactly
-// `record.meta.plain` and `record.data` (the server stores that text and splices it into responses), and that
-// `JSONText.isStringObject` accepts (the check a read makes before it splices stored text).
+// `API.Record.decodeJSONKeepingText` (the strict record reader, the one reader of record bodies) holds to its own
+// contract: it decides every input, refusing with a `badRequest` whose message says what and where, or returning a
+// record whose `jsonData()` reads back to the same record, with `text.plain` and `text.data` exact slices of the
+// input bytes (the server stores that text and splices it into responses) that `JSONText.isStringObject` accepts
+// (the check a read makes before it splices stored text) and whose members, read by `JSONText.members(of:)`, are
+// exactly `record.meta.plain` and `record.data`; `decodeJSON` returns the same record.
 // The input as UTF-8 text also goes through `APITimestamp.parse`: a parsed value within the range the wire form
 // can express (0001-…-9999, not before the epoch since `format` clamps) formats and parses back to the same
 // microseconds.
 import E3DBAPI
+import E3DBCanonicalJSON
+import E3DBPrimitives
 import Foundation
 
 private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -45,44 +47,42 @@ private func timestamp(_ text: String) {
     require(APITimestamp.parse(formatted) == micros, "timestamp \(micros) does not reparse from \(formatted)")
 }
 
-/// The invariant of `decodeJSONKeepingText` (the text the server stores): see the top of the file.
-private func keptText(_ data: Data, record: API.Record?) {
-    let kept = try? API.Record.decodeJSONKeepingText(data)
-    require(kept?.record == record, "decodeJSONKeepingText and JSONDecoder disagree")
-    guard let kept, let text = kept.text else { return }
+/// The contract of the strict record reader (`decodeJSONKeepingText`): see the top of the file.
+private func recordReader(_ data: Data) {
+    let kept: (record: API.Record, text: ReceivedRecordText)
+    do { kept = try API.Record.decodeJSONKeepingText(data) } catch {
+        let saysWhere = error.message.contains(" at byte ") || error.message.contains(" has no member ")
+        require(error.code == .badRequest && saysWhere, "a refusal that does not say what and where: \(error)")
+        return
+    }
+    require((try? API.Record.decodeJSON(data)) == kept.record, "decodeJSON and decodeJSONKeepingText disagree")
+    require(
+        (try? API.Record.decodeJSON(kept.record.jsonData())) == kept.record,
+        "jsonData() of a record does not read back to it")
     let input = [UInt8](data)
-    func check(_ text: String?, _ map: [String: String]?, _ name: String) {
+    func check(_ text: String?, _ map: RecordData?, _ name: String) {
         guard let text else {
             require(map == nil || name == "data" && map == [:], "\(name) has a value but no kept text")
             return
         }
-        let bytes = [UInt8](text.utf8)
-        let isSlice =
-            bytes.count <= input.count
-            && (0...(input.count - bytes.count)).contains { input[$0..<($0 + bytes.count)].elementsEqual(bytes) }
-        require(isSlice, "the kept text of \(name) is not a slice of the input")
-        require(
-            (try? JSONDecoder().decode([String: String].self, from: Data(bytes))) == map,
-            "the kept text of \(name) does not decode to the record's map")
+        require(input.firstRange(of: Array(text.utf8)) != nil, "the kept text of \(name) is not a slice of the input")
         require(JSONText.isStringObject(text), "the kept text of \(name) is refused by JSONText.isStringObject")
+        let members = JSONText.members(of: text)
+        require(members?.count == map?.count, "the kept text of \(name) does not have the record's members")
+        for member in members ?? [] {
+            require(map?[member.name] == member.value, "the kept text of \(name) does not mean the record's map")
+        }
     }
-    check(text.plain, kept.record.meta.plain, "plain")
-    check(text.data, kept.record.data, "data")
+    check(kept.text.plain, kept.record.meta.plain, "plain")
+    check(kept.text.data, kept.record.data, "data")
 }
 
 private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
 
 func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let data = unsafe start.map { unsafe Data(bytes: $0, count: count) } ?? Data()
-    let record = roundTrip(API.Record.self, data)
-    let fast = try? API.Record.decodeJSON(data)
-    require(fast == record, "decodeJSON and JSONDecoder disagree")
-    if let record {
-        require(
-            (try? JSONDecoder().decode(API.Record.self, from: record.jsonData())) == record,
-            "jsonData() of a record does not decode to it")
-    }
-    keptText(data, record: record)
+    _ = roundTrip(API.Record.self, data)
+    recordReader(data)
     _ = roundTrip(API.Meta.self, data)
     _ = roundTrip(API.RegistrationRequest.self, data)
     _ = roundTrip(API.PutAccessKeyRequest.self, data)

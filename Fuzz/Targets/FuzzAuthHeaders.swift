@@ -32,6 +32,7 @@
 //   last accepted TSV1 request sent again never succeeds;
 // - liveness, so that the checks above are not vacuous: A's unmutated bearer token (any scheme case, spaces) and
 //   A's TSV1 header (any scheme case, fresh nonce, current timestamp, empty query) get a 200 for A's record.
+import E3DBCanonicalJSON
 import E3DBAPI
 import E3DBPrimitives
 import E3DBServer

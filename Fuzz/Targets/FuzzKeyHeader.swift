@@ -20,6 +20,7 @@
 // a store that opens opens the database file and encryption its master key sealed (the template's), whatever the
 // header says; `removeStaleDatabaseFiles` removes only the stale copy and never the live database or the header.
 import E3DBPrimitives
+import E3DBCanonicalJSON
 import E3DBStore
 import E3DBTestSupport
 import Foundation

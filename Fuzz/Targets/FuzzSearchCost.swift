@@ -35,6 +35,7 @@
 // reached by load alone (the measured times already include a load of 10 on 2 cores). The check can fail: with the
 // budget at the server's default of 50 million steps, the `*aaa…ab` seeds take over 4 s here and trap. A violation is
 // therefore work the budget does not charge, not noise; replay it alone with `FUZZ_SEARCH_TIMES=1` to confirm.
+import E3DBCanonicalJSON
 import E3DBAPI
 import E3DBPrimitives
 import E3DBServer

@@ -16,6 +16,7 @@
 // Checks: no status is 5xx (storage failures would be 503; there are none here); every 4xx has a JSON object body
 // with an `error` string and Content-Type application/json; on the authenticated templates, a replayed nonce, an
 // expired timestamp or bearer token, a fuzzed bearer token or no credentials never get a 2xx.
+import E3DBCanonicalJSON
 import E3DBAPI
 import E3DBPrimitives
 import E3DBServer

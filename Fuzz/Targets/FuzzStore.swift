@@ -18,6 +18,7 @@
 //
 // LeakSanitizer is off for this target (run.sh): the store, its GRDB pool and SQLite's caches live for the whole
 // process in a global, which LeakSanitizer cannot trace through Swift globals and reports as leaks.
+import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBFiles
 import E3DBPrimitives

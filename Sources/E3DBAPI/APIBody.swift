@@ -3,7 +3,7 @@ public import Foundation
 /// A JSON body of the E3DB API, request or response: the one seam through which the client and the server read
 /// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
 /// Bodies go through Foundation's `JSONDecoder` and `JSONEncoder`, except ``API/Record``, whose `decodeBody` and
-/// `encodeBody` are a hand-written reader and writer with the same results.
+/// `encodeBody` are the strict record reader and a hand-written writer.
 public protocol APIBody: Codable, Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
@@ -26,7 +26,8 @@ extension APIBody {
 extension Array: APIBody where Element: APIBody {}
 
 extension API.Record: APIBody {
-    /// Decodes a record body with the hand-written reader (JSONDecoder's outcome for every body, faster).
+    /// Decodes a record body with the strict record reader.
+    /// - Throws: `E3DBError` `.badRequest` saying what is wrong and at which byte (member names, never values).
     public static func decodeBody(_ data: Data) throws -> API.Record { try decodeJSON(data) }
     /// Encodes the record with the hand-written writer (as `JSONEncoder` writes it up to member order and the
     /// escaping of `/`).

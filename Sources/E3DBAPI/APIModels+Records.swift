@@ -1,3 +1,5 @@
+public import E3DBCanonicalJSON
+
 // The API bodies of records and files.
 
 extension API {
@@ -38,13 +40,14 @@ extension API {
         public var writerID: String
         public var userID: String
         public var type: String
-        public var plain: [String: String]?
+        /// Plain, searchable metadata: an ordered map whose names are distinct by code units.
+        public var plain: RecordData?
         public var created: String?
         public var lastModified: String?
         public var version: String?
         public var fileMeta: FileMeta?
         public init(
-            recordID: String? = nil, writerID: String, userID: String, type: String, plain: [String: String]?,
+            recordID: String? = nil, writerID: String, userID: String, type: String, plain: RecordData?,
             created: String? = nil, lastModified: String? = nil, version: String? = nil, fileMeta: FileMeta? = nil
         ) {
             self.recordID = recordID
@@ -69,7 +72,7 @@ extension API {
             writerID = try c.decode(String.self, forKey: .writerID)
             userID = try c.decode(String.self, forKey: .userID)
             type = try c.decode(String.self, forKey: .type)
-            plain = try c.decodeIfPresent([String: String].self, forKey: .plain)
+            plain = try c.decodeIfPresent(RecordData.self, forKey: .plain)
             created = try? c.decodeIfPresent(String.self, forKey: .created)
             lastModified = try? c.decodeIfPresent(String.self, forKey: .lastModified)
             version = try? c.decodeIfPresent(String.self, forKey: .version)
@@ -80,9 +83,11 @@ extension API {
     /// A record: metadata, the encrypted fields and the optional js-sdk signature.
     public struct Record: Codable, Sendable, Hashable {
         public var meta: Meta
-        public var data: [String: String]
+        /// The encrypted fields: an ordered map whose names are distinct by code units, so names the other SDKs
+        /// keep apart (`"é"` and `"e\u{301}"`) stay apart.
+        public var data: RecordData
         public var recSig: String?
-        public init(meta: Meta, data: [String: String], recSig: String? = nil) {
+        public init(meta: Meta, data: RecordData, recSig: String? = nil) {
             self.meta = meta
             self.data = data
             self.recSig = recSig
@@ -92,7 +97,7 @@ extension API {
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             meta = try c.decode(Meta.self, forKey: .meta)
-            data = try c.decodeIfPresent([String: String].self, forKey: .data) ?? [:]
+            data = try c.decodeIfPresent(RecordData.self, forKey: .data) ?? RecordData()
             recSig = try c.decodeIfPresent(String.self, forKey: .recSig)
         }
     }

@@ -1,3 +1,5 @@
+public import E3DBCanonicalJSON
+
 // The API bodies of search.
 
 extension API {
@@ -138,10 +140,11 @@ extension API {
     /// An element of a v1 or v2 search response.
     public struct SearchResult: Codable, Sendable, Hashable {
         public var meta: Meta
-        public var recordData: [String: String]?
+        /// The record's encrypted fields (names distinct by code units, as `API.Record.data`).
+        public var recordData: RecordData?
         public var accessKey: EAKInfo?
         public var recSig: String?
-        public init(meta: Meta, recordData: [String: String]?, accessKey: EAKInfo?, recSig: String? = nil) {
+        public init(meta: Meta, recordData: RecordData?, accessKey: EAKInfo?, recSig: String? = nil) {
             self.meta = meta
             self.recordData = recordData
             self.accessKey = accessKey

@@ -130,11 +130,13 @@ extension JSONValue {
 ///
 /// Hashes the UTF-8 code units directly (cheaper than `String`'s normalizing hash, and consistent with the
 /// code-unit equality).
-struct CodeUnitKey: Hashable, Sendable {
-    let string: String
-    init(_ string: String) { self.string = string }
-    static func == (lhs: CodeUnitKey, rhs: CodeUnitKey) -> Bool { lhs.string.utf8.elementsEqual(rhs.string.utf8) }
-    func hash(into hasher: inout Hasher) { hashCodeUnits(string, into: &hasher) }
+package struct CodeUnitKey: Hashable, Sendable {
+    package let string: String
+    package init(_ string: String) { self.string = string }
+    package static func == (lhs: CodeUnitKey, rhs: CodeUnitKey) -> Bool {
+        lhs.string.utf8.elementsEqual(rhs.string.utf8)
+    }
+    package func hash(into hasher: inout Hasher) { hashCodeUnits(string, into: &hasher) }
 }
 
 /// Feeds the UTF-8 code units of `string` (and its length) to `hasher`.

@@ -1,4 +1,5 @@
 public import E3DBAPI
+public import E3DBCanonicalJSON
 public import E3DBDocuments
 public import E3DBKeys
 public import E3DBPrimitives

@@ -1,5 +1,6 @@
 import E3DBAPI
-public import E3DBDocuments
+public import E3DBCanonicalJSON
+import E3DBDocuments
 public import E3DBFiles
 import E3DBKeys
 import E3DBPrimitives
@@ -81,12 +82,10 @@ extension E3DBClient {
             throw E3DBError(.invalidResponse, "the file cipher returned no MD5")
         }
         try Task.checkCancellation()
-        var plainMap: [String: String] = [:]
-        for (k, v) in plain { plainMap[k] = v }
         let me = clientID.lowercasedString
         let body = API.Record(
             meta: API.Meta(
-                writerID: me, userID: me, type: type, plain: plainMap,
+                writerID: me, userID: me, type: type, plain: plain,
                 fileMeta: API.FileMeta(
                     fileName: URL(fileURLWithPath: path).lastPathComponent,
                     checksum: md5, size: Int64(result.encryptedSize))),

@@ -1,5 +1,5 @@
 public import E3DBAPI
-import E3DBCanonicalJSON
+public import E3DBCanonicalJSON
 public import E3DBDocuments
 import E3DBKeys
 public import E3DBPrimitives

@@ -1,6 +1,6 @@
 public import E3DBAPI
-import E3DBCanonicalJSON
-public import E3DBDocuments
+public import E3DBCanonicalJSON
+import E3DBDocuments
 import E3DBKeys
 import E3DBPrimitives
 public import Foundation
@@ -92,8 +92,8 @@ extension E3DBClient {
         let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
         let meta = ClientMeta(
             writerID: writer, userID: user, type: record.meta.type,
-            plain: RecordData(record.meta.plain ?? [:]))
-        let document = EncryptedDocument(meta: meta, data: RecordData(record.data), recordSignature: record.recSig)
+            plain: record.meta.plain ?? RecordData())
+        let document = EncryptedDocument(meta: meta, data: record.data, recordSignature: record.recSig)
         var options = verification
         // rec_sig is checked against the writer's own registered signing key (looked up once and pinned), never
         // the EAKInfo's signer_signing_key: that is the key of whoever stored the access key, an authorizer
@@ -155,21 +155,9 @@ extension E3DBClient {
                 meta: ClientMeta(writerID: clientID, userID: clientID, type: type, plain: plain),
                 data: FieldCipher.encrypt(data, accessKey: ak), recordSignature: nil)
         }
-        var encrypted: [String: String] = [:]
-        for (k, v) in document.data { encrypted[k] = v }
-        var plainMap: [String: String] = [:]
-        for (k, v) in plain { plainMap[k] = v }
-        // Swift's String equality is Unicode canonical equivalence: two names that differ only in normalization
-        // ("é" and "e\u{301}") would merge into one JSON member while rec_sig covers both, and no reader could
-        // verify the record.
-        guard encrypted.count == document.data.count, plainMap.count == plain.count else {
-            throw E3DBError(
-                .invalidParameter, "two field names of the record differ only in Unicode normalization",
-                context: .init(field: encrypted.count != document.data.count ? "data" : "plain"))
-        }
         let id = clientID.lowercasedString
         return API.Record(
-            meta: API.Meta(writerID: id, userID: id, type: type, plain: plainMap), data: encrypted,
+            meta: API.Meta(writerID: id, userID: id, type: type, plain: plain), data: document.data,
             recSig: document.recordSignature)
     }
 
@@ -196,7 +184,7 @@ extension E3DBClient {
         guard sent.recSig != nil, verification.order == .utf16, echoed.data == sent.data, echoed.recSig == sent.recSig,
             echoed.meta.writerID == sent.meta.writerID,
             echoed.meta.userID == sent.meta.userID, echoed.meta.type == sent.meta.type,
-            (echoed.meta.plain ?? [:]) == (sent.meta.plain ?? [:])
+            (echoed.meta.plain ?? RecordData()) == (sent.meta.plain ?? RecordData())
         else {
             return try await decrypt(echoed)
         }
@@ -224,8 +212,10 @@ extension E3DBClient {
         try Self.checkAnswer(record.meta, id: id, writer: writer, type: type, operation: "record read")
         var read = try await decrypt(record)
         if let fields, !fields.isEmpty {
-            let selected = Set(fields)
-            read.data = try RecordData(read.data.filter { selected.contains($0.key) }.map { ($0.key, $0.value) })
+            // By code units, as the server filters: "é" and "e\u{301}" name two fields.
+            let selected = Set(fields.map(CodeUnitKey.init))
+            read.data = try RecordData(
+                read.data.filter { selected.contains(CodeUnitKey($0.key)) }.map { ($0.key, $0.value) })
         }
         return read
     }
@@ -243,7 +233,7 @@ extension E3DBClient {
         let ak = try await ownAccessKey(type: record.meta.type)
         let body = try encryptedBody(
             type: record.meta.type, data: record.data,
-            plain: RecordData(record.meta.plain ?? [:]), ak: ak)
+            plain: record.meta.plain ?? RecordData(), ak: ak)
         var updated = try await call(
             API.Endpoints.updateRecord, [id, version], json: body, operation: "record update", idempotent: false)
         if updated.meta.plain == nil { updated.meta.plain = body.meta.plain }

@@ -1,4 +1,5 @@
 public import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBDocuments
 import E3DBPrimitives
 public import Foundation

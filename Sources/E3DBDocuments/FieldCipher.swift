@@ -1,3 +1,4 @@
+public import E3DBCanonicalJSON
 public import E3DBKeys
 public import E3DBPrimitives
 

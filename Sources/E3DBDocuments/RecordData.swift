@@ -1,26 +1,10 @@
 public import E3DBCanonicalJSON
 public import E3DBPrimitives
 
-/// The plaintext (or encrypted) `data` or `plain` map of a record: string keys to string values, in
-/// insertion order.
-///
-/// Keys are distinct by their code units, as in Java and JavaScript. A Swift `[String: String]` cannot hold
-/// `"é"` (U+00E9) and `"e\u{301}"` together, because Swift `String ==` uses canonical equivalence, so records
-/// from other SDKs holding both would silently lose a member; `RecordData` keeps both.
-public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
-    /// One member.
-    public typealias Member = (key: String, value: String)
+// `RecordData` itself lives in E3DBCanonicalJSON, below E3DBAPI, whose record bodies carry it; these are its
+// initializers that refuse bad members with an `E3DBError`.
 
-    /// The members as a JSON object (the project's ordered JSON model) whose values are all strings; every
-    /// initializer and mutation keeps that invariant.
-    public private(set) var jsonObject: JSONObject
-
-    /// An empty map.
-    public init() { jsonObject = JSONObject() }
-
-    /// An empty map with room for `capacity` members.
-    init(capacity: Int) { jsonObject = JSONObject(minimumCapacity: capacity) }
-
+extension RecordData {
     /// A map from members in order.
     /// - Parameter members: key-value pairs; keys must be distinct by code units.
     /// - Throws: `E3DBError` `.invalidDocument` naming the first repeated key.
@@ -32,63 +16,6 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
             }
         }
     }
-
-    /// A map from a Swift dictionary, in UTF-16 key order.
-    ///
-    /// - Note: a Swift dictionary has already merged canonically equivalent keys (`"é"` and `"e\u{301}"`);
-    ///   use ``init(_:)`` with pairs to keep such keys distinct.
-    public init(_ dictionary: [String: String]) {
-        self.init(capacity: dictionary.count)
-        for (key, value) in dictionary.sorted(by: { CanonicalJSON.keyPrecedes($0.key, $1.key) }) {
-            insert(key: key, value: value)
-        }
-    }
-
-    /// A map from a literal. A repeated key keeps its first position and takes the last value.
-    public init(dictionaryLiteral elements: (String, String)...) {
-        self.init()
-        for (key, value) in elements { self[key] = value }
-    }
-
-    @discardableResult
-    mutating func insert(key: String, value: String) -> Bool {
-        jsonObject.insertIfAbsent(key: key, value: .string(value))
-    }
-
-    /// The members in insertion order.
-    public var members: [Member] { Array(self) }
-    /// The keys in insertion order.
-    public var keys: [String] { jsonObject.keys }
-    /// The number of members.
-    public var count: Int { jsonObject.count }
-    /// True without members.
-    public var isEmpty: Bool { jsonObject.isEmpty }
-
-    /// The value for `key` (matched by code units). Setting nil removes the member; setting a new key appends.
-    public subscript(key: String) -> String? {
-        get {
-            if case .string(let s)? = jsonObject[key] { return s }
-            return nil
-        }
-        set { jsonObject[key] = newValue.map { .string($0) } }
-    }
-
-    /// Iterates members in insertion order.
-    public struct Iterator: IteratorProtocol {
-        var base: IndexingIterator<[JSONObject.Member]>
-
-        /// The next member.
-        public mutating func next() -> Member? {
-            while let member = base.next() {
-                // Every value is a string by construction; anything else would be skipped, never invented.
-                if case .string(let s) = member.value { return (key: member.key, value: s) }
-            }
-            return nil
-        }
-    }
-
-    /// Iterates members in insertion order.
-    public func makeIterator() -> Iterator { Iterator(base: jsonObject.makeIterator()) }
 
     /// Builds a map from a JSON object whose values are all strings.
     /// - Parameters:
@@ -107,24 +34,6 @@ public struct RecordData: Sendable, Sequence, ExpressibleByDictionaryLiteral {
                     context: .init(field: member.key))
             }
         }
-        self.jsonObject = object
+        self.init(checkedObject: object)
     }
-}
-
-extension RecordData: Hashable {
-    /// Order-independent equality; keys and values compare by code units.
-    public static func == (a: RecordData, b: RecordData) -> Bool { a.jsonObject == b.jsonObject }
-
-    /// Hashes consistently with ``==(_:_:)``.
-    public func hash(into hasher: inout Hasher) { hasher.combine(jsonObject) }
-}
-
-extension RecordData: Signable {
-    /// The map as a JSON object (canonical serialization sorts it).
-    public var signableJSON: JSONValue { .object(jsonObject) }
-}
-
-extension RecordData: CustomStringConvertible {
-    /// The canonical JSON of the map. Do not log decrypted data.
-    public var description: String { canonicalString() }
 }

@@ -79,6 +79,9 @@ enum JSONBody {
         }
         do {
             return try decodeBody(data)
+        } catch let error as E3DBError {
+            // The record reader's refusal: what is wrong and where (member names, never values).
+            throw E3DBError(.badRequest, "the \(what) body is not valid: \(error.message)")
         } catch let error as DecodingError {
             throw E3DBError(.badRequest, "the \(what) body is not valid: \(describe(error))")
         } catch {

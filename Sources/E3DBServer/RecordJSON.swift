@@ -1,60 +1,143 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import NIOCore
 
-/// Record response bodies written straight into the response bytes. The stored `plain` and `data` members are the
-/// JSON text of objects of strings (the client's, as the record reader read it, or the server's own re-encoding),
-/// spliced in as they are: no decode and re-encode per read. A row comes from a database someone else may have
-/// written, so each text is checked first (`JSONText.isStringObject`, one linear pass that builds nothing): text
-/// that is not one object of strings is `storageCorrupted`, never a malformed answer or a member of its own. The
-/// members and their order are those of `API.Record`'s encoding.
+/// Record response bodies, for every response that carries a record (reads, field-filtered reads, writes, updates,
+/// file records, search results), written with the one JSON text writer (E3DBAPI's `JSONTextWriter`, the writer of
+/// `API.Record.jsonData()`). The stored `plain` and `data` members are the JSON text of objects of strings as the
+/// client sent them (the record reader read them through), spliced in as they are: the server never decodes stored
+/// JSON into a map and never encodes it again. A row comes from a database someone else may have written, so each
+/// text is checked first (`JSONText.isStringObject`, one linear pass that builds nothing; a field filter reads the
+/// members with the reader's members loop instead, `JSONText.members(of:)`, and keeps each selected member's text
+/// as stored): text that is not one object of strings is `storageCorrupted`, never a malformed answer or a member
+/// of its own. `file_meta`, the server's own small object, is read with the record reader's `file_meta` grammar
+/// (`JSONText.fileMeta(_:)`) and written again with the file URL of the response. The members and their order are
+/// those of `API.Record`'s encoding.
 enum RecordJSON {
-    /// `{"meta":{"record_id":…,"writer_id":…,"user_id":…,"type":…,"plain":{…},"created":…,"last_modified":…,
-    /// "version":…},"data":{…},"rec_sig":…}` (`rec_sig` only when set). For records without `file_meta`, read
-    /// without a field filter.
-    /// - Parameter row: the stored record.
-    /// - Returns: the response body.
-    /// - Throws: `storageCorrupted` when the row's `plain` or `data` is not the text of one JSON object of strings.
-    static func render(_ row: RecordRow) throws -> ByteBuffer {
-        guard JSONText.isStringObject(row.plainJSON) else {
-            throw E3DBError(.storageCorrupted, "records.plain of a stored record is not a JSON object of strings")
-        }
-        guard JSONText.isStringObject(row.dataJSON) else {
-            throw E3DBError(.storageCorrupted, "records.data of a stored record is not a JSON object of strings")
-        }
-        var out = ByteBuffer()
-        out.reserveCapacity(
-            320 + row.type.utf8.count + row.plainJSON.utf8.count + row.dataJSON.utf8.count
-                + (row.recSig?.utf8.count ?? 0))
-        out.writeStaticString(#"{"meta":{"record_id":"#)
-        writeString(row.recordID.text, into: &out)
-        out.writeStaticString(#","writer_id":"#)
-        writeString(row.writerID.text, into: &out)
-        out.writeStaticString(#","user_id":"#)
-        writeString(row.userID.text, into: &out)
-        out.writeStaticString(#","type":"#)
-        writeString(row.type, into: &out)
-        out.writeStaticString(#","plain":"#)
-        out.writeString(row.plainJSON)
-        out.writeStaticString(#","created":"#)
-        writeString(APITimestamp.format(micros: row.created), into: &out)
-        out.writeStaticString(#","last_modified":"#)
-        writeString(APITimestamp.format(micros: row.lastModified), into: &out)
-        out.writeStaticString(#","version":"#)
-        writeString(row.version, into: &out)
-        out.writeStaticString(#"},"data":"#)
-        out.writeString(row.dataJSON)
-        if let sig = row.recSig {
-            out.writeStaticString(#","rec_sig":"#)
-            writeString(sig, into: &out)
-        }
-        out.writeStaticString("}")
-        return out
+    /// Where a response's `meta.plain` comes from.
+    enum Plain {
+        /// The stored text (checked).
+        case stored
+        /// The text of the request being answered (read by the record reader already); nil leaves `plain` out.
+        case request(String?)
     }
 
-    /// Writes `text` as a JSON string the way the server's `JSONEncoder` does (`JSONText.writeString(_:_:)`).
-    static func writeString(_ text: String, into out: inout ByteBuffer) {
-        // Safety: `JSONText.writeString` lends each run of bytes only for the callback, and `writeBytes` copies it.
-        unsafe JSONText.writeString(text) { unsafe out.writeBytes($0) }
+    /// `{"meta":{"record_id":…,"writer_id":…,"user_id":…,"type":…,"plain":{…},"created":…,"last_modified":…,
+    /// "version":…,"file_meta":{…}},"data":{…},"rec_sig":…}` (`file_meta` for file records, `rec_sig` when set).
+    /// - Parameters:
+    ///   - row: the stored record.
+    ///   - fields: the `data` members to keep, by code units (empty: all).
+    ///   - plain: where `meta.plain` comes from.
+    ///   - fileURL: a file record's `file_meta.file_url` (`null` without).
+    /// - Returns: the response body.
+    /// - Throws: `storageCorrupted` naming the column when the row's `plain`, `data` or `file_meta` is not what
+    ///   the server stores there.
+    static func render(_ row: RecordRow, fields: [String] = [], plain: Plain = .stored, fileURL: String? = nil)
+        throws -> ByteBuffer
+    {
+        var w = JSONTextWriter(
+            capacity: 320 + row.type.utf8.count + row.plainJSON.utf8.count + row.dataJSON.utf8.count
+                + (row.recSig?.utf8.count ?? 0) + (row.fileMetaJSON?.utf8.count ?? 0) + (fileURL?.utf8.count ?? 0))
+        w.byte(UInt8(ascii: "{"))
+        w.key("meta", first: true)
+        try writeMeta(row, plain: plain, fileURL: fileURL, into: &w)
+        w.key("data", first: false)
+        try writeData(row, fields: fields, into: &w)
+        w.optionalString("rec_sig", row.recSig)
+        w.byte(UInt8(ascii: "}"))
+        return ByteBuffer(bytes: w.bytes)
+    }
+
+    /// A search result: `{"meta":{…},"record_data":{…} or null,"access_key":… or null,"rec_sig":…}` (`rec_sig`
+    /// when set), the members of `API.SearchResult`'s encoding.
+    /// - Parameter accessKey: the JSON text of the caller's `API.EAKInfo` for the record, nil for `null`.
+    static func writeSearchResult(
+        _ row: RecordRow, includeData: Bool, accessKey: String?, into w: inout JSONTextWriter
+    ) throws {
+        w.byte(UInt8(ascii: "{"))
+        w.key("meta", first: true)
+        try writeMeta(row, plain: .stored, fileURL: nil, into: &w)
+        w.key("record_data", first: false)
+        if includeData { try writeData(row, fields: [], into: &w) } else { w.raw("null") }
+        w.key("access_key", first: false)
+        if let accessKey { w.json(accessKey) } else { w.raw("null") }
+        w.optionalString("rec_sig", row.recSig)
+        w.byte(UInt8(ascii: "}"))
+    }
+
+    /// `meta`, in `API.Meta`'s member order.
+    static func writeMeta(_ row: RecordRow, plain: Plain, fileURL: String?, into w: inout JSONTextWriter) throws {
+        w.byte(UInt8(ascii: "{"))
+        w.key("record_id", first: true)
+        w.string(row.recordID.text)
+        w.key("writer_id", first: false)
+        w.string(row.writerID.text)
+        w.key("user_id", first: false)
+        w.string(row.userID.text)
+        w.key("type", first: false)
+        w.string(row.type)
+        switch plain {
+        case .stored:
+            w.key("plain", first: false)
+            w.json(try checked(row.plainJSON, "records.plain"))
+        case .request(let text?):
+            w.key("plain", first: false)
+            w.json(text)
+        case .request(nil): break
+        }
+        w.key("created", first: false)
+        w.string(APITimestamp.format(micros: row.created))
+        w.key("last_modified", first: false)
+        w.string(APITimestamp.format(micros: row.lastModified))
+        w.key("version", first: false)
+        w.string(row.version)
+        if let stored = row.fileMetaJSON {
+            guard var fileMeta = JSONText.fileMeta(stored) else {
+                throw E3DBError(
+                    .storageCorrupted, "records.file_meta of a stored file record is not a file_meta object")
+            }
+            fileMeta.fileURL = fileURL
+            w.key("file_meta", first: false)
+            w.fileMeta(fileMeta)
+        }
+        w.byte(UInt8(ascii: "}"))
+    }
+
+    /// `data`: the stored text, or with `fields` the stored text of the members they name.
+    private static func writeData(_ row: RecordRow, fields: [String], into w: inout JSONTextWriter) throws {
+        guard !fields.isEmpty else {
+            w.json(try checked(row.dataJSON, "records.data"))
+            return
+        }
+        guard let members = JSONText.members(of: row.dataJSON) else { throw corrupted("records.data") }
+        let wanted = Set(fields.map(CodeUnitKey.init))
+        w.byte(UInt8(ascii: "{"))
+        var first = true
+        for member in members where wanted.contains(CodeUnitKey(member.name)) {
+            if !first { w.byte(UInt8(ascii: ",")) }
+            first = false
+            w.json(member.text)
+        }
+        w.byte(UInt8(ascii: "}"))
+    }
+
+    /// The members of a row's stored `plain`, for a search to match (a name that repeats under Swift's `String`
+    /// equality keeps its first value).
+    static func plainMembers(_ row: RecordRow) throws -> [String: String] {
+        guard let members = JSONText.members(of: row.plainJSON) else { throw corrupted("records.plain") }
+        var map: [String: String] = Dictionary(minimumCapacity: members.count)
+        for member in members where map[member.name] == nil { map[member.name] = member.value }
+        return map
+    }
+
+    /// `text` when it is one JSON object of strings (`JSONText.isStringObject`).
+    private static func checked(_ text: String, _ column: String) throws -> String {
+        guard JSONText.isStringObject(text) else { throw corrupted(column) }
+        return text
+    }
+
+    private static func corrupted(_ column: String) -> E3DBError {
+        E3DBError(.storageCorrupted, "\(column) of a stored record is not a JSON object of strings")
     }
 }

@@ -1,3 +1,4 @@
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import Foundation
 import GRDB
@@ -55,17 +56,10 @@ struct StateAuthenticator: Sendable {
     /// Keyed BLAKE2b-256 of a JSON array of labelled fields, a newline, and trailing bytes of the caller's (fixed
     /// length or last, so the input is unambiguous).
     private func keyedHash(_ label: String, strings: [String], integers: [Int], tail: Data) throws(E3DBError) -> Data {
-        var head: [UInt8] = [UInt8(ascii: "[")]
-        BindingPlace.append(string: label, to: &head)
-        for text in strings {
-            head.append(UInt8(ascii: ","))
-            BindingPlace.append(string: text, to: &head)
-        }
-        for number in integers {
-            head.append(UInt8(ascii: ","))
-            BindingPlace.append(integer: number, to: &head)
-        }
-        head.append(contentsOf: [UInt8(ascii: "]"), 0x0A])
+        // The canonical JSON array [label, strings…, integers…] (the one canonical serializer), then a newline.
+        var head = CanonicalJSON.serializedBytes(
+            .array([.string(label)] + strings.map(JSONValue.string) + integers.map { .number(Double($0)) }))
+        head.append(0x0A)
         var hasher = try BLAKE2b(outputByteCount: StateDigest.byteCount, key: key)
         hasher.update(data: head)
         hasher.update(data: tail)

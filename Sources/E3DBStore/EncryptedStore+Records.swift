@@ -1,5 +1,5 @@
-import E3DBCanonicalJSON
-public import E3DBDocuments
+public import E3DBCanonicalJSON
+import E3DBDocuments
 import E3DBFiles
 import E3DBKeys
 public import E3DBPrimitives

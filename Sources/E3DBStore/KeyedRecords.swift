@@ -1,5 +1,5 @@
-import E3DBCanonicalJSON
-public import E3DBDocuments
+public import E3DBCanonicalJSON
+import E3DBDocuments
 public import E3DBPrimitives
 public import Foundation
 import GRDB

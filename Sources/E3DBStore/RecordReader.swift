@@ -37,58 +37,18 @@ extension StoredRow {
 }
 
 /// The text of a record's place in the binding MAC: the canonical JSON array
-/// `["E3DBStore record v1", store, collection, id, version, key version, created, updated]`, written directly.
-/// The output is byte for byte `CanonicalJSON.serializedBytes` of that array (the tests compare the two).
+/// `["E3DBStore record v1", store, collection, id, version, key version, created, updated]`, written by the one
+/// canonical serializer (`CanonicalJSON.serializedBytes`), so it is that serializer's output by construction.
 enum BindingPlace {
     static func bytes(
         storeID: String, collection: String, id: String, version: Int, keyVersion: Int, created: String,
         updated: String
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(96 + collection.utf8.count + created.utf8.count + updated.utf8.count)
-        out.append(UInt8(ascii: "["))
-        append(string: "E3DBStore record v1", to: &out)
-        for text in [storeID, collection, id] {
-            out.append(UInt8(ascii: ","))
-            append(string: text, to: &out)
-        }
-        for number in [version, keyVersion] {
-            out.append(UInt8(ascii: ","))
-            append(integer: number, to: &out)
-        }
-        for text in [created, updated] {
-            out.append(UInt8(ascii: ","))
-            append(string: text, to: &out)
-        }
-        out.append(UInt8(ascii: "]"))
-        return out
-    }
-
-    /// A JSON string: the UTF-8 bytes in quotes when nothing needs escaping (no `"`, `\` or control character,
-    /// which is all that `JSON.stringify` escapes in a Swift string), else the canonical serializer's form.
-    static func append(string: String, to out: inout [UInt8]) {
-        var text = string
-        let plain = text.withUTF8 { utf8 -> Bool in
-            guard unsafe utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
-                return false
-            }
-            out.append(UInt8(ascii: "\""))
-            unsafe out.append(contentsOf: utf8)
-            out.append(UInt8(ascii: "\""))
-            return true
-        }
-        if !plain { out.append(contentsOf: CanonicalJSON.serializedBytes(.string(string))) }
-    }
-
-    /// A JSON number for an integer: its decimal digits when a double holds it exactly (what ECMAScript prints
-    /// for such a number), else the canonical serializer's form of the double.
-    static func append(integer: Int, to out: inout [UInt8]) {
-        let exact = 1 << 53
-        if integer > -exact, integer < exact {
-            out.append(contentsOf: String(integer).utf8)
-        } else {
-            out.append(contentsOf: CanonicalJSON.serializedBytes(.number(Double(integer))))
-        }
+        CanonicalJSON.serializedBytes(
+            .array([
+                .string("E3DBStore record v1"), .string(storeID), .string(collection), .string(id),
+                .number(Double(version)), .number(Double(keyVersion)), .string(created), .string(updated),
+            ]))
     }
 }
 

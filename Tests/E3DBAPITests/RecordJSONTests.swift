@@ -1,22 +1,60 @@
 import E3DBAPI
+import E3DBCanonicalJSON
+import E3DBPrimitives
 import Foundation
 import Testing
 
-/// `API.Record.decodeJSON` and `jsonData()` against Foundation's JSONDecoder: the same outcome for every body,
-/// the fast reader's and the fallback's alike.
+/// `API.Record.decodeJSON` (the strict record reader) and `jsonData()`: the bodies the SDKs send read as
+/// JSONDecoder reads them, everything the reader refuses is a `badRequest` saying what and where, and the reader is
+/// never more lenient than JSONDecoder.
 @Suite("Record JSON reader and writer")
 struct RecordJSONTests {
     static let me = "6f1c1a3e-5a7b-4c2d-9e8f-0a1b2c3d4e5f"
 
-    /// The fast reader and JSONDecoder agree: both succeed with equal records or both throw.
-    func expectSameOutcome(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        expectSameOutcome(Data(json.utf8), sourceLocation: sourceLocation)
+    /// The reader is never more lenient than JSONDecoder: a body it takes, JSONDecoder decodes to the same record;
+    /// a body it refuses is a `badRequest`. Whatever text it keeps is the objects as they came, meaning the maps.
+    func expectStrictOutcome(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) {
+        let body = String(decoding: data, as: UTF8.self)
+        do {
+            let (record, text) = try API.Record.decodeJSONKeepingText(data)
+            let foundation = try? JSONDecoder().decode(API.Record.self, from: data)
+            #expect(foundation == record, "\(body)", sourceLocation: sourceLocation)
+            expectTextMeansMaps(record, text, in: data, sourceLocation: sourceLocation)
+        } catch {
+            #expect(error.code == .badRequest, "\(body)", sourceLocation: sourceLocation)
+        }
     }
 
-    func expectSameOutcome(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) {
-        let foundation = try? JSONDecoder().decode(API.Record.self, from: data)
-        let fast = try? API.Record.decodeJSON(data)
-        #expect(fast == foundation, "\(String(decoding: data, as: UTF8.self))", sourceLocation: sourceLocation)
+    /// The kept text is exact slices of the body that read back to the record's maps.
+    func expectTextMeansMaps(
+        _ record: API.Record, _ text: ReceivedRecordText, in data: Data,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        func map(_ json: String?) -> RecordData? {
+            guard let members = json.flatMap({ JSONText.members(of: $0) }) else { return nil }
+            var map = RecordData()
+            for member in members { map[member.name] = member.value }
+            return members.count == map.count ? map : nil
+        }
+        let body = String(decoding: data, as: UTF8.self)
+        #expect(map(text.plain) == record.meta.plain, "\(body)", sourceLocation: sourceLocation)
+        #expect(map(text.data) ?? [:] == record.data, "\(body)", sourceLocation: sourceLocation)
+        for member in [text.plain, text.data].compactMap(\.self) {
+            #expect(
+                Array(data).firstRange(of: Array(member.utf8)) != nil && JSONText.isStringObject(member), "\(body)",
+                sourceLocation: sourceLocation)
+        }
+    }
+
+    /// The reader refuses `body` with a `badRequest` whose message holds `reason`.
+    func expectRefused(_ body: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            let record = try API.Record.decodeJSON(Data(body.utf8))
+            Issue.record("taken: \(body) as \(record)", sourceLocation: sourceLocation)
+        } catch {
+            #expect(error.code == .badRequest, sourceLocation: sourceLocation)
+            #expect(error.message.contains(reason), "\(error.message)", sourceLocation: sourceLocation)
+        }
     }
 
     @Test("the bodies the SDKs and the server send decode as JSONDecoder decodes them")
@@ -29,7 +67,7 @@ struct RecordJSONTests {
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t","record_id":"r","version":"v","created":"2026-11-26T10:00:00.000000Z","last_modified":"2026-11-26T10:00:00.000000Z","file_meta":null},"data":{},"rec_sig":"c2ln"}"#,
             " \n{\"meta\":{\"writer_id\":\"w\",\"user_id\":\"u\",\"type\":\"t\"},\"rec_sig\":null}\t\r\n",
             // Members nobody reads, of every kind.
-            #"{"x":[1,-2,{"y":[true,false,null]},"s\"\\\/"],"meta":{"extra":{"a":[]},"writer_id":"w","user_id":"u","type":"t"},"data":{"f":"\b\f\n\r\t\u0000"}}"#,
+            #"{"x":[1,-2,0.5,-1.25e+3,7E-2,{"y":[true,false,null]},"s\"\\\/"],"meta":{"extra":{"a":[]},"writer_id":"w","user_id":"u","type":"t"},"data":{"f":"\b\f\n\r\t\u0000"}}"#,
         ]
         for body in bodies {
             let fast = try API.Record.decodeJSON(Data(body.utf8))
@@ -41,42 +79,92 @@ struct RecordJSONTests {
         #expect(file.meta.fileMeta?.size == 131_251 && file.meta.fileMeta?.fileURL == nil && file.data == [:])
     }
 
-    @Test("what the fast reader declines gets JSONDecoder's outcome: leniency kept, errors thrown")
-    func declinedBodies() {
-        let cases = [
-            // Lenient members of other types are nil (JSONDecoder's `try?`).
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{},"version":null,"record_id":7}}"#,
-            // Duplicates, lone surrogates, fractions, overflow, bad literals, deep nesting, trailing bytes.
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":"1","f":"2"}}"#,
-            #"{"meta":{"writer_id":"w","writer_id":"x","user_id":"u","type":"t"}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"\ud800"}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"\udc00x"}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":1.5}}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":1e3}}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":99999999999999999999}}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":-0}}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":012}}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"x":nul}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"x":"#
-                + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}",
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"}} x"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u"}}"#,
-            #"{"meta":{"writer_id":null,"user_id":"u","type":"t"}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"k":5}}}"#,
-            #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":["x"]}}"#,
-            "{\"meta\":{\"writer_id\":\"w\",\"user_id\":\"u\",\"type\":\"t\u{1}\"}}",
-            "", "null", "[]", "{", #"{"meta":"#,
+    @Test("the lenient members of meta take any value; what the reader refuses is a badRequest saying where")
+    func refusedBodies() throws {
+        // Members the server sets itself are read as strings and ignored otherwise (Go sends zero times).
+        let lenient = try API.Record.decodeJSON(
+            Data(
+                #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{"a":[1.5e3]},"version":null,"record_id":7}}"#
+                    .utf8))
+        #expect(lenient.meta.created == nil && lenient.meta.recordID == nil && lenient.meta.version == nil)
+        #expect(lenient.meta.lastModified == nil && lenient.meta.type == "t")
+        // A UTF-8 byte order mark is ignored (RFC 8259 §8.1 lets a parser).
+        let bom = Data([0xEF, 0xBB, 0xBF]) + Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t"}}"#.utf8)
+        #expect(try API.Record.decodeJSON(bom).meta.type == "t")
+        let meta = #""meta":{"writer_id":"w","user_id":"u","type":"t""#
+        let cases: [(String, String)] = [
+            (#"{\#(meta)},"data":{"f":"1","f":"2"}}"#, #"repeated member "f" in data at byte 67"#),
+            (
+                #"{"meta":{"writer_id":"w","writer_id":"x","user_id":"u","type":"t"}}"#,
+                #"repeated member "writer_id" in meta"#
+            ),
+            (#"{\#(meta)},"x":{"a":1,"a":2}}"#, #"repeated member "a" in the body"#),
+            (#"{\#(meta)},"data":{"f":"\ud800"}}"#, #"a lone surrogate escape in the value of "f" in data"#),
+            (#"{\#(meta)},"data":{"f":"\udc00x"}}"#, "a lone surrogate escape"),
+            (#"{\#(meta),"file_meta":{"size":1.5}}}"#, "meta.file_meta.size is not an integer"),
+            (#"{\#(meta),"file_meta":{"size":1e3}}}"#, "meta.file_meta.size is not an integer"),
+            (
+                #"{\#(meta),"file_meta":{"size":99999999999999999999}}}"#,
+                "meta.file_meta.size does not fit in 64 bits"
+            ),
+            (#"{\#(meta),"file_meta":{"size":012}}}"#, "meta.file_meta.size is not a JSON value"),
+            (#"{\#(meta),"file_meta":{"checksum":5}}}"#, "meta.file_meta.checksum is not a string"),
+            (#"{\#(meta)},"x":nul}"#, "not a JSON value in the body"),
+            (#"{\#(meta)},"x":1.}"#, "a malformed number in the body"),
+            (
+                #"{\#(meta)},"x":"# + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}",
+                "nesting deeper than 64 in the body"
+            ),
+            (#"{\#(meta)}} x"#, "bytes after the body's object at byte 52"),
+            (#"{\#(meta)},}"#, "a member name in the body is not a string"),
+            (#"{"meta":{"writer_id":"w","user_id":"u"}}"#, #"meta has no member "type""#),
+            (#"{"data":{}}"#, #"the body has no member "meta""#),
+            (#"{"meta":{"writer_id":null,"user_id":"u","type":"t"}}"#, "meta.writer_id is not a string"),
+            (#"{\#(meta),"plain":{"k":5}}}"#, #"the value of "k" in meta.plain is not a string"#),
+            (#"{\#(meta),"plain":[]}}"#, "meta.plain is not a JSON object"),
+            (#"{\#(meta)},"data":{"f":["x"]}}"#, #"the value of "f" in data is not a string"#),
+            (#"{\#(meta)},"rec_sig":1}"#, "rec_sig is not a string"),
+            (
+                "{\"meta\":{\"writer_id\":\"w\",\"user_id\":\"u\",\"type\":\"t\u{1}\"}}",
+                "a control character in meta.type"
+            ),
+            (#"{\#(meta)},"data":{"f":"\x"}}"#, "an invalid escape"),
+            (#"{\#(meta)},"data":{"f":"\u12"}}"#, #"an invalid \u escape"#),
+            (#"{\#(meta)},"data":{"f":"x}}"#, "an unterminated string"),
+            ("", "the body is not a JSON object at byte 0"),
+            ("null", "the body is not a JSON object"),
+            ("[]", "the body is not a JSON object"),
+            ("{", "a member name in the body is not a string"),
+            (#"{"meta":"#, "meta is not a JSON object"),
+            (#"{"meta":{"writer_id":"w","user_id":"u","type":"t"}}"# + "\u{0}", "bytes after the body's object"),
         ]
-        for body in cases { expectSameOutcome(body) }
-        // Invalid UTF-8 inside a string, and a NUL outside one.
+        for (body, reason) in cases { expectRefused(body, reason) }
+        // Invalid UTF-8 inside a string.
         var bytes = Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"X"}}"#.utf8)
-        let x = bytes.firstIndex(of: UInt8(ascii: "X"))!
+        let x = try #require(bytes.firstIndex(of: UInt8(ascii: "X")))
         for bad: UInt8 in [0xFF, 0xC0, 0x80, 0xED] {
             bytes[x] = bad
-            expectSameOutcome(bytes)
+            do {
+                _ = try API.Record.decodeJSON(bytes)
+                Issue.record("invalid UTF-8 \(bad) was taken")
+            } catch {
+                #expect(error.message == "invalid UTF-8 in meta.type at byte \(x)")
+            }
         }
-        expectSameOutcome(Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t"}}"#.utf8) + Data([0]))
+    }
+
+    @Test("names that differ only in Unicode normalization are two members, written back as two")
+    func normalizationTwins() throws {
+        let body =
+            "{\"meta\":{\"writer_id\":\"w\",\"user_id\":\"u\",\"type\":\"t\",\"plain\":{\"\u{e9}\":\"p\",\"e\u{301}\":\"q\"}},"
+            + "\"data\":{\"\u{e9}\":\"1\",\"e\u{301}\":\"2\",\"\\u00e9\":\"3\"}}"
+        // The third name is the first one escaped: the same code units, so a repeated member.
+        expectRefused(body, #"repeated member "é" in data"#)
+        let twins = body.replacingOccurrences(of: #","\u00e9":"3""#, with: "")
+        let record = try API.Record.decodeJSON(Data(twins.utf8))
+        #expect(record.data.count == 2 && record.data["\u{e9}"] == "1" && record.data["e\u{301}"] == "2")
+        #expect(record.meta.plain?.count == 2 && record.data.keys == ["\u{e9}", "e\u{301}"])
+        #expect(try API.Record.decodeJSON(record.jsonData()) == record)
     }
 
     @Test("bodies of many members: a large data map, an unknown object of distinct and of repeated keys")
@@ -86,8 +174,9 @@ struct RecordJSONTests {
         let meta = #""meta":{"writer_id":"w","user_id":"u","type":"t"}"#
         let large = try API.Record.decodeJSON(Data(#"{\#(meta),"data":{\#(members)}}"#.utf8))
         #expect(large.data.count == n && large.data["f49999"] == "v49999")
-        expectSameOutcome(#"{\#(meta),"x":{\#(members)},"data":{}}"#)
-        expectSameOutcome(#"{\#(meta),"data":{\#(members),"f7":"again"}}"#)
+        let unknown = try API.Record.decodeJSON(Data(#"{\#(meta),"x":{\#(members)},"data":{}}"#.utf8))
+        #expect(unknown.data.isEmpty)
+        expectRefused(#"{\#(meta),"data":{\#(members),"f7":"again"}}"#, #"repeated member "f7" in data"#)
     }
 
     /// Every prefix of `body`, and six random single-byte changes at each of its offsets.
@@ -98,19 +187,19 @@ struct RecordJSONTests {
         for i in 0..<body.count {
             for _ in 0..<6 {
                 var mutated = body
-                mutated[i] = alphabet.randomElement(using: &generator)!
+                mutated[i] = alphabet.randomElement(using: &generator) ?? 0
                 out.append(mutated)
             }
         }
         return out
     }
 
-    @Test("every truncation and every single-byte change of a body gets JSONDecoder's outcome")
+    @Test("every truncation and every single-byte change of a body: refused, or read as JSONDecoder reads it")
     func mutations() {
         let body = Data(
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#
                 .utf8)
-        for variant in Self.truncationsAndMutations(of: body) { expectSameOutcome(variant) }
+        for variant in Self.truncationsAndMutations(of: body) { expectStrictOutcome(variant) }
     }
 
     @Test("jsonData decodes back to the same record, whatever the strings hold")
@@ -143,50 +232,35 @@ struct RecordJSONTests {
         }
     }
 
-    @Test("sortedObject is a JSON object in key order that decodes to the map")
-    func sortedObjects() throws {
-        let map = ["b": "2", "a": "1\"\\/\u{1}", "é": "x", "": "empty"]
-        let text = JSONText.sortedObject(map)
-        #expect(try JSONDecoder().decode([String: String].self, from: Data(text.utf8)) == map)
-        #expect(text.hasPrefix(#"{"":"empty","a":"1\"\\/\u0001","b":"2""#))
-        #expect(JSONText.sortedObject([:]) == "{}")
-    }
-
-    /// When `decodeJSONKeepingText` returns text, the text is the objects as they came and decodes to the maps.
-    func expectTextMeansMaps(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) {
-        guard let result = try? API.Record.decodeJSONKeepingText(data), let text = result.text else { return }
-        func map(_ json: String?) -> [String: String]? {
-            json.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
-        }
-        let body = String(decoding: data, as: UTF8.self)
-        #expect(map(text.plain) == result.record.meta.plain, "\(body)", sourceLocation: sourceLocation)
-        #expect(map(text.data) ?? [:] == result.record.data, "\(body)", sourceLocation: sourceLocation)
-        for member in [text.plain, text.data].compactMap(\.self) {
-            #expect(body.contains(member), "\(body)", sourceLocation: sourceLocation)
-        }
-    }
-
-    @Test("decodeJSONKeepingText: plain and data as they came, only when the fast reader read them")
+    @Test("decodeJSONKeepingText: plain and data as they came")
     func keptText() throws {
         // Python's separators and escapes stay as sent; the server stores this text and never writes it again.
         let python =
             #"{"meta": {"writer_id": "w", "user_id": "u", "type": "t", "plain": {"k": "caf\u00e9", "z": "1"}}, "data": {"f": "a.b", "\/": "c"}}"#
         let (record, text) = try API.Record.decodeJSONKeepingText(Data(python.utf8))
-        #expect(record == (try API.Record.decodeJSON(Data(python.utf8))))
-        #expect(text?.plain == #"{"k": "caf\u00e9", "z": "1"}"#)
-        #expect(text?.data == #"{"f": "a.b", "\/": "c"}"#)
+        #expect(record == (try JSONDecoder().decode(API.Record.self, from: Data(python.utf8))))
+        #expect(text.plain == #"{"k": "caf\u00e9", "z": "1"}"#)
+        #expect(text.data == #"{"f": "a.b", "\/": "c"}"#)
         // plain absent or null, data null: no text.
         let bare = try API.Record.decodeJSONKeepingText(
             Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":null},"data":null}"#.utf8))
-        #expect(bare.text?.plain == nil && bare.text?.data == nil && bare.text != nil)
-        // A repeated field is left to JSONDecoder: then there is no text, and the server writes the map anew.
-        let repeatedBody = Data(#"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":"1","f":"2"}}"#.utf8)
-        let repeated = try API.Record.decodeJSONKeepingText(repeatedBody)
-        #expect(repeated.text == nil)
-        #expect(repeated.record == (try JSONDecoder().decode(API.Record.self, from: repeatedBody)))
+        #expect(bare.text.plain == nil && bare.text.data == nil)
         // Every truncation and single-byte change: any text returned means exactly the decoded maps.
         let body = Data(
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"}},"data":{"f":"a\nb","g":""}}"#.utf8)
-        for variant in Self.truncationsAndMutations(of: body) { expectTextMeansMaps(variant) }
+        for variant in Self.truncationsAndMutations(of: body) { expectStrictOutcome(variant) }
+    }
+
+    @Test("members(of:) reads stored text: names and values decoded, each member's text as it is")
+    func storedMembers() throws {
+        let text = #" { "f" : "a\u00e9" ,"\/g":"" } "#
+        let members = try #require(JSONText.members(of: text))
+        #expect(members.map(\.name) == ["f", "/g"] && members.map(\.value) == ["aé", ""])
+        #expect(members.map { String($0.text) } == [#""f" : "a\u00e9""#, #""\/g":"""#])
+        for bad in ["", "{", #"{"f":1}"#, #"{"f":"x"} x"#, #"{"f":"\ud800"}"#, "[]", #"{"f" "x"}"#] {
+            #expect(JSONText.members(of: bad) == nil, "\(bad)")
+            #expect(!JSONText.isStringObject(bad), "\(bad)")
+        }
+        #expect(JSONText.members(of: "{}")?.isEmpty == true)
     }
 }

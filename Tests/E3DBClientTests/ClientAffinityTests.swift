@@ -1,4 +1,5 @@
 import E3DBAsyncHTTPClient
+import E3DBCanonicalJSON
 import E3DBClient
 import E3DBDocuments
 import E3DBServerTestSupport

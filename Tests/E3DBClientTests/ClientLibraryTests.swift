@@ -79,6 +79,32 @@ struct ClientLibraryTests {
     }
 
     @Test(
+        "field names that differ only in Unicode normalization stay two fields through the server, rec_sig verifying",
+        arguments: ClientTestBackend.allCases)
+    func normalizationTwins(backend: ClientTestBackend) async throws {
+        guard let server = try await backend.start() else { return }
+        defer { server.stop() }
+        let alice = try await server.register("alice", transport: .asyncHTTPClient)
+        // What the other SDKs keep apart: "é" (U+00E9) and "e" + U+0301, equal as Swift strings.
+        let data = try RecordData([("\u{E9}", "precomposed"), ("e\u{301}", "decomposed"), ("x", "1")])
+        let plain = try RecordData([("\u{E9}", "p1"), ("e\u{301}", "p2")])
+        let written = try await alice.write(type: "twins", data: data, plain: plain)
+        #expect(written.data == data && written.data.count == 3 && written.signatureStatus == .verified)
+        let id = try #require(written.id)
+        let read = try await alice.read(id)
+        #expect(read.data == data && read.signatureStatus == .verified)
+        #expect(read.meta.plain == plain && read.meta.plain?["e\u{301}"] == "p2")
+        // A field filter names one of the two by its code units.
+        let one = try await alice.read(id, fields: ["e\u{301}"])
+        #expect(one.data.count == 1 && one.data.keys.first?.unicodeScalars.count == 2)
+        #expect(one.data["e\u{301}"] == "decomposed" && one.signatureStatus == .verified)
+        var changed = read
+        changed.data = try RecordData([("e\u{301}", "d2"), ("\u{E9}", "p2")])
+        let updated = try await alice.update(changed)
+        #expect(try await alice.read(id).data == changed.data && updated.signatureStatus == .verified)
+    }
+
+    @Test(
         "sharing, revocation, authorizers sharing on behalf, and the listings",
         arguments: ClientTestBackend.allCases, ClientTransport.allCases)
     func sharingAndAuthorizers(backend: ClientTestBackend, transport: ClientTransport) async throws {

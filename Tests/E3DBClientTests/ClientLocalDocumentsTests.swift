@@ -1,3 +1,4 @@
+import E3DBCanonicalJSON
 import E3DBAPI
 import E3DBClient
 import E3DBDocuments

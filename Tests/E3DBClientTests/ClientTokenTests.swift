@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBDocuments

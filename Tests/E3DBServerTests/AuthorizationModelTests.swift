@@ -374,7 +374,7 @@ final class ModelRun {
 
     private static func short(_ version: String?) -> String { String((version ?? "none").prefix(8)) }
 
-    private static func fields(_ data: [String: String]) -> String {
+    private static func fields(_ data: RecordData) -> String {
         data.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
     }
 

@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import Foundation
 import Logging
@@ -28,9 +29,16 @@ struct HotPathTests {
     {
         RecordRow(
             index: 7, recordID: .random(), writerID: .random(), userID: .random(), type: type,
-            plainJSON: E3DBService.jsonText(plain), dataJSON: E3DBService.jsonText(data), recSig: recSig,
+            plainJSON: text(plain), dataJSON: text(data), recSig: recSig,
             fileMetaJSON: nil, created: 1_764_070_496_123_456, lastModified: 1_764_070_496_123_457,
             version: RecordRow.newVersion())
+    }
+
+    /// The JSON text of a map as a client could have sent it (JSONEncoder's, keys sorted).
+    static func text(_ map: [String: String]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(map)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     /// Members of a JSON object, recursively, as Foundation reads them.
@@ -38,31 +46,69 @@ struct HotPathTests {
         try #require(try JSONSerialization.jsonObject(with: data) as? NSDictionary)
     }
 
-    @Test("a spliced record response has exactly the members and values of the encoded one")
-    func splicedRecordMatchesEncoder() async throws {
-        try await Self.withStorage { storage, directory in try Self.checkSplicing(storage, directory) }
-    }
-
-    static func checkSplicing(_ storage: SQLiteStorage, _ directory: URL) throws {
-        let service = E3DBService(
-            storage: storage, files: try LocalFileBodyStore(directory: directory.appendingPathComponent("files")),
-            configuration: ServerConfiguration(dataDirectory: directory), secret: Data(count: 32),
-            logger: Logger(label: "test"))
+    @Test("a spliced record response has exactly the members and values of the record")
+    func splicedRecordMatchesEncoder() throws {
         let hostile = "q\"uote \\ back/slash \n\r\t\u{8}\u{c}\u{1}\u{1f} é 🙂 </script>"
-        let rows = [
-            Self.row(plain: [:], data: ["a": "x"], recSig: nil),
-            Self.row(
-                type: hostile, plain: ["k": hostile, hostile: "v"], data: ["f1": "a.b.c.d", "f2": hostile],
-                recSig: hostile),
-            Self.row(plain: ["n": "1"], data: [:], recSig: "sig"),
+        let cases: [(type: String, plain: [String: String], data: [String: String], recSig: String?)] = [
+            ("bench", [:], ["a": "x"], nil),
+            (hostile, ["k": hostile, hostile: "v"], ["f1": "a.b.c.d", "f2": hostile], hostile),
+            ("bench", ["n": "1"], [:], "sig"),
         ]
-        for row in rows {
+        for c in cases {
+            var row = Self.row(type: c.type, plain: c.plain, data: c.data, recSig: c.recSig)
+            let meta = API.Meta(
+                recordID: row.recordID.text, writerID: row.writerID.text, userID: row.userID.text, type: c.type,
+                plain: RecordData(c.plain), created: APITimestamp.format(micros: row.created),
+                lastModified: APITimestamp.format(micros: row.lastModified), version: row.version)
+            let expected = API.Record(meta: meta, data: RecordData(c.data), recSig: c.recSig)
             let spliced = Data(try RecordJSON.render(row).readableBytesView)
-            let encoded = try JSONBody.encoder().encode(try service.record(row))
+            let encoded = try JSONBody.encoder().encode(expected)
             #expect(
                 try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")
-            #expect(try JSONDecoder().decode(API.Record.self, from: spliced) == (try service.record(row)))
+            #expect(try JSONDecoder().decode(API.Record.self, from: spliced) == expected)
+            // A field filter keeps the named members' stored text; an update echoes the request's plain.
+            let filtered = Data(try RecordJSON.render(row, fields: ["f2", "zz"]).readableBytesView)
+            var only = expected
+            only.data = RecordData(c.data.filter { $0.key == "f2" })
+            #expect(try JSONDecoder().decode(API.Record.self, from: filtered) == only)
+            let echoed = Data(try RecordJSON.render(row, plain: .request(nil)).readableBytesView)
+            var withoutPlain = expected
+            withoutPlain.meta.plain = nil
+            #expect(try Self.object(echoed) == (try Self.object(try JSONBody.encoder().encode(withoutPlain))))
+            // A file record's file_meta carries the response's URL.
+            let fileMeta = API.FileMeta(fileURL: nil, fileName: hostile, checksum: "c/+=", size: 12)
+            row.fileMetaJSON = JSONText.fileMeta(fileMeta)
+            var file = expected
+            file.meta.fileMeta = fileMeta
+            file.meta.fileMeta?.fileURL = "https://h/x?a=b&c=/d"
+            let fileBody = Data(try RecordJSON.render(row, fileURL: "https://h/x?a=b&c=/d").readableBytesView)
+            #expect(try Self.object(fileBody) == (try Self.object(try JSONBody.encoder().encode(file))))
         }
+    }
+
+    @Test("stored text that is not what the server stores is storageCorrupted naming the column")
+    func corruptedStoredText() throws {
+        let good = Self.row(plain: ["n": "1"], data: ["f": "x"], recSig: nil)
+        let bad: [(WritableKeyPath<RecordRow, String>, String, String)] = [
+            (\.plainJSON, #"{"n":1}"#, "records.plain"), (\.dataJSON, #"{"f":"x"} {"#, "records.data"),
+            (\.dataJSON, "[]", "records.data"),
+        ]
+        for (path, text, column) in bad {
+            var row = good
+            row[keyPath: path] = text
+            for fields in [[], ["f"]] {
+                #expect(throws: E3DBError.self) { try RecordJSON.render(row, fields: fields) }
+                do { _ = try RecordJSON.render(row, fields: fields) } catch let error as E3DBError {
+                    #expect(error.code == .storageCorrupted && error.message.hasPrefix(column), "\(error)")
+                }
+            }
+        }
+        var file = good
+        file.fileMetaJSON = #"{"size":"12"}"#
+        #expect(throws: E3DBError.self) { try RecordJSON.render(file) }
+        var plain = good
+        plain.plainJSON = #"{"n":"#
+        #expect(throws: E3DBError.self) { try RecordJSON.plainMembers(plain) }
     }
 
     @Test("every control character is escaped as JSONEncoder reads it back")
@@ -70,9 +116,9 @@ struct HotPathTests {
         var all = String()
         for scalar in (0..<0x80).compactMap(Unicode.Scalar.init) { all.unicodeScalars.append(scalar) }
         all += "ü€𝄞"
-        var buffer = ByteBuffer()
-        RecordJSON.writeString(all, into: &buffer)
-        #expect(try JSONDecoder().decode(String.self, from: Data(buffer.readableBytesView)) == all)
+        var writer = JSONTextWriter()
+        writer.string(all)
+        #expect(try JSONDecoder().decode(String.self, from: Data(writer.bytes)) == all)
     }
 
     @Test("an id parses as UUID(uuidString:) on 8-4-4-4-12 hex of either case and refuses everything else")

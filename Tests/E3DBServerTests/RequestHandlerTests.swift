@@ -1,3 +1,4 @@
+import E3DBCanonicalJSON
 import E3DBAPI
 import E3DBPrimitives
 import Foundation
@@ -421,17 +422,14 @@ struct ReceivedRecordTextTests {
         let after = try #require(try await s.storage.record(id: recordID))
         #expect(after.plainJSON == plain && after.dataJSON == newData)
 
-        // A repeated field is JSONDecoder's to read; the server writes the map it decoded.
+        // A repeated field is refused by the one reader, saying what and where (no JSONDecoder fallback).
         let repeated = await s.send(
             .post, "/v1/storage/records", headers: s.bearer,
             body:
                 #"{"meta":{"writer_id":"\#(s.clientID)","user_id":"\#(s.clientID)","type":"t"},"data":{"f":"1","f":"2"}}"#
         )
-        #expect(repeated.status == 201)
-        let repeatedID = try #require((repeated.json?["meta"] as? [String: Any])?["record_id"] as? String)
-        let repeatedRecordID = try #require(RecordID(repeatedID))
-        let repeatedRow = try #require(try await s.storage.record(id: repeatedRecordID))
-        let decoded = try JSONDecoder().decode([String: String].self, from: Data(#"{"f":"1","f":"2"}"#.utf8))
-        #expect(repeatedRow.dataJSON == JSONText.sortedObject(decoded) && repeatedRow.plainJSON == "{}")
+        #expect(repeated.status == 400)
+        let message = try #require(repeated.json?["error"] as? String)
+        #expect(message.hasPrefix(#"the record body is not valid: repeated member "f" in data at byte "#), "\(message)")
     }
 }

@@ -148,10 +148,10 @@ private struct FileBodyMover {
     /// pending file's; nil when neither names it.
     private func declared(_ id: RecordID) async throws -> (size: Int64, md5: Data)? {
         if let row = try await storage.record(id: id), let json = row.fileMetaJSON {
-            let meta = try? JSONDecoder().decode(API.FileMeta.self, from: Data(json.utf8))
+            let meta = JSONText.fileMeta(json)
             guard let size = meta?.size, let md5 = meta?.checksum.flatMap({ Data(base64Encoded: $0) }), md5.count == 16
             else {
-                throw E3DBError(.storageCorrupted, "the file_meta of file record \(id.text) does not decode")
+                throw E3DBError(.storageCorrupted, "the file_meta of file record \(id.text) is not a file_meta object")
             }
             return (size, md5)
         }

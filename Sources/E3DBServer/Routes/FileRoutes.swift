@@ -80,7 +80,7 @@ extension E3DBService {
         let stored = API.FileMeta(
             fileURL: nil, fileName: name, checksum: checksum, compression: fm.compression ?? "raw",
             size: size)
-        let fileMetaJSON = String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self)
+        let fileMetaJSON = JSONText.fileMeta(stored)
         try await storage.insertPendingFile(
             PendingFileRow(
                 pendingID: id,
@@ -161,7 +161,7 @@ extension E3DBService {
         else {
             throw E3DBError(.notFound, "no such pending file")
         }
-        return try JSONBody.response(record(row), status: .created)
+        return try Self.recordResponse(row, status: .created)
     }
 
     func readFile(_ r: APIRequest, id: String) async throws -> Response {
@@ -175,7 +175,7 @@ extension E3DBService {
         let url =
             try files.downloadURL(id: id, now: validity.now, expires: validity.expires)
             ?? capabilityURL(r, op: "download", id: id)
-        return try JSONBody.response(record(row, fileURL: url))
+        return try Self.recordResponse(row, fileURL: url)
     }
 
     /// Refuses the commit of a pending file whose body this server did not receive unless the store holds it

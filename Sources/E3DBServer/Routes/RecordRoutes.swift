@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 import Foundation
 import HTTPTypes
@@ -52,23 +53,17 @@ extension E3DBService {
         else {
             throw Self.unreadableRecord
         }
-        return Response(
-            status: .ok, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: try readBody(row, fields: r.queryValues("field"))))
+        return try Self.recordResponse(row, fields: r.queryValues("field"))
     }
 
-    /// The body of a record read: spliced from the stored JSON text (`RecordJSON`) unless fields are selected or
-    /// it is a file record.
-    func readBody(_ row: RecordRow, fields: [String]) throws -> ByteBuffer {
-        if fields.isEmpty && row.fileMetaJSON == nil { return try RecordJSON.render(row) }
-        return try JSONBody.buffer(record(row, fields: fields))
-    }
-
-    /// A record response spliced from the stored JSON text (`RecordJSON`): the same members as `record(row)`.
-    static func recordResponse(_ row: RecordRow, status: HTTPResponse.Status = .ok) throws -> Response {
+    /// A record response spliced from the stored JSON text (`RecordJSON.render`, whose parameters these are).
+    static func recordResponse(
+        _ row: RecordRow, status: HTTPResponse.Status = .ok, fields: [String] = [],
+        plain: RecordJSON.Plain = .stored, fileURL: String? = nil
+    ) throws -> Response {
         Response(
             status: status, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: try RecordJSON.render(row)))
+            body: .init(byteBuffer: try RecordJSON.render(row, fields: fields, plain: plain, fileURL: fileURL)))
     }
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {
@@ -87,7 +82,7 @@ extension E3DBService {
         switch outcome {
         case .done(let row):
             // The response echoes the request's plain (absent stays absent: old Swift's test); reads return {}.
-            return try JSONBody.response(record(row, plain: .some(req.meta.plain)))
+            return try Self.recordResponse(row, plain: .request(request.plainJSON))
         case .conflict: throw E3DBError(.conflict, "the record's version is not \(version.prefix(40))")
         case .notFound: throw E3DBError(.forbidden, "no such record")
         }

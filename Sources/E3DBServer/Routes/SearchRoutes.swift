@@ -12,26 +12,36 @@ extension E3DBService {
             .on(API.Endpoints.search) { try await self.searchV2($0) }
     }
 
-    /// Search results with the caller's access key for each (writer, user, type), looked up once per request.
-    func results(_ rows: [RecordRow], caller: ClientID, includeData: Bool) async throws -> [API.SearchResult] {
-        var keys: [AccessTuple: API.EAKInfo?] = [:]
-        var out: [API.SearchResult] = []
-        out.reserveCapacity(rows.count)
-        for row in rows {
+    /// A search response, `{"results":[…],"last_index":…}` and `extra` members (the members of
+    /// `API.QueryResponse` and `API.SearchResponse`): each result written by `RecordJSON.writeSearchResult` from the
+    /// stored text, with the caller's access key for its (writer, user, type), looked up once per request.
+    func searchResponse(
+        _ rows: [RecordRow], caller: ClientID, includeData: Bool, lastIndex: Int64, extra: String = ""
+    ) async throws -> Response {
+        var keys: [AccessTuple: String?] = [:]
+        var w = JSONTextWriter()
+        w.raw(#"{"results":["#)
+        for (n, row) in rows.enumerated() {
             let t = AccessTuple(writerID: row.writerID, userID: row.userID, readerID: caller, type: row.type)
-            let key: API.EAKInfo?
+            let key: String?
             if let cached = keys[t] {
                 key = cached
             } else {
-                key = try await storage.accessKey(t).map(eakInfo)
+                key = try await storage.accessKey(t).map {
+                    String(decoding: try JSONBody.encoder().encode(eakInfo($0)), as: UTF8.self)
+                }
                 keys[t] = key
             }
-            out.append(
-                API.SearchResult(
-                    meta: try meta(row), recordData: includeData ? try Self.map(row.dataJSON) : nil,
-                    accessKey: key, recSig: row.recSig))
+            if n > 0 { w.byte(UInt8(ascii: ",")) }
+            try RecordJSON.writeSearchResult(row, includeData: includeData, accessKey: key, into: &w)
         }
-        return out
+        w.raw(#"],"last_index":"#)
+        w.json(String(lastIndex))
+        w.json(extra)
+        w.byte(UInt8(ascii: "}"))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: w.bytes)))
     }
 
     /// A v1 query's id filter, parsed: the UUIDs it names (empty: no filter), or `nil` when it names ids but none
@@ -143,7 +153,7 @@ extension E3DBService {
                     try budget.checkCancellation()
                     if let plain = q.plain {
                         try budget.charge(Self.scanCost(row) + perRow)
-                        if !plain.matches(try Self.map(row.plainJSON)) { continue }
+                        if !plain.matches(try RecordJSON.plainMembers(row)) { continue }
                     }
                     picked.append(row)
                 }
@@ -160,10 +170,8 @@ extension E3DBService {
                 ? try await reread(
                     picked.map(\.recordID), from: picked.first?.index ?? 0, scope: scope, includeData: true)
                 : picked)
-        let response = API.QueryResponse(
-            results: try await results(rows, caller: caller.clientID, includeData: includeData),
-            lastIndex: rows.last?.index ?? after)
-        return try JSONBody.response(response)
+        return try await searchResponse(
+            rows, caller: caller.clientID, includeData: includeData, lastIndex: rows.last?.index ?? after)
     }
 
     /// v2 search over the visible set, `(match1 OR match2 …) AND NOT (exclude1 OR …)`, with a creation/modification
@@ -215,7 +223,7 @@ extension E3DBService {
                     if let after, t < after { continue }
                     if let before, t > before { continue }
                     if let after, let before, after >= before { continue }
-                    let plain = try Self.map(row.plainJSON)
+                    let plain = try RecordJSON.plainMembers(row)
                     var included = matches.isEmpty
                     for clause in matches where try clause.matches(row, plain: plain, budget: &budget) {
                         included = true
@@ -246,9 +254,8 @@ extension E3DBService {
             page.last.flatMap { last in wanted.firstIndex { $0.id == last.recordID } }.map { $0 + 1 }
             ?? wanted.endIndex
         let next = end < matched.count ? Int64(end) : 0
-        return try JSONBody.response(
-            API.SearchResponse(
-                results: try await results(page, caller: caller.clientID, includeData: q.includeData == true),
-                lastIndex: next, totalResults: matched.count))
+        return try await searchResponse(
+            page, caller: caller.clientID, includeData: q.includeData == true, lastIndex: next,
+            extra: #","total_results":\#(matched.count),"search_id":"""#)
     }
 }

@@ -90,9 +90,9 @@ package struct PolicyRow: Sendable, Hashable {
 }
 
 /// A stored record. `plain` and `data` are kept as the JSON text the client sent (the server's record reader read
-/// it through at write time; a body it declined has them re-encoded, key-sorted), `file_meta` as the server encoded
-/// it. A row read back comes from a database someone else may have written: nothing here has been checked but the
-/// column types, so the text is checked again where it is spliced (`RecordJSON.render`) or decoded (`E3DBService.map`).
+/// it through at write time), `file_meta` as the server wrote it. A row read back comes from a database someone else
+/// may have written: nothing here has been checked but the column types, so the text is checked again where it is
+/// spliced or read (`RecordJSON`).
 package struct RecordRow: Sendable, Hashable {
     /// The monotonically increasing index (≥ 1) that v1 search pages on; 0 before insertion.
     package var index: Int64

@@ -135,15 +135,13 @@ func recordLine(_ record: ClientRecord) throws -> String { try jsonLine(RecordLi
 /// (accepted with --allow-unsigned) or not-checked (metadata only, file records).
 struct RecordLine: Encodable {
     let meta: API.Meta
-    let data: [String: String]
+    let data: RecordData
     let signatureStatus: String
     enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
 
     init(_ record: ClientRecord) {
-        var data: [String: String] = [:]
-        for (k, v) in record.data { data[k] = v }
         self.meta = record.meta
-        self.data = data
+        self.data = record.data
         self.signatureStatus = (record.signatureStatus ?? .notChecked).rawValue
     }
 }

@@ -156,11 +156,7 @@ struct ClientUpdateCommand: AsyncParsableCommand {
             var current = try await client.read(id)
             current.meta.version = version
             current.data = values
-            if let plainValues {
-                var map: [String: String] = [:]
-                for (k, v) in plainValues { map[k] = v }
-                current.meta.plain = map
-            }
+            if let plainValues { current.meta.plain = plainValues }
             return try await client.update(current)
         }
     }

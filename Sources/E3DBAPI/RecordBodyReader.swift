@@ -1,0 +1,497 @@
+import E3DBCanonicalJSON
+import E3DBPrimitives
+
+/// The one reader of record bodies (`API.Record.decodeJSON(_:)`), and of the stored `plain` and `data` text the
+/// server splices into responses (`JSONText`). It decides every body itself: what it refuses is a `badRequest`
+/// naming what is wrong and the byte where it was found (`repeated member "x" in data at byte 57`). A body is read
+/// once, in one linear pass, with no recursion deeper than ``maxDepth``; it builds the strings it returns and a
+/// set of names per object, nothing else.
+///
+/// What it takes and what it refuses, decided case by case (what the SDKs send is in `RecordJSONTests`):
+/// - One JSON object (RFC 8259), white space around it allowed, and a leading UTF-8 byte order mark ignored
+///   (RFC 8259 §8.1 allows a parser to); anything after the object is refused.
+/// - A member name repeated in any object (by code units, so `"é"` and `"e\u{301}"` are two names) is refused:
+///   a body means one record, never "the last one wins".
+/// - `meta.writer_id`, `meta.user_id` and `meta.type` are strings; `meta.plain` and `data` are objects of strings
+///   (`null` or absent: no `plain`, empty `data`); `rec_sig` and `file_meta`'s `file_url`, `file_name`,
+///   `checksum` and `compression` are strings or `null`; `file_meta.size` is an integer that fits in 64 bits
+///   (a fraction or an exponent is refused, even `1.0` or `1e3`) or `null`. A member of another type is refused.
+/// - `meta`'s `record_id`, `created`, `last_modified` and `version`, which the server sets itself, are read when
+///   they are strings and ignored when they are any other JSON value (Go's SDK sends zero times of other types).
+/// - Members nobody reads may be any JSON value, nested at most ``maxDepth`` deep (deeper is refused: the
+///   reader's cost stays linear and its stack bounded).
+/// - Strings are valid UTF-8 without raw control characters; escapes are JSON's, and a `\u` surrogate escape
+///   must be a high one followed by a low one (a lone surrogate is no Unicode scalar and is refused).
+/// - `plain` and `data` are `RecordData`: two names that differ only in Unicode normalization (equal as Swift
+///   `String`s, different in code units) are two members, as in the other SDKs.
+struct RecordBodyReader {
+    /// The deepest nesting of arrays and objects the reader follows.
+    static let maxDepth = 64
+
+    private let bytes: [UInt8]
+    private var i = 0
+    /// Where the objects of `meta.plain` and `data` were read (for the text `record()` returns).
+    private var plainRange: Range<Int>?
+    private var dataRange: Range<Int>?
+
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// A refusal: `what` at the current byte.
+    private func refusal(_ what: String) -> E3DBError { E3DBError(.badRequest, "\(what) at byte \(i)") }
+
+    /// A member name for a message: quoted, at most 64 characters.
+    private static func quoted(_ name: String) -> String {
+        name.count <= 64 ? "\"\(name)\"" : "\"\(name.prefix(64))…\""
+    }
+
+    /// The record, with the text of its `meta.plain` and `data` objects as they came.
+    mutating func record() throws(E3DBError) -> (API.Record, ReceivedRecordText) {
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { i = 3 }
+        var meta: API.Meta?
+        var data: RecordData?
+        var recSig: String?
+        try object("the body") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "meta": meta = try r.meta()
+            case "data":
+                if r.null() { return }
+                let start = r.i
+                data = try r.stringMap("data")
+                r.dataRange = start..<r.i
+            case "rec_sig": recSig = try r.nullableString("rec_sig")
+            default: try r.skipValue(depth: 1, in: "the body")
+            }
+        }
+        skipSpace()
+        guard i == bytes.count else { throw refusal("bytes after the body's object") }
+        guard let meta else { throw E3DBError(.badRequest, "the body has no member \"meta\"") }
+        // The ranges hold whole objects that `stringMap` read: valid UTF-8 (it validated every string).
+        func text(_ range: Range<Int>?) -> String? { range.map { String(decoding: bytes[$0], as: UTF8.self) } }
+        return (
+            API.Record(meta: meta, data: data ?? RecordData(), recSig: recSig),
+            ReceivedRecordText(plain: text(plainRange), data: text(dataRange))
+        )
+    }
+
+    private mutating func meta() throws(E3DBError) -> API.Meta {
+        var writer: String?
+        var user: String?
+        var type: String?
+        var plain: RecordData?
+        var recordID: String?
+        var created: String?
+        var lastModified: String?
+        var version: String?
+        var fileMeta: API.FileMeta?
+        try object("meta") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "writer_id": writer = try r.string("meta.writer_id")
+            case "user_id": user = try r.string("meta.user_id")
+            case "type": type = try r.string("meta.type")
+            case "plain":
+                if r.null() { return }
+                let start = r.i
+                plain = try r.stringMap("meta.plain")
+                r.plainRange = start..<r.i
+            case "record_id": recordID = try r.lenientString("meta.record_id")
+            case "created": created = try r.lenientString("meta.created")
+            case "last_modified": lastModified = try r.lenientString("meta.last_modified")
+            case "version": version = try r.lenientString("meta.version")
+            case "file_meta":
+                if r.null() { return }
+                fileMeta = try r.fileMeta()
+            default: try r.skipValue(depth: 2, in: "meta")
+            }
+        }
+        func required(_ value: String?, _ name: String) throws(E3DBError) -> String {
+            guard let value else { throw E3DBError(.badRequest, "meta has no member \"\(name)\"") }
+            return value
+        }
+        return API.Meta(
+            recordID: recordID, writerID: try required(writer, "writer_id"), userID: try required(user, "user_id"),
+            type: try required(type, "type"), plain: plain, created: created, lastModified: lastModified,
+            version: version, fileMeta: fileMeta)
+    }
+
+    private mutating func fileMeta() throws(E3DBError) -> API.FileMeta {
+        var url: String?
+        var name: String?
+        var checksum: String?
+        var compression: String?
+        var size: Int64?
+        try object("meta.file_meta") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "file_url": url = try r.nullableString("meta.file_meta.file_url")
+            case "file_name": name = try r.nullableString("meta.file_meta.file_name")
+            case "checksum": checksum = try r.nullableString("meta.file_meta.checksum")
+            case "compression": compression = try r.nullableString("meta.file_meta.compression")
+            case "size": if !r.null() { size = try r.integer("meta.file_meta.size") }
+            default: try r.skipValue(depth: 3, in: "meta.file_meta")
+            }
+        }
+        return API.FileMeta(fileURL: url, fileName: name, checksum: checksum, compression: compression, size: size)
+    }
+
+    // MARK: Grammar
+
+    private mutating func skipSpace() {
+        while i < bytes.count {
+            switch bytes[i] {
+            case 0x20, 0x09, 0x0A, 0x0D: i += 1
+            default: return
+            }
+        }
+    }
+
+    /// Consumes `b` if it comes next (after white space).
+    private mutating func take(_ b: UInt8) -> Bool {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == b else { return false }
+        i += 1
+        return true
+    }
+
+    /// Consumes `b` (after white space), or refuses with `what`.
+    private mutating func expect(_ b: UInt8, _ what: @autoclosure () -> String) throws(E3DBError) {
+        guard take(b) else { throw refusal(what()) }
+    }
+
+    /// Consumes `null` if it comes next.
+    private mutating func null() -> Bool { literal(Self.nullWord) }
+
+    /// Consumes `word` if it comes next (after white space).
+    private mutating func literal(_ word: [UInt8]) -> Bool {
+        skipSpace()
+        guard bytes.count - i >= word.count, bytes[i..<(i + word.count)].elementsEqual(word) else { return false }
+        i += word.count
+        return true
+    }
+
+    private static let nullWord = Array("null".utf8)
+    private static let trueWord = Array("true".utf8)
+    private static let falseWord = Array("false".utf8)
+
+    /// A string or `null`.
+    private mutating func nullableString(_ path: String) throws(E3DBError) -> String? {
+        if null() { return nil }
+        return try string(path)
+    }
+
+    /// A string; any other value is skipped and read as nil (the lenient members of `meta`).
+    private mutating func lenientString(_ path: String) throws(E3DBError) -> String? {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else {
+            try skipValue(depth: 2, in: path)
+            return nil
+        }
+        return try string(path)
+    }
+
+    /// An object whose members `member` reads (called after the colon, with the name). A repeated name (by code
+    /// units) is refused, found through a set: an object of many members costs linear time, not quadratic.
+    private mutating func object(
+        _ path: String, _ member: (inout RecordBodyReader, String) throws(E3DBError) -> Void
+    ) throws(E3DBError) {
+        try expect(UInt8(ascii: "{"), "\(path) is not a JSON object")
+        if take(UInt8(ascii: "}")) { return }
+        var seen = Set<CodeUnitKey>()
+        while true {
+            skipSpace()
+            let start = i
+            let key = try string("a member name in \(path)")
+            guard seen.insert(CodeUnitKey(key)).inserted else {
+                i = start
+                throw refusal("repeated member \(Self.quoted(key)) in \(path)")
+            }
+            try expect(UInt8(ascii: ":"), "a colon missing after a member name in \(path)")
+            try member(&self, key)
+            if take(UInt8(ascii: ",")) { continue }
+            try expect(UInt8(ascii: "}"), "a comma or a closing brace missing in \(path)")
+            return
+        }
+    }
+
+    /// An object of string values, names distinct by code units (`"é"` and `"e\u{301}"` are two).
+    private mutating func stringMap(_ path: String) throws(E3DBError) -> RecordData {
+        var map = RecordData()
+        try stringMembers(path) { (r: inout RecordBodyReader) throws(E3DBError) in
+            r.skipSpace()
+            let start = r.i
+            let key = try r.string("a member name in \(path)")
+            try r.expect(UInt8(ascii: ":"), "a colon missing after a member name in \(path)")
+            guard map.insert(key: key, value: try r.string("the value of \(Self.quoted(key)) in \(path)")) else {
+                r.i = start
+                throw r.refusal("repeated member \(Self.quoted(key)) in \(path)")
+            }
+        }
+        return map
+    }
+
+    /// An object whose members are `name: "value"` pairs, each read by `member` (from its name, after white
+    /// space): the members loop of `stringMap`, `isStringObject` and `storedMembers`.
+    private mutating func stringMembers(
+        _ path: String, _ member: (inout RecordBodyReader) throws(E3DBError) -> Void
+    ) throws(E3DBError) {
+        try expect(UInt8(ascii: "{"), "\(path) is not a JSON object")
+        if take(UInt8(ascii: "}")) { return }
+        while true {
+            try member(&self)
+            if take(UInt8(ascii: ",")) { continue }
+            try expect(UInt8(ascii: "}"), "a comma or a closing brace missing in \(path)")
+            return
+        }
+    }
+
+    /// Whether the whole input is one object of string values, read with the grammar of `stringMap` but building
+    /// no string and no map (so a repeated name is not looked for): the check of stored text (`JSONText`).
+    mutating func isStringObject() -> Bool {
+        do {
+            try stringMembers("text") { (r: inout RecordBodyReader) throws(E3DBError) in
+                try r.skipString()
+                try r.expect(UInt8(ascii: ":"), "a colon")
+                try r.skipString()
+            }
+        } catch { return false }
+        skipSpace()
+        return i == bytes.count
+    }
+
+    /// The members of the whole input, one object of string values: each name and value decoded, and the
+    /// member's text (from the name's opening quote to the value's closing quote) as a byte range.
+    mutating func storedMembers() -> [(name: String, value: String, text: Range<Int>)]? {
+        var members: [(name: String, value: String, text: Range<Int>)] = []
+        do {
+            try stringMembers("text") { (r: inout RecordBodyReader) throws(E3DBError) in
+                r.skipSpace()
+                let start = r.i
+                let name = try r.string("a name")
+                try r.expect(UInt8(ascii: ":"), "a colon")
+                let value = try r.string("a value")
+                members.append((name, value, start..<r.i))
+            }
+        } catch { return nil }
+        skipSpace()
+        return i == bytes.count ? members : nil
+    }
+
+    /// The whole input as `file_meta` (stored text), nil when it is not.
+    mutating func storedFileMeta() -> API.FileMeta? {
+        guard let fileMeta = try? fileMeta() else { return nil }
+        skipSpace()
+        return i == bytes.count ? fileMeta : nil
+    }
+
+    /// A string (after white space).
+    private mutating func string(_ path: String) throws(E3DBError) -> String {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw refusal("\(path) is not a string") }
+        i += 1
+        let start = i
+        var ascii = true
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\"") {
+                let text = bytes[start..<i]
+                i += 1
+                if ascii { return String(decoding: text, as: UTF8.self) }
+                guard let s = String(validating: text, as: UTF8.self) else {
+                    i = start
+                    throw refusal("invalid UTF-8 in \(path)")
+                }
+                return s
+            }
+            if b == UInt8(ascii: "\\") {
+                i = start
+                return try escapedString(path)
+            }
+            if b < 0x20 { throw refusal("a control character in \(path)") }
+            if b >= 0x80 { ascii = false }
+            i += 1
+        }
+        throw refusal("an unterminated string in \(path)")
+    }
+
+    /// The rest of a string that has escapes, from its first byte.
+    private mutating func escapedString(_ path: String) throws(E3DBError) -> String {
+        let start = i
+        var out: [UInt8] = []
+        while i < bytes.count {
+            let b = bytes[i]
+            i += 1
+            switch b {
+            case UInt8(ascii: "\""):
+                guard let s = String(validating: out, as: UTF8.self) else {
+                    i = start
+                    throw refusal("invalid UTF-8 in \(path)")
+                }
+                return s
+            case UInt8(ascii: "\\"):
+                if let encoded = UTF8.encode(try escape(path)) { out.append(contentsOf: encoded) }
+            default:
+                if b < 0x20 {
+                    i -= 1
+                    throw refusal("a control character in \(path)")
+                }
+                out.append(b)
+            }
+        }
+        throw refusal("an unterminated string in \(path)")
+    }
+
+    /// Skips a string (after white space) that `string` would read, building nothing. For text that came as a
+    /// Swift `String` (valid UTF-8 already): the bytes between escapes are not validated again.
+    private mutating func skipString() throws(E3DBError) {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw refusal("not a string") }
+        i += 1
+        while i < bytes.count {
+            let b = bytes[i]
+            i += 1
+            switch b {
+            case UInt8(ascii: "\""): return
+            case UInt8(ascii: "\\"): _ = try escape("a string")
+            default: if b < 0x20 { throw refusal("a control character") }
+            }
+        }
+        throw refusal("an unterminated string")
+    }
+
+    /// The scalar of an escape sequence, from the byte after its backslash (a surrogate pair is one sequence).
+    private mutating func escape(_ path: String) throws(E3DBError) -> Unicode.Scalar {
+        guard i < bytes.count else { throw refusal("an unterminated string in \(path)") }
+        let e = bytes[i]
+        i += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return Unicode.Scalar(e)
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
+        case UInt8(ascii: "u"):
+            let unit = try hex4(path)
+            var scalarValue = UInt32(unit)
+            if (0xD800...0xDBFF).contains(unit) {
+                guard bytes.count - i >= 2, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
+                    throw refusal("a lone surrogate escape in \(path)")
+                }
+                i += 2
+                let low = try hex4(path)
+                guard (0xDC00...0xDFFF).contains(low) else { throw refusal("a lone surrogate escape in \(path)") }
+                scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+            }
+            guard let scalar = Unicode.Scalar(scalarValue) else {
+                throw refusal("a lone surrogate escape in \(path)")
+            }
+            return scalar
+        default:
+            i -= 1
+            throw refusal("an invalid escape in \(path)")
+        }
+    }
+
+    private mutating func hex4(_ path: String) throws(E3DBError) -> UInt16 {
+        guard bytes.count - i >= 4 else { throw refusal("an invalid \\u escape in \(path)") }
+        var v: UInt16 = 0
+        for _ in 0..<4 {
+            let b = bytes[i]
+            let d: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
+            default: throw refusal("an invalid \\u escape in \(path)")
+            }
+            v = v << 4 | UInt16(d)
+            i += 1
+        }
+        return v
+    }
+
+    /// The digits of a JSON number's integer part (after an optional minus sign): `0` or a non-zero digit and more.
+    private mutating func integerDigits(_ path: String) throws(E3DBError) -> Range<Int> {
+        let start = i
+        while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+        guard i > start, i - start == 1 || bytes[start] != UInt8(ascii: "0") else {
+            i = start
+            throw refusal("\(path) is not a JSON value")
+        }
+        return start..<i
+    }
+
+    /// An integer without fraction or exponent that fits in `Int64`.
+    private mutating func integer(_ path: String) throws(E3DBError) -> Int64 {
+        skipSpace()
+        let start = i
+        let negative = i < bytes.count && bytes[i] == UInt8(ascii: "-")
+        if negative { i += 1 }
+        guard i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) else {
+            throw refusal("\(path) is not an integer")
+        }
+        var value: Int64 = 0
+        for k in try integerDigits(path) {
+            let (m, o1) = value.multipliedReportingOverflow(by: 10)
+            let digit = Int64(bytes[k] - UInt8(ascii: "0"))
+            let (s, o2) = negative ? m.subtractingReportingOverflow(digit) : m.addingReportingOverflow(digit)
+            guard !o1, !o2 else {
+                i = start
+                throw refusal("\(path) does not fit in 64 bits")
+            }
+            value = s
+        }
+        if i < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[i]) {
+            i = start
+            throw refusal("\(path) is not an integer (it has a fraction or an exponent)")
+        }
+        return value
+    }
+
+    /// Skips a JSON number: `-`, integer digits, an optional fraction and an optional exponent.
+    private mutating func skipNumber(in path: String) throws(E3DBError) {
+        if bytes[i] == UInt8(ascii: "-") { i += 1 }
+        _ = try integerDigits(path)
+        func digits(_ r: inout RecordBodyReader) throws(E3DBError) {
+            let start = r.i
+            while r.i < r.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(r.bytes[r.i]) { r.i += 1 }
+            guard r.i > start else { throw r.refusal("a malformed number in \(path)") }
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+            i += 1
+            try digits(&self)
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+            i += 1
+            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            try digits(&self)
+        }
+    }
+
+    /// Skips one value of any kind (a member nobody reads, in `path`), at most ``maxDepth`` deep.
+    private mutating func skipValue(depth: Int, in path: String) throws(E3DBError) {
+        skipSpace()
+        guard i < bytes.count else { throw refusal("a value missing in \(path)") }
+        switch bytes[i] {
+        case UInt8(ascii: "\""): _ = try string("a string in \(path)")
+        case UInt8(ascii: "{"):
+            guard depth < Self.maxDepth else { throw refusal("nesting deeper than \(Self.maxDepth) in \(path)") }
+            try object(path) { (r: inout RecordBodyReader, _: String) throws(E3DBError) in
+                try r.skipValue(depth: depth + 1, in: path)
+            }
+        case UInt8(ascii: "["):
+            guard depth < Self.maxDepth else { throw refusal("nesting deeper than \(Self.maxDepth) in \(path)") }
+            i += 1
+            if take(UInt8(ascii: "]")) { return }
+            while true {
+                try skipValue(depth: depth + 1, in: path)
+                if take(UInt8(ascii: ",")) { continue }
+                try expect(UInt8(ascii: "]"), "a comma or a closing bracket missing in \(path)")
+                return
+            }
+        case UInt8(ascii: "t"): guard literal(Self.trueWord) else { throw refusal("not a JSON value in \(path)") }
+        case UInt8(ascii: "f"): guard literal(Self.falseWord) else { throw refusal("not a JSON value in \(path)") }
+        case UInt8(ascii: "n"): guard literal(Self.nullWord) else { throw refusal("not a JSON value in \(path)") }
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try skipNumber(in: path)
+        default: throw refusal("not a JSON value in \(path)")
+        }
+    }
+}

@@ -40,6 +40,18 @@ public import HTTPTypes
 /// The client puts the operation in front of these messages (`record read: …`). The one exception to "only
 /// `E3DBError`": what a download's `receive` throws comes back unchanged, whatever its type. An error of another
 /// type from a transport (one outside E3DBKit) is reported as `.transportFailed` with its type's name, and retried.
+///
+/// ## Duties
+///
+/// What the client relies on a transport for (a transport of your own needs swift-http-types, product `HTTPTypes`,
+/// in its `Package.swift`):
+/// - Never follow a redirect: a 3xx comes back as it is (a default `URLSession` follows them: give it a delegate
+///   whose `willPerformHTTPRedirection` answers nil). Following one would fetch a file body from a host the client's
+///   file-origin check never saw.
+/// - Honour `timeout`, the bound on the whole exchange (`.transportFailed` past it).
+/// - Cap what is collected: `send`'s body at `maxResponseSize`, an upload's answer and a download's non-2xx answer
+///   at 1 MiB (`.invalidResponse` past it); never call `receive` with an empty `Data`.
+/// - Refuse a status outside 100...999 as `.invalidResponse` (`HTTPResponse.Status(code:)` accepts 0...999).
 public protocol E3DBTransport: Sendable {
     /// Sends a request and returns the whole response.
     /// - Parameters:

@@ -176,9 +176,16 @@ let package = Package(
         .target(
             name: "E3DBSQLiteExtension", dependencies: ["E3DBSQLite", "CE3DBSQLite3"], swiftSettings: memorySafe),
 
-        // L2: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives and the stdlib-only E3DBCanonicalJSON (its
-        // JSON value model, `JSONValue`) only, neither of which decrypts anything: the server links it.
-        .target(name: "E3DBAPI", dependencies: ["E3DBPrimitives", "E3DBCanonicalJSON"], swiftSettings: memorySafe),
+        // L2: the wire (Codable bodies, timestamps, TSV1). E3DBPrimitives, the stdlib-only E3DBCanonicalJSON (its
+        // JSON value model, `JSONValue`) and swift-http-types' HTTPTypes (pure Swift types: the API's header names,
+        // shared by the server and the client) only, none of which decrypts anything: the server links it.
+        .target(
+            name: "E3DBAPI",
+            dependencies: [
+                "E3DBPrimitives", "E3DBCanonicalJSON", .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: memorySafe
+        ),
 
         // L4: umbrella
         .target(

@@ -121,7 +121,7 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     static func head(_ response: HTTPClientResponse) throws(E3DBError) -> HTTPResponse {
         HTTPResponse(
             status: try HTTPResponse.Status(received: Int(response.status.code)),
-            headerFields: HTTPFields(response.headers, splitCookie: false))
+            headerFields: try HTTPFields(received: response.headers.map { ($0.name, $0.value) }))
     }
 
     /// Runs one exchange with `url`: everything it throws is `E3DBError` (`transportFailure(_:url:)`).

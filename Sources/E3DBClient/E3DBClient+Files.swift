@@ -95,7 +95,7 @@ extension E3DBClient {
         try checkFileURL(pending.fileURL, operation: "file upload")
         let put = try Self.request(
             "PUT", pending.fileURL, [(.contentType, "application/octet-stream"), (.contentMD5, md5)],
-            operation: "file upload")
+            operation: "file upload", serverField: "file_url")
         let (answer, upload) = try await transportCall("file upload") {
             try await transport.upload(
                 put, bodyPath: encrypted, size: Int64(result.encryptedSize), timeout: .seconds(3600))
@@ -145,7 +145,7 @@ extension E3DBClient {
             throw E3DBError(.invalidResponse, "the file record has no file_meta with a URL and checksum")
         }
         try checkFileURL(url, operation: "file download")
-        let get = try Self.request("GET", url, [], operation: "file download")
+        let get = try Self.request("GET", url, [], operation: "file download", serverField: "file_url")
         guard let writer = UUID(uuidString: record.meta.writerID), let user = UUID(uuidString: record.meta.userID)
         else {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")

@@ -178,15 +178,22 @@ public final class E3DBClient: Sendable {
             apiSecret: SecureBytes(copying: Data(details.apiSecret.utf8)), apiURL: base)
         if backup {
             let client = try E3DBClient(identity: identity, transport: transport)
-            try await client.backup(registrationToken: token, backupClientID: response.headerFields[.xBackupClient])
+            try await client.backup(
+                registrationToken: token, backupClients: response.headerFields[values: .xBackupClient])
         }
         return identity
     }
 
     /// Writes the credentials as a `tozny.key_backup` record shared with the backup client (spec api §3.2).
-    func backup(registrationToken: String, backupClientID: String?) async throws {
-        guard let text = backupClientID, let backupID = UUID(uuidString: text) else {
-            throw E3DBError(.invalidResponse, "the server names no backup client (X-Backup-Client)")
+    /// - Parameter backupClients: the values of the registration answer's `X-Backup-Client` fields: exactly one,
+    ///   a client id, else `.invalidResponse` before anything is written.
+    func backup(registrationToken: String, backupClients: [String]) async throws {
+        guard backupClients.count == 1, let backupID = UUID(uuidString: backupClients[0]) else {
+            throw E3DBError(
+                .invalidResponse,
+                "the server names \(backupClients.count == 1 ? "no client id" : "\(backupClients.count) values") as "
+                    + "the backup client (X-Backup-Client needs exactly one client id)",
+                context: .init(field: "X-Backup-Client", actual: backupClients.count))
         }
         func quoted(_ s: String) -> String {
             String(decoding: (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8), as: UTF8.self)
@@ -325,15 +332,18 @@ public final class E3DBClient: Sendable {
 
     /// The request `method url` with `fields`, the one place the client makes a request: `.invalidParameter`, with
     /// `operation` in front of its message, for one that can never be sent (a method that is not an HTTP token, a
-    /// URL that is not absolute `http` or `https` with a host, a header value HTTP cannot carry, such as a token
-    /// with a line break), before anything is sent.
+    /// URL that is not absolute `http` or `https` with a host, a header value HTTP cannot carry), before anything is
+    /// sent; a URL the server supplied (`serverField`) that cannot be sent is the server's fault, `.invalidResponse`
+    /// naming that field.
     /// - Parameters:
     ///   - method: the API's method (`GET`, `POST`, …).
-    ///   - url: the absolute URL, kept byte for byte (`HTTPRequest.init(method:url:headerFields:)`).
+    ///   - url: the absolute URL, kept byte for byte (`HTTPRequest.init(method:checkedURL:headerFields:)`).
     ///   - fields: the header fields, in order.
     ///   - operation: the client operation, for the message.
+    ///   - serverField: the field of the server's answer that `url` came from (`file_url`), or nil for the caller's.
     static func request(
-        _ method: String, _ url: String, _ fields: [(HTTPField.Name, String)], operation: String
+        _ method: String, _ url: String, _ fields: [(HTTPField.Name, String)], operation: String,
+        serverField: String? = nil
     ) throws(E3DBError) -> HTTPRequest {
         do {
             guard let verb = HTTPRequest.Method(method) else {
@@ -341,7 +351,13 @@ public final class E3DBClient: Sendable {
             }
             var headerFields = HTTPFields()
             for (name, value) in fields { headerFields.append(try HTTPField(name: name, checkedValue: value)) }
-            return try HTTPRequest(method: verb, url: url, headerFields: headerFields)
+            do { return try HTTPRequest(method: verb, checkedURL: url, headerFields: headerFields) } catch {
+                guard let serverField else { throw error }
+                throw E3DBError(
+                    .invalidResponse,
+                    "the server's \(serverField) cannot be requested (it is not an absolute http or https URL with a "
+                        + "host and no user info, in printable ASCII)", context: .init(field: serverField))
+            }
         } catch {
             throw transportError(error, operation: operation)
         }
@@ -484,13 +500,15 @@ public final class E3DBClient: Sendable {
             transport, request, body: Data("grant_type=client_credentials".utf8), operation: "token",
             idempotent: true, timeout: timeout)
         let t = try Self.decode(API.Endpoints.token, body, operation: "token")
+        // A token that cannot go in an Authorization header is the server's fault, refused here and never cached
+        // (each request would otherwise fail on it until it expired).
+        guard !t.accessToken.isEmpty, HTTPField.isValidValue("Bearer " + t.accessToken) else {
+            throw E3DBError(
+                .invalidResponse,
+                "token: the server's access_token is empty or holds a character HTTP cannot carry (a line break, NUL "
+                    + "or another control character) or trailing spaces",
+                context: .init(field: "access_token", part: "token"))
+        }
         return (t.accessToken, Date().addingTimeInterval(TimeInterval(t.expiresIn)))
     }
-}
-
-extension HTTPField.Name {
-    /// `X-Backup-Client`: the account's backup client, in the answer to a registration.
-    static var xBackupClient: Self { Self("X-Backup-Client")! }
-    /// `Content-MD5`: a file body's MD5, which the server (and S3) check an upload against.
-    static var contentMD5: Self { Self("Content-MD5")! }
 }

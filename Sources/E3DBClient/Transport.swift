@@ -34,12 +34,24 @@ public import HTTPTypes
 /// - `.invalidParameter`: a request that can never succeed (no `http` or `https` scheme, no authority, a path that is
 ///   not a URL's); never retried.
 /// - `.invalidResponse`: a body over `maxResponseSize` (1 MiB for an upload's answer or a download's non-2xx
-///   answer; its HTTP status is not kept); final.
+///   answer; its HTTP status is not kept), a status outside 100...999, more than 1,000 header fields; final.
 /// - `.fileIOFailed`: an upload's body that cannot be opened or read; final.
 ///
 /// The client puts the operation in front of these messages (`record read: …`). The one exception to "only
 /// `E3DBError`": what a download's `receive` throws comes back unchanged, whatever its type. An error of another
 /// type from a transport (one outside E3DBKit) is reported as `.transportFailed` with its type's name, and retried.
+///
+/// ## Duties
+///
+/// What the client relies on a transport for (a transport of your own needs swift-http-types, product `HTTPTypes`,
+/// in its `Package.swift`):
+/// - Never follow a redirect: a 3xx comes back as it is (a default `URLSession` follows them: give it a delegate
+///   whose `willPerformHTTPRedirection` answers nil). Following one would fetch a file body from a host the client's
+///   file-origin check never saw.
+/// - Honour `timeout`, the bound on the whole exchange (`.transportFailed` past it).
+/// - Cap what is collected: `send`'s body at `maxResponseSize`, an upload's answer and a download's non-2xx answer
+///   at 1 MiB (`.invalidResponse` past it); never call `receive` with an empty `Data`.
+/// - Refuse a status outside 100...999 as `.invalidResponse` (`HTTPResponse.Status(code:)` accepts 0...999).
 public protocol E3DBTransport: Sendable {
     /// Sends a request and returns the whole response.
     /// - Parameters:
@@ -122,14 +134,15 @@ package func messageHost(of url: String) -> String {
 extension HTTPRequest {
     /// A request for the absolute `url` that keeps its text byte for byte: its scheme, its authority (host and
     /// port) and its path with the query as the path (a presigned URL's signature is neither decoded nor encoded
-    /// again); a fragment is dropped.
+    /// again); a fragment is dropped. (Not HTTPTypesFoundation's `init(method:url:headerFields:)`, which takes a
+    /// Foundation `URL`, may re-encode it and traps on one without a scheme.)
     /// - Parameters:
     ///   - method: the method.
-    ///   - url: an absolute `http` or `https` URL with a host and no user info, in printable ASCII.
+    ///   - checkedURL: an absolute `http` or `https` URL with a host and no user info, in printable ASCII.
     ///   - headerFields: the header fields.
     /// - Throws: `E3DBError` `.invalidParameter` for any other URL; the message quotes no part of it (its query may
     ///   hold a signature).
-    package init(method: Method, url: String, headerFields: HTTPFields = [:]) throws(E3DBError) {
+    package init(method: Method, checkedURL url: String, headerFields: HTTPFields = [:]) throws(E3DBError) {
         guard isURLText(url.utf8), let components = URLComponents(string: url),
             let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
             components.host?.isEmpty == false, components.user == nil, components.password == nil,
@@ -149,11 +162,13 @@ extension HTTPRequest {
     /// The request's URL, `scheme://authority` and the path with its query as they are, for a transport whose
     /// library takes a URL (see "The request's path" at `E3DBTransport`).
     /// - Throws: `E3DBError` `.invalidParameter` for a request that is not `http` or `https`, has no authority or
-    ///   one with user info, or a path that does not start with `/`, or any of them outside printable ASCII; the
-    ///   message quotes none of them.
+    ///   one with user info or a `/`, `?` or `#` (which would move the URL's path), a path that does not start with
+    ///   `/` or holds a `#` (which would cut it short), or any of them outside printable ASCII; the message quotes
+    ///   none of them.
     package func absoluteURL() throws(E3DBError) -> String {
         guard let scheme, ["http", "https"].contains(scheme.lowercased()), let authority, !authority.isEmpty,
-            !authority.contains("@"), isURLText(authority.utf8), let path, path.hasPrefix("/"), isURLText(path.utf8)
+            isURLText(authority.utf8), !authority.utf8.contains(where: { "@/?#".utf8.contains($0) }), let path,
+            path.hasPrefix("/"), isURLText(path.utf8), !path.utf8.contains(UInt8(ascii: "#"))
         else {
             throw E3DBError(
                 .invalidParameter,
@@ -182,6 +197,34 @@ extension HTTPField {
                 context: .init(field: name.rawName))
         }
         self.init(name: name, value: value)
+    }
+}
+
+extension HTTPResponse {
+    /// The most header fields a transport takes in a response: `HTTPFields` traps past `UInt16.max`, and no
+    /// answer of the API or an object store comes near this.
+    package static let maxHeaderFields = 1_000
+}
+
+extension HTTPFields {
+    /// A response's header fields as a transport received them, in order, all of them (`Host` too), but for a
+    /// field whose name is not an HTTP token, which `HTTPFields` cannot hold: the one place both transports map them.
+    /// - Parameter fields: the response's fields, names and values.
+    /// - Throws: `E3DBError` `.invalidResponse` for more than `HTTPResponse.maxHeaderFields` fields.
+    package init(received fields: [(name: String, value: String)]) throws(E3DBError) {
+        guard fields.count <= HTTPResponse.maxHeaderFields else {
+            throw E3DBError(
+                .invalidResponse,
+                "the server's response has \(fields.count) header fields, more than the "
+                    + "\(HTTPResponse.maxHeaderFields) accepted",
+                context: .init(expected: HTTPResponse.maxHeaderFields, actual: fields.count))
+        }
+        self.init()
+        reserveCapacity(fields.count)
+        for (name, value) in fields {
+            guard let name = HTTPField.Name(name) else { continue }
+            append(HTTPField(name: name, value: value))
+        }
     }
 }
 

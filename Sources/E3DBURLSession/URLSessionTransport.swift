@@ -133,12 +133,11 @@ public struct URLSessionTransport: E3DBTransport {
 
     /// URLSession's response head as an `HTTPResponse`: the one place its status and headers are mapped.
     static func head(_ response: HTTPURLResponse) throws(E3DBError) -> HTTPResponse {
-        var fields = HTTPFields()
-        for case (let name as String, let value) in response.allHeaderFields {
-            guard let name = HTTPField.Name(name) else { continue }
-            fields.append(HTTPField(name: name, value: "\(value)"))
-        }
-        return HTTPResponse(status: try HTTPResponse.Status(received: response.statusCode), headerFields: fields)
+        var fields: [(name: String, value: String)] = []
+        for case (let name as String, let value) in response.allHeaderFields { fields.append((name, "\(value)")) }
+        return HTTPResponse(
+            status: try HTTPResponse.Status(received: response.statusCode),
+            headerFields: try HTTPFields(received: fields))
     }
 }
 

@@ -76,7 +76,7 @@ struct ClientFileTests {
     func transportFileFailures(transport: ClientTransport) async throws {
         let through = transport.make()
         // Nothing listens on the discard port: the file failure must come first.
-        let request = try HTTPRequest(method: .put, url: "http://127.0.0.1:9/body")
+        let request = try HTTPRequest(method: .put, checkedURL: "http://127.0.0.1:9/body")
         let missing = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().uuidString)")
         await #expect(throws: E3DBError(.fileIOFailed)) {
             _ = try await through.upload(request, bodyPath: missing.path, size: 1, timeout: .seconds(5))

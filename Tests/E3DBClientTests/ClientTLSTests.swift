@@ -195,6 +195,24 @@ struct ClientTLSTests {
     }
 
     /// Whether this process may run a command as another user (`nobody`, through `setpriv`) with `curl`.
+    @Test("library: through the pinning forwarder, a presigned URL's path and query reach the server byte for byte")
+    func pinnedPresignedQueryByteForByte() async throws {
+        let pki = try await TestPKI.make()
+        defer { pki.remove() }
+        let raw = try await RawHTTPServer(tls: try await pki.server("echo", subjectAltName: "IP:127.0.0.1"))
+        defer { raw.stop() }
+        let pin = try await pki.pin(ofCertificate: pki.path("echo.pem"))
+        let transport = AsyncHTTPClientTransport(tls: try Self.tls(pki, pins: [pin]))
+        let target = TransportFailureTests.presignedTarget
+        let request = try HTTPRequest(method: .get, checkedURL: raw.url + target)
+        let (sent, response) = try await transport.send(
+            request, body: nil, timeout: .seconds(30), maxResponseSize: 1 << 20)
+        #expect(response.status == .ok && String(decoding: sent, as: UTF8.self) == target)
+        var pieces = Data()
+        _ = try await transport.download(request, timeout: .seconds(30)) { pieces.append($0) }
+        #expect(String(decoding: pieces, as: UTF8.self) == target)
+    }
+
     static let canActAsAnotherUser =
         getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")
@@ -207,7 +225,7 @@ struct ClientTLSTests {
             let pin = try await pki.pin(ofCertificate: pki.path("server.pem"))
             let tls = try Self.tls(pki, pins: [pin])
             let (healthz, response) = try await AsyncHTTPClientTransport(tls: tls).send(
-                try HTTPRequest(method: .get, url: server.url + "/healthz"), body: nil, timeout: .seconds(30),
+                try HTTPRequest(method: .get, checkedURL: server.url + "/healthz"), body: nil, timeout: .seconds(30),
                 maxResponseSize: 1 << 20)
             #expect(response.status == .ok && String(decoding: healthz, as: UTF8.self).contains("ok"))
             let url = try #require(URLComponents(string: server.url))
@@ -349,7 +367,7 @@ struct TLSOptionInputTests {
             let transport = AsyncHTTPClientTransport(tls: tls)
             await #expect(throws: E3DBError(.invalidParameter)) {
                 _ = try await transport.send(
-                    try HTTPRequest(method: .get, url: url + "/"), body: nil, timeout: .seconds(5),
+                    try HTTPRequest(method: .get, checkedURL: url + "/"), body: nil, timeout: .seconds(5),
                     maxResponseSize: 1024)
             }
             await #expect(throws: E3DBError(.invalidParameter)) {

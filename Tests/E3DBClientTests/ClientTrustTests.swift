@@ -90,7 +90,7 @@ final class RewritingProxy: Sendable {
             let skipped: Set<HTTPField.Name> = [.contentLength, .connection, .transferEncoding]
             let (answer, head) = try await transport.send(
                 try HTTPRequest(
-                    method: request.method, url: upstream + target,
+                    method: request.method, checkedURL: upstream + target,
                     headerFields: HTTPFields(request.headers.filter { !skipped.contains($0.name) })),
                 body: body.readableBytes > 0 ? Data(body.readableBytesView) : nil,
                 timeout: .seconds(60), maxResponseSize: 256 << 20)

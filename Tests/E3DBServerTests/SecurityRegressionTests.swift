@@ -33,7 +33,7 @@ struct RawAPI: Sendable {
         if body != nil { fields.append(HTTPField(name: .contentType, value: "application/json")) }
         let (answer, response) = try await transport.send(
             try HTTPRequest(
-                method: try #require(HTTPRequest.Method(method)), url: url + path, headerFields: fields),
+                method: try #require(HTTPRequest.Method(method)), checkedURL: url + path, headerFields: fields),
             body: body, timeout: .seconds(60), maxResponseSize: 32 << 20)
         return Reply(status: response.status.code, body: answer)
     }
@@ -559,7 +559,7 @@ struct SecurityRegressionTests {
                 for _ in 0..<4 {
                     group.addTask {
                         try await f.api.transport.send(
-                            try HTTPRequest(method: .put, url: upload), body: body,
+                            try HTTPRequest(method: .put, checkedURL: upload), body: body,
                             timeout: .seconds(60), maxResponseSize: 1 << 20
                         ).1.status.code
                     }

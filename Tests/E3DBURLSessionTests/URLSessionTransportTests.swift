@@ -69,7 +69,7 @@ struct URLSessionTransportTests {
         var pieces = 0
         var inOrder = true
         let (body, response) = try await transport.download(
-            try HTTPRequest(method: .get, url: raw.url + "/big/\(size)"), timeout: .seconds(120)
+            try HTTPRequest(method: .get, checkedURL: raw.url + "/big/\(size)"), timeout: .seconds(120)
         ) { piece in
             if pieces == 0 {
                 // Lag well behind: the whole body reaches this host meanwhile.
@@ -109,7 +109,7 @@ struct URLSessionTransportTests {
             }
         }
         let (body, response) = try await URLSessionTransport().upload(
-            try HTTPRequest(method: .post, url: raw.url + "/upload"), bodyPath: path, size: Int64(size),
+            try HTTPRequest(method: .post, checkedURL: raw.url + "/upload"), bodyPath: path, size: Int64(size),
             timeout: .seconds(120))
         sampler.cancel()
         await sampler.value
@@ -128,7 +128,7 @@ struct URLSessionTransportTests {
         let raw = try await RawHTTPServer()
         defer { raw.stop() }
         let transport = URLSessionTransport()
-        let big = try HTTPRequest(method: .get, url: raw.url + "/big/\(64 << 20)")
+        let big = try HTTPRequest(method: .get, checkedURL: raw.url + "/big/\(64 << 20)")
         let started = ContinuousClock.now
         let refused = await #expect(throws: E3DBError.self) {
             _ = try await transport.send(big, body: nil, timeout: .seconds(60), maxResponseSize: 1 << 20)
@@ -136,7 +136,7 @@ struct URLSessionTransportTests {
         #expect(refused?.code == .invalidResponse && refused?.context.expected == 1 << 20)
         #expect(ContinuousClock.now - started < .seconds(30))
         let (small, response) = try await transport.send(
-            try HTTPRequest(method: .get, url: raw.url + "/big/1000"), body: nil, timeout: .seconds(10),
+            try HTTPRequest(method: .get, checkedURL: raw.url + "/big/1000"), body: nil, timeout: .seconds(10),
             maxResponseSize: 1000)
         #expect(response.status == .ok && small.count == 1000)
     }
@@ -146,7 +146,7 @@ struct URLSessionTransportTests {
         let raw = try await RawHTTPServer()
         defer { raw.stop() }
         let transport = URLSessionTransport()
-        let request = try HTTPRequest(method: .get, url: raw.url + "/short")
+        let request = try HTTPRequest(method: .get, checkedURL: raw.url + "/short")
         await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.send(request, body: nil, timeout: .seconds(10), maxResponseSize: 1 << 20)
         }
@@ -160,7 +160,7 @@ struct URLSessionTransportTests {
         let raw = try await RawHTTPServer()
         defer { raw.stop() }
         let transport = URLSessionTransport()
-        let request = try HTTPRequest(method: .get, url: raw.url + "/redirect")
+        let request = try HTTPRequest(method: .get, checkedURL: raw.url + "/redirect")
         let (_, sent) = try await transport.send(request, body: nil, timeout: .seconds(10), maxResponseSize: 1 << 20)
         #expect(sent.status == .found && sent.headerFields[.location] == "http://127.0.0.1:1/elsewhere")
         let (_, downloaded) = try await transport.download(request, timeout: .seconds(10)) { _ in
@@ -178,14 +178,14 @@ struct URLSessionTransportTests {
         // The transport throws E3DBError, with a URLError of the same code (and no user info: no URL) as its cause.
         let sent = await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.send(
-                try HTTPRequest(method: .get, url: raw.url + "/slow"), body: nil, timeout: .seconds(1),
+                try HTTPRequest(method: .get, checkedURL: raw.url + "/slow"), body: nil, timeout: .seconds(1),
                 maxResponseSize: 1 << 20)
         }
         #expect((sent?.cause as? URLError)?.code == .timedOut, "\(String(describing: sent?.cause))")
         #expect((sent?.cause as? URLError)?.userInfo.isEmpty == true)
         await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await transport.download(
-                try HTTPRequest(method: .get, url: raw.url + "/slow"), timeout: .seconds(1)
+                try HTTPRequest(method: .get, checkedURL: raw.url + "/slow"), timeout: .seconds(1)
             ) { _ in }
         }
         #expect(ContinuousClock.now - started < .seconds(15))
@@ -208,7 +208,8 @@ struct URLSessionTransportTests {
         #expect(String(reflecting: raw as Any).contains("S3CRET"), "\(String(reflecting: raw as Any))")
         let failure = await #expect(throws: E3DBError(.transportFailed)) {
             _ = try await URLSessionTransport().send(
-                try HTTPRequest(method: .get, url: url), body: nil, timeout: .seconds(10), maxResponseSize: 1 << 20)
+                try HTTPRequest(method: .get, checkedURL: url), body: nil, timeout: .seconds(10),
+                maxResponseSize: 1 << 20)
         }
         let cause = try #require(failure?.cause as? URLError)
         #expect(cause.code == raw?.code)
@@ -223,7 +224,7 @@ struct URLSessionTransportTests {
         let transport = URLSessionTransport()
         let task = Task {
             try await transport.download(
-                try HTTPRequest(method: .get, url: raw.url + "/slow"), timeout: .seconds(60)
+                try HTTPRequest(method: .get, checkedURL: raw.url + "/slow"), timeout: .seconds(60)
             ) { _ in }
         }
         try await Task.sleep(for: .milliseconds(200))

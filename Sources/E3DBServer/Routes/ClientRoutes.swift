@@ -43,7 +43,7 @@ extension E3DBService {
             API.RegistrationResponse(
                 clientID: row.clientID.text, apiKeyID: row.apiKeyID, apiSecret: apiSecret, name: row.name,
                 publicKey: req.client.publicKey, signingKey: req.client.signingKey),
-            status: .created, headers: [HTTPField.Name("X-Backup-Client")!: backup])
+            status: .created, headers: [.xBackupClient: backup])
     }
 
     func backup(_ r: APIRequest, token: String, clientID: String) async throws -> Response {

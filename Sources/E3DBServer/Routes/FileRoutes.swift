@@ -104,7 +104,7 @@ extension E3DBService {
         try checkCapability(r, op: "upload", id: id)
         guard let pending = try await storage.pendingFile(id: id) else { throw E3DBError(.notFound, "no such upload") }
         guard !pending.uploaded else { throw E3DBError(.conflict, "this file was already uploaded") }
-        if let declared = r.header(HTTPField.Name("Content-MD5")!), declared != pending.checksum {
+        if let declared = r.header(.contentMD5), declared != pending.checksum {
             throw E3DBError(.badRequest, "Content-MD5 is not the checksum declared for this file")
         }
         guard let md5 = Data(base64Encoded: pending.checksum) else {

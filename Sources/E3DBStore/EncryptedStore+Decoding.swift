@@ -117,7 +117,10 @@ extension EncryptedStore {
         let record = StoredRecord(
             id: id, collection: collection, version: version, created: createdDate, updated: updatedDate,
             meta: plain.meta, data: plain.data)
-        cache.withLock { $0?.insert(record, for: mac) }
+        testHook(.beforeCacheInsert)
+        // Under the lock state's mutex: a lock that ran since this read got its key has emptied the cache, and a
+        // locked store keeps nothing in it (the order lock state, then cache, is the only one that nests).
+        lockState.withUnlocked { _ in cache.withLock { $0?.insert(record, for: mac) } }
         return record
     }
 

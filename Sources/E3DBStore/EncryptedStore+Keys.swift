@@ -12,47 +12,65 @@ import Synchronization
 extension EncryptedStore {
     // MARK: Keys
 
-    /// Wipes every key from memory. Every later call fails with `E3DBError.Code.storeLocked` until
-    /// ``unlock(_:)``, and no new connection to the database opens. An encrypted database's page key is forgotten
-    /// too, the decrypted records are dropped from the cache, and the idle read connections are closed (they hold
-    /// the keys SQLite derived and decrypted pages in its cache); a read running meanwhile closes its connection when
-    /// it ends. The pool's writer connection stays open (closing it would close the store), its page cache released.
-    /// Lock and unlock run one at a time: a lock during an unlock waits for it, and the store ends locked.
+    /// Wipes the store's keys from memory. Every later call fails with `E3DBError.Code.storeLocked` until
+    /// ``unlock(_:)``, and no new connection to the database opens. The store's handle to its database's page key is
+    /// forgotten too, the decrypted records are dropped from the cache (none enters it while locked), and the idle
+    /// read connections are closed; a read running meanwhile closes its connection when it ends. What stays in
+    /// memory: the pool's writer connection (closing it would close the store, its page cache is released), and the
+    /// page keys SQLite's connections derived, which E3DBSQLite shares between connections and keeps for the most
+    /// recent databases of the process (docs/store.md, the `lock()` row of the key decisions).
+    ///
+    /// It never waits: not for an unlock (an unlock running meanwhile fails with `storeLocked`, and the store ends
+    /// locked), nor for a read or a write (which ends with what it had).
     public func lock() {
-        lockState.serialised { lockNow() }
+        lockState.lock(forgetting: forgetPageKey)
+        releaseUnlockedMemory()
     }
 
-    /// ``lock()``'s work, inside a transition.
-    private func lockNow() {
-        // Marked locked first: a connection opening meanwhile finds the mark before it misses the page key.
-        lockState.set(.locked)
+    /// Forgets the store's handle to its page key (under the lock state's mutex: see `StoreLock`).
+    private func forgetPageKey() {
+        if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
+    }
+
+    /// What ``lock()`` drops once the store is marked locked: the cached records, the idle connections, the pool's
+    /// page caches.
+    private func releaseUnlockedMemory() {
         cache.withLock { $0?.removeAll() }
         readers.closeIdle()
         pool.releaseMemoryEventually()
-        if let databaseURI { E3DBSQLite.forgetKey(inURI: databaseURI) }
     }
 
     /// Whether the store's keys are not in memory (after ``lock()``, until ``unlock(_:)`` returns).
     public var isLocked: Bool { lockState.isLocked }
 
     /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
-    /// Calls keep failing with `storeLocked` until it returns; an unlock during a lock waits for it.
-    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered` (a locked store stays locked).
+    /// Calls keep failing with `storeLocked` until it returns. The key derivation (Argon2id for a passphrase) runs
+    /// before anything changes, under no lock; a ``lock()`` while the state is checked wins: this unlock then fails
+    /// with `storeLocked`.
+    /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered` (a locked store stays locked), `storeLocked` when the
+    ///   store was locked meanwhile.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
-        try lockState.serialised { () throws(E3DBError) in
-            let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
-            let wasLocked = lockState.isLocked
+        let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
+        let ticket = try lockState.beginUnlock { () throws(E3DBError) in
             if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
-            // The state check may need a new connection; a locked store stays locked when it fails.
-            if wasLocked { lockState.set(.unlocking) }
-            do throws(E3DBError) {
-                try checkState(keys, minimumWriteCounter: nil)
-            } catch {
-                if wasLocked { lockNow() }
-                throw error
-            }
-            lockState.set(.unlocked(UnlockedState(keys: keys, accessKeys: [:])))
         }
+        testHook(.unlockBeforeStateCheck)
+        do throws(E3DBError) {
+            // The state check may need a new connection; a locked store stays locked when it fails.
+            try checkState(keys, minimumWriteCounter: nil)
+        } catch {
+            // Locked again, unless another unlock made the store unlocked or a lock ran meanwhile.
+            if lockState.abandonUnlock(ticket, forgetting: forgetPageKey) { releaseUnlockedMemory() }
+            throw error
+        }
+        testHook(.unlockBeforeCommit)
+        try lockState.finishUnlock(ticket, UnlockedState(keys: keys, accessKeys: [:]))
+    }
+
+    /// ``unlock(_:)`` for async callers: the key derivation and the state check run on a thread of their own, so no
+    /// thread of the cooperative pool waits for them.
+    public func unlock(_ credential: StoreCredential) async throws(E3DBError) {
+        try await onOwnThread(named: "e3dbkit-store-unlock") { [self] () throws(E3DBError) in try unlock(credential) }
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of

@@ -58,9 +58,11 @@ public final class EncryptedStore: Sendable {
     /// Read-only connections for `get` and query pages (no schema check per read).
     let readers: RecordReaders
     /// The store's one lock state: its keys while unlocked (what every call reads), and whether new connections
-    /// may open (what every new connection checks first). ``lock()`` and ``unlock(_:)`` change it one at a time.
+    /// may open (what every new connection checks first). ``lock()`` never waits; an ``unlock(_:)`` that a lock
+    /// overtook fails.
     let lockState: StoreLock
-    /// Decrypted records by binding MAC (nil while locked): bounded, cleared on lock.
+    /// Decrypted records by binding MAC (nil when turned off): bounded, emptied by ``lock()``; a record enters it
+    /// only while the store is unlocked (see `decode`).
     let cache: Mutex<RecordCache?>
     /// How new records' fields get their data keys (see ``fieldKeyMode``).
     let keyMode = Mutex<FieldKeyMode>(.perField)
@@ -76,6 +78,12 @@ public final class EncryptedStore: Sendable {
         case afterExportPage
         /// In `export`, after the first of its two files is published, before the second is.
         case betweenExportFiles
+        /// In `unlock`, after the page key is back and the store is marked unlocking, before its state check.
+        case unlockBeforeStateCheck
+        /// In `unlock`, after its state check passed, before the keys become the store's.
+        case unlockBeforeCommit
+        /// In a record read, after the record is decrypted, before it enters the cache.
+        case beforeCacheInsert
     }
 
     /// Tests only: `hook` runs at `point` from now on (nil: nothing does).
@@ -106,7 +114,7 @@ public final class EncryptedStore: Sendable {
         self.databasePath = database.path
         self.lockState = database.lock
         self.readers = RecordReaders(location: database.location, lock: database.lock)
-        database.lock.set(.unlocked(UnlockedState(keys: keys, accessKeys: [:])))
+        database.lock.open(UnlockedState(keys: keys, accessKeys: [:]))
         self.cache = Mutex(RecordCache(capacity: EncryptedStore.defaultCacheCapacity))
     }
 
@@ -507,11 +515,14 @@ public final class EncryptedStore: Sendable {
 }
 
 /// A store's one lock state, read by every call (its keys, through `currentKeys`) and by every new connection to its
-/// database (`requirePageKey`, the record readers): ``EncryptedStore/lock()`` makes it `locked` before it forgets the
-/// page key, ``EncryptedStore/unlock(_:)`` makes it `unlocking` once the key is back (its state check needs
-/// connections) and `unlocked` with the keys once the check passed. Lock and unlock run one at a time
-/// (`serialised`), so no interleaving of the two can leave the keys in memory while connections are refused, or the
-/// other way round.
+/// database (`requirePageKey`, the record readers): ``EncryptedStore/lock()`` makes it `locked` and forgets the page
+/// key, ``EncryptedStore/unlock(_:)`` gives the key back and makes it `unlocking` (its state check needs connections),
+/// then `unlocked` with the keys once the check passed.
+///
+/// A lock never waits for an unlock: it bumps the epoch, and an unlock makes the store unlocked only if the epoch is
+/// the one it saw when it gave the key back (`beginUnlock`, `finishUnlock`), else it fails with `storeLocked`. The
+/// page key is forgotten and given back under the same mutex as the phase, so no interleaving leaves the keys in
+/// memory while the page key is gone, or the page key registered while the store is locked and no unlock runs.
 final class StoreLock: Sendable {
     enum Phase {
         /// No keys in memory, and no new connection opens.
@@ -522,37 +533,99 @@ final class StoreLock: Sendable {
         case unlocked(EncryptedStore.UnlockedState)
     }
 
-    private let phase = Mutex<Phase>(.unlocking)
-    /// Held for the whole of a lock or an unlock.
-    private let transitions = Mutex<Void>(())
+    private struct State {
+        var phase: Phase = .unlocking
+        /// Bumped by every lock.
+        var epoch: UInt64 = 0
+    }
+
+    /// What an unlock saw when it began (see `beginUnlock`).
+    struct UnlockTicket {
+        let epoch: UInt64
+        /// Whether the store was locked (then a failed state check locks it again).
+        let wasLocked: Bool
+    }
+
+    private let state = Mutex(State())
 
     /// Whether the keys are not in memory (locked, or not unlocked yet).
     var isLocked: Bool {
-        phase.withLock {
-            if case .unlocked = $0 { return false }
+        state.withLock {
+            if case .unlocked = $0.phase { return false }
             return true
         }
     }
 
     /// Whether new connections are refused.
     var refusesConnections: Bool {
-        phase.withLock {
-            if case .locked = $0 { return true }
+        state.withLock {
+            if case .locked = $0.phase { return true }
             return false
         }
     }
 
-    func set(_ phase: Phase) { self.phase.withLock { $0 = phase } }
+    /// Makes the store unlocked with `unlocked` (a store being opened).
+    func open(_ unlocked: EncryptedStore.UnlockedState) { state.withLock { $0.phase = .unlocked(unlocked) } }
 
-    /// Runs `body` on the keys' state; nil, without running it, unless unlocked.
+    /// Marks the store locked, bumps the epoch and runs `forget` (forgetting the page key: quick, no I/O) under the
+    /// state's mutex. It never waits for an unlock.
+    func lock(forgetting forget: () -> Void) {
+        state.withLock { Self.markLocked(&$0, forgetting: forget) }
+    }
+
+    /// A lock, inside the state's mutex.
+    private static func markLocked(_ state: inout State, forgetting forget: () -> Void) {
+        state.epoch &+= 1
+        state.phase = .locked
+        forget()
+    }
+
+    /// An unlock's first step: runs `restore` (giving the page key back: quick, no I/O) and, on a locked store, marks
+    /// it unlocking, under the state's mutex.
+    func beginUnlock(restoring restore: () throws(E3DBError) -> Void) throws(E3DBError) -> UnlockTicket {
+        try state.withLock { state throws(E3DBError) -> UnlockTicket in
+            try restore()
+            var wasLocked = false
+            if case .locked = state.phase {
+                wasLocked = true
+                state.phase = .unlocking
+            }
+            return UnlockTicket(epoch: state.epoch, wasLocked: wasLocked)
+        }
+    }
+
+    /// A failed unlock's last step: a store it found locked is locked again (the epoch bumped, `forget` run, as by
+    /// `lock`), unless a lock ran since `ticket` or another unlock made the store unlocked meanwhile.
+    /// - Returns: whether it locked the store.
+    func abandonUnlock(_ ticket: UnlockTicket, forgetting forget: () -> Void) -> Bool {
+        state.withLock { state -> Bool in
+            guard ticket.wasLocked, state.epoch == ticket.epoch, case .unlocking = state.phase else { return false }
+            Self.markLocked(&state, forgetting: forget)
+            return true
+        }
+    }
+
+    /// An unlock's last step: makes the store unlocked with `unlocked` unless a lock ran since `ticket`.
+    /// - Throws: `storeLocked` when a lock ran since (the store stays locked).
+    func finishUnlock(_ ticket: UnlockTicket, _ unlocked: EncryptedStore.UnlockedState) throws(E3DBError) {
+        let committed = state.withLock { state -> Bool in
+            guard state.epoch == ticket.epoch else { return false }
+            state.phase = .unlocked(unlocked)
+            return true
+        }
+        if !committed { throw E3DBError(.storeLocked, "the store was locked while it was being unlocked") }
+    }
+
+    /// Runs `body` on the keys' state; nil, without running it, unless unlocked. `body` runs under the state's mutex:
+    /// a lock waits for it (it must be quick: no I/O, no key derivation).
     @discardableResult
     func withUnlocked<T: Sendable>(_ body: (inout EncryptedStore.UnlockedState) -> T) -> T? {
-        phase.withLock { phase -> T? in
-            guard case .unlocked(var state) = phase else { return nil }
+        state.withLock { state -> T? in
+            guard case .unlocked(var unlocked) = state.phase else { return nil }
             // The state moves out and back, so that `body` changes it in place (no copy of its dictionaries).
-            phase = .locked
-            defer { phase = .unlocked(state) }
-            return body(&state)
+            state.phase = .locked
+            defer { state.phase = .unlocked(unlocked) }
+            return body(&unlocked)
         }
     }
 
@@ -567,11 +640,6 @@ final class StoreLock: Sendable {
     /// - Throws: `storeLocked` while the store is locked.
     func check() throws(E3DBError) {
         if refusesConnections { throw E3DBError(.storeLocked, "the store is locked") }
-    }
-
-    /// Runs a lock or an unlock: one at a time.
-    func serialised<Failure: Error>(_ body: () throws(Failure) -> Void) throws(Failure) {
-        try transitions.withLock { _ throws(Failure) in try body() }
     }
 }
 

@@ -7,6 +7,12 @@ import E3DBRows
 public import Foundation
 import GRDB
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// What ``EncryptedStore/export(collection:to:readerPublicKey:)`` wrote.
 public struct StoreExport: Sendable, Hashable {
     /// `DIR/records.ndjson`: one `EncryptedDocument` per line, in write order.
@@ -49,13 +55,16 @@ extension EncryptedStore {
     /// Writes `collection` for another E3DB client: `DIR/records.ndjson` (every record as the `EncryptedDocument`
     /// the store holds, one per line, each authenticated in its place first) and `DIR/eak.json` (the access key
     /// wrapped for the reader). Any E3DB SDK decrypts the records with the reader's private key and the EAKInfo.
-    /// Both files are written through `AtomicFileSink` and appear only when complete, `eak.json` first (a reader
-    /// that sees `records.ndjson` finds its key; when the records cannot be published, `eak.json` is removed again);
-    /// the call refuses to start when either already exists. The key is the collection's current one, read from the database, and every page
-    /// of records is read in a transaction that checks it is still current and every record is under it.
+    /// Both files appear only when complete, `eak.json` first (a reader that sees `records.ndjson` finds its key), each
+    /// linked under a name nothing has: the call refuses to start when either exists, and an export to the same
+    /// directory that published meanwhile keeps its files (this one fails with `storeExists`). When the records cannot
+    /// be published, this export's `eak.json` is removed again, unless a `records.ndjson` is there. A crash between
+    /// the two files leaves `eak.json` alone, which refuses later exports to the directory until it is removed.
+    /// The key is the collection's current one, read from the database, and every page of records is read in a
+    /// transaction that checks it is still current and every record is under it.
     /// - Throws: `E3DBError.Code.collectionNotFound`, `recordTampered` for a record that does not authenticate,
     ///   `invalidParameter` while the collection is being rotated, `versionConflict` when it is rotated during the
-    ///   export (nothing is published then), `databaseError` for I/O failures.
+    ///   export (nothing is published then), `storeExists` when either file exists, `databaseError` for I/O failures.
     @discardableResult
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) throws(E3DBError)
         -> StoreExport
@@ -111,16 +120,24 @@ extension EncryptedStore {
             after = try UntrustedRow(store: last, table: "records").value("seq", as: Int64.self)
             testHook(.afterExportPage)
         }
-        // The key first: whoever sees records.ndjson finds eak.json beside it.
+        // The key first: whoever sees records.ndjson finds eak.json beside it. Each file is linked under a name
+        // nothing has (an export that published meanwhile keeps its files).
         let eakWriter = try ExportFile(finalURL: eakURL)
         try eakWriter.append(info.jsonData())
         try eakWriter.append(Data([0x0A]))
-        try eakWriter.commit()
+        do {
+            try eakWriter.commit()
+        } catch {
+            // Only the directory sync failed: eak.json is ours and alone, so it goes (the export can be run again).
+            eakWriter.unpublish()
+            throw error
+        }
         testHook(.betweenExportFiles)
         do {
             try writer.commit()
         } catch {
-            try? FileManager.default.removeItem(at: eakURL)
+            // eak.json goes only when no records.ndjson came beside it (not even through a failed directory sync).
+            if (try? StoreFileSystem.kind(of: recordsURL)) == .missing { eakWriter.unpublish() }
             throw error
         }
         return StoreExport(recordsFile: recordsURL, eakFile: eakURL, recordCount: count)
@@ -216,34 +233,54 @@ extension EncryptedStore {
     }
 }
 
-/// An export file written through the file layer's `AtomicFileSink` (unnamed until committed on Linux, removed
-/// when not committed), with the store's error type.
-struct ExportFile {
+/// One of the two files of an export: written under no name (or a temporary one), published with `link(2)` under a
+/// name nothing has (`AtomicFile.Publication.createNew`), so that an export never replaces a file, not even another
+/// export's published meanwhile.
+final class ExportFile {
     let finalURL: URL
-    let sink: AtomicFileSink
+    private let file: AtomicFile
+    /// The file being written (its inode keeps it through the link), to tell it from another export's.
+    private let identity: StoreFileSystem.Identity?
 
     init(finalURL: URL) throws(E3DBError) {
         self.finalURL = finalURL
-        do {
-            sink = try AtomicFileSink(path: finalURL.path)
+        do throws(FileIOError) {
+            file = try AtomicFile(path: finalURL.path, publication: .createNew)
         } catch {
             throw E3DBError(.databaseError, "cannot create \(finalURL.path): \(error)", cause: error)
         }
+        identity = StoreFileSystem.identity(descriptor: file.descriptor)
     }
 
     func append(_ data: Data) throws(E3DBError) {
-        do {
-            try unsafe data.withUnsafeBytes { try unsafe sink.write($0) }
+        do throws(FileIOError) {
+            try file.write(contentsOf: data)
         } catch {
             throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)", cause: error)
         }
     }
 
+    /// Publishes the file.
+    /// - Throws: `storeExists` when something has its name (nothing is replaced), `databaseError` otherwise
+    ///   (`isPublished` says whether the file got its name before the failure: a failed directory sync).
     func commit() throws(E3DBError) {
-        do {
-            try sink.finish()
+        do throws(FileIOError) {
+            try file.commit()
         } catch {
+            if error.errno == EEXIST, !isPublished {
+                throw E3DBError(
+                    .storeExists, "\(finalURL.path) exists (another export?); nothing was replaced",
+                    context: .init(item: finalURL.lastPathComponent), cause: error)
+            }
             throw E3DBError(.databaseError, "cannot write \(finalURL.path): \(error)", cause: error)
         }
+    }
+
+    /// Whether the file at `finalURL` is this one.
+    var isPublished: Bool { identity != nil && StoreFileSystem.identity(of: finalURL) == identity }
+
+    /// Removes the published file, if the name is still this file's.
+    func unpublish() {
+        if isPublished { try? FileManager.default.removeItem(at: finalURL) }
     }
 }

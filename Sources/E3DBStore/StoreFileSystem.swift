@@ -72,4 +72,24 @@ enum StoreFileSystem {
                 .databaseError, "cannot set the mode of \(url.lastPathComponent) (errno \(code))")
         }
     }
+
+    /// Which file a name or a descriptor is: its device and inode.
+    struct Identity: Equatable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    /// The file at `url` (not through a symbolic link), nil when there is none or it cannot be examined.
+    static func identity(of url: URL) -> Identity? {
+        var info = stat()
+        guard unsafe lstat(url.path, &info) == 0 else { return nil }
+        return Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// The file open as `descriptor`, nil when it cannot be examined.
+    static func identity(descriptor: Int32) -> Identity? {
+        var info = stat()
+        guard unsafe fstat(descriptor, &info) == 0 else { return nil }
+        return Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
 }

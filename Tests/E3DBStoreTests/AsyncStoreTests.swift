@@ -262,24 +262,23 @@ struct AsyncStoreTests {
         }
         defer { for _ in 0..<RecordReaders.maximumOpen { release.signal() } }
         for _ in 0..<RecordReaders.maximumOpen { try await offCooperativePool { inside.wait() } }
-        let finished = Atomic<Bool>(false)
-        let waiter = Task {
-            defer { finished.store(true, ordering: .releasing) }
-            return try await store.get(collection: "c", id: record.id)
+        #expect(store.readers.permits.snapshot == (0, 0), "every permit is held")
+        let waiter = Task { try await store.get(collection: "c", id: record.id) }
+        // Until the read is queued (a condition, not a time: the wait bounds only a regression).
+        let queuedBy = ContinuousClock.now + .seconds(60)
+        while store.readers.permits.snapshot != (0, 1), ContinuousClock.now < queuedBy {
+            try await Task.sleep(for: .milliseconds(1))
         }
-        try await Task.sleep(for: .milliseconds(50))
-        let waitedFirst = !finished.load(ordering: .acquiring)
-        #expect(waitedFirst, "the read waits for a permit")
+        #expect(store.readers.permits.snapshot == (0, 1), "the read waits in the queue for a permit")
         waiter.cancel()
-        let deadline = ContinuousClock.now + .seconds(2)
-        while !finished.load(ordering: .acquiring), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        let leftAtOnce = finished.load(ordering: .acquiring)
-        #expect(leftAtOnce, "the cancelled read still waited while every permit was held")
+        // The cancellation handler takes the waiter out of the queue before `cancel()` returns.
+        #expect(store.readers.permits.snapshot == (0, 0), "the cancelled read left the queue at once")
+        // It ends while every permit is still held.
+        await expectAsyncStoreError(.cancelled) { _ = try await waiter.value }
+        #expect(store.readers.permits.snapshot == (0, 0), "it took no permit")
         for _ in 0..<RecordReaders.maximumOpen { release.signal() }
         try await holders.value
-        await expectAsyncStoreError(.cancelled) { _ = try await waiter.value }
+        #expect(store.readers.permits.snapshot == (RecordReaders.maximumOpen, 0), "every permit came back")
         // Every permit came back: as many reads as permits run at once again.
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<(2 * RecordReaders.maximumOpen) {

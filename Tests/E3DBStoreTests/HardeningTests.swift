@@ -37,6 +37,7 @@ struct HardeningTests {
             #expect(error.code == .storeCorrupted, "\(what): \(error)")
             #expect(error.context.item == "c", "\(what): \(error)")
             #expect(error.context.expected == 1, "\(what): \(error)")
+            #expect(error.context.part == "collection_keys", "\(what): \(error)")
             #expect(error.message.contains("key version 1"), "\(what): \(error)")
         }
         expectMissingKey("put", Result { _ = try edited.put(collection: "c", type: "t", data: ["k": "w"]) })

@@ -1,13 +1,15 @@
 import Dispatch
 import E3DBKit
+import E3DBSQLite
 import E3DBTestSupport
 import Foundation
+import GRDB
 import Synchronization
 import Testing
 
 @testable import E3DBStore
 
-/// `lock()` and `unlock(_:)`: one state that every call and every new connection reads, changed by one call at a time.
+/// `lock()` and `unlock(_:)`: one state that every call and every new connection reads; a lock never waits for an unlock.
 @Suite("E3DBStore: lock and unlock")
 struct LockTests {
     /// A store with something in every kind of table, and connections open: record readers and the pool's.
@@ -60,7 +62,7 @@ struct LockTests {
             for try await _ in store.observe(RecordQuery(collection: "c")) {}
         }
         #expect(store.readers.openConnections.now == 0)
-        try store.unlock(passphrase("p"))
+        try await store.unlock(passphrase("p"))
         #expect(!store.isLocked)
         #expect(try await store.get(collection: "c", id: record.id).data == ["k": "v"])
     }
@@ -124,45 +126,79 @@ struct LockTests {
         #expect(!FileManager.default.fileExists(atPath: elsewhere.path), "the export wrote nothing")
     }
 
-    @Test("lock() and unlock() racing leave one state: a locked store refuses, an unlocked one serves new connections")
-    func lockAndUnlockRacing() throws {
+    /// A `lock()` on another thread at `point` inside an unlock (through the async unlock, which runs on a thread of
+    /// its own): the lock returns without waiting for the unlock, the unlock fails with `storeLocked`, and the store
+    /// ends locked, its page key forgotten and no reader open; a second unlock opens it again.
+    @Test(
+        "lock() during an unlock does not wait for it, and the store ends locked",
+        arguments: [EncryptedStore.TestPoint.unlockBeforeStateCheck, .unlockBeforeCommit])
+    func lockDuringUnlock(_ point: EncryptedStore.TestPoint) async throws {
         let dir = try StoreDirectory()
         let (store, record) = try Self.usedStore(dir)
-        store.setCacheCapacity(0)
-        for round in 0..<48 {
-            store.lock()
-            // An unlock and a lock at once, the lock a little later each round (0 to 2.75 ms), so that it lands in
-            // every part of the unlock. (GCD threads: the test's issues are recorded on its own task, below.)
-            let unlockError = Mutex<(any Error)?>(nil)
-            DispatchQueue.concurrentPerform(iterations: 2) { index in
-                if index == 0 {
-                    do {
-                        try store.unlock(passphrase("p"))
-                    } catch {
-                        unlockError.withLock { $0 = error }
-                    }
-                } else {
-                    usleep(UInt32(round % 12) * 250)
-                    store.lock()
-                }
+        store.lock()
+        let lockReturned = Mutex<Bool?>(nil)
+        store.setTestHook(point) {
+            store.setTestHook(point, nil)
+            let done = DispatchSemaphore(value: 0)
+            let locker = Thread {
+                store.lock()
+                done.signal()
             }
-            if let error = unlockError.withLock({ $0 }) {
-                #expect((error as? E3DBError)?.code == .storeLocked, "round \(round): \(error)")
-            }
-            if store.isLocked {
-                expectStoreError(.storeLocked) { _ = try store.get(collection: "c", id: record.id) }
-                expectStoreError(.storeLocked) { _ = try store.indexes(collection: "c") }
-                #expect(store.readers.openConnections.now == 0, "round \(round)")
-            } else {
-                // Every connection opens: the record readers' and the pool's.
-                #expect(throws: Never.self, "round \(round)") {
-                    #expect(try store.get(collection: "c", id: record.id).data == ["k": "v"])
-                    #expect(try store.count(collection: "c") >= 2)
-                    try store.put(collection: "c", type: "t", data: ["round": "\(round)"])
-                }
-            }
+            locker.start()
+            // Bounded only so that a lock that waits for this unlock (a regression) fails instead of hanging: it
+            // returns at once otherwise.
+            let returned = done.wait(timeout: .now() + 60) == .success
+            lockReturned.withLock { $0 = returned }
         }
-        try store.unlock(passphrase("p"))
+        await expectAsyncStoreError(.storeLocked) { try await store.unlock(passphrase("p")) }
+        #expect(lockReturned.withLock { $0 } == true, "lock() returned while the unlock was running")
+        #expect(store.isLocked)
+        expectStoreError(.storeLocked) { _ = try store.get(collection: "c", id: record.id) }
+        await expectAsyncStoreError(.storeLocked) { _ = try await store.get(collection: "c", id: record.id) }
+        expectStoreError(.storeLocked) { _ = try store.indexes(collection: "c") }
+        #expect(store.readers.openConnections.now == 0)
+        #expect(store.cachedRecordCount == 0)
+        if let uri = store.databaseURI { #expect(E3DBSQLite.isKeyMissing(inURI: uri), "the page key is forgotten") }
+        try await store.unlock(passphrase("p"))
+        #expect(!store.isLocked)
+        #expect(try await store.get(collection: "c", id: record.id).data == ["k": "v"])
         #expect(try store.verify().problems.isEmpty)
+    }
+
+    /// An unlock whose state check fails leaves a locked store locked: calls refuse, its page key stays forgotten.
+    @Test("an unlock that finds an edited state row leaves the store locked")
+    func failedUnlockStaysLocked() throws {
+        let dir = try StoreDirectory()
+        let (store, record) = try Self.usedStore(dir)
+        // A connection of the test's own (its own key handle), made while the store is unlocked.
+        let raw = try DatabaseQueue(path: try store.databaseLocation())
+        store.lock()
+        try raw.write { db in
+            try db.execute(sql: "UPDATE collection_state SET record_count = record_count + 1 WHERE collection = 'c'")
+        }
+        expectStoreError(.storeTampered) { try store.unlock(passphrase("p")) }
+        #expect(store.isLocked)
+        expectStoreError(.storeLocked) { _ = try store.get(collection: "c", id: record.id) }
+        expectStoreError(.storeLocked) { _ = try store.indexes(collection: "c") }
+        if let uri = store.databaseURI { #expect(E3DBSQLite.isKeyMissing(inURI: uri), "the page key is forgotten") }
+    }
+
+    /// A read that got its keys before a `lock()` decrypts its record after it: the record is returned to it, but
+    /// does not enter the cache, which stays empty while the store is locked.
+    @Test("a record decrypted across a lock() stays out of the cache")
+    func decryptedAcrossLockIsNotCached() throws {
+        let dir = try StoreDirectory()
+        let (store, record) = try Self.usedStore(dir)
+        store.setCacheCapacity(16)
+        store.setTestHook(.beforeCacheInsert) {
+            store.setTestHook(.beforeCacheInsert, nil)
+            store.lock()
+        }
+        #expect(try store.get(collection: "c", id: record.id).data == ["k": "v"])
+        #expect(store.isLocked)
+        #expect(store.cachedRecordCount == 0, "a decrypted record entered the cache of a locked store")
+        try store.unlock(passphrase("p"))
+        #expect(try store.get(collection: "c", id: record.id).data == ["k": "v"])
+        #expect(store.cachedRecordCount == 1, "an unlocked store caches its reads")
     }
 }

@@ -34,7 +34,7 @@ struct MissingPageKeyTests {
         }
         // Unlocking registers the key again under the store's URI.
         store.lock()
-        try store.unlock(passphrase("p"))
+        try await store.unlock(passphrase("p"))
         #expect(try await store.get(collection: "c", id: record.id).data == ["f": "one"])
         #expect(try store.count(collection: "c") == 1)
     }
@@ -67,7 +67,7 @@ struct MissingPageKeyTests {
                 expectStoreError(.storeLocked) { _ = try databaseCall("reading") { try store.pool.read { _ in 0 } } }
             }
         }
-        try store.unlock(passphrase("p"))
+        try await store.unlock(passphrase("p"))
         #expect(try store.count(collection: "c") == 1)
         #expect(try store.collections() == ["c"])
         #expect(try await store.keyStatus(collection: "c") == (1, 0))

@@ -753,12 +753,50 @@ struct RotationTests {
         let exportDir = dir.url.appendingPathComponent("export")
         let seen = Mutex<[String]?>(nil)
         store.setTestHook(.betweenExportFiles) {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: exportDir.path)) ?? []
+            // Without O_TMPFILE, the unpublished records file has a temporary name (`.e3dbkit-…`) until it is linked.
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: exportDir.path)) ?? [])
+                .filter { !$0.hasPrefix(".e3dbkit-") }
             seen.withLock { $0 = names.sorted() }
         }
         let reader = ClientIdentity.generate(clientID: UUID())
         #expect(try store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 2)
         #expect(seen.withLock { $0 } == ["eak.json"], "published first")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: exportDir.path).sorted() == [
+                "eak.json", "records.ndjson",
+            ])
+    }
+
+    /// Another export to the same directory publishes both its files while this one reads its pages: this one
+    /// replaces nothing (`storeExists`), and the directory holds the other's key beside the other's records.
+    @Test("an export never replaces the files of another export that published meanwhile")
+    func concurrentExports() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try store.put(collection: "c", records: [("t", ["n": "a"], [:]), ("t", ["n": "b"], [:])])
+        let exportDir = dir.url.appendingPathComponent("export")
+        let first = ClientIdentity.generate(clientID: UUID())
+        let second = ClientIdentity.generate(clientID: UUID())
+        let published = Mutex<(eak: Data, records: Data)?>(nil)
+        store.setTestHook(.afterExportPage) {
+            store.setTestHook(.afterExportPage, nil)
+            do {
+                let other = try store.export(collection: "c", to: exportDir, readerPublicKey: second.publicKey)
+                let files = (try Data(contentsOf: other.eakFile), try Data(contentsOf: other.recordsFile))
+                published.withLock { $0 = files }
+            } catch {
+                Issue.record("the second export: \(error)")
+            }
+        }
+        expectStoreError(.storeExists) {
+            try store.export(collection: "c", to: exportDir, readerPublicKey: first.publicKey)
+        }
+        let files = try #require(published.withLock { $0 })
+        #expect(try Data(contentsOf: exportDir.appendingPathComponent("eak.json")) == files.eak, "the other's key")
+        #expect(try Data(contentsOf: exportDir.appendingPathComponent("records.ndjson")) == files.records)
+        #expect(throws: Never.self, "the key is the second reader's") {
+            _ = try EAKInfo(jsonData: files.eak).unwrap(with: second.boxKey)
+        }
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: exportDir.path).sorted() == [
                 "eak.json", "records.ndjson",

@@ -1,3 +1,4 @@
+import E3DBAPI
 // Fuzz target FuzzAuthHeaders: the server's one authentication routine (`E3DBService.identify`, reached through the public
 // `E3DBRequestHandler`) against hostile `Authorization` headers, over a real SQLite database in a temporary directory.
 //
@@ -33,7 +34,6 @@
 // - liveness, so that the checks above are not vacuous: A's unmutated bearer token (any scheme case, spaces) and
 //   A's TSV1 header (any scheme case, fresh nonce, current timestamp, empty query) get a 200 for A's record.
 import E3DBCanonicalJSON
-import E3DBAPI
 import E3DBPrimitives
 import E3DBServer
 import Foundation

@@ -1,3 +1,4 @@
+import E3DBCanonicalJSON
 // Fuzz target FuzzKeyHeader: E3DBStore's key header (`keys.sqlite`, a plain file anyone who can write the store's
 // directory can edit, restore or swap; security review 3: H1, M2, M4, L9) through `EncryptedStore.open`. Two small
 // stores (raw key; one with a plain database, one encrypted; a record each) are made once per process. Each input
@@ -20,7 +21,6 @@
 // a store that opens opens the database file and encryption its master key sealed (the template's), whatever the
 // header says; `removeStaleDatabaseFiles` removes only the stale copy and never the live database or the header.
 import E3DBPrimitives
-import E3DBCanonicalJSON
 import E3DBStore
 import E3DBTestSupport
 import Foundation

@@ -1,3 +1,4 @@
+import E3DBAPI
 // Fuzz target FuzzSearchCost: no search makes the server work much past its search budget (review 2, H2), through the public
 // `E3DBRequestHandler` over a real SQLite database in a temporary directory.
 //
@@ -36,7 +37,6 @@
 // budget at the server's default of 50 million steps, the `*aaa…ab` seeds take over 4 s here and trap. A violation is
 // therefore work the budget does not charge, not noise; replay it alone with `FUZZ_SEARCH_TIMES=1` to confirm.
 import E3DBCanonicalJSON
-import E3DBAPI
 import E3DBPrimitives
 import E3DBServer
 import Foundation

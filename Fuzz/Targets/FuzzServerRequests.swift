@@ -1,3 +1,4 @@
+import E3DBAPI
 // Fuzz target FuzzServerRequests: the whole request path of the E3DB API server in process (E3DBServer's `E3DBRequestHandler`), over
 // a real SQLite database in a temporary directory, without a socket.
 //
@@ -17,7 +18,6 @@
 // with an `error` string and Content-Type application/json; on the authenticated templates, a replayed nonce, an
 // expired timestamp or bearer token, a fuzzed bearer token or no credentials never get a 2xx.
 import E3DBCanonicalJSON
-import E3DBAPI
 import E3DBPrimitives
 import E3DBServer
 import Foundation

@@ -1,6 +1,6 @@
 import E3DBAPI
-import E3DBCanonicalJSON
 import E3DBAsyncHTTPClient
+import E3DBCanonicalJSON
 import E3DBClient
 import E3DBDocuments
 import E3DBServerTestSupport

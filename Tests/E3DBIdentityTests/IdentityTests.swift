@@ -1,5 +1,5 @@
-import E3DBCanonicalJSON
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBConformance
 import E3DBIdentity
 import E3DBPrimitives

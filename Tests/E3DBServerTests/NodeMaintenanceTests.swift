@@ -1,6 +1,6 @@
-import E3DBCanonicalJSON
 import E3DBAPI
 import E3DBAsyncHTTPClient
+import E3DBCanonicalJSON
 import E3DBClient
 import E3DBPrimitives
 import E3DBServerTestSupport

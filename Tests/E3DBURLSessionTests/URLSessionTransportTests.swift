@@ -1,5 +1,5 @@
-import E3DBCanonicalJSON
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBClient
 import E3DBDocuments
 import E3DBPrimitives

@@ -45,13 +45,16 @@ extension EncryptedStore {
 
     /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
     /// Calls keep failing with `storeLocked` until it returns. The key derivation (Argon2id for a passphrase) runs
-    /// before anything changes, under no lock; a ``lock()`` while the state is checked wins: this unlock then fails
-    /// with `storeLocked`.
+    /// before anything changes, under no lock; a ``lock()`` at any time after this call began (during the key
+    /// derivation or the state check) wins: this unlock then fails with `storeLocked`.
     /// - Throws: `E3DBError.Code.wrongKey`, `storeTampered` (a locked store stays locked), `storeLocked` when the
     ///   store was locked meanwhile.
     public func unlock(_ credential: StoreCredential) throws(E3DBError) {
+        // A lock from here on wins, during the key derivation too.
+        let seen = lockState.epoch
         let keys = try EncryptedStore.unlockKeys(keyHeader, EncryptedStore.readHeader(keyHeader), with: credential)
-        let ticket = try lockState.beginUnlock { () throws(E3DBError) in
+        testHook(.unlockAfterKeyDerivation)
+        let ticket = try lockState.beginUnlock(since: seen) { () throws(E3DBError) in
             if let databaseURI { try E3DBSQLite.restoreKey(.rawKey(keys.databaseKey), inURI: databaseURI) }
         }
         testHook(.unlockBeforeStateCheck)

@@ -78,6 +78,8 @@ public final class EncryptedStore: Sendable {
         case afterExportPage
         /// In `export`, after the first of its two files is published, before the second is.
         case betweenExportFiles
+        /// In `unlock`, after its key derivation, before the page key is given back.
+        case unlockAfterKeyDerivation
         /// In `unlock`, after the page key is back and the store is marked unlocking, before its state check.
         case unlockBeforeStateCheck
         /// In `unlock`, after its state check passed, before the keys become the store's.
@@ -580,10 +582,19 @@ final class StoreLock: Sendable {
         forget()
     }
 
-    /// An unlock's first step: runs `restore` (giving the page key back: quick, no I/O) and, on a locked store, marks
-    /// it unlocking, under the state's mutex.
-    func beginUnlock(restoring restore: () throws(E3DBError) -> Void) throws(E3DBError) -> UnlockTicket {
+    /// The epoch now. An unlock reads it before its key derivation and gives it to ``beginUnlock(since:restoring:)``.
+    var epoch: UInt64 { state.withLock { $0.epoch } }
+
+    /// An unlock's first step after its key derivation: unless a lock ran since the unlock read `seen` (then it
+    /// throws `storeLocked` and changes nothing), runs `restore` (giving the page key back: quick, no I/O) and, on a
+    /// locked store, marks it unlocking, under the state's mutex.
+    func beginUnlock(since seen: UInt64, restoring restore: () throws(E3DBError) -> Void) throws(E3DBError)
+        -> UnlockTicket
+    {
         try state.withLock { state throws(E3DBError) -> UnlockTicket in
+            guard state.epoch == seen else {
+                throw E3DBError(.storeLocked, "the store was locked while it was being unlocked")
+            }
             try restore()
             var wasLocked = false
             if case .locked = state.phase {

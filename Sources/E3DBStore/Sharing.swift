@@ -128,7 +128,7 @@ extension EncryptedStore {
         do {
             try eakWriter.commit()
         } catch {
-            // Only the directory sync failed: eak.json is ours and alone, so it goes (the export can be run again).
+            // eak.json goes if it got its name (its directory sync failed), so that the export can be run again.
             eakWriter.unpublish()
             throw error
         }
@@ -136,8 +136,9 @@ extension EncryptedStore {
         do {
             try writer.commit()
         } catch {
-            // eak.json goes only when no records.ndjson came beside it (not even through a failed directory sync).
-            if (try? StoreFileSystem.kind(of: recordsURL)) == .missing { eakWriter.unpublish() }
+            // Our eak.json goes unless our records.ndjson got its name (only its directory sync failed): then the two
+            // belong together. Another records.ndjson there (the link refused) never keeps our key beside it.
+            if !writer.isPublished { eakWriter.unpublish() }
             throw error
         }
         return StoreExport(recordsFile: recordsURL, eakFile: eakURL, recordCount: count)

@@ -131,7 +131,7 @@ struct LockTests {
     /// ends locked, its page key forgotten and no reader open; a second unlock opens it again.
     @Test(
         "lock() during an unlock does not wait for it, and the store ends locked",
-        arguments: [EncryptedStore.TestPoint.unlockBeforeStateCheck, .unlockBeforeCommit])
+        arguments: [EncryptedStore.TestPoint.unlockAfterKeyDerivation, .unlockBeforeStateCheck, .unlockBeforeCommit])
     func lockDuringUnlock(_ point: EncryptedStore.TestPoint) async throws {
         let dir = try StoreDirectory()
         let (store, record) = try Self.usedStore(dir)

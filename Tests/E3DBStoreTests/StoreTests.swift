@@ -803,6 +803,29 @@ struct RotationTests {
             ])
     }
 
+    /// A records.ndjson that another writer put in the directory after this export published its eak.json: the
+    /// export is refused and takes its own eak.json back, so no key of its stands beside records that are not its.
+    @Test("an export refused at its second file removes its own eak.json and leaves the other records.ndjson")
+    func foreignRecordsFile() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try store.put(collection: "c", records: [("t", ["n": "a"], [:])])
+        let exportDir = dir.url.appendingPathComponent("export")
+        let foreign = Data("not this export's\n".utf8)
+        store.setTestHook(.betweenExportFiles) {
+            store.setTestHook(.betweenExportFiles, nil)
+            #expect(throws: Never.self) { try foreign.write(to: exportDir.appendingPathComponent("records.ndjson")) }
+        }
+        expectStoreError(.storeExists) {
+            try store.export(
+                collection: "c", to: exportDir, readerPublicKey: ClientIdentity.generate(clientID: UUID()).publicKey)
+        }
+        #expect(try Data(contentsOf: exportDir.appendingPathComponent("records.ndjson")) == foreign)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: exportDir.path).filter { !$0.hasPrefix(".e3dbkit-") }
+                == ["records.ndjson"])
+    }
+
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")
     func resume() async throws {
         let dir = try StoreDirectory()

@@ -31,7 +31,7 @@ struct RecordJSONTests {
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         func map(_ json: String?) -> RecordData? {
-            guard let members = json.flatMap({ JSONText.members(of: $0) }) else { return nil }
+            guard let members = json.flatMap({ try? JSONText.members(of: $0, values: true) }) else { return nil }
             var map = RecordData()
             for member in members { map[member.name] = member.value }
             return members.count == map.count ? map : nil
@@ -41,7 +41,8 @@ struct RecordJSONTests {
         #expect(map(text.data) ?? [:] == record.data, "\(body)", sourceLocation: sourceLocation)
         for member in [text.plain, text.data].compactMap(\.self) {
             #expect(
-                Array(data).firstRange(of: Array(member.utf8)) != nil && JSONText.isStringObject(member), "\(body)",
+                Array(data).firstRange(of: Array(member.utf8)) != nil
+                    && (try? JSONText.checkStringObject(member)) != nil, "\(body)",
                 sourceLocation: sourceLocation)
         }
     }
@@ -251,16 +252,50 @@ struct RecordJSONTests {
         for variant in Self.truncationsAndMutations(of: body) { expectStrictOutcome(variant) }
     }
 
-    @Test("members(of:) reads stored text: names and values decoded, each member's text as it is")
+    @Test("members(of:values:) reads stored text: names and values decoded, each member's text as it is")
     func storedMembers() throws {
         let text = #" { "f" : "a\u00e9" ,"\/g":"" } "#
-        let members = try #require(JSONText.members(of: text))
+        let members = try JSONText.members(of: text, values: true)
         #expect(members.map(\.name) == ["f", "/g"] && members.map(\.value) == ["aé", ""])
         #expect(members.map { String($0.text) } == [#""f" : "a\u00e9""#, #""\/g":"""#])
-        for bad in ["", "{", #"{"f":1}"#, #"{"f":"x"} x"#, #"{"f":"\ud800"}"#, "[]", #"{"f" "x"}"#] {
-            #expect(JSONText.members(of: bad) == nil, "\(bad)")
-            #expect(!JSONText.isStringObject(bad), "\(bad)")
+        let skipped = try JSONText.members(of: text, values: false)
+        #expect(skipped.map(\.name) == ["f", "/g"] && skipped.allSatisfy { $0.value == nil })
+        #expect(skipped.map { String($0.text) } == members.map { String($0.text) })
+        // A name repeated by code units (a search would match one value, an SDK show another) is refused; names
+        // that differ only in normalization are two.
+        let repeated = [#"{"role":"user","role":"admin"}"#, #"{"r":"a","\u0072":"b"}"#]
+        for bad in ["", "{", #"{"f":1}"#, #"{"f":"x"} x"#, #"{"f":"\ud800"}"#, "[]", #"{"f" "x"}"#] + repeated {
+            for values in [true, false] {
+                #expect(throws: E3DBError.self, "\(bad)") { try JSONText.members(of: bad, values: values) }
+            }
+            #expect(throws: E3DBError.self, "\(bad)") { try JSONText.checkStringObject(bad) }
         }
-        #expect(JSONText.members(of: "{}")?.isEmpty == true)
+        do { try JSONText.checkStringObject(repeated[0]) } catch {
+            #expect(
+                error.code == .badRequest && error.message == #"repeated member "role" in the stored object at byte 15"#
+            )
+        }
+        try JSONText.checkStringObject(#"{"\u00e9":"a","e\u0301":"b"}"#)
+        #expect(try JSONText.members(of: "{}", values: true).isEmpty)
+    }
+
+    @Test("a refusal quotes at most 64 bytes of a name, cut at a scalar (one letter and a million combining marks)")
+    func longNamesInMessages() throws {
+        let long = "e" + String(repeating: "\u{301}", count: 1_000_000)
+        #expect(long.count == 1)
+        let body = #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"\#(long)":"a","\#(long)":"b"}}"#
+        do {
+            _ = try API.Record.decodeJSON(Data(body.utf8))
+            Issue.record("a repeated name was accepted")
+        } catch {
+            let quoted = "repeated member \"e" + String(repeating: "\u{301}", count: 31) + "…\" in data at byte "
+            #expect(error.code == .badRequest && error.message.utf8.starts(with: quoted.utf8))
+            #expect(error.message.utf8.count < 200, "\(error.message.utf8.count) bytes")
+        }
+        let name = String(repeating: "é", count: 40)
+        do { try JSONText.checkStringObject(#"{"\#(name)":"a","\#(name)":"b"}"#) } catch {
+            let cut = String(repeating: "é", count: 32)
+            #expect(error.message == #"repeated member "\#(cut)…" in the stored object at byte 88"#)
+        }
     }
 }

@@ -8,7 +8,8 @@ public protocol APIBody: Codable, Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
     /// - Returns: the body.
-    /// - Throws: `DecodingError` when `data` is not such a body.
+    /// - Throws: when `data` is not such a body: `DecodingError` from the default (`JSONDecoder`), `E3DBError`
+    ///   `.badRequest` saying what and where from a body with a reader of its own (`API.Record`).
     static func decodeBody(_ data: Data) throws -> Self
     /// Encodes the body as JSON text.
     /// - Returns: JSON text.

@@ -43,6 +43,32 @@ extension API.Record {
     }
 }
 
+extension API.SearchResult {
+    /// Reads a v1 or v2 search response with the strict record reader (`RecordBodyReader.searchResponse()`): each
+    /// result's `meta` and `record_data` as a record's `meta` and `data`; each `access_key` (no record text) with
+    /// `JSONDecoder`.
+    /// - Throws: `E3DBError` `.badRequest` saying what is wrong and where.
+    static func readResponse(
+        _ data: Data
+    ) throws(E3DBError) -> (results: [API.SearchResult], lastIndex: Int64?, totalResults: Int64?, searchID: String?) {
+        let bytes = Array(data)
+        var reader = RecordBodyReader(bytes: bytes)
+        let read = try reader.searchResponse()
+        var results: [API.SearchResult] = []
+        results.reserveCapacity(read.results.count)
+        for (index, item) in read.results.enumerated() {
+            var result = item.result
+            if let range = item.accessKey {
+                do { result.accessKey = try JSONDecoder().decode(API.EAKInfo.self, from: Data(bytes[range])) } catch {
+                    throw E3DBError(.badRequest, "the access_key of result \(index) is not an access key")
+                }
+            }
+            results.append(result)
+        }
+        return (results, read.lastIndex, read.totalResults, read.searchID)
+    }
+}
+
 /// The JSON text of a record body's `meta.plain` and `data` objects, as received (`decodeJSONKeepingText(_:)`).
 package struct ReceivedRecordText: Sendable {
     /// `meta.plain`, from `{` to `}`; nil when the member is absent or `null`.

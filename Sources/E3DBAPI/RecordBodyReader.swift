@@ -24,6 +24,15 @@ import E3DBPrimitives
 ///   must be a high one followed by a low one (a lone surrogate is no Unicode scalar and is refused).
 /// - `plain` and `data` are `RecordData`: two names that differ only in Unicode normalization (equal as Swift
 ///   `String`s, different in code units) are two members, as in the other SDKs.
+/// What `RecordBodyReader.searchResponse()` read: the results (each `access_key` still as its byte range) and
+/// the members that were present.
+struct SearchResponseText {
+    var results: [(result: API.SearchResult, accessKey: Range<Int>?)] = []
+    var lastIndex: Int64?
+    var totalResults: Int64?
+    var searchID: String?
+}
+
 struct RecordBodyReader {
     /// The deepest nesting of arrays and objects the reader follows.
     static let maxDepth = 64
@@ -138,6 +147,59 @@ struct RecordBodyReader {
             }
         }
         return API.FileMeta(fileURL: url, fileName: name, checksum: checksum, compression: compression, size: size)
+    }
+
+    /// A v1 or v2 search response as the server writes it (`API.QueryResponse`, `API.SearchResponse`): each
+    /// result's `meta` and `record_data` read as a record's `meta` and `data` (names distinct by code units, a
+    /// repeated name refused), `rec_sig` a string or `null`, `last_index` and `total_results` integers,
+    /// `search_id` a string. Each `access_key` (no record text) is returned as its byte range, for the caller to
+    /// decode; other members are skipped.
+    mutating func searchResponse() throws(E3DBError) -> SearchResponseText {
+        var out = SearchResponseText()
+        try object("the response") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "results":
+                try r.expect(UInt8(ascii: "["), "results is not a JSON array")
+                if r.take(UInt8(ascii: "]")) { return }
+                while true {
+                    out.results.append(try r.searchResult())
+                    if r.take(UInt8(ascii: ",")) { continue }
+                    try r.expect(UInt8(ascii: "]"), "a comma or a closing bracket missing in results")
+                    return
+                }
+            case "last_index": out.lastIndex = try r.integer("last_index")
+            case "total_results": out.totalResults = try r.integer("total_results")
+            case "search_id": out.searchID = try r.string("search_id")
+            default: try r.skipValue(depth: 1, in: "the response")
+            }
+        }
+        skipSpace()
+        guard i == bytes.count else { throw refusal("bytes after the response's object") }
+        return out
+    }
+
+    /// One element of a search response's `results`.
+    private mutating func searchResult() throws(E3DBError) -> (result: API.SearchResult, accessKey: Range<Int>?) {
+        var meta: API.Meta?
+        var data: RecordData?
+        var recSig: String?
+        var accessKey: Range<Int>?
+        try object("a search result") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "meta": meta = try r.meta()
+            case "record_data": if !r.null() { data = try r.stringMap("record_data") }
+            case "access_key":
+                if r.null() { return }
+                r.skipSpace()
+                let start = r.i
+                try r.skipValue(depth: 3, in: "access_key")
+                accessKey = start..<r.i
+            case "rec_sig": recSig = try r.nullableString("rec_sig")
+            default: try r.skipValue(depth: 3, in: "a search result")
+            }
+        }
+        guard let meta else { throw refusal("a search result ending here has no member \"meta\"") }
+        return (API.SearchResult(meta: meta, recordData: data, accessKey: nil, recSig: recSig), accessKey)
     }
 
     // MARK: Grammar

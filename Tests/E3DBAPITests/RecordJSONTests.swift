@@ -299,3 +299,53 @@ struct RecordJSONTests {
         }
     }
 }
+
+/// Search responses (v1 and v2) are read with the strict record reader on the client: each result's `meta` and
+/// `record_data` as a record's.
+@Suite("Search responses through the record reader")
+struct SearchResponseReaderTests {
+    static let meta = #"{"record_id":"r","writer_id":"w","user_id":"u","type":"t","plain":{"p":"q"},"version":"v"}"#
+
+    static func v1(_ result: String) -> Data { Data(#"{"results":[\#(result)],"last_index":7}"#.utf8) }
+
+    @Test("a v1 and a v2 response read as the server writes them; twins stay two names")
+    func readsResponses() throws {
+        let eak = API.EAKInfo(
+            eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "k"), signerID: nil,
+            signerSigningKey: nil)
+        let eakText = String(decoding: try JSONEncoder().encode(eak), as: UTF8.self)
+        let result =
+            #"{"meta":\#(Self.meta),"record_data":{"\u00e9":"1","e\u0301":"2"},"access_key":\#(eakText),"rec_sig":"s"}"#
+        let page = try API.QueryResponse.decodeBody(
+            Self.v1(result + #",{"meta":\#(Self.meta),"record_data":null,"access_key":null}"#))
+        #expect(page.lastIndex == 7 && page.results.count == 2)
+        #expect(page.results[0].recordData?.count == 2 && page.results[0].accessKey == eak)
+        #expect(page.results[0].recSig == "s" && page.results[0].meta.plain == RecordData(["p": "q"]))
+        #expect(page.results[1].recordData == nil && page.results[1].accessKey == nil)
+        let v2 = try API.SearchResponse.decodeBody(
+            Data(#"{"results":[\#(result)],"last_index":7,"total_results":1,"search_id":"x"}"#.utf8))
+        #expect(v2.totalResults == 1 && v2.searchID == "x" && v2.results == [page.results[0]])
+    }
+
+    @Test("a repeated name in record_data or meta.plain, a fractional size, or a missing member is refused")
+    func refusesWhatARecordReadRefuses() {
+        let bad = [
+            Self.v1(#"{"meta":\#(Self.meta),"record_data":{"f":"1","f":"2"}}"#),
+            Self.v1(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"r":"a","r":"b"}}}"#),
+            Self.v1(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":1.0}}}"#),
+            Self.v1(#"{"record_data":{}}"#),
+            Data(#"{"results":[]}"#.utf8),
+            Data(#"{"results":[],"last_index":1,"total_results":1.5,"search_id":"x"}"#.utf8),
+        ]
+        for body in bad.prefix(5) {
+            #expect(throws: E3DBError.self, "\(String(decoding: body, as: UTF8.self))") {
+                try API.QueryResponse.decodeBody(body)
+            }
+        }
+        for body in bad {
+            #expect(throws: E3DBError.self, "\(String(decoding: body, as: UTF8.self))") {
+                try API.SearchResponse.decodeBody(body)
+            }
+        }
+    }
+}

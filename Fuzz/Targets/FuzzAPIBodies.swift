@@ -7,9 +7,9 @@
 // `API.Record.decodeJSONKeepingText` (the strict record reader, the one reader of record bodies) holds to its own
 // contract: it decides every input, refusing with a `badRequest` whose message says what and where, or returning a
 // record whose `jsonData()` reads back to the same record, with `text.plain` and `text.data` exact slices of the
-// input bytes (the server stores that text and splices it into responses) that `JSONText.isStringObject` accepts
-// (the check a read makes before it splices stored text) and whose members, read by `JSONText.members(of:)`, are
-// exactly `record.meta.plain` and `record.data`; `decodeJSON` returns the same record.
+// input bytes (the server stores that text and splices it into responses) that `JSONText.checkStringObject`
+// accepts (the check a read makes before it splices stored text) and whose members, read by
+// `JSONText.members(of:values:)`, are exactly `record.meta.plain` and `record.data`; `decodeJSON` returns the same record.
 // The input as UTF-8 text also goes through `APITimestamp.parse`: a parsed value within the range the wire form
 // can express (0001-…-9999, not before the epoch since `format` clamps) formats and parses back to the same
 // microseconds.
@@ -66,8 +66,10 @@ private func recordReader(_ data: Data) {
             return
         }
         require(input.firstRange(of: Array(text.utf8)) != nil, "the kept text of \(name) is not a slice of the input")
-        require(JSONText.isStringObject(text), "the kept text of \(name) is refused by JSONText.isStringObject")
-        let members = JSONText.members(of: text)
+        require(
+            (try? JSONText.checkStringObject(text)) != nil,
+            "the kept text of \(name) is refused by JSONText.checkStringObject")
+        let members = try? JSONText.members(of: text, values: true)
         require(members?.count == map?.count, "the kept text of \(name) does not have the record's members")
         for member in members ?? [] {
             require(map?[member.name] == member.value, "the kept text of \(name) does not mean the record's map")

@@ -1,3 +1,4 @@
+import E3DBPrimitives
 public import Foundation
 
 /// A JSON body of the E3DB API, request or response: the one seam through which the client and the server read
@@ -8,7 +9,8 @@ public protocol APIBody: Codable, Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
     /// - Returns: the body.
-    /// - Throws: `DecodingError` when `data` is not such a body.
+    /// - Throws: when `data` is not such a body: `DecodingError` from the default (`JSONDecoder`), `E3DBError`
+    ///   `.badRequest` saying what and where from a body with a reader of its own (`API.Record`).
     static func decodeBody(_ data: Data) throws -> Self
     /// Encodes the body as JSON text.
     /// - Returns: JSON text.
@@ -47,7 +49,32 @@ extension API.IncomingSharing: APIBody {}
 extension API.AuthorizerPolicy: APIBody {}
 extension API.PendingFile: APIBody {}
 extension API.QueryRequest: APIBody {}
-extension API.QueryResponse: APIBody {}
+extension API.QueryResponse: APIBody {
+    /// Decodes a v1 search response with the strict record reader (each result's `meta` and `record_data` as a
+    /// record's, names distinct by code units).
+    /// - Throws: `E3DBError` `.badRequest` saying what is wrong and where.
+    public static func decodeBody(_ data: Data) throws -> API.QueryResponse {
+        let read = try API.SearchResult.readResponse(data)
+        guard let lastIndex = read.lastIndex else {
+            throw E3DBError(.badRequest, "the response has no member \"last_index\"")
+        }
+        return API.QueryResponse(results: read.results, lastIndex: lastIndex)
+    }
+}
 extension API.SearchRequest: APIBody {}
-extension API.SearchResponse: APIBody {}
+extension API.SearchResponse: APIBody {
+    /// Decodes a v2 search response with the strict record reader, as `API.QueryResponse.decodeBody(_:)` does.
+    /// - Throws: `E3DBError` `.badRequest` saying what is wrong and where.
+    public static func decodeBody(_ data: Data) throws -> API.SearchResponse {
+        let read = try API.SearchResult.readResponse(data)
+        guard let lastIndex = read.lastIndex, let total = read.totalResults, let searchID = read.searchID else {
+            throw E3DBError(.badRequest, "the response lacks last_index, total_results or search_id")
+        }
+        guard let totalResults = Int(exactly: total) else {
+            throw E3DBError(.badRequest, "total_results does not fit in an Int")
+        }
+        return API.SearchResponse(
+            results: read.results, lastIndex: lastIndex, totalResults: totalResults, searchID: searchID)
+    }
+}
 extension API.Note: APIBody {}

@@ -43,6 +43,32 @@ extension API.Record {
     }
 }
 
+extension API.SearchResult {
+    /// Reads a v1 or v2 search response with the strict record reader (`RecordBodyReader.searchResponse()`): each
+    /// result's `meta` and `record_data` as a record's `meta` and `data`; each `access_key` (no record text) with
+    /// `JSONDecoder`.
+    /// - Throws: `E3DBError` `.badRequest` saying what is wrong and where.
+    static func readResponse(
+        _ data: Data
+    ) throws(E3DBError) -> (results: [API.SearchResult], lastIndex: Int64?, totalResults: Int64?, searchID: String?) {
+        let bytes = Array(data)
+        var reader = RecordBodyReader(bytes: bytes)
+        let read = try reader.searchResponse()
+        var results: [API.SearchResult] = []
+        results.reserveCapacity(read.results.count)
+        for (index, item) in read.results.enumerated() {
+            var result = item.result
+            if let range = item.accessKey {
+                do { result.accessKey = try JSONDecoder().decode(API.EAKInfo.self, from: Data(bytes[range])) } catch {
+                    throw E3DBError(.badRequest, "the access_key of result \(index) is not an access key")
+                }
+            }
+            results.append(result)
+        }
+        return (results, read.lastIndex, read.totalResults, read.searchID)
+    }
+}
+
 /// The JSON text of a record body's `meta.plain` and `data` objects, as received (`decodeJSONKeepingText(_:)`).
 package struct ReceivedRecordText: Sendable {
     /// `meta.plain`, from `{` to `}`; nil when the member is absent or `null`.
@@ -55,23 +81,27 @@ package struct ReceivedRecordText: Sendable {
 /// `.withoutEscapingSlashes` (`"` and `\` escaped, control characters as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`,
 /// everything else, `/` included, written as UTF-8).
 package enum JSONText {
-    /// Whether `text` is one JSON object of string values and nothing else (white space aside): what the server
-    /// checks before it splices stored `plain` or `data` text into a response. The grammar of the record reader's
-    /// string maps, in one linear pass that builds no string and no map (a repeated key is not looked for: the
-    /// answer stays one well-formed object either way).
-    package static func isStringObject(_ text: String) -> Bool {
+    /// Checks that `text` is one JSON object of string values whose names are distinct by code units, and nothing
+    /// else (white space aside): what the server checks before it splices stored `plain` or `data` text into a
+    /// response. The grammar of the record reader's string maps, in one linear pass that builds the names and no
+    /// value.
+    /// - Throws: `badRequest` saying what is wrong and at which byte (a caller reading stored text reports it as
+    ///   its own error).
+    package static func checkStringObject(_ text: String) throws(E3DBError) {
         var reader = RecordBodyReader(bytes: Array(text.utf8))
-        return reader.isStringObject()
+        try reader.checkStoredObject()
     }
 
-    /// The members of `text`, one JSON object of string values (what `isStringObject(_:)` checks), in order: each
-    /// name and value decoded, and the member's text as it is in `text` (from the name's opening quote to the
-    /// value's closing quote), for a response that keeps stored text as it is. Read with the record reader's
-    /// members loop; nil when `text` is not such an object.
-    package static func members(of text: String) -> [(name: String, value: String, text: Substring)]? {
-        let bytes = Array(text.utf8)
-        var reader = RecordBodyReader(bytes: bytes)
-        guard let members = reader.storedMembers() else { return nil }
+    /// The members of `text`, one JSON object of string values (what `checkStringObject(_:)` checks), in order:
+    /// each name, its value decoded when `values` (nil otherwise, the value skipped without a copy), and the
+    /// member's text as it is in `text` (from the name's opening quote to the value's closing quote), for a
+    /// response that keeps stored text as it is. Read with the record reader's members loop.
+    /// - Throws: `badRequest` as `checkStringObject(_:)` does.
+    package static func members(of text: String, values: Bool) throws(E3DBError) -> [(
+        name: String, value: String?, text: Substring
+    )] {
+        var reader = RecordBodyReader(bytes: Array(text.utf8))
+        let members = try reader.storedMembers(values: values)
         let utf8 = text.utf8
         return members.map { member in
             let start = utf8.index(utf8.startIndex, offsetBy: member.text.lowerBound)

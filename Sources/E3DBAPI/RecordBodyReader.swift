@@ -24,6 +24,15 @@ import E3DBPrimitives
 ///   must be a high one followed by a low one (a lone surrogate is no Unicode scalar and is refused).
 /// - `plain` and `data` are `RecordData`: two names that differ only in Unicode normalization (equal as Swift
 ///   `String`s, different in code units) are two members, as in the other SDKs.
+/// What `RecordBodyReader.searchResponse()` read: the results (each `access_key` still as its byte range) and
+/// the members that were present.
+struct SearchResponseText {
+    var results: [(result: API.SearchResult, accessKey: Range<Int>?)] = []
+    var lastIndex: Int64?
+    var totalResults: Int64?
+    var searchID: String?
+}
+
 struct RecordBodyReader {
     /// The deepest nesting of arrays and objects the reader follows.
     static let maxDepth = 64
@@ -39,9 +48,17 @@ struct RecordBodyReader {
     /// A refusal: `what` at the current byte.
     private func refusal(_ what: String) -> E3DBError { E3DBError(.badRequest, "\(what) at byte \(i)") }
 
-    /// A member name for a message: quoted, at most 64 characters.
-    private static func quoted(_ name: String) -> String {
-        name.count <= 64 ? "\"\(name)\"" : "\"\(name.prefix(64))…\""
+    /// A member name for a message: quoted, at most 64 bytes of UTF-8 (cut at a Unicode scalar, so one letter
+    /// followed by a million combining marks, one `Character`, is cut too).
+    static func quoted(_ name: String) -> String {
+        var prefix = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in name.unicodeScalars {
+            bytes += UTF8.width(scalar)
+            guard bytes <= 64 else { return "\"\(String(prefix))…\"" }
+            prefix.append(scalar)
+        }
+        return "\"\(name)\""
     }
 
     /// The record, with the text of its `meta.plain` and `data` objects as they came.
@@ -132,6 +149,59 @@ struct RecordBodyReader {
         return API.FileMeta(fileURL: url, fileName: name, checksum: checksum, compression: compression, size: size)
     }
 
+    /// A v1 or v2 search response as the server writes it (`API.QueryResponse`, `API.SearchResponse`): each
+    /// result's `meta` and `record_data` read as a record's `meta` and `data` (names distinct by code units, a
+    /// repeated name refused), `rec_sig` a string or `null`, `last_index` and `total_results` integers,
+    /// `search_id` a string. Each `access_key` (no record text) is returned as its byte range, for the caller to
+    /// decode; other members are skipped.
+    mutating func searchResponse() throws(E3DBError) -> SearchResponseText {
+        var out = SearchResponseText()
+        try object("the response") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "results":
+                try r.expect(UInt8(ascii: "["), "results is not a JSON array")
+                if r.take(UInt8(ascii: "]")) { return }
+                while true {
+                    out.results.append(try r.searchResult())
+                    if r.take(UInt8(ascii: ",")) { continue }
+                    try r.expect(UInt8(ascii: "]"), "a comma or a closing bracket missing in results")
+                    return
+                }
+            case "last_index": out.lastIndex = try r.integer("last_index")
+            case "total_results": out.totalResults = try r.integer("total_results")
+            case "search_id": out.searchID = try r.string("search_id")
+            default: try r.skipValue(depth: 1, in: "the response")
+            }
+        }
+        skipSpace()
+        guard i == bytes.count else { throw refusal("bytes after the response's object") }
+        return out
+    }
+
+    /// One element of a search response's `results`.
+    private mutating func searchResult() throws(E3DBError) -> (result: API.SearchResult, accessKey: Range<Int>?) {
+        var meta: API.Meta?
+        var data: RecordData?
+        var recSig: String?
+        var accessKey: Range<Int>?
+        try object("a search result") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
+            switch key {
+            case "meta": meta = try r.meta()
+            case "record_data": if !r.null() { data = try r.stringMap("record_data") }
+            case "access_key":
+                if r.null() { return }
+                r.skipSpace()
+                let start = r.i
+                try r.skipValue(depth: 3, in: "access_key")
+                accessKey = start..<r.i
+            case "rec_sig": recSig = try r.nullableString("rec_sig")
+            default: try r.skipValue(depth: 3, in: "a search result")
+            }
+        }
+        guard let meta else { throw refusal("a search result ending here has no member \"meta\"") }
+        return (API.SearchResult(meta: meta, recordData: data, accessKey: nil, recSig: recSig), accessKey)
+    }
+
     // MARK: Grammar
 
     private mutating func skipSpace() {
@@ -172,19 +242,19 @@ struct RecordBodyReader {
     private static let falseWord = Array("false".utf8)
 
     /// A string or `null`.
-    private mutating func nullableString(_ path: String) throws(E3DBError) -> String? {
+    private mutating func nullableString(_ path: @autoclosure () -> String) throws(E3DBError) -> String? {
         if null() { return nil }
-        return try string(path)
+        return try string(path())
     }
 
     /// A string; any other value is skipped and read as nil (the lenient members of `meta`).
-    private mutating func lenientString(_ path: String) throws(E3DBError) -> String? {
+    private mutating func lenientString(_ path: @autoclosure () -> String) throws(E3DBError) -> String? {
         skipSpace()
         guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else {
-            try skipValue(depth: 2, in: path)
+            try skipValue(depth: 2, in: path())
             return nil
         }
-        return try string(path)
+        return try string(path())
     }
 
     /// An object whose members `member` reads (called after the colon, with the name). A repeated name (by code
@@ -228,7 +298,7 @@ struct RecordBodyReader {
     }
 
     /// An object whose members are `name: "value"` pairs, each read by `member` (from its name, after white
-    /// space): the members loop of `stringMap`, `isStringObject` and `storedMembers`.
+    /// space): the members loop of `stringMap` and `storedObject`.
     private mutating func stringMembers(
         _ path: String, _ member: (inout RecordBodyReader) throws(E3DBError) -> Void
     ) throws(E3DBError) {
@@ -242,36 +312,46 @@ struct RecordBodyReader {
         }
     }
 
-    /// Whether the whole input is one object of string values, read with the grammar of `stringMap` but building
-    /// no string and no map (so a repeated name is not looked for): the check of stored text (`JSONText`).
-    mutating func isStringObject() -> Bool {
-        do {
-            try stringMembers("text") { (r: inout RecordBodyReader) throws(E3DBError) in
-                try r.skipString()
-                try r.expect(UInt8(ascii: ":"), "a colon")
-                try r.skipString()
-            }
-        } catch { return false }
-        skipSpace()
-        return i == bytes.count
+    /// Checks that the whole input is one object of string values whose names are distinct by code units (stored
+    /// text, `JSONText.checkStringObject`): the grammar of `stringMap`, building the names and no value.
+    mutating func checkStoredObject() throws(E3DBError) {
+        try storedObject { (r: inout RecordBodyReader, _: String, _: Int) throws(E3DBError) in try r.skipString() }
     }
 
-    /// The members of the whole input, one object of string values: each name and value decoded, and the
-    /// member's text (from the name's opening quote to the value's closing quote) as a byte range.
-    mutating func storedMembers() -> [(name: String, value: String, text: Range<Int>)]? {
-        var members: [(name: String, value: String, text: Range<Int>)] = []
-        do {
-            try stringMembers("text") { (r: inout RecordBodyReader) throws(E3DBError) in
-                r.skipSpace()
-                let start = r.i
-                let name = try r.string("a name")
-                try r.expect(UInt8(ascii: ":"), "a colon")
-                let value = try r.string("a value")
-                members.append((name, value, start..<r.i))
+    /// The members of the whole input, one object of string values whose names are distinct by code units: each
+    /// name, its value decoded when `values` (nil otherwise: the value is skipped, not copied), and the member's
+    /// text (from the name's opening quote to the value's closing quote) as a byte range.
+    mutating func storedMembers(values: Bool) throws(E3DBError) -> [(name: String, value: String?, text: Range<Int>)] {
+        var members: [(name: String, value: String?, text: Range<Int>)] = []
+        try storedObject { (r: inout RecordBodyReader, name: String, start: Int) throws(E3DBError) in
+            var value: String?
+            if values { value = try r.string("the value of a member of the stored object") } else { try r.skipString() }
+            members.append((name, value, start..<r.i))
+        }
+        return members
+    }
+
+    /// The members loop of stored text: the whole input is one object; `value` reads each member's value (called
+    /// after the colon, with the name and the byte where the member starts). A name repeated by code units is
+    /// refused: a row that holds `{"role":"user","role":"admin"}` means two things (a search matches the first
+    /// value, the SDKs show the last).
+    private mutating func storedObject(
+        _ value: (inout RecordBodyReader, String, Int) throws(E3DBError) -> Void
+    ) throws(E3DBError) {
+        var seen = Set<CodeUnitKey>()
+        try stringMembers("the stored object") { (r: inout RecordBodyReader) throws(E3DBError) in
+            r.skipSpace()
+            let start = r.i
+            let name = try r.string("a member name in the stored object")
+            guard seen.insert(CodeUnitKey(name)).inserted else {
+                r.i = start
+                throw r.refusal("repeated member \(Self.quoted(name)) in the stored object")
             }
-        } catch { return nil }
+            try r.expect(UInt8(ascii: ":"), "a colon missing after a member name in the stored object")
+            try value(&r, name, start)
+        }
         skipSpace()
-        return i == bytes.count ? members : nil
+        guard i == bytes.count else { throw refusal("bytes after the stored object") }
     }
 
     /// The whole input as `file_meta` (stored text), nil when it is not.
@@ -282,9 +362,9 @@ struct RecordBodyReader {
     }
 
     /// A string (after white space).
-    private mutating func string(_ path: String) throws(E3DBError) -> String {
+    private mutating func string(_ path: @autoclosure () -> String) throws(E3DBError) -> String {
         skipSpace()
-        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw refusal("\(path) is not a string") }
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw refusal("\(path()) is not a string") }
         i += 1
         let start = i
         var ascii = true
@@ -296,23 +376,23 @@ struct RecordBodyReader {
                 if ascii { return String(decoding: text, as: UTF8.self) }
                 guard let s = String(validating: text, as: UTF8.self) else {
                     i = start
-                    throw refusal("invalid UTF-8 in \(path)")
+                    throw refusal("invalid UTF-8 in \(path())")
                 }
                 return s
             }
             if b == UInt8(ascii: "\\") {
                 i = start
-                return try escapedString(path)
+                return try escapedString(path())
             }
-            if b < 0x20 { throw refusal("a control character in \(path)") }
+            if b < 0x20 { throw refusal("a control character in \(path())") }
             if b >= 0x80 { ascii = false }
             i += 1
         }
-        throw refusal("an unterminated string in \(path)")
+        throw refusal("an unterminated string in \(path())")
     }
 
     /// The rest of a string that has escapes, from its first byte.
-    private mutating func escapedString(_ path: String) throws(E3DBError) -> String {
+    private mutating func escapedString(_ path: @autoclosure () -> String) throws(E3DBError) -> String {
         let start = i
         var out: [UInt8] = []
         while i < bytes.count {
@@ -322,20 +402,20 @@ struct RecordBodyReader {
             case UInt8(ascii: "\""):
                 guard let s = String(validating: out, as: UTF8.self) else {
                     i = start
-                    throw refusal("invalid UTF-8 in \(path)")
+                    throw refusal("invalid UTF-8 in \(path())")
                 }
                 return s
             case UInt8(ascii: "\\"):
-                if let encoded = UTF8.encode(try escape(path)) { out.append(contentsOf: encoded) }
+                if let encoded = UTF8.encode(try escape(path())) { out.append(contentsOf: encoded) }
             default:
                 if b < 0x20 {
                     i -= 1
-                    throw refusal("a control character in \(path)")
+                    throw refusal("a control character in \(path())")
                 }
                 out.append(b)
             }
         }
-        throw refusal("an unterminated string in \(path)")
+        throw refusal("an unterminated string in \(path())")
     }
 
     /// Skips a string (after white space) that `string` would read, building nothing. For text that came as a
@@ -357,8 +437,8 @@ struct RecordBodyReader {
     }
 
     /// The scalar of an escape sequence, from the byte after its backslash (a surrogate pair is one sequence).
-    private mutating func escape(_ path: String) throws(E3DBError) -> Unicode.Scalar {
-        guard i < bytes.count else { throw refusal("an unterminated string in \(path)") }
+    private mutating func escape(_ path: @autoclosure () -> String) throws(E3DBError) -> Unicode.Scalar {
+        guard i < bytes.count else { throw refusal("an unterminated string in \(path())") }
         let e = bytes[i]
         i += 1
         switch e {
@@ -369,29 +449,29 @@ struct RecordBodyReader {
         case UInt8(ascii: "r"): return "\r"
         case UInt8(ascii: "t"): return "\t"
         case UInt8(ascii: "u"):
-            let unit = try hex4(path)
+            let unit = try hex4(path())
             var scalarValue = UInt32(unit)
             if (0xD800...0xDBFF).contains(unit) {
                 guard bytes.count - i >= 2, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
-                    throw refusal("a lone surrogate escape in \(path)")
+                    throw refusal("a lone surrogate escape in \(path())")
                 }
                 i += 2
-                let low = try hex4(path)
-                guard (0xDC00...0xDFFF).contains(low) else { throw refusal("a lone surrogate escape in \(path)") }
+                let low = try hex4(path())
+                guard (0xDC00...0xDFFF).contains(low) else { throw refusal("a lone surrogate escape in \(path())") }
                 scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
             }
             guard let scalar = Unicode.Scalar(scalarValue) else {
-                throw refusal("a lone surrogate escape in \(path)")
+                throw refusal("a lone surrogate escape in \(path())")
             }
             return scalar
         default:
             i -= 1
-            throw refusal("an invalid escape in \(path)")
+            throw refusal("an invalid escape in \(path())")
         }
     }
 
-    private mutating func hex4(_ path: String) throws(E3DBError) -> UInt16 {
-        guard bytes.count - i >= 4 else { throw refusal("an invalid \\u escape in \(path)") }
+    private mutating func hex4(_ path: @autoclosure () -> String) throws(E3DBError) -> UInt16 {
+        guard bytes.count - i >= 4 else { throw refusal("an invalid \\u escape in \(path())") }
         var v: UInt16 = 0
         for _ in 0..<4 {
             let b = bytes[i]
@@ -400,7 +480,7 @@ struct RecordBodyReader {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
             case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
             case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
-            default: throw refusal("an invalid \\u escape in \(path)")
+            default: throw refusal("an invalid \\u escape in \(path())")
             }
             v = v << 4 | UInt16(d)
             i += 1
@@ -409,51 +489,51 @@ struct RecordBodyReader {
     }
 
     /// The digits of a JSON number's integer part (after an optional minus sign): `0` or a non-zero digit and more.
-    private mutating func integerDigits(_ path: String) throws(E3DBError) -> Range<Int> {
+    private mutating func integerDigits(_ path: @autoclosure () -> String) throws(E3DBError) -> Range<Int> {
         let start = i
         while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
         guard i > start, i - start == 1 || bytes[start] != UInt8(ascii: "0") else {
             i = start
-            throw refusal("\(path) is not a JSON value")
+            throw refusal("\(path()) is not a JSON value")
         }
         return start..<i
     }
 
     /// An integer without fraction or exponent that fits in `Int64`.
-    private mutating func integer(_ path: String) throws(E3DBError) -> Int64 {
+    private mutating func integer(_ path: @autoclosure () -> String) throws(E3DBError) -> Int64 {
         skipSpace()
         let start = i
         let negative = i < bytes.count && bytes[i] == UInt8(ascii: "-")
         if negative { i += 1 }
         guard i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) else {
-            throw refusal("\(path) is not an integer")
+            throw refusal("\(path()) is not an integer")
         }
         var value: Int64 = 0
-        for k in try integerDigits(path) {
+        for k in try integerDigits(path()) {
             let (m, o1) = value.multipliedReportingOverflow(by: 10)
             let digit = Int64(bytes[k] - UInt8(ascii: "0"))
             let (s, o2) = negative ? m.subtractingReportingOverflow(digit) : m.addingReportingOverflow(digit)
             guard !o1, !o2 else {
                 i = start
-                throw refusal("\(path) does not fit in 64 bits")
+                throw refusal("\(path()) does not fit in 64 bits")
             }
             value = s
         }
         if i < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[i]) {
             i = start
-            throw refusal("\(path) is not an integer (it has a fraction or an exponent)")
+            throw refusal("\(path()) is not an integer (it has a fraction or an exponent)")
         }
         return value
     }
 
     /// Skips a JSON number: `-`, integer digits, an optional fraction and an optional exponent.
-    private mutating func skipNumber(in path: String) throws(E3DBError) {
+    private mutating func skipNumber(in path: @autoclosure () -> String) throws(E3DBError) {
         if bytes[i] == UInt8(ascii: "-") { i += 1 }
-        _ = try integerDigits(path)
+        _ = try integerDigits(path())
         func digits(_ r: inout RecordBodyReader) throws(E3DBError) {
             let start = r.i
             while r.i < r.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(r.bytes[r.i]) { r.i += 1 }
-            guard r.i > start else { throw r.refusal("a malformed number in \(path)") }
+            guard r.i > start else { throw r.refusal("a malformed number in \(path())") }
         }
         if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
             i += 1

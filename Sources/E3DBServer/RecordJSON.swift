@@ -8,10 +8,11 @@ import NIOCore
 /// `API.Record.jsonData()`). The stored `plain` and `data` members are the JSON text of objects of strings as the
 /// client sent them (the record reader read them through), spliced in as they are: the server never decodes stored
 /// JSON into a map and never encodes it again. A row comes from a database someone else may have written, so each
-/// text is checked first (`JSONText.isStringObject`, one linear pass that builds nothing; a field filter reads the
-/// members with the reader's members loop instead, `JSONText.members(of:)`, and keeps each selected member's text
-/// as stored): text that is not one object of strings is `storageCorrupted`, never a malformed answer or a member
-/// of its own. `file_meta`, the server's own small object, is read with the record reader's `file_meta` grammar
+/// text is checked first (`JSONText.checkStringObject`, one linear pass that builds the names and no value; a field
+/// filter reads the members with the reader's members loop instead, `JSONText.members(of:values:)`, skipping the
+/// values, and keeps each selected member's text as stored): text that is not one object of strings with distinct
+/// names (by code units) is `storageCorrupted` naming the column and the record, never a malformed answer, a member
+/// of its own, or a name that means one value to a search and another to an SDK. `file_meta`, the server's own small object, is read with the record reader's `file_meta` grammar
 /// (`JSONText.fileMeta(_:)`) and written again with the file URL of the response. The members and their order are
 /// those of `API.Record`'s encoding.
 enum RecordJSON {
@@ -31,8 +32,8 @@ enum RecordJSON {
     ///   - plain: where `meta.plain` comes from.
     ///   - fileURL: a file record's `file_meta.file_url` (`null` without).
     /// - Returns: the response body.
-    /// - Throws: `storageCorrupted` naming the column when the row's `plain`, `data` or `file_meta` is not what
-    ///   the server stores there.
+    /// - Throws: `storageCorrupted` naming the column and the record when the row's `plain`, `data` or
+    ///   `file_meta` is not what the server stores there (`plain` or `data` with a repeated member name included).
     static func render(_ row: RecordRow, fields: [String] = [], plain: Plain = .stored, fileURL: String? = nil)
         throws -> ByteBuffer
     {
@@ -80,7 +81,7 @@ enum RecordJSON {
         switch plain {
         case .stored:
             w.key("plain", first: false)
-            w.json(try checked(row.plainJSON, "records.plain"))
+            w.json(try checked(row.plainJSON, "records.plain", of: row))
         case .request(let text?):
             w.key("plain", first: false)
             w.json(text)
@@ -95,7 +96,8 @@ enum RecordJSON {
         if let stored = row.fileMetaJSON {
             guard var fileMeta = JSONText.fileMeta(stored) else {
                 throw E3DBError(
-                    .storageCorrupted, "records.file_meta of a stored file record is not a file_meta object")
+                    .storageCorrupted,
+                    "records.file_meta of stored record \(row.recordID.text) is not a file_meta object")
             }
             fileMeta.fileURL = fileURL
             w.key("file_meta", first: false)
@@ -107,10 +109,12 @@ enum RecordJSON {
     /// `data`: the stored text, or with `fields` the stored text of the members they name.
     private static func writeData(_ row: RecordRow, fields: [String], into w: inout JSONTextWriter) throws {
         guard !fields.isEmpty else {
-            w.json(try checked(row.dataJSON, "records.data"))
+            w.json(try checked(row.dataJSON, "records.data", of: row))
             return
         }
-        guard let members = JSONText.members(of: row.dataJSON) else { throw corrupted("records.data") }
+        let members = try stored("records.data", of: row) { () throws(E3DBError) in
+            try JSONText.members(of: row.dataJSON, values: false)
+        }
         let wanted = Set(fields.map(CodeUnitKey.init))
         w.byte(UInt8(ascii: "{"))
         var first = true
@@ -122,22 +126,32 @@ enum RecordJSON {
         w.byte(UInt8(ascii: "}"))
     }
 
-    /// The members of a row's stored `plain`, for a search to match (a name that repeats under Swift's `String`
-    /// equality keeps its first value).
+    /// The members of a row's stored `plain`, for a search to match (names are distinct by code units; two that
+    /// are equal as Swift `String`s keep the first value).
     static func plainMembers(_ row: RecordRow) throws -> [String: String] {
-        guard let members = JSONText.members(of: row.plainJSON) else { throw corrupted("records.plain") }
+        let members = try stored("records.plain", of: row) { () throws(E3DBError) in
+            try JSONText.members(of: row.plainJSON, values: true)
+        }
         var map: [String: String] = Dictionary(minimumCapacity: members.count)
-        for member in members where map[member.name] == nil { map[member.name] = member.value }
+        for member in members where map[member.name] == nil { map[member.name] = member.value ?? "" }
         return map
     }
 
-    /// `text` when it is one JSON object of strings (`JSONText.isStringObject`).
-    private static func checked(_ text: String, _ column: String) throws -> String {
-        guard JSONText.isStringObject(text) else { throw corrupted(column) }
+    /// `text` when it is one JSON object of strings with distinct names (`JSONText.checkStringObject`).
+    private static func checked(_ text: String, _ column: String, of row: RecordRow) throws -> String {
+        try stored(column, of: row) { () throws(E3DBError) in try JSONText.checkStringObject(text) }
         return text
     }
 
-    private static func corrupted(_ column: String) -> E3DBError {
-        E3DBError(.storageCorrupted, "\(column) of a stored record is not a JSON object of strings")
+    /// What `read` returns from a row's stored `column`; its refusal is `storageCorrupted` naming the column and
+    /// the record (the reader's message says what is wrong and at which byte).
+    private static func stored<T>(
+        _ column: String, of row: RecordRow, _ read: () throws(E3DBError) -> T
+    ) throws(E3DBError) -> T {
+        do { return try read() } catch {
+            throw E3DBError(
+                .storageCorrupted,
+                "\(column) of stored record \(row.recordID.text) is not a JSON object of strings: \(error.message)")
+        }
     }
 }

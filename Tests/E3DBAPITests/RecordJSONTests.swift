@@ -31,7 +31,7 @@ struct RecordJSONTests {
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         func map(_ json: String?) -> RecordData? {
-            guard let members = json.flatMap({ JSONText.members(of: $0) }) else { return nil }
+            guard let members = json.flatMap({ try? JSONText.members(of: $0, values: true) }) else { return nil }
             var map = RecordData()
             for member in members { map[member.name] = member.value }
             return members.count == map.count ? map : nil
@@ -41,7 +41,8 @@ struct RecordJSONTests {
         #expect(map(text.data) ?? [:] == record.data, "\(body)", sourceLocation: sourceLocation)
         for member in [text.plain, text.data].compactMap(\.self) {
             #expect(
-                Array(data).firstRange(of: Array(member.utf8)) != nil && JSONText.isStringObject(member), "\(body)",
+                Array(data).firstRange(of: Array(member.utf8)) != nil
+                    && (try? JSONText.checkStringObject(member)) != nil, "\(body)",
                 sourceLocation: sourceLocation)
         }
     }
@@ -251,16 +252,100 @@ struct RecordJSONTests {
         for variant in Self.truncationsAndMutations(of: body) { expectStrictOutcome(variant) }
     }
 
-    @Test("members(of:) reads stored text: names and values decoded, each member's text as it is")
+    @Test("members(of:values:) reads stored text: names and values decoded, each member's text as it is")
     func storedMembers() throws {
         let text = #" { "f" : "a\u00e9" ,"\/g":"" } "#
-        let members = try #require(JSONText.members(of: text))
+        let members = try JSONText.members(of: text, values: true)
         #expect(members.map(\.name) == ["f", "/g"] && members.map(\.value) == ["aé", ""])
         #expect(members.map { String($0.text) } == [#""f" : "a\u00e9""#, #""\/g":"""#])
-        for bad in ["", "{", #"{"f":1}"#, #"{"f":"x"} x"#, #"{"f":"\ud800"}"#, "[]", #"{"f" "x"}"#] {
-            #expect(JSONText.members(of: bad) == nil, "\(bad)")
-            #expect(!JSONText.isStringObject(bad), "\(bad)")
+        let skipped = try JSONText.members(of: text, values: false)
+        #expect(skipped.map(\.name) == ["f", "/g"] && skipped.allSatisfy { $0.value == nil })
+        #expect(skipped.map { String($0.text) } == members.map { String($0.text) })
+        // A name repeated by code units (a search would match one value, an SDK show another) is refused; names
+        // that differ only in normalization are two.
+        let repeated = [#"{"role":"user","role":"admin"}"#, #"{"r":"a","\u0072":"b"}"#]
+        for bad in ["", "{", #"{"f":1}"#, #"{"f":"x"} x"#, #"{"f":"\ud800"}"#, "[]", #"{"f" "x"}"#] + repeated {
+            for values in [true, false] {
+                #expect(throws: E3DBError.self, "\(bad)") { try JSONText.members(of: bad, values: values) }
+            }
+            #expect(throws: E3DBError.self, "\(bad)") { try JSONText.checkStringObject(bad) }
         }
-        #expect(JSONText.members(of: "{}")?.isEmpty == true)
+        do { try JSONText.checkStringObject(repeated[0]) } catch {
+            #expect(
+                error.code == .badRequest && error.message == #"repeated member "role" in the stored object at byte 15"#
+            )
+        }
+        try JSONText.checkStringObject(#"{"\u00e9":"a","e\u0301":"b"}"#)
+        #expect(try JSONText.members(of: "{}", values: true).isEmpty)
+    }
+
+    @Test("a refusal quotes at most 64 bytes of a name, cut at a scalar (one letter and a million combining marks)")
+    func longNamesInMessages() throws {
+        let long = "e" + String(repeating: "\u{301}", count: 1_000_000)
+        #expect(long.count == 1)
+        let body = #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"\#(long)":"a","\#(long)":"b"}}"#
+        do {
+            _ = try API.Record.decodeJSON(Data(body.utf8))
+            Issue.record("a repeated name was accepted")
+        } catch {
+            let quoted = "repeated member \"e" + String(repeating: "\u{301}", count: 31) + "…\" in data at byte "
+            #expect(error.code == .badRequest && error.message.utf8.starts(with: quoted.utf8))
+            #expect(error.message.utf8.count < 200, "\(error.message.utf8.count) bytes")
+        }
+        let name = String(repeating: "é", count: 40)
+        do { try JSONText.checkStringObject(#"{"\#(name)":"a","\#(name)":"b"}"#) } catch {
+            let cut = String(repeating: "é", count: 32)
+            #expect(error.message == #"repeated member "\#(cut)…" in the stored object at byte 88"#)
+        }
+    }
+}
+
+/// Search responses (v1 and v2) are read with the strict record reader on the client: each result's `meta` and
+/// `record_data` as a record's.
+@Suite("Search responses through the record reader")
+struct SearchResponseReaderTests {
+    static let meta = #"{"record_id":"r","writer_id":"w","user_id":"u","type":"t","plain":{"p":"q"},"version":"v"}"#
+
+    static func v1(_ result: String) -> Data { Data(#"{"results":[\#(result)],"last_index":7}"#.utf8) }
+
+    @Test("a v1 and a v2 response read as the server writes them; twins stay two names")
+    func readsResponses() throws {
+        let eak = API.EAKInfo(
+            eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "k"), signerID: nil,
+            signerSigningKey: nil)
+        let eakText = String(decoding: try JSONEncoder().encode(eak), as: UTF8.self)
+        let result =
+            #"{"meta":\#(Self.meta),"record_data":{"\u00e9":"1","e\u0301":"2"},"access_key":\#(eakText),"rec_sig":"s"}"#
+        let page = try API.QueryResponse.decodeBody(
+            Self.v1(result + #",{"meta":\#(Self.meta),"record_data":null,"access_key":null}"#))
+        #expect(page.lastIndex == 7 && page.results.count == 2)
+        #expect(page.results[0].recordData?.count == 2 && page.results[0].accessKey == eak)
+        #expect(page.results[0].recSig == "s" && page.results[0].meta.plain == RecordData(["p": "q"]))
+        #expect(page.results[1].recordData == nil && page.results[1].accessKey == nil)
+        let v2 = try API.SearchResponse.decodeBody(
+            Data(#"{"results":[\#(result)],"last_index":7,"total_results":1,"search_id":"x"}"#.utf8))
+        #expect(v2.totalResults == 1 && v2.searchID == "x" && v2.results == [page.results[0]])
+    }
+
+    @Test("a repeated name in record_data or meta.plain, a fractional size, or a missing member is refused")
+    func refusesWhatARecordReadRefuses() {
+        let bad = [
+            Self.v1(#"{"meta":\#(Self.meta),"record_data":{"f":"1","f":"2"}}"#),
+            Self.v1(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"r":"a","r":"b"}}}"#),
+            Self.v1(#"{"meta":{"writer_id":"w","user_id":"u","type":"t","file_meta":{"size":1.0}}}"#),
+            Self.v1(#"{"record_data":{}}"#),
+            Data(#"{"results":[]}"#.utf8),
+            Data(#"{"results":[],"last_index":1,"total_results":1.5,"search_id":"x"}"#.utf8),
+        ]
+        for body in bad.prefix(5) {
+            #expect(throws: E3DBError.self, "\(String(decoding: body, as: UTF8.self))") {
+                try API.QueryResponse.decodeBody(body)
+            }
+        }
+        for body in bad {
+            #expect(throws: E3DBError.self, "\(String(decoding: body, as: UTF8.self))") {
+                try API.SearchResponse.decodeBody(body)
+            }
+        }
     }
 }

@@ -86,9 +86,6 @@ struct EditedServerDatabaseTests {
         await server.stopped(removingData: false)
         let template = server.data
         defer { try? FileManager.default.removeItem(at: template) }
-        let key = try #require(a.identity.apiKeyID)
-        let secret = try #require(a.identity.apiSecret).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        let basic = "Basic " + Data("\(key):\(secret)".utf8).base64EncodedString()
 
         let columns = try SQLiteEdits.columns(of: template.appendingPathComponent("server.sqlite").path)
             .filter { $0.table == "records" && ["plain", "data"].contains($0.name) }
@@ -105,11 +102,7 @@ struct EditedServerDatabaseTests {
                 let moved = try await ServerProcess.start(data: copy)
                 defer { moved.stop() }
                 let api = RawAPI(url: moved.url)
-                let issued = try await api.send(
-                    "POST", "/v1/auth/token",
-                    headers: [("Authorization", basic), ("Content-Type", "application/x-www-form-urlencoded")],
-                    body: Data("grant_type=client_credentials".utf8))
-                let bearer = try #require(issued.json?["access_token"] as? String, "\(name): \(issued.text)")
+                let bearer = try await Self.bearer(a.identity, api)
                 let reads = [
                     ("read", try await api.send("GET", "/v1/storage/records/\(record)", bearer: bearer)),
                     (
@@ -133,6 +126,57 @@ struct EditedServerDatabaseTests {
             }
         }
         #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
+    }
+
+    @Test("stored plain with a repeated name: a read, a v1 search (by the first value and by none), a v2 search: 503")
+    func repeatedNameInStoredPlain() async throws {
+        let server = try await ServerProcess.start()
+        let a = try await server.register("a")
+        let record = try #require(try await a.write(type: "t", data: ["k": "v"], plain: ["role": "user"]).id)
+        await server.stopped(removingData: false)
+        let data = server.data
+        defer { try? FileManager.default.removeItem(at: data) }
+        let column = try #require(
+            try SQLiteEdits.columns(of: data.appendingPathComponent("server.sqlite").path)
+                .first { $0.table == "records" && $0.name == "plain" })
+        // Spliced as it is, the first value would match a search for role=user while the SDKs show admin.
+        let edited = try SQLiteEdits.edit(
+            data.appendingPathComponent("server.sqlite").path, column,
+            literal: #"'{"role":"user","role":"admin"}'"#)
+        #expect(edited)
+        let moved = try await ServerProcess.start(data: data)
+        defer { moved.stop() }
+        let api = RawAPI(url: moved.url)
+        let bearer = try await Self.bearer(a.identity, api)
+        let replies = [
+            ("read", try await api.send("GET", "/v1/storage/records/\(record)", bearer: bearer)),
+            (
+                "search role=user",
+                try await api.send(
+                    "POST", "/v1/storage/search", bearer: bearer,
+                    json: #"{"include_data":true,"plain":{"eq":{"name":"role","value":"user"}}}"#)
+            ),
+            ("search", try await api.send("POST", "/v1/storage/search", bearer: bearer, json: #"{}"#)),
+            ("v2 search", try await api.send("POST", "/v2/search", bearer: bearer, json: #"{"include_data":true}"#)),
+        ]
+        for (what, reply) in replies {
+            #expect(reply.status == 503, "\(what): \(reply.status) \(reply.text.prefix(300))")
+            let message = reply.json?["error"] as? String ?? ""
+            #expect(!message.contains("admin"), "\(what): \(message)")
+        }
+        #expect(moved.process.isRunning)
+    }
+
+    /// A bearer token for `identity` from the server `api` talks to.
+    static func bearer(_ identity: ClientIdentity, _ api: RawAPI) async throws -> String {
+        let key = try #require(identity.apiKeyID)
+        let secret = try #require(identity.apiSecret).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let basic = "Basic " + Data("\(key):\(secret)".utf8).base64EncodedString()
+        let issued = try await api.send(
+            "POST", "/v1/auth/token",
+            headers: [("Authorization", basic), ("Content-Type", "application/x-www-form-urlencoded")],
+            body: Data("grant_type=client_credentials".utf8))
+        return try #require(issued.json?["access_token"] as? String, "\(issued.text)")
     }
 
     /// What is wrong with an answer to a read of a record whose stored JSON text was edited: nil when it is a

@@ -86,29 +86,57 @@ struct HotPathTests {
         }
     }
 
-    @Test("stored text that is not what the server stores is storageCorrupted naming the column")
+    @Test("stored text that is not what the server stores is storageCorrupted naming the column and the record")
     func corruptedStoredText() throws {
         let good = Self.row(plain: ["n": "1"], data: ["f": "x"], recSig: nil)
-        let bad: [(WritableKeyPath<RecordRow, String>, String, String)] = [
-            (\.plainJSON, #"{"n":1}"#, "records.plain"), (\.dataJSON, #"{"f":"x"} {"#, "records.data"),
-            (\.dataJSON, "[]", "records.data"),
+        let record = good.recordID.text
+        /// `body` throws `storageCorrupted` whose message starts with `column` of the record and says `why`.
+        func expectCorrupted(
+            _ column: String, _ why: String, sourceLocation: SourceLocation = #_sourceLocation,
+            _ body: () throws -> Void
+        ) {
+            do {
+                try body()
+                Issue.record("\(column): accepted", sourceLocation: sourceLocation)
+            } catch let error as E3DBError {
+                #expect(error.code == .storageCorrupted, "\(error)", sourceLocation: sourceLocation)
+                #expect(
+                    error.message.hasPrefix("\(column) of stored record \(record) ") && error.message.contains(why),
+                    "\(error)", sourceLocation: sourceLocation)
+            } catch {
+                Issue.record("\(column): \(error)", sourceLocation: sourceLocation)
+            }
+        }
+        let bad: [(WritableKeyPath<RecordRow, String>, String, String, String)] = [
+            (\.plainJSON, #"{"n":1}"#, "records.plain", "not a string at byte 5"),
+            (\.dataJSON, #"{"f":"x"} {"#, "records.data", "bytes after the stored object"),
+            (\.dataJSON, "[]", "records.data", "is not a JSON object"),
+            // A name repeated by code units: a search would match the first value, the SDKs show the last.
+            (\.plainJSON, #"{"role":"user","role":"admin"}"#, "records.plain", #"repeated member "role""#),
+            (\.dataJSON, #"{"f":"x","\u0066":"y"}"#, "records.data", #"repeated member "f""#),
         ]
-        for (path, text, column) in bad {
+        for (path, text, column, why) in bad {
             var row = good
             row[keyPath: path] = text
             for fields in [[], ["f"]] {
-                #expect(throws: E3DBError.self) { try RecordJSON.render(row, fields: fields) }
-                do { _ = try RecordJSON.render(row, fields: fields) } catch let error as E3DBError {
-                    #expect(error.code == .storageCorrupted && error.message.hasPrefix(column), "\(error)")
-                }
+                expectCorrupted(column, why) { _ = try RecordJSON.render(row, fields: fields) }
             }
+            var search = JSONTextWriter()
+            expectCorrupted(column, why) {
+                try RecordJSON.writeSearchResult(row, includeData: true, accessKey: nil, into: &search)
+            }
+            if path == \.plainJSON { expectCorrupted(column, why) { _ = try RecordJSON.plainMembers(row) } }
         }
         var file = good
         file.fileMetaJSON = #"{"size":"12"}"#
-        #expect(throws: E3DBError.self) { try RecordJSON.render(file) }
+        expectCorrupted("records.file_meta", "not a file_meta object") { _ = try RecordJSON.render(file) }
         var plain = good
         plain.plainJSON = #"{"n":"#
-        #expect(throws: E3DBError.self) { try RecordJSON.plainMembers(plain) }
+        expectCorrupted("records.plain", "not a string at byte 5") { _ = try RecordJSON.plainMembers(plain) }
+        // Names that differ only in normalization are two members, as the SDKs keep them.
+        plain.plainJSON = #"{"\u00e9":"a","e\u0301":"b"}"#
+        _ = try RecordJSON.plainMembers(plain)
+        _ = try RecordJSON.render(plain)
     }
 
     @Test("every control character is escaped as JSONEncoder reads it back")

@@ -386,7 +386,7 @@ struct SearchMatchingTests {
 /// reads them once and never writes them again.
 @Suite("Record text as received")
 struct ReceivedRecordTextTests {
-    @Test("write, update and read: plain and data as sent (separators, escapes, order); a repeated field written anew")
+    @Test("write, update and read: plain and data as sent (separators, escapes, order); a repeated field refused")
     func storedAsSent() async throws {
         let s = try await RequestHandlerTests.Server.make()
         let plain = #"{"z": "1", "k": "caf\u00e9"}"#
@@ -407,9 +407,11 @@ struct ReceivedRecordTextTests {
         #expect(row.plainJSON == plain && row.dataJSON == data)
         let read = await s.send(.get, "/v1/storage/records/\(id)", headers: s.bearer)
         #expect(read.status == 200 && read.body == written.body)
-        // A field-filtered read decodes the stored text.
+        // A field-filtered read keeps the stored text of the members it names, byte for byte.
         let field = await s.send(.get, "/v1/storage/records/\(id)?field=f", headers: s.bearer)
         #expect(field.json?["data"] as? [String: String] == ["f": "a.b/c.d"])
+        let filtered = echoed.replacingOccurrences(of: #""data":\#(data)"#, with: #""data":{"f": "a.b\/c.d"}"#)
+        #expect(field.status == 200 && String(decoding: field.body, as: UTF8.self) == filtered)
 
         // An update without plain keeps the stored plain and stores its data as sent.
         let version = try #require(meta["version"] as? String)
@@ -421,6 +423,20 @@ struct ReceivedRecordTextTests {
         #expect(updated.status == 200)
         let after = try #require(try await s.storage.record(id: recordID))
         #expect(after.plainJSON == plain && after.dataJSON == newData)
+        // Its response leaves plain out (the request had none) and carries the data as sent.
+        let updatedText = String(decoding: updated.body, as: UTF8.self)
+        let updatedMeta = try #require(updated.json?["meta"] as? [String: Any])
+        #expect(updatedMeta["plain"] == nil && updatedMeta["version"] as? String == after.version)
+        #expect(updatedText.contains(#""data":\#(newData)"#), "\(updatedText)")
+        // With plain, the response echoes the request's plain as sent.
+        let newPlain = #"{ "q" : "r\/s" }"#
+        let withPlain = await s.send(
+            .put, "/v1/storage/records/safe/\(id)/\(after.version)", headers: s.bearer,
+            body:
+                #"{"meta":{"writer_id":"\#(s.clientID)","user_id":"\#(s.clientID)","type":"t","plain":\#(newPlain)},"data":\#(newData)}"#
+        )
+        let withPlainText = String(decoding: withPlain.body, as: UTF8.self)
+        #expect(withPlain.status == 200 && withPlainText.contains(#""plain":\#(newPlain),"#), "\(withPlainText)")
 
         // A repeated field is refused by the one reader, saying what and where (no JSONDecoder fallback).
         let repeated = await s.send(

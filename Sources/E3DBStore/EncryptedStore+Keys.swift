@@ -13,7 +13,7 @@ extension EncryptedStore {
     // MARK: Keys
 
     /// Wipes the store's keys from memory. Every later call fails with `E3DBError.Code.storeLocked` until
-    /// ``unlock(_:)``, and no new connection to the database opens. The store's handle to its database's page key is
+    /// `unlock(_:)`, and no new connection to the database opens. The store's handle to its database's page key is
     /// forgotten too, the decrypted records are dropped from the cache (none enters it while locked), and the idle
     /// read connections are closed; a read running meanwhile closes its connection when it ends. What stays in
     /// memory: the pool's writer connection (closing it would close the store, its page cache is released), and the
@@ -40,7 +40,7 @@ extension EncryptedStore {
         pool.releaseMemoryEventually()
     }
 
-    /// Whether the store's keys are not in memory (after ``lock()``, until ``unlock(_:)`` returns).
+    /// Whether the store's keys are not in memory (after ``lock()``, until `unlock(_:)` returns).
     public var isLocked: Bool { lockState.isLocked }
 
     /// Opens the master key again after ``lock()``, and checks the state rows as `open(at:credential:expectedMinimumWriteCounter:)` does.
@@ -70,7 +70,7 @@ extension EncryptedStore {
         try lockState.finishUnlock(ticket, UnlockedState(keys: keys, accessKeys: [:]))
     }
 
-    /// ``unlock(_:)`` for async callers: the key derivation and the state check run on a thread of their own, so no
+    /// `unlock(_:)` for async callers: the key derivation and the state check run on a thread of their own, so no
     /// thread of the cooperative pool waits for them.
     public func unlock(_ credential: StoreCredential) async throws(E3DBError) {
         try await onOwnThread(named: "e3dbkit-store-unlock") { [self] () throws(E3DBError) in try unlock(credential) }

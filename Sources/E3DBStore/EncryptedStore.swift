@@ -53,12 +53,12 @@ public final class EncryptedStore: Sendable {
     /// The database file's path (the file the key header names).
     let databasePath: String
     /// The URI that opens the encrypted database (nil for a plain file): it names the page key in this process by a
-    /// handle, which ``lock()`` forgets and ``unlock(_:)`` gives back.
+    /// handle, which ``lock()`` forgets and `unlock(_:)` gives back.
     let databaseURI: String?
     /// Read-only connections for `get` and query pages (no schema check per read).
     let readers: RecordReaders
     /// The store's one lock state: its keys while unlocked (what every call reads), and whether new connections
-    /// may open (what every new connection checks first). ``lock()`` never waits; an ``unlock(_:)`` that a lock
+    /// may open (what every new connection checks first). ``lock()`` never waits; an `unlock(_:)` that a lock
     /// overtook fails.
     let lockState: StoreLock
     /// Decrypted records by binding MAC (nil when turned off): bounded, emptied by ``lock()``; a record enters it

@@ -5,7 +5,8 @@ import Foundation
 /// Content-Length, an answer that never comes, a redirect, a large body made on the fly, an upload it counts,
 /// `/status099`, which answers status 099 (three digits, no HTTP status), `/headers/N`, which answers with N header
 /// fields besides its `Connection` and `Content-Length`, and `/echo…`, which answers with the
-/// request target (path and query) exactly as it arrived. Over TLS with a certificate and key of the caller's.
+/// request target (path and query) exactly as it arrived. It closes every connection after one answer, and every
+/// answer says so (`Connection: close`), so no client reuses a connection it closed. Over TLS with a certificate and key of the caller's.
 package final class RawHTTPServer: Sendable {
     static let script = #"""
         import socket, ssl, sys, threading, time
@@ -46,15 +47,15 @@ package final class RawHTTPServer: Sendable {
             elif "/slow" in path:
                 time.sleep(300)  # never answers within a test: longer than any client timeout (30 s by default)
             elif path == "/short":
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+                c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
             elif path == "/redirect":
-                c.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n")
+                c.sendall(b"HTTP/1.1 302 Found\r\nConnection: close\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n")
             elif path.startswith("/echo"):
                 body = path.encode()
                 c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
             elif path.startswith("/big/"):
                 n = int(path[5:])
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+                c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % n)
                 sent = 0
                 while sent < n:
                     k = min(len(block), n - sent)
@@ -68,7 +69,7 @@ package final class RawHTTPServer: Sendable {
                         break
                     got += len(piece)
                 body = ("%s %d" % (length, got)).encode()
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
             try:
                 c.shutdown(socket.SHUT_WR)
             except OSError:

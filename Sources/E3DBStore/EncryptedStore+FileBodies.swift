@@ -30,16 +30,18 @@ extension EncryptedStore {
         try readFile(at: path, to: &sink, in: nil)
     }
 
-    /// ``readFile(at:to:)`` with `files/` already open (nil: opened for this read).
+    /// `readFile(at:to:)` with `files/` already open (nil: opened for this read), stopped with `cancelled` (the
+    /// sink aborted) between chunks once `cancellation` is set.
     @discardableResult
-    func readFile<S: FileByteSink>(at path: String, to sink: inout S, in bodies: BodyDirectory?) throws(E3DBError)
-        -> StoredFile
-    {
+    func readFile<S: FileByteSink>(
+        at path: String, to sink: inout S, in bodies: BodyDirectory?, cancellation: FileCancellation? = nil
+    ) throws(E3DBError) -> StoredFile {
         let (entry, fd, key) = try openForReading(path, abort: &sink, in: bodies)
         defer { _ = close(fd) }
         var source = FileDescriptorSource(fileDescriptor: fd)
         let options = FileDecryptionOptions(
-            expectedChecksum: .ciphertextBLAKE2b512(entry.checksum), expectedEncryptedSize: entry.encryptedSize)
+            expectedChecksum: .ciphertextBLAKE2b512(entry.checksum), expectedEncryptedSize: entry.encryptedSize,
+            cancellation: cancellation)
         _ = try entry.naming { () throws(E3DBError) in
             try E3DBFileCipher.decrypt(from: &source, to: &sink, accessKey: key, options: options)
         }

@@ -147,7 +147,7 @@ struct FileRow: Sendable {
 }
 
 /// A file row's values (authenticated once decoded).
-struct FileEntry {
+struct FileEntry: Sendable {
     var id: String
     var path: String
     var recordID: String?

@@ -66,6 +66,18 @@ extension EncryptedStore {
         kdfParameters: Argon2id.Parameters? = nil, batchSize: Int = 500,
         progress: (@Sendable (RekeyProgress) -> Void)? = nil
     ) throws(E3DBError) -> EncryptedStore {
+        try rekey(
+            at: directory, credential: credential, newCredential: newCredential, kdfParameters: kdfParameters,
+            batchSize: batchSize, progress: progress, cancellation: nil)
+    }
+
+    /// `rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)`, also stopped between batches once
+    /// `cancellation` is set (the async form's, which runs this on a thread outside its task).
+    static func rekey(
+        at directory: URL, credential: StoreCredential, newCredential: StoreCredential?,
+        kdfParameters: Argon2id.Parameters?, batchSize: Int, progress: (@Sendable (RekeyProgress) -> Void)?,
+        cancellation: FileCancellation?
+    ) throws(E3DBError) -> EncryptedStore {
         let sealing = newCredential ?? credential
         let old = try open(at: directory, credential: credential)
         // The store opened and authenticated: an old database an interrupted rekey left goes now.
@@ -78,7 +90,7 @@ extension EncryptedStore {
         }
         let plan = RekeyPlan(
             sealing: sealing, parameters: kdfParameters ?? header.parameters ?? KDFPreset.moderate.parameters,
-            batchSize: max(1, batchSize), progress: progress)
+            batchSize: max(1, batchSize), progress: progress, cancellation: cancellation)
         let copy = try databaseCall("rekeying the store") { () throws -> RekeyCopy in
             try old.pool.writeWithoutTransaction { oldDB -> RekeyCopy in
                 var made: RekeyCopy?
@@ -176,7 +188,7 @@ extension EncryptedStore {
         let total = try Int.fetchOne(oldDB, sql: "SELECT COUNT(*) FROM records") ?? 0
         var indexes: [String: [(index: BlindIndex, key: SecureBytes)]] = [:]
         while true {
-            if Task.isCancelled {
+            if Task.isCancelled || plan.cancellation?.isCancelled == true {
                 throw E3DBError(.cancelled, "the rekey was cancelled; call it again to resume")
             }
             let rows = try Row.fetchAll(
@@ -388,6 +400,8 @@ struct RekeyPlan {
     let parameters: Argon2id.Parameters
     let batchSize: Int
     let progress: (@Sendable (RekeyProgress) -> Void)?
+    /// Set by the async form's cancellation (its thread is outside the task, so `Task.isCancelled` is false there).
+    let cancellation: FileCancellation?
 }
 
 /// The finished copy: a store over it, under the new master key, and the key material the commit point puts in

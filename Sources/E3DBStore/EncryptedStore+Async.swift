@@ -15,7 +15,7 @@ extension EncryptedStore {
     /// `FileCancellation` `body` is given: the file cipher checks it between chunks and stops with `cancelled`.
     /// Work that does not check it runs to its end; its result is then returned to the cancelled caller, which
     /// should drop it. Nothing is leaked either way: the thread ends when `body` returns.
-    func blocking<T: Sendable>(
+    static func blocking<T: Sendable>(
         named name: String, _ body: @escaping @Sendable (FileCancellation) throws(E3DBError) -> T
     ) async throws(E3DBError) -> T {
         let cancellation = FileCancellation()
@@ -31,12 +31,12 @@ extension EncryptedStore {
 
     /// `blocking(named:_:)` for a call that takes `value` (a byte source or sink) `inout`: the value goes to the
     /// thread and comes back, also when the call throws.
-    func blocking<Value: Sendable, T: Sendable>(
+    static func blocking<Value: Sendable, T: Sendable>(
         named name: String, _ value: inout Value,
         _ body: @escaping @Sendable (inout Value, FileCancellation) throws(E3DBError) -> T
     ) async throws(E3DBError) -> T {
         let given = value
-        let (outcome, after) = try await blocking(named: name) { cancellation in
+        let (outcome, after) = try await Self.blocking(named: name) { cancellation in
             var value = given
             let outcome = Result { () throws(E3DBError) -> T in try body(&value, cancellation) }
             return (outcome, value)
@@ -54,7 +54,7 @@ extension EncryptedStore {
     public func putFile<Source: FileByteSource & Sendable>(
         at path: String, from source: inout Source, attachedTo recordID: UUID? = nil, replace: Bool = false
     ) async throws(E3DBError) -> StoredFile {
-        try await blocking(named: "e3dbkit-store-file", &source) { [self] source, cancellation throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-file", &source) { [self] source, cancellation throws(E3DBError) in
             try putFile(at: path, from: &source, attachedTo: recordID, replace: replace, cancellation: cancellation)
         }
     }
@@ -74,7 +74,7 @@ extension EncryptedStore {
     public func readFile<S: FileByteSink & Sendable>(at path: String, to sink: inout S) async throws(E3DBError)
         -> StoredFile
     {
-        try await blocking(named: "e3dbkit-store-file", &sink) { [self] sink, cancellation throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-file", &sink) { [self] sink, cancellation throws(E3DBError) in
             try readFile(at: path, to: &sink, in: nil, cancellation: cancellation)
         }
     }
@@ -91,7 +91,7 @@ extension EncryptedStore {
     public func readFile<S: FileByteSink & Sendable>(at path: String, range: ClosedRange<Int>, to sink: inout S)
         async throws(E3DBError)
     {
-        try await blocking(named: "e3dbkit-store-file", &sink) { [self] sink, _ throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-file", &sink) { [self] sink, _ throws(E3DBError) in
             try readFile(at: path, range: range, to: &sink)
         }
     }
@@ -106,7 +106,7 @@ extension EncryptedStore {
     /// `removeOrphanFiles()` for async callers: the listing and unlinking of `files/` run on a thread of their own.
     @discardableResult
     public func removeOrphanFiles() async throws(E3DBError) -> [String] {
-        try await blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in try removeOrphanFiles() }
+        try await Self.blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in try removeOrphanFiles() }
     }
 
     // MARK: Settings
@@ -144,7 +144,7 @@ extension EncryptedStore {
     public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters)
         async throws(E3DBError)
     {
-        try await blocking(named: "e3dbkit-store-credential") { [self] _ throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-credential") { [self] _ throws(E3DBError) in
             try changeCredential(to: credential, kdfParameters: kdfParameters)
         }
     }
@@ -158,27 +158,18 @@ extension EncryptedStore {
         kdfParameters: Argon2id.Parameters? = nil, batchSize: Int = 500,
         progress: (@Sendable (RekeyProgress) -> Void)? = nil
     ) async throws(E3DBError) -> EncryptedStore {
-        let cancellation = FileCancellation()
-        let outcome = await withTaskCancellationHandler {
-            await onOwnThread(named: "e3dbkit-store-rekey") { () -> Result<EncryptedStore, E3DBError> in
-                Result { () throws(E3DBError) -> EncryptedStore in
-                    try rekey(
-                        at: directory, credential: credential, newCredential: newCredential,
-                        kdfParameters: kdfParameters, batchSize: batchSize, progress: progress,
-                        cancellation: cancellation)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
+        try await Self.blocking(named: "e3dbkit-store-rekey") { cancellation throws(E3DBError) in
+            try rekey(
+                at: directory, credential: credential, newCredential: newCredential, kdfParameters: kdfParameters,
+                batchSize: batchSize, progress: progress, cancellation: cancellation)
         }
-        return try outcome.get()
     }
 
     /// `removeStaleDatabaseFiles()` for async callers: the directory listing and unlinking run on a thread of their
     /// own.
     @discardableResult
     public func removeStaleDatabaseFiles() async throws(E3DBError) -> [String] {
-        try await blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in
             try removeStaleDatabaseFiles()
         }
     }
@@ -188,7 +179,7 @@ extension EncryptedStore {
     /// `verify()` for async callers: it runs on a thread of its own, to its end (a cancelled caller drops the
     /// report).
     public func verify() async throws(E3DBError) -> StoreVerificationReport {
-        try await blocking(named: "e3dbkit-store-verify") { [self] _ throws(E3DBError) in try verify() }
+        try await Self.blocking(named: "e3dbkit-store-verify") { [self] _ throws(E3DBError) in try verify() }
     }
 
     /// `export(collection:to:readerPublicKey:)` for async callers: it runs on a thread of its own, to its end (a
@@ -197,7 +188,7 @@ extension EncryptedStore {
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) async throws(E3DBError)
         -> StoreExport
     {
-        try await blocking(named: "e3dbkit-store-export") { [self] _ throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-export") { [self] _ throws(E3DBError) in
             try export(collection: collection, to: directory, readerPublicKey: readerPublicKey)
         }
     }
@@ -208,7 +199,7 @@ extension EncryptedStore {
     public func importCollection(from directory: URL, reader: Box.PrivateKey, as collection: String)
         async throws(E3DBError) -> [RecordReference]
     {
-        try await blocking(named: "e3dbkit-store-import") { [self] _ throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-import") { [self] _ throws(E3DBError) in
             try importCollection(from: directory, reader: reader, as: collection)
         }
     }

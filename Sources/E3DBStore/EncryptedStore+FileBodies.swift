@@ -48,7 +48,7 @@ extension EncryptedStore {
         return try entry.stored()
     }
 
-    /// The whole file at `path`, in memory; see ``readFile(at:to:)``.
+    /// The whole file at `path`, in memory; see `readFile(at:to:)`.
     public func readFile(at path: String) throws(E3DBError) -> Data {
         var sink = MemoryByteSink()
         try readFile(at: path, to: &sink)
@@ -58,7 +58,7 @@ extension EncryptedStore {
     /// Decrypts plaintext bytes `range` (both ends included) of the file at `path` into `sink`, reading only the
     /// chunks that hold them (E3DBFiles' range reads). Each chunk is authenticated under the file's own key, so
     /// bytes from another body never come out; damage outside the range is found by a full read or `verify()`.
-    /// - Throws: as ``readFile(at:to:)``, and `rangeNotSatisfiable` (naming the path).
+    /// - Throws: as `readFile(at:to:)`, and `rangeNotSatisfiable` (naming the path).
     public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError)
     {
         let (entry, fd, key) = try openForReading(path, abort: &sink, in: nil)
@@ -76,7 +76,7 @@ extension EncryptedStore {
         }
     }
 
-    /// Plaintext bytes `range` of the file at `path`, in memory; see ``readFile(at:range:to:)``.
+    /// Plaintext bytes `range` of the file at `path`, in memory; see `readFile(at:range:to:)`.
     public func readFile(at path: String, range: ClosedRange<Int>) throws(E3DBError) -> Data {
         var sink = MemoryByteSink()
         try readFile(at: path, range: range, to: &sink)

@@ -123,7 +123,7 @@ extension EncryptedStore {
             ])
     }
 
-    /// Stores `data` as the file at `path`; see ``putFile(at:from:attachedTo:replace:)``.
+    /// Stores `data` as the file at `path`; see `putFile(at:from:attachedTo:replace:)`.
     @discardableResult
     public func putFile(at path: String, data: Data, attachedTo recordID: UUID? = nil, replace: Bool = false)
         throws(E3DBError) -> StoredFile

@@ -8,7 +8,7 @@ import Foundation
 import GRDB
 import Synchronization
 
-/// What ``EncryptedStore/verify()`` found.
+/// What `EncryptedStore.verify()` found.
 public struct StoreVerificationReport: Sendable {
     /// The number of records checked.
     public let recordsChecked: Int

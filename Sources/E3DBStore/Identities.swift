@@ -111,7 +111,7 @@ extension EncryptedStore {
     /// Enrolling a key again replaces its enrollment (a new EAK and client id).
     /// - Parameters:
     ///   - publicKey: the client's Curve25519 public key (`ClientIdentity.publicKey`).
-    ///   - clientID: the client's id, kept for ``identities()``.
+    ///   - clientID: the client's id, kept for `identities()`.
     /// - Throws: `storeLocked`, `databaseError`; `authenticationFailed` for a low-order public key.
     @discardableResult
     public func addIdentity(publicKey: Box.PublicKey, clientID: UUID? = nil) throws(E3DBError) -> StoreIdentity {
@@ -208,7 +208,7 @@ extension EncryptedStore {
 
 extension EncryptedStore {
     /// Creates a new, empty store that opens with `identity`'s private key only (its master key wrapped for the
-    /// identity's public key); ``changeCredential(to:kdf:)`` can add a passphrase or key later.
+    /// identity's public key); `changeCredential(to:kdf:)` can add a passphrase or key later.
     /// `databaseEncryption` chooses an encrypted (the default) or plain database file.
     /// - Throws: `E3DBError.Code.storeExists`, `databaseError`.
     public static func create(

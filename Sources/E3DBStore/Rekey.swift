@@ -37,7 +37,7 @@ extension EncryptedStore {
     /// key). The old database file is removed after it. A crash before it leaves the old store whole (the copy is
     /// never opened as the store); the next `rekey` resumes the copy when the store has not changed since, or
     /// starts it again. A crash after it leaves the new store and the old file, which `open` never removes: the next `rekey`, or
-    /// ``removeStaleDatabaseFiles()`` (`store gc`), does.
+    /// `removeStaleDatabaseFiles()` (`store gc`), does.
     ///
     /// Cost: O(records) (every record is decrypted and encrypted again) and free disk space for one copy of the
     /// database. While it copies, it holds the store's write lock: writers in other connections wait, then fail
@@ -46,7 +46,7 @@ extension EncryptedStore {
     /// are closed), and any connection opened meanwhile would go on with the old file. Close every other
     /// ``EncryptedStore`` of this directory first, and use the store this returns.
     ///
-    /// ``changeCredential(to:kdf:)`` is the O(1) alternative that changes only the passphrase or key.
+    /// `changeCredential(to:kdf:)` is the O(1) alternative that changes only the passphrase or key.
     /// - Parameters:
     ///   - directory: the store's directory.
     ///   - credential: what opens the store now (a passphrase, a raw key, or an enrolled identity on a store that

@@ -13,7 +13,7 @@ import GRDB
     import Darwin
 #endif
 
-/// What ``EncryptedStore/export(collection:to:readerPublicKey:)`` wrote.
+/// What `EncryptedStore.export(collection:to:readerPublicKey:)` wrote.
 public struct StoreExport: Sendable, Hashable {
     /// `DIR/records.ndjson`: one `EncryptedDocument` per line, in write order.
     public let recordsFile: URL
@@ -184,7 +184,7 @@ extension EncryptedStore {
     }
 
     /// Imports a collection shared with an E3DB client: `DIR/eak.json` (an EAKInfo for that client) and
-    /// `DIR/records.ndjson` (one `EncryptedDocument` per line, as ``export(collection:to:readerPublicKey:)`` and
+    /// `DIR/records.ndjson` (one `EncryptedDocument` per line, as `export(collection:to:readerPublicKey:)` and
     /// the other SDKs write them). Every record is decrypted (and its `rec_sig` verified when present and the
     /// EAKInfo names a signing key) before anything is stored; the records keep their ciphertext and get new ids.
     /// All records are stored in one transaction.

@@ -30,6 +30,12 @@ extension EncryptedStore {
         return try outcome.get()
     }
 
+    /// Throws `cancelled` once `cancellation` is set: what a long synchronous body run by `blocking(named:_:)`
+    /// checks between its batches.
+    static func stopIfCancelled(_ cancellation: FileCancellation?, _ what: String) throws(E3DBError) {
+        if cancellation?.isCancelled == true { throw E3DBError(.cancelled, "\(what) was cancelled") }
+    }
+
     /// `blocking(named:_:)` for a call that takes `value` (a byte source or sink) `inout`: the value goes to the
     /// thread and comes back, also when the call throws.
     static func blocking<Value: Sendable, T: Sendable>(
@@ -177,20 +183,23 @@ extension EncryptedStore {
 
     // MARK: Verification, export and import
 
-    /// `verify()` for async callers: it runs on a thread of its own, to its end (a cancelled caller drops the
-    /// report).
+    /// `verify()` for async callers: it runs on a thread of its own; cancelling the task stops it with `cancelled`
+    /// before the next collection or page of records.
     public func verify() async throws(E3DBError) -> StoreVerificationReport {
-        try await Self.blocking(named: "e3dbkit-store-verify") { [self] _ throws(E3DBError) in try verify() }
+        try await Self.blocking(named: "e3dbkit-store-verify") { [self] cancellation throws(E3DBError) in
+            try verify(cancellation: cancellation)
+        }
     }
 
-    /// `export(collection:to:readerPublicKey:)` for async callers: it runs on a thread of its own, to its end (a
-    /// cancelled caller drops the result; the files are published all the same).
+    /// `export(collection:to:readerPublicKey:)` for async callers: it runs on a thread of its own; cancelling the
+    /// task stops it with `cancelled` before the next page of records, and nothing is published.
     @discardableResult
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) async throws(E3DBError)
         -> StoreExport
     {
-        try await Self.blocking(named: "e3dbkit-store-export") { [self] _ throws(E3DBError) in
-            try export(collection: collection, to: directory, readerPublicKey: readerPublicKey)
+        try await Self.blocking(named: "e3dbkit-store-export") { [self] cancellation throws(E3DBError) in
+            try export(
+                collection: collection, to: directory, readerPublicKey: readerPublicKey, cancellation: cancellation)
         }
     }
 

@@ -101,6 +101,14 @@ extension EncryptedStore {
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) throws(E3DBError)
         -> StoreExport
     {
+        try export(collection: collection, to: directory, readerPublicKey: readerPublicKey, cancellation: nil)
+    }
+
+    /// `export(collection:to:readerPublicKey:)`, stopped with `cancelled` before each page of records once
+    /// `cancellation` is set (the async form's): nothing is published then.
+    func export(
+        collection: String, to directory: URL, readerPublicKey: Box.PublicKey, cancellation: FileCancellation?
+    ) throws(E3DBError) -> StoreExport {
         let (info, keyVersion) = try sharedKey(collection, with: readerPublicKey)
         let status = try keyStatus(collection: collection)
         guard status.keyVersion == keyVersion else { throw rotatedDuringExport(collection) }
@@ -124,6 +132,7 @@ extension EncryptedStore {
         var count = 0
         var after: Int64?
         while true {
+            try EncryptedStore.stopIfCancelled(cancellation, "the export of \(collection)")
             let rows = try databaseCall("exporting collection \(collection)") {
                 try pool.read { db -> [Row] in
                     // The page and the key version in one read transaction.

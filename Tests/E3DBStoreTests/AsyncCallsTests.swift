@@ -221,6 +221,32 @@ struct AsyncCallsTests {
         #expect((try? FileManager.default.contentsOfDirectory(atPath: bodies.path))?.isEmpty ?? true)
         #expect(try await store.removeOrphanFiles().isEmpty)
     }
+
+    @Test("cancelling an async verify or export ends it with cancelled at its next page; the export publishes nothing")
+    func cancelledVerifyAndExport() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try await store.put(collection: "c", type: "t", data: ["n": "1"])
+        let reader = ClientIdentity.generate(clientID: UUID())
+        let exportDir = dir.url.appendingPathComponent("export")
+        // Each call runs in a task cancelled before it starts: its flag is set when its thread starts, and the
+        // first check (before the first collection, before the first page) stops it.
+        let verify = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await store.verify()
+        }
+        await expectAsyncStoreError(.cancelled) { _ = try await verify.value }
+        let export = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
+        }
+        await expectAsyncStoreError(.cancelled) { _ = try await export.value }
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: exportDir.path))?.isEmpty ?? true)
+        // Not cancelled, both run to their end.
+        #expect(try await store.verify().recordsChecked == 1)
+        #expect(
+            try await store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 1)
+    }
 }
 
 /// The synchronous forms, called from a synchronous context (in an async one the async overloads win).

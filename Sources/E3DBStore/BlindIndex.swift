@@ -85,6 +85,26 @@ extension EncryptedStore {
     public func createIndex(collection: String, fields: [String], name: String? = nil, bits: Int = 32)
         throws(E3DBError) -> (index: BlindIndex, records: Int)
     {
+        let creation = try indexCreation(collection: collection, fields: fields, name: name, bits: bits)
+        _ = try accessKey(for: collection, create: false)
+        return (creation.index, try perform(creation.write))
+    }
+
+    /// `createIndex(collection:fields:name:bits:)` for async callers.
+    @discardableResult
+    public func createIndex(collection: String, fields: [String], name: String? = nil, bits: Int = 32)
+        async throws(E3DBError) -> (index: BlindIndex, records: Int)
+    {
+        let creation = try indexCreation(collection: collection, fields: fields, name: name, bits: bits)
+        _ = try await collectionKeys(collection, create: false)
+        return (creation.index, try await perform(creation.write))
+    }
+
+    /// The index `createIndex` creates and its write transaction, which counts the records it fills it from. The
+    /// collection's keys must be in memory before the write (its records are decrypted inside it).
+    private func indexCreation(collection: String, fields: [String], name: String?, bits: Int)
+        throws(E3DBError) -> (index: BlindIndex, write: StoreAccess<Int>)
+    {
         guard !fields.isEmpty, Set(fields).count == fields.count else {
             throw E3DBError(.invalidParameter, "an index needs one or more distinct fields")
         }
@@ -92,66 +112,79 @@ extension EncryptedStore {
             throw E3DBError(.invalidParameter, "an index's bits must be 1...256", context: .init(actual: bits))
         }
         let keys = try currentKeys()
-        _ = try accessKey(for: collection, create: false)
         let index = BlindIndex(name: name ?? fields.joined(separator: "+"), fields: fields, bits: bits)
         let indexKey = try BlindIndex.key(keys, collection: collection, name: index.name)
         let fieldsJSON = CanonicalJSON.serialize(.array(fields.map { .string($0) }))
-        let count = try databaseCall("creating index \(index.name)") { () throws -> Int in
-            try pool.write { db -> Int in
-                if try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM blind_indexes WHERE collection = ? AND name = ?",
-                    arguments: [collection, index.name]) == true
-                {
-                    throw E3DBError(
-                        .storeExists, "index \(index.name) exists in \(collection)", context: .init(item: index.name))
-                }
-                try db.execute(
-                    sql: "INSERT INTO blind_indexes (collection, name, fields, bits, created) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [collection, index.name, fieldsJSON, bits, StoreTime.format(StoreTime.now())])
-                var filled = 0
-                let rows = try Row.fetchCursor(
-                    db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
-                while let row = try rows.next() {
-                    let stored = StoredRow(row)
-                    let record = try decode(stored, collection: collection)
-                    guard let seq = stored.seq else {
-                        throw stored.damage ?? E3DBError(.storeCorrupted, "record \(record.id) has no sequence number")
-                    }
-                    try insertTokens(
-                        db, indexes: [(index, indexKey)], collection: collection, seq: seq, data: record.data)
-                    filled += 1
-                }
-                try commitState(db, keys, nil)
-                return filled
+        let write = StoreAccess<Int>.write("creating index \(index.name)") { [self] db -> Int in
+            if try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM blind_indexes WHERE collection = ? AND name = ?",
+                arguments: [collection, index.name]) == true
+            {
+                throw E3DBError(
+                    .storeExists, "index \(index.name) exists in \(collection)", context: .init(item: index.name))
             }
+            try db.execute(
+                sql: "INSERT INTO blind_indexes (collection, name, fields, bits, created) VALUES (?, ?, ?, ?, ?)",
+                arguments: [collection, index.name, fieldsJSON, bits, StoreTime.format(StoreTime.now())])
+            var filled = 0
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT * FROM records WHERE collection = ? ORDER BY seq", arguments: [collection])
+            while let row = try rows.next() {
+                let stored = StoredRow(row)
+                let record = try decode(stored, collection: collection)
+                guard let seq = stored.seq else {
+                    throw stored.damage ?? E3DBError(.storeCorrupted, "record \(record.id) has no sequence number")
+                }
+                try insertTokens(
+                    db, indexes: [(index, indexKey)], collection: collection, seq: seq, data: record.data)
+                filled += 1
+            }
+            try commitState(db, keys, nil)
+            return filled
         }
-        return (index, count)
+        return (index, write)
     }
 
     /// The blind indexes of `collection`.
     public func indexes(collection: String) throws(E3DBError) -> [BlindIndex] {
+        try perform(indexRead(collection))
+    }
+
+    /// `indexes(collection:)` for async callers.
+    public func indexes(collection: String) async throws(E3DBError) -> [BlindIndex] {
+        try await perform(indexRead(collection))
+    }
+
+    /// The read of `indexes(collection:)`.
+    private func indexRead(_ collection: String) throws(E3DBError) -> StoreAccess<[BlindIndex]> {
         _ = try currentKeys()  // a locked store refuses every call
-        return try databaseCall("reading indexes") {
-            try pool.read { db in try loadIndexes(db, collection: collection) }
-        }
+        return .read("reading indexes") { [self] db in try loadIndexes(db, collection: collection) }
     }
 
     /// Removes a blind index and its tokens.
     public func dropIndex(collection: String, name: String) throws(E3DBError) {
+        try perform(indexDrop(collection: collection, name: name))
+    }
+
+    /// `dropIndex(collection:name:)` for async callers.
+    public func dropIndex(collection: String, name: String) async throws(E3DBError) {
+        try await perform(indexDrop(collection: collection, name: name))
+    }
+
+    /// The write transaction of `dropIndex(collection:name:)`.
+    private func indexDrop(collection: String, name: String) throws(E3DBError) -> StoreAccess<Void> {
         let keys = try currentKeys()
-        try databaseCall("dropping index \(name)") {
-            try pool.write { db in
-                try db.execute(
-                    sql: "DELETE FROM blind_index_entries WHERE collection = ? AND name = ?",
-                    arguments: [collection, name])
-                try db.execute(
-                    sql: "DELETE FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, name])
-                guard db.changesCount == 1 else {
-                    throw E3DBError(
-                        .invalidParameter, "there is no index \(name) in \(collection)", context: .init(item: name))
-                }
-                try commitState(db, keys, nil)
+        return .write("dropping index \(name)") { [self] db in
+            try db.execute(
+                sql: "DELETE FROM blind_index_entries WHERE collection = ? AND name = ?",
+                arguments: [collection, name])
+            try db.execute(
+                sql: "DELETE FROM blind_indexes WHERE collection = ? AND name = ?", arguments: [collection, name])
+            guard db.changesCount == 1 else {
+                throw E3DBError(
+                    .invalidParameter, "there is no index \(name) in \(collection)", context: .init(item: name))
             }
+            try commitState(db, keys, nil)
         }
     }
 

@@ -30,23 +30,25 @@ extension EncryptedStore {
         try readFile(at: path, to: &sink, in: nil)
     }
 
-    /// ``readFile(at:to:)`` with `files/` already open (nil: opened for this read).
+    /// `readFile(at:to:)` with `files/` already open (nil: opened for this read), stopped with `cancelled` (the
+    /// sink aborted) between chunks once `cancellation` is set.
     @discardableResult
-    func readFile<S: FileByteSink>(at path: String, to sink: inout S, in bodies: BodyDirectory?) throws(E3DBError)
-        -> StoredFile
-    {
+    func readFile<S: FileByteSink>(
+        at path: String, to sink: inout S, in bodies: BodyDirectory?, cancellation: FileCancellation? = nil
+    ) throws(E3DBError) -> StoredFile {
         let (entry, fd, key) = try openForReading(path, abort: &sink, in: bodies)
         defer { _ = close(fd) }
         var source = FileDescriptorSource(fileDescriptor: fd)
         let options = FileDecryptionOptions(
-            expectedChecksum: .ciphertextBLAKE2b512(entry.checksum), expectedEncryptedSize: entry.encryptedSize)
+            expectedChecksum: .ciphertextBLAKE2b512(entry.checksum), expectedEncryptedSize: entry.encryptedSize,
+            cancellation: cancellation)
         _ = try entry.naming { () throws(E3DBError) in
             try E3DBFileCipher.decrypt(from: &source, to: &sink, accessKey: key, options: options)
         }
         return try entry.stored()
     }
 
-    /// The whole file at `path`, in memory; see ``readFile(at:to:)``.
+    /// The whole file at `path`, in memory; see `readFile(at:to:)`.
     public func readFile(at path: String) throws(E3DBError) -> Data {
         var sink = MemoryByteSink()
         try readFile(at: path, to: &sink)
@@ -56,7 +58,7 @@ extension EncryptedStore {
     /// Decrypts plaintext bytes `range` (both ends included) of the file at `path` into `sink`, reading only the
     /// chunks that hold them (E3DBFiles' range reads). Each chunk is authenticated under the file's own key, so
     /// bytes from another body never come out; damage outside the range is found by a full read or `verify()`.
-    /// - Throws: as ``readFile(at:to:)``, and `rangeNotSatisfiable` (naming the path).
+    /// - Throws: as `readFile(at:to:)`, and `rangeNotSatisfiable` (naming the path).
     public func readFile<S: FileByteSink>(at path: String, range: ClosedRange<Int>, to sink: inout S) throws(E3DBError)
     {
         let (entry, fd, key) = try openForReading(path, abort: &sink, in: nil)
@@ -74,7 +76,7 @@ extension EncryptedStore {
         }
     }
 
-    /// Plaintext bytes `range` of the file at `path`, in memory; see ``readFile(at:range:to:)``.
+    /// Plaintext bytes `range` of the file at `path`, in memory; see `readFile(at:range:to:)`.
     public func readFile(at path: String, range: ClosedRange<Int>) throws(E3DBError) -> Data {
         var sink = MemoryByteSink()
         try readFile(at: path, range: range, to: &sink)

@@ -36,6 +36,15 @@ extension EncryptedStore {
     public func putFile(
         at path: String, from source: inout some FileByteSource, attachedTo recordID: UUID? = nil, replace: Bool = false
     ) throws(E3DBError) -> StoredFile {
+        try putFile(at: path, from: &source, attachedTo: recordID, replace: replace, cancellation: nil)
+    }
+
+    /// `putFile(at:from:attachedTo:replace:)`, stopped with `cancelled` between chunks once `cancellation` is set
+    /// (nothing is stored then).
+    func putFile(
+        at path: String, from source: inout some FileByteSource, attachedTo recordID: UUID?, replace: Bool,
+        cancellation: FileCancellation?
+    ) throws(E3DBError) -> StoredFile {
         let keys = try currentKeys()
         let path = try StorePath.normalize(path)
         if let recordID {
@@ -62,7 +71,7 @@ extension EncryptedStore {
         var body = try StagedBody(in: bodies, id: id)
         let result = try E3DBFileCipher.encrypt(
             from: &source, to: &body, accessKey: fileKey,
-            options: FileEncryptionOptions(checksums: [.ciphertextBLAKE2b512]))
+            options: FileEncryptionOptions(checksums: [.ciphertextBLAKE2b512], cancellation: cancellation))
         guard let checksum = result.checksums.ciphertextBLAKE2b512 else {
             body.abort()
             throw E3DBError(.databaseError, "the file cipher returned no checksum")
@@ -114,7 +123,7 @@ extension EncryptedStore {
             ])
     }
 
-    /// Stores `data` as the file at `path`; see ``putFile(at:from:attachedTo:replace:)``.
+    /// Stores `data` as the file at `path`; see `putFile(at:from:attachedTo:replace:)`.
     @discardableResult
     public func putFile(at path: String, data: Data, attachedTo recordID: UUID? = nil, replace: Bool = false)
         throws(E3DBError) -> StoredFile
@@ -149,36 +158,67 @@ extension EncryptedStore {
         try fileEntry(at: path).stored()
     }
 
+    /// `file(at:)` for async callers.
+    public func file(at path: String) async throws(E3DBError) -> StoredFile {
+        try await perform(fileEntryRead(at: path)).stored()
+    }
+
     /// The files under `directory` (`/` for all), sorted by path, each row authenticated.
     public func files(under directory: String = "/") throws(E3DBError) -> [StoredFile] {
-        let directory = try StorePath.normalizeDirectory(directory)
-        let (low, high) = StorePath.bounds(under: directory)
-        return try fileEntries(sql: "SELECT * FROM files WHERE path >= ? AND path < ? ORDER BY path", [low, high])
+        try perform(fileList(under: directory))
+    }
+
+    /// `files(under:)` for async callers.
+    public func files(under directory: String = "/") async throws(E3DBError) -> [StoredFile] {
+        try await perform(fileList(under: directory))
     }
 
     /// The files attached to a record, sorted by path.
     public func files(attachedTo recordID: UUID) throws(E3DBError) -> [StoredFile] {
-        try fileEntries(sql: "SELECT * FROM files WHERE record_id = ? ORDER BY path", [recordID.lowercasedString])
+        try perform(fileList(attachedTo: recordID))
     }
 
-    func fileEntries(sql: String, _ arguments: [String]) throws(E3DBError) -> [StoredFile] {
+    /// `files(attachedTo:)` for async callers.
+    public func files(attachedTo recordID: UUID) async throws(E3DBError) -> [StoredFile] {
+        try await perform(fileList(attachedTo: recordID))
+    }
+
+    /// The read of `files(under:)`.
+    private func fileList(under directory: String) throws(E3DBError) -> StoreAccess<[StoredFile]> {
+        let directory = try StorePath.normalizeDirectory(directory)
+        let (low, high) = StorePath.bounds(under: directory)
+        return try fileList(sql: "SELECT * FROM files WHERE path >= ? AND path < ? ORDER BY path", [low, high])
+    }
+
+    /// The read of `files(attachedTo:)`.
+    private func fileList(attachedTo recordID: UUID) throws(E3DBError) -> StoreAccess<[StoredFile]> {
+        try fileList(sql: "SELECT * FROM files WHERE record_id = ? ORDER BY path", [recordID.lowercasedString])
+    }
+
+    /// A read of the file rows `sql` selects, each authenticated.
+    private func fileList(sql: String, _ arguments: [String]) throws(E3DBError) -> StoreAccess<[StoredFile]> {
         let keys = try currentKeys()
-        let rows = try databaseCall("listing files") {
-            try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)) }
+        return .read("listing files") { [self] db in
+            try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map { row in
+                try decodeFile(FileRow(row), keys: keys).stored()
+            }
         }
-        var files: [StoredFile] = []
-        for row in rows { files.append(try decodeFile(FileRow(row), keys: keys).stored()) }
-        return files
     }
 
     func fileEntry(at path: String) throws(E3DBError) -> FileEntry {
+        try perform(fileEntryRead(at: path))
+    }
+
+    /// The read of the authenticated row at `path`: `fileNotFound` without one.
+    func fileEntryRead(at path: String) throws(E3DBError) -> StoreAccess<FileEntry> {
         let keys = try currentKeys()
         let path = try StorePath.normalize(path)
-        let row = try databaseCall("reading file \(path)") {
-            try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM files WHERE path = ?", arguments: [path]) }
+        return .read("reading file \(path)") { [self] db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM files WHERE path = ?", arguments: [path]) else {
+                throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path))
+            }
+            return try decodeFile(FileRow(row), keys: keys)
         }
-        guard let row else { throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path)) }
-        return try decodeFile(FileRow(row), keys: keys)
     }
 
     // MARK: Moving and deleting
@@ -190,70 +230,87 @@ extension EncryptedStore {
     ///   itself), `fileTampered`.
     @discardableResult
     public func moveFile(from source: String, to destination: String) throws(E3DBError) -> Int {
+        try perform(moving(from: source, to: destination))
+    }
+
+    /// `moveFile(from:to:)` for async callers.
+    @discardableResult
+    public func moveFile(from source: String, to destination: String) async throws(E3DBError) -> Int {
+        try await perform(moving(from: source, to: destination))
+    }
+
+    /// The write transaction of `moveFile(from:to:)` (GRDB's write transactions are IMMEDIATE).
+    private func moving(from source: String, to destination: String) throws(E3DBError) -> StoreAccess<Int> {
         let keys = try currentKeys()
         let from = try StorePath.normalize(source)
         let to = try StorePath.normalize(destination)
-        guard from != to else { return 0 }
+        guard from != to else { return .read("moving \(from)") { _ in 0 } }
         guard !to.hasPrefix(from + "/") else {
             throw E3DBError(.invalidParameter, "cannot move \(from) into itself", context: .init(item: from))
         }
-        return try databaseCall("moving \(from)") {
-            try pool.writeWithoutTransaction { db in
-                var moved = 0
-                try db.inTransaction(.immediate) {
-                    let (low, high) = StorePath.bounds(under: from)
-                    let rows = try Row.fetchAll(
-                        db, sql: "SELECT * FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path",
-                        arguments: [from, low, high])
-                    guard !rows.isEmpty else {
-                        throw E3DBError(.fileNotFound, "there is no file \(from)", context: .init(item: from))
-                    }
-                    try checkFree(db, path: to, replace: false)
-                    let now = StoreTime.format(StoreTime.now())
-                    for row in rows {
-                        var entry = try decodeFile(FileRow(row), keys: keys)
-                        let old = entry.path
-                        entry.path = to + old.dropFirst(from.count)
-                        entry.updated = now
-                        try db.execute(
-                            sql: "UPDATE files SET path = ?, updated = ?, mac = ? WHERE id = ?",
-                            arguments: [entry.path, entry.updated, try fileMAC(keys, entry), entry.id])
-                        moved += 1
-                    }
-                    try commitState(db, keys, nil)
-                    return .commit
-                }
-                return moved
+        return .write("moving \(from)") { [self] db in
+            let (low, high) = StorePath.bounds(under: from)
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT * FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path",
+                arguments: [from, low, high])
+            guard !rows.isEmpty else {
+                throw E3DBError(.fileNotFound, "there is no file \(from)", context: .init(item: from))
             }
+            try checkFree(db, path: to, replace: false)
+            let now = StoreTime.format(StoreTime.now())
+            for row in rows {
+                var entry = try decodeFile(FileRow(row), keys: keys)
+                let old = entry.path
+                entry.path = to + old.dropFirst(from.count)
+                entry.updated = now
+                try db.execute(
+                    sql: "UPDATE files SET path = ?, updated = ?, mac = ? WHERE id = ?",
+                    arguments: [entry.path, entry.updated, try fileMAC(keys, entry), entry.id])
+            }
+            try commitState(db, keys, nil)
+            return rows.count
         }
     }
 
     /// Deletes the file at `path` (with `recursive`, also every file under it when it is a directory). Rows are
     /// deleted in one transaction; bodies are removed after it commits (a crash in between, or a `files` directory
-    /// the store refuses, leaves orphan bodies, which `verify()` reports and ``removeOrphanFiles()`` removes).
+    /// the store refuses, leaves orphan bodies, which `verify()` reports and `removeOrphanFiles()` removes).
     /// - Returns: the number of files deleted.
     /// - Throws: `fileNotFound`.
     @discardableResult
     public func deleteFile(at path: String, recursive: Bool = false) throws(E3DBError) -> Int {
+        removeBodies(try perform(deletion(at: path, recursive: recursive)))
+    }
+
+    /// `deleteFile(at:recursive:)` for async callers.
+    @discardableResult
+    public func deleteFile(at path: String, recursive: Bool = false) async throws(E3DBError) -> Int {
+        removeBodies(try await perform(deletion(at: path, recursive: recursive)))
+    }
+
+    /// The write transaction of `deleteFile(at:recursive:)`: the ids of the rows it deleted.
+    private func deletion(at path: String, recursive: Bool) throws(E3DBError) -> StoreAccess<[String]> {
         let keys = try currentKeys()
         let path = try StorePath.normalize(path)
-        let ids = try databaseCall("deleting \(path)") {
-            try pool.write { db in
-                var ids = try String.fetchAll(db, sql: "SELECT id FROM files WHERE path = ?", arguments: [path])
-                if recursive {
-                    let (low, high) = StorePath.bounds(under: path)
-                    ids += try String.fetchAll(
-                        db, sql: "SELECT id FROM files WHERE path >= ? AND path < ?", arguments: [low, high])
-                }
-                guard !ids.isEmpty else {
-                    throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path))
-                }
-                for id in ids { try db.execute(sql: "DELETE FROM files WHERE id = ?", arguments: [id]) }
-                try commitState(db, keys, nil)
-                return ids
+        return .write("deleting \(path)") { [self] db in
+            var ids = try String.fetchAll(db, sql: "SELECT id FROM files WHERE path = ?", arguments: [path])
+            if recursive {
+                let (low, high) = StorePath.bounds(under: path)
+                ids += try String.fetchAll(
+                    db, sql: "SELECT id FROM files WHERE path >= ? AND path < ?", arguments: [low, high])
             }
+            guard !ids.isEmpty else {
+                throw E3DBError(.fileNotFound, "there is no file \(path)", context: .init(item: path))
+            }
+            for id in ids { try db.execute(sql: "DELETE FROM files WHERE id = ?", arguments: [id]) }
+            try commitState(db, keys, nil)
+            return ids
         }
-        // Best effort: the rows are gone; a body left (files/ refused or unwritable) is an orphan verify reports.
+    }
+
+    /// Removes the bodies of the deleted rows `ids`; returns how many rows there were. Best effort: the rows are
+    /// gone; a body left (files/ refused or unwritable) is an orphan verify reports.
+    private func removeBodies(_ ids: [String]) -> Int {
         if let bodies = try? BodyDirectory(in: directory, create: false) {
             for name in ids.compactMap(BodyDirectory.bodyName) { bodies.remove(name) }
         }

@@ -85,7 +85,7 @@ extension EncryptedStore {
     /// tokens, settings, files): the old passphrase or key with an old copy of the file (a backup) still opens the
     /// master key, and with it every record of that copy and every record written later into the current file.
     /// To cut off old credentials and old copies, use
-    /// ``rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)``.
+    /// `rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)`.
     /// - Parameters:
     ///   - credential: the new passphrase or raw key.
     ///   - kdf: the Argon2id cost for a new passphrase.
@@ -94,7 +94,7 @@ extension EncryptedStore {
     }
 
     /// Changes the passphrase or key with explicit Argon2id parameters.
-    /// An identity is not a replacement credential: enroll it with ``addIdentity(publicKey:clientID:)``.
+    /// An identity is not a replacement credential: enroll it with `addIdentity(publicKey:clientID:)`.
     public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters) throws(E3DBError) {
         if case .identity = credential {
             throw E3DBError(

@@ -37,23 +37,41 @@ extension EncryptedStore {
 
     /// The number of records in `collection` (all collections when nil).
     public func count(collection: String? = nil) throws(E3DBError) -> Int {
+        try perform(counting(collection))
+    }
+
+    /// `count(collection:)` for async callers.
+    public func count(collection: String? = nil) async throws(E3DBError) -> Int {
+        try await perform(counting(collection))
+    }
+
+    /// The read of `count(collection:)`.
+    private func counting(_ collection: String?) throws(E3DBError) -> StoreAccess<Int> {
         _ = try currentKeys()  // a locked store refuses every call
-        return try databaseCall("counting records") {
-            try pool.read { db in
-                if let collection {
-                    return try Int.fetchOne(
-                        db, sql: "SELECT COUNT(*) FROM records WHERE collection = ?", arguments: [collection]) ?? 0
-                }
-                return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") ?? 0
+        return .read("counting records") { db in
+            if let collection {
+                return try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM records WHERE collection = ?", arguments: [collection]) ?? 0
             }
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") ?? 0
         }
     }
 
     /// The collections' names, sorted.
     public func collections() throws(E3DBError) -> [String] {
+        try perform(collectionNames())
+    }
+
+    /// `collections()` for async callers.
+    public func collections() async throws(E3DBError) -> [String] {
+        try await perform(collectionNames())
+    }
+
+    /// The read of `collections()`.
+    private func collectionNames() throws(E3DBError) -> StoreAccess<[String]> {
         _ = try currentKeys()
-        return try databaseCall("listing collections") {
-            try pool.read { db in try String.fetchAll(db, sql: "SELECT name FROM collections ORDER BY name") }
+        return .read("listing collections") { db in
+            try String.fetchAll(db, sql: "SELECT name FROM collections ORDER BY name")
         }
     }
 

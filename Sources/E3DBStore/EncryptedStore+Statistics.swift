@@ -22,25 +22,33 @@ extension EncryptedStore {
     /// Records per collection and the database size.
     /// - Throws: `storeLocked` (an encrypted database's page key is forgotten while the store is locked).
     public func statistics() throws(E3DBError) -> StoreStatistics {
+        try perform(statisticsRead())
+    }
+
+    /// `statistics()` for async callers.
+    public func statistics() async throws(E3DBError) -> StoreStatistics {
+        try await perform(statisticsRead())
+    }
+
+    /// The read of `statistics()`.
+    private func statisticsRead() throws(E3DBError) -> StoreAccess<StoreStatistics> {
         _ = try currentKeys()
-        return try databaseCall("reading statistics") {
-            try pool.read { db in
-                var counts: [String: Int] = [:]
-                let names: [String] = try UntrustedRow.storeColumn(
-                    db, "SELECT name FROM collections", table: "collections", column: "name")
-                for name in names { counts[name] = 0 }
-                for row in try Row.fetchAll(
-                    db, sql: "SELECT collection, COUNT(*) AS n FROM records GROUP BY collection")
-                {
-                    let row = UntrustedRow(store: row, table: "records")
-                    counts[try row.value("collection", as: String.self)] = try row.value("n", as: Int.self)
-                }
-                let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
-                let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
-                return StoreStatistics(
-                    recordsPerCollection: counts, databaseBytes: pages * pageSize,
-                    databaseEncryption: databaseEncryption)
+        return .read("reading statistics") { [databaseEncryption] db in
+            var counts: [String: Int] = [:]
+            let names: [String] = try UntrustedRow.storeColumn(
+                db, "SELECT name FROM collections", table: "collections", column: "name")
+            for name in names { counts[name] = 0 }
+            for row in try Row.fetchAll(
+                db, sql: "SELECT collection, COUNT(*) AS n FROM records GROUP BY collection")
+            {
+                let row = UntrustedRow(store: row, table: "records")
+                counts[try row.value("collection", as: String.self)] = try row.value("n", as: Int.self)
             }
+            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            return StoreStatistics(
+                recordsPerCollection: counts, databaseBytes: pages * pageSize,
+                databaseEncryption: databaseEncryption)
         }
     }
 }

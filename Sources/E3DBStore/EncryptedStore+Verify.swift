@@ -8,7 +8,7 @@ import Foundation
 import GRDB
 import Synchronization
 
-/// What ``EncryptedStore/verify()`` found.
+/// What `EncryptedStore.verify()` found.
 public struct StoreVerificationReport: Sendable {
     /// The number of records checked.
     public let recordsChecked: Int
@@ -34,6 +34,12 @@ extension EncryptedStore {
     /// encrypted file) runs first; each damaged page it finds is a `storeCorrupted` problem, and a record that
     /// cannot be read is reported and passed over.
     public func verify() throws(E3DBError) -> StoreVerificationReport {
+        try verify(cancellation: nil)
+    }
+
+    /// `verify()`, stopped with `cancelled` before each collection and each page of its records once `cancellation`
+    /// is set (the async form's).
+    func verify(cancellation: FileCancellation?) throws(E3DBError) -> StoreVerificationReport {
         var checked = 0
         var problems = databaseFileProblems()
         let keys = try currentKeys()
@@ -51,6 +57,7 @@ extension EncryptedStore {
             problems.append(error)
         }
         for collection in names {
+            try EncryptedStore.stopIfCancelled(cancellation, "the verification")
             do {
                 _ = try accessKey(for: collection, create: false)
             } catch {
@@ -75,6 +82,7 @@ extension EncryptedStore {
             }
             var start = seqs.startIndex
             while start < seqs.endIndex {
+                try EncryptedStore.stopIfCancelled(cancellation, "the verification")
                 let chunk = Array(seqs[start..<min(start + 512, seqs.endIndex)])
                 start += chunk.count
                 for (seq, row) in readRows(chunk, collection: collection, problems: &problems) {

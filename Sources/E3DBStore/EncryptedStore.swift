@@ -208,8 +208,8 @@ public final class EncryptedStore: Sendable {
     /// and the store's write counter authenticate). A store made before the key header has its key material moved
     /// into one first (its database stays plain); a store opened with an older version of this library gets its
     /// state here, from its authenticated records. Opening deletes nothing: an old database file a rekey left
-    /// behind when it was interrupted after its commit point stays until ``removeStaleDatabaseFiles()`` (`store
-    /// gc`) or the next ``rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)``.
+    /// behind when it was interrupted after its commit point stays until `removeStaleDatabaseFiles()` (`store
+    /// gc`) or the next `rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)`.
     ///
     /// Nothing in the key header (`keys.sqlite`, a plain file) is trusted before it is checked: the database file it
     /// names must be `store.sqlite` or `store-<8 hex>.sqlite` and, with its encryption, what the master key sealed
@@ -402,7 +402,7 @@ public final class EncryptedStore: Sendable {
     /// The highest Argon2id cost a store opens with (libsodium's `sensitive` preset: 4 passes over 1 GiB), checked
     /// before any work, since the key header is a plain file that someone could edit to make every open hang or
     /// run out of memory. ``create(at:credential:kdfParameters:databaseEncryption:)`` and
-    /// ``changeCredential(to:kdf:)`` refuse more.
+    /// `changeCredential(to:kdf:)` refuse more.
     public static var maximumKDFParameters: Argon2id.Parameters { StoreKeys.maximumKDFParameters }
 
     /// The store's database, open: the pool, its path, what GRDB opens it by (the path, or E3DBSQLite's URI), the

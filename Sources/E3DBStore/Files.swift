@@ -24,12 +24,12 @@ extension E3DBError.Code {
     /// is never followed or waited on). `context.item` names the path, `context.part` the body file.
     public static let fileTampered = Self("fileTampered", category: .verification)
     /// A body in the store's `files/` directory that no file row names (left by a crash between writing it and
-    /// committing its row, or after deleting a row). ``EncryptedStore/removeOrphanFiles()`` removes them.
+    /// committing its row, or after deleting a row). `EncryptedStore.removeOrphanFiles()` removes them.
     public static let fileBodyOrphaned = Self("fileBodyOrphaned", category: .verification)
 }
 
 /// A file of the store's encrypted file tree (an attachment when ``recordID`` is set), authenticated in its
-/// place. Its contents are read with ``EncryptedStore/readFile(at:to:)``.
+/// place. Its contents are read with `EncryptedStore.readFile(at:to:)`.
 public struct StoredFile: Sendable, Hashable {
     /// The file's path in the virtual tree: `/` followed by `/`-separated names (NFC, no `.` or `..`).
     public let path: String
@@ -147,7 +147,7 @@ struct FileRow: Sendable {
 }
 
 /// A file row's values (authenticated once decoded).
-struct FileEntry {
+struct FileEntry: Sendable {
     var id: String
     var path: String
     var recordID: String?

@@ -16,7 +16,7 @@ public struct StoreIdentity: Sendable, Hashable {
 }
 
 /// The key header's `store_identities` row of one identity: the master key wrapped for its public key as an EAKInfo.
-struct IdentityEnrollment {
+struct IdentityEnrollment: Sendable {
     let identity: StoreIdentity
     let info: EAKInfo
 
@@ -111,14 +111,28 @@ extension EncryptedStore {
     /// Enrolling a key again replaces its enrollment (a new EAK and client id).
     /// - Parameters:
     ///   - publicKey: the client's Curve25519 public key (`ClientIdentity.publicKey`).
-    ///   - clientID: the client's id, kept for ``identities()``.
+    ///   - clientID: the client's id, kept for `identities()`.
     /// - Throws: `storeLocked`, `databaseError`; `authenticationFailed` for a low-order public key.
     @discardableResult
     public func addIdentity(publicKey: Box.PublicKey, clientID: UUID? = nil) throws(E3DBError) -> StoreIdentity {
+        try perform(enrolling(publicKey, clientID: clientID))
+    }
+
+    /// `addIdentity(publicKey:clientID:)` for async callers.
+    @discardableResult
+    public func addIdentity(publicKey: Box.PublicKey, clientID: UUID? = nil) async throws(E3DBError) -> StoreIdentity {
+        try await perform(enrolling(publicKey, clientID: clientID))
+    }
+
+    /// The key header write of `addIdentity(publicKey:clientID:)`.
+    private func enrolling(_ publicKey: Box.PublicKey, clientID: UUID?) throws(E3DBError) -> StoreAccess<StoreIdentity>
+    {
         let enrollment = try IdentityEnrollment(
             publicKey: publicKey, clientID: clientID, keys: currentKeys(), storeID: storeID)
-        try databaseCall("enrolling an identity") { try keyHeader.write { db in try enrollment.insert(db) } }
-        return enrollment.identity
+        return .headerWrite("enrolling an identity") { db in
+            try enrollment.insert(db)
+            return enrollment.identity
+        }
     }
 
     /// Removes an identity's enrollment: its private key no longer opens the store. This does not change the
@@ -126,23 +140,31 @@ extension EncryptedStore {
     /// - Throws: `invalidParameter` when the identity is not enrolled, or when it is the only way left to open a
     ///   store that has no passphrase or key (nothing is changed then); `storeLocked`, `databaseError`.
     public func removeIdentity(publicKey: Box.PublicKey) throws(E3DBError) {
+        try perform(unenrolling(publicKey))
+    }
+
+    /// `removeIdentity(publicKey:)` for async callers.
+    public func removeIdentity(publicKey: Box.PublicKey) async throws(E3DBError) {
+        try await perform(unenrolling(publicKey))
+    }
+
+    /// The key header write of `removeIdentity(publicKey:)`.
+    private func unenrolling(_ publicKey: Box.PublicKey) throws(E3DBError) -> StoreAccess<Void> {
         _ = try currentKeys()
         let item = publicKey.base64URLEncoded
-        try databaseCall("removing an identity") {
-            try keyHeader.write { db in
-                try db.execute(
-                    sql: "DELETE FROM store_identities WHERE public_key = ?", arguments: [publicKey.rawRepresentation])
-                guard db.changesCount == 1 else {
-                    throw E3DBError(.invalidParameter, "identity \(item) is not enrolled", context: .init(item: item))
-                }
-                let kdf = try String.fetchOne(db, sql: "SELECT kdf FROM store_meta WHERE singleton = 1")
-                let remaining = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM store_identities") ?? 0
-                if kdf == "none" && remaining == 0 {
-                    throw E3DBError(
-                        .invalidParameter,
-                        "identity \(item) is the only way to open this store; set a passphrase or key, or enroll "
-                            + "another identity first", context: .init(item: item))
-                }
+        return .headerWrite("removing an identity") { db in
+            try db.execute(
+                sql: "DELETE FROM store_identities WHERE public_key = ?", arguments: [publicKey.rawRepresentation])
+            guard db.changesCount == 1 else {
+                throw E3DBError(.invalidParameter, "identity \(item) is not enrolled", context: .init(item: item))
+            }
+            let kdf = try String.fetchOne(db, sql: "SELECT kdf FROM store_meta WHERE singleton = 1")
+            let remaining = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM store_identities") ?? 0
+            if kdf == "none" && remaining == 0 {
+                throw E3DBError(
+                    .invalidParameter,
+                    "identity \(item) is the only way to open this store; set a passphrase or key, or enroll "
+                        + "another identity first", context: .init(item: item))
             }
         }
     }
@@ -150,12 +172,25 @@ extension EncryptedStore {
     /// The enrolled identities, in enrollment order (a key enrolled again moves to the end).
     /// - Throws: `storeLocked`, `storeCorrupted` for a damaged row, `databaseError`.
     public func identities() throws(E3DBError) -> [StoreIdentity] {
+        try perform(identityRows())
+    }
+
+    /// `identities()` for async callers.
+    public func identities() async throws(E3DBError) -> [StoreIdentity] {
+        try await perform(identityRows())
+    }
+
+    /// The key header read of `identities()`.
+    private func identityRows() throws(E3DBError) -> StoreAccess<[StoreIdentity]> {
         _ = try currentKeys()
-        let rows = try databaseCall("listing identities") {
-            try keyHeader.read { db in
-                try Row.fetchAll(db, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY rowid")
-            }
+        return .headerRead("listing identities") { db in
+            try EncryptedStore.identities(
+                Row.fetchAll(db, sql: "SELECT public_key, client_id, created FROM store_identities ORDER BY rowid"))
         }
+    }
+
+    /// The identities of the rows `identityRows()` reads.
+    private static func identities(_ rows: [Row]) throws(E3DBError) -> [StoreIdentity] {
         var identities: [StoreIdentity] = []
         for row in rows {
             let row = UntrustedRow(store: row, table: "store_identities")
@@ -173,7 +208,7 @@ extension EncryptedStore {
 
 extension EncryptedStore {
     /// Creates a new, empty store that opens with `identity`'s private key only (its master key wrapped for the
-    /// identity's public key); ``changeCredential(to:kdf:)`` can add a passphrase or key later.
+    /// identity's public key); `changeCredential(to:kdf:)` can add a passphrase or key later.
     /// `databaseEncryption` chooses an encrypted (the default) or plain database file.
     /// - Throws: `E3DBError.Code.storeExists`, `databaseError`.
     public static func create(

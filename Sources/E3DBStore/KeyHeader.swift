@@ -210,7 +210,7 @@ extension KeyHeader {
     /// The database files the store gave names to (and their `-wal`, `-shm`, `-journal`) that are neither `live` (the
     /// open store's own database file) nor an unfinished rekey's copy: an old database a rekey left when it stopped
     /// between its commit point and the removal. They are removed only by `rekey` itself and by an explicit
-    /// `store gc` (``EncryptedStore/removeStaleDatabaseFiles()``), on a store that opened and authenticated, never at
+    /// `store gc` (`EncryptedStore.removeStaleDatabaseFiles()`), on a store that opened and authenticated, never at
     /// open. The directory is listed inside a read transaction of the header, so a rekey cannot name a new copy
     /// meanwhile (it names its copy in the header before it creates the file). Only regular files are removed.
     /// - Returns: the names removed, sorted.

@@ -37,7 +37,7 @@ extension EncryptedStore {
     /// key). The old database file is removed after it. A crash before it leaves the old store whole (the copy is
     /// never opened as the store); the next `rekey` resumes the copy when the store has not changed since, or
     /// starts it again. A crash after it leaves the new store and the old file, which `open` never removes: the next `rekey`, or
-    /// ``removeStaleDatabaseFiles()`` (`store gc`), does.
+    /// `removeStaleDatabaseFiles()` (`store gc`), does.
     ///
     /// Cost: O(records) (every record is decrypted and encrypted again) and free disk space for one copy of the
     /// database. While it copies, it holds the store's write lock: writers in other connections wait, then fail
@@ -46,7 +46,7 @@ extension EncryptedStore {
     /// are closed), and any connection opened meanwhile would go on with the old file. Close every other
     /// ``EncryptedStore`` of this directory first, and use the store this returns.
     ///
-    /// ``changeCredential(to:kdf:)`` is the O(1) alternative that changes only the passphrase or key.
+    /// `changeCredential(to:kdf:)` is the O(1) alternative that changes only the passphrase or key.
     /// - Parameters:
     ///   - directory: the store's directory.
     ///   - credential: what opens the store now (a passphrase, a raw key, or an enrolled identity on a store that
@@ -66,6 +66,18 @@ extension EncryptedStore {
         kdfParameters: Argon2id.Parameters? = nil, batchSize: Int = 500,
         progress: (@Sendable (RekeyProgress) -> Void)? = nil
     ) throws(E3DBError) -> EncryptedStore {
+        try rekey(
+            at: directory, credential: credential, newCredential: newCredential, kdfParameters: kdfParameters,
+            batchSize: batchSize, progress: progress, cancellation: nil)
+    }
+
+    /// `rekey(at:credential:newCredential:kdfParameters:batchSize:progress:)`, also stopped between batches once
+    /// `cancellation` is set (the async form's, which runs this on a thread outside its task).
+    static func rekey(
+        at directory: URL, credential: StoreCredential, newCredential: StoreCredential?,
+        kdfParameters: Argon2id.Parameters?, batchSize: Int, progress: (@Sendable (RekeyProgress) -> Void)?,
+        cancellation: FileCancellation?
+    ) throws(E3DBError) -> EncryptedStore {
         let sealing = newCredential ?? credential
         let old = try open(at: directory, credential: credential)
         // The store opened and authenticated: an old database an interrupted rekey left goes now.
@@ -78,7 +90,7 @@ extension EncryptedStore {
         }
         let plan = RekeyPlan(
             sealing: sealing, parameters: kdfParameters ?? header.parameters ?? KDFPreset.moderate.parameters,
-            batchSize: max(1, batchSize), progress: progress)
+            batchSize: max(1, batchSize), progress: progress, cancellation: cancellation)
         let copy = try databaseCall("rekeying the store") { () throws -> RekeyCopy in
             try old.pool.writeWithoutTransaction { oldDB -> RekeyCopy in
                 var made: RekeyCopy?
@@ -176,7 +188,7 @@ extension EncryptedStore {
         let total = try Int.fetchOne(oldDB, sql: "SELECT COUNT(*) FROM records") ?? 0
         var indexes: [String: [(index: BlindIndex, key: SecureBytes)]] = [:]
         while true {
-            if Task.isCancelled {
+            if Task.isCancelled || plan.cancellation?.isCancelled == true {
                 throw E3DBError(.cancelled, "the rekey was cancelled; call it again to resume")
             }
             let rows = try Row.fetchAll(
@@ -388,6 +400,8 @@ struct RekeyPlan {
     let parameters: Argon2id.Parameters
     let batchSize: Int
     let progress: (@Sendable (RekeyProgress) -> Void)?
+    /// Set by the async form's cancellation (its thread is outside the task, so `Task.isCancelled` is false there).
+    let cancellation: FileCancellation?
 }
 
 /// The finished copy: a store over it, under the new master key, and the key material the commit point puts in

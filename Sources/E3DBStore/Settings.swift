@@ -12,6 +12,11 @@ extension EncryptedStore {
     /// Stores `value` (any `Encodable`, as JSON) under `key`, sealed with a key derived from the master key; the
     /// key name is sealed with the value, so a value moved to another key does not open there.
     public func setSetting(_ value: some Encodable, forKey key: String) throws(E3DBError) {
+        try perform(settingWrite(value, forKey: key))
+    }
+
+    /// The write transaction of `setSetting(_:forKey:)`, its value encoded and sealed.
+    func settingWrite(_ value: some Encodable, forKey key: String) throws(E3DBError) -> StoreAccess<Void> {
         let keys = try currentKeys()
         var payload: Data
         do {
@@ -25,13 +30,11 @@ extension EncryptedStore {
         }
         defer { payload.wipe() }
         let sealed = try EncryptedStore.sealSetting(SecureBytes(copying: payload), keys: keys)
-        try databaseCall("writing setting \(key)") {
-            try pool.write { db in
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO settings (key, sealed, updated) VALUES (?, ?, ?)",
-                    arguments: [key, sealed, StoreTime.format(StoreTime.now())])
-                try commitState(db, keys, nil)
-            }
+        return .write("writing setting \(key)") { [self] db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO settings (key, sealed, updated) VALUES (?, ?, ?)",
+                arguments: [key, sealed, StoreTime.format(StoreTime.now())])
+            try commitState(db, keys, nil)
         }
     }
 
@@ -39,14 +42,27 @@ extension EncryptedStore {
     /// - Throws: `recordTampered` when the sealed value does not open under this key name,
     ///   `settingTypeMismatch` when it is not a `T`.
     public func setting<T: Decodable>(_ type: T.Type, forKey key: String) throws(E3DBError) -> T? {
+        try decodedSetting(perform(settingRead(key)), as: type, forKey: key)
+    }
+
+    /// The read of `setting(_:forKey:)`: the sealed value, and the keys that were current before it.
+    func settingRead(_ key: String) throws(E3DBError) -> StoreAccess<SealedSetting> {
         let keys = try currentKeys()
-        let row = try databaseCall("reading setting \(key)") {
-            try pool.read { db in
-                try Row.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key])
-            }
+        return .read("reading setting \(key)") { db in
+            let row = try Row.fetchOne(db, sql: "SELECT sealed FROM settings WHERE key = ?", arguments: [key])
+            return SealedSetting(
+                sealed: try row.map { row throws(E3DBError) in
+                    try UntrustedRow(store: row, table: "settings").value("sealed", as: Data.self)
+                }, keys: keys)
         }
-        guard let row else { return nil }
-        let sealed = try UntrustedRow(store: row, table: "settings").value("sealed", as: Data.self)
+    }
+
+    /// A setting's sealed value, opened and decoded as `type`; nil when there is none.
+    func decodedSetting<T: Decodable>(_ read: SealedSetting, as type: T.Type, forKey key: String) throws(E3DBError)
+        -> T?
+    {
+        let keys = read.keys
+        guard let sealed = read.sealed else { return nil }
         let opened = try EncryptedStore.openSetting(sealed, key: key, keys: keys)
         return try opened.withTemporaryData { (json) throws(E3DBError) -> T in
             do {
@@ -80,23 +96,28 @@ extension EncryptedStore {
 
     /// Removes the setting under `key` (nothing happens when there is none).
     public func removeSetting(forKey key: String) throws(E3DBError) {
+        try perform(settingRemoval(key))
+    }
+
+    /// The write transaction of `removeSetting(forKey:)`.
+    func settingRemoval(_ key: String) throws(E3DBError) -> StoreAccess<Void> {
         let keys = try currentKeys()
-        try databaseCall("removing setting \(key)") {
-            try pool.write { db in
-                try db.execute(sql: "DELETE FROM settings WHERE key = ?", arguments: [key])
-                try commitState(db, keys, nil)
-            }
+        return .write("removing setting \(key)") { [self] db in
+            try db.execute(sql: "DELETE FROM settings WHERE key = ?", arguments: [key])
+            try commitState(db, keys, nil)
         }
     }
 
     /// The names of the stored settings, sorted.
     public func settingKeys() throws(E3DBError) -> [String] {
+        try perform(settingKeysRead())
+    }
+
+    /// The read of `settingKeys()`.
+    func settingKeysRead() throws(E3DBError) -> StoreAccess<[String]> {
         _ = try currentKeys()  // a locked store refuses every call
-        return try databaseCall("listing settings") {
-            try pool.read { db in
-                try UntrustedRow.storeColumn(
-                    db, "SELECT key FROM settings ORDER BY key", table: "settings", column: "key")
-            }
+        return .read("listing settings") { db in
+            try UntrustedRow.storeColumn(db, "SELECT key FROM settings ORDER BY key", table: "settings", column: "key")
         }
     }
 
@@ -125,6 +146,12 @@ extension EncryptedStore {
         }
         return problems
     }
+}
+
+/// A setting's sealed value (nil when there is none) and the keys that open it.
+struct SealedSetting: Sendable {
+    let sealed: Data?
+    let keys: StoreKeys
 }
 
 struct SettingName: Decodable {

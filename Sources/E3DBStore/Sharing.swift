@@ -13,7 +13,7 @@ import GRDB
     import Darwin
 #endif
 
-/// What ``EncryptedStore/export(collection:to:readerPublicKey:)`` wrote.
+/// What `EncryptedStore.export(collection:to:readerPublicKey:)` wrote.
 public struct StoreExport: Sendable, Hashable {
     /// `DIR/records.ndjson`: one `EncryptedDocument` per line, in write order.
     public let recordsFile: URL
@@ -39,17 +39,49 @@ extension EncryptedStore {
         try sharedKey(collection, with: readerPublicKey).info
     }
 
-    /// `collection`'s current access key wrapped for the reader, and its version. The keys kept in memory are
-    /// forgotten first and read again: another connection may have rotated the collection since, and deleted the
-    /// kept key, which no record is under any more.
+    /// `share(collection:with:)` for async callers.
+    public func share(collection: String, with readerPublicKey: Box.PublicKey) async throws(E3DBError) -> EAKInfo {
+        try await run(sharing(collection, with: readerPublicKey)).info
+    }
+
+    /// `collection`'s current access key wrapped for the reader, and its version.
     private func sharedKey(_ collection: String, with readerPublicKey: Box.PublicKey) throws(E3DBError) -> (
         info: EAKInfo, version: Int
     ) {
+        try run(sharing(collection, with: readerPublicKey))
+    }
+
+    /// The procedure of `sharedKey`. The keys kept in memory are forgotten first and read again: another
+    /// connection may have rotated the collection since, and deleted the kept key, which no record is under any
+    /// more.
+    private func sharing(_ collection: String, with readerPublicKey: Box.PublicKey) throws(E3DBError) -> SharedKeyRead {
         let keys = try currentKeys()
         invalidateKeys(collection)
-        let access = try accessKey(for: collection, create: false)
-        let eak = try EncryptedAccessKey.wrap(access.key, for: readerPublicKey, by: keys.boxKey)
-        return (EAKInfo(eak: eak, authorizerID: storeID, authorizerPublicKey: keys.boxKey.publicKey), access.version)
+        return SharedKeyRead(
+            read: CollectionKeysRead(store: self, collection: collection, create: false), keys: keys,
+            reader: readerPublicKey, storeID: storeID)
+    }
+
+    /// A collection's keys read (`CollectionKeysRead`), its current one wrapped for a reader.
+    struct SharedKeyRead: StoreProcedure {
+        let read: CollectionKeysRead
+        let keys: StoreKeys
+        let reader: Box.PublicKey
+        let storeID: UUID
+
+        func step(
+            _ answer: CollectionKeysRead.Answer?
+        ) throws(E3DBError) -> StoreStep<CollectionKeysRead.Answer, (info: EAKInfo, version: Int)> {
+            switch try read.step(answer) {
+            case .access(let access):
+                return .access(access)
+            case .done(let collectionKeys):
+                let access = collectionKeys.currentKey
+                let eak = try EncryptedAccessKey.wrap(access.key, for: reader, by: keys.boxKey)
+                let info = EAKInfo(eak: eak, authorizerID: storeID, authorizerPublicKey: keys.boxKey.publicKey)
+                return .done((info, access.version))
+            }
+        }
     }
 
     /// Writes `collection` for another E3DB client: `DIR/records.ndjson` (every record as the `EncryptedDocument`
@@ -69,6 +101,14 @@ extension EncryptedStore {
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) throws(E3DBError)
         -> StoreExport
     {
+        try export(collection: collection, to: directory, readerPublicKey: readerPublicKey, cancellation: nil)
+    }
+
+    /// `export(collection:to:readerPublicKey:)`, stopped with `cancelled` before each page of records once
+    /// `cancellation` is set (the async form's): nothing is published then.
+    func export(
+        collection: String, to directory: URL, readerPublicKey: Box.PublicKey, cancellation: FileCancellation?
+    ) throws(E3DBError) -> StoreExport {
         let (info, keyVersion) = try sharedKey(collection, with: readerPublicKey)
         let status = try keyStatus(collection: collection)
         guard status.keyVersion == keyVersion else { throw rotatedDuringExport(collection) }
@@ -92,6 +132,7 @@ extension EncryptedStore {
         var count = 0
         var after: Int64?
         while true {
+            try EncryptedStore.stopIfCancelled(cancellation, "the export of \(collection)")
             let rows = try databaseCall("exporting collection \(collection)") {
                 try pool.read { db -> [Row] in
                     // The page and the key version in one read transaction.
@@ -152,7 +193,7 @@ extension EncryptedStore {
     }
 
     /// Imports a collection shared with an E3DB client: `DIR/eak.json` (an EAKInfo for that client) and
-    /// `DIR/records.ndjson` (one `EncryptedDocument` per line, as ``export(collection:to:readerPublicKey:)`` and
+    /// `DIR/records.ndjson` (one `EncryptedDocument` per line, as `export(collection:to:readerPublicKey:)` and
     /// the other SDKs write them). Every record is decrypted (and its `rec_sig` verified when present and the
     /// EAKInfo names a signing key) before anything is stored; the records keep their ciphertext and get new ids.
     /// All records are stored in one transaction.

@@ -10,7 +10,7 @@ public enum StoreCredential: Sendable {
     /// A raw 32-byte key-encryption key (no KDF: an app that keeps its key in a keychain or an HSM).
     case key(SecureBytes)
     /// An E3DB client's Curve25519 private key (`ClientIdentity.boxKey`): opens the master key from the EAK the
-    /// store holds for that client (see ``EncryptedStore/addIdentity(publicKey:clientID:)``).
+    /// store holds for that client (see `EncryptedStore.addIdentity(publicKey:clientID:)`).
     case identity(Box.PrivateKey)
 }
 

@@ -8,10 +8,13 @@ import GRDB
 // caller's thread waits), its async form through GRDB's async access (the caller's task is suspended, no thread is
 // held). So the synchronous and async forms of an operation differ in one word, `await`, and spawn nothing.
 
-/// Whether a `StoreAccess` runs in a read or a write transaction.
+/// Whether a `StoreAccess` runs in a read or a write transaction, of the store's database (its pool) or of the
+/// key header (its own small database: credentials and enrolled identities).
 enum StoreAccessKind: Sendable {
     case read
     case write
+    case headerRead
+    case headerWrite
 }
 
 /// One database access that a step of a procedure asks for: `body` in a read or a write transaction of the store's
@@ -27,6 +30,14 @@ struct StoreAccess<Answer: Sendable>: Sendable {
 
     static func write(_ doing: String, _ body: @escaping @Sendable (Database) throws -> Answer) -> StoreAccess {
         StoreAccess(kind: .write, doing: doing, body: body)
+    }
+
+    static func headerRead(_ doing: String, _ body: @escaping @Sendable (Database) throws -> Answer) -> StoreAccess {
+        StoreAccess(kind: .headerRead, doing: doing, body: body)
+    }
+
+    static func headerWrite(_ doing: String, _ body: @escaping @Sendable (Database) throws -> Answer) -> StoreAccess {
+        StoreAccess(kind: .headerWrite, doing: doing, body: body)
     }
 
     /// The same access, its answer passed through `transform` (a procedure wrapping the answers of a part of it).
@@ -107,6 +118,8 @@ extension EncryptedStore {
             switch access.kind {
             case .read: try pool.read(access.body)
             case .write: try pool.write(access.body)
+            case .headerRead: try keyHeader.read(access.body)
+            case .headerWrite: try keyHeader.write(access.body)
             }
         }
     }
@@ -117,6 +130,8 @@ extension EncryptedStore {
             switch access.kind {
             case .read: try await pool.read(access.body)
             case .write: try await pool.write(access.body)
+            case .headerRead: try await keyHeader.read(access.body)
+            case .headerWrite: try await keyHeader.write(access.body)
             }
         }
     }

@@ -36,7 +36,7 @@ struct AsyncStoreTests {
                     == store.getSync(collection: "c", id: reference.id))
         }
         #expect(try await store.get(collection: "c", key: "settings").data == ["theme": "dark"])
-        _ = try store.createIndex(collection: "c", fields: ["k"], bits: 16)
+        _ = try await store.createIndex(collection: "c", fields: ["k"], bits: 16)
         let queries = [
             RecordQuery(collection: "c"),
             RecordQuery(collection: "c", types: ["task"]),
@@ -69,7 +69,7 @@ struct AsyncStoreTests {
         await expectAsyncStoreError(.recordNotFound) { _ = try await store.get(collection: "c", key: "settings") }
         let other = try EncryptedStore.openSync(at: dir.url, credential: passphrase("p"))
         #expect(try other.getSync(collection: "c", id: one.id).data == ["n": "0'"])
-        #expect(try other.count(collection: "c") == 29)
+        #expect(try await other.count(collection: "c") == 29)
 
         // Rotation, with progress, then everything reads under the new key in both APIs.
         let seen = Mutex<[Int]>([])
@@ -85,7 +85,7 @@ struct AsyncStoreTests {
         let all = try await store.find(RecordQuery(collection: "c"))
         let otherAll = try other.findSync(RecordQuery(collection: "c"))
         #expect(all.count == 29 && all == otherAll)
-        #expect(try other.verify().problems.isEmpty)
+        #expect(try await other.verify().problems.isEmpty)
         await expectAsyncStoreError(.wrongKey) {
             _ = try await EncryptedStore.open(at: dir.url, credential: passphrase("not it"))
         }
@@ -164,7 +164,7 @@ struct AsyncStoreTests {
         guard try await store.find(RecordQuery(collection: "c")).count == writers + 1 else {
             throw ScenarioFailure("the records found")
         }
-        guard try store.verify().problems.isEmpty else { throw ScenarioFailure("verify") }
+        guard try await store.verify().problems.isEmpty else { throw ScenarioFailure("verify") }
     }
 
     @Test("an async put whose key is rotated away before its transaction starts over with the new key")
@@ -184,7 +184,7 @@ struct AsyncStoreTests {
         for (reference, n) in zip(references, ["a", "b"]) {
             #expect(try other.getSync(collection: "c", id: reference.id).data == ["n": n])
         }
-        #expect(try other.verify().problems.isEmpty)
+        #expect(try await other.verify().problems.isEmpty)
     }
 
     @Test("an async update or keyed put under a key another connection rotated away starts over with the new key")
@@ -207,7 +207,7 @@ struct AsyncStoreTests {
         #expect(try other.getSync(collection: "c", id: record.id).data == ["n": "second"])
         #expect(try other.getSync(collection: "c", id: keyed.id).data == ["n": "keyed 2"])
         #expect(try other.keyStatusSync(collection: "c") == (2, 0))
-        #expect(try other.verify().problems.isEmpty)
+        #expect(try await other.verify().problems.isEmpty)
     }
 
     @Test("many more concurrent async reads than the record readers' bound all complete within the bound")

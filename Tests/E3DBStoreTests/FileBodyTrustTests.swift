@@ -150,7 +150,7 @@ struct FileBodyTrustTests {
         let contents = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
         var bodies: [String: URL] = [:]
         for name in ["fifo", "zero", "outside", "directory"] {
-            let stored = try store.putFile(at: "/\(name)", data: contents)
+            let stored = try await store.putFile(at: "/\(name)", data: contents)
             bodies[name] = dir.url.appendingPathComponent(stored.bodyName)
         }
         let fifo = try #require(bodies["fifo"])
@@ -193,7 +193,7 @@ struct FileBodyTrustTests {
             }
         }
         #expect(!verifyHung && verifyError == nil, "\(String(describing: verifyError))")
-        #expect(try store.removeOrphanFiles().isEmpty)
+        #expect(try await store.removeOrphanFiles().isEmpty)
         #expect(try Data(contentsOf: copy) == copyBytes)
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.url.path) == ["copy.e3f"])
     }

@@ -67,7 +67,7 @@ struct KeyedRecordTests {
             try await group.waitForAll()
         }
         #expect(try await store.get(collection: "c", key: "counter").version == writers * each)
-        #expect(try store.count(collection: "c") == 1)
+        #expect(try await store.count(collection: "c") == 1)
     }
 
     @Test("a keyed record's row moved to another key's id does not authenticate there")

@@ -162,7 +162,7 @@ struct LockTests {
         try await store.unlock(passphrase("p"))
         #expect(!store.isLocked)
         #expect(try await store.get(collection: "c", id: record.id).data == ["k": "v"])
-        #expect(try store.verify().problems.isEmpty)
+        #expect(try await store.verify().problems.isEmpty)
     }
 
     /// An unlock whose state check fails leaves a locked store locked: calls refuse, its page key stays forgotten.

@@ -227,7 +227,8 @@ struct ReadPathTests {
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
         #expect(
-            try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey).recordCount == 300)
+            try await store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey).recordCount
+                == 300)
         // Every exported record has one edk.edkN for all its fields.
         let lines = try String(contentsOf: exportDir.appendingPathComponent("records.ndjson"), encoding: .utf8)
             .split(separator: "\n")

@@ -276,21 +276,21 @@ struct RekeyTests {
         // The old store, whole, with the old passphrase only.
         do {
             let old = try await EncryptedStore.open(at: dir.url, credential: passphrase("a"))
-            #expect(try old.count(collection: "c") == 100)
+            #expect(try await old.count(collection: "c") == 100)
             expectStoreError(.wrongKey) { _ = try EncryptedStore.open(at: dir.url, credential: passphrase("b")) }
         }
         let resumedRuns = Mutex<[Bool]>([])
         let first = Mutex<Int?>(nil)
         do {
-            let store = try EncryptedStore.rekey(
+            let store = try await EncryptedStore.rekey(
                 at: dir.url, credential: passphrase("a"), newCredential: passphrase("b"), kdfParameters: testKDF,
                 batchSize: 10
             ) { progress in
                 resumedRuns.withLock { $0.append(progress.resumed) }
                 first.withLock { if $0 == nil { $0 = progress.recordsDone } }
             }
-            #expect(try store.verify().problems.isEmpty)
-            #expect(try store.count(collection: "c") == 100)
+            #expect(try await store.verify().problems.isEmpty)
+            #expect(try await store.count(collection: "c") == 100)
             // The resumed copy is the store's database now.
             #expect(store.databasePath == copy)
         }
@@ -303,14 +303,14 @@ struct RekeyTests {
             try await store.update(collection: "c", id: references[0].id, expectedVersion: 1, data: ["n": "changed"])
         }
         resumedRuns.withLock { $0 = [] }
-        let store = try EncryptedStore.rekey(
+        let store = try await EncryptedStore.rekey(
             at: dir.url, credential: passphrase("b"), newCredential: passphrase("c"), kdfParameters: testKDF,
             batchSize: 10
         ) { progress in resumedRuns.withLock { $0.append(progress.resumed) } }
         #expect(resumedRuns.withLock { $0.allSatisfy { !$0 } && $0.count == 10 })
         #expect(try await store.get(collection: "c", id: references[0].id).data == ["n": "changed"])
         #expect(try await store.get(collection: "c", id: references[0].id).version == 2)
-        #expect(try store.verify().problems.isEmpty)
+        #expect(try await store.verify().problems.isEmpty)
     }
 
     func interruptAgain(_ dir: StoreDirectory) async throws {

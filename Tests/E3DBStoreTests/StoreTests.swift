@@ -296,8 +296,8 @@ struct StoreTests {
             limited += 1
         }
         #expect(limited == 10)
-        #expect(try store.collections() == ["ledger", "other"])
-        #expect(try store.count(collection: "ledger") == 300)
+        #expect(try await store.collections() == ["ledger", "other"])
+        #expect(try await store.count(collection: "ledger") == 300)
     }
 
     @Test("the stored document is an E3DB EncryptedDocument: meta in clear, every field edk.edkN.ef.efN")
@@ -417,7 +417,7 @@ struct StoreSharingTests {
         try await store.put(collection: "private", type: "memo", data: ["secret": "not exported"])
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
-        let export = try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
+        let export = try await store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
         #expect(export.recordCount == 25)
         expectStoreError(.storeExists) {
             try store.export(collection: "shared", to: exportDir, readerPublicKey: reader.publicKey)
@@ -430,7 +430,7 @@ struct StoreSharingTests {
         // Another store imports it with the reader's key.
         let otherDir = try StoreDirectory()
         let other = try EncryptedStore.create(at: otherDir.url, credential: passphrase("q"), kdfParameters: testKDF)
-        let imported = try other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
+        let imported = try await other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
         #expect(imported.count == 25)
         let records = try await other.find(RecordQuery(collection: "inbox"))
         #expect(
@@ -473,7 +473,7 @@ struct StoreSharingTests {
         let expected = try Self.lines(result.out)
         let store = try EncryptedStore.create(
             at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)
-        let references = try store.importCollection(from: pyDir, reader: reader.boxKey, as: "from-python")
+        let references = try await store.importCollection(from: pyDir, reader: reader.boxKey, as: "from-python")
         #expect(references.count == 12)
         let records = try await store.find(RecordQuery(collection: "from-python", plain: [.equals("source", "python")]))
         #expect(
@@ -859,8 +859,8 @@ struct RotationTests {
         let resumed = try await other.rotateKey(collection: "c", batchSize: 7)
         #expect(resumed.keyVersion == 2 && resumed.recordsDone == 40)
         #expect(try await other.keyStatus(collection: "c") == (2, 0))
-        #expect(try other.verify().recordsChecked == 61)
-        #expect(try other.verify().problems.isEmpty)
+        #expect(try await other.verify().recordsChecked == 61)
+        #expect(try await other.verify().problems.isEmpty)
     }
 }
 

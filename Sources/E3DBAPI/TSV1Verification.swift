@@ -120,8 +120,9 @@ extension TSV1 {
 
     /// Percent-decodes a path (`+` stays `+`); `nil` when an escape is malformed or the bytes are not UTF-8.
     public static func percentDecoded(_ text: String) -> String? {
+        // Most text has no escape (every segment of every request path the server checks): no copy for it.
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
         let bytes = Array(text.utf8)
-        guard bytes.contains(UInt8(ascii: "%")) else { return text }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var i = 0

@@ -7,7 +7,7 @@
 /// Hexadecimal text: the one implementation the package's modules use (checksums, fingerprints, percent-escapes,
 /// raw SQLCipher keys, UUIDs). Not constant-time: for secrets use it only where the old code was not either.
 package enum Hex {
-    private static let lower: [UInt8] = Array("0123456789abcdef".utf8)
+    fileprivate static let lower: [UInt8] = Array("0123456789abcdef".utf8)
     private static let upper: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     /// Hex of `bytes`, two digits per byte, lowercase unless `uppercase`.
@@ -66,15 +66,26 @@ extension UUID {
     /// The id as E3DB writes it on the wire and in stores: lowercase `8-4-4-4-12` hex.
     /// Formatted directly (no `uuidString` and `lowercased()`: the server writes ids into every response).
     package var lowercasedString: String {
-        let u = uuid
-        let bytes = [u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15]
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        for (i, byte) in bytes.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            Hex.append(byte, to: &out)
+        // Safety: `withUnsafeBytes(of:)` lends the id's 16 bytes for its closure; the closure given to
+        // `String(unsafeUninitializedCapacity:)` writes 36 bytes (16 bytes as two digits each, 4 dashes) into the 36
+        // it is lent, so `o` stays below 36, and returns that count. One allocation: the string's own storage.
+        let digits = Hex.lower
+        return unsafe String(unsafeUninitializedCapacity: 36) { out in
+            var o = 0
+            unsafe withUnsafeBytes(of: uuid) { id in
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        unsafe out[o] = UInt8(ascii: "-")
+                        o += 1
+                    }
+                    let byte = unsafe id[i]
+                    unsafe out[o] = digits[Int(byte >> 4)]
+                    unsafe out[o + 1] = digits[Int(byte & 0x0f)]
+                    o += 2
+                }
+            }
+            return o
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses `8-4-4-4-12` hex (either case) without Foundation's parser; nil for anything else.

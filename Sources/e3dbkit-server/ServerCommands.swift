@@ -205,9 +205,47 @@ struct ServerFilesMigrateCommand: AsyncParsableCommand {
 
 /// A logger writing structured lines to standard error.
 func serverLogger(level: Logger.Level) -> Logger {
-    var logger = Logger(label: "e3dbkit.server") { label in StreamLogHandler.standardError(label: label) }
+    var logger = Logger(label: "e3dbkit.server") { label in
+        MetadataWhenLogging(StreamLogHandler.standardError(label: label, metadataProvider: nil))
+    }
     logger.logLevel = level
     return logger
+}
+
+/// swift-log's `StreamLogHandler` writing the lines, with the metadata kept here and handed to it only when a line
+/// is written. `StreamLogHandler` formats all its metadata into text each time one item is set, and Hummingbird sets
+/// one per request (`hb.request.id`): that was a string built, and a dictionary copied, per request for lines that
+/// the log level then drops. The lines are the same: the handler's base metadata, the global metadata provider's,
+/// then the line's own, each overriding the one before, as `StreamLogHandler` merges them.
+struct MetadataWhenLogging: LogHandler {
+    private var lines: StreamLogHandler
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider? = LoggingSystem.metadataProvider
+
+    init(_ lines: StreamLogHandler) { self.lines = lines }
+
+    var logLevel: Logger.Level {
+        get { lines.logLevel }
+        set { lines.logLevel = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        var merged = metadata
+        if let provided = metadataProvider?.get(), !provided.isEmpty {
+            merged.merge(provided) { _, provided in provided }
+        }
+        if let explicit = event.metadata, !explicit.isEmpty {
+            merged.merge(explicit) { _, explicit in explicit }
+        }
+        event.metadata = merged
+        lines.log(event: event)
+    }
 }
 
 /// `--log-level` values.

@@ -86,6 +86,28 @@ struct ServerRequestPathTests {
         }
     }
 
+    @Test("The access log line of a request: its metadata sorted by name, as swift-log's StreamLogHandler writes it")
+    func accessLogLine() async throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-access-\(UUID())")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let log = scratch.appendingPathComponent("server.log")
+        let server = try await ServerProcess.start(log: log)
+        defer { server.stop() }
+        #expect(try await RawAPI(url: server.url).send("GET", "/healthz").status == 200)
+        // The metadata lives in the server's handler until a line is written (Hummingbird sets some on every
+        // request); the line is StreamLogHandler's, unchanged.
+        let pattern =
+            #" info e3dbkit\.server: method=GET ms=[0-9.]+ route=/healthz status=200 \[E3DBServer\] request$"#
+        func line() throws -> Substring? {
+            String(decoding: try Data(contentsOf: log), as: UTF8.self).split(separator: "\n")
+                .first { $0.range(of: pattern, options: .regularExpression) != nil }
+        }
+        let found = try await Self.eventually { try line() != nil }
+        let written = String(decoding: try Data(contentsOf: log), as: UTF8.self)
+        #expect(found, "\(written.suffix(600))")
+    }
+
     @Test("L3: request bodies the client cuts off, and requests it abandons, are not logged as errors; counted as 499")
     func abortedBodiesAreNotErrors() async throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-aborts-\(UUID())")

@@ -40,9 +40,11 @@ struct SearchResponseText {
     var searchID: String?
 }
 
-struct RecordBodyReader {
+struct RecordBodyReader: ~Copyable {
     private let bytes: [UInt8]
     private var i = 0
+    /// The shared grammar's parser, moved to `i` for each token (one parser, so its scratch buffer is reused).
+    private var parser = JSONParser()
     /// Where the objects of `meta.plain` and `data` were read (for the text `record()` returns).
     private var plainRange: Range<Int>?
     private var dataRange: Range<Int>?
@@ -365,7 +367,7 @@ struct RecordBodyReader {
         _ scan: (inout JSONParser, Span<UInt8>) throws(CanonicalJSONError) -> T
     ) throws(E3DBError) -> T {
         let bytes = self.bytes
-        var parser = JSONParser(at: i)
+        parser.position = i
         do throws(CanonicalJSONError) {
             let value = try scan(&parser, bytes.span)
             i = parser.position

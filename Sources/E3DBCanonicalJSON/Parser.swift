@@ -52,8 +52,12 @@ package struct JSONParser: ~Copyable {
         self.pos = position
     }
 
-    /// The byte after what the parser has read.
-    package var position: Int { pos }
+    /// The byte after what the parser has read; setting it moves the parser (the record reader keeps one parser
+    /// and moves it to each token it reads).
+    package var position: Int {
+        get { pos }
+        set { pos = newValue }
+    }
 
     // MARK: Entry
 

@@ -79,7 +79,7 @@ private func recordReader(_ data: Data) {
     check(kept.text.data, kept.record.data, "data")
 }
 
-private let plainSample = ["a": "1", "b": "2", "type": "x", "": ""]
+private let plainSample: RecordData = ["a": "1", "b": "2", "type": "x", "": "", "\u{e9}": "3"]
 
 func fuzzAPIBodies(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let data = unsafe start.map { unsafe Data(bytes: $0, count: count) } ?? Data()

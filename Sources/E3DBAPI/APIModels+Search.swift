@@ -69,10 +69,12 @@ extension API {
             }
         }
 
-        /// Whether a record's `plain` satisfies the filter.
-        public func matches(_ plain: [String: String]) -> Bool {
+        /// Whether a record's `plain` satisfies the filter. Names and values compare by code units, as `RecordData`
+        /// keeps them: `"é"` (U+00E9) and `"e\u{301}"` are two names and two values, never equal because Swift
+        /// `String` equality would call them canonically equivalent.
+        public func matches(_ plain: RecordData) -> Bool {
             switch self {
-            case .equals(let name, let value): plain[name] == value
+            case .equals(let name, let value): plain[name].map { $0.utf8.elementsEqual(value.utf8) } ?? false
             case .and(let all): all.allSatisfy { $0.matches(plain) }
             case .or(let any): any.contains { $0.matches(plain) }
             case .not(let q): !q.matches(plain)

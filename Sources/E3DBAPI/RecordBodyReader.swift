@@ -4,12 +4,18 @@ import E3DBPrimitives
 /// The one reader of record bodies (`API.Record.decodeJSON(_:)`), and of the stored `plain` and `data` text the
 /// server splices into responses (`JSONText`). It decides every body itself: what it refuses is a `badRequest`
 /// naming what is wrong and the byte where it was found (`repeated member "x" in data at byte 57`). A body is read
-/// once, in one linear pass, with no recursion deeper than ``maxDepth``; it builds the strings it returns and a
-/// set of names per object, nothing else.
+/// once, in one linear pass, with no recursion deeper than `JSONParser.maxDepth`; it builds the strings it returns
+/// and a set of names per object, nothing else.
+///
+/// Its tokens (strings, escapes, numbers, literals, white space and the values it skips) are read by the one JSON
+/// grammar of the package, E3DBCanonicalJSON's `JSONParser`, which also parses canonical JSON: the edges (byte
+/// order mark, depth, numbers out of range, lone surrogates, control characters, size) are decided once, in that
+/// type's documentation, and both readers agree on them (`GrammarAgreementTests`). This reader adds the member
+/// logic of a record body.
 ///
 /// What it takes and what it refuses, decided case by case (what the SDKs send is in `RecordJSONTests`):
-/// - One JSON object (RFC 8259), white space around it allowed, and a leading UTF-8 byte order mark ignored
-///   (RFC 8259 §8.1 allows a parser to); anything after the object is refused.
+/// - One JSON object (RFC 8259), white space around it allowed; a leading byte order mark is refused (RFC 8259
+///   §8.1: no sender adds one), and so is anything after the object.
 /// - A member name repeated in any object (by code units, so `"é"` and `"e\u{301}"` are two names) is refused:
 ///   a body means one record, never "the last one wins".
 /// - `meta.writer_id`, `meta.user_id` and `meta.type` are strings; `meta.plain` and `data` are objects of strings
@@ -18,8 +24,9 @@ import E3DBPrimitives
 ///   (a fraction or an exponent is refused, even `1.0` or `1e3`) or `null`. A member of another type is refused.
 /// - `meta`'s `record_id`, `created`, `last_modified` and `version`, which the server sets itself, are read when
 ///   they are strings and ignored when they are any other JSON value (Go's SDK sends zero times of other types).
-/// - Members nobody reads may be any JSON value, nested at most ``maxDepth`` deep (deeper is refused: the
-///   reader's cost stays linear and its stack bounded).
+/// - Members nobody reads may be any JSON value, the body nesting at most `JSONParser.maxDepth` (512) levels
+///   (deeper is refused: the reader's cost stays linear and its stack bounded), with numbers that are finite
+///   doubles (`1e999999` is refused) and no repeated name in any object.
 /// - Strings are valid UTF-8 without raw control characters; escapes are JSON's, and a `\u` surrogate escape
 ///   must be a high one followed by a low one (a lone surrogate is no Unicode scalar and is refused).
 /// - `plain` and `data` are `RecordData`: two names that differ only in Unicode normalization (equal as Swift
@@ -33,12 +40,11 @@ struct SearchResponseText {
     var searchID: String?
 }
 
-struct RecordBodyReader {
-    /// The deepest nesting of arrays and objects the reader follows.
-    static let maxDepth = 64
-
+struct RecordBodyReader: ~Copyable {
     private let bytes: [UInt8]
     private var i = 0
+    /// The shared grammar's parser, moved to `i` for each token (one parser, so its scratch buffer is reused).
+    private var parser = JSONParser()
     /// Where the objects of `meta.plain` and `data` were read (for the text `record()` returns).
     private var plainRange: Range<Int>?
     private var dataRange: Range<Int>?
@@ -63,7 +69,7 @@ struct RecordBodyReader {
 
     /// The record, with the text of its `meta.plain` and `data` objects as they came.
     mutating func record() throws(E3DBError) -> (API.Record, ReceivedRecordText) {
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { i = 3 }
+        try refuseByteOrderMark("the body")
         var meta: API.Meta?
         var data: RecordData?
         var recSig: String?
@@ -71,7 +77,7 @@ struct RecordBodyReader {
             switch key {
             case "meta": meta = try r.meta()
             case "data":
-                if r.null() { return }
+                if try r.null("data") { return }
                 let start = r.i
                 data = try r.stringMap("data")
                 r.dataRange = start..<r.i
@@ -106,7 +112,7 @@ struct RecordBodyReader {
             case "user_id": user = try r.string("meta.user_id")
             case "type": type = try r.string("meta.type")
             case "plain":
-                if r.null() { return }
+                if try r.null("meta.plain") { return }
                 let start = r.i
                 plain = try r.stringMap("meta.plain")
                 r.plainRange = start..<r.i
@@ -115,7 +121,7 @@ struct RecordBodyReader {
             case "last_modified": lastModified = try r.lenientString("meta.last_modified")
             case "version": version = try r.lenientString("meta.version")
             case "file_meta":
-                if r.null() { return }
+                if try r.null("meta.file_meta") { return }
                 fileMeta = try r.fileMeta()
             default: try r.skipValue(depth: 2, in: "meta")
             }
@@ -142,7 +148,7 @@ struct RecordBodyReader {
             case "file_name": name = try r.nullableString("meta.file_meta.file_name")
             case "checksum": checksum = try r.nullableString("meta.file_meta.checksum")
             case "compression": compression = try r.nullableString("meta.file_meta.compression")
-            case "size": if !r.null() { size = try r.integer("meta.file_meta.size") }
+            case "size": if try !r.null("meta.file_meta.size") { size = try r.integer("meta.file_meta.size") }
             default: try r.skipValue(depth: 3, in: "meta.file_meta")
             }
         }
@@ -155,6 +161,7 @@ struct RecordBodyReader {
     /// `search_id` a string. Each `access_key` (no record text) is returned as its byte range, for the caller to
     /// decode; other members are skipped.
     mutating func searchResponse() throws(E3DBError) -> SearchResponseText {
+        try refuseByteOrderMark("the response")
         var out = SearchResponseText()
         try object("the response") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
             switch key {
@@ -187,9 +194,9 @@ struct RecordBodyReader {
         try object("a search result") { (r: inout RecordBodyReader, key: String) throws(E3DBError) in
             switch key {
             case "meta": meta = try r.meta()
-            case "record_data": if !r.null() { data = try r.stringMap("record_data") }
+            case "record_data": if try !r.null("record_data") { data = try r.stringMap("record_data") }
             case "access_key":
-                if r.null() { return }
+                if try r.null("access_key") { return }
                 r.skipSpace()
                 let start = r.i
                 try r.skipValue(depth: 3, in: "access_key")
@@ -205,12 +212,7 @@ struct RecordBodyReader {
     // MARK: Grammar
 
     private mutating func skipSpace() {
-        while i < bytes.count {
-            switch bytes[i] {
-            case 0x20, 0x09, 0x0A, 0x0D: i += 1
-            default: return
-            }
-        }
+        while i < bytes.count, JSONParser.isWhitespace(bytes[i]) { i += 1 }
     }
 
     /// Consumes `b` if it comes next (after white space).
@@ -226,24 +228,18 @@ struct RecordBodyReader {
         guard take(b) else { throw refusal(what()) }
     }
 
-    /// Consumes `null` if it comes next.
-    private mutating func null() -> Bool { literal(Self.nullWord) }
-
-    /// Consumes `word` if it comes next (after white space).
-    private mutating func literal(_ word: [UInt8]) -> Bool {
+    /// Consumes `null` if it comes next (after white space); a value that starts with `n` and is not `null` is
+    /// refused in `path`.
+    private mutating func null(_ path: @autoclosure () -> String) throws(E3DBError) -> Bool {
         skipSpace()
-        guard bytes.count - i >= word.count, bytes[i..<(i + word.count)].elementsEqual(word) else { return false }
-        i += word.count
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "n") else { return false }
+        try token(path()) { (p, span) throws(CanonicalJSONError) in try p.expectLiteral(span, .null) }
         return true
     }
 
-    private static let nullWord = Array("null".utf8)
-    private static let trueWord = Array("true".utf8)
-    private static let falseWord = Array("false".utf8)
-
     /// A string or `null`.
     private mutating func nullableString(_ path: @autoclosure () -> String) throws(E3DBError) -> String? {
-        if null() { return nil }
+        if try null(path()) { return nil }
         return try string(path())
     }
 
@@ -361,142 +357,73 @@ struct RecordBodyReader {
         return i == bytes.count ? fileMeta : nil
     }
 
+    /// Reads one token with the shared grammar (E3DBCanonicalJSON's `JSONParser`, the one home of JSON's strings,
+    /// escapes, numbers, literals and skipped values): `scan` runs on a parser at `i`, and `i` moves past what it
+    /// read. A grammar error becomes this reader's refusal in `path`, at the error's byte; `unterminated` names
+    /// what an input that ends early leaves open.
+    @inline(__always) @discardableResult
+    private mutating func token<T>(
+        _ path: @autoclosure () -> String, unterminated: String = "value",
+        _ scan: (inout JSONParser, Span<UInt8>) throws(CanonicalJSONError) -> T
+    ) throws(E3DBError) -> T {
+        let bytes = self.bytes
+        parser.position = i
+        do throws(CanonicalJSONError) {
+            let value = try scan(&parser, bytes.span)
+            i = parser.position
+            return value
+        } catch {
+            i = error.offset ?? parser.position
+            throw refusal(reason(error, path(), unterminated: unterminated))
+        }
+    }
+
+    /// What the reader says for a grammar error at `i` (the error's byte).
+    private func reason(_ error: CanonicalJSONError, _ path: String, unterminated: String) -> String {
+        switch error.code {
+        case .controlCharacter: return "a control character in \(path)"
+        case .invalidUTF8: return "invalid UTF-8 in \(path)"
+        case .loneSurrogate: return "a lone surrogate escape in \(path)"
+        case .invalidEscape:
+            // The error is at the backslash for an unknown escape, at the bad digit for a `\u` escape.
+            return i < bytes.count && bytes[i] == UInt8(ascii: "\\")
+                ? "an invalid escape in \(path)" : "an invalid \\u escape in \(path)"
+        case .unexpectedEnd: return "an unterminated \(unterminated) in \(path)"
+        case .invalidNumber: return "a malformed number in \(path)"
+        case .numberOutOfRange: return "a number beyond the range of a double in \(path)"
+        case .nestingTooDeep: return "nesting deeper than \(JSONParser.maxDepth) in \(path)"
+        case .duplicateKey:
+            // The error is at the repeated name, which the parser has read once already.
+            var name = JSONParser(at: i)
+            let quoted = (try? name.parseString(bytes.span)).map(Self.quoted) ?? "name"
+            return "repeated member \(quoted) in \(path)"
+        case .unexpectedCharacter where i == 0 && bytes.starts(with: [0xEF, 0xBB, 0xBF]):
+            return "a byte order mark (U+FEFF), which JSON text must not start with, before \(path)"
+        default: return "not a JSON value in \(path)"
+        }
+    }
+
+    /// Refuses a byte order mark before the input (the shared grammar's rule).
+    private mutating func refuseByteOrderMark(_ path: String) throws(E3DBError) {
+        try token(path) { (_, span) throws(CanonicalJSONError) in try JSONParser.refuseByteOrderMark(span) }
+    }
+
     /// A string (after white space).
     private mutating func string(_ path: @autoclosure () -> String) throws(E3DBError) -> String {
         skipSpace()
         guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw refusal("\(path()) is not a string") }
-        i += 1
-        let start = i
-        var ascii = true
-        while i < bytes.count {
-            let b = bytes[i]
-            if b == UInt8(ascii: "\"") {
-                let text = bytes[start..<i]
-                i += 1
-                if ascii { return String(decoding: text, as: UTF8.self) }
-                guard let s = String(validating: text, as: UTF8.self) else {
-                    i = start
-                    throw refusal("invalid UTF-8 in \(path())")
-                }
-                return s
-            }
-            if b == UInt8(ascii: "\\") {
-                i = start
-                return try escapedString(path())
-            }
-            if b < 0x20 { throw refusal("a control character in \(path())") }
-            if b >= 0x80 { ascii = false }
-            i += 1
+        return try token(path(), unterminated: "string") { (p, span) throws(CanonicalJSONError) in
+            try p.parseString(span)
         }
-        throw refusal("an unterminated string in \(path())")
     }
 
-    /// The rest of a string that has escapes, from its first byte.
-    private mutating func escapedString(_ path: @autoclosure () -> String) throws(E3DBError) -> String {
-        let start = i
-        var out: [UInt8] = []
-        while i < bytes.count {
-            let b = bytes[i]
-            i += 1
-            switch b {
-            case UInt8(ascii: "\""):
-                guard let s = String(validating: out, as: UTF8.self) else {
-                    i = start
-                    throw refusal("invalid UTF-8 in \(path())")
-                }
-                return s
-            case UInt8(ascii: "\\"):
-                if let encoded = UTF8.encode(try escape(path())) { out.append(contentsOf: encoded) }
-            default:
-                if b < 0x20 {
-                    i -= 1
-                    throw refusal("a control character in \(path())")
-                }
-                out.append(b)
-            }
-        }
-        throw refusal("an unterminated string in \(path())")
-    }
-
-    /// Skips a string (after white space) that `string` would read, building nothing. For text that came as a
-    /// Swift `String` (valid UTF-8 already): the bytes between escapes are not validated again.
+    /// Skips a string (after white space) that `string` would read, building nothing.
     private mutating func skipString() throws(E3DBError) {
         skipSpace()
         guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw refusal("not a string") }
-        i += 1
-        while i < bytes.count {
-            let b = bytes[i]
-            i += 1
-            switch b {
-            case UInt8(ascii: "\""): return
-            case UInt8(ascii: "\\"): _ = try escape("a string")
-            default: if b < 0x20 { throw refusal("a control character") }
-            }
+        try token("a string", unterminated: "string") { (p, span) throws(CanonicalJSONError) in
+            try p.skipString(span)
         }
-        throw refusal("an unterminated string")
-    }
-
-    /// The scalar of an escape sequence, from the byte after its backslash (a surrogate pair is one sequence).
-    private mutating func escape(_ path: @autoclosure () -> String) throws(E3DBError) -> Unicode.Scalar {
-        guard i < bytes.count else { throw refusal("an unterminated string in \(path())") }
-        let e = bytes[i]
-        i += 1
-        switch e {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return Unicode.Scalar(e)
-        case UInt8(ascii: "b"): return "\u{08}"
-        case UInt8(ascii: "f"): return "\u{0C}"
-        case UInt8(ascii: "n"): return "\n"
-        case UInt8(ascii: "r"): return "\r"
-        case UInt8(ascii: "t"): return "\t"
-        case UInt8(ascii: "u"):
-            let unit = try hex4(path())
-            var scalarValue = UInt32(unit)
-            if (0xD800...0xDBFF).contains(unit) {
-                guard bytes.count - i >= 2, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
-                    throw refusal("a lone surrogate escape in \(path())")
-                }
-                i += 2
-                let low = try hex4(path())
-                guard (0xDC00...0xDFFF).contains(low) else { throw refusal("a lone surrogate escape in \(path())") }
-                scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-            }
-            guard let scalar = Unicode.Scalar(scalarValue) else {
-                throw refusal("a lone surrogate escape in \(path())")
-            }
-            return scalar
-        default:
-            i -= 1
-            throw refusal("an invalid escape in \(path())")
-        }
-    }
-
-    private mutating func hex4(_ path: @autoclosure () -> String) throws(E3DBError) -> UInt16 {
-        guard bytes.count - i >= 4 else { throw refusal("an invalid \\u escape in \(path())") }
-        var v: UInt16 = 0
-        for _ in 0..<4 {
-            let b = bytes[i]
-            let d: UInt8
-            switch b {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
-            default: throw refusal("an invalid \\u escape in \(path())")
-            }
-            v = v << 4 | UInt16(d)
-            i += 1
-        }
-        return v
-    }
-
-    /// The digits of a JSON number's integer part (after an optional minus sign): `0` or a non-zero digit and more.
-    private mutating func integerDigits(_ path: @autoclosure () -> String) throws(E3DBError) -> Range<Int> {
-        let start = i
-        while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
-        guard i > start, i - start == 1 || bytes[start] != UInt8(ascii: "0") else {
-            i = start
-            throw refusal("\(path()) is not a JSON value")
-        }
-        return start..<i
     }
 
     /// An integer without fraction or exponent that fits in `Int64`.
@@ -504,12 +431,24 @@ struct RecordBodyReader {
         skipSpace()
         let start = i
         let negative = i < bytes.count && bytes[i] == UInt8(ascii: "-")
-        if negative { i += 1 }
-        guard i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) else {
+        guard i + (negative ? 1 : 0) < bytes.count,
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i + (negative ? 1 : 0)])
+        else {
             throw refusal("\(path()) is not an integer")
         }
+        let number: JSONParser.NumberToken
+        do throws(E3DBError) {
+            number = try token(path()) { (p, span) throws(CanonicalJSONError) in try p.scanNumber(span) }
+        } catch {
+            i = start
+            throw refusal("\(path()) is not a JSON value")
+        }
+        guard number.isInteger else {
+            i = start
+            throw refusal("\(path()) is not an integer (it has a fraction or an exponent)")
+        }
         var value: Int64 = 0
-        for k in try integerDigits(path()) {
+        for k in number.integerDigits {
             let (m, o1) = value.multipliedReportingOverflow(by: 10)
             let digit = Int64(bytes[k] - UInt8(ascii: "0"))
             let (s, o2) = negative ? m.subtractingReportingOverflow(digit) : m.addingReportingOverflow(digit)
@@ -519,59 +458,12 @@ struct RecordBodyReader {
             }
             value = s
         }
-        if i < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[i]) {
-            i = start
-            throw refusal("\(path()) is not an integer (it has a fraction or an exponent)")
-        }
         return value
     }
 
-    /// Skips a JSON number: `-`, integer digits, an optional fraction and an optional exponent.
-    private mutating func skipNumber(in path: @autoclosure () -> String) throws(E3DBError) {
-        if bytes[i] == UInt8(ascii: "-") { i += 1 }
-        _ = try integerDigits(path())
-        func digits(_ r: inout RecordBodyReader) throws(E3DBError) {
-            let start = r.i
-            while r.i < r.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(r.bytes[r.i]) { r.i += 1 }
-            guard r.i > start else { throw r.refusal("a malformed number in \(path())") }
-        }
-        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
-            i += 1
-            try digits(&self)
-        }
-        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
-            i += 1
-            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-            try digits(&self)
-        }
-    }
-
-    /// Skips one value of any kind (a member nobody reads, in `path`), at most ``maxDepth`` deep.
+    /// Skips one value of any kind (a member nobody reads, in `path`, whose container is `depth` levels deep) with
+    /// the shared grammar: at most `JSONParser.maxDepth` deep, names distinct by code units, nothing built.
     private mutating func skipValue(depth: Int, in path: String) throws(E3DBError) {
-        skipSpace()
-        guard i < bytes.count else { throw refusal("a value missing in \(path)") }
-        switch bytes[i] {
-        case UInt8(ascii: "\""): _ = try string("a string in \(path)")
-        case UInt8(ascii: "{"):
-            guard depth < Self.maxDepth else { throw refusal("nesting deeper than \(Self.maxDepth) in \(path)") }
-            try object(path) { (r: inout RecordBodyReader, _: String) throws(E3DBError) in
-                try r.skipValue(depth: depth + 1, in: path)
-            }
-        case UInt8(ascii: "["):
-            guard depth < Self.maxDepth else { throw refusal("nesting deeper than \(Self.maxDepth) in \(path)") }
-            i += 1
-            if take(UInt8(ascii: "]")) { return }
-            while true {
-                try skipValue(depth: depth + 1, in: path)
-                if take(UInt8(ascii: ",")) { continue }
-                try expect(UInt8(ascii: "]"), "a comma or a closing bracket missing in \(path)")
-                return
-            }
-        case UInt8(ascii: "t"): guard literal(Self.trueWord) else { throw refusal("not a JSON value in \(path)") }
-        case UInt8(ascii: "f"): guard literal(Self.falseWord) else { throw refusal("not a JSON value in \(path)") }
-        case UInt8(ascii: "n"): guard literal(Self.nullWord) else { throw refusal("not a JSON value in \(path)") }
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try skipNumber(in: path)
-        default: throw refusal("not a JSON value in \(path)")
-        }
+        try token(path) { (p, span) throws(CanonicalJSONError) in try p.skipValue(span, depth: depth) }
     }
 }

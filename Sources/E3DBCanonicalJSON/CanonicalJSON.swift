@@ -59,7 +59,7 @@ public enum CanonicalJSON {
                 offset: limits.maxInputBytes)
         }
         return try withSpan(of: utf8) { bytes -> Result<JSONValue, CanonicalJSONError> in
-            var parser = Parser(maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
+            var parser = JSONParser(maxDepth: max(0, limits.maxDepth), maxValues: max(0, limits.maxValues))
             do throws(CanonicalJSONError) {
                 return .success(try parser.parseDocument(bytes))
             } catch {

@@ -70,6 +70,8 @@ public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConver
 public struct ParseLimits: Sendable, Hashable {
     /// The deepest allowed nesting of arrays and objects. A top-level scalar has depth 0, `[]` depth 1.
     /// The parser and serializer recurse once per level, so keep this well below what the thread's stack allows.
+    /// The default, 512, is the one depth bound of every JSON reader in the package (E3DBAPI's record reader
+    /// included).
     public var maxDepth: Int
     /// The largest accepted input, in bytes.
     public var maxInputBytes: Int

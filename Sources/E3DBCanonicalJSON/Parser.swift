@@ -1,40 +1,76 @@
-/// The strict RFC 8259 parser behind `CanonicalJSON.parse`.
+/// The package's one JSON grammar: the strict RFC 8259 parser behind `CanonicalJSON.parse`, and the lexical layer
+/// (white space, literals, strings, numbers, skipping a value) that E3DBAPI's record reader is built on.
 ///
-/// It accepts exactly the JSON grammar over well-formed UTF-8 (no BOM, no comments, no trailing commas, no
-/// `NaN`), and additionally rejects what would make a canonical form ambiguous: duplicate keys (by code
-/// units), lone surrogates, and numbers beyond the double range.
+/// It accepts exactly the JSON grammar over well-formed UTF-8 (no comments, no trailing commas, no `NaN`), and
+/// decides each edge once, for both readers:
+/// - A byte order mark (U+FEFF as EF BB BF) before the text is refused: RFC 8259 §8.1 forbids sending one, so no
+///   SDK does, and one rule for every reader beats "ignored here, refused there". U+FEFF inside a string is text.
+/// - Arrays and objects nest at most `JSONParser.maxDepth` (512, `ParseLimits.default.maxDepth`) levels, the
+///   top-level container being level 1. 512 is what `JSONDecoder` and this parser always allowed, so every
+///   document an SDK signs or sends (records are 3 levels deep) still reads; each level costs one small stack frame
+///   (parsing and skipping recurse), so 512 stays far inside a thread's stack.
+/// - Strings are well-formed UTF-8 with no raw control character (U+0000 to U+001F); escapes are JSON's, and a
+///   `\u` surrogate escape must be a high one followed by a low one (a lone surrogate is no Unicode scalar).
+/// - A number follows the JSON grammar (no leading zero, `+`, `.5` or `1.`) and its value is a finite IEEE 754
+///   double: `1e999999` (infinite) and `1e-400` (a non-zero literal that would become 0) are refused by both
+///   readers. A parsed (not skipped) integer must also be exact as a double (beyond 2^53, `9007199254740993` is
+///   refused: it would sign as ...992): a rule of canonical values, which the record reader, building no number, does
+///   not need.
+/// - A member name repeated in one object (by code units: `"é"` and `"e\u{301}"` are two names) is refused, in
+///   parsed and in skipped values.
+/// - Size: the grammar has no cap of its own. `CanonicalJSON.parse` caps the input (`ParseLimits.maxInputBytes`)
+///   and the number of values (`ParseLimits.maxValues`) because it builds a tree several times larger than the
+///   text; the record reader builds only what it returns, in one linear pass over a body whose size the server's
+///   request limit bounds, and skips what it does not read without building it.
+///
+/// Errors are `CanonicalJSONError`s with the byte offset of the problem; the record reader maps them to its own
+/// `badRequest` refusals at its boundary.
 ///
 /// The parser holds only its position, its limits and a scratch buffer for escapes; every method reads the input through the `Span<UInt8>` it is
 /// given (`CanonicalJSON.withSpan`), so the input cannot outlive its owner and every read is bounds-checked, in
 /// release builds too. The parser still tests `pos < bytes.count` before each read, so that an input that ends
 /// early is an `unexpectedEnd` error, never a trap: every `bytes[pos]` (or `bytes[pos + k]`) is dominated by such
 /// a test on the same path, either on the line itself or, for the functions that start at a byte the caller has
-/// just read (`parseString`, `parseArray`, `parseMembers`, `parseNumber`, `validateUTF8Sequence`, `skipString`),
-/// in the caller. `pos` only grows, by at most the bytes just checked, so it never passes `bytes.count`.
-struct Parser: ~Copyable {
-    private var pos = 0
+/// just read (`parseString`, `parseArray`, `parseMembers`, `scanNumber`, `validateUTF8Sequence`, `skipString`),
+/// in the caller (for the package entry points among them, the record reader checks the byte before calling). `pos` only grows, by at most the bytes just checked, so it never passes `bytes.count`.
+package struct JSONParser: ~Copyable {
+    /// The deepest nesting of arrays and objects any reader follows (see the type's documentation).
+    package static var maxDepth: Int { ParseLimits.default.maxDepth }
+
+    private var pos: Int
     private let maxDepth: Int
     private var valuesLeft: Int
     private let maxValues: Int
     private var scratch: [UInt8] = []
 
-    init(maxDepth: Int, maxValues: Int = Int.max) {
+    /// A parser at byte `position` of its input, nesting at most `maxDepth` levels and reading at most `maxValues`
+    /// values.
+    package init(maxDepth: Int = JSONParser.maxDepth, maxValues: Int = Int.max, at position: Int = 0) {
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
+        self.pos = position
+    }
+
+    /// The byte after what the parser has read; setting it moves the parser (the record reader keeps one parser
+    /// and moves it to each token it reads).
+    package var position: Int {
+        get { pos }
+        set { pos = newValue }
     }
 
     // MARK: Entry
 
     mutating func parseDocument(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> JSONValue {
-        try refuseByteOrderMark(bytes)
+        try Self.refuseByteOrderMark(bytes)
         skipWhitespace(bytes)
         let value = try parseValue(bytes, depth: 0)
         try expectEnd(bytes)
         return value
     }
 
-    private func refuseByteOrderMark(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
+    /// Refuses a byte order mark at the start of the input (see the type's documentation).
+    package static func refuseByteOrderMark(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
         if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
             throw CanonicalJSONError(
                 .unexpectedCharacter, "a byte order mark (U+FEFF) is not allowed before JSON text", offset: 0)
@@ -52,6 +88,21 @@ struct Parser: ~Copyable {
     // MARK: Values
 
     private mutating func parseValue(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) -> JSONValue {
+        try value(bytes, depth: depth, build: true)
+    }
+
+    /// Skips the value at `pos` (after white space) with the grammar and limits of parsing it, building nothing but
+    /// each object's set of names (to refuse a repeated one): how the record reader passes over the members it does
+    /// not read. `depth` is the nesting level of the value's container (1 for a member of a top-level object).
+    package mutating func skipValue(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) {
+        skipWhitespace(bytes)
+        _ = try value(bytes, depth: depth, build: false)
+    }
+
+    /// The value at `pos`, parsed when `build`, else checked and skipped (the result is `.null`).
+    private mutating func value(
+        _ bytes: Span<UInt8>, depth: Int, build: Bool
+    ) throws(CanonicalJSONError) -> JSONValue {
         guard pos < bytes.count else {
             throw CanonicalJSONError(.unexpectedEnd, "input ended where a value was expected", offset: pos)
         }
@@ -61,13 +112,17 @@ struct Parser: ~Copyable {
         }
         switch bytes[pos] {
         case UInt8(ascii: "\""):
+            guard build else {
+                _ = try skipString(bytes)
+                return .null
+            }
             return .string(try parseString(bytes))
         case UInt8(ascii: "{"):
             try checkDepth(depth + 1)
             var noCapture: RawCapture? = nil
-            return .object(try parseMembers(bytes, depth: depth + 1, capture: &noCapture))
+            return .object(try parseMembers(bytes, depth: depth + 1, capture: &noCapture, build: build))
         case UInt8(ascii: "["):
-            return try parseArray(bytes, depth: depth + 1)
+            return try parseArray(bytes, depth: depth + 1, build: build)
         case UInt8(ascii: "t"):
             try expectLiteral(bytes, .true)
             return .bool(true)
@@ -78,6 +133,10 @@ struct Parser: ~Copyable {
             try expectLiteral(bytes, .null)
             return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            guard build else {
+                _ = try double(scanNumber(bytes), bytes)
+                return .null
+            }
             return .number(try parseNumber(bytes))
         default:
             throw CanonicalJSONError(
@@ -86,7 +145,7 @@ struct Parser: ~Copyable {
     }
 
     /// The three literals: their text, and their ASCII bytes packed little-endian with their count.
-    private enum Literal {
+    package enum Literal {
         case `true`, `false`, null
 
         var text: StaticString {
@@ -106,7 +165,8 @@ struct Parser: ~Copyable {
         }
     }
 
-    private mutating func expectLiteral(_ bytes: Span<UInt8>, _ which: Literal) throws(CanonicalJSONError) {
+    /// Reads the literal `which` at `pos`, or refuses what stands there instead.
+    package mutating func expectLiteral(_ bytes: Span<UInt8>, _ which: Literal) throws(CanonicalJSONError) {
         let start = pos
         let literal = which.text
         let (packed, count) = which.packed
@@ -133,7 +193,9 @@ struct Parser: ~Copyable {
         }
     }
 
-    private mutating func parseArray(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) -> JSONValue {
+    private mutating func parseArray(
+        _ bytes: Span<UInt8>, depth: Int, build: Bool
+    ) throws(CanonicalJSONError) -> JSONValue {
         try checkDepth(depth)
         pos += 1  // [
         var elements: [JSONValue] = []
@@ -144,7 +206,8 @@ struct Parser: ~Copyable {
         }
         while true {
             skipWhitespace(bytes)
-            elements.append(try parseValue(bytes, depth: depth))
+            let element = try value(bytes, depth: depth, build: build)
+            if build { elements.append(element) }
             skipWhitespace(bytes)
             guard pos < bytes.count else {
                 throw CanonicalJSONError(
@@ -174,14 +237,17 @@ struct Parser: ~Copyable {
 
     /// The one members loop: reads the object whose `{` is at `pos` (checked by the caller) and leaves `pos` after
     /// its `}`. With a `capture`, the string values of the members it names are validated and recorded as byte
-    /// ranges instead of being parsed into the object; a name may occur once across both.
+    /// ranges instead of being parsed into the object; a name may occur once across both. Without `build`, the
+    /// values are skipped and only the names kept (the object returned is empty).
     private mutating func parseMembers(
         _ bytes: Span<UInt8>,
         depth: Int,
-        capture: inout RawCapture?
+        capture: inout RawCapture?,
+        build: Bool = true
     ) throws(CanonicalJSONError) -> JSONObject {
         pos += 1  // {
         var object = JSONObject()
+        var skippedNames = Set<CodeUnitKey>()
         skipWhitespace(bytes)
         if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
             pos += 1
@@ -212,7 +278,10 @@ struct Parser: ~Copyable {
             pos += 1
             skipWhitespace(bytes)
             let duplicate: Bool
-            if capture == nil {
+            if !build {
+                _ = try value(bytes, depth: depth, build: false)
+                duplicate = !skippedNames.insert(CodeUnitKey(key)).inserted
+            } else if capture == nil {
                 let value = try parseValue(bytes, depth: depth)
                 duplicate = !object.insertIfAbsent(key: key, value: value)
             } else {
@@ -253,7 +322,7 @@ struct Parser: ~Copyable {
     // MARK: Strings
 
     /// Parses a string starting at the opening quote; leaves `pos` after the closing quote.
-    private mutating func parseString(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> String {
+    package mutating func parseString(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> String {
         let open = pos
         pos += 1
         let contentStart = pos
@@ -458,7 +527,21 @@ struct Parser: ~Copyable {
 
     // MARK: Numbers
 
-    private mutating func parseNumber(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Double {
+    /// Where a number's parts are in the input: what `scanNumber` read.
+    package struct NumberToken {
+        /// From the sign (or first digit) to the byte after the last digit.
+        package let range: Range<Int>
+        /// The digits of the integer part.
+        package let integerDigits: Range<Int>
+        /// Whether it starts with `-`.
+        package let negative: Bool
+        /// Whether it has neither a fraction nor an exponent.
+        package let isInteger: Bool
+    }
+
+    /// Reads the number at `pos` (a `-` or a digit, checked by the caller) by the JSON grammar alone, and leaves
+    /// `pos` after it.
+    package mutating func scanNumber(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> NumberToken {
         let start = pos
         var negative = false
         if bytes[pos] == UInt8(ascii: "-") {
@@ -502,13 +585,22 @@ struct Parser: ~Copyable {
             }
             pos += digitRun(bytes)
         }
-        if isInteger && intEnd - intStart <= 15 {
+        return NumberToken(
+            range: start..<pos, integerDigits: intStart..<intEnd, negative: negative, isInteger: isInteger)
+    }
+
+    /// The value of `token` as a double: finite, and not 0 for a literal with a non-zero digit (the range rule of
+    /// the type's documentation).
+    package func double(_ token: NumberToken, _ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Double {
+        let start = token.range.lowerBound
+        let (intStart, intEnd) = (token.integerDigits.lowerBound, token.integerDigits.upperBound)
+        if token.isInteger && intEnd - intStart <= 15 {
             var v: Int64 = 0
             for i in intStart..<intEnd { v = v * 10 + Int64(bytes[i] - UInt8(ascii: "0")) }
             let d = Double(v)
-            return negative ? -d : d
+            return token.negative ? -d : d
         }
-        let text = Self.string(bytes, start..<pos)
+        let text = Self.string(bytes, token.range)
         guard let value = Double(text) else {
             throw CanonicalJSONError(.invalidNumber, "number could not be converted", offset: start)
         }
@@ -519,7 +611,9 @@ struct Parser: ~Copyable {
         if value == 0 {
             // A literal with a non-zero digit that becomes 0 (1e-400) would sign as 0: refused like 1e400.
             var mantissaEnd = intStart
-            while mantissaEnd < pos, bytes[mantissaEnd] != UInt8(ascii: "e"), bytes[mantissaEnd] != UInt8(ascii: "E") {
+            while mantissaEnd < token.range.upperBound, bytes[mantissaEnd] != UInt8(ascii: "e"),
+                bytes[mantissaEnd] != UInt8(ascii: "E")
+            {
                 mantissaEnd += 1
             }
             var nonZeroDigit = false
@@ -531,12 +625,19 @@ struct Parser: ~Copyable {
                     .numberOutOfRange, "number is too small for an IEEE 754 double and would become 0", offset: start)
             }
         }
-        if isInteger && !Self.isExact(value.magnitude, digits: bytes.extracting(intStart..<intEnd)) {
+        return value
+    }
+
+    /// A number's value as `CanonicalJSON.parse` reads it: `double` of its token, and an integer exact as a double.
+    private mutating func parseNumber(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Double {
+        let token = try scanNumber(bytes)
+        let value = try double(token, bytes)
+        if token.isInteger && !Self.isExact(value.magnitude, digits: bytes.extracting(token.integerDigits)) {
             // 9007199254740993 would sign as 9007199254740992, and a signature over one would verify the other.
             throw CanonicalJSONError(
                 .numberOutOfRange,
                 "integer has more precision than an IEEE 754 double (beyond 2^53 it would be rounded); write it as a string",
-                offset: start)
+                offset: token.range.lowerBound)
         }
         return value
     }
@@ -586,13 +687,15 @@ struct Parser: ~Copyable {
 
     // MARK: Helpers
 
-    private mutating func skipWhitespace(_ bytes: Span<UInt8>) {
-        while pos < bytes.count {
-            switch bytes[pos] {
-            case 0x20, 0x0A, 0x0D, 0x09: pos += 1
-            default: return
-            }
-        }
+    /// Moves `pos` past white space.
+    package mutating func skipWhitespace(_ bytes: Span<UInt8>) {
+        while pos < bytes.count, Self.isWhitespace(bytes[pos]) { pos += 1 }
+    }
+
+    /// Whether `byte` is JSON white space (space, tab, line feed, carriage return): the one definition.
+    @inlinable
+    package static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 
     private func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
@@ -647,7 +750,7 @@ package struct RawJSONString: Sendable, Hashable {
     package let hasEscapes: Bool
 }
 
-extension Parser {
+extension JSONParser {
     /// Parses a top-level object strictly. String values of members named in `rawMembers` are validated
     /// (UTF-8, escapes, surrogates) but not materialised: only their byte range is returned, so that a secret
     /// never becomes a Swift `String`. Every other member is parsed into `object`. Duplicate names are rejected
@@ -658,7 +761,7 @@ extension Parser {
     ) throws(ObjectParseError) -> (object: JSONObject, raw: [String: RawJSONString]) {
         var capture: RawCapture? = RawCapture(names: rawMembers)
         do throws(CanonicalJSONError) {
-            try refuseByteOrderMark(bytes)
+            try Self.refuseByteOrderMark(bytes)
             skipWhitespace(bytes)
             guard pos < bytes.count else {
                 throw CanonicalJSONError(.unexpectedEnd, "input ended where an object was expected", offset: pos)
@@ -678,7 +781,8 @@ extension Parser {
     /// Validates the string at `pos` like `parseString` and leaves `pos` after the closing quote, without
     /// building a `String`. Escapes are validated into `scratch`, which is cleared (zeroed) afterwards.
     /// - Returns: whether the string had an escape.
-    private mutating func skipString(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Bool {
+    @discardableResult
+    package mutating func skipString(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> Bool {
         let open = pos
         pos += 1
         var escaped = false
@@ -734,7 +838,7 @@ extension CanonicalJSON {
         }
         return try withSpan(of: utf8) {
             bytes -> Result<(object: JSONObject, raw: [String: RawJSONString]), ObjectParseError> in
-            var parser = Parser(maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
+            var parser = JSONParser(maxDepth: limits.maxDepth, maxValues: max(0, limits.maxValues))
             do throws(ObjectParseError) {
                 return .success(try parser.parseTopLevelObject(bytes, rawMembers: rawMembers))
             } catch {

@@ -126,14 +126,14 @@ enum RecordJSON {
         w.byte(UInt8(ascii: "}"))
     }
 
-    /// The members of a row's stored `plain`, for a search to match (names are distinct by code units; two that
-    /// are equal as Swift `String`s keep the first value).
-    static func plainMembers(_ row: RecordRow) throws -> [String: String] {
+    /// The members of a row's stored `plain`, for a search to match: names distinct by code units (the reader
+    /// refuses a repeated one), so two that are equal as Swift `String`s (`"é"`, `"e\u{301}"`) stay two members.
+    static func plainMembers(_ row: RecordRow) throws -> RecordData {
         let members = try stored("records.plain", of: row) { () throws(E3DBError) in
             try JSONText.members(of: row.plainJSON, values: true)
         }
-        var map: [String: String] = Dictionary(minimumCapacity: members.count)
-        for member in members where map[member.name] == nil { map[member.name] = member.value ?? "" }
+        var map = RecordData(capacity: members.count)
+        for member in members { map.insert(key: member.name, value: member.value ?? "") }
         return map
     }
 

@@ -1,4 +1,5 @@
 import E3DBAPI
+import E3DBCanonicalJSON
 import E3DBPrimitives
 
 /// How a v2 search term is compared with a value (spec api §6.2): case-sensitive, on the whole value.
@@ -64,11 +65,11 @@ struct SearchTerm {
         let bytes = value.utf8.count
         if strategy == .exact {
             try budget.charge(1 + min(bytes, text.utf8.count) / 16)
-            return value == text
+            return value.utf8.elementsEqual(text.utf8)
         }
         guard bytes <= Self.maxMatchedValueBytes else { return false }
         switch strategy {
-        case .exact: return value == text
+        case .exact: return value.utf8.elementsEqual(text.utf8)
         case .fuzzy:
             let count = scalars.count
             let allowed = count <= 2 ? 0 : (count <= 5 ? 1 : 2)
@@ -238,7 +239,7 @@ struct CompiledClause {
     }
 
     /// Whether the record matches, charging `budget` for every comparison (``SearchTerm/matches(_:budget:)``).
-    func matches(_ row: RecordRow, plain: [String: String], budget: inout WorkBudget) throws(E3DBError) -> Bool {
+    func matches(_ row: RecordRow, plain: RecordData, budget: inout WorkBudget) throws(E3DBError) -> Bool {
         if terms.isEmpty { return true }
         func one(_ kind: Kind, _ term: SearchTerm) throws(E3DBError) -> Bool {
             switch kind {
@@ -250,7 +251,7 @@ struct CompiledClause {
                 for key in plain.keys where try term.matches(key, budget: &budget) { return true }
                 return false
             case .value:
-                for value in plain.values where try term.matches(value, budget: &budget) { return true }
+                for (_, value) in plain where try term.matches(value, budget: &budget) { return true }
                 return false
             case .tag(let valueTerm):
                 for (key, value) in plain where try term.matches(key, budget: &budget) {

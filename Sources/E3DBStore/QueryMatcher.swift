@@ -53,7 +53,10 @@ extension QueryMatcher {
     /// equality conditions name are looked up.
     init(_ query: RecordQuery, indexes: [BlindIndex], store: EncryptedStore) throws(E3DBError) {
         self.query = query
-        var wanted: [String: String] = [:]
+        // Field names by code units, as `RecordData` keeps them: `"é"` and `"e\u{301}"` are two fields, so a
+        // condition on one never selects through an index on the other. (Values stay Unicode text: the tokens hash
+        // their NFC form, and `FieldCondition.matches` compares them as `String`s, by design.)
+        var wanted = RecordData()
         for condition in query.fields {
             if case .equals(let field, let value) = condition { wanted[field] = value }
         }
@@ -62,7 +65,7 @@ extension QueryMatcher {
             let keys = try store.currentKeys()
             for index in indexes where index.fields.allSatisfy({ wanted[$0] != nil }) {
                 let key = try store.blindIndexKey(keys, collection: query.collection, name: index.name)
-                let values = index.fields.map { JSONValue.string(BlindIndex.normalized(wanted[$0, default: ""])) }
+                let values = index.fields.map { JSONValue.string(BlindIndex.normalized(wanted[$0] ?? "")) }
                 lookups.append((index, key, try BlindIndex.token(of: values, key: key, bits: index.bits)))
             }
         }

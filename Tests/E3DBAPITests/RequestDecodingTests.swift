@@ -79,6 +79,31 @@ struct RequestDecodingTests {
         #expect(throws: DecodingError.self) { try decode(API.PlainQuery.self, #"["a"]"#) }
     }
 
+    @Test("a plain filter compares names and values by code units: \"é\" and \"e\\u{301}\" never match each other")
+    func plainFilterComparesCodeUnits() {
+        let nfc = "\u{e9}"
+        let nfd = "e\u{301}"
+        #expect(nfc == nfd, "Swift String equality calls them equal (canonical equivalence)")
+        let byName: RecordData = [nfc: "x"]
+        #expect(API.PlainQuery.equals(name: nfc, value: "x").matches(byName))
+        #expect(!API.PlainQuery.equals(name: nfd, value: "x").matches(byName))
+        #expect(!API.PlainQuery.equals(name: nfc, value: "x").matches([nfd: "x"]))
+        let byValue: RecordData = ["k": nfd]
+        #expect(API.PlainQuery.equals(name: "k", value: nfd).matches(byValue))
+        #expect(!API.PlainQuery.equals(name: "k", value: nfc).matches(byValue))
+        // Twins are two members, each matched by its own name only.
+        let twins: RecordData = {
+            var map = RecordData()
+            map[nfc] = "1"
+            map[nfd] = "2"
+            return map
+        }()
+        #expect(twins.count == 2)
+        #expect(API.PlainQuery.equals(name: nfd, value: "2").matches(twins))
+        #expect(!API.PlainQuery.equals(name: nfd, value: "1").matches(twins))
+        #expect(API.PlainQuery.not(.equals(name: nfc, value: "2")).matches(twins))
+    }
+
     @Test func searchResultsCarryNullDataAndAccessKey() throws {
         let meta = API.Meta(
             recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:], created: "c",

@@ -273,6 +273,42 @@ struct RequestHandlerTests {
         }
     }
 
+    /// Searches compare plain names and values by code units, as the stored `RecordData` keeps them: a record with
+    /// the precomposed name "é" (U+00E9) is not found by a filter on "e\u{301}" and the other way round, in v1
+    /// (`plain` filters) and v2 (EXACT `keys`, `values` and `tags` terms) searches.
+    @Test func searchesCompareNamesAndValuesByCodeUnits() async throws {
+        let s = try await Server.make()
+        let nfc = "\u{e9}"
+        let nfd = "e\u{301}"
+        var recordIDs: [String: String] = [:]
+        for (label, plain) in [("nfcName", [nfc: "x"]), ("nfdName", [nfd: "x"]), ("nfdValue", ["k": nfd])] {
+            let reply = await s.send(.post, "/v1/storage/records", headers: s.bearer, body: s.record(plain: plain))
+            try #require(reply.status == 201)
+            recordIDs[label] = ((reply.json?["meta"] as? [String: Any])?["record_id"] as? String)?.lowercased()
+        }
+        func found(_ path: String, _ body: String) async -> Set<String> {
+            let reply = await s.send(.post, path, headers: s.bearer, body: body)
+            #expect(reply.status == 200, "\(body)")
+            let results = reply.json?["results"] as? [[String: Any]] ?? []
+            return Set(
+                results.compactMap { ($0["meta"] as? [String: Any])?["record_id"] as? String }.map { $0.lowercased() })
+        }
+        func ids(_ labels: String...) -> Set<String> { Set(labels.compactMap { recordIDs[$0] }) }
+        // The JSON text names "e\u0301" with an escape, so that no tool on the way normalizes it.
+        let eqNFD = #"{"plain":{"eq":{"name":"e\u0301","value":"x"}}}"#
+        let eqNFC = #"{"plain":{"eq":{"name":"\u00e9","value":"x"}}}"#
+        #expect(await found("/v1/storage/search", eqNFD) == ids("nfdName"))
+        #expect(await found("/v1/storage/search", eqNFC) == ids("nfcName"))
+        #expect(await found("/v1/storage/search", #"{"plain":{"k":"\u00e9"}}"#).isEmpty)
+        #expect(await found("/v1/storage/search", #"{"plain":{"k":"e\u0301"}}"#) == ids("nfdValue"))
+        func v2(_ terms: String) -> String { #"{"match":[{"strategy":"EXACT","terms":\#(terms)}]}"# }
+        #expect(await found("/v2/search", v2(#"{"keys":["e\u0301"]}"#)) == ids("nfdName"))
+        #expect(await found("/v2/search", v2(#"{"keys":["\u00e9"]}"#)) == ids("nfcName"))
+        #expect(await found("/v2/search", v2(#"{"values":["\u00e9"]}"#)).isEmpty)
+        #expect(await found("/v2/search", v2(#"{"values":["e\u0301"]}"#)) == ids("nfdValue"))
+        #expect(await found("/v2/search", v2(#"{"tags":{"e\u0301":"x"}}"#)) == ids("nfdName"))
+    }
+
     @Test func expiredBearerTokens() async throws {
         let s = try await Server.make(tokenLifetime: -60)
         #expect(await s.send(.get, "/v1/storage/policy/outgoing", headers: s.bearer).status == 401)

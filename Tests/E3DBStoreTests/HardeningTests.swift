@@ -69,6 +69,22 @@ struct HardeningTests {
         expectStoreError(.recordTampered) { _ = try store.find(RecordQuery(collection: "c")) }
     }
 
+    @Test("a field condition picks blind indexes by field names compared by code units (\"é\", \"e\\u{301}\")")
+    func indexFieldNamesByCodeUnits() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let nfc = "\u{e9}"
+        let nfd = "e\u{301}"
+        _ = try store.put(collection: "c", records: [])
+        try store.createIndex(collection: "c", fields: [nfc], bits: 64)
+        let precomposed = try store.put(collection: "c", type: "t", data: [nfc: "x"])
+        let decomposed = try store.put(collection: "c", type: "t", data: [nfd: "x"])
+        // A condition on "e\u{301}" once looked up the index on "é" (the names are equal as Swift `String`s) and
+        // missed the record that holds it.
+        #expect(try store.find(RecordQuery(collection: "c", fields: [.equals(nfd, "x")])).map(\.id) == [decomposed.id])
+        #expect(try store.find(RecordQuery(collection: "c", fields: [.equals(nfc, "x")])).map(\.id) == [precomposed.id])
+    }
+
     @Test("an index definition edited to a wrong type or impossible bits is storeCorrupted, not a crash")
     func damagedIndexDefinition() throws {
         let dir = try StoreDirectory()

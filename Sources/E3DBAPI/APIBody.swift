@@ -3,9 +3,10 @@ public import Foundation
 
 /// A JSON body of the E3DB API, request or response: the one seam through which the client and the server read
 /// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
-/// Bodies go through Foundation's `JSONDecoder` and `JSONEncoder`, except ``API/Record``, whose `decodeBody` and
-/// `encodeBody` are the strict record reader and a hand-written writer.
-public protocol APIBody: Codable, Sendable {
+/// Record bodies and search responses are read by the strict record reader (``API/Record``, ``API/QueryResponse``
+/// and ``API/SearchResponse`` are not `Decodable`), and records are written by the record writer (``API/Record``
+/// is not `Encodable`); every other body goes through Foundation's `JSONDecoder` and `JSONEncoder`.
+public protocol APIBody: Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
     /// - Returns: the body.
@@ -18,14 +19,17 @@ public protocol APIBody: Codable, Sendable {
     func encodeBody() throws -> Data
 }
 
-extension APIBody {
+extension APIBody where Self: Decodable {
     /// Decodes a body with `JSONDecoder`.
     public static func decodeBody(_ data: Data) throws -> Self { try JSONDecoder().decode(Self.self, from: data) }
+}
+
+extension APIBody where Self: Encodable {
     /// Encodes the body with `JSONEncoder`.
     public func encodeBody() throws -> Data { try JSONEncoder().encode(self) }
 }
 
-extension Array: APIBody where Element: APIBody {}
+extension Array: APIBody where Element: APIBody & Codable {}
 
 extension API.Record: APIBody {
     /// Decodes a record body with the strict record reader.

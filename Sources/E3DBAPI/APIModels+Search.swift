@@ -137,8 +137,9 @@ extension API {
         }
     }
 
-    /// An element of a v1 or v2 search response.
-    public struct SearchResult: Codable, Sendable, Hashable {
+    /// An element of a v1 or v2 search response. Read by the strict record reader as part of a response
+    /// (`API.QueryResponse.decodeBody(_:)`), so not `Decodable`.
+    public struct SearchResult: Encodable, Sendable, Hashable {
         public var meta: Meta
         /// The record's encrypted fields (names distinct by code units, as `API.Record.data`).
         public var recordData: RecordData?
@@ -162,8 +163,8 @@ extension API {
         }
     }
 
-    /// The v1 search response.
-    public struct QueryResponse: Codable, Sendable, Hashable {
+    /// The v1 search response. Read by the strict record reader (`decodeBody(_:)`), so not `Decodable`.
+    public struct QueryResponse: Encodable, Sendable, Hashable {
         public var results: [SearchResult]
         public var lastIndex: Int64
         public init(results: [SearchResult], lastIndex: Int64) {
@@ -253,8 +254,9 @@ extension API {
         }
     }
 
-    /// The v2 search response: the next offset is `last_index` (0 when no more).
-    public struct SearchResponse: Codable, Sendable, Hashable {
+    /// The v2 search response: the next offset is `last_index` (0 when no more). Read by the strict record reader
+    /// (`decodeBody(_:)`), so not `Decodable`.
+    public struct SearchResponse: Encodable, Sendable, Hashable {
         public var results: [SearchResult]
         public var lastIndex: Int64
         public var totalResults: Int

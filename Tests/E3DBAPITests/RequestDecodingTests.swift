@@ -1,5 +1,6 @@
 import E3DBAPI
 import E3DBCanonicalJSON
+import E3DBPrimitives
 import Foundation
 import Testing
 
@@ -21,14 +22,14 @@ struct RequestDecodingTests {
         // e3db-go: "plain": null and zero created/last_modified; also other types where the server ignores them.
         let go =
             #"{"meta":{"record_id":"","writer_id":"\#(Self.me)","user_id":"\#(Self.me)","type":"t","plain":null,"created":"0001-01-01T00:00:00Z","last_modified":"0001-01-01T00:00:00Z","version":""},"data":{"f":"a.b.c.d"}}"#
-        let record = try decode(API.Record.self, go)
+        let record = try API.Record.decodeBody(Data(go.utf8))
         #expect(record.meta.plain == nil)
         #expect(record.meta.writerID == Self.me)
         #expect(record.meta.created == "0001-01-01T00:00:00Z")
         #expect(record.data == ["f": "a.b.c.d"])
         let odd =
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{},"version":null,"record_id":7}}"#
-        let r = try decode(API.Record.self, odd)
+        let r = try API.Record.decodeBody(Data(odd.utf8))
         #expect(r.meta.created == nil && r.meta.lastModified == nil && r.meta.version == nil && r.meta.recordID == nil)
         #expect(r.data == [:])  // missing data is empty (file writes)
     }
@@ -40,7 +41,7 @@ struct RequestDecodingTests {
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":["x"]}}"#,
             #"{"meta":{"writer_id":"w","user_id":"u"},"data":{}}"#,
         ] {
-            #expect(throws: DecodingError.self) { try decode(API.Record.self, bad) }
+            #expect(throws: E3DBError.self) { try API.Record.decodeBody(Data(bad.utf8)) }
         }
     }
 

@@ -5,7 +5,8 @@ public import Foundation
 /// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
 /// Record bodies and search responses are read by the strict record reader (``API/Record``, ``API/QueryResponse``
 /// and ``API/SearchResponse`` are not `Decodable`), and records are written by the record writer (``API/Record``
-/// is not `Encodable`); every other body goes through Foundation's `JSONDecoder` and `JSONEncoder`.
+/// is not `Encodable`); every other body goes through Foundation's `JSONDecoder` and the package's wire
+/// `JSONEncoder` (compact, `/` not escaped).
 public protocol APIBody: Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
@@ -25,8 +26,8 @@ extension APIBody where Self: Decodable {
 }
 
 extension APIBody where Self: Encodable {
-    /// Encodes the body with `JSONEncoder`.
-    public func encodeBody() throws -> Data { try JSONEncoder().encode(self) }
+    /// Encodes the body with the wire `JSONEncoder` (one line, members in declaration order, `/` not escaped).
+    public func encodeBody() throws -> Data { try JSONEncoders.wire().encode(self) }
 }
 
 extension Array: APIBody where Element: APIBody & Codable {}
@@ -40,7 +41,11 @@ extension API.Record: APIBody {
     public func encodeBody() -> Data { jsonData() }
 }
 
-extension API.ErrorBody: APIBody {}
+extension API.ErrorBody: APIBody {
+    /// The `error` member of a refusal's body, through ``decodeBody(_:)``; `nil` when the body is not an error
+    /// body (empty, or a proxy's HTML page). The one reader of error bodies for the client.
+    package static func message(in body: Data) -> String? { (try? decodeBody(body))?.error }
+}
 extension API.TokenResponse: APIBody {}
 extension API.RegistrationRequest: APIBody {}
 extension API.RegistrationResponse: APIBody {}

@@ -81,7 +81,7 @@ extension E3DBClient {
             note.expires = false
         }
         if options.statesEveryLimit, note.maxViews == nil { note.maxViews = -1 }
-        return try JSONEncoder().encode(note)
+        return try note.encodeBody()
     }
 
     /// Reads a note by id or by name with TSV1 signed by `signingKey`, then decrypts and verifies it with

@@ -61,7 +61,7 @@ extension E3DBService {
             noteID: noteID, idString: name, writerClientID: client?.clientID,
             recipientSigningKey: note.recipientSigningKey, writerSigningKey: note.writerSigningKey, maxViews: maxViews,
             views: 0, expiresAt: expiresAt, created: now,
-            bodyJSON: String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self))
+            bodyJSON: String(decoding: try JSONEncoders.wire().encode(stored), as: UTF8.self))
     }
 
     func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {

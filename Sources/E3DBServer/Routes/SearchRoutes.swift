@@ -28,7 +28,7 @@ extension E3DBService {
                 key = cached
             } else {
                 key = try await storage.accessKey(t).map {
-                    String(decoding: try JSONBody.encoder().encode(eakInfo($0)), as: UTF8.self)
+                    String(decoding: try JSONEncoders.wire().encode(eakInfo($0)), as: UTF8.self)
                 }
                 keys[t] = key
             }

@@ -148,9 +148,7 @@ struct RecordLine: Encodable {
 
 /// `value` as one line of JSON with sorted keys, as every client command prints it.
 func jsonLine(_ value: some Encodable) throws -> String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return String(decoding: try encoder.encode(value), as: UTF8.self)
+    String(decoding: try JSONEncoders.sorted().encode(value), as: UTF8.self)
 }
 
 /// `CLIENT_ID=FINGERPRINT` of `--accept-new-key`: a UUID and a fingerprint as ``KnownKeys/fingerprint(_:)`` prints

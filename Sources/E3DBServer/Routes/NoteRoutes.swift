@@ -38,6 +38,11 @@ extension E3DBService {
             throw E3DBError(.badRequest, "the note's keys must be base64url 32-byte keys")
         }
         guard !note.data.isEmpty else { throw E3DBError(.badRequest, "a note needs at least one data field") }
+        // The stored body is read back with the strict JSON parser, which refuses an integer a double cannot
+        // hold exactly (beyond 2^53).
+        if let maxViews = note.maxViews, maxViews.magnitude > 1 << 53 {
+            throw E3DBError(.badRequest, "max_views must be at most 2^53")
+        }
         let now = clock.now()
         var stored = note
         let noteID = NoteID.random()
@@ -64,13 +69,31 @@ extension E3DBService {
             bodyJSON: String(decoding: try JSONEncoders.wire().encode(stored), as: UTF8.self))
     }
 
+    /// The note as stored (the body `noteRow` built, with no `views`), with the row's `views` added: the stored
+    /// text is spliced, never decoded into an `API.Note` and encoded again. It is first read through with the
+    /// strict JSON parser, as the text of a record is before it is spliced: a row that is not one JSON object
+    /// without `views` (edited by someone who can write the database) is `storageCorrupted` naming the note.
     func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
-        var note: API.Note
-        do { note = try JSONDecoder().decode(API.Note.self, from: Data(row.bodyJSON.utf8)) } catch {
-            throw E3DBError(.storageCorrupted, "a stored note does not decode")
+        let text = row.bodyJSON.utf8
+        let parsed: JSONValue
+        do { parsed = try CanonicalJSON.parse(text) } catch {
+            throw E3DBError(
+                .storageCorrupted, "notes.body of stored note \(row.noteID.text) is not JSON: \(error.message)")
         }
-        note.views = row.views
-        return try JSONBody.response(note, status: status)
+        guard case .object(let members) = parsed, members["views"] == nil,
+            let close = text.lastIndex(of: UInt8(ascii: "}"))
+        else {
+            throw E3DBError(
+                .storageCorrupted, "notes.body of stored note \(row.noteID.text) is not a JSON object without views")
+        }
+        var w = JSONTextWriter(capacity: text.count + 24)
+        w.json(row.bodyJSON[..<close])
+        w.raw(members.isEmpty ? #""views":"# : #","views":"#)
+        w.json(String(row.views))
+        w.byte(UInt8(ascii: "}"))
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: w.bytes)))
     }
 
     /// A note body, bounded by ``ServerConfiguration/maxAnonymousNoteSize`` when the writer is anonymous.

@@ -185,6 +185,9 @@ package struct JSONTextWriter {
     /// JSON text the caller has checked (stored `plain` or `data`, a member as stored), spliced as it is.
     package mutating func json(_ text: some StringProtocol) { bytes.append(contentsOf: text.utf8) }
 
+    /// The UTF-8 of JSON text the caller has checked (a slice of a stored body), spliced as it is.
+    package mutating func json(utf8: some Sequence<UInt8>) { bytes.append(contentsOf: utf8) }
+
     /// `,"name":` (no comma when `first`).
     package mutating func key(_ name: StaticString, first: Bool) {
         if !first { bytes.append(UInt8(ascii: ",")) }

@@ -3,10 +3,9 @@ public import Foundation
 
 /// A JSON body of the E3DB API, request or response: the one seam through which the client and the server read
 /// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
-/// Record bodies and search responses are read by the strict record reader (``API/Record``, ``API/QueryResponse``
-/// and ``API/SearchResponse`` are not `Decodable`), and records are written by the record writer (``API/Record``
-/// is not `Encodable`); every other body goes through Foundation's `JSONDecoder` and the package's wire
-/// `JSONEncoder` (compact, `/` not escaped).
+/// Record bodies and search responses are read by the strict record reader and written by the record writer
+/// (``API/Record``, ``API/QueryResponse`` and ``API/SearchResponse`` are not `Codable`); every other body goes
+/// through Foundation's `JSONDecoder` and the package's wire `JSONEncoder` (compact, `/` not escaped).
 public protocol APIBody: Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
@@ -69,6 +68,8 @@ extension API.QueryResponse: APIBody {
         }
         return API.QueryResponse(results: read.results, lastIndex: lastIndex)
     }
+    /// Encodes the response with the record writer: `{"results":[…],"last_index":…}`.
+    public func encodeBody() throws -> Data { try API.SearchResult.writeResponse(results, lastIndex: lastIndex) }
 }
 extension API.SearchRequest: APIBody {}
 extension API.SearchResponse: APIBody {
@@ -84,6 +85,11 @@ extension API.SearchResponse: APIBody {
         }
         return API.SearchResponse(
             results: read.results, lastIndex: lastIndex, totalResults: totalResults, searchID: searchID)
+    }
+    /// Encodes the response with the record writer: `{"results":[…],"last_index":…,"total_results":…,
+    /// "search_id":…}`.
+    public func encodeBody() throws -> Data {
+        try API.SearchResult.writeResponse(results, lastIndex: lastIndex, v2: (totalResults, searchID))
     }
 }
 extension API.Note: APIBody {}

@@ -36,11 +36,10 @@ extension API {
     /// Record metadata. On requests the server reads `writer_id`, `user_id`, `type`, `plain` and (files)
     /// `file_meta`, and ignores the rest; on responses every member but `file_meta` (files only) is set.
     ///
-    /// Read only as part of a record body or a search response, by the strict record reader
-    /// (`API.Record.decodeBody(_:)`, `API.QueryResponse.decodeBody(_:)`): no `Decodable` conformance. The wire
-    /// writer is the record writer (`API.Record.encodeBody()`); `Encodable` writes it for the command-line
-    /// client's printed records.
-    public struct Meta: Encodable, Sendable, Hashable {
+    /// Read and written only as part of a record body or a search response, by the strict record reader
+    /// (`API.Record.decodeBody(_:)`, `API.QueryResponse.decodeBody(_:)`) and the record writer
+    /// (`API.Record.encodeBody()`, `API.QueryResponse.encodeBody()`): not `Codable`.
+    public struct Meta: Sendable, Hashable {
         public var recordID: String?
         public var writerID: String
         public var userID: String
@@ -64,10 +63,6 @@ extension API {
             self.lastModified = lastModified
             self.version = version
             self.fileMeta = fileMeta
-        }
-        enum CodingKeys: String, CodingKey {
-            case recordID = "record_id", writerID = "writer_id", userID = "user_id", type, plain, created
-            case lastModified = "last_modified", version, fileMeta = "file_meta"
         }
     }
 

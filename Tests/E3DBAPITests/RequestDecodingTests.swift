@@ -84,13 +84,39 @@ struct RequestDecodingTests {
         let meta = API.Meta(
             recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:], created: "c",
             lastModified: "m", version: "v")
-        let o = try object(API.SearchResult(meta: meta, recordData: nil, accessKey: nil))
+        // Written by the record writer (API.SearchResult is not Encodable), as the server writes a result.
+        let body = try API.QueryResponse(
+            results: [API.SearchResult(meta: meta, recordData: nil, accessKey: nil)], lastIndex: 0
+        ).encodeBody()
+        let page = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+        let o = try #require((page["results"] as? [[String: Any]])?.first)
         #expect(o["record_data"] is NSNull)
         #expect(o["access_key"] is NSNull)
         #expect(o["rec_sig"] == nil)
         let m = try #require(o["meta"] as? [String: Any])
         #expect(m["file_meta"] == nil)  // omitted, never null (js would treat the record as a file)
         #expect(m["plain"] is [String: Any])
+    }
+
+    @Test("search responses written by encodeBody() read back by decodeBody(_:) as they were")
+    func searchResponsesRoundTrip() throws {
+        let meta = API.Meta(
+            recordID: "r", writerID: "w/1", userID: "u", type: "t\"", plain: ["é": "1", "e\u{301}": "2"],
+            created: "c", lastModified: "m", version: "v",
+            fileMeta: API.FileMeta(fileName: "f", checksum: "x", compression: "raw", size: 12))
+        let key = API.EAKInfo(
+            eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "p"), signerID: "s",
+            signerSigningKey: .init(ed25519: "k"))
+        let results = [
+            API.SearchResult(meta: meta, recordData: ["f": "v\n"], accessKey: key, recSig: "sig"),
+            API.SearchResult(meta: meta, recordData: nil, accessKey: nil),
+        ]
+        let v1 = API.QueryResponse(results: results, lastIndex: 9)
+        #expect(try API.QueryResponse.decodeBody(v1.encodeBody()) == v1)
+        let v2 = API.SearchResponse(results: results, lastIndex: 0, totalResults: 2, searchID: "id")
+        #expect(try API.SearchResponse.decodeBody(v2.encodeBody()) == v2)
+        let empty = String(decoding: try API.QueryResponse(results: [], lastIndex: 3).encodeBody(), as: UTF8.self)
+        #expect(empty == #"{"results":[],"last_index":3}"#)
     }
 
     @Test func signingKeysAreNullNotAbsent() throws {
@@ -118,6 +144,12 @@ struct RequestDecodingTests {
         let file = API.Meta(
             recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:],
             fileMeta: .init(fileName: "f", checksum: "c", size: 4))
+        // Meta is written by the record writer only (not Encodable): as part of a record body.
+        func object(_ meta: API.Meta) throws -> [String: Any] {
+            let body = API.Record(meta: meta, data: [:]).encodeBody()
+            let record = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            return try #require(record["meta"] as? [String: Any])
+        }
         let fm = try #require(try object(file)["file_meta"] as? [String: Any])
         #expect(fm["file_url"] is NSNull)  // Python reads the key
         #expect(fm["compression"] as? String == "raw")

@@ -176,8 +176,9 @@ struct EditedServerDatabaseTests {
             ["pin": "1234"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
             writer: writer, apiURL: server.url, transport: AsyncHTTPClientTransport())
         let id = try #require(note.noteID.flatMap(UUID.init(uuidString:)))
-        // A max_views the strict parser could not read back exactly is refused when written, not when read.
-        await #expect(throws: E3DBError(.badRequest)) {
+        // A max_views the strict parser could not read back exactly is refused before it is sent (the server
+        // refuses it too: StoredNoteTests.tooManyValues).
+        await #expect(throws: E3DBError(.invalidParameter)) {
             _ = try await E3DBClient.writeAnonymousNote(
                 ["pin": "1234"], recipientEncryptionKey: reader.publicKey,
                 recipientSigningKey: reader.publicSigningKey, writer: writer, apiURL: server.url,

@@ -97,7 +97,7 @@ struct ClientSearchCommand: AsyncParsableCommand {
         var body: API.SearchRequest
         if let request {
             let data = try CLIIO.readAll(request, what: "search request")
-            do { body = try JSONDecoder().decode(API.SearchRequest.self, from: data) } catch {
+            do { body = try API.SearchRequest.decodeBody(data) } catch {
                 throw CLIError(
                     "the search request \(CLIInput.display(request)) is not a search body: \(error)",
                     exitCode: ExitStatus.dataError)

@@ -7,6 +7,11 @@ import Foundation
 /// `writer_id`, `user_id` and `type`; `plain` and `data` objects of strings, `null` or absent; the members the
 /// server sets itself read when they are strings and ignored otherwise; `file_meta` of strings or `null` and an
 /// integer `size`), or nil when it means none. `API.Record` has no `Decodable` conformance to compare against.
+///
+/// Its two limits, where the tests compare with the reader only on bodies it can judge: `JSONSerialization` reads
+/// objects into `[String: Any]`, so it cannot express member names distinct only by code units (`"é"` and
+/// `"e\u{301}"` merge; the reader keeps both), and `NSNumber as? Int64` takes `12.0` and `true` as a `size`
+/// (the reader refuses both).
 enum FoundationRecordOracle {
     static func record(_ data: Data) -> API.Record? {
         guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),

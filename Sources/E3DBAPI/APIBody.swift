@@ -3,9 +3,10 @@ public import Foundation
 
 /// A JSON body of the E3DB API, request or response: the one seam through which the client and the server read
 /// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
-/// Bodies go through Foundation's `JSONDecoder` and `JSONEncoder`, except ``API/Record``, whose `decodeBody` and
-/// `encodeBody` are the strict record reader and a hand-written writer.
-public protocol APIBody: Codable, Sendable {
+/// Record bodies and search responses are read by the strict record reader and written by the record writer
+/// (``API/Record``, ``API/QueryResponse`` and ``API/SearchResponse`` are not `Codable`); every other body goes
+/// through Foundation's `JSONDecoder` and the package's wire `JSONEncoder` (compact, `/` not escaped).
+public protocol APIBody: Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
     /// - Returns: the body.
@@ -18,14 +19,17 @@ public protocol APIBody: Codable, Sendable {
     func encodeBody() throws -> Data
 }
 
-extension APIBody {
+extension APIBody where Self: Decodable {
     /// Decodes a body with `JSONDecoder`.
     public static func decodeBody(_ data: Data) throws -> Self { try JSONDecoder().decode(Self.self, from: data) }
-    /// Encodes the body with `JSONEncoder`.
-    public func encodeBody() throws -> Data { try JSONEncoder().encode(self) }
 }
 
-extension Array: APIBody where Element: APIBody {}
+extension APIBody where Self: Encodable {
+    /// Encodes the body with the wire `JSONEncoder` (one line, members in declaration order, `/` not escaped).
+    public func encodeBody() throws -> Data { try JSONEncoders.wire().encode(self) }
+}
+
+extension Array: APIBody where Element: APIBody & Codable {}
 
 extension API.Record: APIBody {
     /// Decodes a record body with the strict record reader.
@@ -36,7 +40,11 @@ extension API.Record: APIBody {
     public func encodeBody() -> Data { jsonData() }
 }
 
-extension API.ErrorBody: APIBody {}
+extension API.ErrorBody: APIBody {
+    /// The `error` member of a refusal's body, through ``decodeBody(_:)``; `nil` when the body is not an error
+    /// body (empty, or a proxy's HTML page). The one reader of error bodies for the client.
+    package static func message(in body: Data) -> String? { (try? decodeBody(body))?.error }
+}
 extension API.TokenResponse: APIBody {}
 extension API.RegistrationRequest: APIBody {}
 extension API.RegistrationResponse: APIBody {}
@@ -60,6 +68,8 @@ extension API.QueryResponse: APIBody {
         }
         return API.QueryResponse(results: read.results, lastIndex: lastIndex)
     }
+    /// Encodes the response with the record writer: `{"results":[…],"last_index":…}`.
+    public func encodeBody() throws -> Data { try API.SearchResult.writeResponse(results, lastIndex: lastIndex) }
 }
 extension API.SearchRequest: APIBody {}
 extension API.SearchResponse: APIBody {
@@ -75,6 +85,11 @@ extension API.SearchResponse: APIBody {
         }
         return API.SearchResponse(
             results: read.results, lastIndex: lastIndex, totalResults: totalResults, searchID: searchID)
+    }
+    /// Encodes the response with the record writer: `{"results":[…],"last_index":…,"total_results":…,
+    /// "search_id":…}`.
+    public func encodeBody() throws -> Data {
+        try API.SearchResult.writeResponse(results, lastIndex: lastIndex, v2: (totalResults, searchID))
     }
 }
 extension API.Note: APIBody {}

@@ -35,7 +35,11 @@ extension API {
 
     /// Record metadata. On requests the server reads `writer_id`, `user_id`, `type`, `plain` and (files)
     /// `file_meta`, and ignores the rest; on responses every member but `file_meta` (files only) is set.
-    public struct Meta: Codable, Sendable, Hashable {
+    ///
+    /// Read and written only as part of a record body or a search response, by the strict record reader
+    /// (`API.Record.decodeBody(_:)`, `API.QueryResponse.decodeBody(_:)`) and the record writer
+    /// (`API.Record.encodeBody()`, `API.QueryResponse.encodeBody()`): not `Codable`.
+    public struct Meta: Sendable, Hashable {
         public var recordID: String?
         public var writerID: String
         public var userID: String
@@ -60,28 +64,13 @@ extension API {
             self.version = version
             self.fileMeta = fileMeta
         }
-        enum CodingKeys: String, CodingKey {
-            case recordID = "record_id", writerID = "writer_id", userID = "user_id", type, plain, created
-            case lastModified = "last_modified", version, fileMeta = "file_meta"
-        }
-        /// Lenient: members the server ignores (`created`, `last_modified`, `version`, `record_id`) may have any
-        /// type (Go sends zero times); a `null` `plain` is absent.
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            recordID = try? c.decodeIfPresent(String.self, forKey: .recordID)
-            writerID = try c.decode(String.self, forKey: .writerID)
-            userID = try c.decode(String.self, forKey: .userID)
-            type = try c.decode(String.self, forKey: .type)
-            plain = try c.decodeIfPresent(RecordData.self, forKey: .plain)
-            created = try? c.decodeIfPresent(String.self, forKey: .created)
-            lastModified = try? c.decodeIfPresent(String.self, forKey: .lastModified)
-            version = try? c.decodeIfPresent(String.self, forKey: .version)
-            fileMeta = try c.decodeIfPresent(FileMeta.self, forKey: .fileMeta)
-        }
     }
 
     /// A record: metadata, the encrypted fields and the optional js-sdk signature.
-    public struct Record: Codable, Sendable, Hashable {
+    ///
+    /// One reader and one writer, neither of them `Codable`: `decodeBody(_:)` is the strict record reader and
+    /// `encodeBody()` the record writer (`APIBody`).
+    public struct Record: Sendable, Hashable {
         public var meta: Meta
         /// The encrypted fields: an ordered map whose names are distinct by code units, so names the other SDKs
         /// keep apart (`"é"` and `"e\u{301}"`) stay apart.
@@ -91,14 +80,6 @@ extension API {
             self.meta = meta
             self.data = data
             self.recSig = recSig
-        }
-        enum CodingKeys: String, CodingKey { case meta, data, recSig = "rec_sig" }
-        /// Lenient: a missing or `null` `data` is empty (file writes from some SDKs).
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            meta = try c.decode(Meta.self, forKey: .meta)
-            data = try c.decodeIfPresent(RecordData.self, forKey: .data) ?? RecordData()
-            recSig = try c.decodeIfPresent(String.self, forKey: .recSig)
         }
     }
 

@@ -139,8 +139,9 @@ extension API {
         }
     }
 
-    /// An element of a v1 or v2 search response.
-    public struct SearchResult: Codable, Sendable, Hashable {
+    /// An element of a v1 or v2 search response. Read by the strict record reader and written by the record writer
+    /// as part of a response (`API.QueryResponse.decodeBody(_:)` and `encodeBody()`), so not `Codable`.
+    public struct SearchResult: Sendable, Hashable {
         public var meta: Meta
         /// The record's encrypted fields (names distinct by code units, as `API.Record.data`).
         public var recordData: RecordData?
@@ -152,27 +153,17 @@ extension API {
             self.accessKey = accessKey
             self.recSig = recSig
         }
-        enum CodingKeys: String, CodingKey {
-            case meta, recordData = "record_data", accessKey = "access_key", recSig = "rec_sig"
-        }
-        public func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(meta, forKey: .meta)
-            try c.encode(recordData, forKey: .recordData)  // null without include_data (Python needs the key)
-            try c.encode(accessKey, forKey: .accessKey)  // always present (js tests !== null)
-            try c.encodeIfPresent(recSig, forKey: .recSig)
-        }
     }
 
-    /// The v1 search response.
-    public struct QueryResponse: Codable, Sendable, Hashable {
+    /// The v1 search response. Read by the strict record reader (`decodeBody(_:)`) and written by the record writer
+    /// (`encodeBody()`), so not `Codable`.
+    public struct QueryResponse: Sendable, Hashable {
         public var results: [SearchResult]
         public var lastIndex: Int64
         public init(results: [SearchResult], lastIndex: Int64) {
             self.results = results
             self.lastIndex = lastIndex
         }
-        enum CodingKeys: String, CodingKey { case results, lastIndex = "last_index" }
     }
 
     /// One `match` or `exclude` clause of a v2 search.
@@ -255,8 +246,9 @@ extension API {
         }
     }
 
-    /// The v2 search response: the next offset is `last_index` (0 when no more).
-    public struct SearchResponse: Codable, Sendable, Hashable {
+    /// The v2 search response: the next offset is `last_index` (0 when no more). Read by the strict record reader
+    /// (`decodeBody(_:)`) and written by the record writer (`encodeBody()`), so not `Codable`.
+    public struct SearchResponse: Sendable, Hashable {
         public var results: [SearchResult]
         public var lastIndex: Int64
         public var totalResults: Int
@@ -266,9 +258,6 @@ extension API {
             self.lastIndex = lastIndex
             self.totalResults = totalResults
             self.searchID = searchID
-        }
-        enum CodingKeys: String, CodingKey {
-            case results, lastIndex = "last_index", totalResults = "total_results", searchID = "search_id"
         }
     }
 }

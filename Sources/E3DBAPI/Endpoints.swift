@@ -2,7 +2,7 @@
 /// registers its routes from them, so each method and path is written once.
 extension API {
     /// A body-less request or response.
-    public struct NoBody: APIBody, Hashable {}
+    public struct NoBody: APIBody, Codable, Hashable {}
 
     /// One endpoint: its method, its path template, and the types of its request and response bodies
     /// (``API/NoBody`` where there is none).

@@ -67,6 +67,32 @@ extension API.SearchResult {
         }
         return (results, read.lastIndex, read.totalResults, read.searchID)
     }
+
+    /// A v1 or v2 search response as the server writes it, with the record writer: `{"results":[…],
+    /// "last_index":…}` and, for v2, `"total_results":…,"search_id":…`; each result `{"meta":…,"record_data":…,
+    /// "access_key":…,"rec_sig":…}`, `record_data` and `access_key` `null` when absent (the Python SDK reads the
+    /// keys), `rec_sig` when set. The access key is written by the wire `JSONEncoder`, as the server writes it.
+    static func writeResponse(
+        _ results: [API.SearchResult], lastIndex: Int64, v2: (totalResults: Int, searchID: String)? = nil
+    ) throws -> Data {
+        var w = JSONTextWriter()
+        w.beginSearchResponse()
+        let encoder = JSONEncoders.wire()
+        for (n, result) in results.enumerated() {
+            if n > 0 { w.byte(UInt8(ascii: ",")) }
+            w.byte(UInt8(ascii: "{"))
+            w.key("meta", first: true)
+            w.meta(result.meta)
+            w.key("record_data", first: false)
+            if let data = result.recordData { w.stringMap(data) } else { w.raw("null") }
+            w.key("access_key", first: false)
+            if let key = result.accessKey { w.json(utf8: try encoder.encode(key)) } else { w.raw("null") }
+            w.optionalString("rec_sig", result.recSig)
+            w.byte(UInt8(ascii: "}"))
+        }
+        w.endSearchResponse(lastIndex: lastIndex, v2: v2)
+        return Data(w.bytes)
+    }
 }
 
 /// The JSON text of a record body's `meta.plain` and `data` objects, as received (`decodeJSONKeepingText(_:)`).
@@ -185,6 +211,9 @@ package struct JSONTextWriter {
     /// JSON text the caller has checked (stored `plain` or `data`, a member as stored), spliced as it is.
     package mutating func json(_ text: some StringProtocol) { bytes.append(contentsOf: text.utf8) }
 
+    /// The UTF-8 of JSON text the caller has checked (a slice of a stored body), spliced as it is.
+    package mutating func json(utf8: some Sequence<UInt8>) { bytes.append(contentsOf: utf8) }
+
     /// `,"name":` (no comma when `first`).
     package mutating func key(_ name: StaticString, first: Bool) {
         if !first { bytes.append(UInt8(ascii: ",")) }
@@ -197,6 +226,24 @@ package struct JSONTextWriter {
     /// A JSON string, escaped.
     package mutating func string(_ s: String) {
         unsafe JSONText.writeString(s) { unsafe bytes.append(contentsOf: $0) }
+    }
+
+    /// `{"results":[`, the start of a v1 or v2 search response (the server's and `API.QueryResponse.encodeBody()`);
+    /// the results follow, separated by commas.
+    package mutating func beginSearchResponse() { raw(#"{"results":["#) }
+
+    /// `],"last_index":…}`, and for v2 `"total_results":…,"search_id":…` before the `}`: the end of a search
+    /// response begun with `beginSearchResponse()`.
+    package mutating func endSearchResponse(lastIndex: Int64, v2: (totalResults: Int, searchID: String)?) {
+        raw(#"],"last_index":"#)
+        json(String(lastIndex))
+        if let v2 {
+            key("total_results", first: false)
+            json(String(v2.totalResults))
+            key("search_id", first: false)
+            string(v2.searchID)
+        }
+        byte(UInt8(ascii: "}"))
     }
 
     mutating func stringMap(_ map: RecordData) {

@@ -101,7 +101,7 @@ extension E3DBClient {
                 put, bodyPath: encrypted, size: Int64(result.encryptedSize), timeout: .seconds(3600))
         }
         guard upload.status.code == 200 else {
-            let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: answer))?.error
+            let message = API.ErrorBody.message(in: answer)
             throw httpError(status: upload.status.code, operation: "file upload", serverMessage: message)
         }
         let record = try await call(
@@ -176,7 +176,7 @@ extension E3DBClient {
             if response.status.kind == .successful {
                 pipe.finish(failing: nil)
             } else {
-                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: answer))?.error
+                let message = API.ErrorBody.message(in: answer)
                 pipe.finish(
                     failing: httpError(
                         status: response.status.code, operation: "file download",

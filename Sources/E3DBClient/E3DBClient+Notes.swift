@@ -64,10 +64,16 @@ extension E3DBClient {
                 .invalidParameter, "max_views must be positive, or 0 or -1 for unlimited",
                 context: .init(field: "max_views", actual: maxViews))
         }
+        // The server refuses it too (its stored notes are read by a parser that holds integers up to 2^53).
+        if let maxViews = options.maxViews, maxViews > 1 << 53 {
+            throw E3DBError(
+                .invalidParameter, "max_views must be at most 2^53",
+                context: .init(field: "max_views", actual: maxViews))
+        }
         let encrypted = try EncryptedNote.encrypt(
             data: data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: writerBoxKey, writerSigningKey: writerSigningKey)
-        var note = try JSONDecoder().decode(API.Note.self, from: encrypted.jsonData())
+        var note = try API.Note.decodeBody(encrypted.jsonData())
         note.idString = options.name
         note.maxViews = options.maxViews
         note.clientID = writerID?.lowercasedString
@@ -81,7 +87,7 @@ extension E3DBClient {
             note.expires = false
         }
         if options.statesEveryLimit, note.maxViews == nil { note.maxViews = -1 }
-        return try JSONEncoder().encode(note)
+        return try note.encodeBody()
     }
 
     /// Reads a note by id or by name with TSV1 signed by `signingKey`, then decrypts and verifies it with

@@ -195,8 +195,11 @@ public final class E3DBClient: Sendable {
                     + "the backup client (X-Backup-Client needs exactly one client id)",
                 context: .init(field: "X-Backup-Client", actual: backupClients.count))
         }
+        // Each value as a JSON string, with the API's one string escaper (the record writer's).
         func quoted(_ s: String) -> String {
-            String(decoding: (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8), as: UTF8.self)
+            var w = JSONTextWriter()
+            w.string(s)
+            return String(decoding: w.bytes, as: UTF8.self)
         }
         var fields: [(String, String)] = [
             ("version", quoted("2")), ("client_id", quoted(clientID.lowercasedString)),
@@ -394,7 +397,7 @@ public final class E3DBClient: Sendable {
             }
             if let expect, expect.contains(status) { return (answer, response) }
             guard (200..<300).contains(status) else {
-                let message = (try? JSONDecoder().decode(API.ErrorBody.self, from: answer))?.error
+                let message = API.ErrorBody.message(in: answer)
                 throw httpError(status: status, operation: operation, serverMessage: message)
             }
             return (answer, response)

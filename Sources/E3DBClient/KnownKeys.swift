@@ -262,9 +262,7 @@ public final class KnownKeys: Sendable {
     private static func store(_ map: [UUID: Keys], to path: String) throws(E3DBError) {
         var clients: [String: Keys] = [:]
         for (id, keys) in map { clients[id.lowercasedString] = keys }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(FileBody(version: 1, clients: clients)) else {
+        guard let data = try? JSONEncoders.sorted().encode(FileBody(version: 1, clients: clients)) else {
             throw E3DBError(.fileIOFailed, "cannot write the known keys to \(path)", context: .init(item: path))
         }
         do throws(FileIOError) {

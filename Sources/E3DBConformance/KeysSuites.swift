@@ -84,8 +84,7 @@ package enum KeysSuites {
             // Both written shapes read back to the same value; Codable agrees with jsonData(shape:).
             try requireEqual(try EAKInfo(jsonData: info.jsonData()), info, "API shape round trip")
             try requireEqual(try EAKInfo(jsonData: info.jsonData(shape: .javaFlat)), info, "Java shape round trip")
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let encoder = JSONEncoders.sorted()
             try requireEqual(
                 String(decoding: try encoder.encode(info), as: UTF8.self),
                 String(decoding: info.jsonData(), as: UTF8.self), "Codable encoding")
@@ -116,8 +115,7 @@ package enum KeysSuites {
             try requireEqual(try EAKInfo(jsonData: info.jsonData()), info, "API shape round trip")
             try requireEqual(try EAKInfo(jsonData: info.jsonData(shape: .javaFlat)), info, "Java shape round trip")
             try requireEqual(try EAKInfo(jsonData: Data(t.json.utf8), decoding: .lenient), info, "lenient parse")
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let encoder = JSONEncoders.sorted()
             try requireEqual(
                 String(decoding: try encoder.encode(info), as: UTF8.self),
                 String(decoding: info.jsonData(), as: UTF8.self), "Codable encoding")

@@ -20,12 +20,6 @@ extension E3DBError: HTTPResponseError {
 
 /// JSON in and out.
 enum JSONBody {
-    static func encoder() -> JSONEncoder {
-        let e = JSONEncoder()
-        e.outputFormatting = [.withoutEscapingSlashes]
-        return e
-    }
-
     static func response(
         _ value: some Encodable, status: HTTPResponse.Status = .ok,
         headers extra: HTTPFields = [:]
@@ -36,7 +30,9 @@ enum JSONBody {
     }
 
     /// `value` as JSON.
-    static func buffer(_ value: some Encodable) throws -> ByteBuffer { ByteBuffer(bytes: try encoder().encode(value)) }
+    static func buffer(_ value: some Encodable) throws -> ByteBuffer {
+        ByteBuffer(bytes: try JSONEncoders.wire().encode(value))
+    }
 
     static func raw(_ json: String, status: HTTPResponse.Status = .ok) -> Response {
         Response(

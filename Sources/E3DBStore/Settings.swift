@@ -20,9 +20,7 @@ extension EncryptedStore {
         let keys = try currentKeys()
         var payload: Data
         do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            payload = try encoder.encode(SettingEnvelope(key: key, value: AnyEncodable(value)))
+            payload = try JSONEncoders.storeSettings().encode(SettingEnvelope(key: key, value: AnyEncodable(value)))
         } catch {
             throw E3DBError(
                 .invalidParameter, "the value of setting \(key) does not encode as JSON: \(error)",

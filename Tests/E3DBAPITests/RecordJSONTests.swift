@@ -5,19 +5,19 @@ import Foundation
 import Testing
 
 /// `API.Record.decodeJSON` (the strict record reader) and `jsonData()`: the bodies the SDKs send read as
-/// JSONDecoder reads them, everything the reader refuses is a `badRequest` saying what and where, and the reader is
-/// never more lenient than JSONDecoder.
+/// Foundation's `JSONSerialization` reads them (`FoundationRecordOracle`), everything the reader refuses is a
+/// `badRequest` saying what and where, and the reader is never more lenient than Foundation.
 @Suite("Record JSON reader and writer")
 struct RecordJSONTests {
     static let me = "6f1c1a3e-5a7b-4c2d-9e8f-0a1b2c3d4e5f"
 
-    /// The reader is never more lenient than JSONDecoder: a body it takes, JSONDecoder decodes to the same record;
+    /// The reader is never more lenient than Foundation: a body it takes, the oracle reads as the same record;
     /// a body it refuses is a `badRequest`. Whatever text it keeps is the objects as they came, meaning the maps.
     func expectStrictOutcome(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) {
         let body = String(decoding: data, as: UTF8.self)
         do {
             let (record, text) = try API.Record.decodeJSONKeepingText(data)
-            let foundation = try? JSONDecoder().decode(API.Record.self, from: data)
+            let foundation = FoundationRecordOracle.record(data)
             #expect(foundation == record, "\(body)", sourceLocation: sourceLocation)
             expectTextMeansMaps(record, text, in: data, sourceLocation: sourceLocation)
         } catch {
@@ -58,7 +58,7 @@ struct RecordJSONTests {
         }
     }
 
-    @Test("the bodies the SDKs and the server send decode as JSONDecoder decodes them")
+    @Test("the bodies the SDKs and the server send decode as Foundation reads them")
     func sdkBodies() throws {
         let bodies = [
             // Python (ensure_ascii escapes), Go (null plain, zero times), js (file_meta), old Swift, the server.
@@ -72,7 +72,7 @@ struct RecordJSONTests {
         ]
         for body in bodies {
             let fast = try API.Record.decodeJSON(Data(body.utf8))
-            #expect(fast == (try JSONDecoder().decode(API.Record.self, from: Data(body.utf8))), "\(body)")
+            #expect(fast == FoundationRecordOracle.record(Data(body.utf8)), "\(body)")
         }
         let python = try API.Record.decodeJSON(Data(bodies[0].utf8))
         #expect(python.meta.plain == ["k": "café 😀"])
@@ -195,7 +195,7 @@ struct RecordJSONTests {
         return out
     }
 
-    @Test("every truncation and every single-byte change of a body: refused, or read as JSONDecoder reads it")
+    @Test("every truncation and every single-byte change of a body: refused, or read as Foundation reads it")
     func mutations() {
         let body = Data(
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t","plain":{"p":"é"},"record_id":"r","file_meta":{"file_url":null,"size":12}},"data":{"f":"a\nb"},"rec_sig":"s"}"#
@@ -219,7 +219,7 @@ struct RecordJSONTests {
                             size: Int64(n) - 5)),
                 data: [s: s, "f\(n)": s], recSig: n % 2 == 0 ? s : nil)
             let data = record.jsonData()
-            #expect(try JSONDecoder().decode(API.Record.self, from: data) == record)
+            #expect(FoundationRecordOracle.record(data) == record)
             #expect(try API.Record.decodeJSON(data) == record)
             // Absent optional members stay absent, except file_url, which the Python SDK reads.
             let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -239,7 +239,7 @@ struct RecordJSONTests {
         let python =
             #"{"meta": {"writer_id": "w", "user_id": "u", "type": "t", "plain": {"k": "caf\u00e9", "z": "1"}}, "data": {"f": "a.b", "\/": "c"}}"#
         let (record, text) = try API.Record.decodeJSONKeepingText(Data(python.utf8))
-        #expect(record == (try JSONDecoder().decode(API.Record.self, from: Data(python.utf8))))
+        #expect(record == FoundationRecordOracle.record(Data(python.utf8)))
         #expect(text.plain == #"{"k": "caf\u00e9", "z": "1"}"#)
         #expect(text.data == #"{"f": "a.b", "\/": "c"}"#)
         // plain absent or null, data null: no text.

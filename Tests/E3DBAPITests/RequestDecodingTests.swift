@@ -1,5 +1,6 @@
 import E3DBAPI
 import E3DBCanonicalJSON
+import E3DBPrimitives
 import Foundation
 import Testing
 
@@ -21,14 +22,14 @@ struct RequestDecodingTests {
         // e3db-go: "plain": null and zero created/last_modified; also other types where the server ignores them.
         let go =
             #"{"meta":{"record_id":"","writer_id":"\#(Self.me)","user_id":"\#(Self.me)","type":"t","plain":null,"created":"0001-01-01T00:00:00Z","last_modified":"0001-01-01T00:00:00Z","version":""},"data":{"f":"a.b.c.d"}}"#
-        let record = try decode(API.Record.self, go)
+        let record = try API.Record.decodeBody(Data(go.utf8))
         #expect(record.meta.plain == nil)
         #expect(record.meta.writerID == Self.me)
         #expect(record.meta.created == "0001-01-01T00:00:00Z")
         #expect(record.data == ["f": "a.b.c.d"])
         let odd =
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t","created":0,"last_modified":{},"version":null,"record_id":7}}"#
-        let r = try decode(API.Record.self, odd)
+        let r = try API.Record.decodeBody(Data(odd.utf8))
         #expect(r.meta.created == nil && r.meta.lastModified == nil && r.meta.version == nil && r.meta.recordID == nil)
         #expect(r.data == [:])  // missing data is empty (file writes)
     }
@@ -40,7 +41,7 @@ struct RequestDecodingTests {
             #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{"f":["x"]}}"#,
             #"{"meta":{"writer_id":"w","user_id":"u"},"data":{}}"#,
         ] {
-            #expect(throws: DecodingError.self) { try decode(API.Record.self, bad) }
+            #expect(throws: E3DBError.self) { try API.Record.decodeBody(Data(bad.utf8)) }
         }
     }
 
@@ -108,13 +109,39 @@ struct RequestDecodingTests {
         let meta = API.Meta(
             recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:], created: "c",
             lastModified: "m", version: "v")
-        let o = try object(API.SearchResult(meta: meta, recordData: nil, accessKey: nil))
+        // Written by the record writer (API.SearchResult is not Encodable), as the server writes a result.
+        let body = try API.QueryResponse(
+            results: [API.SearchResult(meta: meta, recordData: nil, accessKey: nil)], lastIndex: 0
+        ).encodeBody()
+        let page = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+        let o = try #require((page["results"] as? [[String: Any]])?.first)
         #expect(o["record_data"] is NSNull)
         #expect(o["access_key"] is NSNull)
         #expect(o["rec_sig"] == nil)
         let m = try #require(o["meta"] as? [String: Any])
         #expect(m["file_meta"] == nil)  // omitted, never null (js would treat the record as a file)
         #expect(m["plain"] is [String: Any])
+    }
+
+    @Test("search responses written by encodeBody() read back by decodeBody(_:) as they were")
+    func searchResponsesRoundTrip() throws {
+        let meta = API.Meta(
+            recordID: "r", writerID: "w/1", userID: "u", type: "t\"", plain: ["é": "1", "e\u{301}": "2"],
+            created: "c", lastModified: "m", version: "v",
+            fileMeta: API.FileMeta(fileName: "f", checksum: "x", compression: "raw", size: 12))
+        let key = API.EAKInfo(
+            eak: "e", authorizerID: "a", authorizerPublicKey: .init(curve25519: "p"), signerID: "s",
+            signerSigningKey: .init(ed25519: "k"))
+        let results = [
+            API.SearchResult(meta: meta, recordData: ["f": "v\n"], accessKey: key, recSig: "sig"),
+            API.SearchResult(meta: meta, recordData: nil, accessKey: nil),
+        ]
+        let v1 = API.QueryResponse(results: results, lastIndex: 9)
+        #expect(try API.QueryResponse.decodeBody(v1.encodeBody()) == v1)
+        let v2 = API.SearchResponse(results: results, lastIndex: 0, totalResults: 2, searchID: "id")
+        #expect(try API.SearchResponse.decodeBody(v2.encodeBody()) == v2)
+        let empty = String(decoding: try API.QueryResponse(results: [], lastIndex: 3).encodeBody(), as: UTF8.self)
+        #expect(empty == #"{"results":[],"last_index":3}"#)
     }
 
     @Test func signingKeysAreNullNotAbsent() throws {
@@ -142,6 +169,12 @@ struct RequestDecodingTests {
         let file = API.Meta(
             recordID: "r", writerID: "w", userID: "u", type: "t", plain: [:],
             fileMeta: .init(fileName: "f", checksum: "c", size: 4))
+        // Meta is written by the record writer only (not Encodable): as part of a record body.
+        func object(_ meta: API.Meta) throws -> [String: Any] {
+            let body = API.Record(meta: meta, data: [:]).encodeBody()
+            let record = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            return try #require(record["meta"] as? [String: Any])
+        }
         let fm = try #require(try object(file)["file_meta"] as? [String: Any])
         #expect(fm["file_url"] is NSNull)  // Python reads the key
         #expect(fm["compression"] as? String == "raw")

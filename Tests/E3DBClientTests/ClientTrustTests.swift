@@ -421,6 +421,25 @@ struct ClientTrustTests {
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
+    @Test("the known-keys file's bytes: one line, member names sorted, / not escaped, a missing signing key null")
+    func knownKeysFileBytes() async throws {
+        let dir = try Self.keysDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("k.known-keys.json").path
+        let keys = try KnownKeys(path: path)
+        let second = try #require(UUID(uuidString: "00000000-0000-0000-0000-00000000000B"))
+        let first = try #require(UUID(uuidString: "00000000-0000-0000-0000-00000000000A"))
+        let signed = KnownKeys.Keys(publicKey: "p/+", signingKey: "s/+")
+        try await keys.check(signed, for: second)
+        try await keys.check(Self.onePin, for: first)
+        let written = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(
+            written
+                == #"{"clients":{"00000000-0000-0000-0000-00000000000a":{"public_key":"\#(Self.onePin.publicKey)","#
+                + #""signing_key":null},"00000000-0000-0000-0000-00000000000b":{"public_key":"p/+","signing_key":"s/+"}},"#
+                + #""version":1}"#)
+    }
+
     @Test("L5: a known-keys file larger than 16 MiB is refused before it is read")
     func knownKeysSize() async throws {
         let dir = try Self.keysDirectory()

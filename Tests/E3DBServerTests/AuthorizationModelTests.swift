@@ -331,12 +331,12 @@ final class ModelRun {
     // MARK: HTTP
 
     /// One request by client `c` with its Bearer token, through the client library's own sender; any status.
-    private func call(_ c: Int, _ method: String, _ path: [String], json: (some Encodable)? = Optional<Int>.none)
+    private func call(_ c: Int, _ method: String, _ path: [String], json: (some APIBody)? = Optional<API.NoBody>.none)
         async -> (status: Int, body: Data)
     {
         do {
             let (body, response) = try await clients[c].send(
-                method, path, body: try json.map { try JSONEncoder().encode($0) },
+                method, path, body: try json.map { try $0.encodeBody() },
                 operation: "authorization model", idempotent: false,
                 expect: Self.anyStatus)
             return (response.status.code, body)
@@ -346,7 +346,7 @@ final class ModelRun {
     }
 
     /// The status and, for a 2xx answer, what `items` makes of its decoded body.
-    private func observe<T: Decodable>(
+    private func observe<T: APIBody>(
         _ reply: (status: Int, body: Data), as type: T.Type,
         items: (T) -> Set<String>
     ) -> Observation {
@@ -355,7 +355,7 @@ final class ModelRun {
         }
         guard (200..<300).contains(reply.status) else { return Observation(status: reply.status) }
         do {
-            return Observation(status: reply.status, items: items(try JSONDecoder().decode(T.self, from: reply.body)))
+            return Observation(status: reply.status, items: items(try T.decodeBody(reply.body)))
         } catch {
             return Observation(
                 status: reply.status,

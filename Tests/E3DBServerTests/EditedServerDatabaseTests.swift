@@ -167,6 +167,58 @@ struct EditedServerDatabaseTests {
         #expect(moved.process.isRunning)
     }
 
+    @Test("a stored note body that is not one JSON object without views: a read is 503 naming the note, never a note")
+    func editedNoteBody() async throws {
+        let server = try await ServerProcess.start()
+        let writer = NoteKeyPairs.generate()
+        let reader = NoteKeyPairs.generate()
+        let note = try await E3DBClient.writeAnonymousNote(
+            ["pin": "1234"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
+            writer: writer, apiURL: server.url, transport: AsyncHTTPClientTransport())
+        let id = try #require(note.noteID.flatMap(UUID.init(uuidString:)))
+        // A max_views the strict parser could not read back exactly is refused before it is sent (the server
+        // refuses it too: StoredNoteTests.tooManyValues).
+        await #expect(throws: E3DBError(.invalidParameter)) {
+            _ = try await E3DBClient.writeAnonymousNote(
+                ["pin": "1234"], recipientEncryptionKey: reader.publicKey,
+                recipientSigningKey: reader.publicSigningKey, writer: writer, apiURL: server.url,
+                options: NoteOptions(maxViews: (1 << 53) + 1), transport: AsyncHTTPClientTransport())
+        }
+        await server.stopped(removingData: false)
+        let template = server.data
+        defer { try? FileManager.default.removeItem(at: template) }
+        let column = try #require(
+            try SQLiteEdits.columns(of: template.appendingPathComponent("server.sqlite").path)
+                .first { $0.table == "notes" && $0.name == "body" })
+        let edits = [
+            "'oops'", "'[]'", #"'{"data":'"#,
+            // A views member of its own: spliced as it is, the response would carry two.
+            "json_set(body, '$.views', 0)",
+            // A repeated member: JSONDecoder took the last one.
+            #"substr(body, 1, length(body) - 1) || ',"data":{}}'"#,
+        ]
+        for literal in edits {
+            let copy = template.deletingLastPathComponent().appendingPathComponent("edited-\(UUID().uuidString)")
+            try FileManager.default.copyItem(at: template, to: copy)
+            #expect(try SQLiteEdits.edit(copy.appendingPathComponent("server.sqlite").path, column, literal: literal))
+            let log = copy.appendingPathExtension("log")
+            defer { try? FileManager.default.removeItem(at: log) }
+            let moved = try await ServerProcess.start(data: copy, log: log)
+            defer { moved.stop() }
+            do {
+                let read = try await E3DBClient.readAnonymousNote(
+                    id: id, reader: reader, apiURL: moved.url, transport: AsyncHTTPClientTransport())
+                Issue.record("\(literal): a note was read with \(read.data.count) fields")
+            } catch let error as E3DBError {
+                #expect(error.message.contains("HTTP 503"), "\(literal): \(error)")
+            }
+            // The answer is the generic 503; the server's log names the column and the note.
+            let logged = String(decoding: try Data(contentsOf: log), as: UTF8.self)
+            #expect(logged.contains("notes.body of stored note \(id.lowercasedString)"), "\(literal): \(logged)")
+            #expect(moved.process.isRunning, "\(literal): the server ended")
+        }
+    }
+
     /// A bearer token for `identity` from the server `api` talks to.
     static func bearer(_ identity: ClientIdentity, _ api: RawAPI) async throws -> String {
         let key = try #require(identity.apiKeyID)

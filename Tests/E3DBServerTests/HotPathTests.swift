@@ -62,19 +62,19 @@ struct HotPathTests {
                 lastModified: APITimestamp.format(micros: row.lastModified), version: row.version)
             let expected = API.Record(meta: meta, data: RecordData(c.data), recSig: c.recSig)
             let spliced = Data(try RecordJSON.render(row).readableBytesView)
-            let encoded = try JSONBody.encoder().encode(expected)
+            let encoded = expected.jsonData()
             #expect(
                 try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")
-            #expect(try JSONDecoder().decode(API.Record.self, from: spliced) == expected)
+            #expect(try API.Record.decodeJSON(spliced) == expected)
             // A field filter keeps the named members' stored text; an update echoes the request's plain.
             let filtered = Data(try RecordJSON.render(row, fields: ["f2", "zz"]).readableBytesView)
             var only = expected
             only.data = RecordData(c.data.filter { $0.key == "f2" })
-            #expect(try JSONDecoder().decode(API.Record.self, from: filtered) == only)
+            #expect(try API.Record.decodeJSON(filtered) == only)
             let echoed = Data(try RecordJSON.render(row, plain: .request(nil)).readableBytesView)
             var withoutPlain = expected
             withoutPlain.meta.plain = nil
-            #expect(try Self.object(echoed) == (try Self.object(try JSONBody.encoder().encode(withoutPlain))))
+            #expect(try Self.object(echoed) == (try Self.object(withoutPlain.jsonData())))
             // A file record's file_meta carries the response's URL.
             let fileMeta = API.FileMeta(fileURL: nil, fileName: hostile, checksum: "c/+=", size: 12)
             row.fileMetaJSON = JSONText.fileMeta(fileMeta)
@@ -82,7 +82,7 @@ struct HotPathTests {
             file.meta.fileMeta = fileMeta
             file.meta.fileMeta?.fileURL = "https://h/x?a=b&c=/d"
             let fileBody = Data(try RecordJSON.render(row, fileURL: "https://h/x?a=b&c=/d").readableBytesView)
-            #expect(try Self.object(fileBody) == (try Self.object(try JSONBody.encoder().encode(file))))
+            #expect(try Self.object(fileBody) == (try Self.object(file.jsonData())))
         }
     }
 

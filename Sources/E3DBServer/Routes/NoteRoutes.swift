@@ -57,20 +57,29 @@ extension E3DBService {
             expiresAt = t
         }
         let maxViews = note.maxViews.flatMap { $0 > 0 ? $0 : nil }
+        let body = String(decoding: try JSONEncoders.wire().encode(stored), as: UTF8.self)
+        // A note is stored only if every read can answer it (`StoredNote.read(_:refusal:)`).
+        _ = try StoredNote.read(body) { problem in
+            // The one integer of a note: beyond 2^53 the parser's message would name only a byte.
+            let member = note.maxViews.map { $0.magnitude > 1 << 53 } == true ? " (max_views must be at most 2^53)" : ""
+            return E3DBError(.badRequest, "the note cannot be stored: its body \(problem)\(member)")
+        }
         return NoteRow(
             noteID: noteID, idString: name, writerClientID: client?.clientID,
             recipientSigningKey: note.recipientSigningKey, writerSigningKey: note.writerSigningKey, maxViews: maxViews,
-            views: 0, expiresAt: expiresAt, created: now,
-            bodyJSON: String(decoding: try JSONBody.encoder().encode(stored), as: UTF8.self))
+            views: 0, expiresAt: expiresAt, created: now, bodyJSON: body)
     }
 
+    /// The note as stored (the body `noteRow` built, with no `views`), with the row's `views` added
+    /// (`StoredNote.withViews(_:views:refusal:)`): a row that is not what a stored note must be (edited by someone
+    /// who can write the database) is `storageCorrupted` naming the note.
     func noteResponse(_ row: NoteRow, status: HTTPResponse.Status) throws -> Response {
-        var note: API.Note
-        do { note = try JSONDecoder().decode(API.Note.self, from: Data(row.bodyJSON.utf8)) } catch {
-            throw E3DBError(.storageCorrupted, "a stored note does not decode")
+        let bytes = try StoredNote.withViews(row.bodyJSON, views: row.views) { problem in
+            E3DBError(.storageCorrupted, "notes.body of stored note \(row.noteID.text) \(problem)")
         }
-        note.views = row.views
-        return try JSONBody.response(note, status: status)
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// A note body, bounded by ``ServerConfiguration/maxAnonymousNoteSize`` when the writer is anonymous.
@@ -147,5 +156,39 @@ extension E3DBService {
         }
         guard try await storage.deleteNote(id: id) else { throw E3DBError(.notFound, "no such note") }
         return Response(status: .noContent)
+    }
+}
+
+/// What the text of a stored note (`notes.body`) must be: one JSON object without `views`, read by the strict JSON
+/// parser at its default limits (`ParseLimits.default`: 1,048,576 values, 64 MiB). The one check, made before a
+/// note is stored (a refusal is the writer's 400) and whenever one is read back (a refusal is a 503 naming the
+/// note), so a note the server accepts is a note it can answer with: the request is read by `JSONDecoder`, which
+/// takes more values and integers beyond 2^53.
+enum StoredNote {
+    /// Checks `text` and returns where its object closes and whether it has members.
+    /// - Parameter refusal: the error for a problem, given as the rest of a sentence about the body (`is not
+    ///   JSON: tooManyValues at byte 2097170: …`).
+    static func read(
+        _ text: String, refusal: (String) -> E3DBError
+    ) throws(E3DBError) -> (close: String.UTF8View.Index, empty: Bool) {
+        let utf8 = text.utf8
+        let parsed: JSONValue
+        do { parsed = try CanonicalJSON.parse(utf8) } catch { throw refusal("is not JSON: \(error.description)") }
+        guard case .object(let members) = parsed, members["views"] == nil,
+            let close = utf8.lastIndex(of: UInt8(ascii: "}"))
+        else { throw refusal("is not a JSON object without views") }
+        return (close, members.isEmpty)
+    }
+
+    /// `text`, checked by `read(_:refusal:)`, with `"views":views` as its last member: the stored bytes are
+    /// spliced, never decoded into an `API.Note` and encoded again.
+    static func withViews(_ text: String, views: Int, refusal: (String) -> E3DBError) throws(E3DBError) -> [UInt8] {
+        let (close, empty) = try read(text, refusal: refusal)
+        var w = JSONTextWriter(capacity: text.utf8.count + 24)
+        w.json(utf8: text.utf8[..<close])
+        w.raw(empty ? #""views":"# : #","views":"#)
+        w.json(String(views))
+        w.byte(UInt8(ascii: "}"))
+        return w.bytes
     }
 }

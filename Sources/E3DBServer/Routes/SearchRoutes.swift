@@ -12,15 +12,17 @@ extension E3DBService {
             .on(API.Endpoints.search) { try await self.searchV2($0) }
     }
 
-    /// A search response, `{"results":[…],"last_index":…}` and `extra` members (the members of
-    /// `API.QueryResponse` and `API.SearchResponse`): each result written by `RecordJSON.writeSearchResult` from the
-    /// stored text, with the caller's access key for its (writer, user, type), looked up once per request.
+    /// A search response, `{"results":[…],"last_index":…}` and the `v2` members (the members of
+    /// `API.QueryResponse` and `API.SearchResponse`, in `JSONTextWriter`'s search response envelope): each result
+    /// written by `RecordJSON.writeSearchResult` from the stored text, with the caller's access key for its
+    /// (writer, user, type), looked up once per request.
     func searchResponse(
-        _ rows: [RecordRow], caller: ClientID, includeData: Bool, lastIndex: Int64, extra: String = ""
+        _ rows: [RecordRow], caller: ClientID, includeData: Bool, lastIndex: Int64,
+        v2: (totalResults: Int, searchID: String)? = nil
     ) async throws -> Response {
         var keys: [AccessTuple: String?] = [:]
         var w = JSONTextWriter()
-        w.raw(#"{"results":["#)
+        w.beginSearchResponse()
         for (n, row) in rows.enumerated() {
             let t = AccessTuple(writerID: row.writerID, userID: row.userID, readerID: caller, type: row.type)
             let key: String?
@@ -28,17 +30,14 @@ extension E3DBService {
                 key = cached
             } else {
                 key = try await storage.accessKey(t).map {
-                    String(decoding: try JSONBody.encoder().encode(eakInfo($0)), as: UTF8.self)
+                    String(decoding: try JSONEncoders.wire().encode(eakInfo($0)), as: UTF8.self)
                 }
                 keys[t] = key
             }
             if n > 0 { w.byte(UInt8(ascii: ",")) }
             try RecordJSON.writeSearchResult(row, includeData: includeData, accessKey: key, into: &w)
         }
-        w.raw(#"],"last_index":"#)
-        w.json(String(lastIndex))
-        w.json(extra)
-        w.byte(UInt8(ascii: "}"))
+        w.endSearchResponse(lastIndex: lastIndex, v2: v2)
         return Response(
             status: .ok, headers: [.contentType: "application/json"],
             body: .init(byteBuffer: ByteBuffer(bytes: w.bytes)))
@@ -138,7 +137,7 @@ extension E3DBService {
         guard let writers: [ClientID] = Self.ids(q.writerIDs), let users: [ClientID] = Self.ids(q.userIDs),
             let records: [RecordID] = Self.ids(q.recordIDs)
         else {
-            return try JSONBody.response(API.QueryResponse(results: [], lastIndex: after))
+            return try await searchResponse([], caller: caller.clientID, includeData: false, lastIndex: after)
         }
         let scope = RecordScope(
             caller: caller.clientID, includeShared: !writers.isEmpty || q.includeAllWriters == true, writerIDs: writers,
@@ -256,6 +255,6 @@ extension E3DBService {
         let next = end < matched.count ? Int64(end) : 0
         return try await searchResponse(
             page, caller: caller.clientID, includeData: q.includeData == true, lastIndex: next,
-            extra: #","total_results":\#(matched.count),"search_id":"""#)
+            v2: (matched.count, ""))
     }
 }

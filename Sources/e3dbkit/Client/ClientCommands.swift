@@ -129,28 +129,25 @@ func printDeleted(_ id: UUID) throws {
 }
 
 /// `{"data":…,"meta":…,"signature_status":…}` of a record (data as a JSON object of strings), one line.
-func recordLine(_ record: ClientRecord) throws -> String { try jsonLine(RecordLine(record)) }
+func recordLine(_ record: ClientRecord) throws -> String { try jsonLine(recordValue(record)) }
 
-/// A record as the client commands print it: `signature_status` is what was verified of rec_sig: verified, absent
-/// (accepted with --allow-unsigned) or not-checked (metadata only, file records).
-struct RecordLine: Encodable {
-    let meta: API.Meta
-    let data: RecordData
-    let signatureStatus: String
-    enum CodingKeys: String, CodingKey { case meta, data, signatureStatus = "signature_status" }
-
-    init(_ record: ClientRecord) {
-        self.meta = record.meta
-        self.data = record.data
-        self.signatureStatus = (record.signatureStatus ?? .notChecked).rawValue
+/// A record as the client commands print it: `meta` and `data` as the record writer writes them
+/// (`API.Record.jsonData()`, read back as a `JSONValue` so names distinct by code units stay apart), and
+/// `signature_status`, what was verified of rec_sig: verified, absent (accepted with --allow-unsigned) or
+/// not-checked (metadata only, file records).
+func recordValue(_ record: ClientRecord) throws -> JSONValue {
+    let written = API.Record(meta: record.meta, data: record.data).jsonData()
+    guard case .object(var object) = try? CanonicalJSON.parse(written) else {
+        // A file size beyond 2^53 is the one member the strict parser would not read back exactly.
+        throw E3DBError(.invalidParameter, "the record \(record.meta.recordID ?? "") cannot be printed as JSON")
     }
+    object["signature_status"] = .string((record.signatureStatus ?? .notChecked).rawValue)
+    return .object(object)
 }
 
 /// `value` as one line of JSON with sorted keys, as every client command prints it.
 func jsonLine(_ value: some Encodable) throws -> String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return String(decoding: try encoder.encode(value), as: UTF8.self)
+    String(decoding: try JSONEncoders.sorted().encode(value), as: UTF8.self)
 }
 
 /// `CLIENT_ID=FINGERPRINT` of `--accept-new-key`: a UUID and a fingerprint as ``KnownKeys/fingerprint(_:)`` prints

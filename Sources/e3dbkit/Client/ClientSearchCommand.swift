@@ -97,7 +97,7 @@ struct ClientSearchCommand: AsyncParsableCommand {
         var body: API.SearchRequest
         if let request {
             let data = try CLIIO.readAll(request, what: "search request")
-            do { body = try JSONDecoder().decode(API.SearchRequest.self, from: data) } catch {
+            do { body = try API.SearchRequest.decodeBody(data) } catch {
                 throw CLIError(
                     "the search request \(CLIInput.display(request)) is not a search body: \(error)",
                     exitCode: ExitStatus.dataError)
@@ -142,7 +142,7 @@ struct ClientSearchCommand: AsyncParsableCommand {
         let client = try config.client(allowUnsigned: unsigned.allowUnsigned)
         let page = try await libraryCall("searching") { try await client.search(body) }
         struct Line: Encodable {
-            let records: [RecordLine]
+            let records: [JSONValue]
             let nextToken: Int64?
             let totalResults: Int
             enum CodingKeys: String, CodingKey {
@@ -158,7 +158,7 @@ struct ClientSearchCommand: AsyncParsableCommand {
         try StandardOutput.line(
             jsonLine(
                 Line(
-                    records: page.records.map(RecordLine.init), nextToken: page.nextToken,
+                    records: try page.records.map(recordValue), nextToken: page.nextToken,
                     totalResults: page.totalResults)))
     }
 }

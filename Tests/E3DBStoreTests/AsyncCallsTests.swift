@@ -171,7 +171,9 @@ struct AsyncCallsTests {
     func fileWorkLeavesThePool() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        let puts = 2 * max(2, ProcessInfo.processInfo.activeProcessorCount)
+        // As many as may run at once: at least twice the cooperative pool (one thread per processor) and no more
+        // than the store's limit, beyond which puts wait for a permit, not at the gate.
+        let puts = EncryptedStore.blockingLimit
         let gate = Gate()
         let threads = TaskSightings()
         let writes = Task {
@@ -199,6 +201,62 @@ struct AsyncCallsTests {
         #expect(try await store.readFile(at: "/f0", to: &sink).size == 200_000)
         #expect(sink.bytes == 200_000 && sink.finished)
         #expect(threads.seen == [false])
+    }
+
+    @Test("200 concurrent async file reads complete, never more than the store's limit at once; a queued one cancels")
+    func blockingCallsAreBounded() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try await store.putFile(at: "/small", data: Data("small".utf8))
+        let limit = EncryptedStore.blockingLimit
+        let running = RunningCount()
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<200 {
+                group.addTask {
+                    var sink = CountingSink(running: running)
+                    try await store.readFile(at: "/small", to: &sink)
+                    return sink.bytes
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(total == 200 * 5)
+        // Each sink holds its thread for 10 ms: uncapped, far more than the limit overlap.
+        #expect(running.peak <= limit)
+        #expect(running.peak > 1)
+        #expect(store.blockingPermits.snapshot == (limit, 0))
+
+        // Every permit held by a read waiting at the gate: one more call queues, and its cancellation ends it with
+        // `cancelled` before any thread runs it (its sink is never called).
+        let gate = Gate()
+        let threads = TaskSightings()
+        let holders = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<limit {
+                    group.addTask {
+                        var sink = GatedSink(gate: gate)
+                        try await store.readFile(at: "/small", to: &sink)
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await offCooperativePool { for _ in 0..<limit { try gate.entered() } }
+        let queued = Task {
+            var sink = ThreadRecordingSink(threads: threads)
+            return try await store.readFile(at: "/small", to: &sink)
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while store.blockingPermits.snapshot.waiting < 1 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(store.blockingPermits.snapshot == (0, 1))
+        queued.cancel()
+        await expectAsyncStoreError(.cancelled) { _ = try await queued.value }
+        #expect(threads.seen.isEmpty)
+        gate.open(limit)
+        try await holders.value
+        #expect(store.blockingPermits.snapshot == (limit, 0))
     }
 
     @Test("cancelling an async putFile stops the encryption between chunks: cancelled, nothing stored, no body left")
@@ -324,6 +382,48 @@ private final class TaskSightings: Sendable {
     }
     var seen: Set<Bool> { names.withLock { $0 } }
     func reset() { names.withLock { $0 = [] } }
+}
+
+/// How many sinks are between their first write and their end, and the most at once.
+private final class RunningCount: Sendable {
+    private let counts = Mutex<(now: Int, peak: Int)>((0, 0))
+
+    func enter() { counts.withLock { $0 = ($0.now + 1, max($0.peak, $0.now + 1)) } }
+    func leave() { counts.withLock { $0.now -= 1 } }
+    var peak: Int { counts.withLock { $0.peak } }
+}
+
+/// Counts the bytes written to it; counted as running (for 10 ms at least) from its first write to its end.
+private struct CountingSink: FileByteSink, Sendable {
+    let running: RunningCount
+    var bytes = 0
+    var entered = false
+
+    mutating func write(_ bytes: RawSpan) throws {
+        if !entered {
+            entered = true
+            running.enter()
+            Thread.sleep(forTimeInterval: 0.01)  // the store's own thread, not a cooperative one
+        }
+        self.bytes += bytes.byteCount
+    }
+    mutating func finish() throws { if entered { running.leave() } }
+    mutating func abort() { if entered { running.leave() } }
+}
+
+/// Waits at the gate on its first write.
+private struct GatedSink: FileByteSink, Sendable {
+    let gate: Gate
+    var arrived = false
+
+    mutating func write(_ bytes: RawSpan) throws {
+        if !arrived {
+            arrived = true
+            try gate.arrive()
+        }
+    }
+    mutating func finish() throws {}
+    mutating func abort() {}
 }
 
 /// Counts the bytes written to it and records the threads it is called on.

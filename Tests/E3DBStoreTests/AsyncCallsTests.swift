@@ -122,6 +122,19 @@ struct AsyncCallsTests {
         await expectAsyncStoreError(.storeLocked) { _ = try await store.count() }
     }
 
+    @Test("a task cancelled before an async changeCredential: cancelled, and the old credential still opens the store")
+    func preCancelledCredentialChange() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let change = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await store.changeCredential(to: passphrase("q"), kdfParameters: testKDF)
+        }
+        await expectAsyncStoreError(.cancelled) { try await change.value }
+        #expect(try await Sync.open(dir.url, passphrase("p")).count() == 0)
+        expectStoreError(.wrongKey) { _ = try Sync.open(dir.url, passphrase("q")) }
+    }
+
     @Test("share, export, import, credential change, rekey and stale-file removal through the async forms")
     func maintenance() async throws {
         let dir = try StoreDirectory()

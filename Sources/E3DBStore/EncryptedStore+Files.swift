@@ -282,10 +282,15 @@ extension EncryptedStore {
         removeBodies(try perform(deletion(at: path, recursive: recursive)))
     }
 
-    /// `deleteFile(at:recursive:)` for async callers.
+    /// `deleteFile(at:recursive:)` for async callers: the bodies are unlinked on a thread of their own.
     @discardableResult
     public func deleteFile(at path: String, recursive: Bool = false) async throws(E3DBError) -> Int {
-        removeBodies(try await perform(deletion(at: path, recursive: recursive)))
+        let ids = try await perform(deletion(at: path, recursive: recursive))
+        guard !ids.isEmpty else { return 0 }
+        // The rows are gone: the unlinking runs even for a caller cancelled since (it is a few unlinks).
+        return await Task { [self] () async -> Int in
+            (try? await blocking(named: "e3dbkit-store-files") { [self] _ in removeBodies(ids) }) ?? ids.count
+        }.value
     }
 
     /// The write transaction of `deleteFile(at:recursive:)`: the ids of the rows it deleted.

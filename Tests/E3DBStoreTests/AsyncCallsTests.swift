@@ -300,8 +300,8 @@ struct AsyncCallsTests {
         _ = try await store.put(collection: "c", type: "t", data: ["n": "1"])
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
-        // Each call runs in a task cancelled before it starts: its flag is set when its thread starts, and the
-        // first check (before the first collection, before the first page) stops it.
+        // Each call runs in a task cancelled before it starts: it ends with `cancelled` before any thread starts
+        // (its permit is not taken).
         let verify = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await store.verify()
@@ -312,6 +312,23 @@ struct AsyncCallsTests {
             return try await store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
         }
         await expectAsyncStoreError(.cancelled) { _ = try await export.value }
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: exportDir.path))?.isEmpty ?? true)
+        // Cancelled mid-run, after the first page is written: the check before the next page stops it, and nothing
+        // is published.
+        let running = Mutex<Task<StoreExport, any Error>?>(nil)
+        store.setTestHook(.afterExportPage) {
+            // On the export's own thread: waits (at most 5 s) until the test has registered the task.
+            for _ in 0..<1000 {
+                if let task = running.withLock({ $0 }) { return task.cancel() }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+        }
+        let started = Task {
+            try await store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
+        }
+        running.withLock { $0 = started }
+        await expectAsyncStoreError(.cancelled) { _ = try await started.value }
+        store.setTestHook(.afterExportPage, nil)
         #expect((try? FileManager.default.contentsOfDirectory(atPath: exportDir.path))?.isEmpty ?? true)
         // Not cancelled, both run to their end.
         #expect(try await store.verify().recordsChecked == 1)
@@ -358,7 +375,8 @@ private final class Gate: Sendable {
     }
     func arrive() throws {
         arrivals.signal()
-        guard opening.wait(timeout: .now() + 60) == .success else { throw Timeout() }
+        // Long: `entered()` already bounds the test; this only ends a source a failed test left waiting.
+        guard opening.wait(timeout: .now() + 300) == .success else { throw Timeout() }
     }
     func open(_ count: Int) { for _ in 0..<count { opening.signal() } }
 }

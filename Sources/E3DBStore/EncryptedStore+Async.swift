@@ -7,22 +7,51 @@ public import Foundation
 // database files) and Argon2id (a new credential, rekey). Each runs its one synchronous body on a thread of its own
 // (`onOwnThread`), so that no thread of Swift concurrency's cooperative pool waits for it. A thread costs 55 to 330 µs
 // to start and resume from (measured under load, docs/store.md), against the milliseconds of a put's fsyncs or a KDF,
-// so there is no shared executor to size.
+// so there is no shared executor to size; what is bounded is how many such threads run at once (`blockingLimit`).
 // Calls that are database accesses only are `StoreAccess`es or `StoreProcedure`s beside their synchronous forms
 // (StoreProcedure.swift); the async setting calls are here, beside Settings.swift's synchronous ones.
 
 extension EncryptedStore {
-    /// Runs `body` on a thread of its own (see the top of this file). Cancelling the caller's task sets the
-    /// `FileCancellation` `body` is given: the file cipher checks it between chunks and stops with `cancelled`.
-    /// Work that does not check it runs to its end; its result is then returned to the cancelled caller, which
-    /// should drop it. Nothing is leaked either way: the thread ends when `body` returns.
-    static func blocking<T: Sendable>(
+    /// How many blocking calls run at once: per store for its instance calls (`blockingPermits`), and once more for
+    /// the static ones (`open`, `create`, `rekey`). Twice the processors: the work is mostly waiting for the disk
+    /// (fsyncs of bodies, `files/` and the WAL), which more threads than cores overlap, and otherwise CPU (the file
+    /// cipher, Argon2id), of which two threads a core keep every core busy without thousands of threads and their
+    /// descriptors (a thread per call, uncapped, was 10,000 threads for 10,000 concurrent reads). At least 8, for
+    /// small machines whose work is mostly fsync waits. The calls beyond it wait, suspended, for a permit.
+    static let blockingLimit = max(8, 2 * ProcessInfo.processInfo.processorCount)
+
+    /// The permits of the static blocking calls (`open`, `create`, `rekey`).
+    static let staticBlockingPermits = AsyncPermits(blockingLimit)
+
+    /// `blocking(named:permits:_:)` with this store's permits.
+    func blocking<T: Sendable>(
         named name: String, _ body: @escaping @Sendable (FileCancellation) throws(E3DBError) -> T
     ) async throws(E3DBError) -> T {
+        try await Self.blocking(named: name, permits: blockingPermits, body)
+    }
+
+    /// Runs `body` on a thread of its own (see the top of this file), once a permit of `permits` is free: a caller
+    /// beyond `blockingLimit` waits for one, suspended, and a caller whose task is cancelled before it gets one (or
+    /// before the call) ends with `cancelled` and starts no thread. Cancelling the caller's task later sets the
+    /// `FileCancellation` `body` is given: the file cipher checks it between chunks and stops with `cancelled`.
+    /// Work that does not check it runs to its end; its result is then returned to the cancelled caller, which
+    /// should drop it. Nothing is left behind: `body` is released on the thread before the caller resumes, the
+    /// thread then ends, and the permit is given back.
+    static func blocking<T: Sendable>(
+        named name: String, permits: AsyncPermits,
+        _ body: @escaping @Sendable (FileCancellation) throws(E3DBError) -> T
+    ) async throws(E3DBError) -> T {
+        do { try await permits.acquire() } catch {
+            throw E3DBError(.cancelled, "\(name) was cancelled before it started")
+        }
+        defer { permits.release() }
         let cancellation = FileCancellation()
-        let outcome = await withTaskCancellationHandler {
-            await onOwnThread(named: name) { () -> Result<T, E3DBError> in
-                Result { () throws(E3DBError) -> T in try body(cancellation) }
+        let outcome = await withTaskCancellationHandler { () async -> Result<T, E3DBError> in
+            do throws(E3DBError) {
+                return .success(
+                    try await onOwnThread(named: name) { () throws(E3DBError) -> T in try body(cancellation) })
+            } catch {
+                return .failure(error)
             }
         } onCancel: {
             cancellation.cancel()
@@ -38,12 +67,12 @@ extension EncryptedStore {
 
     /// `blocking(named:_:)` for a call that takes `value` (a byte source or sink) `inout`: the value goes to the
     /// thread and comes back, also when the call throws.
-    static func blocking<Value: Sendable, T: Sendable>(
+    func blocking<Value: Sendable, T: Sendable>(
         named name: String, _ value: inout Value,
         _ body: @escaping @Sendable (inout Value, FileCancellation) throws(E3DBError) -> T
     ) async throws(E3DBError) -> T {
         let given = value
-        let (outcome, after) = try await Self.blocking(named: name) { cancellation in
+        let (outcome, after) = try await blocking(named: name) { cancellation in
             var value = given
             let outcome = Result { () throws(E3DBError) -> T in try body(&value, cancellation) }
             return (outcome, value)
@@ -61,7 +90,7 @@ extension EncryptedStore {
     public func putFile<Source: FileByteSource & Sendable>(
         at path: String, from source: inout Source, attachedTo recordID: UUID? = nil, replace: Bool = false
     ) async throws(E3DBError) -> StoredFile {
-        try await Self.blocking(named: "e3dbkit-store-file", &source) { [self] source, cancellation throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-file", &source) { [self] source, cancellation throws(E3DBError) in
             try putFile(at: path, from: &source, attachedTo: recordID, replace: replace, cancellation: cancellation)
         }
     }
@@ -81,7 +110,7 @@ extension EncryptedStore {
     public func readFile<S: FileByteSink & Sendable>(at path: String, to sink: inout S) async throws(E3DBError)
         -> StoredFile
     {
-        try await Self.blocking(named: "e3dbkit-store-file", &sink) { [self] sink, cancellation throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-file", &sink) { [self] sink, cancellation throws(E3DBError) in
             try readFile(at: path, to: &sink, in: nil, cancellation: cancellation)
         }
     }
@@ -98,7 +127,7 @@ extension EncryptedStore {
     public func readFile<S: FileByteSink & Sendable>(at path: String, range: ClosedRange<Int>, to sink: inout S)
         async throws(E3DBError)
     {
-        try await Self.blocking(named: "e3dbkit-store-file", &sink) { [self] sink, _ throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-file", &sink) { [self] sink, _ throws(E3DBError) in
             try readFile(at: path, range: range, to: &sink)
         }
     }
@@ -113,7 +142,7 @@ extension EncryptedStore {
     /// `removeOrphanFiles()` for async callers: the listing and unlinking of `files/` run on a thread of their own.
     @discardableResult
     public func removeOrphanFiles() async throws(E3DBError) -> [String] {
-        try await Self.blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in try removeOrphanFiles() }
+        try await blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in try removeOrphanFiles() }
     }
 
     // MARK: Settings
@@ -151,7 +180,7 @@ extension EncryptedStore {
     public func changeCredential(to credential: StoreCredential, kdfParameters: Argon2id.Parameters)
         async throws(E3DBError)
     {
-        try await Self.blocking(named: "e3dbkit-store-credential") { [self] _ throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-credential") { [self] _ throws(E3DBError) in
             try changeCredential(to: credential, kdfParameters: kdfParameters)
         }
     }
@@ -165,7 +194,8 @@ extension EncryptedStore {
         kdfParameters: Argon2id.Parameters? = nil, batchSize: Int = 500,
         progress: (@Sendable (RekeyProgress) -> Void)? = nil
     ) async throws(E3DBError) -> EncryptedStore {
-        try await Self.blocking(named: "e3dbkit-store-rekey") { cancellation throws(E3DBError) in
+        try await Self.blocking(named: "e3dbkit-store-rekey", permits: staticBlockingPermits) {
+            cancellation throws(E3DBError) in
             try rekey(
                 at: directory, credential: credential, newCredential: newCredential, kdfParameters: kdfParameters,
                 batchSize: batchSize, progress: progress, cancellation: cancellation)
@@ -176,7 +206,7 @@ extension EncryptedStore {
     /// own.
     @discardableResult
     public func removeStaleDatabaseFiles() async throws(E3DBError) -> [String] {
-        try await Self.blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-files") { [self] _ throws(E3DBError) in
             try removeStaleDatabaseFiles()
         }
     }
@@ -186,7 +216,7 @@ extension EncryptedStore {
     /// `verify()` for async callers: it runs on a thread of its own; cancelling the task stops it with `cancelled`
     /// before the next collection or page of records.
     public func verify() async throws(E3DBError) -> StoreVerificationReport {
-        try await Self.blocking(named: "e3dbkit-store-verify") { [self] cancellation throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-verify") { [self] cancellation throws(E3DBError) in
             try verify(cancellation: cancellation)
         }
     }
@@ -197,7 +227,7 @@ extension EncryptedStore {
     public func export(collection: String, to directory: URL, readerPublicKey: Box.PublicKey) async throws(E3DBError)
         -> StoreExport
     {
-        try await Self.blocking(named: "e3dbkit-store-export") { [self] cancellation throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-export") { [self] cancellation throws(E3DBError) in
             try export(
                 collection: collection, to: directory, readerPublicKey: readerPublicKey, cancellation: cancellation)
         }
@@ -209,7 +239,7 @@ extension EncryptedStore {
     public func importCollection(from directory: URL, reader: Box.PrivateKey, as collection: String)
         async throws(E3DBError) -> [RecordReference]
     {
-        try await Self.blocking(named: "e3dbkit-store-import") { [self] _ throws(E3DBError) in
+        try await blocking(named: "e3dbkit-store-import") { [self] _ throws(E3DBError) in
             try importCollection(from: directory, reader: reader, as: collection)
         }
     }

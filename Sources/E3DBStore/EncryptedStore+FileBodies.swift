@@ -150,8 +150,9 @@ extension EncryptedStore {
     /// Authenticates every file row and decrypts every body in full (size, chunks, checksum), then looks for
     /// orphan bodies; one error per problem, naming the path (or the orphan body).
     /// When the store refuses its `files/` (a link or not a directory), that is one problem and the rows are only
-    /// authenticated: nothing outside the store is read or listed.
-    func verifyFiles() throws(E3DBError) -> (checked: Int, problems: [E3DBError]) {
+    /// authenticated: nothing outside the store is read or listed. Stops with `cancelled` before each file, and
+    /// inside a body between chunks, once `cancellation` is set.
+    func verifyFiles(cancellation: FileCancellation? = nil) throws(E3DBError) -> (checked: Int, problems: [E3DBError]) {
         let keys = try currentKeys()
         var checked = 0
         var problems: [E3DBError] = []
@@ -173,13 +174,15 @@ extension EncryptedStore {
                 }
             }
             for row in rows {
+                try EncryptedStore.stopIfCancelled(cancellation, "the verification of files")
                 checked += 1
                 do {
                     let entry = try decodeFile(FileRow(row), keys: keys)
                     guard !refused else { continue }
                     var discard = DiscardingByteSink()
-                    try readFile(at: entry.path, to: &discard, in: bodies)
+                    try readFile(at: entry.path, to: &discard, in: bodies, cancellation: cancellation)
                 } catch {
+                    try EncryptedStore.stopIfCancelled(cancellation, "the verification of files")
                     problems.append(error)
                 }
             }

@@ -230,21 +230,24 @@ extension EncryptedStore {
     ///   itself), `fileTampered`.
     @discardableResult
     public func moveFile(from source: String, to destination: String) throws(E3DBError) -> Int {
-        try perform(moving(from: source, to: destination))
+        guard let write = try moving(from: source, to: destination) else { return 0 }
+        return try perform(write)
     }
 
     /// `moveFile(from:to:)` for async callers.
     @discardableResult
     public func moveFile(from source: String, to destination: String) async throws(E3DBError) -> Int {
-        try await perform(moving(from: source, to: destination))
+        guard let write = try moving(from: source, to: destination) else { return 0 }
+        return try await perform(write)
     }
 
-    /// The write transaction of `moveFile(from:to:)` (GRDB's write transactions are IMMEDIATE).
-    private func moving(from source: String, to destination: String) throws(E3DBError) -> StoreAccess<Int> {
+    /// The write transaction of `moveFile(from:to:)` (GRDB's write transactions are IMMEDIATE); nil when the source
+    /// is the destination, a move of nothing that does not touch the database.
+    private func moving(from source: String, to destination: String) throws(E3DBError) -> StoreAccess<Int>? {
         let keys = try currentKeys()
         let from = try StorePath.normalize(source)
         let to = try StorePath.normalize(destination)
-        guard from != to else { return .read("moving \(from)") { _ in 0 } }
+        guard from != to else { return nil }
         guard !to.hasPrefix(from + "/") else {
             throw E3DBError(.invalidParameter, "cannot move \(from) into itself", context: .init(item: from))
         }
@@ -282,10 +285,15 @@ extension EncryptedStore {
         removeBodies(try perform(deletion(at: path, recursive: recursive)))
     }
 
-    /// `deleteFile(at:recursive:)` for async callers.
+    /// `deleteFile(at:recursive:)` for async callers: the bodies are unlinked on a thread of their own.
     @discardableResult
     public func deleteFile(at path: String, recursive: Bool = false) async throws(E3DBError) -> Int {
-        removeBodies(try await perform(deletion(at: path, recursive: recursive)))
+        let ids = try await perform(deletion(at: path, recursive: recursive))
+        guard !ids.isEmpty else { return 0 }
+        // The rows are gone: the unlinking runs even for a caller cancelled since (it is a few unlinks).
+        return await Task { [self] () async -> Int in
+            (try? await blocking(named: "e3dbkit-store-files") { [self] _ in removeBodies(ids) }) ?? ids.count
+        }.value
     }
 
     /// The write transaction of `deleteFile(at:recursive:)`: the ids of the rows it deleted.

@@ -73,7 +73,7 @@ extension EncryptedStore {
     /// `unlock(_:)` for async callers: the key derivation and the state check run on a thread of their own, so no
     /// thread of the cooperative pool waits for them.
     public func unlock(_ credential: StoreCredential) async throws(E3DBError) {
-        try await onOwnThread(named: "e3dbkit-store-unlock") { [self] () throws(E3DBError) in try unlock(credential) }
+        try await blocking(named: "e3dbkit-store-unlock") { [self] _ throws(E3DBError) in try unlock(credential) }
     }
 
     /// Changes the passphrase or key: one wrapped key is rewritten, in one transaction, whatever the number of

@@ -37,10 +37,12 @@ extension EncryptedStore {
         try verify(cancellation: nil)
     }
 
-    /// `verify()`, stopped with `cancelled` before each collection and each page of its records once `cancellation`
-    /// is set (the async form's).
+    /// `verify()`, stopped with `cancelled` once `cancellation` is set (the async form's): before SQLite's check of
+    /// the whole file, before each collection and each page of its records, and before each file (and between the
+    /// chunks of its body).
     func verify(cancellation: FileCancellation?) throws(E3DBError) -> StoreVerificationReport {
         var checked = 0
+        try EncryptedStore.stopIfCancelled(cancellation, "the verification")
         var problems = databaseFileProblems()
         let keys = try currentKeys()
         do {
@@ -102,10 +104,12 @@ extension EncryptedStore {
         problems += identityProblems()
         problems += settingProblems()
         var files: (checked: Int, problems: [E3DBError]) = (0, [])
+        try EncryptedStore.stopIfCancelled(cancellation, "the verification")
         do {
-            let result = try verifyFiles()
+            let result = try verifyFiles(cancellation: cancellation)
             files = (result.checked, result.problems)
         } catch {
+            try EncryptedStore.stopIfCancelled(cancellation, "the verification")
             problems.append(error)
         }
         return StoreVerificationReport(

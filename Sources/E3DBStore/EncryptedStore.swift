@@ -68,6 +68,8 @@ public final class EncryptedStore: Sendable {
     let keyMode = Mutex<FieldKeyMode>(.perField)
     /// Tests only: what runs at each ``TestPoint`` (see `setTestHook`).
     let testHooks = Mutex<[TestPoint: @Sendable () -> Void]>([:])
+    /// The permits of this store's async calls that run on a thread of their own (`blocking`, EncryptedStore+Async).
+    let blockingPermits = AsyncPermits(EncryptedStore.blockingLimit)
 
     /// Places in the store's operations where a test can make something happen deterministically (a concurrent key
     /// rotation, a look at the files).
@@ -260,7 +262,7 @@ public final class EncryptedStore: Sendable {
         at directory: URL, credential: StoreCredential, kdf: KDFPreset = .moderate,
         databaseEncryption: DatabaseEncryption = .encrypted
     ) async throws(E3DBError) -> EncryptedStore {
-        try await onOwnThread(named: "e3dbkit-store-open") { () throws(E3DBError) -> EncryptedStore in
+        try await blocking(named: "e3dbkit-store-open", permits: staticBlockingPermits) { _ throws(E3DBError) in
             try create(at: directory, credential: credential, kdf: kdf, databaseEncryption: databaseEncryption)
         }
     }
@@ -272,7 +274,7 @@ public final class EncryptedStore: Sendable {
     public static func open(
         at directory: URL, credential: StoreCredential, expectedMinimumWriteCounter: Int? = nil
     ) async throws(E3DBError) -> EncryptedStore {
-        try await onOwnThread(named: "e3dbkit-store-open") { () throws(E3DBError) -> EncryptedStore in
+        try await blocking(named: "e3dbkit-store-open", permits: staticBlockingPermits) { _ throws(E3DBError) in
             try open(at: directory, credential: credential, expectedMinimumWriteCounter: expectedMinimumWriteCounter)
         }
     }

@@ -122,6 +122,19 @@ struct AsyncCallsTests {
         await expectAsyncStoreError(.storeLocked) { _ = try await store.count() }
     }
 
+    @Test("a task cancelled before an async changeCredential: cancelled, and the old credential still opens the store")
+    func preCancelledCredentialChange() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let change = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await store.changeCredential(to: passphrase("q"), kdfParameters: testKDF)
+        }
+        await expectAsyncStoreError(.cancelled) { try await change.value }
+        #expect(try await Sync.open(dir.url, passphrase("p")).count() == 0)
+        expectStoreError(.wrongKey) { _ = try Sync.open(dir.url, passphrase("q")) }
+    }
+
     @Test("share, export, import, credential change, rekey and stale-file removal through the async forms")
     func maintenance() async throws {
         let dir = try StoreDirectory()
@@ -171,7 +184,9 @@ struct AsyncCallsTests {
     func fileWorkLeavesThePool() async throws {
         let dir = try StoreDirectory()
         let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
-        let puts = 2 * max(2, ProcessInfo.processInfo.activeProcessorCount)
+        // As many as may run at once: at least twice the cooperative pool (one thread per processor) and no more
+        // than the store's limit, beyond which puts wait for a permit, not at the gate.
+        let puts = EncryptedStore.blockingLimit
         let gate = Gate()
         let threads = TaskSightings()
         let writes = Task {
@@ -199,6 +214,62 @@ struct AsyncCallsTests {
         #expect(try await store.readFile(at: "/f0", to: &sink).size == 200_000)
         #expect(sink.bytes == 200_000 && sink.finished)
         #expect(threads.seen == [false])
+    }
+
+    @Test("200 concurrent async file reads complete, never more than the store's limit at once; a queued one cancels")
+    func blockingCallsAreBounded() async throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try await store.putFile(at: "/small", data: Data("small".utf8))
+        let limit = EncryptedStore.blockingLimit
+        let running = RunningCount()
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<200 {
+                group.addTask {
+                    var sink = CountingSink(running: running)
+                    try await store.readFile(at: "/small", to: &sink)
+                    return sink.bytes
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(total == 200 * 5)
+        // Each sink holds its thread for 10 ms: uncapped, far more than the limit overlap.
+        #expect(running.peak <= limit)
+        #expect(running.peak > 1)
+        #expect(store.blockingPermits.snapshot == (limit, 0))
+
+        // Every permit held by a read waiting at the gate: one more call queues, and its cancellation ends it with
+        // `cancelled` before any thread runs it (its sink is never called).
+        let gate = Gate()
+        let threads = TaskSightings()
+        let holders = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<limit {
+                    group.addTask {
+                        var sink = GatedSink(gate: gate)
+                        try await store.readFile(at: "/small", to: &sink)
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await offCooperativePool { for _ in 0..<limit { try gate.entered() } }
+        let queued = Task {
+            var sink = ThreadRecordingSink(threads: threads)
+            return try await store.readFile(at: "/small", to: &sink)
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while store.blockingPermits.snapshot.waiting < 1 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(store.blockingPermits.snapshot == (0, 1))
+        queued.cancel()
+        await expectAsyncStoreError(.cancelled) { _ = try await queued.value }
+        #expect(threads.seen.isEmpty)
+        gate.open(limit)
+        try await holders.value
+        #expect(store.blockingPermits.snapshot == (limit, 0))
     }
 
     @Test("cancelling an async putFile stops the encryption between chunks: cancelled, nothing stored, no body left")
@@ -229,8 +300,8 @@ struct AsyncCallsTests {
         _ = try await store.put(collection: "c", type: "t", data: ["n": "1"])
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
-        // Each call runs in a task cancelled before it starts: its flag is set when its thread starts, and the
-        // first check (before the first collection, before the first page) stops it.
+        // Each call runs in a task cancelled before it starts: it ends with `cancelled` before any thread starts
+        // (its permit is not taken).
         let verify = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await store.verify()
@@ -241,6 +312,23 @@ struct AsyncCallsTests {
             return try await store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
         }
         await expectAsyncStoreError(.cancelled) { _ = try await export.value }
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: exportDir.path))?.isEmpty ?? true)
+        // Cancelled mid-run, after the first page is written: the check before the next page stops it, and nothing
+        // is published.
+        let running = Mutex<Task<StoreExport, any Error>?>(nil)
+        store.setTestHook(.afterExportPage) {
+            // On the export's own thread: waits (at most 5 s) until the test has registered the task.
+            for _ in 0..<1000 {
+                if let task = running.withLock({ $0 }) { return task.cancel() }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+        }
+        let started = Task {
+            try await store.export(collection: "c", to: exportDir, readerPublicKey: reader.publicKey)
+        }
+        running.withLock { $0 = started }
+        await expectAsyncStoreError(.cancelled) { _ = try await started.value }
+        store.setTestHook(.afterExportPage, nil)
         #expect((try? FileManager.default.contentsOfDirectory(atPath: exportDir.path))?.isEmpty ?? true)
         // Not cancelled, both run to their end.
         #expect(try await store.verify().recordsChecked == 1)
@@ -287,7 +375,8 @@ private final class Gate: Sendable {
     }
     func arrive() throws {
         arrivals.signal()
-        guard opening.wait(timeout: .now() + 60) == .success else { throw Timeout() }
+        // Long: `entered()` already bounds the test; this only ends a source a failed test left waiting.
+        guard opening.wait(timeout: .now() + 300) == .success else { throw Timeout() }
     }
     func open(_ count: Int) { for _ in 0..<count { opening.signal() } }
 }
@@ -324,6 +413,48 @@ private final class TaskSightings: Sendable {
     }
     var seen: Set<Bool> { names.withLock { $0 } }
     func reset() { names.withLock { $0 = [] } }
+}
+
+/// How many sinks are between their first write and their end, and the most at once.
+private final class RunningCount: Sendable {
+    private let counts = Mutex<(now: Int, peak: Int)>((0, 0))
+
+    func enter() { counts.withLock { $0 = ($0.now + 1, max($0.peak, $0.now + 1)) } }
+    func leave() { counts.withLock { $0.now -= 1 } }
+    var peak: Int { counts.withLock { $0.peak } }
+}
+
+/// Counts the bytes written to it; counted as running (for 10 ms at least) from its first write to its end.
+private struct CountingSink: FileByteSink, Sendable {
+    let running: RunningCount
+    var bytes = 0
+    var entered = false
+
+    mutating func write(_ bytes: RawSpan) throws {
+        if !entered {
+            entered = true
+            running.enter()
+            Thread.sleep(forTimeInterval: 0.01)  // the store's own thread, not a cooperative one
+        }
+        self.bytes += bytes.byteCount
+    }
+    mutating func finish() throws { if entered { running.leave() } }
+    mutating func abort() { if entered { running.leave() } }
+}
+
+/// Waits at the gate on its first write.
+private struct GatedSink: FileByteSink, Sendable {
+    let gate: Gate
+    var arrived = false
+
+    mutating func write(_ bytes: RawSpan) throws {
+        if !arrived {
+            arrived = true
+            try gate.arrive()
+        }
+    }
+    mutating func finish() throws {}
+    mutating func abort() {}
 }
 
 /// Counts the bytes written to it and records the threads it is called on.

@@ -121,6 +121,33 @@ struct GrammarAgreementTests {
         #expect(try API.Record.decodeJSON(Data(edge.body)).meta.type == "t")
     }
 
+    /// A hostile body nested to the limit (`{"a":` 511 times in a member nobody reads, about 3 KB) is read on a
+    /// 64 KB thread (smaller than musl's 128 KB default and the 512 KB of Swift's cooperative threads on Apple
+    /// platforms) in a debug build:
+    /// skipping a value keeps its open containers in a small array, not one native frame per level, so it costs no
+    /// stack per level. (Recursive skipping, two frames a level, crashed this test.)
+    @Test("skipping a value nested to the limit needs no stack per level")
+    func deepSkipOnASmallStack() async {
+        let levels = JSONParser.maxDepth - 1
+        let value = String(repeating: #"{"a":"#, count: levels) + "1" + String(repeating: "}", count: levels)
+        let taken = Edge("", value, taken: true).body
+        let refused = Edge("", "[" + value + "]", taken: false).body
+        let results: (String?, String?) = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                func read(_ body: [UInt8]) -> String? {
+                    do { return try API.Record.decodeJSON(Data(body)).meta.type } catch { return error.message }
+                }
+                continuation.resume(returning: (read(taken), read(refused)))
+            }
+            thread.stackSize = 64 * 1024
+            thread.start()
+        }
+        #expect(results.0 == "t")
+        #expect(
+            results.1?.hasPrefix("nesting deeper than 512 in the body at byte ") == true,
+            "\(String(describing: results.1))")
+    }
+
     @Test("one depth bound: ParseLimits' default is the grammar's")
     func oneDepthBound() {
         #expect(ParseLimits.default.maxDepth == JSONParser.maxDepth && JSONParser.maxDepth == 512)

@@ -147,7 +147,7 @@ package struct JSONParser: ~Copyable {
             return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             guard build else {
-                _ = try double(scanNumber(bytes), bytes)
+                try checkRange(scanNumber(bytes), bytes)
                 return .null
             }
             return .number(try parseNumber(bytes))
@@ -734,6 +734,48 @@ package struct JSONParser: ~Copyable {
             }
         }
         return value
+    }
+
+    /// Refuses `token` as `double` would (out of range), converting it only when its digits cannot show that it is
+    /// in range: how a skipped number is checked, so that a body of millions of `0.5`s costs a scan, not millions of
+    /// conversions. A literal whose first non-zero digit stands for 10^L with -323 <= L <= 307 is at least 10^-323
+    /// (above half the smallest subnormal, so it does not become 0) and below 10^308 (finite); one with no
+    /// non-zero digit is 0 whatever its exponent (`0e999999` is 0). Only the rest goes through `double`.
+    private func checkRange(_ token: NumberToken, _ bytes: Span<UInt8>) throws(CanonicalJSONError) {
+        if token.isInteger && token.integerDigits.count <= 15 { return }
+        var k = token.integerDigits.upperBound
+        let end = token.range.upperBound
+        var leading: Int?  // L without the exponent
+        if bytes[token.integerDigits.lowerBound] != UInt8(ascii: "0") { leading = token.integerDigits.count - 1 }
+        if k < end, bytes[k] == UInt8(ascii: ".") {
+            k += 1
+            let fractionStart = k
+            while k < end, isDigit(bytes[k]) {
+                if leading == nil, bytes[k] != UInt8(ascii: "0") { leading = fractionStart - k - 1 }
+                k += 1
+            }
+        }
+        guard let leading else { return }  // no non-zero digit: the value is 0
+        var exponent = 0
+        if k < end {  // at `e` or `E`
+            k += 1
+            var negative = false
+            if bytes[k] == UInt8(ascii: "+") || bytes[k] == UInt8(ascii: "-") {
+                negative = bytes[k] == UInt8(ascii: "-")
+                k += 1
+            }
+            guard end - k <= 6 else {
+                _ = try double(token, bytes)
+                return
+            }
+            while k < end {
+                exponent = exponent * 10 + Int(bytes[k] - UInt8(ascii: "0"))
+                k += 1
+            }
+            if negative { exponent = -exponent }
+        }
+        if (-323...307).contains(leading + exponent) { return }
+        _ = try double(token, bytes)
     }
 
     /// A number's value as `CanonicalJSON.parse` reads it: `double` of its token, and an integer exact as a double.

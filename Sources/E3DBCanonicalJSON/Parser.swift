@@ -47,10 +47,15 @@ package struct JSONParser: ~Copyable {
     private var valuesLeft: Int
     private let maxValues: Int
     private var scratch: [UInt8] = []
+    private let namesAsText: Bool
 
     /// A parser at byte `position` of its input, nesting at most `maxDepth` levels and reading at most `maxValues`
-    /// values.
-    package init(maxDepth: Int = JSONParser.maxDepth, maxValues: Int = Int.max, at position: Int = 0) {
+    /// values. With `namesAsText`, a skipped object also refuses two names equal as Swift `String`s (canonically
+    /// equivalent, `"é"` and `"e\u{301}"`): for text that `JSONDecoder` reads next, which would merge them.
+    package init(
+        maxDepth: Int = JSONParser.maxDepth, maxValues: Int = Int.max, at position: Int = 0, namesAsText: Bool = false
+    ) {
+        self.namesAsText = namesAsText
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
@@ -308,6 +313,7 @@ package struct JSONParser: ~Copyable {
     private struct OpenContainer {
         let isObject: Bool
         var names = Set<CodeUnitKey>()
+        var textNames = Set<String>()  // with `namesAsText`
         var member: (name: CodeUnitKey, offset: Int)?
     }
 
@@ -345,7 +351,9 @@ package struct JSONParser: ~Copyable {
             guard !open.isEmpty else { return }
             let last = open.count - 1
             if let member = open[last].member {
-                guard open[last].names.insert(member.name).inserted else {
+                guard open[last].names.insert(member.name).inserted,
+                    !namesAsText || open[last].textNames.insert(member.name.string).inserted
+                else {
                     throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: member.offset)
                 }
                 open[last].member = nil

@@ -209,6 +209,17 @@ struct RecordBodyReader: ~Copyable {
         return (API.SearchResult(meta: meta, recordData: data, accessKey: nil, recSig: recSig), accessKey)
     }
 
+    /// Checks any JSON text with the one grammar (refusals worded as the record reader's: what and at which byte)
+    /// before `JSONDecoder` reads it: a byte order mark, a repeated name, and two names equal as Swift `String`s
+    /// (which `JSONDecoder` would merge into one) are refused.
+    mutating func checkJSON() throws(E3DBError) {
+        parser = JSONParser(namesAsText: true)
+        try refuseByteOrderMark("the body")
+        try skipValue(depth: 0, in: "the body")
+        skipSpace()
+        guard i == bytes.count else { throw refusal("bytes after the body's value") }
+    }
+
     // MARK: Grammar
 
     private mutating func skipSpace() {

@@ -7,8 +7,12 @@
 ///   SDK does, and one rule for every reader beats "ignored here, refused there". U+FEFF inside a string is text.
 /// - Arrays and objects nest at most `JSONParser.maxDepth` (512, `ParseLimits.default.maxDepth`) levels, the
 ///   top-level container being level 1. 512 is what `JSONDecoder` and this parser always allowed, so every
-///   document an SDK signs or sends (records are 3 levels deep) still reads; each level costs one small stack frame
-///   (parsing and skipping recurse), so 512 stays far inside a thread's stack.
+///   document an SDK signs or sends (records are 3 levels deep) still reads. Skipping a value (the record reader's
+///   members nobody reads, the deepest a hostile body can nest) is iterative: its open containers are kept in an
+///   array, so it needs no native stack per level. Parsing (`CanonicalJSON.parse`, which builds a tree) recurses,
+///   two frames a level: about 0.6 KB a level for objects in a release build (about 300 KB at 512 levels, inside
+///   the 512 KB of Swift's cooperative threads, not inside musl's 128 KB default) and about 5 KB in a debug build.
+///   A caller that parses untrusted input on a small stack lowers `ParseLimits.maxDepth`.
 /// - Strings are well-formed UTF-8 with no raw control character (U+0000 to U+001F); escapes are JSON's, and a
 ///   `\u` surrogate escape must be a high one followed by a low one (a lone surrogate is no Unicode scalar).
 /// - A number follows the JSON grammar (no leading zero, `+`, `.5` or `1.`) and its value is a finite IEEE 754
@@ -26,13 +30,14 @@
 /// Errors are `CanonicalJSONError`s with the byte offset of the problem; the record reader maps them to its own
 /// `badRequest` refusals at its boundary.
 ///
-/// The parser holds only its position, its limits and a scratch buffer for escapes; every method reads the input through the `Span<UInt8>` it is
-/// given (`CanonicalJSON.withSpan`), so the input cannot outlive its owner and every read is bounds-checked, in
-/// release builds too. The parser still tests `pos < bytes.count` before each read, so that an input that ends
-/// early is an `unexpectedEnd` error, never a trap: every `bytes[pos]` (or `bytes[pos + k]`) is dominated by such
-/// a test on the same path, either on the line itself or, for the functions that start at a byte the caller has
-/// just read (`parseString`, `parseArray`, `parseMembers`, `scanNumber`, `validateUTF8Sequence`, `skipString`),
-/// in the caller (for the package entry points among them, the record reader checks the byte before calling). `pos` only grows, by at most the bytes just checked, so it never passes `bytes.count`.
+/// The parser holds only its position, its limits and a scratch buffer for escapes; every method reads the input
+/// through the `Span<UInt8>` it is given (`CanonicalJSON.withSpan`), so the input cannot outlive its owner and
+/// every read is bounds-checked, in release builds too. The parser still tests `pos < bytes.count` before each
+/// read, so that an input that ends early is an `unexpectedEnd` error, never a trap: every `bytes[pos]` (or
+/// `bytes[pos + k]`) is dominated by such a test on the same path, either on the line itself or, for the functions
+/// that start at a byte the caller has just read (`parseString`, `parseArray`, `parseMembers`, `skipContainer`,
+/// `scanNumber`, `validateUTF8Sequence`, `skipString`), in the caller (for the package entry points among them, the record reader checks the byte before calling).
+/// `pos` only grows, by at most the bytes just checked, so it never passes `bytes.count`.
 package struct JSONParser: ~Copyable {
     /// The deepest nesting of arrays and objects any reader follows (see the type's documentation).
     package static var maxDepth: Int { ParseLimits.default.maxDepth }
@@ -42,10 +47,15 @@ package struct JSONParser: ~Copyable {
     private var valuesLeft: Int
     private let maxValues: Int
     private var scratch: [UInt8] = []
+    private let namesAsText: Bool
 
     /// A parser at byte `position` of its input, nesting at most `maxDepth` levels and reading at most `maxValues`
-    /// values.
-    package init(maxDepth: Int = JSONParser.maxDepth, maxValues: Int = Int.max, at position: Int = 0) {
+    /// values. With `namesAsText`, a skipped object also refuses two names equal as Swift `String`s (canonically
+    /// equivalent, `"é"` and `"e\u{301}"`): for text that `JSONDecoder` reads next, which would merge them.
+    package init(
+        maxDepth: Int = JSONParser.maxDepth, maxValues: Int = Int.max, at position: Int = 0, namesAsText: Bool = false
+    ) {
+        self.namesAsText = namesAsText
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
@@ -118,11 +128,19 @@ package struct JSONParser: ~Copyable {
             }
             return .string(try parseString(bytes))
         case UInt8(ascii: "{"):
+            guard build else {
+                try skipContainer(bytes, depth: depth)
+                return .null
+            }
             try checkDepth(depth + 1)
             var noCapture: RawCapture? = nil
-            return .object(try parseMembers(bytes, depth: depth + 1, capture: &noCapture, build: build))
+            return .object(try parseMembers(bytes, depth: depth + 1, capture: &noCapture))
         case UInt8(ascii: "["):
-            return try parseArray(bytes, depth: depth + 1, build: build)
+            guard build else {
+                try skipContainer(bytes, depth: depth)
+                return .null
+            }
+            return try parseArray(bytes, depth: depth + 1)
         case UInt8(ascii: "t"):
             try expectLiteral(bytes, .true)
             return .bool(true)
@@ -134,7 +152,7 @@ package struct JSONParser: ~Copyable {
             return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             guard build else {
-                _ = try double(scanNumber(bytes), bytes)
+                try checkRange(scanNumber(bytes), bytes)
                 return .null
             }
             return .number(try parseNumber(bytes))
@@ -193,9 +211,7 @@ package struct JSONParser: ~Copyable {
         }
     }
 
-    private mutating func parseArray(
-        _ bytes: Span<UInt8>, depth: Int, build: Bool
-    ) throws(CanonicalJSONError) -> JSONValue {
+    private mutating func parseArray(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) -> JSONValue {
         try checkDepth(depth)
         pos += 1  // [
         var elements: [JSONValue] = []
@@ -206,8 +222,7 @@ package struct JSONParser: ~Copyable {
         }
         while true {
             skipWhitespace(bytes)
-            let element = try value(bytes, depth: depth, build: build)
-            if build { elements.append(element) }
+            elements.append(try parseValue(bytes, depth: depth))
             skipWhitespace(bytes)
             guard pos < bytes.count else {
                 throw CanonicalJSONError(
@@ -237,51 +252,24 @@ package struct JSONParser: ~Copyable {
 
     /// The one members loop: reads the object whose `{` is at `pos` (checked by the caller) and leaves `pos` after
     /// its `}`. With a `capture`, the string values of the members it names are validated and recorded as byte
-    /// ranges instead of being parsed into the object; a name may occur once across both. Without `build`, the
-    /// values are skipped and only the names kept (the object returned is empty).
+    /// ranges instead of being parsed into the object; a name may occur once across both.
     private mutating func parseMembers(
         _ bytes: Span<UInt8>,
         depth: Int,
-        capture: inout RawCapture?,
-        build: Bool = true
+        capture: inout RawCapture?
     ) throws(CanonicalJSONError) -> JSONObject {
         pos += 1  // {
         var object = JSONObject()
-        var skippedNames = Set<CodeUnitKey>()
         skipWhitespace(bytes)
         if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
             pos += 1
             return object
         }
         while true {
-            skipWhitespace(bytes)
-            guard pos < bytes.count else {
-                throw CanonicalJSONError(
-                    .unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
-            }
-            guard bytes[pos] == UInt8(ascii: "\"") else {
-                throw CanonicalJSONError(
-                    .unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))",
-                    offset: pos)
-            }
-            let keyOffset = pos
-            let key = try parseString(bytes)
-            skipWhitespace(bytes)
-            guard pos < bytes.count else {
-                throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
-            }
-            guard bytes[pos] == UInt8(ascii: ":") else {
-                throw CanonicalJSONError(
-                    .unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))",
-                    offset: pos)
-            }
-            pos += 1
+            let (key, keyOffset) = try memberName(bytes)
             skipWhitespace(bytes)
             let duplicate: Bool
-            if !build {
-                _ = try value(bytes, depth: depth, build: false)
-                duplicate = !skippedNames.insert(CodeUnitKey(key)).inserted
-            } else if capture == nil {
+            if capture == nil {
                 let value = try parseValue(bytes, depth: depth)
                 duplicate = !object.insertIfAbsent(key: key, value: value)
             } else {
@@ -316,6 +304,134 @@ package struct JSONParser: ~Copyable {
                     .unexpectedCharacter,
                     "expected ',' or '}' after an object member, found \(describe(bytes[pos]))", offset: pos)
             }
+        }
+    }
+
+    // MARK: Skipping
+
+    /// An array or object being skipped: its kind and, for an object, its names so far and the member being read.
+    private struct OpenContainer {
+        let isObject: Bool
+        var names = Set<CodeUnitKey>()
+        var textNames = Set<String>()  // with `namesAsText`
+        var member: (name: CodeUnitKey, offset: Int)?
+    }
+
+    /// Skips the array or object whose `[` or `{` is at `pos` (checked by the caller), nested in a container
+    /// `depth` levels deep, with the grammar, errors and limits of `parseArray` and `parseMembers`, building only
+    /// each object's set of names. Iterative: the containers still open are kept in an array, so a value nested
+    /// to the limit costs no native stack per level (skipped values are what a hostile body can nest deepest).
+    private mutating func skipContainer(_ bytes: Span<UInt8>, depth: Int) throws(CanonicalJSONError) {
+        var open: [OpenContainer] = []
+        var opening = true  // `pos` is at a value that was counted (`valuesLeft`); else a value just ended
+        while true {
+            if opening {
+                let byte = bytes[pos]
+                if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") {
+                    try checkDepth(depth + open.count + 1)
+                    let isObject = byte == UInt8(ascii: "{")
+                    pos += 1
+                    skipWhitespace(bytes)
+                    if pos < bytes.count, bytes[pos] == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                        pos += 1
+                    } else {
+                        open.append(OpenContainer(isObject: isObject))
+                        if isObject {
+                            open[open.count - 1].member = try skippedMemberName(bytes)
+                        }
+                        try startValue(bytes)
+                        continue
+                    }
+                } else {
+                    _ = try value(bytes, depth: depth + open.count, build: false)
+                }
+                opening = false
+            }
+            // A value ended: record its member name, then read what follows it in the innermost open container.
+            guard !open.isEmpty else { return }
+            let last = open.count - 1
+            if let member = open[last].member {
+                guard open[last].names.insert(member.name).inserted,
+                    !namesAsText || open[last].textNames.insert(member.name.string).inserted
+                else {
+                    throw CanonicalJSONError(.duplicateKey, "duplicate member name in an object", offset: member.offset)
+                }
+                open[last].member = nil
+            }
+            let isObject = open[last].isObject
+            skipWhitespace(bytes)
+            guard pos < bytes.count else {
+                throw CanonicalJSONError(
+                    .unexpectedEnd,
+                    isObject
+                        ? "input ended inside an object; expected ',' or '}'"
+                        : "input ended inside an array; expected ',' or ']'", offset: pos)
+            }
+            switch bytes[pos] {
+            case UInt8(ascii: ","):
+                pos += 1
+                if isObject { open[last].member = try skippedMemberName(bytes) }
+                try startValue(bytes)
+                opening = true
+            case isObject ? UInt8(ascii: "}") : UInt8(ascii: "]"):
+                pos += 1
+                open.removeLast()
+            default:
+                throw CanonicalJSONError(
+                    .unexpectedCharacter,
+                    isObject
+                        ? "expected ',' or '}' after an object member, found \(describe(bytes[pos]))"
+                        : "expected ',' or ']' after an array element, found \(describe(bytes[pos]))",
+                    offset: pos)
+            }
+        }
+    }
+
+    /// Reads a member name and its `:` (after white space) and returns the name with the byte where it starts.
+    private mutating func memberName(_ bytes: Span<UInt8>) throws(CanonicalJSONError) -> (name: String, offset: Int) {
+        skipWhitespace(bytes)
+        guard pos < bytes.count else {
+            throw CanonicalJSONError(
+                .unexpectedEnd, "input ended inside an object; expected a member name", offset: pos)
+        }
+        guard bytes[pos] == UInt8(ascii: "\"") else {
+            throw CanonicalJSONError(
+                .unexpectedCharacter, "expected a string member name, found \(describe(bytes[pos]))", offset: pos)
+        }
+        let offset = pos
+        let name = try parseString(bytes)
+        skipWhitespace(bytes)
+        guard pos < bytes.count else {
+            throw CanonicalJSONError(.unexpectedEnd, "input ended inside an object; expected ':'", offset: pos)
+        }
+        guard bytes[pos] == UInt8(ascii: ":") else {
+            throw CanonicalJSONError(
+                .unexpectedCharacter, "expected ':' after a member name, found \(describe(bytes[pos]))", offset: pos)
+        }
+        pos += 1
+        return (name, offset)
+    }
+
+    /// A member name of a skipped object, by code units, with its `:`.
+    private mutating func skippedMemberName(
+        _ bytes: Span<UInt8>
+    ) throws(CanonicalJSONError) -> (name: CodeUnitKey, offset: Int) {
+        let (name, offset) = try memberName(bytes)
+        return (CodeUnitKey(name), offset)
+    }
+
+    /// The start of a value inside a skipped container (after white space), counted as `value` counts it: leaves
+    /// `pos` at its first byte.
+    private mutating func startValue(_ bytes: Span<UInt8>) throws(CanonicalJSONError) {
+        skipWhitespace(bytes)
+        guard pos < bytes.count else {
+            throw CanonicalJSONError(.unexpectedEnd, "input ended where a value was expected", offset: pos)
+        }
+        let byte = bytes[pos]
+        guard byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") else { return }
+        valuesLeft -= 1
+        guard valuesLeft >= 0 else {
+            throw CanonicalJSONError(.tooManyValues, "the input holds more than \(maxValues) values", offset: pos)
         }
     }
 
@@ -626,6 +742,48 @@ package struct JSONParser: ~Copyable {
             }
         }
         return value
+    }
+
+    /// Refuses `token` as `double` would (out of range), converting it only when its digits cannot show that it is
+    /// in range: how a skipped number is checked, so that a body of millions of `0.5`s costs a scan, not millions of
+    /// conversions. A literal whose first non-zero digit stands for 10^L with -323 <= L <= 307 is at least 10^-323
+    /// (above half the smallest subnormal, so it does not become 0) and below 10^308 (finite); one with no
+    /// non-zero digit is 0 whatever its exponent (`0e999999` is 0). Only the rest goes through `double`.
+    private func checkRange(_ token: NumberToken, _ bytes: Span<UInt8>) throws(CanonicalJSONError) {
+        if token.isInteger && token.integerDigits.count <= 15 { return }
+        var k = token.integerDigits.upperBound
+        let end = token.range.upperBound
+        var leading: Int?  // L without the exponent
+        if bytes[token.integerDigits.lowerBound] != UInt8(ascii: "0") { leading = token.integerDigits.count - 1 }
+        if k < end, bytes[k] == UInt8(ascii: ".") {
+            k += 1
+            let fractionStart = k
+            while k < end, isDigit(bytes[k]) {
+                if leading == nil, bytes[k] != UInt8(ascii: "0") { leading = fractionStart - k - 1 }
+                k += 1
+            }
+        }
+        guard let leading else { return }  // no non-zero digit: the value is 0
+        var exponent = 0
+        if k < end {  // at `e` or `E`
+            k += 1
+            var negative = false
+            if bytes[k] == UInt8(ascii: "+") || bytes[k] == UInt8(ascii: "-") {
+                negative = bytes[k] == UInt8(ascii: "-")
+                k += 1
+            }
+            guard end - k <= 6 else {
+                _ = try double(token, bytes)
+                return
+            }
+            while k < end {
+                exponent = exponent * 10 + Int(bytes[k] - UInt8(ascii: "0"))
+                k += 1
+            }
+            if negative { exponent = -exponent }
+        }
+        if (-323...307).contains(leading + exponent) { return }
+        _ = try double(token, bytes)
     }
 
     /// A number's value as `CanonicalJSON.parse` reads it: `double` of its token, and an integer exact as a double.

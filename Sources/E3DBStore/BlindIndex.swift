@@ -105,7 +105,8 @@ extension EncryptedStore {
     private func indexCreation(collection: String, fields: [String], name: String?, bits: Int)
         throws(E3DBError) -> (index: BlindIndex, write: StoreAccess<Int>)
     {
-        guard !fields.isEmpty, Set(fields).count == fields.count else {
+        // Distinct by code units, as `RecordData` keeps field names: "é" and "e\u{301}" are two fields.
+        guard !fields.isEmpty, Set(fields.map(CodeUnitKey.init)).count == fields.count else {
             throw E3DBError(.invalidParameter, "an index needs one or more distinct fields")
         }
         guard (1...256).contains(bits) else {

@@ -66,7 +66,9 @@ public enum PlainCondition: Sendable, Hashable {
 /// A condition on a decrypted field, checked after decryption (the store reads the candidates the other
 /// conditions select and keeps those whose field matches).
 public enum FieldCondition: Sendable, Hashable {
-    /// `data[field] == value`.
+    /// `data[field] == value`: the field named by code units, as `RecordData` keeps names (`"é"` and `"e\u{301}"`
+    /// are two fields), its value compared as Unicode text (Swift `String` equality: canonically equivalent values
+    /// are equal, by design, as the blind index tokens hash their NFC form).
     case equals(String, String)
 
     func matches(_ data: RecordData) -> Bool {

@@ -52,6 +52,18 @@ struct GrammarAgreementTests {
         Edge("1e-400 (a non-zero literal that would become 0)", "1e-400", taken: false),
         Edge("0e-400", "0e-400", taken: true),
         Edge("the largest double", "1.7976931348623157e308", taken: true),
+        Edge("1e308", "1e308", taken: true),
+        Edge("1e309 (beyond a double)", "1e309", taken: false),
+        Edge("10e307 and 0.1e309 (1e308 written otherwise)", "[10e307,0.1e309,1e0308]", taken: true),
+        Edge("1.8e308 (rounds beyond the largest double)", "1.8e308", taken: false),
+        Edge("1e-323 and 5e-324 (subnormal, not 0)", "[1e-323,5e-324,-5e-324]", taken: true),
+        Edge("1e-324 (would become 0)", "1e-324", taken: false),
+        Edge("a long fraction that would become 0", "0." + String(repeating: "0", count: 400) + "1", taken: false),
+        Edge("a long integer beyond a double", "1" + String(repeating: "0", count: 309), taken: false),
+        Edge("a long integer within a double", "1" + String(repeating: "0", count: 300) + ".5", taken: true),
+        Edge("0e999999 (zero whatever its exponent)", "[0e999999,-0.0e-999999,0.000E+1234567]", taken: true),
+        Edge("1e0000001 (an exponent with leading zeros)", "[1e0000001,1e-0000000000400]", taken: false),
+        Edge("fractions and exponents", "[0.5,0.5,-12.25e-3,1E+2,123456789.123456789e10]", taken: true),
         Edge("1.5e3", "[1.5e3,-0,0.25E-2]", taken: true),
         Edge("a leading zero", "012", taken: false),
         Edge("a fraction without digits", "1.", taken: false),
@@ -119,6 +131,33 @@ struct GrammarAgreementTests {
         let edge = Edge("", "9007199254740993", taken: true)
         #expect(throws: CanonicalJSONError.self) { try CanonicalJSON.parse(edge.body) }
         #expect(try API.Record.decodeJSON(Data(edge.body)).meta.type == "t")
+    }
+
+    /// A hostile body nested to the limit (`{"a":` 511 times in a member nobody reads, about 3 KB) is read on a
+    /// 64 KB thread (smaller than musl's 128 KB default and the 512 KB of Swift's cooperative threads on Apple
+    /// platforms) in a debug build:
+    /// skipping a value keeps its open containers in a small array, not one native frame per level, so it costs no
+    /// stack per level. (Recursive skipping, two frames a level, crashed this test.)
+    @Test("skipping a value nested to the limit needs no stack per level")
+    func deepSkipOnASmallStack() async {
+        let levels = JSONParser.maxDepth - 1
+        let value = String(repeating: #"{"a":"#, count: levels) + "1" + String(repeating: "}", count: levels)
+        let taken = Edge("", value, taken: true).body
+        let refused = Edge("", "[" + value + "]", taken: false).body
+        let results: (String?, String?) = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                func read(_ body: [UInt8]) -> String? {
+                    do { return try API.Record.decodeJSON(Data(body)).meta.type } catch { return error.message }
+                }
+                continuation.resume(returning: (read(taken), read(refused)))
+            }
+            thread.stackSize = 64 * 1024
+            thread.start()
+        }
+        #expect(results.0 == "t")
+        #expect(
+            results.1?.hasPrefix("nesting deeper than 512 in the body at byte ") == true,
+            "\(String(describing: results.1))")
     }
 
     @Test("one depth bound: ParseLimits' default is the grammar's")

@@ -309,6 +309,32 @@ struct RequestHandlerTests {
         #expect(await found("/v2/search", v2(#"{"tags":{"e\u0301":"x"}}"#)) == ids("nfdName"))
     }
 
+    /// Bodies `JSONDecoder` reads (searches, policies, notes…) go through the one JSON grammar first: a byte order
+    /// mark, a repeated name, and two names equal as Swift `String`s, which `JSONDecoder` would merge into one
+    /// filter or tag, are refused with the record reader's wording.
+    @Test func decodedBodiesAreReadWithTheOneGrammar() async throws {
+        let s = try await Server.make()
+        func refusal(_ path: String, _ body: String) async -> String {
+            let reply = await s.send(.post, path, headers: s.bearer, body: body)
+            #expect(reply.status == 400, "\(body)")
+            return reply.json?["error"] as? String ?? ""
+        }
+        let bom = await refusal("/v1/storage/search", "\u{FEFF}" + #"{"plain":{"k":"1"}}"#)
+        #expect(bom.hasPrefix("the query body is not valid: a byte order mark (U+FEFF)"), "\(bom)")
+        #expect(bom.hasSuffix(" at byte 0"), "\(bom)")
+        let repeated = await refusal("/v1/storage/search", #"{"plain":{"k":"1","k":"2"}}"#)
+        #expect(repeated == #"the query body is not valid: repeated member "k" in the body at byte 18"#)
+        let twins = await refusal("/v1/storage/search", #"{"plain":{"\u00e9":"1","e\u0301":"2"}}"#)
+        #expect(twins.hasPrefix("the query body is not valid: repeated member "), "\(twins)")
+        func v2(_ tags: String) -> String { #"{"match":[{"strategy":"EXACT","terms":{"tags":\#(tags)}}]}"# }
+        _ = await refusal("/v2/search", v2(#"{"k":"1","k":"2"}"#))
+        _ = await refusal("/v2/search", v2(#"{"\u00e9":"1","e\u0301":"2"}"#))
+        _ = await refusal("/v2/search", "\u{FEFF}" + v2(#"{"k":"1"}"#))
+        // Names distinct as text still read, and so does a search with one tag.
+        let ok = await s.send(.post, "/v2/search", headers: s.bearer, body: v2(#"{"k":"1","K":"2"}"#))
+        #expect(ok.status == 200)
+    }
+
     @Test func expiredBearerTokens() async throws {
         let s = try await Server.make(tokenLifetime: -60)
         #expect(await s.send(.get, "/v1/storage/policy/outgoing", headers: s.bearer).status == 401)

@@ -85,6 +85,22 @@ struct HardeningTests {
         #expect(try store.find(RecordQuery(collection: "c", fields: [.equals(nfc, "x")])).map(\.id) == [precomposed.id])
     }
 
+    @Test("a compound index's fields are distinct by code units: \"é\" and \"e\\u{301}\" are two fields")
+    func compoundIndexFieldsByCodeUnits() throws {
+        let dir = try StoreDirectory()
+        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let nfc = "\u{e9}"
+        let nfd = "e\u{301}"
+        let record = try store.put(collection: "c", type: "t", data: [nfc: "x", nfd: "y"])
+        _ = try store.put(collection: "c", type: "t", data: [nfc: "x", nfd: "z"])
+        // Set(fields) called them one field (equal as Swift `String`s) and refused the index.
+        let created = try store.createIndex(collection: "c", fields: [nfc, nfd], bits: 64)
+        #expect(created.records == 2)
+        let query = RecordQuery(collection: "c", fields: [.equals(nfc, "x"), .equals(nfd, "y")])
+        #expect(try store.find(query).map(\.id) == [record.id])
+        expectStoreError(.invalidParameter) { try store.createIndex(collection: "c", fields: ["k", "k"]) }
+    }
+
     @Test("an index definition edited to a wrong type or impossible bits is storeCorrupted, not a crash")
     func damagedIndexDefinition() throws {
         let dir = try StoreDirectory()

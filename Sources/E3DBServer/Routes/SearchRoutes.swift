@@ -56,7 +56,8 @@ extension E3DBService {
     private static func scanCost(_ row: RecordRow) -> Int { 4 + row.plainJSON.utf8.count / 4 }
 
     /// The steps of one comparison of `text` (hashing or comparing it): a step per 4 bytes, a step per byte when it
-    /// is not ASCII (Swift compares and hashes such strings by canonical equivalence, which costs more).
+    /// is not ASCII (exact terms compare code units, but fuzzy, wildcard and regular expression terms walk such text
+    /// by Unicode scalar, which costs more).
     static func textCost(_ text: String) -> Int {
         let bytes = text.utf8.count
         return text.utf8.allSatisfy { $0 < 0x80 } ? bytes / 4 : bytes

@@ -69,7 +69,7 @@ public final class EncryptedStore: Sendable {
     /// Tests only: what runs at each ``TestPoint`` (see `setTestHook`).
     let testHooks = Mutex<[TestPoint: @Sendable () -> Void]>([:])
     /// The permits of this store's async calls that run on a thread of their own (`blocking`, EncryptedStore+Async).
-    let blockingPermits = AsyncPermits(EncryptedStore.blockingLimit)
+    let blockingPermits = AsyncPermits<Never>(EncryptedStore.blockingLimit)
 
     /// Places in the store's operations where a test can make something happen deterministically (a concurrent key
     /// rotation, a look at the files).

@@ -267,6 +267,19 @@ public final class EncryptedStore: Sendable {
         }
     }
 
+    /// `create(at:credential:kdfParameters:databaseEncryption:)` for async callers, on a thread of its own as the
+    /// async `create(at:credential:kdf:databaseEncryption:)`.
+    public static func create(
+        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters,
+        databaseEncryption: DatabaseEncryption = .encrypted
+    ) async throws(E3DBError) -> EncryptedStore {
+        try await blocking(named: "e3dbkit-store-open", permits: staticBlockingPermits) { _ throws(E3DBError) in
+            try create(
+                at: directory, credential: credential, kdfParameters: kdfParameters,
+                databaseEncryption: databaseEncryption)
+        }
+    }
+
     /// `open(at:credential:expectedMinimumWriteCounter:)` for async callers. Opening is CPU work and file I/O that
     /// GRDB has no async form of (Argon2id: 0.07 s to 2 s by preset; opening the files, migrating, checking the
     /// state), so the whole open runs on a thread of its own while the caller's task is suspended: no thread of the

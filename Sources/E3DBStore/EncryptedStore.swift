@@ -416,7 +416,7 @@ public final class EncryptedStore: Sendable {
 
     /// The highest Argon2id cost a store opens with (libsodium's `sensitive` preset: 4 passes over 1 GiB), checked
     /// before any work, since the key header is a plain file that someone could edit to make every open hang or
-    /// run out of memory. ``create(at:credential:kdfParameters:databaseEncryption:)`` and
+    /// run out of memory. `create(at:credential:kdfParameters:databaseEncryption:)` and
     /// `changeCredential(to:kdf:)` refuse more.
     public static var maximumKDFParameters: Argon2id.Parameters { StoreKeys.maximumKDFParameters }
 

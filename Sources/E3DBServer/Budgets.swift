@@ -134,43 +134,18 @@ final class BodyReservation: Sendable {
 
 /// At most `permits` callers inside ``withPermit(owner:_:)`` at once; the others wait in arrival order, at most
 /// `maxWaiting` of them in all and `maxWaitingPerOwner` of one owner (a client), so that one client cannot take
-/// every place (503 for more).
+/// every place (503 for more). The queue is the package's one counting semaphore (`AsyncPermits`, E3DBPrimitives);
+/// this adds the server's answers: a refusal is a 503, and a body never starts in a cancelled task.
 ///
 /// A waiter whose task is cancelled (its client closed the connection: ``E3DBChildChannel``) leaves the queue at
 /// once and its body never runs; when the permit is handed to it as it is cancelled, ``withPermit(owner:_:)`` gives
 /// the permit back before throwing, so no permit is lost either way.
 final class AsyncLimiter: Sendable {
-    private struct Waiter {
-        let id: UInt64
-        let owner: ClientID?
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-    private struct State {
-        var free: Int
-        var waiting: [Waiter] = []
-        var waitingPerOwner: [ClientID: Int] = [:]
-        var nextID: UInt64 = 0
-        /// Waiters cancelled before they were queued (the cancellation handler ran first).
-        var cancelled: Set<UInt64> = []
-
-        /// Removes the waiter `id`, if it waits, and returns it.
-        mutating func remove(_ id: UInt64) -> Waiter? {
-            guard let index = waiting.firstIndex(where: { $0.id == id }) else { return nil }
-            let waiter = waiting.remove(at: index)
-            if let owner = waiter.owner {
-                let left = waitingPerOwner[owner, default: 1] - 1
-                waitingPerOwner[owner] = left > 0 ? left : nil
-            }
-            return waiter
-        }
-    }
-    private let state: Mutex<State>
-    private let maxWaiting: Int
+    private let permits: AsyncPermits<ClientID>
     private let maxWaitingPerOwner: Int
 
     init(permits: Int, maxWaiting: Int = 64, maxWaitingPerOwner: Int = 2) {
-        state = Mutex(State(free: max(1, permits)))
-        self.maxWaiting = maxWaiting
+        self.permits = AsyncPermits(permits, maxWaiting: maxWaiting, maxWaitingPerOwner: maxWaitingPerOwner)
         self.maxWaitingPerOwner = maxWaitingPerOwner
     }
 
@@ -181,70 +156,22 @@ final class AsyncLimiter: Sendable {
     /// - Throws: `E3DBError` `.serviceUnavailable` when the waiting room, or the owner's share of it, is full;
     ///   `CancellationError` when the task is cancelled before `body` starts; what `body` throws.
     func withPermit<T>(owner: ClientID? = nil, _ body: () async throws -> T) async throws -> T {
-        try await acquire(owner)
-        defer { release() }
+        do {
+            try await permits.acquire(owner: owner)
+        } catch AsyncPermits<ClientID>.Refusal.queueFull {
+            throw E3DBError(.serviceUnavailable, "too many searches are waiting; retry shortly")
+        } catch AsyncPermits<ClientID>.Refusal.ownerQueueFull {
+            throw E3DBError(
+                .serviceUnavailable,
+                "this client already has \(maxWaitingPerOwner) searches waiting; retry once they are answered")
+        }
+        defer { permits.release() }
         try Task.checkCancellation()  // granted as it was cancelled
         return try await body()
     }
 
-    private func acquire(_ owner: ClientID?) async throws {
-        try Task.checkCancellation()
-        let id = state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        // Forgets a cancellation that came after the grant (the handler does not run after this returns).
-        defer { _ = state.withLock { $0.cancelled.remove(id) } }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let outcome = state.withLock { state -> Result<Void, any Error>? in
-                    if state.cancelled.remove(id) != nil { return .failure(CancellationError()) }
-                    if state.free > 0 {
-                        state.free -= 1
-                        return .success(())
-                    }
-                    guard state.waiting.count < maxWaiting else {
-                        return .failure(E3DBError(.serviceUnavailable, "too many searches are waiting; retry shortly"))
-                    }
-                    if let owner {
-                        let queued = state.waitingPerOwner[owner, default: 0]
-                        guard queued < maxWaitingPerOwner else {
-                            return .failure(
-                                E3DBError(
-                                    .serviceUnavailable,
-                                    "this client already has \(maxWaitingPerOwner) searches waiting; retry once "
-                                        + "they are answered"))
-                        }
-                        state.waitingPerOwner[owner] = queued + 1
-                    }
-                    state.waiting.append(Waiter(id: id, owner: owner, continuation: continuation))
-                    return nil
-                }
-                if let outcome { continuation.resume(with: outcome) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> Waiter? in
-                if let waiter = state.remove(id) { return waiter }
-                state.cancelled.insert(id)  // not queued yet, or already granted
-                return nil
-            }
-            waiter?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
     /// The free permits and the callers waiting (for tests).
-    var snapshot: (free: Int, waiting: Int) { state.withLock { ($0.free, $0.waiting.count) } }
-
-    private func release() {
-        let next = state.withLock { state -> Waiter? in
-            guard let first = state.waiting.first else {
-                state.free += 1
-                return nil
-            }
-            return state.remove(first.id)  // the permit passes to it
-        }
-        next?.continuation.resume()
-    }
+    var snapshot: (free: Int, waiting: Int) { permits.snapshot }
 }
 
 /// Open connections per client address, bounded (``ServerConfiguration/maxConnectionsPerAddress``).

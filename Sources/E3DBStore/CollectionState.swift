@@ -1,5 +1,5 @@
 import E3DBCanonicalJSON
-import E3DBPrimitives
+public import E3DBPrimitives
 import Foundation
 import GRDB
 
@@ -438,11 +438,22 @@ extension EncryptedStore {
     /// `open(at:credential:expectedMinimumWriteCounter:)` detects an older copy of the whole store.
     /// - Throws: `storeLocked`, `storeTampered` when the counter does not authenticate.
     public var writeCounter: Int {
-        get throws(E3DBError) {
-            let keys = try currentKeys()
-            return try databaseCall("reading the write counter") {
-                try pool.read { db in try storeStateRow(db, stateAuthenticator(keys)).counter }
-            }
-        }
+        get throws(E3DBError) { try run(readingWriteCounter()) }
+    }
+
+    /// `writeCounter` for async callers: the read goes through GRDB's async access (the caller's task is suspended,
+    /// no thread is held).
+    /// - Throws: `storeLocked`, `storeTampered` when the counter does not authenticate.
+    public func writeCounter() async throws(E3DBError) -> Int {
+        try await run(readingWriteCounter())
+    }
+
+    /// The read of `writeCounter`, one access.
+    private func readingWriteCounter() throws(E3DBError) -> SingleAccess<Int> {
+        let keys = try currentKeys()
+        return SingleAccess(
+            access: .read("reading the write counter") { [self] db in
+                try storeStateRow(db, stateAuthenticator(keys)).counter
+            })
     }
 }

@@ -21,7 +21,7 @@ extension EncryptedStore {
     static let blockingLimit = max(8, 2 * ProcessInfo.processInfo.processorCount)
 
     /// The permits of the static blocking calls (`open`, `create`, `rekey`).
-    static let staticBlockingPermits = AsyncPermits(blockingLimit)
+    static let staticBlockingPermits = AsyncPermits<Never>(blockingLimit)
 
     /// `blocking(named:permits:_:)` with this store's permits.
     func blocking<T: Sendable>(
@@ -38,7 +38,7 @@ extension EncryptedStore {
     /// should drop it. Nothing is left behind: `body` is released on the thread before the caller resumes, the
     /// thread then ends, and the permit is given back.
     static func blocking<T: Sendable>(
-        named name: String, permits: AsyncPermits,
+        named name: String, permits: AsyncPermits<Never>,
         _ body: @escaping @Sendable (FileCancellation) throws(E3DBError) -> T
     ) async throws(E3DBError) -> T {
         do { try await permits.acquire() } catch {

@@ -69,7 +69,7 @@ public final class EncryptedStore: Sendable {
     /// Tests only: what runs at each ``TestPoint`` (see `setTestHook`).
     let testHooks = Mutex<[TestPoint: @Sendable () -> Void]>([:])
     /// The permits of this store's async calls that run on a thread of their own (`blocking`, EncryptedStore+Async).
-    let blockingPermits = AsyncPermits(EncryptedStore.blockingLimit)
+    let blockingPermits = AsyncPermits<Never>(EncryptedStore.blockingLimit)
 
     /// Places in the store's operations where a test can make something happen deterministically (a concurrent key
     /// rotation, a look at the files).
@@ -267,6 +267,19 @@ public final class EncryptedStore: Sendable {
         }
     }
 
+    /// `create(at:credential:kdfParameters:databaseEncryption:)` for async callers, on a thread of its own as the
+    /// async `create(at:credential:kdf:databaseEncryption:)`.
+    public static func create(
+        at directory: URL, credential: StoreCredential, kdfParameters: Argon2id.Parameters,
+        databaseEncryption: DatabaseEncryption = .encrypted
+    ) async throws(E3DBError) -> EncryptedStore {
+        try await blocking(named: "e3dbkit-store-open", permits: staticBlockingPermits) { _ throws(E3DBError) in
+            try create(
+                at: directory, credential: credential, kdfParameters: kdfParameters,
+                databaseEncryption: databaseEncryption)
+        }
+    }
+
     /// `open(at:credential:expectedMinimumWriteCounter:)` for async callers. Opening is CPU work and file I/O that
     /// GRDB has no async form of (Argon2id: 0.07 s to 2 s by preset; opening the files, migrating, checking the
     /// state), so the whole open runs on a thread of its own while the caller's task is suspended: no thread of the
@@ -403,7 +416,7 @@ public final class EncryptedStore: Sendable {
 
     /// The highest Argon2id cost a store opens with (libsodium's `sensitive` preset: 4 passes over 1 GiB), checked
     /// before any work, since the key header is a plain file that someone could edit to make every open hang or
-    /// run out of memory. ``create(at:credential:kdfParameters:databaseEncryption:)`` and
+    /// run out of memory. `create(at:credential:kdfParameters:databaseEncryption:)` and
     /// `changeCredential(to:kdf:)` refuse more.
     public static var maximumKDFParameters: Argon2id.Parameters { StoreKeys.maximumKDFParameters }
 

@@ -218,4 +218,14 @@ extension EncryptedStore {
             at: directory, credential: .identity(identity.boxKey), kdfParameters: KDFPreset.moderate.parameters,
             clientID: identity.clientID, databaseEncryption: databaseEncryption)
     }
+
+    /// `create(at:identity:databaseEncryption:)` for async callers: the whole creation runs on a thread of its own,
+    /// as the async `create(at:credential:kdf:databaseEncryption:)`.
+    public static func create(
+        at directory: URL, identity: ClientIdentity, databaseEncryption: DatabaseEncryption = .encrypted
+    ) async throws(E3DBError) -> EncryptedStore {
+        try await blocking(named: "e3dbkit-store-open", permits: staticBlockingPermits) { _ throws(E3DBError) in
+            try create(at: directory, identity: identity, databaseEncryption: databaseEncryption)
+        }
+    }
 }

@@ -191,7 +191,7 @@ final class RecordReaders: Sendable {
     /// The most connections open at once (checked out or idle).
     static let maximumOpen = 8
     /// One permit per connection that may be open, for async readers.
-    let permits = AsyncPermits(RecordReaders.maximumOpen)
+    let permits = AsyncPermits<Never>(RecordReaders.maximumOpen)
     /// The connections open now, and the most ever open at once (for tests).
     private let counts = Mutex<(open: Int, peak: Int)>((0, 0))
 

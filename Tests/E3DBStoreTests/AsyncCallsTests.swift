@@ -15,7 +15,7 @@ struct AsyncCallsTests {
     @Test("files: async put, list, read, range read, move and delete give what the sync forms give")
     func files() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let sync = Sync(store: store)
         let record = try await store.put(collection: "c", type: "t", data: ["n": "1"])
         let big = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
@@ -60,7 +60,7 @@ struct AsyncCallsTests {
     @Test("settings, indexes, count, collections, statistics and identities: async forms give what the sync ones give")
     func databaseCalls() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let sync = Sync(store: store)
         try await store.setSetting(["theme": "dark"], forKey: "ui")
         try await store.setSetting(7, forKey: "n")
@@ -122,10 +122,47 @@ struct AsyncCallsTests {
         await expectAsyncStoreError(.storeLocked) { _ = try await store.count() }
     }
 
+    @Test("create with Argon2id parameters or an identity, and writeCounter: async forms give what the sync ones give")
+    func createAndWriteCounter() async throws {
+        let (asyncDir, syncDir) = (try StoreDirectory(), try StoreDirectory())
+        let store = try await EncryptedStore.create(
+            at: asyncDir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let syncStore = try Sync.create(syncDir.url, passphrase("p"))
+        let sync = Sync(store: store)
+        #expect(try await store.writeCounter() == Sync(store: syncStore).writeCounter())
+        #expect(try await store.writeCounter() == sync.writeCounter())
+        let before = try await store.writeCounter()
+        _ = try await store.put(collection: "c", type: "t", data: ["k": "v"])
+        #expect(try await store.writeCounter() > before, "a write moves the counter on")
+        #expect(try await store.writeCounter() == sync.writeCounter())
+        await expectAsyncStoreError(.storeExists) {
+            _ = try await EncryptedStore.create(at: asyncDir.url, credential: passphrase("q"), kdfParameters: testKDF)
+        }
+        expectStoreError(.storeExists) { _ = try Sync.create(asyncDir.url, passphrase("q")) }
+        #expect(try await EncryptedStore.open(at: asyncDir.url, credential: passphrase("p")).count() == 1)
+        store.lock()
+        await expectAsyncStoreError(.storeLocked) { _ = try await store.writeCounter() }
+        expectStoreError(.storeLocked) { _ = try sync.writeCounter() }
+
+        let alice = ClientIdentity.generate(clientID: UUID())
+        let (aliceDir, aliceSyncDir) = (try StoreDirectory(), try StoreDirectory())
+        let asAlice = try await EncryptedStore.create(at: aliceDir.url, identity: alice, databaseEncryption: .plain)
+        let asAliceSync = try Sync.create(aliceSyncDir.url, identity: alice)
+        #expect(try await asAlice.identities().map(\.clientID) == [alice.clientID])
+        #expect(
+            try await asAlice.identities().map(\.publicKey) == Sync(store: asAliceSync).identities().map(\.publicKey))
+        #expect(asAlice.databaseEncryption == .plain)
+        let reopened = try await EncryptedStore.open(at: aliceDir.url, credential: .identity(alice.boxKey))
+        #expect(try await reopened.writeCounter() == asAlice.writeCounter())
+        await expectAsyncStoreError(.storeExists) {
+            _ = try await EncryptedStore.create(at: aliceDir.url, identity: alice)
+        }
+    }
+
     @Test("a task cancelled before an async changeCredential: cancelled, and the old credential still opens the store")
     func preCancelledCredentialChange() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let change = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             try await store.changeCredential(to: passphrase("q"), kdfParameters: testKDF)
@@ -149,7 +186,7 @@ struct AsyncCallsTests {
     }
 
     static func shareExportImport(_ dir: StoreDirectory) async throws {
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let sync = Sync(store: store)
         _ = try await store.put(
             collection: "shared", records: (0..<5).map { (type: "t", data: ["n": "\($0)"], plain: RecordData()) })
@@ -183,7 +220,7 @@ struct AsyncCallsTests {
     @Test("async file calls run the file cipher on a thread of their own: no cooperative thread waits for it")
     func fileWorkLeavesThePool() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         // As many as may run at once: at least twice the cooperative pool (one thread per processor) and no more
         // than the store's limit, beyond which puts wait for a permit, not at the gate.
         let puts = EncryptedStore.blockingLimit
@@ -219,7 +256,7 @@ struct AsyncCallsTests {
     @Test("200 concurrent async file reads complete, never more than the store's limit at once; a queued one cancels")
     func blockingCallsAreBounded() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         _ = try await store.putFile(at: "/small", data: Data("small".utf8))
         let limit = EncryptedStore.blockingLimit
         let running = RunningCount()
@@ -275,7 +312,7 @@ struct AsyncCallsTests {
     @Test("cancelling an async putFile stops the encryption between chunks: cancelled, nothing stored, no body left")
     func cancelledPutFile() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let gate = Gate()
         let threads = TaskSightings()
         // 64 MiB, more than the test waits for: a put that ignored cancellation would store it all and succeed.
@@ -296,7 +333,7 @@ struct AsyncCallsTests {
     @Test("cancelling an async verify or export ends it with cancelled at its next page; the export publishes nothing")
     func cancelledVerifyAndExport() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         _ = try await store.put(collection: "c", type: "t", data: ["n": "1"])
         let reader = ClientIdentity.generate(clientID: UUID())
         let exportDir = dir.url.appendingPathComponent("export")
@@ -344,6 +381,13 @@ private struct Sync {
     static func open(_ directory: URL, _ credential: StoreCredential) throws -> EncryptedStore {
         try EncryptedStore.open(at: directory, credential: credential)
     }
+    static func create(_ directory: URL, _ credential: StoreCredential) throws -> EncryptedStore {
+        try EncryptedStore.create(at: directory, credential: credential, kdfParameters: testKDF)
+    }
+    static func create(_ directory: URL, identity: ClientIdentity) throws -> EncryptedStore {
+        try EncryptedStore.create(at: directory, identity: identity)
+    }
+    func writeCounter() throws -> Int { try store.writeCounter }
     func putFile(_ path: String, _ data: Data) throws { _ = try store.putFile(at: path, data: data) }
     func file(_ path: String) throws -> StoredFile { try store.file(at: path) }
     func files(under directory: String) throws -> [StoredFile] { try store.files(under: directory) }

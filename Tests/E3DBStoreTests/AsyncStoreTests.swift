@@ -16,7 +16,7 @@ struct AsyncStoreTests {
         "put, get, find, update, delete, keyed records and rotation give through the async API what the sync API gives")
     func sameResults() async throws {
         let dir = try StoreDirectory()
-        _ = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        _ = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let store = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
         let one = try await store.put(
             collection: "c", type: "note", data: ["n": "0", "k": "a"], plain: ["day": "2026-12-06"])
@@ -108,7 +108,7 @@ struct AsyncStoreTests {
 
     static func lockScenario() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let seed = try await store.put(collection: "c", type: "t", data: ["n": "seed"])
         // Another connection takes the store's write lock on a thread of its own and keeps it until released (by
         // the test, or by a watchdog after 8 s, inside the store's 10 s busy timeout).
@@ -170,7 +170,7 @@ struct AsyncStoreTests {
     @Test("an async put whose key is rotated away before its transaction starts over with the new key")
     func rotationDuringAsyncPut() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let first = try await store.put(collection: "c", type: "t", data: ["n": "first"])
         // Another connection rotates the key (and, no record being left under it, deletes key 1) while the batch is
         // encrypted under key 1 and its write transaction is not open yet.
@@ -190,7 +190,7 @@ struct AsyncStoreTests {
     @Test("an async update or keyed put under a key another connection rotated away starts over with the new key")
     func rotationBeforeAsyncUpdate() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let record = try await store.put(collection: "c", type: "t", data: ["n": "first"])
         let keyed = try await store.put(collection: "c", key: "k", type: "t", data: ["n": "keyed"])
         // `store` keeps collection c's key 1 in memory; another connection rotates to key 2 and, no record being left
@@ -213,7 +213,7 @@ struct AsyncStoreTests {
     @Test("many more concurrent async reads than the record readers' bound all complete within the bound")
     func readersAreBounded() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let written = try await store.put(
             collection: "c", records: (0..<16).map { (type: "t", data: ["n": "\($0)"], plain: RecordData()) })
         // No cache: every get decrypts again, so the reads overlap for longer.
@@ -242,7 +242,7 @@ struct AsyncStoreTests {
     @Test("an async read cancelled while it waits for a permit leaves the queue at once, before any permit frees")
     func cancelledReaderLeavesTheQueue() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let record = try await store.put(collection: "c", type: "t", data: ["n": "1"])
         // Every permit held by a read whose body waits (on its connection's GRDB queue, not a cooperative thread).
         let inside = DispatchSemaphore(value: 0)
@@ -305,7 +305,7 @@ struct AsyncStoreTests {
         // A deadlock is this scenario's failure: the child process ends with a failure after a minute.
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) { exit(3) }
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let written = try await store.put(
             collection: "c", records: (0..<16).map { (type: "t", data: ["n": "\($0)"], plain: RecordData()) })
         store.setCacheCapacity(0)

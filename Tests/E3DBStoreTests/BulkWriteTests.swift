@@ -102,7 +102,7 @@ struct BulkWriteTests {
     @Test("a paged scan of one collection among interleaved others returns its records once each, in either order")
     func pagedScanAmongCollections() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("scan"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("scan"), kdfParameters: testKDF)
         var mine: [UUID] = []
         for i in 0..<40 {
             mine.append(try await store.put(collection: "mine", type: "t\(i % 3)", data: ["n": String(i)]).id)

@@ -241,7 +241,7 @@ struct EncryptedFileTests {
     func sqlcipherReadsTheFile() async throws {
         let python = try await ChildProcess.makeProjectPython()
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         _ = try await store.put(collection: "secret-notes", records: (0..<25).map { ("note", ["n": String($0)], [:]) })
         let location = try store.databaseLocation()
         // Everything in the main file (SQLCipher would read the WAL too; this keeps the check to the file).

@@ -15,7 +15,8 @@ struct KeyOwnershipTests {
     func forgetAllKeysLeavesTheStoresKey() async {
         await #expect(processExitsWith: .success) {
             let dir = try StoreDirectory()
-            let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+            let store = try await EncryptedStore.create(
+                at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
             guard store.databaseEncryption == .encrypted else { throw Failure("the store is not encrypted") }
             let first = try await store.put(collection: "c", type: "t", data: ["f": "one"])
             let appURI = try E3DBSQLite.uri(

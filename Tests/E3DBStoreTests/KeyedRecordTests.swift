@@ -53,7 +53,7 @@ struct KeyedRecordTests {
     @Test("concurrent puts of one key from many tasks: every write lands as its own version, none is lost")
     func concurrentPuts() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let writers = 8
         let each = 5
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -13,7 +13,7 @@ struct MissingPageKeyTests {
     @Test("every operation that needs a new connection says the page key is missing, and unlock gives it back")
     func newConnectionWithoutTheKey() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let record = try await store.put(collection: "c", type: "t", data: ["f": "one"])
         E3DBSQLite.forgetKey(inURI: try #require(store.databaseURI))
         // The pool's idle readers are closed, and the record readers are new: every read needs a new connection.
@@ -44,7 +44,7 @@ struct MissingPageKeyTests {
         arguments: [DatabaseEncryption.encrypted, .plain])
     func lockedStore(_ encryption: DatabaseEncryption) async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(
+        let store = try await EncryptedStore.create(
             at: dir.url, credential: passphrase("p"), kdfParameters: testKDF, databaseEncryption: encryption)
         let record = try await store.put(collection: "c", type: "t", data: ["f": "one"])
         _ = try await store.count(collection: "c")

@@ -58,7 +58,7 @@ struct StoreObservationTests {
     @Test("another instance's commits are seen, in order, without duplicates; lock ends it with storeLocked")
     func otherInstance() async throws {
         let dir = try StoreDirectory()
-        let observed = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let observed = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let writer = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
         let results = ObservedResults(observed.observe(home, pollInterval: .milliseconds(50)))
         #expect(try await results.wait { $0.last == [] } != nil)
@@ -87,7 +87,7 @@ struct StoreObservationTests {
     @Test("a child process's `e3dbkit store put` is observed; cancelling the task ends the sequence")
     func childProcess() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         try await store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
         let results = ObservedResults(store.observe(home, pollInterval: .milliseconds(50)))
         #expect(try await results.wait { $0.last == ["first"] } != nil)
@@ -112,7 +112,7 @@ struct StoreObservationTests {
     @Test("releasing the store ends the sequence")
     func released() async throws {
         let dir = try StoreDirectory()
-        var store: EncryptedStore? = try EncryptedStore.create(
+        var store: EncryptedStore? = try await EncryptedStore.create(
             at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let results = ObservedResults(try #require(store).observe(home, pollInterval: .milliseconds(20)))
         #expect(try await results.wait { $0.last == [] } != nil)

@@ -135,7 +135,7 @@ struct QueryIntegrityTests {
     @Test("an observation of an edited type column ends with recordTampered", arguments: DatabaseEncryption.allCases)
     func observedTamper(encryption: DatabaseEncryption) async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(
+        let store = try await EncryptedStore.create(
             at: dir.url, credential: passphrase("p"), kdfParameters: testKDF, databaseEncryption: encryption)
         let note = try await store.put(collection: "c", type: "note", data: ["body": "a"])
         try edit(store, "UPDATE records SET type = 'memo' WHERE id = ?", [note.id.lowercasedString])

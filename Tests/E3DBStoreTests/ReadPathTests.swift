@@ -209,7 +209,7 @@ struct ReadPathTests {
             return
         }
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         store.fieldKeyMode = .perRecord
         var expected: [JSONValue] = []
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []

@@ -248,7 +248,7 @@ struct RekeyTests {
         for i in 0..<100 { batch.append(("t", ["n": "\(i)"], [:])) }
         var references: [RecordReference] = []
         do {
-            let store = try EncryptedStore.create(
+            let store = try await EncryptedStore.create(
                 at: dir.url, credential: passphrase("a"), kdfParameters: testKDF, databaseEncryption: encryption)
             references = try await store.put(collection: "c", records: batch)
         }

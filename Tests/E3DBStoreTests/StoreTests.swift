@@ -148,7 +148,7 @@ struct StoreTests {
     @Test("two writers updating one record at one version: exactly one succeeds")
     func concurrentWriters() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         let other = try await EncryptedStore.open(at: dir.url, credential: passphrase("p"))
         let reference = try await store.put(collection: "c", type: "t", data: ["n": "0"])
         let outcomes = await withTaskGroup(of: Bool.self) { group in
@@ -258,7 +258,7 @@ struct StoreTests {
     @Test("queries by type and plain (equality, prefix, range), ordered, limited and paged")
     func queries() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<300 {
             let day = String(format: "2026-11-%02d", i % 30 + 1)
@@ -406,7 +406,7 @@ struct StoreSharingTests {
     @Test("an export decrypts in the Python SDK with the reader's key; an import of it reads back the same records")
     func exportToPython() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         var expected: [JSONValue] = []
         for i in 0..<25 {
             let data: RecordData = ["n": "\(i)", "text": "naïve ☃ \(i) \u{1F600}"]
@@ -429,7 +429,8 @@ struct StoreSharingTests {
 
         // Another store imports it with the reader's key.
         let otherDir = try StoreDirectory()
-        let other = try EncryptedStore.create(at: otherDir.url, credential: passphrase("q"), kdfParameters: testKDF)
+        let other = try await EncryptedStore.create(
+            at: otherDir.url, credential: passphrase("q"), kdfParameters: testKDF)
         let imported = try await other.importCollection(from: exportDir, reader: reader.boxKey, as: "inbox")
         #expect(imported.count == 25)
         let records = try await other.find(RecordQuery(collection: "inbox"))
@@ -471,7 +472,7 @@ struct StoreSharingTests {
             python, [Self.script, "write", pyDir.path, reader.publicKey.base64URLEncoded, "12"])
         #expect(result.status == 0, "\(result.err)")
         let expected = try Self.lines(result.out)
-        let store = try EncryptedStore.create(
+        let store = try await EncryptedStore.create(
             at: dir.url.appendingPathComponent("store"), credential: passphrase("p"), kdfParameters: testKDF)
         let references = try await store.importCollection(from: pyDir, reader: reader.boxKey, as: "from-python")
         #expect(references.count == 12)
@@ -829,7 +830,7 @@ struct RotationTests {
     @Test("an interrupted rotation leaves every record readable and resumes with the same key")
     func resume() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         var batch: [(type: String, data: RecordData, plain: RecordData)] = []
         for i in 0..<60 { batch.append(("t", ["n": "\(i)"], [:])) }
         let references = try await store.put(collection: "c", records: batch)
@@ -934,7 +935,7 @@ struct StoreExtrasTests {
         "observation: a new result after each committed change to the query's records (changes elsewhere are skipped)")
     func observation() async throws {
         let dir = try StoreDirectory()
-        let store = try EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
+        let store = try await EncryptedStore.create(at: dir.url, credential: passphrase("p"), kdfParameters: testKDF)
         try await store.put(collection: "c", type: "todo", data: ["title": "first"], plain: ["list": "home"])
         var iterator = store.observe(RecordQuery(collection: "c", plain: [.equals("list", "home")])).makeAsyncIterator()
         let initial = try await iterator.next()

@@ -63,13 +63,12 @@ struct SearchTerm {
     /// (charged before it runs: the automaton may visit every state at every character).
     func matches(_ value: String, budget: inout WorkBudget) throws(E3DBError) -> Bool {
         let bytes = value.utf8.count
-        if strategy == .exact {
+        // EXACT compares any length (its cost is linear); the other strategies skip values over the cap.
+        guard strategy == .exact || bytes <= Self.maxMatchedValueBytes else { return false }
+        switch strategy {
+        case .exact:
             try budget.charge(1 + min(bytes, text.utf8.count) / 16)
             return value.utf8.elementsEqual(text.utf8)
-        }
-        guard bytes <= Self.maxMatchedValueBytes else { return false }
-        switch strategy {
-        case .exact: return value.utf8.elementsEqual(text.utf8)
         case .fuzzy:
             let count = scalars.count
             let allowed = count <= 2 ? 0 : (count <= 5 ? 1 : 2)

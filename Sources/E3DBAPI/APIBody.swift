@@ -5,7 +5,8 @@ public import Foundation
 /// and write bodies, and the one public spelling of each body's codec (``decodeBody(_:)`` and ``encodeBody()``).
 /// Record bodies and search responses are read by the strict record reader and written by the record writer
 /// (``API/Record``, ``API/QueryResponse`` and ``API/SearchResponse`` are not `Codable`); every other body goes
-/// through Foundation's `JSONDecoder` and the package's wire `JSONEncoder` (compact, `/` not escaped).
+/// through the one JSON grammar and then Foundation's `JSONDecoder`, and the package's wire `JSONEncoder` (compact,
+/// `/` not escaped).
 public protocol APIBody: Sendable {
     /// Decodes a body.
     /// - Parameter data: JSON text.
@@ -20,8 +21,21 @@ public protocol APIBody: Sendable {
 }
 
 extension APIBody where Self: Decodable {
-    /// Decodes a body with `JSONDecoder`.
-    public static func decodeBody(_ data: Data) throws -> Self { try JSONDecoder().decode(Self.self, from: data) }
+    /// Decodes a body with the one JSON grammar, then `JSONDecoder` (`API.decodeChecked(_:from:)`).
+    public static func decodeBody(_ data: Data) throws -> Self { try API.decodeChecked(Self.self, from: data) }
+}
+
+extension API {
+    /// The one reader of JSON that has no reader of its own (every body but records and search responses, a
+    /// plain filter from the command line, the known-keys file): the text is read with the one JSON grammar first
+    /// (`API.Record.checkJSON`), which refuses a byte order mark, a repeated name and two names equal as Swift
+    /// `String`s (which `JSONDecoder` would merge, the last one winning), then decoded by `JSONDecoder`.
+    /// - Throws: `E3DBError` `.badRequest` saying what is wrong and at which byte; `DecodingError` when the text
+    ///   is JSON but not a `T`.
+    package static func decodeChecked<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        try API.Record.checkJSON(data)
+        return try JSONDecoder().decode(type, from: data)
+    }
 }
 
 extension APIBody where Self: Encodable {

@@ -1,4 +1,4 @@
-import E3DBCanonicalJSON
+package import E3DBCanonicalJSON
 package import E3DBPrimitives
 package import Foundation
 
@@ -55,7 +55,7 @@ extension API.Record {
 extension API.SearchResult {
     /// Reads a v1 or v2 search response with the strict record reader (`RecordBodyReader.searchResponse()`): each
     /// result's `meta` and `record_data` as a record's `meta` and `data`; each `access_key` (no record text) with
-    /// `JSONDecoder`.
+    /// `API.decodeChecked(_:from:)`.
     /// - Throws: `E3DBError` `.badRequest` saying what is wrong and where.
     static func readResponse(
         _ data: Data
@@ -68,7 +68,7 @@ extension API.SearchResult {
         for (index, item) in read.results.enumerated() {
             var result = item.result
             if let range = item.accessKey {
-                do { result.accessKey = try JSONDecoder().decode(API.EAKInfo.self, from: Data(bytes[range])) } catch {
+                do { result.accessKey = try API.decodeChecked(API.EAKInfo.self, from: Data(bytes[range])) } catch {
                     throw E3DBError(.badRequest, "the access_key of result \(index) is not an access key")
                 }
             }
@@ -159,49 +159,10 @@ package enum JSONText {
         var reader = RecordBodyReader(bytes: Array(text.utf8))
         return reader.storedFileMeta()
     }
-
-    /// Writes `text` as a JSON string, quotes included, handing the pieces in order to `append` (runs of the text
-    /// as they are, and escape sequences). A `package` fast path: the pointers are valid only during `append`.
-    @inlinable
-    package static func writeString(_ text: String, _ append: (UnsafeBufferPointer<UInt8>) -> Void) {
-        let quote: StaticString = "\""
-        quote.withUTF8Buffer(append)
-        var text = text
-        text.withUTF8 { bytes in
-            var start = 0
-            for i in bytes.indices {
-                let c = unsafe bytes[i]
-                guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-                unsafe append(UnsafeBufferPointer(rebasing: bytes[start..<i]))
-                start = i + 1
-                let escape: StaticString
-                switch c {
-                case UInt8(ascii: "\""): escape = #"\""#
-                case UInt8(ascii: "\\"): escape = #"\\"#
-                case 0x0A: escape = #"\n"#
-                case 0x0D: escape = #"\r"#
-                case 0x09: escape = #"\t"#
-                case 0x08: escape = #"\b"#
-                case 0x0C: escape = #"\f"#
-                default:
-                    let digits: StaticString = "0123456789abcdef"
-                    let sequence = unsafe [
-                        UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                        digits.utf8Start[Int(c >> 4)], digits.utf8Start[Int(c & 15)],
-                    ]
-                    unsafe sequence.withUnsafeBufferPointer(append)
-                    continue
-                }
-                escape.withUTF8Buffer(append)
-            }
-            unsafe append(UnsafeBufferPointer(rebasing: bytes[start...]))
-        }
-        quote.withUTF8Buffer(append)
-    }
 }
 
 /// Appends JSON text to a byte array: the one JSON text writer of the wire (`API.Record.jsonData()`, the server's
-/// record responses and stored `file_meta`), with the one string escaper (`JSONText.writeString(_:_:)`).
+/// record responses and stored `file_meta`), with the one string escaper (E3DBCanonicalJSON's `JSONString`, the canonical form's).
 package struct JSONTextWriter {
     /// The text written so far.
     package private(set) var bytes: [UInt8] = []
@@ -234,7 +195,7 @@ package struct JSONTextWriter {
 
     /// A JSON string, escaped.
     package mutating func string(_ s: String) {
-        unsafe JSONText.writeString(s) { unsafe bytes.append(contentsOf: $0) }
+        JSONString.append(s, to: &bytes)
     }
 
     /// `{"results":[`, the start of a v1 or v2 search response (the server's and `API.QueryResponse.encodeBody()`);
@@ -275,27 +236,60 @@ package struct JSONTextWriter {
         string(value)
     }
 
-    mutating func meta(_ m: API.Meta) {
+    /// Where the `plain` member of `meta` comes from.
+    package enum MetaPlain {
+        /// Written from the map, in its order.
+        case members(RecordData)
+        /// JSON text of an object of strings the caller has checked (a stored `plain`, or the text of the request
+        /// being answered), spliced as it is.
+        case text(String)
+    }
+
+    /// `meta` in `API.Meta`'s member order (`record_id`, `writer_id`, `user_id`, `type`, `plain`, `created`,
+    /// `last_modified`, `version`, `file_meta`), absent members left out: the one writer of a record's `meta`, for
+    /// `API.Meta` (`meta(_:)`) and for the server's stored rows.
+    package mutating func meta(
+        recordID: String?, writerID: String, userID: String, type: String, plain: MetaPlain?, created: String?,
+        lastModified: String?, version: String?, fileMeta: API.FileMeta?
+    ) {
         bytes.append(UInt8(ascii: "{"))
-        key("writer_id", first: true)
-        string(m.writerID)
-        key("user_id", first: false)
-        string(m.userID)
-        key("type", first: false)
-        string(m.type)
-        if let plain = m.plain {
-            key("plain", first: false)
-            stringMap(plain)
+        if let recordID {
+            key("record_id", first: true)
+            string(recordID)
+            key("writer_id", first: false)
+        } else {
+            key("writer_id", first: true)
         }
-        optionalString("record_id", m.recordID)
-        optionalString("created", m.created)
-        optionalString("last_modified", m.lastModified)
-        optionalString("version", m.version)
-        if let f = m.fileMeta {
+        string(writerID)
+        key("user_id", first: false)
+        string(userID)
+        key("type", first: false)
+        string(type)
+        switch plain {
+        case .members(let map):
+            key("plain", first: false)
+            stringMap(map)
+        case .text(let text):
+            key("plain", first: false)
+            json(text)
+        case nil: break
+        }
+        optionalString("created", created)
+        optionalString("last_modified", lastModified)
+        optionalString("version", version)
+        if let fileMeta {
             key("file_meta", first: false)
-            fileMeta(f)
+            self.fileMeta(fileMeta)
         }
         bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// `meta` of an `API.Meta`.
+    mutating func meta(_ m: API.Meta) {
+        meta(
+            recordID: m.recordID, writerID: m.writerID, userID: m.userID, type: m.type,
+            plain: m.plain.map { .members($0) },
+            created: m.created, lastModified: m.lastModified, version: m.version, fileMeta: m.fileMeta)
     }
 
     /// `file_meta`: `file_url` first (`null` when absent), then the members that are set.

@@ -186,9 +186,17 @@ struct CanonicalWriter {
         out.append(UInt8(ascii: "}"))
     }
 
+    mutating func writeString(_ string: String) { JSONString.append(string, to: &out) }
+}
+
+/// The one JSON string escaper, of the canonical form and of the wire (E3DBAPI's `JSONTextWriter`): `"` and `\`
+/// escaped, control characters as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00xx` (lowercase hex), every other
+/// character as its UTF-8 (`/` and non-ASCII not escaped): RFC 8785's rule.
+package enum JSONString {
+    /// Appends `string` to `out` as a JSON string, quotes included.
     // Safety: `buffer` and `table` are borrowed for their closures and not kept; `table` has 256 entries, so any
     // byte indexes it; `i < n == buffer.count` guards every read, and the copied runs are `runStart <= i <= n`.
-    mutating func writeString(_ string: String) {
+    package static func append(_ string: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var s = string
         s.withUTF8 { buffer in

@@ -1,3 +1,4 @@
+import E3DBAPI
 import E3DBFiles
 public import E3DBPrimitives
 public import Foundation
@@ -107,7 +108,7 @@ public final class KnownKeys: Sendable {
             throw E3DBError(.fileIOFailed, "cannot read the known keys in \(path)", context: .init(item: path))
         }
         guard data.count <= maxFileBytes else { throw tooLarge(path) }  // it grew
-        guard let body = try? JSONDecoder().decode(FileBody.self, from: data), body.version == 1 else {
+        guard let body = try? API.decodeChecked(FileBody.self, from: data), body.version == 1 else {
             throw E3DBError(
                 .invalidKnownKeys, "\(path) is not a known-keys file (version 1)",
                 context: .init(item: path))

@@ -53,14 +53,11 @@ enum JSONBody {
 
     /// Decodes a request body whatever its Content-Type (the SDKs disagree), as a 400 with the decoder's reason
     /// (member names only, never values) when it does not fit.
-    /// The body is read with the one JSON grammar first (`API.Record.checkJSON`): a byte order mark, a repeated
-    /// name or two names equal as Swift `String`s (which `JSONDecoder` would merge, so that `{"plain":{"k":"1",
-    /// "k":"2"}}` filtered on one of them) are refused as the record reader refuses them.
+    /// Every body is read with the one JSON grammar (`T.decodeBody`: the record reader, or `API.decodeChecked`
+    /// before `JSONDecoder`): a byte order mark, a repeated name or two names equal as Swift `String`s (which
+    /// `JSONDecoder` would merge, so that `{"plain":{"k":"1","k":"2"}}` filtered on one of them) are refused.
     static func decode<T: APIBody>(_ type: T.Type, from data: Data, what: String) throws -> T {
-        try decode(data, what: what) { data in
-            try API.Record.checkJSON(data)
-            return try T.decodeBody(data)
-        }
+        try decode(data, what: what, T.decodeBody)
     }
 
     /// Decodes a request body with `decodeBody` after the checks and with the refusals of

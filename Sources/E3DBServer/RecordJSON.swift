@@ -67,43 +67,27 @@ enum RecordJSON {
         w.byte(UInt8(ascii: "}"))
     }
 
-    /// `meta`, in `API.Meta`'s member order.
+    /// `meta`, with the one meta writer (`JSONTextWriter.meta`), from the stored row.
     static func writeMeta(_ row: RecordRow, plain: Plain, fileURL: String?, into w: inout JSONTextWriter) throws {
-        w.byte(UInt8(ascii: "{"))
-        w.key("record_id", first: true)
-        w.string(row.recordID.text)
-        w.key("writer_id", first: false)
-        w.string(row.writerID.text)
-        w.key("user_id", first: false)
-        w.string(row.userID.text)
-        w.key("type", first: false)
-        w.string(row.type)
+        let plainText: JSONTextWriter.MetaPlain?
         switch plain {
-        case .stored:
-            w.key("plain", first: false)
-            w.json(try checked(row.plainJSON, "records.plain", of: row))
-        case .request(let text?):
-            w.key("plain", first: false)
-            w.json(text)
-        case .request(nil): break
+        case .stored: plainText = .text(try checked(row.plainJSON, "records.plain", of: row))
+        case .request(let text): plainText = text.map { .text($0) }
         }
-        w.key("created", first: false)
-        w.string(APITimestamp.format(micros: row.created))
-        w.key("last_modified", first: false)
-        w.string(APITimestamp.format(micros: row.lastModified))
-        w.key("version", first: false)
-        w.string(row.version)
+        var fileMeta: API.FileMeta?
         if let stored = row.fileMetaJSON {
-            guard var fileMeta = JSONText.fileMeta(stored) else {
+            guard let read = JSONText.fileMeta(stored) else {
                 throw E3DBError(
                     .storageCorrupted,
                     "records.file_meta of stored record \(row.recordID.text) is not a file_meta object")
             }
-            fileMeta.fileURL = fileURL
-            w.key("file_meta", first: false)
-            w.fileMeta(fileMeta)
+            fileMeta = read
+            fileMeta?.fileURL = fileURL
         }
-        w.byte(UInt8(ascii: "}"))
+        w.meta(
+            recordID: row.recordID.text, writerID: row.writerID.text, userID: row.userID.text, type: row.type,
+            plain: plainText, created: APITimestamp.format(micros: row.created),
+            lastModified: APITimestamp.format(micros: row.lastModified), version: row.version, fileMeta: fileMeta)
     }
 
     /// `data`: the stored text, or with `fields` the stored text of the members they name.

@@ -233,6 +233,25 @@ struct RecordJSONTests {
         }
     }
 
+    @Test("meta has one writer and one member order, API.Meta's: record_id first, file_meta last")
+    func metaMemberOrder() {
+        let full = API.Record(
+            meta: API.Meta(
+                recordID: "r", writerID: "w", userID: "u", type: "t", plain: ["p": "1", "a": "2"], created: "c",
+                lastModified: "l", version: "v",
+                fileMeta: API.FileMeta(fileName: "n", checksum: nil, compression: nil, size: 3)),
+            data: ["f": "x"], recSig: "s")
+        #expect(
+            String(decoding: full.jsonData(), as: UTF8.self)
+                == #"{"meta":{"record_id":"r","writer_id":"w","user_id":"u","type":"t","plain":{"p":"1","a":"2"},"#
+                + #""created":"c","last_modified":"l","version":"v","file_meta":{"file_url":null,"file_name":"n","#
+                + #""size":3}},"data":{"f":"x"},"rec_sig":"s"}"#)
+        let bare = API.Record(meta: API.Meta(writerID: "w", userID: "u", type: "t", plain: nil), data: [:])
+        #expect(
+            String(decoding: bare.jsonData(), as: UTF8.self)
+                == #"{"meta":{"writer_id":"w","user_id":"u","type":"t"},"data":{}}"#)
+    }
+
     @Test("decodeJSONKeepingText: plain and data as they came")
     func keptText() throws {
         // Python's separators and escapes stay as sent; the server stores this text and never writes it again.

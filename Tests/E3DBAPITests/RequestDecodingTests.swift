@@ -34,6 +34,36 @@ struct RequestDecodingTests {
         #expect(r.data == [:])  // missing data is empty (file writes)
     }
 
+    @Test("every body without a reader of its own is read with the one grammar before JSONDecoder, both ways")
+    func decodedBodiesUseTheOneGrammar() throws {
+        let token = #"{"access_token":"a","token_type":"Bearer","expires_in":1,"expires_at":"x"}"#
+        #expect(try API.TokenResponse.decodeBody(Data(token.utf8)).accessToken == "a")
+        // JSONDecoder alone takes each of these (the last of two names wins); the one grammar refuses them.
+        let refused: [(body: String, why: String)] = [
+            (
+                #"{"access_token":"a","access_token":"b","token_type":"Bearer","expires_in":1,"expires_at":"x"}"#,
+                #"repeated member "access_token""#
+            ),
+            ("\u{FEFF}" + token, "byte order mark"),
+        ]
+        for (body, why) in refused {
+            #expect(throws: Never.self) { _ = try JSONDecoder().decode(API.TokenResponse.self, from: Data(body.utf8)) }
+            do {
+                _ = try API.TokenResponse.decodeBody(Data(body.utf8))
+                Issue.record("decoded \(body)")
+            } catch let error as E3DBError {
+                #expect(error.code == .badRequest && error.message.contains(why), "\(error.message)")
+            }
+        }
+        // Two names equal as Swift Strings, which a [String: String] would merge into one.
+        // A plain filter (the command line reads one from a file) with a repeated condition.
+        let filter = Data(#"{"eq":{"name":"a","value":"1"},"eq":{"name":"b","value":"2"}}"#.utf8)
+        #expect(throws: E3DBError.self) { _ = try API.decodeChecked(API.PlainQuery.self, from: filter) }
+        let merged = Data("{\"m\":{\"\u{e9}\":\"1\",\"e\u{301}\":\"2\"}}".utf8)
+        #expect(try JSONDecoder().decode([String: [String: String]].self, from: merged)["m"]?.count == 1)
+        #expect(throws: E3DBError.self) { _ = try API.decodeChecked([String: [String: String]].self, from: merged) }
+    }
+
     @Test func mapsOfStringsOnly() {
         // §1.5: plain and data are string → string; other value types are refused (a 400 at the server).
         for bad in [

@@ -440,6 +440,22 @@ struct ClientTrustTests {
                 + #""version":1}"#)
     }
 
+    @Test("a known-keys file with a repeated name (two entries for one client) is refused, not read as the last")
+    func knownKeysRepeatedName() async throws {
+        let dir = try Self.keysDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("k.known-keys.json").path
+        let id = "00000000-0000-0000-0000-00000000000a"
+        let body =
+            #"{"clients":{"\#(id)":{"public_key":"A","signing_key":null},"\#(id)":{"public_key":"B","#
+            + #""signing_key":null}},"version":1}"#
+        #expect(
+            FileManager.default.createFile(
+                atPath: path, contents: Data(body.utf8), attributes: [.posixPermissions: 0o600]))
+        let refused = await Self.code { _ = try KnownKeys(path: path) }
+        #expect(refused?.code == .invalidKnownKeys, "\(String(describing: refused))")
+    }
+
     @Test("L5: a known-keys file larger than 16 MiB is refused before it is read")
     func knownKeysSize() async throws {
         let dir = try Self.keysDirectory()

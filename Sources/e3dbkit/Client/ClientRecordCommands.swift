@@ -110,7 +110,7 @@ struct ClientQueryCommand: AsyncParsableCommand {
         var plainFilter: API.PlainQuery?
         if let plain {
             let data = try CLIIO.readAll(plain, what: "plain filter")
-            do { plainFilter = try JSONDecoder().decode(API.PlainQuery.self, from: data) } catch {
+            do { plainFilter = try API.decodeChecked(API.PlainQuery.self, from: data) } catch {
                 throw CLIError(
                     "the plain filter \(CLIInput.display(plain)) is not a filter: \(error)",
                     exitCode: ExitStatus.dataError)

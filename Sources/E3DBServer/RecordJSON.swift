@@ -31,20 +31,23 @@ enum RecordJSON {
     ///   - fields: the `data` members to keep, by code units (empty: all).
     ///   - plain: where `meta.plain` comes from.
     ///   - fileURL: a file record's `file_meta.file_url` (`null` without).
+    ///   - textRead: `row`'s `plain` and `data` are the text of the request being answered, which the record reader
+    ///     has read (a write's answer): spliced without reading them a second time. A row from storage is always
+    ///     read first.
     /// - Returns: the response body.
     /// - Throws: `storageCorrupted` naming the column and the record when the row's `plain`, `data` or
     ///   `file_meta` is not what the server stores there (`plain` or `data` with a repeated member name included).
-    static func render(_ row: RecordRow, fields: [String] = [], plain: Plain = .stored, fileURL: String? = nil)
-        throws -> ByteBuffer
-    {
+    static func render(
+        _ row: RecordRow, fields: [String] = [], plain: Plain = .stored, fileURL: String? = nil, textRead: Bool = false
+    ) throws -> ByteBuffer {
         var w = JSONTextWriter(
             capacity: 320 + row.type.utf8.count + row.plainJSON.utf8.count + row.dataJSON.utf8.count
                 + (row.recSig?.utf8.count ?? 0) + (row.fileMetaJSON?.utf8.count ?? 0) + (fileURL?.utf8.count ?? 0))
         w.byte(UInt8(ascii: "{"))
         w.key("meta", first: true)
-        try writeMeta(row, plain: plain, fileURL: fileURL, into: &w)
+        try writeMeta(row, plain: plain, fileURL: fileURL, textRead: textRead, into: &w)
         w.key("data", first: false)
-        try writeData(row, fields: fields, into: &w)
+        try writeData(row, fields: fields, textRead: textRead, into: &w)
         w.optionalString("rec_sig", row.recSig)
         w.byte(UInt8(ascii: "}"))
         return ByteBuffer(bytes: w.bytes)
@@ -58,9 +61,9 @@ enum RecordJSON {
     ) throws {
         w.byte(UInt8(ascii: "{"))
         w.key("meta", first: true)
-        try writeMeta(row, plain: .stored, fileURL: nil, into: &w)
+        try writeMeta(row, plain: .stored, fileURL: nil, textRead: false, into: &w)
         w.key("record_data", first: false)
-        if includeData { try writeData(row, fields: [], into: &w) } else { w.raw("null") }
+        if includeData { try writeData(row, fields: [], textRead: false, into: &w) } else { w.raw("null") }
         w.key("access_key", first: false)
         if let accessKey { w.json(accessKey) } else { w.raw("null") }
         w.optionalString("rec_sig", row.recSig)
@@ -68,10 +71,12 @@ enum RecordJSON {
     }
 
     /// `meta`, with the one meta writer (`JSONTextWriter.meta`), from the stored row.
-    static func writeMeta(_ row: RecordRow, plain: Plain, fileURL: String?, into w: inout JSONTextWriter) throws {
+    static func writeMeta(
+        _ row: RecordRow, plain: Plain, fileURL: String?, textRead: Bool, into w: inout JSONTextWriter
+    ) throws {
         let plainText: JSONTextWriter.MetaPlain?
         switch plain {
-        case .stored: plainText = .text(try checked(row.plainJSON, "records.plain", of: row))
+        case .stored: plainText = .text(textRead ? row.plainJSON : try checked(row.plainJSON, "records.plain", of: row))
         case .request(let text): plainText = text.map { .text($0) }
         }
         var fileMeta: API.FileMeta?
@@ -91,9 +96,11 @@ enum RecordJSON {
     }
 
     /// `data`: the stored text, or with `fields` the stored text of the members they name.
-    private static func writeData(_ row: RecordRow, fields: [String], into w: inout JSONTextWriter) throws {
+    private static func writeData(
+        _ row: RecordRow, fields: [String], textRead: Bool, into w: inout JSONTextWriter
+    ) throws {
         guard !fields.isEmpty else {
-            w.json(try checked(row.dataJSON, "records.data", of: row))
+            w.json(textRead ? row.dataJSON : try checked(row.dataJSON, "records.data", of: row))
             return
         }
         let members = try stored("records.data", of: row) { () throws(E3DBError) in

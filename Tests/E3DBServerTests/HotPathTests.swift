@@ -66,6 +66,8 @@ struct HotPathTests {
             #expect(
                 try Self.object(spliced) == (try Self.object(encoded)), "\(String(decoding: spliced, as: UTF8.self))")
             #expect(try API.Record.decodeJSON(spliced) == expected)
+            // A write's answer splices the request's text without reading it again: the same bytes.
+            #expect(Data(try RecordJSON.render(row, textRead: true).readableBytesView) == spliced)
             if c.plain.count + c.data.count <= 1 {
                 // One meta writer: where the stored text is what the writer writes (one member at most, nothing
                 // escaped differently), the response is the client's encoding byte for byte, member order included.

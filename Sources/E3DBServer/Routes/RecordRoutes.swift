@@ -25,7 +25,8 @@ extension E3DBService {
         let caller = try r.caller()
         let row = try await storage.insertRecord(
             newRecord(try await body(r, for: .client(caller.clientID)), caller: caller))
-        return try Self.recordResponse(row, status: .created)
+        // The row's plain and data are this request's text, which the record reader has read.
+        return try Self.recordResponse(row, status: .created, textRead: true)
     }
 
     /// The row a record write stores: the body decoded and checked as `POST /v1/storage/records` requires.
@@ -59,11 +60,13 @@ extension E3DBService {
     /// A record response spliced from the stored JSON text (`RecordJSON.render`, whose parameters these are).
     static func recordResponse(
         _ row: RecordRow, status: HTTPResponse.Status = .ok, fields: [String] = [],
-        plain: RecordJSON.Plain = .stored, fileURL: String? = nil
+        plain: RecordJSON.Plain = .stored, fileURL: String? = nil, textRead: Bool = false
     ) throws -> Response {
         Response(
             status: status, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: try RecordJSON.render(row, fields: fields, plain: plain, fileURL: fileURL)))
+            body: .init(
+                byteBuffer: try RecordJSON.render(
+                    row, fields: fields, plain: plain, fileURL: fileURL, textRead: textRead)))
     }
 
     func updateRecord(_ r: APIRequest, id: String, version: String) async throws -> Response {

@@ -424,9 +424,7 @@ extension PinnedTunnel {
         try? await channel.close()
         guard let certificate else { return nil }
         let now = time(nil)
-        func date(_ t: time_t) -> String {
-            Date(timeIntervalSince1970: TimeInterval(t)).formatted(.iso8601)
-        }
+        func date(_ t: time_t) -> String { UTCTimestamp.format(seconds: Int64(t), fraction: 0, fractionDigits: 3) }
         if certificate.notValidAfter < now {
             return E3DBError(
                 .certificateExpired,

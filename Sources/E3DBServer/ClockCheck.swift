@@ -1,3 +1,4 @@
+import E3DBAPI
 public import E3DBPrimitives
 import Foundation
 import Logging
@@ -54,9 +55,5 @@ struct ClockCheck: Sendable, Equatable {
         }
     }
 
-    private static func format(_ micros: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(micros) / 1e6))
-    }
+    private static func format(_ micros: Int64) -> String { APITimestamp.format(micros: micros) }
 }

@@ -2,11 +2,11 @@
 /// byte offset of the input (0-based, counted in UTF-8 bytes).
 public struct CanonicalJSONError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The class of error. Compare codes, not messages.
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The stable identifier, e.g. `"duplicateKey"`.
         public let rawValue: String
-        /// Wraps a raw code.
-        public init(rawValue: String) { self.rawValue = rawValue }
+        /// Creates a code: this package's modules only, so the set of codes is the one listed here.
+        package init(rawValue: String) { self.rawValue = rawValue }
         /// The raw value.
         public var description: String { rawValue }
 

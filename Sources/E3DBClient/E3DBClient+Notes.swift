@@ -70,6 +70,16 @@ extension E3DBClient {
                 .invalidParameter, "max_views must be at most 2^53",
                 context: .init(field: "max_views", actual: maxViews))
         }
+        // A note's fields travel in `API.Note`, a map by Swift `String`s, which the one grammar refuses to fill
+        // from two names equal as Unicode text (a `RecordData` keeps them apart): refused here, before any work.
+        var names = Set<String>()
+        for (name, _) in data where !names.insert(name).inserted {
+            throw E3DBError(
+                .invalidParameter,
+                "two note field names are equal as Unicode text (one of them \"\(name.prefix(40))\" in another "
+                    + "normalization form); a note keeps field names apart only when they differ as text",
+                context: .init(field: "data"))
+        }
         let encrypted = try EncryptedNote.encrypt(
             data: data, recipientEncryptionKey: recipientEncryptionKey, recipientSigningKey: recipientSigningKey,
             writerBoxKey: writerBoxKey, writerSigningKey: writerSigningKey)

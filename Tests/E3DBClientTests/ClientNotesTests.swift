@@ -100,6 +100,12 @@ struct ClientNotesTests {
                 ["a": "b"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
                 writer: writer, apiURL: server.url, options: NoteOptions(maxViews: -5), transport: through)
         }
+        // Two field names equal as Unicode text: refused before encryption (API.Note would merge them).
+        await #expect(throws: E3DBError(.invalidParameter)) {
+            _ = try await E3DBClient.writeAnonymousNote(
+                ["\u{e9}": "1", "e\u{301}": "2"], recipientEncryptionKey: reader.publicKey,
+                recipientSigningKey: reader.publicSigningKey, writer: writer, apiURL: server.url, transport: through)
+        }
         await #expect(throws: E3DBError(.badRequest)) {
             _ = try await E3DBClient.writeAnonymousNote(
                 [:], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,

@@ -30,10 +30,16 @@ extension API {
     /// plain filter from the command line, the known-keys file): the text is read with the one JSON grammar first
     /// (`API.Record.checkJSON`), which refuses a byte order mark, a repeated name and two names equal as Swift
     /// `String`s (which `JSONDecoder` would merge, the last one winning), then decoded by `JSONDecoder`.
+    ///
+    /// `allowingTwinNames` lets two names equal as Swift `String`s through (`JSONDecoder` keeps one of them), for
+    /// the one reader that needs it: the client reading a note's answer, whose fields other SDKs may name so and
+    /// which it takes from `EncryptedNote` (names distinct by code units), not from the `API.Note`.
     /// - Throws: `E3DBError` `.badRequest` saying what is wrong and at which byte; `DecodingError` when the text
     ///   is JSON but not a `T`.
-    package static func decodeChecked<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        try API.Record.checkJSON(data)
+    package static func decodeChecked<T: Decodable>(
+        _ type: T.Type, from data: Data, allowingTwinNames: Bool = false
+    ) throws -> T {
+        try API.Record.checkJSON(data, allowingTwinNames: allowingTwinNames)
         return try JSONDecoder().decode(type, from: data)
     }
 }

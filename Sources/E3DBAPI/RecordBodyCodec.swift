@@ -26,12 +26,12 @@ extension API.Record {
     }
 
     /// Checks a body that `JSONDecoder` will read with the one JSON grammar, as the record reader reads a record:
-    /// no byte order mark, no repeated member name, and no two names equal as Swift `String`s in one object
-    /// (`JSONDecoder` would merge them into one, "the last one wins").
+    /// no byte order mark, no repeated member name, and, unless `allowingTwinNames`, no two names equal as Swift
+    /// `String`s in one object (`JSONDecoder` would merge them into one, "the last one wins").
     /// - Throws: `E3DBError` `.badRequest` saying what is wrong and at which byte.
-    package static func checkJSON(_ data: Data) throws(E3DBError) {
+    package static func checkJSON(_ data: Data, allowingTwinNames: Bool = false) throws(E3DBError) {
         var reader = RecordBodyReader(bytes: Array(data))
-        try reader.checkJSON()
+        try reader.checkJSON(allowingTwinNames: allowingTwinNames)
     }
 
     /// The record as JSON, as `JSONEncoder` writes it up to member order and the escaping of `/` (not escaped):

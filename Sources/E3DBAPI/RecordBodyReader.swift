@@ -210,10 +210,10 @@ struct RecordBodyReader: ~Copyable {
     }
 
     /// Checks any JSON text with the one grammar (refusals worded as the record reader's: what and at which byte)
-    /// before `JSONDecoder` reads it: a byte order mark, a repeated name, and two names equal as Swift `String`s
-    /// (which `JSONDecoder` would merge into one) are refused.
-    mutating func checkJSON() throws(E3DBError) {
-        parser = JSONParser(namesAsText: true)
+    /// before `JSONDecoder` reads it: a byte order mark and a repeated name are refused, and, unless
+    /// `allowingTwinNames`, two names equal as Swift `String`s (which `JSONDecoder` would merge into one).
+    mutating func checkJSON(allowingTwinNames: Bool = false) throws(E3DBError) {
+        parser = JSONParser(namesAsText: !allowingTwinNames)
         try refuseByteOrderMark("the body")
         try skipValue(depth: 0, in: "the body")
         skipSpace()

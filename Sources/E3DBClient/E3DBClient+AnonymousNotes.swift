@@ -91,7 +91,7 @@ extension E3DBClient {
             API.Endpoints.writeNote, apiURL: trimmed(apiURL), body: body,
             signingKey: writer.signingKey, uid: "", transport: transport, timeout: timeout,
             operation: "note write")
-        return try decode(API.Endpoints.writeNote, r, operation: "note write")
+        return try decodeNote(r, operation: "note write")
     }
 
     /// Reads a note without a registered client, as the Python SDK's `read_anonymous_note_by_id` and

@@ -115,7 +115,7 @@ extension E3DBClient {
             API.Endpoints.readNote, apiURL: apiURL, query: query,
             signingKey: signingKey, uid: uid, transport: transport, timeout: timeout,
             operation: "note read")
-        let note = try decode(API.Endpoints.readNote, r, operation: "note read")
+        let note = try decodeNote(r, operation: "note read")
         let encrypted = try EncryptedNote(jsonData: r)
         return ClientNote(note: note, data: try encrypted.decrypt(readerKey: boxKey, options: options))
     }
@@ -152,7 +152,7 @@ extension E3DBClient {
             writerBoxKey: identity.boxKey, writerSigningKey: try identity.requireSigningKey(), writerID: clientID,
             options: options)
         let (r, _) = try await sendTSV1(endpoint, body: body, operation: operation)
-        return try Self.decode(endpoint, r, operation: operation)
+        return try Self.decodeNote(r, operation: operation)
     }
 
     /// Replaces the note named `name` (an upsert keyed by `id_string`, `PUT /v2/storage/notes`, as the Swift and

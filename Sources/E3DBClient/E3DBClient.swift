@@ -415,12 +415,28 @@ public final class E3DBClient: Sendable {
     static func decode<Body, Answer>(
         _ endpoint: API.Endpoint<Body, Answer>, _ body: Data, operation: String
     ) throws -> Answer {
+        try decode(body, operation: operation, Answer.decodeBody)
+    }
+
+    /// Decodes a response body with `read`; any failure is `invalidResponse` (with the grammar's reason, which
+    /// names members and bytes, never values).
+    static func decode<Answer>(_ body: Data, operation: String, _ read: (Data) throws -> Answer) throws -> Answer {
         do {
-            return try Answer.decodeBody(body)
+            return try read(body)
         } catch {
+            let reason = (error as? E3DBError).map { ": \($0.message)" } ?? ""
             throw E3DBError(
-                .invalidResponse, "\(operation): the server's response is not the expected JSON",
+                .invalidResponse, "\(operation): the server's response is not the expected JSON\(reason)",
                 context: .init(part: operation))
+        }
+    }
+
+    /// Decodes a note endpoint's answer. A note's fields may have names equal as Unicode text (other SDKs keep
+    /// them apart): the `API.Note` keeps one of them, and the fields a caller gets come from `EncryptedNote`,
+    /// which keeps both.
+    static func decodeNote(_ body: Data, operation: String) throws -> API.Note {
+        try decode(body, operation: operation) {
+            try API.decodeChecked(API.Note.self, from: $0, allowingTwinNames: true)
         }
     }
 

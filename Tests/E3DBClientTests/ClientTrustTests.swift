@@ -440,6 +440,29 @@ struct ClientTrustTests {
                 + #""version":1}"#)
     }
 
+    @Test("a note whose field names are equal as Unicode text (another SDK's) is read with both fields")
+    func noteWithTwinFieldNames() async throws {
+        let s = try await Setup.start()
+        defer { s.stop() }
+        let (writer, reader) = (NoteKeyPairs.generate(), NoteKeyPairs.generate())
+        let written = try await E3DBClient.writeAnonymousNote(
+            ["a": "1"], recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
+            writer: writer, apiURL: s.proxy.url, transport: ClientTransport.asyncHTTPClient.make())
+        // What Python writes for {"é": "1", "e\u{301}": "2"}, served in place of the stored note.
+        let twins: RecordData = ["\u{e9}": "1", "e\u{301}": "2"]
+        let crafted = try EncryptedNote.encrypt(
+            data: twins, recipientEncryptionKey: reader.publicKey, recipientSigningKey: reader.publicSigningKey,
+            writerBoxKey: writer.boxKey, writerSigningKey: writer.signingKey
+        ).jsonData()
+        s.proxy.rewrite { method, target, response in
+            if method == "GET", target.hasPrefix("/v2/storage/notes") { response.body = crafted }
+        }
+        let read = try await E3DBClient.readAnonymousNote(
+            id: UUID(uuidString: written.noteID ?? ""), reader: reader, apiURL: s.proxy.url,
+            transport: ClientTransport.asyncHTTPClient.make())
+        #expect(read.data == twins && read.data.count == 2)
+    }
+
     @Test("a known-keys file with a repeated name (two entries for one client) is refused, not read as the last")
     func knownKeysRepeatedName() async throws {
         let dir = try Self.keysDirectory()

@@ -82,7 +82,8 @@ package protocol ServerStorage: Sendable {
     func listPolicies(_ listing: PolicyListing, clientID: ClientID) async throws -> [PolicyRow]
 
     // Records.
-    /// Inserts a record and returns it with its index.
+    /// Inserts a record and returns it with its index, its other members (`plainJSON` and `dataJSON` above all)
+    /// unchanged: a write's answer splices that text without reading it again (`RecordJSON.render(textRead:)`).
     func insertRecord(_ row: RecordRow) async throws -> RecordRow
     func record(id: RecordID) async throws -> RecordRow?
     /// The record `id` when `readerID` may read it (spec api §4.7: its writer, or a current `read` policy on its

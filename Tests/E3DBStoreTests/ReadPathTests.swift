@@ -120,7 +120,8 @@ struct ReadPathTests {
             #expect(StoreTime.format(parsed) == StoreTime.format(reference))
         }
         for other in [
-            "2026-02-30T00:00:00.000Z", "2026-11-25T12:15:00Z", "2026-11-25T12:15:00.123+00:00",
+            "2026-02-30T00:00:00.000Z", "2026-02-29T00:00:00.000Z", "2026-04-31T00:00:00.000Z",
+            "2026-01-00T00:00:00.000Z", "2026-11-25T12:15:00Z", "2026-11-25T12:15:00.123+00:00",
             "2026-13-01T00:00:00.000Z", "x",
         ] {
             #expect(StoreTime.milliseconds(other) == nil, "\(other)")

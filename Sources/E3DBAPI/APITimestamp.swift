@@ -28,7 +28,8 @@ public enum APITimestamp {
     /// fraction of any length (truncated to microseconds), then `Z` or `±HH:MM` (or no zone, read as UTC). A space
     /// may stand for `T`.
     /// - Parameter text: the timestamp.
-    /// - Returns: microseconds since the epoch, or `nil` when the text is not such a timestamp.
+    /// - Returns: microseconds since the epoch, or `nil` when the text is not such a timestamp (a date that does not
+    ///   exist, such as `2026-02-29` or `2026-04-31`, is not one).
     public static func parse(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         func num(_ from: Int, _ count: Int) -> Int? {
@@ -42,7 +43,8 @@ public enum APITimestamp {
         }
         guard b.count >= 19, let y = num(0, 4), b[4] == 45, let mo = num(5, 2), b[7] == 45, let d = num(8, 2),
             b[10] == 84 || b[10] == 116 || b[10] == 32, let h = num(11, 2), b[13] == 58, let mi = num(14, 2),
-            b[16] == 58, let s = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61
+            b[16] == 58, let s = num(17, 2), let days = UTCTimestamp.days(year: Int64(y), month: mo, day: d), h < 24,
+            mi < 60, s < 61
         else { return nil }
         var i = 19
         var micros = 0
@@ -71,7 +73,6 @@ public enum APITimestamp {
             }
         }
         guard i == b.count else { return nil }
-        let days = UTCTimestamp.days(fromCivil: Int64(y), month: mo, day: d)
         let seconds = days * 86_400 + Int64(h * 3600 + mi * 60 + s) - Int64(offsetSeconds)
         return seconds * 1_000_000 + Int64(micros)
     }

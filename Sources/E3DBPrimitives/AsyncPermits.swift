@@ -28,8 +28,9 @@ package final class AsyncPermits<Owner: Hashable & Sendable>: Sendable {
         var waiting: [Waiter] = []
         var waitingPerOwner: [Owner: Int] = [:]
         var nextID: UInt64 = 0
-        /// Waiters whose cancellation handler ran before they were queued, or after they got their permit.
-        var cancelled: Set<UInt64> = []
+        /// Callers between taking their id and asking for a permit, by id: true once their cancellation handler
+        /// ran. A handler that finds its id neither here nor in `waiting` does nothing (the caller has its answer).
+        var arriving: [UInt64: Bool] = [:]
 
         /// Removes the waiter at `index` from the queue, and from its owner's count.
         mutating func remove(at index: Int) -> Waiter {
@@ -64,14 +65,16 @@ package final class AsyncPermits<Owner: Hashable & Sendable>: Sendable {
         try Task.checkCancellation()
         let id = state.withLock { state in
             state.nextID += 1
+            state.arriving[state.nextID] = false
             return state.nextID
         }
-        // Forgets a cancellation that came after the permit (the handler does not run once this returns).
-        defer { _ = state.withLock { $0.cancelled.remove(id) } }
+        // The handler's effect is keyed by `id` and found only while the caller is arriving or queued, so the
+        // bookkeeping does not depend on when the runtime runs it: one that ran before the request below is seen
+        // there, one that runs later (after the permit, or even after this returns) finds nothing to do.
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome = state.withLock { state -> Result<Void, any Error>? in
-                    if state.cancelled.remove(id) != nil { return .failure(CancellationError()) }
+                    if state.arriving.removeValue(forKey: id) == true { return .failure(CancellationError()) }
                     if state.free > 0 {
                         state.free -= 1
                         return .success(())
@@ -92,7 +95,8 @@ package final class AsyncPermits<Owner: Hashable & Sendable>: Sendable {
                 if let index = state.waiting.firstIndex(where: { $0.id == id }) {
                     return state.remove(at: index)
                 }
-                state.cancelled.insert(id)  // not queued yet, or already granted
+                // Not queued yet: the request sees it. Already answered: nothing to do.
+                if state.arriving[id] != nil { state.arriving[id] = true }
                 return nil
             }
             waiter?.continuation.resume(throwing: CancellationError())
@@ -113,4 +117,7 @@ package final class AsyncPermits<Owner: Hashable & Sendable>: Sendable {
 
     /// The free permits and the callers waiting (for tests).
     package var snapshot: (free: Int, waiting: Int) { state.withLock { ($0.free, $0.waiting.count) } }
+
+    /// The callers between taking an id and asking for a permit (for tests: 0 when no call is in progress).
+    package var arrivingCount: Int { state.withLock { $0.arriving.count } }
 }

@@ -22,10 +22,12 @@ import Synchronization
 /// file, gives it its name and syncs the directory (`FileIO/syncDirectory(_:)`, whose policy applies).
 ///
 /// On Linux the temporary file is created with `O_TMPFILE`: it has no name while it is written, so an interrupted
-/// or killed process (even by SIGKILL) leaves nothing behind. Elsewhere, or on a file system without `O_TMPFILE`,
-/// it is created as `temporaryName()` (`.e3dbkit-<16 hex digits>.tmp`, the one naming scheme) with `O_EXCL |
-/// O_NOFOLLOW`, and registered with `TemporaryFileRegistry` so that signal handlers can remove it. `abort()`
-/// (or deinit without commit) truncates and removes it.
+/// or killed process (even by SIGKILL) leaves nothing behind. Its commit links it through `/proc/self/fd`, so it is
+/// used only when that shows the new descriptor (not where /proc is not mounted, as in some containers and chroots).
+/// Elsewhere, on a file system without `O_TMPFILE`, or without /proc, it is created as `temporaryName()`
+/// (`.e3dbkit-<16 hex digits>.tmp`, the one naming scheme) with `O_EXCL | O_NOFOLLOW`, and registered with
+/// `TemporaryFileRegistry` so that signal handlers can remove it. `abort()` (or deinit without commit) truncates and
+/// removes it.
 package final class AtomicFile: @unchecked Sendable {
     /// How the finished file takes its name.
     package enum Publication: Sendable {
@@ -48,6 +50,8 @@ package final class AtomicFile: @unchecked Sendable {
     /// The open temporary file (-1 after `commit()` or `abort()`), for advice such as `posix_fadvise`.
     package private(set) var descriptor: Int32
     private let publication: Publication
+    /// Where the unnamed file is linked from at commit (`UnnamedFile.descriptorDirectory`).
+    private let descriptorDirectory: String
     private var done = false
     private var hasName: Bool
     private var registration: Int?
@@ -68,16 +72,20 @@ package final class AtomicFile: @unchecked Sendable {
     ///   - publication: whether an existing file at `path` is replaced.
     ///   - temporaryDirectory: where the temporary file lives until commit, on the same file system as `path`;
     ///     nil: `path`'s directory.
+    ///   - descriptorDirectory: where this process's descriptors have names, through which an unnamed file is
+    ///     linked at commit (`/proc/self/fd`; a test names a directory without them to take the named path).
     /// - Throws: `FileIOError` if the temporary file cannot be created.
     package init(
-        path: String, mode: mode_t = 0o600, publication: Publication = .replace, temporaryDirectory: String? = nil
+        path: String, mode: mode_t = 0o600, publication: Publication = .replace, temporaryDirectory: String? = nil,
+        descriptorDirectory: String = UnnamedFile.descriptorDirectory
     ) throws(FileIOError) {
         self.path = path
         self.publication = publication
+        self.descriptorDirectory = descriptorDirectory
         let directory = temporaryDirectory ?? FileIO.directory(of: path)
         let temporaryPath = Self.temporaryPath(in: directory)
         self.temporaryPath = temporaryPath
-        let unnamed = UnnamedFile.open(inDirectory: directory, readable: false)
+        let unnamed = UnnamedFile.openLinkable(inDirectory: directory, through: descriptorDirectory)
         if unnamed >= 0 {
             descriptor = unnamed
             isUnnamedUntilCommit = true
@@ -135,14 +143,14 @@ package final class AtomicFile: @unchecked Sendable {
         try FileIO.sync(descriptor, path: temporaryPath)
         if publication == .createNew && !hasName {
             // An unnamed file is linked straight to its name, which fails if anything has it.
-            guard UnnamedFile.link(descriptor, to: path) == 0 else {
+            guard UnnamedFile.link(descriptor, to: path, through: descriptorDirectory) == 0 else {
                 throw FileIOError("link", path: path, errno: errno)
             }
             finishClosed()
         } else {
             if !hasName {
                 registration = TemporaryFileRegistry.register(temporaryPath)
-                guard UnnamedFile.link(descriptor, to: temporaryPath) == 0 else {
+                guard UnnamedFile.link(descriptor, to: temporaryPath, through: descriptorDirectory) == 0 else {
                     let code = errno
                     TemporaryFileRegistry.unregister(registration)
                     registration = nil
@@ -244,13 +252,40 @@ package enum UnnamedFile {
         #endif
     }
 
-    /// Gives the unnamed file `fd` the name `path` (`linkat` through `/proc/self/fd`); fails with `EEXIST` if
-    /// `path` exists.
+    /// Where this process's open descriptors have names (Linux procfs), through which an unnamed file is linked.
+    package static let descriptorDirectory = "/proc/self/fd"
+
+    /// `open(inDirectory:readable:)` (write-only) for a file that `link(_:to:through:)` will name: the file is kept
+    /// only when `descriptorDirectory` shows the new descriptor as that very file (same device and inode), so that
+    /// the link at commit cannot fail for want of it (no /proc in a container or chroot). Otherwise it is closed and
+    /// -1 returned with `errno` `ENOENT`, and the caller makes a named file instead.
+    ///
+    /// - Parameters:
+    ///   - directory: where the file's blocks live (and where it will be linked).
+    ///   - descriptorDirectory: where the process's descriptors have names (`/proc/self/fd`).
+    /// - Returns: the descriptor, or -1.
+    package static func openLinkable(inDirectory directory: String, through descriptorDirectory: String) -> Int32 {
+        let fd = open(inDirectory: directory, readable: false)
+        guard fd >= 0 else { return -1 }
+        var opened = stat()
+        var named = stat()
+        guard unsafe fstat(fd, &opened) == 0, unsafe stat("\(descriptorDirectory)/\(fd)", &named) == 0,
+            opened.st_dev == named.st_dev, opened.st_ino == named.st_ino
+        else {
+            _ = close(fd)
+            errno = ENOENT
+            return -1
+        }
+        return fd
+    }
+
+    /// Gives the unnamed file `fd` the name `path` (`linkat` through `descriptorDirectory`, `/proc/self/fd`); fails
+    /// with `EEXIST` if `path` exists.
     ///
     /// - Returns: 0, or -1 with `errno` set.
-    package static func link(_ fd: Int32, to path: String) -> Int32 {
+    package static func link(_ fd: Int32, to path: String, through descriptorDirectory: String) -> Int32 {
         #if os(Linux)
-            return unsafe linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+            return unsafe linkat(AT_FDCWD, "\(descriptorDirectory)/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
         #else
             errno = EOPNOTSUPP
             return -1

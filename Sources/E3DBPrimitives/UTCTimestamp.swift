@@ -83,6 +83,14 @@ package enum UTCTimestamp {
         return era * 146_097 + dayOfEra - 719_468
     }
 
+    /// The days from 1970-01-01 to `year`-`month`-`day`, or nil when that is no date of the proleptic Gregorian
+    /// calendar (a month outside 1 to 12, a day outside 1 to the month's length: 2026-02-29, 2026-04-31): the one
+    /// date check of the package's timestamp parsers (`APITimestamp.parse`, the store's `StoreTime`).
+    package static func days(year: Int64, month: Int, day: Int) -> Int64? {
+        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year) else { return nil }
+        return days(fromCivil: year, month: month, day: day)
+    }
+
     /// The number of days in `month` (1 to 12) of `year`.
     package static func daysIn(month: Int, year: Int64) -> Int {
         switch month {

@@ -220,8 +220,13 @@ final class KeyRegistry: Sendable {
 
     func entry(_ handle: String) -> Entry? { entries.withLock { $0[handle] } }
     func remove(_ handle: String) { entries.withLock { $0[handle] = nil } }
-    /// Removes every key `owner` registered.
-    func removeAll(of owner: E3DBSQLite.KeyOwner) { entries.withLock { $0 = $0.filter { $0.value.owner != owner } } }
+    /// Removes every key `owner` registered; returns the keys other owners still have registered.
+    func removeAll(of owner: E3DBSQLite.KeyOwner) -> [SQLCipherKey] {
+        entries.withLock { entries in
+            entries = entries.filter { $0.value.owner != owner }
+            return entries.values.map(\.key)
+        }
+    }
 }
 
 /// The last typed failure per database path: what SQLite reports as `SQLITE_NOTADB` or `SQLITE_IOERR_DATA`, told

@@ -74,10 +74,9 @@ extension StoreTime {
             }
             guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
                 let minute = number(14, 2), let second = number(17, 2), let milli = number(20, 3),
-                (1...12).contains(month), day >= 1, day <= UTCTimestamp.daysIn(month: Int(month), year: year),
-                hour < 24, minute < 60, second < 60
+                let days = UTCTimestamp.days(year: year, month: Int(month), day: Int(day)), hour < 24, minute < 60,
+                second < 60
             else { return nil }
-            let days = UTCTimestamp.days(fromCivil: year, month: Int(month), day: Int(day))
             return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli
         }
     }

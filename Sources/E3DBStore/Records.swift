@@ -128,6 +128,17 @@ enum StoreTime {
         if let count = milliseconds(text) {
             return Date(timeIntervalSinceReferenceDate: Double(count - 978_307_200_000) / 1000)
         }
+        // Foundation's parser moves a date that does not exist into the next month (2026-02-31 is 3 March): the
+        // date must pass the one date check first.
+        let date = Array(text.utf8.prefix(10))
+        func number(_ range: Range<Int>) -> Int? {
+            date[range].allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+                ? Int(String(decoding: date[range], as: UTF8.self)) : nil
+        }
+        guard date.count == 10, date[4] == UInt8(ascii: "-"), date[7] == UInt8(ascii: "-"), let year = number(0..<4),
+            let month = number(5..<7), let day = number(8..<10),
+            UTCTimestamp.days(year: Int64(year), month: month, day: day) != nil
+        else { return nil }
         return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
     }
 

@@ -26,6 +26,24 @@ struct APITimestampTests {
         }
     }
 
+    @Test("a date that does not exist is refused, not moved to the next month")
+    func impossibleDatesAreRefused() {
+        #expect(
+            APITimestamp.parse("2028-02-29T00:00:00Z")
+                == APITimestamp.parse("2028-03-01T00:00:00Z").map {
+                    $0 - 86_400_000_000
+                })
+        #expect(APITimestamp.parse("2000-02-29T12:00:00Z") != nil, "2000 is a leap year (divisible by 400)")
+        #expect(APITimestamp.parse("2026-12-31T23:59:59Z") != nil)
+        for bad in [
+            "2026-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2026-02-30T00:00:00Z", "2026-02-31T00:00:00Z",
+            "2026-04-31T00:00:00Z", "2026-06-31T00:00:00+02:00", "2026-13-01T00:00:00Z", "2026-00-10T00:00:00Z",
+            "2026-01-00T00:00:00Z", "2026-01-32T00:00:00Z",
+        ] {
+            #expect(APITimestamp.parse(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func roundTrips() {
         for micros: Int64 in [0, 1, 999_999, 1_700_000_000_000_000, 4_102_444_800_000_000] {
             #expect(APITimestamp.parse(APITimestamp.format(micros: micros)) == micros)

@@ -127,6 +127,28 @@ struct CLIInputOutputTests {
         }
     }
 
+    @Test("a note's --expiration naming a date that does not exist is a usage error (64), not a later date")
+    func impossibleExpirationIsRefused() async throws {
+        let fields = Data(#"{"f":"x"}"#.utf8)
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let absent = dir.appendingPathComponent("absent.json").path
+        func write(expiring date: String) async throws -> CLIRunner.Result {
+            try await run(
+                [
+                    "client", "note", "write", "--config", absent, "--recipient", UUID().uuidString, "--expiration",
+                    date, "-",
+                ], stdin: fields)
+        }
+        for date in ["2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T12:00:00Z"] {
+            let r = try await write(expiring: date)
+            #expect(r.status == 64 && r.stderr.contains("--expiration"), "\(date): \(r.status) \(r.stderr)")
+        }
+        // A real date passes the check (and the command then fails for want of its identity file).
+        let leap = try await write(expiring: "2028-02-29T00:00:00Z")
+        #expect(leap.status == 66 && !leap.stderr.contains("--expiration"), "\(leap.stderr)")
+    }
+
     @Test("'-' can be standard input only once per command (D19)")
     func stdinOnce() async throws {
         let dir = try CLIRunner.temporaryDirectory()

@@ -91,6 +91,82 @@ struct FilePlumbingTests {
         #expect(try Self.names(dir) == ["fresh", "new"])
     }
 
+    @Test(
+        "without /proc/self/fd (a container, a chroot) the file is named from the start and commits the same file",
+        arguments: [AtomicFile.Publication.replace, .createNew])
+    func withoutDescriptorNames(publication: AtomicFile.Publication) throws {
+        var committed: [Data] = []
+        for procMounted in [true, false] {
+            let dir = try CLIRunner.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let target = dir.appendingPathComponent("out")
+            if publication == .replace { try Data("old".utf8).write(to: target) }
+            let descriptors =
+                procMounted ? UnnamedFile.descriptorDirectory : dir.appendingPathComponent("no-proc/self/fd").path
+            let file = try AtomicFile(
+                path: target.path, mode: 0o640, publication: publication, descriptorDirectory: descriptors)
+            #if os(Linux)
+                #expect(file.isUnnamedUntilCommit == procMounted)
+            #else
+                #expect(!file.isUnnamedUntilCommit)
+            #endif
+            try Data(repeating: 3, count: 10_000).withUnsafeBytes { try file.write($0) }
+            let temporary = URL(fileURLWithPath: file.temporaryPath).lastPathComponent
+            let before = publication == .replace ? ["out"] : []
+            #expect(try Self.names(dir) == (file.isUnnamedUntilCommit ? before : (before + [temporary]).sorted()))
+            try file.commit()
+            #expect(try Self.names(dir) == ["out"])
+            let mode = try FileManager.default.attributesOfItem(atPath: target.path)[.posixPermissions] as? Int
+            #expect(mode == 0o640)
+            committed.append(try Data(contentsOf: target))
+        }
+        #expect(committed == [Data(repeating: 3, count: 10_000), Data(repeating: 3, count: 10_000)])
+    }
+
+    @Test("an unnamed file is used only when the descriptor directory shows that very file")
+    func unnamedFilesNeedTheirDescriptorName() throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let missing = UnnamedFile.openLinkable(inDirectory: dir.path, through: dir.appendingPathComponent("fd").path)
+        #expect(missing == -1 && errno == ENOENT)
+        // A directory whose entries are other files (not procfs): every name a descriptor could have is taken.
+        let decoys = dir.appendingPathComponent("decoys")
+        try FileManager.default.createDirectory(at: decoys, withIntermediateDirectories: false)
+        for fd in 0..<256 { try Data().write(to: decoys.appendingPathComponent("\(fd)")) }
+        #expect(UnnamedFile.openLinkable(inDirectory: dir.path, through: decoys.path) == -1)
+        #expect(try Self.names(dir) == ["decoys"])
+        #if os(Linux)
+            let real = UnnamedFile.openLinkable(inDirectory: dir.path, through: UnnamedFile.descriptorDirectory)
+            #expect(real >= 0, "procfs names the descriptor")
+            if real >= 0 { close(real) }
+        #endif
+    }
+
+    @Test(
+        "a named temporary file is removed when its commit fails",
+        arguments: [AtomicFile.Publication.replace, .createNew])
+    func namedTemporaryLeavesNothingOnFailure(publication: AtomicFile.Publication) throws {
+        let dir = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A non-empty directory has the name: rename(2) cannot replace it, link(2) finds it taken.
+        let target = dir.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false)
+        try Data("kept".utf8).write(to: target.appendingPathComponent("inside"))
+        do {
+            let file = try AtomicFile(
+                path: target.path, publication: publication,
+                descriptorDirectory: dir.appendingPathComponent("no-proc").path)
+            #expect(!file.isUnnamedUntilCommit)
+            try Data(repeating: 9, count: 4096).withUnsafeBytes { try file.write($0) }
+            #expect(try Self.names(dir).count == 2, "the temporary file has its name")
+            let failure = #expect(throws: FileIOError.self) { try file.commit() }
+            #expect(failure?.path == target.path)
+            // The caller gives up: the file goes out of scope uncommitted (deinit aborts).
+        }
+        #expect(try Self.names(dir) == ["out"])
+        #expect(try Data(contentsOf: target.appendingPathComponent("inside")) == Data("kept".utf8))
+    }
+
     @Test("the temporary name is short and the same scheme everywhere: .e3dbkit-<16 hex>.tmp")
     func temporaryNames() throws {
         let name = AtomicFile.temporaryName()

@@ -17,6 +17,34 @@ struct SharedHelpersTests {
         #expect(caused != E3DBError(.wrongKey, cause: Underlying(detail: "token s3cr3t")))
     }
 
+    @Test("UTCTimestamp's date check: every day of every month of a 400-year cycle, and nothing else")
+    func calendarDates() {
+        // Consecutive real dates are consecutive days; the check agrees with the days-to-civil conversion.
+        var expected = UTCTimestamp.days(fromCivil: 2000, month: 1, day: 1)
+        var wrong: [String] = []
+        for year: Int64 in 2000..<2400 {
+            for month in 0...13 {
+                for day in 0...32 {
+                    let civil = UTCTimestamp.civil(fromDays: expected)
+                    let real = civil == (year, month, day)
+                    switch UTCTimestamp.days(year: year, month: month, day: day) {
+                    case expected? where real: expected += 1
+                    case nil where !real: break
+                    default: wrong.append("\(year)-\(month)-\(day)")
+                    }
+                }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(10))")
+        #expect(expected == UTCTimestamp.days(fromCivil: 2400, month: 1, day: 1))
+        #expect(UTCTimestamp.days(year: 2028, month: 2, day: 29) != nil)
+        for (year, month, day): (Int64, Int, Int) in [
+            (2026, 2, 29), (1900, 2, 29), (2026, 2, 30), (2026, 4, 31), (2026, 13, 1), (2026, 0, 1), (2026, 1, 0),
+        ] {
+            #expect(UTCTimestamp.days(year: year, month: month, day: day) == nil, "\(year)-\(month)-\(day)")
+        }
+    }
+
     @Test("hex encodes in either case and decodes what it encoded; malformed text is refused")
     func hex() throws {
         let bytes: [UInt8] = [0x00, 0x0f, 0x10, 0xa5, 0xff]

@@ -600,6 +600,34 @@ struct SecurityRegressionTests {
         }
     }
 
+    @Test("A timestamp naming a date that does not exist is refused with 400, not read as one in the next month")
+    func impossibleDatesAreRefused() async throws {
+        try await SecurityFixture.with(.sqlite) { f in
+            let client = try await f.register()
+            for (after, status) in [("2028-02-29T00:00:00Z", 200), ("2026-02-31T00:00:00Z", 400)] {
+                let search = try await f.api.send(
+                    "POST", "/v2/search", bearer: client.bearer, json: #"{"range":{"after":"\#(after)"}}"#)
+                #expect(search.status == status, "\(after): \(search.text)")
+                if status == 400 { #expect(search.text.contains("range.after"), "\(search.text)") }
+            }
+            let anyone = Ed25519.PrivateKey()
+            let key = anyone.publicKey.base64URLEncoded
+            func note(expiring expiration: String) -> String {
+                #"{"recipient_signing_key":"\#(key)","writer_signing_key":"\#(key)","writer_encryption_key":"\#(key)","#
+                    + #""encrypted_access_key":"e","data":{"f":"d"},"expires":true,"expiration":"\#(expiration)"}"#
+            }
+            // A note asked to expire at an impossible time was stored as one that never expires.
+            for bad in ["2026-02-31T00:00:00Z", "2026-04-31T00:00:00Z", "soon"] {
+                let written = try await f.api.send(
+                    "POST", "/v2/storage/notes", tsv1: anyone, uid: "", json: note(expiring: bad))
+                #expect(written.status == 400 && written.text.contains("expiration"), "\(bad): \(written.text)")
+            }
+            let leap = try await f.api.send(
+                "POST", "/v2/storage/notes", tsv1: anyone, uid: "", json: note(expiring: "2096-02-29T00:00:00Z"))
+            #expect(leap.status == 201, "\(leap.text)")
+        }
+    }
+
     @Test("Partial uploads left by a killed server are removed at the next start")
     func abandonedUploadsAreRemoved() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-srv-\(UUID().uuidString)")

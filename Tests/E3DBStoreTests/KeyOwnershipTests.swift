@@ -11,7 +11,7 @@ import Testing
 struct KeyOwnershipTests {
     /// `forgetAllKeys()` acts on the whole process, so the check runs in a child process of its own (an exit test):
     /// in this one it would take the keys of the E3DBSQLite tests that run in parallel.
-    @Test("after forgetAllKeys() the store opens new connections and reads and writes; the app's key is gone")
+    @Test("after forgetAllKeys() the store reads and writes, deriving no page key again; the app's keys are gone")
     func forgetAllKeysLeavesTheStoresKey() async {
         await #expect(processExitsWith: .success) {
             let dir = try StoreDirectory()
@@ -24,11 +24,28 @@ struct KeyOwnershipTests {
                 key: .passphrase(SecureBytes(copying: Array("app".utf8))))
             try await DatabaseQueue(path: appURI).write { db in try db.execute(sql: "CREATE TABLE t (x)") }
 
+            // The derived page keys of each: the store's stay cached, the app's go.
+            let storeKey = SQLCipherKey.rawKey(try store.databasePageKey())
+            let storeSalt = Array(try Data(contentsOf: URL(fileURLWithPath: store.databasePath)).prefix(16))
+            let appKey = SQLCipherKey.passphrase(SecureBytes(copying: Array("app".utf8)))
+            let appSalt = Array(try Data(contentsOf: dir.url.appendingPathComponent("app.sqlite")).prefix(16))
+            let derived = PageCodecCache.shared.derivations(key: storeKey, salt: storeSalt, settings: .v4)
+            guard derived >= 1, PageCodecCache.shared.contains(key: appKey, salt: appSalt, settings: .v4) else {
+                throw Failure("the cache holds both codecs before")
+            }
+
             E3DBSQLite.forgetAllKeys()
+            guard !PageCodecCache.shared.contains(key: appKey, salt: appSalt, settings: .v4) else {
+                throw Failure("the app's derived keys are still cached")
+            }
             // The pool's idle readers are closed: the next read opens a new connection with the store's key.
             store.pool.releaseMemory()
             guard try await store.get(collection: "c", id: first.id).data == ["f": "one"] else {
                 throw Failure("first record")
+            }
+            // ... which found the store's codec in the cache: its page keys were not derived again.
+            guard PageCodecCache.shared.derivations(key: storeKey, salt: storeSalt, settings: .v4) == derived else {
+                throw Failure("the store's page keys were derived again")
             }
             let second = try await store.put(collection: "c", type: "t", data: ["f": "two"])
             guard try await store.get(collection: "c", id: second.id).data == ["f": "two"] else {

@@ -145,13 +145,18 @@ struct ReadPathTests {
             #expect(StoreTime.format(parsed) == StoreTime.format(reference))
         }
         for other in [
-            "2026-02-30T00:00:00.000Z", "2026-11-25T12:15:00Z", "2026-11-25T12:15:00.123+00:00",
+            "2026-02-30T00:00:00.000Z", "2026-02-29T00:00:00.000Z", "2026-04-31T00:00:00.000Z",
+            "2026-01-00T00:00:00.000Z", "2026-11-25T12:15:00Z", "2026-11-25T12:15:00.123+00:00",
             "2026-13-01T00:00:00.000Z", "x",
         ] {
             #expect(StoreTime.milliseconds(other) == nil, "\(other)")
         }
-        // Foundation still reads what the fast path leaves to it.
+        // Foundation still reads what the fast path leaves to it, but not a date that does not exist (which it would
+        // move into the next month).
         #expect(StoreTime.parse("2026-11-25T12:15:00.5+01:00").map(StoreTime.format) == "2026-11-25T11:15:00.500Z")
+        for impossible in ["2026-02-31T00:00:00.000Z", "2026-02-29T12:15:00.5+01:00", "2026-04-31T00:00:00.000+00:00"] {
+            #expect(StoreTime.parse(impossible) == nil, "\(impossible)")
+        }
     }
 
     @Test("one data key per record: fields share edk.edkN with distinct nonces, read back, and tampering is caught")

@@ -163,7 +163,10 @@ extension E3DBClient {
             throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)", cause: error)
         }
         let pipe = DownloadPipe(limit: 8 << 20)
-        async let decrypted = FileWork.run("file download") { _ throws -> FileDecryptionResult in
+        // A thread of its own, without a `FileWork` permit: it waits for the network most of the time, and what
+        // feeds it may itself need a permit (`URLSessionTransport` reads its spill file through `FileWork`), so
+        // decryptions holding every permit could wait forever for one. One thread per `readFile` call.
+        async let decrypted = onOwnThread(named: "e3dbkit-file") { () throws -> FileDecryptionResult in
             defer { pipe.closeReading() }
             var source = DownloadPipe.Source(pipe: pipe, totalByteCount: size)
             var output = sink

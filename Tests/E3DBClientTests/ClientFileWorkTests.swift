@@ -170,4 +170,32 @@ struct ClientFileWorkTests {
         for _ in 0..<FileWork.limit { FileWork.permits.release() }
         #expect(ran.count.load(ordering: .relaxed) == 0)
     }
+
+    /// `readFile`'s decryption waits for the network, and a transport may need a permit to feed it
+    /// (`URLSessionTransport` reads its spill file through `FileWork`): were the decryption to hold a permit,
+    /// `FileWork.limit` slow downloads could wait forever for one. It takes none: a download completes while every
+    /// permit is held.
+    @Test("readFile's decryption takes no FileWork permit: a download completes while every permit is held")
+    func readFileNeedsNoPermit() async throws {
+        let server = try await ServerProcess.start()
+        defer { server.stop() }
+        let alice = try await server.register("alice", transport: .urlSession)
+        let scratch = try Scratch()
+        let path = try scratch.file("plain", count: 200_000)
+        let record = try await alice.writeFile(type: "file", path: path)
+        let id = try #require(record.id)
+        let out = scratch.path("out")
+        for _ in 0..<FileWork.limit { try await FileWork.permits.acquire() }
+        let download = Task { try await alice.readFile(id, to: out) }
+        // Bounded: with a permit needed, the download would wait until they are given back below.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: out) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let completedWhileHeld = FileManager.default.fileExists(atPath: out)
+        for _ in 0..<FileWork.limit { FileWork.permits.release() }
+        _ = try await download.value
+        #expect(completedWhileHeld, "the download waited for a FileWork permit")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out)) == Data(contentsOf: URL(fileURLWithPath: path)))
+    }
 }

@@ -63,19 +63,20 @@ private let exchangeFailures: Set<E3DBError.Code> = [
 ///   - operation: the client operation (`token`, `record read`, `file upload`, …).
 func transportError(_ error: any Error, operation: String) -> E3DBError {
     guard let error = error as? E3DBError else {
-        if error is CancellationError || Task.isCancelled {
-            return E3DBError(.requestCancelled, "\(operation) was cancelled", context: .init(part: operation))
-        }
+        if error is CancellationError || Task.isCancelled { return cancelledError(operation) }
         return E3DBError(
             .transportFailed, "\(operation): the exchange failed (\(type(of: error)))", context: .init(part: operation))
     }
-    if error.code == .requestCancelled {
-        return E3DBError(.requestCancelled, "\(operation) was cancelled", context: .init(part: operation))
-    }
+    if error.code == .requestCancelled { return cancelledError(operation) }
     guard exchangeFailures.contains(error.code) else { return error }
     var context = error.context
     if context.part == nil { context.part = operation }
     return E3DBError(error.code, "\(operation): \(error.message)", context: context, cause: error.cause)
+}
+
+/// The client's cancellation error for `operation` (`token`, `file upload`, …): `.requestCancelled`.
+func cancelledError(_ operation: String) -> E3DBError {
+    E3DBError(.requestCancelled, "\(operation) was cancelled", context: .init(part: operation))
 }
 
 /// Maps an HTTP status to an error that keeps the status (`context.actual`), the operation (`context.part`) and the

@@ -8,13 +8,11 @@ public import Foundation
 import HTTPTypes
 
 extension E3DBClient {
-    /// A private temporary directory (mode 0700) for ciphertext on its way up; removed by the caller.
-    func privateTemporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-\(UUID().lowercasedString)")
+    /// Creates `dir`, a private temporary directory (mode 0700) for ciphertext on its way up; removed by the caller.
+    static func createPrivateDirectory(_ dir: URL) throws {
         try FileManager.default.createDirectory(
             at: dir, withIntermediateDirectories: false,
             attributes: [.posixPermissions: 0o700])
-        return dir
     }
 
     /// Encrypts `path` into the new file `scratch` (mode 0600, in a private directory). The ciphertext only waits
@@ -50,38 +48,42 @@ extension E3DBClient {
     /// Encrypts a file (E3DB file format v3) and stores it as a file record: the ciphertext goes to a private
     /// temporary file with its MD5 and size computed in the same pass, a pending file is created, the body is
     /// uploaded streaming to the server's upload URL (with `Content-MD5`), and the record is committed.
-    /// Constant memory whatever the file's size.
+    /// Constant memory whatever the file's size. The encryption runs on a thread of its own, never on a thread of
+    /// Swift concurrency's cooperative pool (at most twice the processors, at least 8, at once in the process:
+    /// further calls wait for one, suspended).
     /// - Parameters:
     ///   - type: the record type.
     ///   - path: the plaintext file.
     ///   - plain: plaintext metadata.
-    ///   - progress: called with the encryption progress.
+    ///   - progress: called with the encryption progress, from the encrypting thread.
     /// - Returns: the file record (metadata, `file_meta`, empty data).
-    /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), `.foreignFileURL` for an upload URL off the API's
-    ///   origin and ``fileOrigins``, the server or the transport.
+    /// - Throws: `E3DBError` from encryption (`.fileIOFailed`), `.requestCancelled` (before the encryption starts,
+    ///   nothing is created; during it, the file cipher stops at its next chunk and the ciphertext is removed),
+    ///   `.foreignFileURL` for an upload URL off the API's origin and ``fileOrigins``, the server or the transport.
     public func writeFile(
         type: String, path: String, plain: RecordData = RecordData(),
         progress: (@Sendable (FileProgress) -> Void)? = nil
     ) async throws -> ClientRecord {
         let ak = try await ownAccessKey(type: type)
-        let scratch = try privateTemporaryDirectory()
+        // The ciphertext's private directory is made and filled on a thread of file work (`FileWork`), never on the
+        // caller's cooperative thread; removing it when the call ends (an unlink and an rmdir, no data written)
+        // stays here. Cancelled before that work starts, nothing is created; during it, the file cipher stops at
+        // its next chunk.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "e3dbkit-\(UUID().lowercasedString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let encrypted = scratch.appendingPathComponent("body.e3db").path
-        // Task cancellation reaches the file cipher between chunks.
-        let cancellation = FileCancellation()
-        let result = try await withTaskCancellationHandler {
-            try Self.encryptToScratch(
+        let result = try await FileWork.run("file encryption") { cancellation in
+            try Self.createPrivateDirectory(scratch)
+            return try Self.encryptToScratch(
                 path, encrypted, accessKey: ak,
                 options: FileEncryptionOptions(
-                    checksums: [.ciphertextMD5], progress: progress,
-                    cancellation: cancellation))
-        } onCancel: {
-            cancellation.cancel()
+                    checksums: [.ciphertextMD5], progress: progress, cancellation: cancellation))
         }
         guard let md5 = result.checksums.md5Base64 else {
             throw E3DBError(.invalidResponse, "the file cipher returned no MD5")
         }
-        try Task.checkCancellation()
+        if Task.isCancelled { throw cancelledError("file upload") }
         let me = clientID.lowercasedString
         let body = API.Record(
             meta: API.Meta(
@@ -151,7 +153,7 @@ extension E3DBClient {
             throw E3DBError(.invalidResponse, "a record's writer_id or user_id is not a UUID")
         }
         let (ak, _) = try await readerAccessKey(writer: writer, user: user, type: record.meta.type)
-        try Task.checkCancellation()
+        if Task.isCancelled { throw cancelledError("file download") }
         let size = meta.size.map { Int($0) }
         let options = FileDecryptionOptions(
             expectedChecksum: verifyChecksum ? .md5Base64(checksum) : nil,
@@ -161,7 +163,10 @@ extension E3DBClient {
             throw E3DBError(.fileIOFailed, "cannot create the output beside \(destination): \(error)", cause: error)
         }
         let pipe = DownloadPipe(limit: 8 << 20)
-        async let decrypted = onOwnThread { () throws -> FileDecryptionResult in
+        // A thread of its own, without a `FileWork` permit: it waits for the network most of the time, and what
+        // feeds it may itself need a permit (`URLSessionTransport` reads its spill file through `FileWork`), so
+        // decryptions holding every permit could wait forever for one. One thread per `readFile` call.
+        async let decrypted = onOwnThread(named: "e3dbkit-file") { () throws -> FileDecryptionResult in
             defer { pipe.closeReading() }
             var source = DownloadPipe.Source(pipe: pipe, totalByteCount: size)
             var output = sink

@@ -95,35 +95,60 @@ public protocol E3DBTransport: Sendable {
 extension E3DBTransport {
     /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
     /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
-    /// ``download(_:timeout:receive:)``. A failure to create, write or sync the file is `E3DBError` `.fileIOFailed`.
+    /// ``download(_:timeout:receive:)``. The body is gathered in memory into batches of 4 MiB, each written on a
+    /// thread of its own (as the file's creation and the final write and `fsync`), never on the caller's thread of
+    /// Swift concurrency's cooperative pool; the download waits while a batch is written. A failure to create, write
+    /// or sync the file is `E3DBError` `.fileIOFailed`; cancellation while a batch waits for its thread is
+    /// `.requestCancelled`.
     public func download(_ request: HTTPRequest, to destinationPath: String, timeout: Duration) async throws
         -> (Data, HTTPResponse)
     {
-        guard
-            FileManager.default.createFile(
-                atPath: destinationPath, contents: nil, attributes: [.posixPermissions: 0o600]),
-            let out = FileHandle(forWritingAtPath: destinationPath)
-        else {
-            throw E3DBError(
-                .fileIOFailed, "cannot create the download's file \(destinationPath)",
-                context: .init(item: destinationPath))
+        let fd = try await FileWork.run("download") { _ throws -> Int32 in
+            let fd = FileIO.retryingInterrupted {
+                unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            }
+            guard fd >= 0 else {
+                throw E3DBError(
+                    .fileIOFailed, "cannot create the download's file \(destinationPath)",
+                    context: .init(item: destinationPath),
+                    cause: FileIOError("open", path: destinationPath, errno: errno))
+            }
+            return fd
         }
-        defer { try? out.close() }
-        func failed(_ error: any Error) -> E3DBError {
-            E3DBError(
-                .fileIOFailed, "writing the download's file \(destinationPath) failed",
-                context: .init(item: destinationPath), cause: error)
+        defer { close(fd) }
+        /// Writes `batch` (and, at the end, syncs the file) on a thread of file work.
+        func write(_ batch: Data, sync: Bool) async throws {
+            try await FileWork.run("download") { _ throws in
+                do throws(FileIOError) {
+                    if !batch.isEmpty { try FileIO.writeAll(fd, batch.bytes, path: destinationPath) }
+                    if sync { try FileIO.sync(fd, path: destinationPath) }
+                } catch {
+                    throw E3DBError(
+                        .fileIOFailed, "writing the download's file \(destinationPath) failed",
+                        context: .init(item: destinationPath), cause: error)
+                }
+            }
         }
+        var batch = Data()
         let response = try await download(request, timeout: timeout) { piece in
-            do { try out.write(contentsOf: piece) } catch { throw failed(error) }
+            batch.append(piece)
+            if batch.count >= downloadBatchSize {
+                let full = batch
+                batch = Data()
+                try await write(full, sync: false)
+            }
         }
-        do { try out.synchronize() } catch { throw failed(error) }
+        try await write(batch, sync: true)
         return response
     }
 
     /// None by default.
     public var preferredTaskExecutor: (any TaskExecutor)? { nil }
 }
+
+/// The bytes of a download that `download(_:to:timeout:)` gathers before it writes them to the file (one thread of
+/// file work per batch: its start, 55 to 330 µs, is small beside writing 4 MiB).
+let downloadBatchSize = 4 << 20
 
 /// The host of `url` as a transport's messages name it ("the server" when it has none): never the rest of the URL,
 /// whose path or query may hold a secret (a presigned signature).

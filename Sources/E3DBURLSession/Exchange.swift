@@ -181,40 +181,55 @@ final class Exchange: Sendable {
         }
     }
 
-    /// The next piece of the body, or nil at its end; throws what ended the task.
+    /// The next piece of the body, or nil at its end; throws what ended the task. A piece from the spill file (up to
+    /// `spillBatch` bytes) is read on a thread of file work (`FileWork`), never on the caller's cooperative thread.
     func next() async throws -> Data? {
+        enum Step {
+            case taken(Result<Data?, any Error>)
+            case readSpill(FileHandle, Int)
+            case wait
+        }
         while true {
-            let taken: Result<Data?, any Error>? = state.withLock { state in
+            let step: Step = state.withLock { state in
                 if !state.pieces.isEmpty {
                     let piece = state.pieces.removeFirst()
                     state.inMemory -= piece.count
                     state.delivered += piece.count
-                    return .success(piece)
+                    return .taken(.success(piece))
                 }
-                if var spill = state.spill, spill.unread > 0 {
-                    do {
-                        let piece = try spill.reader.read(upToCount: min(spill.unread, 256 << 10)) ?? Data()
-                        guard !piece.isEmpty else {
-                            throw E3DBError(.fileIOFailed, "the download's spill file ended early")
-                        }
-                        spill.read += piece.count
-                        state.spill = spill
-                        state.delivered += piece.count
-                        return .success(piece)
-                    } catch {
-                        return .failure(error)
-                    }
+                if let spill = state.spill, spill.unread > 0 {
+                    return .readSpill(spill.reader, min(spill.unread, Self.spillBatch))
                 }
                 switch state.end {
-                case .success: return .success(nil)
-                case .failure(let error): return .failure(error)
-                case nil: return nil
+                case .success: return .taken(.success(nil))
+                case .failure(let error): return .taken(.failure(error))
+                case nil: return .wait
                 }
             }
-            if let taken { return try taken.get() }
-            await wait { $0.ready }
+            switch step {
+            case .taken(let outcome): return try outcome.get()
+            case .readSpill(let reader, let count):
+                // Only this consumer reads the spill file, through its own descriptor: the delegate may append
+                // meanwhile, and the bytes read were written before.
+                let piece = try await FileWork.run("download") { _ throws -> Data in
+                    let piece = try reader.read(upToCount: count) ?? Data()
+                    guard !piece.isEmpty else {
+                        throw E3DBError(.fileIOFailed, "the download's spill file ended early")
+                    }
+                    return piece
+                }
+                state.withLock { state in
+                    state.spill?.read += piece.count
+                    state.delivered += piece.count
+                }
+                return piece
+            case .wait: await wait { $0.ready }
+            }
         }
     }
+
+    /// The most bytes one read of the spill file takes (one thread of file work each).
+    static let spillBatch = 1 << 20
 
     /// The whole body (any status), refused once it exceeds `limit` bytes, which ends the transfer.
     func collect(_ response: HTTPURLResponse, upTo limit: Int) async throws -> (Data, HTTPResponse) {

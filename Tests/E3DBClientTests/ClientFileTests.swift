@@ -88,6 +88,32 @@ struct ClientFileTests {
         }
     }
 
+    @Test(
+        "download(to:) writes a body of several batches into the file, byte for byte, and only a 2xx body",
+        arguments: ClientTransport.allCases)
+    func downloadToFile(transport: ClientTransport) async throws {
+        let raw = try await RawHTTPServer()
+        defer { raw.stop() }
+        let scratch = try Scratch()
+        let through = transport.make()
+        // 9 MiB and a bit: two full batches of 4 MiB and a last one, written as the body arrives.
+        let size = 9 << 20 + 1_000
+        let out = scratch.path("big")
+        let (_, response) = try await through.download(
+            try HTTPRequest(method: .get, checkedURL: raw.url + "/big/\(size)"), to: out, timeout: .seconds(60))
+        #expect(response.status.code == 200)
+        let body = try Data(contentsOf: URL(fileURLWithPath: out))
+        #expect(body.count == size)
+        #expect(body.enumerated().allSatisfy { $0.element == UInt8(truncatingIfNeeded: $0.offset) })
+        let mode = try FileManager.default.attributesOfItem(atPath: out)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // Any other status (a redirect, not followed) comes back as it is; the file is left empty.
+        let (_, redirect) = try await through.download(
+            try HTTPRequest(method: .get, checkedURL: raw.url + "/redirect"), to: out, timeout: .seconds(10))
+        #expect(redirect.status.code == 302)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out)).isEmpty)
+    }
+
     /// The body of a file record as the server stores it.
     static func body(_ server: ServerProcess, _ record: ClientRecord) throws -> URL {
         server.data.appendingPathComponent("files").appendingPathComponent(

@@ -3,6 +3,7 @@ import E3DBAsyncHTTPClient
 import E3DBCanonicalJSON
 import E3DBClient
 import E3DBDocuments
+import E3DBPrimitives
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
@@ -12,10 +13,12 @@ import Testing
 
 /// A transport that counts the token requests it passes to a real one, and sends a request that carries the
 /// `revoked` bearer token with one the server never issued instead (so the server answers 401, as for a revoked
-/// token), recording the headers of every request it sends.
+/// token), recording the headers of every request it sends. While `holdTokens` is set, a token request waits before
+/// it goes to the server (a slow token endpoint).
 final class TokenCountingTransport: E3DBTransport {
     let inner: any E3DBTransport
     let tokenRequests = Atomic<Int>(0)
+    let holdTokens = Atomic<Bool>(false)
     let revoked = Mutex<String?>(nil)
     let sent = Mutex<[HTTPRequest]>([])
 
@@ -35,7 +38,11 @@ final class TokenCountingTransport: E3DBTransport {
     func send(_ request: HTTPRequest, body: Data?, timeout: Duration, maxResponseSize: Int) async throws
         -> (Data, HTTPResponse)
     {
-        try await inner.send(observe(request), body: body, timeout: timeout, maxResponseSize: maxResponseSize)
+        let request = observe(request)
+        if request.path?.hasSuffix(API.Endpoints.token.template) == true {
+            while holdTokens.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        return try await inner.send(request, body: body, timeout: timeout, maxResponseSize: maxResponseSize)
     }
 
     func upload(_ request: HTTPRequest, bodyPath: String, size: Int64, timeout: Duration) async throws
@@ -70,6 +77,43 @@ struct ClientTokenTests {
             for _ in 0..<32 { group.addTask { _ = try await alice.clientInfo(alice.clientID) } }
             try await group.waitForAll()
         }
+        #expect(transport.tokenRequests.load(ordering: .relaxed) == 1)
+    }
+
+    @Test(
+        "a caller cancelled while it waits for the shared token fetch leaves at once; the fetch goes on for the other")
+    func cancelledWaiterLeaves() async throws {
+        let server = try await ServerProcess.start()
+        defer { server.stop() }
+        let transport = TokenCountingTransport(inner: AsyncHTTPClientTransport())
+        let alice = try await Self.client(server, transport)
+        transport.holdTokens.store(true, ordering: .releasing)
+        // Bounds a regression (a cancelled caller that keeps waiting): the fetch is let through after 10 s anyway.
+        let backstop = Task {
+            try await Task.sleep(for: .seconds(10))
+            transport.holdTokens.store(false, ordering: .releasing)
+        }
+        defer { backstop.cancel() }
+        let patient = Task { try await alice.clientInfo(alice.clientID) }
+        let impatient = Task { try await alice.clientInfo(alice.clientID) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while transport.tokenRequests.load(ordering: .relaxed) < 1 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(transport.tokenRequests.load(ordering: .relaxed) == 1)
+        try await Task.sleep(for: .milliseconds(50))  // both callers are waiting for the one fetch by now
+        let cancelledAt = ContinuousClock.now
+        impatient.cancel()
+        let outcome = await impatient.result
+        #expect(ContinuousClock.now - cancelledAt < .seconds(1))
+        #expect(throws: E3DBError(.requestCancelled)) { _ = try outcome.get() }
+        // The fetch is still held at the token endpoint: the cancelled caller did not wait for it.
+        let stillHeld = transport.holdTokens.load(ordering: .acquiring)
+        #expect(stillHeld)
+        transport.holdTokens.store(false, ordering: .releasing)
+        _ = try await patient.value
+        // The fetched token was recorded: a later request fetches none.
+        await #expect(throws: E3DBError(.notFound)) { _ = try await alice.read(UUID()) }
         #expect(transport.tokenRequests.load(ordering: .relaxed) == 1)
     }
 

@@ -29,14 +29,10 @@ package enum FileWork {
     package static func run<T: Sendable>(
         _ operation: String, _ body: @escaping @Sendable (FileCancellation) throws -> T
     ) async throws -> T {
-        do { try await permits.acquire() } catch { throw cancelledError(operation) }
-        defer { permits.release() }
         let cancellation = FileCancellation()
         do {
-            return try await withTaskCancellationHandler {
-                try await onOwnThread(named: "e3dbkit-file") { try body(cancellation) }
-            } onCancel: {
-                cancellation.cancel()
+            return try await onOwnThread(named: "e3dbkit-file", permits: permits, onCancel: { cancellation.cancel() }) {
+                try body(cancellation)
             }
         } catch let error as E3DBError where error.code == .cancelled {
             throw cancelledError(operation)

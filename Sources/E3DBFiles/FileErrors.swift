@@ -30,8 +30,6 @@ extension E3DBError.Code {
     public static let checksumMismatch = Self("checksumMismatch", category: .verification)
     /// Reading the input or writing the output failed (an I/O error from a byte source or sink).
     public static let fileIOFailed = Self("fileIOFailed", category: .io)
-    /// The operation was cancelled (task cancellation or a ``FileCancellation`` flag). Nothing was committed.
-    public static let cancelled = Self("cancelled", category: .cancelled)
 }
 
 extension E3DBError {

@@ -176,6 +176,9 @@ extension E3DBError.Code {
     /// The system could not start a thread for blocking work (`pthread_create` failed: a process or thread limit,
     /// or no memory); the work did not run.
     public static let threadUnavailable = Self("threadUnavailable", category: .system)
+    /// The operation was cancelled (task cancellation, or the file cipher's `FileCancellation` flag). Nothing was
+    /// committed.
+    public static let cancelled = Self("cancelled", category: .cancelled)
     /// The passphrase or key does not open an encrypted store or database: the first thing it protects did not
     /// authenticate (E3DBStore's master key, page 1 of an E3DBSQLite database). Reported at open, before any
     /// content is read.

@@ -10,9 +10,9 @@ import Foundation
 
 /// Runs `body` (blocking work, or long CPU work such as a memory-hard KDF) on a new thread of its own and awaits its
 /// outcome, so that no thread of Swift concurrency's cooperative pool (one per core) is held meanwhile. The one
-/// helper for this in E3DBKit: the client's file decryption from a download pipe, the store's async calls whose work
-/// is not only database accesses (through `EncryptedStore.blocking`, which bounds how many run at once), the test
-/// support's waits for child processes.
+/// helper for this in E3DBKit: the client's file decryption from a download pipe, the test support's waits for
+/// child processes, and, bounded by permits (`onOwnThread(named:permits:onCancel:_:)`), the store's async calls
+/// whose work is not only database accesses and the client's file work.
 ///
 /// The thread is started with `pthread_create` itself, whose failure (a process or thread limit, no memory) ends
 /// the call with `threadUnavailable` without running `body` (Foundation's `Thread.start` ignores it on Linux, and
@@ -34,6 +34,51 @@ package func onOwnThread<T: Sendable>(
     named name: String = "e3dbkit-blocking", _ body: @escaping @Sendable () throws -> T
 ) async throws -> T {
     try await outcomeOnOwnThread(named: name, body).get().get()
+}
+
+/// `onOwnThread(named:_:)` bounded and cancellable: the one form of blocking work that many callers may start at
+/// once (the store's async calls, the client's file work). `body` runs once a permit of `permits` is free: a caller
+/// beyond them waits, suspended, and one whose task is cancelled before it gets a permit (or before the call) ends
+/// with `cancelled` and starts no thread. Cancelling the caller's task later calls `onCancel`, which tells the work
+/// to stop (the file cipher's `FileCancellation`); work that does not check runs to its end, and its outcome is
+/// returned to the cancelled caller. The permit is given back once the thread has ended.
+/// - Parameters:
+///   - name: the thread's name, and the work's in the `cancelled` message.
+///   - permits: the bound.
+///   - onCancel: called once when the caller's task is cancelled while the work runs.
+///   - body: the work.
+/// - Returns: what `body` returns.
+/// - Throws: `cancelled` (before a permit), `threadUnavailable`, or what `body` throws.
+package func onOwnThread<T: Sendable>(
+    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void,
+    _ body: @escaping @Sendable () throws(E3DBError) -> T
+) async throws(E3DBError) -> T {
+    try await permittedOutcome(named: name, permits: permits, onCancel: onCancel, body).get().get()
+}
+
+/// `onOwnThread(named:permits:onCancel:_:)` for work that throws any error.
+package func onOwnThread<T: Sendable>(
+    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void,
+    _ body: @escaping @Sendable () throws -> T
+) async throws -> T {
+    try await permittedOutcome(named: name, permits: permits, onCancel: onCancel, body).get().get()
+}
+
+/// The outcome of `body` run on a thread of its own once a permit is free; `cancelled` when the caller was
+/// cancelled before it got one, `threadUnavailable` when no thread could be started.
+private func permittedOutcome<T: Sendable, Failure: Error>(
+    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void,
+    _ body: @escaping @Sendable () throws(Failure) -> T
+) async -> Result<Result<T, Failure>, E3DBError> {
+    do { try await permits.acquire() } catch {
+        return .failure(E3DBError(.cancelled, "\(name) was cancelled before it started"))
+    }
+    defer { permits.release() }
+    return await withTaskCancellationHandler {
+        await outcomeOnOwnThread(named: name, body)
+    } onCancel: {
+        onCancel()
+    }
 }
 
 /// The outcome of `body` run on a thread of its own, or `threadUnavailable` when none could be started.

@@ -41,22 +41,10 @@ extension EncryptedStore {
         named name: String, permits: AsyncPermits<Never>,
         _ body: @escaping @Sendable (FileCancellation) throws(E3DBError) -> T
     ) async throws(E3DBError) -> T {
-        do { try await permits.acquire() } catch {
-            throw E3DBError(.cancelled, "\(name) was cancelled before it started")
-        }
-        defer { permits.release() }
         let cancellation = FileCancellation()
-        let outcome = await withTaskCancellationHandler { () async -> Result<T, E3DBError> in
-            do throws(E3DBError) {
-                return .success(
-                    try await onOwnThread(named: name) { () throws(E3DBError) -> T in try body(cancellation) })
-            } catch {
-                return .failure(error)
-            }
-        } onCancel: {
-            cancellation.cancel()
+        return try await onOwnThread(named: name, permits: permits, onCancel: { cancellation.cancel() }) {
+            () throws(E3DBError) -> T in try body(cancellation)
         }
-        return try outcome.get()
     }
 
     /// Throws `cancelled` once `cancellation` is set: what a long synchronous body run by `blocking(named:_:)`

@@ -127,3 +127,25 @@ private func startThread(_ entry: ThreadEntry) -> E3DBError? {
 private func nameThread(_ name: String) {
     Thread.current.name = name
 }
+
+/// How many threads of `onOwnThread(named:permits:_:)` a library lets run at once for one purpose: twice the
+/// processors, at least 8. The work is mostly waiting for the disk (reads, writes and fsyncs of file bodies), which
+/// more threads than cores overlap; the bound keeps a burst of requests from starting thousands of threads.
+package let blockingThreadLimit = max(8, 2 * ProcessInfo.processInfo.processorCount)
+
+/// `onOwnThread(named:_:)` once a permit of `permits` is free: a caller beyond their count waits for one,
+/// suspended, in arrival order, and a caller whose task is cancelled while it waits (or before the call) leaves the
+/// queue with `CancellationError`, having started no thread. The permit is given back when `body` has returned.
+/// - Parameters:
+///   - name: the thread's name.
+///   - permits: the bound (typically `blockingThreadLimit` permits shared by one kind of work).
+///   - body: the work.
+/// - Returns: what `body` returns.
+/// - Throws: what `body` throws, `CancellationError`, or `threadUnavailable`.
+package func onOwnThread<T: Sendable>(
+    named name: String, permits: AsyncPermits<Never>, _ body: @escaping @Sendable () throws -> T
+) async throws -> T {
+    try await permits.acquire()
+    defer { permits.release() }
+    return try await onOwnThread(named: name, body)
+}

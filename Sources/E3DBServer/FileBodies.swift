@@ -125,7 +125,8 @@ package struct LocalFileBodyStore: FileBodyStore {
                 guard received <= expectedSize else { throw Self.sizeMismatch(expectedSize, received) }
                 batch.append(chunk)
                 batched += chunk.readableBytes
-                guard batched >= Self.batchBytes else { continue }
+                // The last batch goes with the commit, on one thread.
+                guard batched >= Self.batchBytes, received < expectedSize else { continue }
                 upload = try await onOwnThread(named: "e3dbkit-upload", permits: permits) { [upload, batch] in
                     var upload = upload
                     try upload.append(batch)
@@ -159,15 +160,20 @@ package struct LocalFileBodyStore: FileBodyStore {
 
     package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
         let path = path(id)
-        let fd = try await onOwnThread(named: "e3dbkit-download", permits: permits) { () throws(E3DBError) -> Int32 in
+        // One thread opens the body and reads its first MiB.
+        let (fd, first) = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
+            () throws -> (Int32, ByteBuffer) in
             // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
             let fd = FileIO.retryingInterrupted { unsafe open(path, O_RDONLY | O_CLOEXEC) }
             guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
-            return fd
+            do { return (fd, try BodyChunks.read(fd)) } catch {
+                close(fd)
+                throw error
+            }
         }
         // The descriptor is closed after the last chunk is read.
         defer { close(fd) }
-        for try await buffer in BodyChunks(fd: fd, permits: permits) { try await write(buffer) }
+        for try await buffer in BodyChunks(fd: fd, permits: permits, first: first) { try await write(buffer) }
     }
 
     /// Nil: the client uses this server's capability URL.
@@ -297,6 +303,8 @@ struct BodyChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let fd: Int32
     let permits: AsyncPermits<Never>
+    /// What the caller read already (`read(_:)`), if anything.
+    var first: ByteBuffer? = nil
 
     static let chunkBytes = 256 << 10
     static let readBytes = 1 << 20
@@ -304,31 +312,31 @@ struct BodyChunks: AsyncSequence, Sendable {
     struct AsyncIterator: AsyncIteratorProtocol {
         let fd: Int32
         let permits: AsyncPermits<Never>
-        /// Read and not yet handed on; nil at the end of the file.
-        private var pending: ByteBuffer? = ByteBuffer()
+        /// Read and not yet handed on.
+        private var pending: ByteBuffer
+        /// Whether a read came short: the file ends after `pending`.
+        private var atEnd: Bool
 
-        init(fd: Int32, permits: AsyncPermits<Never>) {
+        init(fd: Int32, permits: AsyncPermits<Never>, first: ByteBuffer?) {
             self.fd = fd
             self.permits = permits
+            pending = first ?? ByteBuffer()
+            atEnd = first.map { $0.readableBytes < BodyChunks.readBytes } ?? false
         }
 
         mutating func next() async throws -> ByteBuffer? {
-            guard var read = pending else { return nil }
-            if read.readableBytes == 0 {
+            if pending.readableBytes == 0 {
+                guard !atEnd else { return nil }
                 let fd = self.fd
-                read = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
-                    () throws(E3DBError) -> ByteBuffer in
-                    try BodyChunks.read(fd)
+                pending = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
+                    () throws(E3DBError) -> ByteBuffer in try BodyChunks.read(fd)
                 }
-                if read.readableBytes == 0 {
-                    pending = nil
-                    return nil
-                }
+                // `readFully` comes short only at the end of the file: no thread is started to read nothing.
+                atEnd = pending.readableBytes < BodyChunks.readBytes
+                guard pending.readableBytes > 0 else { return nil }
             }
             // A slice shares the storage of the buffer read: nothing is copied.
-            let chunk = read.readSlice(length: Swift.min(BodyChunks.chunkBytes, read.readableBytes))
-            pending = read
-            return chunk
+            return pending.readSlice(length: Swift.min(BodyChunks.chunkBytes, pending.readableBytes))
         }
     }
 
@@ -349,5 +357,5 @@ struct BodyChunks: AsyncSequence, Sendable {
         return buffer
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd, permits: permits) }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd, permits: permits, first: first) }
 }

@@ -189,9 +189,13 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         return try await mappingFailures(url: url) {
             let (prepared, tunnel) = try await prepare(request, url: url)
             var r = prepared
-            guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
-                throw E3DBError(
-                    .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
+            let handle = try await onOwnThread(named: "e3dbkit-upload", permits: FileChunks.permits) {
+                () throws(E3DBError) -> FileHandle in
+                guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
+                    throw E3DBError(
+                        .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
+                }
+                return handle
             }
             defer { try? handle.close() }
             r.body = .stream(FileChunks(handle: handle), length: .known(size))
@@ -224,31 +228,54 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
     }
 }
 
-/// A file read in 256 KiB chunks as an async sequence of buffers (an upload body in constant memory).
+/// A file read in 1 MiB chunks as an async sequence of buffers (an upload body in constant memory). Each chunk is
+/// read on a thread of its own (`onOwnThread`, at most `blockingThreadLimit` at once in the process), so that no
+/// thread of Swift concurrency's cooperative pool waits for the disk; the thread costs some 0.1 ms, a tenth of what
+/// sending the MiB takes.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let handle: FileHandle
 
+    /// The threads reading upload bodies, for all transports of the process.
+    static let permits = AsyncPermits<Never>(blockingThreadLimit)
+    static let chunkBytes = 1 << 20
+
     struct AsyncIterator: AsyncIteratorProtocol {
         let handle: FileHandle
-        /// Reads straight into the buffer that goes to the socket (no `Data` in between).
+        /// Whether a read came short: the file has ended.
+        private var atEnd = false
+
+        init(handle: FileHandle) { self.handle = handle }
+
         mutating func next() async throws -> ByteBuffer? {
-            let size = 256 << 10
-            var buffer = ByteBufferAllocator().buffer(capacity: size)
-            var failure: Int32 = 0
+            guard !atEnd else { return nil }
             let fd = handle.fileDescriptor
-            // Safety: `FileIO.read` writes at most `size` bytes, the writable bytes asked for, inside the closure.
-            let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
-                do throws(FileIOError) {
-                    return try unsafe FileIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<size]))
-                } catch {
-                    failure = error.errno
-                    return 0
-                }
+            let buffer = try await onOwnThread(named: "e3dbkit-upload", permits: FileChunks.permits) {
+                () throws(E3DBError) -> ByteBuffer in try FileChunks.read(fd)
             }
-            if failure != 0 { throw E3DBError(.fileIOFailed, "reading the upload's body failed (errno \(failure))") }
-            return n == 0 ? nil : buffer
+            // `readFully` comes short only at the end of the file: no thread is started to read nothing.
+            atEnd = buffer.readableBytes < FileChunks.chunkBytes
+            return buffer.readableBytes == 0 ? nil : buffer
         }
+    }
+
+    /// Reads up to `chunkBytes` from `fd` (blocking) straight into the buffer that goes to the socket (no `Data` in
+    /// between): fewer only at the end of the file.
+    static func read(_ fd: Int32) throws(E3DBError) -> ByteBuffer {
+        let size = chunkBytes
+        var buffer = ByteBufferAllocator().buffer(capacity: size)
+        var failure: Int32 = 0
+        // Safety: `FileIO.readFully` writes at most `size` bytes, the writable bytes asked for, inside the closure.
+        _ = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+            do throws(FileIOError) {
+                return try unsafe FileIO.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<size]))
+            } catch {
+                failure = error.errno
+                return 0
+            }
+        }
+        if failure != 0 { throw E3DBError(.fileIOFailed, "reading the upload's body failed (errno \(failure))") }
+        return buffer
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: handle) }

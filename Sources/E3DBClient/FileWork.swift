@@ -5,14 +5,14 @@ import Foundation
 /// The client side's blocking file work (the file cipher's reads and writes of a whole file, a download's writes
 /// and `fsync`): each call runs on a thread of its own (`onOwnThread`), so that no thread of Swift concurrency's
 /// cooperative pool waits for the disk or for a slow source, and at most `limit` such threads run at once in the
-/// process, for every client and transport together (`permits`). Twice the processors, at least 8, as the store's
-/// blocking calls (`EncryptedStore.blockingLimit`): the work is CPU (the cipher, MD5) or waiting for the disk, and
-/// a thread per call uncapped would be a thread per concurrent upload. Work that holds a permit never waits for
+/// process, for every client and transport together (`permits`): E3DBPrimitives' `blockingThreadLimit`, twice the
+/// processors, at least 8, as the store's blocking calls: the work is CPU (the cipher, MD5) or waiting for the disk,
+/// and a thread per call uncapped would be a thread per concurrent upload. Work that holds a permit never waits for
 /// work that needs one: `readFile`'s decryption, which waits for the body its transport may spill to a file and
 /// read back through here, takes no permit.
 package enum FileWork {
     /// How many threads of file work run at once.
-    package static let limit = max(8, 2 * ProcessInfo.processInfo.processorCount)
+    package static let limit = blockingThreadLimit
 
     /// The permits of those threads.
     package static let permits = AsyncPermits<Never>(limit)

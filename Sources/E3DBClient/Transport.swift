@@ -282,7 +282,11 @@ package func withTransportFailures<T>(
     mapping map: (any Error) -> E3DBError, _ body: () async throws -> T
 ) async throws -> T {
     do { return try await body() } catch let receiver as TransportReceiverFailure { throw receiver.error } catch {
-        if let error = error as? E3DBError { throw error }
+        if let error = error as? E3DBError {
+            // Bounded blocking work (an upload's file reads) refused for a cancelled task: the transport's code.
+            guard error.code == .cancelled else { throw error }
+            throw E3DBError(.requestCancelled, "the request was cancelled", cause: error)
+        }
         if error is CancellationError || Task.isCancelled {
             throw E3DBError(.requestCancelled, "the request was cancelled", cause: CancellationError())
         }

@@ -37,7 +37,8 @@ package func onOwnThread<T: Sendable>(
 }
 
 /// `onOwnThread(named:_:)` bounded and cancellable: the one form of blocking work that many callers may start at
-/// once (the store's async calls, the client's file work). `body` runs once a permit of `permits` is free: a caller
+/// once (the store's async calls, the client's file work and upload bodies, the server's file bodies; each kind
+/// with its own `blockingThreadLimit` permits). `body` runs once a permit of `permits` is free: a caller
 /// beyond them waits, suspended, and one whose task is cancelled before it gets a permit (or before the call) ends
 /// with `cancelled` and starts no thread. Cancelling the caller's task later calls `onCancel`, which tells the work
 /// to stop (the file cipher's `FileCancellation`); work that does not check runs to its end, and its outcome is
@@ -50,7 +51,7 @@ package func onOwnThread<T: Sendable>(
 /// - Returns: what `body` returns.
 /// - Throws: `cancelled` (before a permit), `threadUnavailable`, or what `body` throws.
 package func onOwnThread<T: Sendable>(
-    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void,
+    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void = {},
     _ body: @escaping @Sendable () throws(E3DBError) -> T
 ) async throws(E3DBError) -> T {
     try await permittedOutcome(named: name, permits: permits, onCancel: onCancel, body).get().get()
@@ -58,7 +59,7 @@ package func onOwnThread<T: Sendable>(
 
 /// `onOwnThread(named:permits:onCancel:_:)` for work that throws any error.
 package func onOwnThread<T: Sendable>(
-    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void,
+    named name: String, permits: AsyncPermits<Never>, onCancel: @escaping @Sendable () -> Void = {},
     _ body: @escaping @Sendable () throws -> T
 ) async throws -> T {
     try await permittedOutcome(named: name, permits: permits, onCancel: onCancel, body).get().get()
@@ -172,3 +173,8 @@ private func startThread(_ entry: ThreadEntry) -> E3DBError? {
 private func nameThread(_ name: String) {
     Thread.current.name = name
 }
+
+/// How many threads of `onOwnThread(named:permits:onCancel:_:)` a library lets run at once for one purpose: twice the
+/// processors, at least 8. The work is mostly waiting for the disk (reads, writes and fsyncs of file bodies), which
+/// more threads than cores overlap; the bound keeps a burst of requests from starting thousands of threads.
+package let blockingThreadLimit = max(8, 2 * ProcessInfo.processInfo.processorCount)

@@ -76,6 +76,13 @@ package protocol FileBodyStore: Sendable {
 package struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
+    /// The threads of its disk work (opening, reading, writing, syncing and removing bodies): no request waits for
+    /// the disk on a thread of Swift concurrency's cooperative pool, and at most `blockingThreadLimit` such threads
+    /// run at once; a request beyond them waits, suspended, and leaves the queue when it is cancelled.
+    let permits = AsyncPermits<Never>(blockingThreadLimit)
+
+    /// The bytes of an upload handed to a thread at once: a few hundred microseconds of thread per MiB written.
+    static let batchBytes = 1 << 20
 
     /// No limit of its own: the file system's is reported when a body is written.
     package var maxBodySize: Int64? { nil }
@@ -106,34 +113,39 @@ package struct LocalFileBodyStore: FileBodyStore {
         id: RecordID, chunks: some AsyncSequence<ByteBuffer, any Error> & Sendable, expectedSize: Int64,
         expectedMD5: Data
     ) async throws {
-        // Errors name the call and errno only: a path of the data directory is not the client's business.
-        func failure(_ what: String, _ error: FileIOError) -> E3DBError {
-            E3DBError(.fileBodyIO, "\(what) failed (\(error.operation), errno \(error.errno))")
-        }
-        let file: AtomicFile
-        do throws(FileIOError) { file = try AtomicFile(path: path(id), temporaryDirectory: temporary.path) } catch {
-            throw failure("creating a temporary upload file", error)
-        }
-        defer { file.abort() }
-        var md5 = Hashes.MD5()
-        var written: Int64 = 0
-        var writeback = Writeback()
-        for try await chunk in chunks {
-            written += Int64(chunk.readableBytes)
-            guard written <= expectedSize else {
-                throw Self.sizeMismatch(expectedSize, written)
+        // The network hands the body over in buffers of up to tens of KiB; they go to the disk a batch at a time, on
+        // a thread of the store's (the thread costs a few hundred microseconds, a batch about a millisecond).
+        var upload = Upload(path: path(id), temporary: temporary.path)
+        do {
+            var batch: [ByteBuffer] = []
+            var batched = 0
+            var received: Int64 = 0
+            for try await chunk in chunks {
+                received += Int64(chunk.readableBytes)
+                guard received <= expectedSize else { throw Self.sizeMismatch(expectedSize, received) }
+                batch.append(chunk)
+                batched += chunk.readableBytes
+                // The last batch goes with the commit, on one thread.
+                guard batched >= Self.batchBytes, received < expectedSize else { continue }
+                upload = try await onOwnThread(named: "e3dbkit-upload", permits: permits) { [upload, batch] in
+                    var upload = upload
+                    try upload.append(batch)
+                    return upload
+                }
+                batch.removeAll(keepingCapacity: true)
+                batched = 0
             }
-            let bytes = chunk.readableBytesSpan
-            // Safety: the pointer is the chunk's readable bytes, lent for the closure; `update` only reads them.
-            unsafe bytes.withUnsafeBytes { unsafe md5.update(bufferPointer: $0) }
-            do throws(FileIOError) { try file.write(bytes) } catch { throw failure("writing an upload", error) }
-            writeback.wrote(upTo: written, fd: file.descriptor)
+            guard received == expectedSize else { throw Self.sizeMismatch(expectedSize, received) }
+            try await onOwnThread(named: "e3dbkit-upload", permits: permits) { [upload, batch] in
+                var upload = upload
+                try upload.append(batch)
+                try upload.commit(expectedMD5: expectedMD5)
+            }
+        } catch {
+            // A failed batch removed its file on its thread; this removes it after a refusal or a lost connection.
+            if let file = upload.file { _ = try? await onOwnThread(named: "e3dbkit-upload") { file.abort() } }
+            throw error
         }
-        guard written == expectedSize else { throw Self.sizeMismatch(expectedSize, written) }
-        guard md5.finalize() == expectedMD5 else {
-            throw E3DBError(.fileBodyChecksumMismatch, "the MD5 of the body is not the declared checksum")
-        }
-        do throws(FileIOError) { try file.commit() } catch { throw failure("storing an upload", error) }
     }
 
     package func size(id: RecordID) throws -> Int64 {
@@ -147,12 +159,21 @@ package struct LocalFileBodyStore: FileBodyStore {
     }
 
     package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
-        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only; the descriptor is closed by
-        // the `defer`, after the last chunk is read.
-        let fd = unsafe open(path(id), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
+        let path = path(id)
+        // One thread opens the body and reads its first MiB.
+        let (fd, first) = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
+            () throws -> (Int32, ByteBuffer) in
+            // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
+            let fd = FileIO.retryingInterrupted { unsafe open(path, O_RDONLY | O_CLOEXEC) }
+            guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
+            do { return (fd, try BodyChunks.read(fd)) } catch {
+                close(fd)
+                throw error
+            }
+        }
+        // The descriptor is closed after the last chunk is read.
         defer { close(fd) }
-        for try await buffer in BodyChunks(fd: fd) { try await write(buffer) }
+        for try await buffer in BodyChunks(fd: fd, permits: permits, first: first) { try await write(buffer) }
     }
 
     /// Nil: the client uses this server's capability URL.
@@ -165,8 +186,12 @@ package struct LocalFileBodyStore: FileBodyStore {
     /// uploaded, so a commit asks only about bodies that never arrived.
     package func verifyStored(id: RecordID, size: Int64, md5: Data) async -> StoredBody { .missing }
 
-    // Safety: the path is lent to `unlink` as a NUL-terminated copy for the call only.
-    package func remove(id: RecordID) async { unsafe unlink(path(id)) }
+    /// On a thread of the store's: unlinking a large body frees its blocks, which takes a while.
+    package func remove(id: RecordID) async throws {
+        let path = path(id)
+        // Safety: the path is lent to `unlink` as a NUL-terminated copy for the call only.
+        try await onOwnThread(named: "e3dbkit-remove", permits: permits) { _ = unsafe unlink(path) }
+    }
 
     /// Removes the files in `tmp/` not modified for `idle` seconds (an upload in progress writes to its file as the
     /// body arrives, and other processes sharing the directory may have uploads in progress). On Linux an upload
@@ -184,6 +209,68 @@ package struct LocalFileBodyStore: FileBodyStore {
             removed += 1
         }
         return removed
+    }
+}
+
+/// An upload on its way to the disk: its temporary file (created by the first batch), its size and MD5 so far. A
+/// value `LocalFileBodyStore.store` hands to a thread of its own with each batch and gets back.
+struct Upload: Sendable {
+    let path: String
+    let temporary: String
+    private(set) var file: AtomicFile?
+    private var md5 = Hashes.MD5()
+    private var written: Int64 = 0
+    private var writeback = Writeback()
+
+    init(path: String, temporary: String) {
+        self.path = path
+        self.temporary = temporary
+    }
+
+    // Errors name the call and errno only: a path of the data directory is not the client's business.
+    private static func failure(_ what: String, _ error: FileIOError) -> E3DBError {
+        E3DBError(.fileBodyIO, "\(what) failed (\(error.operation), errno \(error.errno))")
+    }
+
+    /// The temporary file, created on first use.
+    private mutating func opened() throws(E3DBError) -> AtomicFile {
+        if let file { return file }
+        do throws(FileIOError) {
+            let created = try AtomicFile(path: path, temporaryDirectory: temporary)
+            file = created
+            return created
+        } catch {
+            throw Self.failure("creating a temporary upload file", error)
+        }
+    }
+
+    /// Writes `batch` (blocking), hashing it on the way; a failure removes the temporary file.
+    mutating func append(_ batch: [ByteBuffer]) throws(E3DBError) {
+        let file = try opened()
+        for chunk in batch {
+            let bytes = chunk.readableBytesSpan
+            // Safety: the pointer is the chunk's readable bytes, lent for the closure; `update` only reads them.
+            unsafe bytes.withUnsafeBytes { unsafe md5.update(bufferPointer: $0) }
+            do throws(FileIOError) { try file.write(bytes) } catch {
+                file.abort()
+                throw Self.failure("writing an upload", error)
+            }
+            written += Int64(chunk.readableBytes)
+            writeback.wrote(upTo: written, fd: file.descriptor)
+        }
+    }
+
+    /// Checks the MD5, then syncs the file and gives it its name (blocking); a failure removes the temporary file.
+    mutating func commit(expectedMD5: Data) throws(E3DBError) {
+        let file = try opened()
+        guard md5.finalize() == expectedMD5 else {
+            file.abort()
+            throw E3DBError(.fileBodyChecksumMismatch, "the MD5 of the body is not the declared checksum")
+        }
+        do throws(FileIOError) { try file.commit() } catch {
+            file.abort()
+            throw Self.failure("storing an upload", error)
+        }
     }
 }
 
@@ -209,32 +296,66 @@ struct Writeback {
 }
 
 /// The bytes of an open file from its current offset to its end, in chunks of at most 256 KiB read straight into
-/// the buffers handed on (no `Data` in between). The descriptor stays the caller's: open until the iteration ends.
+/// the buffers handed on (no `Data` in between), 1 MiB at a time on a thread of `permits` (so that no cooperative
+/// thread waits for the disk, and the thread's few hundred microseconds are paid once a MiB). The descriptor stays
+/// the caller's: open until the iteration ends.
 struct BodyChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let fd: Int32
+    let permits: AsyncPermits<Never>
+    /// What the caller read already (`read(_:)`), if anything.
+    var first: ByteBuffer? = nil
+
+    static let chunkBytes = 256 << 10
+    static let readBytes = 1 << 20
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let fd: Int32
+        let permits: AsyncPermits<Never>
+        /// Read and not yet handed on.
+        private var pending: ByteBuffer
+        /// Whether a read came short: the file ends after `pending`.
+        private var atEnd: Bool
+
+        init(fd: Int32, permits: AsyncPermits<Never>, first: ByteBuffer?) {
+            self.fd = fd
+            self.permits = permits
+            pending = first ?? ByteBuffer()
+            atEnd = first.map { $0.readableBytes < BodyChunks.readBytes } ?? false
+        }
 
         mutating func next() async throws -> ByteBuffer? {
-            let chunkSize = 256 << 10
-            var buffer = ByteBufferAllocator().buffer(capacity: chunkSize)
-            var failure: FileIOError?
-            let fd = self.fd
-            // Safety: `FileIO.read` writes at most `chunkSize` bytes, the writable bytes asked for, in the closure.
-            let n = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: chunkSize) { raw in
-                do throws(FileIOError) {
-                    return try unsafe FileIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<chunkSize]))
-                } catch {
-                    failure = error
-                    return 0
+            if pending.readableBytes == 0 {
+                guard !atEnd else { return nil }
+                let fd = self.fd
+                pending = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
+                    () throws(E3DBError) -> ByteBuffer in try BodyChunks.read(fd)
                 }
+                // `readFully` comes short only at the end of the file: no thread is started to read nothing.
+                atEnd = pending.readableBytes < BodyChunks.readBytes
+                guard pending.readableBytes > 0 else { return nil }
             }
-            if let failure { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(failure.errno))") }
-            return n == 0 ? nil : buffer
+            // A slice shares the storage of the buffer read: nothing is copied.
+            return pending.readSlice(length: Swift.min(BodyChunks.chunkBytes, pending.readableBytes))
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd) }
+    /// Reads up to `readBytes` from `fd` (blocking): fewer only at the end of the file.
+    static func read(_ fd: Int32) throws(E3DBError) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: readBytes)
+        var failure: FileIOError?
+        // Safety: `FileIO.readFully` writes at most `readBytes` bytes, the writable bytes asked for, in the closure.
+        _ = unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: readBytes) { raw in
+            do throws(FileIOError) {
+                return try unsafe FileIO.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<readBytes]))
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw E3DBError(.fileBodyIO, "reading a stored file failed (errno \(failure.errno))") }
+        return buffer
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd, permits: permits, first: first) }
 }

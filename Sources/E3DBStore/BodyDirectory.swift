@@ -89,7 +89,7 @@ final class BodyDirectory {
     /// The names in the directory (`.` and `..` left out), read through a descriptor of its own for the same
     /// directory (never a path).
     func names() throws(E3DBError) -> [String] {
-        let listing = unsafe openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let listing = FileIO.retryingInterrupted { unsafe openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard listing >= 0 else { throw Self.failure("cannot list", EncryptedStore.filesDirectoryName, errno) }
         guard let stream = unsafe fdopendir(listing) else {
             let code = errno
@@ -125,7 +125,9 @@ final class BodyDirectory {
     /// Opens the body `name` for reading: `O_NOFOLLOW` (a link is refused, not followed) and `O_NONBLOCK` (a FIFO
     /// does not wait for a writer), a regular file required by `fstat`, then blocking reads again.
     func openBody(_ name: String) -> Result<Int32, OpenFailure> {
-        let fd = unsafe openat(descriptor, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        let fd = FileIO.retryingInterrupted {
+            unsafe openat(descriptor, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        }
         guard fd >= 0 else {
             switch errno {
             case ENOENT: return .failure(.missing)
@@ -195,9 +197,11 @@ final class StagedBody: FileByteSink {
         var opened = UnnamedFile.open(inDirectory: "/proc/self/fd/\(directory.descriptor)", readable: false)
         var temporary: String?
         if opened < 0 {
-            let named = ".e3dbkit-\(Hex.encode(SecureRandom.bytes(count: 8))).tmp"
-            opened = unsafe openat(
-                directory.descriptor, named, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            // The package's one temporary naming scheme (`AtomicFile`'s), created relative to the held directory.
+            let named = AtomicFile.temporaryName()
+            opened = FileIO.retryingInterrupted {
+                unsafe openat(directory.descriptor, named, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            }
             guard opened >= 0 else {
                 throw BodyDirectory.failure("cannot create a file body in", EncryptedStore.filesDirectoryName, errno)
             }

@@ -13,12 +13,12 @@ public import Foundation
 
 extension EncryptedStore {
     /// How many blocking calls run at once: per store for its instance calls (`blockingPermits`), and once more for
-    /// the static ones (`open`, `create`, `rekey`). Twice the processors: the work is mostly waiting for the disk
-    /// (fsyncs of bodies, `files/` and the WAL), which more threads than cores overlap, and otherwise CPU (the file
-    /// cipher, Argon2id), of which two threads a core keep every core busy without thousands of threads and their
-    /// descriptors (a thread per call, uncapped, was 10,000 threads for 10,000 concurrent reads). At least 8, for
-    /// small machines whose work is mostly fsync waits. The calls beyond it wait, suspended, for a permit.
-    static let blockingLimit = max(8, 2 * ProcessInfo.processInfo.processorCount)
+    /// the static ones (`open`, `create`, `rekey`): E3DBPrimitives' `blockingThreadLimit`, twice the processors, at
+    /// least 8. The work is mostly waiting for the disk (fsyncs of bodies, `files/` and the WAL), which more threads
+    /// than cores overlap, and otherwise CPU (the file cipher, Argon2id), of which two threads a core keep every core
+    /// busy without thousands of threads and their descriptors (a thread per call, uncapped, was 10,000 threads for
+    /// 10,000 concurrent reads). The calls beyond it wait, suspended, for a permit.
+    static let blockingLimit = blockingThreadLimit
 
     /// The permits of the static blocking calls (`open`, `create`, `rekey`).
     static let staticBlockingPermits = AsyncPermits<Never>(blockingLimit)

@@ -26,9 +26,9 @@ struct FileBodySeamTests {
         #expect(try store.size(id: id) == Int64(body.count))
         let path = directory.appendingPathComponent(id.text).path
         #expect(FileManager.default.contents(atPath: path) == body)
-        await store.remove(id: id)
+        try await store.remove(id: id)
         #expect(!FileManager.default.fileExists(atPath: path))
-        await store.remove(id: id)
+        try await store.remove(id: id)
         #expect(throws: E3DBError.self) { try store.size(id: id) }
     }
 }

@@ -213,7 +213,9 @@ private struct FileBodyMover {
         case .present: outcome = .alreadyStored
         case .missing, .mismatch:
             do {
-                try await bucket.put(id: id, chunks: BodyChunks(fd: fd), size: declared.size, md5: declared.md5)
+                // One body at a time: its reads take one thread at a time.
+                let chunks = BodyChunks(fd: fd, permits: AsyncPermits(1))
+                try await bucket.put(id: id, chunks: chunks, size: declared.size, md5: declared.md5)
             } catch let error as E3DBError where error.code == .fileBodyChecksumMismatch {
                 report(.problem("\(shown) is not its declared body (its MD5 differs): left in place"))
                 return .failed(damaged: true)

@@ -1,0 +1,163 @@
+import E3DBPrimitives
+import E3DBTestSupport
+import Foundation
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import E3DBServer
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+@Suite("LocalFileBodyStore's disk work runs on threads of its own, never on the cooperative pool")
+struct FileBodyThreadTests {
+    /// As many reads as the store runs at once: at least 8, more than the cooperative pool (one thread per core).
+    static let reads = max(8, 2 * ProcessInfo.processInfo.processorCount)
+
+    @Test("Downloads of bodies whose reads wait (FIFOs) hold no cooperative thread: a task still runs meanwhile")
+    func readsLeaveThePool() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        // Each body is a FIFO: its `open(2)` waits for a writer, then its `read(2)` for bytes, as a slow disk would.
+        let ids = (0..<Self.reads).map { _ in RecordID.random() }
+        let paths = ids.map { directory.appendingPathComponent($0.text).path }
+        // Safety: each path is lent to `mkfifo` as a NUL-terminated copy for the call only.
+        for path in paths { #expect(unsafe mkfifo(path, 0o600) == 0) }
+        let payload = 300_000  // more than one 256 KiB chunk
+        let downloads = Task {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for id in ids {
+                    group.addTask {
+                        let count = Mutex(0)
+                        try await store.read(id: id) { buffer in count.withLock { $0 += buffer.readableBytes } }
+                        return count.withLock { $0 }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+        }
+        // One thread of the test's own watches and then feeds the FIFOs, needing no cooperative thread: before bodies
+        // were read off the pool, the pool's threads all waited in `open(2)` or `read(2)`.
+        let (reached, answered) = try await offCooperativePool { () -> (Bool, Bool) in
+            // A writer's non-blocking open succeeds once a reader has the FIFO open: then that download waits in
+            // `read(2)`. Before, only as many as the pool has threads got there.
+            var writers = [Int32](repeating: -1, count: paths.count)
+            let deadline = Date().addingTimeInterval(5)
+            while writers.contains(-1) && Date() < deadline {
+                for (i, path) in paths.enumerated() where writers[i] < 0 {
+                    // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
+                    writers[i] = unsafe open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                }
+                usleep(10_000)
+            }
+            // With every download waiting for its "disk", a task on the cooperative pool still runs.
+            let ran = DispatchSemaphore(value: 0)
+            Task.detached { ran.signal() }
+            let answered = ran.wait(timeout: .now() + 5) == .success
+            // The bodies arrive, each from a thread of its own; a download not yet in its open (a failure above)
+            // is served once it gets there.
+            for (path, writer) in zip(paths, writers) {
+                Thread.detachNewThread {
+                    var fd = writer
+                    if fd < 0 {
+                        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
+                        fd = unsafe open(path, O_WRONLY | O_CLOEXEC)
+                    }
+                    defer { close(fd) }
+                    _ = fcntl(fd, F_SETFL, 0)  // blocking writes: the pipe holds less than the payload
+                    try? FileIO.writeAll(fd, [UInt8](repeating: 7, count: payload).span.bytes)
+                }
+            }
+            return (!writers.contains(-1), answered)
+        }
+        #expect(reached, "every download reached its read")
+        #expect(answered, "a cooperative task ran while the downloads waited")
+        #expect(try await downloads.value == paths.count * payload)
+    }
+
+    @Test("An upload's disk work waits for a permit of the store's, suspended; a cancelled one leaves the queue")
+    func uploadsWaitForAPermit() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        let body = Data("an encrypted body".utf8)
+        let id = RecordID.random()
+        let limit = store.permits.snapshot.free
+        #expect(limit == blockingThreadLimit)
+        for _ in 0..<limit { try await store.permits.acquire() }
+        let upload = Task {
+            try await store.store(
+                id: id, chunks: Self.chunks(body, size: body.count), expectedSize: Int64(body.count),
+                expectedMD5: Hashes.md5(body))
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while store.permits.snapshot.waiting == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(store.permits.snapshot.waiting == 1)
+        upload.cancel()
+        await #expect(throws: E3DBError(.cancelled)) { try await upload.value }
+        #expect(store.permits.snapshot == (0, 0))
+        #expect(throws: E3DBError.self) { try store.size(id: id) }
+        for _ in 0..<limit { store.permits.release() }
+        try await store.store(
+            id: id, chunks: Self.chunks(body, size: body.count), expectedSize: Int64(body.count),
+            expectedMD5: Hashes.md5(body))
+        #expect(try store.size(id: id) == Int64(body.count))
+        #expect(store.permits.snapshot == (limit, 0))
+    }
+
+    @Test("A body of several batches is stored and read back whole; a wrong MD5 or size leaves nothing behind")
+    func batches() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        let body = Data((0..<(5 * LocalFileBodyStore.batchBytes / 2 + 123)).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let id = RecordID.random()
+        try await store.store(
+            id: id, chunks: Self.chunks(body, size: 65_536), expectedSize: Int64(body.count),
+            expectedMD5: Hashes.md5(body))
+        var read = Data()
+        var sizes: [Int] = []
+        try await store.read(id: id) { buffer in
+            sizes.append(buffer.readableBytes)
+            read.append(contentsOf: buffer.readableBytesView)
+        }
+        #expect(read == body)
+        #expect(sizes.allSatisfy { $0 <= BodyChunks.chunkBytes } && sizes.count == 11)
+
+        let other = RecordID.random()
+        await #expect(throws: E3DBError.self) {
+            try await store.store(
+                id: other, chunks: Self.chunks(body, size: 65_536), expectedSize: Int64(body.count),
+                expectedMD5: Hashes.md5(Data("another body".utf8)))
+        }
+        await #expect(throws: E3DBError.self) {
+            try await store.store(
+                id: other, chunks: Self.chunks(body, size: 65_536), expectedSize: Int64(body.count - 1),
+                expectedMD5: Hashes.md5(body))
+        }
+        #expect(throws: E3DBError.self) { try store.size(id: other) }
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path)
+        #expect(left.isEmpty)
+        #expect(store.permits.snapshot == (blockingThreadLimit, 0))
+    }
+
+    /// `body` in buffers of `size` bytes, as the network would hand it over.
+    static func chunks(_ body: Data, size: Int) -> AsyncThrowingStream<ByteBuffer, any Error> {
+        AsyncThrowingStream { continuation in
+            var offset = 0
+            while offset < body.count {
+                let end = min(offset + size, body.count)
+                continuation.yield(ByteBuffer(bytes: body[offset..<end]))
+                offset = end
+            }
+            continuation.finish()
+        }
+    }
+}

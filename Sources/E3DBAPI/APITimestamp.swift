@@ -21,6 +21,10 @@ public enum APITimestamp {
             seconds: clamped / 1_000_000, fraction: Int(clamped % 1_000_000), fractionDigits: 6)
     }
 
+    /// Go's zero time, `0001-01-01T00:00:00Z`, in microseconds since the epoch (719,162 days before it): what the
+    /// SDKs send for "no time" (an unbounded search range, a note that does not expire).
+    package static let goZeroTime: Int64 = -62_135_596_800_000_000
+
     /// The current time in microseconds since the epoch.
     public static func nowMicros() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
 

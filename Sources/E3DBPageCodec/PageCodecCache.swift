@@ -9,8 +9,8 @@ internal import Synchronization
 /// table holds no value that could be tested against a guessed passphrase outside this process. The derived keys
 /// themselves stay in the codecs (in wiped storage, wiped when the codec is released). A codec an open
 /// database uses is always found (a weak reference); the most recently used ``capacity`` codecs are kept besides,
-/// for databases that open again; ``removeAll()`` forgets them all, `removeAll(keeping:)` all but those of some
-/// keys.
+/// for databases that open again; ``removeAll()`` forgets them all, `removeAll(keeping:)` all but the open
+/// databases' codecs of some keys.
 public final class PageCodecCache: Sendable {
     /// The process-wide cache.
     public static let shared = PageCodecCache()
@@ -23,21 +23,28 @@ public final class PageCodecCache: Sendable {
         return unsafe key.withUnsafeBytes { unsafe KeyedHMAC(hash: .sha256, key: $0) }
     }()
     private let state = Mutex(State())
-    private let derivationCounts = Mutex<[[UInt8]: Int]>([:])
 
     /// Codecs in use (held by open databases, found through weak references, never evicted while used) and the
     /// most recently used ones (kept for a connection that opens again).
-    /// Each entry also holds the fingerprint of the key alone (`keyID`), for `removeAll(keeping:)`.
+    /// Each entry also holds the fingerprint of the key alone (`keyID`), for `removeAll(keeping:)`. `derivations`
+    /// counts the derivations of the entries in `live` (tests), and is pruned with it.
     private struct State {
         var live: [[UInt8]: WeakCodec] = [:]
         var recent: [(id: [UInt8], keyID: [UInt8], codec: PageCodec)] = []
+        var derivations: [[UInt8]: Int] = [:]
 
         mutating func touch(_ id: [UInt8], keyID: [UInt8], _ codec: PageCodec, capacity: Int) {
             recent.removeAll { $0.id == id }
             recent.append((id, keyID, codec))
             if recent.count > capacity { recent.removeFirst(recent.count - capacity) }
             live[id] = WeakCodec(codec: codec, keyID: keyID)
-            if live.count > 4 * capacity { live = live.filter { $0.value.codec != nil } }
+            if live.count > 4 * capacity { keepLive { _ in true } }
+        }
+
+        /// Keeps the `live` entries whose codec is still in use and whose key ID passes `keep`, and their counts.
+        mutating func keepLive(_ keep: ([UInt8]) -> Bool) {
+            live = live.filter { $0.value.codec != nil && keep($0.value.keyID) }
+            derivations = derivations.filter { live[$0.key] != nil }
         }
     }
 
@@ -66,8 +73,8 @@ public final class PageCodecCache: Sendable {
         // Derived outside the lock: two threads may both derive the first time, and the first result is kept.
         let codec = try PageCodec(key: key, salt: salt, settings: settings)
         let keyID = fingerprint(key: key)
-        derivationCounts.withLock { $0[id, default: 0] += 1 }
         return state.withLock { state in
+            state.derivations[id, default: 0] += 1
             let kept = state.live[id]?.codec ?? codec
             state.touch(id, keyID: keyID, kept, capacity: capacity)
             return kept
@@ -79,14 +86,16 @@ public final class PageCodecCache: Sendable {
         state.withLock { $0 = State() }
     }
 
-    /// Forgets every cached codec except those derived from one of `keys` (whatever the salt and settings): what
-    /// E3DBSQLite's `forgetAllKeys()` keeps for the keys other owners still hold, so that they are not derived
-    /// again.
+    /// Forgets every cached codec except those an open database still uses that were derived from one of `keys`
+    /// (whatever the salt and settings): what E3DBSQLite's `forgetAllKeys()` keeps for the keys other owners still
+    /// hold, so that their open databases' next connections do not derive them again. Nothing is kept for recent
+    /// use: a codec no open database holds goes, whoever registered its key (its keys are wiped as it goes).
     package func removeAll(keeping keys: [SQLCipherKey]) {
         let kept = Set(keys.map { fingerprint(key: $0) })
         state.withLock { state in
-            state.recent.removeAll { !kept.contains($0.keyID) }
-            state.live = state.live.filter { kept.contains($0.value.keyID) && $0.value.codec != nil }
+            // The codecs only `recent` held are released here, so `keepLive` sees those open databases hold.
+            state.recent = []
+            state.keepLive { kept.contains($0) }
         }
     }
 
@@ -99,10 +108,11 @@ public final class PageCodecCache: Sendable {
         return state.withLock { state in state.live[id]?.codec != nil || state.recent.contains { $0.id == id } }
     }
 
-    /// How many times this cache derived the keys of `key` over `salt` (tests: a pool's connections share one).
+    /// How many times this cache derived the keys of `key` over `salt` since the entry was last forgotten (tests: a
+    /// pool's connections share one).
     package func derivations(key: SQLCipherKey, salt: [UInt8], settings: SQLCipherSettings) -> Int {
         let id = fingerprint(key: key, salt: salt, settings: settings)
-        return derivationCounts.withLock { $0[id] ?? 0 }
+        return state.withLock { $0.derivations[id] ?? 0 }
     }
 
     /// HMAC-SHA256 under this process's random key of the key form, the lengths, the salt, the settings and the

@@ -46,15 +46,21 @@ package final class AsyncPermits<Owner: Hashable & Sendable>: Sendable {
     private let state: Mutex<State>
     private let maxWaiting: Int
     private let maxWaitingPerOwner: Int
+    private let arrived: (@Sendable () -> Void)?
 
     /// - Parameters:
     ///   - count: the number of permits (at least 1).
     ///   - maxWaiting: the most callers waiting at once; more are refused (`Refusal.queueFull`).
     ///   - maxWaitingPerOwner: the most callers of one owner waiting at once (`Refusal.ownerQueueFull`).
-    package init(_ count: Int, maxWaiting: Int = .max, maxWaitingPerOwner: Int = .max) {
+    ///   - arrived: called by each caller between taking its id and asking for a permit (tests: a cancellation
+    ///     there is one that comes while the caller is arriving).
+    package init(
+        _ count: Int, maxWaiting: Int = .max, maxWaitingPerOwner: Int = .max, arrived: (@Sendable () -> Void)? = nil
+    ) {
         state = Mutex(State(free: max(1, count)))
         self.maxWaiting = maxWaiting
         self.maxWaitingPerOwner = maxWaitingPerOwner
+        self.arrived = arrived
     }
 
     /// Takes a permit, waiting for one when none is free. Every successful call is matched by one `release()`.
@@ -72,7 +78,8 @@ package final class AsyncPermits<Owner: Hashable & Sendable>: Sendable {
         // bookkeeping does not depend on when the runtime runs it: one that ran before the request below is seen
         // there, one that runs later (after the permit, or even after this returns) finds nothing to do.
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            arrived?()
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome = state.withLock { state -> Result<Void, any Error>? in
                     if state.arriving.removeValue(forKey: id) == true { return .failure(CancellationError()) }
                     if state.free > 0 {

@@ -256,27 +256,36 @@ package enum UnnamedFile {
     package static let descriptorDirectory = "/proc/self/fd"
 
     /// `open(inDirectory:readable:)` (write-only) for a file that `link(_:to:through:)` will name: the file is kept
-    /// only when `descriptorDirectory` shows the new descriptor as that very file (same device and inode), so that
-    /// the link at commit cannot fail for want of it (no /proc in a container or chroot). Otherwise it is closed and
-    /// -1 returned with `errno` `ENOENT`, and the caller makes a named file instead.
+    /// only when `descriptorDirectory` shows the new descriptor as that very file (`isNamed(_:in:)`), so that the
+    /// link at commit cannot fail for want of it (no /proc in a container or chroot). Either way the caller makes
+    /// a named file instead when this returns -1.
     ///
     /// - Parameters:
     ///   - directory: where the file's blocks live (and where it will be linked).
     ///   - descriptorDirectory: where the process's descriptors have names (`/proc/self/fd`).
-    /// - Returns: the descriptor, or -1.
+    /// - Returns: the descriptor; or -1 with `open(inDirectory:readable:)`'s `errno` when no unnamed file can be
+    ///   made (`EOPNOTSUPP` off Linux or on a file system without `O_TMPFILE`), or with `ENOENT` when one was made
+    ///   but `descriptorDirectory` does not name it (it is closed).
     package static func openLinkable(inDirectory directory: String, through descriptorDirectory: String) -> Int32 {
         let fd = open(inDirectory: directory, readable: false)
         guard fd >= 0 else { return -1 }
-        var opened = stat()
-        var named = stat()
-        guard unsafe fstat(fd, &opened) == 0, unsafe stat("\(descriptorDirectory)/\(fd)", &named) == 0,
-            opened.st_dev == named.st_dev, opened.st_ino == named.st_ino
-        else {
+        guard isNamed(fd, in: descriptorDirectory) else {
             _ = close(fd)
             errno = ENOENT
             return -1
         }
         return fd
+    }
+
+    /// Whether `descriptorDirectory`'s entry for `fd` is the file `fd` has open (same device and inode): what
+    /// procfs shows, and an entry that only has the descriptor's number as its name does not.
+    package static func isNamed(_ fd: Int32, in descriptorDirectory: String) -> Bool {
+        var opened = stat()
+        var named = stat()
+        guard unsafe fstat(fd, &opened) == 0, unsafe stat("\(descriptorDirectory)/\(fd)", &named) == 0 else {
+            return false
+        }
+        return opened.st_dev == named.st_dev && opened.st_ino == named.st_ino
     }
 
     /// Gives the unnamed file `fd` the name `path` (`linkat` through `descriptorDirectory`, `/proc/self/fd`); fails

@@ -97,11 +97,12 @@ public enum E3DBSQLite {
         return String(uri[range.upperBound...].prefix { $0 != "&" })
     }
 
-    /// Forgets every key registered through ``uri(forDatabaseAt:key:settings:)`` and the cached derived keys
-    /// (``PageCodecCache``) of every key no longer registered. Keys other owners in this process registered stay
-    /// theirs, with their derived keys: an `EncryptedStore`'s page key (the store forgets it when it locks or
-    /// closes) and those of connections this module opens for its own operations, so a store open in the same
-    /// process keeps working without deriving its page key again. Connections already open keep working.
+    /// Forgets every key registered through ``uri(forDatabaseAt:key:settings:)`` and every cached derived key
+    /// (``PageCodecCache``) but those an open connection uses under a key another owner still has registered. Keys
+    /// other owners in this process registered stay theirs: an `EncryptedStore`'s page key (the store forgets it
+    /// when it locks or closes) and those of connections this module opens for its own operations, so a store open
+    /// in the same process keeps working without deriving its page key again (its writer connection holds the
+    /// derived keys while it is unlocked). Connections already open keep working.
     public static func forgetAllKeys() {
         let kept = KeyRegistry.shared.removeAll(of: .application)
         PageCodecCache.shared.removeAll(keeping: kept)

@@ -17,10 +17,13 @@ struct APITimestampTests {
         #expect(APITimestamp.parse("2025-11-25T04:34:56-07:00") == 1_764_070_496_000_000)
         #expect(APITimestamp.parse("2025-11-25T11:34:56.1+00:00") == 1_764_070_496_100_000)
         #expect(APITimestamp.parse("2025-11-25T11:34:56.1234567Z") == 1_764_070_496_123_456)
-        #expect(APITimestamp.parse("0001-01-01T00:00:00Z") != nil)
+        #expect(APITimestamp.parse("0001-01-01T00:00:00Z") == APITimestamp.goZeroTime)
+        #expect(APITimestamp.parse("2025-11-25 11:34:56.123456") == 1_764_070_496_123_456, "Python's isoformat(' ')")
+        // Refused (a note's expiration in these forms was stored as never expiring before it was checked).
         for bad in [
             "", "2025-11-25", "2025-13-01T00:00:00Z", "2025-11-25T11:34:56.Z", "2025-11-25T11:34:56+0700",
-            "2025-11-25T11:34:56Zjunk",
+            "2025-11-25T11:34:56+0000", "2025-11-25T11:34Z", "2025-11-25T11:34", " 2025-11-25T11:34:56Z",
+            "2025-11-25T11:34:56Z ", "2025-11-25T11:34:56Zjunk",
         ] {
             #expect(APITimestamp.parse(bad) == nil, "\(bad)")
         }

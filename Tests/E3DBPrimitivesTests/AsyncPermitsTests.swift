@@ -9,6 +9,13 @@ private final class Counts: Sendable {
     let granted = Atomic<Int>(0)
 }
 
+/// How the callers of `cancelledCallers` ended.
+private final class Outcomes: Sendable {
+    let cancelled = Atomic<Int>(0)
+    let granted = Atomic<Int>(0)
+    let ended = Atomic<Int>(0)
+}
+
 /// The package's one counting semaphore (`AsyncPermits`): its bookkeeping after cancellations at every point.
 @Suite("E3DBPrimitives: AsyncPermits")
 struct AsyncPermitsTests {
@@ -49,6 +56,61 @@ struct AsyncPermitsTests {
         }
         #expect(try await holder.value)
         #expect(permits.snapshot == (1, 0) && permits.arrivingCount == 0)
+    }
+
+    /// Starts `count` callers of `permits`, whose only permit is held and never released, cancelling each right
+    /// after it starts when `cancel` is true. Returns how many threw `CancellationError` and how many were left
+    /// waiting, once all ended or after five seconds; a caller left waiting is then let through (a release, which
+    /// each such caller passes on) so that the test ends either way.
+    static func cancelledCallers(
+        _ permits: AsyncPermits<Int>, count: Int, cancel: Bool
+    ) async throws -> (cancelled: Int, leftWaiting: Int) {
+        let outcomes = Outcomes()
+        var tasks: [Task<Void, Never>] = []
+        for _ in 0..<count {
+            let task = Task {
+                do {
+                    try await permits.acquire()
+                    outcomes.granted.add(1, ordering: .relaxed)
+                    permits.release()
+                } catch is CancellationError {
+                    outcomes.cancelled.add(1, ordering: .relaxed)
+                } catch {}
+                outcomes.ended.add(1, ordering: .relaxed)
+            }
+            if cancel { task.cancel() }
+            tasks.append(task)
+        }
+        let allEnded = try await eventually { outcomes.ended.load(ordering: .relaxed) == count }
+        let leftWaiting = permits.snapshot.waiting
+        if !allEnded { permits.release() }
+        for task in tasks { await task.value }
+        return (outcomes.cancelled.load(ordering: .relaxed), leftWaiting)
+    }
+
+    @Test("a cancellation that comes while a caller arrives (after its id, before its request) refuses it")
+    func cancelledWhileArriving() async throws {
+        let armed = Atomic<Bool>(false)
+        // Deterministic: each caller cancels its own task at that very point (the handler runs at once).
+        let permits = AsyncPermits<Int>(1) {
+            if armed.load(ordering: .relaxed) { withUnsafeCurrentTask { $0?.cancel() } }
+        }
+        try await permits.acquire()
+        armed.store(true, ordering: .relaxed)
+        let (cancelled, leftWaiting) = try await Self.cancelledCallers(permits, count: 200, cancel: false)
+        #expect(cancelled == 200, "every caller cancelled while arriving throws CancellationError")
+        #expect(leftWaiting == 0, "no cancelled caller is left queued")
+        #expect(permits.arrivingCount == 0)
+    }
+
+    @Test("callers cancelled right after they start all throw CancellationError, and none is left waiting")
+    func cancelledRightAfterStarting() async throws {
+        let permits = AsyncPermits<Int>(1)
+        try await permits.acquire()
+        let (cancelled, leftWaiting) = try await Self.cancelledCallers(permits, count: 300, cancel: true)
+        #expect(cancelled == 300, "every cancelled caller throws CancellationError")
+        #expect(leftWaiting == 0 && permits.snapshot == (0, 0), "the waiting count returns to 0")
+        #expect(permits.arrivingCount == 0)
     }
 
     @Test("under cancellations that race the hand-over no permit is lost or doubled and nothing is left recorded")

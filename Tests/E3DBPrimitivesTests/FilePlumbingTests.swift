@@ -127,19 +127,48 @@ struct FilePlumbingTests {
     func unnamedFilesNeedTheirDescriptorName() throws {
         let dir = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
+        let probe = UnnamedFile.open(inDirectory: dir.path, readable: false)
+        guard probe >= 0 else {
+            // No O_TMPFILE here (macOS, or a file system without it): open's errno, and AtomicFile names its file.
+            let reason = errno
+            let refused = UnnamedFile.openLinkable(inDirectory: dir.path, through: UnnamedFile.descriptorDirectory)
+            let refusal = errno
+            #expect(refused == -1 && refusal == reason)
+            print("FilePlumbingTests: no unnamed files here (errno \(reason)); the descriptor-name checks are skipped")
+            return
+        }
+        defer { close(probe) }
         let missing = UnnamedFile.openLinkable(inDirectory: dir.path, through: dir.appendingPathComponent("fd").path)
-        #expect(missing == -1 && errno == ENOENT)
-        // A directory whose entries are other files (not procfs): every name a descriptor could have is taken.
+        let missingErrno = errno
+        #expect(missing == -1 && missingErrno == ENOENT, "a file made, then closed: no name for it")
+        #expect(try Self.names(dir).isEmpty)
+        // Where procfs is mounted it names the descriptor (the test machines are Linux with /proc).
+        #expect(UnnamedFile.isNamed(probe, in: UnnamedFile.descriptorDirectory), "procfs names the descriptor")
+        let real = UnnamedFile.openLinkable(inDirectory: dir.path, through: UnnamedFile.descriptorDirectory)
+        #expect(real >= 0)
+        if real >= 0 { close(real) }
+
+        // Decoys of this very descriptor's entry (its number as their name): existing files, so only the device
+        // and inode comparison can tell them apart.
         let decoys = dir.appendingPathComponent("decoys")
         try FileManager.default.createDirectory(at: decoys, withIntermediateDirectories: false)
-        for fd in 0..<256 { try Data().write(to: decoys.appendingPathComponent("\(fd)")) }
-        #expect(UnnamedFile.openLinkable(inDirectory: dir.path, through: decoys.path) == -1)
+        let entry = decoys.appendingPathComponent("\(probe)").path
+        try Data().write(to: URL(fileURLWithPath: entry))
+        #expect(!UnnamedFile.isNamed(probe, in: decoys.path), "an ordinary file")
+        let other = UnnamedFile.open(inDirectory: dir.path, readable: false)
+        defer { if other >= 0 { close(other) } }
+        try #require(other >= 0)
+        // A link to another unnamed file in the same directory: same device, another inode.
+        try FileManager.default.removeItem(atPath: entry)
+        try FileManager.default.createSymbolicLink(
+            atPath: entry, withDestinationPath: "\(UnnamedFile.descriptorDirectory)/\(other)")
+        #expect(!UnnamedFile.isNamed(probe, in: decoys.path), "another file on the same device")
+        // The same kind of link to the descriptor's own entry passes: the comparison, not the entry, decided.
+        try FileManager.default.removeItem(atPath: entry)
+        try FileManager.default.createSymbolicLink(
+            atPath: entry, withDestinationPath: "\(UnnamedFile.descriptorDirectory)/\(probe)")
+        #expect(UnnamedFile.isNamed(probe, in: decoys.path), "a link to the descriptor's own procfs entry")
         #expect(try Self.names(dir) == ["decoys"])
-        #if os(Linux)
-            let real = UnnamedFile.openLinkable(inDirectory: dir.path, through: UnnamedFile.descriptorDirectory)
-            #expect(real >= 0, "procfs names the descriptor")
-            if real >= 0 { close(real) }
-        #endif
     }
 
     @Test(

@@ -612,19 +612,36 @@ struct SecurityRegressionTests {
             }
             let anyone = Ed25519.PrivateKey()
             let key = anyone.publicKey.base64URLEncoded
-            func note(expiring expiration: String) -> String {
+            /// A note with `expires` and `"expiration":` followed by `member` (nil: no expiration member).
+            func note(expires: Bool = true, expirationJSON member: String?) -> String {
                 #"{"recipient_signing_key":"\#(key)","writer_signing_key":"\#(key)","writer_encryption_key":"\#(key)","#
-                    + #""encrypted_access_key":"e","data":{"f":"d"},"expires":true,"expiration":"\#(expiration)"}"#
+                    + #""encrypted_access_key":"e","data":{"f":"d"},"expires":\#(expires)"#
+                    + (member.map { #","expiration":\#($0)}"# } ?? "}")
             }
-            // A note asked to expire at an impossible time was stored as one that never expires.
-            for bad in ["2026-02-31T00:00:00Z", "2026-04-31T00:00:00Z", "soon"] {
+            func note(expiring expiration: String) -> String { note(expirationJSON: #""\#(expiration)""#) }
+            // A note asked to expire at an impossible time, or at one the server cannot read, was stored as one that
+            // never expires; so was one asked to expire with no expiration, or one that is not a string.
+            let unreadable = [
+                "2026-02-31T00:00:00Z", "2026-04-31T00:00:00Z", "soon", "2026-01-01T00:00:00+0000", "2026-01-01T00:00",
+                " 2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z ", "",
+            ].map { #""\#($0)""# }
+            for bad in unreadable + ["null", "12", "{}"] as [String?] + [nil] {
                 let written = try await f.api.send(
-                    "POST", "/v2/storage/notes", tsv1: anyone, uid: "", json: note(expiring: bad))
-                #expect(written.status == 400 && written.text.contains("expiration"), "\(bad): \(written.text)")
+                    "POST", "/v2/storage/notes", tsv1: anyone, uid: "", json: note(expirationJSON: bad))
+                #expect(
+                    written.status == 400 && written.text.contains("expiration"), "\(bad ?? "none"): \(written.text)")
             }
             let leap = try await f.api.send(
                 "POST", "/v2/storage/notes", tsv1: anyone, uid: "", json: note(expiring: "2096-02-29T00:00:00Z"))
             #expect(leap.status == 201, "\(leap.text)")
+            // Go's zero time with expires true is the one "never" form kept; without expires nothing is read.
+            for (expires, member) in [(true, #""0001-01-01T00:00:00Z""#), (false, nil), (false, "null"), (false, "12")]
+            {
+                let kept = try await f.api.send(
+                    "POST", "/v2/storage/notes", tsv1: anyone, uid: "",
+                    json: note(expires: expires, expirationJSON: member))
+                #expect(kept.status == 201, "\(expires) \(member ?? "none"): \(kept.text)")
+            }
         }
     }
 

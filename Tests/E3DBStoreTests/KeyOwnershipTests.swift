@@ -33,11 +33,21 @@ struct KeyOwnershipTests {
             guard derived >= 1, PageCodecCache.shared.contains(key: appKey, salt: appSalt, settings: .v4) else {
                 throw Failure("the cache holds both codecs before")
             }
+            // The same key stays registered by another owner: a connection open on another database with it.
+            let otherPath = dir.url.appendingPathComponent("other.sqlite").path
+            let other = try SQLiteConnection(path: otherPath, key: appKey)
+            try other.execute("CREATE TABLE t (x)")
+            let otherSalt = Array(try Data(contentsOf: URL(fileURLWithPath: otherPath)).prefix(16))
 
             E3DBSQLite.forgetAllKeys()
+            // The app's database is closed: its codec goes, though its key is still registered for the other.
             guard !PageCodecCache.shared.contains(key: appKey, salt: appSalt, settings: .v4) else {
                 throw Failure("the app's derived keys are still cached")
             }
+            guard PageCodecCache.shared.contains(key: appKey, salt: otherSalt, settings: .v4) else {
+                throw Failure("the open connection's codec is no longer found")
+            }
+            withExtendedLifetime(other) {}
             // The pool's idle readers are closed: the next read opens a new connection with the store's key.
             store.pool.releaseMemory()
             guard try await store.get(collection: "c", id: first.id).data == ["f": "one"] else {

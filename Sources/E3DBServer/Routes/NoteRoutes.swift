@@ -51,13 +51,17 @@ extension E3DBService {
         stored.views = nil
         stored.plain = note.plain ?? [:]
         var expiresAt: Int64?
-        if note.expires == true, let text = note.expiration, !text.isEmpty {
-            // A note asked to expire is never stored as one that does not: an unreadable time (or a date that does
-            // not exist, such as 2026-02-31) is refused, not ignored.
-            guard let t = APITimestamp.parse(text) else {
-                throw E3DBError(.badRequest, "expiration is not an RFC 3339 timestamp")
+        if note.expires == true {
+            // A note asked to expire is never stored as one that does not: an expiration that is missing, null, not
+            // a string or not an RFC 3339 time (or a date that does not exist, such as 2026-02-31) is refused. The
+            // one exception is Go's zero time (`0001-01-01T00:00:00Z`, what the SDKs send for "no expiration"):
+            // at or before it, the note never expires, as before.
+            guard let text = note.expiration, let t = APITimestamp.parse(text) else {
+                throw E3DBError(
+                    .badRequest, "expiration must be an RFC 3339 timestamp when expires is true",
+                    context: .init(field: "expiration"))
             }
-            if t > APITimestamp.parse("0001-01-01T00:00:00Z")! { expiresAt = t }
+            if t > APITimestamp.goZeroTime { expiresAt = t }
         }
         let maxViews = note.maxViews.flatMap { $0 > 0 ? $0 : nil }
         let body = String(decoding: try JSONEncoders.wire().encode(stored), as: UTF8.self)

@@ -202,7 +202,7 @@ extension E3DBService {
                     throw E3DBError(.badRequest, "range.\(name) is not an RFC 3339 timestamp")
                 }
                 // Go's zero time: unbounded.
-                return micros <= APITimestamp.parse("0001-01-01T00:00:00Z")! ? nil : micros
+                return micros <= APITimestamp.goZeroTime ? nil : micros
             }
             after = try bound(range.after, "after")
             before = try bound(range.before, "before")

@@ -148,6 +148,30 @@ struct FileBodyThreadTests {
         #expect(store.permits.snapshot == (blockingThreadLimit, 0))
     }
 
+    @Test("A body sequence owns its file: it reads the right bytes after its opener returned and numbers were reused")
+    func bodyChunksOwnTheirFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = Data(repeating: 1, count: 3 * BodyChunks.readBytes / 2)
+        let second = Data(repeating: 2, count: 3 * BodyChunks.readBytes / 2)
+        try first.write(to: directory.appendingPathComponent("first"))
+        try second.write(to: directory.appendingPathComponent("second"))
+        // The opener returns the sequence (as the migration hands it to an HTTP client and moves on), then the next
+        // body is opened: had the opener closed its descriptor, the next open would take the same number.
+        let chunks = try Self.sequence(of: directory.appendingPathComponent("first").path)
+        let next = try OwnedDescriptor(opening: directory.appendingPathComponent("second").path, flags: O_RDONLY)
+        #expect(next.fd != chunks.file.fd)
+        var read = Data()
+        for try await buffer in chunks { read.append(contentsOf: buffer.readableBytesView) }
+        #expect(read == first)
+    }
+
+    /// A body sequence over the file at `path`, whose only holder is the sequence once this returns.
+    static func sequence(of path: String) throws -> BodyChunks {
+        BodyChunks(file: try OwnedDescriptor(opening: path, flags: O_RDONLY), permits: AsyncPermits(1))
+    }
+
     /// `body` in buffers of `size` bytes, as the network would hand it over.
     static func chunks(_ body: Data, size: Int) -> AsyncThrowingStream<ByteBuffer, any Error> {
         AsyncThrowingStream { continuation in

@@ -76,10 +76,14 @@ package protocol FileBodyStore: Sendable {
 package struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
-    /// The threads of its disk work (opening, reading, writing, syncing and removing bodies): no request waits for
-    /// the disk on a thread of Swift concurrency's cooperative pool, and at most `blockingThreadLimit` such threads
-    /// run at once; a request beyond them waits, suspended, and leaves the queue when it is cancelled.
+    /// The threads of its disk writes (writing and syncing uploads, removing bodies): no request waits for the disk
+    /// on a thread of Swift concurrency's cooperative pool, and at most `blockingThreadLimit` such threads run at
+    /// once; a request beyond them waits, suspended, and leaves the queue when it is cancelled.
     let permits = AsyncPermits<Never>(blockingThreadLimit)
+    /// The threads of its downloads' reads (opening a body, reading it a MiB at a time), the same bound: a pool of
+    /// their own, so that a download's short read never waits behind the long `fsync` of an upload's commit or the
+    /// unlink of a large body.
+    let readPermits = AsyncPermits<Never>(blockingThreadLimit)
 
     /// The bytes of an upload handed to a thread at once: a few hundred microseconds of thread per MiB written.
     static let batchBytes = 1 << 20
@@ -161,7 +165,7 @@ package struct LocalFileBodyStore: FileBodyStore {
     package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
         let path = path(id)
         // One thread opens the body and reads its first MiB.
-        let (file, first) = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
+        let (file, first) = try await onOwnThread(named: "e3dbkit-download", permits: readPermits) {
             () throws -> (OwnedDescriptor, ByteBuffer) in
             let file: OwnedDescriptor
             do throws(FileIOError) { file = try OwnedDescriptor(opening: path, flags: O_RDONLY) } catch {
@@ -169,7 +173,7 @@ package struct LocalFileBodyStore: FileBodyStore {
             }
             return (file, try BodyChunks.read(file.fd))
         }
-        for try await buffer in BodyChunks(file: file, permits: permits, first: first) { try await write(buffer) }
+        for try await buffer in BodyChunks(file: file, permits: readPermits, first: first) { try await write(buffer) }
     }
 
     /// Nil: the client uses this server's capability URL.

@@ -148,6 +148,41 @@ struct FileBodyThreadTests {
         #expect(store.permits.snapshot == (blockingThreadLimit, 0))
     }
 
+    @Test("A download does not wait for the store's write permits (an upload's fsync, an unlink): a pool of its own")
+    func downloadsHaveTheirOwnPool() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        let body = Data("an encrypted body".utf8)
+        let id = RecordID.random()
+        try await store.store(
+            id: id, chunks: Self.chunks(body, size: body.count), expectedSize: Int64(body.count),
+            expectedMD5: Hashes.md5(body))
+        // Every write permit is taken, as by long commits.
+        for _ in 0..<blockingThreadLimit { try await store.permits.acquire() }
+        let ended = EndFlag()
+        let download = Task {
+            defer { ended.set() }
+            let read = Mutex(Data())
+            try await store.read(id: id) { buffer in read.withLock { $0.append(contentsOf: buffer.readableBytesView) } }
+            return read.withLock { $0 }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !ended.isSet && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let done = ended.isSet
+        for _ in 0..<blockingThreadLimit { store.permits.release() }
+        #expect(done, "the download ended while every write permit was held")
+        #expect(try await download.value == body)
+        #expect(store.readPermits.snapshot == (blockingThreadLimit, 0))
+    }
+
+    /// Set once, read from any task.
+    final class EndFlag: Sendable {
+        private let value = Atomic<Bool>(false)
+        func set() { value.store(true, ordering: .releasing) }
+        var isSet: Bool { value.load(ordering: .acquiring) }
+    }
+
     @Test("A body sequence owns its file: it reads the right bytes after its opener returned and numbers were reused")
     func bodyChunksOwnTheirFile() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")

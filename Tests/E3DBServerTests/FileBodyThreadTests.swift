@@ -143,9 +143,58 @@ struct FileBodyThreadTests {
                 expectedMD5: Hashes.md5(body))
         }
         #expect(throws: E3DBError.self) { try store.size(id: other) }
-        let left = try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path)
-        #expect(left.isEmpty)
+        // Nothing left: no temporary file named in tmp/, and none open (on Linux an upload's file has no name: only
+        // an open descriptor keeps it).
+        let tmp = directory.appendingPathComponent("tmp").path
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty)
+        #expect(try Self.openFiles(in: tmp) == 0)
         #expect(store.permits.snapshot == (blockingThreadLimit, 0))
+        #expect(store.readPermits.snapshot == (blockingThreadLimit, 0))
+    }
+
+    /// How many of this process's descriptors are files in `directory` (unnamed ones included: /proc shows them as
+    /// `directory/#inode (deleted)`), or 0 where there is no /proc. Checked against an upload's file of its own
+    /// first, so the count cannot be vacuous.
+    static func openFiles(in directory: String) throws -> Int {
+        guard FileManager.default.fileExists(atPath: "/proc/self/fd") else { return 0 }
+        func count() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count { name in
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name)
+                return target?.hasPrefix(directory + "/") == true
+            }
+        }
+        let probe = try AtomicFile(path: directory + "/../probe", temporaryDirectory: directory)
+        let seen = try count()
+        probe.abort()
+        #expect(seen >= 1, "an upload's open temporary file is counted")
+        return try count()
+    }
+
+    @Test("Bodies of 0 bytes, exactly 1 MiB and 2 MiB (batch and read boundaries) are stored and read back whole")
+    func boundaries() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        for size in [0, LocalFileBodyStore.batchBytes, 2 * LocalFileBodyStore.batchBytes] {
+            let body = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 5) })
+            let id = RecordID.random()
+            try await store.store(
+                id: id, chunks: Self.chunks(body, size: 65_536), expectedSize: Int64(body.count),
+                expectedMD5: Hashes.md5(body))
+            #expect(try store.size(id: id) == Int64(size))
+            var read = Data()
+            var pieces = 0
+            try await store.read(id: id) { buffer in
+                pieces += 1
+                #expect(buffer.readableBytes > 0 && buffer.readableBytes <= BodyChunks.chunkBytes)
+                read.append(contentsOf: buffer.readableBytesView)
+            }
+            #expect(read == body, "a body of \(size) bytes")
+            #expect(pieces == size / BodyChunks.chunkBytes, "a body of \(size) bytes")
+        }
+        #expect(try Self.openFiles(in: directory.appendingPathComponent("tmp").path) == 0)
+        #expect(store.permits.snapshot == (blockingThreadLimit, 0))
+        #expect(store.readPermits.snapshot == (blockingThreadLimit, 0))
     }
 
     @Test("A download does not wait for the store's write permits (an upload's fsync, an unlink): a pool of its own")

@@ -189,16 +189,16 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
         return try await mappingFailures(url: url) {
             let (prepared, tunnel) = try await prepare(request, url: url)
             var r = prepared
-            let handle = try await onOwnThread(named: "e3dbkit-upload", permits: FileChunks.permits) {
-                () throws(E3DBError) -> FileHandle in
-                guard let handle = FileHandle(forReadingAtPath: bodyPath) else {
+            // The body sequence owns the descriptor: AsyncHTTPClient may still read it after `execute` returned.
+            let file = try await onOwnThread(named: "e3dbkit-upload", permits: FileChunks.permits) {
+                () throws(E3DBError) -> OwnedDescriptor in
+                do throws(FileIOError) { return try OwnedDescriptor(opening: bodyPath, flags: O_RDONLY) } catch {
                     throw E3DBError(
-                        .fileIOFailed, "cannot open the upload's body \(bodyPath)", context: .init(item: bodyPath))
+                        .fileIOFailed, "cannot open the upload's body \(bodyPath)",
+                        context: .init(item: bodyPath))
                 }
-                return handle
             }
-            defer { try? handle.close() }
-            r.body = .stream(FileChunks(handle: handle), length: .known(size))
+            r.body = .stream(FileChunks(file: file), length: .known(size))
             let response = try await execute(r, through: tunnel, url: url, timeout: timeout)
             return try await Self.collect(response, upTo: 1 << 20)
         }
@@ -234,24 +234,26 @@ public struct AsyncHTTPClientTransport: E3DBTransport {
 /// sending the MiB takes.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
-    let handle: FileHandle
+    /// The body's file, closed when the last of this sequence, its iterators and their reads lets it go.
+    let file: OwnedDescriptor
 
     /// The threads reading upload bodies, for all transports of the process.
     static let permits = AsyncPermits<Never>(blockingThreadLimit)
     static let chunkBytes = 1 << 20
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        let handle: FileHandle
+        let file: OwnedDescriptor
         /// Whether a read came short: the file has ended.
         private var atEnd = false
 
-        init(handle: FileHandle) { self.handle = handle }
+        init(file: OwnedDescriptor) { self.file = file }
 
         mutating func next() async throws -> ByteBuffer? {
             guard !atEnd else { return nil }
-            let fd = handle.fileDescriptor
+            // The thread holds the file itself: it stays open until the read is done, whoever returned meanwhile.
+            let file = self.file
             let buffer = try await onOwnThread(named: "e3dbkit-upload", permits: FileChunks.permits) {
-                () throws(E3DBError) -> ByteBuffer in try FileChunks.read(fd)
+                () throws(E3DBError) -> ByteBuffer in try FileChunks.read(file.fd)
             }
             // `readFully` comes short only at the end of the file: no thread is started to read nothing.
             atEnd = buffer.readableBytes < FileChunks.chunkBytes
@@ -278,5 +280,5 @@ struct FileChunks: AsyncSequence, Sendable {
         return buffer
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: handle) }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(file: file) }
 }

@@ -154,6 +154,30 @@ package enum FileIO {
     }
 }
 
+/// An open file descriptor and its one owner: whoever holds a reference may use `fd`, and it is closed when the last
+/// reference goes (`deinit`), never before. A read that outlives the scope that opened the file (an HTTP client
+/// reading a request body in a task of its own, after the response was returned) keeps this alive, so the number it
+/// reads is never closed under it and reused for another file or socket. Hold it, not the bare `fd`, in every
+/// sequence, iterator and thread closure that reads.
+package final class OwnedDescriptor: Sendable {
+    /// The descriptor: valid while this object lives.
+    package let fd: Int32
+
+    /// Takes ownership of `fd` (an open descriptor no one else closes).
+    package init(_ fd: Int32) { self.fd = fd }
+
+    /// Opens `path` with `flags` (`O_CLOEXEC` added), retried on `EINTR`.
+    /// - Throws: `FileIOError` (`open`, the path, `errno`).
+    package convenience init(opening path: String, flags: Int32) throws(FileIOError) {
+        // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
+        let fd = FileIO.retryingInterrupted { unsafe open(path, flags | O_CLOEXEC) }
+        guard fd >= 0 else { throw FileIOError("open", path: path, errno: errno) }
+        self.init(fd)
+    }
+
+    deinit { _ = close(fd) }
+}
+
 // `read(2)` and `write(2)` under other names (inside `FileIO`, `read` and `write` are members).
 private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
     unsafe read(fd, buffer, count)

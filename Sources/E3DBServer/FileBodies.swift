@@ -76,10 +76,14 @@ package protocol FileBodyStore: Sendable {
 package struct LocalFileBodyStore: FileBodyStore {
     let directory: URL
     let temporary: URL
-    /// The threads of its disk work (opening, reading, writing, syncing and removing bodies): no request waits for
-    /// the disk on a thread of Swift concurrency's cooperative pool, and at most `blockingThreadLimit` such threads
-    /// run at once; a request beyond them waits, suspended, and leaves the queue when it is cancelled.
+    /// The threads of its disk writes (writing and syncing uploads, removing bodies): no request waits for the disk
+    /// on a thread of Swift concurrency's cooperative pool, and at most `blockingThreadLimit` such threads run at
+    /// once; a request beyond them waits, suspended, and leaves the queue when it is cancelled.
     let permits = AsyncPermits<Never>(blockingThreadLimit)
+    /// The threads of its downloads' reads (opening a body, reading it a MiB at a time), the same bound: a pool of
+    /// their own, so that a download's short read never waits behind the long `fsync` of an upload's commit or the
+    /// unlink of a large body.
+    let readPermits = AsyncPermits<Never>(blockingThreadLimit)
 
     /// The bytes of an upload handed to a thread at once: a few hundred microseconds of thread per MiB written.
     static let batchBytes = 1 << 20
@@ -161,19 +165,15 @@ package struct LocalFileBodyStore: FileBodyStore {
     package func read(id: RecordID, into write: (ByteBuffer) async throws -> Void) async throws {
         let path = path(id)
         // One thread opens the body and reads its first MiB.
-        let (fd, first) = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
-            () throws -> (Int32, ByteBuffer) in
-            // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
-            let fd = FileIO.retryingInterrupted { unsafe open(path, O_RDONLY | O_CLOEXEC) }
-            guard fd >= 0 else { throw E3DBError(.fileBodyNotFound, "no file body is stored under the id") }
-            do { return (fd, try BodyChunks.read(fd)) } catch {
-                close(fd)
-                throw error
+        let (file, first) = try await onOwnThread(named: "e3dbkit-download", permits: readPermits) {
+            () throws -> (OwnedDescriptor, ByteBuffer) in
+            let file: OwnedDescriptor
+            do throws(FileIOError) { file = try OwnedDescriptor(opening: path, flags: O_RDONLY) } catch {
+                throw E3DBError(.fileBodyNotFound, "no file body is stored under the id")
             }
+            return (file, try BodyChunks.read(file.fd))
         }
-        // The descriptor is closed after the last chunk is read.
-        defer { close(fd) }
-        for try await buffer in BodyChunks(fd: fd, permits: permits, first: first) { try await write(buffer) }
+        for try await buffer in BodyChunks(file: file, permits: readPermits, first: first) { try await write(buffer) }
     }
 
     /// Nil: the client uses this server's capability URL.
@@ -297,11 +297,12 @@ struct Writeback {
 
 /// The bytes of an open file from its current offset to its end, in chunks of at most 256 KiB read straight into
 /// the buffers handed on (no `Data` in between), 1 MiB at a time on a thread of `permits` (so that no cooperative
-/// thread waits for the disk, and the thread's few hundred microseconds are paid once a MiB). The descriptor stays
-/// the caller's: open until the iteration ends.
+/// thread waits for the disk, and the thread's few hundred microseconds are paid once a MiB). The sequence owns the
+/// file: it stays open while the sequence, an iterator or a read holds it (an HTTP client may read a request body
+/// after the request returned), and no caller closes it.
 struct BodyChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
-    let fd: Int32
+    let file: OwnedDescriptor
     let permits: AsyncPermits<Never>
     /// What the caller read already (`read(_:)`), if anything.
     var first: ByteBuffer? = nil
@@ -310,15 +311,15 @@ struct BodyChunks: AsyncSequence, Sendable {
     static let readBytes = 1 << 20
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        let fd: Int32
+        let file: OwnedDescriptor
         let permits: AsyncPermits<Never>
         /// Read and not yet handed on.
         private var pending: ByteBuffer
         /// Whether a read came short: the file ends after `pending`.
         private var atEnd: Bool
 
-        init(fd: Int32, permits: AsyncPermits<Never>, first: ByteBuffer?) {
-            self.fd = fd
+        init(file: OwnedDescriptor, permits: AsyncPermits<Never>, first: ByteBuffer?) {
+            self.file = file
             self.permits = permits
             pending = first ?? ByteBuffer()
             atEnd = first.map { $0.readableBytes < BodyChunks.readBytes } ?? false
@@ -327,9 +328,10 @@ struct BodyChunks: AsyncSequence, Sendable {
         mutating func next() async throws -> ByteBuffer? {
             if pending.readableBytes == 0 {
                 guard !atEnd else { return nil }
-                let fd = self.fd
+                // The thread holds the file itself: it stays open until the read is done.
+                let file = self.file
                 pending = try await onOwnThread(named: "e3dbkit-download", permits: permits) {
-                    () throws(E3DBError) -> ByteBuffer in try BodyChunks.read(fd)
+                    () throws(E3DBError) -> ByteBuffer in try BodyChunks.read(file.fd)
                 }
                 // `readFully` comes short only at the end of the file: no thread is started to read nothing.
                 atEnd = pending.readableBytes < BodyChunks.readBytes
@@ -357,5 +359,5 @@ struct BodyChunks: AsyncSequence, Sendable {
         return buffer
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd, permits: permits, first: first) }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(file: file, permits: permits, first: first) }
 }

@@ -28,6 +28,52 @@ struct FilePlumbingTests {
         try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
     }
 
+    /// The device and inode `fd` refers to now; nil when it is not open.
+    static func identity(_ fd: Int32) -> (dev_t, ino_t)? {
+        var st = stat()
+        // Safety: `fstat` writes into the local `st`, for the call only.
+        guard unsafe fstat(fd, &st) == 0 else { return nil }
+        return (st.st_dev, st.st_ino)
+    }
+
+    /// Opens `path` and returns its descriptor's number and a task that reads it a moment later: the task is its
+    /// only holder once this returns.
+    static func reader(of path: String) throws -> (Int32, Task<Data, any Error>) {
+        let file = try OwnedDescriptor(opening: path, flags: O_RDONLY)
+        let reader = Task { [file] () -> Data in
+            try await Task.sleep(for: .milliseconds(50))
+            var bytes = [UInt8](repeating: 0, count: 16)
+            let n = try unsafe bytes.withUnsafeMutableBytes { try unsafe FileIO.read(file.fd, into: $0, at: 0) }
+            return Data(bytes[..<n])
+        }
+        return (file.fd, reader)
+    }
+
+    @Test("an OwnedDescriptor keeps its file open while any holder has it, and closes it when the last one goes")
+    func ownedDescriptorLivesWithItsHolders() async throws {
+        let (dir, target) = try Self.directory(holding: "body")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A reader elsewhere (as an HTTP client's body task) holds it after its opener returned.
+        let fd: Int32
+        let file: (dev_t, ino_t)
+        do {
+            let (number, reader) = try Self.reader(of: target.path)
+            fd = number
+            file = try #require(Self.identity(fd), "still open while the reader holds it")
+            #expect(try await reader.value == Data("old".utf8))
+        }
+        // Closed once its last holder (the finished task) is gone: the number is then closed, or names another file
+        // (another suite's open).
+        let deadline = ContinuousClock.now + .seconds(5)
+        while Self.identity(fd).map({ $0 == file }) == true && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(Self.identity(fd).map { $0 == file } != true)
+        #expect(throws: FileIOError.self) {
+            try OwnedDescriptor(opening: dir.appendingPathComponent("none").path, flags: O_RDONLY)
+        }
+    }
+
     @Test("a committed file replaces the old one whole, with exactly the mode asked for, and leaves no temporary")
     func commitReplaces() throws {
         let (dir, target) = try Self.directory(holding: "out")

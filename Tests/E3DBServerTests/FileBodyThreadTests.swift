@@ -143,9 +143,117 @@ struct FileBodyThreadTests {
                 expectedMD5: Hashes.md5(body))
         }
         #expect(throws: E3DBError.self) { try store.size(id: other) }
-        let left = try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path)
-        #expect(left.isEmpty)
+        // Nothing left: no temporary file named in tmp/, and none open (on Linux an upload's file has no name: only
+        // an open descriptor keeps it).
+        let tmp = directory.appendingPathComponent("tmp").path
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty)
+        #expect(try Self.openFiles(in: tmp) == 0)
         #expect(store.permits.snapshot == (blockingThreadLimit, 0))
+        #expect(store.readPermits.snapshot == (blockingThreadLimit, 0))
+    }
+
+    /// How many of this process's descriptors are files in `directory` (unnamed ones included: /proc shows them as
+    /// `directory/#inode (deleted)`), or 0 where there is no /proc. Checked against an upload's file of its own
+    /// first, so the count cannot be vacuous.
+    static func openFiles(in directory: String) throws -> Int {
+        guard FileManager.default.fileExists(atPath: "/proc/self/fd") else { return 0 }
+        func count() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count { name in
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name)
+                return target?.hasPrefix(directory + "/") == true
+            }
+        }
+        let probe = try AtomicFile(path: directory + "/../probe", temporaryDirectory: directory)
+        let seen = try count()
+        probe.abort()
+        #expect(seen >= 1, "an upload's open temporary file is counted")
+        return try count()
+    }
+
+    @Test("Bodies of 0 bytes, exactly 1 MiB and 2 MiB (batch and read boundaries) are stored and read back whole")
+    func boundaries() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        for size in [0, LocalFileBodyStore.batchBytes, 2 * LocalFileBodyStore.batchBytes] {
+            let body = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 5) })
+            let id = RecordID.random()
+            try await store.store(
+                id: id, chunks: Self.chunks(body, size: 65_536), expectedSize: Int64(body.count),
+                expectedMD5: Hashes.md5(body))
+            #expect(try store.size(id: id) == Int64(size))
+            var read = Data()
+            var pieces = 0
+            try await store.read(id: id) { buffer in
+                pieces += 1
+                #expect(buffer.readableBytes > 0 && buffer.readableBytes <= BodyChunks.chunkBytes)
+                read.append(contentsOf: buffer.readableBytesView)
+            }
+            #expect(read == body, "a body of \(size) bytes")
+            #expect(pieces == size / BodyChunks.chunkBytes, "a body of \(size) bytes")
+        }
+        #expect(try Self.openFiles(in: directory.appendingPathComponent("tmp").path) == 0)
+        #expect(store.permits.snapshot == (blockingThreadLimit, 0))
+        #expect(store.readPermits.snapshot == (blockingThreadLimit, 0))
+    }
+
+    @Test("A download does not wait for the store's write permits (an upload's fsync, an unlink): a pool of its own")
+    func downloadsHaveTheirOwnPool() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LocalFileBodyStore(directory: directory)
+        let body = Data("an encrypted body".utf8)
+        let id = RecordID.random()
+        try await store.store(
+            id: id, chunks: Self.chunks(body, size: body.count), expectedSize: Int64(body.count),
+            expectedMD5: Hashes.md5(body))
+        // Every write permit is taken, as by long commits.
+        for _ in 0..<blockingThreadLimit { try await store.permits.acquire() }
+        let ended = EndFlag()
+        let download = Task {
+            defer { ended.set() }
+            let read = Mutex(Data())
+            try await store.read(id: id) { buffer in read.withLock { $0.append(contentsOf: buffer.readableBytesView) } }
+            return read.withLock { $0 }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !ended.isSet && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let done = ended.isSet
+        for _ in 0..<blockingThreadLimit { store.permits.release() }
+        #expect(done, "the download ended while every write permit was held")
+        #expect(try await download.value == body)
+        #expect(store.readPermits.snapshot == (blockingThreadLimit, 0))
+    }
+
+    /// Set once, read from any task.
+    final class EndFlag: Sendable {
+        private let value = Atomic<Bool>(false)
+        func set() { value.store(true, ordering: .releasing) }
+        var isSet: Bool { value.load(ordering: .acquiring) }
+    }
+
+    @Test("A body sequence owns its file: it reads the right bytes after its opener returned and numbers were reused")
+    func bodyChunksOwnTheirFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("e3dbkit-pool-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = Data(repeating: 1, count: 3 * BodyChunks.readBytes / 2)
+        let second = Data(repeating: 2, count: 3 * BodyChunks.readBytes / 2)
+        try first.write(to: directory.appendingPathComponent("first"))
+        try second.write(to: directory.appendingPathComponent("second"))
+        // The opener returns the sequence (as the migration hands it to an HTTP client and moves on), then the next
+        // body is opened: had the opener closed its descriptor, the next open would take the same number.
+        let chunks = try Self.sequence(of: directory.appendingPathComponent("first").path)
+        let next = try OwnedDescriptor(opening: directory.appendingPathComponent("second").path, flags: O_RDONLY)
+        #expect(next.fd != chunks.file.fd)
+        var read = Data()
+        for try await buffer in chunks { read.append(contentsOf: buffer.readableBytesView) }
+        #expect(read == first)
+    }
+
+    /// A body sequence over the file at `path`, whose only holder is the sequence once this returns.
+    static func sequence(of path: String) throws -> BodyChunks {
+        BodyChunks(file: try OwnedDescriptor(opening: path, flags: O_RDONLY), permits: AsyncPermits(1))
     }
 
     /// `body` in buffers of `size` bytes, as the network would hand it over.

@@ -170,22 +170,23 @@ private struct FileBodyMover {
             report(.problem("\(shown) is not named as a body (a lowercase record id): left in place"))
             return .notBody
         }
-        // No link is followed; O_NONBLOCK: a FIFO in its place does not block the open.
-        // Safety: the path is lent as a NUL-terminated copy for the call only; `fstat` below writes into the local
-        // `st`; the descriptor is closed by the `defer`.
-        let fd = unsafe open(path(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ELOOP {
+        // No link is followed; O_NONBLOCK: a FIFO in its place does not block the open. The descriptor is owned by
+        // `file` and by the body sequence made of it below: closed when the last of them goes (the HTTP client may
+        // still read the body after the PUT returned), so the next body's open never gets a number still read.
+        let file: OwnedDescriptor
+        do throws(FileIOError) {
+            file = try OwnedDescriptor(opening: path(name), flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            if error.errno == ELOOP {
                 report(.problem("\(shown) is a symbolic link: not followed, left in place"))
                 return .notBody
             }
-            report(.problem("\(shown) cannot be opened (errno \(code)): left in place"))
+            report(.problem("\(shown) cannot be opened (errno \(error.errno)): left in place"))
             return .failed(damaged: false)
         }
-        defer { close(fd) }
         var st = stat()
-        guard unsafe fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+        // Safety: `fstat` writes into the local `st`, for the call only.
+        guard unsafe fstat(file.fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
             report(.problem("\(shown) is not a regular file: left in place"))
             return .notBody
         }
@@ -214,7 +215,7 @@ private struct FileBodyMover {
         case .missing, .mismatch:
             do {
                 // One body at a time: its reads take one thread at a time.
-                let chunks = BodyChunks(fd: fd, permits: AsyncPermits(1))
+                let chunks = BodyChunks(file: file, permits: AsyncPermits(1))
                 try await bucket.put(id: id, chunks: chunks, size: declared.size, md5: declared.md5)
             } catch let error as E3DBError where error.code == .fileBodyChecksumMismatch {
                 report(.problem("\(shown) is not its declared body (its MD5 differs): left in place"))

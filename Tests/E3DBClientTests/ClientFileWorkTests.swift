@@ -11,6 +11,8 @@ import Testing
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// Feeds the FIFOs that `writeFile` calls read as their plaintext, from a thread of its own: the structural test of
@@ -77,7 +79,7 @@ private final class FIFOFeeder: Sendable {
     func letWrite() { proceed.signal() }
 
     /// Opens the FIFO at `path` for writing without blocking: -1 (ENXIO) until a reader has it open.
-    static func openWriter(_ path: String) -> Int32 { unsafe Glibc.open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) }
+    static func openWriter(_ path: String) -> Int32 { unsafe open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) }
 
     struct Timeout: Error {}
 }

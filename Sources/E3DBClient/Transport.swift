@@ -103,7 +103,7 @@ extension E3DBTransport {
     public func download(_ request: HTTPRequest, to destinationPath: String, timeout: Duration) async throws
         -> (Data, HTTPResponse)
     {
-        let fd = try await FileWork.run("download") { _ throws -> Int32 in
+        let fd = try await FileWork.run("download", kind: .io) { _ throws -> Int32 in
             let fd = FileIO.retryingInterrupted {
                 unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             }
@@ -118,7 +118,7 @@ extension E3DBTransport {
         defer { close(fd) }
         /// Writes `batch` (and, at the end, syncs the file) on a thread of file work.
         func write(_ batch: Data, sync: Bool) async throws {
-            try await FileWork.run("download") { _ throws in
+            try await FileWork.run("download", kind: .io) { _ throws in
                 do throws(FileIOError) {
                     if !batch.isEmpty { try FileIO.writeAll(fd, batch.bytes, path: destinationPath) }
                     if sync { try FileIO.sync(fd, path: destinationPath) }

@@ -93,25 +93,39 @@ public protocol E3DBTransport: Sendable {
 }
 
 extension E3DBTransport {
-    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
-    /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
-    /// ``download(_:timeout:receive:)``. The body is gathered in memory into batches of 4 MiB, each written on a
-    /// thread of its own (as the file's creation and the final write and `fsync`), never on the caller's thread of
-    /// Swift concurrency's cooperative pool; the download waits while a batch is written. A failure to create, write
-    /// or sync the file is `E3DBError` `.fileIOFailed`; cancellation while a batch waits for its thread is
-    /// `.requestCancelled`.
+    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, or truncated,
+    /// and mode 0600 either way; a symbolic link there is refused, never written through); any other status comes
+    /// back with its body collected up to 1 MiB and the file left empty. Built on ``download(_:timeout:receive:)``.
+    /// The body is gathered in memory into batches of 4 MiB, each written on a thread of its own (as the file's
+    /// creation and the final write and `fsync`: `FileWork`'s I/O steps), never on the caller's thread of Swift
+    /// concurrency's cooperative pool; the download waits while a batch is written. A symbolic link at the path, or a
+    /// failure to create, write or sync the file, is `E3DBError` `.fileIOFailed`; cancellation while a batch waits
+    /// for its thread is `.requestCancelled`.
     public func download(_ request: HTTPRequest, to destinationPath: String, timeout: Duration) async throws
         -> (Data, HTTPResponse)
     {
         let fd = try await FileWork.run("download", kind: .io) { _ throws -> Int32 in
             let fd = FileIO.retryingInterrupted {
-                unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
             guard fd >= 0 else {
+                let code = errno
                 throw E3DBError(
-                    .fileIOFailed, "cannot create the download's file \(destinationPath)",
+                    .fileIOFailed,
+                    code == ELOOP
+                        ? "the download's file \(destinationPath) is a symbolic link; it is not written through"
+                        : "cannot create the download's file \(destinationPath)",
                     context: .init(item: destinationPath),
-                    cause: FileIOError("open", path: destinationPath, errno: errno))
+                    cause: FileIOError("open", path: destinationPath, errno: code))
+            }
+            // An existing file keeps its mode through `open`: the download's is 0600 whatever it was.
+            guard fchmod(fd, 0o600) == 0 else {
+                let code = errno
+                close(fd)
+                throw E3DBError(
+                    .fileIOFailed, "cannot make the download's file \(destinationPath) private (mode 0600)",
+                    context: .init(item: destinationPath),
+                    cause: FileIOError("fchmod", path: destinationPath, errno: code))
             }
             return fd
         }

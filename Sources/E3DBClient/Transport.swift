@@ -143,13 +143,20 @@ extension E3DBTransport {
                 }
             }
         }
-        var batch = Data()
+        /// An empty batch with room for a whole one (and the piece that fills it), so that it never grows by doubling.
+        func emptyBatch() -> Data {
+            var batch = Data()
+            batch.reserveCapacity(downloadBatchSize + downloadBatchSlack)
+            return batch
+        }
+        var batch = emptyBatch()
         let response = try await download(request, timeout: timeout) { piece in
             batch.append(piece)
             if batch.count >= downloadBatchSize {
                 let full = batch
                 batch = Data()
                 try await write(full, sync: false)
+                batch = emptyBatch()  // once the full one is written: one batch in memory at a time
             }
         }
         try await write(batch, sync: true)
@@ -163,6 +170,10 @@ extension E3DBTransport {
 /// The bytes of a download that `download(_:to:timeout:)` gathers before it writes them to the file (one thread of
 /// file work per batch: its start, 55 to 330 µs, is small beside writing 4 MiB).
 let downloadBatchSize = 4 << 20
+
+/// The room a download's batch keeps beyond `downloadBatchSize` for the piece that fills it (transports hand pieces
+/// of at most 1 MiB; a larger one makes the batch grow once).
+let downloadBatchSlack = 1 << 20
 
 /// The host of `url` as a transport's messages name it ("the server" when it has none): never the rest of the URL,
 /// whose path or query may hold a secret (a presigned signature).

@@ -64,16 +64,29 @@ extension E3DBClient {
         type: String, path: String, plain: RecordData = RecordData(),
         progress: (@Sendable (FileProgress) -> Void)? = nil
     ) async throws -> ClientRecord {
-        let ak = try await ownAccessKey(type: type)
-        // The ciphertext's private directory is made and filled on a thread of file work (`FileWork`), never on the
-        // caller's cooperative thread; removing it when the call ends (an unlink and an rmdir, no data written)
-        // stays here. Cancelled before that work starts, nothing is created; during it, the file cipher stops at
-        // its next chunk.
+        // The ciphertext's private directory is made and filled on a thread of whole-file work (`FileWork`), and
+        // removed when the call ends (however it ends) as an I/O step, never on the caller's cooperative thread.
+        // Cancelled before the encryption starts, nothing is created; during it, the file cipher stops at its next
+        // chunk.
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
             "e3dbkit-\(UUID().lowercasedString)")
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        do {
+            let record = try await writeFile(type: type, path: path, plain: plain, progress: progress, scratch: scratch)
+            await FileWork.removeQuietly(scratch)
+            return record
+        } catch {
+            await FileWork.removeQuietly(scratch)
+            throw error
+        }
+    }
+
+    /// `writeFile(type:path:plain:progress:)` with its private directory at `scratch`, which the caller removes.
+    private func writeFile(
+        type: String, path: String, plain: RecordData, progress: (@Sendable (FileProgress) -> Void)?, scratch: URL
+    ) async throws -> ClientRecord {
+        let ak = try await ownAccessKey(type: type)
         let encrypted = scratch.appendingPathComponent("body.e3db").path
-        let result = try await FileWork.run("file encryption") { cancellation in
+        let result = try await FileWork.run("file encryption", kind: .wholeFile) { cancellation in
             try Self.createPrivateDirectory(scratch)
             return try Self.encryptToScratch(
                 path, encrypted, accessKey: ak,

@@ -93,32 +93,46 @@ public protocol E3DBTransport: Sendable {
 }
 
 extension E3DBTransport {
-    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, mode 0600);
-    /// any other status comes back with its body collected up to 1 MiB and the file left empty. Built on
-    /// ``download(_:timeout:receive:)``. The body is gathered in memory into batches of 4 MiB, each written on a
-    /// thread of its own (as the file's creation and the final write and `fsync`), never on the caller's thread of
-    /// Swift concurrency's cooperative pool; the download waits while a batch is written. A failure to create, write
-    /// or sync the file is `E3DBError` `.fileIOFailed`; cancellation while a batch waits for its thread is
-    /// `.requestCancelled`.
+    /// Sends `request` and streams a 2xx response's body into the file at `destinationPath` (created, or truncated,
+    /// and mode 0600 either way; a symbolic link there is refused, never written through); any other status comes
+    /// back with its body collected up to 1 MiB and the file left empty. Built on ``download(_:timeout:receive:)``.
+    /// The body is gathered in memory into batches of 4 MiB, each written on a thread of its own (as the file's
+    /// creation and the final write and `fsync`: `FileWork`'s I/O steps), never on the caller's thread of Swift
+    /// concurrency's cooperative pool; the download waits while a batch is written. A symbolic link at the path, or a
+    /// failure to create, write or sync the file, is `E3DBError` `.fileIOFailed`; cancellation while a batch waits
+    /// for its thread is `.requestCancelled`.
     public func download(_ request: HTTPRequest, to destinationPath: String, timeout: Duration) async throws
         -> (Data, HTTPResponse)
     {
-        let fd = try await FileWork.run("download") { _ throws -> Int32 in
+        let fd = try await FileWork.run("download", kind: .io) { _ throws -> Int32 in
             let fd = FileIO.retryingInterrupted {
-                unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
             guard fd >= 0 else {
+                let code = errno
                 throw E3DBError(
-                    .fileIOFailed, "cannot create the download's file \(destinationPath)",
+                    .fileIOFailed,
+                    code == ELOOP
+                        ? "the download's file \(destinationPath) is a symbolic link; it is not written through"
+                        : "cannot create the download's file \(destinationPath)",
                     context: .init(item: destinationPath),
-                    cause: FileIOError("open", path: destinationPath, errno: errno))
+                    cause: FileIOError("open", path: destinationPath, errno: code))
+            }
+            // An existing file keeps its mode through `open`: the download's is 0600 whatever it was.
+            guard fchmod(fd, 0o600) == 0 else {
+                let code = errno
+                close(fd)
+                throw E3DBError(
+                    .fileIOFailed, "cannot make the download's file \(destinationPath) private (mode 0600)",
+                    context: .init(item: destinationPath),
+                    cause: FileIOError("fchmod", path: destinationPath, errno: code))
             }
             return fd
         }
         defer { close(fd) }
         /// Writes `batch` (and, at the end, syncs the file) on a thread of file work.
         func write(_ batch: Data, sync: Bool) async throws {
-            try await FileWork.run("download") { _ throws in
+            try await FileWork.run("download", kind: .io) { _ throws in
                 do throws(FileIOError) {
                     if !batch.isEmpty { try FileIO.writeAll(fd, batch.bytes, path: destinationPath) }
                     if sync { try FileIO.sync(fd, path: destinationPath) }
@@ -129,13 +143,20 @@ extension E3DBTransport {
                 }
             }
         }
-        var batch = Data()
+        /// An empty batch with room for a whole one (and the piece that fills it), so that it never grows by doubling.
+        func emptyBatch() -> Data {
+            var batch = Data()
+            batch.reserveCapacity(downloadBatchSize + downloadBatchSlack)
+            return batch
+        }
+        var batch = emptyBatch()
         let response = try await download(request, timeout: timeout) { piece in
             batch.append(piece)
             if batch.count >= downloadBatchSize {
                 let full = batch
                 batch = Data()
                 try await write(full, sync: false)
+                batch = emptyBatch()  // once the full one is written: one batch in memory at a time
             }
         }
         try await write(batch, sync: true)
@@ -149,6 +170,10 @@ extension E3DBTransport {
 /// The bytes of a download that `download(_:to:timeout:)` gathers before it writes them to the file (one thread of
 /// file work per batch: its start, 55 to 330 µs, is small beside writing 4 MiB).
 let downloadBatchSize = 4 << 20
+
+/// The room a download's batch keeps beyond `downloadBatchSize` for the piece that fills it (transports hand pieces
+/// of at most 1 MiB; a larger one makes the batch grow once).
+let downloadBatchSlack = 1 << 20
 
 /// The host of `url` as a transport's messages name it ("the server" when it has none): never the rest of the URL,
 /// whose path or query may hold a secret (a presigned signature).

@@ -182,7 +182,7 @@ final class Exchange: Sendable {
     }
 
     /// The next piece of the body, or nil at its end; throws what ended the task. A piece from the spill file (up to
-    /// `spillBatch` bytes) is read on a thread of file work (`FileWork`), never on the caller's cooperative thread.
+    /// `spillBatch` bytes) is read on a thread of file work (`FileWork`'s I/O steps), never on the caller's cooperative thread.
     func next() async throws -> Data? {
         enum Step {
             case taken(Result<Data?, any Error>)
@@ -211,7 +211,7 @@ final class Exchange: Sendable {
             case .readSpill(let reader, let count):
                 // Only this consumer reads the spill file, through its own descriptor: the delegate may append
                 // meanwhile, and the bytes read were written before.
-                let piece = try await FileWork.run("download") { _ throws -> Data in
+                let piece = try await FileWork.run("download", kind: .io) { _ throws -> Data in
                     let piece = try reader.read(upToCount: count) ?? Data()
                     guard !piece.isEmpty else {
                         throw E3DBError(.fileIOFailed, "the download's spill file ended early")

@@ -89,7 +89,7 @@ struct ClientFileTests {
     }
 
     @Test(
-        "download(to:) writes a body of several batches into the file, byte for byte, and only a 2xx body",
+        "download(to:) writes a body of several batches into the file (0600, no symlink followed), only a 2xx body",
         arguments: ClientTransport.allCases)
     func downloadToFile(transport: ClientTransport) async throws {
         let raw = try await RawHTTPServer()
@@ -112,6 +112,31 @@ struct ClientFileTests {
             try HTTPRequest(method: .get, checkedURL: raw.url + "/redirect"), to: out, timeout: .seconds(10))
         #expect(redirect.status.code == 302)
         #expect(try Data(contentsOf: URL(fileURLWithPath: out)).isEmpty)
+
+        // A file already there with mode 0644 is replaced and ends 0600 (`open` keeps an existing file's mode).
+        let existing = scratch.path("existing")
+        #expect(FileManager.default.createFile(atPath: existing, contents: Data("old".utf8)))
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: existing)
+        _ = try await through.download(
+            try HTTPRequest(method: .get, checkedURL: raw.url + "/big/1000"), to: existing, timeout: .seconds(10))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: existing)).count == 1000)
+        let replacedMode = try FileManager.default.attributesOfItem(atPath: existing)[.posixPermissions] as? Int
+        #expect(replacedMode == 0o600)
+
+        // A symbolic link at the path is refused, naming the path; its target is not written through.
+        let target = scratch.path("target")
+        #expect(FileManager.default.createFile(atPath: target, contents: Data("target".utf8)))
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: target)
+        let link = scratch.path("link")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let refused = await #expect(throws: E3DBError(.fileIOFailed)) {
+            _ = try await through.download(
+                try HTTPRequest(method: .get, checkedURL: raw.url + "/big/1000"), to: link, timeout: .seconds(10))
+        }
+        #expect(refused?.message.contains(link) == true && refused?.message.contains("symbolic link") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("target".utf8))
+        let targetMode = try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int
+        #expect(targetMode == 0o644)
     }
 
     /// The body of a file record as the server stores it.

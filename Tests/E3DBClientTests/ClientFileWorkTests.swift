@@ -1,16 +1,20 @@
 import Dispatch
 import E3DBAPI
+import E3DBAsyncHTTPClient
 import E3DBClient
 import E3DBFiles
 import E3DBPrimitives
 import E3DBServerTestSupport
 import E3DBTestSupport
 import Foundation
+import HTTPTypes
 import Synchronization
 import Testing
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// Feeds the FIFOs that `writeFile` calls read as their plaintext, from a thread of its own: the structural test of
@@ -77,9 +81,24 @@ private final class FIFOFeeder: Sendable {
     func letWrite() { proceed.signal() }
 
     /// Opens the FIFO at `path` for writing without blocking: -1 (ENXIO) until a reader has it open.
-    static func openWriter(_ path: String) -> Int32 { unsafe Glibc.open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) }
+    static func openWriter(_ path: String) -> Int32 { unsafe open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) }
 
     struct Timeout: Error {}
+}
+
+/// Runs `body` while the caller holds every permit of `pools` (`FileWork.limit` each), given back however it ends.
+private func holdingEveryPermit<T>(
+    of pools: [AsyncPermits<Never>], _ body: () async throws -> T
+) async throws -> T {
+    var held: [AsyncPermits<Never>] = []
+    defer { for pool in held { pool.release() } }
+    for pool in pools {
+        for _ in 0..<FileWork.limit {
+            try await pool.acquire()
+            held.append(pool)
+        }
+    }
+    return try await body()
 }
 
 /// How many times a body ran.
@@ -119,9 +138,26 @@ struct ClientFileWorkTests {
         try await offCooperativePool { try feeder.waitUntilDecided() }
         let answer = await Task.detached { 42 }.value
         #expect(answer == 42)
+        // Every whole-file permit is held by an encryption waiting for its FIFO: a download into a file (its
+        // creation, write and `fsync`, I/O steps) still completes. With one pool for both it waited for them.
+        let stalledOut = scratch.path("while-encrypting")
+        let downloaded = RunCount()
+        let download = Task {
+            defer { downloaded.count.add(1, ordering: .relaxed) }
+            return try await AsyncHTTPClientTransport().download(
+                try HTTPRequest(method: .get, checkedURL: server.url + "/v1/none"), to: stalledOut,
+                timeout: .seconds(60))
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while downloaded.count.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let downloadedWhileEncrypting = downloaded.count.load(ordering: .relaxed) == 1
         feeder.letWrite()
         #expect(try await feeding.value, "not every writeFile call was inside its encryption at once")
         let written = try await writes.value
+        _ = try await download.value
+        #expect(downloadedWhileEncrypting, "download(to:) waited for the encryptions' permits")
         #expect(written.count == count && written.allSatisfy { $0.meta.fileMeta?.size ?? 0 > 100_000 })
 
         let id = try #require(written.first?.id)
@@ -153,21 +189,31 @@ struct ClientFileWorkTests {
         let ran = RunCount()
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await FileWork.run("test work") { _ in ran.count.add(1, ordering: .relaxed) }
+            return try await FileWork.run("test work", kind: .io) { _ in ran.count.add(1, ordering: .relaxed) }
         }
         await #expect(throws: E3DBError(.requestCancelled)) { try await early.value }
         #expect(ran.count.load(ordering: .relaxed) == 0)
 
-        // Every permit taken: a caller waits, suspended, and its cancellation ends it at once.
-        for _ in 0..<FileWork.limit { try await FileWork.permits.acquire() }
-        let queued = Task { try await FileWork.run("test work") { _ in ran.count.add(1, ordering: .relaxed) } }
+        // Every permit of a pool of the test's own taken: a caller waits, suspended, and its cancellation ends it
+        // at once.
+        let pool = AsyncPermits<Never>(2)
+        try await pool.acquire()
+        try await pool.acquire()
+        defer {
+            pool.release()
+            pool.release()
+        }
+        let queued = Task {
+            try await FileWork.run("test work", permits: pool) { _ in ran.count.add(1, ordering: .relaxed) }
+        }
         let deadline = ContinuousClock.now + .seconds(10)
-        while FileWork.permits.snapshot.waiting < 1 && ContinuousClock.now < deadline {
+        while pool.snapshot.waiting < 1 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(2))
         }
+        #expect(pool.snapshot.waiting == 1)
         queued.cancel()
         await #expect(throws: E3DBError(.requestCancelled)) { try await queued.value }
-        for _ in 0..<FileWork.limit { FileWork.permits.release() }
+        #expect(pool.snapshot.waiting == 0)
         #expect(ran.count.load(ordering: .relaxed) == 0)
     }
 
@@ -185,15 +231,15 @@ struct ClientFileWorkTests {
         let record = try await alice.writeFile(type: "file", path: path)
         let id = try #require(record.id)
         let out = scratch.path("out")
-        for _ in 0..<FileWork.limit { try await FileWork.permits.acquire() }
         let download = Task { try await alice.readFile(id, to: out) }
         // Bounded: with a permit needed, the download would wait until they are given back below.
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !FileManager.default.fileExists(atPath: out) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
+        let completedWhileHeld = try await holdingEveryPermit(of: [FileWork.wholeFilePermits, FileWork.ioPermits]) {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !FileManager.default.fileExists(atPath: out) && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            return FileManager.default.fileExists(atPath: out)
         }
-        let completedWhileHeld = FileManager.default.fileExists(atPath: out)
-        for _ in 0..<FileWork.limit { FileWork.permits.release() }
         _ = try await download.value
         #expect(completedWhileHeld, "the download waited for a FileWork permit")
         #expect(try Data(contentsOf: URL(fileURLWithPath: out)) == Data(contentsOf: URL(fileURLWithPath: path)))

@@ -496,13 +496,9 @@ public final class E3DBClient: Sendable {
     /// cancelled caller leaves at once, while the fetch goes on for the other callers (and its token is still
     /// recorded when it succeeds).
     private static func awaitToken(_ fetch: Task<String, any Error>) async throws -> String {
-        let handOver = TokenHandOver()
-        Task { handOver.finish(await fetch.result) }
-        return try await withTaskCancellationHandler {
-            try await handOver.wait()
-        } onCancel: {
-            handOver.finish(.failure(cancelledError("token")))
-        }
+        let race = FirstOutcome<String>()
+        Task { race.finish(await fetch.result) }
+        return try await race.outcome(cancellation: { cancelledError("token") })
     }
 
     /// Fetches a token and records it (or, on failure, forgets the fetch so that the next caller tries again).
@@ -542,46 +538,5 @@ public final class E3DBClient: Sendable {
                 context: .init(field: "access_token", part: "token"))
         }
         return (t.accessToken, Date().addingTimeInterval(TimeInterval(t.expiresIn)))
-    }
-}
-
-/// One caller's wait for the shared token fetch: finished once, by the fetch's outcome or by the caller's
-/// cancellation, whichever comes first; the later one is dropped.
-private final class TokenHandOver: Sendable {
-    private enum State {
-        case pending
-        case waiting(CheckedContinuation<String, any Error>)
-        case finished(Result<String, any Error>)
-    }
-
-    private let state = Mutex<State>(.pending)
-
-    /// Finishes the wait with `outcome`, unless it was finished already.
-    func finish(_ outcome: Result<String, any Error>) {
-        let waiter = state.withLock { state -> CheckedContinuation<String, any Error>? in
-            switch state {
-            case .pending:
-                state = .finished(outcome)
-                return nil
-            case .waiting(let continuation):
-                state = .finished(outcome)
-                return continuation
-            case .finished:
-                return nil
-            }
-        }
-        waiter?.resume(with: outcome)
-    }
-
-    /// The outcome, once the wait is finished.
-    func wait() async throws -> String {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
-            let outcome = state.withLock { state -> Result<String, any Error>? in
-                if case .finished(let outcome) = state { return outcome }
-                state = .waiting(continuation)
-                return nil
-            }
-            if let outcome { continuation.resume(with: outcome) }
-        }
     }
 }

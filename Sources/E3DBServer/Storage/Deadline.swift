@@ -1,4 +1,4 @@
-import Synchronization
+import E3DBPrimitives
 
 /// A call did not finish within its deadline (``withDeadline(_:_:)``).
 struct DeadlineExceeded: Error, Sendable {
@@ -30,7 +30,7 @@ func withDeadline<T: Sendable>(
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try Task.checkCancellation()
-    let race = DeadlineRace<T>()
+    let race = FirstOutcome<T>()
     let work = Task {
         do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
     }
@@ -45,49 +45,5 @@ func withDeadline<T: Sendable>(
         // end, which cancellation ends at once.
         defer { group.cancelAll() }
         return try await race.outcome(onCancel: { work.cancel() })
-    }
-}
-
-/// The first outcome of ``withDeadline(_:_:)``: the body's, the deadline's or the caller's cancellation; later ones
-/// are ignored. Its one waiter leaves when its task is cancelled.
-private final class DeadlineRace<T: Sendable>: Sendable {
-    private struct State {
-        var outcome: Result<T, any Error>?
-        var waiter: CheckedContinuation<T, any Error>?
-        var finished = false
-    }
-
-    private let state = Mutex(State())
-
-    func finish(_ outcome: Result<T, any Error>) {
-        let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
-            guard !state.finished else { return nil }
-            state.finished = true
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
-            }
-            state.outcome = outcome
-            return nil
-        }
-        waiter?.resume(with: outcome)
-    }
-
-    /// Waits for the first outcome. When the waiting task is cancelled, the race ends with `CancellationError`
-    /// (the waiter resumed at once, whether it was waiting already or not yet) after `onCancel` ran.
-    func outcome(onCancel: @escaping @Sendable () -> Void = {}) async throws -> T {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                let outcome = state.withLock { state -> Result<T, any Error>? in
-                    if let outcome = state.outcome { return outcome }
-                    state.waiter = continuation
-                    return nil
-                }
-                if let outcome { continuation.resume(with: outcome) }
-            }
-        } onCancel: {
-            onCancel()
-            finish(.failure(CancellationError()))
-        }
     }
 }

@@ -105,6 +105,7 @@ extension E3DBTransport {
         -> (Data, HTTPResponse)
     {
         let fd = try await FileWork.run("download", kind: .io) { _ throws -> Int32 in
+            // Safety: the path is lent to `open` as a NUL-terminated copy for the call only.
             let fd = FileIO.retryingInterrupted {
                 unsafe open(destinationPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }

@@ -282,6 +282,7 @@ package enum UnnamedFile {
     package static func isNamed(_ fd: Int32, in descriptorDirectory: String) -> Bool {
         var opened = stat()
         var named = stat()
+        // Safety: `fstat` and `stat` write into the two locals, for the call only; the path is a NUL-terminated copy.
         guard unsafe fstat(fd, &opened) == 0, unsafe stat("\(descriptorDirectory)/\(fd)", &named) == 0 else {
             return false
         }
@@ -294,6 +295,7 @@ package enum UnnamedFile {
     /// - Returns: 0, or -1 with `errno` set.
     package static func link(_ fd: Int32, to path: String, through descriptorDirectory: String) -> Int32 {
         #if os(Linux)
+            // Safety: both paths are lent to `linkat` as NUL-terminated copies for the call only.
             return unsafe linkat(AT_FDCWD, "\(descriptorDirectory)/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
         #else
             errno = EOPNOTSUPP

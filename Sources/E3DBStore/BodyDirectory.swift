@@ -89,6 +89,7 @@ final class BodyDirectory {
     /// The names in the directory (`.` and `..` left out), read through a descriptor of its own for the same
     /// directory (never a path).
     func names() throws(E3DBError) -> [String] {
+        // Safety: the name is lent to `openat` as a NUL-terminated copy for the call only (so are those below).
         let listing = FileIO.retryingInterrupted { unsafe openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard listing >= 0 else { throw Self.failure("cannot list", EncryptedStore.filesDirectoryName, errno) }
         guard let stream = unsafe fdopendir(listing) else {
@@ -125,6 +126,7 @@ final class BodyDirectory {
     /// Opens the body `name` for reading: `O_NOFOLLOW` (a link is refused, not followed) and `O_NONBLOCK` (a FIFO
     /// does not wait for a writer), a regular file required by `fstat`, then blocking reads again.
     func openBody(_ name: String) -> Result<Int32, OpenFailure> {
+        // Safety: the name is lent to `openat` as a NUL-terminated copy for the call only.
         let fd = FileIO.retryingInterrupted {
             unsafe openat(descriptor, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
         }
@@ -199,6 +201,7 @@ final class StagedBody: FileByteSink {
         if opened < 0 {
             // The package's one temporary naming scheme (`AtomicFile`'s), created relative to the held directory.
             let named = AtomicFile.temporaryName()
+            // Safety: the name is lent to `openat` as a NUL-terminated copy for the call only.
             opened = FileIO.retryingInterrupted {
                 unsafe openat(directory.descriptor, named, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
